@@ -1,0 +1,5 @@
+//! One module per subcommand.
+
+pub mod dump;
+pub mod inspect;
+pub mod verify;

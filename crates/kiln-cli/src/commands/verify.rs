@@ -1,0 +1,34 @@
+//! `kiln verify FILE`: exit 0 when the file is valid, 1 with a one-line reason when not.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+
+use crate::input::Input;
+
+/// Arguments of `kiln verify`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// The file to verify.
+    pub file: PathBuf,
+}
+
+/// Runs `kiln verify`.
+pub fn run(args: Args) -> Result<ExitCode> {
+    let input = Input::open(&args.file)?;
+    let outcome: Result<(), String> = match input.kind {
+        // Each format registers its verifier here.
+        kind => Err(format!("verifying {kind} files is not supported yet")),
+    };
+    match outcome {
+        Ok(()) => {
+            println!("{}: ok ({})", args.file.display(), input.kind);
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(reason) => {
+            println!("{}: invalid: {reason}", args.file.display());
+            Ok(ExitCode::from(1))
+        }
+    }
+}

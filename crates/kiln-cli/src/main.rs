@@ -1,0 +1,45 @@
+//! `kiln`: read, verify, inspect, edit, link and run the artifacts of on-device ML compilers.
+//!
+//! Exit codes: 0 success, 1 invalid input or failed check, 2 usage error.
+
+mod commands;
+mod input;
+mod output;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// binutils plus a loader for ML artifacts.
+#[derive(Parser)]
+#[command(name = "kiln", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Summarise any supported file (kind detected from its magic bytes).
+    Inspect(commands::inspect::Args),
+    /// Verify any supported file: exit 0 when valid, 1 with a one-line reason when not.
+    Verify(commands::verify::Args),
+    /// Print the whole file as JSON, for debugging.
+    Dump(commands::dump::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Inspect(args) => commands::inspect::run(args),
+        Command::Verify(args) => commands::verify::run(args),
+        Command::Dump(args) => commands::dump::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("kiln: error: {err:#}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,97 @@
+//! Shared printing: JSON for scripts, aligned tables for people.
+
+use anyhow::Result;
+use serde::Serialize;
+
+/// Prints `value` as pretty JSON on stdout.
+pub fn print_json<T: Serialize + ?Sized>(value: &T) -> Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}
+
+/// A plain-text table with right-aligned numeric columns.
+pub struct Table {
+    header: Vec<String>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    /// A table with these column titles.
+    pub fn new<S: Into<String>>(header: impl IntoIterator<Item = S>) -> Self {
+        Table { header: header.into_iter().map(Into::into).collect(), rows: Vec::new() }
+    }
+
+    /// Adds one row.
+    pub fn row<S: Into<String>>(&mut self, cells: impl IntoIterator<Item = S>) {
+        self.rows.push(cells.into_iter().map(Into::into).collect());
+    }
+
+    /// Renders the table; numeric cells are right-aligned.
+    pub fn render(&self) -> String {
+        let cols = self.header.len();
+        let mut widths: Vec<usize> = self.header.iter().map(|h| h.chars().count()).collect();
+        for row in &self.rows {
+            for (i, cell) in row.iter().enumerate().take(cols) {
+                widths[i] = widths[i].max(cell.chars().count());
+            }
+        }
+        let mut out = String::new();
+        let mut line = |cells: &[String]| {
+            let mut parts = Vec::with_capacity(cols);
+            for (i, cell) in cells.iter().enumerate().take(cols) {
+                let numeric = !cell.is_empty() && cell.parse::<f64>().is_ok();
+                let last = i + 1 == cols;
+                parts.push(if numeric {
+                    format!("{cell:>w$}", w = widths[i])
+                } else if last {
+                    cell.clone()
+                } else {
+                    format!("{cell:<w$}", w = widths[i])
+                });
+            }
+            out.push_str(parts.join("  ").trim_end());
+            out.push('\n');
+        };
+        line(&self.header);
+        for row in &self.rows {
+            line(row);
+        }
+        out
+    }
+}
+
+/// `n` bytes as a short human string (`1.5 MiB`).
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = n as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{n} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_aligns_columns() {
+        let mut t = Table::new(["name", "size"]);
+        t.row(["a", "1"]);
+        t.row(["long", "1000"]);
+        assert_eq!(t.render(), "name  size\na        1\nlong  1000\n");
+    }
+
+    #[test]
+    fn human_bytes_picks_unit() {
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(1536), "1.5 KiB");
+        assert_eq!(human_bytes(3 << 20), "3.0 MiB");
+    }
+}

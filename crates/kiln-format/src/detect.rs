@@ -1,0 +1,124 @@
+//! Recognising a file's kind from its first bytes, for `kiln inspect` and every command that
+//! takes "any supported file".
+
+use serde::Serialize;
+
+/// The artifact kinds kiln knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// ExecuTorch program (`ET12` identifier at bytes 4..8).
+    Pte,
+    /// ExecuTorch external data, FlatTensor (`FT01` identifier at bytes 4..8).
+    Ptd,
+    /// IREE parameter archive (`IRPA` magic at byte 0).
+    Irpa,
+    /// safetensors (u64 header length, then a JSON object).
+    Safetensors,
+    /// GGUF (`GGUF` magic at byte 0).
+    Gguf,
+    /// TensorFlow Lite flatbuffer (`TFL3` identifier) without an Edge TPU custom op.
+    Tflite,
+    /// TensorFlow Lite flatbuffer carrying Edge TPU (DarwiNN) packages.
+    Edgetpu,
+    /// Samsung ONE Circle model (`CIR0` identifier).
+    Circle,
+    /// AIE transaction binary (no magic; header fields consistent with the file size).
+    Txn,
+}
+
+impl Kind {
+    /// The lower-case name used in `--json` output and messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Pte => "pte",
+            Kind::Ptd => "ptd",
+            Kind::Irpa => "irpa",
+            Kind::Safetensors => "safetensors",
+            Kind::Gguf => "gguf",
+            Kind::Tflite => "tflite",
+            Kind::Edgetpu => "edgetpu",
+            Kind::Circle => "circle",
+            Kind::Txn => "txn",
+        }
+    }
+}
+
+impl std::fmt::Display for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Recognises `bytes` by magic numbers, or `None` when no known kind matches.
+///
+/// Detection only looks; it never verifies. A file detected as a kind may still fail that
+/// kind's verifier.
+pub fn detect(bytes: &[u8]) -> Option<Kind> {
+    let ident = bytes.get(4..8);
+    if bytes.starts_with(b"IRPA") {
+        return Some(Kind::Irpa);
+    }
+    if bytes.starts_with(b"GGUF") {
+        return Some(Kind::Gguf);
+    }
+    match ident {
+        Some(b"ET12") => return Some(Kind::Pte),
+        Some(b"FT01") => return Some(Kind::Ptd),
+        Some(b"CIR0") => return Some(Kind::Circle),
+        Some(b"TFL3") => return Some(Kind::Tflite),
+        _ => {}
+    }
+    if looks_like_safetensors(bytes) {
+        return Some(Kind::Safetensors);
+    }
+    if looks_like_txn(bytes) {
+        return Some(Kind::Txn);
+    }
+    None
+}
+
+/// safetensors: a u64 header length that fits the file, then `{`.
+fn looks_like_safetensors(bytes: &[u8]) -> bool {
+    let Some(len) = bytes.get(0..8) else { return false };
+    let len = u64::from_le_bytes(len.try_into().unwrap_or([0; 8]));
+    len >= 2 && len.checked_add(8).is_some_and(|end| end <= bytes.len() as u64) && bytes[8] == b'{'
+}
+
+/// AIE transaction binary: a 16-byte header whose version is 0.1 or 1.0 and whose `TxnSize`
+/// (bytes 12..16, header included) equals the file size.
+fn looks_like_txn(bytes: &[u8]) -> bool {
+    if bytes.len() < 16 {
+        return false;
+    }
+    let version_ok = matches!((bytes[0], bytes[1]), (0, 1) | (1, 0));
+    let txn_size = u32::from_le_bytes([bytes[12], bytes[13], bytes[14], bytes[15]]);
+    version_ok && txn_size as usize == bytes.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn detects_by_magic() {
+        assert_eq!(detect(b"\x1c\0\0\0ET12eh00........"), Some(Kind::Pte));
+        assert_eq!(detect(b"\x1c\0\0\0FT01FH01"), Some(Kind::Ptd));
+        assert_eq!(detect(b"IRPA\0\0\0\0"), Some(Kind::Irpa));
+        assert_eq!(detect(b"GGUF\x03\0\0\0"), Some(Kind::Gguf));
+        assert_eq!(detect(b"\x1c\0\0\0CIR0"), Some(Kind::Circle));
+        assert_eq!(detect(b"\x1c\0\0\0TFL3"), Some(Kind::Tflite));
+        assert_eq!(detect(b"\x02\0\0\0\0\0\0\0{}"), Some(Kind::Safetensors));
+        assert_eq!(detect(b"nothing we know"), None);
+        assert_eq!(detect(b""), None);
+    }
+
+    #[test]
+    fn detects_txn_by_consistent_header() {
+        let mut txn = vec![0u8, 1, 4, 6, 4, 1, 0, 0, 0, 0, 0, 0];
+        txn.extend_from_slice(&16u32.to_le_bytes());
+        assert_eq!(detect(&txn), Some(Kind::Txn));
+        txn[12] = 20;
+        assert_eq!(detect(&txn), None);
+    }
+}

@@ -1,0 +1,18 @@
+//! Every file format kiln reads and writes.
+//!
+//! Each artifact kind has its own module with the same inner shape: generated schema code (for
+//! flatbuffer formats) kept apart from hand code, a zero-copy reader over `&[u8]`, a verification
+//! step that runs before anything else touches the bytes, and a writer.
+//!
+//! Nothing in this crate may panic, abort or allocate more than the input's size implies,
+//! whatever bytes it is given: every offset, index and size read from a file goes through the
+//! bounds-checked [`bytes::ByteReader`] or through a flatbuffer verifier first.
+#![forbid(unsafe_code)]
+
+pub mod bytes;
+pub mod detect;
+pub mod error;
+pub mod io;
+
+pub use detect::{detect, Kind};
+pub use error::{Error, Result};
