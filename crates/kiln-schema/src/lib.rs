@@ -7,3 +7,12 @@
 //! flatbuffers verifier first, and never calls the `*_unchecked` entry points.
 #![allow(missing_docs, clippy::all, clippy::pedantic, unused_imports, non_camel_case_types)]
 #![allow(non_snake_case, non_upper_case_globals, dead_code, mismatched_lifetime_syntaxes)]
+
+/// ExecuTorch program (`.pte`, file identifier `ET12`): `schema/program.fbs` +
+/// `schema/scalar_type.fbs`.
+#[path = "generated/program/mod.rs"]
+pub mod program;
+
+/// ExecuTorch external tensor data (`.ptd`, file identifier `FT01`): `schema/flat_tensor.fbs`.
+#[path = "generated/flat_tensor/mod.rs"]
+pub mod flat_tensor;
