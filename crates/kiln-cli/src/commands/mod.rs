@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
 pub mod dump;
+pub mod executorch;
 pub mod inspect;
 pub mod verify;

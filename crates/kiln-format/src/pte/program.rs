@@ -752,6 +752,23 @@ pub enum ValueKind {
 }
 
 impl ValueKind {
+    /// Snake-case name (`none`, `int`, `tensor`, `int_list`, `optional_tensor_list`, ...).
+    pub fn snake_name(self) -> &'static str {
+        match self {
+            ValueKind::Null => "none",
+            ValueKind::Int => "int",
+            ValueKind::Bool => "bool",
+            ValueKind::Double => "double",
+            ValueKind::Tensor => "tensor",
+            ValueKind::String => "string",
+            ValueKind::IntList => "int_list",
+            ValueKind::DoubleList => "double_list",
+            ValueKind::BoolList => "bool_list",
+            ValueKind::TensorList => "tensor_list",
+            ValueKind::OptionalTensorList => "optional_tensor_list",
+        }
+    }
+
     /// The union member's name as in the schema.
     pub fn name(self) -> &'static str {
         match self {

@@ -53,10 +53,11 @@ pub struct MethodSummary {
 /// One input or output: a tensor's dtype and shape, or a non-tensor value's kind.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct IoSummary {
-    /// Lower-case ExecuTorch dtype name for tensors, else the value kind (`int`, `bool`, ...).
+    /// Lower-case ExecuTorch dtype name for tensors, else the value kind in snake case (`int`,
+    /// `bool`, `int_list`, `none`, ...).
     pub dtype: String,
-    /// Tensor shape (upper bound for dynamic tensors); empty for non-tensors.
-    pub shape: Vec<i64>,
+    /// Tensor shape (upper bound for dynamic tensors); `None` for non-tensors.
+    pub shape: Option<Vec<i64>>,
     /// `static`, `dynamic_bound` or `dynamic_unbound` for tensors.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dynamism: Option<&'static str>,
@@ -125,12 +126,12 @@ fn io_summary(v: &Value<'_>) -> IoSummary {
     match v {
         Value::Tensor(t) => IoSummary {
             dtype: t.dtype().name().to_string(),
-            shape: t.sizes().iter().map(i64::from).collect(),
+            shape: Some(t.sizes().iter().map(i64::from).collect()),
             dynamism: Some(t.dynamism().name()),
         },
         other => IoSummary {
-            dtype: other.kind().name().to_ascii_lowercase(),
-            shape: Vec::new(),
+            dtype: other.kind().snake_name().to_string(),
+            shape: None,
             dynamism: None,
         },
     }

@@ -1,0 +1,114 @@
+//! ExecuTorch `.pte` programs and `.ptd` external data: inspect, verify, dump and
+//! `kiln pte rewrite`.
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use kiln_format::pte::{self, Instruction, Program};
+
+use crate::input::Input;
+use crate::output::{human_bytes, print_json, Table};
+
+fn open_pte(input: &Input) -> Result<Program<'_>> {
+    Program::open(input.bytes()).with_context(|| input.file.path().display().to_string())
+}
+
+/// `kiln inspect` for a `.pte`.
+pub fn inspect_pte(input: &Input, json: bool) -> Result<ExitCode> {
+    let program = open_pte(input)?;
+    let summary = pte::summary::summarize(&program)?;
+    if json {
+        print_json(&summary)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "{}: ExecuTorch program (.pte), {} ({} bytes), {}",
+        input.file.path().display(),
+        human_bytes(summary.file_size),
+        summary.file_size,
+        if summary.extended_header { "eh00 header" } else { "no extended header" }
+    );
+    println!(
+        "constants: {} in {} buffers; named data: {} entries",
+        human_bytes(summary.constants_size),
+        summary.constant_buffers,
+        summary.named_data.len()
+    );
+    for (m, ms) in program.methods().zip(&summary.methods) {
+        println!();
+        println!(
+            "method {:?}: {} values, {} instructions, planned arenas {:?}",
+            ms.name, ms.values, ms.instructions, ms.planned_buffers
+        );
+        let mut io = Table::new(["", "#", "dtype", "shape"]);
+        for (dir, list) in [("input", &ms.inputs), ("output", &ms.outputs)] {
+            for (i, v) in list.iter().enumerate() {
+                let shape = match &v.shape {
+                    Some(s) => format!("{s:?}"),
+                    None => "-".to_string(),
+                };
+                io.row([dir.to_string(), i.to_string(), v.dtype.clone(), shape]);
+            }
+        }
+        print!("{}", indent(&io.render()));
+        let mut calls: BTreeMap<usize, usize> = BTreeMap::new();
+        let mut delegate_calls: BTreeMap<usize, usize> = BTreeMap::new();
+        for chain in m.chains() {
+            for ins in chain.instructions() {
+                match ins? {
+                    Instruction::Kernel { op_index, .. } => *calls.entry(op_index).or_default() += 1,
+                    Instruction::Delegate { delegate_index, .. } => {
+                        *delegate_calls.entry(delegate_index).or_default() += 1
+                    }
+                    _ => {}
+                }
+            }
+        }
+        if !ms.operators.is_empty() {
+            let mut ops = Table::new(["calls", "operator"]);
+            let mut rows: Vec<(usize, &String)> = ms
+                .operators
+                .iter()
+                .enumerate()
+                .map(|(i, name)| (calls.get(&i).copied().unwrap_or(0), name))
+                .collect();
+            rows.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
+            for (count, name) in rows {
+                ops.row([count.to_string(), name.clone()]);
+            }
+            print!("{}", indent(&ops.render()));
+        }
+        for (i, d) in m.delegates().enumerate() {
+            let d = d?;
+            let blob = program.delegate_data(&d)?;
+            println!(
+                "  delegate {i}: {} ({}, {} calls, {} compile specs)",
+                d.id,
+                human_bytes(blob.len() as u64),
+                delegate_calls.get(&i).copied().unwrap_or(0),
+                d.compile_specs.len()
+            );
+        }
+    }
+    if !summary.segments.is_empty() {
+        println!();
+        println!("segments (base offset {}):", summary.segment_base_offset);
+        let mut t = Table::new(["#", "offset", "size", "size (human)"]);
+        for (i, s) in summary.segments.iter().enumerate() {
+            t.row([i.to_string(), s.offset.to_string(), s.size.to_string(), human_bytes(s.size)]);
+        }
+        print!("{}", indent(&t.render()));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn indent(s: &str) -> String {
+    s.lines().map(|l| format!("  {l}\n")).collect()
+}
+
+/// `kiln verify` for a `.pte`: the one-line reason on failure.
+pub fn verify_pte(input: &Input) -> Result<(), String> {
+    Program::open(input.bytes()).map(|_| ()).map_err(|e| e.to_string())
+}
+
