@@ -13,6 +13,7 @@ pub mod bytes;
 pub mod detect;
 pub mod error;
 pub mod io;
+pub mod ptd;
 pub mod pte;
 
 pub use detect::{detect, Kind};

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
+use kiln_format::ptd::FlatTensor;
 use kiln_format::pte::{self, Instruction, Program};
 
 use crate::input::Input;
@@ -112,3 +113,62 @@ pub fn verify_pte(input: &Input) -> Result<(), String> {
     Program::open(input.bytes()).map(|_| ()).map_err(|e| e.to_string())
 }
 
+
+fn open_ptd(input: &Input) -> Result<FlatTensor<'_>> {
+    FlatTensor::open(input.bytes()).with_context(|| input.file.path().display().to_string())
+}
+
+/// `kiln inspect` for a `.ptd`.
+pub fn inspect_ptd(input: &Input, json: bool) -> Result<ExitCode> {
+    let ft = open_ptd(input)?;
+    let mut entries = Vec::with_capacity(ft.len());
+    for e in ft.entries() {
+        let e = e?;
+        entries.push(serde_json::json!({
+            "key": e.key,
+            "segment": e.segment_index,
+            "size": e.data.len(),
+            "dtype": e.layout.as_ref().map(|l| l.scalar_type.name()),
+            "shape": e.layout.as_ref().map(|l| l.sizes.clone()),
+            "dim_order": e.layout.as_ref().map(|l| l.dim_order.clone()),
+        }));
+    }
+    let segments: Vec<_> = (0..ft.num_segments())
+        .map(|i| ft.segment(i).map(|(offset, size)| serde_json::json!({"offset": offset, "size": size})))
+        .collect::<Result<_, _>>()?;
+    if json {
+        print_json(&serde_json::json!({
+            "format": "ptd",
+            "version": ft.version(),
+            "segment_base_offset": ft.header().segment_base_offset,
+            "segments": segments,
+            "named_data": entries,
+            "file_size": input.bytes().len(),
+        }))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "{}: ExecuTorch external data (.ptd), {} ({} bytes), {} entries in {} segments",
+        input.file.path().display(),
+        human_bytes(input.bytes().len() as u64),
+        input.bytes().len(),
+        ft.len(),
+        ft.num_segments()
+    );
+    let mut t = Table::new(["key", "dtype", "shape", "segment", "size"]);
+    for e in ft.entries() {
+        let e = e?;
+        let (dtype, shape) = match &e.layout {
+            Some(l) => (l.scalar_type.name().to_string(), format!("{:?}", l.sizes)),
+            None => ("-".to_string(), "-".to_string()),
+        };
+        t.row([e.key.to_string(), dtype, shape, e.segment_index.to_string(), e.data.len().to_string()]);
+    }
+    print!("{}", indent(&t.render()));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `kiln verify` for a `.ptd`: the one-line reason on failure.
+pub fn verify_ptd(input: &Input) -> Result<(), String> {
+    FlatTensor::open(input.bytes()).map(|_| ()).map_err(|e| e.to_string())
+}

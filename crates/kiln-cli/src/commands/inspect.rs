@@ -25,6 +25,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     match input.kind {
         // Each format registers its summary here.
         Kind::Pte => super::executorch::inspect_pte(&input, args.json),
+        Kind::Ptd => super::executorch::inspect_ptd(&input, args.json),
         kind => bail!("{}: inspecting {kind} files is not supported yet", args.file.display()),
     }
 }

@@ -22,6 +22,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let outcome: Result<(), String> = match input.kind {
         // Each format registers its verifier here.
         Kind::Pte => super::executorch::verify_pte(&input),
+        Kind::Ptd => super::executorch::verify_ptd(&input),
         kind => Err(format!("verifying {kind} files is not supported yet")),
     };
     match outcome {
