@@ -26,6 +26,8 @@ enum Command {
     Verify(commands::verify::Args),
     /// Print the whole file as JSON, for debugging.
     Dump(commands::dump::Args),
+    /// ExecuTorch program tools (`kiln pte rewrite IN.pte -o OUT.pte`).
+    Pte(commands::executorch::PteArgs),
 }
 
 fn main() -> ExitCode {
@@ -34,6 +36,7 @@ fn main() -> ExitCode {
         Command::Inspect(args) => commands::inspect::run(args),
         Command::Verify(args) => commands::verify::run(args),
         Command::Dump(args) => commands::dump::run(args),
+        Command::Pte(args) => commands::executorch::run_pte(args),
     };
     match result {
         Ok(code) => code,

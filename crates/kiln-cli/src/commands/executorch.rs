@@ -2,6 +2,7 @@
 //! `kiln pte rewrite`.
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
@@ -171,4 +172,41 @@ pub fn inspect_ptd(input: &Input, json: bool) -> Result<ExitCode> {
 /// `kiln verify` for a `.ptd`: the one-line reason on failure.
 pub fn verify_ptd(input: &Input) -> Result<(), String> {
     FlatTensor::open(input.bytes()).map(|_| ()).map_err(|e| e.to_string())
+}
+/// Arguments of `kiln pte`.
+#[derive(clap::Args)]
+pub struct PteArgs {
+    #[command(subcommand)]
+    command: PteCommand,
+}
+
+#[derive(clap::Subcommand)]
+enum PteCommand {
+    /// Read a .pte into kiln's in-memory model and write it back with ExecuTorch's layout rules.
+    Rewrite {
+        /// The program to read.
+        input: PathBuf,
+        /// Where to write (atomically).
+        #[arg(short, long)]
+        output: PathBuf,
+    },
+}
+
+/// Runs `kiln pte ...`.
+pub fn run_pte(args: PteArgs) -> Result<ExitCode> {
+    match args.command {
+        PteCommand::Rewrite { input, output } => rewrite(&input, &output),
+    }
+}
+
+fn rewrite(input: &Path, output: &Path) -> Result<ExitCode> {
+    let file = Input::open(input)?;
+    let program = open_pte(&file)?;
+    let model = pte::model::ProgramModel::from_program(&program)?;
+    let bytes = pte::writer::write(&model)?;
+    // Never write a file kiln itself would reject.
+    Program::open(&bytes).context("the rewritten program does not verify")?;
+    kiln_format::io::write_bytes_atomic(output, &bytes)?;
+    println!("{}: wrote {} bytes", output.display(), bytes.len());
+    Ok(ExitCode::SUCCESS)
 }

@@ -7,10 +7,12 @@
 //! [`Delegate`], [`Program::constant_data`], [`Program::segment_bytes`], ...) never panic.
 
 pub mod header;
+pub mod model;
 mod program;
 mod scalar_type;
 pub mod summary;
 pub mod verify;
+pub mod writer;
 
 pub use flatbuffers::Vector;
 pub use header::{ExtendedHeader, Layout};

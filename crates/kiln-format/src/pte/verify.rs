@@ -27,9 +27,13 @@ pub fn program(p: &Program<'_>, limits: &Limits) -> Result<()> {
 
     if let Some(cs) = raw.constant_segment() {
         let at = loc(&cs._tab);
-        let size = segment_size(cs.segment_index(), &|| "constant_segment.segment_index".into(), at)?;
         let offsets = cs.offsets();
-        check_offsets(p, offsets, size, "constant_segment")?;
+        // Files that keep constants inline may carry an empty constant_segment with no segments.
+        if offsets.is_some_and(|o| !o.is_empty()) {
+            let size =
+                segment_size(cs.segment_index(), &|| "constant_segment.segment_index".into(), at)?;
+            check_offsets(p, offsets, size, "constant_segment")?;
+        }
         if offsets.is_some_and(|o| o.len() > 1) && raw.constant_buffer().is_some_and(|b| !b.is_empty())
         {
             return Err(Error::invalid(
