@@ -210,3 +210,15 @@ fn rewrite(input: &Path, output: &Path) -> Result<ExitCode> {
     println!("{}: wrote {} bytes", output.display(), bytes.len());
     Ok(ExitCode::SUCCESS)
 }
+
+/// `kiln dump` for a `.pte`.
+pub fn dump_pte(input: &Input) -> Result<ExitCode> {
+    print_json(&pte::dump::dump(&open_pte(input)?))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `kiln dump` for a `.ptd`.
+pub fn dump_ptd(input: &Input) -> Result<ExitCode> {
+    print_json(&open_ptd(input)?.dump())?;
+    Ok(ExitCode::SUCCESS)
+}

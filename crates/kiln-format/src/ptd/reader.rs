@@ -305,3 +305,54 @@ impl<'a> FlatTensor<'a> {
         })
     }
 }
+
+impl FlatTensor<'_> {
+    /// The whole file as JSON, shaped like `flatc --json` output of `flat_tensor.fbs`, with the
+    /// `FH01` header.
+    pub fn dump(&self) -> serde_json::Value {
+        let h = &self.header;
+        let segments: Vec<_> = self
+            .root
+            .segments()
+            .into_iter()
+            .flat_map(|v| v.iter())
+            .map(|s| serde_json::json!({"offset": s.offset(), "size": s.size()}))
+            .collect();
+        let named: Vec<_> = self
+            .root
+            .named_data()
+            .into_iter()
+            .flat_map(|v| v.iter())
+            .map(|n| {
+                let layout = n.tensor_layout().map(|l| {
+                    let st = l.scalar_type();
+                    serde_json::json!({
+                        "scalar_type": st.variant_name().map_or_else(|| st.0.to_string(), str::to_string),
+                        "sizes": l.sizes().map(|v| v.iter().collect::<Vec<_>>()),
+                        "dim_order": l.dim_order().map(|v| v.iter().collect::<Vec<_>>()),
+                    })
+                });
+                serde_json::json!({
+                    "key": n.key(),
+                    "segment_index": n.segment_index(),
+                    "tensor_layout": layout,
+                })
+            })
+            .collect();
+        serde_json::json!({
+            "format": "ptd",
+            "header": {
+                "length": h.length,
+                "flatbuffer_offset": h.flatbuffer_offset,
+                "flatbuffer_size": h.flatbuffer_size,
+                "segment_base_offset": h.segment_base_offset,
+                "segment_data_size": h.segment_data_size,
+            },
+            "flat_tensor": {
+                "version": self.root.version(),
+                "segments": segments,
+                "named_data": named,
+            },
+        })
+    }
+}

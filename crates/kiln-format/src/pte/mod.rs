@@ -6,6 +6,7 @@
 //! typed accessors ([`Method`], [`Value`], [`Tensor`], [`Instruction`], [`Operator`],
 //! [`Delegate`], [`Program::constant_data`], [`Program::segment_bytes`], ...) never panic.
 
+pub mod dump;
 pub mod header;
 pub mod model;
 mod program;
