@@ -47,16 +47,22 @@ fn the_unedited_model_verifies() {
 #[test]
 fn rejects_broken_indices() {
     rejects("kernel arg", "instructions[0].kernel_call.args[2]", |m| {
-        let InstructionModel::Kernel { args, .. } = &mut m.chains[0].instructions[0] else { panic!() };
+        let InstructionModel::Kernel { args, .. } = &mut m.chains[0].instructions[0] else {
+            panic!()
+        };
         args[2] = m.values.len() as i32;
     });
     rejects("op index", "kernel_call.op_index", |m| {
         let n = m.operators.len() as i32;
-        let InstructionModel::Kernel { op_index, .. } = &mut m.chains[0].instructions[0] else { panic!() };
+        let InstructionModel::Kernel { op_index, .. } = &mut m.chains[0].instructions[0] else {
+            panic!()
+        };
         *op_index = n;
     });
     rejects("negative arg", "index -1 is outside", |m| {
-        let InstructionModel::Kernel { args, .. } = &mut m.chains[0].instructions[1] else { panic!() };
+        let InstructionModel::Kernel { args, .. } = &mut m.chains[0].instructions[1] else {
+            panic!()
+        };
         args[0] = -1;
     });
     rejects("move", "move_call.move_to", |m| {
@@ -73,7 +79,9 @@ fn rejects_broken_indices() {
         m.chains[0].instructions.push(InstructionModel::JumpFalse { cond: 20, destination: -2 });
     });
     rejects("delegate index", "delegate_call.delegate_index", |m| {
-        m.chains[0].instructions.push(InstructionModel::Delegate { delegate_index: 0, args: vec![] });
+        m.chains[0]
+            .instructions
+            .push(InstructionModel::Delegate { delegate_index: 0, args: vec![] });
     });
     rejects("input", "execution_plan[0].inputs[0]", |m| m.inputs[0] = 100_000);
     rejects("output", "execution_plan[0].outputs[0]", |m| m.outputs[0] = -5);
@@ -134,7 +142,9 @@ fn rejects_data_outside_its_storage() {
     rejects("constant larger than its segment", "values[4].tensor.data_buffer_idx", |m| {
         tensor(m, 4).sizes = vec![10, 5120];
     });
-    rejects("negative arena size", "non_const_buffer_sizes[1]", |m| m.non_const_buffer_sizes[1] = -1);
+    rejects("negative arena size", "non_const_buffer_sizes[1]", |m| {
+        m.non_const_buffer_sizes[1] = -1
+    });
 }
 
 #[test]
