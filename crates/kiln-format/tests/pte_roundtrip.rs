@@ -92,3 +92,14 @@ fn inline_constants_and_delegate_data_are_16_byte_aligned() {
     assert_eq!(program.delegate_data(&m.delegate(0).unwrap()).unwrap(), blob.as_slice());
     assert_eq!(ProgramModel::from_program(&program).unwrap(), model);
 }
+
+#[test]
+fn rewriting_keeps_constants_that_overlap_the_next_buffer() {
+    // Found by the `pte` fuzz target: a valid program whose constant tensor reads past the
+    // next constant offset (ExecuTorch only checks offset + nbytes <= segment size). Splitting
+    // the segment at offsets alone truncated that tensor's data.
+    let bytes = fs::read(common::fixture("pte-regress/overlapping_constants.pte")).unwrap();
+    let model = ProgramModel::from_program(&Program::open(&bytes).unwrap()).unwrap();
+    let written = write(&model).unwrap();
+    Program::open(&written).unwrap();
+}

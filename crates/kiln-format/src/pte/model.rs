@@ -7,7 +7,7 @@
 
 use kiln_schema::program::executorch_flatbuffer as fb;
 
-use super::program::{loc, DelegateData, Program, ShapeDynamism, FORMAT};
+use super::program::{loc, DelegateData, Program, ShapeDynamism, TensorData, FORMAT};
 use super::scalar_type::ScalarType;
 use crate::error::{Error, Result};
 
@@ -222,7 +222,31 @@ impl ProgramModel {
         let mut segments: Vec<SegmentModel> = (0..n)
             .map(|i| p.segment_bytes(i).map(|b| SegmentModel::Raw(b.to_vec())))
             .collect::<Result<_>>()?;
-        let mut split = |index: u32, offsets: Vec<u64>, alignment: u64, path: &str| -> Result<()> {
+        // Bytes each buffer must hold: the largest tensor reading it. A buffer normally runs to
+        // the next offset, but a (valid) file may let a tensor's data overlap the next buffer.
+        let (mut const_needed, mut mutable_needed) = (Vec::new(), Vec::new());
+        for m in p.methods() {
+            for i in 0..m.num_values() {
+                if let super::program::Value::Tensor(t) = m.value(i)? {
+                    let (needed, idx) = match t.data() {
+                        TensorData::Constant(idx) => (&mut const_needed, idx),
+                        TensorData::PlannedInitialized(_, idx) => (&mut mutable_needed, idx),
+                        _ => continue,
+                    };
+                    let idx = idx as usize;
+                    if needed.len() <= idx {
+                        needed.resize(idx + 1, 0);
+                    }
+                    needed[idx] = needed[idx].max(t.nbytes());
+                }
+            }
+        }
+        let mut split = |index: u32,
+                         offsets: Vec<u64>,
+                         needed: &[u64],
+                         alignment: u64,
+                         path: &str|
+         -> Result<()> {
             let slot = segments.get_mut(index as usize).ok_or_else(|| {
                 Error::invalid(FORMAT, format!("{path}.segment_index"), None, "out of range")
             })?;
@@ -237,7 +261,7 @@ impl ProgramModel {
                     ))
                 }
             };
-            let buffers = split_buffers(&data, &offsets, path)?;
+            let buffers = split_buffers(&data, &offsets, needed, path)?;
             *slot = SegmentModel::Buffers { buffers, alignment };
             Ok(())
         };
@@ -245,14 +269,16 @@ impl ProgramModel {
         if let Some(cs) = raw.constant_segment() {
             let offsets: Vec<u64> = cs.offsets().map(|v| v.iter().collect()).unwrap_or_default();
             if !offsets.is_empty() {
-                split(cs.segment_index(), offsets, 16, "constant_segment")?;
+                split(cs.segment_index(), offsets, &const_needed, 16, "constant_segment")?;
                 constant_segment = Some(cs.segment_index());
             }
         }
         let mut mutable_data_segments = Vec::new();
         for (i, sub) in raw.mutable_data_segments().into_iter().flat_map(|v| v.iter()).enumerate() {
             let offsets: Vec<u64> = sub.offsets().map(|v| v.iter().collect()).unwrap_or_default();
-            split(sub.segment_index(), offsets, 1, &format!("mutable_data_segments[{i}]"))?;
+            // The runtime reads initial mutable data from mutable_data_segments[0] only.
+            let needed: &[u64] = if i == 0 { &mutable_needed } else { &[] };
+            split(sub.segment_index(), offsets, needed, 1, &format!("mutable_data_segments[{i}]"))?;
             mutable_data_segments.push(sub.segment_index());
         }
         let bytes_of =
@@ -280,25 +306,31 @@ impl ProgramModel {
     }
 }
 
-/// Splits a segment at `offsets` (each checked <= the segment size by verification).
-fn split_buffers(data: &[u8], offsets: &[u64], path: &str) -> Result<Vec<Vec<u8>>> {
+/// Splits a segment at `offsets` (each checked <= the segment size by verification): buffer i
+/// runs to the next larger offset or the segment end, or further when a tensor reading it
+/// needs `needed[i]` bytes (its data then overlaps the next buffer and is copied into both).
+fn split_buffers(data: &[u8], offsets: &[u64], needed: &[u64], path: &str) -> Result<Vec<Vec<u8>>> {
     let mut sorted: Vec<u64> = offsets.to_vec();
     sorted.sort_unstable();
     sorted.dedup();
+    let len = data.len() as u64;
     offsets
         .iter()
-        .map(|&start| {
-            let end = match sorted.binary_search(&start) {
-                Ok(i) => sorted.get(i + 1).copied().unwrap_or(data.len() as u64),
-                Err(_) => data.len() as u64,
+        .enumerate()
+        .map(|(i, &start)| {
+            let next = match sorted.binary_search(&start) {
+                Ok(k) => sorted.get(k + 1).copied().unwrap_or(len),
+                Err(_) => len,
             };
+            let want = start.saturating_add(needed.get(i).copied().unwrap_or(0));
+            let end = next.max(want).min(len);
             usize::try_from(start)
                 .ok()
                 .zip(usize::try_from(end).ok())
                 .and_then(|(s, e)| data.get(s..e))
                 .map(<[u8]>::to_vec)
                 .ok_or_else(|| {
-                    Error::invalid(FORMAT, format!("{path}.offsets"), None, "offset past segment")
+                    Error::invalid(FORMAT, format!("{path}.offsets[{i}]"), None, "offset past segment")
                 })
         })
         .collect()

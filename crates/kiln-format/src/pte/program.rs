@@ -265,9 +265,12 @@ impl<'a> Program<'a> {
         }
     }
 
-    /// The bytes of segment `index`.
+    /// The bytes of segment `index` (empty for a zero-size segment, wherever it points).
     pub fn segment_bytes(&self, index: usize) -> Result<&'a [u8]> {
         let r = self.segment_range(index)?;
+        if r.is_empty() {
+            return Ok(&[]);
+        }
         slice(self.bytes, r.start, r.end - r.start, || format!("segments[{index}]"))
     }
 
