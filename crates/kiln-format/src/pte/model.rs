@@ -330,7 +330,12 @@ fn split_buffers(data: &[u8], offsets: &[u64], needed: &[u64], path: &str) -> Re
                 .and_then(|(s, e)| data.get(s..e))
                 .map(<[u8]>::to_vec)
                 .ok_or_else(|| {
-                    Error::invalid(FORMAT, format!("{path}.offsets[{i}]"), None, "offset past segment")
+                    Error::invalid(
+                        FORMAT,
+                        format!("{path}.offsets[{i}]"),
+                        None,
+                        "offset past segment",
+                    )
                 })
         })
         .collect()

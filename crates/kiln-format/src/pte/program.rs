@@ -372,12 +372,12 @@ impl<'a> Program<'a> {
 }
 
 /// `len` bytes at `offset` of `data`, or an invalid-data error naming `field`.
-pub(crate) fn slice<'a>(
-    data: &'a [u8],
+pub(crate) fn slice(
+    data: &[u8],
     offset: u64,
     len: u64,
     field: impl FnOnce() -> String,
-) -> Result<&'a [u8]> {
+) -> Result<&[u8]> {
     let end = offset.checked_add(len);
     match end {
         Some(end) if end <= data.len() as u64 => Ok(&data[offset as usize..end as usize]),
