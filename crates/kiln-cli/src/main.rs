@@ -26,6 +26,8 @@ enum Command {
     Verify(commands::verify::Args),
     /// Print the whole file as JSON, for debugging.
     Dump(commands::dump::Args),
+    /// Edge TPU (DarwiNN) packages: inspect, extract, link, relayout, pack.
+    Edgetpu(commands::edgetpu::Args),
 }
 
 fn main() -> ExitCode {
@@ -34,6 +36,7 @@ fn main() -> ExitCode {
         Command::Inspect(args) => commands::inspect::run(args),
         Command::Verify(args) => commands::verify::run(args),
         Command::Dump(args) => commands::dump::run(args),
+        Command::Edgetpu(args) => commands::edgetpu::run(args),
     };
     match result {
         Ok(code) => code,

@@ -16,3 +16,6 @@ pub mod io;
 
 pub use detect::{detect, Kind};
 pub use error::{Error, Result};
+pub mod darwinn;
+pub mod flexbuffer;
+pub mod tflite;

@@ -7,3 +7,12 @@
 //! flatbuffers verifier first, and never calls the `*_unchecked` entry points.
 #![allow(missing_docs, clippy::all, clippy::pedantic, unused_imports, non_camel_case_types)]
 #![allow(non_snake_case, non_upper_case_globals, dead_code, mismatched_lifetime_syntaxes)]
+
+/// DarwiNN (Edge TPU) executable schema: `Package`, `Executable` and their tables
+/// (`schema/darwinn.fbs`, namespace `platforms.darwinn`).
+#[path = "generated/darwinn/mod.rs"]
+pub mod darwinn;
+
+/// The parts of the TensorFlow Lite schema kiln reads (`schema/tflite.fbs`).
+#[path = "generated/tflite/mod.rs"]
+pub mod tflite;

@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
 pub mod dump;
+pub mod edgetpu;
 pub mod inspect;
 pub mod verify;
