@@ -10,9 +10,11 @@
 
 /// DarwiNN (Edge TPU) executable schema: `Package`, `Executable` and their tables
 /// (`schema/darwinn.fbs`, namespace `platforms.darwinn`).
+#[rustfmt::skip]
 #[path = "generated/darwinn/mod.rs"]
 pub mod darwinn;
 
 /// The parts of the TensorFlow Lite schema kiln reads (`schema/tflite.fbs`).
+#[rustfmt::skip]
 #[path = "generated/tflite/mod.rs"]
 pub mod tflite;

@@ -6,202 +6,134 @@ pub enum OperatorOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct Operator<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for Operator<'a> {
-    type Inner = Operator<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = Operator<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> Operator<'a> {
-    pub const VT_OPCODE_INDEX: ::flatbuffers::VOffsetT = 4;
-    pub const VT_INPUTS: ::flatbuffers::VOffsetT = 6;
-    pub const VT_OUTPUTS: ::flatbuffers::VOffsetT = 8;
-    pub const VT_CUSTOM_OPTIONS: ::flatbuffers::VOffsetT = 14;
-    pub const VT_CUSTOM_OPTIONS_FORMAT: ::flatbuffers::VOffsetT = 16;
-    pub const VT_MUTATING_VARIABLE_INPUTS: ::flatbuffers::VOffsetT = 18;
-    pub const VT_INTERMEDIATES: ::flatbuffers::VOffsetT = 20;
-    pub const VT_LARGE_CUSTOM_OPTIONS_OFFSET: ::flatbuffers::VOffsetT = 22;
-    pub const VT_LARGE_CUSTOM_OPTIONS_SIZE: ::flatbuffers::VOffsetT = 24;
+  pub const VT_OPCODE_INDEX: ::flatbuffers::VOffsetT = 4;
+  pub const VT_INPUTS: ::flatbuffers::VOffsetT = 6;
+  pub const VT_OUTPUTS: ::flatbuffers::VOffsetT = 8;
+  pub const VT_CUSTOM_OPTIONS: ::flatbuffers::VOffsetT = 14;
+  pub const VT_CUSTOM_OPTIONS_FORMAT: ::flatbuffers::VOffsetT = 16;
+  pub const VT_MUTATING_VARIABLE_INPUTS: ::flatbuffers::VOffsetT = 18;
+  pub const VT_INTERMEDIATES: ::flatbuffers::VOffsetT = 20;
+  pub const VT_LARGE_CUSTOM_OPTIONS_OFFSET: ::flatbuffers::VOffsetT = 22;
+  pub const VT_LARGE_CUSTOM_OPTIONS_SIZE: ::flatbuffers::VOffsetT = 24;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        Operator { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args OperatorArgs<'args>,
-    ) -> ::flatbuffers::WIPOffset<Operator<'bldr>> {
-        let mut builder = OperatorBuilder::new(_fbb);
-        builder.add_large_custom_options_size(args.large_custom_options_size);
-        builder.add_large_custom_options_offset(args.large_custom_options_offset);
-        if let Some(x) = args.intermediates {
-            builder.add_intermediates(x);
-        }
-        if let Some(x) = args.mutating_variable_inputs {
-            builder.add_mutating_variable_inputs(x);
-        }
-        if let Some(x) = args.custom_options {
-            builder.add_custom_options(x);
-        }
-        if let Some(x) = args.outputs {
-            builder.add_outputs(x);
-        }
-        if let Some(x) = args.inputs {
-            builder.add_inputs(x);
-        }
-        builder.add_opcode_index(args.opcode_index);
-        builder.add_custom_options_format(args.custom_options_format);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    Operator { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args OperatorArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<Operator<'bldr>> {
+    let mut builder = OperatorBuilder::new(_fbb);
+    builder.add_large_custom_options_size(args.large_custom_options_size);
+    builder.add_large_custom_options_offset(args.large_custom_options_offset);
+    if let Some(x) = args.intermediates { builder.add_intermediates(x); }
+    if let Some(x) = args.mutating_variable_inputs { builder.add_mutating_variable_inputs(x); }
+    if let Some(x) = args.custom_options { builder.add_custom_options(x); }
+    if let Some(x) = args.outputs { builder.add_outputs(x); }
+    if let Some(x) = args.inputs { builder.add_inputs(x); }
+    builder.add_opcode_index(args.opcode_index);
+    builder.add_custom_options_format(args.custom_options_format);
+    builder.finish()
+  }
 
-    #[inline]
-    pub fn opcode_index(&self) -> u32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<u32>(Operator::VT_OPCODE_INDEX, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn inputs(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(
-                Operator::VT_INPUTS,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn outputs(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(
-                Operator::VT_OUTPUTS,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn custom_options(&self) -> Option<::flatbuffers::Vector<'a, u8>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u8>>>(
-                Operator::VT_CUSTOM_OPTIONS,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn custom_options_format(&self) -> i8 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i8>(Operator::VT_CUSTOM_OPTIONS_FORMAT, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn mutating_variable_inputs(&self) -> Option<::flatbuffers::Vector<'a, bool>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, bool>>>(
-                Operator::VT_MUTATING_VARIABLE_INPUTS,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn intermediates(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(
-                Operator::VT_INTERMEDIATES,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn large_custom_options_offset(&self) -> u64 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<u64>(Operator::VT_LARGE_CUSTOM_OPTIONS_OFFSET, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn large_custom_options_size(&self) -> u64 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<u64>(Operator::VT_LARGE_CUSTOM_OPTIONS_SIZE, Some(0)).unwrap() }
-    }
+
+  #[inline]
+  pub fn opcode_index(&self) -> u32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u32>(Operator::VT_OPCODE_INDEX, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn inputs(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(Operator::VT_INPUTS, None)}
+  }
+  #[inline]
+  pub fn outputs(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(Operator::VT_OUTPUTS, None)}
+  }
+  #[inline]
+  pub fn custom_options(&self) -> Option<::flatbuffers::Vector<'a, u8>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u8>>>(Operator::VT_CUSTOM_OPTIONS, None)}
+  }
+  #[inline]
+  pub fn custom_options_format(&self) -> i8 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i8>(Operator::VT_CUSTOM_OPTIONS_FORMAT, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn mutating_variable_inputs(&self) -> Option<::flatbuffers::Vector<'a, bool>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, bool>>>(Operator::VT_MUTATING_VARIABLE_INPUTS, None)}
+  }
+  #[inline]
+  pub fn intermediates(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(Operator::VT_INTERMEDIATES, None)}
+  }
+  #[inline]
+  pub fn large_custom_options_offset(&self) -> u64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u64>(Operator::VT_LARGE_CUSTOM_OPTIONS_OFFSET, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn large_custom_options_size(&self) -> u64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u64>(Operator::VT_LARGE_CUSTOM_OPTIONS_SIZE, Some(0)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for Operator<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<u32>("opcode_index", Self::VT_OPCODE_INDEX, false)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>(
-                "inputs",
-                Self::VT_INPUTS,
-                false,
-            )?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>(
-                "outputs",
-                Self::VT_OUTPUTS,
-                false,
-            )?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u8>>>(
-                "custom_options",
-                Self::VT_CUSTOM_OPTIONS,
-                false,
-            )?
-            .visit_field::<i8>("custom_options_format", Self::VT_CUSTOM_OPTIONS_FORMAT, false)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, bool>>>(
-                "mutating_variable_inputs",
-                Self::VT_MUTATING_VARIABLE_INPUTS,
-                false,
-            )?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>(
-                "intermediates",
-                Self::VT_INTERMEDIATES,
-                false,
-            )?
-            .visit_field::<u64>(
-                "large_custom_options_offset",
-                Self::VT_LARGE_CUSTOM_OPTIONS_OFFSET,
-                false,
-            )?
-            .visit_field::<u64>(
-                "large_custom_options_size",
-                Self::VT_LARGE_CUSTOM_OPTIONS_SIZE,
-                false,
-            )?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<u32>("opcode_index", Self::VT_OPCODE_INDEX, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>("inputs", Self::VT_INPUTS, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>("outputs", Self::VT_OUTPUTS, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u8>>>("custom_options", Self::VT_CUSTOM_OPTIONS, false)?
+     .visit_field::<i8>("custom_options_format", Self::VT_CUSTOM_OPTIONS_FORMAT, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, bool>>>("mutating_variable_inputs", Self::VT_MUTATING_VARIABLE_INPUTS, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>("intermediates", Self::VT_INTERMEDIATES, false)?
+     .visit_field::<u64>("large_custom_options_offset", Self::VT_LARGE_CUSTOM_OPTIONS_OFFSET, false)?
+     .visit_field::<u64>("large_custom_options_size", Self::VT_LARGE_CUSTOM_OPTIONS_SIZE, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct OperatorArgs<'a> {
     pub opcode_index: u32,
@@ -215,118 +147,90 @@ pub struct OperatorArgs<'a> {
     pub large_custom_options_size: u64,
 }
 impl<'a> Default for OperatorArgs<'a> {
-    #[inline]
-    fn default() -> Self {
-        OperatorArgs {
-            opcode_index: 0,
-            inputs: None,
-            outputs: None,
-            custom_options: None,
-            custom_options_format: 0,
-            mutating_variable_inputs: None,
-            intermediates: None,
-            large_custom_options_offset: 0,
-            large_custom_options_size: 0,
-        }
+  #[inline]
+  fn default() -> Self {
+    OperatorArgs {
+      opcode_index: 0,
+      inputs: None,
+      outputs: None,
+      custom_options: None,
+      custom_options_format: 0,
+      mutating_variable_inputs: None,
+      intermediates: None,
+      large_custom_options_offset: 0,
+      large_custom_options_size: 0,
     }
+  }
 }
 
 pub struct OperatorBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> OperatorBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_opcode_index(&mut self, opcode_index: u32) {
-        self.fbb_.push_slot::<u32>(Operator::VT_OPCODE_INDEX, opcode_index, 0);
+  #[inline]
+  pub fn add_opcode_index(&mut self, opcode_index: u32) {
+    self.fbb_.push_slot::<u32>(Operator::VT_OPCODE_INDEX, opcode_index, 0);
+  }
+  #[inline]
+  pub fn add_inputs(&mut self, inputs: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i32>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Operator::VT_INPUTS, inputs);
+  }
+  #[inline]
+  pub fn add_outputs(&mut self, outputs: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i32>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Operator::VT_OUTPUTS, outputs);
+  }
+  #[inline]
+  pub fn add_custom_options(&mut self, custom_options: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , u8>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Operator::VT_CUSTOM_OPTIONS, custom_options);
+  }
+  #[inline]
+  pub fn add_custom_options_format(&mut self, custom_options_format: i8) {
+    self.fbb_.push_slot::<i8>(Operator::VT_CUSTOM_OPTIONS_FORMAT, custom_options_format, 0);
+  }
+  #[inline]
+  pub fn add_mutating_variable_inputs(&mut self, mutating_variable_inputs: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , bool>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Operator::VT_MUTATING_VARIABLE_INPUTS, mutating_variable_inputs);
+  }
+  #[inline]
+  pub fn add_intermediates(&mut self, intermediates: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i32>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Operator::VT_INTERMEDIATES, intermediates);
+  }
+  #[inline]
+  pub fn add_large_custom_options_offset(&mut self, large_custom_options_offset: u64) {
+    self.fbb_.push_slot::<u64>(Operator::VT_LARGE_CUSTOM_OPTIONS_OFFSET, large_custom_options_offset, 0);
+  }
+  #[inline]
+  pub fn add_large_custom_options_size(&mut self, large_custom_options_size: u64) {
+    self.fbb_.push_slot::<u64>(Operator::VT_LARGE_CUSTOM_OPTIONS_SIZE, large_custom_options_size, 0);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> OperatorBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    OperatorBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_inputs(&mut self, inputs: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i32>>) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Operator::VT_INPUTS, inputs);
-    }
-    #[inline]
-    pub fn add_outputs(
-        &mut self,
-        outputs: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i32>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Operator::VT_OUTPUTS, outputs);
-    }
-    #[inline]
-    pub fn add_custom_options(
-        &mut self,
-        custom_options: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, u8>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            Operator::VT_CUSTOM_OPTIONS,
-            custom_options,
-        );
-    }
-    #[inline]
-    pub fn add_custom_options_format(&mut self, custom_options_format: i8) {
-        self.fbb_.push_slot::<i8>(Operator::VT_CUSTOM_OPTIONS_FORMAT, custom_options_format, 0);
-    }
-    #[inline]
-    pub fn add_mutating_variable_inputs(
-        &mut self,
-        mutating_variable_inputs: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, bool>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            Operator::VT_MUTATING_VARIABLE_INPUTS,
-            mutating_variable_inputs,
-        );
-    }
-    #[inline]
-    pub fn add_intermediates(
-        &mut self,
-        intermediates: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i32>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            Operator::VT_INTERMEDIATES,
-            intermediates,
-        );
-    }
-    #[inline]
-    pub fn add_large_custom_options_offset(&mut self, large_custom_options_offset: u64) {
-        self.fbb_.push_slot::<u64>(
-            Operator::VT_LARGE_CUSTOM_OPTIONS_OFFSET,
-            large_custom_options_offset,
-            0,
-        );
-    }
-    #[inline]
-    pub fn add_large_custom_options_size(&mut self, large_custom_options_size: u64) {
-        self.fbb_.push_slot::<u64>(
-            Operator::VT_LARGE_CUSTOM_OPTIONS_SIZE,
-            large_custom_options_size,
-            0,
-        );
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> OperatorBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        OperatorBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<Operator<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<Operator<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for Operator<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("Operator");
-        ds.field("opcode_index", &self.opcode_index());
-        ds.field("inputs", &self.inputs());
-        ds.field("outputs", &self.outputs());
-        ds.field("custom_options", &self.custom_options());
-        ds.field("custom_options_format", &self.custom_options_format());
-        ds.field("mutating_variable_inputs", &self.mutating_variable_inputs());
-        ds.field("intermediates", &self.intermediates());
-        ds.field("large_custom_options_offset", &self.large_custom_options_offset());
-        ds.field("large_custom_options_size", &self.large_custom_options_size());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("Operator");
+      ds.field("opcode_index", &self.opcode_index());
+      ds.field("inputs", &self.inputs());
+      ds.field("outputs", &self.outputs());
+      ds.field("custom_options", &self.custom_options());
+      ds.field("custom_options_format", &self.custom_options_format());
+      ds.field("mutating_variable_inputs", &self.mutating_variable_inputs());
+      ds.field("intermediates", &self.intermediates());
+      ds.field("large_custom_options_offset", &self.large_custom_options_offset());
+      ds.field("large_custom_options_size", &self.large_custom_options_size());
+      ds.finish()
+  }
 }

@@ -6,145 +6,94 @@ pub enum QuantizationParametersOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct QuantizationParameters<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for QuantizationParameters<'a> {
-    type Inner = QuantizationParameters<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = QuantizationParameters<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> QuantizationParameters<'a> {
-    pub const VT_MIN: ::flatbuffers::VOffsetT = 4;
-    pub const VT_MAX: ::flatbuffers::VOffsetT = 6;
-    pub const VT_SCALE: ::flatbuffers::VOffsetT = 8;
-    pub const VT_ZERO_POINT: ::flatbuffers::VOffsetT = 10;
-    pub const VT_QUANTIZED_DIMENSION: ::flatbuffers::VOffsetT = 16;
+  pub const VT_MIN: ::flatbuffers::VOffsetT = 4;
+  pub const VT_MAX: ::flatbuffers::VOffsetT = 6;
+  pub const VT_SCALE: ::flatbuffers::VOffsetT = 8;
+  pub const VT_ZERO_POINT: ::flatbuffers::VOffsetT = 10;
+  pub const VT_QUANTIZED_DIMENSION: ::flatbuffers::VOffsetT = 16;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        QuantizationParameters { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args QuantizationParametersArgs<'args>,
-    ) -> ::flatbuffers::WIPOffset<QuantizationParameters<'bldr>> {
-        let mut builder = QuantizationParametersBuilder::new(_fbb);
-        builder.add_quantized_dimension(args.quantized_dimension);
-        if let Some(x) = args.zero_point {
-            builder.add_zero_point(x);
-        }
-        if let Some(x) = args.scale {
-            builder.add_scale(x);
-        }
-        if let Some(x) = args.max {
-            builder.add_max(x);
-        }
-        if let Some(x) = args.min {
-            builder.add_min(x);
-        }
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    QuantizationParameters { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args QuantizationParametersArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<QuantizationParameters<'bldr>> {
+    let mut builder = QuantizationParametersBuilder::new(_fbb);
+    builder.add_quantized_dimension(args.quantized_dimension);
+    if let Some(x) = args.zero_point { builder.add_zero_point(x); }
+    if let Some(x) = args.scale { builder.add_scale(x); }
+    if let Some(x) = args.max { builder.add_max(x); }
+    if let Some(x) = args.min { builder.add_min(x); }
+    builder.finish()
+  }
 
-    #[inline]
-    pub fn min(&self) -> Option<::flatbuffers::Vector<'a, f32>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, f32>>>(
-                QuantizationParameters::VT_MIN,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn max(&self) -> Option<::flatbuffers::Vector<'a, f32>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, f32>>>(
-                QuantizationParameters::VT_MAX,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn scale(&self) -> Option<::flatbuffers::Vector<'a, f32>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, f32>>>(
-                QuantizationParameters::VT_SCALE,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn zero_point(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(
-                QuantizationParameters::VT_ZERO_POINT,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn quantized_dimension(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<i32>(QuantizationParameters::VT_QUANTIZED_DIMENSION, Some(0)).unwrap()
-        }
-    }
+
+  #[inline]
+  pub fn min(&self) -> Option<::flatbuffers::Vector<'a, f32>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, f32>>>(QuantizationParameters::VT_MIN, None)}
+  }
+  #[inline]
+  pub fn max(&self) -> Option<::flatbuffers::Vector<'a, f32>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, f32>>>(QuantizationParameters::VT_MAX, None)}
+  }
+  #[inline]
+  pub fn scale(&self) -> Option<::flatbuffers::Vector<'a, f32>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, f32>>>(QuantizationParameters::VT_SCALE, None)}
+  }
+  #[inline]
+  pub fn zero_point(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(QuantizationParameters::VT_ZERO_POINT, None)}
+  }
+  #[inline]
+  pub fn quantized_dimension(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(QuantizationParameters::VT_QUANTIZED_DIMENSION, Some(0)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for QuantizationParameters<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, f32>>>(
-                "min",
-                Self::VT_MIN,
-                false,
-            )?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, f32>>>(
-                "max",
-                Self::VT_MAX,
-                false,
-            )?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, f32>>>(
-                "scale",
-                Self::VT_SCALE,
-                false,
-            )?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>(
-                "zero_point",
-                Self::VT_ZERO_POINT,
-                false,
-            )?
-            .visit_field::<i32>("quantized_dimension", Self::VT_QUANTIZED_DIMENSION, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, f32>>>("min", Self::VT_MIN, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, f32>>>("max", Self::VT_MAX, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, f32>>>("scale", Self::VT_SCALE, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>("zero_point", Self::VT_ZERO_POINT, false)?
+     .visit_field::<i32>("quantized_dimension", Self::VT_QUANTIZED_DIMENSION, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct QuantizationParametersArgs<'a> {
     pub min: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, f32>>>,
@@ -154,80 +103,66 @@ pub struct QuantizationParametersArgs<'a> {
     pub quantized_dimension: i32,
 }
 impl<'a> Default for QuantizationParametersArgs<'a> {
-    #[inline]
-    fn default() -> Self {
-        QuantizationParametersArgs {
-            min: None,
-            max: None,
-            scale: None,
-            zero_point: None,
-            quantized_dimension: 0,
-        }
+  #[inline]
+  fn default() -> Self {
+    QuantizationParametersArgs {
+      min: None,
+      max: None,
+      scale: None,
+      zero_point: None,
+      quantized_dimension: 0,
     }
+  }
 }
 
 pub struct QuantizationParametersBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> QuantizationParametersBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_min(&mut self, min: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, f32>>) {
-        self.fbb_
-            .push_slot_always::<::flatbuffers::WIPOffset<_>>(QuantizationParameters::VT_MIN, min);
+  #[inline]
+  pub fn add_min(&mut self, min: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , f32>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(QuantizationParameters::VT_MIN, min);
+  }
+  #[inline]
+  pub fn add_max(&mut self, max: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , f32>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(QuantizationParameters::VT_MAX, max);
+  }
+  #[inline]
+  pub fn add_scale(&mut self, scale: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , f32>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(QuantizationParameters::VT_SCALE, scale);
+  }
+  #[inline]
+  pub fn add_zero_point(&mut self, zero_point: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i64>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(QuantizationParameters::VT_ZERO_POINT, zero_point);
+  }
+  #[inline]
+  pub fn add_quantized_dimension(&mut self, quantized_dimension: i32) {
+    self.fbb_.push_slot::<i32>(QuantizationParameters::VT_QUANTIZED_DIMENSION, quantized_dimension, 0);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> QuantizationParametersBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    QuantizationParametersBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_max(&mut self, max: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, f32>>) {
-        self.fbb_
-            .push_slot_always::<::flatbuffers::WIPOffset<_>>(QuantizationParameters::VT_MAX, max);
-    }
-    #[inline]
-    pub fn add_scale(&mut self, scale: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, f32>>) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            QuantizationParameters::VT_SCALE,
-            scale,
-        );
-    }
-    #[inline]
-    pub fn add_zero_point(
-        &mut self,
-        zero_point: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i64>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            QuantizationParameters::VT_ZERO_POINT,
-            zero_point,
-        );
-    }
-    #[inline]
-    pub fn add_quantized_dimension(&mut self, quantized_dimension: i32) {
-        self.fbb_.push_slot::<i32>(
-            QuantizationParameters::VT_QUANTIZED_DIMENSION,
-            quantized_dimension,
-            0,
-        );
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> QuantizationParametersBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        QuantizationParametersBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<QuantizationParameters<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<QuantizationParameters<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for QuantizationParameters<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("QuantizationParameters");
-        ds.field("min", &self.min());
-        ds.field("max", &self.max());
-        ds.field("scale", &self.scale());
-        ds.field("zero_point", &self.zero_point());
-        ds.field("quantized_dimension", &self.quantized_dimension());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("QuantizationParameters");
+      ds.field("min", &self.min());
+      ds.field("max", &self.max());
+      ds.field("scale", &self.scale());
+      ds.field("zero_point", &self.zero_point());
+      ds.field("quantized_dimension", &self.quantized_dimension());
+      ds.finish()
+  }
 }

@@ -6,227 +6,163 @@ pub enum SubGraphOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct SubGraph<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for SubGraph<'a> {
-    type Inner = SubGraph<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = SubGraph<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> SubGraph<'a> {
-    pub const VT_TENSORS: ::flatbuffers::VOffsetT = 4;
-    pub const VT_INPUTS: ::flatbuffers::VOffsetT = 6;
-    pub const VT_OUTPUTS: ::flatbuffers::VOffsetT = 8;
-    pub const VT_OPERATORS: ::flatbuffers::VOffsetT = 10;
-    pub const VT_NAME: ::flatbuffers::VOffsetT = 12;
+  pub const VT_TENSORS: ::flatbuffers::VOffsetT = 4;
+  pub const VT_INPUTS: ::flatbuffers::VOffsetT = 6;
+  pub const VT_OUTPUTS: ::flatbuffers::VOffsetT = 8;
+  pub const VT_OPERATORS: ::flatbuffers::VOffsetT = 10;
+  pub const VT_NAME: ::flatbuffers::VOffsetT = 12;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        SubGraph { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args SubGraphArgs<'args>,
-    ) -> ::flatbuffers::WIPOffset<SubGraph<'bldr>> {
-        let mut builder = SubGraphBuilder::new(_fbb);
-        if let Some(x) = args.name {
-            builder.add_name(x);
-        }
-        if let Some(x) = args.operators {
-            builder.add_operators(x);
-        }
-        if let Some(x) = args.outputs {
-            builder.add_outputs(x);
-        }
-        if let Some(x) = args.inputs {
-            builder.add_inputs(x);
-        }
-        if let Some(x) = args.tensors {
-            builder.add_tensors(x);
-        }
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    SubGraph { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args SubGraphArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<SubGraph<'bldr>> {
+    let mut builder = SubGraphBuilder::new(_fbb);
+    if let Some(x) = args.name { builder.add_name(x); }
+    if let Some(x) = args.operators { builder.add_operators(x); }
+    if let Some(x) = args.outputs { builder.add_outputs(x); }
+    if let Some(x) = args.inputs { builder.add_inputs(x); }
+    if let Some(x) = args.tensors { builder.add_tensors(x); }
+    builder.finish()
+  }
 
-    #[inline]
-    pub fn tensors(
-        &self,
-    ) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Tensor<'a>>>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<
-                ::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Tensor>>,
-            >>(SubGraph::VT_TENSORS, None)
-        }
-    }
-    #[inline]
-    pub fn inputs(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(
-                SubGraph::VT_INPUTS,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn outputs(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(
-                SubGraph::VT_OUTPUTS,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn operators(
-        &self,
-    ) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Operator<'a>>>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<
-                ::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Operator>>,
-            >>(SubGraph::VT_OPERATORS, None)
-        }
-    }
-    #[inline]
-    pub fn name(&self) -> Option<&'a str> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(SubGraph::VT_NAME, None) }
-    }
+
+  #[inline]
+  pub fn tensors(&self) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Tensor<'a>>>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Tensor>>>>(SubGraph::VT_TENSORS, None)}
+  }
+  #[inline]
+  pub fn inputs(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(SubGraph::VT_INPUTS, None)}
+  }
+  #[inline]
+  pub fn outputs(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(SubGraph::VT_OUTPUTS, None)}
+  }
+  #[inline]
+  pub fn operators(&self) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Operator<'a>>>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Operator>>>>(SubGraph::VT_OPERATORS, None)}
+  }
+  #[inline]
+  pub fn name(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(SubGraph::VT_NAME, None)}
+  }
 }
 
 impl ::flatbuffers::Verifiable for SubGraph<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<
-                ::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<Tensor>>,
-            >>("tensors", Self::VT_TENSORS, false)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>(
-                "inputs",
-                Self::VT_INPUTS,
-                false,
-            )?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>(
-                "outputs",
-                Self::VT_OUTPUTS,
-                false,
-            )?
-            .visit_field::<::flatbuffers::ForwardsUOffset<
-                ::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<Operator>>,
-            >>("operators", Self::VT_OPERATORS, false)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("name", Self::VT_NAME, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<Tensor>>>>("tensors", Self::VT_TENSORS, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>("inputs", Self::VT_INPUTS, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>("outputs", Self::VT_OUTPUTS, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<Operator>>>>("operators", Self::VT_OPERATORS, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("name", Self::VT_NAME, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct SubGraphArgs<'a> {
-    pub tensors: Option<
-        ::flatbuffers::WIPOffset<
-            ::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Tensor<'a>>>,
-        >,
-    >,
+    pub tensors: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Tensor<'a>>>>>,
     pub inputs: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i32>>>,
     pub outputs: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i32>>>,
-    pub operators: Option<
-        ::flatbuffers::WIPOffset<
-            ::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Operator<'a>>>,
-        >,
-    >,
+    pub operators: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Operator<'a>>>>>,
     pub name: Option<::flatbuffers::WIPOffset<&'a str>>,
 }
 impl<'a> Default for SubGraphArgs<'a> {
-    #[inline]
-    fn default() -> Self {
-        SubGraphArgs { tensors: None, inputs: None, outputs: None, operators: None, name: None }
+  #[inline]
+  fn default() -> Self {
+    SubGraphArgs {
+      tensors: None,
+      inputs: None,
+      outputs: None,
+      operators: None,
+      name: None,
     }
+  }
 }
 
 pub struct SubGraphBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> SubGraphBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_tensors(
-        &mut self,
-        tensors: ::flatbuffers::WIPOffset<
-            ::flatbuffers::Vector<'b, ::flatbuffers::ForwardsUOffset<Tensor<'b>>>,
-        >,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(SubGraph::VT_TENSORS, tensors);
+  #[inline]
+  pub fn add_tensors(&mut self, tensors: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , ::flatbuffers::ForwardsUOffset<Tensor<'b >>>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(SubGraph::VT_TENSORS, tensors);
+  }
+  #[inline]
+  pub fn add_inputs(&mut self, inputs: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i32>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(SubGraph::VT_INPUTS, inputs);
+  }
+  #[inline]
+  pub fn add_outputs(&mut self, outputs: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i32>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(SubGraph::VT_OUTPUTS, outputs);
+  }
+  #[inline]
+  pub fn add_operators(&mut self, operators: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , ::flatbuffers::ForwardsUOffset<Operator<'b >>>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(SubGraph::VT_OPERATORS, operators);
+  }
+  #[inline]
+  pub fn add_name(&mut self, name: ::flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(SubGraph::VT_NAME, name);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> SubGraphBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    SubGraphBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_inputs(&mut self, inputs: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i32>>) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(SubGraph::VT_INPUTS, inputs);
-    }
-    #[inline]
-    pub fn add_outputs(
-        &mut self,
-        outputs: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i32>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(SubGraph::VT_OUTPUTS, outputs);
-    }
-    #[inline]
-    pub fn add_operators(
-        &mut self,
-        operators: ::flatbuffers::WIPOffset<
-            ::flatbuffers::Vector<'b, ::flatbuffers::ForwardsUOffset<Operator<'b>>>,
-        >,
-    ) {
-        self.fbb_
-            .push_slot_always::<::flatbuffers::WIPOffset<_>>(SubGraph::VT_OPERATORS, operators);
-    }
-    #[inline]
-    pub fn add_name(&mut self, name: ::flatbuffers::WIPOffset<&'b str>) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(SubGraph::VT_NAME, name);
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> SubGraphBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        SubGraphBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<SubGraph<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<SubGraph<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for SubGraph<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("SubGraph");
-        ds.field("tensors", &self.tensors());
-        ds.field("inputs", &self.inputs());
-        ds.field("outputs", &self.outputs());
-        ds.field("operators", &self.operators());
-        ds.field("name", &self.name());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("SubGraph");
+      ds.field("tensors", &self.tensors());
+      ds.field("inputs", &self.inputs());
+      ds.field("outputs", &self.outputs());
+      ds.field("operators", &self.operators());
+      ds.field("name", &self.name());
+      ds.finish()
+  }
 }

@@ -6,133 +6,104 @@ pub enum TensorOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct Tensor<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for Tensor<'a> {
-    type Inner = Tensor<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = Tensor<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> Tensor<'a> {
-    pub const VT_SHAPE: ::flatbuffers::VOffsetT = 4;
-    pub const VT_TYPE_: ::flatbuffers::VOffsetT = 6;
-    pub const VT_BUFFER: ::flatbuffers::VOffsetT = 8;
-    pub const VT_NAME: ::flatbuffers::VOffsetT = 10;
-    pub const VT_QUANTIZATION: ::flatbuffers::VOffsetT = 12;
-    pub const VT_IS_VARIABLE: ::flatbuffers::VOffsetT = 14;
+  pub const VT_SHAPE: ::flatbuffers::VOffsetT = 4;
+  pub const VT_TYPE_: ::flatbuffers::VOffsetT = 6;
+  pub const VT_BUFFER: ::flatbuffers::VOffsetT = 8;
+  pub const VT_NAME: ::flatbuffers::VOffsetT = 10;
+  pub const VT_QUANTIZATION: ::flatbuffers::VOffsetT = 12;
+  pub const VT_IS_VARIABLE: ::flatbuffers::VOffsetT = 14;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        Tensor { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args TensorArgs<'args>,
-    ) -> ::flatbuffers::WIPOffset<Tensor<'bldr>> {
-        let mut builder = TensorBuilder::new(_fbb);
-        if let Some(x) = args.quantization {
-            builder.add_quantization(x);
-        }
-        if let Some(x) = args.name {
-            builder.add_name(x);
-        }
-        builder.add_buffer(args.buffer);
-        if let Some(x) = args.shape {
-            builder.add_shape(x);
-        }
-        builder.add_is_variable(args.is_variable);
-        builder.add_type_(args.type_);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    Tensor { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args TensorArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<Tensor<'bldr>> {
+    let mut builder = TensorBuilder::new(_fbb);
+    if let Some(x) = args.quantization { builder.add_quantization(x); }
+    if let Some(x) = args.name { builder.add_name(x); }
+    builder.add_buffer(args.buffer);
+    if let Some(x) = args.shape { builder.add_shape(x); }
+    builder.add_is_variable(args.is_variable);
+    builder.add_type_(args.type_);
+    builder.finish()
+  }
 
-    #[inline]
-    pub fn shape(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(
-                Tensor::VT_SHAPE,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn type_(&self) -> i8 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i8>(Tensor::VT_TYPE_, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn buffer(&self) -> u32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<u32>(Tensor::VT_BUFFER, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn name(&self) -> Option<&'a str> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(Tensor::VT_NAME, None) }
-    }
-    #[inline]
-    pub fn quantization(&self) -> Option<QuantizationParameters<'a>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<QuantizationParameters>>(
-                Tensor::VT_QUANTIZATION,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn is_variable(&self) -> bool {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<bool>(Tensor::VT_IS_VARIABLE, Some(false)).unwrap() }
-    }
+
+  #[inline]
+  pub fn shape(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(Tensor::VT_SHAPE, None)}
+  }
+  #[inline]
+  pub fn type_(&self) -> i8 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i8>(Tensor::VT_TYPE_, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn buffer(&self) -> u32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u32>(Tensor::VT_BUFFER, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn name(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(Tensor::VT_NAME, None)}
+  }
+  #[inline]
+  pub fn quantization(&self) -> Option<QuantizationParameters<'a>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<QuantizationParameters>>(Tensor::VT_QUANTIZATION, None)}
+  }
+  #[inline]
+  pub fn is_variable(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(Tensor::VT_IS_VARIABLE, Some(false)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for Tensor<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>(
-                "shape",
-                Self::VT_SHAPE,
-                false,
-            )?
-            .visit_field::<i8>("type_", Self::VT_TYPE_, false)?
-            .visit_field::<u32>("buffer", Self::VT_BUFFER, false)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("name", Self::VT_NAME, false)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<QuantizationParameters>>(
-                "quantization",
-                Self::VT_QUANTIZATION,
-                false,
-            )?
-            .visit_field::<bool>("is_variable", Self::VT_IS_VARIABLE, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>("shape", Self::VT_SHAPE, false)?
+     .visit_field::<i8>("type_", Self::VT_TYPE_, false)?
+     .visit_field::<u32>("buffer", Self::VT_BUFFER, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("name", Self::VT_NAME, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<QuantizationParameters>>("quantization", Self::VT_QUANTIZATION, false)?
+     .visit_field::<bool>("is_variable", Self::VT_IS_VARIABLE, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct TensorArgs<'a> {
     pub shape: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i32>>>,
@@ -143,75 +114,72 @@ pub struct TensorArgs<'a> {
     pub is_variable: bool,
 }
 impl<'a> Default for TensorArgs<'a> {
-    #[inline]
-    fn default() -> Self {
-        TensorArgs {
-            shape: None,
-            type_: 0,
-            buffer: 0,
-            name: None,
-            quantization: None,
-            is_variable: false,
-        }
+  #[inline]
+  fn default() -> Self {
+    TensorArgs {
+      shape: None,
+      type_: 0,
+      buffer: 0,
+      name: None,
+      quantization: None,
+      is_variable: false,
     }
+  }
 }
 
 pub struct TensorBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> TensorBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_shape(&mut self, shape: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i32>>) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Tensor::VT_SHAPE, shape);
+  #[inline]
+  pub fn add_shape(&mut self, shape: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i32>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Tensor::VT_SHAPE, shape);
+  }
+  #[inline]
+  pub fn add_type_(&mut self, type_: i8) {
+    self.fbb_.push_slot::<i8>(Tensor::VT_TYPE_, type_, 0);
+  }
+  #[inline]
+  pub fn add_buffer(&mut self, buffer: u32) {
+    self.fbb_.push_slot::<u32>(Tensor::VT_BUFFER, buffer, 0);
+  }
+  #[inline]
+  pub fn add_name(&mut self, name: ::flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Tensor::VT_NAME, name);
+  }
+  #[inline]
+  pub fn add_quantization(&mut self, quantization: ::flatbuffers::WIPOffset<QuantizationParameters<'b >>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<QuantizationParameters>>(Tensor::VT_QUANTIZATION, quantization);
+  }
+  #[inline]
+  pub fn add_is_variable(&mut self, is_variable: bool) {
+    self.fbb_.push_slot::<bool>(Tensor::VT_IS_VARIABLE, is_variable, false);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> TensorBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    TensorBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_type_(&mut self, type_: i8) {
-        self.fbb_.push_slot::<i8>(Tensor::VT_TYPE_, type_, 0);
-    }
-    #[inline]
-    pub fn add_buffer(&mut self, buffer: u32) {
-        self.fbb_.push_slot::<u32>(Tensor::VT_BUFFER, buffer, 0);
-    }
-    #[inline]
-    pub fn add_name(&mut self, name: ::flatbuffers::WIPOffset<&'b str>) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Tensor::VT_NAME, name);
-    }
-    #[inline]
-    pub fn add_quantization(
-        &mut self,
-        quantization: ::flatbuffers::WIPOffset<QuantizationParameters<'b>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<QuantizationParameters>>(
-            Tensor::VT_QUANTIZATION,
-            quantization,
-        );
-    }
-    #[inline]
-    pub fn add_is_variable(&mut self, is_variable: bool) {
-        self.fbb_.push_slot::<bool>(Tensor::VT_IS_VARIABLE, is_variable, false);
-    }
-    #[inline]
-    pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> TensorBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        TensorBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<Tensor<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<Tensor<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for Tensor<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("Tensor");
-        ds.field("shape", &self.shape());
-        ds.field("type_", &self.type_());
-        ds.field("buffer", &self.buffer());
-        ds.field("name", &self.name());
-        ds.field("quantization", &self.quantization());
-        ds.field("is_variable", &self.is_variable());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("Tensor");
+      ds.field("shape", &self.shape());
+      ds.field("type_", &self.type_());
+      ds.field("buffer", &self.buffer());
+      ds.field("name", &self.name());
+      ds.field("quantization", &self.quantization());
+      ds.field("is_variable", &self.is_variable());
+      ds.finish()
+  }
 }

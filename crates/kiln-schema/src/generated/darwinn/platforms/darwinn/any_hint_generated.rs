@@ -2,27 +2,18 @@
 // @generated
 extern crate alloc;
 use super::*;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MIN_ANY_HINT: u8 = 0;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MAX_ANY_HINT: u8 = 4;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 #[allow(non_camel_case_types)]
 pub const ENUM_VALUES_ANY_HINT: [AnyHint; 5] = [
-    AnyHint::NONE,
-    AnyHint::DmaDescriptorHint,
-    AnyHint::InstructionHint,
-    AnyHint::InterruptHint,
-    AnyHint::FenceHint,
+  AnyHint::NONE,
+  AnyHint::DmaDescriptorHint,
+  AnyHint::InstructionHint,
+  AnyHint::InterruptHint,
+  AnyHint::FenceHint,
 ];
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -30,49 +21,49 @@ pub const ENUM_VALUES_ANY_HINT: [AnyHint; 5] = [
 pub struct AnyHint(pub u8);
 #[allow(non_upper_case_globals)]
 impl AnyHint {
-    pub const NONE: Self = Self(0);
-    pub const DmaDescriptorHint: Self = Self(1);
-    pub const InstructionHint: Self = Self(2);
-    pub const InterruptHint: Self = Self(3);
-    pub const FenceHint: Self = Self(4);
+  pub const NONE: Self = Self(0);
+  pub const DmaDescriptorHint: Self = Self(1);
+  pub const InstructionHint: Self = Self(2);
+  pub const InterruptHint: Self = Self(3);
+  pub const FenceHint: Self = Self(4);
 
-    pub const ENUM_MIN: u8 = 0;
-    pub const ENUM_MAX: u8 = 4;
-    pub const ENUM_VALUES: &'static [Self] = &[
-        Self::NONE,
-        Self::DmaDescriptorHint,
-        Self::InstructionHint,
-        Self::InterruptHint,
-        Self::FenceHint,
-    ];
-    /// Returns the variant's name or "" if unknown.
-    pub fn variant_name(self) -> Option<&'static str> {
-        match self {
-            Self::NONE => Some("NONE"),
-            Self::DmaDescriptorHint => Some("DmaDescriptorHint"),
-            Self::InstructionHint => Some("InstructionHint"),
-            Self::InterruptHint => Some("InterruptHint"),
-            Self::FenceHint => Some("FenceHint"),
-            _ => None,
-        }
+  pub const ENUM_MIN: u8 = 0;
+  pub const ENUM_MAX: u8 = 4;
+  pub const ENUM_VALUES: &'static [Self] = &[
+    Self::NONE,
+    Self::DmaDescriptorHint,
+    Self::InstructionHint,
+    Self::InterruptHint,
+    Self::FenceHint,
+  ];
+  /// Returns the variant's name or "" if unknown.
+  pub fn variant_name(self) -> Option<&'static str> {
+    match self {
+      Self::NONE => Some("NONE"),
+      Self::DmaDescriptorHint => Some("DmaDescriptorHint"),
+      Self::InstructionHint => Some("InstructionHint"),
+      Self::InterruptHint => Some("InterruptHint"),
+      Self::FenceHint => Some("FenceHint"),
+      _ => None,
     }
+  }
 }
 impl ::core::fmt::Debug for AnyHint {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter) -> ::core::fmt::Result {
-        if let Some(name) = self.variant_name() {
-            f.write_str(name)
-        } else {
-            f.write_fmt(format_args!("<UNKNOWN {:?}>", self.0))
-        }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter) -> ::core::fmt::Result {
+    if let Some(name) = self.variant_name() {
+      f.write_str(name)
+    } else {
+      f.write_fmt(format_args!("<UNKNOWN {:?}>", self.0))
     }
+  }
 }
 impl<'a> ::flatbuffers::Follow<'a> for AnyHint {
-    type Inner = Self;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        let b = unsafe { ::flatbuffers::read_scalar_at::<u8>(buf, loc) };
-        Self(b)
-    }
+  type Inner = Self;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    let b = unsafe { ::flatbuffers::read_scalar_at::<u8>(buf, loc) };
+    Self(b)
+  }
 }
 
 impl ::flatbuffers::Push for AnyHint {
@@ -84,28 +75,28 @@ impl ::flatbuffers::Push for AnyHint {
 }
 
 impl ::flatbuffers::EndianScalar for AnyHint {
-    type Scalar = u8;
-    #[inline]
-    fn to_little_endian(self) -> u8 {
-        self.0.to_le()
-    }
-    #[inline]
-    #[allow(clippy::wrong_self_convention)]
-    fn from_little_endian(v: u8) -> Self {
-        let b = u8::from_le(v);
-        Self(b)
-    }
+  type Scalar = u8;
+  #[inline]
+  fn to_little_endian(self) -> u8 {
+    self.0.to_le()
+  }
+  #[inline]
+  #[allow(clippy::wrong_self_convention)]
+  fn from_little_endian(v: u8) -> Self {
+    let b = u8::from_le(v);
+    Self(b)
+  }
 }
 
 impl<'a> ::flatbuffers::Verifiable for AnyHint {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        u8::run_verifier(v, pos)
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    u8::run_verifier(v, pos)
+  }
 }
 
 impl ::flatbuffers::SimpleToVerifyInSlice for AnyHint {}
 pub struct AnyHintUnionTableOffset {}
+

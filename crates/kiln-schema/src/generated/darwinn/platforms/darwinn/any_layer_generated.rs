@@ -2,62 +2,60 @@
 // @generated
 extern crate alloc;
 use super::*;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MIN_ANY_LAYER: u8 = 0;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MAX_ANY_LAYER: u8 = 2;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 #[allow(non_camel_case_types)]
-pub const ENUM_VALUES_ANY_LAYER: [AnyLayer; 3] =
-    [AnyLayer::NONE, AnyLayer::OutputLayer, AnyLayer::InputLayer];
+pub const ENUM_VALUES_ANY_LAYER: [AnyLayer; 3] = [
+  AnyLayer::NONE,
+  AnyLayer::OutputLayer,
+  AnyLayer::InputLayer,
+];
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 #[repr(transparent)]
 pub struct AnyLayer(pub u8);
 #[allow(non_upper_case_globals)]
 impl AnyLayer {
-    pub const NONE: Self = Self(0);
-    pub const OutputLayer: Self = Self(1);
-    pub const InputLayer: Self = Self(2);
+  pub const NONE: Self = Self(0);
+  pub const OutputLayer: Self = Self(1);
+  pub const InputLayer: Self = Self(2);
 
-    pub const ENUM_MIN: u8 = 0;
-    pub const ENUM_MAX: u8 = 2;
-    pub const ENUM_VALUES: &'static [Self] = &[Self::NONE, Self::OutputLayer, Self::InputLayer];
-    /// Returns the variant's name or "" if unknown.
-    pub fn variant_name(self) -> Option<&'static str> {
-        match self {
-            Self::NONE => Some("NONE"),
-            Self::OutputLayer => Some("OutputLayer"),
-            Self::InputLayer => Some("InputLayer"),
-            _ => None,
-        }
+  pub const ENUM_MIN: u8 = 0;
+  pub const ENUM_MAX: u8 = 2;
+  pub const ENUM_VALUES: &'static [Self] = &[
+    Self::NONE,
+    Self::OutputLayer,
+    Self::InputLayer,
+  ];
+  /// Returns the variant's name or "" if unknown.
+  pub fn variant_name(self) -> Option<&'static str> {
+    match self {
+      Self::NONE => Some("NONE"),
+      Self::OutputLayer => Some("OutputLayer"),
+      Self::InputLayer => Some("InputLayer"),
+      _ => None,
     }
+  }
 }
 impl ::core::fmt::Debug for AnyLayer {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter) -> ::core::fmt::Result {
-        if let Some(name) = self.variant_name() {
-            f.write_str(name)
-        } else {
-            f.write_fmt(format_args!("<UNKNOWN {:?}>", self.0))
-        }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter) -> ::core::fmt::Result {
+    if let Some(name) = self.variant_name() {
+      f.write_str(name)
+    } else {
+      f.write_fmt(format_args!("<UNKNOWN {:?}>", self.0))
     }
+  }
 }
 impl<'a> ::flatbuffers::Follow<'a> for AnyLayer {
-    type Inner = Self;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        let b = unsafe { ::flatbuffers::read_scalar_at::<u8>(buf, loc) };
-        Self(b)
-    }
+  type Inner = Self;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    let b = unsafe { ::flatbuffers::read_scalar_at::<u8>(buf, loc) };
+    Self(b)
+  }
 }
 
 impl ::flatbuffers::Push for AnyLayer {
@@ -69,28 +67,28 @@ impl ::flatbuffers::Push for AnyLayer {
 }
 
 impl ::flatbuffers::EndianScalar for AnyLayer {
-    type Scalar = u8;
-    #[inline]
-    fn to_little_endian(self) -> u8 {
-        self.0.to_le()
-    }
-    #[inline]
-    #[allow(clippy::wrong_self_convention)]
-    fn from_little_endian(v: u8) -> Self {
-        let b = u8::from_le(v);
-        Self(b)
-    }
+  type Scalar = u8;
+  #[inline]
+  fn to_little_endian(self) -> u8 {
+    self.0.to_le()
+  }
+  #[inline]
+  #[allow(clippy::wrong_self_convention)]
+  fn from_little_endian(v: u8) -> Self {
+    let b = u8::from_le(v);
+    Self(b)
+  }
 }
 
 impl<'a> ::flatbuffers::Verifiable for AnyLayer {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        u8::run_verifier(v, pos)
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    u8::run_verifier(v, pos)
+  }
 }
 
 impl ::flatbuffers::SimpleToVerifyInSlice for AnyLayer {}
 pub struct AnyLayerUnionTableOffset {}
+

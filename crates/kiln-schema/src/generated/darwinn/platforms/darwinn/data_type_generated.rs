@@ -2,30 +2,21 @@
 // @generated
 extern crate alloc;
 use super::*;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MIN_DATA_TYPE: i16 = 0;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MAX_DATA_TYPE: i16 = 9;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 #[allow(non_camel_case_types)]
 pub const ENUM_VALUES_DATA_TYPE: [DataType; 8] = [
-    DataType::FIXED_POINT8,
-    DataType::FIXED_POINT16,
-    DataType::SIGNED_FIXED_POINT32,
-    DataType::BFLOAT,
-    DataType::HALF,
-    DataType::SINGLE,
-    DataType::SIGNED_FIXED_POINT8,
-    DataType::SIGNED_FIXED_POINT16,
+  DataType::FIXED_POINT8,
+  DataType::FIXED_POINT16,
+  DataType::SIGNED_FIXED_POINT32,
+  DataType::BFLOAT,
+  DataType::HALF,
+  DataType::SINGLE,
+  DataType::SIGNED_FIXED_POINT8,
+  DataType::SIGNED_FIXED_POINT16,
 ];
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -33,58 +24,58 @@ pub const ENUM_VALUES_DATA_TYPE: [DataType; 8] = [
 pub struct DataType(pub i16);
 #[allow(non_upper_case_globals)]
 impl DataType {
-    pub const FIXED_POINT8: Self = Self(0);
-    pub const FIXED_POINT16: Self = Self(1);
-    pub const SIGNED_FIXED_POINT32: Self = Self(2);
-    pub const BFLOAT: Self = Self(3);
-    pub const HALF: Self = Self(4);
-    pub const SINGLE: Self = Self(5);
-    pub const SIGNED_FIXED_POINT8: Self = Self(8);
-    pub const SIGNED_FIXED_POINT16: Self = Self(9);
+  pub const FIXED_POINT8: Self = Self(0);
+  pub const FIXED_POINT16: Self = Self(1);
+  pub const SIGNED_FIXED_POINT32: Self = Self(2);
+  pub const BFLOAT: Self = Self(3);
+  pub const HALF: Self = Self(4);
+  pub const SINGLE: Self = Self(5);
+  pub const SIGNED_FIXED_POINT8: Self = Self(8);
+  pub const SIGNED_FIXED_POINT16: Self = Self(9);
 
-    pub const ENUM_MIN: i16 = 0;
-    pub const ENUM_MAX: i16 = 9;
-    pub const ENUM_VALUES: &'static [Self] = &[
-        Self::FIXED_POINT8,
-        Self::FIXED_POINT16,
-        Self::SIGNED_FIXED_POINT32,
-        Self::BFLOAT,
-        Self::HALF,
-        Self::SINGLE,
-        Self::SIGNED_FIXED_POINT8,
-        Self::SIGNED_FIXED_POINT16,
-    ];
-    /// Returns the variant's name or "" if unknown.
-    pub fn variant_name(self) -> Option<&'static str> {
-        match self {
-            Self::FIXED_POINT8 => Some("FIXED_POINT8"),
-            Self::FIXED_POINT16 => Some("FIXED_POINT16"),
-            Self::SIGNED_FIXED_POINT32 => Some("SIGNED_FIXED_POINT32"),
-            Self::BFLOAT => Some("BFLOAT"),
-            Self::HALF => Some("HALF"),
-            Self::SINGLE => Some("SINGLE"),
-            Self::SIGNED_FIXED_POINT8 => Some("SIGNED_FIXED_POINT8"),
-            Self::SIGNED_FIXED_POINT16 => Some("SIGNED_FIXED_POINT16"),
-            _ => None,
-        }
+  pub const ENUM_MIN: i16 = 0;
+  pub const ENUM_MAX: i16 = 9;
+  pub const ENUM_VALUES: &'static [Self] = &[
+    Self::FIXED_POINT8,
+    Self::FIXED_POINT16,
+    Self::SIGNED_FIXED_POINT32,
+    Self::BFLOAT,
+    Self::HALF,
+    Self::SINGLE,
+    Self::SIGNED_FIXED_POINT8,
+    Self::SIGNED_FIXED_POINT16,
+  ];
+  /// Returns the variant's name or "" if unknown.
+  pub fn variant_name(self) -> Option<&'static str> {
+    match self {
+      Self::FIXED_POINT8 => Some("FIXED_POINT8"),
+      Self::FIXED_POINT16 => Some("FIXED_POINT16"),
+      Self::SIGNED_FIXED_POINT32 => Some("SIGNED_FIXED_POINT32"),
+      Self::BFLOAT => Some("BFLOAT"),
+      Self::HALF => Some("HALF"),
+      Self::SINGLE => Some("SINGLE"),
+      Self::SIGNED_FIXED_POINT8 => Some("SIGNED_FIXED_POINT8"),
+      Self::SIGNED_FIXED_POINT16 => Some("SIGNED_FIXED_POINT16"),
+      _ => None,
     }
+  }
 }
 impl ::core::fmt::Debug for DataType {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter) -> ::core::fmt::Result {
-        if let Some(name) = self.variant_name() {
-            f.write_str(name)
-        } else {
-            f.write_fmt(format_args!("<UNKNOWN {:?}>", self.0))
-        }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter) -> ::core::fmt::Result {
+    if let Some(name) = self.variant_name() {
+      f.write_str(name)
+    } else {
+      f.write_fmt(format_args!("<UNKNOWN {:?}>", self.0))
     }
+  }
 }
 impl<'a> ::flatbuffers::Follow<'a> for DataType {
-    type Inner = Self;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        let b = unsafe { ::flatbuffers::read_scalar_at::<i16>(buf, loc) };
-        Self(b)
-    }
+  type Inner = Self;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    let b = unsafe { ::flatbuffers::read_scalar_at::<i16>(buf, loc) };
+    Self(b)
+  }
 }
 
 impl ::flatbuffers::Push for DataType {
@@ -96,27 +87,26 @@ impl ::flatbuffers::Push for DataType {
 }
 
 impl ::flatbuffers::EndianScalar for DataType {
-    type Scalar = i16;
-    #[inline]
-    fn to_little_endian(self) -> i16 {
-        self.0.to_le()
-    }
-    #[inline]
-    #[allow(clippy::wrong_self_convention)]
-    fn from_little_endian(v: i16) -> Self {
-        let b = i16::from_le(v);
-        Self(b)
-    }
+  type Scalar = i16;
+  #[inline]
+  fn to_little_endian(self) -> i16 {
+    self.0.to_le()
+  }
+  #[inline]
+  #[allow(clippy::wrong_self_convention)]
+  fn from_little_endian(v: i16) -> Self {
+    let b = i16::from_le(v);
+    Self(b)
+  }
 }
 
 impl<'a> ::flatbuffers::Verifiable for DataType {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        i16::run_verifier(v, pos)
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    i16::run_verifier(v, pos)
+  }
 }
 
 impl ::flatbuffers::SimpleToVerifyInSlice for DataType {}

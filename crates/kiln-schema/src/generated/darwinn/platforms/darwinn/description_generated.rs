@@ -2,26 +2,17 @@
 // @generated
 extern crate alloc;
 use super::*;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MIN_DESCRIPTION: i16 = 0;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MAX_DESCRIPTION: i16 = 3;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 #[allow(non_camel_case_types)]
 pub const ENUM_VALUES_DESCRIPTION: [Description; 4] = [
-    Description::BASE_ADDRESS_OUTPUT_ACTIVATION,
-    Description::BASE_ADDRESS_INPUT_ACTIVATION,
-    Description::BASE_ADDRESS_PARAMETER,
-    Description::BASE_ADDRESS_SCRATCH,
+  Description::BASE_ADDRESS_OUTPUT_ACTIVATION,
+  Description::BASE_ADDRESS_INPUT_ACTIVATION,
+  Description::BASE_ADDRESS_PARAMETER,
+  Description::BASE_ADDRESS_SCRATCH,
 ];
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -29,46 +20,46 @@ pub const ENUM_VALUES_DESCRIPTION: [Description; 4] = [
 pub struct Description(pub i16);
 #[allow(non_upper_case_globals)]
 impl Description {
-    pub const BASE_ADDRESS_OUTPUT_ACTIVATION: Self = Self(0);
-    pub const BASE_ADDRESS_INPUT_ACTIVATION: Self = Self(1);
-    pub const BASE_ADDRESS_PARAMETER: Self = Self(2);
-    pub const BASE_ADDRESS_SCRATCH: Self = Self(3);
+  pub const BASE_ADDRESS_OUTPUT_ACTIVATION: Self = Self(0);
+  pub const BASE_ADDRESS_INPUT_ACTIVATION: Self = Self(1);
+  pub const BASE_ADDRESS_PARAMETER: Self = Self(2);
+  pub const BASE_ADDRESS_SCRATCH: Self = Self(3);
 
-    pub const ENUM_MIN: i16 = 0;
-    pub const ENUM_MAX: i16 = 3;
-    pub const ENUM_VALUES: &'static [Self] = &[
-        Self::BASE_ADDRESS_OUTPUT_ACTIVATION,
-        Self::BASE_ADDRESS_INPUT_ACTIVATION,
-        Self::BASE_ADDRESS_PARAMETER,
-        Self::BASE_ADDRESS_SCRATCH,
-    ];
-    /// Returns the variant's name or "" if unknown.
-    pub fn variant_name(self) -> Option<&'static str> {
-        match self {
-            Self::BASE_ADDRESS_OUTPUT_ACTIVATION => Some("BASE_ADDRESS_OUTPUT_ACTIVATION"),
-            Self::BASE_ADDRESS_INPUT_ACTIVATION => Some("BASE_ADDRESS_INPUT_ACTIVATION"),
-            Self::BASE_ADDRESS_PARAMETER => Some("BASE_ADDRESS_PARAMETER"),
-            Self::BASE_ADDRESS_SCRATCH => Some("BASE_ADDRESS_SCRATCH"),
-            _ => None,
-        }
+  pub const ENUM_MIN: i16 = 0;
+  pub const ENUM_MAX: i16 = 3;
+  pub const ENUM_VALUES: &'static [Self] = &[
+    Self::BASE_ADDRESS_OUTPUT_ACTIVATION,
+    Self::BASE_ADDRESS_INPUT_ACTIVATION,
+    Self::BASE_ADDRESS_PARAMETER,
+    Self::BASE_ADDRESS_SCRATCH,
+  ];
+  /// Returns the variant's name or "" if unknown.
+  pub fn variant_name(self) -> Option<&'static str> {
+    match self {
+      Self::BASE_ADDRESS_OUTPUT_ACTIVATION => Some("BASE_ADDRESS_OUTPUT_ACTIVATION"),
+      Self::BASE_ADDRESS_INPUT_ACTIVATION => Some("BASE_ADDRESS_INPUT_ACTIVATION"),
+      Self::BASE_ADDRESS_PARAMETER => Some("BASE_ADDRESS_PARAMETER"),
+      Self::BASE_ADDRESS_SCRATCH => Some("BASE_ADDRESS_SCRATCH"),
+      _ => None,
     }
+  }
 }
 impl ::core::fmt::Debug for Description {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter) -> ::core::fmt::Result {
-        if let Some(name) = self.variant_name() {
-            f.write_str(name)
-        } else {
-            f.write_fmt(format_args!("<UNKNOWN {:?}>", self.0))
-        }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter) -> ::core::fmt::Result {
+    if let Some(name) = self.variant_name() {
+      f.write_str(name)
+    } else {
+      f.write_fmt(format_args!("<UNKNOWN {:?}>", self.0))
     }
+  }
 }
 impl<'a> ::flatbuffers::Follow<'a> for Description {
-    type Inner = Self;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        let b = unsafe { ::flatbuffers::read_scalar_at::<i16>(buf, loc) };
-        Self(b)
-    }
+  type Inner = Self;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    let b = unsafe { ::flatbuffers::read_scalar_at::<i16>(buf, loc) };
+    Self(b)
+  }
 }
 
 impl ::flatbuffers::Push for Description {
@@ -80,27 +71,26 @@ impl ::flatbuffers::Push for Description {
 }
 
 impl ::flatbuffers::EndianScalar for Description {
-    type Scalar = i16;
-    #[inline]
-    fn to_little_endian(self) -> i16 {
-        self.0.to_le()
-    }
-    #[inline]
-    #[allow(clippy::wrong_self_convention)]
-    fn from_little_endian(v: i16) -> Self {
-        let b = i16::from_le(v);
-        Self(b)
-    }
+  type Scalar = i16;
+  #[inline]
+  fn to_little_endian(self) -> i16 {
+    self.0.to_le()
+  }
+  #[inline]
+  #[allow(clippy::wrong_self_convention)]
+  fn from_little_endian(v: i16) -> Self {
+    let b = i16::from_le(v);
+    Self(b)
+  }
 }
 
 impl<'a> ::flatbuffers::Verifiable for Description {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        i16::run_verifier(v, pos)
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    i16::run_verifier(v, pos)
+  }
 }
 
 impl ::flatbuffers::SimpleToVerifyInSlice for Description {}

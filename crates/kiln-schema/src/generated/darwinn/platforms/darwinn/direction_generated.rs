@@ -2,59 +2,56 @@
 // @generated
 extern crate alloc;
 use super::*;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MIN_DIRECTION: i16 = 0;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MAX_DIRECTION: i16 = 1;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 #[allow(non_camel_case_types)]
-pub const ENUM_VALUES_DIRECTION: [Direction; 2] = [Direction::INFEED, Direction::OUTFEED];
+pub const ENUM_VALUES_DIRECTION: [Direction; 2] = [
+  Direction::INFEED,
+  Direction::OUTFEED,
+];
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 #[repr(transparent)]
 pub struct Direction(pub i16);
 #[allow(non_upper_case_globals)]
 impl Direction {
-    pub const INFEED: Self = Self(0);
-    pub const OUTFEED: Self = Self(1);
+  pub const INFEED: Self = Self(0);
+  pub const OUTFEED: Self = Self(1);
 
-    pub const ENUM_MIN: i16 = 0;
-    pub const ENUM_MAX: i16 = 1;
-    pub const ENUM_VALUES: &'static [Self] = &[Self::INFEED, Self::OUTFEED];
-    /// Returns the variant's name or "" if unknown.
-    pub fn variant_name(self) -> Option<&'static str> {
-        match self {
-            Self::INFEED => Some("INFEED"),
-            Self::OUTFEED => Some("OUTFEED"),
-            _ => None,
-        }
+  pub const ENUM_MIN: i16 = 0;
+  pub const ENUM_MAX: i16 = 1;
+  pub const ENUM_VALUES: &'static [Self] = &[
+    Self::INFEED,
+    Self::OUTFEED,
+  ];
+  /// Returns the variant's name or "" if unknown.
+  pub fn variant_name(self) -> Option<&'static str> {
+    match self {
+      Self::INFEED => Some("INFEED"),
+      Self::OUTFEED => Some("OUTFEED"),
+      _ => None,
     }
+  }
 }
 impl ::core::fmt::Debug for Direction {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter) -> ::core::fmt::Result {
-        if let Some(name) = self.variant_name() {
-            f.write_str(name)
-        } else {
-            f.write_fmt(format_args!("<UNKNOWN {:?}>", self.0))
-        }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter) -> ::core::fmt::Result {
+    if let Some(name) = self.variant_name() {
+      f.write_str(name)
+    } else {
+      f.write_fmt(format_args!("<UNKNOWN {:?}>", self.0))
     }
+  }
 }
 impl<'a> ::flatbuffers::Follow<'a> for Direction {
-    type Inner = Self;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        let b = unsafe { ::flatbuffers::read_scalar_at::<i16>(buf, loc) };
-        Self(b)
-    }
+  type Inner = Self;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    let b = unsafe { ::flatbuffers::read_scalar_at::<i16>(buf, loc) };
+    Self(b)
+  }
 }
 
 impl ::flatbuffers::Push for Direction {
@@ -66,27 +63,26 @@ impl ::flatbuffers::Push for Direction {
 }
 
 impl ::flatbuffers::EndianScalar for Direction {
-    type Scalar = i16;
-    #[inline]
-    fn to_little_endian(self) -> i16 {
-        self.0.to_le()
-    }
-    #[inline]
-    #[allow(clippy::wrong_self_convention)]
-    fn from_little_endian(v: i16) -> Self {
-        let b = i16::from_le(v);
-        Self(b)
-    }
+  type Scalar = i16;
+  #[inline]
+  fn to_little_endian(self) -> i16 {
+    self.0.to_le()
+  }
+  #[inline]
+  #[allow(clippy::wrong_self_convention)]
+  fn from_little_endian(v: i16) -> Self {
+    let b = i16::from_le(v);
+    Self(b)
+  }
 }
 
 impl<'a> ::flatbuffers::Verifiable for Direction {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        i16::run_verifier(v, pos)
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    i16::run_verifier(v, pos)
+  }
 }
 
 impl ::flatbuffers::SimpleToVerifyInSlice for Direction {}

@@ -6,83 +6,74 @@ pub enum DmaDescriptorHintOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct DmaDescriptorHint<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for DmaDescriptorHint<'a> {
-    type Inner = DmaDescriptorHint<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = DmaDescriptorHint<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> DmaDescriptorHint<'a> {
-    pub const VT_META: ::flatbuffers::VOffsetT = 4;
-    pub const VT_OFFSET_IN_BYTES: ::flatbuffers::VOffsetT = 6;
-    pub const VT_SIZE_IN_BYTES: ::flatbuffers::VOffsetT = 8;
+  pub const VT_META: ::flatbuffers::VOffsetT = 4;
+  pub const VT_OFFSET_IN_BYTES: ::flatbuffers::VOffsetT = 6;
+  pub const VT_SIZE_IN_BYTES: ::flatbuffers::VOffsetT = 8;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        DmaDescriptorHint { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args DmaDescriptorHintArgs<'args>,
-    ) -> ::flatbuffers::WIPOffset<DmaDescriptorHint<'bldr>> {
-        let mut builder = DmaDescriptorHintBuilder::new(_fbb);
-        builder.add_size_in_bytes(args.size_in_bytes);
-        builder.add_offset_in_bytes(args.offset_in_bytes);
-        if let Some(x) = args.meta {
-            builder.add_meta(x);
-        }
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    DmaDescriptorHint { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args DmaDescriptorHintArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<DmaDescriptorHint<'bldr>> {
+    let mut builder = DmaDescriptorHintBuilder::new(_fbb);
+    builder.add_size_in_bytes(args.size_in_bytes);
+    builder.add_offset_in_bytes(args.offset_in_bytes);
+    if let Some(x) = args.meta { builder.add_meta(x); }
+    builder.finish()
+  }
 
-    #[inline]
-    pub fn meta(&self) -> Option<Meta<'a>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<Meta>>(DmaDescriptorHint::VT_META, None)
-        }
-    }
-    #[inline]
-    pub fn offset_in_bytes(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(DmaDescriptorHint::VT_OFFSET_IN_BYTES, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn size_in_bytes(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(DmaDescriptorHint::VT_SIZE_IN_BYTES, Some(0)).unwrap() }
-    }
+
+  #[inline]
+  pub fn meta(&self) -> Option<Meta<'a>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<Meta>>(DmaDescriptorHint::VT_META, None)}
+  }
+  #[inline]
+  pub fn offset_in_bytes(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(DmaDescriptorHint::VT_OFFSET_IN_BYTES, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn size_in_bytes(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(DmaDescriptorHint::VT_SIZE_IN_BYTES, Some(0)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for DmaDescriptorHint<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<Meta>>("meta", Self::VT_META, false)?
-            .visit_field::<i32>("offset_in_bytes", Self::VT_OFFSET_IN_BYTES, false)?
-            .visit_field::<i32>("size_in_bytes", Self::VT_SIZE_IN_BYTES, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<Meta>>("meta", Self::VT_META, false)?
+     .visit_field::<i32>("offset_in_bytes", Self::VT_OFFSET_IN_BYTES, false)?
+     .visit_field::<i32>("size_in_bytes", Self::VT_SIZE_IN_BYTES, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct DmaDescriptorHintArgs<'a> {
     pub meta: Option<::flatbuffers::WIPOffset<Meta<'a>>>,
@@ -90,50 +81,54 @@ pub struct DmaDescriptorHintArgs<'a> {
     pub size_in_bytes: i32,
 }
 impl<'a> Default for DmaDescriptorHintArgs<'a> {
-    #[inline]
-    fn default() -> Self {
-        DmaDescriptorHintArgs { meta: None, offset_in_bytes: 0, size_in_bytes: 0 }
+  #[inline]
+  fn default() -> Self {
+    DmaDescriptorHintArgs {
+      meta: None,
+      offset_in_bytes: 0,
+      size_in_bytes: 0,
     }
+  }
 }
 
 pub struct DmaDescriptorHintBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> DmaDescriptorHintBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_meta(&mut self, meta: ::flatbuffers::WIPOffset<Meta<'b>>) {
-        self.fbb_
-            .push_slot_always::<::flatbuffers::WIPOffset<Meta>>(DmaDescriptorHint::VT_META, meta);
+  #[inline]
+  pub fn add_meta(&mut self, meta: ::flatbuffers::WIPOffset<Meta<'b >>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<Meta>>(DmaDescriptorHint::VT_META, meta);
+  }
+  #[inline]
+  pub fn add_offset_in_bytes(&mut self, offset_in_bytes: i32) {
+    self.fbb_.push_slot::<i32>(DmaDescriptorHint::VT_OFFSET_IN_BYTES, offset_in_bytes, 0);
+  }
+  #[inline]
+  pub fn add_size_in_bytes(&mut self, size_in_bytes: i32) {
+    self.fbb_.push_slot::<i32>(DmaDescriptorHint::VT_SIZE_IN_BYTES, size_in_bytes, 0);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> DmaDescriptorHintBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    DmaDescriptorHintBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_offset_in_bytes(&mut self, offset_in_bytes: i32) {
-        self.fbb_.push_slot::<i32>(DmaDescriptorHint::VT_OFFSET_IN_BYTES, offset_in_bytes, 0);
-    }
-    #[inline]
-    pub fn add_size_in_bytes(&mut self, size_in_bytes: i32) {
-        self.fbb_.push_slot::<i32>(DmaDescriptorHint::VT_SIZE_IN_BYTES, size_in_bytes, 0);
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> DmaDescriptorHintBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        DmaDescriptorHintBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<DmaDescriptorHint<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<DmaDescriptorHint<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for DmaDescriptorHint<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("DmaDescriptorHint");
-        ds.field("meta", &self.meta());
-        ds.field("offset_in_bytes", &self.offset_in_bytes());
-        ds.field("size_in_bytes", &self.size_in_bytes());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("DmaDescriptorHint");
+      ds.field("meta", &self.meta());
+      ds.field("offset_in_bytes", &self.offset_in_bytes());
+      ds.field("size_in_bytes", &self.size_in_bytes());
+      ds.finish()
+  }
 }

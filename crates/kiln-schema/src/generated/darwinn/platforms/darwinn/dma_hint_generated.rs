@@ -6,175 +6,141 @@ pub enum DmaHintOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct DmaHint<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for DmaHint<'a> {
-    type Inner = DmaHint<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = DmaHint<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> DmaHint<'a> {
-    pub const VT_ANY_HINT_TYPE: ::flatbuffers::VOffsetT = 4;
-    pub const VT_ANY_HINT: ::flatbuffers::VOffsetT = 6;
-    pub const VT_DIRECTION: ::flatbuffers::VOffsetT = 8;
+  pub const VT_ANY_HINT_TYPE: ::flatbuffers::VOffsetT = 4;
+  pub const VT_ANY_HINT: ::flatbuffers::VOffsetT = 6;
+  pub const VT_DIRECTION: ::flatbuffers::VOffsetT = 8;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        DmaHint { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args DmaHintArgs,
-    ) -> ::flatbuffers::WIPOffset<DmaHint<'bldr>> {
-        let mut builder = DmaHintBuilder::new(_fbb);
-        if let Some(x) = args.any_hint {
-            builder.add_any_hint(x);
-        }
-        builder.add_direction(args.direction);
-        builder.add_any_hint_type(args.any_hint_type);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    DmaHint { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args DmaHintArgs
+  ) -> ::flatbuffers::WIPOffset<DmaHint<'bldr>> {
+    let mut builder = DmaHintBuilder::new(_fbb);
+    if let Some(x) = args.any_hint { builder.add_any_hint(x); }
+    builder.add_direction(args.direction);
+    builder.add_any_hint_type(args.any_hint_type);
+    builder.finish()
+  }
 
-    #[inline]
-    pub fn any_hint_type(&self) -> AnyHint {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<AnyHint>(DmaHint::VT_ANY_HINT_TYPE, Some(AnyHint::NONE)).unwrap() }
-    }
-    #[inline]
-    pub fn any_hint(&self) -> Option<::flatbuffers::Table<'a>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Table<'a>>>(
-                DmaHint::VT_ANY_HINT,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn direction(&self) -> Direction {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<Direction>(DmaHint::VT_DIRECTION, Some(Direction::INFEED)).unwrap()
-        }
-    }
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn any_hint_as_dma_descriptor_hint(&self) -> Option<DmaDescriptorHint<'a>> {
-        if self.any_hint_type() == AnyHint::DmaDescriptorHint {
-            self.any_hint().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { DmaDescriptorHint::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
 
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn any_hint_as_instruction_hint(&self) -> Option<InstructionHint<'a>> {
-        if self.any_hint_type() == AnyHint::InstructionHint {
-            self.any_hint().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { InstructionHint::init_from_table(t) }
-            })
-        } else {
-            None
-        }
+  #[inline]
+  pub fn any_hint_type(&self) -> AnyHint {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<AnyHint>(DmaHint::VT_ANY_HINT_TYPE, Some(AnyHint::NONE)).unwrap()}
+  }
+  #[inline]
+  pub fn any_hint(&self) -> Option<::flatbuffers::Table<'a>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Table<'a>>>(DmaHint::VT_ANY_HINT, None)}
+  }
+  #[inline]
+  pub fn direction(&self) -> Direction {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<Direction>(DmaHint::VT_DIRECTION, Some(Direction::INFEED)).unwrap()}
+  }
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn any_hint_as_dma_descriptor_hint(&self) -> Option<DmaDescriptorHint<'a>> {
+    if self.any_hint_type() == AnyHint::DmaDescriptorHint {
+      self.any_hint().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { DmaDescriptorHint::init_from_table(t) }
+     })
+    } else {
+      None
     }
+  }
 
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn any_hint_as_interrupt_hint(&self) -> Option<InterruptHint<'a>> {
-        if self.any_hint_type() == AnyHint::InterruptHint {
-            self.any_hint().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { InterruptHint::init_from_table(t) }
-            })
-        } else {
-            None
-        }
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn any_hint_as_instruction_hint(&self) -> Option<InstructionHint<'a>> {
+    if self.any_hint_type() == AnyHint::InstructionHint {
+      self.any_hint().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { InstructionHint::init_from_table(t) }
+     })
+    } else {
+      None
     }
+  }
 
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn any_hint_as_fence_hint(&self) -> Option<FenceHint<'a>> {
-        if self.any_hint_type() == AnyHint::FenceHint {
-            self.any_hint().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { FenceHint::init_from_table(t) }
-            })
-        } else {
-            None
-        }
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn any_hint_as_interrupt_hint(&self) -> Option<InterruptHint<'a>> {
+    if self.any_hint_type() == AnyHint::InterruptHint {
+      self.any_hint().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { InterruptHint::init_from_table(t) }
+     })
+    } else {
+      None
     }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn any_hint_as_fence_hint(&self) -> Option<FenceHint<'a>> {
+    if self.any_hint_type() == AnyHint::FenceHint {
+      self.any_hint().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { FenceHint::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
 }
 
 impl ::flatbuffers::Verifiable for DmaHint<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_union::<AnyHint, _>(
-                "any_hint_type",
-                Self::VT_ANY_HINT_TYPE,
-                "any_hint",
-                Self::VT_ANY_HINT,
-                false,
-                |key, v, pos| match key {
-                    AnyHint::DmaDescriptorHint => v
-                        .verify_union_variant::<::flatbuffers::ForwardsUOffset<DmaDescriptorHint>>(
-                            "AnyHint::DmaDescriptorHint",
-                            pos,
-                        ),
-                    AnyHint::InstructionHint => v
-                        .verify_union_variant::<::flatbuffers::ForwardsUOffset<InstructionHint>>(
-                            "AnyHint::InstructionHint",
-                            pos,
-                        ),
-                    AnyHint::InterruptHint => v
-                        .verify_union_variant::<::flatbuffers::ForwardsUOffset<InterruptHint>>(
-                            "AnyHint::InterruptHint",
-                            pos,
-                        ),
-                    AnyHint::FenceHint => v
-                        .verify_union_variant::<::flatbuffers::ForwardsUOffset<FenceHint>>(
-                            "AnyHint::FenceHint",
-                            pos,
-                        ),
-                    _ => Ok(()),
-                },
-            )?
-            .visit_field::<Direction>("direction", Self::VT_DIRECTION, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_union::<AnyHint, _>("any_hint_type", Self::VT_ANY_HINT_TYPE, "any_hint", Self::VT_ANY_HINT, false, |key, v, pos| {
+        match key {
+          AnyHint::DmaDescriptorHint => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<DmaDescriptorHint>>("AnyHint::DmaDescriptorHint", pos),
+          AnyHint::InstructionHint => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<InstructionHint>>("AnyHint::InstructionHint", pos),
+          AnyHint::InterruptHint => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<InterruptHint>>("AnyHint::InterruptHint", pos),
+          AnyHint::FenceHint => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<FenceHint>>("AnyHint::FenceHint", pos),
+          _ => Ok(()),
+        }
+     })?
+     .visit_field::<Direction>("direction", Self::VT_DIRECTION, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct DmaHintArgs {
     pub any_hint_type: AnyHint,
@@ -182,95 +148,87 @@ pub struct DmaHintArgs {
     pub direction: Direction,
 }
 impl<'a> Default for DmaHintArgs {
-    #[inline]
-    fn default() -> Self {
-        DmaHintArgs { any_hint_type: AnyHint::NONE, any_hint: None, direction: Direction::INFEED }
+  #[inline]
+  fn default() -> Self {
+    DmaHintArgs {
+      any_hint_type: AnyHint::NONE,
+      any_hint: None,
+      direction: Direction::INFEED,
     }
+  }
 }
 
 pub struct DmaHintBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> DmaHintBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_any_hint_type(&mut self, any_hint_type: AnyHint) {
-        self.fbb_.push_slot::<AnyHint>(DmaHint::VT_ANY_HINT_TYPE, any_hint_type, AnyHint::NONE);
+  #[inline]
+  pub fn add_any_hint_type(&mut self, any_hint_type: AnyHint) {
+    self.fbb_.push_slot::<AnyHint>(DmaHint::VT_ANY_HINT_TYPE, any_hint_type, AnyHint::NONE);
+  }
+  #[inline]
+  pub fn add_any_hint(&mut self, any_hint: ::flatbuffers::WIPOffset<::flatbuffers::UnionWIPOffset>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(DmaHint::VT_ANY_HINT, any_hint);
+  }
+  #[inline]
+  pub fn add_direction(&mut self, direction: Direction) {
+    self.fbb_.push_slot::<Direction>(DmaHint::VT_DIRECTION, direction, Direction::INFEED);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> DmaHintBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    DmaHintBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_any_hint(
-        &mut self,
-        any_hint: ::flatbuffers::WIPOffset<::flatbuffers::UnionWIPOffset>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(DmaHint::VT_ANY_HINT, any_hint);
-    }
-    #[inline]
-    pub fn add_direction(&mut self, direction: Direction) {
-        self.fbb_.push_slot::<Direction>(DmaHint::VT_DIRECTION, direction, Direction::INFEED);
-    }
-    #[inline]
-    pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> DmaHintBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        DmaHintBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<DmaHint<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<DmaHint<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for DmaHint<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("DmaHint");
-        ds.field("any_hint_type", &self.any_hint_type());
-        match self.any_hint_type() {
-            AnyHint::DmaDescriptorHint => {
-                if let Some(x) = self.any_hint_as_dma_descriptor_hint() {
-                    ds.field("any_hint", &x)
-                } else {
-                    ds.field(
-                        "any_hint",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            AnyHint::InstructionHint => {
-                if let Some(x) = self.any_hint_as_instruction_hint() {
-                    ds.field("any_hint", &x)
-                } else {
-                    ds.field(
-                        "any_hint",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            AnyHint::InterruptHint => {
-                if let Some(x) = self.any_hint_as_interrupt_hint() {
-                    ds.field("any_hint", &x)
-                } else {
-                    ds.field(
-                        "any_hint",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            AnyHint::FenceHint => {
-                if let Some(x) = self.any_hint_as_fence_hint() {
-                    ds.field("any_hint", &x)
-                } else {
-                    ds.field(
-                        "any_hint",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            _ => {
-                let x: Option<()> = None;
-                ds.field("any_hint", &x)
-            }
-        };
-        ds.field("direction", &self.direction());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("DmaHint");
+      ds.field("any_hint_type", &self.any_hint_type());
+      match self.any_hint_type() {
+        AnyHint::DmaDescriptorHint => {
+          if let Some(x) = self.any_hint_as_dma_descriptor_hint() {
+            ds.field("any_hint", &x)
+          } else {
+            ds.field("any_hint", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        AnyHint::InstructionHint => {
+          if let Some(x) = self.any_hint_as_instruction_hint() {
+            ds.field("any_hint", &x)
+          } else {
+            ds.field("any_hint", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        AnyHint::InterruptHint => {
+          if let Some(x) = self.any_hint_as_interrupt_hint() {
+            ds.field("any_hint", &x)
+          } else {
+            ds.field("any_hint", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        AnyHint::FenceHint => {
+          if let Some(x) = self.any_hint_as_fence_hint() {
+            ds.field("any_hint", &x)
+          } else {
+            ds.field("any_hint", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        _ => {
+          let x: Option<()> = None;
+          ds.field("any_hint", &x)
+        },
+      };
+      ds.field("direction", &self.direction());
+      ds.finish()
+  }
 }

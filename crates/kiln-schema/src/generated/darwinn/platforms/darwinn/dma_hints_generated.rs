@@ -6,132 +6,112 @@ pub enum DmaHintsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct DmaHints<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for DmaHints<'a> {
-    type Inner = DmaHints<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = DmaHints<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> DmaHints<'a> {
-    pub const VT_HINTS: ::flatbuffers::VOffsetT = 4;
-    pub const VT_FULLY_DETERMINISTIC: ::flatbuffers::VOffsetT = 6;
+  pub const VT_HINTS: ::flatbuffers::VOffsetT = 4;
+  pub const VT_FULLY_DETERMINISTIC: ::flatbuffers::VOffsetT = 6;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        DmaHints { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args DmaHintsArgs<'args>,
-    ) -> ::flatbuffers::WIPOffset<DmaHints<'bldr>> {
-        let mut builder = DmaHintsBuilder::new(_fbb);
-        if let Some(x) = args.hints {
-            builder.add_hints(x);
-        }
-        builder.add_fully_deterministic(args.fully_deterministic);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    DmaHints { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args DmaHintsArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<DmaHints<'bldr>> {
+    let mut builder = DmaHintsBuilder::new(_fbb);
+    if let Some(x) = args.hints { builder.add_hints(x); }
+    builder.add_fully_deterministic(args.fully_deterministic);
+    builder.finish()
+  }
 
-    #[inline]
-    pub fn hints(
-        &self,
-    ) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<DmaHint<'a>>>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<
-                ::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<DmaHint>>,
-            >>(DmaHints::VT_HINTS, None)
-        }
-    }
-    #[inline]
-    pub fn fully_deterministic(&self) -> bool {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<bool>(DmaHints::VT_FULLY_DETERMINISTIC, Some(false)).unwrap() }
-    }
+
+  #[inline]
+  pub fn hints(&self) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<DmaHint<'a>>>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<DmaHint>>>>(DmaHints::VT_HINTS, None)}
+  }
+  #[inline]
+  pub fn fully_deterministic(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(DmaHints::VT_FULLY_DETERMINISTIC, Some(false)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for DmaHints<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<
-                ::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<DmaHint>>,
-            >>("hints", Self::VT_HINTS, false)?
-            .visit_field::<bool>("fully_deterministic", Self::VT_FULLY_DETERMINISTIC, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<DmaHint>>>>("hints", Self::VT_HINTS, false)?
+     .visit_field::<bool>("fully_deterministic", Self::VT_FULLY_DETERMINISTIC, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct DmaHintsArgs<'a> {
-    pub hints: Option<
-        ::flatbuffers::WIPOffset<
-            ::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<DmaHint<'a>>>,
-        >,
-    >,
+    pub hints: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<DmaHint<'a>>>>>,
     pub fully_deterministic: bool,
 }
 impl<'a> Default for DmaHintsArgs<'a> {
-    #[inline]
-    fn default() -> Self {
-        DmaHintsArgs { hints: None, fully_deterministic: false }
+  #[inline]
+  fn default() -> Self {
+    DmaHintsArgs {
+      hints: None,
+      fully_deterministic: false,
     }
+  }
 }
 
 pub struct DmaHintsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> DmaHintsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_hints(
-        &mut self,
-        hints: ::flatbuffers::WIPOffset<
-            ::flatbuffers::Vector<'b, ::flatbuffers::ForwardsUOffset<DmaHint<'b>>>,
-        >,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(DmaHints::VT_HINTS, hints);
+  #[inline]
+  pub fn add_hints(&mut self, hints: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , ::flatbuffers::ForwardsUOffset<DmaHint<'b >>>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(DmaHints::VT_HINTS, hints);
+  }
+  #[inline]
+  pub fn add_fully_deterministic(&mut self, fully_deterministic: bool) {
+    self.fbb_.push_slot::<bool>(DmaHints::VT_FULLY_DETERMINISTIC, fully_deterministic, false);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> DmaHintsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    DmaHintsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_fully_deterministic(&mut self, fully_deterministic: bool) {
-        self.fbb_.push_slot::<bool>(DmaHints::VT_FULLY_DETERMINISTIC, fully_deterministic, false);
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> DmaHintsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        DmaHintsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<DmaHints<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<DmaHints<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for DmaHints<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("DmaHints");
-        ds.field("hints", &self.hints());
-        ds.field("fully_deterministic", &self.fully_deterministic());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("DmaHints");
+      ds.field("hints", &self.hints());
+      ds.field("fully_deterministic", &self.fully_deterministic());
+      ds.finish()
+  }
 }

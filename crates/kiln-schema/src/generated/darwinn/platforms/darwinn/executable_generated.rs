@@ -6,301 +6,214 @@ pub enum ExecutableOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct Executable<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for Executable<'a> {
-    type Inner = Executable<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = Executable<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> Executable<'a> {
-    pub const VT_VERSION: ::flatbuffers::VOffsetT = 4;
-    pub const VT_NAME: ::flatbuffers::VOffsetT = 6;
-    pub const VT_SERIALIZED_MODEL: ::flatbuffers::VOffsetT = 8;
-    pub const VT_BATCH_SIZE: ::flatbuffers::VOffsetT = 10;
-    pub const VT_SCRATCH_SIZE_BYTES: ::flatbuffers::VOffsetT = 12;
-    pub const VT_INSTRUCTION_BITSTREAMS: ::flatbuffers::VOffsetT = 14;
-    pub const VT_PARAMETERS: ::flatbuffers::VOffsetT = 16;
-    pub const VT_DMA_HINTS: ::flatbuffers::VOffsetT = 18;
-    pub const VT_INPUT_LAYERS: ::flatbuffers::VOffsetT = 20;
-    pub const VT_OUTPUT_LAYERS: ::flatbuffers::VOffsetT = 22;
-    pub const VT_CHIP: ::flatbuffers::VOffsetT = 24;
-    pub const VT_ESTIMATED_CYCLES: ::flatbuffers::VOffsetT = 26;
-    pub const VT_USED_NARROW_MEMORY_BYTES_PER_TILE: ::flatbuffers::VOffsetT = 28;
-    pub const VT_TYPE_: ::flatbuffers::VOffsetT = 30;
-    pub const VT_PARAMETER_CACHING_TOKEN: ::flatbuffers::VOffsetT = 32;
-    pub const VT_USE_TPU_DRAM_FOR_PARAMETERS: ::flatbuffers::VOffsetT = 34;
-    pub const VT_ESTIMATED_CYCLES_64BIT: ::flatbuffers::VOffsetT = 36;
+  pub const VT_VERSION: ::flatbuffers::VOffsetT = 4;
+  pub const VT_NAME: ::flatbuffers::VOffsetT = 6;
+  pub const VT_SERIALIZED_MODEL: ::flatbuffers::VOffsetT = 8;
+  pub const VT_BATCH_SIZE: ::flatbuffers::VOffsetT = 10;
+  pub const VT_SCRATCH_SIZE_BYTES: ::flatbuffers::VOffsetT = 12;
+  pub const VT_INSTRUCTION_BITSTREAMS: ::flatbuffers::VOffsetT = 14;
+  pub const VT_PARAMETERS: ::flatbuffers::VOffsetT = 16;
+  pub const VT_DMA_HINTS: ::flatbuffers::VOffsetT = 18;
+  pub const VT_INPUT_LAYERS: ::flatbuffers::VOffsetT = 20;
+  pub const VT_OUTPUT_LAYERS: ::flatbuffers::VOffsetT = 22;
+  pub const VT_CHIP: ::flatbuffers::VOffsetT = 24;
+  pub const VT_ESTIMATED_CYCLES: ::flatbuffers::VOffsetT = 26;
+  pub const VT_USED_NARROW_MEMORY_BYTES_PER_TILE: ::flatbuffers::VOffsetT = 28;
+  pub const VT_TYPE_: ::flatbuffers::VOffsetT = 30;
+  pub const VT_PARAMETER_CACHING_TOKEN: ::flatbuffers::VOffsetT = 32;
+  pub const VT_USE_TPU_DRAM_FOR_PARAMETERS: ::flatbuffers::VOffsetT = 34;
+  pub const VT_ESTIMATED_CYCLES_64BIT: ::flatbuffers::VOffsetT = 36;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        Executable { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args ExecutableArgs<'args>,
-    ) -> ::flatbuffers::WIPOffset<Executable<'bldr>> {
-        let mut builder = ExecutableBuilder::new(_fbb);
-        builder.add_estimated_cycles_64bit(args.estimated_cycles_64bit);
-        builder.add_parameter_caching_token(args.parameter_caching_token);
-        builder.add_used_narrow_memory_bytes_per_tile(args.used_narrow_memory_bytes_per_tile);
-        builder.add_estimated_cycles(args.estimated_cycles);
-        if let Some(x) = args.chip {
-            builder.add_chip(x);
-        }
-        if let Some(x) = args.output_layers {
-            builder.add_output_layers(x);
-        }
-        if let Some(x) = args.input_layers {
-            builder.add_input_layers(x);
-        }
-        if let Some(x) = args.dma_hints {
-            builder.add_dma_hints(x);
-        }
-        if let Some(x) = args.parameters {
-            builder.add_parameters(x);
-        }
-        if let Some(x) = args.instruction_bitstreams {
-            builder.add_instruction_bitstreams(x);
-        }
-        builder.add_scratch_size_bytes(args.scratch_size_bytes);
-        builder.add_batch_size(args.batch_size);
-        if let Some(x) = args.serialized_model {
-            builder.add_serialized_model(x);
-        }
-        if let Some(x) = args.name {
-            builder.add_name(x);
-        }
-        builder.add_version(args.version);
-        builder.add_type_(args.type_);
-        builder.add_use_tpu_dram_for_parameters(args.use_tpu_dram_for_parameters);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    Executable { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args ExecutableArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<Executable<'bldr>> {
+    let mut builder = ExecutableBuilder::new(_fbb);
+    builder.add_estimated_cycles_64bit(args.estimated_cycles_64bit);
+    builder.add_parameter_caching_token(args.parameter_caching_token);
+    builder.add_used_narrow_memory_bytes_per_tile(args.used_narrow_memory_bytes_per_tile);
+    builder.add_estimated_cycles(args.estimated_cycles);
+    if let Some(x) = args.chip { builder.add_chip(x); }
+    if let Some(x) = args.output_layers { builder.add_output_layers(x); }
+    if let Some(x) = args.input_layers { builder.add_input_layers(x); }
+    if let Some(x) = args.dma_hints { builder.add_dma_hints(x); }
+    if let Some(x) = args.parameters { builder.add_parameters(x); }
+    if let Some(x) = args.instruction_bitstreams { builder.add_instruction_bitstreams(x); }
+    builder.add_scratch_size_bytes(args.scratch_size_bytes);
+    builder.add_batch_size(args.batch_size);
+    if let Some(x) = args.serialized_model { builder.add_serialized_model(x); }
+    if let Some(x) = args.name { builder.add_name(x); }
+    builder.add_version(args.version);
+    builder.add_type_(args.type_);
+    builder.add_use_tpu_dram_for_parameters(args.use_tpu_dram_for_parameters);
+    builder.finish()
+  }
 
-    #[inline]
-    pub fn version(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(Executable::VT_VERSION, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn name(&self) -> Option<&'a str> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(Executable::VT_NAME, None) }
-    }
-    #[inline]
-    pub fn serialized_model(&self) -> Option<::flatbuffers::Vector<'a, u8>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u8>>>(
-                Executable::VT_SERIALIZED_MODEL,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn batch_size(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(Executable::VT_BATCH_SIZE, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn scratch_size_bytes(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(Executable::VT_SCRATCH_SIZE_BYTES, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn instruction_bitstreams(
-        &self,
-    ) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<InstructionBitstream<'a>>>>
-    {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<
-                ::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<InstructionBitstream>>,
-            >>(Executable::VT_INSTRUCTION_BITSTREAMS, None)
-        }
-    }
-    #[inline]
-    pub fn parameters(&self) -> Option<::flatbuffers::Vector<'a, u8>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u8>>>(
-                Executable::VT_PARAMETERS,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn dma_hints(&self) -> Option<DmaHints<'a>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<::flatbuffers::ForwardsUOffset<DmaHints>>(Executable::VT_DMA_HINTS, None)
-        }
-    }
-    #[inline]
-    pub fn input_layers(
-        &self,
-    ) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Layer<'a>>>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<
-                ::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Layer>>,
-            >>(Executable::VT_INPUT_LAYERS, None)
-        }
-    }
-    #[inline]
-    pub fn output_layers(
-        &self,
-    ) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Layer<'a>>>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<
-                ::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Layer>>,
-            >>(Executable::VT_OUTPUT_LAYERS, None)
-        }
-    }
-    #[inline]
-    pub fn chip(&self) -> Option<&'a str> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(Executable::VT_CHIP, None) }
-    }
-    #[inline]
-    pub fn estimated_cycles(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(Executable::VT_ESTIMATED_CYCLES, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn used_narrow_memory_bytes_per_tile(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<i32>(Executable::VT_USED_NARROW_MEMORY_BYTES_PER_TILE, Some(0)).unwrap()
-        }
-    }
-    #[inline]
-    pub fn type_(&self) -> ExecutableType {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<ExecutableType>(Executable::VT_TYPE_, Some(ExecutableType::STAND_ALONE))
-                .unwrap()
-        }
-    }
-    #[inline]
-    pub fn parameter_caching_token(&self) -> u64 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<u64>(Executable::VT_PARAMETER_CACHING_TOKEN, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn use_tpu_dram_for_parameters(&self) -> bool {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<bool>(Executable::VT_USE_TPU_DRAM_FOR_PARAMETERS, Some(false)).unwrap()
-        }
-    }
-    #[inline]
-    pub fn estimated_cycles_64bit(&self) -> i64 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i64>(Executable::VT_ESTIMATED_CYCLES_64BIT, Some(0)).unwrap() }
-    }
+
+  #[inline]
+  pub fn version(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(Executable::VT_VERSION, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn name(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(Executable::VT_NAME, None)}
+  }
+  #[inline]
+  pub fn serialized_model(&self) -> Option<::flatbuffers::Vector<'a, u8>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u8>>>(Executable::VT_SERIALIZED_MODEL, None)}
+  }
+  #[inline]
+  pub fn batch_size(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(Executable::VT_BATCH_SIZE, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn scratch_size_bytes(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(Executable::VT_SCRATCH_SIZE_BYTES, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn instruction_bitstreams(&self) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<InstructionBitstream<'a>>>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<InstructionBitstream>>>>(Executable::VT_INSTRUCTION_BITSTREAMS, None)}
+  }
+  #[inline]
+  pub fn parameters(&self) -> Option<::flatbuffers::Vector<'a, u8>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u8>>>(Executable::VT_PARAMETERS, None)}
+  }
+  #[inline]
+  pub fn dma_hints(&self) -> Option<DmaHints<'a>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<DmaHints>>(Executable::VT_DMA_HINTS, None)}
+  }
+  #[inline]
+  pub fn input_layers(&self) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Layer<'a>>>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Layer>>>>(Executable::VT_INPUT_LAYERS, None)}
+  }
+  #[inline]
+  pub fn output_layers(&self) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Layer<'a>>>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Layer>>>>(Executable::VT_OUTPUT_LAYERS, None)}
+  }
+  #[inline]
+  pub fn chip(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(Executable::VT_CHIP, None)}
+  }
+  #[inline]
+  pub fn estimated_cycles(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(Executable::VT_ESTIMATED_CYCLES, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn used_narrow_memory_bytes_per_tile(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(Executable::VT_USED_NARROW_MEMORY_BYTES_PER_TILE, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn type_(&self) -> ExecutableType {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<ExecutableType>(Executable::VT_TYPE_, Some(ExecutableType::STAND_ALONE)).unwrap()}
+  }
+  #[inline]
+  pub fn parameter_caching_token(&self) -> u64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u64>(Executable::VT_PARAMETER_CACHING_TOKEN, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn use_tpu_dram_for_parameters(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(Executable::VT_USE_TPU_DRAM_FOR_PARAMETERS, Some(false)).unwrap()}
+  }
+  #[inline]
+  pub fn estimated_cycles_64bit(&self) -> i64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i64>(Executable::VT_ESTIMATED_CYCLES_64BIT, Some(0)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for Executable<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<i32>("version", Self::VT_VERSION, false)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("name", Self::VT_NAME, false)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u8>>>(
-                "serialized_model",
-                Self::VT_SERIALIZED_MODEL,
-                false,
-            )?
-            .visit_field::<i32>("batch_size", Self::VT_BATCH_SIZE, false)?
-            .visit_field::<i32>("scratch_size_bytes", Self::VT_SCRATCH_SIZE_BYTES, false)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<
-                ::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<InstructionBitstream>>,
-            >>("instruction_bitstreams", Self::VT_INSTRUCTION_BITSTREAMS, false)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u8>>>(
-                "parameters",
-                Self::VT_PARAMETERS,
-                false,
-            )?
-            .visit_field::<::flatbuffers::ForwardsUOffset<DmaHints>>(
-                "dma_hints",
-                Self::VT_DMA_HINTS,
-                false,
-            )?
-            .visit_field::<::flatbuffers::ForwardsUOffset<
-                ::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<Layer>>,
-            >>("input_layers", Self::VT_INPUT_LAYERS, false)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<
-                ::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<Layer>>,
-            >>("output_layers", Self::VT_OUTPUT_LAYERS, false)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("chip", Self::VT_CHIP, false)?
-            .visit_field::<i32>("estimated_cycles", Self::VT_ESTIMATED_CYCLES, false)?
-            .visit_field::<i32>(
-                "used_narrow_memory_bytes_per_tile",
-                Self::VT_USED_NARROW_MEMORY_BYTES_PER_TILE,
-                false,
-            )?
-            .visit_field::<ExecutableType>("type_", Self::VT_TYPE_, false)?
-            .visit_field::<u64>("parameter_caching_token", Self::VT_PARAMETER_CACHING_TOKEN, false)?
-            .visit_field::<bool>(
-                "use_tpu_dram_for_parameters",
-                Self::VT_USE_TPU_DRAM_FOR_PARAMETERS,
-                false,
-            )?
-            .visit_field::<i64>("estimated_cycles_64bit", Self::VT_ESTIMATED_CYCLES_64BIT, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<i32>("version", Self::VT_VERSION, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("name", Self::VT_NAME, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u8>>>("serialized_model", Self::VT_SERIALIZED_MODEL, false)?
+     .visit_field::<i32>("batch_size", Self::VT_BATCH_SIZE, false)?
+     .visit_field::<i32>("scratch_size_bytes", Self::VT_SCRATCH_SIZE_BYTES, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<InstructionBitstream>>>>("instruction_bitstreams", Self::VT_INSTRUCTION_BITSTREAMS, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u8>>>("parameters", Self::VT_PARAMETERS, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<DmaHints>>("dma_hints", Self::VT_DMA_HINTS, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<Layer>>>>("input_layers", Self::VT_INPUT_LAYERS, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<Layer>>>>("output_layers", Self::VT_OUTPUT_LAYERS, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("chip", Self::VT_CHIP, false)?
+     .visit_field::<i32>("estimated_cycles", Self::VT_ESTIMATED_CYCLES, false)?
+     .visit_field::<i32>("used_narrow_memory_bytes_per_tile", Self::VT_USED_NARROW_MEMORY_BYTES_PER_TILE, false)?
+     .visit_field::<ExecutableType>("type_", Self::VT_TYPE_, false)?
+     .visit_field::<u64>("parameter_caching_token", Self::VT_PARAMETER_CACHING_TOKEN, false)?
+     .visit_field::<bool>("use_tpu_dram_for_parameters", Self::VT_USE_TPU_DRAM_FOR_PARAMETERS, false)?
+     .visit_field::<i64>("estimated_cycles_64bit", Self::VT_ESTIMATED_CYCLES_64BIT, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct ExecutableArgs<'a> {
     pub version: i32,
@@ -308,23 +221,11 @@ pub struct ExecutableArgs<'a> {
     pub serialized_model: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, u8>>>,
     pub batch_size: i32,
     pub scratch_size_bytes: i32,
-    pub instruction_bitstreams: Option<
-        ::flatbuffers::WIPOffset<
-            ::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<InstructionBitstream<'a>>>,
-        >,
-    >,
+    pub instruction_bitstreams: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<InstructionBitstream<'a>>>>>,
     pub parameters: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, u8>>>,
     pub dma_hints: Option<::flatbuffers::WIPOffset<DmaHints<'a>>>,
-    pub input_layers: Option<
-        ::flatbuffers::WIPOffset<
-            ::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Layer<'a>>>,
-        >,
-    >,
-    pub output_layers: Option<
-        ::flatbuffers::WIPOffset<
-            ::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Layer<'a>>>,
-        >,
-    >,
+    pub input_layers: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Layer<'a>>>>>,
+    pub output_layers: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Layer<'a>>>>>,
     pub chip: Option<::flatbuffers::WIPOffset<&'a str>>,
     pub estimated_cycles: i32,
     pub used_narrow_memory_bytes_per_tile: i32,
@@ -334,197 +235,138 @@ pub struct ExecutableArgs<'a> {
     pub estimated_cycles_64bit: i64,
 }
 impl<'a> Default for ExecutableArgs<'a> {
-    #[inline]
-    fn default() -> Self {
-        ExecutableArgs {
-            version: 0,
-            name: None,
-            serialized_model: None,
-            batch_size: 0,
-            scratch_size_bytes: 0,
-            instruction_bitstreams: None,
-            parameters: None,
-            dma_hints: None,
-            input_layers: None,
-            output_layers: None,
-            chip: None,
-            estimated_cycles: 0,
-            used_narrow_memory_bytes_per_tile: 0,
-            type_: ExecutableType::STAND_ALONE,
-            parameter_caching_token: 0,
-            use_tpu_dram_for_parameters: false,
-            estimated_cycles_64bit: 0,
-        }
+  #[inline]
+  fn default() -> Self {
+    ExecutableArgs {
+      version: 0,
+      name: None,
+      serialized_model: None,
+      batch_size: 0,
+      scratch_size_bytes: 0,
+      instruction_bitstreams: None,
+      parameters: None,
+      dma_hints: None,
+      input_layers: None,
+      output_layers: None,
+      chip: None,
+      estimated_cycles: 0,
+      used_narrow_memory_bytes_per_tile: 0,
+      type_: ExecutableType::STAND_ALONE,
+      parameter_caching_token: 0,
+      use_tpu_dram_for_parameters: false,
+      estimated_cycles_64bit: 0,
     }
+  }
 }
 
 pub struct ExecutableBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> ExecutableBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_version(&mut self, version: i32) {
-        self.fbb_.push_slot::<i32>(Executable::VT_VERSION, version, 0);
+  #[inline]
+  pub fn add_version(&mut self, version: i32) {
+    self.fbb_.push_slot::<i32>(Executable::VT_VERSION, version, 0);
+  }
+  #[inline]
+  pub fn add_name(&mut self, name: ::flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Executable::VT_NAME, name);
+  }
+  #[inline]
+  pub fn add_serialized_model(&mut self, serialized_model: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , u8>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Executable::VT_SERIALIZED_MODEL, serialized_model);
+  }
+  #[inline]
+  pub fn add_batch_size(&mut self, batch_size: i32) {
+    self.fbb_.push_slot::<i32>(Executable::VT_BATCH_SIZE, batch_size, 0);
+  }
+  #[inline]
+  pub fn add_scratch_size_bytes(&mut self, scratch_size_bytes: i32) {
+    self.fbb_.push_slot::<i32>(Executable::VT_SCRATCH_SIZE_BYTES, scratch_size_bytes, 0);
+  }
+  #[inline]
+  pub fn add_instruction_bitstreams(&mut self, instruction_bitstreams: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , ::flatbuffers::ForwardsUOffset<InstructionBitstream<'b >>>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Executable::VT_INSTRUCTION_BITSTREAMS, instruction_bitstreams);
+  }
+  #[inline]
+  pub fn add_parameters(&mut self, parameters: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , u8>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Executable::VT_PARAMETERS, parameters);
+  }
+  #[inline]
+  pub fn add_dma_hints(&mut self, dma_hints: ::flatbuffers::WIPOffset<DmaHints<'b >>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<DmaHints>>(Executable::VT_DMA_HINTS, dma_hints);
+  }
+  #[inline]
+  pub fn add_input_layers(&mut self, input_layers: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , ::flatbuffers::ForwardsUOffset<Layer<'b >>>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Executable::VT_INPUT_LAYERS, input_layers);
+  }
+  #[inline]
+  pub fn add_output_layers(&mut self, output_layers: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , ::flatbuffers::ForwardsUOffset<Layer<'b >>>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Executable::VT_OUTPUT_LAYERS, output_layers);
+  }
+  #[inline]
+  pub fn add_chip(&mut self, chip: ::flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Executable::VT_CHIP, chip);
+  }
+  #[inline]
+  pub fn add_estimated_cycles(&mut self, estimated_cycles: i32) {
+    self.fbb_.push_slot::<i32>(Executable::VT_ESTIMATED_CYCLES, estimated_cycles, 0);
+  }
+  #[inline]
+  pub fn add_used_narrow_memory_bytes_per_tile(&mut self, used_narrow_memory_bytes_per_tile: i32) {
+    self.fbb_.push_slot::<i32>(Executable::VT_USED_NARROW_MEMORY_BYTES_PER_TILE, used_narrow_memory_bytes_per_tile, 0);
+  }
+  #[inline]
+  pub fn add_type_(&mut self, type_: ExecutableType) {
+    self.fbb_.push_slot::<ExecutableType>(Executable::VT_TYPE_, type_, ExecutableType::STAND_ALONE);
+  }
+  #[inline]
+  pub fn add_parameter_caching_token(&mut self, parameter_caching_token: u64) {
+    self.fbb_.push_slot::<u64>(Executable::VT_PARAMETER_CACHING_TOKEN, parameter_caching_token, 0);
+  }
+  #[inline]
+  pub fn add_use_tpu_dram_for_parameters(&mut self, use_tpu_dram_for_parameters: bool) {
+    self.fbb_.push_slot::<bool>(Executable::VT_USE_TPU_DRAM_FOR_PARAMETERS, use_tpu_dram_for_parameters, false);
+  }
+  #[inline]
+  pub fn add_estimated_cycles_64bit(&mut self, estimated_cycles_64bit: i64) {
+    self.fbb_.push_slot::<i64>(Executable::VT_ESTIMATED_CYCLES_64BIT, estimated_cycles_64bit, 0);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> ExecutableBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    ExecutableBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_name(&mut self, name: ::flatbuffers::WIPOffset<&'b str>) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Executable::VT_NAME, name);
-    }
-    #[inline]
-    pub fn add_serialized_model(
-        &mut self,
-        serialized_model: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, u8>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            Executable::VT_SERIALIZED_MODEL,
-            serialized_model,
-        );
-    }
-    #[inline]
-    pub fn add_batch_size(&mut self, batch_size: i32) {
-        self.fbb_.push_slot::<i32>(Executable::VT_BATCH_SIZE, batch_size, 0);
-    }
-    #[inline]
-    pub fn add_scratch_size_bytes(&mut self, scratch_size_bytes: i32) {
-        self.fbb_.push_slot::<i32>(Executable::VT_SCRATCH_SIZE_BYTES, scratch_size_bytes, 0);
-    }
-    #[inline]
-    pub fn add_instruction_bitstreams(
-        &mut self,
-        instruction_bitstreams: ::flatbuffers::WIPOffset<
-            ::flatbuffers::Vector<'b, ::flatbuffers::ForwardsUOffset<InstructionBitstream<'b>>>,
-        >,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            Executable::VT_INSTRUCTION_BITSTREAMS,
-            instruction_bitstreams,
-        );
-    }
-    #[inline]
-    pub fn add_parameters(
-        &mut self,
-        parameters: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, u8>>,
-    ) {
-        self.fbb_
-            .push_slot_always::<::flatbuffers::WIPOffset<_>>(Executable::VT_PARAMETERS, parameters);
-    }
-    #[inline]
-    pub fn add_dma_hints(&mut self, dma_hints: ::flatbuffers::WIPOffset<DmaHints<'b>>) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<DmaHints>>(
-            Executable::VT_DMA_HINTS,
-            dma_hints,
-        );
-    }
-    #[inline]
-    pub fn add_input_layers(
-        &mut self,
-        input_layers: ::flatbuffers::WIPOffset<
-            ::flatbuffers::Vector<'b, ::flatbuffers::ForwardsUOffset<Layer<'b>>>,
-        >,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            Executable::VT_INPUT_LAYERS,
-            input_layers,
-        );
-    }
-    #[inline]
-    pub fn add_output_layers(
-        &mut self,
-        output_layers: ::flatbuffers::WIPOffset<
-            ::flatbuffers::Vector<'b, ::flatbuffers::ForwardsUOffset<Layer<'b>>>,
-        >,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            Executable::VT_OUTPUT_LAYERS,
-            output_layers,
-        );
-    }
-    #[inline]
-    pub fn add_chip(&mut self, chip: ::flatbuffers::WIPOffset<&'b str>) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Executable::VT_CHIP, chip);
-    }
-    #[inline]
-    pub fn add_estimated_cycles(&mut self, estimated_cycles: i32) {
-        self.fbb_.push_slot::<i32>(Executable::VT_ESTIMATED_CYCLES, estimated_cycles, 0);
-    }
-    #[inline]
-    pub fn add_used_narrow_memory_bytes_per_tile(
-        &mut self,
-        used_narrow_memory_bytes_per_tile: i32,
-    ) {
-        self.fbb_.push_slot::<i32>(
-            Executable::VT_USED_NARROW_MEMORY_BYTES_PER_TILE,
-            used_narrow_memory_bytes_per_tile,
-            0,
-        );
-    }
-    #[inline]
-    pub fn add_type_(&mut self, type_: ExecutableType) {
-        self.fbb_.push_slot::<ExecutableType>(
-            Executable::VT_TYPE_,
-            type_,
-            ExecutableType::STAND_ALONE,
-        );
-    }
-    #[inline]
-    pub fn add_parameter_caching_token(&mut self, parameter_caching_token: u64) {
-        self.fbb_.push_slot::<u64>(
-            Executable::VT_PARAMETER_CACHING_TOKEN,
-            parameter_caching_token,
-            0,
-        );
-    }
-    #[inline]
-    pub fn add_use_tpu_dram_for_parameters(&mut self, use_tpu_dram_for_parameters: bool) {
-        self.fbb_.push_slot::<bool>(
-            Executable::VT_USE_TPU_DRAM_FOR_PARAMETERS,
-            use_tpu_dram_for_parameters,
-            false,
-        );
-    }
-    #[inline]
-    pub fn add_estimated_cycles_64bit(&mut self, estimated_cycles_64bit: i64) {
-        self.fbb_.push_slot::<i64>(
-            Executable::VT_ESTIMATED_CYCLES_64BIT,
-            estimated_cycles_64bit,
-            0,
-        );
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> ExecutableBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        ExecutableBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<Executable<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<Executable<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for Executable<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("Executable");
-        ds.field("version", &self.version());
-        ds.field("name", &self.name());
-        ds.field("serialized_model", &self.serialized_model());
-        ds.field("batch_size", &self.batch_size());
-        ds.field("scratch_size_bytes", &self.scratch_size_bytes());
-        ds.field("instruction_bitstreams", &self.instruction_bitstreams());
-        ds.field("parameters", &self.parameters());
-        ds.field("dma_hints", &self.dma_hints());
-        ds.field("input_layers", &self.input_layers());
-        ds.field("output_layers", &self.output_layers());
-        ds.field("chip", &self.chip());
-        ds.field("estimated_cycles", &self.estimated_cycles());
-        ds.field("used_narrow_memory_bytes_per_tile", &self.used_narrow_memory_bytes_per_tile());
-        ds.field("type_", &self.type_());
-        ds.field("parameter_caching_token", &self.parameter_caching_token());
-        ds.field("use_tpu_dram_for_parameters", &self.use_tpu_dram_for_parameters());
-        ds.field("estimated_cycles_64bit", &self.estimated_cycles_64bit());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("Executable");
+      ds.field("version", &self.version());
+      ds.field("name", &self.name());
+      ds.field("serialized_model", &self.serialized_model());
+      ds.field("batch_size", &self.batch_size());
+      ds.field("scratch_size_bytes", &self.scratch_size_bytes());
+      ds.field("instruction_bitstreams", &self.instruction_bitstreams());
+      ds.field("parameters", &self.parameters());
+      ds.field("dma_hints", &self.dma_hints());
+      ds.field("input_layers", &self.input_layers());
+      ds.field("output_layers", &self.output_layers());
+      ds.field("chip", &self.chip());
+      ds.field("estimated_cycles", &self.estimated_cycles());
+      ds.field("used_narrow_memory_bytes_per_tile", &self.used_narrow_memory_bytes_per_tile());
+      ds.field("type_", &self.type_());
+      ds.field("parameter_caching_token", &self.parameter_caching_token());
+      ds.field("use_tpu_dram_for_parameters", &self.use_tpu_dram_for_parameters());
+      ds.field("estimated_cycles_64bit", &self.estimated_cycles_64bit());
+      ds.finish()
+  }
 }

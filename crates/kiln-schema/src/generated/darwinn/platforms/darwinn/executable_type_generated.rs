@@ -2,25 +2,16 @@
 // @generated
 extern crate alloc;
 use super::*;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MIN_EXECUTABLE_TYPE: i16 = 0;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MAX_EXECUTABLE_TYPE: i16 = 2;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 #[allow(non_camel_case_types)]
 pub const ENUM_VALUES_EXECUTABLE_TYPE: [ExecutableType; 3] = [
-    ExecutableType::STAND_ALONE,
-    ExecutableType::PARAMETER_CACHING,
-    ExecutableType::EXECUTION_ONLY,
+  ExecutableType::STAND_ALONE,
+  ExecutableType::PARAMETER_CACHING,
+  ExecutableType::EXECUTION_ONLY,
 ];
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -28,40 +19,43 @@ pub const ENUM_VALUES_EXECUTABLE_TYPE: [ExecutableType; 3] = [
 pub struct ExecutableType(pub i16);
 #[allow(non_upper_case_globals)]
 impl ExecutableType {
-    pub const STAND_ALONE: Self = Self(0);
-    pub const PARAMETER_CACHING: Self = Self(1);
-    pub const EXECUTION_ONLY: Self = Self(2);
+  pub const STAND_ALONE: Self = Self(0);
+  pub const PARAMETER_CACHING: Self = Self(1);
+  pub const EXECUTION_ONLY: Self = Self(2);
 
-    pub const ENUM_MIN: i16 = 0;
-    pub const ENUM_MAX: i16 = 2;
-    pub const ENUM_VALUES: &'static [Self] =
-        &[Self::STAND_ALONE, Self::PARAMETER_CACHING, Self::EXECUTION_ONLY];
-    /// Returns the variant's name or "" if unknown.
-    pub fn variant_name(self) -> Option<&'static str> {
-        match self {
-            Self::STAND_ALONE => Some("STAND_ALONE"),
-            Self::PARAMETER_CACHING => Some("PARAMETER_CACHING"),
-            Self::EXECUTION_ONLY => Some("EXECUTION_ONLY"),
-            _ => None,
-        }
+  pub const ENUM_MIN: i16 = 0;
+  pub const ENUM_MAX: i16 = 2;
+  pub const ENUM_VALUES: &'static [Self] = &[
+    Self::STAND_ALONE,
+    Self::PARAMETER_CACHING,
+    Self::EXECUTION_ONLY,
+  ];
+  /// Returns the variant's name or "" if unknown.
+  pub fn variant_name(self) -> Option<&'static str> {
+    match self {
+      Self::STAND_ALONE => Some("STAND_ALONE"),
+      Self::PARAMETER_CACHING => Some("PARAMETER_CACHING"),
+      Self::EXECUTION_ONLY => Some("EXECUTION_ONLY"),
+      _ => None,
     }
+  }
 }
 impl ::core::fmt::Debug for ExecutableType {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter) -> ::core::fmt::Result {
-        if let Some(name) = self.variant_name() {
-            f.write_str(name)
-        } else {
-            f.write_fmt(format_args!("<UNKNOWN {:?}>", self.0))
-        }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter) -> ::core::fmt::Result {
+    if let Some(name) = self.variant_name() {
+      f.write_str(name)
+    } else {
+      f.write_fmt(format_args!("<UNKNOWN {:?}>", self.0))
     }
+  }
 }
 impl<'a> ::flatbuffers::Follow<'a> for ExecutableType {
-    type Inner = Self;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        let b = unsafe { ::flatbuffers::read_scalar_at::<i16>(buf, loc) };
-        Self(b)
-    }
+  type Inner = Self;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    let b = unsafe { ::flatbuffers::read_scalar_at::<i16>(buf, loc) };
+    Self(b)
+  }
 }
 
 impl ::flatbuffers::Push for ExecutableType {
@@ -73,27 +67,26 @@ impl ::flatbuffers::Push for ExecutableType {
 }
 
 impl ::flatbuffers::EndianScalar for ExecutableType {
-    type Scalar = i16;
-    #[inline]
-    fn to_little_endian(self) -> i16 {
-        self.0.to_le()
-    }
-    #[inline]
-    #[allow(clippy::wrong_self_convention)]
-    fn from_little_endian(v: i16) -> Self {
-        let b = i16::from_le(v);
-        Self(b)
-    }
+  type Scalar = i16;
+  #[inline]
+  fn to_little_endian(self) -> i16 {
+    self.0.to_le()
+  }
+  #[inline]
+  #[allow(clippy::wrong_self_convention)]
+  fn from_little_endian(v: i16) -> Self {
+    let b = i16::from_le(v);
+    Self(b)
+  }
 }
 
 impl<'a> ::flatbuffers::Verifiable for ExecutableType {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        i16::run_verifier(v, pos)
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    i16::run_verifier(v, pos)
+  }
 }
 
 impl ::flatbuffers::SimpleToVerifyInSlice for ExecutableType {}

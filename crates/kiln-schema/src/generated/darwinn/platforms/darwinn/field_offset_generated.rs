@@ -6,115 +6,112 @@ pub enum FieldOffsetOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct FieldOffset<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for FieldOffset<'a> {
-    type Inner = FieldOffset<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = FieldOffset<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> FieldOffset<'a> {
-    pub const VT_META: ::flatbuffers::VOffsetT = 4;
-    pub const VT_OFFSET_BIT: ::flatbuffers::VOffsetT = 6;
+  pub const VT_META: ::flatbuffers::VOffsetT = 4;
+  pub const VT_OFFSET_BIT: ::flatbuffers::VOffsetT = 6;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        FieldOffset { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args FieldOffsetArgs<'args>,
-    ) -> ::flatbuffers::WIPOffset<FieldOffset<'bldr>> {
-        let mut builder = FieldOffsetBuilder::new(_fbb);
-        builder.add_offset_bit(args.offset_bit);
-        if let Some(x) = args.meta {
-            builder.add_meta(x);
-        }
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    FieldOffset { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args FieldOffsetArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<FieldOffset<'bldr>> {
+    let mut builder = FieldOffsetBuilder::new(_fbb);
+    builder.add_offset_bit(args.offset_bit);
+    if let Some(x) = args.meta { builder.add_meta(x); }
+    builder.finish()
+  }
 
-    #[inline]
-    pub fn meta(&self) -> Option<Meta<'a>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<Meta>>(FieldOffset::VT_META, None) }
-    }
-    #[inline]
-    pub fn offset_bit(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(FieldOffset::VT_OFFSET_BIT, Some(0)).unwrap() }
-    }
+
+  #[inline]
+  pub fn meta(&self) -> Option<Meta<'a>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<Meta>>(FieldOffset::VT_META, None)}
+  }
+  #[inline]
+  pub fn offset_bit(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(FieldOffset::VT_OFFSET_BIT, Some(0)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for FieldOffset<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<Meta>>("meta", Self::VT_META, false)?
-            .visit_field::<i32>("offset_bit", Self::VT_OFFSET_BIT, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<Meta>>("meta", Self::VT_META, false)?
+     .visit_field::<i32>("offset_bit", Self::VT_OFFSET_BIT, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct FieldOffsetArgs<'a> {
     pub meta: Option<::flatbuffers::WIPOffset<Meta<'a>>>,
     pub offset_bit: i32,
 }
 impl<'a> Default for FieldOffsetArgs<'a> {
-    #[inline]
-    fn default() -> Self {
-        FieldOffsetArgs { meta: None, offset_bit: 0 }
+  #[inline]
+  fn default() -> Self {
+    FieldOffsetArgs {
+      meta: None,
+      offset_bit: 0,
     }
+  }
 }
 
 pub struct FieldOffsetBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> FieldOffsetBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_meta(&mut self, meta: ::flatbuffers::WIPOffset<Meta<'b>>) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<Meta>>(FieldOffset::VT_META, meta);
+  #[inline]
+  pub fn add_meta(&mut self, meta: ::flatbuffers::WIPOffset<Meta<'b >>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<Meta>>(FieldOffset::VT_META, meta);
+  }
+  #[inline]
+  pub fn add_offset_bit(&mut self, offset_bit: i32) {
+    self.fbb_.push_slot::<i32>(FieldOffset::VT_OFFSET_BIT, offset_bit, 0);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> FieldOffsetBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    FieldOffsetBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_offset_bit(&mut self, offset_bit: i32) {
-        self.fbb_.push_slot::<i32>(FieldOffset::VT_OFFSET_BIT, offset_bit, 0);
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> FieldOffsetBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        FieldOffsetBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<FieldOffset<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<FieldOffset<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for FieldOffset<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("FieldOffset");
-        ds.field("meta", &self.meta());
-        ds.field("offset_bit", &self.offset_bit());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("FieldOffset");
+      ds.field("meta", &self.meta());
+      ds.field("offset_bit", &self.offset_bit());
+      ds.finish()
+  }
 }

@@ -6,77 +6,77 @@ pub enum InputLayerOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct InputLayer<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for InputLayer<'a> {
-    type Inner = InputLayer<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = InputLayer<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> InputLayer<'a> {
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        InputLayer { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        _args: &'args InputLayerArgs,
-    ) -> ::flatbuffers::WIPOffset<InputLayer<'bldr>> {
-        let mut builder = InputLayerBuilder::new(_fbb);
-        builder.finish()
-    }
+
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    InputLayer { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    _args: &'args InputLayerArgs
+  ) -> ::flatbuffers::WIPOffset<InputLayer<'bldr>> {
+    let mut builder = InputLayerBuilder::new(_fbb);
+    builder.finish()
+  }
+
 }
 
 impl ::flatbuffers::Verifiable for InputLayer<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?.finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .finish();
+    Ok(())
+  }
 }
-pub struct InputLayerArgs {}
+pub struct InputLayerArgs {
+}
 impl<'a> Default for InputLayerArgs {
-    #[inline]
-    fn default() -> Self {
-        InputLayerArgs {}
+  #[inline]
+  fn default() -> Self {
+    InputLayerArgs {
     }
+  }
 }
 
 pub struct InputLayerBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> InputLayerBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> InputLayerBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        InputLayerBuilder { fbb_: _fbb, start_: start }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> InputLayerBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    InputLayerBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<InputLayer<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<InputLayer<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for InputLayer<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("InputLayer");
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("InputLayer");
+      ds.finish()
+  }
 }

@@ -6,152 +6,112 @@ pub enum InstructionBitstreamOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct InstructionBitstream<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for InstructionBitstream<'a> {
-    type Inner = InstructionBitstream<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = InstructionBitstream<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> InstructionBitstream<'a> {
-    pub const VT_BITSTREAM: ::flatbuffers::VOffsetT = 4;
-    pub const VT_FIELD_OFFSETS: ::flatbuffers::VOffsetT = 6;
+  pub const VT_BITSTREAM: ::flatbuffers::VOffsetT = 4;
+  pub const VT_FIELD_OFFSETS: ::flatbuffers::VOffsetT = 6;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        InstructionBitstream { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args InstructionBitstreamArgs<'args>,
-    ) -> ::flatbuffers::WIPOffset<InstructionBitstream<'bldr>> {
-        let mut builder = InstructionBitstreamBuilder::new(_fbb);
-        if let Some(x) = args.field_offsets {
-            builder.add_field_offsets(x);
-        }
-        if let Some(x) = args.bitstream {
-            builder.add_bitstream(x);
-        }
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    InstructionBitstream { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args InstructionBitstreamArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<InstructionBitstream<'bldr>> {
+    let mut builder = InstructionBitstreamBuilder::new(_fbb);
+    if let Some(x) = args.field_offsets { builder.add_field_offsets(x); }
+    if let Some(x) = args.bitstream { builder.add_bitstream(x); }
+    builder.finish()
+  }
 
-    #[inline]
-    pub fn bitstream(&self) -> Option<::flatbuffers::Vector<'a, u8>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u8>>>(
-                InstructionBitstream::VT_BITSTREAM,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn field_offsets(
-        &self,
-    ) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<FieldOffset<'a>>>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<
-                ::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<FieldOffset>>,
-            >>(InstructionBitstream::VT_FIELD_OFFSETS, None)
-        }
-    }
+
+  #[inline]
+  pub fn bitstream(&self) -> Option<::flatbuffers::Vector<'a, u8>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u8>>>(InstructionBitstream::VT_BITSTREAM, None)}
+  }
+  #[inline]
+  pub fn field_offsets(&self) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<FieldOffset<'a>>>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<FieldOffset>>>>(InstructionBitstream::VT_FIELD_OFFSETS, None)}
+  }
 }
 
 impl ::flatbuffers::Verifiable for InstructionBitstream<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u8>>>(
-                "bitstream",
-                Self::VT_BITSTREAM,
-                false,
-            )?
-            .visit_field::<::flatbuffers::ForwardsUOffset<
-                ::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<FieldOffset>>,
-            >>("field_offsets", Self::VT_FIELD_OFFSETS, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u8>>>("bitstream", Self::VT_BITSTREAM, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<FieldOffset>>>>("field_offsets", Self::VT_FIELD_OFFSETS, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct InstructionBitstreamArgs<'a> {
     pub bitstream: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, u8>>>,
-    pub field_offsets: Option<
-        ::flatbuffers::WIPOffset<
-            ::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<FieldOffset<'a>>>,
-        >,
-    >,
+    pub field_offsets: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<FieldOffset<'a>>>>>,
 }
 impl<'a> Default for InstructionBitstreamArgs<'a> {
-    #[inline]
-    fn default() -> Self {
-        InstructionBitstreamArgs { bitstream: None, field_offsets: None }
+  #[inline]
+  fn default() -> Self {
+    InstructionBitstreamArgs {
+      bitstream: None,
+      field_offsets: None,
     }
+  }
 }
 
 pub struct InstructionBitstreamBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> InstructionBitstreamBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_bitstream(
-        &mut self,
-        bitstream: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, u8>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            InstructionBitstream::VT_BITSTREAM,
-            bitstream,
-        );
+  #[inline]
+  pub fn add_bitstream(&mut self, bitstream: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , u8>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(InstructionBitstream::VT_BITSTREAM, bitstream);
+  }
+  #[inline]
+  pub fn add_field_offsets(&mut self, field_offsets: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , ::flatbuffers::ForwardsUOffset<FieldOffset<'b >>>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(InstructionBitstream::VT_FIELD_OFFSETS, field_offsets);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> InstructionBitstreamBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    InstructionBitstreamBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_field_offsets(
-        &mut self,
-        field_offsets: ::flatbuffers::WIPOffset<
-            ::flatbuffers::Vector<'b, ::flatbuffers::ForwardsUOffset<FieldOffset<'b>>>,
-        >,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            InstructionBitstream::VT_FIELD_OFFSETS,
-            field_offsets,
-        );
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> InstructionBitstreamBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        InstructionBitstreamBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<InstructionBitstream<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<InstructionBitstream<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for InstructionBitstream<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("InstructionBitstream");
-        ds.field("bitstream", &self.bitstream());
-        ds.field("field_offsets", &self.field_offsets());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("InstructionBitstream");
+      ds.field("bitstream", &self.bitstream());
+      ds.field("field_offsets", &self.field_offsets());
+      ds.finish()
+  }
 }

@@ -6,103 +6,95 @@ pub enum InstructionHintOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct InstructionHint<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for InstructionHint<'a> {
-    type Inner = InstructionHint<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = InstructionHint<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> InstructionHint<'a> {
-    pub const VT_INSTRUCTION_CHUNK_INDEX: ::flatbuffers::VOffsetT = 4;
+  pub const VT_INSTRUCTION_CHUNK_INDEX: ::flatbuffers::VOffsetT = 4;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        InstructionHint { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args InstructionHintArgs,
-    ) -> ::flatbuffers::WIPOffset<InstructionHint<'bldr>> {
-        let mut builder = InstructionHintBuilder::new(_fbb);
-        builder.add_instruction_chunk_index(args.instruction_chunk_index);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    InstructionHint { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args InstructionHintArgs
+  ) -> ::flatbuffers::WIPOffset<InstructionHint<'bldr>> {
+    let mut builder = InstructionHintBuilder::new(_fbb);
+    builder.add_instruction_chunk_index(args.instruction_chunk_index);
+    builder.finish()
+  }
 
-    #[inline]
-    pub fn instruction_chunk_index(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<i32>(InstructionHint::VT_INSTRUCTION_CHUNK_INDEX, Some(0)).unwrap()
-        }
-    }
+
+  #[inline]
+  pub fn instruction_chunk_index(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(InstructionHint::VT_INSTRUCTION_CHUNK_INDEX, Some(0)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for InstructionHint<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<i32>("instruction_chunk_index", Self::VT_INSTRUCTION_CHUNK_INDEX, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<i32>("instruction_chunk_index", Self::VT_INSTRUCTION_CHUNK_INDEX, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct InstructionHintArgs {
     pub instruction_chunk_index: i32,
 }
 impl<'a> Default for InstructionHintArgs {
-    #[inline]
-    fn default() -> Self {
-        InstructionHintArgs { instruction_chunk_index: 0 }
+  #[inline]
+  fn default() -> Self {
+    InstructionHintArgs {
+      instruction_chunk_index: 0,
     }
+  }
 }
 
 pub struct InstructionHintBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> InstructionHintBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_instruction_chunk_index(&mut self, instruction_chunk_index: i32) {
-        self.fbb_.push_slot::<i32>(
-            InstructionHint::VT_INSTRUCTION_CHUNK_INDEX,
-            instruction_chunk_index,
-            0,
-        );
+  #[inline]
+  pub fn add_instruction_chunk_index(&mut self, instruction_chunk_index: i32) {
+    self.fbb_.push_slot::<i32>(InstructionHint::VT_INSTRUCTION_CHUNK_INDEX, instruction_chunk_index, 0);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> InstructionHintBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    InstructionHintBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> InstructionHintBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        InstructionHintBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<InstructionHint<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<InstructionHint<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for InstructionHint<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("InstructionHint");
-        ds.field("instruction_chunk_index", &self.instruction_chunk_index());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("InstructionHint");
+      ds.field("instruction_chunk_index", &self.instruction_chunk_index());
+      ds.finish()
+  }
 }

@@ -6,106 +6,95 @@ pub enum InterruptHintOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct InterruptHint<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for InterruptHint<'a> {
-    type Inner = InterruptHint<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = InterruptHint<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> InterruptHint<'a> {
-    pub const VT_TYPE_: ::flatbuffers::VOffsetT = 4;
+  pub const VT_TYPE_: ::flatbuffers::VOffsetT = 4;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        InterruptHint { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args InterruptHintArgs,
-    ) -> ::flatbuffers::WIPOffset<InterruptHint<'bldr>> {
-        let mut builder = InterruptHintBuilder::new(_fbb);
-        builder.add_type_(args.type_);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    InterruptHint { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args InterruptHintArgs
+  ) -> ::flatbuffers::WIPOffset<InterruptHint<'bldr>> {
+    let mut builder = InterruptHintBuilder::new(_fbb);
+    builder.add_type_(args.type_);
+    builder.finish()
+  }
 
-    #[inline]
-    pub fn type_(&self) -> InterruptType {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<InterruptType>(
-                    InterruptHint::VT_TYPE_,
-                    Some(InterruptType::SCALAR_CORE_INT_0),
-                )
-                .unwrap()
-        }
-    }
+
+  #[inline]
+  pub fn type_(&self) -> InterruptType {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<InterruptType>(InterruptHint::VT_TYPE_, Some(InterruptType::SCALAR_CORE_INT_0)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for InterruptHint<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?.visit_field::<InterruptType>("type_", Self::VT_TYPE_, false)?.finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<InterruptType>("type_", Self::VT_TYPE_, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct InterruptHintArgs {
     pub type_: InterruptType,
 }
 impl<'a> Default for InterruptHintArgs {
-    #[inline]
-    fn default() -> Self {
-        InterruptHintArgs { type_: InterruptType::SCALAR_CORE_INT_0 }
+  #[inline]
+  fn default() -> Self {
+    InterruptHintArgs {
+      type_: InterruptType::SCALAR_CORE_INT_0,
     }
+  }
 }
 
 pub struct InterruptHintBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> InterruptHintBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_type_(&mut self, type_: InterruptType) {
-        self.fbb_.push_slot::<InterruptType>(
-            InterruptHint::VT_TYPE_,
-            type_,
-            InterruptType::SCALAR_CORE_INT_0,
-        );
+  #[inline]
+  pub fn add_type_(&mut self, type_: InterruptType) {
+    self.fbb_.push_slot::<InterruptType>(InterruptHint::VT_TYPE_, type_, InterruptType::SCALAR_CORE_INT_0);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> InterruptHintBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    InterruptHintBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> InterruptHintBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        InterruptHintBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<InterruptHint<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<InterruptHint<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for InterruptHint<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("InterruptHint");
-        ds.field("type_", &self.type_());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("InterruptHint");
+      ds.field("type_", &self.type_());
+      ds.finish()
+  }
 }

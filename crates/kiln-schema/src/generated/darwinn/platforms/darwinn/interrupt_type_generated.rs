@@ -2,26 +2,17 @@
 // @generated
 extern crate alloc;
 use super::*;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MIN_INTERRUPT_TYPE: i16 = 0;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MAX_INTERRUPT_TYPE: i16 = 3;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 #[allow(non_camel_case_types)]
 pub const ENUM_VALUES_INTERRUPT_TYPE: [InterruptType; 4] = [
-    InterruptType::SCALAR_CORE_INT_0,
-    InterruptType::SCALAR_CORE_INT_1,
-    InterruptType::SCALAR_CORE_INT_2,
-    InterruptType::SCALAR_CORE_INT_3,
+  InterruptType::SCALAR_CORE_INT_0,
+  InterruptType::SCALAR_CORE_INT_1,
+  InterruptType::SCALAR_CORE_INT_2,
+  InterruptType::SCALAR_CORE_INT_3,
 ];
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -29,46 +20,46 @@ pub const ENUM_VALUES_INTERRUPT_TYPE: [InterruptType; 4] = [
 pub struct InterruptType(pub i16);
 #[allow(non_upper_case_globals)]
 impl InterruptType {
-    pub const SCALAR_CORE_INT_0: Self = Self(0);
-    pub const SCALAR_CORE_INT_1: Self = Self(1);
-    pub const SCALAR_CORE_INT_2: Self = Self(2);
-    pub const SCALAR_CORE_INT_3: Self = Self(3);
+  pub const SCALAR_CORE_INT_0: Self = Self(0);
+  pub const SCALAR_CORE_INT_1: Self = Self(1);
+  pub const SCALAR_CORE_INT_2: Self = Self(2);
+  pub const SCALAR_CORE_INT_3: Self = Self(3);
 
-    pub const ENUM_MIN: i16 = 0;
-    pub const ENUM_MAX: i16 = 3;
-    pub const ENUM_VALUES: &'static [Self] = &[
-        Self::SCALAR_CORE_INT_0,
-        Self::SCALAR_CORE_INT_1,
-        Self::SCALAR_CORE_INT_2,
-        Self::SCALAR_CORE_INT_3,
-    ];
-    /// Returns the variant's name or "" if unknown.
-    pub fn variant_name(self) -> Option<&'static str> {
-        match self {
-            Self::SCALAR_CORE_INT_0 => Some("SCALAR_CORE_INT_0"),
-            Self::SCALAR_CORE_INT_1 => Some("SCALAR_CORE_INT_1"),
-            Self::SCALAR_CORE_INT_2 => Some("SCALAR_CORE_INT_2"),
-            Self::SCALAR_CORE_INT_3 => Some("SCALAR_CORE_INT_3"),
-            _ => None,
-        }
+  pub const ENUM_MIN: i16 = 0;
+  pub const ENUM_MAX: i16 = 3;
+  pub const ENUM_VALUES: &'static [Self] = &[
+    Self::SCALAR_CORE_INT_0,
+    Self::SCALAR_CORE_INT_1,
+    Self::SCALAR_CORE_INT_2,
+    Self::SCALAR_CORE_INT_3,
+  ];
+  /// Returns the variant's name or "" if unknown.
+  pub fn variant_name(self) -> Option<&'static str> {
+    match self {
+      Self::SCALAR_CORE_INT_0 => Some("SCALAR_CORE_INT_0"),
+      Self::SCALAR_CORE_INT_1 => Some("SCALAR_CORE_INT_1"),
+      Self::SCALAR_CORE_INT_2 => Some("SCALAR_CORE_INT_2"),
+      Self::SCALAR_CORE_INT_3 => Some("SCALAR_CORE_INT_3"),
+      _ => None,
     }
+  }
 }
 impl ::core::fmt::Debug for InterruptType {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter) -> ::core::fmt::Result {
-        if let Some(name) = self.variant_name() {
-            f.write_str(name)
-        } else {
-            f.write_fmt(format_args!("<UNKNOWN {:?}>", self.0))
-        }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter) -> ::core::fmt::Result {
+    if let Some(name) = self.variant_name() {
+      f.write_str(name)
+    } else {
+      f.write_fmt(format_args!("<UNKNOWN {:?}>", self.0))
     }
+  }
 }
 impl<'a> ::flatbuffers::Follow<'a> for InterruptType {
-    type Inner = Self;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        let b = unsafe { ::flatbuffers::read_scalar_at::<i16>(buf, loc) };
-        Self(b)
-    }
+  type Inner = Self;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    let b = unsafe { ::flatbuffers::read_scalar_at::<i16>(buf, loc) };
+    Self(b)
+  }
 }
 
 impl ::flatbuffers::Push for InterruptType {
@@ -80,27 +71,26 @@ impl ::flatbuffers::Push for InterruptType {
 }
 
 impl ::flatbuffers::EndianScalar for InterruptType {
-    type Scalar = i16;
-    #[inline]
-    fn to_little_endian(self) -> i16 {
-        self.0.to_le()
-    }
-    #[inline]
-    #[allow(clippy::wrong_self_convention)]
-    fn from_little_endian(v: i16) -> Self {
-        let b = i16::from_le(v);
-        Self(b)
-    }
+  type Scalar = i16;
+  #[inline]
+  fn to_little_endian(self) -> i16 {
+    self.0.to_le()
+  }
+  #[inline]
+  #[allow(clippy::wrong_self_convention)]
+  fn from_little_endian(v: i16) -> Self {
+    let b = i16::from_le(v);
+    Self(b)
+  }
 }
 
 impl<'a> ::flatbuffers::Verifiable for InterruptType {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        i16::run_verifier(v, pos)
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    i16::run_verifier(v, pos)
+  }
 }
 
 impl ::flatbuffers::SimpleToVerifyInSlice for InterruptType {}

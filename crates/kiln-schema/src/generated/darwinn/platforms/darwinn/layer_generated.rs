@@ -6,250 +6,199 @@ pub enum LayerOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct Layer<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for Layer<'a> {
-    type Inner = Layer<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = Layer<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> Layer<'a> {
-    pub const VT_NAME: ::flatbuffers::VOffsetT = 4;
-    pub const VT_SIZE_BYTES: ::flatbuffers::VOffsetT = 6;
-    pub const VT_Y_DIM: ::flatbuffers::VOffsetT = 8;
-    pub const VT_X_DIM: ::flatbuffers::VOffsetT = 10;
-    pub const VT_Z_DIM: ::flatbuffers::VOffsetT = 12;
-    pub const VT_NUMERICS: ::flatbuffers::VOffsetT = 14;
-    pub const VT_DATA_TYPE: ::flatbuffers::VOffsetT = 16;
-    pub const VT_ANY_LAYER_TYPE: ::flatbuffers::VOffsetT = 18;
-    pub const VT_ANY_LAYER: ::flatbuffers::VOffsetT = 20;
-    pub const VT_EXECUTION_COUNT_PER_INFERENCE: ::flatbuffers::VOffsetT = 22;
-    pub const VT_CACHE_ON_DRAM: ::flatbuffers::VOffsetT = 24;
-    pub const VT_SHAPE: ::flatbuffers::VOffsetT = 26;
+  pub const VT_NAME: ::flatbuffers::VOffsetT = 4;
+  pub const VT_SIZE_BYTES: ::flatbuffers::VOffsetT = 6;
+  pub const VT_Y_DIM: ::flatbuffers::VOffsetT = 8;
+  pub const VT_X_DIM: ::flatbuffers::VOffsetT = 10;
+  pub const VT_Z_DIM: ::flatbuffers::VOffsetT = 12;
+  pub const VT_NUMERICS: ::flatbuffers::VOffsetT = 14;
+  pub const VT_DATA_TYPE: ::flatbuffers::VOffsetT = 16;
+  pub const VT_ANY_LAYER_TYPE: ::flatbuffers::VOffsetT = 18;
+  pub const VT_ANY_LAYER: ::flatbuffers::VOffsetT = 20;
+  pub const VT_EXECUTION_COUNT_PER_INFERENCE: ::flatbuffers::VOffsetT = 22;
+  pub const VT_CACHE_ON_DRAM: ::flatbuffers::VOffsetT = 24;
+  pub const VT_SHAPE: ::flatbuffers::VOffsetT = 26;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        Layer { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args LayerArgs<'args>,
-    ) -> ::flatbuffers::WIPOffset<Layer<'bldr>> {
-        let mut builder = LayerBuilder::new(_fbb);
-        if let Some(x) = args.shape {
-            builder.add_shape(x);
-        }
-        builder.add_execution_count_per_inference(args.execution_count_per_inference);
-        if let Some(x) = args.any_layer {
-            builder.add_any_layer(x);
-        }
-        if let Some(x) = args.numerics {
-            builder.add_numerics(x);
-        }
-        builder.add_z_dim(args.z_dim);
-        builder.add_x_dim(args.x_dim);
-        builder.add_y_dim(args.y_dim);
-        builder.add_size_bytes(args.size_bytes);
-        if let Some(x) = args.name {
-            builder.add_name(x);
-        }
-        builder.add_data_type(args.data_type);
-        builder.add_cache_on_dram(args.cache_on_dram);
-        builder.add_any_layer_type(args.any_layer_type);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    Layer { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args LayerArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<Layer<'bldr>> {
+    let mut builder = LayerBuilder::new(_fbb);
+    if let Some(x) = args.shape { builder.add_shape(x); }
+    builder.add_execution_count_per_inference(args.execution_count_per_inference);
+    if let Some(x) = args.any_layer { builder.add_any_layer(x); }
+    if let Some(x) = args.numerics { builder.add_numerics(x); }
+    builder.add_z_dim(args.z_dim);
+    builder.add_x_dim(args.x_dim);
+    builder.add_y_dim(args.y_dim);
+    builder.add_size_bytes(args.size_bytes);
+    if let Some(x) = args.name { builder.add_name(x); }
+    builder.add_data_type(args.data_type);
+    builder.add_cache_on_dram(args.cache_on_dram);
+    builder.add_any_layer_type(args.any_layer_type);
+    builder.finish()
+  }
 
-    #[inline]
-    pub fn name(&self) -> Option<&'a str> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(Layer::VT_NAME, None) }
-    }
-    #[inline]
-    pub fn size_bytes(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(Layer::VT_SIZE_BYTES, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn y_dim(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(Layer::VT_Y_DIM, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn x_dim(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(Layer::VT_X_DIM, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn z_dim(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(Layer::VT_Z_DIM, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn numerics(&self) -> Option<NumericsConstants<'a>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<::flatbuffers::ForwardsUOffset<NumericsConstants>>(Layer::VT_NUMERICS, None)
-        }
-    }
-    #[inline]
-    pub fn data_type(&self) -> DataType {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<DataType>(Layer::VT_DATA_TYPE, Some(DataType::FIXED_POINT8)).unwrap()
-        }
-    }
-    #[inline]
-    pub fn any_layer_type(&self) -> AnyLayer {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<AnyLayer>(Layer::VT_ANY_LAYER_TYPE, Some(AnyLayer::NONE)).unwrap()
-        }
-    }
-    #[inline]
-    pub fn any_layer(&self) -> Option<::flatbuffers::Table<'a>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Table<'a>>>(
-                Layer::VT_ANY_LAYER,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn execution_count_per_inference(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(Layer::VT_EXECUTION_COUNT_PER_INFERENCE, Some(1)).unwrap() }
-    }
-    #[inline]
-    pub fn cache_on_dram(&self) -> bool {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<bool>(Layer::VT_CACHE_ON_DRAM, Some(false)).unwrap() }
-    }
-    #[inline]
-    pub fn shape(&self) -> Option<TensorShape<'a>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<TensorShape>>(Layer::VT_SHAPE, None)
-        }
-    }
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn any_layer_as_output_layer(&self) -> Option<OutputLayer<'a>> {
-        if self.any_layer_type() == AnyLayer::OutputLayer {
-            self.any_layer().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { OutputLayer::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
 
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn any_layer_as_input_layer(&self) -> Option<InputLayer<'a>> {
-        if self.any_layer_type() == AnyLayer::InputLayer {
-            self.any_layer().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { InputLayer::init_from_table(t) }
-            })
-        } else {
-            None
-        }
+  #[inline]
+  pub fn name(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(Layer::VT_NAME, None)}
+  }
+  #[inline]
+  pub fn size_bytes(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(Layer::VT_SIZE_BYTES, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn y_dim(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(Layer::VT_Y_DIM, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn x_dim(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(Layer::VT_X_DIM, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn z_dim(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(Layer::VT_Z_DIM, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn numerics(&self) -> Option<NumericsConstants<'a>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<NumericsConstants>>(Layer::VT_NUMERICS, None)}
+  }
+  #[inline]
+  pub fn data_type(&self) -> DataType {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<DataType>(Layer::VT_DATA_TYPE, Some(DataType::FIXED_POINT8)).unwrap()}
+  }
+  #[inline]
+  pub fn any_layer_type(&self) -> AnyLayer {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<AnyLayer>(Layer::VT_ANY_LAYER_TYPE, Some(AnyLayer::NONE)).unwrap()}
+  }
+  #[inline]
+  pub fn any_layer(&self) -> Option<::flatbuffers::Table<'a>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Table<'a>>>(Layer::VT_ANY_LAYER, None)}
+  }
+  #[inline]
+  pub fn execution_count_per_inference(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(Layer::VT_EXECUTION_COUNT_PER_INFERENCE, Some(1)).unwrap()}
+  }
+  #[inline]
+  pub fn cache_on_dram(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(Layer::VT_CACHE_ON_DRAM, Some(false)).unwrap()}
+  }
+  #[inline]
+  pub fn shape(&self) -> Option<TensorShape<'a>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<TensorShape>>(Layer::VT_SHAPE, None)}
+  }
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn any_layer_as_output_layer(&self) -> Option<OutputLayer<'a>> {
+    if self.any_layer_type() == AnyLayer::OutputLayer {
+      self.any_layer().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { OutputLayer::init_from_table(t) }
+     })
+    } else {
+      None
     }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn any_layer_as_input_layer(&self) -> Option<InputLayer<'a>> {
+    if self.any_layer_type() == AnyLayer::InputLayer {
+      self.any_layer().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { InputLayer::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
 }
 
 impl ::flatbuffers::Verifiable for Layer<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("name", Self::VT_NAME, false)?
-            .visit_field::<i32>("size_bytes", Self::VT_SIZE_BYTES, false)?
-            .visit_field::<i32>("y_dim", Self::VT_Y_DIM, false)?
-            .visit_field::<i32>("x_dim", Self::VT_X_DIM, false)?
-            .visit_field::<i32>("z_dim", Self::VT_Z_DIM, false)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<NumericsConstants>>(
-                "numerics",
-                Self::VT_NUMERICS,
-                false,
-            )?
-            .visit_field::<DataType>("data_type", Self::VT_DATA_TYPE, false)?
-            .visit_union::<AnyLayer, _>(
-                "any_layer_type",
-                Self::VT_ANY_LAYER_TYPE,
-                "any_layer",
-                Self::VT_ANY_LAYER,
-                false,
-                |key, v, pos| match key {
-                    AnyLayer::OutputLayer => v
-                        .verify_union_variant::<::flatbuffers::ForwardsUOffset<OutputLayer>>(
-                            "AnyLayer::OutputLayer",
-                            pos,
-                        ),
-                    AnyLayer::InputLayer => v
-                        .verify_union_variant::<::flatbuffers::ForwardsUOffset<InputLayer>>(
-                            "AnyLayer::InputLayer",
-                            pos,
-                        ),
-                    _ => Ok(()),
-                },
-            )?
-            .visit_field::<i32>(
-                "execution_count_per_inference",
-                Self::VT_EXECUTION_COUNT_PER_INFERENCE,
-                false,
-            )?
-            .visit_field::<bool>("cache_on_dram", Self::VT_CACHE_ON_DRAM, false)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<TensorShape>>(
-                "shape",
-                Self::VT_SHAPE,
-                false,
-            )?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("name", Self::VT_NAME, false)?
+     .visit_field::<i32>("size_bytes", Self::VT_SIZE_BYTES, false)?
+     .visit_field::<i32>("y_dim", Self::VT_Y_DIM, false)?
+     .visit_field::<i32>("x_dim", Self::VT_X_DIM, false)?
+     .visit_field::<i32>("z_dim", Self::VT_Z_DIM, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<NumericsConstants>>("numerics", Self::VT_NUMERICS, false)?
+     .visit_field::<DataType>("data_type", Self::VT_DATA_TYPE, false)?
+     .visit_union::<AnyLayer, _>("any_layer_type", Self::VT_ANY_LAYER_TYPE, "any_layer", Self::VT_ANY_LAYER, false, |key, v, pos| {
+        match key {
+          AnyLayer::OutputLayer => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<OutputLayer>>("AnyLayer::OutputLayer", pos),
+          AnyLayer::InputLayer => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<InputLayer>>("AnyLayer::InputLayer", pos),
+          _ => Ok(()),
+        }
+     })?
+     .visit_field::<i32>("execution_count_per_inference", Self::VT_EXECUTION_COUNT_PER_INFERENCE, false)?
+     .visit_field::<bool>("cache_on_dram", Self::VT_CACHE_ON_DRAM, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<TensorShape>>("shape", Self::VT_SHAPE, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct LayerArgs<'a> {
     pub name: Option<::flatbuffers::WIPOffset<&'a str>>,
@@ -266,140 +215,127 @@ pub struct LayerArgs<'a> {
     pub shape: Option<::flatbuffers::WIPOffset<TensorShape<'a>>>,
 }
 impl<'a> Default for LayerArgs<'a> {
-    #[inline]
-    fn default() -> Self {
-        LayerArgs {
-            name: None,
-            size_bytes: 0,
-            y_dim: 0,
-            x_dim: 0,
-            z_dim: 0,
-            numerics: None,
-            data_type: DataType::FIXED_POINT8,
-            any_layer_type: AnyLayer::NONE,
-            any_layer: None,
-            execution_count_per_inference: 1,
-            cache_on_dram: false,
-            shape: None,
-        }
+  #[inline]
+  fn default() -> Self {
+    LayerArgs {
+      name: None,
+      size_bytes: 0,
+      y_dim: 0,
+      x_dim: 0,
+      z_dim: 0,
+      numerics: None,
+      data_type: DataType::FIXED_POINT8,
+      any_layer_type: AnyLayer::NONE,
+      any_layer: None,
+      execution_count_per_inference: 1,
+      cache_on_dram: false,
+      shape: None,
     }
+  }
 }
 
 pub struct LayerBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> LayerBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_name(&mut self, name: ::flatbuffers::WIPOffset<&'b str>) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Layer::VT_NAME, name);
+  #[inline]
+  pub fn add_name(&mut self, name: ::flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Layer::VT_NAME, name);
+  }
+  #[inline]
+  pub fn add_size_bytes(&mut self, size_bytes: i32) {
+    self.fbb_.push_slot::<i32>(Layer::VT_SIZE_BYTES, size_bytes, 0);
+  }
+  #[inline]
+  pub fn add_y_dim(&mut self, y_dim: i32) {
+    self.fbb_.push_slot::<i32>(Layer::VT_Y_DIM, y_dim, 0);
+  }
+  #[inline]
+  pub fn add_x_dim(&mut self, x_dim: i32) {
+    self.fbb_.push_slot::<i32>(Layer::VT_X_DIM, x_dim, 0);
+  }
+  #[inline]
+  pub fn add_z_dim(&mut self, z_dim: i32) {
+    self.fbb_.push_slot::<i32>(Layer::VT_Z_DIM, z_dim, 0);
+  }
+  #[inline]
+  pub fn add_numerics(&mut self, numerics: ::flatbuffers::WIPOffset<NumericsConstants<'b >>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<NumericsConstants>>(Layer::VT_NUMERICS, numerics);
+  }
+  #[inline]
+  pub fn add_data_type(&mut self, data_type: DataType) {
+    self.fbb_.push_slot::<DataType>(Layer::VT_DATA_TYPE, data_type, DataType::FIXED_POINT8);
+  }
+  #[inline]
+  pub fn add_any_layer_type(&mut self, any_layer_type: AnyLayer) {
+    self.fbb_.push_slot::<AnyLayer>(Layer::VT_ANY_LAYER_TYPE, any_layer_type, AnyLayer::NONE);
+  }
+  #[inline]
+  pub fn add_any_layer(&mut self, any_layer: ::flatbuffers::WIPOffset<::flatbuffers::UnionWIPOffset>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Layer::VT_ANY_LAYER, any_layer);
+  }
+  #[inline]
+  pub fn add_execution_count_per_inference(&mut self, execution_count_per_inference: i32) {
+    self.fbb_.push_slot::<i32>(Layer::VT_EXECUTION_COUNT_PER_INFERENCE, execution_count_per_inference, 1);
+  }
+  #[inline]
+  pub fn add_cache_on_dram(&mut self, cache_on_dram: bool) {
+    self.fbb_.push_slot::<bool>(Layer::VT_CACHE_ON_DRAM, cache_on_dram, false);
+  }
+  #[inline]
+  pub fn add_shape(&mut self, shape: ::flatbuffers::WIPOffset<TensorShape<'b >>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<TensorShape>>(Layer::VT_SHAPE, shape);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> LayerBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    LayerBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_size_bytes(&mut self, size_bytes: i32) {
-        self.fbb_.push_slot::<i32>(Layer::VT_SIZE_BYTES, size_bytes, 0);
-    }
-    #[inline]
-    pub fn add_y_dim(&mut self, y_dim: i32) {
-        self.fbb_.push_slot::<i32>(Layer::VT_Y_DIM, y_dim, 0);
-    }
-    #[inline]
-    pub fn add_x_dim(&mut self, x_dim: i32) {
-        self.fbb_.push_slot::<i32>(Layer::VT_X_DIM, x_dim, 0);
-    }
-    #[inline]
-    pub fn add_z_dim(&mut self, z_dim: i32) {
-        self.fbb_.push_slot::<i32>(Layer::VT_Z_DIM, z_dim, 0);
-    }
-    #[inline]
-    pub fn add_numerics(&mut self, numerics: ::flatbuffers::WIPOffset<NumericsConstants<'b>>) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<NumericsConstants>>(
-            Layer::VT_NUMERICS,
-            numerics,
-        );
-    }
-    #[inline]
-    pub fn add_data_type(&mut self, data_type: DataType) {
-        self.fbb_.push_slot::<DataType>(Layer::VT_DATA_TYPE, data_type, DataType::FIXED_POINT8);
-    }
-    #[inline]
-    pub fn add_any_layer_type(&mut self, any_layer_type: AnyLayer) {
-        self.fbb_.push_slot::<AnyLayer>(Layer::VT_ANY_LAYER_TYPE, any_layer_type, AnyLayer::NONE);
-    }
-    #[inline]
-    pub fn add_any_layer(
-        &mut self,
-        any_layer: ::flatbuffers::WIPOffset<::flatbuffers::UnionWIPOffset>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Layer::VT_ANY_LAYER, any_layer);
-    }
-    #[inline]
-    pub fn add_execution_count_per_inference(&mut self, execution_count_per_inference: i32) {
-        self.fbb_.push_slot::<i32>(
-            Layer::VT_EXECUTION_COUNT_PER_INFERENCE,
-            execution_count_per_inference,
-            1,
-        );
-    }
-    #[inline]
-    pub fn add_cache_on_dram(&mut self, cache_on_dram: bool) {
-        self.fbb_.push_slot::<bool>(Layer::VT_CACHE_ON_DRAM, cache_on_dram, false);
-    }
-    #[inline]
-    pub fn add_shape(&mut self, shape: ::flatbuffers::WIPOffset<TensorShape<'b>>) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<TensorShape>>(Layer::VT_SHAPE, shape);
-    }
-    #[inline]
-    pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> LayerBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        LayerBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<Layer<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<Layer<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for Layer<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("Layer");
-        ds.field("name", &self.name());
-        ds.field("size_bytes", &self.size_bytes());
-        ds.field("y_dim", &self.y_dim());
-        ds.field("x_dim", &self.x_dim());
-        ds.field("z_dim", &self.z_dim());
-        ds.field("numerics", &self.numerics());
-        ds.field("data_type", &self.data_type());
-        ds.field("any_layer_type", &self.any_layer_type());
-        match self.any_layer_type() {
-            AnyLayer::OutputLayer => {
-                if let Some(x) = self.any_layer_as_output_layer() {
-                    ds.field("any_layer", &x)
-                } else {
-                    ds.field(
-                        "any_layer",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            AnyLayer::InputLayer => {
-                if let Some(x) = self.any_layer_as_input_layer() {
-                    ds.field("any_layer", &x)
-                } else {
-                    ds.field(
-                        "any_layer",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            _ => {
-                let x: Option<()> = None;
-                ds.field("any_layer", &x)
-            }
-        };
-        ds.field("execution_count_per_inference", &self.execution_count_per_inference());
-        ds.field("cache_on_dram", &self.cache_on_dram());
-        ds.field("shape", &self.shape());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("Layer");
+      ds.field("name", &self.name());
+      ds.field("size_bytes", &self.size_bytes());
+      ds.field("y_dim", &self.y_dim());
+      ds.field("x_dim", &self.x_dim());
+      ds.field("z_dim", &self.z_dim());
+      ds.field("numerics", &self.numerics());
+      ds.field("data_type", &self.data_type());
+      ds.field("any_layer_type", &self.any_layer_type());
+      match self.any_layer_type() {
+        AnyLayer::OutputLayer => {
+          if let Some(x) = self.any_layer_as_output_layer() {
+            ds.field("any_layer", &x)
+          } else {
+            ds.field("any_layer", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        AnyLayer::InputLayer => {
+          if let Some(x) = self.any_layer_as_input_layer() {
+            ds.field("any_layer", &x)
+          } else {
+            ds.field("any_layer", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        _ => {
+          let x: Option<()> = None;
+          ds.field("any_layer", &x)
+        },
+      };
+      ds.field("execution_count_per_inference", &self.execution_count_per_inference());
+      ds.field("cache_on_dram", &self.cache_on_dram());
+      ds.field("shape", &self.shape());
+      ds.finish()
+  }
 }

@@ -6,100 +6,84 @@ pub enum MetaOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct Meta<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for Meta<'a> {
-    type Inner = Meta<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = Meta<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> Meta<'a> {
-    pub const VT_DESC: ::flatbuffers::VOffsetT = 4;
-    pub const VT_BATCH: ::flatbuffers::VOffsetT = 6;
-    pub const VT_NAME: ::flatbuffers::VOffsetT = 8;
-    pub const VT_POSITION: ::flatbuffers::VOffsetT = 10;
+  pub const VT_DESC: ::flatbuffers::VOffsetT = 4;
+  pub const VT_BATCH: ::flatbuffers::VOffsetT = 6;
+  pub const VT_NAME: ::flatbuffers::VOffsetT = 8;
+  pub const VT_POSITION: ::flatbuffers::VOffsetT = 10;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        Meta { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args MetaArgs<'args>,
-    ) -> ::flatbuffers::WIPOffset<Meta<'bldr>> {
-        let mut builder = MetaBuilder::new(_fbb);
-        if let Some(x) = args.name {
-            builder.add_name(x);
-        }
-        builder.add_batch(args.batch);
-        builder.add_position(args.position);
-        builder.add_desc(args.desc);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    Meta { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args MetaArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<Meta<'bldr>> {
+    let mut builder = MetaBuilder::new(_fbb);
+    if let Some(x) = args.name { builder.add_name(x); }
+    builder.add_batch(args.batch);
+    builder.add_position(args.position);
+    builder.add_desc(args.desc);
+    builder.finish()
+  }
 
-    #[inline]
-    pub fn desc(&self) -> Description {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<Description>(
-                    Meta::VT_DESC,
-                    Some(Description::BASE_ADDRESS_OUTPUT_ACTIVATION),
-                )
-                .unwrap()
-        }
-    }
-    #[inline]
-    pub fn batch(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(Meta::VT_BATCH, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn name(&self) -> Option<&'a str> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(Meta::VT_NAME, None) }
-    }
-    #[inline]
-    pub fn position(&self) -> Position {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<Position>(Meta::VT_POSITION, Some(Position::LOWER_32BIT)).unwrap()
-        }
-    }
+
+  #[inline]
+  pub fn desc(&self) -> Description {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<Description>(Meta::VT_DESC, Some(Description::BASE_ADDRESS_OUTPUT_ACTIVATION)).unwrap()}
+  }
+  #[inline]
+  pub fn batch(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(Meta::VT_BATCH, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn name(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(Meta::VT_NAME, None)}
+  }
+  #[inline]
+  pub fn position(&self) -> Position {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<Position>(Meta::VT_POSITION, Some(Position::LOWER_32BIT)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for Meta<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<Description>("desc", Self::VT_DESC, false)?
-            .visit_field::<i32>("batch", Self::VT_BATCH, false)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("name", Self::VT_NAME, false)?
-            .visit_field::<Position>("position", Self::VT_POSITION, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<Description>("desc", Self::VT_DESC, false)?
+     .visit_field::<i32>("batch", Self::VT_BATCH, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("name", Self::VT_NAME, false)?
+     .visit_field::<Position>("position", Self::VT_POSITION, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct MetaArgs<'a> {
     pub desc: Description,
@@ -108,61 +92,60 @@ pub struct MetaArgs<'a> {
     pub position: Position,
 }
 impl<'a> Default for MetaArgs<'a> {
-    #[inline]
-    fn default() -> Self {
-        MetaArgs {
-            desc: Description::BASE_ADDRESS_OUTPUT_ACTIVATION,
-            batch: 0,
-            name: None,
-            position: Position::LOWER_32BIT,
-        }
+  #[inline]
+  fn default() -> Self {
+    MetaArgs {
+      desc: Description::BASE_ADDRESS_OUTPUT_ACTIVATION,
+      batch: 0,
+      name: None,
+      position: Position::LOWER_32BIT,
     }
+  }
 }
 
 pub struct MetaBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> MetaBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_desc(&mut self, desc: Description) {
-        self.fbb_.push_slot::<Description>(
-            Meta::VT_DESC,
-            desc,
-            Description::BASE_ADDRESS_OUTPUT_ACTIVATION,
-        );
+  #[inline]
+  pub fn add_desc(&mut self, desc: Description) {
+    self.fbb_.push_slot::<Description>(Meta::VT_DESC, desc, Description::BASE_ADDRESS_OUTPUT_ACTIVATION);
+  }
+  #[inline]
+  pub fn add_batch(&mut self, batch: i32) {
+    self.fbb_.push_slot::<i32>(Meta::VT_BATCH, batch, 0);
+  }
+  #[inline]
+  pub fn add_name(&mut self, name: ::flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Meta::VT_NAME, name);
+  }
+  #[inline]
+  pub fn add_position(&mut self, position: Position) {
+    self.fbb_.push_slot::<Position>(Meta::VT_POSITION, position, Position::LOWER_32BIT);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> MetaBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    MetaBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_batch(&mut self, batch: i32) {
-        self.fbb_.push_slot::<i32>(Meta::VT_BATCH, batch, 0);
-    }
-    #[inline]
-    pub fn add_name(&mut self, name: ::flatbuffers::WIPOffset<&'b str>) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Meta::VT_NAME, name);
-    }
-    #[inline]
-    pub fn add_position(&mut self, position: Position) {
-        self.fbb_.push_slot::<Position>(Meta::VT_POSITION, position, Position::LOWER_32BIT);
-    }
-    #[inline]
-    pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> MetaBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        MetaBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<Meta<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<Meta<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for Meta<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("Meta");
-        ds.field("desc", &self.desc());
-        ds.field("batch", &self.batch());
-        ds.field("name", &self.name());
-        ds.field("position", &self.position());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("Meta");
+      ds.field("desc", &self.desc());
+      ds.field("batch", &self.batch());
+      ds.field("name", &self.name());
+      ds.field("position", &self.position());
+      ds.finish()
+  }
 }

@@ -6,119 +6,112 @@ pub enum NumericsConstantsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct NumericsConstants<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for NumericsConstants<'a> {
-    type Inner = NumericsConstants<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = NumericsConstants<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> NumericsConstants<'a> {
-    pub const VT_ZERO_POINT: ::flatbuffers::VOffsetT = 4;
-    pub const VT_DEQUANTIZATION_FACTOR: ::flatbuffers::VOffsetT = 6;
+  pub const VT_ZERO_POINT: ::flatbuffers::VOffsetT = 4;
+  pub const VT_DEQUANTIZATION_FACTOR: ::flatbuffers::VOffsetT = 6;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        NumericsConstants { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args NumericsConstantsArgs,
-    ) -> ::flatbuffers::WIPOffset<NumericsConstants<'bldr>> {
-        let mut builder = NumericsConstantsBuilder::new(_fbb);
-        builder.add_dequantization_factor(args.dequantization_factor);
-        builder.add_zero_point(args.zero_point);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    NumericsConstants { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args NumericsConstantsArgs
+  ) -> ::flatbuffers::WIPOffset<NumericsConstants<'bldr>> {
+    let mut builder = NumericsConstantsBuilder::new(_fbb);
+    builder.add_dequantization_factor(args.dequantization_factor);
+    builder.add_zero_point(args.zero_point);
+    builder.finish()
+  }
 
-    #[inline]
-    pub fn zero_point(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(NumericsConstants::VT_ZERO_POINT, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn dequantization_factor(&self) -> f32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<f32>(NumericsConstants::VT_DEQUANTIZATION_FACTOR, Some(0.0)).unwrap()
-        }
-    }
+
+  #[inline]
+  pub fn zero_point(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(NumericsConstants::VT_ZERO_POINT, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn dequantization_factor(&self) -> f32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<f32>(NumericsConstants::VT_DEQUANTIZATION_FACTOR, Some(0.0)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for NumericsConstants<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<i32>("zero_point", Self::VT_ZERO_POINT, false)?
-            .visit_field::<f32>("dequantization_factor", Self::VT_DEQUANTIZATION_FACTOR, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<i32>("zero_point", Self::VT_ZERO_POINT, false)?
+     .visit_field::<f32>("dequantization_factor", Self::VT_DEQUANTIZATION_FACTOR, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct NumericsConstantsArgs {
     pub zero_point: i32,
     pub dequantization_factor: f32,
 }
 impl<'a> Default for NumericsConstantsArgs {
-    #[inline]
-    fn default() -> Self {
-        NumericsConstantsArgs { zero_point: 0, dequantization_factor: 0.0 }
+  #[inline]
+  fn default() -> Self {
+    NumericsConstantsArgs {
+      zero_point: 0,
+      dequantization_factor: 0.0,
     }
+  }
 }
 
 pub struct NumericsConstantsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> NumericsConstantsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_zero_point(&mut self, zero_point: i32) {
-        self.fbb_.push_slot::<i32>(NumericsConstants::VT_ZERO_POINT, zero_point, 0);
+  #[inline]
+  pub fn add_zero_point(&mut self, zero_point: i32) {
+    self.fbb_.push_slot::<i32>(NumericsConstants::VT_ZERO_POINT, zero_point, 0);
+  }
+  #[inline]
+  pub fn add_dequantization_factor(&mut self, dequantization_factor: f32) {
+    self.fbb_.push_slot::<f32>(NumericsConstants::VT_DEQUANTIZATION_FACTOR, dequantization_factor, 0.0);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> NumericsConstantsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    NumericsConstantsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_dequantization_factor(&mut self, dequantization_factor: f32) {
-        self.fbb_.push_slot::<f32>(
-            NumericsConstants::VT_DEQUANTIZATION_FACTOR,
-            dequantization_factor,
-            0.0,
-        );
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> NumericsConstantsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        NumericsConstantsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<NumericsConstants<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<NumericsConstants<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for NumericsConstants<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("NumericsConstants");
-        ds.field("zero_point", &self.zero_point());
-        ds.field("dequantization_factor", &self.dequantization_factor());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("NumericsConstants");
+      ds.field("zero_point", &self.zero_point());
+      ds.field("dequantization_factor", &self.dequantization_factor());
+      ds.finish()
+  }
 }

@@ -6,103 +6,74 @@ pub enum OutputLayerOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct OutputLayer<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for OutputLayer<'a> {
-    type Inner = OutputLayer<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = OutputLayer<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> OutputLayer<'a> {
-    pub const VT_LAYOUT: ::flatbuffers::VOffsetT = 4;
-    pub const VT_DATA_TYPE: ::flatbuffers::VOffsetT = 6;
-    pub const VT_SHAPE_INFO: ::flatbuffers::VOffsetT = 8;
+  pub const VT_LAYOUT: ::flatbuffers::VOffsetT = 4;
+  pub const VT_DATA_TYPE: ::flatbuffers::VOffsetT = 6;
+  pub const VT_SHAPE_INFO: ::flatbuffers::VOffsetT = 8;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        OutputLayer { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args OutputLayerArgs<'args>,
-    ) -> ::flatbuffers::WIPOffset<OutputLayer<'bldr>> {
-        let mut builder = OutputLayerBuilder::new(_fbb);
-        if let Some(x) = args.shape_info {
-            builder.add_shape_info(x);
-        }
-        if let Some(x) = args.layout {
-            builder.add_layout(x);
-        }
-        builder.add_data_type(args.data_type);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    OutputLayer { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args OutputLayerArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<OutputLayer<'bldr>> {
+    let mut builder = OutputLayerBuilder::new(_fbb);
+    if let Some(x) = args.shape_info { builder.add_shape_info(x); }
+    if let Some(x) = args.layout { builder.add_layout(x); }
+    builder.add_data_type(args.data_type);
+    builder.finish()
+  }
 
-    #[inline]
-    pub fn layout(&self) -> Option<OutputLayout<'a>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<::flatbuffers::ForwardsUOffset<OutputLayout>>(OutputLayer::VT_LAYOUT, None)
-        }
-    }
-    #[inline]
-    pub fn data_type(&self) -> DataType {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<DataType>(OutputLayer::VT_DATA_TYPE, Some(DataType::FIXED_POINT8))
-                .unwrap()
-        }
-    }
-    #[inline]
-    pub fn shape_info(&self) -> Option<OutputShapeInfo<'a>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<OutputShapeInfo>>(
-                OutputLayer::VT_SHAPE_INFO,
-                None,
-            )
-        }
-    }
+
+  #[inline]
+  pub fn layout(&self) -> Option<OutputLayout<'a>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<OutputLayout>>(OutputLayer::VT_LAYOUT, None)}
+  }
+  #[inline]
+  pub fn data_type(&self) -> DataType {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<DataType>(OutputLayer::VT_DATA_TYPE, Some(DataType::FIXED_POINT8)).unwrap()}
+  }
+  #[inline]
+  pub fn shape_info(&self) -> Option<OutputShapeInfo<'a>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<OutputShapeInfo>>(OutputLayer::VT_SHAPE_INFO, None)}
+  }
 }
 
 impl ::flatbuffers::Verifiable for OutputLayer<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<OutputLayout>>(
-                "layout",
-                Self::VT_LAYOUT,
-                false,
-            )?
-            .visit_field::<DataType>("data_type", Self::VT_DATA_TYPE, false)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<OutputShapeInfo>>(
-                "shape_info",
-                Self::VT_SHAPE_INFO,
-                false,
-            )?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<OutputLayout>>("layout", Self::VT_LAYOUT, false)?
+     .visit_field::<DataType>("data_type", Self::VT_DATA_TYPE, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<OutputShapeInfo>>("shape_info", Self::VT_SHAPE_INFO, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct OutputLayerArgs<'a> {
     pub layout: Option<::flatbuffers::WIPOffset<OutputLayout<'a>>>,
@@ -110,59 +81,54 @@ pub struct OutputLayerArgs<'a> {
     pub shape_info: Option<::flatbuffers::WIPOffset<OutputShapeInfo<'a>>>,
 }
 impl<'a> Default for OutputLayerArgs<'a> {
-    #[inline]
-    fn default() -> Self {
-        OutputLayerArgs { layout: None, data_type: DataType::FIXED_POINT8, shape_info: None }
+  #[inline]
+  fn default() -> Self {
+    OutputLayerArgs {
+      layout: None,
+      data_type: DataType::FIXED_POINT8,
+      shape_info: None,
     }
+  }
 }
 
 pub struct OutputLayerBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> OutputLayerBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_layout(&mut self, layout: ::flatbuffers::WIPOffset<OutputLayout<'b>>) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<OutputLayout>>(
-            OutputLayer::VT_LAYOUT,
-            layout,
-        );
+  #[inline]
+  pub fn add_layout(&mut self, layout: ::flatbuffers::WIPOffset<OutputLayout<'b >>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<OutputLayout>>(OutputLayer::VT_LAYOUT, layout);
+  }
+  #[inline]
+  pub fn add_data_type(&mut self, data_type: DataType) {
+    self.fbb_.push_slot::<DataType>(OutputLayer::VT_DATA_TYPE, data_type, DataType::FIXED_POINT8);
+  }
+  #[inline]
+  pub fn add_shape_info(&mut self, shape_info: ::flatbuffers::WIPOffset<OutputShapeInfo<'b >>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<OutputShapeInfo>>(OutputLayer::VT_SHAPE_INFO, shape_info);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> OutputLayerBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    OutputLayerBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_data_type(&mut self, data_type: DataType) {
-        self.fbb_.push_slot::<DataType>(
-            OutputLayer::VT_DATA_TYPE,
-            data_type,
-            DataType::FIXED_POINT8,
-        );
-    }
-    #[inline]
-    pub fn add_shape_info(&mut self, shape_info: ::flatbuffers::WIPOffset<OutputShapeInfo<'b>>) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<OutputShapeInfo>>(
-            OutputLayer::VT_SHAPE_INFO,
-            shape_info,
-        );
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> OutputLayerBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        OutputLayerBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<OutputLayer<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<OutputLayer<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for OutputLayer<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("OutputLayer");
-        ds.field("layout", &self.layout());
-        ds.field("data_type", &self.data_type());
-        ds.field("shape_info", &self.shape_info());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("OutputLayer");
+      ds.field("layout", &self.layout());
+      ds.field("data_type", &self.data_type());
+      ds.field("shape_info", &self.shape_info());
+      ds.finish()
+  }
 }

@@ -6,296 +6,180 @@ pub enum OutputLayoutOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct OutputLayout<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for OutputLayout<'a> {
-    type Inner = OutputLayout<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = OutputLayout<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> OutputLayout<'a> {
-    pub const VT_Y_COORDINATE_TO_LINEAR_TILE_ID_MAP: ::flatbuffers::VOffsetT = 4;
-    pub const VT_X_COORDINATE_TO_LINEAR_TILE_ID_MAP: ::flatbuffers::VOffsetT = 6;
-    pub const VT_LINEARIZED_TILE_BYTE_OFFSET: ::flatbuffers::VOffsetT = 8;
-    pub const VT_X_COORDINATE_TO_LOCAL_BYTE_OFFSET: ::flatbuffers::VOffsetT = 10;
-    pub const VT_Y_COORDINATE_TO_LOCAL_Y_OFFSET: ::flatbuffers::VOffsetT = 12;
-    pub const VT_X_COORDINATE_TO_LOCAL_Y_ROW_SIZE: ::flatbuffers::VOffsetT = 14;
+  pub const VT_Y_COORDINATE_TO_LINEAR_TILE_ID_MAP: ::flatbuffers::VOffsetT = 4;
+  pub const VT_X_COORDINATE_TO_LINEAR_TILE_ID_MAP: ::flatbuffers::VOffsetT = 6;
+  pub const VT_LINEARIZED_TILE_BYTE_OFFSET: ::flatbuffers::VOffsetT = 8;
+  pub const VT_X_COORDINATE_TO_LOCAL_BYTE_OFFSET: ::flatbuffers::VOffsetT = 10;
+  pub const VT_Y_COORDINATE_TO_LOCAL_Y_OFFSET: ::flatbuffers::VOffsetT = 12;
+  pub const VT_X_COORDINATE_TO_LOCAL_Y_ROW_SIZE: ::flatbuffers::VOffsetT = 14;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        OutputLayout { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args OutputLayoutArgs<'args>,
-    ) -> ::flatbuffers::WIPOffset<OutputLayout<'bldr>> {
-        let mut builder = OutputLayoutBuilder::new(_fbb);
-        if let Some(x) = args.x_coordinate_to_local_y_row_size {
-            builder.add_x_coordinate_to_local_y_row_size(x);
-        }
-        if let Some(x) = args.y_coordinate_to_local_y_offset {
-            builder.add_y_coordinate_to_local_y_offset(x);
-        }
-        if let Some(x) = args.x_coordinate_to_local_byte_offset {
-            builder.add_x_coordinate_to_local_byte_offset(x);
-        }
-        if let Some(x) = args.linearized_tile_byte_offset {
-            builder.add_linearized_tile_byte_offset(x);
-        }
-        if let Some(x) = args.x_coordinate_to_linear_tile_id_map {
-            builder.add_x_coordinate_to_linear_tile_id_map(x);
-        }
-        if let Some(x) = args.y_coordinate_to_linear_tile_id_map {
-            builder.add_y_coordinate_to_linear_tile_id_map(x);
-        }
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    OutputLayout { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args OutputLayoutArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<OutputLayout<'bldr>> {
+    let mut builder = OutputLayoutBuilder::new(_fbb);
+    if let Some(x) = args.x_coordinate_to_local_y_row_size { builder.add_x_coordinate_to_local_y_row_size(x); }
+    if let Some(x) = args.y_coordinate_to_local_y_offset { builder.add_y_coordinate_to_local_y_offset(x); }
+    if let Some(x) = args.x_coordinate_to_local_byte_offset { builder.add_x_coordinate_to_local_byte_offset(x); }
+    if let Some(x) = args.linearized_tile_byte_offset { builder.add_linearized_tile_byte_offset(x); }
+    if let Some(x) = args.x_coordinate_to_linear_tile_id_map { builder.add_x_coordinate_to_linear_tile_id_map(x); }
+    if let Some(x) = args.y_coordinate_to_linear_tile_id_map { builder.add_y_coordinate_to_linear_tile_id_map(x); }
+    builder.finish()
+  }
 
-    #[inline]
-    pub fn y_coordinate_to_linear_tile_id_map(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(
-                OutputLayout::VT_Y_COORDINATE_TO_LINEAR_TILE_ID_MAP,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn x_coordinate_to_linear_tile_id_map(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(
-                OutputLayout::VT_X_COORDINATE_TO_LINEAR_TILE_ID_MAP,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn linearized_tile_byte_offset(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(
-                OutputLayout::VT_LINEARIZED_TILE_BYTE_OFFSET,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn x_coordinate_to_local_byte_offset(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(
-                OutputLayout::VT_X_COORDINATE_TO_LOCAL_BYTE_OFFSET,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn y_coordinate_to_local_y_offset(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(
-                OutputLayout::VT_Y_COORDINATE_TO_LOCAL_Y_OFFSET,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn x_coordinate_to_local_y_row_size(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(
-                OutputLayout::VT_X_COORDINATE_TO_LOCAL_Y_ROW_SIZE,
-                None,
-            )
-        }
-    }
+
+  #[inline]
+  pub fn y_coordinate_to_linear_tile_id_map(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(OutputLayout::VT_Y_COORDINATE_TO_LINEAR_TILE_ID_MAP, None)}
+  }
+  #[inline]
+  pub fn x_coordinate_to_linear_tile_id_map(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(OutputLayout::VT_X_COORDINATE_TO_LINEAR_TILE_ID_MAP, None)}
+  }
+  #[inline]
+  pub fn linearized_tile_byte_offset(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(OutputLayout::VT_LINEARIZED_TILE_BYTE_OFFSET, None)}
+  }
+  #[inline]
+  pub fn x_coordinate_to_local_byte_offset(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(OutputLayout::VT_X_COORDINATE_TO_LOCAL_BYTE_OFFSET, None)}
+  }
+  #[inline]
+  pub fn y_coordinate_to_local_y_offset(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(OutputLayout::VT_Y_COORDINATE_TO_LOCAL_Y_OFFSET, None)}
+  }
+  #[inline]
+  pub fn x_coordinate_to_local_y_row_size(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(OutputLayout::VT_X_COORDINATE_TO_LOCAL_Y_ROW_SIZE, None)}
+  }
 }
 
 impl ::flatbuffers::Verifiable for OutputLayout<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>(
-                "y_coordinate_to_linear_tile_id_map",
-                Self::VT_Y_COORDINATE_TO_LINEAR_TILE_ID_MAP,
-                false,
-            )?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>(
-                "x_coordinate_to_linear_tile_id_map",
-                Self::VT_X_COORDINATE_TO_LINEAR_TILE_ID_MAP,
-                false,
-            )?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>(
-                "linearized_tile_byte_offset",
-                Self::VT_LINEARIZED_TILE_BYTE_OFFSET,
-                false,
-            )?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>(
-                "x_coordinate_to_local_byte_offset",
-                Self::VT_X_COORDINATE_TO_LOCAL_BYTE_OFFSET,
-                false,
-            )?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>(
-                "y_coordinate_to_local_y_offset",
-                Self::VT_Y_COORDINATE_TO_LOCAL_Y_OFFSET,
-                false,
-            )?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>(
-                "x_coordinate_to_local_y_row_size",
-                Self::VT_X_COORDINATE_TO_LOCAL_Y_ROW_SIZE,
-                false,
-            )?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>("y_coordinate_to_linear_tile_id_map", Self::VT_Y_COORDINATE_TO_LINEAR_TILE_ID_MAP, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>("x_coordinate_to_linear_tile_id_map", Self::VT_X_COORDINATE_TO_LINEAR_TILE_ID_MAP, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>("linearized_tile_byte_offset", Self::VT_LINEARIZED_TILE_BYTE_OFFSET, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>("x_coordinate_to_local_byte_offset", Self::VT_X_COORDINATE_TO_LOCAL_BYTE_OFFSET, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>("y_coordinate_to_local_y_offset", Self::VT_Y_COORDINATE_TO_LOCAL_Y_OFFSET, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>("x_coordinate_to_local_y_row_size", Self::VT_X_COORDINATE_TO_LOCAL_Y_ROW_SIZE, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct OutputLayoutArgs<'a> {
-    pub y_coordinate_to_linear_tile_id_map:
-        Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i32>>>,
-    pub x_coordinate_to_linear_tile_id_map:
-        Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i32>>>,
-    pub linearized_tile_byte_offset:
-        Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i32>>>,
-    pub x_coordinate_to_local_byte_offset:
-        Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i32>>>,
-    pub y_coordinate_to_local_y_offset:
-        Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i32>>>,
-    pub x_coordinate_to_local_y_row_size:
-        Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i32>>>,
+    pub y_coordinate_to_linear_tile_id_map: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i32>>>,
+    pub x_coordinate_to_linear_tile_id_map: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i32>>>,
+    pub linearized_tile_byte_offset: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i32>>>,
+    pub x_coordinate_to_local_byte_offset: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i32>>>,
+    pub y_coordinate_to_local_y_offset: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i32>>>,
+    pub x_coordinate_to_local_y_row_size: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i32>>>,
 }
 impl<'a> Default for OutputLayoutArgs<'a> {
-    #[inline]
-    fn default() -> Self {
-        OutputLayoutArgs {
-            y_coordinate_to_linear_tile_id_map: None,
-            x_coordinate_to_linear_tile_id_map: None,
-            linearized_tile_byte_offset: None,
-            x_coordinate_to_local_byte_offset: None,
-            y_coordinate_to_local_y_offset: None,
-            x_coordinate_to_local_y_row_size: None,
-        }
+  #[inline]
+  fn default() -> Self {
+    OutputLayoutArgs {
+      y_coordinate_to_linear_tile_id_map: None,
+      x_coordinate_to_linear_tile_id_map: None,
+      linearized_tile_byte_offset: None,
+      x_coordinate_to_local_byte_offset: None,
+      y_coordinate_to_local_y_offset: None,
+      x_coordinate_to_local_y_row_size: None,
     }
+  }
 }
 
 pub struct OutputLayoutBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> OutputLayoutBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_y_coordinate_to_linear_tile_id_map(
-        &mut self,
-        y_coordinate_to_linear_tile_id_map: ::flatbuffers::WIPOffset<
-            ::flatbuffers::Vector<'b, i32>,
-        >,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            OutputLayout::VT_Y_COORDINATE_TO_LINEAR_TILE_ID_MAP,
-            y_coordinate_to_linear_tile_id_map,
-        );
+  #[inline]
+  pub fn add_y_coordinate_to_linear_tile_id_map(&mut self, y_coordinate_to_linear_tile_id_map: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i32>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(OutputLayout::VT_Y_COORDINATE_TO_LINEAR_TILE_ID_MAP, y_coordinate_to_linear_tile_id_map);
+  }
+  #[inline]
+  pub fn add_x_coordinate_to_linear_tile_id_map(&mut self, x_coordinate_to_linear_tile_id_map: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i32>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(OutputLayout::VT_X_COORDINATE_TO_LINEAR_TILE_ID_MAP, x_coordinate_to_linear_tile_id_map);
+  }
+  #[inline]
+  pub fn add_linearized_tile_byte_offset(&mut self, linearized_tile_byte_offset: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i32>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(OutputLayout::VT_LINEARIZED_TILE_BYTE_OFFSET, linearized_tile_byte_offset);
+  }
+  #[inline]
+  pub fn add_x_coordinate_to_local_byte_offset(&mut self, x_coordinate_to_local_byte_offset: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i32>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(OutputLayout::VT_X_COORDINATE_TO_LOCAL_BYTE_OFFSET, x_coordinate_to_local_byte_offset);
+  }
+  #[inline]
+  pub fn add_y_coordinate_to_local_y_offset(&mut self, y_coordinate_to_local_y_offset: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i32>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(OutputLayout::VT_Y_COORDINATE_TO_LOCAL_Y_OFFSET, y_coordinate_to_local_y_offset);
+  }
+  #[inline]
+  pub fn add_x_coordinate_to_local_y_row_size(&mut self, x_coordinate_to_local_y_row_size: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i32>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(OutputLayout::VT_X_COORDINATE_TO_LOCAL_Y_ROW_SIZE, x_coordinate_to_local_y_row_size);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> OutputLayoutBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    OutputLayoutBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_x_coordinate_to_linear_tile_id_map(
-        &mut self,
-        x_coordinate_to_linear_tile_id_map: ::flatbuffers::WIPOffset<
-            ::flatbuffers::Vector<'b, i32>,
-        >,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            OutputLayout::VT_X_COORDINATE_TO_LINEAR_TILE_ID_MAP,
-            x_coordinate_to_linear_tile_id_map,
-        );
-    }
-    #[inline]
-    pub fn add_linearized_tile_byte_offset(
-        &mut self,
-        linearized_tile_byte_offset: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i32>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            OutputLayout::VT_LINEARIZED_TILE_BYTE_OFFSET,
-            linearized_tile_byte_offset,
-        );
-    }
-    #[inline]
-    pub fn add_x_coordinate_to_local_byte_offset(
-        &mut self,
-        x_coordinate_to_local_byte_offset: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i32>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            OutputLayout::VT_X_COORDINATE_TO_LOCAL_BYTE_OFFSET,
-            x_coordinate_to_local_byte_offset,
-        );
-    }
-    #[inline]
-    pub fn add_y_coordinate_to_local_y_offset(
-        &mut self,
-        y_coordinate_to_local_y_offset: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i32>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            OutputLayout::VT_Y_COORDINATE_TO_LOCAL_Y_OFFSET,
-            y_coordinate_to_local_y_offset,
-        );
-    }
-    #[inline]
-    pub fn add_x_coordinate_to_local_y_row_size(
-        &mut self,
-        x_coordinate_to_local_y_row_size: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i32>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            OutputLayout::VT_X_COORDINATE_TO_LOCAL_Y_ROW_SIZE,
-            x_coordinate_to_local_y_row_size,
-        );
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> OutputLayoutBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        OutputLayoutBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<OutputLayout<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<OutputLayout<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for OutputLayout<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("OutputLayout");
-        ds.field("y_coordinate_to_linear_tile_id_map", &self.y_coordinate_to_linear_tile_id_map());
-        ds.field("x_coordinate_to_linear_tile_id_map", &self.x_coordinate_to_linear_tile_id_map());
-        ds.field("linearized_tile_byte_offset", &self.linearized_tile_byte_offset());
-        ds.field("x_coordinate_to_local_byte_offset", &self.x_coordinate_to_local_byte_offset());
-        ds.field("y_coordinate_to_local_y_offset", &self.y_coordinate_to_local_y_offset());
-        ds.field("x_coordinate_to_local_y_row_size", &self.x_coordinate_to_local_y_row_size());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("OutputLayout");
+      ds.field("y_coordinate_to_linear_tile_id_map", &self.y_coordinate_to_linear_tile_id_map());
+      ds.field("x_coordinate_to_linear_tile_id_map", &self.x_coordinate_to_linear_tile_id_map());
+      ds.field("linearized_tile_byte_offset", &self.linearized_tile_byte_offset());
+      ds.field("x_coordinate_to_local_byte_offset", &self.x_coordinate_to_local_byte_offset());
+      ds.field("y_coordinate_to_local_y_offset", &self.y_coordinate_to_local_y_offset());
+      ds.field("x_coordinate_to_local_y_row_size", &self.x_coordinate_to_local_y_row_size());
+      ds.finish()
+  }
 }

@@ -6,152 +6,112 @@ pub enum OutputShapeInfoOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct OutputShapeInfo<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for OutputShapeInfo<'a> {
-    type Inner = OutputShapeInfo<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = OutputShapeInfo<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> OutputShapeInfo<'a> {
-    pub const VT_SLICE_LAYOUT: ::flatbuffers::VOffsetT = 4;
-    pub const VT_SLICE_OFFSET: ::flatbuffers::VOffsetT = 6;
+  pub const VT_SLICE_LAYOUT: ::flatbuffers::VOffsetT = 4;
+  pub const VT_SLICE_OFFSET: ::flatbuffers::VOffsetT = 6;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        OutputShapeInfo { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args OutputShapeInfoArgs<'args>,
-    ) -> ::flatbuffers::WIPOffset<OutputShapeInfo<'bldr>> {
-        let mut builder = OutputShapeInfoBuilder::new(_fbb);
-        if let Some(x) = args.slice_offset {
-            builder.add_slice_offset(x);
-        }
-        if let Some(x) = args.slice_layout {
-            builder.add_slice_layout(x);
-        }
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    OutputShapeInfo { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args OutputShapeInfoArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<OutputShapeInfo<'bldr>> {
+    let mut builder = OutputShapeInfoBuilder::new(_fbb);
+    if let Some(x) = args.slice_offset { builder.add_slice_offset(x); }
+    if let Some(x) = args.slice_layout { builder.add_slice_layout(x); }
+    builder.finish()
+  }
 
-    #[inline]
-    pub fn slice_layout(
-        &self,
-    ) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<TensorLayout<'a>>>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<
-                ::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<TensorLayout>>,
-            >>(OutputShapeInfo::VT_SLICE_LAYOUT, None)
-        }
-    }
-    #[inline]
-    pub fn slice_offset(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(
-                OutputShapeInfo::VT_SLICE_OFFSET,
-                None,
-            )
-        }
-    }
+
+  #[inline]
+  pub fn slice_layout(&self) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<TensorLayout<'a>>>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<TensorLayout>>>>(OutputShapeInfo::VT_SLICE_LAYOUT, None)}
+  }
+  #[inline]
+  pub fn slice_offset(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(OutputShapeInfo::VT_SLICE_OFFSET, None)}
+  }
 }
 
 impl ::flatbuffers::Verifiable for OutputShapeInfo<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<
-                ::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<TensorLayout>>,
-            >>("slice_layout", Self::VT_SLICE_LAYOUT, false)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>(
-                "slice_offset",
-                Self::VT_SLICE_OFFSET,
-                false,
-            )?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<TensorLayout>>>>("slice_layout", Self::VT_SLICE_LAYOUT, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>("slice_offset", Self::VT_SLICE_OFFSET, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct OutputShapeInfoArgs<'a> {
-    pub slice_layout: Option<
-        ::flatbuffers::WIPOffset<
-            ::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<TensorLayout<'a>>>,
-        >,
-    >,
+    pub slice_layout: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<TensorLayout<'a>>>>>,
     pub slice_offset: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i32>>>,
 }
 impl<'a> Default for OutputShapeInfoArgs<'a> {
-    #[inline]
-    fn default() -> Self {
-        OutputShapeInfoArgs { slice_layout: None, slice_offset: None }
+  #[inline]
+  fn default() -> Self {
+    OutputShapeInfoArgs {
+      slice_layout: None,
+      slice_offset: None,
     }
+  }
 }
 
 pub struct OutputShapeInfoBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> OutputShapeInfoBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_slice_layout(
-        &mut self,
-        slice_layout: ::flatbuffers::WIPOffset<
-            ::flatbuffers::Vector<'b, ::flatbuffers::ForwardsUOffset<TensorLayout<'b>>>,
-        >,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            OutputShapeInfo::VT_SLICE_LAYOUT,
-            slice_layout,
-        );
+  #[inline]
+  pub fn add_slice_layout(&mut self, slice_layout: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , ::flatbuffers::ForwardsUOffset<TensorLayout<'b >>>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(OutputShapeInfo::VT_SLICE_LAYOUT, slice_layout);
+  }
+  #[inline]
+  pub fn add_slice_offset(&mut self, slice_offset: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i32>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(OutputShapeInfo::VT_SLICE_OFFSET, slice_offset);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> OutputShapeInfoBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    OutputShapeInfoBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_slice_offset(
-        &mut self,
-        slice_offset: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i32>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            OutputShapeInfo::VT_SLICE_OFFSET,
-            slice_offset,
-        );
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> OutputShapeInfoBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        OutputShapeInfoBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<OutputShapeInfo<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<OutputShapeInfo<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for OutputShapeInfo<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("OutputShapeInfo");
-        ds.field("slice_layout", &self.slice_layout());
-        ds.field("slice_offset", &self.slice_offset());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("OutputShapeInfo");
+      ds.field("slice_layout", &self.slice_layout());
+      ds.field("slice_offset", &self.slice_offset());
+      ds.finish()
+  }
 }

@@ -6,297 +6,216 @@ pub enum PackageOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct Package<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for Package<'a> {
-    type Inner = Package<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = Package<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> Package<'a> {
-    pub const VT_MIN_RUNTIME_VERSION: ::flatbuffers::VOffsetT = 4;
-    pub const VT_SERIALIZED_MULTI_EXECUTABLE: ::flatbuffers::VOffsetT = 6;
-    pub const VT_SIGNATURE: ::flatbuffers::VOffsetT = 8;
-    pub const VT_KEYPAIR_VERSION: ::flatbuffers::VOffsetT = 10;
-    pub const VT_COMPILER_VERSION: ::flatbuffers::VOffsetT = 12;
-    pub const VT_VIRTUAL_CHIP_ID: ::flatbuffers::VOffsetT = 14;
-    pub const VT_MULTI_CHIP_PACKAGE: ::flatbuffers::VOffsetT = 16;
-    pub const VT_MODEL_IDENTIFIER: ::flatbuffers::VOffsetT = 18;
+  pub const VT_MIN_RUNTIME_VERSION: ::flatbuffers::VOffsetT = 4;
+  pub const VT_SERIALIZED_MULTI_EXECUTABLE: ::flatbuffers::VOffsetT = 6;
+  pub const VT_SIGNATURE: ::flatbuffers::VOffsetT = 8;
+  pub const VT_KEYPAIR_VERSION: ::flatbuffers::VOffsetT = 10;
+  pub const VT_COMPILER_VERSION: ::flatbuffers::VOffsetT = 12;
+  pub const VT_VIRTUAL_CHIP_ID: ::flatbuffers::VOffsetT = 14;
+  pub const VT_MULTI_CHIP_PACKAGE: ::flatbuffers::VOffsetT = 16;
+  pub const VT_MODEL_IDENTIFIER: ::flatbuffers::VOffsetT = 18;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        Package { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args PackageArgs<'args>,
-    ) -> ::flatbuffers::WIPOffset<Package<'bldr>> {
-        let mut builder = PackageBuilder::new(_fbb);
-        if let Some(x) = args.model_identifier {
-            builder.add_model_identifier(x);
-        }
-        if let Some(x) = args.multi_chip_package {
-            builder.add_multi_chip_package(x);
-        }
-        builder.add_virtual_chip_id(args.virtual_chip_id);
-        if let Some(x) = args.compiler_version {
-            builder.add_compiler_version(x);
-        }
-        builder.add_keypair_version(args.keypair_version);
-        if let Some(x) = args.signature {
-            builder.add_signature(x);
-        }
-        if let Some(x) = args.serialized_multi_executable {
-            builder.add_serialized_multi_executable(x);
-        }
-        builder.add_min_runtime_version(args.min_runtime_version);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    Package { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args PackageArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<Package<'bldr>> {
+    let mut builder = PackageBuilder::new(_fbb);
+    if let Some(x) = args.model_identifier { builder.add_model_identifier(x); }
+    if let Some(x) = args.multi_chip_package { builder.add_multi_chip_package(x); }
+    builder.add_virtual_chip_id(args.virtual_chip_id);
+    if let Some(x) = args.compiler_version { builder.add_compiler_version(x); }
+    builder.add_keypair_version(args.keypair_version);
+    if let Some(x) = args.signature { builder.add_signature(x); }
+    if let Some(x) = args.serialized_multi_executable { builder.add_serialized_multi_executable(x); }
+    builder.add_min_runtime_version(args.min_runtime_version);
+    builder.finish()
+  }
 
-    #[inline]
-    pub fn min_runtime_version(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(Package::VT_MIN_RUNTIME_VERSION, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn serialized_multi_executable(&self) -> Option<::flatbuffers::Vector<'a, u8>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u8>>>(
-                Package::VT_SERIALIZED_MULTI_EXECUTABLE,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn signature(&self) -> Option<::flatbuffers::Vector<'a, u8>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u8>>>(
-                Package::VT_SIGNATURE,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn keypair_version(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(Package::VT_KEYPAIR_VERSION, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn compiler_version(&self) -> Option<&'a str> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<::flatbuffers::ForwardsUOffset<&str>>(Package::VT_COMPILER_VERSION, None)
-        }
-    }
-    #[inline]
-    pub fn virtual_chip_id(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(Package::VT_VIRTUAL_CHIP_ID, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn multi_chip_package(
-        &self,
-    ) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<SerializedPackage<'a>>>>
-    {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<
-                ::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<SerializedPackage>>,
-            >>(Package::VT_MULTI_CHIP_PACKAGE, None)
-        }
-    }
-    #[inline]
-    pub fn model_identifier(&self) -> Option<&'a str> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<::flatbuffers::ForwardsUOffset<&str>>(Package::VT_MODEL_IDENTIFIER, None)
-        }
-    }
+
+  #[inline]
+  pub fn min_runtime_version(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(Package::VT_MIN_RUNTIME_VERSION, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn serialized_multi_executable(&self) -> Option<::flatbuffers::Vector<'a, u8>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u8>>>(Package::VT_SERIALIZED_MULTI_EXECUTABLE, None)}
+  }
+  #[inline]
+  pub fn signature(&self) -> Option<::flatbuffers::Vector<'a, u8>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u8>>>(Package::VT_SIGNATURE, None)}
+  }
+  #[inline]
+  pub fn keypair_version(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(Package::VT_KEYPAIR_VERSION, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn compiler_version(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(Package::VT_COMPILER_VERSION, None)}
+  }
+  #[inline]
+  pub fn virtual_chip_id(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(Package::VT_VIRTUAL_CHIP_ID, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn multi_chip_package(&self) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<SerializedPackage<'a>>>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<SerializedPackage>>>>(Package::VT_MULTI_CHIP_PACKAGE, None)}
+  }
+  #[inline]
+  pub fn model_identifier(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(Package::VT_MODEL_IDENTIFIER, None)}
+  }
 }
 
 impl ::flatbuffers::Verifiable for Package<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<i32>("min_runtime_version", Self::VT_MIN_RUNTIME_VERSION, false)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u8>>>(
-                "serialized_multi_executable",
-                Self::VT_SERIALIZED_MULTI_EXECUTABLE,
-                false,
-            )?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u8>>>(
-                "signature",
-                Self::VT_SIGNATURE,
-                false,
-            )?
-            .visit_field::<i32>("keypair_version", Self::VT_KEYPAIR_VERSION, false)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<&str>>(
-                "compiler_version",
-                Self::VT_COMPILER_VERSION,
-                false,
-            )?
-            .visit_field::<i32>("virtual_chip_id", Self::VT_VIRTUAL_CHIP_ID, false)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<
-                ::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<SerializedPackage>>,
-            >>("multi_chip_package", Self::VT_MULTI_CHIP_PACKAGE, false)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<&str>>(
-                "model_identifier",
-                Self::VT_MODEL_IDENTIFIER,
-                false,
-            )?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<i32>("min_runtime_version", Self::VT_MIN_RUNTIME_VERSION, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u8>>>("serialized_multi_executable", Self::VT_SERIALIZED_MULTI_EXECUTABLE, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u8>>>("signature", Self::VT_SIGNATURE, false)?
+     .visit_field::<i32>("keypair_version", Self::VT_KEYPAIR_VERSION, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("compiler_version", Self::VT_COMPILER_VERSION, false)?
+     .visit_field::<i32>("virtual_chip_id", Self::VT_VIRTUAL_CHIP_ID, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<SerializedPackage>>>>("multi_chip_package", Self::VT_MULTI_CHIP_PACKAGE, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("model_identifier", Self::VT_MODEL_IDENTIFIER, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct PackageArgs<'a> {
     pub min_runtime_version: i32,
-    pub serialized_multi_executable:
-        Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, u8>>>,
+    pub serialized_multi_executable: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, u8>>>,
     pub signature: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, u8>>>,
     pub keypair_version: i32,
     pub compiler_version: Option<::flatbuffers::WIPOffset<&'a str>>,
     pub virtual_chip_id: i32,
-    pub multi_chip_package: Option<
-        ::flatbuffers::WIPOffset<
-            ::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<SerializedPackage<'a>>>,
-        >,
-    >,
+    pub multi_chip_package: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<SerializedPackage<'a>>>>>,
     pub model_identifier: Option<::flatbuffers::WIPOffset<&'a str>>,
 }
 impl<'a> Default for PackageArgs<'a> {
-    #[inline]
-    fn default() -> Self {
-        PackageArgs {
-            min_runtime_version: 0,
-            serialized_multi_executable: None,
-            signature: None,
-            keypair_version: 0,
-            compiler_version: None,
-            virtual_chip_id: 0,
-            multi_chip_package: None,
-            model_identifier: None,
-        }
+  #[inline]
+  fn default() -> Self {
+    PackageArgs {
+      min_runtime_version: 0,
+      serialized_multi_executable: None,
+      signature: None,
+      keypair_version: 0,
+      compiler_version: None,
+      virtual_chip_id: 0,
+      multi_chip_package: None,
+      model_identifier: None,
     }
+  }
 }
 
 pub struct PackageBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> PackageBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_min_runtime_version(&mut self, min_runtime_version: i32) {
-        self.fbb_.push_slot::<i32>(Package::VT_MIN_RUNTIME_VERSION, min_runtime_version, 0);
+  #[inline]
+  pub fn add_min_runtime_version(&mut self, min_runtime_version: i32) {
+    self.fbb_.push_slot::<i32>(Package::VT_MIN_RUNTIME_VERSION, min_runtime_version, 0);
+  }
+  #[inline]
+  pub fn add_serialized_multi_executable(&mut self, serialized_multi_executable: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , u8>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Package::VT_SERIALIZED_MULTI_EXECUTABLE, serialized_multi_executable);
+  }
+  #[inline]
+  pub fn add_signature(&mut self, signature: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , u8>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Package::VT_SIGNATURE, signature);
+  }
+  #[inline]
+  pub fn add_keypair_version(&mut self, keypair_version: i32) {
+    self.fbb_.push_slot::<i32>(Package::VT_KEYPAIR_VERSION, keypair_version, 0);
+  }
+  #[inline]
+  pub fn add_compiler_version(&mut self, compiler_version: ::flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Package::VT_COMPILER_VERSION, compiler_version);
+  }
+  #[inline]
+  pub fn add_virtual_chip_id(&mut self, virtual_chip_id: i32) {
+    self.fbb_.push_slot::<i32>(Package::VT_VIRTUAL_CHIP_ID, virtual_chip_id, 0);
+  }
+  #[inline]
+  pub fn add_multi_chip_package(&mut self, multi_chip_package: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , ::flatbuffers::ForwardsUOffset<SerializedPackage<'b >>>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Package::VT_MULTI_CHIP_PACKAGE, multi_chip_package);
+  }
+  #[inline]
+  pub fn add_model_identifier(&mut self, model_identifier: ::flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Package::VT_MODEL_IDENTIFIER, model_identifier);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> PackageBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    PackageBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_serialized_multi_executable(
-        &mut self,
-        serialized_multi_executable: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, u8>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            Package::VT_SERIALIZED_MULTI_EXECUTABLE,
-            serialized_multi_executable,
-        );
-    }
-    #[inline]
-    pub fn add_signature(
-        &mut self,
-        signature: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, u8>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Package::VT_SIGNATURE, signature);
-    }
-    #[inline]
-    pub fn add_keypair_version(&mut self, keypair_version: i32) {
-        self.fbb_.push_slot::<i32>(Package::VT_KEYPAIR_VERSION, keypair_version, 0);
-    }
-    #[inline]
-    pub fn add_compiler_version(&mut self, compiler_version: ::flatbuffers::WIPOffset<&'b str>) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            Package::VT_COMPILER_VERSION,
-            compiler_version,
-        );
-    }
-    #[inline]
-    pub fn add_virtual_chip_id(&mut self, virtual_chip_id: i32) {
-        self.fbb_.push_slot::<i32>(Package::VT_VIRTUAL_CHIP_ID, virtual_chip_id, 0);
-    }
-    #[inline]
-    pub fn add_multi_chip_package(
-        &mut self,
-        multi_chip_package: ::flatbuffers::WIPOffset<
-            ::flatbuffers::Vector<'b, ::flatbuffers::ForwardsUOffset<SerializedPackage<'b>>>,
-        >,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            Package::VT_MULTI_CHIP_PACKAGE,
-            multi_chip_package,
-        );
-    }
-    #[inline]
-    pub fn add_model_identifier(&mut self, model_identifier: ::flatbuffers::WIPOffset<&'b str>) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            Package::VT_MODEL_IDENTIFIER,
-            model_identifier,
-        );
-    }
-    #[inline]
-    pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> PackageBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        PackageBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<Package<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<Package<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for Package<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("Package");
-        ds.field("min_runtime_version", &self.min_runtime_version());
-        ds.field("serialized_multi_executable", &self.serialized_multi_executable());
-        ds.field("signature", &self.signature());
-        ds.field("keypair_version", &self.keypair_version());
-        ds.field("compiler_version", &self.compiler_version());
-        ds.field("virtual_chip_id", &self.virtual_chip_id());
-        ds.field("multi_chip_package", &self.multi_chip_package());
-        ds.field("model_identifier", &self.model_identifier());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("Package");
+      ds.field("min_runtime_version", &self.min_runtime_version());
+      ds.field("serialized_multi_executable", &self.serialized_multi_executable());
+      ds.field("signature", &self.signature());
+      ds.field("keypair_version", &self.keypair_version());
+      ds.field("compiler_version", &self.compiler_version());
+      ds.field("virtual_chip_id", &self.virtual_chip_id());
+      ds.field("multi_chip_package", &self.multi_chip_package());
+      ds.field("model_identifier", &self.model_identifier());
+      ds.finish()
+  }
 }
 #[inline]
 /// Verifies that a buffer of bytes contains a `Package`
@@ -306,7 +225,7 @@ impl ::core::fmt::Debug for Package<'_> {
 /// previous, unchecked, behavior use
 /// `root_as_package_unchecked`.
 pub fn root_as_package(buf: &[u8]) -> Result<Package<'_>, ::flatbuffers::InvalidFlatbuffer> {
-    ::flatbuffers::root::<Package>(buf)
+  ::flatbuffers::root::<Package>(buf)
 }
 #[inline]
 /// Verifies that a buffer of bytes contains a size prefixed
@@ -315,10 +234,8 @@ pub fn root_as_package(buf: &[u8]) -> Result<Package<'_>, ::flatbuffers::Invalid
 /// catch every error, or be maximally performant. For the
 /// previous, unchecked, behavior use
 /// `size_prefixed_root_as_package_unchecked`.
-pub fn size_prefixed_root_as_package(
-    buf: &[u8],
-) -> Result<Package<'_>, ::flatbuffers::InvalidFlatbuffer> {
-    ::flatbuffers::size_prefixed_root::<Package>(buf)
+pub fn size_prefixed_root_as_package(buf: &[u8]) -> Result<Package<'_>, ::flatbuffers::InvalidFlatbuffer> {
+  ::flatbuffers::size_prefixed_root::<Package>(buf)
 }
 #[inline]
 /// Verifies, with the given options, that a buffer of bytes
@@ -328,10 +245,10 @@ pub fn size_prefixed_root_as_package(
 /// previous, unchecked, behavior use
 /// `root_as_package_unchecked`.
 pub fn root_as_package_with_opts<'b, 'o>(
-    opts: &'o ::flatbuffers::VerifierOptions,
-    buf: &'b [u8],
+  opts: &'o ::flatbuffers::VerifierOptions,
+  buf: &'b [u8],
 ) -> Result<Package<'b>, ::flatbuffers::InvalidFlatbuffer> {
-    ::flatbuffers::root_with_opts::<Package<'b>>(opts, buf)
+  ::flatbuffers::root_with_opts::<Package<'b>>(opts, buf)
 }
 #[inline]
 /// Verifies, with the given verifier options, that a buffer of
@@ -341,49 +258,45 @@ pub fn root_as_package_with_opts<'b, 'o>(
 /// previous, unchecked, behavior use
 /// `root_as_package_unchecked`.
 pub fn size_prefixed_root_as_package_with_opts<'b, 'o>(
-    opts: &'o ::flatbuffers::VerifierOptions,
-    buf: &'b [u8],
+  opts: &'o ::flatbuffers::VerifierOptions,
+  buf: &'b [u8],
 ) -> Result<Package<'b>, ::flatbuffers::InvalidFlatbuffer> {
-    ::flatbuffers::size_prefixed_root_with_opts::<Package<'b>>(opts, buf)
+  ::flatbuffers::size_prefixed_root_with_opts::<Package<'b>>(opts, buf)
 }
 #[inline]
 /// Assumes, without verification, that a buffer of bytes contains a Package and returns it.
 /// # Safety
 /// Callers must trust the given bytes do indeed contain a valid `Package`.
 pub unsafe fn root_as_package_unchecked(buf: &[u8]) -> Package<'_> {
-    unsafe { ::flatbuffers::root_unchecked::<Package>(buf) }
+  unsafe { ::flatbuffers::root_unchecked::<Package>(buf) }
 }
 #[inline]
 /// Assumes, without verification, that a buffer of bytes contains a size prefixed Package and returns it.
 /// # Safety
 /// Callers must trust the given bytes do indeed contain a valid size prefixed `Package`.
 pub unsafe fn size_prefixed_root_as_package_unchecked(buf: &[u8]) -> Package<'_> {
-    unsafe { ::flatbuffers::size_prefixed_root_unchecked::<Package>(buf) }
+  unsafe { ::flatbuffers::size_prefixed_root_unchecked::<Package>(buf) }
 }
 pub const PACKAGE_IDENTIFIER: &str = "DWN1";
 
 #[inline]
 pub fn package_buffer_has_identifier(buf: &[u8]) -> bool {
-    ::flatbuffers::buffer_has_identifier(buf, PACKAGE_IDENTIFIER, false)
+  ::flatbuffers::buffer_has_identifier(buf, PACKAGE_IDENTIFIER, false)
 }
 
 #[inline]
 pub fn package_size_prefixed_buffer_has_identifier(buf: &[u8]) -> bool {
-    ::flatbuffers::buffer_has_identifier(buf, PACKAGE_IDENTIFIER, true)
+  ::flatbuffers::buffer_has_identifier(buf, PACKAGE_IDENTIFIER, true)
 }
 
 #[inline]
 pub fn finish_package_buffer<'a, 'b, A: ::flatbuffers::Allocator + 'a>(
     fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    root: ::flatbuffers::WIPOffset<Package<'a>>,
-) {
-    fbb.finish(root, Some(PACKAGE_IDENTIFIER));
+    root: ::flatbuffers::WIPOffset<Package<'a>>) {
+  fbb.finish(root, Some(PACKAGE_IDENTIFIER));
 }
 
 #[inline]
-pub fn finish_size_prefixed_package_buffer<'a, 'b, A: ::flatbuffers::Allocator + 'a>(
-    fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    root: ::flatbuffers::WIPOffset<Package<'a>>,
-) {
-    fbb.finish_size_prefixed(root, Some(PACKAGE_IDENTIFIER));
+pub fn finish_size_prefixed_package_buffer<'a, 'b, A: ::flatbuffers::Allocator + 'a>(fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>, root: ::flatbuffers::WIPOffset<Package<'a>>) {
+  fbb.finish_size_prefixed(root, Some(PACKAGE_IDENTIFIER));
 }

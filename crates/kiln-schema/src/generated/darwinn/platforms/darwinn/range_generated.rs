@@ -6,42 +6,40 @@ use super::*;
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq)]
 pub struct Range(pub [u8; 8]);
-impl Default for Range {
-    fn default() -> Self {
-        Self([0; 8])
-    }
+impl Default for Range { 
+  fn default() -> Self { 
+    Self([0; 8])
+  }
 }
 impl ::core::fmt::Debug for Range {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter) -> ::core::fmt::Result {
-        f.debug_struct("Range").field("start", &self.start()).field("end", &self.end()).finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter) -> ::core::fmt::Result {
+    f.debug_struct("Range")
+      .field("start", &self.start())
+      .field("end", &self.end())
+      .finish()
+  }
 }
 
 impl ::flatbuffers::SimpleToVerifyInSlice for Range {}
 impl<'a> ::flatbuffers::Follow<'a> for Range {
-    type Inner = &'a Range;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        unsafe { <&'a Range>::follow(buf, loc) }
-    }
+  type Inner = &'a Range;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    unsafe { <&'a Range>::follow(buf, loc) }
+  }
 }
 impl<'a> ::flatbuffers::Follow<'a> for &'a Range {
-    type Inner = &'a Range;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        unsafe { ::flatbuffers::follow_cast_ref::<Range>(buf, loc) }
-    }
+  type Inner = &'a Range;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    unsafe { ::flatbuffers::follow_cast_ref::<Range>(buf, loc) }
+  }
 }
 impl<'b> ::flatbuffers::Push for Range {
     type Output = Range;
     #[inline]
     unsafe fn push(&self, dst: &mut [u8], _written_len: usize) {
-        let src = unsafe {
-            ::core::slice::from_raw_parts(
-                self as *const Range as *const u8,
-                <Self as ::flatbuffers::Push>::size(),
-            )
-        };
+        let src = unsafe { ::core::slice::from_raw_parts(self as *const Range as *const u8, <Self as ::flatbuffers::Push>::size()) };
         dst.copy_from_slice(src);
     }
     #[inline]
@@ -51,81 +49,83 @@ impl<'b> ::flatbuffers::Push for Range {
 }
 
 impl<'a> ::flatbuffers::Verifiable for Range {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.in_buffer::<Self>(pos)
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.in_buffer::<Self>(pos)
+  }
 }
 
 impl<'a> Range {
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(start: i32, end: i32) -> Self {
-        let mut s = Self([0; 8]);
-        s.set_start(start);
-        s.set_end(end);
-        s
-    }
+  #[allow(clippy::too_many_arguments)]
+  pub fn new(
+    start: i32,
+    end: i32,
+  ) -> Self {
+    let mut s = Self([0; 8]);
+    s.set_start(start);
+    s.set_end(end);
+    s
+  }
 
-    pub fn start(&self) -> i32 {
-        let mut mem =
-            ::core::mem::MaybeUninit::<<i32 as ::flatbuffers::EndianScalar>::Scalar>::uninit();
-        // Safety:
-        // Created from a valid Table for this object
-        // Which contains a valid value in this slot
-        ::flatbuffers::EndianScalar::from_little_endian(unsafe {
-            ::core::ptr::copy_nonoverlapping(
-                self.0[0..].as_ptr(),
-                mem.as_mut_ptr() as *mut u8,
-                ::core::mem::size_of::<<i32 as ::flatbuffers::EndianScalar>::Scalar>(),
-            );
-            mem.assume_init()
-        })
-    }
+  pub fn start(&self) -> i32 {
+    let mut mem = ::core::mem::MaybeUninit::<<i32 as ::flatbuffers::EndianScalar>::Scalar>::uninit();
+    // Safety:
+    // Created from a valid Table for this object
+    // Which contains a valid value in this slot
+    ::flatbuffers::EndianScalar::from_little_endian(unsafe {
+      ::core::ptr::copy_nonoverlapping(
+        self.0[0..].as_ptr(),
+        mem.as_mut_ptr() as *mut u8,
+        ::core::mem::size_of::<<i32 as ::flatbuffers::EndianScalar>::Scalar>(),
+      );
+      mem.assume_init()
+    })
+  }
 
-    pub fn set_start(&mut self, x: i32) {
-        let x_le = ::flatbuffers::EndianScalar::to_little_endian(x);
-        // Safety:
-        // Created from a valid Table for this object
-        // Which contains a valid value in this slot
-        unsafe {
-            ::core::ptr::copy_nonoverlapping(
-                &x_le as *const _ as *const u8,
-                self.0[0..].as_mut_ptr(),
-                ::core::mem::size_of::<<i32 as ::flatbuffers::EndianScalar>::Scalar>(),
-            );
-        }
+  pub fn set_start(&mut self, x: i32) {
+    let x_le = ::flatbuffers::EndianScalar::to_little_endian(x);
+    // Safety:
+    // Created from a valid Table for this object
+    // Which contains a valid value in this slot
+    unsafe {
+      ::core::ptr::copy_nonoverlapping(
+        &x_le as *const _ as *const u8,
+        self.0[0..].as_mut_ptr(),
+        ::core::mem::size_of::<<i32 as ::flatbuffers::EndianScalar>::Scalar>(),
+      );
     }
+  }
 
-    pub fn end(&self) -> i32 {
-        let mut mem =
-            ::core::mem::MaybeUninit::<<i32 as ::flatbuffers::EndianScalar>::Scalar>::uninit();
-        // Safety:
-        // Created from a valid Table for this object
-        // Which contains a valid value in this slot
-        ::flatbuffers::EndianScalar::from_little_endian(unsafe {
-            ::core::ptr::copy_nonoverlapping(
-                self.0[4..].as_ptr(),
-                mem.as_mut_ptr() as *mut u8,
-                ::core::mem::size_of::<<i32 as ::flatbuffers::EndianScalar>::Scalar>(),
-            );
-            mem.assume_init()
-        })
-    }
+  pub fn end(&self) -> i32 {
+    let mut mem = ::core::mem::MaybeUninit::<<i32 as ::flatbuffers::EndianScalar>::Scalar>::uninit();
+    // Safety:
+    // Created from a valid Table for this object
+    // Which contains a valid value in this slot
+    ::flatbuffers::EndianScalar::from_little_endian(unsafe {
+      ::core::ptr::copy_nonoverlapping(
+        self.0[4..].as_ptr(),
+        mem.as_mut_ptr() as *mut u8,
+        ::core::mem::size_of::<<i32 as ::flatbuffers::EndianScalar>::Scalar>(),
+      );
+      mem.assume_init()
+    })
+  }
 
-    pub fn set_end(&mut self, x: i32) {
-        let x_le = ::flatbuffers::EndianScalar::to_little_endian(x);
-        // Safety:
-        // Created from a valid Table for this object
-        // Which contains a valid value in this slot
-        unsafe {
-            ::core::ptr::copy_nonoverlapping(
-                &x_le as *const _ as *const u8,
-                self.0[4..].as_mut_ptr(),
-                ::core::mem::size_of::<<i32 as ::flatbuffers::EndianScalar>::Scalar>(),
-            );
-        }
+  pub fn set_end(&mut self, x: i32) {
+    let x_le = ::flatbuffers::EndianScalar::to_little_endian(x);
+    // Safety:
+    // Created from a valid Table for this object
+    // Which contains a valid value in this slot
+    unsafe {
+      ::core::ptr::copy_nonoverlapping(
+        &x_le as *const _ as *const u8,
+        self.0[4..].as_mut_ptr(),
+        ::core::mem::size_of::<<i32 as ::flatbuffers::EndianScalar>::Scalar>(),
+      );
     }
+  }
+
 }
+

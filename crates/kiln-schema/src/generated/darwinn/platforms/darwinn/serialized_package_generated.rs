@@ -6,114 +6,95 @@ pub enum SerializedPackageOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct SerializedPackage<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for SerializedPackage<'a> {
-    type Inner = SerializedPackage<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = SerializedPackage<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> SerializedPackage<'a> {
-    pub const VT_SERIALIZED_PACKAGE: ::flatbuffers::VOffsetT = 4;
+  pub const VT_SERIALIZED_PACKAGE: ::flatbuffers::VOffsetT = 4;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        SerializedPackage { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args SerializedPackageArgs<'args>,
-    ) -> ::flatbuffers::WIPOffset<SerializedPackage<'bldr>> {
-        let mut builder = SerializedPackageBuilder::new(_fbb);
-        if let Some(x) = args.serialized_package {
-            builder.add_serialized_package(x);
-        }
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    SerializedPackage { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args SerializedPackageArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<SerializedPackage<'bldr>> {
+    let mut builder = SerializedPackageBuilder::new(_fbb);
+    if let Some(x) = args.serialized_package { builder.add_serialized_package(x); }
+    builder.finish()
+  }
 
-    #[inline]
-    pub fn serialized_package(&self) -> Option<::flatbuffers::Vector<'a, u8>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u8>>>(
-                SerializedPackage::VT_SERIALIZED_PACKAGE,
-                None,
-            )
-        }
-    }
+
+  #[inline]
+  pub fn serialized_package(&self) -> Option<::flatbuffers::Vector<'a, u8>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u8>>>(SerializedPackage::VT_SERIALIZED_PACKAGE, None)}
+  }
 }
 
 impl ::flatbuffers::Verifiable for SerializedPackage<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u8>>>(
-                "serialized_package",
-                Self::VT_SERIALIZED_PACKAGE,
-                false,
-            )?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u8>>>("serialized_package", Self::VT_SERIALIZED_PACKAGE, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct SerializedPackageArgs<'a> {
     pub serialized_package: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, u8>>>,
 }
 impl<'a> Default for SerializedPackageArgs<'a> {
-    #[inline]
-    fn default() -> Self {
-        SerializedPackageArgs { serialized_package: None }
+  #[inline]
+  fn default() -> Self {
+    SerializedPackageArgs {
+      serialized_package: None,
     }
+  }
 }
 
 pub struct SerializedPackageBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> SerializedPackageBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_serialized_package(
-        &mut self,
-        serialized_package: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, u8>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            SerializedPackage::VT_SERIALIZED_PACKAGE,
-            serialized_package,
-        );
+  #[inline]
+  pub fn add_serialized_package(&mut self, serialized_package: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , u8>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(SerializedPackage::VT_SERIALIZED_PACKAGE, serialized_package);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> SerializedPackageBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    SerializedPackageBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> SerializedPackageBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        SerializedPackageBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<SerializedPackage<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<SerializedPackage<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for SerializedPackage<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("SerializedPackage");
-        ds.field("serialized_package", &self.serialized_package());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("SerializedPackage");
+      ds.field("serialized_package", &self.serialized_package());
+      ds.finish()
+  }
 }

@@ -6,136 +6,112 @@ pub enum TensorLayoutOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct TensorLayout<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for TensorLayout<'a> {
-    type Inner = TensorLayout<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = TensorLayout<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> TensorLayout<'a> {
-    pub const VT_SHAPE: ::flatbuffers::VOffsetT = 4;
-    pub const VT_STRIDE: ::flatbuffers::VOffsetT = 6;
+  pub const VT_SHAPE: ::flatbuffers::VOffsetT = 4;
+  pub const VT_STRIDE: ::flatbuffers::VOffsetT = 6;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        TensorLayout { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args TensorLayoutArgs<'args>,
-    ) -> ::flatbuffers::WIPOffset<TensorLayout<'bldr>> {
-        let mut builder = TensorLayoutBuilder::new(_fbb);
-        if let Some(x) = args.stride {
-            builder.add_stride(x);
-        }
-        if let Some(x) = args.shape {
-            builder.add_shape(x);
-        }
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    TensorLayout { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args TensorLayoutArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<TensorLayout<'bldr>> {
+    let mut builder = TensorLayoutBuilder::new(_fbb);
+    if let Some(x) = args.stride { builder.add_stride(x); }
+    if let Some(x) = args.shape { builder.add_shape(x); }
+    builder.finish()
+  }
 
-    #[inline]
-    pub fn shape(&self) -> Option<TensorShape<'a>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<::flatbuffers::ForwardsUOffset<TensorShape>>(TensorLayout::VT_SHAPE, None)
-        }
-    }
-    #[inline]
-    pub fn stride(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(
-                TensorLayout::VT_STRIDE,
-                None,
-            )
-        }
-    }
+
+  #[inline]
+  pub fn shape(&self) -> Option<TensorShape<'a>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<TensorShape>>(TensorLayout::VT_SHAPE, None)}
+  }
+  #[inline]
+  pub fn stride(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(TensorLayout::VT_STRIDE, None)}
+  }
 }
 
 impl ::flatbuffers::Verifiable for TensorLayout<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<TensorShape>>(
-                "shape",
-                Self::VT_SHAPE,
-                false,
-            )?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>(
-                "stride",
-                Self::VT_STRIDE,
-                false,
-            )?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<TensorShape>>("shape", Self::VT_SHAPE, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>("stride", Self::VT_STRIDE, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct TensorLayoutArgs<'a> {
     pub shape: Option<::flatbuffers::WIPOffset<TensorShape<'a>>>,
     pub stride: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i32>>>,
 }
 impl<'a> Default for TensorLayoutArgs<'a> {
-    #[inline]
-    fn default() -> Self {
-        TensorLayoutArgs { shape: None, stride: None }
+  #[inline]
+  fn default() -> Self {
+    TensorLayoutArgs {
+      shape: None,
+      stride: None,
     }
+  }
 }
 
 pub struct TensorLayoutBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> TensorLayoutBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_shape(&mut self, shape: ::flatbuffers::WIPOffset<TensorShape<'b>>) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<TensorShape>>(
-            TensorLayout::VT_SHAPE,
-            shape,
-        );
+  #[inline]
+  pub fn add_shape(&mut self, shape: ::flatbuffers::WIPOffset<TensorShape<'b >>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<TensorShape>>(TensorLayout::VT_SHAPE, shape);
+  }
+  #[inline]
+  pub fn add_stride(&mut self, stride: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i32>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(TensorLayout::VT_STRIDE, stride);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> TensorLayoutBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    TensorLayoutBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_stride(&mut self, stride: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i32>>) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(TensorLayout::VT_STRIDE, stride);
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> TensorLayoutBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        TensorLayoutBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<TensorLayout<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<TensorLayout<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for TensorLayout<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("TensorLayout");
-        ds.field("shape", &self.shape());
-        ds.field("stride", &self.stride());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("TensorLayout");
+      ds.field("shape", &self.shape());
+      ds.field("stride", &self.stride());
+      ds.finish()
+  }
 }

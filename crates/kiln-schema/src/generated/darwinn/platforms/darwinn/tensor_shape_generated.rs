@@ -6,112 +6,95 @@ pub enum TensorShapeOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct TensorShape<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for TensorShape<'a> {
-    type Inner = TensorShape<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = TensorShape<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> TensorShape<'a> {
-    pub const VT_DIMENSION: ::flatbuffers::VOffsetT = 4;
+  pub const VT_DIMENSION: ::flatbuffers::VOffsetT = 4;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        TensorShape { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args TensorShapeArgs<'args>,
-    ) -> ::flatbuffers::WIPOffset<TensorShape<'bldr>> {
-        let mut builder = TensorShapeBuilder::new(_fbb);
-        if let Some(x) = args.dimension {
-            builder.add_dimension(x);
-        }
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    TensorShape { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args TensorShapeArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<TensorShape<'bldr>> {
+    let mut builder = TensorShapeBuilder::new(_fbb);
+    if let Some(x) = args.dimension { builder.add_dimension(x); }
+    builder.finish()
+  }
 
-    #[inline]
-    pub fn dimension(&self) -> Option<::flatbuffers::Vector<'a, Range>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, Range>>>(
-                TensorShape::VT_DIMENSION,
-                None,
-            )
-        }
-    }
+
+  #[inline]
+  pub fn dimension(&self) -> Option<::flatbuffers::Vector<'a, Range>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, Range>>>(TensorShape::VT_DIMENSION, None)}
+  }
 }
 
 impl ::flatbuffers::Verifiable for TensorShape<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, Range>>>(
-                "dimension",
-                Self::VT_DIMENSION,
-                false,
-            )?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, Range>>>("dimension", Self::VT_DIMENSION, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct TensorShapeArgs<'a> {
     pub dimension: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, Range>>>,
 }
 impl<'a> Default for TensorShapeArgs<'a> {
-    #[inline]
-    fn default() -> Self {
-        TensorShapeArgs { dimension: None }
+  #[inline]
+  fn default() -> Self {
+    TensorShapeArgs {
+      dimension: None,
     }
+  }
 }
 
 pub struct TensorShapeBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> TensorShapeBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_dimension(
-        &mut self,
-        dimension: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, Range>>,
-    ) {
-        self.fbb_
-            .push_slot_always::<::flatbuffers::WIPOffset<_>>(TensorShape::VT_DIMENSION, dimension);
+  #[inline]
+  pub fn add_dimension(&mut self, dimension: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , Range>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(TensorShape::VT_DIMENSION, dimension);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> TensorShapeBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    TensorShapeBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> TensorShapeBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        TensorShapeBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<TensorShape<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<TensorShape<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for TensorShape<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("TensorShape");
-        ds.field("dimension", &self.dimension());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("TensorShape");
+      ds.field("dimension", &self.dimension());
+      ds.finish()
+  }
 }
