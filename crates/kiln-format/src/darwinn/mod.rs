@@ -9,8 +9,13 @@
 //! `MultiExecutable` is in [`multi`].
 
 pub mod custom_op;
+pub mod dma;
+pub mod link;
 pub mod multi;
+pub mod numerics;
 pub mod package;
+pub mod relayout;
+pub mod select;
 
 pub use package::{Executable, Package};
 
