@@ -548,3 +548,56 @@ fn mutated_real_files_never_panic() {
         }
     }
 }
+
+#[test]
+fn writer_round_trips_every_real_executable_and_package() {
+    use kiln_format::darwinn::writer::{write_package, ExecutableSpec, PackageSpec};
+    let Some((_, models)) = samples("writer_round_trips_every_real_executable_and_package") else {
+        return;
+    };
+    for (file, bytes, _) in &models {
+        let model = Model::open(bytes).unwrap();
+        for (_, pkg) in ops(&model) {
+            let root = pkg.root();
+            let header = PackageSpec {
+                min_runtime_version: root.min_runtime_version(),
+                compiler_version: root.compiler_version().unwrap_or_default().to_string(),
+                keypair_version: root.keypair_version(),
+                signature: root.signature().map(|s| s.bytes().to_vec()).unwrap_or_default(),
+                virtual_chip_id: root.virtual_chip_id(),
+                model_identifier: root.model_identifier().unwrap_or_default().to_string(),
+            };
+            let specs: Vec<ExecutableSpec> =
+                pkg.executables().iter().map(ExecutableSpec::from_executable).collect();
+            let built: Vec<Vec<u8>> = specs.iter().map(|s| s.build().unwrap()).collect();
+            for (spec, b) in specs.iter().zip(&built) {
+                assert_eq!(b.len() % 4096, 0, "{file}");
+                let exe = kiln_format::darwinn::Executable::open(b, 0).unwrap();
+                assert_eq!(&ExecutableSpec::from_executable(&exe), spec, "{file}");
+                if let Some(off) = exe.parameters_offset() {
+                    assert_eq!(off % 4096, 0, "{file}: parameters at {off}");
+                }
+            }
+            // Rebuilt executables and the original blobs both pack into a valid package.
+            let originals: Vec<&[u8]> = pkg.executables().iter().map(|e| e.data()).collect();
+            for blobs in [built.iter().map(Vec::as_slice).collect::<Vec<_>>(), originals.clone()] {
+                let out = write_package(&header, &blobs).unwrap();
+                assert_eq!(out.len() % 4096, 0);
+                let back = Package::open(&out).unwrap();
+                assert!(back.has_identifier());
+                assert_eq!(back.multi_executable_offset(), Some(4096), "{file}");
+                let r = back.root();
+                assert_eq!(r.min_runtime_version(), header.min_runtime_version);
+                assert_eq!(r.compiler_version().unwrap_or_default(), header.compiler_version);
+                assert_eq!(r.keypair_version(), header.keypair_version);
+                assert_eq!(r.virtual_chip_id(), header.virtual_chip_id);
+                assert_eq!(back.executables().len(), blobs.len());
+                for (e, b) in back.executables().iter().zip(&blobs) {
+                    assert_eq!(e.data(), *b, "{file}");
+                    assert_eq!(e.offset_in_package() % 4096, 0, "{file}");
+                }
+            }
+            let _ = originals;
+        }
+    }
+}

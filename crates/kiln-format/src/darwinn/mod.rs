@@ -16,6 +16,7 @@ pub mod numerics;
 pub mod package;
 pub mod relayout;
 pub mod select;
+pub mod writer;
 
 pub use package::{Executable, Package};
 
