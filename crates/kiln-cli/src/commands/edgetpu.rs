@@ -1,13 +1,17 @@
 //! `kiln edgetpu`: inspect, extract, link, re-layout and pack Edge TPU (DarwiNN) packages inside
 //! `*_edgetpu.tflite` files.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use clap::Subcommand;
 use kiln_format::darwinn::custom_op::{self, EdgetpuOp};
-use kiln_format::darwinn::{self, schema, Executable, Package};
+use kiln_format::darwinn::{
+    self, dma, link, numerics, relayout, schema, select, writer, Executable, Package,
+};
+use kiln_format::io::write_bytes_atomic;
 use kiln_format::tflite::Model;
 use serde::Serialize;
 
@@ -25,6 +29,96 @@ pub struct Args {
 enum Command {
     /// Package header, executables, bitstreams and layers of every Edge TPU node.
     Inspect(InspectArgs),
+    /// Write each package, its MultiExecutable, executables, parameters and bitstreams to files.
+    Extract(ExtractArgs),
+    /// Patch device addresses into the instruction bitstreams and write the linked copies.
+    Link(LinkArgs),
+    /// Re-lay out a raw output buffer of a layer into a dense YXZ .npy array.
+    Relayout(RelayoutArgs),
+    /// Build a DarwiNN package (DWN1) from serialized executables.
+    Pack(PackArgs),
+}
+
+/// Which package of a model: `--package N` counts every package in subgraph/operator order.
+#[derive(clap::Args)]
+struct PackageChoice {
+    /// Index of the package among all Edge TPU packages of the model (see `inspect`).
+    #[arg(long, default_value_t = 0)]
+    package: usize,
+}
+
+/// Arguments of `kiln edgetpu extract`.
+#[derive(clap::Args)]
+struct ExtractArgs {
+    /// A `*_edgetpu.tflite` model.
+    model: PathBuf,
+    /// Output folder (created if missing).
+    #[arg(short, long)]
+    output: PathBuf,
+}
+
+/// Arguments of `kiln edgetpu link`.
+#[derive(clap::Args)]
+struct LinkArgs {
+    /// A `*_edgetpu.tflite` model.
+    model: PathBuf,
+    #[command(flatten)]
+    choice: PackageChoice,
+    /// Input layer address, `NAME=ADDR` (decimal or 0x hex); repeat a name for batches 1, 2, ...
+    #[arg(long = "input", value_name = "NAME=ADDR")]
+    inputs: Vec<String>,
+    /// Output layer address, `NAME=ADDR`; repeat a name for batches 1, 2, ...
+    #[arg(long = "output", value_name = "NAME=ADDR")]
+    outputs: Vec<String>,
+    /// Parameter buffer address.
+    #[arg(long, value_name = "ADDR", value_parser = parse_addr)]
+    parameters: Option<u64>,
+    /// Scratch buffer address.
+    #[arg(long, value_name = "ADDR", value_parser = parse_addr)]
+    scratch: Option<u64>,
+    /// Output folder for `exe<E>_chunk<C>.linked.bin` files.
+    #[arg(short = 'o', long = "out-dir")]
+    out_dir: PathBuf,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Arguments of `kiln edgetpu relayout`.
+#[derive(clap::Args)]
+struct RelayoutArgs {
+    /// A `*_edgetpu.tflite` model.
+    model: PathBuf,
+    /// The raw output buffer of one batch as the device wrote it (size_bytes x executions).
+    raw: PathBuf,
+    #[command(flatten)]
+    choice: PackageChoice,
+    /// Output layer name.
+    #[arg(long)]
+    layer: String,
+    /// Write float32 values `(raw - zero_point) * dequantization_factor` instead of the integers.
+    #[arg(long)]
+    dequantize: bool,
+    /// Output .npy file (default: RAW with the extension .npy).
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+}
+
+/// Arguments of `kiln edgetpu pack`.
+#[derive(clap::Args)]
+struct PackArgs {
+    /// Serialized Executable flatbuffers, in MultiExecutable order.
+    #[arg(required = true)]
+    executables: Vec<PathBuf>,
+    /// Output package file.
+    #[arg(short, long)]
+    output: PathBuf,
+    /// `min_runtime_version` of the package.
+    #[arg(long, default_value_t = 13)]
+    min_runtime_version: i32,
+    /// `compiler_version` of the package.
+    #[arg(long, default_value = "kiln")]
+    compiler_version: String,
 }
 
 /// Arguments of `kiln edgetpu inspect`.
@@ -44,6 +138,317 @@ pub fn run(args: Args) -> Result<ExitCode> {
             let input = Input::open(&a.model)?;
             inspect(&input, a.json)
         }
+        Command::Extract(a) => extract(&a),
+        Command::Link(a) => link(&a),
+        Command::Relayout(a) => relayout(&a),
+        Command::Pack(a) => pack(&a),
+    }
+}
+
+/// `kiln verify` on an Edge TPU model: every package opens, the driver would accept it
+/// (runtime version, executable set), and every executable's DMA hints, layer sizes and
+/// bitstream fields are in bounds.
+pub fn verify(input: &Input) -> Result<(), String> {
+    let (_, found) = load(input.file.path(), input.bytes()).map_err(|e| format!("{e:#}"))?;
+    for f in &found {
+        let at =
+            format!("subgraph {} operator {} package {}", f.op.subgraph, f.op.operator, f.index);
+        select::select(&f.package, select::CURRENT_RUNTIME_VERSION)
+            .map_err(|e| format!("{at}: {e}"))?;
+        for (i, e) in f.package.executables().iter().enumerate() {
+            let at = format!("{at} executable {i}");
+            if e.root().dma_hints().is_some() {
+                dma::steps(e, true).map_err(|err| format!("{at}: {err}"))?;
+            }
+            for (chunk, fields) in
+                link::fields(e).map_err(|err| format!("{at}: {err}"))?.iter().enumerate()
+            {
+                let len = e.bitstreams().get(chunk).map_or(0, |b| b.len());
+                for fo in fields {
+                    if i64::from(fo.offset_bit) < 0
+                        || i64::from(fo.offset_bit) + 32 > 8 * len as i64
+                    {
+                        return Err(format!(
+                            "{at}: {}: field outside the {len}-byte bitstream",
+                            fo.path()
+                        ));
+                    }
+                }
+            }
+            for l in e.output_layers().iter().chain(e.input_layers().iter()) {
+                relayout::Geometry::of(l).map_err(|err| {
+                    format!("{at}: layer {:?}: {err}", l.name().unwrap_or_default())
+                })?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Parses `0x...` hex or decimal.
+fn parse_addr(s: &str) -> Result<u64, String> {
+    let r = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => s.parse(),
+    };
+    r.map_err(|e| format!("{s:?} is not an address: {e}"))
+}
+
+fn parse_named(list: &[String]) -> Result<BTreeMap<String, Vec<u64>>> {
+    let mut out: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for item in list {
+        let (name, addr) =
+            item.rsplit_once('=').with_context(|| format!("{item:?}: expected NAME=ADDR"))?;
+        out.entry(name.to_string())
+            .or_default()
+            .push(parse_addr(addr).map_err(anyhow::Error::msg)?);
+    }
+    Ok(out)
+}
+
+fn choose<'f, 'a>(found: &'f [Found<'a>], choice: &PackageChoice) -> Result<&'f Found<'a>> {
+    found.get(choice.package).with_context(|| {
+        format!(
+            "--package {} but the model has {} Edge TPU package(s)",
+            choice.package,
+            found.len()
+        )
+    })
+}
+
+fn extract(a: &ExtractArgs) -> Result<ExitCode> {
+    let input = Input::open(&a.model)?;
+    let (_, found) = load(&a.model, input.bytes())?;
+    std::fs::create_dir_all(&a.output)
+        .with_context(|| format!("creating {}", a.output.display()))?;
+    let mut written = Vec::new();
+    let mut put = |path: PathBuf, bytes: &[u8]| -> Result<()> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        }
+        write_bytes_atomic(&path, bytes)?;
+        written.push((path, bytes.len()));
+        Ok(())
+    };
+    for (pi, f) in found.iter().enumerate() {
+        let dir = a.output.join(format!("package{pi}_sg{}_op{}", f.op.subgraph, f.op.operator));
+        put(dir.join("custom_options.flexbuf"), f.op.custom_options.bytes)?;
+        put(dir.join("package.dwn"), f.package.data())?;
+        put(dir.join("multi_executable.bin"), f.package.multi_executable_bytes())?;
+        for (ei, e) in f.package.executables().iter().enumerate() {
+            let kind = darwinn::executable_type_name(e.root().type_()).to_lowercase();
+            let edir = dir.join(format!("exe{ei}_{kind}"));
+            put(edir.join("executable.bin"), e.data())?;
+            put(edir.join("parameters.bin"), e.parameters())?;
+            for (ci, b) in e.bitstreams().iter().enumerate() {
+                put(edir.join(format!("bitstream{ci}.bin")), b)?;
+            }
+        }
+    }
+    for (path, len) in &written {
+        println!("{:>10}  {}", len, path.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Serialize)]
+struct JsonLinkField {
+    executable: usize,
+    chunk: usize,
+    offset_bit: i32,
+    desc: String,
+    name: String,
+    batch: i32,
+    position: String,
+    value: Option<String>,
+    reason: Option<String>,
+}
+
+fn link(a: &LinkArgs) -> Result<ExitCode> {
+    let input = Input::open(&a.model)?;
+    let (_, found) = load(&a.model, input.bytes())?;
+    let f = choose(&found, &a.choice)?;
+    let addrs = link::Addresses {
+        inputs: parse_named(&a.inputs)?,
+        outputs: parse_named(&a.outputs)?,
+        parameters: a.parameters,
+        scratch: a.scratch,
+    };
+    for name in addrs.inputs.keys().chain(addrs.outputs.keys()) {
+        if !f.package.executables().iter().any(|e| e.layer(name).is_some()) {
+            bail!("no layer named {name:?} in package {}", a.choice.package);
+        }
+    }
+    std::fs::create_dir_all(&a.out_dir)
+        .with_context(|| format!("creating {}", a.out_dir.display()))?;
+    let mut rows = Vec::new();
+    for (ei, e) in f.package.executables().iter().enumerate() {
+        // Input/output names belong to the executables that have those layers.
+        let mine = |m: &BTreeMap<String, Vec<u64>>| -> BTreeMap<String, Vec<u64>> {
+            m.iter()
+                .filter(|(n, _)| e.layer(n).is_some())
+                .map(|(n, v)| (n.clone(), v.clone()))
+                .collect()
+        };
+        let local = link::Addresses {
+            inputs: mine(&addrs.inputs),
+            outputs: mine(&addrs.outputs),
+            ..addrs.clone()
+        };
+        let (linked, report) = link::link(e, &local).with_context(|| format!("executable {ei}"))?;
+        for (ci, b) in linked.iter().enumerate() {
+            let path = a.out_dir.join(format!("exe{ei}_chunk{ci}.linked.bin"));
+            write_bytes_atomic(&path, b)?;
+            if !a.json {
+                println!("wrote {} ({} bytes)", path.display(), b.len());
+            }
+        }
+        let row = |fo: &link::Field, value: Option<u32>, reason: Option<&String>| JsonLinkField {
+            executable: ei,
+            chunk: fo.chunk,
+            offset_bit: fo.offset_bit,
+            desc: darwinn::description_kind(fo.desc),
+            name: fo.name.clone(),
+            batch: fo.batch,
+            position: darwinn::position_kind(fo.position),
+            value: value.map(|v| format!("0x{v:08x}")),
+            reason: reason.cloned(),
+        };
+        rows.extend(report.patched.iter().map(|(fo, v)| row(fo, Some(*v), None)));
+        rows.extend(report.unpatched.iter().map(|(fo, r)| row(fo, None, Some(r))));
+    }
+    rows.sort_by_key(|r| (r.executable, r.chunk, r.offset_bit));
+    if a.json {
+        print_json(&rows)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut t = Table::new(["exe", "chunk", "bit", "field", "value / left unpatched because"]);
+    for r in &rows {
+        t.row([
+            r.executable.to_string(),
+            r.chunk.to_string(),
+            r.offset_bit.to_string(),
+            format!("{} {:?} batch {} {}", r.desc, r.name, r.batch, r.position),
+            r.value.clone().or_else(|| r.reason.clone()).unwrap_or_default(),
+        ]);
+    }
+    print!("{}", t.render());
+    let unpatched = rows.iter().filter(|r| r.value.is_none()).count();
+    println!("{} field(s) patched, {unpatched} left unpatched", rows.len() - unpatched);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn relayout(a: &RelayoutArgs) -> Result<ExitCode> {
+    let input = Input::open(&a.model)?;
+    let (_, found) = load(&a.model, input.bytes())?;
+    let f = choose(&found, &a.choice)?;
+    let (sel, _) = select::select(&f.package, select::CURRENT_RUNTIME_VERSION)?;
+    let exe = sel.main.1;
+    let layer =
+        exe.output_layers().into_iter().find(|l| l.name() == Some(a.layer.as_str())).with_context(
+            || {
+                let names: Vec<String> = exe
+                    .output_layers()
+                    .iter()
+                    .map(|l| format!("{:?}", l.name().unwrap_or_default()))
+                    .collect();
+                format!("no output layer {:?}; output layers: {}", a.layer, names.join(", "))
+            },
+        )?;
+    let raw = std::fs::read(&a.raw).with_context(|| format!("reading {}", a.raw.display()))?;
+    let mut dense = kiln_format::darwinn::relayout::relayout(&layer, &raw)?;
+    let g = kiln_format::darwinn::relayout::Geometry::of(&layer)?;
+    let mut shape: Vec<usize> = match &g.shape {
+        Some(dims) => {
+            dims.iter().map(|&(s, e)| (i64::from(e) - i64::from(s) + 1) as usize).collect()
+        }
+        None => vec![g.y, g.x, g.z],
+    };
+    if g.executions > 1 {
+        shape.insert(0, g.executions);
+    }
+    let out = a.output.clone().unwrap_or_else(|| a.raw.with_extension("npy"));
+    if a.dequantize {
+        let values = numerics::dequantize(&layer, &dense)?;
+        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        npy::write(&out, "<f4", &shape, &bytes)?;
+    } else {
+        numerics::transform_signed(&mut dense, layer.data_type())?;
+        npy::write(&out, npy_descr(layer.data_type()), &shape, &dense)?;
+    }
+    println!("wrote {} (shape {:?})", out.display(), shape);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The numpy type of a layer's host data (after the signed transform).
+fn npy_descr(t: schema::DataType) -> &'static str {
+    use schema::DataType as D;
+    match t {
+        D::SIGNED_FIXED_POINT8 => "|i1",
+        D::FIXED_POINT16 | D::BFLOAT => "<u2",
+        D::SIGNED_FIXED_POINT16 => "<i2",
+        D::SIGNED_FIXED_POINT32 => "<i4",
+        D::HALF => "<f2",
+        D::SINGLE => "<f4",
+        _ => "|u1",
+    }
+}
+
+fn pack(a: &PackArgs) -> Result<ExitCode> {
+    let mut blobs = Vec::new();
+    for p in &a.executables {
+        let bytes = std::fs::read(p).with_context(|| format!("reading {}", p.display()))?;
+        Executable::open(&bytes, 0)
+            .with_context(|| format!("{}: not a DarwiNN executable", p.display()))?;
+        blobs.push(bytes);
+    }
+    let spec = writer::PackageSpec {
+        min_runtime_version: a.min_runtime_version,
+        compiler_version: a.compiler_version.clone(),
+        ..Default::default()
+    };
+    let refs: Vec<&[u8]> = blobs.iter().map(Vec::as_slice).collect();
+    let bytes = writer::write_package(&spec, &refs)?;
+    let package = Package::open(&bytes)?;
+    let (_, warnings) = select::select(&package, select::CURRENT_RUNTIME_VERSION)
+        .context("the driver would refuse this package")?;
+    for w in warnings {
+        eprintln!("kiln: warning: {w}");
+    }
+    write_bytes_atomic(&a.output, &bytes)?;
+    println!("wrote {} ({} executables, {} bytes)", a.output.display(), blobs.len(), bytes.len());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A minimal `.npy` (format 1.0) writer, private to this command.
+mod npy {
+    use std::path::Path;
+
+    use anyhow::Result;
+
+    /// Writes `data` as an array of numpy type `descr` and `shape`.
+    pub fn write(path: &Path, descr: &str, shape: &[usize], data: &[u8]) -> Result<()> {
+        let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+        let shape = if dims.len() == 1 {
+            format!("({},)", dims[0])
+        } else {
+            format!("({})", dims.join(", "))
+        };
+        let mut header =
+            format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+        // Magic (6) + version (2) + length (2) + header + newline, padded to 64 bytes.
+        let total = (10 + header.len() + 1).div_ceil(64) * 64;
+        while 10 + header.len() + 1 < total {
+            header.push(' ');
+        }
+        header.push('\n');
+        let mut out = Vec::with_capacity(total + data.len());
+        out.extend_from_slice(b"\x93NUMPY\x01\x00");
+        out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+        out.extend_from_slice(header.as_bytes());
+        out.extend_from_slice(data);
+        kiln_format::io::write_bytes_atomic(path, &out)?;
+        Ok(())
     }
 }
 
