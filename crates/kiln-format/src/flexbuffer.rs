@@ -358,10 +358,10 @@ impl<'a> Reference<'a> {
     /// The value as JSON, for display: strings that are valid UTF-8 up to 64 bytes print as
     /// text, longer or binary ones as `"bytes[N]"`; nesting stops at [`MAX_DEPTH`].
     pub fn to_json(&self, field: &str) -> Result<serde_json::Value> {
-        self.to_json_depth(field, 0)
+        self.json_at_depth(field, 0)
     }
 
-    fn to_json_depth(&self, field: &str, depth: usize) -> Result<serde_json::Value> {
+    fn json_at_depth(&self, field: &str, depth: usize) -> Result<serde_json::Value> {
         use serde_json::Value;
         if depth > MAX_DEPTH {
             return Err(Error::Limit {
@@ -391,7 +391,7 @@ impl<'a> Reference<'a> {
                 for i in 0..map.len() {
                     let key = String::from_utf8_lossy(map.key(i, field)?).into_owned();
                     let sub = format!("{field}.{key}");
-                    out.insert(key, map.value(i, &sub)?.to_json_depth(&sub, depth + 1)?);
+                    out.insert(key, map.value(i, &sub)?.json_at_depth(&sub, depth + 1)?);
                 }
                 Value::Object(out)
             }
@@ -400,7 +400,7 @@ impl<'a> Reference<'a> {
                 let mut out = Vec::new();
                 for i in 0..v.len() {
                     let sub = format!("{field}[{i}]");
-                    out.push(v.get(i, &sub)?.to_json_depth(&sub, depth + 1)?);
+                    out.push(v.get(i, &sub)?.json_at_depth(&sub, depth + 1)?);
                 }
                 Value::Array(out)
             }

@@ -13,7 +13,10 @@ use kiln_format::darwinn::{dma, relayout, select, Package};
 use kiln_format::tflite::Model;
 use serde_json::Value;
 
-fn samples(test: &str) -> Option<(PathBuf, Vec<(String, Vec<u8>, Value)>)> {
+/// (file name, bytes, facts.json entry) of each sample model.
+type Samples = Vec<(String, Vec<u8>, Value)>;
+
+fn samples(test: &str) -> Option<(PathBuf, Samples)> {
     let dir = shared_testdata("edgetpu", test)?;
     let facts: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("facts.json")).unwrap()).unwrap();

@@ -289,7 +289,7 @@ fn linking_unaligned_fields_and_driver_crash_cases() {
     assert_eq!(read(128), 0x3333_4444);
     assert_eq!(read(200), 0xaaaa_bbbb);
     // The output got no address: left as compiled, and reported.
-    assert_eq!(read(77), link::read_field(&exe.bitstreams()[0], 77).unwrap());
+    assert_eq!(read(77), link::read_field(exe.bitstreams()[0], 77).unwrap());
     assert_eq!(report.unpatched.len(), 1);
     assert!(report.unpatched[0].1.contains("\"out\""));
     // Out-of-range batch, bad position, field past the end, scratch batch: errors, not crashes.

@@ -19,6 +19,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let input = Input::open(&args.file)?;
     match input.kind {
         // Each format registers its dump here.
+        kiln_format::Kind::Edgetpu => super::edgetpu::dump(&input),
         kind => bail!("{}: dumping {kind} files is not supported yet", args.file.display()),
     }
 }

@@ -185,6 +185,141 @@ pub fn verify(input: &Input) -> Result<(), String> {
     Ok(())
 }
 
+/// `kiln dump` on an Edge TPU model: every decoded field of every package as JSON (byte
+/// blobs as their length).
+pub fn dump(input: &Input) -> Result<ExitCode> {
+    let (_, found) = load(input.file.path(), input.bytes())?;
+    let packages: Vec<serde_json::Value> = found.iter().map(dump_package).collect();
+    print_json(&serde_json::json!({ "packages": packages }))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn dump_package(f: &Found<'_>) -> serde_json::Value {
+    use serde_json::json;
+    let r = f.package.root();
+    json!({
+        "subgraph": f.op.subgraph,
+        "operator": f.op.operator,
+        "index": f.index,
+        "file_offset": f.op.data.packages.get(f.index).map(|b| b.file_offset),
+        "custom_options": f.op.data.keys,
+        "identifier_ok": f.package.has_identifier(),
+        "min_runtime_version": r.min_runtime_version(),
+        "serialized_multi_executable_bytes": f.package.multi_executable_bytes().len(),
+        "signature_bytes": r.signature().map_or(0, |v| v.len()),
+        "keypair_version": r.keypair_version(),
+        "compiler_version": r.compiler_version(),
+        "virtual_chip_id": r.virtual_chip_id(),
+        "multi_chip_package": r.multi_chip_package().map_or(0, |v| v.len()),
+        "model_identifier": r.model_identifier(),
+        "executables": f.package.executables().iter().map(dump_executable).collect::<Vec<_>>(),
+    })
+}
+
+fn dump_meta(m: Option<schema::Meta<'_>>) -> serde_json::Value {
+    m.map_or(serde_json::Value::Null, |m| {
+        serde_json::json!({
+            "desc": darwinn::description_name(m.desc()),
+            "batch": m.batch(),
+            "name": m.name(),
+            "position": darwinn::position_kind(m.position()),
+        })
+    })
+}
+
+fn dump_layer(l: &schema::Layer<'_>) -> serde_json::Value {
+    use serde_json::json;
+    let spec = writer::LayerSpec::from_layer(*l);
+    let out = match &spec.kind {
+        writer::LayerKind::Output { layout, data_type, shape_info } => json!({
+            "data_type": darwinn::data_type_name(*data_type),
+            "layout": layout.as_ref().map(|m| json!({
+                "y_coordinate_to_linear_tile_id_map": m.y_coordinate_to_linear_tile_id_map,
+                "x_coordinate_to_linear_tile_id_map": m.x_coordinate_to_linear_tile_id_map,
+                "linearized_tile_byte_offset": m.linearized_tile_byte_offset,
+                "x_coordinate_to_local_byte_offset": m.x_coordinate_to_local_byte_offset,
+                "y_coordinate_to_local_y_offset": m.y_coordinate_to_local_y_offset,
+                "x_coordinate_to_local_y_row_size": m.x_coordinate_to_local_y_row_size,
+            })),
+            "shape_info": shape_info.as_ref().map(|si| json!({
+                "slice_layout": si.slice_layout.iter().map(|t| json!({"shape": t.shape, "stride": t.stride})).collect::<Vec<_>>(),
+                "slice_offset": si.slice_offset,
+            })),
+        }),
+        writer::LayerKind::Input => json!("input"),
+        writer::LayerKind::None => serde_json::Value::Null,
+    };
+    json!({
+        "name": spec.name,
+        "size_bytes": spec.size_bytes,
+        "y_dim": spec.y_dim,
+        "x_dim": spec.x_dim,
+        "z_dim": spec.z_dim,
+        "zero_point": spec.numerics.map(|n| n.0),
+        "dequantization_factor": spec.numerics.map(|n| n.1),
+        "data_type": darwinn::data_type_name(spec.data_type),
+        "execution_count_per_inference": spec.execution_count_per_inference,
+        "cache_on_dram": spec.cache_on_dram,
+        "shape": spec.shape,
+        "any_layer": out,
+    })
+}
+
+fn dump_executable(e: &Executable<'_>) -> serde_json::Value {
+    use serde_json::json;
+    let r = e.root();
+    let hints = r.dma_hints().map(|h| {
+        let list: Vec<serde_json::Value> = h
+            .hints()
+            .iter()
+            .flatten()
+            .map(|x| {
+                let dir = x.direction().variant_name().unwrap_or("UNKNOWN");
+                if let Some(d) = x.any_hint_as_dma_descriptor_hint() {
+                    json!({"dma": {"meta": dump_meta(d.meta()), "offset_in_bytes": d.offset_in_bytes(), "size_in_bytes": d.size_in_bytes()}, "direction": dir})
+                } else if let Some(i) = x.any_hint_as_instruction_hint() {
+                    json!({"instruction_chunk_index": i.instruction_chunk_index(), "direction": dir})
+                } else if let Some(i) = x.any_hint_as_interrupt_hint() {
+                    json!({"interrupt": i.type_().0, "direction": dir})
+                } else if x.any_hint_as_fence_hint().is_some() {
+                    json!({"fence": true, "direction": dir})
+                } else {
+                    json!({"none": x.any_hint_type().0, "direction": dir})
+                }
+            })
+            .collect();
+        json!({"fully_deterministic": h.fully_deterministic(), "hints": list})
+    });
+    json!({
+        "offset_in_package": e.offset_in_package(),
+        "bytes": e.data().len(),
+        "version": r.version(),
+        "name": r.name(),
+        "type": darwinn::executable_type_name(r.type_()),
+        "chip": r.chip(),
+        "serialized_model_bytes": r.serialized_model().map_or(0, |v| v.len()),
+        "batch_size": r.batch_size(),
+        "scratch_size_bytes": r.scratch_size_bytes(),
+        "parameters_bytes": e.parameters().len(),
+        "parameters_offset": e.parameters_offset(),
+        "parameter_caching_token": format!("0x{:016x}", r.parameter_caching_token()),
+        "use_tpu_dram_for_parameters": r.use_tpu_dram_for_parameters(),
+        "estimated_cycles": r.estimated_cycles(),
+        "estimated_cycles_64bit": r.estimated_cycles_64bit(),
+        "used_narrow_memory_bytes_per_tile": r.used_narrow_memory_bytes_per_tile(),
+        "instruction_bitstreams": r.instruction_bitstreams().iter().flatten().map(|b| json!({
+            "bytes": b.bitstream().map_or(0, |x| x.len()),
+            "field_offsets": b.field_offsets().iter().flatten().map(|fo| json!({
+                "offset_bit": fo.offset_bit(),
+                "meta": dump_meta(fo.meta()),
+            })).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+        "dma_hints": hints,
+        "input_layers": e.input_layers().iter().map(dump_layer).collect::<Vec<_>>(),
+        "output_layers": e.output_layers().iter().map(dump_layer).collect::<Vec<_>>(),
+    })
+}
+
 /// Parses `0x...` hex or decimal.
 fn parse_addr(s: &str) -> Result<u64, String> {
     let r = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {

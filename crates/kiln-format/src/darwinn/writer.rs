@@ -325,53 +325,60 @@ fn i32s(v: Option<flatbuffers::Vector<'_, i32>>) -> Vec<i32> {
     v.map(|v| v.iter().collect()).unwrap_or_default()
 }
 
-fn layer_spec(l: schema::Layer<'_>) -> LayerSpec {
-    let kind = match l.any_layer_type() {
-        AnyLayer::InputLayer => LayerKind::Input,
-        AnyLayer::OutputLayer => match l.any_layer_as_output_layer() {
-            Some(o) => LayerKind::Output {
-                layout: o.layout().map(|m| OutputLayoutSpec {
-                    y_coordinate_to_linear_tile_id_map: i32s(
-                        m.y_coordinate_to_linear_tile_id_map(),
-                    ),
-                    x_coordinate_to_linear_tile_id_map: i32s(
-                        m.x_coordinate_to_linear_tile_id_map(),
-                    ),
-                    linearized_tile_byte_offset: i32s(m.linearized_tile_byte_offset()),
-                    x_coordinate_to_local_byte_offset: i32s(m.x_coordinate_to_local_byte_offset()),
-                    y_coordinate_to_local_y_offset: i32s(m.y_coordinate_to_local_y_offset()),
-                    x_coordinate_to_local_y_row_size: i32s(m.x_coordinate_to_local_y_row_size()),
-                }),
-                data_type: o.data_type(),
-                shape_info: o.shape_info().map(|si| ShapeInfoSpec {
-                    slice_layout: si
-                        .slice_layout()
-                        .iter()
-                        .flatten()
-                        .map(|t| TensorLayoutSpec {
-                            shape: t.shape().map(ranges).unwrap_or_default(),
-                            stride: i32s(t.stride()),
-                        })
-                        .collect(),
-                    slice_offset: i32s(si.slice_offset()),
-                }),
+impl LayerSpec {
+    /// Every field of `l`.
+    pub fn from_layer(l: schema::Layer<'_>) -> Self {
+        let kind = match l.any_layer_type() {
+            AnyLayer::InputLayer => LayerKind::Input,
+            AnyLayer::OutputLayer => match l.any_layer_as_output_layer() {
+                Some(o) => LayerKind::Output {
+                    layout: o.layout().map(|m| OutputLayoutSpec {
+                        y_coordinate_to_linear_tile_id_map: i32s(
+                            m.y_coordinate_to_linear_tile_id_map(),
+                        ),
+                        x_coordinate_to_linear_tile_id_map: i32s(
+                            m.x_coordinate_to_linear_tile_id_map(),
+                        ),
+                        linearized_tile_byte_offset: i32s(m.linearized_tile_byte_offset()),
+                        x_coordinate_to_local_byte_offset: i32s(
+                            m.x_coordinate_to_local_byte_offset(),
+                        ),
+                        y_coordinate_to_local_y_offset: i32s(m.y_coordinate_to_local_y_offset()),
+                        x_coordinate_to_local_y_row_size: i32s(
+                            m.x_coordinate_to_local_y_row_size(),
+                        ),
+                    }),
+                    data_type: o.data_type(),
+                    shape_info: o.shape_info().map(|si| ShapeInfoSpec {
+                        slice_layout: si
+                            .slice_layout()
+                            .iter()
+                            .flatten()
+                            .map(|t| TensorLayoutSpec {
+                                shape: t.shape().map(ranges).unwrap_or_default(),
+                                stride: i32s(t.stride()),
+                            })
+                            .collect(),
+                        slice_offset: i32s(si.slice_offset()),
+                    }),
+                },
+                None => LayerKind::None,
             },
-            None => LayerKind::None,
-        },
-        _ => LayerKind::None,
-    };
-    LayerSpec {
-        name: l.name().map(str::to_string),
-        size_bytes: l.size_bytes(),
-        y_dim: l.y_dim(),
-        x_dim: l.x_dim(),
-        z_dim: l.z_dim(),
-        numerics: l.numerics().map(|n| (n.zero_point(), n.dequantization_factor())),
-        data_type: l.data_type(),
-        kind,
-        execution_count_per_inference: l.execution_count_per_inference(),
-        cache_on_dram: l.cache_on_dram(),
-        shape: l.shape().map(ranges),
+            _ => LayerKind::None,
+        };
+        LayerSpec {
+            name: l.name().map(str::to_string),
+            size_bytes: l.size_bytes(),
+            y_dim: l.y_dim(),
+            x_dim: l.x_dim(),
+            z_dim: l.z_dim(),
+            numerics: l.numerics().map(|n| (n.zero_point(), n.dequantization_factor())),
+            data_type: l.data_type(),
+            kind,
+            execution_count_per_inference: l.execution_count_per_inference(),
+            cache_on_dram: l.cache_on_dram(),
+            shape: l.shape().map(ranges),
+        }
     }
 }
 
@@ -430,8 +437,8 @@ impl ExecutableSpec {
                 hints: h.hints().map(|v| v.iter().map(hint_spec).collect()),
                 fully_deterministic: h.fully_deterministic(),
             }),
-            input_layers: r.input_layers().map(|v| v.iter().map(layer_spec).collect()),
-            output_layers: r.output_layers().map(|v| v.iter().map(layer_spec).collect()),
+            input_layers: r.input_layers().map(|v| v.iter().map(LayerSpec::from_layer).collect()),
+            output_layers: r.output_layers().map(|v| v.iter().map(LayerSpec::from_layer).collect()),
             chip: r.chip().map(str::to_string),
             estimated_cycles: r.estimated_cycles(),
             used_narrow_memory_bytes_per_tile: r.used_narrow_memory_bytes_per_tile(),
