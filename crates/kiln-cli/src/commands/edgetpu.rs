@@ -877,6 +877,10 @@ fn render_executable(s: &mut String, i: usize, e: &Executable<'_>) {
     for (title, layers) in
         [("Input layers", e.input_layers()), ("Output layers", e.output_layers())]
     {
+        if layers.is_empty() {
+            let _ = writeln!(s, "    {title}: none");
+            continue;
+        }
         let _ = writeln!(s, "    {title}:");
         let mut t = Table::new([
             "name",
@@ -907,24 +911,29 @@ fn render_executable(s: &mut String, i: usize, e: &Executable<'_>) {
     }
 }
 
-/// A short description of how an output layer is tiled.
+/// A short description of how an output layer is tiled: the tile grid and the z padding.
 fn tiling(l: &schema::Layer<'_>) -> String {
     let Some(out) = l.any_layer_as_output_layer() else { return "-".to_string() };
-    if out.shape_info().is_some() {
-        let n = out.shape_info().and_then(|si| si.slice_layout()).map_or(0, |v| v.len());
-        return format!("shape_info, {n} slice(s)");
+    if let Some(si) = out.shape_info() {
+        return format!("shape_info, {} slice(s)", si.slice_layout().map_or(0, |v| v.len()));
     }
-    let Some(layout) = out.layout() else { return "none".to_string() };
     if l.y_dim() <= 1 && l.x_dim() <= 1 {
         return "1-D".to_string();
     }
-    let distinct = |mut xs: Vec<i32>| {
-        xs.dedup();
-        xs.len()
+    let Some(layout) = out.layout() else { return "no OutputLayout".to_string() };
+    let Ok(g) = relayout::Geometry::of(l) else { return "invalid dims".to_string() };
+    let Ok(maps) = relayout::TileMaps::new(layout, g.y, g.x) else {
+        return "invalid OutputLayout".to_string();
     };
-    let ys =
-        layout.y_coordinate_to_linear_tile_id_map().map(|v| v.iter().collect()).unwrap_or_default();
-    let xs =
-        layout.x_coordinate_to_linear_tile_id_map().map(|v| v.iter().collect()).unwrap_or_default();
-    format!("{}x{} tiles", distinct(ys), distinct(xs))
+    let (rows, cols) = maps.grid(g.y, g.x);
+    let step = if g.x > 1 { maps.buffer_index(0, 1, 0) } else { maps.buffer_index(1, 0, 0) };
+    let padded = match (step, maps.buffer_index(0, 0, 0)) {
+        (Ok(b), Ok(a)) if b >= a => (b - a) * g.dts,
+        _ => return format!("{rows}x{cols} tiles, invalid map"),
+    };
+    if padded == g.z_bytes() {
+        format!("{rows}x{cols} tiles")
+    } else {
+        format!("{rows}x{cols} tiles, z {} B padded to {padded} B", g.z_bytes())
+    }
 }
