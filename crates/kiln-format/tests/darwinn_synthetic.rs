@@ -359,3 +359,39 @@ fn dma_walk_of_a_built_executable() {
         .to_string()
         .contains("last page"));
 }
+
+#[test]
+fn relayout_of_the_schema_comment_2x2_tile_example() {
+    // executable.fbs, above `table OutputLayout`: a 4x5x32 output over 2x2 tiles, tiles 0 and 2
+    // holding 2x3x32 and tiles 1 and 3 holding 2x2x32, laid out one tile after another.
+    let mut layer = output("out", 4, 5, 32, 640);
+    layer.kind = LayerKind::Output {
+        layout: Some(kiln_format::darwinn::writer::OutputLayoutSpec {
+            y_coordinate_to_linear_tile_id_map: vec![0, 0, 2, 2],
+            x_coordinate_to_linear_tile_id_map: vec![0, 0, 0, 1, 1],
+            linearized_tile_byte_offset: vec![0, 192, 320, 512],
+            x_coordinate_to_local_byte_offset: vec![0, 32, 64, 0, 32],
+            y_coordinate_to_local_y_offset: vec![0, 1, 0, 1],
+            x_coordinate_to_local_y_row_size: vec![96, 96, 96, 64, 64],
+        }),
+        data_type: DataType::FIXED_POINT8,
+        shape_info: None,
+    };
+    let mut spec = executable(ExecutableType::STAND_ALONE, 0);
+    spec.output_layers = Some(vec![layer]);
+    let bytes = spec.build().unwrap();
+    let exe = Executable::open(&bytes, 0).unwrap();
+    let src: Vec<u8> = (0..640u32).map(|i| (i % 253) as u8).collect();
+    let dense = relayout::relayout(&exe.output_layers()[0], &src).unwrap();
+    for y in 0..4usize {
+        for x in 0..5usize {
+            // Geometry of the example, independent of the maps.
+            let (row, col) = (y / 2, usize::from(x >= 3));
+            let width = if col == 0 { 3 } else { 2 };
+            let tile_start = [0, 192, 320, 512][2 * row + col];
+            let s = tile_start + (y % 2) * width * 32 + (x - 3 * col) * 32;
+            let d = (y * 5 + x) * 32;
+            assert_eq!(dense[d..d + 32], src[s..s + 32], "y={y} x={x}");
+        }
+    }
+}
