@@ -26,6 +26,10 @@ const FORMAT: &str = "flexbuffer";
 /// Deepest nesting [`Reference::to_json`] follows (offsets may form cycles in hostile data).
 pub const MAX_DEPTH: usize = 32;
 
+/// Most values [`Reference::to_json`] visits (shared sub-vectors could otherwise make a small
+/// buffer expand exponentially).
+pub const MAX_JSON_VALUES: u64 = 1 << 16;
+
 /// The FlexBuffer value types (the upper six bits of a packed type byte).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FlexType {
@@ -356,12 +360,19 @@ impl<'a> Reference<'a> {
     }
 
     /// The value as JSON, for display: strings that are valid UTF-8 up to 64 bytes print as
-    /// text, longer or binary ones as `"bytes[N]"`; nesting stops at [`MAX_DEPTH`].
+    /// text, longer or binary ones as `"bytes[N]"`; nesting stops at [`MAX_DEPTH`] and the walk
+    /// at [`MAX_JSON_VALUES`] values.
     pub fn to_json(&self, field: &str) -> Result<serde_json::Value> {
-        self.json_at_depth(field, 0)
+        let mut budget = MAX_JSON_VALUES;
+        self.json_at_depth(field, 0, &mut budget)
     }
 
-    fn json_at_depth(&self, field: &str, depth: usize) -> Result<serde_json::Value> {
+    fn json_at_depth(
+        &self,
+        field: &str,
+        depth: usize,
+        budget: &mut u64,
+    ) -> Result<serde_json::Value> {
         use serde_json::Value;
         if depth > MAX_DEPTH {
             return Err(Error::Limit {
@@ -371,6 +382,12 @@ impl<'a> Reference<'a> {
                 limit: MAX_DEPTH as u64,
             });
         }
+        *budget = budget.checked_sub(1).ok_or_else(|| Error::Limit {
+            format: FORMAT,
+            what: format!("values visited at {field}"),
+            value: MAX_JSON_VALUES + 1,
+            limit: MAX_JSON_VALUES,
+        })?;
         Ok(match self.ty {
             FlexType::Null => Value::Null,
             FlexType::Bool => Value::Bool(self.as_i64(field)? != 0),
@@ -391,7 +408,7 @@ impl<'a> Reference<'a> {
                 for i in 0..map.len() {
                     let key = String::from_utf8_lossy(map.key(i, field)?).into_owned();
                     let sub = format!("{field}.{key}");
-                    out.insert(key, map.value(i, &sub)?.json_at_depth(&sub, depth + 1)?);
+                    out.insert(key, map.value(i, &sub)?.json_at_depth(&sub, depth + 1, budget)?);
                 }
                 Value::Object(out)
             }
@@ -400,7 +417,7 @@ impl<'a> Reference<'a> {
                 let mut out = Vec::new();
                 for i in 0..v.len() {
                     let sub = format!("{field}[{i}]");
-                    out.push(v.get(i, &sub)?.json_at_depth(&sub, depth + 1)?);
+                    out.push(v.get(i, &sub)?.json_at_depth(&sub, depth + 1, budget)?);
                 }
                 Value::Array(out)
             }
@@ -606,6 +623,28 @@ mod tests {
                 let _ = root(&m).and_then(|r| r.to_json("root"));
             }
         }
+    }
+
+    #[test]
+    fn shared_sub_vectors_hit_the_value_budget() {
+        // A chain of 30 untyped vectors, each with 8 elements pointing at the previous vector:
+        // 8^30 values if expanded.
+        let mut b = vec![1u8, 0, 0]; // vector 0: one null (len at 0, slot 1, type byte 2)
+        let mut prev = 1usize;
+        for _ in 0..30 {
+            b.push(8); // length
+            let start = b.len();
+            for i in 0..8 {
+                b.push((start + i - prev) as u8);
+            }
+            b.extend_from_slice(&[10 << 2; 8]);
+            prev = start;
+        }
+        let root_slot = b.len();
+        b.push((root_slot - prev) as u8);
+        b.extend_from_slice(&[10 << 2, 1]);
+        let err = root(&b).unwrap().to_json("root").unwrap_err().to_string();
+        assert!(err.contains("values visited"), "{err}");
     }
 
     #[test]
