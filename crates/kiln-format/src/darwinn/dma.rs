@@ -4,6 +4,8 @@
 //! checked to stay inside the last page of its buffer (overflow past the end of a buffer is
 //! allowed up to its page boundary, as in the driver).
 
+use std::collections::BTreeMap;
+
 use super::schema::{AnyHint, Description, Direction};
 use super::Executable;
 use crate::bytes::align_up;
@@ -66,19 +68,31 @@ pub enum Step {
     GlobalFence,
 }
 
-/// Size of the buffer a descriptor hint addresses, per batch.
-fn buffer_size(exe: &Executable<'_>, buffer: &Buffer) -> Result<u64> {
+/// Padded sizes (`size_bytes * execution_count_per_inference`) of layers by name.
+fn layer_sizes(layers: Vec<super::schema::Layer<'_>>) -> BTreeMap<String, u64> {
+    layers
+        .into_iter()
+        .map(|l| {
+            let size = u64::try_from(l.size_bytes()).unwrap_or(0);
+            let count = u64::try_from(l.execution_count_per_inference()).unwrap_or(0);
+            (l.name().unwrap_or_default().to_string(), size.saturating_mul(count))
+        })
+        .collect()
+}
+
+/// Size of the buffer a descriptor hint addresses, per batch; `sizes` holds the input and
+/// output layer sizes by name.
+fn buffer_size(
+    exe: &Executable<'_>,
+    sizes: &[BTreeMap<String, u64>; 2],
+    buffer: &Buffer,
+) -> Result<u64> {
     let layer_size = |name: &str, input: bool| -> Result<u64> {
-        let layers = if input { exe.input_layers() } else { exe.output_layers() };
-        let l =
-            layers.into_iter().find(|l| l.name() == Some(name)).ok_or_else(|| Error::NotFound {
-                format: FORMAT,
-                what: if input { "input layer" } else { "output layer" },
-                name: name.to_string(),
-            })?;
-        let size = u64::try_from(l.size_bytes()).unwrap_or(0);
-        let count = u64::try_from(l.execution_count_per_inference()).unwrap_or(0);
-        Ok(size.saturating_mul(count))
+        sizes[usize::from(!input)].get(name).copied().ok_or_else(|| Error::NotFound {
+            format: FORMAT,
+            what: if input { "input layer" } else { "output layer" },
+            name: name.to_string(),
+        })
     };
     let check_batch = |batch: i32| -> Result<()> {
         if batch < 0 || batch >= exe.root().batch_size() {
@@ -112,6 +126,7 @@ pub fn steps(exe: &Executable<'_>, overlap_requests: bool) -> Result<Vec<Step>> 
         return Err(Error::invalid(FORMAT, "dma_hints", None, "absent"));
     };
     let chunks = exe.bitstreams();
+    let sizes = [layer_sizes(exe.input_layers()), layer_sizes(exe.output_layers())];
     let mut out = Vec::new();
     for (i, h) in hints.hints().iter().flatten().enumerate() {
         let field = format!("dma_hints.hints[{i}]");
@@ -152,7 +167,7 @@ pub fn steps(exe: &Executable<'_>, overlap_requests: bool) -> Result<Vec<Step>> 
                     ));
                 };
                 let limit = align_up(
-                    buffer_size(exe, &buffer)
+                    buffer_size(exe, &sizes, &buffer)
                         .map_err(|e| Error::invalid(FORMAT, &field, None, e.to_string()))?,
                     PAGE,
                 )

@@ -201,34 +201,32 @@ pub fn link_chunk(
         report.patched.push((f.clone(), patch(f, addr, bitstream)?));
         done[i] = true;
     }
-    // 3. inputs, 4. outputs, by exact name and batch.
+    // 3. inputs, 4. outputs, by exact name and batch (one pass each, names looked up).
     for (desc, map) in [
         (Description::BASE_ADDRESS_INPUT_ACTIVATION, &addrs.inputs),
         (Description::BASE_ADDRESS_OUTPUT_ACTIVATION, &addrs.outputs),
     ] {
-        for (name, per_batch) in map {
-            for (i, f) in fields.iter().enumerate() {
-                if f.desc != desc || &f.name != name {
-                    continue;
-                }
-                let addr = usize::try_from(f.batch)
-                    .ok()
-                    .and_then(|b| per_batch.get(b))
-                    .ok_or_else(|| {
-                        Error::invalid(
-                            FORMAT,
-                            format!("{}.meta.batch", f.path()),
-                            None,
-                            format!(
-                                "batch {} of {name:?} but {} address(es) given",
-                                f.batch,
-                                per_batch.len()
-                            ),
-                        )
-                    })?;
-                report.patched.push((f.clone(), patch(f, *addr, bitstream)?));
-                done[i] = true;
+        for (i, f) in fields.iter().enumerate() {
+            if f.desc != desc {
+                continue;
             }
+            let Some(per_batch) = map.get(&f.name) else { continue };
+            let addr =
+                usize::try_from(f.batch).ok().and_then(|b| per_batch.get(b)).ok_or_else(|| {
+                    Error::invalid(
+                        FORMAT,
+                        format!("{}.meta.batch", f.path()),
+                        None,
+                        format!(
+                            "batch {} of {:?} but {} address(es) given",
+                            f.batch,
+                            f.name,
+                            per_batch.len()
+                        ),
+                    )
+                })?;
+            report.patched.push((f.clone(), patch(f, *addr, bitstream)?));
+            done[i] = true;
         }
     }
     for (f, _) in fields.iter().zip(&done).filter(|(_, d)| !**d) {
@@ -256,8 +254,14 @@ pub fn link_chunk(
 /// Links copies of every bitstream of `exe`; returns the linked bitstreams and the report.
 pub fn link(exe: &Executable<'_>, addrs: &Addresses) -> Result<(Vec<Vec<u8>>, Report)> {
     let root = exe.root();
+    let layers: std::collections::BTreeSet<&str> = exe
+        .input_layers()
+        .iter()
+        .chain(exe.output_layers().iter())
+        .filter_map(|l| l.name())
+        .collect();
     if let Some(name) =
-        addrs.inputs.keys().chain(addrs.outputs.keys()).find(|n| exe.layer(n).is_none())
+        addrs.inputs.keys().chain(addrs.outputs.keys()).find(|n| !layers.contains(n.as_str()))
     {
         return Err(Error::NotFound { format: FORMAT, what: "layer", name: name.clone() });
     }
