@@ -28,6 +28,8 @@ enum Command {
     Dump(commands::dump::Args),
     /// ExecuTorch program tools (`kiln pte rewrite IN.pte -o OUT.pte`).
     Pte(commands::executorch::PteArgs),
+    /// Edge TPU (DarwiNN) packages: inspect, extract, link, relayout, pack.
+    Edgetpu(commands::edgetpu::Args),
 }
 
 fn main() -> ExitCode {
@@ -37,6 +39,7 @@ fn main() -> ExitCode {
         Command::Verify(args) => commands::verify::run(args),
         Command::Dump(args) => commands::dump::run(args),
         Command::Pte(args) => commands::executorch::run_pte(args),
+        Command::Edgetpu(args) => commands::edgetpu::run(args),
     };
     match result {
         Ok(code) => code,

@@ -18,3 +18,6 @@ pub mod pte;
 
 pub use detect::{detect, Kind};
 pub use error::{Error, Result};
+pub mod darwinn;
+pub mod flexbuffer;
+pub mod tflite;

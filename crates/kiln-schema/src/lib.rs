@@ -20,3 +20,14 @@ pub mod program;
 #[rustfmt::skip]
 #[path = "generated/flat_tensor/mod.rs"]
 pub mod flat_tensor;
+
+/// DarwiNN (Edge TPU) executable schema: `Package`, `Executable` and their tables
+/// (`schema/darwinn.fbs`, namespace `platforms.darwinn`).
+#[rustfmt::skip]
+#[path = "generated/darwinn/mod.rs"]
+pub mod darwinn;
+
+/// The parts of the TensorFlow Lite schema kiln reads (`schema/tflite.fbs`).
+#[rustfmt::skip]
+#[path = "generated/tflite/mod.rs"]
+pub mod tflite;

@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod dump;
+pub mod edgetpu;
 pub mod executorch;
 pub mod inspect;
 pub mod verify;
