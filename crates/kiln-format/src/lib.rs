@@ -12,7 +12,11 @@
 pub mod bytes;
 pub mod detect;
 pub mod error;
+pub mod gguf;
 pub mod io;
+pub mod npy;
+pub mod safetensors;
+pub mod irpa;
 
 pub use detect::{detect, Kind};
 pub use error::{Error, Result};
