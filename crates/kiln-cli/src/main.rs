@@ -26,6 +26,8 @@ enum Command {
     Verify(commands::verify::Args),
     /// Print the whole file as JSON, for debugging.
     Dump(commands::dump::Args),
+    /// IREE parameter archives: dump, create, convert, extract, verify and edit.
+    Params(commands::params::Args),
 }
 
 fn main() -> ExitCode {
@@ -34,6 +36,7 @@ fn main() -> ExitCode {
         Command::Inspect(args) => commands::inspect::run(args),
         Command::Verify(args) => commands::verify::run(args),
         Command::Dump(args) => commands::dump::run(args),
+        Command::Params(args) => commands::params::run(args),
     };
     match result {
         Ok(code) => code,

@@ -38,7 +38,13 @@ pub struct GgmlType {
     pub npy_descr: Option<&'static str>,
 }
 
-const fn t(id: u32, name: &'static str, block_elems: u64, block_bytes: u64, npy_descr: Option<&'static str>) -> GgmlType {
+const fn t(
+    id: u32,
+    name: &'static str,
+    block_elems: u64,
+    block_bytes: u64,
+    npy_descr: Option<&'static str>,
+) -> GgmlType {
     GgmlType { id, name, block_elems, block_bytes, npy_descr }
 }
 
@@ -195,7 +201,10 @@ impl<'a> Cursor<'a> {
                 FORMAT,
                 f,
                 Some(self.at),
-                format!("{n} items of at least {min} bytes cannot fit the {} bytes left", self.left()),
+                format!(
+                    "{n} items of at least {min} bytes cannot fit the {} bytes left",
+                    self.left()
+                ),
             ));
         }
         Ok(n)
@@ -214,7 +223,12 @@ impl<'a> Cursor<'a> {
             8 => Value::Str(self.string(f)?),
             9 => {
                 if depth >= MAX_DEPTH {
-                    return Err(Error::Limit { format: FORMAT, what: format!("array nesting at {f}"), value: u64::from(depth + 1), limit: u64::from(MAX_DEPTH) });
+                    return Err(Error::Limit {
+                        format: FORMAT,
+                        what: format!("array nesting at {f}"),
+                        value: u64::from(depth + 1),
+                        limit: u64::from(MAX_DEPTH),
+                    });
                 }
                 let elem_type = self.u32(&format!("{f}.type"))?;
                 let count = self.u64(&format!("{f}.count"))?;
@@ -254,11 +268,20 @@ impl<'a> Gguf<'a> {
         let mut c = Cursor { r: ByteReader::new(bytes, FORMAT), at: 0 };
         let magic = c.bytes(4, "magic")?;
         if magic != b"GGUF" {
-            return Err(Error::BadMagic { format: FORMAT, offset: 0, expected: "GGUF".into(), found: format!("{magic:02x?}") });
+            return Err(Error::BadMagic {
+                format: FORMAT,
+                offset: 0,
+                expected: "GGUF".into(),
+                found: format!("{magic:02x?}"),
+            });
         }
         let version = c.u32("version")?;
         if !(2..=3).contains(&version) {
-            let why = if version.swap_bytes() <= 3 { "a big-endian file".to_string() } else { format!("version {version}") };
+            let why = if version.swap_bytes() <= 3 {
+                "a big-endian file".to_string()
+            } else {
+                format!("version {version}")
+            };
             return Err(Error::unsupported(FORMAT, "version", Some(4), why));
         }
         let tensor_count = c.u64("tensor_count")?;
@@ -276,7 +299,14 @@ impl<'a> Gguf<'a> {
             if key == b"general.alignment" {
                 alignment = match value {
                     Value::U64(a) if a.is_power_of_two() => a,
-                    _ => return Err(Error::invalid(FORMAT, f, Some(at), format!("{value:?} is not a power-of-two integer"))),
+                    _ => {
+                        return Err(Error::invalid(
+                            FORMAT,
+                            f,
+                            Some(at),
+                            format!("{value:?} is not a power-of-two integer"),
+                        ))
+                    }
                 };
             }
             metadata.push(KeyValue { key, value_type, value });
@@ -289,13 +319,25 @@ impl<'a> Gguf<'a> {
             let at = c.at;
             let n_dims = c.u32(&format!("{f}.n_dims"))?;
             if n_dims > MAX_DIMS {
-                return Err(Error::Limit { format: FORMAT, what: format!("{f}.n_dims"), value: u64::from(n_dims), limit: u64::from(MAX_DIMS) });
+                return Err(Error::Limit {
+                    format: FORMAT,
+                    what: format!("{f}.n_dims"),
+                    value: u64::from(n_dims),
+                    limit: u64::from(MAX_DIMS),
+                });
             }
-            let dims = (0..n_dims).map(|d| c.u64(&format!("{f}.dims[{d}]"))).collect::<Result<Vec<u64>>>()?;
+            let dims = (0..n_dims)
+                .map(|d| c.u64(&format!("{f}.dims[{d}]")))
+                .collect::<Result<Vec<u64>>>()?;
             let type_at = c.at;
             let type_id = c.u32(&format!("{f}.type"))?;
             let ty = ggml_type(type_id).ok_or_else(|| {
-                Error::unsupported(FORMAT, format!("{f}.type"), Some(type_at), format!("ggml type {type_id} is not in the current type table"))
+                Error::unsupported(
+                    FORMAT,
+                    format!("{f}.type"),
+                    Some(type_at),
+                    format!("ggml type {type_id} is not in the current type table"),
+                )
             })?;
             let rel = c.u64(&format!("{f}.offset"))?;
             infos.push((name, f, at, dims, ty, rel));
@@ -304,18 +346,36 @@ impl<'a> Gguf<'a> {
         let data_len = (bytes.len() as u64).saturating_sub(data_offset);
         let mut tensors = Vec::with_capacity(infos.len());
         for (name, f, at, dims, ty, rel) in infos {
-            let elems = dims
-                .iter()
-                .try_fold(1u64, |acc, &d| acc.checked_mul(d))
-                .ok_or_else(|| Error::invalid(FORMAT, format!("{f}.dims"), Some(at), "element count overflows 64 bits"))?;
+            let elems =
+                dims.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d)).ok_or_else(|| {
+                    Error::invalid(
+                        FORMAT,
+                        format!("{f}.dims"),
+                        Some(at),
+                        "element count overflows 64 bits",
+                    )
+                })?;
             if elems % ty.block_elems != 0 {
-                return Err(Error::invalid(FORMAT, format!("{f}.dims"), Some(at), format!("{elems} elements are not whole {}-element {} blocks", ty.block_elems, ty.name)));
+                return Err(Error::invalid(
+                    FORMAT,
+                    format!("{f}.dims"),
+                    Some(at),
+                    format!(
+                        "{elems} elements are not whole {}-element {} blocks",
+                        ty.block_elems, ty.name
+                    ),
+                ));
             }
-            let size = (elems / ty.block_elems)
-                .checked_mul(ty.block_bytes)
-                .ok_or_else(|| Error::invalid(FORMAT, format!("{f}.dims"), Some(at), "size overflows 64 bits"))?;
+            let size = (elems / ty.block_elems).checked_mul(ty.block_bytes).ok_or_else(|| {
+                Error::invalid(FORMAT, format!("{f}.dims"), Some(at), "size overflows 64 bits")
+            })?;
             if rel.checked_add(size).is_none_or(|end| end > data_len) {
-                return Err(Error::invalid(FORMAT, format!("{f}.offset"), Some(at), format!("{size} bytes at {rel} are outside the {data_len}-byte data section")));
+                return Err(Error::invalid(
+                    FORMAT,
+                    format!("{f}.offset"),
+                    Some(at),
+                    format!("{size} bytes at {rel} are outside the {data_len}-byte data section"),
+                ));
             }
             let offset = data_offset + rel;
             let data = c.r.slice(offset, size, &f)?;
@@ -329,7 +389,15 @@ impl<'a> Gguf<'a> {
         let mut ranges = Vec::with_capacity(self.tensors.len());
         for (i, t) in self.tensors.iter().enumerate() {
             if t.relative_offset % self.alignment != 0 {
-                return Err(Error::invalid(FORMAT, format!("tensors[{i}].offset"), Some(t.offset), format!("{} is not a multiple of the alignment {}", t.relative_offset, self.alignment)));
+                return Err(Error::invalid(
+                    FORMAT,
+                    format!("tensors[{i}].offset"),
+                    Some(t.offset),
+                    format!(
+                        "{} is not a multiple of the alignment {}",
+                        t.relative_offset, self.alignment
+                    ),
+                ));
             }
             if !t.data.is_empty() {
                 ranges.push((t.offset, t.offset + t.data.len() as u64, i));
@@ -338,7 +406,12 @@ impl<'a> Gguf<'a> {
         ranges.sort();
         for w in ranges.windows(2) {
             if w[1].0 < w[0].1 {
-                return Err(Error::invalid(FORMAT, format!("tensors[{}]", w[1].2), Some(w[1].0), format!("overlaps tensors[{}]", w[0].2)));
+                return Err(Error::invalid(
+                    FORMAT,
+                    format!("tensors[{}]", w[1].2),
+                    Some(w[1].0),
+                    format!("overlaps tensors[{}]", w[0].2),
+                ));
             }
         }
         Ok(())
@@ -357,8 +430,15 @@ impl ParamSource for Gguf<'_> {
             .map(|t| {
                 // NumPy shapes are outermost first; ggml stores innermost first.
                 let shape = t.dims.iter().rev().copied().collect();
-                let tensor = TensorType { dtype: t.ggml_type.name.to_string(), npy_descr: t.ggml_type.npy_descr, shape };
-                SourceEntry { key: Cow::Borrowed(t.name), ..SourceEntry::data(&[], t.offset, t.data, Some(tensor)) }
+                let tensor = TensorType {
+                    dtype: t.ggml_type.name.to_string(),
+                    npy_descr: t.ggml_type.npy_descr,
+                    shape,
+                };
+                SourceEntry {
+                    key: Cow::Borrowed(t.name),
+                    ..SourceEntry::data(&[], t.offset, t.data, Some(tensor))
+                }
             })
             .collect())
     }

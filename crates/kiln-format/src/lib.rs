@@ -14,9 +14,9 @@ pub mod detect;
 pub mod error;
 pub mod gguf;
 pub mod io;
+pub mod irpa;
 pub mod npy;
 pub mod safetensors;
-pub mod irpa;
 
 pub use detect::{detect, Kind};
 pub use error::{Error, Result};

@@ -46,28 +46,52 @@ impl<'a> Npy<'a> {
         let (header_len, start) = match major {
             1 => (u64::from(r.u16(8, "header_len")?), 10),
             2 | 3 => (u64::from(r.u32(8, "header_len")?), 12),
-            v => return Err(Error::unsupported(FORMAT, "version", Some(6), format!("version {v}.x"))),
+            v => {
+                return Err(Error::unsupported(
+                    FORMAT,
+                    "version",
+                    Some(6),
+                    format!("version {v}.x"),
+                ))
+            }
         };
         if header_len > MAX_HEADER {
-            return Err(Error::Limit { format: FORMAT, what: "header length".into(), value: header_len, limit: MAX_HEADER });
+            return Err(Error::Limit {
+                format: FORMAT,
+                what: "header length".into(),
+                value: header_len,
+                limit: MAX_HEADER,
+            });
         }
         let text = r.slice(start, header_len, "header")?;
         let text = std::str::from_utf8(text)
             .map_err(|_| Error::invalid(FORMAT, "header", Some(start), "not UTF-8 text"))?;
-        let dict = parse_dict(text).map_err(|why| Error::invalid(FORMAT, "header", Some(start), why))?;
+        let dict =
+            parse_dict(text).map_err(|why| Error::invalid(FORMAT, "header", Some(start), why))?;
         let data_offset = start + header_len;
-        let item = item_size(&dict.descr)
-            .ok_or_else(|| Error::unsupported(FORMAT, "header.descr", Some(start), format!("dtype {:?}", dict.descr)))?;
+        let item = item_size(&dict.descr).ok_or_else(|| {
+            Error::unsupported(
+                FORMAT,
+                "header.descr",
+                Some(start),
+                format!("dtype {:?}", dict.descr),
+            )
+        })?;
         if dict.descr.starts_with('>') && item > 1 {
             return Err(Error::unsupported(FORMAT, "header.descr", Some(start), "big-endian data"));
         }
-        let len = dict
-            .shape
-            .iter()
-            .try_fold(item, |acc, &d| acc.checked_mul(d))
-            .ok_or_else(|| Error::invalid(FORMAT, "header.shape", Some(start), "size overflows 64 bits"))?;
+        let len =
+            dict.shape.iter().try_fold(item, |acc, &d| acc.checked_mul(d)).ok_or_else(|| {
+                Error::invalid(FORMAT, "header.shape", Some(start), "size overflows 64 bits")
+            })?;
         let data = r.slice(data_offset, len, "data")?;
-        Ok(Npy { descr: dict.descr, fortran_order: dict.fortran_order, shape: dict.shape, data_offset, data })
+        Ok(Npy {
+            descr: dict.descr,
+            fortran_order: dict.fortran_order,
+            shape: dict.shape,
+            data_offset,
+            data,
+        })
     }
 }
 
@@ -235,7 +259,10 @@ mod tests {
             let n: u64 = shape.iter().product();
             file.extend(std::iter::repeat_n(0u8, (n * 4) as usize));
             let npy = Npy::parse(&file).unwrap();
-            assert_eq!((npy.descr.as_str(), npy.shape.clone(), npy.fortran_order), ("<f4", shape, false));
+            assert_eq!(
+                (npy.descr.as_str(), npy.shape.clone(), npy.fortran_order),
+                ("<f4", shape, false)
+            );
             assert_eq!(npy.data.len() as u64, n * 4);
         }
     }

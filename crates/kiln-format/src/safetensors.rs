@@ -92,7 +92,12 @@ impl<'a> SafeTensors<'a> {
         let r = ByteReader::new(bytes, FORMAT);
         let header_len = r.u64(0, "header_len")?;
         if header_len > MAX_HEADER {
-            return Err(Error::Limit { format: FORMAT, what: "header length".into(), value: header_len, limit: MAX_HEADER });
+            return Err(Error::Limit {
+                format: FORMAT,
+                what: "header length".into(),
+                value: header_len,
+                limit: MAX_HEADER,
+            });
         }
         let json = r.slice(8, header_len, "header")?;
         let base = 8 + header_len;
@@ -106,7 +111,8 @@ impl<'a> SafeTensors<'a> {
         let mut tensors = Vec::with_capacity(map.len());
         for (name, v) in &map {
             let field = |f: &str| format!("{name}.{f}");
-            let bad = |f: &str, why: &str| Error::invalid(FORMAT, field(f), Some(8), why.to_string());
+            let bad =
+                |f: &str, why: &str| Error::invalid(FORMAT, field(f), Some(8), why.to_string());
             if name == "__metadata__" {
                 let obj = v.as_object().ok_or_else(|| bad("", "is not an object"))?;
                 for (k, v) in obj {
@@ -116,9 +122,15 @@ impl<'a> SafeTensors<'a> {
                 continue;
             }
             let obj = v.as_object().ok_or_else(|| bad("", "is not an object"))?;
-            let dname = obj.get("dtype").and_then(|d| d.as_str()).ok_or_else(|| bad("dtype", "missing"))?;
+            let dname =
+                obj.get("dtype").and_then(|d| d.as_str()).ok_or_else(|| bad("dtype", "missing"))?;
             let dt = dtype(dname).ok_or_else(|| {
-                Error::unsupported(FORMAT, field("dtype"), Some(8), format!("unknown dtype {dname:?}"))
+                Error::unsupported(
+                    FORMAT,
+                    field("dtype"),
+                    Some(8),
+                    format!("unknown dtype {dname:?}"),
+                )
             })?;
             let shape = obj
                 .get("shape")
@@ -149,7 +161,13 @@ impl<'a> SafeTensors<'a> {
                 ));
             }
             let data = r.slice(base + begin, end - begin, &field("data"))?;
-            tensors.push(Tensor { name: name.clone(), dtype: dt, shape, offset: base + begin, data });
+            tensors.push(Tensor {
+                name: name.clone(),
+                dtype: dt,
+                shape,
+                offset: base + begin,
+                data,
+            });
         }
         Ok(SafeTensors { header_len, metadata, tensors })
     }
@@ -165,7 +183,12 @@ impl<'a> SafeTensors<'a> {
         ranges.sort();
         for w in ranges.windows(2) {
             if w[1].0 < w[0].1 {
-                return Err(Error::invalid(FORMAT, format!("{}.data_offsets", w[1].2), Some(w[1].0), format!("overlaps {}", w[0].2)));
+                return Err(Error::invalid(
+                    FORMAT,
+                    format!("{}.data_offsets", w[1].2),
+                    Some(w[1].0),
+                    format!("overlaps {}", w[0].2),
+                ));
             }
         }
         Ok(())
@@ -182,8 +205,15 @@ impl ParamSource for SafeTensors<'_> {
             .tensors
             .iter()
             .map(|t| {
-                let tensor = TensorType { dtype: t.dtype.name.to_string(), npy_descr: t.dtype.npy_descr, shape: t.shape.clone() };
-                SourceEntry { key: Cow::Borrowed(t.name.as_bytes()), ..SourceEntry::data(&[], t.offset, t.data, Some(tensor)) }
+                let tensor = TensorType {
+                    dtype: t.dtype.name.to_string(),
+                    npy_descr: t.dtype.npy_descr,
+                    shape: t.shape.clone(),
+                };
+                SourceEntry {
+                    key: Cow::Borrowed(t.name.as_bytes()),
+                    ..SourceEntry::data(&[], t.offset, t.data, Some(tensor))
+                }
             })
             .collect())
     }

@@ -23,8 +23,11 @@ fn hex(s: &str) -> Vec<u8> {
     (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
 }
 
+/// name, metadata, splat pattern (None for data), data bytes, splat length.
+type ManifestEntry = (String, Vec<u8>, Option<Vec<u8>>, Vec<u8>, u64);
+
 /// The entries a manifest of a Python-API case lists, exactly as given to IREE.
-fn manifest_entries(case: &str) -> (Vec<(String, Vec<u8>, Option<Vec<u8>>, Vec<u8>, u64)>, u64) {
+fn manifest_entries(case: &str) -> (Vec<ManifestEntry>, u64) {
     let text = std::fs::read_to_string(fixture(&format!("irpa/{case}.manifest.json"))).unwrap();
     let m: serde_json::Value = serde_json::from_str(&text).unwrap();
     let entries = m["entries"]
@@ -35,7 +38,13 @@ fn manifest_entries(case: &str) -> (Vec<(String, Vec<u8>, Option<Vec<u8>>, Vec<u
             let metadata = e["metadata"].as_str().unwrap_or("").as_bytes().to_vec();
             let name = e["name"].as_str().unwrap().to_string();
             if e["kind"] == "splat" {
-                (name, metadata, Some(hex(e["pattern"].as_str().unwrap())), Vec::new(), e["length"].as_u64().unwrap())
+                (
+                    name,
+                    metadata,
+                    Some(hex(e["pattern"].as_str().unwrap())),
+                    Vec::new(),
+                    e["length"].as_u64().unwrap(),
+                )
             } else {
                 (name, metadata, None, hex(e["hex"].as_str().unwrap()), 0)
             }
@@ -79,10 +88,21 @@ fn reader_indexes_iree_archives() {
     let bias = archive.find(b"bias").unwrap();
     assert!(matches!(bias.kind, EntryKind::Splat { length: 120, pattern_length: 4, .. }));
     // Every reference case verifies without errors.
-    for case in ["empty", "splats", "data_metadata", "many", "align64", "align4096", "merged", "edited", "stripped"] {
+    for case in [
+        "empty",
+        "splats",
+        "data_metadata",
+        "many",
+        "align64",
+        "align4096",
+        "merged",
+        "edited",
+        "stripped",
+    ] {
         let data = read(&format!("irpa/{case}.irpa"));
         let archive = Archive::parse(&data).unwrap();
-        let errors: Vec<_> = findings(&archive).into_iter().filter(|f| f.severity == Severity::Error).collect();
+        let errors: Vec<_> =
+            findings(&archive).into_iter().filter(|f| f.severity == Severity::Error).collect();
         assert!(errors.is_empty(), "{case}: {errors:?}");
     }
 }
@@ -104,13 +124,17 @@ fn convert_matches_iree_convert_parameters_byte_for_byte() {
     for case in ["from_safetensors", "from_gguf", "merged", "edited", "stripped"] {
         let text = std::fs::read_to_string(fixture(&format!("irpa/{case}.manifest.json"))).unwrap();
         let m: serde_json::Value = serde_json::from_str(&text).unwrap();
-        let args: Vec<String> =
-            m["kiln_convert"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_string()).collect();
+        let args: Vec<String> = m["kiln_convert"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap().to_string())
+            .collect();
         let mut options = Options::default();
         for pair in args.chunks(2) {
             match pair[0].as_str() {
                 "--exclude" => options.exclude.push(pair[1].as_bytes().to_vec()),
-                "--splat" => options.splat.push(pair[1].as_bytes().to_vec()),
+                "--splat" => options.splat.push((pair[1].as_bytes().to_vec(), vec![0])),
                 "--rename" => {
                     let (a, b) = pair[1].split_once('=').unwrap();
                     options.rename.push((a.as_bytes().to_vec(), b.as_bytes().to_vec()));
@@ -119,9 +143,14 @@ fn convert_matches_iree_convert_parameters_byte_for_byte() {
                 other => panic!("unexpected {other}"),
             }
         }
-        let inputs: Vec<Vec<u8>> =
-            m["inputs"].as_array().unwrap().iter().map(|i| read(&format!("irpa/{}", i.as_str().unwrap()))).collect();
-        let names: Vec<&str> = m["inputs"].as_array().unwrap().iter().map(|i| i.as_str().unwrap()).collect();
+        let inputs: Vec<Vec<u8>> = m["inputs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| read(&format!("irpa/{}", i.as_str().unwrap())))
+            .collect();
+        let names: Vec<&str> =
+            m["inputs"].as_array().unwrap().iter().map(|i| i.as_str().unwrap()).collect();
         let mut all = Vec::new();
         let parsed_irpa: Vec<_> = inputs
             .iter()
@@ -151,7 +180,11 @@ fn convert_matches_iree_convert_parameters_byte_for_byte() {
         let built = Plan::new(&entries, 64).unwrap().to_vec();
         let iree = read(&format!("irpa/{case}.irpa"));
         assert_eq!(built.len(), iree.len(), "{case}: size");
-        assert_eq!(built.iter().zip(&iree).position(|(a, b)| a != b), None, "{case}: first differing byte");
+        assert_eq!(
+            built.iter().zip(&iree).position(|(a, b)| a != b),
+            None,
+            "{case}: first differing byte"
+        );
     }
     with_entries("irpa/small.safetensors", |e| assert_eq!(e.len(), 5));
 }
@@ -171,7 +204,11 @@ fn linked_headers_are_followed_at_their_own_offsets() {
     assert_eq!(archive.entries().len(), pa.entries().len() + pb.entries().len());
     for (x, y) in archive.entries()[pa.entries().len()..].iter().zip(pb.entries()) {
         assert_eq!((x.name, x.metadata), (y.name, y.metadata));
-        if let (EntryKind::Data { bytes: bx, offset: ox, .. }, EntryKind::Data { bytes: by, offset: oy, .. }) = (x.kind, y.kind) {
+        if let (
+            EntryKind::Data { bytes: bx, offset: ox, .. },
+            EntryKind::Data { bytes: by, offset: oy, .. },
+        ) = (x.kind, y.kind)
+        {
             assert_eq!(bx, by);
             assert_eq!(ox, oy + a.len() as u64);
         }
@@ -200,7 +237,11 @@ fn erase_marks_entries_skip_and_keeps_everything_else() {
 }
 
 fn header_only(entry_count: u64) -> Vec<u8> {
-    let entries = vec![BuildEntry { name: Cow::Borrowed(b"k"), metadata: Cow::Borrowed(b""), payload: Payload::Data(b"abcd") }];
+    let entries = [BuildEntry {
+        name: Cow::Borrowed(b"k"),
+        metadata: Cow::Borrowed(b""),
+        payload: Payload::Data(b"abcd"),
+    }];
     let mut v = Plan::new(&entries[..entry_count as usize], 64).unwrap().to_vec();
     v.truncate(4096);
     v
@@ -258,7 +299,9 @@ fn newer_headers_are_skipped_not_fatal() {
 #[test]
 fn mutated_fixtures_never_panic() {
     let mut rng = Rng::new(0x1e5a);
-    for case in ["irpa/data_metadata.irpa", "irpa/many.irpa", "irpa/splats.irpa", "irpa/align4096.irpa"] {
+    for case in
+        ["irpa/data_metadata.irpa", "irpa/many.irpa", "irpa/splats.irpa", "irpa/align4096.irpa"]
+    {
         let original = read(case);
         for _ in 0..400 {
             let bytes = mutate(&original, &mut rng);

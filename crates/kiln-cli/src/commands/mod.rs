@@ -2,4 +2,5 @@
 
 pub mod dump;
 pub mod inspect;
+pub mod params;
 pub mod verify;

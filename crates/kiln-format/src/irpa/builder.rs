@@ -92,7 +92,8 @@ impl<'e, 'a> Plan<'e, 'a> {
                 format!("{alignment} is not a power of two"),
             ));
         }
-        let table_offset = align_up(HEADER_V0_SIZE, ENTRY_ALIGNMENT).ok_or_else(|| too_big("table"))?;
+        let table_offset =
+            align_up(HEADER_V0_SIZE, ENTRY_ALIGNMENT).ok_or_else(|| too_big("table"))?;
         // Pass 1: sizes and relative offsets.
         let mut table_len = 0u64;
         let mut entry_offsets = Vec::with_capacity(entries.len());
@@ -108,7 +109,10 @@ impl<'e, 'a> Plan<'e, 'a> {
                             FORMAT,
                             format!("entries[{i}] ({}).pattern", String::from_utf8_lossy(&e.name)),
                             None,
-                            format!("a splat pattern must be 1, 2, 4, 8 or 16 bytes, not {}", pattern.len()),
+                            format!(
+                                "a splat pattern must be 1, 2, 4, 8 or 16 bytes, not {}",
+                                pattern.len()
+                            ),
                         )
                     })?;
                     SPLAT_ENTRY_SIZE
@@ -131,7 +135,8 @@ impl<'e, 'a> Plan<'e, 'a> {
             if let Payload::Data(bytes) = &e.payload {
                 storage_alignment.get_or_insert(alignment);
                 let at = align_up(storage_len, alignment).ok_or_else(|| too_big("storage"))?;
-                storage_len = at.checked_add(bytes.len() as u64).ok_or_else(|| too_big("storage"))?;
+                storage_len =
+                    at.checked_add(bytes.len() as u64).ok_or_else(|| too_big("storage"))?;
                 rel_data.push(Some(at));
             } else {
                 rel_data.push(None);
@@ -158,7 +163,11 @@ impl<'e, 'a> Plan<'e, 'a> {
         put_u32(&mut head, field::MAGIC, MAGIC);
         put_u64(&mut head, field::HEADER_SIZE, HEADER_V0_SIZE);
         put_u64(&mut head, field::ENTRY_COUNT, entries.len() as u64);
-        put_range(&mut head, field::ENTRY_SEGMENT, Range { offset: table_offset, length: table_len });
+        put_range(
+            &mut head,
+            field::ENTRY_SEGMENT,
+            Range { offset: table_offset, length: table_len },
+        );
         put_range(&mut head, field::METADATA_SEGMENT, metadata);
         put_range(&mut head, field::STORAGE_SEGMENT, storage);
         let mut cursor = 0u64;
@@ -191,7 +200,8 @@ impl<'e, 'a> Plan<'e, 'a> {
                     put_u64(&mut head, at + field::ENTRY_SIZE, DATA_ENTRY_SIZE);
                     put_u32(&mut head, at + field::ENTRY_TYPE, entry_type::DATA);
                     put_u64(&mut head, at + field::ENTRY_MIN_ALIGNMENT, DEFAULT_DATA_ALIGNMENT);
-                    let range = Range { offset: rel_storage.unwrap_or(0), length: bytes.len() as u64 };
+                    let range =
+                        Range { offset: rel_storage.unwrap_or(0), length: bytes.len() as u64 };
                     put_range(&mut head, at + field::DATA_STORAGE, range);
                 }
                 Payload::External { path, offset, length } => {
@@ -199,12 +209,15 @@ impl<'e, 'a> Plan<'e, 'a> {
                     put_u32(&mut head, at + field::ENTRY_TYPE, entry_type::EXTERNAL);
                     let path = push_meta(&mut head, path, false);
                     put_range(&mut head, at + field::EXTERNAL_PATH, path);
-                    put_range(&mut head, at + field::EXTERNAL_RANGE, Range { offset: *offset, length: *length });
+                    put_range(
+                        &mut head,
+                        at + field::EXTERNAL_RANGE,
+                        Range { offset: *offset, length: *length },
+                    );
                 }
             }
         }
-        let data_offsets =
-            rel_data.iter().map(|r| r.map(|rel| storage.offset + rel)).collect();
+        let data_offsets = rel_data.iter().map(|r| r.map(|rel| storage.offset + rel)).collect();
         Ok(Plan { entries, head, data_offsets, storage, total_size })
     }
 
@@ -225,7 +238,11 @@ impl<'e, 'a> Plan<'e, 'a> {
 
     /// Streams the whole archive to `out`; `progress` is called with the number of bytes
     /// written so far after each chunk. Returns the number of bytes written.
-    pub fn write<W: Write>(&self, out: &mut W, progress: &mut dyn FnMut(u64)) -> std::io::Result<u64> {
+    pub fn write<W: Write>(
+        &self,
+        out: &mut W,
+        progress: &mut dyn FnMut(u64),
+    ) -> std::io::Result<u64> {
         let mut w = Counter { out, written: 0, progress };
         w.write(&self.head)?;
         for (e, off) in self.entries.iter().zip(&self.data_offsets) {

@@ -65,7 +65,11 @@ impl<'p, 'a> Output<'p, 'a> {
     }
 
     /// Streams the output to `out`; `progress` gets the bytes written so far.
-    pub fn write<W: Write>(&self, out: &mut W, progress: &mut dyn FnMut(u64)) -> std::io::Result<u64> {
+    pub fn write<W: Write>(
+        &self,
+        out: &mut W,
+        progress: &mut dyn FnMut(u64),
+    ) -> std::io::Result<u64> {
         let mut written = 0u64;
         for (i, part) in self.parts.iter().enumerate() {
             match part {
@@ -137,7 +141,11 @@ pub fn erase<'a>(archive: &Archive<'a>, keys: &[&[u8]]) -> Result<Vec<Patch<'a>>
 /// A patch that overwrites the data of the DATA entry `key` (the first one with that key) with
 /// `bytes` of the same length, or `None` when the entry is not DATA or the lengths differ (the
 /// caller then rebuilds).
-pub fn replace_in_place<'a>(archive: &Archive<'a>, key: &[u8], bytes: &'a [u8]) -> Result<Option<Patch<'a>>> {
+pub fn replace_in_place<'a>(
+    archive: &Archive<'a>,
+    key: &[u8],
+    bytes: &'a [u8],
+) -> Result<Option<Patch<'a>>> {
     let entry = archive.find(key).ok_or_else(|| not_found(key))?;
     Ok(match entry.kind {
         EntryKind::Data { offset, length, .. } if length == bytes.len() as u64 && length > 0 => {
@@ -173,7 +181,10 @@ pub fn patched<'p, 'a>(data: &'a [u8], patches: Vec<Patch<'a>>) -> Output<'p, 'a
 /// first header. The archives' own bytes are otherwise unchanged (all their offsets are relative
 /// to their headers). `existing` are parsed archives with their bytes; `appended`, when given,
 /// is a new archive written after them.
-pub fn link<'p, 'a>(existing: &[(&'a [u8], &Archive<'a>)], appended: Option<&'p Plan<'p, 'a>>) -> Output<'p, 'a> {
+pub fn link<'p, 'a>(
+    existing: &[(&'a [u8], &Archive<'a>)],
+    appended: Option<&'p Plan<'p, 'a>>,
+) -> Output<'p, 'a> {
     let mut parts = Vec::with_capacity(existing.len() + 1);
     let mut start = 0u64;
     for (i, (data, archive)) in existing.iter().enumerate() {
@@ -198,5 +209,9 @@ pub fn link<'p, 'a>(existing: &[(&'a [u8], &Archive<'a>)], appended: Option<&'p 
 }
 
 fn not_found(key: &[u8]) -> Error {
-    Error::NotFound { format: FORMAT, what: "entry", name: String::from_utf8_lossy(key).into_owned() }
+    Error::NotFound {
+        format: FORMAT,
+        what: "entry",
+        name: String::from_utf8_lossy(key).into_owned(),
+    }
 }

@@ -220,7 +220,8 @@ impl<'a> Archive<'a> {
         let version_major = r.u16(at(field::VERSION_MAJOR), &path("version_major"))?;
         let version_minor = r.u16(at(field::VERSION_MINOR), &path("version_minor"))?;
         let header_size = r.u64(at(field::HEADER_SIZE), &path("header_size"))?;
-        let next_header_offset = r.u64(at(field::NEXT_HEADER_OFFSET), &path("next_header_offset"))?;
+        let next_header_offset =
+            r.u64(at(field::NEXT_HEADER_OFFSET), &path("next_header_offset"))?;
         let flags = r.u64(at(field::FLAGS), &path("flags"))?;
         if header_size < HEADER_PREFIX_SIZE {
             return Err(Error::invalid(
@@ -390,7 +391,8 @@ impl<'a> Archive<'a> {
         };
         let name = metadata_ref(field::ENTRY_NAME, "name")?;
         let metadata = metadata_ref(field::ENTRY_METADATA, "metadata")?;
-        let minimum_alignment = r.u64(at + field::ENTRY_MIN_ALIGNMENT, &path(".minimum_alignment"))?;
+        let minimum_alignment =
+            r.u64(at + field::ENTRY_MIN_ALIGNMENT, &path(".minimum_alignment"))?;
         let need = |size: u64, what: &str| -> Result<()> {
             if entry_size < size {
                 return Err(Error::invalid(
@@ -415,7 +417,9 @@ impl<'a> Archive<'a> {
                         FORMAT,
                         path(".pattern_length"),
                         Some(at + field::SPLAT_PATTERN_LENGTH),
-                        format!("{pattern_length} is over the {MAX_SPLAT_PATTERN_LENGTH}-byte limit"),
+                        format!(
+                            "{pattern_length} is over the {MAX_SPLAT_PATTERN_LENGTH}-byte limit"
+                        ),
                     ));
                 }
                 EntryKind::Splat { length, pattern, pattern_length }
@@ -464,7 +468,9 @@ impl<'a> Archive<'a> {
                     FORMAT,
                     path(".type"),
                     Some(at + field::ENTRY_TYPE),
-                    format!("entry type {other} is not SKIP (0), SPLAT (1), DATA (2) or EXTERNAL (3)"),
+                    format!(
+                        "entry type {other} is not SKIP (0), SPLAT (1), DATA (2) or EXTERNAL (3)"
+                    ),
                 ))
             }
         };

@@ -59,7 +59,11 @@ impl<'a> SourceEntry<'a> {
 
     /// The entry as the builder takes it.
     pub fn to_build(&self) -> BuildEntry<'a> {
-        BuildEntry { name: self.key.clone(), metadata: self.metadata.clone(), payload: self.payload.clone() }
+        BuildEntry {
+            name: self.key.clone(),
+            metadata: self.metadata.clone(),
+            payload: self.payload.clone(),
+        }
     }
 }
 
@@ -105,17 +109,12 @@ impl ParamSource for Archive<'_> {
 /// Reads the dtype and shape IREE's Python helpers (`TENSORv0:`) and iree-turbine
 /// (`PYTORCH:`) store as JSON metadata, when present and understood.
 pub fn tensor_type_from_metadata(metadata: &[u8]) -> Option<TensorType> {
-    let json = metadata
-        .strip_prefix(b"TENSORv0:")
-        .or_else(|| metadata.strip_prefix(b"PYTORCH:"))?;
+    let json =
+        metadata.strip_prefix(b"TENSORv0:").or_else(|| metadata.strip_prefix(b"PYTORCH:"))?;
     let value: serde_json::Value = serde_json::from_slice(json).ok()?;
     let dtype = value.get("dtype")?.as_str()?.trim_start_matches("torch.").to_string();
-    let shape = value
-        .get("shape")?
-        .as_array()?
-        .iter()
-        .map(|d| d.as_u64())
-        .collect::<Option<Vec<u64>>>()?;
+    let shape =
+        value.get("shape")?.as_array()?.iter().map(|d| d.as_u64()).collect::<Option<Vec<u64>>>()?;
     let npy_descr = npy_descr_for_name(&dtype);
     Some(TensorType { dtype, npy_descr, shape })
 }

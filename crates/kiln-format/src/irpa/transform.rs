@@ -1,7 +1,8 @@
 //! The entry transformations of `iree-convert-parameters`, applied to source entries in order:
 //! `--exclude` (by original key), `--rename OLD=NEW` (first match), `--splat KEY` (by new key:
-//! a one-byte zero pattern of the same length) and `--strip` (every remaining entry becomes a
-//! one-byte zero splat). An explicit splat wins over strip. Unlike IREE, entries with the same
+//! a splat of the same length, with a one-byte zero pattern unless another is given) and
+//! `--strip` (every remaining entry becomes a one-byte zero splat). An explicit splat wins over
+//! strip. Unlike IREE, entries with the same
 //! key keep their own bytes (IREE copies data by key, so the last duplicate's bytes land in the
 //! first entry and the second stays zero).
 
@@ -17,8 +18,8 @@ pub struct Options {
     pub exclude: Vec<Vec<u8>>,
     /// `(old, new)` renames; the first matching `old` applies.
     pub rename: Vec<(Vec<u8>, Vec<u8>)>,
-    /// New keys to turn into zero splats.
-    pub splat: Vec<Vec<u8>>,
+    /// `(new key, pattern)` pairs: entries to turn into splats of that pattern.
+    pub splat: Vec<(Vec<u8>, Vec<u8>)>,
     /// Turn every entry into a zero splat.
     pub strip: bool,
 }
@@ -34,10 +35,12 @@ pub fn apply<'a>(entries: &[SourceEntry<'a>], options: &Options) -> Vec<BuildEnt
         if let Some((_, new)) = options.rename.iter().find(|(old, _)| old.as_slice() == &*e.key) {
             entry.name = Cow::Owned(new.clone());
         }
-        let splat = options.splat.iter().any(|k| k.as_slice() == &*entry.name);
-        if splat || options.strip {
-            entry.payload =
-                Payload::Splat { pattern: Cow::Borrowed(&[0u8]), length: entry.payload.length() };
+        let length = entry.payload.length();
+        if let Some((_, pattern)) = options.splat.iter().find(|(k, _)| k.as_slice() == &*entry.name)
+        {
+            entry.payload = Payload::Splat { pattern: Cow::Owned(pattern.clone()), length };
+        } else if options.strip {
+            entry.payload = Payload::Splat { pattern: Cow::Borrowed(&[0u8]), length };
         }
         out.push(entry);
     }

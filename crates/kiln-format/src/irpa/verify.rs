@@ -102,14 +102,21 @@ pub fn findings(archive: &Archive<'_>) -> Vec<Finding> {
                 format!("reserved flags are 0x{:x}, not 0", header.flags),
             );
         }
-        structure.push(Region { label: format!("headers[{h}]"), start: base, end: base + header.header_size });
+        structure.push(Region {
+            label: format!("headers[{h}]"),
+            start: base,
+            end: base + header.header_size,
+        });
         let entry_seg = header.absolute(header.entry_segment);
         if entry_seg.length > 0 && entry_seg.offset % ENTRY_ALIGNMENT != 0 {
             push(
                 Severity::Error,
                 format!("headers[{h}].entry_segment"),
                 Some(base + 40),
-                format!("entry table at {} is not {ENTRY_ALIGNMENT}-byte aligned", entry_seg.offset),
+                format!(
+                    "entry table at {} is not {ENTRY_ALIGNMENT}-byte aligned",
+                    entry_seg.offset
+                ),
             );
         }
         let add = |list: &mut Vec<Region>, name: &str, r: Range| {
@@ -137,7 +144,12 @@ pub fn findings(archive: &Archive<'_>) -> Vec<Finding> {
         let path = format!("headers[{}].entries[{}]", e.header, e.index);
         let at = Some(e.entry_offset);
         if e.flags != 0 {
-            push(Severity::Warning, format!("{path}.flags"), at, format!("flags are 0x{:x}, not 0", e.flags));
+            push(
+                Severity::Warning,
+                format!("{path}.flags"),
+                at,
+                format!("flags are 0x{:x}, not 0", e.flags),
+            );
         }
         match e.kind {
             EntryKind::Skip => continue,
