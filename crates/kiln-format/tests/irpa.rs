@@ -196,7 +196,7 @@ fn linked_headers_are_followed_at_their_own_offsets() {
     let (pa, pb) = (Archive::parse(&a).unwrap(), Archive::parse(&b).unwrap());
     let out = edit::link(&[(&a, &pa), (&b, &pb)], None);
     let mut linked = Vec::new();
-    out.write(&mut linked, &mut |_| {}).unwrap();
+    out.write(&mut linked, &mut |_, _| {}).unwrap();
     assert_eq!(linked.len() as u64, out.total_size());
     let archive = verify(&linked).unwrap();
     assert_eq!(archive.headers().len(), 2);
@@ -217,7 +217,7 @@ fn linked_headers_are_followed_at_their_own_offsets() {
     let pl = Archive::parse(&linked).unwrap();
     let out = edit::link(&[(&linked, &pl), (&a, &pa)], None);
     let mut twice = Vec::new();
-    out.write(&mut twice, &mut |_| {}).unwrap();
+    out.write(&mut twice, &mut |_, _| {}).unwrap();
     assert_eq!(verify(&twice).unwrap().headers().len(), 3);
 }
 
@@ -227,7 +227,7 @@ fn erase_marks_entries_skip_and_keeps_everything_else() {
     let archive = Archive::parse(&data).unwrap();
     let patches = edit::erase(&archive, &[b"meta", b"weight"]).unwrap();
     let mut out = Vec::new();
-    edit::patched(&data, patches).write(&mut out, &mut |_| {}).unwrap();
+    edit::patched(&data, patches).write(&mut out, &mut |_, _| {}).unwrap();
     assert_eq!(out.len(), data.len());
     let erased = verify(&out).unwrap();
     let live: Vec<_> = erased.live_entries().map(|e| e.key().into_owned()).collect();

@@ -236,15 +236,13 @@ impl<'e, 'a> Plan<'e, 'a> {
         self.data_offsets.get(i).copied().flatten()
     }
 
-    /// Streams the whole archive to `out`; `progress` is called with the number of bytes
-    /// written so far after each chunk. Returns the number of bytes written.
-    pub fn write<W: Write>(
-        &self,
-        out: &mut W,
-        progress: &mut dyn FnMut(u64),
-    ) -> std::io::Result<u64> {
-        let mut w = Counter { out, written: 0, progress };
-        w.write(&self.head)?;
+    /// Streams the whole archive to `out`; after each chunk `progress` is called with the number
+    /// of bytes written so far and the payload chunk just written (empty for headers and
+    /// padding), so a caller can report progress and release the pages of a memory map it has
+    /// finished with. Returns the number of bytes written.
+    pub fn write<W: Write>(&self, out: &mut W, progress: Progress<'_>) -> std::io::Result<u64> {
+        out.write_all(&self.head)?;
+        let mut w = Counter { out, written: self.head.len() as u64, progress };
         for (e, off) in self.entries.iter().zip(&self.data_offsets) {
             if let (Payload::Data(bytes), Some(off)) = (&e.payload, off) {
                 w.zeros(off - w.written)?;
@@ -259,7 +257,7 @@ impl<'e, 'a> Plan<'e, 'a> {
     pub fn to_vec(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(usize::try_from(self.total_size).unwrap_or(0));
         // Writing to a Vec cannot fail.
-        let _ = self.write(&mut out, &mut |_| {});
+        let _ = self.write(&mut out, &mut |_, _| {});
         out
     }
 }
@@ -267,10 +265,14 @@ impl<'e, 'a> Plan<'e, 'a> {
 /// Size of the chunks payloads are written in (and progress is reported at).
 const CHUNK: usize = 8 << 20;
 
+/// The progress callback of the streaming writers: bytes written so far, and the payload chunk
+/// just written (empty for headers and padding).
+pub type Progress<'p> = &'p mut dyn FnMut(u64, &[u8]);
+
 struct Counter<'w, 'p, W: Write> {
     out: &'w mut W,
     written: u64,
-    progress: &'p mut dyn FnMut(u64),
+    progress: Progress<'p>,
 }
 
 impl<W: Write> Counter<'_, '_, W> {
@@ -278,7 +280,7 @@ impl<W: Write> Counter<'_, '_, W> {
         for chunk in bytes.chunks(CHUNK) {
             self.out.write_all(chunk)?;
             self.written += chunk.len() as u64;
-            (self.progress)(self.written);
+            (self.progress)(self.written, chunk);
         }
         Ok(())
     }
@@ -291,7 +293,7 @@ impl<W: Write> Counter<'_, '_, W> {
             self.written += k as u64;
             n -= k as u64;
         }
-        (self.progress)(self.written);
+        (self.progress)(self.written, &[]);
         Ok(())
     }
 }

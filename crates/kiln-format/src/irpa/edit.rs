@@ -11,7 +11,7 @@ use std::io::Write;
 
 use crate::error::{Error, Result};
 
-use super::builder::Plan;
+use super::builder::{Plan, Progress};
 use super::reader::{Archive, EntryKind};
 use super::{entry_type, field, FILE_ALIGNMENT, FORMAT};
 
@@ -64,12 +64,9 @@ impl<'p, 'a> Output<'p, 'a> {
         total
     }
 
-    /// Streams the output to `out`; `progress` gets the bytes written so far.
-    pub fn write<W: Write>(
-        &self,
-        out: &mut W,
-        progress: &mut dyn FnMut(u64),
-    ) -> std::io::Result<u64> {
+    /// Streams the output to `out`; `progress` gets the bytes written so far and each chunk
+    /// of input bytes just written (see [`Plan::write`]).
+    pub fn write<W: Write>(&self, out: &mut W, progress: Progress<'_>) -> std::io::Result<u64> {
         let mut written = 0u64;
         for (i, part) in self.parts.iter().enumerate() {
             match part {
@@ -86,7 +83,7 @@ impl<'p, 'a> Output<'p, 'a> {
                 }
                 Part::Built(plan) => {
                     let before = written;
-                    written += plan.write(out, &mut |n| progress(before + n))?;
+                    written += plan.write(out, &mut |n, chunk| progress(before + n, chunk))?;
                 }
             }
             if i + 1 < self.parts.len() {
@@ -95,7 +92,7 @@ impl<'p, 'a> Output<'p, 'a> {
                 written = target;
             }
         }
-        progress(written);
+        progress(written, &[]);
         Ok(written)
     }
 }
@@ -108,12 +105,12 @@ fn write_chunked<W: Write>(
     out: &mut W,
     bytes: &[u8],
     written: &mut u64,
-    progress: &mut dyn FnMut(u64),
+    progress: Progress<'_>,
 ) -> std::io::Result<()> {
     for chunk in bytes.chunks(8 << 20) {
         out.write_all(chunk)?;
         *written += chunk.len() as u64;
-        progress(*written);
+        progress(*written, chunk);
     }
     Ok(())
 }

@@ -87,6 +87,11 @@ pub fn payload_of<'a>(bytes: &'a [u8], path: &Path) -> Result<&'a [u8]> {
 }
 
 impl Loaded {
+    /// The mapped data files.
+    pub fn maps(&self) -> Vec<&MappedFile> {
+        self.data.iter().map(|(_, map, _)| map).collect()
+    }
+
     /// Splats first, then data entries, each in flag order (as iree-create-parameters does).
     pub fn entries(&self) -> Result<Vec<BuildEntry<'_>>> {
         let mut out = Vec::with_capacity(self.splats.len() + self.data.len());
@@ -223,7 +228,7 @@ pub fn run(cmd: EditCommand) -> Result<ExitCode> {
             let patches =
                 edit::erase(&parsed, &keys).with_context(|| archive.display().to_string())?;
             let out = edit::patched(input.bytes(), patches);
-            write_output(&output, out.total_size(), |w, p| out.write(w, p))?;
+            write_output(&output, out.total_size(), &[&input.file], |w, p| out.write(w, p))?;
         }
         EditCommand::Replace { archive, output, data } => replace(&archive, &output, &data)?,
         EditCommand::Concat { files, output } => {
@@ -232,7 +237,8 @@ pub fn run(cmd: EditCommand) -> Result<ExitCode> {
             let pairs: Vec<(&[u8], &Archive<'_>)> =
                 inputs.iter().map(Input::bytes).zip(&parsed).collect();
             let out = edit::link(&pairs, None);
-            write_output(&output, out.total_size(), |w, p| out.write(w, p))?;
+            let maps: Vec<&MappedFile> = inputs.iter().map(|i| &i.file).collect();
+            write_output(&output, out.total_size(), &maps, |w, p| out.write(w, p))?;
         }
         EditCommand::Repack { archive, output, alignment } => {
             rebuild(&archive, &output, &Options::default(), alignment, &[])?
@@ -284,7 +290,7 @@ fn rebuild(
     }
     let entries = transform::apply(&all, options);
     let plan = Plan::new(&entries, alignment)?;
-    write_plan(output, &plan)
+    write_plan(output, &plan, &[&input.file])
 }
 
 fn append(path: &Path, output: &Path, new: &NewEntries, from: &[PathBuf]) -> Result<()> {
@@ -302,7 +308,10 @@ fn append(path: &Path, output: &Path, new: &NewEntries, from: &[PathBuf]) -> Res
     }
     let plan = Plan::new(&entries, new.alignment)?;
     let out = edit::link(&[(input.bytes(), &base)], Some(&plan));
-    write_output(output, out.total_size(), |w, p| out.write(w, p))
+    let mut maps = loaded.maps();
+    maps.push(&input.file);
+    maps.extend(opened.iter().map(|i| &i.file));
+    write_output(output, out.total_size(), &maps, |w, p| out.write(w, p))
 }
 
 fn replace(path: &Path, output: &Path, data: &[String]) -> Result<()> {
@@ -331,7 +340,9 @@ fn replace(path: &Path, output: &Path, data: &[String]) -> Result<()> {
         if patches.len() == new.len() {
             edit::sort_patches(&mut patches)?;
             let out = edit::patched(input.bytes(), patches);
-            return write_output(output, out.total_size(), |w, p| out.write(w, p));
+            let mut maps: Vec<&MappedFile> = files.iter().map(|(_, map, _)| map).collect();
+            maps.push(&input.file);
+            return write_output(output, out.total_size(), &maps, |w, p| out.write(w, p));
         }
     }
     let all = parsed.source().param_entries()?;
@@ -351,5 +362,7 @@ fn replace(path: &Path, output: &Path, data: &[String]) -> Result<()> {
         })
         .collect();
     let plan = Plan::new(&entries, kiln_format::irpa::DEFAULT_DATA_ALIGNMENT)?;
-    write_plan(output, &plan)
+    let mut maps: Vec<&MappedFile> = files.iter().map(|(_, map, _)| map).collect();
+    maps.push(&input.file);
+    write_plan(output, &plan, &maps)
 }

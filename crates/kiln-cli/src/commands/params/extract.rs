@@ -45,13 +45,13 @@ pub fn run(file: &Path, key: &str, output: &Path, raw: bool) -> Result<ExitCode>
     };
     let total = header.len() as u64 + length;
     match &entry.payload {
-        Payload::Data(bytes) => write_output(output, total, |w, progress| {
+        Payload::Data(bytes) => write_output(output, total, &[&input.file], |w, progress| {
             w.write_all(&header)?;
             let mut n = header.len() as u64;
             for chunk in bytes.chunks(8 << 20) {
                 w.write_all(chunk)?;
                 n += chunk.len() as u64;
-                progress(n);
+                progress(n, chunk);
             }
             Ok(n)
         })?,
@@ -62,14 +62,14 @@ pub fn run(file: &Path, key: &str, output: &Path, raw: bool) -> Result<ExitCode>
                 .cycle()
                 .take((64 << 10) / pattern.len().max(1) * pattern.len())
                 .collect();
-            write_output(output, total, |w, progress| {
+            write_output(output, total, &[], |w, progress| {
                 w.write_all(&header)?;
                 let mut left = *length;
                 while left > 0 {
                     let k = left.min(block.len() as u64);
                     w.write_all(&block[..k as usize])?;
                     left -= k;
-                    progress(total - left);
+                    progress(total - left, &[]);
                 }
                 Ok(total)
             })?

@@ -24,6 +24,7 @@ use kiln_format::irpa::builder::Plan;
 use kiln_format::irpa::transform::{self, Options};
 use kiln_format::irpa::verify::{findings, Severity};
 use kiln_format::Kind;
+use kiln_runtime::MappedFile;
 
 use crate::input::Input;
 use sources::Parsed;
@@ -113,7 +114,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             let loaded = new.load()?;
             let entries = loaded.entries()?;
             let plan = Plan::new(&entries, new.alignment)?;
-            write_plan(&output, &plan)?;
+            write_plan(&output, &plan, &loaded.maps())?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Convert { inputs, output, exclude, rename, strip, splat } => {
@@ -125,7 +126,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
             warn_unmatched(&all, &options);
             let entries = transform::apply(&all, &options);
             let plan = Plan::new(&entries, kiln_format::irpa::DEFAULT_DATA_ALIGNMENT)?;
-            write_plan(&output, &plan)?;
+            let maps: Vec<&MappedFile> = opened.iter().map(|i| &i.file).collect();
+            write_plan(&output, &plan, &maps)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Extract { file, key, output, raw } => extract::run(&file, &key, &output, raw),
@@ -190,9 +192,9 @@ fn warn_unmatched(all: &[kiln_format::irpa::SourceEntry<'_>], o: &Options) {
     }
 }
 
-/// Writes a planned archive crash-safely.
-fn write_plan(output: &Path, plan: &Plan<'_, '_>) -> Result<()> {
-    write::write_output(output, plan.total_size(), |w, progress| plan.write(w, progress))
+/// Writes a planned archive crash-safely, releasing the pages of `maps` as their data is written.
+fn write_plan(output: &Path, plan: &Plan<'_, '_>, maps: &[&MappedFile]) -> Result<()> {
+    write::write_output(output, plan.total_size(), maps, |w, progress| plan.write(w, progress))
 }
 
 fn dump(files: &[PathBuf], json: bool) -> Result<ExitCode> {

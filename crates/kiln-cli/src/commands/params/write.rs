@@ -7,16 +7,19 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use kiln_format::io::write_atomic;
+use kiln_format::irpa::builder::Progress;
 use kiln_format::Error;
+use kiln_runtime::MappedFile;
 
 /// Outputs at least this large get a progress bar.
 const PROGRESS_THRESHOLD: u64 = 256 << 20;
 
 /// Writes `path` through a temporary file renamed into place; `write` streams `total` bytes and
-/// reports progress through its callback.
-pub fn write_output<F>(path: &Path, total: u64, write: F) -> Result<()>
+/// reports progress through its callback, whose chunks of the input `maps` are released from
+/// memory once written (so memory use does not grow with the file size).
+pub fn write_output<F>(path: &Path, total: u64, maps: &[&MappedFile], write: F) -> Result<()>
 where
-    F: FnOnce(&mut BufWriter<File>, &mut dyn FnMut(u64)) -> std::io::Result<u64>,
+    F: FnOnce(&mut BufWriter<File>, Progress<'_>) -> std::io::Result<u64>,
 {
     let bar = (total >= PROGRESS_THRESHOLD).then(|| {
         let bar = ProgressBar::new(total);
@@ -30,9 +33,12 @@ where
         bar
     });
     let result = write_atomic(path, |w| {
-        let mut progress = |n: u64| {
+        let mut progress = |n: u64, chunk: &[u8]| {
             if let Some(bar) = &bar {
                 bar.set_position(n);
+            }
+            if !chunk.is_empty() {
+                maps.iter().for_each(|m| m.release(chunk));
             }
         };
         write(w, &mut progress).map(|_| ()).map_err(|e| Error::io(path, e))
