@@ -312,3 +312,77 @@ fn mutated_fixtures_never_panic() {
         }
     }
 }
+
+#[test]
+fn external_entries_round_trip_and_data_offsets_match_iree() {
+    let entries = [
+        BuildEntry {
+            name: Cow::Borrowed(b"ext"),
+            metadata: Cow::Borrowed(b"md"),
+            payload: Payload::External {
+                path: Cow::Borrowed(b"weights.bin"),
+                offset: 4096,
+                length: 100,
+            },
+        },
+        BuildEntry {
+            name: Cow::Borrowed(b"d"),
+            metadata: Cow::Borrowed(b""),
+            payload: Payload::Data(b"xyz"),
+        },
+    ];
+    let plan = Plan::new(&entries, 64).unwrap();
+    let bytes = plan.to_vec();
+    let archive = verify(&bytes).unwrap();
+    let e = archive.find(b"ext").unwrap();
+    assert_eq!(e.metadata, b"md");
+    assert!(matches!(
+        e.kind,
+        EntryKind::External { path: b"weights.bin", offset: 4096, length: 100 }
+    ));
+    let d = archive.find(b"d").unwrap();
+    assert!(
+        matches!(d.kind, EntryKind::Data { offset, bytes: b"xyz", .. } if Some(offset) == plan.data_offset(1))
+    );
+    assert_eq!(plan.data_offset(0), None);
+    // The rebuilt many-entry archive places every data entry where IREE put it.
+    let iree = read("irpa/many.irpa");
+    let archive = Archive::parse(&iree).unwrap();
+    let source = archive.param_entries().unwrap();
+    let built: Vec<BuildEntry> = source.iter().map(SourceEntry::to_build).collect();
+    let plan = Plan::new(&built, 64).unwrap();
+    for (i, e) in source.iter().enumerate() {
+        assert_eq!(plan.data_offset(i), e.offset, "entry {i}");
+    }
+    assert_eq!(plan.storage().offset, archive.headers()[0].storage_segment.offset);
+}
+
+#[test]
+fn headers_sharing_one_entry_table_cannot_multiply_entries() {
+    // 40 headers in front of many.irpa, each pointing its segments at many.irpa's 300-entry table.
+    let many = read("irpa/many.irpa");
+    let n = 40u64;
+    let start = n * 96;
+    let mut file = Vec::new();
+    for i in 0..n {
+        let mut h = many[..96].to_vec();
+        let shift = start - i * 96;
+        for seg in [40usize, 56, 72] {
+            let off = u64::from_le_bytes(many[seg..seg + 8].try_into().unwrap());
+            h[seg..seg + 8].copy_from_slice(&(off + shift).to_le_bytes());
+        }
+        h[16..24].copy_from_slice(&96u64.to_le_bytes());
+        file.extend_from_slice(&h);
+    }
+    file.extend_from_slice(&many);
+    let err = Archive::parse(&file).unwrap_err().to_string();
+    assert!(err.contains("over the limit"), "{err}");
+    // One header in front still parses: 600 entries fit the cap.
+    let mut two = file[(n as usize - 1) * 96..].to_vec();
+    two.truncate(96 + many.len());
+    let archive = Archive::parse(&two).unwrap();
+    assert_eq!(archive.entries().len(), 600);
+    assert!(findings(&archive)
+        .iter()
+        .any(|f| f.severity == Severity::Error && f.message.contains("overlaps")));
+}

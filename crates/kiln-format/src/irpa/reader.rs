@@ -318,6 +318,19 @@ impl<'a> Archive<'a> {
                 ),
             ));
         }
+        // Tables of different headers may overlap (verify rejects that), which would let a small
+        // file claim quadratically many entries; every entry needs 60 bytes of its own in a
+        // well-formed file, so the total is capped by the file size.
+        let cap = file_len / ENTRY_HEADER_SIZE;
+        let total = (self.entries.len() as u64).saturating_add(header.entry_count);
+        if total > cap {
+            return Err(Error::Limit {
+                format: FORMAT,
+                what: format!("entries up to headers[{h}]"),
+                value: total,
+                limit: cap,
+            });
+        }
         self.entries.reserve(header.entry_count as usize);
         let mut cursor = base.saturating_add(header.entry_segment.offset);
         let mut remaining = header.entry_segment.length;
