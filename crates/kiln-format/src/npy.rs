@@ -247,6 +247,30 @@ pub fn header(descr: &str, shape: &[u64]) -> Vec<u8> {
     out
 }
 
+/// Writes a whole `.npy` file: the header for `descr` and `shape`, then `data`, which must hold
+/// exactly elements x item size bytes in C order.
+pub fn write<W: std::io::Write>(
+    out: &mut W,
+    descr: &str,
+    shape: &[u64],
+    data: &[u8],
+) -> Result<()> {
+    let item = item_size(descr)
+        .ok_or_else(|| Error::unsupported(FORMAT, "descr", None, format!("dtype {descr:?}")))?;
+    let expected = shape.iter().try_fold(item, |acc, &d| acc.checked_mul(d));
+    if expected != Some(data.len() as u64) {
+        return Err(Error::invalid(
+            FORMAT,
+            "data",
+            None,
+            format!("{} bytes do not hold {shape:?} x {descr}", data.len()),
+        ));
+    }
+    let io = |e| Error::io("<npy output>", e);
+    out.write_all(&header(descr, shape)).map_err(io)?;
+    out.write_all(data).map_err(io)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -265,6 +289,19 @@ mod tests {
             );
             assert_eq!(npy.data.len() as u64, n * 4);
         }
+    }
+
+    #[test]
+    fn write_checks_length_and_round_trips() {
+        let mut out = Vec::new();
+        write(&mut out, "<i2", &[2, 2], &[1, 0, 2, 0, 3, 0, 4, 0]).unwrap();
+        let npy = Npy::parse(&out).unwrap();
+        assert_eq!(
+            (npy.shape.as_slice(), npy.data),
+            (&[2u64, 2][..], &[1u8, 0, 2, 0, 3, 0, 4, 0][..])
+        );
+        assert!(write(&mut Vec::new(), "<i2", &[3], &[0; 4]).is_err());
+        assert!(write(&mut Vec::new(), "O", &[1], &[0; 8]).is_err());
     }
 
     #[test]

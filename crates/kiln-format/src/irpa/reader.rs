@@ -365,7 +365,7 @@ impl<'a> Archive<'a> {
                 ),
             ));
         }
-        let entry_size = r.u64(at + field::ENTRY_SIZE, &path(".entry_size"))?;
+        let entry_size = r.u64(at + field::ENTRY_SIZE, "entry.entry_size")?;
         if !(ENTRY_HEADER_SIZE..=remaining).contains(&entry_size) {
             return Err(Error::invalid(
                 FORMAT,
@@ -377,12 +377,15 @@ impl<'a> Archive<'a> {
                 ),
             ));
         }
-        let type_code = r.u32(at + field::ENTRY_TYPE, &path(".type"))?;
-        let flags = r.u64(at + field::ENTRY_FLAGS, &path(".flags"))?;
+        // The entry lies in the entry segment, which parsing checked to be in the file; reads
+        // inside it use static field names (no allocation per field; the sizes were checked).
+        let e = ByteReader::new(r.slice(at, entry_size, "entry")?, FORMAT);
+        let type_code = e.u32(field::ENTRY_TYPE, "entry.type")?;
+        let flags = e.u64(field::ENTRY_FLAGS, "entry.flags")?;
         let metadata_ref = |off: u64, name: &str| -> Result<&'a [u8]> {
             let range = Range {
-                offset: r.u64(at + off, &path(&format!(".{name}.offset")))?,
-                length: r.u64(at + off + 8, &path(&format!(".{name}.length")))?,
+                offset: e.u64(off, "entry.metadata_ref.offset")?,
+                length: e.u64(off + 8, "entry.metadata_ref.length")?,
             };
             if range.length == 0 {
                 return Ok(&[]);
@@ -400,12 +403,11 @@ impl<'a> Archive<'a> {
             }
             // In range of the segment, which parsing checked to be in the file.
             let start = header.offset + header.metadata_segment.offset + range.offset;
-            r.slice(start, range.length, &path(&format!(".{name}")))
+            r.slice(start, range.length, "metadata_segment")
         };
         let name = metadata_ref(field::ENTRY_NAME, "name")?;
         let metadata = metadata_ref(field::ENTRY_METADATA, "metadata")?;
-        let minimum_alignment =
-            r.u64(at + field::ENTRY_MIN_ALIGNMENT, &path(".minimum_alignment"))?;
+        let minimum_alignment = e.u64(field::ENTRY_MIN_ALIGNMENT, "entry.minimum_alignment")?;
         let need = |size: u64, what: &str| -> Result<()> {
             if entry_size < size {
                 return Err(Error::invalid(
@@ -421,10 +423,9 @@ impl<'a> Archive<'a> {
             entry_type::SKIP => EntryKind::Skip,
             entry_type::SPLAT => {
                 need(SPLAT_ENTRY_SIZE, "SPLAT")?;
-                let length = r.u64(at + field::SPLAT_LENGTH, &path(".length"))?;
-                let pattern = r.array::<16>(at + field::SPLAT_PATTERN, &path(".pattern"))?;
-                let pattern_length =
-                    r.u8(at + field::SPLAT_PATTERN_LENGTH, &path(".pattern_length"))?;
+                let length = e.u64(field::SPLAT_LENGTH, "entry.length")?;
+                let pattern = e.array::<16>(field::SPLAT_PATTERN, "entry.pattern")?;
+                let pattern_length = e.u8(field::SPLAT_PATTERN_LENGTH, "entry.pattern_length")?;
                 if pattern_length as usize > MAX_SPLAT_PATTERN_LENGTH {
                     return Err(Error::invalid(
                         FORMAT,
@@ -439,8 +440,8 @@ impl<'a> Archive<'a> {
             }
             entry_type::DATA => {
                 need(DATA_ENTRY_SIZE, "DATA")?;
-                let rel = r.u64(at + field::DATA_STORAGE, &path(".storage.offset"))?;
-                let length = r.u64(at + field::DATA_STORAGE + 8, &path(".storage.length"))?;
+                let rel = e.u64(field::DATA_STORAGE, "entry.storage.offset")?;
+                let length = e.u64(field::DATA_STORAGE + 8, "entry.storage.length")?;
                 if length == 0 {
                     EntryKind::Data { offset: 0, length: 0, bytes: &[] }
                 } else {
@@ -457,15 +458,15 @@ impl<'a> Archive<'a> {
                         ));
                     }
                     let offset = header.offset + storage.offset + rel;
-                    let bytes = r.slice(offset, length, &path(".storage"))?;
+                    let bytes = r.slice(offset, length, "storage_segment")?;
                     EntryKind::Data { offset, length, bytes }
                 }
             }
             entry_type::EXTERNAL => {
                 need(EXTERNAL_ENTRY_SIZE, "EXTERNAL")?;
                 let file = metadata_ref(field::EXTERNAL_PATH, "path")?;
-                let offset = r.u64(at + field::EXTERNAL_RANGE, &path(".range.offset"))?;
-                let length = r.u64(at + field::EXTERNAL_RANGE + 8, &path(".range.length"))?;
+                let offset = e.u64(field::EXTERNAL_RANGE, "entry.range.offset")?;
+                let length = e.u64(field::EXTERNAL_RANGE + 8, "entry.range.length")?;
                 if offset.checked_add(length).is_none() {
                     return Err(Error::invalid(
                         FORMAT,

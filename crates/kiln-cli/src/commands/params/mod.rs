@@ -200,19 +200,21 @@ fn write_plan(output: &Path, plan: &Plan<'_, '_>, maps: &[&MappedFile]) -> Resul
 fn dump(files: &[PathBuf], json: bool) -> Result<ExitCode> {
     let opened = sources::open_all(files)?;
     let parsed = sources::parse_all(&opened)?;
-    let mut source_entries = Vec::new();
-    for (p, path) in parsed.iter().zip(files) {
-        if !matches!(p, Parsed::Irpa(_)) {
-            source_entries
-                .push(p.source().param_entries().with_context(|| path.display().to_string())?);
-        }
-    }
+    // Archives are listed from their tables (SKIP entries included, for --json); other formats
+    // through their source entries.
+    let source_entries = parsed
+        .iter()
+        .zip(files)
+        .map(|(p, path)| match p {
+            Parsed::Irpa(_) => Ok(Vec::new()),
+            _ => p.source().param_entries().with_context(|| path.display().to_string()),
+        })
+        .collect::<Result<Vec<_>>>()?;
     let mut rows = Vec::new();
-    let mut others = source_entries.iter();
-    for p in &parsed {
+    for (p, entries) in parsed.iter().zip(&source_entries) {
         match p {
             Parsed::Irpa(a) => rows.extend(table::archive_rows(a)),
-            _ => rows.extend(others.next().map(|e| table::source_rows(e)).unwrap_or_default()),
+            _ => rows.extend(table::source_rows(entries)),
         }
     }
     let stdout = std::io::stdout();
