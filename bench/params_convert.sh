@@ -4,11 +4,13 @@
 #     since kiln fsyncs its output before the rename), interleaved runs, medians, max RSS.
 #  2. `kiln params dump` vs `iree-dump-parameters` on an archive of 100,000 entries.
 #
-# Usage: bench/params_convert.sh [RUNS]   (default 5; needs a release build of kiln and the
+# Usage: bench/params_convert.sh [RUNS]   (default 5; PART_MB=N for 8 x N MiB instead of
+# 8 x 256 MiB; needs a release build of kiln and the
 # ~/peers venv with iree-base-runtime). Scratch files go to $BENCH_DIR (default /tmp/kiln-bench)
 # and are removed at the end.
 set -euo pipefail
 RUNS=${1:-5}
+PART_MB=${PART_MB:-256}   # eight parts: 2 GiB by default
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 KILN=${KILN:-$ROOT/target/release/kiln}
 PEERS=${PEERS:-$HOME/peers}
@@ -20,19 +22,24 @@ trap 'rm -rf "$DIR"' EXIT
 # Eight 256 MiB random data entries (random so that no tool can skip holes): a 2 GiB archive.
 args=()
 for i in $(seq 0 7); do
-  head -c $((256 << 20)) /dev/urandom > "$DIR/part$i.bin"
+  head -c $((PART_MB << 20)) /dev/urandom > "$DIR/part$i.bin"
   args+=(--data "blk.$i.weight=$DIR/part$i.bin")
 done
 "$KILN" params create -o "$DIR/big.irpa" "${args[@]}"
 rm -f "$DIR"/part*.bin
 ls -l "$DIR/big.irpa"
 
-"$PEERS/bin/python" - "$DIR/many.irpa" <<'PY'
+# 100,000 entries (90% splats, 10% 16-byte data) written by IREE's Python API. IREE's builder
+# takes minutes for this many entries; MANY=path reuses an archive made earlier.
+if [ -n "${MANY:-}" ]; then
+  cp "$MANY" "$DIR/many.irpa"
+else
+  "$PEERS/bin/python" - "$DIR/many.irpa" <<'PY'
 import sys, numpy as np, iree.runtime as rt
 idx = rt.ParameterIndex()
 keep = []
 for i in range(100_000):
-    if i % 2:
+    if i % 10:
         idx.add_splat(f"model.layers.{i}.bias", np.float32(i).tobytes(), 64)
     else:
         a = np.full(16, i % 251, dtype=np.uint8)
@@ -40,6 +47,7 @@ for i in range(100_000):
         idx.add_buffer(f"model.layers.{i}.weight", a)
 idx.create_archive_file(sys.argv[1])
 PY
+fi
 ls -l "$DIR/many.irpa"
 
 # ---- helpers ------------------------------------------------------------------------------

@@ -100,24 +100,61 @@ pub fn write_table<W: Write>(out: &mut W, rows: &[Row<'_>]) -> std::io::Result<(
     out.write_all(RULE.as_bytes())?;
     writeln!(out, "// Parameter scope <global> ({count} entries, {total} total bytes)")?;
     out.write_all(COLUMNS.as_bytes())?;
+    // Rows are assembled by hand: `{:>16}` padding through `fmt` costs more than the parse.
+    let mut line = Vec::with_capacity(256);
     for r in live {
+        line.clear();
         match r.offset {
-            Some(start) => write!(
-                out,
-                "{start:>16} | {:>16} | {:>16} | `",
-                start.wrapping_add(r.length),
-                r.length
-            )?,
-            None => write!(out, "{:>16} | {:>16} | {:>16} | `", "-", "-", r.length)?,
+            Some(start) => {
+                right16(&mut line, start);
+                line.extend_from_slice(b" | ");
+                right16(&mut line, start.wrapping_add(r.length));
+            }
+            None => line.extend_from_slice(b"               - |                -"),
         }
-        out.write_all(r.key)?;
-        out.write_all(b"`")?;
+        line.extend_from_slice(b" | ");
+        right16(&mut line, r.length);
+        line.extend_from_slice(b" | `");
+        line.extend_from_slice(r.key);
+        line.push(b'`');
         if let Some((path, offset)) = r.external {
-            out.write_all(b" (external: ")?;
-            out.write_all(path)?;
-            write!(out, " at {offset})")?;
+            line.extend_from_slice(b" (external: ");
+            line.extend_from_slice(path);
+            line.extend_from_slice(format!(" at {offset})").as_bytes());
         }
-        out.write_all(b"\n")?;
+        line.push(b'\n');
+        out.write_all(&line)?;
     }
     out.write_all(b"\n")
+}
+
+/// Appends `n` in decimal, right-aligned in 16 columns (`%16u`; wider numbers are not cut).
+fn right16(buf: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    let len = digits.len() - i;
+    buf.resize(buf.len() + 16usize.saturating_sub(len), b' ');
+    buf.extend_from_slice(&digits[i..]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn right16_pads_like_printf() {
+        for n in [0u64, 7, 1234567890, u64::MAX] {
+            let mut buf = Vec::new();
+            right16(&mut buf, n);
+            assert_eq!(String::from_utf8(buf).unwrap(), format!("{n:>16}"));
+        }
+    }
 }
