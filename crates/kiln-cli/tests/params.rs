@@ -62,6 +62,13 @@ fn dump_table_matches_iree_dump_parameters() {
 }
 
 #[test]
+fn dump_of_several_files_matches_iree_merged_scope() {
+    let expected = std::fs::read(fixtures().join("multi.dump.txt")).unwrap();
+    let ours = ok(&["params", "dump", "splats.irpa", "small.gguf", "small.safetensors"]);
+    assert_eq!(String::from_utf8_lossy(&ours), String::from_utf8_lossy(&expected));
+}
+
+#[test]
 fn dump_json_lists_entries_in_table_order() {
     let v: serde_json::Value =
         serde_json::from_slice(&ok(&["params", "dump", "--json", "data_metadata.irpa"])).unwrap();
