@@ -67,15 +67,21 @@ report() {
 
 # ---- 1. convert vs cp ---------------------------------------------------------------------
 cat "$DIR/big.irpa" > /dev/null   # warm the page cache for every contender alike
+contender() {
+  rm -f "$DIR/out"; sync
+  case $1 in
+    cp) run cp cp "$DIR/big.irpa" "$DIR/out" ;;
+    cp_sync) run cp_sync sh -c "cp '$DIR/big.irpa' '$DIR/out' && sync '$DIR/out'" ;;
+    kiln_convert)
+      run kiln_convert "$KILN" params convert "$DIR/big.irpa" -o "$DIR/out"
+      cmp "$DIR/big.irpa" "$DIR/out" ;;  # convert of an IREE-layout archive is the identity
+  esac
+  rm -f "$DIR/out"; sync
+}
+# The order rotates from run to run so that no contender always follows the same one.
+orders=("cp cp_sync kiln_convert" "kiln_convert cp cp_sync" "cp_sync kiln_convert cp")
 for r in $(seq "$RUNS"); do
-  rm -f "$DIR/out.cp" "$DIR/out.cps" "$DIR/out.irpa"; sync
-  run cp cp "$DIR/big.irpa" "$DIR/out.cp"
-  rm -f "$DIR/out.cp"; sync
-  run cp_sync sh -c "cp '$DIR/big.irpa' '$DIR/out.cps' && sync '$DIR/out.cps'"
-  rm -f "$DIR/out.cps"; sync
-  run kiln_convert "$KILN" params convert "$DIR/big.irpa" -o "$DIR/out.irpa"
-  cmp "$DIR/big.irpa" "$DIR/out.irpa"   # convert of an IREE-layout archive is the identity
-  rm -f "$DIR/out.irpa"; sync
+  for c in ${orders[$(( (r - 1) % 3 ))]}; do contender "$c"; done
 done
 size=$(stat -c %s "$DIR/big.irpa")
 echo "== convert of a $((size >> 20)) MiB archive, $RUNS interleaved runs"
