@@ -30,6 +30,8 @@ enum Command {
     Pte(commands::executorch::PteArgs),
     /// Edge TPU (DarwiNN) packages: inspect, extract, link, relayout, pack.
     Edgetpu(commands::edgetpu::Args),
+    /// IREE parameter archives: dump, create, convert, extract, verify and edit.
+    Params(commands::params::Args),
 }
 
 fn main() -> ExitCode {
@@ -40,6 +42,7 @@ fn main() -> ExitCode {
         Command::Dump(args) => commands::dump::run(args),
         Command::Pte(args) => commands::executorch::run_pte(args),
         Command::Edgetpu(args) => commands::edgetpu::run(args),
+        Command::Params(args) => commands::params::run(args),
     };
     match result {
         Ok(code) => code,

@@ -24,6 +24,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         Kind::Pte => super::executorch::dump_pte(&input),
         Kind::Ptd => super::executorch::dump_ptd(&input),
         Kind::Edgetpu => super::edgetpu::dump(&input),
+        Kind::Irpa | Kind::Safetensors | Kind::Gguf => super::params::dump_json(&input),
         kind => bail!("{}: dumping {kind} files is not supported yet", args.file.display()),
     }
 }

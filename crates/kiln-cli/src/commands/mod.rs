@@ -4,4 +4,5 @@ pub mod dump;
 pub mod edgetpu;
 pub mod executorch;
 pub mod inspect;
+pub mod params;
 pub mod verify;

@@ -24,6 +24,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         Kind::Pte => super::executorch::verify_pte(&input),
         Kind::Ptd => super::executorch::verify_ptd(&input),
         Kind::Edgetpu => super::edgetpu::verify(&input),
+        Kind::Irpa | Kind::Safetensors | Kind::Gguf => super::params::verify_outcome(&input),
         kind => Err(format!("verifying {kind} files is not supported yet")),
     };
     match outcome {
