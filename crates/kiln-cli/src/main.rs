@@ -26,6 +26,12 @@ enum Command {
     Verify(commands::verify::Args),
     /// Print the whole file as JSON, for debugging.
     Dump(commands::dump::Args),
+    /// ExecuTorch program tools (`kiln pte rewrite IN.pte -o OUT.pte`).
+    Pte(commands::executorch::PteArgs),
+    /// Edge TPU (DarwiNN) packages: inspect, extract, link, relayout, pack.
+    Edgetpu(commands::edgetpu::Args),
+    /// IREE parameter archives: dump, create, convert, extract, verify and edit.
+    Params(commands::params::Args),
 }
 
 fn main() -> ExitCode {
@@ -34,6 +40,9 @@ fn main() -> ExitCode {
         Command::Inspect(args) => commands::inspect::run(args),
         Command::Verify(args) => commands::verify::run(args),
         Command::Dump(args) => commands::dump::run(args),
+        Command::Pte(args) => commands::executorch::run_pte(args),
+        Command::Edgetpu(args) => commands::edgetpu::run(args),
+        Command::Params(args) => commands::params::run(args),
     };
     match result {
         Ok(code) => code,

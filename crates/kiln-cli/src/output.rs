@@ -3,10 +3,18 @@
 use anyhow::Result;
 use serde::Serialize;
 
-/// Prints `value` as pretty JSON on stdout.
+/// Prints `value` as pretty JSON on stdout. A closed pipe (`kiln dump X | head`) ends the
+/// output quietly instead of panicking.
 pub fn print_json<T: Serialize + ?Sized>(value: &T) -> Result<()> {
-    println!("{}", serde_json::to_string_pretty(value)?);
-    Ok(())
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let written = serde_json::to_writer_pretty(&mut out, value)
+        .map_err(std::io::Error::from)
+        .and_then(|()| writeln!(out));
+    match written {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => Ok(other?),
+    }
 }
 
 /// A plain-text table with right-aligned numeric columns.

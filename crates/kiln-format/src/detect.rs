@@ -66,6 +66,9 @@ pub fn detect(bytes: &[u8]) -> Option<Kind> {
         Some(b"ET12") => return Some(Kind::Pte),
         Some(b"FT01") => return Some(Kind::Ptd),
         Some(b"CIR0") => return Some(Kind::Circle),
+        Some(b"TFL3") if crate::darwinn::custom_op::has_edgetpu_op(bytes) => {
+            return Some(Kind::Edgetpu)
+        }
         Some(b"TFL3") => return Some(Kind::Tflite),
         _ => {}
     }

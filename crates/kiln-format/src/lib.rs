@@ -10,9 +10,18 @@
 #![forbid(unsafe_code)]
 
 pub mod bytes;
+pub mod darwinn;
 pub mod detect;
 pub mod error;
+pub mod flexbuffer;
+pub mod gguf;
 pub mod io;
+pub mod irpa;
+pub mod npy;
+pub mod ptd;
+pub mod pte;
+pub mod safetensors;
+pub mod tflite;
 
 pub use detect::{detect, Kind};
 pub use error::{Error, Result};

@@ -5,6 +5,8 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Result};
 
+use kiln_format::Kind;
+
 use crate::input::Input;
 
 /// Arguments of `kiln dump`.
@@ -19,6 +21,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let input = Input::open(&args.file)?;
     match input.kind {
         // Each format registers its dump here.
+        Kind::Pte => super::executorch::dump_pte(&input),
+        Kind::Ptd => super::executorch::dump_ptd(&input),
+        Kind::Edgetpu => super::edgetpu::dump(&input),
+        Kind::Irpa | Kind::Safetensors | Kind::Gguf => super::params::dump_json(&input),
         kind => bail!("{}: dumping {kind} files is not supported yet", args.file.display()),
     }
 }

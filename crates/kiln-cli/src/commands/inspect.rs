@@ -5,6 +5,8 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Result};
 
+use kiln_format::Kind;
+
 use crate::input::Input;
 
 /// Arguments of `kiln inspect`.
@@ -22,6 +24,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let input = Input::open(&args.file)?;
     match input.kind {
         // Each format registers its summary here.
+        Kind::Pte => super::executorch::inspect_pte(&input, args.json),
+        Kind::Ptd => super::executorch::inspect_ptd(&input, args.json),
+        Kind::Edgetpu => super::edgetpu::inspect(&input, args.json),
+        Kind::Irpa | Kind::Safetensors | Kind::Gguf => super::params::inspect(&input, args.json),
         kind => bail!("{}: inspecting {kind} files is not supported yet", args.file.display()),
     }
 }

@@ -1,5 +1,8 @@
 //! One module per subcommand.
 
 pub mod dump;
+pub mod edgetpu;
+pub mod executorch;
 pub mod inspect;
+pub mod params;
 pub mod verify;

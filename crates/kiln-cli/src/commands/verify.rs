@@ -5,6 +5,8 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 
+use kiln_format::Kind;
+
 use crate::input::Input;
 
 /// Arguments of `kiln verify`.
@@ -19,6 +21,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let input = Input::open(&args.file)?;
     let outcome: Result<(), String> = match input.kind {
         // Each format registers its verifier here.
+        Kind::Pte => super::executorch::verify_pte(&input),
+        Kind::Ptd => super::executorch::verify_ptd(&input),
+        Kind::Edgetpu => super::edgetpu::verify(&input),
+        Kind::Irpa | Kind::Safetensors | Kind::Gguf => super::params::verify_outcome(&input),
         kind => Err(format!("verifying {kind} files is not supported yet")),
     };
     match outcome {

@@ -1,0 +1,233 @@
+//! ExecuTorch `.pte` programs and `.ptd` external data: inspect, verify, dump and
+//! `kiln pte rewrite`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use kiln_format::ptd::FlatTensor;
+use kiln_format::pte::{self, Instruction, Program};
+
+use crate::input::Input;
+use crate::output::{human_bytes, print_json, Table};
+
+fn open_pte(input: &Input) -> Result<Program<'_>> {
+    Program::open(input.bytes()).with_context(|| input.file.path().display().to_string())
+}
+
+/// `kiln inspect` for a `.pte`.
+pub fn inspect_pte(input: &Input, json: bool) -> Result<ExitCode> {
+    let program = open_pte(input)?;
+    let summary = pte::summary::summarize(&program)?;
+    if json {
+        print_json(&summary)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "{}: ExecuTorch program (.pte), {} ({} bytes), {}",
+        input.file.path().display(),
+        human_bytes(summary.file_size),
+        summary.file_size,
+        if summary.extended_header { "eh00 header" } else { "no extended header" }
+    );
+    println!(
+        "constants: {} in {} buffers; named data: {} entries",
+        human_bytes(summary.constants_size),
+        summary.constant_buffers,
+        summary.named_data.len()
+    );
+    for (m, ms) in program.methods().zip(&summary.methods) {
+        println!();
+        println!(
+            "method {:?}: {} values, {} instructions, planned arenas {:?}",
+            ms.name, ms.values, ms.instructions, ms.planned_buffers
+        );
+        let mut io = Table::new(["", "#", "dtype", "shape"]);
+        for (dir, list) in [("input", &ms.inputs), ("output", &ms.outputs)] {
+            for (i, v) in list.iter().enumerate() {
+                let shape = match &v.shape {
+                    Some(s) => format!("{s:?}"),
+                    None => "-".to_string(),
+                };
+                io.row([dir.to_string(), i.to_string(), v.dtype.clone(), shape]);
+            }
+        }
+        print!("{}", indent(&io.render()));
+        let mut calls: BTreeMap<usize, usize> = BTreeMap::new();
+        let mut delegate_calls: BTreeMap<usize, usize> = BTreeMap::new();
+        for chain in m.chains() {
+            for ins in chain.instructions() {
+                match ins? {
+                    Instruction::Kernel { op_index, .. } => {
+                        *calls.entry(op_index).or_default() += 1
+                    }
+                    Instruction::Delegate { delegate_index, .. } => {
+                        *delegate_calls.entry(delegate_index).or_default() += 1
+                    }
+                    _ => {}
+                }
+            }
+        }
+        if !ms.operators.is_empty() {
+            let mut ops = Table::new(["calls", "operator"]);
+            let mut rows: Vec<(usize, &String)> = ms
+                .operators
+                .iter()
+                .enumerate()
+                .map(|(i, name)| (calls.get(&i).copied().unwrap_or(0), name))
+                .collect();
+            rows.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
+            for (count, name) in rows {
+                ops.row([count.to_string(), name.clone()]);
+            }
+            print!("{}", indent(&ops.render()));
+        }
+        for (i, d) in m.delegates().enumerate() {
+            let d = d?;
+            let blob = program.delegate_data(&d)?;
+            println!(
+                "  delegate {i}: {} ({}, {} calls, {} compile specs)",
+                d.id,
+                human_bytes(blob.len() as u64),
+                delegate_calls.get(&i).copied().unwrap_or(0),
+                d.compile_specs.len()
+            );
+        }
+    }
+    if !summary.segments.is_empty() {
+        println!();
+        println!("segments (base offset {}):", summary.segment_base_offset);
+        let mut t = Table::new(["#", "offset", "size", "size (human)"]);
+        for (i, s) in summary.segments.iter().enumerate() {
+            t.row([i.to_string(), s.offset.to_string(), s.size.to_string(), human_bytes(s.size)]);
+        }
+        print!("{}", indent(&t.render()));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn indent(s: &str) -> String {
+    s.lines().map(|l| format!("  {l}\n")).collect()
+}
+
+/// `kiln verify` for a `.pte`: the one-line reason on failure.
+pub fn verify_pte(input: &Input) -> Result<(), String> {
+    Program::open(input.bytes()).map(|_| ()).map_err(|e| e.to_string())
+}
+
+fn open_ptd(input: &Input) -> Result<FlatTensor<'_>> {
+    FlatTensor::open(input.bytes()).with_context(|| input.file.path().display().to_string())
+}
+
+/// `kiln inspect` for a `.ptd`.
+pub fn inspect_ptd(input: &Input, json: bool) -> Result<ExitCode> {
+    let ft = open_ptd(input)?;
+    let mut entries = Vec::with_capacity(ft.len());
+    for e in ft.entries() {
+        let e = e?;
+        entries.push(serde_json::json!({
+            "key": e.key,
+            "segment": e.segment_index,
+            "size": e.data.len(),
+            "dtype": e.layout.as_ref().map(|l| l.scalar_type.name()),
+            "shape": e.layout.as_ref().map(|l| l.sizes.clone()),
+            "dim_order": e.layout.as_ref().map(|l| l.dim_order.clone()),
+        }));
+    }
+    let segments: Vec<_> = (0..ft.num_segments())
+        .map(|i| {
+            ft.segment(i).map(|(offset, size)| serde_json::json!({"offset": offset, "size": size}))
+        })
+        .collect::<Result<_, _>>()?;
+    if json {
+        print_json(&serde_json::json!({
+            "format": "ptd",
+            "version": ft.version(),
+            "segment_base_offset": ft.header().segment_base_offset,
+            "segments": segments,
+            "named_data": entries,
+            "file_size": input.bytes().len(),
+        }))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "{}: ExecuTorch external data (.ptd), {} ({} bytes), {} entries in {} segments",
+        input.file.path().display(),
+        human_bytes(input.bytes().len() as u64),
+        input.bytes().len(),
+        ft.len(),
+        ft.num_segments()
+    );
+    let mut t = Table::new(["key", "dtype", "shape", "segment", "size"]);
+    for e in ft.entries() {
+        let e = e?;
+        let (dtype, shape) = match &e.layout {
+            Some(l) => (l.scalar_type.name().to_string(), format!("{:?}", l.sizes)),
+            None => ("-".to_string(), "-".to_string()),
+        };
+        t.row([
+            e.key.to_string(),
+            dtype,
+            shape,
+            e.segment_index.to_string(),
+            e.data.len().to_string(),
+        ]);
+    }
+    print!("{}", indent(&t.render()));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `kiln verify` for a `.ptd`: the one-line reason on failure.
+pub fn verify_ptd(input: &Input) -> Result<(), String> {
+    FlatTensor::open(input.bytes()).map(|_| ()).map_err(|e| e.to_string())
+}
+/// Arguments of `kiln pte`.
+#[derive(clap::Args)]
+pub struct PteArgs {
+    #[command(subcommand)]
+    command: PteCommand,
+}
+
+#[derive(clap::Subcommand)]
+enum PteCommand {
+    /// Read a .pte into kiln's in-memory model and write it back with ExecuTorch's layout rules.
+    Rewrite {
+        /// The program to read.
+        input: PathBuf,
+        /// Where to write (atomically).
+        #[arg(short, long)]
+        output: PathBuf,
+    },
+}
+
+/// Runs `kiln pte ...`.
+pub fn run_pte(args: PteArgs) -> Result<ExitCode> {
+    match args.command {
+        PteCommand::Rewrite { input, output } => rewrite(&input, &output),
+    }
+}
+
+fn rewrite(input: &Path, output: &Path) -> Result<ExitCode> {
+    let file = Input::open(input)?;
+    let program = open_pte(&file)?;
+    let model = pte::model::ProgramModel::from_program(&program)?;
+    let bytes = pte::writer::write(&model)?;
+    // Never write a file kiln itself would reject.
+    Program::open(&bytes).context("the rewritten program does not verify")?;
+    kiln_format::io::write_bytes_atomic(output, &bytes)?;
+    println!("{}: wrote {} bytes", output.display(), bytes.len());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `kiln dump` for a `.pte`.
+pub fn dump_pte(input: &Input) -> Result<ExitCode> {
+    print_json(&pte::dump::dump(&open_pte(input)?))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `kiln dump` for a `.ptd`.
+pub fn dump_ptd(input: &Input) -> Result<ExitCode> {
+    print_json(&open_ptd(input)?.dump())?;
+    Ok(ExitCode::SUCCESS)
+}

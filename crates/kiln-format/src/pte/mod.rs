@@ -1,0 +1,24 @@
+//! ExecuTorch programs (`.pte`): the `eh00` extended header, a zero-copy verified reader, an
+//! owned model and a writer that follows ExecuTorch's layout rules.
+//!
+//! Reading: [`Program::open`] over the whole file (a memory map or a byte slice) parses the
+//! header, runs the flatbuffers verifier with explicit caps and then [`verify`]; afterwards the
+//! typed accessors ([`Method`], [`Value`], [`Tensor`], [`Instruction`], [`Operator`],
+//! [`Delegate`], [`Program::constant_data`], [`Program::segment_bytes`], ...) never panic.
+
+pub mod dump;
+pub mod header;
+pub mod model;
+mod program;
+mod scalar_type;
+pub mod summary;
+pub mod verify;
+pub mod writer;
+
+pub use flatbuffers::Vector;
+pub use header::{ExtendedHeader, Layout};
+pub use program::{
+    Allocation, Chain, CompileSpec, Constants, Delegate, DelegateData, Instruction, Limits, Method,
+    Operator, Program, Segment, ShapeDynamism, Tensor, TensorData, Value, ValueKind, MAX_RANK,
+};
+pub use scalar_type::ScalarType;
