@@ -13,6 +13,8 @@ pub mod bytes;
 pub mod detect;
 pub mod error;
 pub mod io;
+pub mod origins;
+pub mod txn;
 
 pub use detect::{detect, Kind};
 pub use error::{Error, Result};
