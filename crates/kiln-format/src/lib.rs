@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bytes;
+pub mod circle;
 pub mod detect;
 pub mod error;
 pub mod io;

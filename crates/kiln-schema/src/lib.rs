@@ -7,3 +7,8 @@
 //! flatbuffers verifier first, and never calls the `*_unchecked` entry points.
 #![allow(missing_docs, clippy::all, clippy::pedantic, unused_imports, non_camel_case_types)]
 #![allow(non_snake_case, non_upper_case_globals, dead_code, mismatched_lifetime_syntaxes)]
+
+/// Circle models (`CIR0`), schema 0.10, with the object API (`*T` types) for whole-model
+/// rewrites.
+#[path = "generated/circle/mod.rs"]
+pub mod circle;

@@ -1,6 +1,6 @@
 //! Node-origin information of ONE's luci-profile: the two metadata tables stored in Circle
 //! files ([`tables`]) and the origin model with its preservation rules ([`origin`]).
-//! Circle files carry them as metadata buffers.
+//! Reading them from and writing them to a Circle file is in [`crate::circle::origins`].
 
 pub mod origin;
 pub mod tables;
