@@ -10,5 +10,6 @@
 
 /// Circle models (`CIR0`), schema 0.10, with the object API (`*T` types) for whole-model
 /// rewrites.
+#[rustfmt::skip]
 #[path = "generated/circle/mod.rs"]
 pub mod circle;

@@ -2,28 +2,19 @@
 // @generated
 extern crate alloc;
 use super::*;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MIN_ACTIVATION_FUNCTION_TYPE: i8 = 0;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MAX_ACTIVATION_FUNCTION_TYPE: i8 = 5;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 #[allow(non_camel_case_types)]
 pub const ENUM_VALUES_ACTIVATION_FUNCTION_TYPE: [ActivationFunctionType; 6] = [
-    ActivationFunctionType::NONE,
-    ActivationFunctionType::RELU,
-    ActivationFunctionType::RELU_N1_TO_1,
-    ActivationFunctionType::RELU6,
-    ActivationFunctionType::TANH,
-    ActivationFunctionType::SIGN_BIT,
+  ActivationFunctionType::NONE,
+  ActivationFunctionType::RELU,
+  ActivationFunctionType::RELU_N1_TO_1,
+  ActivationFunctionType::RELU6,
+  ActivationFunctionType::TANH,
+  ActivationFunctionType::SIGN_BIT,
 ];
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -31,46 +22,52 @@ pub const ENUM_VALUES_ACTIVATION_FUNCTION_TYPE: [ActivationFunctionType; 6] = [
 pub struct ActivationFunctionType(pub i8);
 #[allow(non_upper_case_globals)]
 impl ActivationFunctionType {
-    pub const NONE: Self = Self(0);
-    pub const RELU: Self = Self(1);
-    pub const RELU_N1_TO_1: Self = Self(2);
-    pub const RELU6: Self = Self(3);
-    pub const TANH: Self = Self(4);
-    pub const SIGN_BIT: Self = Self(5);
+  pub const NONE: Self = Self(0);
+  pub const RELU: Self = Self(1);
+  pub const RELU_N1_TO_1: Self = Self(2);
+  pub const RELU6: Self = Self(3);
+  pub const TANH: Self = Self(4);
+  pub const SIGN_BIT: Self = Self(5);
 
-    pub const ENUM_MIN: i8 = 0;
-    pub const ENUM_MAX: i8 = 5;
-    pub const ENUM_VALUES: &'static [Self] =
-        &[Self::NONE, Self::RELU, Self::RELU_N1_TO_1, Self::RELU6, Self::TANH, Self::SIGN_BIT];
-    /// Returns the variant's name or "" if unknown.
-    pub fn variant_name(self) -> Option<&'static str> {
-        match self {
-            Self::NONE => Some("NONE"),
-            Self::RELU => Some("RELU"),
-            Self::RELU_N1_TO_1 => Some("RELU_N1_TO_1"),
-            Self::RELU6 => Some("RELU6"),
-            Self::TANH => Some("TANH"),
-            Self::SIGN_BIT => Some("SIGN_BIT"),
-            _ => None,
-        }
+  pub const ENUM_MIN: i8 = 0;
+  pub const ENUM_MAX: i8 = 5;
+  pub const ENUM_VALUES: &'static [Self] = &[
+    Self::NONE,
+    Self::RELU,
+    Self::RELU_N1_TO_1,
+    Self::RELU6,
+    Self::TANH,
+    Self::SIGN_BIT,
+  ];
+  /// Returns the variant's name or "" if unknown.
+  pub fn variant_name(self) -> Option<&'static str> {
+    match self {
+      Self::NONE => Some("NONE"),
+      Self::RELU => Some("RELU"),
+      Self::RELU_N1_TO_1 => Some("RELU_N1_TO_1"),
+      Self::RELU6 => Some("RELU6"),
+      Self::TANH => Some("TANH"),
+      Self::SIGN_BIT => Some("SIGN_BIT"),
+      _ => None,
     }
+  }
 }
 impl ::core::fmt::Debug for ActivationFunctionType {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter) -> ::core::fmt::Result {
-        if let Some(name) = self.variant_name() {
-            f.write_str(name)
-        } else {
-            f.write_fmt(format_args!("<UNKNOWN {:?}>", self.0))
-        }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter) -> ::core::fmt::Result {
+    if let Some(name) = self.variant_name() {
+      f.write_str(name)
+    } else {
+      f.write_fmt(format_args!("<UNKNOWN {:?}>", self.0))
     }
+  }
 }
 impl<'a> ::flatbuffers::Follow<'a> for ActivationFunctionType {
-    type Inner = Self;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        let b = unsafe { ::flatbuffers::read_scalar_at::<i8>(buf, loc) };
-        Self(b)
-    }
+  type Inner = Self;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    let b = unsafe { ::flatbuffers::read_scalar_at::<i8>(buf, loc) };
+    Self(b)
+  }
 }
 
 impl ::flatbuffers::Push for ActivationFunctionType {
@@ -82,27 +79,26 @@ impl ::flatbuffers::Push for ActivationFunctionType {
 }
 
 impl ::flatbuffers::EndianScalar for ActivationFunctionType {
-    type Scalar = i8;
-    #[inline]
-    fn to_little_endian(self) -> i8 {
-        self.0.to_le()
-    }
-    #[inline]
-    #[allow(clippy::wrong_self_convention)]
-    fn from_little_endian(v: i8) -> Self {
-        let b = i8::from_le(v);
-        Self(b)
-    }
+  type Scalar = i8;
+  #[inline]
+  fn to_little_endian(self) -> i8 {
+    self.0.to_le()
+  }
+  #[inline]
+  #[allow(clippy::wrong_self_convention)]
+  fn from_little_endian(v: i8) -> Self {
+    let b = i8::from_le(v);
+    Self(b)
+  }
 }
 
 impl<'a> ::flatbuffers::Verifiable for ActivationFunctionType {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        i8::run_verifier(v, pos)
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    i8::run_verifier(v, pos)
+  }
 }
 
 impl ::flatbuffers::SimpleToVerifyInSlice for ActivationFunctionType {}

@@ -6,129 +6,124 @@ pub enum ArgMaxOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct ArgMaxOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for ArgMaxOptions<'a> {
-    type Inner = ArgMaxOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = ArgMaxOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> ArgMaxOptions<'a> {
-    pub const VT_OUTPUT_TYPE: ::flatbuffers::VOffsetT = 4;
+  pub const VT_OUTPUT_TYPE: ::flatbuffers::VOffsetT = 4;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        ArgMaxOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args ArgMaxOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<ArgMaxOptions<'bldr>> {
-        let mut builder = ArgMaxOptionsBuilder::new(_fbb);
-        builder.add_output_type(args.output_type);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    ArgMaxOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args ArgMaxOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<ArgMaxOptions<'bldr>> {
+    let mut builder = ArgMaxOptionsBuilder::new(_fbb);
+    builder.add_output_type(args.output_type);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> ArgMaxOptionsT {
-        let output_type = self.output_type();
-        ArgMaxOptionsT { output_type }
+  pub fn unpack(&self) -> ArgMaxOptionsT {
+    let output_type = self.output_type();
+    ArgMaxOptionsT {
+      output_type,
     }
+  }
 
-    #[inline]
-    pub fn output_type(&self) -> TensorType {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<TensorType>(ArgMaxOptions::VT_OUTPUT_TYPE, Some(TensorType::FLOAT32))
-                .unwrap()
-        }
-    }
+  #[inline]
+  pub fn output_type(&self) -> TensorType {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<TensorType>(ArgMaxOptions::VT_OUTPUT_TYPE, Some(TensorType::FLOAT32)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for ArgMaxOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<TensorType>("output_type", Self::VT_OUTPUT_TYPE, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<TensorType>("output_type", Self::VT_OUTPUT_TYPE, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct ArgMaxOptionsArgs {
     pub output_type: TensorType,
 }
 impl<'a> Default for ArgMaxOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        ArgMaxOptionsArgs { output_type: TensorType::FLOAT32 }
+  #[inline]
+  fn default() -> Self {
+    ArgMaxOptionsArgs {
+      output_type: TensorType::FLOAT32,
     }
+  }
 }
 
 pub struct ArgMaxOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> ArgMaxOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_output_type(&mut self, output_type: TensorType) {
-        self.fbb_.push_slot::<TensorType>(
-            ArgMaxOptions::VT_OUTPUT_TYPE,
-            output_type,
-            TensorType::FLOAT32,
-        );
+  #[inline]
+  pub fn add_output_type(&mut self, output_type: TensorType) {
+    self.fbb_.push_slot::<TensorType>(ArgMaxOptions::VT_OUTPUT_TYPE, output_type, TensorType::FLOAT32);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> ArgMaxOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    ArgMaxOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> ArgMaxOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        ArgMaxOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<ArgMaxOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<ArgMaxOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for ArgMaxOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("ArgMaxOptions");
-        ds.field("output_type", &self.output_type());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("ArgMaxOptions");
+      ds.field("output_type", &self.output_type());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct ArgMaxOptionsT {
-    pub output_type: TensorType,
+  pub output_type: TensorType,
 }
 impl Default for ArgMaxOptionsT {
-    fn default() -> Self {
-        Self { output_type: TensorType::FLOAT32 }
+  fn default() -> Self {
+    Self {
+      output_type: TensorType::FLOAT32,
     }
+  }
 }
 impl ArgMaxOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<ArgMaxOptions<'b>> {
-        let output_type = self.output_type;
-        ArgMaxOptions::create(_fbb, &ArgMaxOptionsArgs { output_type })
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<ArgMaxOptions<'b>> {
+    let output_type = self.output_type;
+    ArgMaxOptions::create(_fbb, &ArgMaxOptionsArgs{
+      output_type,
+    })
+  }
 }

@@ -6,94 +6,84 @@ pub enum BatchMatMulOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct BatchMatMulOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for BatchMatMulOptions<'a> {
-    type Inner = BatchMatMulOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = BatchMatMulOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> BatchMatMulOptions<'a> {
-    pub const VT_ADJOINT_LHS: ::flatbuffers::VOffsetT = 4;
-    pub const VT_ADJOINT_RHS: ::flatbuffers::VOffsetT = 6;
-    pub const VT_ASYMMETRIC_QUANTIZE_INPUTS: ::flatbuffers::VOffsetT = 8;
+  pub const VT_ADJOINT_LHS: ::flatbuffers::VOffsetT = 4;
+  pub const VT_ADJOINT_RHS: ::flatbuffers::VOffsetT = 6;
+  pub const VT_ASYMMETRIC_QUANTIZE_INPUTS: ::flatbuffers::VOffsetT = 8;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        BatchMatMulOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args BatchMatMulOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<BatchMatMulOptions<'bldr>> {
-        let mut builder = BatchMatMulOptionsBuilder::new(_fbb);
-        builder.add_asymmetric_quantize_inputs(args.asymmetric_quantize_inputs);
-        builder.add_adjoint_rhs(args.adjoint_rhs);
-        builder.add_adjoint_lhs(args.adjoint_lhs);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    BatchMatMulOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args BatchMatMulOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<BatchMatMulOptions<'bldr>> {
+    let mut builder = BatchMatMulOptionsBuilder::new(_fbb);
+    builder.add_asymmetric_quantize_inputs(args.asymmetric_quantize_inputs);
+    builder.add_adjoint_rhs(args.adjoint_rhs);
+    builder.add_adjoint_lhs(args.adjoint_lhs);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> BatchMatMulOptionsT {
-        let adjoint_lhs = self.adjoint_lhs();
-        let adjoint_rhs = self.adjoint_rhs();
-        let asymmetric_quantize_inputs = self.asymmetric_quantize_inputs();
-        BatchMatMulOptionsT { adjoint_lhs, adjoint_rhs, asymmetric_quantize_inputs }
+  pub fn unpack(&self) -> BatchMatMulOptionsT {
+    let adjoint_lhs = self.adjoint_lhs();
+    let adjoint_rhs = self.adjoint_rhs();
+    let asymmetric_quantize_inputs = self.asymmetric_quantize_inputs();
+    BatchMatMulOptionsT {
+      adjoint_lhs,
+      adjoint_rhs,
+      asymmetric_quantize_inputs,
     }
+  }
 
-    #[inline]
-    pub fn adjoint_lhs(&self) -> bool {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<bool>(BatchMatMulOptions::VT_ADJOINT_LHS, Some(false)).unwrap() }
-    }
-    #[inline]
-    pub fn adjoint_rhs(&self) -> bool {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<bool>(BatchMatMulOptions::VT_ADJOINT_RHS, Some(false)).unwrap() }
-    }
-    #[inline]
-    pub fn asymmetric_quantize_inputs(&self) -> bool {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<bool>(BatchMatMulOptions::VT_ASYMMETRIC_QUANTIZE_INPUTS, Some(false))
-                .unwrap()
-        }
-    }
+  #[inline]
+  pub fn adjoint_lhs(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(BatchMatMulOptions::VT_ADJOINT_LHS, Some(false)).unwrap()}
+  }
+  #[inline]
+  pub fn adjoint_rhs(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(BatchMatMulOptions::VT_ADJOINT_RHS, Some(false)).unwrap()}
+  }
+  #[inline]
+  pub fn asymmetric_quantize_inputs(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(BatchMatMulOptions::VT_ASYMMETRIC_QUANTIZE_INPUTS, Some(false)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for BatchMatMulOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<bool>("adjoint_lhs", Self::VT_ADJOINT_LHS, false)?
-            .visit_field::<bool>("adjoint_rhs", Self::VT_ADJOINT_RHS, false)?
-            .visit_field::<bool>(
-                "asymmetric_quantize_inputs",
-                Self::VT_ASYMMETRIC_QUANTIZE_INPUTS,
-                false,
-            )?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<bool>("adjoint_lhs", Self::VT_ADJOINT_LHS, false)?
+     .visit_field::<bool>("adjoint_rhs", Self::VT_ADJOINT_RHS, false)?
+     .visit_field::<bool>("asymmetric_quantize_inputs", Self::VT_ASYMMETRIC_QUANTIZE_INPUTS, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct BatchMatMulOptionsArgs {
     pub adjoint_lhs: bool,
@@ -101,83 +91,85 @@ pub struct BatchMatMulOptionsArgs {
     pub asymmetric_quantize_inputs: bool,
 }
 impl<'a> Default for BatchMatMulOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        BatchMatMulOptionsArgs {
-            adjoint_lhs: false,
-            adjoint_rhs: false,
-            asymmetric_quantize_inputs: false,
-        }
+  #[inline]
+  fn default() -> Self {
+    BatchMatMulOptionsArgs {
+      adjoint_lhs: false,
+      adjoint_rhs: false,
+      asymmetric_quantize_inputs: false,
     }
+  }
 }
 
 pub struct BatchMatMulOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> BatchMatMulOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_adjoint_lhs(&mut self, adjoint_lhs: bool) {
-        self.fbb_.push_slot::<bool>(BatchMatMulOptions::VT_ADJOINT_LHS, adjoint_lhs, false);
+  #[inline]
+  pub fn add_adjoint_lhs(&mut self, adjoint_lhs: bool) {
+    self.fbb_.push_slot::<bool>(BatchMatMulOptions::VT_ADJOINT_LHS, adjoint_lhs, false);
+  }
+  #[inline]
+  pub fn add_adjoint_rhs(&mut self, adjoint_rhs: bool) {
+    self.fbb_.push_slot::<bool>(BatchMatMulOptions::VT_ADJOINT_RHS, adjoint_rhs, false);
+  }
+  #[inline]
+  pub fn add_asymmetric_quantize_inputs(&mut self, asymmetric_quantize_inputs: bool) {
+    self.fbb_.push_slot::<bool>(BatchMatMulOptions::VT_ASYMMETRIC_QUANTIZE_INPUTS, asymmetric_quantize_inputs, false);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> BatchMatMulOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    BatchMatMulOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_adjoint_rhs(&mut self, adjoint_rhs: bool) {
-        self.fbb_.push_slot::<bool>(BatchMatMulOptions::VT_ADJOINT_RHS, adjoint_rhs, false);
-    }
-    #[inline]
-    pub fn add_asymmetric_quantize_inputs(&mut self, asymmetric_quantize_inputs: bool) {
-        self.fbb_.push_slot::<bool>(
-            BatchMatMulOptions::VT_ASYMMETRIC_QUANTIZE_INPUTS,
-            asymmetric_quantize_inputs,
-            false,
-        );
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> BatchMatMulOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        BatchMatMulOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<BatchMatMulOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<BatchMatMulOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for BatchMatMulOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("BatchMatMulOptions");
-        ds.field("adjoint_lhs", &self.adjoint_lhs());
-        ds.field("adjoint_rhs", &self.adjoint_rhs());
-        ds.field("asymmetric_quantize_inputs", &self.asymmetric_quantize_inputs());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("BatchMatMulOptions");
+      ds.field("adjoint_lhs", &self.adjoint_lhs());
+      ds.field("adjoint_rhs", &self.adjoint_rhs());
+      ds.field("asymmetric_quantize_inputs", &self.asymmetric_quantize_inputs());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct BatchMatMulOptionsT {
-    pub adjoint_lhs: bool,
-    pub adjoint_rhs: bool,
-    pub asymmetric_quantize_inputs: bool,
+  pub adjoint_lhs: bool,
+  pub adjoint_rhs: bool,
+  pub asymmetric_quantize_inputs: bool,
 }
 impl Default for BatchMatMulOptionsT {
-    fn default() -> Self {
-        Self { adjoint_lhs: false, adjoint_rhs: false, asymmetric_quantize_inputs: false }
+  fn default() -> Self {
+    Self {
+      adjoint_lhs: false,
+      adjoint_rhs: false,
+      asymmetric_quantize_inputs: false,
     }
+  }
 }
 impl BatchMatMulOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<BatchMatMulOptions<'b>> {
-        let adjoint_lhs = self.adjoint_lhs;
-        let adjoint_rhs = self.adjoint_rhs;
-        let asymmetric_quantize_inputs = self.asymmetric_quantize_inputs;
-        BatchMatMulOptions::create(
-            _fbb,
-            &BatchMatMulOptionsArgs { adjoint_lhs, adjoint_rhs, asymmetric_quantize_inputs },
-        )
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<BatchMatMulOptions<'b>> {
+    let adjoint_lhs = self.adjoint_lhs;
+    let adjoint_rhs = self.adjoint_rhs;
+    let asymmetric_quantize_inputs = self.asymmetric_quantize_inputs;
+    BatchMatMulOptions::create(_fbb, &BatchMatMulOptionsArgs{
+      adjoint_lhs,
+      adjoint_rhs,
+      asymmetric_quantize_inputs,
+    })
+  }
 }

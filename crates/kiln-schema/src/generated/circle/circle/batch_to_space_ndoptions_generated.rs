@@ -6,97 +6,100 @@ pub enum BatchToSpaceNDOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct BatchToSpaceNDOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for BatchToSpaceNDOptions<'a> {
-    type Inner = BatchToSpaceNDOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = BatchToSpaceNDOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> BatchToSpaceNDOptions<'a> {
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        BatchToSpaceNDOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        _args: &'args BatchToSpaceNDOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<BatchToSpaceNDOptions<'bldr>> {
-        let mut builder = BatchToSpaceNDOptionsBuilder::new(_fbb);
-        builder.finish()
-    }
 
-    pub fn unpack(&self) -> BatchToSpaceNDOptionsT {
-        BatchToSpaceNDOptionsT {}
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    BatchToSpaceNDOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    _args: &'args BatchToSpaceNDOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<BatchToSpaceNDOptions<'bldr>> {
+    let mut builder = BatchToSpaceNDOptionsBuilder::new(_fbb);
+    builder.finish()
+  }
+
+  pub fn unpack(&self) -> BatchToSpaceNDOptionsT {
+    BatchToSpaceNDOptionsT {
     }
+  }
 }
 
 impl ::flatbuffers::Verifiable for BatchToSpaceNDOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?.finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .finish();
+    Ok(())
+  }
 }
-pub struct BatchToSpaceNDOptionsArgs {}
+pub struct BatchToSpaceNDOptionsArgs {
+}
 impl<'a> Default for BatchToSpaceNDOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        BatchToSpaceNDOptionsArgs {}
+  #[inline]
+  fn default() -> Self {
+    BatchToSpaceNDOptionsArgs {
     }
+  }
 }
 
 pub struct BatchToSpaceNDOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> BatchToSpaceNDOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> BatchToSpaceNDOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        BatchToSpaceNDOptionsBuilder { fbb_: _fbb, start_: start }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> BatchToSpaceNDOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    BatchToSpaceNDOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<BatchToSpaceNDOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<BatchToSpaceNDOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for BatchToSpaceNDOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("BatchToSpaceNDOptions");
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("BatchToSpaceNDOptions");
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
-pub struct BatchToSpaceNDOptionsT {}
+pub struct BatchToSpaceNDOptionsT {
+}
 impl Default for BatchToSpaceNDOptionsT {
-    fn default() -> Self {
-        Self {}
+  fn default() -> Self {
+    Self {
     }
+  }
 }
 impl BatchToSpaceNDOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<BatchToSpaceNDOptions<'b>> {
-        BatchToSpaceNDOptions::create(_fbb, &BatchToSpaceNDOptionsArgs {})
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<BatchToSpaceNDOptions<'b>> {
+    BatchToSpaceNDOptions::create(_fbb, &BatchToSpaceNDOptionsArgs{
+    })
+  }
 }

@@ -6,170 +6,147 @@ pub enum BCQFullyConnectedOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct BCQFullyConnectedOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for BCQFullyConnectedOptions<'a> {
-    type Inner = BCQFullyConnectedOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = BCQFullyConnectedOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> BCQFullyConnectedOptions<'a> {
-    pub const VT_WEIGHTS_HIDDEN_SIZE: ::flatbuffers::VOffsetT = 4;
-    pub const VT_FUSED_ACTIVATION_FUNCTION: ::flatbuffers::VOffsetT = 6;
+  pub const VT_WEIGHTS_HIDDEN_SIZE: ::flatbuffers::VOffsetT = 4;
+  pub const VT_FUSED_ACTIVATION_FUNCTION: ::flatbuffers::VOffsetT = 6;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        BCQFullyConnectedOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args BCQFullyConnectedOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<BCQFullyConnectedOptions<'bldr>> {
-        let mut builder = BCQFullyConnectedOptionsBuilder::new(_fbb);
-        builder.add_weights_hidden_size(args.weights_hidden_size);
-        builder.add_fused_activation_function(args.fused_activation_function);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    BCQFullyConnectedOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args BCQFullyConnectedOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<BCQFullyConnectedOptions<'bldr>> {
+    let mut builder = BCQFullyConnectedOptionsBuilder::new(_fbb);
+    builder.add_weights_hidden_size(args.weights_hidden_size);
+    builder.add_fused_activation_function(args.fused_activation_function);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> BCQFullyConnectedOptionsT {
-        let weights_hidden_size = self.weights_hidden_size();
-        let fused_activation_function = self.fused_activation_function();
-        BCQFullyConnectedOptionsT { weights_hidden_size, fused_activation_function }
+  pub fn unpack(&self) -> BCQFullyConnectedOptionsT {
+    let weights_hidden_size = self.weights_hidden_size();
+    let fused_activation_function = self.fused_activation_function();
+    BCQFullyConnectedOptionsT {
+      weights_hidden_size,
+      fused_activation_function,
     }
+  }
 
-    #[inline]
-    pub fn weights_hidden_size(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<i32>(BCQFullyConnectedOptions::VT_WEIGHTS_HIDDEN_SIZE, Some(0)).unwrap()
-        }
-    }
-    #[inline]
-    pub fn fused_activation_function(&self) -> ActivationFunctionType {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<ActivationFunctionType>(
-                    BCQFullyConnectedOptions::VT_FUSED_ACTIVATION_FUNCTION,
-                    Some(ActivationFunctionType::NONE),
-                )
-                .unwrap()
-        }
-    }
+  #[inline]
+  pub fn weights_hidden_size(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(BCQFullyConnectedOptions::VT_WEIGHTS_HIDDEN_SIZE, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn fused_activation_function(&self) -> ActivationFunctionType {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<ActivationFunctionType>(BCQFullyConnectedOptions::VT_FUSED_ACTIVATION_FUNCTION, Some(ActivationFunctionType::NONE)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for BCQFullyConnectedOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<i32>("weights_hidden_size", Self::VT_WEIGHTS_HIDDEN_SIZE, false)?
-            .visit_field::<ActivationFunctionType>(
-                "fused_activation_function",
-                Self::VT_FUSED_ACTIVATION_FUNCTION,
-                false,
-            )?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<i32>("weights_hidden_size", Self::VT_WEIGHTS_HIDDEN_SIZE, false)?
+     .visit_field::<ActivationFunctionType>("fused_activation_function", Self::VT_FUSED_ACTIVATION_FUNCTION, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct BCQFullyConnectedOptionsArgs {
     pub weights_hidden_size: i32,
     pub fused_activation_function: ActivationFunctionType,
 }
 impl<'a> Default for BCQFullyConnectedOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        BCQFullyConnectedOptionsArgs {
-            weights_hidden_size: 0,
-            fused_activation_function: ActivationFunctionType::NONE,
-        }
+  #[inline]
+  fn default() -> Self {
+    BCQFullyConnectedOptionsArgs {
+      weights_hidden_size: 0,
+      fused_activation_function: ActivationFunctionType::NONE,
     }
+  }
 }
 
 pub struct BCQFullyConnectedOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> BCQFullyConnectedOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_weights_hidden_size(&mut self, weights_hidden_size: i32) {
-        self.fbb_.push_slot::<i32>(
-            BCQFullyConnectedOptions::VT_WEIGHTS_HIDDEN_SIZE,
-            weights_hidden_size,
-            0,
-        );
+  #[inline]
+  pub fn add_weights_hidden_size(&mut self, weights_hidden_size: i32) {
+    self.fbb_.push_slot::<i32>(BCQFullyConnectedOptions::VT_WEIGHTS_HIDDEN_SIZE, weights_hidden_size, 0);
+  }
+  #[inline]
+  pub fn add_fused_activation_function(&mut self, fused_activation_function: ActivationFunctionType) {
+    self.fbb_.push_slot::<ActivationFunctionType>(BCQFullyConnectedOptions::VT_FUSED_ACTIVATION_FUNCTION, fused_activation_function, ActivationFunctionType::NONE);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> BCQFullyConnectedOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    BCQFullyConnectedOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_fused_activation_function(
-        &mut self,
-        fused_activation_function: ActivationFunctionType,
-    ) {
-        self.fbb_.push_slot::<ActivationFunctionType>(
-            BCQFullyConnectedOptions::VT_FUSED_ACTIVATION_FUNCTION,
-            fused_activation_function,
-            ActivationFunctionType::NONE,
-        );
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> BCQFullyConnectedOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        BCQFullyConnectedOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<BCQFullyConnectedOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<BCQFullyConnectedOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for BCQFullyConnectedOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("BCQFullyConnectedOptions");
-        ds.field("weights_hidden_size", &self.weights_hidden_size());
-        ds.field("fused_activation_function", &self.fused_activation_function());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("BCQFullyConnectedOptions");
+      ds.field("weights_hidden_size", &self.weights_hidden_size());
+      ds.field("fused_activation_function", &self.fused_activation_function());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct BCQFullyConnectedOptionsT {
-    pub weights_hidden_size: i32,
-    pub fused_activation_function: ActivationFunctionType,
+  pub weights_hidden_size: i32,
+  pub fused_activation_function: ActivationFunctionType,
 }
 impl Default for BCQFullyConnectedOptionsT {
-    fn default() -> Self {
-        Self { weights_hidden_size: 0, fused_activation_function: ActivationFunctionType::NONE }
+  fn default() -> Self {
+    Self {
+      weights_hidden_size: 0,
+      fused_activation_function: ActivationFunctionType::NONE,
     }
+  }
 }
 impl BCQFullyConnectedOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<BCQFullyConnectedOptions<'b>> {
-        let weights_hidden_size = self.weights_hidden_size;
-        let fused_activation_function = self.fused_activation_function;
-        BCQFullyConnectedOptions::create(
-            _fbb,
-            &BCQFullyConnectedOptionsArgs { weights_hidden_size, fused_activation_function },
-        )
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<BCQFullyConnectedOptions<'b>> {
+    let weights_hidden_size = self.weights_hidden_size;
+    let fused_activation_function = self.fused_activation_function;
+    BCQFullyConnectedOptions::create(_fbb, &BCQFullyConnectedOptionsArgs{
+      weights_hidden_size,
+      fused_activation_function,
+    })
+  }
 }

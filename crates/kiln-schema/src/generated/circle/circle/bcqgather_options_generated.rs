@@ -6,140 +6,147 @@ pub enum BCQGatherOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct BCQGatherOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for BCQGatherOptions<'a> {
-    type Inner = BCQGatherOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = BCQGatherOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> BCQGatherOptions<'a> {
-    pub const VT_INPUT_HIDDEN_SIZE: ::flatbuffers::VOffsetT = 4;
-    pub const VT_AXIS: ::flatbuffers::VOffsetT = 6;
+  pub const VT_INPUT_HIDDEN_SIZE: ::flatbuffers::VOffsetT = 4;
+  pub const VT_AXIS: ::flatbuffers::VOffsetT = 6;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        BCQGatherOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args BCQGatherOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<BCQGatherOptions<'bldr>> {
-        let mut builder = BCQGatherOptionsBuilder::new(_fbb);
-        builder.add_axis(args.axis);
-        builder.add_input_hidden_size(args.input_hidden_size);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    BCQGatherOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args BCQGatherOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<BCQGatherOptions<'bldr>> {
+    let mut builder = BCQGatherOptionsBuilder::new(_fbb);
+    builder.add_axis(args.axis);
+    builder.add_input_hidden_size(args.input_hidden_size);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> BCQGatherOptionsT {
-        let input_hidden_size = self.input_hidden_size();
-        let axis = self.axis();
-        BCQGatherOptionsT { input_hidden_size, axis }
+  pub fn unpack(&self) -> BCQGatherOptionsT {
+    let input_hidden_size = self.input_hidden_size();
+    let axis = self.axis();
+    BCQGatherOptionsT {
+      input_hidden_size,
+      axis,
     }
+  }
 
-    #[inline]
-    pub fn input_hidden_size(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(BCQGatherOptions::VT_INPUT_HIDDEN_SIZE, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn axis(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(BCQGatherOptions::VT_AXIS, Some(0)).unwrap() }
-    }
+  #[inline]
+  pub fn input_hidden_size(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(BCQGatherOptions::VT_INPUT_HIDDEN_SIZE, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn axis(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(BCQGatherOptions::VT_AXIS, Some(0)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for BCQGatherOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<i32>("input_hidden_size", Self::VT_INPUT_HIDDEN_SIZE, false)?
-            .visit_field::<i32>("axis", Self::VT_AXIS, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<i32>("input_hidden_size", Self::VT_INPUT_HIDDEN_SIZE, false)?
+     .visit_field::<i32>("axis", Self::VT_AXIS, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct BCQGatherOptionsArgs {
     pub input_hidden_size: i32,
     pub axis: i32,
 }
 impl<'a> Default for BCQGatherOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        BCQGatherOptionsArgs { input_hidden_size: 0, axis: 0 }
+  #[inline]
+  fn default() -> Self {
+    BCQGatherOptionsArgs {
+      input_hidden_size: 0,
+      axis: 0,
     }
+  }
 }
 
 pub struct BCQGatherOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> BCQGatherOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_input_hidden_size(&mut self, input_hidden_size: i32) {
-        self.fbb_.push_slot::<i32>(BCQGatherOptions::VT_INPUT_HIDDEN_SIZE, input_hidden_size, 0);
+  #[inline]
+  pub fn add_input_hidden_size(&mut self, input_hidden_size: i32) {
+    self.fbb_.push_slot::<i32>(BCQGatherOptions::VT_INPUT_HIDDEN_SIZE, input_hidden_size, 0);
+  }
+  #[inline]
+  pub fn add_axis(&mut self, axis: i32) {
+    self.fbb_.push_slot::<i32>(BCQGatherOptions::VT_AXIS, axis, 0);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> BCQGatherOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    BCQGatherOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_axis(&mut self, axis: i32) {
-        self.fbb_.push_slot::<i32>(BCQGatherOptions::VT_AXIS, axis, 0);
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> BCQGatherOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        BCQGatherOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<BCQGatherOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<BCQGatherOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for BCQGatherOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("BCQGatherOptions");
-        ds.field("input_hidden_size", &self.input_hidden_size());
-        ds.field("axis", &self.axis());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("BCQGatherOptions");
+      ds.field("input_hidden_size", &self.input_hidden_size());
+      ds.field("axis", &self.axis());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct BCQGatherOptionsT {
-    pub input_hidden_size: i32,
-    pub axis: i32,
+  pub input_hidden_size: i32,
+  pub axis: i32,
 }
 impl Default for BCQGatherOptionsT {
-    fn default() -> Self {
-        Self { input_hidden_size: 0, axis: 0 }
+  fn default() -> Self {
+    Self {
+      input_hidden_size: 0,
+      axis: 0,
     }
+  }
 }
 impl BCQGatherOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<BCQGatherOptions<'b>> {
-        let input_hidden_size = self.input_hidden_size;
-        let axis = self.axis;
-        BCQGatherOptions::create(_fbb, &BCQGatherOptionsArgs { input_hidden_size, axis })
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<BCQGatherOptions<'b>> {
+    let input_hidden_size = self.input_hidden_size;
+    let axis = self.axis;
+    BCQGatherOptions::create(_fbb, &BCQGatherOptionsArgs{
+      input_hidden_size,
+      axis,
+    })
+  }
 }

@@ -6,160 +6,120 @@ pub enum BidirectionalSequenceLSTMOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct BidirectionalSequenceLSTMOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for BidirectionalSequenceLSTMOptions<'a> {
-    type Inner = BidirectionalSequenceLSTMOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = BidirectionalSequenceLSTMOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> BidirectionalSequenceLSTMOptions<'a> {
-    pub const VT_FUSED_ACTIVATION_FUNCTION: ::flatbuffers::VOffsetT = 4;
-    pub const VT_CELL_CLIP: ::flatbuffers::VOffsetT = 6;
-    pub const VT_PROJ_CLIP: ::flatbuffers::VOffsetT = 8;
-    pub const VT_MERGE_OUTPUTS: ::flatbuffers::VOffsetT = 10;
-    pub const VT_TIME_MAJOR: ::flatbuffers::VOffsetT = 12;
-    pub const VT_ASYMMETRIC_QUANTIZE_INPUTS: ::flatbuffers::VOffsetT = 14;
+  pub const VT_FUSED_ACTIVATION_FUNCTION: ::flatbuffers::VOffsetT = 4;
+  pub const VT_CELL_CLIP: ::flatbuffers::VOffsetT = 6;
+  pub const VT_PROJ_CLIP: ::flatbuffers::VOffsetT = 8;
+  pub const VT_MERGE_OUTPUTS: ::flatbuffers::VOffsetT = 10;
+  pub const VT_TIME_MAJOR: ::flatbuffers::VOffsetT = 12;
+  pub const VT_ASYMMETRIC_QUANTIZE_INPUTS: ::flatbuffers::VOffsetT = 14;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        BidirectionalSequenceLSTMOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args BidirectionalSequenceLSTMOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<BidirectionalSequenceLSTMOptions<'bldr>> {
-        let mut builder = BidirectionalSequenceLSTMOptionsBuilder::new(_fbb);
-        builder.add_proj_clip(args.proj_clip);
-        builder.add_cell_clip(args.cell_clip);
-        builder.add_asymmetric_quantize_inputs(args.asymmetric_quantize_inputs);
-        builder.add_time_major(args.time_major);
-        builder.add_merge_outputs(args.merge_outputs);
-        builder.add_fused_activation_function(args.fused_activation_function);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    BidirectionalSequenceLSTMOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args BidirectionalSequenceLSTMOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<BidirectionalSequenceLSTMOptions<'bldr>> {
+    let mut builder = BidirectionalSequenceLSTMOptionsBuilder::new(_fbb);
+    builder.add_proj_clip(args.proj_clip);
+    builder.add_cell_clip(args.cell_clip);
+    builder.add_asymmetric_quantize_inputs(args.asymmetric_quantize_inputs);
+    builder.add_time_major(args.time_major);
+    builder.add_merge_outputs(args.merge_outputs);
+    builder.add_fused_activation_function(args.fused_activation_function);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> BidirectionalSequenceLSTMOptionsT {
-        let fused_activation_function = self.fused_activation_function();
-        let cell_clip = self.cell_clip();
-        let proj_clip = self.proj_clip();
-        let merge_outputs = self.merge_outputs();
-        let time_major = self.time_major();
-        let asymmetric_quantize_inputs = self.asymmetric_quantize_inputs();
-        BidirectionalSequenceLSTMOptionsT {
-            fused_activation_function,
-            cell_clip,
-            proj_clip,
-            merge_outputs,
-            time_major,
-            asymmetric_quantize_inputs,
-        }
+  pub fn unpack(&self) -> BidirectionalSequenceLSTMOptionsT {
+    let fused_activation_function = self.fused_activation_function();
+    let cell_clip = self.cell_clip();
+    let proj_clip = self.proj_clip();
+    let merge_outputs = self.merge_outputs();
+    let time_major = self.time_major();
+    let asymmetric_quantize_inputs = self.asymmetric_quantize_inputs();
+    BidirectionalSequenceLSTMOptionsT {
+      fused_activation_function,
+      cell_clip,
+      proj_clip,
+      merge_outputs,
+      time_major,
+      asymmetric_quantize_inputs,
     }
+  }
 
-    #[inline]
-    pub fn fused_activation_function(&self) -> ActivationFunctionType {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<ActivationFunctionType>(
-                    BidirectionalSequenceLSTMOptions::VT_FUSED_ACTIVATION_FUNCTION,
-                    Some(ActivationFunctionType::NONE),
-                )
-                .unwrap()
-        }
-    }
-    #[inline]
-    pub fn cell_clip(&self) -> f32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<f32>(BidirectionalSequenceLSTMOptions::VT_CELL_CLIP, Some(0.0)).unwrap()
-        }
-    }
-    #[inline]
-    pub fn proj_clip(&self) -> f32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<f32>(BidirectionalSequenceLSTMOptions::VT_PROJ_CLIP, Some(0.0)).unwrap()
-        }
-    }
-    #[inline]
-    pub fn merge_outputs(&self) -> bool {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<bool>(BidirectionalSequenceLSTMOptions::VT_MERGE_OUTPUTS, Some(false))
-                .unwrap()
-        }
-    }
-    #[inline]
-    pub fn time_major(&self) -> bool {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<bool>(BidirectionalSequenceLSTMOptions::VT_TIME_MAJOR, Some(true))
-                .unwrap()
-        }
-    }
-    #[inline]
-    pub fn asymmetric_quantize_inputs(&self) -> bool {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<bool>(
-                    BidirectionalSequenceLSTMOptions::VT_ASYMMETRIC_QUANTIZE_INPUTS,
-                    Some(false),
-                )
-                .unwrap()
-        }
-    }
+  #[inline]
+  pub fn fused_activation_function(&self) -> ActivationFunctionType {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<ActivationFunctionType>(BidirectionalSequenceLSTMOptions::VT_FUSED_ACTIVATION_FUNCTION, Some(ActivationFunctionType::NONE)).unwrap()}
+  }
+  #[inline]
+  pub fn cell_clip(&self) -> f32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<f32>(BidirectionalSequenceLSTMOptions::VT_CELL_CLIP, Some(0.0)).unwrap()}
+  }
+  #[inline]
+  pub fn proj_clip(&self) -> f32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<f32>(BidirectionalSequenceLSTMOptions::VT_PROJ_CLIP, Some(0.0)).unwrap()}
+  }
+  #[inline]
+  pub fn merge_outputs(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(BidirectionalSequenceLSTMOptions::VT_MERGE_OUTPUTS, Some(false)).unwrap()}
+  }
+  #[inline]
+  pub fn time_major(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(BidirectionalSequenceLSTMOptions::VT_TIME_MAJOR, Some(true)).unwrap()}
+  }
+  #[inline]
+  pub fn asymmetric_quantize_inputs(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(BidirectionalSequenceLSTMOptions::VT_ASYMMETRIC_QUANTIZE_INPUTS, Some(false)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for BidirectionalSequenceLSTMOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<ActivationFunctionType>(
-                "fused_activation_function",
-                Self::VT_FUSED_ACTIVATION_FUNCTION,
-                false,
-            )?
-            .visit_field::<f32>("cell_clip", Self::VT_CELL_CLIP, false)?
-            .visit_field::<f32>("proj_clip", Self::VT_PROJ_CLIP, false)?
-            .visit_field::<bool>("merge_outputs", Self::VT_MERGE_OUTPUTS, false)?
-            .visit_field::<bool>("time_major", Self::VT_TIME_MAJOR, false)?
-            .visit_field::<bool>(
-                "asymmetric_quantize_inputs",
-                Self::VT_ASYMMETRIC_QUANTIZE_INPUTS,
-                false,
-            )?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<ActivationFunctionType>("fused_activation_function", Self::VT_FUSED_ACTIVATION_FUNCTION, false)?
+     .visit_field::<f32>("cell_clip", Self::VT_CELL_CLIP, false)?
+     .visit_field::<f32>("proj_clip", Self::VT_PROJ_CLIP, false)?
+     .visit_field::<bool>("merge_outputs", Self::VT_MERGE_OUTPUTS, false)?
+     .visit_field::<bool>("time_major", Self::VT_TIME_MAJOR, false)?
+     .visit_field::<bool>("asymmetric_quantize_inputs", Self::VT_ASYMMETRIC_QUANTIZE_INPUTS, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct BidirectionalSequenceLSTMOptionsArgs {
     pub fused_activation_function: ActivationFunctionType,
@@ -170,138 +130,115 @@ pub struct BidirectionalSequenceLSTMOptionsArgs {
     pub asymmetric_quantize_inputs: bool,
 }
 impl<'a> Default for BidirectionalSequenceLSTMOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        BidirectionalSequenceLSTMOptionsArgs {
-            fused_activation_function: ActivationFunctionType::NONE,
-            cell_clip: 0.0,
-            proj_clip: 0.0,
-            merge_outputs: false,
-            time_major: true,
-            asymmetric_quantize_inputs: false,
-        }
+  #[inline]
+  fn default() -> Self {
+    BidirectionalSequenceLSTMOptionsArgs {
+      fused_activation_function: ActivationFunctionType::NONE,
+      cell_clip: 0.0,
+      proj_clip: 0.0,
+      merge_outputs: false,
+      time_major: true,
+      asymmetric_quantize_inputs: false,
     }
+  }
 }
 
 pub struct BidirectionalSequenceLSTMOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
-impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a>
-    BidirectionalSequenceLSTMOptionsBuilder<'a, 'b, A>
-{
-    #[inline]
-    pub fn add_fused_activation_function(
-        &mut self,
-        fused_activation_function: ActivationFunctionType,
-    ) {
-        self.fbb_.push_slot::<ActivationFunctionType>(
-            BidirectionalSequenceLSTMOptions::VT_FUSED_ACTIVATION_FUNCTION,
-            fused_activation_function,
-            ActivationFunctionType::NONE,
-        );
+impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> BidirectionalSequenceLSTMOptionsBuilder<'a, 'b, A> {
+  #[inline]
+  pub fn add_fused_activation_function(&mut self, fused_activation_function: ActivationFunctionType) {
+    self.fbb_.push_slot::<ActivationFunctionType>(BidirectionalSequenceLSTMOptions::VT_FUSED_ACTIVATION_FUNCTION, fused_activation_function, ActivationFunctionType::NONE);
+  }
+  #[inline]
+  pub fn add_cell_clip(&mut self, cell_clip: f32) {
+    self.fbb_.push_slot::<f32>(BidirectionalSequenceLSTMOptions::VT_CELL_CLIP, cell_clip, 0.0);
+  }
+  #[inline]
+  pub fn add_proj_clip(&mut self, proj_clip: f32) {
+    self.fbb_.push_slot::<f32>(BidirectionalSequenceLSTMOptions::VT_PROJ_CLIP, proj_clip, 0.0);
+  }
+  #[inline]
+  pub fn add_merge_outputs(&mut self, merge_outputs: bool) {
+    self.fbb_.push_slot::<bool>(BidirectionalSequenceLSTMOptions::VT_MERGE_OUTPUTS, merge_outputs, false);
+  }
+  #[inline]
+  pub fn add_time_major(&mut self, time_major: bool) {
+    self.fbb_.push_slot::<bool>(BidirectionalSequenceLSTMOptions::VT_TIME_MAJOR, time_major, true);
+  }
+  #[inline]
+  pub fn add_asymmetric_quantize_inputs(&mut self, asymmetric_quantize_inputs: bool) {
+    self.fbb_.push_slot::<bool>(BidirectionalSequenceLSTMOptions::VT_ASYMMETRIC_QUANTIZE_INPUTS, asymmetric_quantize_inputs, false);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> BidirectionalSequenceLSTMOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    BidirectionalSequenceLSTMOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_cell_clip(&mut self, cell_clip: f32) {
-        self.fbb_.push_slot::<f32>(BidirectionalSequenceLSTMOptions::VT_CELL_CLIP, cell_clip, 0.0);
-    }
-    #[inline]
-    pub fn add_proj_clip(&mut self, proj_clip: f32) {
-        self.fbb_.push_slot::<f32>(BidirectionalSequenceLSTMOptions::VT_PROJ_CLIP, proj_clip, 0.0);
-    }
-    #[inline]
-    pub fn add_merge_outputs(&mut self, merge_outputs: bool) {
-        self.fbb_.push_slot::<bool>(
-            BidirectionalSequenceLSTMOptions::VT_MERGE_OUTPUTS,
-            merge_outputs,
-            false,
-        );
-    }
-    #[inline]
-    pub fn add_time_major(&mut self, time_major: bool) {
-        self.fbb_.push_slot::<bool>(
-            BidirectionalSequenceLSTMOptions::VT_TIME_MAJOR,
-            time_major,
-            true,
-        );
-    }
-    #[inline]
-    pub fn add_asymmetric_quantize_inputs(&mut self, asymmetric_quantize_inputs: bool) {
-        self.fbb_.push_slot::<bool>(
-            BidirectionalSequenceLSTMOptions::VT_ASYMMETRIC_QUANTIZE_INPUTS,
-            asymmetric_quantize_inputs,
-            false,
-        );
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> BidirectionalSequenceLSTMOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        BidirectionalSequenceLSTMOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<BidirectionalSequenceLSTMOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<BidirectionalSequenceLSTMOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for BidirectionalSequenceLSTMOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("BidirectionalSequenceLSTMOptions");
-        ds.field("fused_activation_function", &self.fused_activation_function());
-        ds.field("cell_clip", &self.cell_clip());
-        ds.field("proj_clip", &self.proj_clip());
-        ds.field("merge_outputs", &self.merge_outputs());
-        ds.field("time_major", &self.time_major());
-        ds.field("asymmetric_quantize_inputs", &self.asymmetric_quantize_inputs());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("BidirectionalSequenceLSTMOptions");
+      ds.field("fused_activation_function", &self.fused_activation_function());
+      ds.field("cell_clip", &self.cell_clip());
+      ds.field("proj_clip", &self.proj_clip());
+      ds.field("merge_outputs", &self.merge_outputs());
+      ds.field("time_major", &self.time_major());
+      ds.field("asymmetric_quantize_inputs", &self.asymmetric_quantize_inputs());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct BidirectionalSequenceLSTMOptionsT {
-    pub fused_activation_function: ActivationFunctionType,
-    pub cell_clip: f32,
-    pub proj_clip: f32,
-    pub merge_outputs: bool,
-    pub time_major: bool,
-    pub asymmetric_quantize_inputs: bool,
+  pub fused_activation_function: ActivationFunctionType,
+  pub cell_clip: f32,
+  pub proj_clip: f32,
+  pub merge_outputs: bool,
+  pub time_major: bool,
+  pub asymmetric_quantize_inputs: bool,
 }
 impl Default for BidirectionalSequenceLSTMOptionsT {
-    fn default() -> Self {
-        Self {
-            fused_activation_function: ActivationFunctionType::NONE,
-            cell_clip: 0.0,
-            proj_clip: 0.0,
-            merge_outputs: false,
-            time_major: true,
-            asymmetric_quantize_inputs: false,
-        }
+  fn default() -> Self {
+    Self {
+      fused_activation_function: ActivationFunctionType::NONE,
+      cell_clip: 0.0,
+      proj_clip: 0.0,
+      merge_outputs: false,
+      time_major: true,
+      asymmetric_quantize_inputs: false,
     }
+  }
 }
 impl BidirectionalSequenceLSTMOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<BidirectionalSequenceLSTMOptions<'b>> {
-        let fused_activation_function = self.fused_activation_function;
-        let cell_clip = self.cell_clip;
-        let proj_clip = self.proj_clip;
-        let merge_outputs = self.merge_outputs;
-        let time_major = self.time_major;
-        let asymmetric_quantize_inputs = self.asymmetric_quantize_inputs;
-        BidirectionalSequenceLSTMOptions::create(
-            _fbb,
-            &BidirectionalSequenceLSTMOptionsArgs {
-                fused_activation_function,
-                cell_clip,
-                proj_clip,
-                merge_outputs,
-                time_major,
-                asymmetric_quantize_inputs,
-            },
-        )
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<BidirectionalSequenceLSTMOptions<'b>> {
+    let fused_activation_function = self.fused_activation_function;
+    let cell_clip = self.cell_clip;
+    let proj_clip = self.proj_clip;
+    let merge_outputs = self.merge_outputs;
+    let time_major = self.time_major;
+    let asymmetric_quantize_inputs = self.asymmetric_quantize_inputs;
+    BidirectionalSequenceLSTMOptions::create(_fbb, &BidirectionalSequenceLSTMOptionsArgs{
+      fused_activation_function,
+      cell_clip,
+      proj_clip,
+      merge_outputs,
+      time_major,
+      asymmetric_quantize_inputs,
+    })
+  }
 }

@@ -6,132 +6,96 @@ pub enum BidirectionalSequenceRNNOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct BidirectionalSequenceRNNOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for BidirectionalSequenceRNNOptions<'a> {
-    type Inner = BidirectionalSequenceRNNOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = BidirectionalSequenceRNNOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> BidirectionalSequenceRNNOptions<'a> {
-    pub const VT_TIME_MAJOR: ::flatbuffers::VOffsetT = 4;
-    pub const VT_FUSED_ACTIVATION_FUNCTION: ::flatbuffers::VOffsetT = 6;
-    pub const VT_MERGE_OUTPUTS: ::flatbuffers::VOffsetT = 8;
-    pub const VT_ASYMMETRIC_QUANTIZE_INPUTS: ::flatbuffers::VOffsetT = 10;
+  pub const VT_TIME_MAJOR: ::flatbuffers::VOffsetT = 4;
+  pub const VT_FUSED_ACTIVATION_FUNCTION: ::flatbuffers::VOffsetT = 6;
+  pub const VT_MERGE_OUTPUTS: ::flatbuffers::VOffsetT = 8;
+  pub const VT_ASYMMETRIC_QUANTIZE_INPUTS: ::flatbuffers::VOffsetT = 10;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        BidirectionalSequenceRNNOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args BidirectionalSequenceRNNOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<BidirectionalSequenceRNNOptions<'bldr>> {
-        let mut builder = BidirectionalSequenceRNNOptionsBuilder::new(_fbb);
-        builder.add_asymmetric_quantize_inputs(args.asymmetric_quantize_inputs);
-        builder.add_merge_outputs(args.merge_outputs);
-        builder.add_fused_activation_function(args.fused_activation_function);
-        builder.add_time_major(args.time_major);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    BidirectionalSequenceRNNOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args BidirectionalSequenceRNNOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<BidirectionalSequenceRNNOptions<'bldr>> {
+    let mut builder = BidirectionalSequenceRNNOptionsBuilder::new(_fbb);
+    builder.add_asymmetric_quantize_inputs(args.asymmetric_quantize_inputs);
+    builder.add_merge_outputs(args.merge_outputs);
+    builder.add_fused_activation_function(args.fused_activation_function);
+    builder.add_time_major(args.time_major);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> BidirectionalSequenceRNNOptionsT {
-        let time_major = self.time_major();
-        let fused_activation_function = self.fused_activation_function();
-        let merge_outputs = self.merge_outputs();
-        let asymmetric_quantize_inputs = self.asymmetric_quantize_inputs();
-        BidirectionalSequenceRNNOptionsT {
-            time_major,
-            fused_activation_function,
-            merge_outputs,
-            asymmetric_quantize_inputs,
-        }
+  pub fn unpack(&self) -> BidirectionalSequenceRNNOptionsT {
+    let time_major = self.time_major();
+    let fused_activation_function = self.fused_activation_function();
+    let merge_outputs = self.merge_outputs();
+    let asymmetric_quantize_inputs = self.asymmetric_quantize_inputs();
+    BidirectionalSequenceRNNOptionsT {
+      time_major,
+      fused_activation_function,
+      merge_outputs,
+      asymmetric_quantize_inputs,
     }
+  }
 
-    #[inline]
-    pub fn time_major(&self) -> bool {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<bool>(BidirectionalSequenceRNNOptions::VT_TIME_MAJOR, Some(false))
-                .unwrap()
-        }
-    }
-    #[inline]
-    pub fn fused_activation_function(&self) -> ActivationFunctionType {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<ActivationFunctionType>(
-                    BidirectionalSequenceRNNOptions::VT_FUSED_ACTIVATION_FUNCTION,
-                    Some(ActivationFunctionType::NONE),
-                )
-                .unwrap()
-        }
-    }
-    #[inline]
-    pub fn merge_outputs(&self) -> bool {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<bool>(BidirectionalSequenceRNNOptions::VT_MERGE_OUTPUTS, Some(false))
-                .unwrap()
-        }
-    }
-    #[inline]
-    pub fn asymmetric_quantize_inputs(&self) -> bool {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<bool>(
-                    BidirectionalSequenceRNNOptions::VT_ASYMMETRIC_QUANTIZE_INPUTS,
-                    Some(false),
-                )
-                .unwrap()
-        }
-    }
+  #[inline]
+  pub fn time_major(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(BidirectionalSequenceRNNOptions::VT_TIME_MAJOR, Some(false)).unwrap()}
+  }
+  #[inline]
+  pub fn fused_activation_function(&self) -> ActivationFunctionType {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<ActivationFunctionType>(BidirectionalSequenceRNNOptions::VT_FUSED_ACTIVATION_FUNCTION, Some(ActivationFunctionType::NONE)).unwrap()}
+  }
+  #[inline]
+  pub fn merge_outputs(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(BidirectionalSequenceRNNOptions::VT_MERGE_OUTPUTS, Some(false)).unwrap()}
+  }
+  #[inline]
+  pub fn asymmetric_quantize_inputs(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(BidirectionalSequenceRNNOptions::VT_ASYMMETRIC_QUANTIZE_INPUTS, Some(false)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for BidirectionalSequenceRNNOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<bool>("time_major", Self::VT_TIME_MAJOR, false)?
-            .visit_field::<ActivationFunctionType>(
-                "fused_activation_function",
-                Self::VT_FUSED_ACTIVATION_FUNCTION,
-                false,
-            )?
-            .visit_field::<bool>("merge_outputs", Self::VT_MERGE_OUTPUTS, false)?
-            .visit_field::<bool>(
-                "asymmetric_quantize_inputs",
-                Self::VT_ASYMMETRIC_QUANTIZE_INPUTS,
-                false,
-            )?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<bool>("time_major", Self::VT_TIME_MAJOR, false)?
+     .visit_field::<ActivationFunctionType>("fused_activation_function", Self::VT_FUSED_ACTIVATION_FUNCTION, false)?
+     .visit_field::<bool>("merge_outputs", Self::VT_MERGE_OUTPUTS, false)?
+     .visit_field::<bool>("asymmetric_quantize_inputs", Self::VT_ASYMMETRIC_QUANTIZE_INPUTS, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct BidirectionalSequenceRNNOptionsArgs {
     pub time_major: bool,
@@ -140,118 +104,95 @@ pub struct BidirectionalSequenceRNNOptionsArgs {
     pub asymmetric_quantize_inputs: bool,
 }
 impl<'a> Default for BidirectionalSequenceRNNOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        BidirectionalSequenceRNNOptionsArgs {
-            time_major: false,
-            fused_activation_function: ActivationFunctionType::NONE,
-            merge_outputs: false,
-            asymmetric_quantize_inputs: false,
-        }
+  #[inline]
+  fn default() -> Self {
+    BidirectionalSequenceRNNOptionsArgs {
+      time_major: false,
+      fused_activation_function: ActivationFunctionType::NONE,
+      merge_outputs: false,
+      asymmetric_quantize_inputs: false,
     }
+  }
 }
 
 pub struct BidirectionalSequenceRNNOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
-impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a>
-    BidirectionalSequenceRNNOptionsBuilder<'a, 'b, A>
-{
-    #[inline]
-    pub fn add_time_major(&mut self, time_major: bool) {
-        self.fbb_.push_slot::<bool>(
-            BidirectionalSequenceRNNOptions::VT_TIME_MAJOR,
-            time_major,
-            false,
-        );
+impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> BidirectionalSequenceRNNOptionsBuilder<'a, 'b, A> {
+  #[inline]
+  pub fn add_time_major(&mut self, time_major: bool) {
+    self.fbb_.push_slot::<bool>(BidirectionalSequenceRNNOptions::VT_TIME_MAJOR, time_major, false);
+  }
+  #[inline]
+  pub fn add_fused_activation_function(&mut self, fused_activation_function: ActivationFunctionType) {
+    self.fbb_.push_slot::<ActivationFunctionType>(BidirectionalSequenceRNNOptions::VT_FUSED_ACTIVATION_FUNCTION, fused_activation_function, ActivationFunctionType::NONE);
+  }
+  #[inline]
+  pub fn add_merge_outputs(&mut self, merge_outputs: bool) {
+    self.fbb_.push_slot::<bool>(BidirectionalSequenceRNNOptions::VT_MERGE_OUTPUTS, merge_outputs, false);
+  }
+  #[inline]
+  pub fn add_asymmetric_quantize_inputs(&mut self, asymmetric_quantize_inputs: bool) {
+    self.fbb_.push_slot::<bool>(BidirectionalSequenceRNNOptions::VT_ASYMMETRIC_QUANTIZE_INPUTS, asymmetric_quantize_inputs, false);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> BidirectionalSequenceRNNOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    BidirectionalSequenceRNNOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_fused_activation_function(
-        &mut self,
-        fused_activation_function: ActivationFunctionType,
-    ) {
-        self.fbb_.push_slot::<ActivationFunctionType>(
-            BidirectionalSequenceRNNOptions::VT_FUSED_ACTIVATION_FUNCTION,
-            fused_activation_function,
-            ActivationFunctionType::NONE,
-        );
-    }
-    #[inline]
-    pub fn add_merge_outputs(&mut self, merge_outputs: bool) {
-        self.fbb_.push_slot::<bool>(
-            BidirectionalSequenceRNNOptions::VT_MERGE_OUTPUTS,
-            merge_outputs,
-            false,
-        );
-    }
-    #[inline]
-    pub fn add_asymmetric_quantize_inputs(&mut self, asymmetric_quantize_inputs: bool) {
-        self.fbb_.push_slot::<bool>(
-            BidirectionalSequenceRNNOptions::VT_ASYMMETRIC_QUANTIZE_INPUTS,
-            asymmetric_quantize_inputs,
-            false,
-        );
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> BidirectionalSequenceRNNOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        BidirectionalSequenceRNNOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<BidirectionalSequenceRNNOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<BidirectionalSequenceRNNOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for BidirectionalSequenceRNNOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("BidirectionalSequenceRNNOptions");
-        ds.field("time_major", &self.time_major());
-        ds.field("fused_activation_function", &self.fused_activation_function());
-        ds.field("merge_outputs", &self.merge_outputs());
-        ds.field("asymmetric_quantize_inputs", &self.asymmetric_quantize_inputs());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("BidirectionalSequenceRNNOptions");
+      ds.field("time_major", &self.time_major());
+      ds.field("fused_activation_function", &self.fused_activation_function());
+      ds.field("merge_outputs", &self.merge_outputs());
+      ds.field("asymmetric_quantize_inputs", &self.asymmetric_quantize_inputs());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct BidirectionalSequenceRNNOptionsT {
-    pub time_major: bool,
-    pub fused_activation_function: ActivationFunctionType,
-    pub merge_outputs: bool,
-    pub asymmetric_quantize_inputs: bool,
+  pub time_major: bool,
+  pub fused_activation_function: ActivationFunctionType,
+  pub merge_outputs: bool,
+  pub asymmetric_quantize_inputs: bool,
 }
 impl Default for BidirectionalSequenceRNNOptionsT {
-    fn default() -> Self {
-        Self {
-            time_major: false,
-            fused_activation_function: ActivationFunctionType::NONE,
-            merge_outputs: false,
-            asymmetric_quantize_inputs: false,
-        }
+  fn default() -> Self {
+    Self {
+      time_major: false,
+      fused_activation_function: ActivationFunctionType::NONE,
+      merge_outputs: false,
+      asymmetric_quantize_inputs: false,
     }
+  }
 }
 impl BidirectionalSequenceRNNOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<BidirectionalSequenceRNNOptions<'b>> {
-        let time_major = self.time_major;
-        let fused_activation_function = self.fused_activation_function;
-        let merge_outputs = self.merge_outputs;
-        let asymmetric_quantize_inputs = self.asymmetric_quantize_inputs;
-        BidirectionalSequenceRNNOptions::create(
-            _fbb,
-            &BidirectionalSequenceRNNOptionsArgs {
-                time_major,
-                fused_activation_function,
-                merge_outputs,
-                asymmetric_quantize_inputs,
-            },
-        )
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<BidirectionalSequenceRNNOptions<'b>> {
+    let time_major = self.time_major;
+    let fused_activation_function = self.fused_activation_function;
+    let merge_outputs = self.merge_outputs;
+    let asymmetric_quantize_inputs = self.asymmetric_quantize_inputs;
+    BidirectionalSequenceRNNOptions::create(_fbb, &BidirectionalSequenceRNNOptionsArgs{
+      time_major,
+      fused_activation_function,
+      merge_outputs,
+      asymmetric_quantize_inputs,
+    })
+  }
 }

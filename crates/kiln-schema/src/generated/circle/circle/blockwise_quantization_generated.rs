@@ -6,86 +6,84 @@ pub enum BlockwiseQuantizationOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct BlockwiseQuantization<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for BlockwiseQuantization<'a> {
-    type Inner = BlockwiseQuantization<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = BlockwiseQuantization<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> BlockwiseQuantization<'a> {
-    pub const VT_SCALES: ::flatbuffers::VOffsetT = 4;
-    pub const VT_ZERO_POINTS: ::flatbuffers::VOffsetT = 6;
-    pub const VT_BLOCK_SIZE: ::flatbuffers::VOffsetT = 8;
+  pub const VT_SCALES: ::flatbuffers::VOffsetT = 4;
+  pub const VT_ZERO_POINTS: ::flatbuffers::VOffsetT = 6;
+  pub const VT_BLOCK_SIZE: ::flatbuffers::VOffsetT = 8;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        BlockwiseQuantization { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args BlockwiseQuantizationArgs,
-    ) -> ::flatbuffers::WIPOffset<BlockwiseQuantization<'bldr>> {
-        let mut builder = BlockwiseQuantizationBuilder::new(_fbb);
-        builder.add_block_size(args.block_size);
-        builder.add_zero_points(args.zero_points);
-        builder.add_scales(args.scales);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    BlockwiseQuantization { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args BlockwiseQuantizationArgs
+  ) -> ::flatbuffers::WIPOffset<BlockwiseQuantization<'bldr>> {
+    let mut builder = BlockwiseQuantizationBuilder::new(_fbb);
+    builder.add_block_size(args.block_size);
+    builder.add_zero_points(args.zero_points);
+    builder.add_scales(args.scales);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> BlockwiseQuantizationT {
-        let scales = self.scales();
-        let zero_points = self.zero_points();
-        let block_size = self.block_size();
-        BlockwiseQuantizationT { scales, zero_points, block_size }
+  pub fn unpack(&self) -> BlockwiseQuantizationT {
+    let scales = self.scales();
+    let zero_points = self.zero_points();
+    let block_size = self.block_size();
+    BlockwiseQuantizationT {
+      scales,
+      zero_points,
+      block_size,
     }
+  }
 
-    #[inline]
-    pub fn scales(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(BlockwiseQuantization::VT_SCALES, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn zero_points(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(BlockwiseQuantization::VT_ZERO_POINTS, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn block_size(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(BlockwiseQuantization::VT_BLOCK_SIZE, Some(0)).unwrap() }
-    }
+  #[inline]
+  pub fn scales(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(BlockwiseQuantization::VT_SCALES, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn zero_points(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(BlockwiseQuantization::VT_ZERO_POINTS, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn block_size(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(BlockwiseQuantization::VT_BLOCK_SIZE, Some(0)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for BlockwiseQuantization<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<i32>("scales", Self::VT_SCALES, false)?
-            .visit_field::<i32>("zero_points", Self::VT_ZERO_POINTS, false)?
-            .visit_field::<i32>("block_size", Self::VT_BLOCK_SIZE, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<i32>("scales", Self::VT_SCALES, false)?
+     .visit_field::<i32>("zero_points", Self::VT_ZERO_POINTS, false)?
+     .visit_field::<i32>("block_size", Self::VT_BLOCK_SIZE, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct BlockwiseQuantizationArgs {
     pub scales: i32,
@@ -93,75 +91,85 @@ pub struct BlockwiseQuantizationArgs {
     pub block_size: i32,
 }
 impl<'a> Default for BlockwiseQuantizationArgs {
-    #[inline]
-    fn default() -> Self {
-        BlockwiseQuantizationArgs { scales: 0, zero_points: 0, block_size: 0 }
+  #[inline]
+  fn default() -> Self {
+    BlockwiseQuantizationArgs {
+      scales: 0,
+      zero_points: 0,
+      block_size: 0,
     }
+  }
 }
 
 pub struct BlockwiseQuantizationBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> BlockwiseQuantizationBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_scales(&mut self, scales: i32) {
-        self.fbb_.push_slot::<i32>(BlockwiseQuantization::VT_SCALES, scales, 0);
+  #[inline]
+  pub fn add_scales(&mut self, scales: i32) {
+    self.fbb_.push_slot::<i32>(BlockwiseQuantization::VT_SCALES, scales, 0);
+  }
+  #[inline]
+  pub fn add_zero_points(&mut self, zero_points: i32) {
+    self.fbb_.push_slot::<i32>(BlockwiseQuantization::VT_ZERO_POINTS, zero_points, 0);
+  }
+  #[inline]
+  pub fn add_block_size(&mut self, block_size: i32) {
+    self.fbb_.push_slot::<i32>(BlockwiseQuantization::VT_BLOCK_SIZE, block_size, 0);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> BlockwiseQuantizationBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    BlockwiseQuantizationBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_zero_points(&mut self, zero_points: i32) {
-        self.fbb_.push_slot::<i32>(BlockwiseQuantization::VT_ZERO_POINTS, zero_points, 0);
-    }
-    #[inline]
-    pub fn add_block_size(&mut self, block_size: i32) {
-        self.fbb_.push_slot::<i32>(BlockwiseQuantization::VT_BLOCK_SIZE, block_size, 0);
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> BlockwiseQuantizationBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        BlockwiseQuantizationBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<BlockwiseQuantization<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<BlockwiseQuantization<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for BlockwiseQuantization<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("BlockwiseQuantization");
-        ds.field("scales", &self.scales());
-        ds.field("zero_points", &self.zero_points());
-        ds.field("block_size", &self.block_size());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("BlockwiseQuantization");
+      ds.field("scales", &self.scales());
+      ds.field("zero_points", &self.zero_points());
+      ds.field("block_size", &self.block_size());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct BlockwiseQuantizationT {
-    pub scales: i32,
-    pub zero_points: i32,
-    pub block_size: i32,
+  pub scales: i32,
+  pub zero_points: i32,
+  pub block_size: i32,
 }
 impl Default for BlockwiseQuantizationT {
-    fn default() -> Self {
-        Self { scales: 0, zero_points: 0, block_size: 0 }
+  fn default() -> Self {
+    Self {
+      scales: 0,
+      zero_points: 0,
+      block_size: 0,
     }
+  }
 }
 impl BlockwiseQuantizationT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<BlockwiseQuantization<'b>> {
-        let scales = self.scales;
-        let zero_points = self.zero_points;
-        let block_size = self.block_size;
-        BlockwiseQuantization::create(
-            _fbb,
-            &BlockwiseQuantizationArgs { scales, zero_points, block_size },
-        )
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<BlockwiseQuantization<'b>> {
+    let scales = self.scales;
+    let zero_points = self.zero_points;
+    let block_size = self.block_size;
+    BlockwiseQuantization::create(_fbb, &BlockwiseQuantizationArgs{
+      scales,
+      zero_points,
+      block_size,
+    })
+  }
 }

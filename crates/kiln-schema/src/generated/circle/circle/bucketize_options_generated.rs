@@ -6,138 +6,128 @@ pub enum BucketizeOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct BucketizeOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for BucketizeOptions<'a> {
-    type Inner = BucketizeOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = BucketizeOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> BucketizeOptions<'a> {
-    pub const VT_BOUNDARIES: ::flatbuffers::VOffsetT = 4;
+  pub const VT_BOUNDARIES: ::flatbuffers::VOffsetT = 4;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        BucketizeOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args BucketizeOptionsArgs<'args>,
-    ) -> ::flatbuffers::WIPOffset<BucketizeOptions<'bldr>> {
-        let mut builder = BucketizeOptionsBuilder::new(_fbb);
-        if let Some(x) = args.boundaries {
-            builder.add_boundaries(x);
-        }
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    BucketizeOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args BucketizeOptionsArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<BucketizeOptions<'bldr>> {
+    let mut builder = BucketizeOptionsBuilder::new(_fbb);
+    if let Some(x) = args.boundaries { builder.add_boundaries(x); }
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> BucketizeOptionsT {
-        let boundaries = self.boundaries().map(|x| x.into_iter().collect());
-        BucketizeOptionsT { boundaries }
+  pub fn unpack(&self) -> BucketizeOptionsT {
+    let boundaries = self.boundaries().map(|x| {
+      x.into_iter().collect()
+    });
+    BucketizeOptionsT {
+      boundaries,
     }
+  }
 
-    #[inline]
-    pub fn boundaries(&self) -> Option<::flatbuffers::Vector<'a, f32>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, f32>>>(
-                BucketizeOptions::VT_BOUNDARIES,
-                None,
-            )
-        }
-    }
+  #[inline]
+  pub fn boundaries(&self) -> Option<::flatbuffers::Vector<'a, f32>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, f32>>>(BucketizeOptions::VT_BOUNDARIES, None)}
+  }
 }
 
 impl ::flatbuffers::Verifiable for BucketizeOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, f32>>>(
-                "boundaries",
-                Self::VT_BOUNDARIES,
-                false,
-            )?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, f32>>>("boundaries", Self::VT_BOUNDARIES, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct BucketizeOptionsArgs<'a> {
     pub boundaries: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, f32>>>,
 }
 impl<'a> Default for BucketizeOptionsArgs<'a> {
-    #[inline]
-    fn default() -> Self {
-        BucketizeOptionsArgs { boundaries: None }
+  #[inline]
+  fn default() -> Self {
+    BucketizeOptionsArgs {
+      boundaries: None,
     }
+  }
 }
 
 pub struct BucketizeOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> BucketizeOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_boundaries(
-        &mut self,
-        boundaries: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, f32>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            BucketizeOptions::VT_BOUNDARIES,
-            boundaries,
-        );
+  #[inline]
+  pub fn add_boundaries(&mut self, boundaries: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , f32>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(BucketizeOptions::VT_BOUNDARIES, boundaries);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> BucketizeOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    BucketizeOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> BucketizeOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        BucketizeOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<BucketizeOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<BucketizeOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for BucketizeOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("BucketizeOptions");
-        ds.field("boundaries", &self.boundaries());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("BucketizeOptions");
+      ds.field("boundaries", &self.boundaries());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct BucketizeOptionsT {
-    pub boundaries: Option<alloc::vec::Vec<f32>>,
+  pub boundaries: Option<alloc::vec::Vec<f32>>,
 }
 impl Default for BucketizeOptionsT {
-    fn default() -> Self {
-        Self { boundaries: None }
+  fn default() -> Self {
+    Self {
+      boundaries: None,
     }
+  }
 }
 impl BucketizeOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<BucketizeOptions<'b>> {
-        let boundaries = self.boundaries.as_ref().map(|x| _fbb.create_vector(x));
-        BucketizeOptions::create(_fbb, &BucketizeOptionsArgs { boundaries })
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<BucketizeOptions<'b>> {
+    let boundaries = self.boundaries.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    BucketizeOptions::create(_fbb, &BucketizeOptionsArgs{
+      boundaries,
+    })
+  }
 }

@@ -6,97 +6,86 @@ pub enum BufferOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct Buffer<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for Buffer<'a> {
-    type Inner = Buffer<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = Buffer<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> Buffer<'a> {
-    pub const VT_DATA: ::flatbuffers::VOffsetT = 4;
-    pub const VT_OFFSET: ::flatbuffers::VOffsetT = 6;
-    pub const VT_SIZE: ::flatbuffers::VOffsetT = 8;
+  pub const VT_DATA: ::flatbuffers::VOffsetT = 4;
+  pub const VT_OFFSET: ::flatbuffers::VOffsetT = 6;
+  pub const VT_SIZE: ::flatbuffers::VOffsetT = 8;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        Buffer { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args BufferArgs<'args>,
-    ) -> ::flatbuffers::WIPOffset<Buffer<'bldr>> {
-        let mut builder = BufferBuilder::new(_fbb);
-        builder.add_size(args.size);
-        builder.add_offset(args.offset);
-        if let Some(x) = args.data {
-            builder.add_data(x);
-        }
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    Buffer { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args BufferArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<Buffer<'bldr>> {
+    let mut builder = BufferBuilder::new(_fbb);
+    builder.add_size(args.size);
+    builder.add_offset(args.offset);
+    if let Some(x) = args.data { builder.add_data(x); }
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> BufferT {
-        let data = self.data().map(|x| x.into_iter().collect());
-        let offset = self.offset();
-        let size = self.size();
-        BufferT { data, offset, size }
+  pub fn unpack(&self) -> BufferT {
+    let data = self.data().map(|x| {
+      x.into_iter().collect()
+    });
+    let offset = self.offset();
+    let size = self.size();
+    BufferT {
+      data,
+      offset,
+      size,
     }
+  }
 
-    #[inline]
-    pub fn data(&self) -> Option<::flatbuffers::Vector<'a, u8>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u8>>>(
-                Buffer::VT_DATA,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn offset(&self) -> u64 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<u64>(Buffer::VT_OFFSET, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn size(&self) -> u64 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<u64>(Buffer::VT_SIZE, Some(0)).unwrap() }
-    }
+  #[inline]
+  pub fn data(&self) -> Option<::flatbuffers::Vector<'a, u8>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u8>>>(Buffer::VT_DATA, None)}
+  }
+  #[inline]
+  pub fn offset(&self) -> u64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u64>(Buffer::VT_OFFSET, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn size(&self) -> u64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u64>(Buffer::VT_SIZE, Some(0)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for Buffer<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u8>>>(
-                "data",
-                Self::VT_DATA,
-                false,
-            )?
-            .visit_field::<u64>("offset", Self::VT_OFFSET, false)?
-            .visit_field::<u64>("size", Self::VT_SIZE, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u8>>>("data", Self::VT_DATA, false)?
+     .visit_field::<u64>("offset", Self::VT_OFFSET, false)?
+     .visit_field::<u64>("size", Self::VT_SIZE, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct BufferArgs<'a> {
     pub data: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, u8>>>,
@@ -104,70 +93,87 @@ pub struct BufferArgs<'a> {
     pub size: u64,
 }
 impl<'a> Default for BufferArgs<'a> {
-    #[inline]
-    fn default() -> Self {
-        BufferArgs { data: None, offset: 0, size: 0 }
+  #[inline]
+  fn default() -> Self {
+    BufferArgs {
+      data: None,
+      offset: 0,
+      size: 0,
     }
+  }
 }
 
 pub struct BufferBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> BufferBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_data(&mut self, data: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, u8>>) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Buffer::VT_DATA, data);
+  #[inline]
+  pub fn add_data(&mut self, data: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , u8>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Buffer::VT_DATA, data);
+  }
+  #[inline]
+  pub fn add_offset(&mut self, offset: u64) {
+    self.fbb_.push_slot::<u64>(Buffer::VT_OFFSET, offset, 0);
+  }
+  #[inline]
+  pub fn add_size(&mut self, size: u64) {
+    self.fbb_.push_slot::<u64>(Buffer::VT_SIZE, size, 0);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> BufferBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    BufferBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_offset(&mut self, offset: u64) {
-        self.fbb_.push_slot::<u64>(Buffer::VT_OFFSET, offset, 0);
-    }
-    #[inline]
-    pub fn add_size(&mut self, size: u64) {
-        self.fbb_.push_slot::<u64>(Buffer::VT_SIZE, size, 0);
-    }
-    #[inline]
-    pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> BufferBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        BufferBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<Buffer<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<Buffer<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for Buffer<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("Buffer");
-        ds.field("data", &self.data());
-        ds.field("offset", &self.offset());
-        ds.field("size", &self.size());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("Buffer");
+      ds.field("data", &self.data());
+      ds.field("offset", &self.offset());
+      ds.field("size", &self.size());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct BufferT {
-    pub data: Option<alloc::vec::Vec<u8>>,
-    pub offset: u64,
-    pub size: u64,
+  pub data: Option<alloc::vec::Vec<u8>>,
+  pub offset: u64,
+  pub size: u64,
 }
 impl Default for BufferT {
-    fn default() -> Self {
-        Self { data: None, offset: 0, size: 0 }
+  fn default() -> Self {
+    Self {
+      data: None,
+      offset: 0,
+      size: 0,
     }
+  }
 }
 impl BufferT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<Buffer<'b>> {
-        let data = self.data.as_ref().map(|x| _fbb.create_vector(x));
-        let offset = self.offset;
-        let size = self.size;
-        Buffer::create(_fbb, &BufferArgs { data, offset, size })
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<Buffer<'b>> {
+    let data = self.data.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    let offset = self.offset;
+    let size = self.size;
+    Buffer::create(_fbb, &BufferArgs{
+      data,
+      offset,
+      size,
+    })
+  }
 }

@@ -2,240 +2,231 @@
 // @generated
 extern crate alloc;
 use super::*;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MIN_BUILTIN_OPERATOR: i32 = -9;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MAX_BUILTIN_OPERATOR: i32 = 209;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 #[allow(non_camel_case_types)]
 pub const ENUM_VALUES_BUILTIN_OPERATOR: [BuiltinOperator; 218] = [
-    BuiltinOperator::ATTENTION,
-    BuiltinOperator::RUN_MODEL,
-    BuiltinOperator::ROPE,
-    BuiltinOperator::RMS_NORM,
-    BuiltinOperator::GRU,
-    BuiltinOperator::BCQ_GATHER,
-    BuiltinOperator::BCQ_FULLY_CONNECTED,
-    BuiltinOperator::INSTANCE_NORM,
-    BuiltinOperator::ADD,
-    BuiltinOperator::AVERAGE_POOL_2D,
-    BuiltinOperator::CONCATENATION,
-    BuiltinOperator::CONV_2D,
-    BuiltinOperator::DEPTHWISE_CONV_2D,
-    BuiltinOperator::DEPTH_TO_SPACE,
-    BuiltinOperator::DEQUANTIZE,
-    BuiltinOperator::EMBEDDING_LOOKUP,
-    BuiltinOperator::FLOOR,
-    BuiltinOperator::FULLY_CONNECTED,
-    BuiltinOperator::HASHTABLE_LOOKUP,
-    BuiltinOperator::L2_NORMALIZATION,
-    BuiltinOperator::L2_POOL_2D,
-    BuiltinOperator::LOCAL_RESPONSE_NORMALIZATION,
-    BuiltinOperator::LOGISTIC,
-    BuiltinOperator::LSH_PROJECTION,
-    BuiltinOperator::LSTM,
-    BuiltinOperator::MAX_POOL_2D,
-    BuiltinOperator::MUL,
-    BuiltinOperator::RELU,
-    BuiltinOperator::RELU_N1_TO_1,
-    BuiltinOperator::RELU6,
-    BuiltinOperator::RESHAPE,
-    BuiltinOperator::RESIZE_BILINEAR,
-    BuiltinOperator::RNN,
-    BuiltinOperator::SOFTMAX,
-    BuiltinOperator::SPACE_TO_DEPTH,
-    BuiltinOperator::SVDF,
-    BuiltinOperator::TANH,
-    BuiltinOperator::CONCAT_EMBEDDINGS,
-    BuiltinOperator::SKIP_GRAM,
-    BuiltinOperator::CALL,
-    BuiltinOperator::CUSTOM,
-    BuiltinOperator::EMBEDDING_LOOKUP_SPARSE,
-    BuiltinOperator::PAD,
-    BuiltinOperator::UNIDIRECTIONAL_SEQUENCE_RNN,
-    BuiltinOperator::GATHER,
-    BuiltinOperator::BATCH_TO_SPACE_ND,
-    BuiltinOperator::SPACE_TO_BATCH_ND,
-    BuiltinOperator::TRANSPOSE,
-    BuiltinOperator::MEAN,
-    BuiltinOperator::SUB,
-    BuiltinOperator::DIV,
-    BuiltinOperator::SQUEEZE,
-    BuiltinOperator::UNIDIRECTIONAL_SEQUENCE_LSTM,
-    BuiltinOperator::STRIDED_SLICE,
-    BuiltinOperator::BIDIRECTIONAL_SEQUENCE_RNN,
-    BuiltinOperator::EXP,
-    BuiltinOperator::TOPK_V2,
-    BuiltinOperator::SPLIT,
-    BuiltinOperator::LOG_SOFTMAX,
-    BuiltinOperator::DELEGATE,
-    BuiltinOperator::BIDIRECTIONAL_SEQUENCE_LSTM,
-    BuiltinOperator::CAST,
-    BuiltinOperator::PRELU,
-    BuiltinOperator::MAXIMUM,
-    BuiltinOperator::ARG_MAX,
-    BuiltinOperator::MINIMUM,
-    BuiltinOperator::LESS,
-    BuiltinOperator::NEG,
-    BuiltinOperator::PADV2,
-    BuiltinOperator::GREATER,
-    BuiltinOperator::GREATER_EQUAL,
-    BuiltinOperator::LESS_EQUAL,
-    BuiltinOperator::SELECT,
-    BuiltinOperator::SLICE,
-    BuiltinOperator::SIN,
-    BuiltinOperator::TRANSPOSE_CONV,
-    BuiltinOperator::SPARSE_TO_DENSE,
-    BuiltinOperator::TILE,
-    BuiltinOperator::EXPAND_DIMS,
-    BuiltinOperator::EQUAL,
-    BuiltinOperator::NOT_EQUAL,
-    BuiltinOperator::LOG,
-    BuiltinOperator::SUM,
-    BuiltinOperator::SQRT,
-    BuiltinOperator::RSQRT,
-    BuiltinOperator::SHAPE,
-    BuiltinOperator::POW,
-    BuiltinOperator::ARG_MIN,
-    BuiltinOperator::FAKE_QUANT,
-    BuiltinOperator::REDUCE_PROD,
-    BuiltinOperator::REDUCE_MAX,
-    BuiltinOperator::PACK,
-    BuiltinOperator::LOGICAL_OR,
-    BuiltinOperator::ONE_HOT,
-    BuiltinOperator::LOGICAL_AND,
-    BuiltinOperator::LOGICAL_NOT,
-    BuiltinOperator::UNPACK,
-    BuiltinOperator::REDUCE_MIN,
-    BuiltinOperator::FLOOR_DIV,
-    BuiltinOperator::REDUCE_ANY,
-    BuiltinOperator::SQUARE,
-    BuiltinOperator::ZEROS_LIKE,
-    BuiltinOperator::FILL,
-    BuiltinOperator::FLOOR_MOD,
-    BuiltinOperator::RANGE,
-    BuiltinOperator::RESIZE_NEAREST_NEIGHBOR,
-    BuiltinOperator::LEAKY_RELU,
-    BuiltinOperator::SQUARED_DIFFERENCE,
-    BuiltinOperator::MIRROR_PAD,
-    BuiltinOperator::ABS,
-    BuiltinOperator::SPLIT_V,
-    BuiltinOperator::UNIQUE,
-    BuiltinOperator::CEIL,
-    BuiltinOperator::REVERSE_V2,
-    BuiltinOperator::ADD_N,
-    BuiltinOperator::GATHER_ND,
-    BuiltinOperator::COS,
-    BuiltinOperator::WHERE,
-    BuiltinOperator::RANK,
-    BuiltinOperator::ELU,
-    BuiltinOperator::REVERSE_SEQUENCE,
-    BuiltinOperator::MATRIX_DIAG,
-    BuiltinOperator::QUANTIZE,
-    BuiltinOperator::MATRIX_SET_DIAG,
-    BuiltinOperator::ROUND,
-    BuiltinOperator::HARD_SWISH,
-    BuiltinOperator::IF,
-    BuiltinOperator::WHILE,
-    BuiltinOperator::NON_MAX_SUPPRESSION_V4,
-    BuiltinOperator::NON_MAX_SUPPRESSION_V5,
-    BuiltinOperator::SCATTER_ND,
-    BuiltinOperator::SELECT_V2,
-    BuiltinOperator::DENSIFY,
-    BuiltinOperator::SEGMENT_SUM,
-    BuiltinOperator::BATCH_MATMUL,
-    BuiltinOperator::PLACEHOLDER_FOR_GREATER_OP_CODES,
-    BuiltinOperator::CUMSUM,
-    BuiltinOperator::CALL_ONCE,
-    BuiltinOperator::BROADCAST_TO,
-    BuiltinOperator::RFFT2D,
-    BuiltinOperator::CONV_3D,
-    BuiltinOperator::IMAG,
-    BuiltinOperator::REAL,
-    BuiltinOperator::COMPLEX_ABS,
-    BuiltinOperator::HASHTABLE,
-    BuiltinOperator::HASHTABLE_FIND,
-    BuiltinOperator::HASHTABLE_IMPORT,
-    BuiltinOperator::HASHTABLE_SIZE,
-    BuiltinOperator::REDUCE_ALL,
-    BuiltinOperator::CONV_3D_TRANSPOSE,
-    BuiltinOperator::VAR_HANDLE,
-    BuiltinOperator::READ_VARIABLE,
-    BuiltinOperator::ASSIGN_VARIABLE,
-    BuiltinOperator::BROADCAST_ARGS,
-    BuiltinOperator::RANDOM_STANDARD_NORMAL,
-    BuiltinOperator::BUCKETIZE,
-    BuiltinOperator::RANDOM_UNIFORM,
-    BuiltinOperator::MULTINOMIAL,
-    BuiltinOperator::GELU,
-    BuiltinOperator::DYNAMIC_UPDATE_SLICE,
-    BuiltinOperator::RELU_0_TO_1,
-    BuiltinOperator::UNSORTED_SEGMENT_PROD,
-    BuiltinOperator::UNSORTED_SEGMENT_MAX,
-    BuiltinOperator::UNSORTED_SEGMENT_SUM,
-    BuiltinOperator::ATAN2,
-    BuiltinOperator::UNSORTED_SEGMENT_MIN,
-    BuiltinOperator::SIGN,
-    BuiltinOperator::BITCAST,
-    BuiltinOperator::BITWISE_XOR,
-    BuiltinOperator::RIGHT_SHIFT,
-    BuiltinOperator::STABLEHLO_LOGISTIC,
-    BuiltinOperator::STABLEHLO_ADD,
-    BuiltinOperator::STABLEHLO_DIVIDE,
-    BuiltinOperator::STABLEHLO_MULTIPLY,
-    BuiltinOperator::STABLEHLO_MAXIMUM,
-    BuiltinOperator::STABLEHLO_RESHAPE,
-    BuiltinOperator::STABLEHLO_CLAMP,
-    BuiltinOperator::STABLEHLO_CONCATENATE,
-    BuiltinOperator::STABLEHLO_BROADCAST_IN_DIM,
-    BuiltinOperator::STABLEHLO_CONVOLUTION,
-    BuiltinOperator::STABLEHLO_SLICE,
-    BuiltinOperator::STABLEHLO_CUSTOM_CALL,
-    BuiltinOperator::STABLEHLO_REDUCE,
-    BuiltinOperator::STABLEHLO_ABS,
-    BuiltinOperator::STABLEHLO_AND,
-    BuiltinOperator::STABLEHLO_COSINE,
-    BuiltinOperator::STABLEHLO_EXPONENTIAL,
-    BuiltinOperator::STABLEHLO_FLOOR,
-    BuiltinOperator::STABLEHLO_LOG,
-    BuiltinOperator::STABLEHLO_MINIMUM,
-    BuiltinOperator::STABLEHLO_NEGATE,
-    BuiltinOperator::STABLEHLO_OR,
-    BuiltinOperator::STABLEHLO_POWER,
-    BuiltinOperator::STABLEHLO_REMAINDER,
-    BuiltinOperator::STABLEHLO_RSQRT,
-    BuiltinOperator::STABLEHLO_SELECT,
-    BuiltinOperator::STABLEHLO_SUBTRACT,
-    BuiltinOperator::STABLEHLO_TANH,
-    BuiltinOperator::STABLEHLO_SCATTER,
-    BuiltinOperator::STABLEHLO_COMPARE,
-    BuiltinOperator::STABLEHLO_CONVERT,
-    BuiltinOperator::STABLEHLO_DYNAMIC_SLICE,
-    BuiltinOperator::STABLEHLO_DYNAMIC_UPDATE_SLICE,
-    BuiltinOperator::STABLEHLO_PAD,
-    BuiltinOperator::STABLEHLO_IOTA,
-    BuiltinOperator::STABLEHLO_DOT_GENERAL,
-    BuiltinOperator::STABLEHLO_REDUCE_WINDOW,
-    BuiltinOperator::STABLEHLO_SORT,
-    BuiltinOperator::STABLEHLO_WHILE,
-    BuiltinOperator::STABLEHLO_GATHER,
-    BuiltinOperator::STABLEHLO_TRANSPOSE,
-    BuiltinOperator::DILATE,
-    BuiltinOperator::STABLEHLO_RNG_BIT_GENERATOR,
-    BuiltinOperator::REDUCE_WINDOW,
-    BuiltinOperator::STABLEHLO_COMPOSITE,
-    BuiltinOperator::STABLEHLO_SHIFT_LEFT,
-    BuiltinOperator::STABLEHLO_CBRT,
-    BuiltinOperator::STABLEHLO_CASE,
+  BuiltinOperator::ATTENTION,
+  BuiltinOperator::RUN_MODEL,
+  BuiltinOperator::ROPE,
+  BuiltinOperator::RMS_NORM,
+  BuiltinOperator::GRU,
+  BuiltinOperator::BCQ_GATHER,
+  BuiltinOperator::BCQ_FULLY_CONNECTED,
+  BuiltinOperator::INSTANCE_NORM,
+  BuiltinOperator::ADD,
+  BuiltinOperator::AVERAGE_POOL_2D,
+  BuiltinOperator::CONCATENATION,
+  BuiltinOperator::CONV_2D,
+  BuiltinOperator::DEPTHWISE_CONV_2D,
+  BuiltinOperator::DEPTH_TO_SPACE,
+  BuiltinOperator::DEQUANTIZE,
+  BuiltinOperator::EMBEDDING_LOOKUP,
+  BuiltinOperator::FLOOR,
+  BuiltinOperator::FULLY_CONNECTED,
+  BuiltinOperator::HASHTABLE_LOOKUP,
+  BuiltinOperator::L2_NORMALIZATION,
+  BuiltinOperator::L2_POOL_2D,
+  BuiltinOperator::LOCAL_RESPONSE_NORMALIZATION,
+  BuiltinOperator::LOGISTIC,
+  BuiltinOperator::LSH_PROJECTION,
+  BuiltinOperator::LSTM,
+  BuiltinOperator::MAX_POOL_2D,
+  BuiltinOperator::MUL,
+  BuiltinOperator::RELU,
+  BuiltinOperator::RELU_N1_TO_1,
+  BuiltinOperator::RELU6,
+  BuiltinOperator::RESHAPE,
+  BuiltinOperator::RESIZE_BILINEAR,
+  BuiltinOperator::RNN,
+  BuiltinOperator::SOFTMAX,
+  BuiltinOperator::SPACE_TO_DEPTH,
+  BuiltinOperator::SVDF,
+  BuiltinOperator::TANH,
+  BuiltinOperator::CONCAT_EMBEDDINGS,
+  BuiltinOperator::SKIP_GRAM,
+  BuiltinOperator::CALL,
+  BuiltinOperator::CUSTOM,
+  BuiltinOperator::EMBEDDING_LOOKUP_SPARSE,
+  BuiltinOperator::PAD,
+  BuiltinOperator::UNIDIRECTIONAL_SEQUENCE_RNN,
+  BuiltinOperator::GATHER,
+  BuiltinOperator::BATCH_TO_SPACE_ND,
+  BuiltinOperator::SPACE_TO_BATCH_ND,
+  BuiltinOperator::TRANSPOSE,
+  BuiltinOperator::MEAN,
+  BuiltinOperator::SUB,
+  BuiltinOperator::DIV,
+  BuiltinOperator::SQUEEZE,
+  BuiltinOperator::UNIDIRECTIONAL_SEQUENCE_LSTM,
+  BuiltinOperator::STRIDED_SLICE,
+  BuiltinOperator::BIDIRECTIONAL_SEQUENCE_RNN,
+  BuiltinOperator::EXP,
+  BuiltinOperator::TOPK_V2,
+  BuiltinOperator::SPLIT,
+  BuiltinOperator::LOG_SOFTMAX,
+  BuiltinOperator::DELEGATE,
+  BuiltinOperator::BIDIRECTIONAL_SEQUENCE_LSTM,
+  BuiltinOperator::CAST,
+  BuiltinOperator::PRELU,
+  BuiltinOperator::MAXIMUM,
+  BuiltinOperator::ARG_MAX,
+  BuiltinOperator::MINIMUM,
+  BuiltinOperator::LESS,
+  BuiltinOperator::NEG,
+  BuiltinOperator::PADV2,
+  BuiltinOperator::GREATER,
+  BuiltinOperator::GREATER_EQUAL,
+  BuiltinOperator::LESS_EQUAL,
+  BuiltinOperator::SELECT,
+  BuiltinOperator::SLICE,
+  BuiltinOperator::SIN,
+  BuiltinOperator::TRANSPOSE_CONV,
+  BuiltinOperator::SPARSE_TO_DENSE,
+  BuiltinOperator::TILE,
+  BuiltinOperator::EXPAND_DIMS,
+  BuiltinOperator::EQUAL,
+  BuiltinOperator::NOT_EQUAL,
+  BuiltinOperator::LOG,
+  BuiltinOperator::SUM,
+  BuiltinOperator::SQRT,
+  BuiltinOperator::RSQRT,
+  BuiltinOperator::SHAPE,
+  BuiltinOperator::POW,
+  BuiltinOperator::ARG_MIN,
+  BuiltinOperator::FAKE_QUANT,
+  BuiltinOperator::REDUCE_PROD,
+  BuiltinOperator::REDUCE_MAX,
+  BuiltinOperator::PACK,
+  BuiltinOperator::LOGICAL_OR,
+  BuiltinOperator::ONE_HOT,
+  BuiltinOperator::LOGICAL_AND,
+  BuiltinOperator::LOGICAL_NOT,
+  BuiltinOperator::UNPACK,
+  BuiltinOperator::REDUCE_MIN,
+  BuiltinOperator::FLOOR_DIV,
+  BuiltinOperator::REDUCE_ANY,
+  BuiltinOperator::SQUARE,
+  BuiltinOperator::ZEROS_LIKE,
+  BuiltinOperator::FILL,
+  BuiltinOperator::FLOOR_MOD,
+  BuiltinOperator::RANGE,
+  BuiltinOperator::RESIZE_NEAREST_NEIGHBOR,
+  BuiltinOperator::LEAKY_RELU,
+  BuiltinOperator::SQUARED_DIFFERENCE,
+  BuiltinOperator::MIRROR_PAD,
+  BuiltinOperator::ABS,
+  BuiltinOperator::SPLIT_V,
+  BuiltinOperator::UNIQUE,
+  BuiltinOperator::CEIL,
+  BuiltinOperator::REVERSE_V2,
+  BuiltinOperator::ADD_N,
+  BuiltinOperator::GATHER_ND,
+  BuiltinOperator::COS,
+  BuiltinOperator::WHERE,
+  BuiltinOperator::RANK,
+  BuiltinOperator::ELU,
+  BuiltinOperator::REVERSE_SEQUENCE,
+  BuiltinOperator::MATRIX_DIAG,
+  BuiltinOperator::QUANTIZE,
+  BuiltinOperator::MATRIX_SET_DIAG,
+  BuiltinOperator::ROUND,
+  BuiltinOperator::HARD_SWISH,
+  BuiltinOperator::IF,
+  BuiltinOperator::WHILE,
+  BuiltinOperator::NON_MAX_SUPPRESSION_V4,
+  BuiltinOperator::NON_MAX_SUPPRESSION_V5,
+  BuiltinOperator::SCATTER_ND,
+  BuiltinOperator::SELECT_V2,
+  BuiltinOperator::DENSIFY,
+  BuiltinOperator::SEGMENT_SUM,
+  BuiltinOperator::BATCH_MATMUL,
+  BuiltinOperator::PLACEHOLDER_FOR_GREATER_OP_CODES,
+  BuiltinOperator::CUMSUM,
+  BuiltinOperator::CALL_ONCE,
+  BuiltinOperator::BROADCAST_TO,
+  BuiltinOperator::RFFT2D,
+  BuiltinOperator::CONV_3D,
+  BuiltinOperator::IMAG,
+  BuiltinOperator::REAL,
+  BuiltinOperator::COMPLEX_ABS,
+  BuiltinOperator::HASHTABLE,
+  BuiltinOperator::HASHTABLE_FIND,
+  BuiltinOperator::HASHTABLE_IMPORT,
+  BuiltinOperator::HASHTABLE_SIZE,
+  BuiltinOperator::REDUCE_ALL,
+  BuiltinOperator::CONV_3D_TRANSPOSE,
+  BuiltinOperator::VAR_HANDLE,
+  BuiltinOperator::READ_VARIABLE,
+  BuiltinOperator::ASSIGN_VARIABLE,
+  BuiltinOperator::BROADCAST_ARGS,
+  BuiltinOperator::RANDOM_STANDARD_NORMAL,
+  BuiltinOperator::BUCKETIZE,
+  BuiltinOperator::RANDOM_UNIFORM,
+  BuiltinOperator::MULTINOMIAL,
+  BuiltinOperator::GELU,
+  BuiltinOperator::DYNAMIC_UPDATE_SLICE,
+  BuiltinOperator::RELU_0_TO_1,
+  BuiltinOperator::UNSORTED_SEGMENT_PROD,
+  BuiltinOperator::UNSORTED_SEGMENT_MAX,
+  BuiltinOperator::UNSORTED_SEGMENT_SUM,
+  BuiltinOperator::ATAN2,
+  BuiltinOperator::UNSORTED_SEGMENT_MIN,
+  BuiltinOperator::SIGN,
+  BuiltinOperator::BITCAST,
+  BuiltinOperator::BITWISE_XOR,
+  BuiltinOperator::RIGHT_SHIFT,
+  BuiltinOperator::STABLEHLO_LOGISTIC,
+  BuiltinOperator::STABLEHLO_ADD,
+  BuiltinOperator::STABLEHLO_DIVIDE,
+  BuiltinOperator::STABLEHLO_MULTIPLY,
+  BuiltinOperator::STABLEHLO_MAXIMUM,
+  BuiltinOperator::STABLEHLO_RESHAPE,
+  BuiltinOperator::STABLEHLO_CLAMP,
+  BuiltinOperator::STABLEHLO_CONCATENATE,
+  BuiltinOperator::STABLEHLO_BROADCAST_IN_DIM,
+  BuiltinOperator::STABLEHLO_CONVOLUTION,
+  BuiltinOperator::STABLEHLO_SLICE,
+  BuiltinOperator::STABLEHLO_CUSTOM_CALL,
+  BuiltinOperator::STABLEHLO_REDUCE,
+  BuiltinOperator::STABLEHLO_ABS,
+  BuiltinOperator::STABLEHLO_AND,
+  BuiltinOperator::STABLEHLO_COSINE,
+  BuiltinOperator::STABLEHLO_EXPONENTIAL,
+  BuiltinOperator::STABLEHLO_FLOOR,
+  BuiltinOperator::STABLEHLO_LOG,
+  BuiltinOperator::STABLEHLO_MINIMUM,
+  BuiltinOperator::STABLEHLO_NEGATE,
+  BuiltinOperator::STABLEHLO_OR,
+  BuiltinOperator::STABLEHLO_POWER,
+  BuiltinOperator::STABLEHLO_REMAINDER,
+  BuiltinOperator::STABLEHLO_RSQRT,
+  BuiltinOperator::STABLEHLO_SELECT,
+  BuiltinOperator::STABLEHLO_SUBTRACT,
+  BuiltinOperator::STABLEHLO_TANH,
+  BuiltinOperator::STABLEHLO_SCATTER,
+  BuiltinOperator::STABLEHLO_COMPARE,
+  BuiltinOperator::STABLEHLO_CONVERT,
+  BuiltinOperator::STABLEHLO_DYNAMIC_SLICE,
+  BuiltinOperator::STABLEHLO_DYNAMIC_UPDATE_SLICE,
+  BuiltinOperator::STABLEHLO_PAD,
+  BuiltinOperator::STABLEHLO_IOTA,
+  BuiltinOperator::STABLEHLO_DOT_GENERAL,
+  BuiltinOperator::STABLEHLO_REDUCE_WINDOW,
+  BuiltinOperator::STABLEHLO_SORT,
+  BuiltinOperator::STABLEHLO_WHILE,
+  BuiltinOperator::STABLEHLO_GATHER,
+  BuiltinOperator::STABLEHLO_TRANSPOSE,
+  BuiltinOperator::DILATE,
+  BuiltinOperator::STABLEHLO_RNG_BIT_GENERATOR,
+  BuiltinOperator::REDUCE_WINDOW,
+  BuiltinOperator::STABLEHLO_COMPOSITE,
+  BuiltinOperator::STABLEHLO_SHIFT_LEFT,
+  BuiltinOperator::STABLEHLO_CBRT,
+  BuiltinOperator::STABLEHLO_CASE,
 ];
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -243,688 +234,688 @@ pub const ENUM_VALUES_BUILTIN_OPERATOR: [BuiltinOperator; 218] = [
 pub struct BuiltinOperator(pub i32);
 #[allow(non_upper_case_globals)]
 impl BuiltinOperator {
-    pub const ATTENTION: Self = Self(-9);
-    pub const RUN_MODEL: Self = Self(-8);
-    pub const ROPE: Self = Self(-7);
-    pub const RMS_NORM: Self = Self(-6);
-    pub const GRU: Self = Self(-5);
-    pub const BCQ_GATHER: Self = Self(-4);
-    pub const BCQ_FULLY_CONNECTED: Self = Self(-3);
-    pub const INSTANCE_NORM: Self = Self(-2);
-    pub const ADD: Self = Self(0);
-    pub const AVERAGE_POOL_2D: Self = Self(1);
-    pub const CONCATENATION: Self = Self(2);
-    pub const CONV_2D: Self = Self(3);
-    pub const DEPTHWISE_CONV_2D: Self = Self(4);
-    pub const DEPTH_TO_SPACE: Self = Self(5);
-    pub const DEQUANTIZE: Self = Self(6);
-    pub const EMBEDDING_LOOKUP: Self = Self(7);
-    pub const FLOOR: Self = Self(8);
-    pub const FULLY_CONNECTED: Self = Self(9);
-    pub const HASHTABLE_LOOKUP: Self = Self(10);
-    pub const L2_NORMALIZATION: Self = Self(11);
-    pub const L2_POOL_2D: Self = Self(12);
-    pub const LOCAL_RESPONSE_NORMALIZATION: Self = Self(13);
-    pub const LOGISTIC: Self = Self(14);
-    pub const LSH_PROJECTION: Self = Self(15);
-    pub const LSTM: Self = Self(16);
-    pub const MAX_POOL_2D: Self = Self(17);
-    pub const MUL: Self = Self(18);
-    pub const RELU: Self = Self(19);
-    pub const RELU_N1_TO_1: Self = Self(20);
-    pub const RELU6: Self = Self(21);
-    pub const RESHAPE: Self = Self(22);
-    pub const RESIZE_BILINEAR: Self = Self(23);
-    pub const RNN: Self = Self(24);
-    pub const SOFTMAX: Self = Self(25);
-    pub const SPACE_TO_DEPTH: Self = Self(26);
-    pub const SVDF: Self = Self(27);
-    pub const TANH: Self = Self(28);
-    pub const CONCAT_EMBEDDINGS: Self = Self(29);
-    pub const SKIP_GRAM: Self = Self(30);
-    pub const CALL: Self = Self(31);
-    pub const CUSTOM: Self = Self(32);
-    pub const EMBEDDING_LOOKUP_SPARSE: Self = Self(33);
-    pub const PAD: Self = Self(34);
-    pub const UNIDIRECTIONAL_SEQUENCE_RNN: Self = Self(35);
-    pub const GATHER: Self = Self(36);
-    pub const BATCH_TO_SPACE_ND: Self = Self(37);
-    pub const SPACE_TO_BATCH_ND: Self = Self(38);
-    pub const TRANSPOSE: Self = Self(39);
-    pub const MEAN: Self = Self(40);
-    pub const SUB: Self = Self(41);
-    pub const DIV: Self = Self(42);
-    pub const SQUEEZE: Self = Self(43);
-    pub const UNIDIRECTIONAL_SEQUENCE_LSTM: Self = Self(44);
-    pub const STRIDED_SLICE: Self = Self(45);
-    pub const BIDIRECTIONAL_SEQUENCE_RNN: Self = Self(46);
-    pub const EXP: Self = Self(47);
-    pub const TOPK_V2: Self = Self(48);
-    pub const SPLIT: Self = Self(49);
-    pub const LOG_SOFTMAX: Self = Self(50);
-    pub const DELEGATE: Self = Self(51);
-    pub const BIDIRECTIONAL_SEQUENCE_LSTM: Self = Self(52);
-    pub const CAST: Self = Self(53);
-    pub const PRELU: Self = Self(54);
-    pub const MAXIMUM: Self = Self(55);
-    pub const ARG_MAX: Self = Self(56);
-    pub const MINIMUM: Self = Self(57);
-    pub const LESS: Self = Self(58);
-    pub const NEG: Self = Self(59);
-    pub const PADV2: Self = Self(60);
-    pub const GREATER: Self = Self(61);
-    pub const GREATER_EQUAL: Self = Self(62);
-    pub const LESS_EQUAL: Self = Self(63);
-    pub const SELECT: Self = Self(64);
-    pub const SLICE: Self = Self(65);
-    pub const SIN: Self = Self(66);
-    pub const TRANSPOSE_CONV: Self = Self(67);
-    pub const SPARSE_TO_DENSE: Self = Self(68);
-    pub const TILE: Self = Self(69);
-    pub const EXPAND_DIMS: Self = Self(70);
-    pub const EQUAL: Self = Self(71);
-    pub const NOT_EQUAL: Self = Self(72);
-    pub const LOG: Self = Self(73);
-    pub const SUM: Self = Self(74);
-    pub const SQRT: Self = Self(75);
-    pub const RSQRT: Self = Self(76);
-    pub const SHAPE: Self = Self(77);
-    pub const POW: Self = Self(78);
-    pub const ARG_MIN: Self = Self(79);
-    pub const FAKE_QUANT: Self = Self(80);
-    pub const REDUCE_PROD: Self = Self(81);
-    pub const REDUCE_MAX: Self = Self(82);
-    pub const PACK: Self = Self(83);
-    pub const LOGICAL_OR: Self = Self(84);
-    pub const ONE_HOT: Self = Self(85);
-    pub const LOGICAL_AND: Self = Self(86);
-    pub const LOGICAL_NOT: Self = Self(87);
-    pub const UNPACK: Self = Self(88);
-    pub const REDUCE_MIN: Self = Self(89);
-    pub const FLOOR_DIV: Self = Self(90);
-    pub const REDUCE_ANY: Self = Self(91);
-    pub const SQUARE: Self = Self(92);
-    pub const ZEROS_LIKE: Self = Self(93);
-    pub const FILL: Self = Self(94);
-    pub const FLOOR_MOD: Self = Self(95);
-    pub const RANGE: Self = Self(96);
-    pub const RESIZE_NEAREST_NEIGHBOR: Self = Self(97);
-    pub const LEAKY_RELU: Self = Self(98);
-    pub const SQUARED_DIFFERENCE: Self = Self(99);
-    pub const MIRROR_PAD: Self = Self(100);
-    pub const ABS: Self = Self(101);
-    pub const SPLIT_V: Self = Self(102);
-    pub const UNIQUE: Self = Self(103);
-    pub const CEIL: Self = Self(104);
-    pub const REVERSE_V2: Self = Self(105);
-    pub const ADD_N: Self = Self(106);
-    pub const GATHER_ND: Self = Self(107);
-    pub const COS: Self = Self(108);
-    pub const WHERE: Self = Self(109);
-    pub const RANK: Self = Self(110);
-    pub const ELU: Self = Self(111);
-    pub const REVERSE_SEQUENCE: Self = Self(112);
-    pub const MATRIX_DIAG: Self = Self(113);
-    pub const QUANTIZE: Self = Self(114);
-    pub const MATRIX_SET_DIAG: Self = Self(115);
-    pub const ROUND: Self = Self(116);
-    pub const HARD_SWISH: Self = Self(117);
-    pub const IF: Self = Self(118);
-    pub const WHILE: Self = Self(119);
-    pub const NON_MAX_SUPPRESSION_V4: Self = Self(120);
-    pub const NON_MAX_SUPPRESSION_V5: Self = Self(121);
-    pub const SCATTER_ND: Self = Self(122);
-    pub const SELECT_V2: Self = Self(123);
-    pub const DENSIFY: Self = Self(124);
-    pub const SEGMENT_SUM: Self = Self(125);
-    pub const BATCH_MATMUL: Self = Self(126);
-    pub const PLACEHOLDER_FOR_GREATER_OP_CODES: Self = Self(127);
-    pub const CUMSUM: Self = Self(128);
-    pub const CALL_ONCE: Self = Self(129);
-    pub const BROADCAST_TO: Self = Self(130);
-    pub const RFFT2D: Self = Self(131);
-    pub const CONV_3D: Self = Self(132);
-    pub const IMAG: Self = Self(133);
-    pub const REAL: Self = Self(134);
-    pub const COMPLEX_ABS: Self = Self(135);
-    pub const HASHTABLE: Self = Self(136);
-    pub const HASHTABLE_FIND: Self = Self(137);
-    pub const HASHTABLE_IMPORT: Self = Self(138);
-    pub const HASHTABLE_SIZE: Self = Self(139);
-    pub const REDUCE_ALL: Self = Self(140);
-    pub const CONV_3D_TRANSPOSE: Self = Self(141);
-    pub const VAR_HANDLE: Self = Self(142);
-    pub const READ_VARIABLE: Self = Self(143);
-    pub const ASSIGN_VARIABLE: Self = Self(144);
-    pub const BROADCAST_ARGS: Self = Self(145);
-    pub const RANDOM_STANDARD_NORMAL: Self = Self(146);
-    pub const BUCKETIZE: Self = Self(147);
-    pub const RANDOM_UNIFORM: Self = Self(148);
-    pub const MULTINOMIAL: Self = Self(149);
-    pub const GELU: Self = Self(150);
-    pub const DYNAMIC_UPDATE_SLICE: Self = Self(151);
-    pub const RELU_0_TO_1: Self = Self(152);
-    pub const UNSORTED_SEGMENT_PROD: Self = Self(153);
-    pub const UNSORTED_SEGMENT_MAX: Self = Self(154);
-    pub const UNSORTED_SEGMENT_SUM: Self = Self(155);
-    pub const ATAN2: Self = Self(156);
-    pub const UNSORTED_SEGMENT_MIN: Self = Self(157);
-    pub const SIGN: Self = Self(158);
-    pub const BITCAST: Self = Self(159);
-    pub const BITWISE_XOR: Self = Self(160);
-    pub const RIGHT_SHIFT: Self = Self(161);
-    pub const STABLEHLO_LOGISTIC: Self = Self(162);
-    pub const STABLEHLO_ADD: Self = Self(163);
-    pub const STABLEHLO_DIVIDE: Self = Self(164);
-    pub const STABLEHLO_MULTIPLY: Self = Self(165);
-    pub const STABLEHLO_MAXIMUM: Self = Self(166);
-    pub const STABLEHLO_RESHAPE: Self = Self(167);
-    pub const STABLEHLO_CLAMP: Self = Self(168);
-    pub const STABLEHLO_CONCATENATE: Self = Self(169);
-    pub const STABLEHLO_BROADCAST_IN_DIM: Self = Self(170);
-    pub const STABLEHLO_CONVOLUTION: Self = Self(171);
-    pub const STABLEHLO_SLICE: Self = Self(172);
-    pub const STABLEHLO_CUSTOM_CALL: Self = Self(173);
-    pub const STABLEHLO_REDUCE: Self = Self(174);
-    pub const STABLEHLO_ABS: Self = Self(175);
-    pub const STABLEHLO_AND: Self = Self(176);
-    pub const STABLEHLO_COSINE: Self = Self(177);
-    pub const STABLEHLO_EXPONENTIAL: Self = Self(178);
-    pub const STABLEHLO_FLOOR: Self = Self(179);
-    pub const STABLEHLO_LOG: Self = Self(180);
-    pub const STABLEHLO_MINIMUM: Self = Self(181);
-    pub const STABLEHLO_NEGATE: Self = Self(182);
-    pub const STABLEHLO_OR: Self = Self(183);
-    pub const STABLEHLO_POWER: Self = Self(184);
-    pub const STABLEHLO_REMAINDER: Self = Self(185);
-    pub const STABLEHLO_RSQRT: Self = Self(186);
-    pub const STABLEHLO_SELECT: Self = Self(187);
-    pub const STABLEHLO_SUBTRACT: Self = Self(188);
-    pub const STABLEHLO_TANH: Self = Self(189);
-    pub const STABLEHLO_SCATTER: Self = Self(190);
-    pub const STABLEHLO_COMPARE: Self = Self(191);
-    pub const STABLEHLO_CONVERT: Self = Self(192);
-    pub const STABLEHLO_DYNAMIC_SLICE: Self = Self(193);
-    pub const STABLEHLO_DYNAMIC_UPDATE_SLICE: Self = Self(194);
-    pub const STABLEHLO_PAD: Self = Self(195);
-    pub const STABLEHLO_IOTA: Self = Self(196);
-    pub const STABLEHLO_DOT_GENERAL: Self = Self(197);
-    pub const STABLEHLO_REDUCE_WINDOW: Self = Self(198);
-    pub const STABLEHLO_SORT: Self = Self(199);
-    pub const STABLEHLO_WHILE: Self = Self(200);
-    pub const STABLEHLO_GATHER: Self = Self(201);
-    pub const STABLEHLO_TRANSPOSE: Self = Self(202);
-    pub const DILATE: Self = Self(203);
-    pub const STABLEHLO_RNG_BIT_GENERATOR: Self = Self(204);
-    pub const REDUCE_WINDOW: Self = Self(205);
-    pub const STABLEHLO_COMPOSITE: Self = Self(206);
-    pub const STABLEHLO_SHIFT_LEFT: Self = Self(207);
-    pub const STABLEHLO_CBRT: Self = Self(208);
-    pub const STABLEHLO_CASE: Self = Self(209);
+  pub const ATTENTION: Self = Self(-9);
+  pub const RUN_MODEL: Self = Self(-8);
+  pub const ROPE: Self = Self(-7);
+  pub const RMS_NORM: Self = Self(-6);
+  pub const GRU: Self = Self(-5);
+  pub const BCQ_GATHER: Self = Self(-4);
+  pub const BCQ_FULLY_CONNECTED: Self = Self(-3);
+  pub const INSTANCE_NORM: Self = Self(-2);
+  pub const ADD: Self = Self(0);
+  pub const AVERAGE_POOL_2D: Self = Self(1);
+  pub const CONCATENATION: Self = Self(2);
+  pub const CONV_2D: Self = Self(3);
+  pub const DEPTHWISE_CONV_2D: Self = Self(4);
+  pub const DEPTH_TO_SPACE: Self = Self(5);
+  pub const DEQUANTIZE: Self = Self(6);
+  pub const EMBEDDING_LOOKUP: Self = Self(7);
+  pub const FLOOR: Self = Self(8);
+  pub const FULLY_CONNECTED: Self = Self(9);
+  pub const HASHTABLE_LOOKUP: Self = Self(10);
+  pub const L2_NORMALIZATION: Self = Self(11);
+  pub const L2_POOL_2D: Self = Self(12);
+  pub const LOCAL_RESPONSE_NORMALIZATION: Self = Self(13);
+  pub const LOGISTIC: Self = Self(14);
+  pub const LSH_PROJECTION: Self = Self(15);
+  pub const LSTM: Self = Self(16);
+  pub const MAX_POOL_2D: Self = Self(17);
+  pub const MUL: Self = Self(18);
+  pub const RELU: Self = Self(19);
+  pub const RELU_N1_TO_1: Self = Self(20);
+  pub const RELU6: Self = Self(21);
+  pub const RESHAPE: Self = Self(22);
+  pub const RESIZE_BILINEAR: Self = Self(23);
+  pub const RNN: Self = Self(24);
+  pub const SOFTMAX: Self = Self(25);
+  pub const SPACE_TO_DEPTH: Self = Self(26);
+  pub const SVDF: Self = Self(27);
+  pub const TANH: Self = Self(28);
+  pub const CONCAT_EMBEDDINGS: Self = Self(29);
+  pub const SKIP_GRAM: Self = Self(30);
+  pub const CALL: Self = Self(31);
+  pub const CUSTOM: Self = Self(32);
+  pub const EMBEDDING_LOOKUP_SPARSE: Self = Self(33);
+  pub const PAD: Self = Self(34);
+  pub const UNIDIRECTIONAL_SEQUENCE_RNN: Self = Self(35);
+  pub const GATHER: Self = Self(36);
+  pub const BATCH_TO_SPACE_ND: Self = Self(37);
+  pub const SPACE_TO_BATCH_ND: Self = Self(38);
+  pub const TRANSPOSE: Self = Self(39);
+  pub const MEAN: Self = Self(40);
+  pub const SUB: Self = Self(41);
+  pub const DIV: Self = Self(42);
+  pub const SQUEEZE: Self = Self(43);
+  pub const UNIDIRECTIONAL_SEQUENCE_LSTM: Self = Self(44);
+  pub const STRIDED_SLICE: Self = Self(45);
+  pub const BIDIRECTIONAL_SEQUENCE_RNN: Self = Self(46);
+  pub const EXP: Self = Self(47);
+  pub const TOPK_V2: Self = Self(48);
+  pub const SPLIT: Self = Self(49);
+  pub const LOG_SOFTMAX: Self = Self(50);
+  pub const DELEGATE: Self = Self(51);
+  pub const BIDIRECTIONAL_SEQUENCE_LSTM: Self = Self(52);
+  pub const CAST: Self = Self(53);
+  pub const PRELU: Self = Self(54);
+  pub const MAXIMUM: Self = Self(55);
+  pub const ARG_MAX: Self = Self(56);
+  pub const MINIMUM: Self = Self(57);
+  pub const LESS: Self = Self(58);
+  pub const NEG: Self = Self(59);
+  pub const PADV2: Self = Self(60);
+  pub const GREATER: Self = Self(61);
+  pub const GREATER_EQUAL: Self = Self(62);
+  pub const LESS_EQUAL: Self = Self(63);
+  pub const SELECT: Self = Self(64);
+  pub const SLICE: Self = Self(65);
+  pub const SIN: Self = Self(66);
+  pub const TRANSPOSE_CONV: Self = Self(67);
+  pub const SPARSE_TO_DENSE: Self = Self(68);
+  pub const TILE: Self = Self(69);
+  pub const EXPAND_DIMS: Self = Self(70);
+  pub const EQUAL: Self = Self(71);
+  pub const NOT_EQUAL: Self = Self(72);
+  pub const LOG: Self = Self(73);
+  pub const SUM: Self = Self(74);
+  pub const SQRT: Self = Self(75);
+  pub const RSQRT: Self = Self(76);
+  pub const SHAPE: Self = Self(77);
+  pub const POW: Self = Self(78);
+  pub const ARG_MIN: Self = Self(79);
+  pub const FAKE_QUANT: Self = Self(80);
+  pub const REDUCE_PROD: Self = Self(81);
+  pub const REDUCE_MAX: Self = Self(82);
+  pub const PACK: Self = Self(83);
+  pub const LOGICAL_OR: Self = Self(84);
+  pub const ONE_HOT: Self = Self(85);
+  pub const LOGICAL_AND: Self = Self(86);
+  pub const LOGICAL_NOT: Self = Self(87);
+  pub const UNPACK: Self = Self(88);
+  pub const REDUCE_MIN: Self = Self(89);
+  pub const FLOOR_DIV: Self = Self(90);
+  pub const REDUCE_ANY: Self = Self(91);
+  pub const SQUARE: Self = Self(92);
+  pub const ZEROS_LIKE: Self = Self(93);
+  pub const FILL: Self = Self(94);
+  pub const FLOOR_MOD: Self = Self(95);
+  pub const RANGE: Self = Self(96);
+  pub const RESIZE_NEAREST_NEIGHBOR: Self = Self(97);
+  pub const LEAKY_RELU: Self = Self(98);
+  pub const SQUARED_DIFFERENCE: Self = Self(99);
+  pub const MIRROR_PAD: Self = Self(100);
+  pub const ABS: Self = Self(101);
+  pub const SPLIT_V: Self = Self(102);
+  pub const UNIQUE: Self = Self(103);
+  pub const CEIL: Self = Self(104);
+  pub const REVERSE_V2: Self = Self(105);
+  pub const ADD_N: Self = Self(106);
+  pub const GATHER_ND: Self = Self(107);
+  pub const COS: Self = Self(108);
+  pub const WHERE: Self = Self(109);
+  pub const RANK: Self = Self(110);
+  pub const ELU: Self = Self(111);
+  pub const REVERSE_SEQUENCE: Self = Self(112);
+  pub const MATRIX_DIAG: Self = Self(113);
+  pub const QUANTIZE: Self = Self(114);
+  pub const MATRIX_SET_DIAG: Self = Self(115);
+  pub const ROUND: Self = Self(116);
+  pub const HARD_SWISH: Self = Self(117);
+  pub const IF: Self = Self(118);
+  pub const WHILE: Self = Self(119);
+  pub const NON_MAX_SUPPRESSION_V4: Self = Self(120);
+  pub const NON_MAX_SUPPRESSION_V5: Self = Self(121);
+  pub const SCATTER_ND: Self = Self(122);
+  pub const SELECT_V2: Self = Self(123);
+  pub const DENSIFY: Self = Self(124);
+  pub const SEGMENT_SUM: Self = Self(125);
+  pub const BATCH_MATMUL: Self = Self(126);
+  pub const PLACEHOLDER_FOR_GREATER_OP_CODES: Self = Self(127);
+  pub const CUMSUM: Self = Self(128);
+  pub const CALL_ONCE: Self = Self(129);
+  pub const BROADCAST_TO: Self = Self(130);
+  pub const RFFT2D: Self = Self(131);
+  pub const CONV_3D: Self = Self(132);
+  pub const IMAG: Self = Self(133);
+  pub const REAL: Self = Self(134);
+  pub const COMPLEX_ABS: Self = Self(135);
+  pub const HASHTABLE: Self = Self(136);
+  pub const HASHTABLE_FIND: Self = Self(137);
+  pub const HASHTABLE_IMPORT: Self = Self(138);
+  pub const HASHTABLE_SIZE: Self = Self(139);
+  pub const REDUCE_ALL: Self = Self(140);
+  pub const CONV_3D_TRANSPOSE: Self = Self(141);
+  pub const VAR_HANDLE: Self = Self(142);
+  pub const READ_VARIABLE: Self = Self(143);
+  pub const ASSIGN_VARIABLE: Self = Self(144);
+  pub const BROADCAST_ARGS: Self = Self(145);
+  pub const RANDOM_STANDARD_NORMAL: Self = Self(146);
+  pub const BUCKETIZE: Self = Self(147);
+  pub const RANDOM_UNIFORM: Self = Self(148);
+  pub const MULTINOMIAL: Self = Self(149);
+  pub const GELU: Self = Self(150);
+  pub const DYNAMIC_UPDATE_SLICE: Self = Self(151);
+  pub const RELU_0_TO_1: Self = Self(152);
+  pub const UNSORTED_SEGMENT_PROD: Self = Self(153);
+  pub const UNSORTED_SEGMENT_MAX: Self = Self(154);
+  pub const UNSORTED_SEGMENT_SUM: Self = Self(155);
+  pub const ATAN2: Self = Self(156);
+  pub const UNSORTED_SEGMENT_MIN: Self = Self(157);
+  pub const SIGN: Self = Self(158);
+  pub const BITCAST: Self = Self(159);
+  pub const BITWISE_XOR: Self = Self(160);
+  pub const RIGHT_SHIFT: Self = Self(161);
+  pub const STABLEHLO_LOGISTIC: Self = Self(162);
+  pub const STABLEHLO_ADD: Self = Self(163);
+  pub const STABLEHLO_DIVIDE: Self = Self(164);
+  pub const STABLEHLO_MULTIPLY: Self = Self(165);
+  pub const STABLEHLO_MAXIMUM: Self = Self(166);
+  pub const STABLEHLO_RESHAPE: Self = Self(167);
+  pub const STABLEHLO_CLAMP: Self = Self(168);
+  pub const STABLEHLO_CONCATENATE: Self = Self(169);
+  pub const STABLEHLO_BROADCAST_IN_DIM: Self = Self(170);
+  pub const STABLEHLO_CONVOLUTION: Self = Self(171);
+  pub const STABLEHLO_SLICE: Self = Self(172);
+  pub const STABLEHLO_CUSTOM_CALL: Self = Self(173);
+  pub const STABLEHLO_REDUCE: Self = Self(174);
+  pub const STABLEHLO_ABS: Self = Self(175);
+  pub const STABLEHLO_AND: Self = Self(176);
+  pub const STABLEHLO_COSINE: Self = Self(177);
+  pub const STABLEHLO_EXPONENTIAL: Self = Self(178);
+  pub const STABLEHLO_FLOOR: Self = Self(179);
+  pub const STABLEHLO_LOG: Self = Self(180);
+  pub const STABLEHLO_MINIMUM: Self = Self(181);
+  pub const STABLEHLO_NEGATE: Self = Self(182);
+  pub const STABLEHLO_OR: Self = Self(183);
+  pub const STABLEHLO_POWER: Self = Self(184);
+  pub const STABLEHLO_REMAINDER: Self = Self(185);
+  pub const STABLEHLO_RSQRT: Self = Self(186);
+  pub const STABLEHLO_SELECT: Self = Self(187);
+  pub const STABLEHLO_SUBTRACT: Self = Self(188);
+  pub const STABLEHLO_TANH: Self = Self(189);
+  pub const STABLEHLO_SCATTER: Self = Self(190);
+  pub const STABLEHLO_COMPARE: Self = Self(191);
+  pub const STABLEHLO_CONVERT: Self = Self(192);
+  pub const STABLEHLO_DYNAMIC_SLICE: Self = Self(193);
+  pub const STABLEHLO_DYNAMIC_UPDATE_SLICE: Self = Self(194);
+  pub const STABLEHLO_PAD: Self = Self(195);
+  pub const STABLEHLO_IOTA: Self = Self(196);
+  pub const STABLEHLO_DOT_GENERAL: Self = Self(197);
+  pub const STABLEHLO_REDUCE_WINDOW: Self = Self(198);
+  pub const STABLEHLO_SORT: Self = Self(199);
+  pub const STABLEHLO_WHILE: Self = Self(200);
+  pub const STABLEHLO_GATHER: Self = Self(201);
+  pub const STABLEHLO_TRANSPOSE: Self = Self(202);
+  pub const DILATE: Self = Self(203);
+  pub const STABLEHLO_RNG_BIT_GENERATOR: Self = Self(204);
+  pub const REDUCE_WINDOW: Self = Self(205);
+  pub const STABLEHLO_COMPOSITE: Self = Self(206);
+  pub const STABLEHLO_SHIFT_LEFT: Self = Self(207);
+  pub const STABLEHLO_CBRT: Self = Self(208);
+  pub const STABLEHLO_CASE: Self = Self(209);
 
-    pub const ENUM_MIN: i32 = -9;
-    pub const ENUM_MAX: i32 = 209;
-    pub const ENUM_VALUES: &'static [Self] = &[
-        Self::ATTENTION,
-        Self::RUN_MODEL,
-        Self::ROPE,
-        Self::RMS_NORM,
-        Self::GRU,
-        Self::BCQ_GATHER,
-        Self::BCQ_FULLY_CONNECTED,
-        Self::INSTANCE_NORM,
-        Self::ADD,
-        Self::AVERAGE_POOL_2D,
-        Self::CONCATENATION,
-        Self::CONV_2D,
-        Self::DEPTHWISE_CONV_2D,
-        Self::DEPTH_TO_SPACE,
-        Self::DEQUANTIZE,
-        Self::EMBEDDING_LOOKUP,
-        Self::FLOOR,
-        Self::FULLY_CONNECTED,
-        Self::HASHTABLE_LOOKUP,
-        Self::L2_NORMALIZATION,
-        Self::L2_POOL_2D,
-        Self::LOCAL_RESPONSE_NORMALIZATION,
-        Self::LOGISTIC,
-        Self::LSH_PROJECTION,
-        Self::LSTM,
-        Self::MAX_POOL_2D,
-        Self::MUL,
-        Self::RELU,
-        Self::RELU_N1_TO_1,
-        Self::RELU6,
-        Self::RESHAPE,
-        Self::RESIZE_BILINEAR,
-        Self::RNN,
-        Self::SOFTMAX,
-        Self::SPACE_TO_DEPTH,
-        Self::SVDF,
-        Self::TANH,
-        Self::CONCAT_EMBEDDINGS,
-        Self::SKIP_GRAM,
-        Self::CALL,
-        Self::CUSTOM,
-        Self::EMBEDDING_LOOKUP_SPARSE,
-        Self::PAD,
-        Self::UNIDIRECTIONAL_SEQUENCE_RNN,
-        Self::GATHER,
-        Self::BATCH_TO_SPACE_ND,
-        Self::SPACE_TO_BATCH_ND,
-        Self::TRANSPOSE,
-        Self::MEAN,
-        Self::SUB,
-        Self::DIV,
-        Self::SQUEEZE,
-        Self::UNIDIRECTIONAL_SEQUENCE_LSTM,
-        Self::STRIDED_SLICE,
-        Self::BIDIRECTIONAL_SEQUENCE_RNN,
-        Self::EXP,
-        Self::TOPK_V2,
-        Self::SPLIT,
-        Self::LOG_SOFTMAX,
-        Self::DELEGATE,
-        Self::BIDIRECTIONAL_SEQUENCE_LSTM,
-        Self::CAST,
-        Self::PRELU,
-        Self::MAXIMUM,
-        Self::ARG_MAX,
-        Self::MINIMUM,
-        Self::LESS,
-        Self::NEG,
-        Self::PADV2,
-        Self::GREATER,
-        Self::GREATER_EQUAL,
-        Self::LESS_EQUAL,
-        Self::SELECT,
-        Self::SLICE,
-        Self::SIN,
-        Self::TRANSPOSE_CONV,
-        Self::SPARSE_TO_DENSE,
-        Self::TILE,
-        Self::EXPAND_DIMS,
-        Self::EQUAL,
-        Self::NOT_EQUAL,
-        Self::LOG,
-        Self::SUM,
-        Self::SQRT,
-        Self::RSQRT,
-        Self::SHAPE,
-        Self::POW,
-        Self::ARG_MIN,
-        Self::FAKE_QUANT,
-        Self::REDUCE_PROD,
-        Self::REDUCE_MAX,
-        Self::PACK,
-        Self::LOGICAL_OR,
-        Self::ONE_HOT,
-        Self::LOGICAL_AND,
-        Self::LOGICAL_NOT,
-        Self::UNPACK,
-        Self::REDUCE_MIN,
-        Self::FLOOR_DIV,
-        Self::REDUCE_ANY,
-        Self::SQUARE,
-        Self::ZEROS_LIKE,
-        Self::FILL,
-        Self::FLOOR_MOD,
-        Self::RANGE,
-        Self::RESIZE_NEAREST_NEIGHBOR,
-        Self::LEAKY_RELU,
-        Self::SQUARED_DIFFERENCE,
-        Self::MIRROR_PAD,
-        Self::ABS,
-        Self::SPLIT_V,
-        Self::UNIQUE,
-        Self::CEIL,
-        Self::REVERSE_V2,
-        Self::ADD_N,
-        Self::GATHER_ND,
-        Self::COS,
-        Self::WHERE,
-        Self::RANK,
-        Self::ELU,
-        Self::REVERSE_SEQUENCE,
-        Self::MATRIX_DIAG,
-        Self::QUANTIZE,
-        Self::MATRIX_SET_DIAG,
-        Self::ROUND,
-        Self::HARD_SWISH,
-        Self::IF,
-        Self::WHILE,
-        Self::NON_MAX_SUPPRESSION_V4,
-        Self::NON_MAX_SUPPRESSION_V5,
-        Self::SCATTER_ND,
-        Self::SELECT_V2,
-        Self::DENSIFY,
-        Self::SEGMENT_SUM,
-        Self::BATCH_MATMUL,
-        Self::PLACEHOLDER_FOR_GREATER_OP_CODES,
-        Self::CUMSUM,
-        Self::CALL_ONCE,
-        Self::BROADCAST_TO,
-        Self::RFFT2D,
-        Self::CONV_3D,
-        Self::IMAG,
-        Self::REAL,
-        Self::COMPLEX_ABS,
-        Self::HASHTABLE,
-        Self::HASHTABLE_FIND,
-        Self::HASHTABLE_IMPORT,
-        Self::HASHTABLE_SIZE,
-        Self::REDUCE_ALL,
-        Self::CONV_3D_TRANSPOSE,
-        Self::VAR_HANDLE,
-        Self::READ_VARIABLE,
-        Self::ASSIGN_VARIABLE,
-        Self::BROADCAST_ARGS,
-        Self::RANDOM_STANDARD_NORMAL,
-        Self::BUCKETIZE,
-        Self::RANDOM_UNIFORM,
-        Self::MULTINOMIAL,
-        Self::GELU,
-        Self::DYNAMIC_UPDATE_SLICE,
-        Self::RELU_0_TO_1,
-        Self::UNSORTED_SEGMENT_PROD,
-        Self::UNSORTED_SEGMENT_MAX,
-        Self::UNSORTED_SEGMENT_SUM,
-        Self::ATAN2,
-        Self::UNSORTED_SEGMENT_MIN,
-        Self::SIGN,
-        Self::BITCAST,
-        Self::BITWISE_XOR,
-        Self::RIGHT_SHIFT,
-        Self::STABLEHLO_LOGISTIC,
-        Self::STABLEHLO_ADD,
-        Self::STABLEHLO_DIVIDE,
-        Self::STABLEHLO_MULTIPLY,
-        Self::STABLEHLO_MAXIMUM,
-        Self::STABLEHLO_RESHAPE,
-        Self::STABLEHLO_CLAMP,
-        Self::STABLEHLO_CONCATENATE,
-        Self::STABLEHLO_BROADCAST_IN_DIM,
-        Self::STABLEHLO_CONVOLUTION,
-        Self::STABLEHLO_SLICE,
-        Self::STABLEHLO_CUSTOM_CALL,
-        Self::STABLEHLO_REDUCE,
-        Self::STABLEHLO_ABS,
-        Self::STABLEHLO_AND,
-        Self::STABLEHLO_COSINE,
-        Self::STABLEHLO_EXPONENTIAL,
-        Self::STABLEHLO_FLOOR,
-        Self::STABLEHLO_LOG,
-        Self::STABLEHLO_MINIMUM,
-        Self::STABLEHLO_NEGATE,
-        Self::STABLEHLO_OR,
-        Self::STABLEHLO_POWER,
-        Self::STABLEHLO_REMAINDER,
-        Self::STABLEHLO_RSQRT,
-        Self::STABLEHLO_SELECT,
-        Self::STABLEHLO_SUBTRACT,
-        Self::STABLEHLO_TANH,
-        Self::STABLEHLO_SCATTER,
-        Self::STABLEHLO_COMPARE,
-        Self::STABLEHLO_CONVERT,
-        Self::STABLEHLO_DYNAMIC_SLICE,
-        Self::STABLEHLO_DYNAMIC_UPDATE_SLICE,
-        Self::STABLEHLO_PAD,
-        Self::STABLEHLO_IOTA,
-        Self::STABLEHLO_DOT_GENERAL,
-        Self::STABLEHLO_REDUCE_WINDOW,
-        Self::STABLEHLO_SORT,
-        Self::STABLEHLO_WHILE,
-        Self::STABLEHLO_GATHER,
-        Self::STABLEHLO_TRANSPOSE,
-        Self::DILATE,
-        Self::STABLEHLO_RNG_BIT_GENERATOR,
-        Self::REDUCE_WINDOW,
-        Self::STABLEHLO_COMPOSITE,
-        Self::STABLEHLO_SHIFT_LEFT,
-        Self::STABLEHLO_CBRT,
-        Self::STABLEHLO_CASE,
-    ];
-    /// Returns the variant's name or "" if unknown.
-    pub fn variant_name(self) -> Option<&'static str> {
-        match self {
-            Self::ATTENTION => Some("ATTENTION"),
-            Self::RUN_MODEL => Some("RUN_MODEL"),
-            Self::ROPE => Some("ROPE"),
-            Self::RMS_NORM => Some("RMS_NORM"),
-            Self::GRU => Some("GRU"),
-            Self::BCQ_GATHER => Some("BCQ_GATHER"),
-            Self::BCQ_FULLY_CONNECTED => Some("BCQ_FULLY_CONNECTED"),
-            Self::INSTANCE_NORM => Some("INSTANCE_NORM"),
-            Self::ADD => Some("ADD"),
-            Self::AVERAGE_POOL_2D => Some("AVERAGE_POOL_2D"),
-            Self::CONCATENATION => Some("CONCATENATION"),
-            Self::CONV_2D => Some("CONV_2D"),
-            Self::DEPTHWISE_CONV_2D => Some("DEPTHWISE_CONV_2D"),
-            Self::DEPTH_TO_SPACE => Some("DEPTH_TO_SPACE"),
-            Self::DEQUANTIZE => Some("DEQUANTIZE"),
-            Self::EMBEDDING_LOOKUP => Some("EMBEDDING_LOOKUP"),
-            Self::FLOOR => Some("FLOOR"),
-            Self::FULLY_CONNECTED => Some("FULLY_CONNECTED"),
-            Self::HASHTABLE_LOOKUP => Some("HASHTABLE_LOOKUP"),
-            Self::L2_NORMALIZATION => Some("L2_NORMALIZATION"),
-            Self::L2_POOL_2D => Some("L2_POOL_2D"),
-            Self::LOCAL_RESPONSE_NORMALIZATION => Some("LOCAL_RESPONSE_NORMALIZATION"),
-            Self::LOGISTIC => Some("LOGISTIC"),
-            Self::LSH_PROJECTION => Some("LSH_PROJECTION"),
-            Self::LSTM => Some("LSTM"),
-            Self::MAX_POOL_2D => Some("MAX_POOL_2D"),
-            Self::MUL => Some("MUL"),
-            Self::RELU => Some("RELU"),
-            Self::RELU_N1_TO_1 => Some("RELU_N1_TO_1"),
-            Self::RELU6 => Some("RELU6"),
-            Self::RESHAPE => Some("RESHAPE"),
-            Self::RESIZE_BILINEAR => Some("RESIZE_BILINEAR"),
-            Self::RNN => Some("RNN"),
-            Self::SOFTMAX => Some("SOFTMAX"),
-            Self::SPACE_TO_DEPTH => Some("SPACE_TO_DEPTH"),
-            Self::SVDF => Some("SVDF"),
-            Self::TANH => Some("TANH"),
-            Self::CONCAT_EMBEDDINGS => Some("CONCAT_EMBEDDINGS"),
-            Self::SKIP_GRAM => Some("SKIP_GRAM"),
-            Self::CALL => Some("CALL"),
-            Self::CUSTOM => Some("CUSTOM"),
-            Self::EMBEDDING_LOOKUP_SPARSE => Some("EMBEDDING_LOOKUP_SPARSE"),
-            Self::PAD => Some("PAD"),
-            Self::UNIDIRECTIONAL_SEQUENCE_RNN => Some("UNIDIRECTIONAL_SEQUENCE_RNN"),
-            Self::GATHER => Some("GATHER"),
-            Self::BATCH_TO_SPACE_ND => Some("BATCH_TO_SPACE_ND"),
-            Self::SPACE_TO_BATCH_ND => Some("SPACE_TO_BATCH_ND"),
-            Self::TRANSPOSE => Some("TRANSPOSE"),
-            Self::MEAN => Some("MEAN"),
-            Self::SUB => Some("SUB"),
-            Self::DIV => Some("DIV"),
-            Self::SQUEEZE => Some("SQUEEZE"),
-            Self::UNIDIRECTIONAL_SEQUENCE_LSTM => Some("UNIDIRECTIONAL_SEQUENCE_LSTM"),
-            Self::STRIDED_SLICE => Some("STRIDED_SLICE"),
-            Self::BIDIRECTIONAL_SEQUENCE_RNN => Some("BIDIRECTIONAL_SEQUENCE_RNN"),
-            Self::EXP => Some("EXP"),
-            Self::TOPK_V2 => Some("TOPK_V2"),
-            Self::SPLIT => Some("SPLIT"),
-            Self::LOG_SOFTMAX => Some("LOG_SOFTMAX"),
-            Self::DELEGATE => Some("DELEGATE"),
-            Self::BIDIRECTIONAL_SEQUENCE_LSTM => Some("BIDIRECTIONAL_SEQUENCE_LSTM"),
-            Self::CAST => Some("CAST"),
-            Self::PRELU => Some("PRELU"),
-            Self::MAXIMUM => Some("MAXIMUM"),
-            Self::ARG_MAX => Some("ARG_MAX"),
-            Self::MINIMUM => Some("MINIMUM"),
-            Self::LESS => Some("LESS"),
-            Self::NEG => Some("NEG"),
-            Self::PADV2 => Some("PADV2"),
-            Self::GREATER => Some("GREATER"),
-            Self::GREATER_EQUAL => Some("GREATER_EQUAL"),
-            Self::LESS_EQUAL => Some("LESS_EQUAL"),
-            Self::SELECT => Some("SELECT"),
-            Self::SLICE => Some("SLICE"),
-            Self::SIN => Some("SIN"),
-            Self::TRANSPOSE_CONV => Some("TRANSPOSE_CONV"),
-            Self::SPARSE_TO_DENSE => Some("SPARSE_TO_DENSE"),
-            Self::TILE => Some("TILE"),
-            Self::EXPAND_DIMS => Some("EXPAND_DIMS"),
-            Self::EQUAL => Some("EQUAL"),
-            Self::NOT_EQUAL => Some("NOT_EQUAL"),
-            Self::LOG => Some("LOG"),
-            Self::SUM => Some("SUM"),
-            Self::SQRT => Some("SQRT"),
-            Self::RSQRT => Some("RSQRT"),
-            Self::SHAPE => Some("SHAPE"),
-            Self::POW => Some("POW"),
-            Self::ARG_MIN => Some("ARG_MIN"),
-            Self::FAKE_QUANT => Some("FAKE_QUANT"),
-            Self::REDUCE_PROD => Some("REDUCE_PROD"),
-            Self::REDUCE_MAX => Some("REDUCE_MAX"),
-            Self::PACK => Some("PACK"),
-            Self::LOGICAL_OR => Some("LOGICAL_OR"),
-            Self::ONE_HOT => Some("ONE_HOT"),
-            Self::LOGICAL_AND => Some("LOGICAL_AND"),
-            Self::LOGICAL_NOT => Some("LOGICAL_NOT"),
-            Self::UNPACK => Some("UNPACK"),
-            Self::REDUCE_MIN => Some("REDUCE_MIN"),
-            Self::FLOOR_DIV => Some("FLOOR_DIV"),
-            Self::REDUCE_ANY => Some("REDUCE_ANY"),
-            Self::SQUARE => Some("SQUARE"),
-            Self::ZEROS_LIKE => Some("ZEROS_LIKE"),
-            Self::FILL => Some("FILL"),
-            Self::FLOOR_MOD => Some("FLOOR_MOD"),
-            Self::RANGE => Some("RANGE"),
-            Self::RESIZE_NEAREST_NEIGHBOR => Some("RESIZE_NEAREST_NEIGHBOR"),
-            Self::LEAKY_RELU => Some("LEAKY_RELU"),
-            Self::SQUARED_DIFFERENCE => Some("SQUARED_DIFFERENCE"),
-            Self::MIRROR_PAD => Some("MIRROR_PAD"),
-            Self::ABS => Some("ABS"),
-            Self::SPLIT_V => Some("SPLIT_V"),
-            Self::UNIQUE => Some("UNIQUE"),
-            Self::CEIL => Some("CEIL"),
-            Self::REVERSE_V2 => Some("REVERSE_V2"),
-            Self::ADD_N => Some("ADD_N"),
-            Self::GATHER_ND => Some("GATHER_ND"),
-            Self::COS => Some("COS"),
-            Self::WHERE => Some("WHERE"),
-            Self::RANK => Some("RANK"),
-            Self::ELU => Some("ELU"),
-            Self::REVERSE_SEQUENCE => Some("REVERSE_SEQUENCE"),
-            Self::MATRIX_DIAG => Some("MATRIX_DIAG"),
-            Self::QUANTIZE => Some("QUANTIZE"),
-            Self::MATRIX_SET_DIAG => Some("MATRIX_SET_DIAG"),
-            Self::ROUND => Some("ROUND"),
-            Self::HARD_SWISH => Some("HARD_SWISH"),
-            Self::IF => Some("IF"),
-            Self::WHILE => Some("WHILE"),
-            Self::NON_MAX_SUPPRESSION_V4 => Some("NON_MAX_SUPPRESSION_V4"),
-            Self::NON_MAX_SUPPRESSION_V5 => Some("NON_MAX_SUPPRESSION_V5"),
-            Self::SCATTER_ND => Some("SCATTER_ND"),
-            Self::SELECT_V2 => Some("SELECT_V2"),
-            Self::DENSIFY => Some("DENSIFY"),
-            Self::SEGMENT_SUM => Some("SEGMENT_SUM"),
-            Self::BATCH_MATMUL => Some("BATCH_MATMUL"),
-            Self::PLACEHOLDER_FOR_GREATER_OP_CODES => Some("PLACEHOLDER_FOR_GREATER_OP_CODES"),
-            Self::CUMSUM => Some("CUMSUM"),
-            Self::CALL_ONCE => Some("CALL_ONCE"),
-            Self::BROADCAST_TO => Some("BROADCAST_TO"),
-            Self::RFFT2D => Some("RFFT2D"),
-            Self::CONV_3D => Some("CONV_3D"),
-            Self::IMAG => Some("IMAG"),
-            Self::REAL => Some("REAL"),
-            Self::COMPLEX_ABS => Some("COMPLEX_ABS"),
-            Self::HASHTABLE => Some("HASHTABLE"),
-            Self::HASHTABLE_FIND => Some("HASHTABLE_FIND"),
-            Self::HASHTABLE_IMPORT => Some("HASHTABLE_IMPORT"),
-            Self::HASHTABLE_SIZE => Some("HASHTABLE_SIZE"),
-            Self::REDUCE_ALL => Some("REDUCE_ALL"),
-            Self::CONV_3D_TRANSPOSE => Some("CONV_3D_TRANSPOSE"),
-            Self::VAR_HANDLE => Some("VAR_HANDLE"),
-            Self::READ_VARIABLE => Some("READ_VARIABLE"),
-            Self::ASSIGN_VARIABLE => Some("ASSIGN_VARIABLE"),
-            Self::BROADCAST_ARGS => Some("BROADCAST_ARGS"),
-            Self::RANDOM_STANDARD_NORMAL => Some("RANDOM_STANDARD_NORMAL"),
-            Self::BUCKETIZE => Some("BUCKETIZE"),
-            Self::RANDOM_UNIFORM => Some("RANDOM_UNIFORM"),
-            Self::MULTINOMIAL => Some("MULTINOMIAL"),
-            Self::GELU => Some("GELU"),
-            Self::DYNAMIC_UPDATE_SLICE => Some("DYNAMIC_UPDATE_SLICE"),
-            Self::RELU_0_TO_1 => Some("RELU_0_TO_1"),
-            Self::UNSORTED_SEGMENT_PROD => Some("UNSORTED_SEGMENT_PROD"),
-            Self::UNSORTED_SEGMENT_MAX => Some("UNSORTED_SEGMENT_MAX"),
-            Self::UNSORTED_SEGMENT_SUM => Some("UNSORTED_SEGMENT_SUM"),
-            Self::ATAN2 => Some("ATAN2"),
-            Self::UNSORTED_SEGMENT_MIN => Some("UNSORTED_SEGMENT_MIN"),
-            Self::SIGN => Some("SIGN"),
-            Self::BITCAST => Some("BITCAST"),
-            Self::BITWISE_XOR => Some("BITWISE_XOR"),
-            Self::RIGHT_SHIFT => Some("RIGHT_SHIFT"),
-            Self::STABLEHLO_LOGISTIC => Some("STABLEHLO_LOGISTIC"),
-            Self::STABLEHLO_ADD => Some("STABLEHLO_ADD"),
-            Self::STABLEHLO_DIVIDE => Some("STABLEHLO_DIVIDE"),
-            Self::STABLEHLO_MULTIPLY => Some("STABLEHLO_MULTIPLY"),
-            Self::STABLEHLO_MAXIMUM => Some("STABLEHLO_MAXIMUM"),
-            Self::STABLEHLO_RESHAPE => Some("STABLEHLO_RESHAPE"),
-            Self::STABLEHLO_CLAMP => Some("STABLEHLO_CLAMP"),
-            Self::STABLEHLO_CONCATENATE => Some("STABLEHLO_CONCATENATE"),
-            Self::STABLEHLO_BROADCAST_IN_DIM => Some("STABLEHLO_BROADCAST_IN_DIM"),
-            Self::STABLEHLO_CONVOLUTION => Some("STABLEHLO_CONVOLUTION"),
-            Self::STABLEHLO_SLICE => Some("STABLEHLO_SLICE"),
-            Self::STABLEHLO_CUSTOM_CALL => Some("STABLEHLO_CUSTOM_CALL"),
-            Self::STABLEHLO_REDUCE => Some("STABLEHLO_REDUCE"),
-            Self::STABLEHLO_ABS => Some("STABLEHLO_ABS"),
-            Self::STABLEHLO_AND => Some("STABLEHLO_AND"),
-            Self::STABLEHLO_COSINE => Some("STABLEHLO_COSINE"),
-            Self::STABLEHLO_EXPONENTIAL => Some("STABLEHLO_EXPONENTIAL"),
-            Self::STABLEHLO_FLOOR => Some("STABLEHLO_FLOOR"),
-            Self::STABLEHLO_LOG => Some("STABLEHLO_LOG"),
-            Self::STABLEHLO_MINIMUM => Some("STABLEHLO_MINIMUM"),
-            Self::STABLEHLO_NEGATE => Some("STABLEHLO_NEGATE"),
-            Self::STABLEHLO_OR => Some("STABLEHLO_OR"),
-            Self::STABLEHLO_POWER => Some("STABLEHLO_POWER"),
-            Self::STABLEHLO_REMAINDER => Some("STABLEHLO_REMAINDER"),
-            Self::STABLEHLO_RSQRT => Some("STABLEHLO_RSQRT"),
-            Self::STABLEHLO_SELECT => Some("STABLEHLO_SELECT"),
-            Self::STABLEHLO_SUBTRACT => Some("STABLEHLO_SUBTRACT"),
-            Self::STABLEHLO_TANH => Some("STABLEHLO_TANH"),
-            Self::STABLEHLO_SCATTER => Some("STABLEHLO_SCATTER"),
-            Self::STABLEHLO_COMPARE => Some("STABLEHLO_COMPARE"),
-            Self::STABLEHLO_CONVERT => Some("STABLEHLO_CONVERT"),
-            Self::STABLEHLO_DYNAMIC_SLICE => Some("STABLEHLO_DYNAMIC_SLICE"),
-            Self::STABLEHLO_DYNAMIC_UPDATE_SLICE => Some("STABLEHLO_DYNAMIC_UPDATE_SLICE"),
-            Self::STABLEHLO_PAD => Some("STABLEHLO_PAD"),
-            Self::STABLEHLO_IOTA => Some("STABLEHLO_IOTA"),
-            Self::STABLEHLO_DOT_GENERAL => Some("STABLEHLO_DOT_GENERAL"),
-            Self::STABLEHLO_REDUCE_WINDOW => Some("STABLEHLO_REDUCE_WINDOW"),
-            Self::STABLEHLO_SORT => Some("STABLEHLO_SORT"),
-            Self::STABLEHLO_WHILE => Some("STABLEHLO_WHILE"),
-            Self::STABLEHLO_GATHER => Some("STABLEHLO_GATHER"),
-            Self::STABLEHLO_TRANSPOSE => Some("STABLEHLO_TRANSPOSE"),
-            Self::DILATE => Some("DILATE"),
-            Self::STABLEHLO_RNG_BIT_GENERATOR => Some("STABLEHLO_RNG_BIT_GENERATOR"),
-            Self::REDUCE_WINDOW => Some("REDUCE_WINDOW"),
-            Self::STABLEHLO_COMPOSITE => Some("STABLEHLO_COMPOSITE"),
-            Self::STABLEHLO_SHIFT_LEFT => Some("STABLEHLO_SHIFT_LEFT"),
-            Self::STABLEHLO_CBRT => Some("STABLEHLO_CBRT"),
-            Self::STABLEHLO_CASE => Some("STABLEHLO_CASE"),
-            _ => None,
-        }
+  pub const ENUM_MIN: i32 = -9;
+  pub const ENUM_MAX: i32 = 209;
+  pub const ENUM_VALUES: &'static [Self] = &[
+    Self::ATTENTION,
+    Self::RUN_MODEL,
+    Self::ROPE,
+    Self::RMS_NORM,
+    Self::GRU,
+    Self::BCQ_GATHER,
+    Self::BCQ_FULLY_CONNECTED,
+    Self::INSTANCE_NORM,
+    Self::ADD,
+    Self::AVERAGE_POOL_2D,
+    Self::CONCATENATION,
+    Self::CONV_2D,
+    Self::DEPTHWISE_CONV_2D,
+    Self::DEPTH_TO_SPACE,
+    Self::DEQUANTIZE,
+    Self::EMBEDDING_LOOKUP,
+    Self::FLOOR,
+    Self::FULLY_CONNECTED,
+    Self::HASHTABLE_LOOKUP,
+    Self::L2_NORMALIZATION,
+    Self::L2_POOL_2D,
+    Self::LOCAL_RESPONSE_NORMALIZATION,
+    Self::LOGISTIC,
+    Self::LSH_PROJECTION,
+    Self::LSTM,
+    Self::MAX_POOL_2D,
+    Self::MUL,
+    Self::RELU,
+    Self::RELU_N1_TO_1,
+    Self::RELU6,
+    Self::RESHAPE,
+    Self::RESIZE_BILINEAR,
+    Self::RNN,
+    Self::SOFTMAX,
+    Self::SPACE_TO_DEPTH,
+    Self::SVDF,
+    Self::TANH,
+    Self::CONCAT_EMBEDDINGS,
+    Self::SKIP_GRAM,
+    Self::CALL,
+    Self::CUSTOM,
+    Self::EMBEDDING_LOOKUP_SPARSE,
+    Self::PAD,
+    Self::UNIDIRECTIONAL_SEQUENCE_RNN,
+    Self::GATHER,
+    Self::BATCH_TO_SPACE_ND,
+    Self::SPACE_TO_BATCH_ND,
+    Self::TRANSPOSE,
+    Self::MEAN,
+    Self::SUB,
+    Self::DIV,
+    Self::SQUEEZE,
+    Self::UNIDIRECTIONAL_SEQUENCE_LSTM,
+    Self::STRIDED_SLICE,
+    Self::BIDIRECTIONAL_SEQUENCE_RNN,
+    Self::EXP,
+    Self::TOPK_V2,
+    Self::SPLIT,
+    Self::LOG_SOFTMAX,
+    Self::DELEGATE,
+    Self::BIDIRECTIONAL_SEQUENCE_LSTM,
+    Self::CAST,
+    Self::PRELU,
+    Self::MAXIMUM,
+    Self::ARG_MAX,
+    Self::MINIMUM,
+    Self::LESS,
+    Self::NEG,
+    Self::PADV2,
+    Self::GREATER,
+    Self::GREATER_EQUAL,
+    Self::LESS_EQUAL,
+    Self::SELECT,
+    Self::SLICE,
+    Self::SIN,
+    Self::TRANSPOSE_CONV,
+    Self::SPARSE_TO_DENSE,
+    Self::TILE,
+    Self::EXPAND_DIMS,
+    Self::EQUAL,
+    Self::NOT_EQUAL,
+    Self::LOG,
+    Self::SUM,
+    Self::SQRT,
+    Self::RSQRT,
+    Self::SHAPE,
+    Self::POW,
+    Self::ARG_MIN,
+    Self::FAKE_QUANT,
+    Self::REDUCE_PROD,
+    Self::REDUCE_MAX,
+    Self::PACK,
+    Self::LOGICAL_OR,
+    Self::ONE_HOT,
+    Self::LOGICAL_AND,
+    Self::LOGICAL_NOT,
+    Self::UNPACK,
+    Self::REDUCE_MIN,
+    Self::FLOOR_DIV,
+    Self::REDUCE_ANY,
+    Self::SQUARE,
+    Self::ZEROS_LIKE,
+    Self::FILL,
+    Self::FLOOR_MOD,
+    Self::RANGE,
+    Self::RESIZE_NEAREST_NEIGHBOR,
+    Self::LEAKY_RELU,
+    Self::SQUARED_DIFFERENCE,
+    Self::MIRROR_PAD,
+    Self::ABS,
+    Self::SPLIT_V,
+    Self::UNIQUE,
+    Self::CEIL,
+    Self::REVERSE_V2,
+    Self::ADD_N,
+    Self::GATHER_ND,
+    Self::COS,
+    Self::WHERE,
+    Self::RANK,
+    Self::ELU,
+    Self::REVERSE_SEQUENCE,
+    Self::MATRIX_DIAG,
+    Self::QUANTIZE,
+    Self::MATRIX_SET_DIAG,
+    Self::ROUND,
+    Self::HARD_SWISH,
+    Self::IF,
+    Self::WHILE,
+    Self::NON_MAX_SUPPRESSION_V4,
+    Self::NON_MAX_SUPPRESSION_V5,
+    Self::SCATTER_ND,
+    Self::SELECT_V2,
+    Self::DENSIFY,
+    Self::SEGMENT_SUM,
+    Self::BATCH_MATMUL,
+    Self::PLACEHOLDER_FOR_GREATER_OP_CODES,
+    Self::CUMSUM,
+    Self::CALL_ONCE,
+    Self::BROADCAST_TO,
+    Self::RFFT2D,
+    Self::CONV_3D,
+    Self::IMAG,
+    Self::REAL,
+    Self::COMPLEX_ABS,
+    Self::HASHTABLE,
+    Self::HASHTABLE_FIND,
+    Self::HASHTABLE_IMPORT,
+    Self::HASHTABLE_SIZE,
+    Self::REDUCE_ALL,
+    Self::CONV_3D_TRANSPOSE,
+    Self::VAR_HANDLE,
+    Self::READ_VARIABLE,
+    Self::ASSIGN_VARIABLE,
+    Self::BROADCAST_ARGS,
+    Self::RANDOM_STANDARD_NORMAL,
+    Self::BUCKETIZE,
+    Self::RANDOM_UNIFORM,
+    Self::MULTINOMIAL,
+    Self::GELU,
+    Self::DYNAMIC_UPDATE_SLICE,
+    Self::RELU_0_TO_1,
+    Self::UNSORTED_SEGMENT_PROD,
+    Self::UNSORTED_SEGMENT_MAX,
+    Self::UNSORTED_SEGMENT_SUM,
+    Self::ATAN2,
+    Self::UNSORTED_SEGMENT_MIN,
+    Self::SIGN,
+    Self::BITCAST,
+    Self::BITWISE_XOR,
+    Self::RIGHT_SHIFT,
+    Self::STABLEHLO_LOGISTIC,
+    Self::STABLEHLO_ADD,
+    Self::STABLEHLO_DIVIDE,
+    Self::STABLEHLO_MULTIPLY,
+    Self::STABLEHLO_MAXIMUM,
+    Self::STABLEHLO_RESHAPE,
+    Self::STABLEHLO_CLAMP,
+    Self::STABLEHLO_CONCATENATE,
+    Self::STABLEHLO_BROADCAST_IN_DIM,
+    Self::STABLEHLO_CONVOLUTION,
+    Self::STABLEHLO_SLICE,
+    Self::STABLEHLO_CUSTOM_CALL,
+    Self::STABLEHLO_REDUCE,
+    Self::STABLEHLO_ABS,
+    Self::STABLEHLO_AND,
+    Self::STABLEHLO_COSINE,
+    Self::STABLEHLO_EXPONENTIAL,
+    Self::STABLEHLO_FLOOR,
+    Self::STABLEHLO_LOG,
+    Self::STABLEHLO_MINIMUM,
+    Self::STABLEHLO_NEGATE,
+    Self::STABLEHLO_OR,
+    Self::STABLEHLO_POWER,
+    Self::STABLEHLO_REMAINDER,
+    Self::STABLEHLO_RSQRT,
+    Self::STABLEHLO_SELECT,
+    Self::STABLEHLO_SUBTRACT,
+    Self::STABLEHLO_TANH,
+    Self::STABLEHLO_SCATTER,
+    Self::STABLEHLO_COMPARE,
+    Self::STABLEHLO_CONVERT,
+    Self::STABLEHLO_DYNAMIC_SLICE,
+    Self::STABLEHLO_DYNAMIC_UPDATE_SLICE,
+    Self::STABLEHLO_PAD,
+    Self::STABLEHLO_IOTA,
+    Self::STABLEHLO_DOT_GENERAL,
+    Self::STABLEHLO_REDUCE_WINDOW,
+    Self::STABLEHLO_SORT,
+    Self::STABLEHLO_WHILE,
+    Self::STABLEHLO_GATHER,
+    Self::STABLEHLO_TRANSPOSE,
+    Self::DILATE,
+    Self::STABLEHLO_RNG_BIT_GENERATOR,
+    Self::REDUCE_WINDOW,
+    Self::STABLEHLO_COMPOSITE,
+    Self::STABLEHLO_SHIFT_LEFT,
+    Self::STABLEHLO_CBRT,
+    Self::STABLEHLO_CASE,
+  ];
+  /// Returns the variant's name or "" if unknown.
+  pub fn variant_name(self) -> Option<&'static str> {
+    match self {
+      Self::ATTENTION => Some("ATTENTION"),
+      Self::RUN_MODEL => Some("RUN_MODEL"),
+      Self::ROPE => Some("ROPE"),
+      Self::RMS_NORM => Some("RMS_NORM"),
+      Self::GRU => Some("GRU"),
+      Self::BCQ_GATHER => Some("BCQ_GATHER"),
+      Self::BCQ_FULLY_CONNECTED => Some("BCQ_FULLY_CONNECTED"),
+      Self::INSTANCE_NORM => Some("INSTANCE_NORM"),
+      Self::ADD => Some("ADD"),
+      Self::AVERAGE_POOL_2D => Some("AVERAGE_POOL_2D"),
+      Self::CONCATENATION => Some("CONCATENATION"),
+      Self::CONV_2D => Some("CONV_2D"),
+      Self::DEPTHWISE_CONV_2D => Some("DEPTHWISE_CONV_2D"),
+      Self::DEPTH_TO_SPACE => Some("DEPTH_TO_SPACE"),
+      Self::DEQUANTIZE => Some("DEQUANTIZE"),
+      Self::EMBEDDING_LOOKUP => Some("EMBEDDING_LOOKUP"),
+      Self::FLOOR => Some("FLOOR"),
+      Self::FULLY_CONNECTED => Some("FULLY_CONNECTED"),
+      Self::HASHTABLE_LOOKUP => Some("HASHTABLE_LOOKUP"),
+      Self::L2_NORMALIZATION => Some("L2_NORMALIZATION"),
+      Self::L2_POOL_2D => Some("L2_POOL_2D"),
+      Self::LOCAL_RESPONSE_NORMALIZATION => Some("LOCAL_RESPONSE_NORMALIZATION"),
+      Self::LOGISTIC => Some("LOGISTIC"),
+      Self::LSH_PROJECTION => Some("LSH_PROJECTION"),
+      Self::LSTM => Some("LSTM"),
+      Self::MAX_POOL_2D => Some("MAX_POOL_2D"),
+      Self::MUL => Some("MUL"),
+      Self::RELU => Some("RELU"),
+      Self::RELU_N1_TO_1 => Some("RELU_N1_TO_1"),
+      Self::RELU6 => Some("RELU6"),
+      Self::RESHAPE => Some("RESHAPE"),
+      Self::RESIZE_BILINEAR => Some("RESIZE_BILINEAR"),
+      Self::RNN => Some("RNN"),
+      Self::SOFTMAX => Some("SOFTMAX"),
+      Self::SPACE_TO_DEPTH => Some("SPACE_TO_DEPTH"),
+      Self::SVDF => Some("SVDF"),
+      Self::TANH => Some("TANH"),
+      Self::CONCAT_EMBEDDINGS => Some("CONCAT_EMBEDDINGS"),
+      Self::SKIP_GRAM => Some("SKIP_GRAM"),
+      Self::CALL => Some("CALL"),
+      Self::CUSTOM => Some("CUSTOM"),
+      Self::EMBEDDING_LOOKUP_SPARSE => Some("EMBEDDING_LOOKUP_SPARSE"),
+      Self::PAD => Some("PAD"),
+      Self::UNIDIRECTIONAL_SEQUENCE_RNN => Some("UNIDIRECTIONAL_SEQUENCE_RNN"),
+      Self::GATHER => Some("GATHER"),
+      Self::BATCH_TO_SPACE_ND => Some("BATCH_TO_SPACE_ND"),
+      Self::SPACE_TO_BATCH_ND => Some("SPACE_TO_BATCH_ND"),
+      Self::TRANSPOSE => Some("TRANSPOSE"),
+      Self::MEAN => Some("MEAN"),
+      Self::SUB => Some("SUB"),
+      Self::DIV => Some("DIV"),
+      Self::SQUEEZE => Some("SQUEEZE"),
+      Self::UNIDIRECTIONAL_SEQUENCE_LSTM => Some("UNIDIRECTIONAL_SEQUENCE_LSTM"),
+      Self::STRIDED_SLICE => Some("STRIDED_SLICE"),
+      Self::BIDIRECTIONAL_SEQUENCE_RNN => Some("BIDIRECTIONAL_SEQUENCE_RNN"),
+      Self::EXP => Some("EXP"),
+      Self::TOPK_V2 => Some("TOPK_V2"),
+      Self::SPLIT => Some("SPLIT"),
+      Self::LOG_SOFTMAX => Some("LOG_SOFTMAX"),
+      Self::DELEGATE => Some("DELEGATE"),
+      Self::BIDIRECTIONAL_SEQUENCE_LSTM => Some("BIDIRECTIONAL_SEQUENCE_LSTM"),
+      Self::CAST => Some("CAST"),
+      Self::PRELU => Some("PRELU"),
+      Self::MAXIMUM => Some("MAXIMUM"),
+      Self::ARG_MAX => Some("ARG_MAX"),
+      Self::MINIMUM => Some("MINIMUM"),
+      Self::LESS => Some("LESS"),
+      Self::NEG => Some("NEG"),
+      Self::PADV2 => Some("PADV2"),
+      Self::GREATER => Some("GREATER"),
+      Self::GREATER_EQUAL => Some("GREATER_EQUAL"),
+      Self::LESS_EQUAL => Some("LESS_EQUAL"),
+      Self::SELECT => Some("SELECT"),
+      Self::SLICE => Some("SLICE"),
+      Self::SIN => Some("SIN"),
+      Self::TRANSPOSE_CONV => Some("TRANSPOSE_CONV"),
+      Self::SPARSE_TO_DENSE => Some("SPARSE_TO_DENSE"),
+      Self::TILE => Some("TILE"),
+      Self::EXPAND_DIMS => Some("EXPAND_DIMS"),
+      Self::EQUAL => Some("EQUAL"),
+      Self::NOT_EQUAL => Some("NOT_EQUAL"),
+      Self::LOG => Some("LOG"),
+      Self::SUM => Some("SUM"),
+      Self::SQRT => Some("SQRT"),
+      Self::RSQRT => Some("RSQRT"),
+      Self::SHAPE => Some("SHAPE"),
+      Self::POW => Some("POW"),
+      Self::ARG_MIN => Some("ARG_MIN"),
+      Self::FAKE_QUANT => Some("FAKE_QUANT"),
+      Self::REDUCE_PROD => Some("REDUCE_PROD"),
+      Self::REDUCE_MAX => Some("REDUCE_MAX"),
+      Self::PACK => Some("PACK"),
+      Self::LOGICAL_OR => Some("LOGICAL_OR"),
+      Self::ONE_HOT => Some("ONE_HOT"),
+      Self::LOGICAL_AND => Some("LOGICAL_AND"),
+      Self::LOGICAL_NOT => Some("LOGICAL_NOT"),
+      Self::UNPACK => Some("UNPACK"),
+      Self::REDUCE_MIN => Some("REDUCE_MIN"),
+      Self::FLOOR_DIV => Some("FLOOR_DIV"),
+      Self::REDUCE_ANY => Some("REDUCE_ANY"),
+      Self::SQUARE => Some("SQUARE"),
+      Self::ZEROS_LIKE => Some("ZEROS_LIKE"),
+      Self::FILL => Some("FILL"),
+      Self::FLOOR_MOD => Some("FLOOR_MOD"),
+      Self::RANGE => Some("RANGE"),
+      Self::RESIZE_NEAREST_NEIGHBOR => Some("RESIZE_NEAREST_NEIGHBOR"),
+      Self::LEAKY_RELU => Some("LEAKY_RELU"),
+      Self::SQUARED_DIFFERENCE => Some("SQUARED_DIFFERENCE"),
+      Self::MIRROR_PAD => Some("MIRROR_PAD"),
+      Self::ABS => Some("ABS"),
+      Self::SPLIT_V => Some("SPLIT_V"),
+      Self::UNIQUE => Some("UNIQUE"),
+      Self::CEIL => Some("CEIL"),
+      Self::REVERSE_V2 => Some("REVERSE_V2"),
+      Self::ADD_N => Some("ADD_N"),
+      Self::GATHER_ND => Some("GATHER_ND"),
+      Self::COS => Some("COS"),
+      Self::WHERE => Some("WHERE"),
+      Self::RANK => Some("RANK"),
+      Self::ELU => Some("ELU"),
+      Self::REVERSE_SEQUENCE => Some("REVERSE_SEQUENCE"),
+      Self::MATRIX_DIAG => Some("MATRIX_DIAG"),
+      Self::QUANTIZE => Some("QUANTIZE"),
+      Self::MATRIX_SET_DIAG => Some("MATRIX_SET_DIAG"),
+      Self::ROUND => Some("ROUND"),
+      Self::HARD_SWISH => Some("HARD_SWISH"),
+      Self::IF => Some("IF"),
+      Self::WHILE => Some("WHILE"),
+      Self::NON_MAX_SUPPRESSION_V4 => Some("NON_MAX_SUPPRESSION_V4"),
+      Self::NON_MAX_SUPPRESSION_V5 => Some("NON_MAX_SUPPRESSION_V5"),
+      Self::SCATTER_ND => Some("SCATTER_ND"),
+      Self::SELECT_V2 => Some("SELECT_V2"),
+      Self::DENSIFY => Some("DENSIFY"),
+      Self::SEGMENT_SUM => Some("SEGMENT_SUM"),
+      Self::BATCH_MATMUL => Some("BATCH_MATMUL"),
+      Self::PLACEHOLDER_FOR_GREATER_OP_CODES => Some("PLACEHOLDER_FOR_GREATER_OP_CODES"),
+      Self::CUMSUM => Some("CUMSUM"),
+      Self::CALL_ONCE => Some("CALL_ONCE"),
+      Self::BROADCAST_TO => Some("BROADCAST_TO"),
+      Self::RFFT2D => Some("RFFT2D"),
+      Self::CONV_3D => Some("CONV_3D"),
+      Self::IMAG => Some("IMAG"),
+      Self::REAL => Some("REAL"),
+      Self::COMPLEX_ABS => Some("COMPLEX_ABS"),
+      Self::HASHTABLE => Some("HASHTABLE"),
+      Self::HASHTABLE_FIND => Some("HASHTABLE_FIND"),
+      Self::HASHTABLE_IMPORT => Some("HASHTABLE_IMPORT"),
+      Self::HASHTABLE_SIZE => Some("HASHTABLE_SIZE"),
+      Self::REDUCE_ALL => Some("REDUCE_ALL"),
+      Self::CONV_3D_TRANSPOSE => Some("CONV_3D_TRANSPOSE"),
+      Self::VAR_HANDLE => Some("VAR_HANDLE"),
+      Self::READ_VARIABLE => Some("READ_VARIABLE"),
+      Self::ASSIGN_VARIABLE => Some("ASSIGN_VARIABLE"),
+      Self::BROADCAST_ARGS => Some("BROADCAST_ARGS"),
+      Self::RANDOM_STANDARD_NORMAL => Some("RANDOM_STANDARD_NORMAL"),
+      Self::BUCKETIZE => Some("BUCKETIZE"),
+      Self::RANDOM_UNIFORM => Some("RANDOM_UNIFORM"),
+      Self::MULTINOMIAL => Some("MULTINOMIAL"),
+      Self::GELU => Some("GELU"),
+      Self::DYNAMIC_UPDATE_SLICE => Some("DYNAMIC_UPDATE_SLICE"),
+      Self::RELU_0_TO_1 => Some("RELU_0_TO_1"),
+      Self::UNSORTED_SEGMENT_PROD => Some("UNSORTED_SEGMENT_PROD"),
+      Self::UNSORTED_SEGMENT_MAX => Some("UNSORTED_SEGMENT_MAX"),
+      Self::UNSORTED_SEGMENT_SUM => Some("UNSORTED_SEGMENT_SUM"),
+      Self::ATAN2 => Some("ATAN2"),
+      Self::UNSORTED_SEGMENT_MIN => Some("UNSORTED_SEGMENT_MIN"),
+      Self::SIGN => Some("SIGN"),
+      Self::BITCAST => Some("BITCAST"),
+      Self::BITWISE_XOR => Some("BITWISE_XOR"),
+      Self::RIGHT_SHIFT => Some("RIGHT_SHIFT"),
+      Self::STABLEHLO_LOGISTIC => Some("STABLEHLO_LOGISTIC"),
+      Self::STABLEHLO_ADD => Some("STABLEHLO_ADD"),
+      Self::STABLEHLO_DIVIDE => Some("STABLEHLO_DIVIDE"),
+      Self::STABLEHLO_MULTIPLY => Some("STABLEHLO_MULTIPLY"),
+      Self::STABLEHLO_MAXIMUM => Some("STABLEHLO_MAXIMUM"),
+      Self::STABLEHLO_RESHAPE => Some("STABLEHLO_RESHAPE"),
+      Self::STABLEHLO_CLAMP => Some("STABLEHLO_CLAMP"),
+      Self::STABLEHLO_CONCATENATE => Some("STABLEHLO_CONCATENATE"),
+      Self::STABLEHLO_BROADCAST_IN_DIM => Some("STABLEHLO_BROADCAST_IN_DIM"),
+      Self::STABLEHLO_CONVOLUTION => Some("STABLEHLO_CONVOLUTION"),
+      Self::STABLEHLO_SLICE => Some("STABLEHLO_SLICE"),
+      Self::STABLEHLO_CUSTOM_CALL => Some("STABLEHLO_CUSTOM_CALL"),
+      Self::STABLEHLO_REDUCE => Some("STABLEHLO_REDUCE"),
+      Self::STABLEHLO_ABS => Some("STABLEHLO_ABS"),
+      Self::STABLEHLO_AND => Some("STABLEHLO_AND"),
+      Self::STABLEHLO_COSINE => Some("STABLEHLO_COSINE"),
+      Self::STABLEHLO_EXPONENTIAL => Some("STABLEHLO_EXPONENTIAL"),
+      Self::STABLEHLO_FLOOR => Some("STABLEHLO_FLOOR"),
+      Self::STABLEHLO_LOG => Some("STABLEHLO_LOG"),
+      Self::STABLEHLO_MINIMUM => Some("STABLEHLO_MINIMUM"),
+      Self::STABLEHLO_NEGATE => Some("STABLEHLO_NEGATE"),
+      Self::STABLEHLO_OR => Some("STABLEHLO_OR"),
+      Self::STABLEHLO_POWER => Some("STABLEHLO_POWER"),
+      Self::STABLEHLO_REMAINDER => Some("STABLEHLO_REMAINDER"),
+      Self::STABLEHLO_RSQRT => Some("STABLEHLO_RSQRT"),
+      Self::STABLEHLO_SELECT => Some("STABLEHLO_SELECT"),
+      Self::STABLEHLO_SUBTRACT => Some("STABLEHLO_SUBTRACT"),
+      Self::STABLEHLO_TANH => Some("STABLEHLO_TANH"),
+      Self::STABLEHLO_SCATTER => Some("STABLEHLO_SCATTER"),
+      Self::STABLEHLO_COMPARE => Some("STABLEHLO_COMPARE"),
+      Self::STABLEHLO_CONVERT => Some("STABLEHLO_CONVERT"),
+      Self::STABLEHLO_DYNAMIC_SLICE => Some("STABLEHLO_DYNAMIC_SLICE"),
+      Self::STABLEHLO_DYNAMIC_UPDATE_SLICE => Some("STABLEHLO_DYNAMIC_UPDATE_SLICE"),
+      Self::STABLEHLO_PAD => Some("STABLEHLO_PAD"),
+      Self::STABLEHLO_IOTA => Some("STABLEHLO_IOTA"),
+      Self::STABLEHLO_DOT_GENERAL => Some("STABLEHLO_DOT_GENERAL"),
+      Self::STABLEHLO_REDUCE_WINDOW => Some("STABLEHLO_REDUCE_WINDOW"),
+      Self::STABLEHLO_SORT => Some("STABLEHLO_SORT"),
+      Self::STABLEHLO_WHILE => Some("STABLEHLO_WHILE"),
+      Self::STABLEHLO_GATHER => Some("STABLEHLO_GATHER"),
+      Self::STABLEHLO_TRANSPOSE => Some("STABLEHLO_TRANSPOSE"),
+      Self::DILATE => Some("DILATE"),
+      Self::STABLEHLO_RNG_BIT_GENERATOR => Some("STABLEHLO_RNG_BIT_GENERATOR"),
+      Self::REDUCE_WINDOW => Some("REDUCE_WINDOW"),
+      Self::STABLEHLO_COMPOSITE => Some("STABLEHLO_COMPOSITE"),
+      Self::STABLEHLO_SHIFT_LEFT => Some("STABLEHLO_SHIFT_LEFT"),
+      Self::STABLEHLO_CBRT => Some("STABLEHLO_CBRT"),
+      Self::STABLEHLO_CASE => Some("STABLEHLO_CASE"),
+      _ => None,
     }
+  }
 }
 impl ::core::fmt::Debug for BuiltinOperator {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter) -> ::core::fmt::Result {
-        if let Some(name) = self.variant_name() {
-            f.write_str(name)
-        } else {
-            f.write_fmt(format_args!("<UNKNOWN {:?}>", self.0))
-        }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter) -> ::core::fmt::Result {
+    if let Some(name) = self.variant_name() {
+      f.write_str(name)
+    } else {
+      f.write_fmt(format_args!("<UNKNOWN {:?}>", self.0))
     }
+  }
 }
 impl<'a> ::flatbuffers::Follow<'a> for BuiltinOperator {
-    type Inner = Self;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        let b = unsafe { ::flatbuffers::read_scalar_at::<i32>(buf, loc) };
-        Self(b)
-    }
+  type Inner = Self;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    let b = unsafe { ::flatbuffers::read_scalar_at::<i32>(buf, loc) };
+    Self(b)
+  }
 }
 
 impl ::flatbuffers::Push for BuiltinOperator {
@@ -936,27 +927,26 @@ impl ::flatbuffers::Push for BuiltinOperator {
 }
 
 impl ::flatbuffers::EndianScalar for BuiltinOperator {
-    type Scalar = i32;
-    #[inline]
-    fn to_little_endian(self) -> i32 {
-        self.0.to_le()
-    }
-    #[inline]
-    #[allow(clippy::wrong_self_convention)]
-    fn from_little_endian(v: i32) -> Self {
-        let b = i32::from_le(v);
-        Self(b)
-    }
+  type Scalar = i32;
+  #[inline]
+  fn to_little_endian(self) -> i32 {
+    self.0.to_le()
+  }
+  #[inline]
+  #[allow(clippy::wrong_self_convention)]
+  fn from_little_endian(v: i32) -> Self {
+    let b = i32::from_le(v);
+    Self(b)
+  }
 }
 
 impl<'a> ::flatbuffers::Verifiable for BuiltinOperator {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        i32::run_verifier(v, pos)
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    i32::run_verifier(v, pos)
+  }
 }
 
 impl ::flatbuffers::SimpleToVerifyInSlice for BuiltinOperator {}

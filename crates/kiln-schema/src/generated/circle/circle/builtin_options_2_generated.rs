@@ -2,46 +2,37 @@
 // @generated
 extern crate alloc;
 use super::*;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MIN_BUILTIN_OPTIONS_2: u8 = 0;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MAX_BUILTIN_OPTIONS_2: u8 = 23;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 #[allow(non_camel_case_types)]
 pub const ENUM_VALUES_BUILTIN_OPTIONS_2: [BuiltinOptions2; 24] = [
-    BuiltinOptions2::NONE,
-    BuiltinOptions2::StablehloConcatenateOptions,
-    BuiltinOptions2::StablehloBroadcastInDimOptions,
-    BuiltinOptions2::StablehloSliceOptions,
-    BuiltinOptions2::StablehloConvolutionOptions,
-    BuiltinOptions2::StablehloCustomCallOptions,
-    BuiltinOptions2::StablehloReduceOptions,
-    BuiltinOptions2::StablehloScatterOptions,
-    BuiltinOptions2::StablehloCompareOptions,
-    BuiltinOptions2::StablehloDynamicSliceOptions,
-    BuiltinOptions2::StablehloPadOptions,
-    BuiltinOptions2::StablehloIotaOptions,
-    BuiltinOptions2::StablehloDotGeneralOptions,
-    BuiltinOptions2::StablehloReduceWindowOptions,
-    BuiltinOptions2::StablehloSortOptions,
-    BuiltinOptions2::StablehloWhileOptions,
-    BuiltinOptions2::StablehloGatherOptions,
-    BuiltinOptions2::StablehloTransposeOptions,
-    BuiltinOptions2::DilateOptions,
-    BuiltinOptions2::StablehloRngBitGeneratorOptions,
-    BuiltinOptions2::ReduceWindowOptions,
-    BuiltinOptions2::StableHLOCompositeOptions,
-    BuiltinOptions2::StablehloShiftLeftOptions,
-    BuiltinOptions2::StablehloCaseOptions,
+  BuiltinOptions2::NONE,
+  BuiltinOptions2::StablehloConcatenateOptions,
+  BuiltinOptions2::StablehloBroadcastInDimOptions,
+  BuiltinOptions2::StablehloSliceOptions,
+  BuiltinOptions2::StablehloConvolutionOptions,
+  BuiltinOptions2::StablehloCustomCallOptions,
+  BuiltinOptions2::StablehloReduceOptions,
+  BuiltinOptions2::StablehloScatterOptions,
+  BuiltinOptions2::StablehloCompareOptions,
+  BuiltinOptions2::StablehloDynamicSliceOptions,
+  BuiltinOptions2::StablehloPadOptions,
+  BuiltinOptions2::StablehloIotaOptions,
+  BuiltinOptions2::StablehloDotGeneralOptions,
+  BuiltinOptions2::StablehloReduceWindowOptions,
+  BuiltinOptions2::StablehloSortOptions,
+  BuiltinOptions2::StablehloWhileOptions,
+  BuiltinOptions2::StablehloGatherOptions,
+  BuiltinOptions2::StablehloTransposeOptions,
+  BuiltinOptions2::DilateOptions,
+  BuiltinOptions2::StablehloRngBitGeneratorOptions,
+  BuiltinOptions2::ReduceWindowOptions,
+  BuiltinOptions2::StableHLOCompositeOptions,
+  BuiltinOptions2::StablehloShiftLeftOptions,
+  BuiltinOptions2::StablehloCaseOptions,
 ];
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -49,106 +40,106 @@ pub const ENUM_VALUES_BUILTIN_OPTIONS_2: [BuiltinOptions2; 24] = [
 pub struct BuiltinOptions2(pub u8);
 #[allow(non_upper_case_globals)]
 impl BuiltinOptions2 {
-    pub const NONE: Self = Self(0);
-    pub const StablehloConcatenateOptions: Self = Self(1);
-    pub const StablehloBroadcastInDimOptions: Self = Self(2);
-    pub const StablehloSliceOptions: Self = Self(3);
-    pub const StablehloConvolutionOptions: Self = Self(4);
-    pub const StablehloCustomCallOptions: Self = Self(5);
-    pub const StablehloReduceOptions: Self = Self(6);
-    pub const StablehloScatterOptions: Self = Self(7);
-    pub const StablehloCompareOptions: Self = Self(8);
-    pub const StablehloDynamicSliceOptions: Self = Self(9);
-    pub const StablehloPadOptions: Self = Self(10);
-    pub const StablehloIotaOptions: Self = Self(11);
-    pub const StablehloDotGeneralOptions: Self = Self(12);
-    pub const StablehloReduceWindowOptions: Self = Self(13);
-    pub const StablehloSortOptions: Self = Self(14);
-    pub const StablehloWhileOptions: Self = Self(15);
-    pub const StablehloGatherOptions: Self = Self(16);
-    pub const StablehloTransposeOptions: Self = Self(17);
-    pub const DilateOptions: Self = Self(18);
-    pub const StablehloRngBitGeneratorOptions: Self = Self(19);
-    pub const ReduceWindowOptions: Self = Self(20);
-    pub const StableHLOCompositeOptions: Self = Self(21);
-    pub const StablehloShiftLeftOptions: Self = Self(22);
-    pub const StablehloCaseOptions: Self = Self(23);
+  pub const NONE: Self = Self(0);
+  pub const StablehloConcatenateOptions: Self = Self(1);
+  pub const StablehloBroadcastInDimOptions: Self = Self(2);
+  pub const StablehloSliceOptions: Self = Self(3);
+  pub const StablehloConvolutionOptions: Self = Self(4);
+  pub const StablehloCustomCallOptions: Self = Self(5);
+  pub const StablehloReduceOptions: Self = Self(6);
+  pub const StablehloScatterOptions: Self = Self(7);
+  pub const StablehloCompareOptions: Self = Self(8);
+  pub const StablehloDynamicSliceOptions: Self = Self(9);
+  pub const StablehloPadOptions: Self = Self(10);
+  pub const StablehloIotaOptions: Self = Self(11);
+  pub const StablehloDotGeneralOptions: Self = Self(12);
+  pub const StablehloReduceWindowOptions: Self = Self(13);
+  pub const StablehloSortOptions: Self = Self(14);
+  pub const StablehloWhileOptions: Self = Self(15);
+  pub const StablehloGatherOptions: Self = Self(16);
+  pub const StablehloTransposeOptions: Self = Self(17);
+  pub const DilateOptions: Self = Self(18);
+  pub const StablehloRngBitGeneratorOptions: Self = Self(19);
+  pub const ReduceWindowOptions: Self = Self(20);
+  pub const StableHLOCompositeOptions: Self = Self(21);
+  pub const StablehloShiftLeftOptions: Self = Self(22);
+  pub const StablehloCaseOptions: Self = Self(23);
 
-    pub const ENUM_MIN: u8 = 0;
-    pub const ENUM_MAX: u8 = 23;
-    pub const ENUM_VALUES: &'static [Self] = &[
-        Self::NONE,
-        Self::StablehloConcatenateOptions,
-        Self::StablehloBroadcastInDimOptions,
-        Self::StablehloSliceOptions,
-        Self::StablehloConvolutionOptions,
-        Self::StablehloCustomCallOptions,
-        Self::StablehloReduceOptions,
-        Self::StablehloScatterOptions,
-        Self::StablehloCompareOptions,
-        Self::StablehloDynamicSliceOptions,
-        Self::StablehloPadOptions,
-        Self::StablehloIotaOptions,
-        Self::StablehloDotGeneralOptions,
-        Self::StablehloReduceWindowOptions,
-        Self::StablehloSortOptions,
-        Self::StablehloWhileOptions,
-        Self::StablehloGatherOptions,
-        Self::StablehloTransposeOptions,
-        Self::DilateOptions,
-        Self::StablehloRngBitGeneratorOptions,
-        Self::ReduceWindowOptions,
-        Self::StableHLOCompositeOptions,
-        Self::StablehloShiftLeftOptions,
-        Self::StablehloCaseOptions,
-    ];
-    /// Returns the variant's name or "" if unknown.
-    pub fn variant_name(self) -> Option<&'static str> {
-        match self {
-            Self::NONE => Some("NONE"),
-            Self::StablehloConcatenateOptions => Some("StablehloConcatenateOptions"),
-            Self::StablehloBroadcastInDimOptions => Some("StablehloBroadcastInDimOptions"),
-            Self::StablehloSliceOptions => Some("StablehloSliceOptions"),
-            Self::StablehloConvolutionOptions => Some("StablehloConvolutionOptions"),
-            Self::StablehloCustomCallOptions => Some("StablehloCustomCallOptions"),
-            Self::StablehloReduceOptions => Some("StablehloReduceOptions"),
-            Self::StablehloScatterOptions => Some("StablehloScatterOptions"),
-            Self::StablehloCompareOptions => Some("StablehloCompareOptions"),
-            Self::StablehloDynamicSliceOptions => Some("StablehloDynamicSliceOptions"),
-            Self::StablehloPadOptions => Some("StablehloPadOptions"),
-            Self::StablehloIotaOptions => Some("StablehloIotaOptions"),
-            Self::StablehloDotGeneralOptions => Some("StablehloDotGeneralOptions"),
-            Self::StablehloReduceWindowOptions => Some("StablehloReduceWindowOptions"),
-            Self::StablehloSortOptions => Some("StablehloSortOptions"),
-            Self::StablehloWhileOptions => Some("StablehloWhileOptions"),
-            Self::StablehloGatherOptions => Some("StablehloGatherOptions"),
-            Self::StablehloTransposeOptions => Some("StablehloTransposeOptions"),
-            Self::DilateOptions => Some("DilateOptions"),
-            Self::StablehloRngBitGeneratorOptions => Some("StablehloRngBitGeneratorOptions"),
-            Self::ReduceWindowOptions => Some("ReduceWindowOptions"),
-            Self::StableHLOCompositeOptions => Some("StableHLOCompositeOptions"),
-            Self::StablehloShiftLeftOptions => Some("StablehloShiftLeftOptions"),
-            Self::StablehloCaseOptions => Some("StablehloCaseOptions"),
-            _ => None,
-        }
+  pub const ENUM_MIN: u8 = 0;
+  pub const ENUM_MAX: u8 = 23;
+  pub const ENUM_VALUES: &'static [Self] = &[
+    Self::NONE,
+    Self::StablehloConcatenateOptions,
+    Self::StablehloBroadcastInDimOptions,
+    Self::StablehloSliceOptions,
+    Self::StablehloConvolutionOptions,
+    Self::StablehloCustomCallOptions,
+    Self::StablehloReduceOptions,
+    Self::StablehloScatterOptions,
+    Self::StablehloCompareOptions,
+    Self::StablehloDynamicSliceOptions,
+    Self::StablehloPadOptions,
+    Self::StablehloIotaOptions,
+    Self::StablehloDotGeneralOptions,
+    Self::StablehloReduceWindowOptions,
+    Self::StablehloSortOptions,
+    Self::StablehloWhileOptions,
+    Self::StablehloGatherOptions,
+    Self::StablehloTransposeOptions,
+    Self::DilateOptions,
+    Self::StablehloRngBitGeneratorOptions,
+    Self::ReduceWindowOptions,
+    Self::StableHLOCompositeOptions,
+    Self::StablehloShiftLeftOptions,
+    Self::StablehloCaseOptions,
+  ];
+  /// Returns the variant's name or "" if unknown.
+  pub fn variant_name(self) -> Option<&'static str> {
+    match self {
+      Self::NONE => Some("NONE"),
+      Self::StablehloConcatenateOptions => Some("StablehloConcatenateOptions"),
+      Self::StablehloBroadcastInDimOptions => Some("StablehloBroadcastInDimOptions"),
+      Self::StablehloSliceOptions => Some("StablehloSliceOptions"),
+      Self::StablehloConvolutionOptions => Some("StablehloConvolutionOptions"),
+      Self::StablehloCustomCallOptions => Some("StablehloCustomCallOptions"),
+      Self::StablehloReduceOptions => Some("StablehloReduceOptions"),
+      Self::StablehloScatterOptions => Some("StablehloScatterOptions"),
+      Self::StablehloCompareOptions => Some("StablehloCompareOptions"),
+      Self::StablehloDynamicSliceOptions => Some("StablehloDynamicSliceOptions"),
+      Self::StablehloPadOptions => Some("StablehloPadOptions"),
+      Self::StablehloIotaOptions => Some("StablehloIotaOptions"),
+      Self::StablehloDotGeneralOptions => Some("StablehloDotGeneralOptions"),
+      Self::StablehloReduceWindowOptions => Some("StablehloReduceWindowOptions"),
+      Self::StablehloSortOptions => Some("StablehloSortOptions"),
+      Self::StablehloWhileOptions => Some("StablehloWhileOptions"),
+      Self::StablehloGatherOptions => Some("StablehloGatherOptions"),
+      Self::StablehloTransposeOptions => Some("StablehloTransposeOptions"),
+      Self::DilateOptions => Some("DilateOptions"),
+      Self::StablehloRngBitGeneratorOptions => Some("StablehloRngBitGeneratorOptions"),
+      Self::ReduceWindowOptions => Some("ReduceWindowOptions"),
+      Self::StableHLOCompositeOptions => Some("StableHLOCompositeOptions"),
+      Self::StablehloShiftLeftOptions => Some("StablehloShiftLeftOptions"),
+      Self::StablehloCaseOptions => Some("StablehloCaseOptions"),
+      _ => None,
     }
+  }
 }
 impl ::core::fmt::Debug for BuiltinOptions2 {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter) -> ::core::fmt::Result {
-        if let Some(name) = self.variant_name() {
-            f.write_str(name)
-        } else {
-            f.write_fmt(format_args!("<UNKNOWN {:?}>", self.0))
-        }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter) -> ::core::fmt::Result {
+    if let Some(name) = self.variant_name() {
+      f.write_str(name)
+    } else {
+      f.write_fmt(format_args!("<UNKNOWN {:?}>", self.0))
     }
+  }
 }
 impl<'a> ::flatbuffers::Follow<'a> for BuiltinOptions2 {
-    type Inner = Self;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        let b = unsafe { ::flatbuffers::read_scalar_at::<u8>(buf, loc) };
-        Self(b)
-    }
+  type Inner = Self;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    let b = unsafe { ::flatbuffers::read_scalar_at::<u8>(buf, loc) };
+    Self(b)
+  }
 }
 
 impl ::flatbuffers::Push for BuiltinOptions2 {
@@ -160,27 +151,26 @@ impl ::flatbuffers::Push for BuiltinOptions2 {
 }
 
 impl ::flatbuffers::EndianScalar for BuiltinOptions2 {
-    type Scalar = u8;
-    #[inline]
-    fn to_little_endian(self) -> u8 {
-        self.0.to_le()
-    }
-    #[inline]
-    #[allow(clippy::wrong_self_convention)]
-    fn from_little_endian(v: u8) -> Self {
-        let b = u8::from_le(v);
-        Self(b)
-    }
+  type Scalar = u8;
+  #[inline]
+  fn to_little_endian(self) -> u8 {
+    self.0.to_le()
+  }
+  #[inline]
+  #[allow(clippy::wrong_self_convention)]
+  fn from_little_endian(v: u8) -> Self {
+    let b = u8::from_le(v);
+    Self(b)
+  }
 }
 
 impl<'a> ::flatbuffers::Verifiable for BuiltinOptions2 {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        u8::run_verifier(v, pos)
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    u8::run_verifier(v, pos)
+  }
 }
 
 impl ::flatbuffers::SimpleToVerifyInSlice for BuiltinOptions2 {}
@@ -190,835 +180,574 @@ pub struct BuiltinOptions2UnionTableOffset {}
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub enum BuiltinOptions2T {
-    NONE,
-    StablehloConcatenateOptions(alloc::boxed::Box<StablehloConcatenateOptionsT>),
-    StablehloBroadcastInDimOptions(alloc::boxed::Box<StablehloBroadcastInDimOptionsT>),
-    StablehloSliceOptions(alloc::boxed::Box<StablehloSliceOptionsT>),
-    StablehloConvolutionOptions(alloc::boxed::Box<StablehloConvolutionOptionsT>),
-    StablehloCustomCallOptions(alloc::boxed::Box<StablehloCustomCallOptionsT>),
-    StablehloReduceOptions(alloc::boxed::Box<StablehloReduceOptionsT>),
-    StablehloScatterOptions(alloc::boxed::Box<StablehloScatterOptionsT>),
-    StablehloCompareOptions(alloc::boxed::Box<StablehloCompareOptionsT>),
-    StablehloDynamicSliceOptions(alloc::boxed::Box<StablehloDynamicSliceOptionsT>),
-    StablehloPadOptions(alloc::boxed::Box<StablehloPadOptionsT>),
-    StablehloIotaOptions(alloc::boxed::Box<StablehloIotaOptionsT>),
-    StablehloDotGeneralOptions(alloc::boxed::Box<StablehloDotGeneralOptionsT>),
-    StablehloReduceWindowOptions(alloc::boxed::Box<StablehloReduceWindowOptionsT>),
-    StablehloSortOptions(alloc::boxed::Box<StablehloSortOptionsT>),
-    StablehloWhileOptions(alloc::boxed::Box<StablehloWhileOptionsT>),
-    StablehloGatherOptions(alloc::boxed::Box<StablehloGatherOptionsT>),
-    StablehloTransposeOptions(alloc::boxed::Box<StablehloTransposeOptionsT>),
-    DilateOptions(alloc::boxed::Box<DilateOptionsT>),
-    StablehloRngBitGeneratorOptions(alloc::boxed::Box<StablehloRngBitGeneratorOptionsT>),
-    ReduceWindowOptions(alloc::boxed::Box<ReduceWindowOptionsT>),
-    StableHLOCompositeOptions(alloc::boxed::Box<StableHLOCompositeOptionsT>),
-    StablehloShiftLeftOptions(alloc::boxed::Box<StablehloShiftLeftOptionsT>),
-    StablehloCaseOptions(alloc::boxed::Box<StablehloCaseOptionsT>),
+  NONE,
+  StablehloConcatenateOptions(alloc::boxed::Box<StablehloConcatenateOptionsT>),
+  StablehloBroadcastInDimOptions(alloc::boxed::Box<StablehloBroadcastInDimOptionsT>),
+  StablehloSliceOptions(alloc::boxed::Box<StablehloSliceOptionsT>),
+  StablehloConvolutionOptions(alloc::boxed::Box<StablehloConvolutionOptionsT>),
+  StablehloCustomCallOptions(alloc::boxed::Box<StablehloCustomCallOptionsT>),
+  StablehloReduceOptions(alloc::boxed::Box<StablehloReduceOptionsT>),
+  StablehloScatterOptions(alloc::boxed::Box<StablehloScatterOptionsT>),
+  StablehloCompareOptions(alloc::boxed::Box<StablehloCompareOptionsT>),
+  StablehloDynamicSliceOptions(alloc::boxed::Box<StablehloDynamicSliceOptionsT>),
+  StablehloPadOptions(alloc::boxed::Box<StablehloPadOptionsT>),
+  StablehloIotaOptions(alloc::boxed::Box<StablehloIotaOptionsT>),
+  StablehloDotGeneralOptions(alloc::boxed::Box<StablehloDotGeneralOptionsT>),
+  StablehloReduceWindowOptions(alloc::boxed::Box<StablehloReduceWindowOptionsT>),
+  StablehloSortOptions(alloc::boxed::Box<StablehloSortOptionsT>),
+  StablehloWhileOptions(alloc::boxed::Box<StablehloWhileOptionsT>),
+  StablehloGatherOptions(alloc::boxed::Box<StablehloGatherOptionsT>),
+  StablehloTransposeOptions(alloc::boxed::Box<StablehloTransposeOptionsT>),
+  DilateOptions(alloc::boxed::Box<DilateOptionsT>),
+  StablehloRngBitGeneratorOptions(alloc::boxed::Box<StablehloRngBitGeneratorOptionsT>),
+  ReduceWindowOptions(alloc::boxed::Box<ReduceWindowOptionsT>),
+  StableHLOCompositeOptions(alloc::boxed::Box<StableHLOCompositeOptionsT>),
+  StablehloShiftLeftOptions(alloc::boxed::Box<StablehloShiftLeftOptionsT>),
+  StablehloCaseOptions(alloc::boxed::Box<StablehloCaseOptionsT>),
 }
 impl Default for BuiltinOptions2T {
-    fn default() -> Self {
-        Self::NONE
-    }
+  fn default() -> Self {
+    Self::NONE
+  }
 }
 impl BuiltinOptions2T {
-    pub fn builtin_options_2_type(&self) -> BuiltinOptions2 {
-        match self {
-            Self::NONE => BuiltinOptions2::NONE,
-            Self::StablehloConcatenateOptions(_) => BuiltinOptions2::StablehloConcatenateOptions,
-            Self::StablehloBroadcastInDimOptions(_) => {
-                BuiltinOptions2::StablehloBroadcastInDimOptions
-            }
-            Self::StablehloSliceOptions(_) => BuiltinOptions2::StablehloSliceOptions,
-            Self::StablehloConvolutionOptions(_) => BuiltinOptions2::StablehloConvolutionOptions,
-            Self::StablehloCustomCallOptions(_) => BuiltinOptions2::StablehloCustomCallOptions,
-            Self::StablehloReduceOptions(_) => BuiltinOptions2::StablehloReduceOptions,
-            Self::StablehloScatterOptions(_) => BuiltinOptions2::StablehloScatterOptions,
-            Self::StablehloCompareOptions(_) => BuiltinOptions2::StablehloCompareOptions,
-            Self::StablehloDynamicSliceOptions(_) => BuiltinOptions2::StablehloDynamicSliceOptions,
-            Self::StablehloPadOptions(_) => BuiltinOptions2::StablehloPadOptions,
-            Self::StablehloIotaOptions(_) => BuiltinOptions2::StablehloIotaOptions,
-            Self::StablehloDotGeneralOptions(_) => BuiltinOptions2::StablehloDotGeneralOptions,
-            Self::StablehloReduceWindowOptions(_) => BuiltinOptions2::StablehloReduceWindowOptions,
-            Self::StablehloSortOptions(_) => BuiltinOptions2::StablehloSortOptions,
-            Self::StablehloWhileOptions(_) => BuiltinOptions2::StablehloWhileOptions,
-            Self::StablehloGatherOptions(_) => BuiltinOptions2::StablehloGatherOptions,
-            Self::StablehloTransposeOptions(_) => BuiltinOptions2::StablehloTransposeOptions,
-            Self::DilateOptions(_) => BuiltinOptions2::DilateOptions,
-            Self::StablehloRngBitGeneratorOptions(_) => {
-                BuiltinOptions2::StablehloRngBitGeneratorOptions
-            }
-            Self::ReduceWindowOptions(_) => BuiltinOptions2::ReduceWindowOptions,
-            Self::StableHLOCompositeOptions(_) => BuiltinOptions2::StableHLOCompositeOptions,
-            Self::StablehloShiftLeftOptions(_) => BuiltinOptions2::StablehloShiftLeftOptions,
-            Self::StablehloCaseOptions(_) => BuiltinOptions2::StablehloCaseOptions,
-        }
-    }
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> Option<::flatbuffers::WIPOffset<::flatbuffers::UnionWIPOffset>> {
-        match self {
-            Self::NONE => None,
-            Self::StablehloConcatenateOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::StablehloBroadcastInDimOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::StablehloSliceOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::StablehloConvolutionOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::StablehloCustomCallOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::StablehloReduceOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::StablehloScatterOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::StablehloCompareOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::StablehloDynamicSliceOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::StablehloPadOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::StablehloIotaOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::StablehloDotGeneralOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::StablehloReduceWindowOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::StablehloSortOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::StablehloWhileOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::StablehloGatherOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::StablehloTransposeOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::DilateOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::StablehloRngBitGeneratorOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::ReduceWindowOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::StableHLOCompositeOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::StablehloShiftLeftOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::StablehloCaseOptions(v) => Some(v.pack(fbb).as_union_value()),
-        }
-    }
-    /// If the union variant matches, return the owned StablehloConcatenateOptionsT, setting the union to NONE.
-    pub fn take_stablehlo_concatenate_options(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<StablehloConcatenateOptionsT>> {
-        if let Self::StablehloConcatenateOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::StablehloConcatenateOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the StablehloConcatenateOptionsT.
-    pub fn as_stablehlo_concatenate_options(&self) -> Option<&StablehloConcatenateOptionsT> {
-        if let Self::StablehloConcatenateOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the StablehloConcatenateOptionsT.
-    pub fn as_stablehlo_concatenate_options_mut(
-        &mut self,
-    ) -> Option<&mut StablehloConcatenateOptionsT> {
-        if let Self::StablehloConcatenateOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned StablehloBroadcastInDimOptionsT, setting the union to NONE.
-    pub fn take_stablehlo_broadcast_in_dim_options(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<StablehloBroadcastInDimOptionsT>> {
-        if let Self::StablehloBroadcastInDimOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::StablehloBroadcastInDimOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the StablehloBroadcastInDimOptionsT.
-    pub fn as_stablehlo_broadcast_in_dim_options(
-        &self,
-    ) -> Option<&StablehloBroadcastInDimOptionsT> {
-        if let Self::StablehloBroadcastInDimOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the StablehloBroadcastInDimOptionsT.
-    pub fn as_stablehlo_broadcast_in_dim_options_mut(
-        &mut self,
-    ) -> Option<&mut StablehloBroadcastInDimOptionsT> {
-        if let Self::StablehloBroadcastInDimOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned StablehloSliceOptionsT, setting the union to NONE.
-    pub fn take_stablehlo_slice_options(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<StablehloSliceOptionsT>> {
-        if let Self::StablehloSliceOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::StablehloSliceOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the StablehloSliceOptionsT.
-    pub fn as_stablehlo_slice_options(&self) -> Option<&StablehloSliceOptionsT> {
-        if let Self::StablehloSliceOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the StablehloSliceOptionsT.
-    pub fn as_stablehlo_slice_options_mut(&mut self) -> Option<&mut StablehloSliceOptionsT> {
-        if let Self::StablehloSliceOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned StablehloConvolutionOptionsT, setting the union to NONE.
-    pub fn take_stablehlo_convolution_options(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<StablehloConvolutionOptionsT>> {
-        if let Self::StablehloConvolutionOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::StablehloConvolutionOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the StablehloConvolutionOptionsT.
-    pub fn as_stablehlo_convolution_options(&self) -> Option<&StablehloConvolutionOptionsT> {
-        if let Self::StablehloConvolutionOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the StablehloConvolutionOptionsT.
-    pub fn as_stablehlo_convolution_options_mut(
-        &mut self,
-    ) -> Option<&mut StablehloConvolutionOptionsT> {
-        if let Self::StablehloConvolutionOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned StablehloCustomCallOptionsT, setting the union to NONE.
-    pub fn take_stablehlo_custom_call_options(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<StablehloCustomCallOptionsT>> {
-        if let Self::StablehloCustomCallOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::StablehloCustomCallOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the StablehloCustomCallOptionsT.
-    pub fn as_stablehlo_custom_call_options(&self) -> Option<&StablehloCustomCallOptionsT> {
-        if let Self::StablehloCustomCallOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the StablehloCustomCallOptionsT.
-    pub fn as_stablehlo_custom_call_options_mut(
-        &mut self,
-    ) -> Option<&mut StablehloCustomCallOptionsT> {
-        if let Self::StablehloCustomCallOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned StablehloReduceOptionsT, setting the union to NONE.
-    pub fn take_stablehlo_reduce_options(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<StablehloReduceOptionsT>> {
-        if let Self::StablehloReduceOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::StablehloReduceOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the StablehloReduceOptionsT.
-    pub fn as_stablehlo_reduce_options(&self) -> Option<&StablehloReduceOptionsT> {
-        if let Self::StablehloReduceOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the StablehloReduceOptionsT.
-    pub fn as_stablehlo_reduce_options_mut(&mut self) -> Option<&mut StablehloReduceOptionsT> {
-        if let Self::StablehloReduceOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned StablehloScatterOptionsT, setting the union to NONE.
-    pub fn take_stablehlo_scatter_options(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<StablehloScatterOptionsT>> {
-        if let Self::StablehloScatterOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::StablehloScatterOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the StablehloScatterOptionsT.
-    pub fn as_stablehlo_scatter_options(&self) -> Option<&StablehloScatterOptionsT> {
-        if let Self::StablehloScatterOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the StablehloScatterOptionsT.
-    pub fn as_stablehlo_scatter_options_mut(&mut self) -> Option<&mut StablehloScatterOptionsT> {
-        if let Self::StablehloScatterOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned StablehloCompareOptionsT, setting the union to NONE.
-    pub fn take_stablehlo_compare_options(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<StablehloCompareOptionsT>> {
-        if let Self::StablehloCompareOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::StablehloCompareOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the StablehloCompareOptionsT.
-    pub fn as_stablehlo_compare_options(&self) -> Option<&StablehloCompareOptionsT> {
-        if let Self::StablehloCompareOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the StablehloCompareOptionsT.
-    pub fn as_stablehlo_compare_options_mut(&mut self) -> Option<&mut StablehloCompareOptionsT> {
-        if let Self::StablehloCompareOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned StablehloDynamicSliceOptionsT, setting the union to NONE.
-    pub fn take_stablehlo_dynamic_slice_options(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<StablehloDynamicSliceOptionsT>> {
-        if let Self::StablehloDynamicSliceOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::StablehloDynamicSliceOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the StablehloDynamicSliceOptionsT.
-    pub fn as_stablehlo_dynamic_slice_options(&self) -> Option<&StablehloDynamicSliceOptionsT> {
-        if let Self::StablehloDynamicSliceOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the StablehloDynamicSliceOptionsT.
-    pub fn as_stablehlo_dynamic_slice_options_mut(
-        &mut self,
-    ) -> Option<&mut StablehloDynamicSliceOptionsT> {
-        if let Self::StablehloDynamicSliceOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned StablehloPadOptionsT, setting the union to NONE.
-    pub fn take_stablehlo_pad_options(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<StablehloPadOptionsT>> {
-        if let Self::StablehloPadOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::StablehloPadOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the StablehloPadOptionsT.
-    pub fn as_stablehlo_pad_options(&self) -> Option<&StablehloPadOptionsT> {
-        if let Self::StablehloPadOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the StablehloPadOptionsT.
-    pub fn as_stablehlo_pad_options_mut(&mut self) -> Option<&mut StablehloPadOptionsT> {
-        if let Self::StablehloPadOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned StablehloIotaOptionsT, setting the union to NONE.
-    pub fn take_stablehlo_iota_options(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<StablehloIotaOptionsT>> {
-        if let Self::StablehloIotaOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::StablehloIotaOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the StablehloIotaOptionsT.
-    pub fn as_stablehlo_iota_options(&self) -> Option<&StablehloIotaOptionsT> {
-        if let Self::StablehloIotaOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the StablehloIotaOptionsT.
-    pub fn as_stablehlo_iota_options_mut(&mut self) -> Option<&mut StablehloIotaOptionsT> {
-        if let Self::StablehloIotaOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned StablehloDotGeneralOptionsT, setting the union to NONE.
-    pub fn take_stablehlo_dot_general_options(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<StablehloDotGeneralOptionsT>> {
-        if let Self::StablehloDotGeneralOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::StablehloDotGeneralOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the StablehloDotGeneralOptionsT.
-    pub fn as_stablehlo_dot_general_options(&self) -> Option<&StablehloDotGeneralOptionsT> {
-        if let Self::StablehloDotGeneralOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the StablehloDotGeneralOptionsT.
-    pub fn as_stablehlo_dot_general_options_mut(
-        &mut self,
-    ) -> Option<&mut StablehloDotGeneralOptionsT> {
-        if let Self::StablehloDotGeneralOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned StablehloReduceWindowOptionsT, setting the union to NONE.
-    pub fn take_stablehlo_reduce_window_options(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<StablehloReduceWindowOptionsT>> {
-        if let Self::StablehloReduceWindowOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::StablehloReduceWindowOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the StablehloReduceWindowOptionsT.
-    pub fn as_stablehlo_reduce_window_options(&self) -> Option<&StablehloReduceWindowOptionsT> {
-        if let Self::StablehloReduceWindowOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the StablehloReduceWindowOptionsT.
-    pub fn as_stablehlo_reduce_window_options_mut(
-        &mut self,
-    ) -> Option<&mut StablehloReduceWindowOptionsT> {
-        if let Self::StablehloReduceWindowOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned StablehloSortOptionsT, setting the union to NONE.
-    pub fn take_stablehlo_sort_options(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<StablehloSortOptionsT>> {
-        if let Self::StablehloSortOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::StablehloSortOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the StablehloSortOptionsT.
-    pub fn as_stablehlo_sort_options(&self) -> Option<&StablehloSortOptionsT> {
-        if let Self::StablehloSortOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the StablehloSortOptionsT.
-    pub fn as_stablehlo_sort_options_mut(&mut self) -> Option<&mut StablehloSortOptionsT> {
-        if let Self::StablehloSortOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned StablehloWhileOptionsT, setting the union to NONE.
-    pub fn take_stablehlo_while_options(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<StablehloWhileOptionsT>> {
-        if let Self::StablehloWhileOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::StablehloWhileOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the StablehloWhileOptionsT.
-    pub fn as_stablehlo_while_options(&self) -> Option<&StablehloWhileOptionsT> {
-        if let Self::StablehloWhileOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the StablehloWhileOptionsT.
-    pub fn as_stablehlo_while_options_mut(&mut self) -> Option<&mut StablehloWhileOptionsT> {
-        if let Self::StablehloWhileOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned StablehloGatherOptionsT, setting the union to NONE.
-    pub fn take_stablehlo_gather_options(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<StablehloGatherOptionsT>> {
-        if let Self::StablehloGatherOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::StablehloGatherOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the StablehloGatherOptionsT.
-    pub fn as_stablehlo_gather_options(&self) -> Option<&StablehloGatherOptionsT> {
-        if let Self::StablehloGatherOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the StablehloGatherOptionsT.
-    pub fn as_stablehlo_gather_options_mut(&mut self) -> Option<&mut StablehloGatherOptionsT> {
-        if let Self::StablehloGatherOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned StablehloTransposeOptionsT, setting the union to NONE.
-    pub fn take_stablehlo_transpose_options(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<StablehloTransposeOptionsT>> {
-        if let Self::StablehloTransposeOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::StablehloTransposeOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the StablehloTransposeOptionsT.
-    pub fn as_stablehlo_transpose_options(&self) -> Option<&StablehloTransposeOptionsT> {
-        if let Self::StablehloTransposeOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the StablehloTransposeOptionsT.
-    pub fn as_stablehlo_transpose_options_mut(
-        &mut self,
-    ) -> Option<&mut StablehloTransposeOptionsT> {
-        if let Self::StablehloTransposeOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned DilateOptionsT, setting the union to NONE.
-    pub fn take_dilate_options(&mut self) -> Option<alloc::boxed::Box<DilateOptionsT>> {
-        if let Self::DilateOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::DilateOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the DilateOptionsT.
-    pub fn as_dilate_options(&self) -> Option<&DilateOptionsT> {
-        if let Self::DilateOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the DilateOptionsT.
-    pub fn as_dilate_options_mut(&mut self) -> Option<&mut DilateOptionsT> {
-        if let Self::DilateOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned StablehloRngBitGeneratorOptionsT, setting the union to NONE.
-    pub fn take_stablehlo_rng_bit_generator_options(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<StablehloRngBitGeneratorOptionsT>> {
-        if let Self::StablehloRngBitGeneratorOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::StablehloRngBitGeneratorOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the StablehloRngBitGeneratorOptionsT.
-    pub fn as_stablehlo_rng_bit_generator_options(
-        &self,
-    ) -> Option<&StablehloRngBitGeneratorOptionsT> {
-        if let Self::StablehloRngBitGeneratorOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the StablehloRngBitGeneratorOptionsT.
-    pub fn as_stablehlo_rng_bit_generator_options_mut(
-        &mut self,
-    ) -> Option<&mut StablehloRngBitGeneratorOptionsT> {
-        if let Self::StablehloRngBitGeneratorOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned ReduceWindowOptionsT, setting the union to NONE.
-    pub fn take_reduce_window_options(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<ReduceWindowOptionsT>> {
-        if let Self::ReduceWindowOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::ReduceWindowOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the ReduceWindowOptionsT.
-    pub fn as_reduce_window_options(&self) -> Option<&ReduceWindowOptionsT> {
-        if let Self::ReduceWindowOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the ReduceWindowOptionsT.
-    pub fn as_reduce_window_options_mut(&mut self) -> Option<&mut ReduceWindowOptionsT> {
-        if let Self::ReduceWindowOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned StableHLOCompositeOptionsT, setting the union to NONE.
-    pub fn take_stable_hlocomposite_options(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<StableHLOCompositeOptionsT>> {
-        if let Self::StableHLOCompositeOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::StableHLOCompositeOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the StableHLOCompositeOptionsT.
-    pub fn as_stable_hlocomposite_options(&self) -> Option<&StableHLOCompositeOptionsT> {
-        if let Self::StableHLOCompositeOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the StableHLOCompositeOptionsT.
-    pub fn as_stable_hlocomposite_options_mut(
-        &mut self,
-    ) -> Option<&mut StableHLOCompositeOptionsT> {
-        if let Self::StableHLOCompositeOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned StablehloShiftLeftOptionsT, setting the union to NONE.
-    pub fn take_stablehlo_shift_left_options(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<StablehloShiftLeftOptionsT>> {
-        if let Self::StablehloShiftLeftOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::StablehloShiftLeftOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the StablehloShiftLeftOptionsT.
-    pub fn as_stablehlo_shift_left_options(&self) -> Option<&StablehloShiftLeftOptionsT> {
-        if let Self::StablehloShiftLeftOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the StablehloShiftLeftOptionsT.
-    pub fn as_stablehlo_shift_left_options_mut(
-        &mut self,
-    ) -> Option<&mut StablehloShiftLeftOptionsT> {
-        if let Self::StablehloShiftLeftOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned StablehloCaseOptionsT, setting the union to NONE.
-    pub fn take_stablehlo_case_options(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<StablehloCaseOptionsT>> {
-        if let Self::StablehloCaseOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::StablehloCaseOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the StablehloCaseOptionsT.
-    pub fn as_stablehlo_case_options(&self) -> Option<&StablehloCaseOptionsT> {
-        if let Self::StablehloCaseOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the StablehloCaseOptionsT.
-    pub fn as_stablehlo_case_options_mut(&mut self) -> Option<&mut StablehloCaseOptionsT> {
-        if let Self::StablehloCaseOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
+  pub fn builtin_options_2_type(&self) -> BuiltinOptions2 {
+    match self {
+      Self::NONE => BuiltinOptions2::NONE,
+      Self::StablehloConcatenateOptions(_) => BuiltinOptions2::StablehloConcatenateOptions,
+      Self::StablehloBroadcastInDimOptions(_) => BuiltinOptions2::StablehloBroadcastInDimOptions,
+      Self::StablehloSliceOptions(_) => BuiltinOptions2::StablehloSliceOptions,
+      Self::StablehloConvolutionOptions(_) => BuiltinOptions2::StablehloConvolutionOptions,
+      Self::StablehloCustomCallOptions(_) => BuiltinOptions2::StablehloCustomCallOptions,
+      Self::StablehloReduceOptions(_) => BuiltinOptions2::StablehloReduceOptions,
+      Self::StablehloScatterOptions(_) => BuiltinOptions2::StablehloScatterOptions,
+      Self::StablehloCompareOptions(_) => BuiltinOptions2::StablehloCompareOptions,
+      Self::StablehloDynamicSliceOptions(_) => BuiltinOptions2::StablehloDynamicSliceOptions,
+      Self::StablehloPadOptions(_) => BuiltinOptions2::StablehloPadOptions,
+      Self::StablehloIotaOptions(_) => BuiltinOptions2::StablehloIotaOptions,
+      Self::StablehloDotGeneralOptions(_) => BuiltinOptions2::StablehloDotGeneralOptions,
+      Self::StablehloReduceWindowOptions(_) => BuiltinOptions2::StablehloReduceWindowOptions,
+      Self::StablehloSortOptions(_) => BuiltinOptions2::StablehloSortOptions,
+      Self::StablehloWhileOptions(_) => BuiltinOptions2::StablehloWhileOptions,
+      Self::StablehloGatherOptions(_) => BuiltinOptions2::StablehloGatherOptions,
+      Self::StablehloTransposeOptions(_) => BuiltinOptions2::StablehloTransposeOptions,
+      Self::DilateOptions(_) => BuiltinOptions2::DilateOptions,
+      Self::StablehloRngBitGeneratorOptions(_) => BuiltinOptions2::StablehloRngBitGeneratorOptions,
+      Self::ReduceWindowOptions(_) => BuiltinOptions2::ReduceWindowOptions,
+      Self::StableHLOCompositeOptions(_) => BuiltinOptions2::StableHLOCompositeOptions,
+      Self::StablehloShiftLeftOptions(_) => BuiltinOptions2::StablehloShiftLeftOptions,
+      Self::StablehloCaseOptions(_) => BuiltinOptions2::StablehloCaseOptions,
+    }
+  }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(&self, fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>) -> Option<::flatbuffers::WIPOffset<::flatbuffers::UnionWIPOffset>> {
+    match self {
+      Self::NONE => None,
+      Self::StablehloConcatenateOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::StablehloBroadcastInDimOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::StablehloSliceOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::StablehloConvolutionOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::StablehloCustomCallOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::StablehloReduceOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::StablehloScatterOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::StablehloCompareOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::StablehloDynamicSliceOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::StablehloPadOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::StablehloIotaOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::StablehloDotGeneralOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::StablehloReduceWindowOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::StablehloSortOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::StablehloWhileOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::StablehloGatherOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::StablehloTransposeOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::DilateOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::StablehloRngBitGeneratorOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::ReduceWindowOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::StableHLOCompositeOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::StablehloShiftLeftOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::StablehloCaseOptions(v) => Some(v.pack(fbb).as_union_value()),
+    }
+  }
+  /// If the union variant matches, return the owned StablehloConcatenateOptionsT, setting the union to NONE.
+  pub fn take_stablehlo_concatenate_options(&mut self) -> Option<alloc::boxed::Box<StablehloConcatenateOptionsT>> {
+    if let Self::StablehloConcatenateOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::StablehloConcatenateOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the StablehloConcatenateOptionsT.
+  pub fn as_stablehlo_concatenate_options(&self) -> Option<&StablehloConcatenateOptionsT> {
+    if let Self::StablehloConcatenateOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the StablehloConcatenateOptionsT.
+  pub fn as_stablehlo_concatenate_options_mut(&mut self) -> Option<&mut StablehloConcatenateOptionsT> {
+    if let Self::StablehloConcatenateOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned StablehloBroadcastInDimOptionsT, setting the union to NONE.
+  pub fn take_stablehlo_broadcast_in_dim_options(&mut self) -> Option<alloc::boxed::Box<StablehloBroadcastInDimOptionsT>> {
+    if let Self::StablehloBroadcastInDimOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::StablehloBroadcastInDimOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the StablehloBroadcastInDimOptionsT.
+  pub fn as_stablehlo_broadcast_in_dim_options(&self) -> Option<&StablehloBroadcastInDimOptionsT> {
+    if let Self::StablehloBroadcastInDimOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the StablehloBroadcastInDimOptionsT.
+  pub fn as_stablehlo_broadcast_in_dim_options_mut(&mut self) -> Option<&mut StablehloBroadcastInDimOptionsT> {
+    if let Self::StablehloBroadcastInDimOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned StablehloSliceOptionsT, setting the union to NONE.
+  pub fn take_stablehlo_slice_options(&mut self) -> Option<alloc::boxed::Box<StablehloSliceOptionsT>> {
+    if let Self::StablehloSliceOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::StablehloSliceOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the StablehloSliceOptionsT.
+  pub fn as_stablehlo_slice_options(&self) -> Option<&StablehloSliceOptionsT> {
+    if let Self::StablehloSliceOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the StablehloSliceOptionsT.
+  pub fn as_stablehlo_slice_options_mut(&mut self) -> Option<&mut StablehloSliceOptionsT> {
+    if let Self::StablehloSliceOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned StablehloConvolutionOptionsT, setting the union to NONE.
+  pub fn take_stablehlo_convolution_options(&mut self) -> Option<alloc::boxed::Box<StablehloConvolutionOptionsT>> {
+    if let Self::StablehloConvolutionOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::StablehloConvolutionOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the StablehloConvolutionOptionsT.
+  pub fn as_stablehlo_convolution_options(&self) -> Option<&StablehloConvolutionOptionsT> {
+    if let Self::StablehloConvolutionOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the StablehloConvolutionOptionsT.
+  pub fn as_stablehlo_convolution_options_mut(&mut self) -> Option<&mut StablehloConvolutionOptionsT> {
+    if let Self::StablehloConvolutionOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned StablehloCustomCallOptionsT, setting the union to NONE.
+  pub fn take_stablehlo_custom_call_options(&mut self) -> Option<alloc::boxed::Box<StablehloCustomCallOptionsT>> {
+    if let Self::StablehloCustomCallOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::StablehloCustomCallOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the StablehloCustomCallOptionsT.
+  pub fn as_stablehlo_custom_call_options(&self) -> Option<&StablehloCustomCallOptionsT> {
+    if let Self::StablehloCustomCallOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the StablehloCustomCallOptionsT.
+  pub fn as_stablehlo_custom_call_options_mut(&mut self) -> Option<&mut StablehloCustomCallOptionsT> {
+    if let Self::StablehloCustomCallOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned StablehloReduceOptionsT, setting the union to NONE.
+  pub fn take_stablehlo_reduce_options(&mut self) -> Option<alloc::boxed::Box<StablehloReduceOptionsT>> {
+    if let Self::StablehloReduceOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::StablehloReduceOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the StablehloReduceOptionsT.
+  pub fn as_stablehlo_reduce_options(&self) -> Option<&StablehloReduceOptionsT> {
+    if let Self::StablehloReduceOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the StablehloReduceOptionsT.
+  pub fn as_stablehlo_reduce_options_mut(&mut self) -> Option<&mut StablehloReduceOptionsT> {
+    if let Self::StablehloReduceOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned StablehloScatterOptionsT, setting the union to NONE.
+  pub fn take_stablehlo_scatter_options(&mut self) -> Option<alloc::boxed::Box<StablehloScatterOptionsT>> {
+    if let Self::StablehloScatterOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::StablehloScatterOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the StablehloScatterOptionsT.
+  pub fn as_stablehlo_scatter_options(&self) -> Option<&StablehloScatterOptionsT> {
+    if let Self::StablehloScatterOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the StablehloScatterOptionsT.
+  pub fn as_stablehlo_scatter_options_mut(&mut self) -> Option<&mut StablehloScatterOptionsT> {
+    if let Self::StablehloScatterOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned StablehloCompareOptionsT, setting the union to NONE.
+  pub fn take_stablehlo_compare_options(&mut self) -> Option<alloc::boxed::Box<StablehloCompareOptionsT>> {
+    if let Self::StablehloCompareOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::StablehloCompareOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the StablehloCompareOptionsT.
+  pub fn as_stablehlo_compare_options(&self) -> Option<&StablehloCompareOptionsT> {
+    if let Self::StablehloCompareOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the StablehloCompareOptionsT.
+  pub fn as_stablehlo_compare_options_mut(&mut self) -> Option<&mut StablehloCompareOptionsT> {
+    if let Self::StablehloCompareOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned StablehloDynamicSliceOptionsT, setting the union to NONE.
+  pub fn take_stablehlo_dynamic_slice_options(&mut self) -> Option<alloc::boxed::Box<StablehloDynamicSliceOptionsT>> {
+    if let Self::StablehloDynamicSliceOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::StablehloDynamicSliceOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the StablehloDynamicSliceOptionsT.
+  pub fn as_stablehlo_dynamic_slice_options(&self) -> Option<&StablehloDynamicSliceOptionsT> {
+    if let Self::StablehloDynamicSliceOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the StablehloDynamicSliceOptionsT.
+  pub fn as_stablehlo_dynamic_slice_options_mut(&mut self) -> Option<&mut StablehloDynamicSliceOptionsT> {
+    if let Self::StablehloDynamicSliceOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned StablehloPadOptionsT, setting the union to NONE.
+  pub fn take_stablehlo_pad_options(&mut self) -> Option<alloc::boxed::Box<StablehloPadOptionsT>> {
+    if let Self::StablehloPadOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::StablehloPadOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the StablehloPadOptionsT.
+  pub fn as_stablehlo_pad_options(&self) -> Option<&StablehloPadOptionsT> {
+    if let Self::StablehloPadOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the StablehloPadOptionsT.
+  pub fn as_stablehlo_pad_options_mut(&mut self) -> Option<&mut StablehloPadOptionsT> {
+    if let Self::StablehloPadOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned StablehloIotaOptionsT, setting the union to NONE.
+  pub fn take_stablehlo_iota_options(&mut self) -> Option<alloc::boxed::Box<StablehloIotaOptionsT>> {
+    if let Self::StablehloIotaOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::StablehloIotaOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the StablehloIotaOptionsT.
+  pub fn as_stablehlo_iota_options(&self) -> Option<&StablehloIotaOptionsT> {
+    if let Self::StablehloIotaOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the StablehloIotaOptionsT.
+  pub fn as_stablehlo_iota_options_mut(&mut self) -> Option<&mut StablehloIotaOptionsT> {
+    if let Self::StablehloIotaOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned StablehloDotGeneralOptionsT, setting the union to NONE.
+  pub fn take_stablehlo_dot_general_options(&mut self) -> Option<alloc::boxed::Box<StablehloDotGeneralOptionsT>> {
+    if let Self::StablehloDotGeneralOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::StablehloDotGeneralOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the StablehloDotGeneralOptionsT.
+  pub fn as_stablehlo_dot_general_options(&self) -> Option<&StablehloDotGeneralOptionsT> {
+    if let Self::StablehloDotGeneralOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the StablehloDotGeneralOptionsT.
+  pub fn as_stablehlo_dot_general_options_mut(&mut self) -> Option<&mut StablehloDotGeneralOptionsT> {
+    if let Self::StablehloDotGeneralOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned StablehloReduceWindowOptionsT, setting the union to NONE.
+  pub fn take_stablehlo_reduce_window_options(&mut self) -> Option<alloc::boxed::Box<StablehloReduceWindowOptionsT>> {
+    if let Self::StablehloReduceWindowOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::StablehloReduceWindowOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the StablehloReduceWindowOptionsT.
+  pub fn as_stablehlo_reduce_window_options(&self) -> Option<&StablehloReduceWindowOptionsT> {
+    if let Self::StablehloReduceWindowOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the StablehloReduceWindowOptionsT.
+  pub fn as_stablehlo_reduce_window_options_mut(&mut self) -> Option<&mut StablehloReduceWindowOptionsT> {
+    if let Self::StablehloReduceWindowOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned StablehloSortOptionsT, setting the union to NONE.
+  pub fn take_stablehlo_sort_options(&mut self) -> Option<alloc::boxed::Box<StablehloSortOptionsT>> {
+    if let Self::StablehloSortOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::StablehloSortOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the StablehloSortOptionsT.
+  pub fn as_stablehlo_sort_options(&self) -> Option<&StablehloSortOptionsT> {
+    if let Self::StablehloSortOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the StablehloSortOptionsT.
+  pub fn as_stablehlo_sort_options_mut(&mut self) -> Option<&mut StablehloSortOptionsT> {
+    if let Self::StablehloSortOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned StablehloWhileOptionsT, setting the union to NONE.
+  pub fn take_stablehlo_while_options(&mut self) -> Option<alloc::boxed::Box<StablehloWhileOptionsT>> {
+    if let Self::StablehloWhileOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::StablehloWhileOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the StablehloWhileOptionsT.
+  pub fn as_stablehlo_while_options(&self) -> Option<&StablehloWhileOptionsT> {
+    if let Self::StablehloWhileOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the StablehloWhileOptionsT.
+  pub fn as_stablehlo_while_options_mut(&mut self) -> Option<&mut StablehloWhileOptionsT> {
+    if let Self::StablehloWhileOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned StablehloGatherOptionsT, setting the union to NONE.
+  pub fn take_stablehlo_gather_options(&mut self) -> Option<alloc::boxed::Box<StablehloGatherOptionsT>> {
+    if let Self::StablehloGatherOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::StablehloGatherOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the StablehloGatherOptionsT.
+  pub fn as_stablehlo_gather_options(&self) -> Option<&StablehloGatherOptionsT> {
+    if let Self::StablehloGatherOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the StablehloGatherOptionsT.
+  pub fn as_stablehlo_gather_options_mut(&mut self) -> Option<&mut StablehloGatherOptionsT> {
+    if let Self::StablehloGatherOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned StablehloTransposeOptionsT, setting the union to NONE.
+  pub fn take_stablehlo_transpose_options(&mut self) -> Option<alloc::boxed::Box<StablehloTransposeOptionsT>> {
+    if let Self::StablehloTransposeOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::StablehloTransposeOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the StablehloTransposeOptionsT.
+  pub fn as_stablehlo_transpose_options(&self) -> Option<&StablehloTransposeOptionsT> {
+    if let Self::StablehloTransposeOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the StablehloTransposeOptionsT.
+  pub fn as_stablehlo_transpose_options_mut(&mut self) -> Option<&mut StablehloTransposeOptionsT> {
+    if let Self::StablehloTransposeOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned DilateOptionsT, setting the union to NONE.
+  pub fn take_dilate_options(&mut self) -> Option<alloc::boxed::Box<DilateOptionsT>> {
+    if let Self::DilateOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::DilateOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the DilateOptionsT.
+  pub fn as_dilate_options(&self) -> Option<&DilateOptionsT> {
+    if let Self::DilateOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the DilateOptionsT.
+  pub fn as_dilate_options_mut(&mut self) -> Option<&mut DilateOptionsT> {
+    if let Self::DilateOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned StablehloRngBitGeneratorOptionsT, setting the union to NONE.
+  pub fn take_stablehlo_rng_bit_generator_options(&mut self) -> Option<alloc::boxed::Box<StablehloRngBitGeneratorOptionsT>> {
+    if let Self::StablehloRngBitGeneratorOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::StablehloRngBitGeneratorOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the StablehloRngBitGeneratorOptionsT.
+  pub fn as_stablehlo_rng_bit_generator_options(&self) -> Option<&StablehloRngBitGeneratorOptionsT> {
+    if let Self::StablehloRngBitGeneratorOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the StablehloRngBitGeneratorOptionsT.
+  pub fn as_stablehlo_rng_bit_generator_options_mut(&mut self) -> Option<&mut StablehloRngBitGeneratorOptionsT> {
+    if let Self::StablehloRngBitGeneratorOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned ReduceWindowOptionsT, setting the union to NONE.
+  pub fn take_reduce_window_options(&mut self) -> Option<alloc::boxed::Box<ReduceWindowOptionsT>> {
+    if let Self::ReduceWindowOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::ReduceWindowOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the ReduceWindowOptionsT.
+  pub fn as_reduce_window_options(&self) -> Option<&ReduceWindowOptionsT> {
+    if let Self::ReduceWindowOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the ReduceWindowOptionsT.
+  pub fn as_reduce_window_options_mut(&mut self) -> Option<&mut ReduceWindowOptionsT> {
+    if let Self::ReduceWindowOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned StableHLOCompositeOptionsT, setting the union to NONE.
+  pub fn take_stable_hlocomposite_options(&mut self) -> Option<alloc::boxed::Box<StableHLOCompositeOptionsT>> {
+    if let Self::StableHLOCompositeOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::StableHLOCompositeOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the StableHLOCompositeOptionsT.
+  pub fn as_stable_hlocomposite_options(&self) -> Option<&StableHLOCompositeOptionsT> {
+    if let Self::StableHLOCompositeOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the StableHLOCompositeOptionsT.
+  pub fn as_stable_hlocomposite_options_mut(&mut self) -> Option<&mut StableHLOCompositeOptionsT> {
+    if let Self::StableHLOCompositeOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned StablehloShiftLeftOptionsT, setting the union to NONE.
+  pub fn take_stablehlo_shift_left_options(&mut self) -> Option<alloc::boxed::Box<StablehloShiftLeftOptionsT>> {
+    if let Self::StablehloShiftLeftOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::StablehloShiftLeftOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the StablehloShiftLeftOptionsT.
+  pub fn as_stablehlo_shift_left_options(&self) -> Option<&StablehloShiftLeftOptionsT> {
+    if let Self::StablehloShiftLeftOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the StablehloShiftLeftOptionsT.
+  pub fn as_stablehlo_shift_left_options_mut(&mut self) -> Option<&mut StablehloShiftLeftOptionsT> {
+    if let Self::StablehloShiftLeftOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned StablehloCaseOptionsT, setting the union to NONE.
+  pub fn take_stablehlo_case_options(&mut self) -> Option<alloc::boxed::Box<StablehloCaseOptionsT>> {
+    if let Self::StablehloCaseOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::StablehloCaseOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the StablehloCaseOptionsT.
+  pub fn as_stablehlo_case_options(&self) -> Option<&StablehloCaseOptionsT> {
+    if let Self::StablehloCaseOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the StablehloCaseOptionsT.
+  pub fn as_stablehlo_case_options_mut(&mut self) -> Option<&mut StablehloCaseOptionsT> {
+    if let Self::StablehloCaseOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
 }

@@ -2,157 +2,148 @@
 // @generated
 extern crate alloc;
 use super::*;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MIN_BUILTIN_OPTIONS: u8 = 0;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MAX_BUILTIN_OPTIONS: u8 = 254;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 #[allow(non_camel_case_types)]
 pub const ENUM_VALUES_BUILTIN_OPTIONS: [BuiltinOptions; 135] = [
-    BuiltinOptions::NONE,
-    BuiltinOptions::Conv2DOptions,
-    BuiltinOptions::DepthwiseConv2DOptions,
-    BuiltinOptions::ConcatEmbeddingsOptions,
-    BuiltinOptions::LSHProjectionOptions,
-    BuiltinOptions::Pool2DOptions,
-    BuiltinOptions::SVDFOptions,
-    BuiltinOptions::RNNOptions,
-    BuiltinOptions::FullyConnectedOptions,
-    BuiltinOptions::SoftmaxOptions,
-    BuiltinOptions::ConcatenationOptions,
-    BuiltinOptions::AddOptions,
-    BuiltinOptions::L2NormOptions,
-    BuiltinOptions::LocalResponseNormalizationOptions,
-    BuiltinOptions::LSTMOptions,
-    BuiltinOptions::ResizeBilinearOptions,
-    BuiltinOptions::CallOptions,
-    BuiltinOptions::ReshapeOptions,
-    BuiltinOptions::SkipGramOptions,
-    BuiltinOptions::SpaceToDepthOptions,
-    BuiltinOptions::EmbeddingLookupSparseOptions,
-    BuiltinOptions::MulOptions,
-    BuiltinOptions::PadOptions,
-    BuiltinOptions::GatherOptions,
-    BuiltinOptions::BatchToSpaceNDOptions,
-    BuiltinOptions::SpaceToBatchNDOptions,
-    BuiltinOptions::TransposeOptions,
-    BuiltinOptions::ReducerOptions,
-    BuiltinOptions::SubOptions,
-    BuiltinOptions::DivOptions,
-    BuiltinOptions::SqueezeOptions,
-    BuiltinOptions::SequenceRNNOptions,
-    BuiltinOptions::StridedSliceOptions,
-    BuiltinOptions::ExpOptions,
-    BuiltinOptions::TopKV2Options,
-    BuiltinOptions::SplitOptions,
-    BuiltinOptions::LogSoftmaxOptions,
-    BuiltinOptions::CastOptions,
-    BuiltinOptions::DequantizeOptions,
-    BuiltinOptions::MaximumMinimumOptions,
-    BuiltinOptions::ArgMaxOptions,
-    BuiltinOptions::LessOptions,
-    BuiltinOptions::NegOptions,
-    BuiltinOptions::PadV2Options,
-    BuiltinOptions::GreaterOptions,
-    BuiltinOptions::GreaterEqualOptions,
-    BuiltinOptions::LessEqualOptions,
-    BuiltinOptions::SelectOptions,
-    BuiltinOptions::SliceOptions,
-    BuiltinOptions::TransposeConvOptions,
-    BuiltinOptions::SparseToDenseOptions,
-    BuiltinOptions::TileOptions,
-    BuiltinOptions::ExpandDimsOptions,
-    BuiltinOptions::EqualOptions,
-    BuiltinOptions::NotEqualOptions,
-    BuiltinOptions::ShapeOptions,
-    BuiltinOptions::PowOptions,
-    BuiltinOptions::ArgMinOptions,
-    BuiltinOptions::FakeQuantOptions,
-    BuiltinOptions::PackOptions,
-    BuiltinOptions::LogicalOrOptions,
-    BuiltinOptions::OneHotOptions,
-    BuiltinOptions::LogicalAndOptions,
-    BuiltinOptions::LogicalNotOptions,
-    BuiltinOptions::UnpackOptions,
-    BuiltinOptions::FloorDivOptions,
-    BuiltinOptions::SquareOptions,
-    BuiltinOptions::ZerosLikeOptions,
-    BuiltinOptions::FillOptions,
-    BuiltinOptions::BidirectionalSequenceLSTMOptions,
-    BuiltinOptions::BidirectionalSequenceRNNOptions,
-    BuiltinOptions::UnidirectionalSequenceLSTMOptions,
-    BuiltinOptions::FloorModOptions,
-    BuiltinOptions::RangeOptions,
-    BuiltinOptions::ResizeNearestNeighborOptions,
-    BuiltinOptions::LeakyReluOptions,
-    BuiltinOptions::SquaredDifferenceOptions,
-    BuiltinOptions::MirrorPadOptions,
-    BuiltinOptions::AbsOptions,
-    BuiltinOptions::SplitVOptions,
-    BuiltinOptions::UniqueOptions,
-    BuiltinOptions::ReverseV2Options,
-    BuiltinOptions::AddNOptions,
-    BuiltinOptions::GatherNdOptions,
-    BuiltinOptions::CosOptions,
-    BuiltinOptions::WhereOptions,
-    BuiltinOptions::RankOptions,
-    BuiltinOptions::ReverseSequenceOptions,
-    BuiltinOptions::MatrixDiagOptions,
-    BuiltinOptions::QuantizeOptions,
-    BuiltinOptions::MatrixSetDiagOptions,
-    BuiltinOptions::HardSwishOptions,
-    BuiltinOptions::IfOptions,
-    BuiltinOptions::WhileOptions,
-    BuiltinOptions::DepthToSpaceOptions,
-    BuiltinOptions::NonMaxSuppressionV4Options,
-    BuiltinOptions::NonMaxSuppressionV5Options,
-    BuiltinOptions::ScatterNdOptions,
-    BuiltinOptions::SelectV2Options,
-    BuiltinOptions::DensifyOptions,
-    BuiltinOptions::SegmentSumOptions,
-    BuiltinOptions::BatchMatMulOptions,
-    BuiltinOptions::CumsumOptions,
-    BuiltinOptions::CallOnceOptions,
-    BuiltinOptions::BroadcastToOptions,
-    BuiltinOptions::Rfft2dOptions,
-    BuiltinOptions::Conv3DOptions,
-    BuiltinOptions::HashtableOptions,
-    BuiltinOptions::HashtableFindOptions,
-    BuiltinOptions::HashtableImportOptions,
-    BuiltinOptions::HashtableSizeOptions,
-    BuiltinOptions::VarHandleOptions,
-    BuiltinOptions::ReadVariableOptions,
-    BuiltinOptions::AssignVariableOptions,
-    BuiltinOptions::RandomOptions,
-    BuiltinOptions::BucketizeOptions,
-    BuiltinOptions::GeluOptions,
-    BuiltinOptions::DynamicUpdateSliceOptions,
-    BuiltinOptions::UnsortedSegmentProdOptions,
-    BuiltinOptions::UnsortedSegmentMaxOptions,
-    BuiltinOptions::UnsortedSegmentMinOptions,
-    BuiltinOptions::UnsortedSegmentSumOptions,
-    BuiltinOptions::ATan2Options,
-    BuiltinOptions::SignOptions,
-    BuiltinOptions::BitcastOptions,
-    BuiltinOptions::BitwiseXorOptions,
-    BuiltinOptions::RightShiftOptions,
-    BuiltinOptions::AttentionOptions,
-    BuiltinOptions::RunModelOptions,
-    BuiltinOptions::RoPEOptions,
-    BuiltinOptions::RmsNormOptions,
-    BuiltinOptions::GRUOptions,
-    BuiltinOptions::BCQGatherOptions,
-    BuiltinOptions::BCQFullyConnectedOptions,
-    BuiltinOptions::InstanceNormOptions,
+  BuiltinOptions::NONE,
+  BuiltinOptions::Conv2DOptions,
+  BuiltinOptions::DepthwiseConv2DOptions,
+  BuiltinOptions::ConcatEmbeddingsOptions,
+  BuiltinOptions::LSHProjectionOptions,
+  BuiltinOptions::Pool2DOptions,
+  BuiltinOptions::SVDFOptions,
+  BuiltinOptions::RNNOptions,
+  BuiltinOptions::FullyConnectedOptions,
+  BuiltinOptions::SoftmaxOptions,
+  BuiltinOptions::ConcatenationOptions,
+  BuiltinOptions::AddOptions,
+  BuiltinOptions::L2NormOptions,
+  BuiltinOptions::LocalResponseNormalizationOptions,
+  BuiltinOptions::LSTMOptions,
+  BuiltinOptions::ResizeBilinearOptions,
+  BuiltinOptions::CallOptions,
+  BuiltinOptions::ReshapeOptions,
+  BuiltinOptions::SkipGramOptions,
+  BuiltinOptions::SpaceToDepthOptions,
+  BuiltinOptions::EmbeddingLookupSparseOptions,
+  BuiltinOptions::MulOptions,
+  BuiltinOptions::PadOptions,
+  BuiltinOptions::GatherOptions,
+  BuiltinOptions::BatchToSpaceNDOptions,
+  BuiltinOptions::SpaceToBatchNDOptions,
+  BuiltinOptions::TransposeOptions,
+  BuiltinOptions::ReducerOptions,
+  BuiltinOptions::SubOptions,
+  BuiltinOptions::DivOptions,
+  BuiltinOptions::SqueezeOptions,
+  BuiltinOptions::SequenceRNNOptions,
+  BuiltinOptions::StridedSliceOptions,
+  BuiltinOptions::ExpOptions,
+  BuiltinOptions::TopKV2Options,
+  BuiltinOptions::SplitOptions,
+  BuiltinOptions::LogSoftmaxOptions,
+  BuiltinOptions::CastOptions,
+  BuiltinOptions::DequantizeOptions,
+  BuiltinOptions::MaximumMinimumOptions,
+  BuiltinOptions::ArgMaxOptions,
+  BuiltinOptions::LessOptions,
+  BuiltinOptions::NegOptions,
+  BuiltinOptions::PadV2Options,
+  BuiltinOptions::GreaterOptions,
+  BuiltinOptions::GreaterEqualOptions,
+  BuiltinOptions::LessEqualOptions,
+  BuiltinOptions::SelectOptions,
+  BuiltinOptions::SliceOptions,
+  BuiltinOptions::TransposeConvOptions,
+  BuiltinOptions::SparseToDenseOptions,
+  BuiltinOptions::TileOptions,
+  BuiltinOptions::ExpandDimsOptions,
+  BuiltinOptions::EqualOptions,
+  BuiltinOptions::NotEqualOptions,
+  BuiltinOptions::ShapeOptions,
+  BuiltinOptions::PowOptions,
+  BuiltinOptions::ArgMinOptions,
+  BuiltinOptions::FakeQuantOptions,
+  BuiltinOptions::PackOptions,
+  BuiltinOptions::LogicalOrOptions,
+  BuiltinOptions::OneHotOptions,
+  BuiltinOptions::LogicalAndOptions,
+  BuiltinOptions::LogicalNotOptions,
+  BuiltinOptions::UnpackOptions,
+  BuiltinOptions::FloorDivOptions,
+  BuiltinOptions::SquareOptions,
+  BuiltinOptions::ZerosLikeOptions,
+  BuiltinOptions::FillOptions,
+  BuiltinOptions::BidirectionalSequenceLSTMOptions,
+  BuiltinOptions::BidirectionalSequenceRNNOptions,
+  BuiltinOptions::UnidirectionalSequenceLSTMOptions,
+  BuiltinOptions::FloorModOptions,
+  BuiltinOptions::RangeOptions,
+  BuiltinOptions::ResizeNearestNeighborOptions,
+  BuiltinOptions::LeakyReluOptions,
+  BuiltinOptions::SquaredDifferenceOptions,
+  BuiltinOptions::MirrorPadOptions,
+  BuiltinOptions::AbsOptions,
+  BuiltinOptions::SplitVOptions,
+  BuiltinOptions::UniqueOptions,
+  BuiltinOptions::ReverseV2Options,
+  BuiltinOptions::AddNOptions,
+  BuiltinOptions::GatherNdOptions,
+  BuiltinOptions::CosOptions,
+  BuiltinOptions::WhereOptions,
+  BuiltinOptions::RankOptions,
+  BuiltinOptions::ReverseSequenceOptions,
+  BuiltinOptions::MatrixDiagOptions,
+  BuiltinOptions::QuantizeOptions,
+  BuiltinOptions::MatrixSetDiagOptions,
+  BuiltinOptions::HardSwishOptions,
+  BuiltinOptions::IfOptions,
+  BuiltinOptions::WhileOptions,
+  BuiltinOptions::DepthToSpaceOptions,
+  BuiltinOptions::NonMaxSuppressionV4Options,
+  BuiltinOptions::NonMaxSuppressionV5Options,
+  BuiltinOptions::ScatterNdOptions,
+  BuiltinOptions::SelectV2Options,
+  BuiltinOptions::DensifyOptions,
+  BuiltinOptions::SegmentSumOptions,
+  BuiltinOptions::BatchMatMulOptions,
+  BuiltinOptions::CumsumOptions,
+  BuiltinOptions::CallOnceOptions,
+  BuiltinOptions::BroadcastToOptions,
+  BuiltinOptions::Rfft2dOptions,
+  BuiltinOptions::Conv3DOptions,
+  BuiltinOptions::HashtableOptions,
+  BuiltinOptions::HashtableFindOptions,
+  BuiltinOptions::HashtableImportOptions,
+  BuiltinOptions::HashtableSizeOptions,
+  BuiltinOptions::VarHandleOptions,
+  BuiltinOptions::ReadVariableOptions,
+  BuiltinOptions::AssignVariableOptions,
+  BuiltinOptions::RandomOptions,
+  BuiltinOptions::BucketizeOptions,
+  BuiltinOptions::GeluOptions,
+  BuiltinOptions::DynamicUpdateSliceOptions,
+  BuiltinOptions::UnsortedSegmentProdOptions,
+  BuiltinOptions::UnsortedSegmentMaxOptions,
+  BuiltinOptions::UnsortedSegmentMinOptions,
+  BuiltinOptions::UnsortedSegmentSumOptions,
+  BuiltinOptions::ATan2Options,
+  BuiltinOptions::SignOptions,
+  BuiltinOptions::BitcastOptions,
+  BuiltinOptions::BitwiseXorOptions,
+  BuiltinOptions::RightShiftOptions,
+  BuiltinOptions::AttentionOptions,
+  BuiltinOptions::RunModelOptions,
+  BuiltinOptions::RoPEOptions,
+  BuiltinOptions::RmsNormOptions,
+  BuiltinOptions::GRUOptions,
+  BuiltinOptions::BCQGatherOptions,
+  BuiltinOptions::BCQFullyConnectedOptions,
+  BuiltinOptions::InstanceNormOptions,
 ];
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -160,439 +151,439 @@ pub const ENUM_VALUES_BUILTIN_OPTIONS: [BuiltinOptions; 135] = [
 pub struct BuiltinOptions(pub u8);
 #[allow(non_upper_case_globals)]
 impl BuiltinOptions {
-    pub const NONE: Self = Self(0);
-    pub const Conv2DOptions: Self = Self(1);
-    pub const DepthwiseConv2DOptions: Self = Self(2);
-    pub const ConcatEmbeddingsOptions: Self = Self(3);
-    pub const LSHProjectionOptions: Self = Self(4);
-    pub const Pool2DOptions: Self = Self(5);
-    pub const SVDFOptions: Self = Self(6);
-    pub const RNNOptions: Self = Self(7);
-    pub const FullyConnectedOptions: Self = Self(8);
-    pub const SoftmaxOptions: Self = Self(9);
-    pub const ConcatenationOptions: Self = Self(10);
-    pub const AddOptions: Self = Self(11);
-    pub const L2NormOptions: Self = Self(12);
-    pub const LocalResponseNormalizationOptions: Self = Self(13);
-    pub const LSTMOptions: Self = Self(14);
-    pub const ResizeBilinearOptions: Self = Self(15);
-    pub const CallOptions: Self = Self(16);
-    pub const ReshapeOptions: Self = Self(17);
-    pub const SkipGramOptions: Self = Self(18);
-    pub const SpaceToDepthOptions: Self = Self(19);
-    pub const EmbeddingLookupSparseOptions: Self = Self(20);
-    pub const MulOptions: Self = Self(21);
-    pub const PadOptions: Self = Self(22);
-    pub const GatherOptions: Self = Self(23);
-    pub const BatchToSpaceNDOptions: Self = Self(24);
-    pub const SpaceToBatchNDOptions: Self = Self(25);
-    pub const TransposeOptions: Self = Self(26);
-    pub const ReducerOptions: Self = Self(27);
-    pub const SubOptions: Self = Self(28);
-    pub const DivOptions: Self = Self(29);
-    pub const SqueezeOptions: Self = Self(30);
-    pub const SequenceRNNOptions: Self = Self(31);
-    pub const StridedSliceOptions: Self = Self(32);
-    pub const ExpOptions: Self = Self(33);
-    pub const TopKV2Options: Self = Self(34);
-    pub const SplitOptions: Self = Self(35);
-    pub const LogSoftmaxOptions: Self = Self(36);
-    pub const CastOptions: Self = Self(37);
-    pub const DequantizeOptions: Self = Self(38);
-    pub const MaximumMinimumOptions: Self = Self(39);
-    pub const ArgMaxOptions: Self = Self(40);
-    pub const LessOptions: Self = Self(41);
-    pub const NegOptions: Self = Self(42);
-    pub const PadV2Options: Self = Self(43);
-    pub const GreaterOptions: Self = Self(44);
-    pub const GreaterEqualOptions: Self = Self(45);
-    pub const LessEqualOptions: Self = Self(46);
-    pub const SelectOptions: Self = Self(47);
-    pub const SliceOptions: Self = Self(48);
-    pub const TransposeConvOptions: Self = Self(49);
-    pub const SparseToDenseOptions: Self = Self(50);
-    pub const TileOptions: Self = Self(51);
-    pub const ExpandDimsOptions: Self = Self(52);
-    pub const EqualOptions: Self = Self(53);
-    pub const NotEqualOptions: Self = Self(54);
-    pub const ShapeOptions: Self = Self(55);
-    pub const PowOptions: Self = Self(56);
-    pub const ArgMinOptions: Self = Self(57);
-    pub const FakeQuantOptions: Self = Self(58);
-    pub const PackOptions: Self = Self(59);
-    pub const LogicalOrOptions: Self = Self(60);
-    pub const OneHotOptions: Self = Self(61);
-    pub const LogicalAndOptions: Self = Self(62);
-    pub const LogicalNotOptions: Self = Self(63);
-    pub const UnpackOptions: Self = Self(64);
-    pub const FloorDivOptions: Self = Self(65);
-    pub const SquareOptions: Self = Self(66);
-    pub const ZerosLikeOptions: Self = Self(67);
-    pub const FillOptions: Self = Self(68);
-    pub const BidirectionalSequenceLSTMOptions: Self = Self(69);
-    pub const BidirectionalSequenceRNNOptions: Self = Self(70);
-    pub const UnidirectionalSequenceLSTMOptions: Self = Self(71);
-    pub const FloorModOptions: Self = Self(72);
-    pub const RangeOptions: Self = Self(73);
-    pub const ResizeNearestNeighborOptions: Self = Self(74);
-    pub const LeakyReluOptions: Self = Self(75);
-    pub const SquaredDifferenceOptions: Self = Self(76);
-    pub const MirrorPadOptions: Self = Self(77);
-    pub const AbsOptions: Self = Self(78);
-    pub const SplitVOptions: Self = Self(79);
-    pub const UniqueOptions: Self = Self(80);
-    pub const ReverseV2Options: Self = Self(81);
-    pub const AddNOptions: Self = Self(82);
-    pub const GatherNdOptions: Self = Self(83);
-    pub const CosOptions: Self = Self(84);
-    pub const WhereOptions: Self = Self(85);
-    pub const RankOptions: Self = Self(86);
-    pub const ReverseSequenceOptions: Self = Self(87);
-    pub const MatrixDiagOptions: Self = Self(88);
-    pub const QuantizeOptions: Self = Self(89);
-    pub const MatrixSetDiagOptions: Self = Self(90);
-    pub const HardSwishOptions: Self = Self(91);
-    pub const IfOptions: Self = Self(92);
-    pub const WhileOptions: Self = Self(93);
-    pub const DepthToSpaceOptions: Self = Self(94);
-    pub const NonMaxSuppressionV4Options: Self = Self(95);
-    pub const NonMaxSuppressionV5Options: Self = Self(96);
-    pub const ScatterNdOptions: Self = Self(97);
-    pub const SelectV2Options: Self = Self(98);
-    pub const DensifyOptions: Self = Self(99);
-    pub const SegmentSumOptions: Self = Self(100);
-    pub const BatchMatMulOptions: Self = Self(101);
-    pub const CumsumOptions: Self = Self(102);
-    pub const CallOnceOptions: Self = Self(103);
-    pub const BroadcastToOptions: Self = Self(104);
-    pub const Rfft2dOptions: Self = Self(105);
-    pub const Conv3DOptions: Self = Self(106);
-    pub const HashtableOptions: Self = Self(107);
-    pub const HashtableFindOptions: Self = Self(108);
-    pub const HashtableImportOptions: Self = Self(109);
-    pub const HashtableSizeOptions: Self = Self(110);
-    pub const VarHandleOptions: Self = Self(111);
-    pub const ReadVariableOptions: Self = Self(112);
-    pub const AssignVariableOptions: Self = Self(113);
-    pub const RandomOptions: Self = Self(114);
-    pub const BucketizeOptions: Self = Self(115);
-    pub const GeluOptions: Self = Self(116);
-    pub const DynamicUpdateSliceOptions: Self = Self(117);
-    pub const UnsortedSegmentProdOptions: Self = Self(118);
-    pub const UnsortedSegmentMaxOptions: Self = Self(119);
-    pub const UnsortedSegmentMinOptions: Self = Self(120);
-    pub const UnsortedSegmentSumOptions: Self = Self(121);
-    pub const ATan2Options: Self = Self(122);
-    pub const SignOptions: Self = Self(123);
-    pub const BitcastOptions: Self = Self(124);
-    pub const BitwiseXorOptions: Self = Self(125);
-    pub const RightShiftOptions: Self = Self(126);
-    pub const AttentionOptions: Self = Self(247);
-    pub const RunModelOptions: Self = Self(248);
-    pub const RoPEOptions: Self = Self(249);
-    pub const RmsNormOptions: Self = Self(250);
-    pub const GRUOptions: Self = Self(251);
-    pub const BCQGatherOptions: Self = Self(252);
-    pub const BCQFullyConnectedOptions: Self = Self(253);
-    pub const InstanceNormOptions: Self = Self(254);
+  pub const NONE: Self = Self(0);
+  pub const Conv2DOptions: Self = Self(1);
+  pub const DepthwiseConv2DOptions: Self = Self(2);
+  pub const ConcatEmbeddingsOptions: Self = Self(3);
+  pub const LSHProjectionOptions: Self = Self(4);
+  pub const Pool2DOptions: Self = Self(5);
+  pub const SVDFOptions: Self = Self(6);
+  pub const RNNOptions: Self = Self(7);
+  pub const FullyConnectedOptions: Self = Self(8);
+  pub const SoftmaxOptions: Self = Self(9);
+  pub const ConcatenationOptions: Self = Self(10);
+  pub const AddOptions: Self = Self(11);
+  pub const L2NormOptions: Self = Self(12);
+  pub const LocalResponseNormalizationOptions: Self = Self(13);
+  pub const LSTMOptions: Self = Self(14);
+  pub const ResizeBilinearOptions: Self = Self(15);
+  pub const CallOptions: Self = Self(16);
+  pub const ReshapeOptions: Self = Self(17);
+  pub const SkipGramOptions: Self = Self(18);
+  pub const SpaceToDepthOptions: Self = Self(19);
+  pub const EmbeddingLookupSparseOptions: Self = Self(20);
+  pub const MulOptions: Self = Self(21);
+  pub const PadOptions: Self = Self(22);
+  pub const GatherOptions: Self = Self(23);
+  pub const BatchToSpaceNDOptions: Self = Self(24);
+  pub const SpaceToBatchNDOptions: Self = Self(25);
+  pub const TransposeOptions: Self = Self(26);
+  pub const ReducerOptions: Self = Self(27);
+  pub const SubOptions: Self = Self(28);
+  pub const DivOptions: Self = Self(29);
+  pub const SqueezeOptions: Self = Self(30);
+  pub const SequenceRNNOptions: Self = Self(31);
+  pub const StridedSliceOptions: Self = Self(32);
+  pub const ExpOptions: Self = Self(33);
+  pub const TopKV2Options: Self = Self(34);
+  pub const SplitOptions: Self = Self(35);
+  pub const LogSoftmaxOptions: Self = Self(36);
+  pub const CastOptions: Self = Self(37);
+  pub const DequantizeOptions: Self = Self(38);
+  pub const MaximumMinimumOptions: Self = Self(39);
+  pub const ArgMaxOptions: Self = Self(40);
+  pub const LessOptions: Self = Self(41);
+  pub const NegOptions: Self = Self(42);
+  pub const PadV2Options: Self = Self(43);
+  pub const GreaterOptions: Self = Self(44);
+  pub const GreaterEqualOptions: Self = Self(45);
+  pub const LessEqualOptions: Self = Self(46);
+  pub const SelectOptions: Self = Self(47);
+  pub const SliceOptions: Self = Self(48);
+  pub const TransposeConvOptions: Self = Self(49);
+  pub const SparseToDenseOptions: Self = Self(50);
+  pub const TileOptions: Self = Self(51);
+  pub const ExpandDimsOptions: Self = Self(52);
+  pub const EqualOptions: Self = Self(53);
+  pub const NotEqualOptions: Self = Self(54);
+  pub const ShapeOptions: Self = Self(55);
+  pub const PowOptions: Self = Self(56);
+  pub const ArgMinOptions: Self = Self(57);
+  pub const FakeQuantOptions: Self = Self(58);
+  pub const PackOptions: Self = Self(59);
+  pub const LogicalOrOptions: Self = Self(60);
+  pub const OneHotOptions: Self = Self(61);
+  pub const LogicalAndOptions: Self = Self(62);
+  pub const LogicalNotOptions: Self = Self(63);
+  pub const UnpackOptions: Self = Self(64);
+  pub const FloorDivOptions: Self = Self(65);
+  pub const SquareOptions: Self = Self(66);
+  pub const ZerosLikeOptions: Self = Self(67);
+  pub const FillOptions: Self = Self(68);
+  pub const BidirectionalSequenceLSTMOptions: Self = Self(69);
+  pub const BidirectionalSequenceRNNOptions: Self = Self(70);
+  pub const UnidirectionalSequenceLSTMOptions: Self = Self(71);
+  pub const FloorModOptions: Self = Self(72);
+  pub const RangeOptions: Self = Self(73);
+  pub const ResizeNearestNeighborOptions: Self = Self(74);
+  pub const LeakyReluOptions: Self = Self(75);
+  pub const SquaredDifferenceOptions: Self = Self(76);
+  pub const MirrorPadOptions: Self = Self(77);
+  pub const AbsOptions: Self = Self(78);
+  pub const SplitVOptions: Self = Self(79);
+  pub const UniqueOptions: Self = Self(80);
+  pub const ReverseV2Options: Self = Self(81);
+  pub const AddNOptions: Self = Self(82);
+  pub const GatherNdOptions: Self = Self(83);
+  pub const CosOptions: Self = Self(84);
+  pub const WhereOptions: Self = Self(85);
+  pub const RankOptions: Self = Self(86);
+  pub const ReverseSequenceOptions: Self = Self(87);
+  pub const MatrixDiagOptions: Self = Self(88);
+  pub const QuantizeOptions: Self = Self(89);
+  pub const MatrixSetDiagOptions: Self = Self(90);
+  pub const HardSwishOptions: Self = Self(91);
+  pub const IfOptions: Self = Self(92);
+  pub const WhileOptions: Self = Self(93);
+  pub const DepthToSpaceOptions: Self = Self(94);
+  pub const NonMaxSuppressionV4Options: Self = Self(95);
+  pub const NonMaxSuppressionV5Options: Self = Self(96);
+  pub const ScatterNdOptions: Self = Self(97);
+  pub const SelectV2Options: Self = Self(98);
+  pub const DensifyOptions: Self = Self(99);
+  pub const SegmentSumOptions: Self = Self(100);
+  pub const BatchMatMulOptions: Self = Self(101);
+  pub const CumsumOptions: Self = Self(102);
+  pub const CallOnceOptions: Self = Self(103);
+  pub const BroadcastToOptions: Self = Self(104);
+  pub const Rfft2dOptions: Self = Self(105);
+  pub const Conv3DOptions: Self = Self(106);
+  pub const HashtableOptions: Self = Self(107);
+  pub const HashtableFindOptions: Self = Self(108);
+  pub const HashtableImportOptions: Self = Self(109);
+  pub const HashtableSizeOptions: Self = Self(110);
+  pub const VarHandleOptions: Self = Self(111);
+  pub const ReadVariableOptions: Self = Self(112);
+  pub const AssignVariableOptions: Self = Self(113);
+  pub const RandomOptions: Self = Self(114);
+  pub const BucketizeOptions: Self = Self(115);
+  pub const GeluOptions: Self = Self(116);
+  pub const DynamicUpdateSliceOptions: Self = Self(117);
+  pub const UnsortedSegmentProdOptions: Self = Self(118);
+  pub const UnsortedSegmentMaxOptions: Self = Self(119);
+  pub const UnsortedSegmentMinOptions: Self = Self(120);
+  pub const UnsortedSegmentSumOptions: Self = Self(121);
+  pub const ATan2Options: Self = Self(122);
+  pub const SignOptions: Self = Self(123);
+  pub const BitcastOptions: Self = Self(124);
+  pub const BitwiseXorOptions: Self = Self(125);
+  pub const RightShiftOptions: Self = Self(126);
+  pub const AttentionOptions: Self = Self(247);
+  pub const RunModelOptions: Self = Self(248);
+  pub const RoPEOptions: Self = Self(249);
+  pub const RmsNormOptions: Self = Self(250);
+  pub const GRUOptions: Self = Self(251);
+  pub const BCQGatherOptions: Self = Self(252);
+  pub const BCQFullyConnectedOptions: Self = Self(253);
+  pub const InstanceNormOptions: Self = Self(254);
 
-    pub const ENUM_MIN: u8 = 0;
-    pub const ENUM_MAX: u8 = 254;
-    pub const ENUM_VALUES: &'static [Self] = &[
-        Self::NONE,
-        Self::Conv2DOptions,
-        Self::DepthwiseConv2DOptions,
-        Self::ConcatEmbeddingsOptions,
-        Self::LSHProjectionOptions,
-        Self::Pool2DOptions,
-        Self::SVDFOptions,
-        Self::RNNOptions,
-        Self::FullyConnectedOptions,
-        Self::SoftmaxOptions,
-        Self::ConcatenationOptions,
-        Self::AddOptions,
-        Self::L2NormOptions,
-        Self::LocalResponseNormalizationOptions,
-        Self::LSTMOptions,
-        Self::ResizeBilinearOptions,
-        Self::CallOptions,
-        Self::ReshapeOptions,
-        Self::SkipGramOptions,
-        Self::SpaceToDepthOptions,
-        Self::EmbeddingLookupSparseOptions,
-        Self::MulOptions,
-        Self::PadOptions,
-        Self::GatherOptions,
-        Self::BatchToSpaceNDOptions,
-        Self::SpaceToBatchNDOptions,
-        Self::TransposeOptions,
-        Self::ReducerOptions,
-        Self::SubOptions,
-        Self::DivOptions,
-        Self::SqueezeOptions,
-        Self::SequenceRNNOptions,
-        Self::StridedSliceOptions,
-        Self::ExpOptions,
-        Self::TopKV2Options,
-        Self::SplitOptions,
-        Self::LogSoftmaxOptions,
-        Self::CastOptions,
-        Self::DequantizeOptions,
-        Self::MaximumMinimumOptions,
-        Self::ArgMaxOptions,
-        Self::LessOptions,
-        Self::NegOptions,
-        Self::PadV2Options,
-        Self::GreaterOptions,
-        Self::GreaterEqualOptions,
-        Self::LessEqualOptions,
-        Self::SelectOptions,
-        Self::SliceOptions,
-        Self::TransposeConvOptions,
-        Self::SparseToDenseOptions,
-        Self::TileOptions,
-        Self::ExpandDimsOptions,
-        Self::EqualOptions,
-        Self::NotEqualOptions,
-        Self::ShapeOptions,
-        Self::PowOptions,
-        Self::ArgMinOptions,
-        Self::FakeQuantOptions,
-        Self::PackOptions,
-        Self::LogicalOrOptions,
-        Self::OneHotOptions,
-        Self::LogicalAndOptions,
-        Self::LogicalNotOptions,
-        Self::UnpackOptions,
-        Self::FloorDivOptions,
-        Self::SquareOptions,
-        Self::ZerosLikeOptions,
-        Self::FillOptions,
-        Self::BidirectionalSequenceLSTMOptions,
-        Self::BidirectionalSequenceRNNOptions,
-        Self::UnidirectionalSequenceLSTMOptions,
-        Self::FloorModOptions,
-        Self::RangeOptions,
-        Self::ResizeNearestNeighborOptions,
-        Self::LeakyReluOptions,
-        Self::SquaredDifferenceOptions,
-        Self::MirrorPadOptions,
-        Self::AbsOptions,
-        Self::SplitVOptions,
-        Self::UniqueOptions,
-        Self::ReverseV2Options,
-        Self::AddNOptions,
-        Self::GatherNdOptions,
-        Self::CosOptions,
-        Self::WhereOptions,
-        Self::RankOptions,
-        Self::ReverseSequenceOptions,
-        Self::MatrixDiagOptions,
-        Self::QuantizeOptions,
-        Self::MatrixSetDiagOptions,
-        Self::HardSwishOptions,
-        Self::IfOptions,
-        Self::WhileOptions,
-        Self::DepthToSpaceOptions,
-        Self::NonMaxSuppressionV4Options,
-        Self::NonMaxSuppressionV5Options,
-        Self::ScatterNdOptions,
-        Self::SelectV2Options,
-        Self::DensifyOptions,
-        Self::SegmentSumOptions,
-        Self::BatchMatMulOptions,
-        Self::CumsumOptions,
-        Self::CallOnceOptions,
-        Self::BroadcastToOptions,
-        Self::Rfft2dOptions,
-        Self::Conv3DOptions,
-        Self::HashtableOptions,
-        Self::HashtableFindOptions,
-        Self::HashtableImportOptions,
-        Self::HashtableSizeOptions,
-        Self::VarHandleOptions,
-        Self::ReadVariableOptions,
-        Self::AssignVariableOptions,
-        Self::RandomOptions,
-        Self::BucketizeOptions,
-        Self::GeluOptions,
-        Self::DynamicUpdateSliceOptions,
-        Self::UnsortedSegmentProdOptions,
-        Self::UnsortedSegmentMaxOptions,
-        Self::UnsortedSegmentMinOptions,
-        Self::UnsortedSegmentSumOptions,
-        Self::ATan2Options,
-        Self::SignOptions,
-        Self::BitcastOptions,
-        Self::BitwiseXorOptions,
-        Self::RightShiftOptions,
-        Self::AttentionOptions,
-        Self::RunModelOptions,
-        Self::RoPEOptions,
-        Self::RmsNormOptions,
-        Self::GRUOptions,
-        Self::BCQGatherOptions,
-        Self::BCQFullyConnectedOptions,
-        Self::InstanceNormOptions,
-    ];
-    /// Returns the variant's name or "" if unknown.
-    pub fn variant_name(self) -> Option<&'static str> {
-        match self {
-            Self::NONE => Some("NONE"),
-            Self::Conv2DOptions => Some("Conv2DOptions"),
-            Self::DepthwiseConv2DOptions => Some("DepthwiseConv2DOptions"),
-            Self::ConcatEmbeddingsOptions => Some("ConcatEmbeddingsOptions"),
-            Self::LSHProjectionOptions => Some("LSHProjectionOptions"),
-            Self::Pool2DOptions => Some("Pool2DOptions"),
-            Self::SVDFOptions => Some("SVDFOptions"),
-            Self::RNNOptions => Some("RNNOptions"),
-            Self::FullyConnectedOptions => Some("FullyConnectedOptions"),
-            Self::SoftmaxOptions => Some("SoftmaxOptions"),
-            Self::ConcatenationOptions => Some("ConcatenationOptions"),
-            Self::AddOptions => Some("AddOptions"),
-            Self::L2NormOptions => Some("L2NormOptions"),
-            Self::LocalResponseNormalizationOptions => Some("LocalResponseNormalizationOptions"),
-            Self::LSTMOptions => Some("LSTMOptions"),
-            Self::ResizeBilinearOptions => Some("ResizeBilinearOptions"),
-            Self::CallOptions => Some("CallOptions"),
-            Self::ReshapeOptions => Some("ReshapeOptions"),
-            Self::SkipGramOptions => Some("SkipGramOptions"),
-            Self::SpaceToDepthOptions => Some("SpaceToDepthOptions"),
-            Self::EmbeddingLookupSparseOptions => Some("EmbeddingLookupSparseOptions"),
-            Self::MulOptions => Some("MulOptions"),
-            Self::PadOptions => Some("PadOptions"),
-            Self::GatherOptions => Some("GatherOptions"),
-            Self::BatchToSpaceNDOptions => Some("BatchToSpaceNDOptions"),
-            Self::SpaceToBatchNDOptions => Some("SpaceToBatchNDOptions"),
-            Self::TransposeOptions => Some("TransposeOptions"),
-            Self::ReducerOptions => Some("ReducerOptions"),
-            Self::SubOptions => Some("SubOptions"),
-            Self::DivOptions => Some("DivOptions"),
-            Self::SqueezeOptions => Some("SqueezeOptions"),
-            Self::SequenceRNNOptions => Some("SequenceRNNOptions"),
-            Self::StridedSliceOptions => Some("StridedSliceOptions"),
-            Self::ExpOptions => Some("ExpOptions"),
-            Self::TopKV2Options => Some("TopKV2Options"),
-            Self::SplitOptions => Some("SplitOptions"),
-            Self::LogSoftmaxOptions => Some("LogSoftmaxOptions"),
-            Self::CastOptions => Some("CastOptions"),
-            Self::DequantizeOptions => Some("DequantizeOptions"),
-            Self::MaximumMinimumOptions => Some("MaximumMinimumOptions"),
-            Self::ArgMaxOptions => Some("ArgMaxOptions"),
-            Self::LessOptions => Some("LessOptions"),
-            Self::NegOptions => Some("NegOptions"),
-            Self::PadV2Options => Some("PadV2Options"),
-            Self::GreaterOptions => Some("GreaterOptions"),
-            Self::GreaterEqualOptions => Some("GreaterEqualOptions"),
-            Self::LessEqualOptions => Some("LessEqualOptions"),
-            Self::SelectOptions => Some("SelectOptions"),
-            Self::SliceOptions => Some("SliceOptions"),
-            Self::TransposeConvOptions => Some("TransposeConvOptions"),
-            Self::SparseToDenseOptions => Some("SparseToDenseOptions"),
-            Self::TileOptions => Some("TileOptions"),
-            Self::ExpandDimsOptions => Some("ExpandDimsOptions"),
-            Self::EqualOptions => Some("EqualOptions"),
-            Self::NotEqualOptions => Some("NotEqualOptions"),
-            Self::ShapeOptions => Some("ShapeOptions"),
-            Self::PowOptions => Some("PowOptions"),
-            Self::ArgMinOptions => Some("ArgMinOptions"),
-            Self::FakeQuantOptions => Some("FakeQuantOptions"),
-            Self::PackOptions => Some("PackOptions"),
-            Self::LogicalOrOptions => Some("LogicalOrOptions"),
-            Self::OneHotOptions => Some("OneHotOptions"),
-            Self::LogicalAndOptions => Some("LogicalAndOptions"),
-            Self::LogicalNotOptions => Some("LogicalNotOptions"),
-            Self::UnpackOptions => Some("UnpackOptions"),
-            Self::FloorDivOptions => Some("FloorDivOptions"),
-            Self::SquareOptions => Some("SquareOptions"),
-            Self::ZerosLikeOptions => Some("ZerosLikeOptions"),
-            Self::FillOptions => Some("FillOptions"),
-            Self::BidirectionalSequenceLSTMOptions => Some("BidirectionalSequenceLSTMOptions"),
-            Self::BidirectionalSequenceRNNOptions => Some("BidirectionalSequenceRNNOptions"),
-            Self::UnidirectionalSequenceLSTMOptions => Some("UnidirectionalSequenceLSTMOptions"),
-            Self::FloorModOptions => Some("FloorModOptions"),
-            Self::RangeOptions => Some("RangeOptions"),
-            Self::ResizeNearestNeighborOptions => Some("ResizeNearestNeighborOptions"),
-            Self::LeakyReluOptions => Some("LeakyReluOptions"),
-            Self::SquaredDifferenceOptions => Some("SquaredDifferenceOptions"),
-            Self::MirrorPadOptions => Some("MirrorPadOptions"),
-            Self::AbsOptions => Some("AbsOptions"),
-            Self::SplitVOptions => Some("SplitVOptions"),
-            Self::UniqueOptions => Some("UniqueOptions"),
-            Self::ReverseV2Options => Some("ReverseV2Options"),
-            Self::AddNOptions => Some("AddNOptions"),
-            Self::GatherNdOptions => Some("GatherNdOptions"),
-            Self::CosOptions => Some("CosOptions"),
-            Self::WhereOptions => Some("WhereOptions"),
-            Self::RankOptions => Some("RankOptions"),
-            Self::ReverseSequenceOptions => Some("ReverseSequenceOptions"),
-            Self::MatrixDiagOptions => Some("MatrixDiagOptions"),
-            Self::QuantizeOptions => Some("QuantizeOptions"),
-            Self::MatrixSetDiagOptions => Some("MatrixSetDiagOptions"),
-            Self::HardSwishOptions => Some("HardSwishOptions"),
-            Self::IfOptions => Some("IfOptions"),
-            Self::WhileOptions => Some("WhileOptions"),
-            Self::DepthToSpaceOptions => Some("DepthToSpaceOptions"),
-            Self::NonMaxSuppressionV4Options => Some("NonMaxSuppressionV4Options"),
-            Self::NonMaxSuppressionV5Options => Some("NonMaxSuppressionV5Options"),
-            Self::ScatterNdOptions => Some("ScatterNdOptions"),
-            Self::SelectV2Options => Some("SelectV2Options"),
-            Self::DensifyOptions => Some("DensifyOptions"),
-            Self::SegmentSumOptions => Some("SegmentSumOptions"),
-            Self::BatchMatMulOptions => Some("BatchMatMulOptions"),
-            Self::CumsumOptions => Some("CumsumOptions"),
-            Self::CallOnceOptions => Some("CallOnceOptions"),
-            Self::BroadcastToOptions => Some("BroadcastToOptions"),
-            Self::Rfft2dOptions => Some("Rfft2dOptions"),
-            Self::Conv3DOptions => Some("Conv3DOptions"),
-            Self::HashtableOptions => Some("HashtableOptions"),
-            Self::HashtableFindOptions => Some("HashtableFindOptions"),
-            Self::HashtableImportOptions => Some("HashtableImportOptions"),
-            Self::HashtableSizeOptions => Some("HashtableSizeOptions"),
-            Self::VarHandleOptions => Some("VarHandleOptions"),
-            Self::ReadVariableOptions => Some("ReadVariableOptions"),
-            Self::AssignVariableOptions => Some("AssignVariableOptions"),
-            Self::RandomOptions => Some("RandomOptions"),
-            Self::BucketizeOptions => Some("BucketizeOptions"),
-            Self::GeluOptions => Some("GeluOptions"),
-            Self::DynamicUpdateSliceOptions => Some("DynamicUpdateSliceOptions"),
-            Self::UnsortedSegmentProdOptions => Some("UnsortedSegmentProdOptions"),
-            Self::UnsortedSegmentMaxOptions => Some("UnsortedSegmentMaxOptions"),
-            Self::UnsortedSegmentMinOptions => Some("UnsortedSegmentMinOptions"),
-            Self::UnsortedSegmentSumOptions => Some("UnsortedSegmentSumOptions"),
-            Self::ATan2Options => Some("ATan2Options"),
-            Self::SignOptions => Some("SignOptions"),
-            Self::BitcastOptions => Some("BitcastOptions"),
-            Self::BitwiseXorOptions => Some("BitwiseXorOptions"),
-            Self::RightShiftOptions => Some("RightShiftOptions"),
-            Self::AttentionOptions => Some("AttentionOptions"),
-            Self::RunModelOptions => Some("RunModelOptions"),
-            Self::RoPEOptions => Some("RoPEOptions"),
-            Self::RmsNormOptions => Some("RmsNormOptions"),
-            Self::GRUOptions => Some("GRUOptions"),
-            Self::BCQGatherOptions => Some("BCQGatherOptions"),
-            Self::BCQFullyConnectedOptions => Some("BCQFullyConnectedOptions"),
-            Self::InstanceNormOptions => Some("InstanceNormOptions"),
-            _ => None,
-        }
+  pub const ENUM_MIN: u8 = 0;
+  pub const ENUM_MAX: u8 = 254;
+  pub const ENUM_VALUES: &'static [Self] = &[
+    Self::NONE,
+    Self::Conv2DOptions,
+    Self::DepthwiseConv2DOptions,
+    Self::ConcatEmbeddingsOptions,
+    Self::LSHProjectionOptions,
+    Self::Pool2DOptions,
+    Self::SVDFOptions,
+    Self::RNNOptions,
+    Self::FullyConnectedOptions,
+    Self::SoftmaxOptions,
+    Self::ConcatenationOptions,
+    Self::AddOptions,
+    Self::L2NormOptions,
+    Self::LocalResponseNormalizationOptions,
+    Self::LSTMOptions,
+    Self::ResizeBilinearOptions,
+    Self::CallOptions,
+    Self::ReshapeOptions,
+    Self::SkipGramOptions,
+    Self::SpaceToDepthOptions,
+    Self::EmbeddingLookupSparseOptions,
+    Self::MulOptions,
+    Self::PadOptions,
+    Self::GatherOptions,
+    Self::BatchToSpaceNDOptions,
+    Self::SpaceToBatchNDOptions,
+    Self::TransposeOptions,
+    Self::ReducerOptions,
+    Self::SubOptions,
+    Self::DivOptions,
+    Self::SqueezeOptions,
+    Self::SequenceRNNOptions,
+    Self::StridedSliceOptions,
+    Self::ExpOptions,
+    Self::TopKV2Options,
+    Self::SplitOptions,
+    Self::LogSoftmaxOptions,
+    Self::CastOptions,
+    Self::DequantizeOptions,
+    Self::MaximumMinimumOptions,
+    Self::ArgMaxOptions,
+    Self::LessOptions,
+    Self::NegOptions,
+    Self::PadV2Options,
+    Self::GreaterOptions,
+    Self::GreaterEqualOptions,
+    Self::LessEqualOptions,
+    Self::SelectOptions,
+    Self::SliceOptions,
+    Self::TransposeConvOptions,
+    Self::SparseToDenseOptions,
+    Self::TileOptions,
+    Self::ExpandDimsOptions,
+    Self::EqualOptions,
+    Self::NotEqualOptions,
+    Self::ShapeOptions,
+    Self::PowOptions,
+    Self::ArgMinOptions,
+    Self::FakeQuantOptions,
+    Self::PackOptions,
+    Self::LogicalOrOptions,
+    Self::OneHotOptions,
+    Self::LogicalAndOptions,
+    Self::LogicalNotOptions,
+    Self::UnpackOptions,
+    Self::FloorDivOptions,
+    Self::SquareOptions,
+    Self::ZerosLikeOptions,
+    Self::FillOptions,
+    Self::BidirectionalSequenceLSTMOptions,
+    Self::BidirectionalSequenceRNNOptions,
+    Self::UnidirectionalSequenceLSTMOptions,
+    Self::FloorModOptions,
+    Self::RangeOptions,
+    Self::ResizeNearestNeighborOptions,
+    Self::LeakyReluOptions,
+    Self::SquaredDifferenceOptions,
+    Self::MirrorPadOptions,
+    Self::AbsOptions,
+    Self::SplitVOptions,
+    Self::UniqueOptions,
+    Self::ReverseV2Options,
+    Self::AddNOptions,
+    Self::GatherNdOptions,
+    Self::CosOptions,
+    Self::WhereOptions,
+    Self::RankOptions,
+    Self::ReverseSequenceOptions,
+    Self::MatrixDiagOptions,
+    Self::QuantizeOptions,
+    Self::MatrixSetDiagOptions,
+    Self::HardSwishOptions,
+    Self::IfOptions,
+    Self::WhileOptions,
+    Self::DepthToSpaceOptions,
+    Self::NonMaxSuppressionV4Options,
+    Self::NonMaxSuppressionV5Options,
+    Self::ScatterNdOptions,
+    Self::SelectV2Options,
+    Self::DensifyOptions,
+    Self::SegmentSumOptions,
+    Self::BatchMatMulOptions,
+    Self::CumsumOptions,
+    Self::CallOnceOptions,
+    Self::BroadcastToOptions,
+    Self::Rfft2dOptions,
+    Self::Conv3DOptions,
+    Self::HashtableOptions,
+    Self::HashtableFindOptions,
+    Self::HashtableImportOptions,
+    Self::HashtableSizeOptions,
+    Self::VarHandleOptions,
+    Self::ReadVariableOptions,
+    Self::AssignVariableOptions,
+    Self::RandomOptions,
+    Self::BucketizeOptions,
+    Self::GeluOptions,
+    Self::DynamicUpdateSliceOptions,
+    Self::UnsortedSegmentProdOptions,
+    Self::UnsortedSegmentMaxOptions,
+    Self::UnsortedSegmentMinOptions,
+    Self::UnsortedSegmentSumOptions,
+    Self::ATan2Options,
+    Self::SignOptions,
+    Self::BitcastOptions,
+    Self::BitwiseXorOptions,
+    Self::RightShiftOptions,
+    Self::AttentionOptions,
+    Self::RunModelOptions,
+    Self::RoPEOptions,
+    Self::RmsNormOptions,
+    Self::GRUOptions,
+    Self::BCQGatherOptions,
+    Self::BCQFullyConnectedOptions,
+    Self::InstanceNormOptions,
+  ];
+  /// Returns the variant's name or "" if unknown.
+  pub fn variant_name(self) -> Option<&'static str> {
+    match self {
+      Self::NONE => Some("NONE"),
+      Self::Conv2DOptions => Some("Conv2DOptions"),
+      Self::DepthwiseConv2DOptions => Some("DepthwiseConv2DOptions"),
+      Self::ConcatEmbeddingsOptions => Some("ConcatEmbeddingsOptions"),
+      Self::LSHProjectionOptions => Some("LSHProjectionOptions"),
+      Self::Pool2DOptions => Some("Pool2DOptions"),
+      Self::SVDFOptions => Some("SVDFOptions"),
+      Self::RNNOptions => Some("RNNOptions"),
+      Self::FullyConnectedOptions => Some("FullyConnectedOptions"),
+      Self::SoftmaxOptions => Some("SoftmaxOptions"),
+      Self::ConcatenationOptions => Some("ConcatenationOptions"),
+      Self::AddOptions => Some("AddOptions"),
+      Self::L2NormOptions => Some("L2NormOptions"),
+      Self::LocalResponseNormalizationOptions => Some("LocalResponseNormalizationOptions"),
+      Self::LSTMOptions => Some("LSTMOptions"),
+      Self::ResizeBilinearOptions => Some("ResizeBilinearOptions"),
+      Self::CallOptions => Some("CallOptions"),
+      Self::ReshapeOptions => Some("ReshapeOptions"),
+      Self::SkipGramOptions => Some("SkipGramOptions"),
+      Self::SpaceToDepthOptions => Some("SpaceToDepthOptions"),
+      Self::EmbeddingLookupSparseOptions => Some("EmbeddingLookupSparseOptions"),
+      Self::MulOptions => Some("MulOptions"),
+      Self::PadOptions => Some("PadOptions"),
+      Self::GatherOptions => Some("GatherOptions"),
+      Self::BatchToSpaceNDOptions => Some("BatchToSpaceNDOptions"),
+      Self::SpaceToBatchNDOptions => Some("SpaceToBatchNDOptions"),
+      Self::TransposeOptions => Some("TransposeOptions"),
+      Self::ReducerOptions => Some("ReducerOptions"),
+      Self::SubOptions => Some("SubOptions"),
+      Self::DivOptions => Some("DivOptions"),
+      Self::SqueezeOptions => Some("SqueezeOptions"),
+      Self::SequenceRNNOptions => Some("SequenceRNNOptions"),
+      Self::StridedSliceOptions => Some("StridedSliceOptions"),
+      Self::ExpOptions => Some("ExpOptions"),
+      Self::TopKV2Options => Some("TopKV2Options"),
+      Self::SplitOptions => Some("SplitOptions"),
+      Self::LogSoftmaxOptions => Some("LogSoftmaxOptions"),
+      Self::CastOptions => Some("CastOptions"),
+      Self::DequantizeOptions => Some("DequantizeOptions"),
+      Self::MaximumMinimumOptions => Some("MaximumMinimumOptions"),
+      Self::ArgMaxOptions => Some("ArgMaxOptions"),
+      Self::LessOptions => Some("LessOptions"),
+      Self::NegOptions => Some("NegOptions"),
+      Self::PadV2Options => Some("PadV2Options"),
+      Self::GreaterOptions => Some("GreaterOptions"),
+      Self::GreaterEqualOptions => Some("GreaterEqualOptions"),
+      Self::LessEqualOptions => Some("LessEqualOptions"),
+      Self::SelectOptions => Some("SelectOptions"),
+      Self::SliceOptions => Some("SliceOptions"),
+      Self::TransposeConvOptions => Some("TransposeConvOptions"),
+      Self::SparseToDenseOptions => Some("SparseToDenseOptions"),
+      Self::TileOptions => Some("TileOptions"),
+      Self::ExpandDimsOptions => Some("ExpandDimsOptions"),
+      Self::EqualOptions => Some("EqualOptions"),
+      Self::NotEqualOptions => Some("NotEqualOptions"),
+      Self::ShapeOptions => Some("ShapeOptions"),
+      Self::PowOptions => Some("PowOptions"),
+      Self::ArgMinOptions => Some("ArgMinOptions"),
+      Self::FakeQuantOptions => Some("FakeQuantOptions"),
+      Self::PackOptions => Some("PackOptions"),
+      Self::LogicalOrOptions => Some("LogicalOrOptions"),
+      Self::OneHotOptions => Some("OneHotOptions"),
+      Self::LogicalAndOptions => Some("LogicalAndOptions"),
+      Self::LogicalNotOptions => Some("LogicalNotOptions"),
+      Self::UnpackOptions => Some("UnpackOptions"),
+      Self::FloorDivOptions => Some("FloorDivOptions"),
+      Self::SquareOptions => Some("SquareOptions"),
+      Self::ZerosLikeOptions => Some("ZerosLikeOptions"),
+      Self::FillOptions => Some("FillOptions"),
+      Self::BidirectionalSequenceLSTMOptions => Some("BidirectionalSequenceLSTMOptions"),
+      Self::BidirectionalSequenceRNNOptions => Some("BidirectionalSequenceRNNOptions"),
+      Self::UnidirectionalSequenceLSTMOptions => Some("UnidirectionalSequenceLSTMOptions"),
+      Self::FloorModOptions => Some("FloorModOptions"),
+      Self::RangeOptions => Some("RangeOptions"),
+      Self::ResizeNearestNeighborOptions => Some("ResizeNearestNeighborOptions"),
+      Self::LeakyReluOptions => Some("LeakyReluOptions"),
+      Self::SquaredDifferenceOptions => Some("SquaredDifferenceOptions"),
+      Self::MirrorPadOptions => Some("MirrorPadOptions"),
+      Self::AbsOptions => Some("AbsOptions"),
+      Self::SplitVOptions => Some("SplitVOptions"),
+      Self::UniqueOptions => Some("UniqueOptions"),
+      Self::ReverseV2Options => Some("ReverseV2Options"),
+      Self::AddNOptions => Some("AddNOptions"),
+      Self::GatherNdOptions => Some("GatherNdOptions"),
+      Self::CosOptions => Some("CosOptions"),
+      Self::WhereOptions => Some("WhereOptions"),
+      Self::RankOptions => Some("RankOptions"),
+      Self::ReverseSequenceOptions => Some("ReverseSequenceOptions"),
+      Self::MatrixDiagOptions => Some("MatrixDiagOptions"),
+      Self::QuantizeOptions => Some("QuantizeOptions"),
+      Self::MatrixSetDiagOptions => Some("MatrixSetDiagOptions"),
+      Self::HardSwishOptions => Some("HardSwishOptions"),
+      Self::IfOptions => Some("IfOptions"),
+      Self::WhileOptions => Some("WhileOptions"),
+      Self::DepthToSpaceOptions => Some("DepthToSpaceOptions"),
+      Self::NonMaxSuppressionV4Options => Some("NonMaxSuppressionV4Options"),
+      Self::NonMaxSuppressionV5Options => Some("NonMaxSuppressionV5Options"),
+      Self::ScatterNdOptions => Some("ScatterNdOptions"),
+      Self::SelectV2Options => Some("SelectV2Options"),
+      Self::DensifyOptions => Some("DensifyOptions"),
+      Self::SegmentSumOptions => Some("SegmentSumOptions"),
+      Self::BatchMatMulOptions => Some("BatchMatMulOptions"),
+      Self::CumsumOptions => Some("CumsumOptions"),
+      Self::CallOnceOptions => Some("CallOnceOptions"),
+      Self::BroadcastToOptions => Some("BroadcastToOptions"),
+      Self::Rfft2dOptions => Some("Rfft2dOptions"),
+      Self::Conv3DOptions => Some("Conv3DOptions"),
+      Self::HashtableOptions => Some("HashtableOptions"),
+      Self::HashtableFindOptions => Some("HashtableFindOptions"),
+      Self::HashtableImportOptions => Some("HashtableImportOptions"),
+      Self::HashtableSizeOptions => Some("HashtableSizeOptions"),
+      Self::VarHandleOptions => Some("VarHandleOptions"),
+      Self::ReadVariableOptions => Some("ReadVariableOptions"),
+      Self::AssignVariableOptions => Some("AssignVariableOptions"),
+      Self::RandomOptions => Some("RandomOptions"),
+      Self::BucketizeOptions => Some("BucketizeOptions"),
+      Self::GeluOptions => Some("GeluOptions"),
+      Self::DynamicUpdateSliceOptions => Some("DynamicUpdateSliceOptions"),
+      Self::UnsortedSegmentProdOptions => Some("UnsortedSegmentProdOptions"),
+      Self::UnsortedSegmentMaxOptions => Some("UnsortedSegmentMaxOptions"),
+      Self::UnsortedSegmentMinOptions => Some("UnsortedSegmentMinOptions"),
+      Self::UnsortedSegmentSumOptions => Some("UnsortedSegmentSumOptions"),
+      Self::ATan2Options => Some("ATan2Options"),
+      Self::SignOptions => Some("SignOptions"),
+      Self::BitcastOptions => Some("BitcastOptions"),
+      Self::BitwiseXorOptions => Some("BitwiseXorOptions"),
+      Self::RightShiftOptions => Some("RightShiftOptions"),
+      Self::AttentionOptions => Some("AttentionOptions"),
+      Self::RunModelOptions => Some("RunModelOptions"),
+      Self::RoPEOptions => Some("RoPEOptions"),
+      Self::RmsNormOptions => Some("RmsNormOptions"),
+      Self::GRUOptions => Some("GRUOptions"),
+      Self::BCQGatherOptions => Some("BCQGatherOptions"),
+      Self::BCQFullyConnectedOptions => Some("BCQFullyConnectedOptions"),
+      Self::InstanceNormOptions => Some("InstanceNormOptions"),
+      _ => None,
     }
+  }
 }
 impl ::core::fmt::Debug for BuiltinOptions {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter) -> ::core::fmt::Result {
-        if let Some(name) = self.variant_name() {
-            f.write_str(name)
-        } else {
-            f.write_fmt(format_args!("<UNKNOWN {:?}>", self.0))
-        }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter) -> ::core::fmt::Result {
+    if let Some(name) = self.variant_name() {
+      f.write_str(name)
+    } else {
+      f.write_fmt(format_args!("<UNKNOWN {:?}>", self.0))
     }
+  }
 }
 impl<'a> ::flatbuffers::Follow<'a> for BuiltinOptions {
-    type Inner = Self;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        let b = unsafe { ::flatbuffers::read_scalar_at::<u8>(buf, loc) };
-        Self(b)
-    }
+  type Inner = Self;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    let b = unsafe { ::flatbuffers::read_scalar_at::<u8>(buf, loc) };
+    Self(b)
+  }
 }
 
 impl ::flatbuffers::Push for BuiltinOptions {
@@ -604,27 +595,26 @@ impl ::flatbuffers::Push for BuiltinOptions {
 }
 
 impl ::flatbuffers::EndianScalar for BuiltinOptions {
-    type Scalar = u8;
-    #[inline]
-    fn to_little_endian(self) -> u8 {
-        self.0.to_le()
-    }
-    #[inline]
-    #[allow(clippy::wrong_self_convention)]
-    fn from_little_endian(v: u8) -> Self {
-        let b = u8::from_le(v);
-        Self(b)
-    }
+  type Scalar = u8;
+  #[inline]
+  fn to_little_endian(self) -> u8 {
+    self.0.to_le()
+  }
+  #[inline]
+  #[allow(clippy::wrong_self_convention)]
+  fn from_little_endian(v: u8) -> Self {
+    let b = u8::from_le(v);
+    Self(b)
+  }
 }
 
 impl<'a> ::flatbuffers::Verifiable for BuiltinOptions {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        u8::run_verifier(v, pos)
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    u8::run_verifier(v, pos)
+  }
 }
 
 impl ::flatbuffers::SimpleToVerifyInSlice for BuiltinOptions {}
@@ -634,4431 +624,3238 @@ pub struct BuiltinOptionsUnionTableOffset {}
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub enum BuiltinOptionsT {
-    NONE,
-    Conv2DOptions(alloc::boxed::Box<Conv2DOptionsT>),
-    DepthwiseConv2DOptions(alloc::boxed::Box<DepthwiseConv2DOptionsT>),
-    ConcatEmbeddingsOptions(alloc::boxed::Box<ConcatEmbeddingsOptionsT>),
-    LSHProjectionOptions(alloc::boxed::Box<LSHProjectionOptionsT>),
-    Pool2DOptions(alloc::boxed::Box<Pool2DOptionsT>),
-    SVDFOptions(alloc::boxed::Box<SVDFOptionsT>),
-    RNNOptions(alloc::boxed::Box<RNNOptionsT>),
-    FullyConnectedOptions(alloc::boxed::Box<FullyConnectedOptionsT>),
-    SoftmaxOptions(alloc::boxed::Box<SoftmaxOptionsT>),
-    ConcatenationOptions(alloc::boxed::Box<ConcatenationOptionsT>),
-    AddOptions(alloc::boxed::Box<AddOptionsT>),
-    L2NormOptions(alloc::boxed::Box<L2NormOptionsT>),
-    LocalResponseNormalizationOptions(alloc::boxed::Box<LocalResponseNormalizationOptionsT>),
-    LSTMOptions(alloc::boxed::Box<LSTMOptionsT>),
-    ResizeBilinearOptions(alloc::boxed::Box<ResizeBilinearOptionsT>),
-    CallOptions(alloc::boxed::Box<CallOptionsT>),
-    ReshapeOptions(alloc::boxed::Box<ReshapeOptionsT>),
-    SkipGramOptions(alloc::boxed::Box<SkipGramOptionsT>),
-    SpaceToDepthOptions(alloc::boxed::Box<SpaceToDepthOptionsT>),
-    EmbeddingLookupSparseOptions(alloc::boxed::Box<EmbeddingLookupSparseOptionsT>),
-    MulOptions(alloc::boxed::Box<MulOptionsT>),
-    PadOptions(alloc::boxed::Box<PadOptionsT>),
-    GatherOptions(alloc::boxed::Box<GatherOptionsT>),
-    BatchToSpaceNDOptions(alloc::boxed::Box<BatchToSpaceNDOptionsT>),
-    SpaceToBatchNDOptions(alloc::boxed::Box<SpaceToBatchNDOptionsT>),
-    TransposeOptions(alloc::boxed::Box<TransposeOptionsT>),
-    ReducerOptions(alloc::boxed::Box<ReducerOptionsT>),
-    SubOptions(alloc::boxed::Box<SubOptionsT>),
-    DivOptions(alloc::boxed::Box<DivOptionsT>),
-    SqueezeOptions(alloc::boxed::Box<SqueezeOptionsT>),
-    SequenceRNNOptions(alloc::boxed::Box<SequenceRNNOptionsT>),
-    StridedSliceOptions(alloc::boxed::Box<StridedSliceOptionsT>),
-    ExpOptions(alloc::boxed::Box<ExpOptionsT>),
-    TopKV2Options(alloc::boxed::Box<TopKV2OptionsT>),
-    SplitOptions(alloc::boxed::Box<SplitOptionsT>),
-    LogSoftmaxOptions(alloc::boxed::Box<LogSoftmaxOptionsT>),
-    CastOptions(alloc::boxed::Box<CastOptionsT>),
-    DequantizeOptions(alloc::boxed::Box<DequantizeOptionsT>),
-    MaximumMinimumOptions(alloc::boxed::Box<MaximumMinimumOptionsT>),
-    ArgMaxOptions(alloc::boxed::Box<ArgMaxOptionsT>),
-    LessOptions(alloc::boxed::Box<LessOptionsT>),
-    NegOptions(alloc::boxed::Box<NegOptionsT>),
-    PadV2Options(alloc::boxed::Box<PadV2OptionsT>),
-    GreaterOptions(alloc::boxed::Box<GreaterOptionsT>),
-    GreaterEqualOptions(alloc::boxed::Box<GreaterEqualOptionsT>),
-    LessEqualOptions(alloc::boxed::Box<LessEqualOptionsT>),
-    SelectOptions(alloc::boxed::Box<SelectOptionsT>),
-    SliceOptions(alloc::boxed::Box<SliceOptionsT>),
-    TransposeConvOptions(alloc::boxed::Box<TransposeConvOptionsT>),
-    SparseToDenseOptions(alloc::boxed::Box<SparseToDenseOptionsT>),
-    TileOptions(alloc::boxed::Box<TileOptionsT>),
-    ExpandDimsOptions(alloc::boxed::Box<ExpandDimsOptionsT>),
-    EqualOptions(alloc::boxed::Box<EqualOptionsT>),
-    NotEqualOptions(alloc::boxed::Box<NotEqualOptionsT>),
-    ShapeOptions(alloc::boxed::Box<ShapeOptionsT>),
-    PowOptions(alloc::boxed::Box<PowOptionsT>),
-    ArgMinOptions(alloc::boxed::Box<ArgMinOptionsT>),
-    FakeQuantOptions(alloc::boxed::Box<FakeQuantOptionsT>),
-    PackOptions(alloc::boxed::Box<PackOptionsT>),
-    LogicalOrOptions(alloc::boxed::Box<LogicalOrOptionsT>),
-    OneHotOptions(alloc::boxed::Box<OneHotOptionsT>),
-    LogicalAndOptions(alloc::boxed::Box<LogicalAndOptionsT>),
-    LogicalNotOptions(alloc::boxed::Box<LogicalNotOptionsT>),
-    UnpackOptions(alloc::boxed::Box<UnpackOptionsT>),
-    FloorDivOptions(alloc::boxed::Box<FloorDivOptionsT>),
-    SquareOptions(alloc::boxed::Box<SquareOptionsT>),
-    ZerosLikeOptions(alloc::boxed::Box<ZerosLikeOptionsT>),
-    FillOptions(alloc::boxed::Box<FillOptionsT>),
-    BidirectionalSequenceLSTMOptions(alloc::boxed::Box<BidirectionalSequenceLSTMOptionsT>),
-    BidirectionalSequenceRNNOptions(alloc::boxed::Box<BidirectionalSequenceRNNOptionsT>),
-    UnidirectionalSequenceLSTMOptions(alloc::boxed::Box<UnidirectionalSequenceLSTMOptionsT>),
-    FloorModOptions(alloc::boxed::Box<FloorModOptionsT>),
-    RangeOptions(alloc::boxed::Box<RangeOptionsT>),
-    ResizeNearestNeighborOptions(alloc::boxed::Box<ResizeNearestNeighborOptionsT>),
-    LeakyReluOptions(alloc::boxed::Box<LeakyReluOptionsT>),
-    SquaredDifferenceOptions(alloc::boxed::Box<SquaredDifferenceOptionsT>),
-    MirrorPadOptions(alloc::boxed::Box<MirrorPadOptionsT>),
-    AbsOptions(alloc::boxed::Box<AbsOptionsT>),
-    SplitVOptions(alloc::boxed::Box<SplitVOptionsT>),
-    UniqueOptions(alloc::boxed::Box<UniqueOptionsT>),
-    ReverseV2Options(alloc::boxed::Box<ReverseV2OptionsT>),
-    AddNOptions(alloc::boxed::Box<AddNOptionsT>),
-    GatherNdOptions(alloc::boxed::Box<GatherNdOptionsT>),
-    CosOptions(alloc::boxed::Box<CosOptionsT>),
-    WhereOptions(alloc::boxed::Box<WhereOptionsT>),
-    RankOptions(alloc::boxed::Box<RankOptionsT>),
-    ReverseSequenceOptions(alloc::boxed::Box<ReverseSequenceOptionsT>),
-    MatrixDiagOptions(alloc::boxed::Box<MatrixDiagOptionsT>),
-    QuantizeOptions(alloc::boxed::Box<QuantizeOptionsT>),
-    MatrixSetDiagOptions(alloc::boxed::Box<MatrixSetDiagOptionsT>),
-    HardSwishOptions(alloc::boxed::Box<HardSwishOptionsT>),
-    IfOptions(alloc::boxed::Box<IfOptionsT>),
-    WhileOptions(alloc::boxed::Box<WhileOptionsT>),
-    DepthToSpaceOptions(alloc::boxed::Box<DepthToSpaceOptionsT>),
-    NonMaxSuppressionV4Options(alloc::boxed::Box<NonMaxSuppressionV4OptionsT>),
-    NonMaxSuppressionV5Options(alloc::boxed::Box<NonMaxSuppressionV5OptionsT>),
-    ScatterNdOptions(alloc::boxed::Box<ScatterNdOptionsT>),
-    SelectV2Options(alloc::boxed::Box<SelectV2OptionsT>),
-    DensifyOptions(alloc::boxed::Box<DensifyOptionsT>),
-    SegmentSumOptions(alloc::boxed::Box<SegmentSumOptionsT>),
-    BatchMatMulOptions(alloc::boxed::Box<BatchMatMulOptionsT>),
-    CumsumOptions(alloc::boxed::Box<CumsumOptionsT>),
-    CallOnceOptions(alloc::boxed::Box<CallOnceOptionsT>),
-    BroadcastToOptions(alloc::boxed::Box<BroadcastToOptionsT>),
-    Rfft2dOptions(alloc::boxed::Box<Rfft2dOptionsT>),
-    Conv3DOptions(alloc::boxed::Box<Conv3DOptionsT>),
-    HashtableOptions(alloc::boxed::Box<HashtableOptionsT>),
-    HashtableFindOptions(alloc::boxed::Box<HashtableFindOptionsT>),
-    HashtableImportOptions(alloc::boxed::Box<HashtableImportOptionsT>),
-    HashtableSizeOptions(alloc::boxed::Box<HashtableSizeOptionsT>),
-    VarHandleOptions(alloc::boxed::Box<VarHandleOptionsT>),
-    ReadVariableOptions(alloc::boxed::Box<ReadVariableOptionsT>),
-    AssignVariableOptions(alloc::boxed::Box<AssignVariableOptionsT>),
-    RandomOptions(alloc::boxed::Box<RandomOptionsT>),
-    BucketizeOptions(alloc::boxed::Box<BucketizeOptionsT>),
-    GeluOptions(alloc::boxed::Box<GeluOptionsT>),
-    DynamicUpdateSliceOptions(alloc::boxed::Box<DynamicUpdateSliceOptionsT>),
-    UnsortedSegmentProdOptions(alloc::boxed::Box<UnsortedSegmentProdOptionsT>),
-    UnsortedSegmentMaxOptions(alloc::boxed::Box<UnsortedSegmentMaxOptionsT>),
-    UnsortedSegmentMinOptions(alloc::boxed::Box<UnsortedSegmentMinOptionsT>),
-    UnsortedSegmentSumOptions(alloc::boxed::Box<UnsortedSegmentSumOptionsT>),
-    ATan2Options(alloc::boxed::Box<ATan2OptionsT>),
-    SignOptions(alloc::boxed::Box<SignOptionsT>),
-    BitcastOptions(alloc::boxed::Box<BitcastOptionsT>),
-    BitwiseXorOptions(alloc::boxed::Box<BitwiseXorOptionsT>),
-    RightShiftOptions(alloc::boxed::Box<RightShiftOptionsT>),
-    AttentionOptions(alloc::boxed::Box<AttentionOptionsT>),
-    RunModelOptions(alloc::boxed::Box<RunModelOptionsT>),
-    RoPEOptions(alloc::boxed::Box<RoPEOptionsT>),
-    RmsNormOptions(alloc::boxed::Box<RmsNormOptionsT>),
-    GRUOptions(alloc::boxed::Box<GRUOptionsT>),
-    BCQGatherOptions(alloc::boxed::Box<BCQGatherOptionsT>),
-    BCQFullyConnectedOptions(alloc::boxed::Box<BCQFullyConnectedOptionsT>),
-    InstanceNormOptions(alloc::boxed::Box<InstanceNormOptionsT>),
+  NONE,
+  Conv2DOptions(alloc::boxed::Box<Conv2DOptionsT>),
+  DepthwiseConv2DOptions(alloc::boxed::Box<DepthwiseConv2DOptionsT>),
+  ConcatEmbeddingsOptions(alloc::boxed::Box<ConcatEmbeddingsOptionsT>),
+  LSHProjectionOptions(alloc::boxed::Box<LSHProjectionOptionsT>),
+  Pool2DOptions(alloc::boxed::Box<Pool2DOptionsT>),
+  SVDFOptions(alloc::boxed::Box<SVDFOptionsT>),
+  RNNOptions(alloc::boxed::Box<RNNOptionsT>),
+  FullyConnectedOptions(alloc::boxed::Box<FullyConnectedOptionsT>),
+  SoftmaxOptions(alloc::boxed::Box<SoftmaxOptionsT>),
+  ConcatenationOptions(alloc::boxed::Box<ConcatenationOptionsT>),
+  AddOptions(alloc::boxed::Box<AddOptionsT>),
+  L2NormOptions(alloc::boxed::Box<L2NormOptionsT>),
+  LocalResponseNormalizationOptions(alloc::boxed::Box<LocalResponseNormalizationOptionsT>),
+  LSTMOptions(alloc::boxed::Box<LSTMOptionsT>),
+  ResizeBilinearOptions(alloc::boxed::Box<ResizeBilinearOptionsT>),
+  CallOptions(alloc::boxed::Box<CallOptionsT>),
+  ReshapeOptions(alloc::boxed::Box<ReshapeOptionsT>),
+  SkipGramOptions(alloc::boxed::Box<SkipGramOptionsT>),
+  SpaceToDepthOptions(alloc::boxed::Box<SpaceToDepthOptionsT>),
+  EmbeddingLookupSparseOptions(alloc::boxed::Box<EmbeddingLookupSparseOptionsT>),
+  MulOptions(alloc::boxed::Box<MulOptionsT>),
+  PadOptions(alloc::boxed::Box<PadOptionsT>),
+  GatherOptions(alloc::boxed::Box<GatherOptionsT>),
+  BatchToSpaceNDOptions(alloc::boxed::Box<BatchToSpaceNDOptionsT>),
+  SpaceToBatchNDOptions(alloc::boxed::Box<SpaceToBatchNDOptionsT>),
+  TransposeOptions(alloc::boxed::Box<TransposeOptionsT>),
+  ReducerOptions(alloc::boxed::Box<ReducerOptionsT>),
+  SubOptions(alloc::boxed::Box<SubOptionsT>),
+  DivOptions(alloc::boxed::Box<DivOptionsT>),
+  SqueezeOptions(alloc::boxed::Box<SqueezeOptionsT>),
+  SequenceRNNOptions(alloc::boxed::Box<SequenceRNNOptionsT>),
+  StridedSliceOptions(alloc::boxed::Box<StridedSliceOptionsT>),
+  ExpOptions(alloc::boxed::Box<ExpOptionsT>),
+  TopKV2Options(alloc::boxed::Box<TopKV2OptionsT>),
+  SplitOptions(alloc::boxed::Box<SplitOptionsT>),
+  LogSoftmaxOptions(alloc::boxed::Box<LogSoftmaxOptionsT>),
+  CastOptions(alloc::boxed::Box<CastOptionsT>),
+  DequantizeOptions(alloc::boxed::Box<DequantizeOptionsT>),
+  MaximumMinimumOptions(alloc::boxed::Box<MaximumMinimumOptionsT>),
+  ArgMaxOptions(alloc::boxed::Box<ArgMaxOptionsT>),
+  LessOptions(alloc::boxed::Box<LessOptionsT>),
+  NegOptions(alloc::boxed::Box<NegOptionsT>),
+  PadV2Options(alloc::boxed::Box<PadV2OptionsT>),
+  GreaterOptions(alloc::boxed::Box<GreaterOptionsT>),
+  GreaterEqualOptions(alloc::boxed::Box<GreaterEqualOptionsT>),
+  LessEqualOptions(alloc::boxed::Box<LessEqualOptionsT>),
+  SelectOptions(alloc::boxed::Box<SelectOptionsT>),
+  SliceOptions(alloc::boxed::Box<SliceOptionsT>),
+  TransposeConvOptions(alloc::boxed::Box<TransposeConvOptionsT>),
+  SparseToDenseOptions(alloc::boxed::Box<SparseToDenseOptionsT>),
+  TileOptions(alloc::boxed::Box<TileOptionsT>),
+  ExpandDimsOptions(alloc::boxed::Box<ExpandDimsOptionsT>),
+  EqualOptions(alloc::boxed::Box<EqualOptionsT>),
+  NotEqualOptions(alloc::boxed::Box<NotEqualOptionsT>),
+  ShapeOptions(alloc::boxed::Box<ShapeOptionsT>),
+  PowOptions(alloc::boxed::Box<PowOptionsT>),
+  ArgMinOptions(alloc::boxed::Box<ArgMinOptionsT>),
+  FakeQuantOptions(alloc::boxed::Box<FakeQuantOptionsT>),
+  PackOptions(alloc::boxed::Box<PackOptionsT>),
+  LogicalOrOptions(alloc::boxed::Box<LogicalOrOptionsT>),
+  OneHotOptions(alloc::boxed::Box<OneHotOptionsT>),
+  LogicalAndOptions(alloc::boxed::Box<LogicalAndOptionsT>),
+  LogicalNotOptions(alloc::boxed::Box<LogicalNotOptionsT>),
+  UnpackOptions(alloc::boxed::Box<UnpackOptionsT>),
+  FloorDivOptions(alloc::boxed::Box<FloorDivOptionsT>),
+  SquareOptions(alloc::boxed::Box<SquareOptionsT>),
+  ZerosLikeOptions(alloc::boxed::Box<ZerosLikeOptionsT>),
+  FillOptions(alloc::boxed::Box<FillOptionsT>),
+  BidirectionalSequenceLSTMOptions(alloc::boxed::Box<BidirectionalSequenceLSTMOptionsT>),
+  BidirectionalSequenceRNNOptions(alloc::boxed::Box<BidirectionalSequenceRNNOptionsT>),
+  UnidirectionalSequenceLSTMOptions(alloc::boxed::Box<UnidirectionalSequenceLSTMOptionsT>),
+  FloorModOptions(alloc::boxed::Box<FloorModOptionsT>),
+  RangeOptions(alloc::boxed::Box<RangeOptionsT>),
+  ResizeNearestNeighborOptions(alloc::boxed::Box<ResizeNearestNeighborOptionsT>),
+  LeakyReluOptions(alloc::boxed::Box<LeakyReluOptionsT>),
+  SquaredDifferenceOptions(alloc::boxed::Box<SquaredDifferenceOptionsT>),
+  MirrorPadOptions(alloc::boxed::Box<MirrorPadOptionsT>),
+  AbsOptions(alloc::boxed::Box<AbsOptionsT>),
+  SplitVOptions(alloc::boxed::Box<SplitVOptionsT>),
+  UniqueOptions(alloc::boxed::Box<UniqueOptionsT>),
+  ReverseV2Options(alloc::boxed::Box<ReverseV2OptionsT>),
+  AddNOptions(alloc::boxed::Box<AddNOptionsT>),
+  GatherNdOptions(alloc::boxed::Box<GatherNdOptionsT>),
+  CosOptions(alloc::boxed::Box<CosOptionsT>),
+  WhereOptions(alloc::boxed::Box<WhereOptionsT>),
+  RankOptions(alloc::boxed::Box<RankOptionsT>),
+  ReverseSequenceOptions(alloc::boxed::Box<ReverseSequenceOptionsT>),
+  MatrixDiagOptions(alloc::boxed::Box<MatrixDiagOptionsT>),
+  QuantizeOptions(alloc::boxed::Box<QuantizeOptionsT>),
+  MatrixSetDiagOptions(alloc::boxed::Box<MatrixSetDiagOptionsT>),
+  HardSwishOptions(alloc::boxed::Box<HardSwishOptionsT>),
+  IfOptions(alloc::boxed::Box<IfOptionsT>),
+  WhileOptions(alloc::boxed::Box<WhileOptionsT>),
+  DepthToSpaceOptions(alloc::boxed::Box<DepthToSpaceOptionsT>),
+  NonMaxSuppressionV4Options(alloc::boxed::Box<NonMaxSuppressionV4OptionsT>),
+  NonMaxSuppressionV5Options(alloc::boxed::Box<NonMaxSuppressionV5OptionsT>),
+  ScatterNdOptions(alloc::boxed::Box<ScatterNdOptionsT>),
+  SelectV2Options(alloc::boxed::Box<SelectV2OptionsT>),
+  DensifyOptions(alloc::boxed::Box<DensifyOptionsT>),
+  SegmentSumOptions(alloc::boxed::Box<SegmentSumOptionsT>),
+  BatchMatMulOptions(alloc::boxed::Box<BatchMatMulOptionsT>),
+  CumsumOptions(alloc::boxed::Box<CumsumOptionsT>),
+  CallOnceOptions(alloc::boxed::Box<CallOnceOptionsT>),
+  BroadcastToOptions(alloc::boxed::Box<BroadcastToOptionsT>),
+  Rfft2dOptions(alloc::boxed::Box<Rfft2dOptionsT>),
+  Conv3DOptions(alloc::boxed::Box<Conv3DOptionsT>),
+  HashtableOptions(alloc::boxed::Box<HashtableOptionsT>),
+  HashtableFindOptions(alloc::boxed::Box<HashtableFindOptionsT>),
+  HashtableImportOptions(alloc::boxed::Box<HashtableImportOptionsT>),
+  HashtableSizeOptions(alloc::boxed::Box<HashtableSizeOptionsT>),
+  VarHandleOptions(alloc::boxed::Box<VarHandleOptionsT>),
+  ReadVariableOptions(alloc::boxed::Box<ReadVariableOptionsT>),
+  AssignVariableOptions(alloc::boxed::Box<AssignVariableOptionsT>),
+  RandomOptions(alloc::boxed::Box<RandomOptionsT>),
+  BucketizeOptions(alloc::boxed::Box<BucketizeOptionsT>),
+  GeluOptions(alloc::boxed::Box<GeluOptionsT>),
+  DynamicUpdateSliceOptions(alloc::boxed::Box<DynamicUpdateSliceOptionsT>),
+  UnsortedSegmentProdOptions(alloc::boxed::Box<UnsortedSegmentProdOptionsT>),
+  UnsortedSegmentMaxOptions(alloc::boxed::Box<UnsortedSegmentMaxOptionsT>),
+  UnsortedSegmentMinOptions(alloc::boxed::Box<UnsortedSegmentMinOptionsT>),
+  UnsortedSegmentSumOptions(alloc::boxed::Box<UnsortedSegmentSumOptionsT>),
+  ATan2Options(alloc::boxed::Box<ATan2OptionsT>),
+  SignOptions(alloc::boxed::Box<SignOptionsT>),
+  BitcastOptions(alloc::boxed::Box<BitcastOptionsT>),
+  BitwiseXorOptions(alloc::boxed::Box<BitwiseXorOptionsT>),
+  RightShiftOptions(alloc::boxed::Box<RightShiftOptionsT>),
+  AttentionOptions(alloc::boxed::Box<AttentionOptionsT>),
+  RunModelOptions(alloc::boxed::Box<RunModelOptionsT>),
+  RoPEOptions(alloc::boxed::Box<RoPEOptionsT>),
+  RmsNormOptions(alloc::boxed::Box<RmsNormOptionsT>),
+  GRUOptions(alloc::boxed::Box<GRUOptionsT>),
+  BCQGatherOptions(alloc::boxed::Box<BCQGatherOptionsT>),
+  BCQFullyConnectedOptions(alloc::boxed::Box<BCQFullyConnectedOptionsT>),
+  InstanceNormOptions(alloc::boxed::Box<InstanceNormOptionsT>),
 }
 impl Default for BuiltinOptionsT {
-    fn default() -> Self {
-        Self::NONE
-    }
+  fn default() -> Self {
+    Self::NONE
+  }
 }
 impl BuiltinOptionsT {
-    pub fn builtin_options_type(&self) -> BuiltinOptions {
-        match self {
-            Self::NONE => BuiltinOptions::NONE,
-            Self::Conv2DOptions(_) => BuiltinOptions::Conv2DOptions,
-            Self::DepthwiseConv2DOptions(_) => BuiltinOptions::DepthwiseConv2DOptions,
-            Self::ConcatEmbeddingsOptions(_) => BuiltinOptions::ConcatEmbeddingsOptions,
-            Self::LSHProjectionOptions(_) => BuiltinOptions::LSHProjectionOptions,
-            Self::Pool2DOptions(_) => BuiltinOptions::Pool2DOptions,
-            Self::SVDFOptions(_) => BuiltinOptions::SVDFOptions,
-            Self::RNNOptions(_) => BuiltinOptions::RNNOptions,
-            Self::FullyConnectedOptions(_) => BuiltinOptions::FullyConnectedOptions,
-            Self::SoftmaxOptions(_) => BuiltinOptions::SoftmaxOptions,
-            Self::ConcatenationOptions(_) => BuiltinOptions::ConcatenationOptions,
-            Self::AddOptions(_) => BuiltinOptions::AddOptions,
-            Self::L2NormOptions(_) => BuiltinOptions::L2NormOptions,
-            Self::LocalResponseNormalizationOptions(_) => {
-                BuiltinOptions::LocalResponseNormalizationOptions
-            }
-            Self::LSTMOptions(_) => BuiltinOptions::LSTMOptions,
-            Self::ResizeBilinearOptions(_) => BuiltinOptions::ResizeBilinearOptions,
-            Self::CallOptions(_) => BuiltinOptions::CallOptions,
-            Self::ReshapeOptions(_) => BuiltinOptions::ReshapeOptions,
-            Self::SkipGramOptions(_) => BuiltinOptions::SkipGramOptions,
-            Self::SpaceToDepthOptions(_) => BuiltinOptions::SpaceToDepthOptions,
-            Self::EmbeddingLookupSparseOptions(_) => BuiltinOptions::EmbeddingLookupSparseOptions,
-            Self::MulOptions(_) => BuiltinOptions::MulOptions,
-            Self::PadOptions(_) => BuiltinOptions::PadOptions,
-            Self::GatherOptions(_) => BuiltinOptions::GatherOptions,
-            Self::BatchToSpaceNDOptions(_) => BuiltinOptions::BatchToSpaceNDOptions,
-            Self::SpaceToBatchNDOptions(_) => BuiltinOptions::SpaceToBatchNDOptions,
-            Self::TransposeOptions(_) => BuiltinOptions::TransposeOptions,
-            Self::ReducerOptions(_) => BuiltinOptions::ReducerOptions,
-            Self::SubOptions(_) => BuiltinOptions::SubOptions,
-            Self::DivOptions(_) => BuiltinOptions::DivOptions,
-            Self::SqueezeOptions(_) => BuiltinOptions::SqueezeOptions,
-            Self::SequenceRNNOptions(_) => BuiltinOptions::SequenceRNNOptions,
-            Self::StridedSliceOptions(_) => BuiltinOptions::StridedSliceOptions,
-            Self::ExpOptions(_) => BuiltinOptions::ExpOptions,
-            Self::TopKV2Options(_) => BuiltinOptions::TopKV2Options,
-            Self::SplitOptions(_) => BuiltinOptions::SplitOptions,
-            Self::LogSoftmaxOptions(_) => BuiltinOptions::LogSoftmaxOptions,
-            Self::CastOptions(_) => BuiltinOptions::CastOptions,
-            Self::DequantizeOptions(_) => BuiltinOptions::DequantizeOptions,
-            Self::MaximumMinimumOptions(_) => BuiltinOptions::MaximumMinimumOptions,
-            Self::ArgMaxOptions(_) => BuiltinOptions::ArgMaxOptions,
-            Self::LessOptions(_) => BuiltinOptions::LessOptions,
-            Self::NegOptions(_) => BuiltinOptions::NegOptions,
-            Self::PadV2Options(_) => BuiltinOptions::PadV2Options,
-            Self::GreaterOptions(_) => BuiltinOptions::GreaterOptions,
-            Self::GreaterEqualOptions(_) => BuiltinOptions::GreaterEqualOptions,
-            Self::LessEqualOptions(_) => BuiltinOptions::LessEqualOptions,
-            Self::SelectOptions(_) => BuiltinOptions::SelectOptions,
-            Self::SliceOptions(_) => BuiltinOptions::SliceOptions,
-            Self::TransposeConvOptions(_) => BuiltinOptions::TransposeConvOptions,
-            Self::SparseToDenseOptions(_) => BuiltinOptions::SparseToDenseOptions,
-            Self::TileOptions(_) => BuiltinOptions::TileOptions,
-            Self::ExpandDimsOptions(_) => BuiltinOptions::ExpandDimsOptions,
-            Self::EqualOptions(_) => BuiltinOptions::EqualOptions,
-            Self::NotEqualOptions(_) => BuiltinOptions::NotEqualOptions,
-            Self::ShapeOptions(_) => BuiltinOptions::ShapeOptions,
-            Self::PowOptions(_) => BuiltinOptions::PowOptions,
-            Self::ArgMinOptions(_) => BuiltinOptions::ArgMinOptions,
-            Self::FakeQuantOptions(_) => BuiltinOptions::FakeQuantOptions,
-            Self::PackOptions(_) => BuiltinOptions::PackOptions,
-            Self::LogicalOrOptions(_) => BuiltinOptions::LogicalOrOptions,
-            Self::OneHotOptions(_) => BuiltinOptions::OneHotOptions,
-            Self::LogicalAndOptions(_) => BuiltinOptions::LogicalAndOptions,
-            Self::LogicalNotOptions(_) => BuiltinOptions::LogicalNotOptions,
-            Self::UnpackOptions(_) => BuiltinOptions::UnpackOptions,
-            Self::FloorDivOptions(_) => BuiltinOptions::FloorDivOptions,
-            Self::SquareOptions(_) => BuiltinOptions::SquareOptions,
-            Self::ZerosLikeOptions(_) => BuiltinOptions::ZerosLikeOptions,
-            Self::FillOptions(_) => BuiltinOptions::FillOptions,
-            Self::BidirectionalSequenceLSTMOptions(_) => {
-                BuiltinOptions::BidirectionalSequenceLSTMOptions
-            }
-            Self::BidirectionalSequenceRNNOptions(_) => {
-                BuiltinOptions::BidirectionalSequenceRNNOptions
-            }
-            Self::UnidirectionalSequenceLSTMOptions(_) => {
-                BuiltinOptions::UnidirectionalSequenceLSTMOptions
-            }
-            Self::FloorModOptions(_) => BuiltinOptions::FloorModOptions,
-            Self::RangeOptions(_) => BuiltinOptions::RangeOptions,
-            Self::ResizeNearestNeighborOptions(_) => BuiltinOptions::ResizeNearestNeighborOptions,
-            Self::LeakyReluOptions(_) => BuiltinOptions::LeakyReluOptions,
-            Self::SquaredDifferenceOptions(_) => BuiltinOptions::SquaredDifferenceOptions,
-            Self::MirrorPadOptions(_) => BuiltinOptions::MirrorPadOptions,
-            Self::AbsOptions(_) => BuiltinOptions::AbsOptions,
-            Self::SplitVOptions(_) => BuiltinOptions::SplitVOptions,
-            Self::UniqueOptions(_) => BuiltinOptions::UniqueOptions,
-            Self::ReverseV2Options(_) => BuiltinOptions::ReverseV2Options,
-            Self::AddNOptions(_) => BuiltinOptions::AddNOptions,
-            Self::GatherNdOptions(_) => BuiltinOptions::GatherNdOptions,
-            Self::CosOptions(_) => BuiltinOptions::CosOptions,
-            Self::WhereOptions(_) => BuiltinOptions::WhereOptions,
-            Self::RankOptions(_) => BuiltinOptions::RankOptions,
-            Self::ReverseSequenceOptions(_) => BuiltinOptions::ReverseSequenceOptions,
-            Self::MatrixDiagOptions(_) => BuiltinOptions::MatrixDiagOptions,
-            Self::QuantizeOptions(_) => BuiltinOptions::QuantizeOptions,
-            Self::MatrixSetDiagOptions(_) => BuiltinOptions::MatrixSetDiagOptions,
-            Self::HardSwishOptions(_) => BuiltinOptions::HardSwishOptions,
-            Self::IfOptions(_) => BuiltinOptions::IfOptions,
-            Self::WhileOptions(_) => BuiltinOptions::WhileOptions,
-            Self::DepthToSpaceOptions(_) => BuiltinOptions::DepthToSpaceOptions,
-            Self::NonMaxSuppressionV4Options(_) => BuiltinOptions::NonMaxSuppressionV4Options,
-            Self::NonMaxSuppressionV5Options(_) => BuiltinOptions::NonMaxSuppressionV5Options,
-            Self::ScatterNdOptions(_) => BuiltinOptions::ScatterNdOptions,
-            Self::SelectV2Options(_) => BuiltinOptions::SelectV2Options,
-            Self::DensifyOptions(_) => BuiltinOptions::DensifyOptions,
-            Self::SegmentSumOptions(_) => BuiltinOptions::SegmentSumOptions,
-            Self::BatchMatMulOptions(_) => BuiltinOptions::BatchMatMulOptions,
-            Self::CumsumOptions(_) => BuiltinOptions::CumsumOptions,
-            Self::CallOnceOptions(_) => BuiltinOptions::CallOnceOptions,
-            Self::BroadcastToOptions(_) => BuiltinOptions::BroadcastToOptions,
-            Self::Rfft2dOptions(_) => BuiltinOptions::Rfft2dOptions,
-            Self::Conv3DOptions(_) => BuiltinOptions::Conv3DOptions,
-            Self::HashtableOptions(_) => BuiltinOptions::HashtableOptions,
-            Self::HashtableFindOptions(_) => BuiltinOptions::HashtableFindOptions,
-            Self::HashtableImportOptions(_) => BuiltinOptions::HashtableImportOptions,
-            Self::HashtableSizeOptions(_) => BuiltinOptions::HashtableSizeOptions,
-            Self::VarHandleOptions(_) => BuiltinOptions::VarHandleOptions,
-            Self::ReadVariableOptions(_) => BuiltinOptions::ReadVariableOptions,
-            Self::AssignVariableOptions(_) => BuiltinOptions::AssignVariableOptions,
-            Self::RandomOptions(_) => BuiltinOptions::RandomOptions,
-            Self::BucketizeOptions(_) => BuiltinOptions::BucketizeOptions,
-            Self::GeluOptions(_) => BuiltinOptions::GeluOptions,
-            Self::DynamicUpdateSliceOptions(_) => BuiltinOptions::DynamicUpdateSliceOptions,
-            Self::UnsortedSegmentProdOptions(_) => BuiltinOptions::UnsortedSegmentProdOptions,
-            Self::UnsortedSegmentMaxOptions(_) => BuiltinOptions::UnsortedSegmentMaxOptions,
-            Self::UnsortedSegmentMinOptions(_) => BuiltinOptions::UnsortedSegmentMinOptions,
-            Self::UnsortedSegmentSumOptions(_) => BuiltinOptions::UnsortedSegmentSumOptions,
-            Self::ATan2Options(_) => BuiltinOptions::ATan2Options,
-            Self::SignOptions(_) => BuiltinOptions::SignOptions,
-            Self::BitcastOptions(_) => BuiltinOptions::BitcastOptions,
-            Self::BitwiseXorOptions(_) => BuiltinOptions::BitwiseXorOptions,
-            Self::RightShiftOptions(_) => BuiltinOptions::RightShiftOptions,
-            Self::AttentionOptions(_) => BuiltinOptions::AttentionOptions,
-            Self::RunModelOptions(_) => BuiltinOptions::RunModelOptions,
-            Self::RoPEOptions(_) => BuiltinOptions::RoPEOptions,
-            Self::RmsNormOptions(_) => BuiltinOptions::RmsNormOptions,
-            Self::GRUOptions(_) => BuiltinOptions::GRUOptions,
-            Self::BCQGatherOptions(_) => BuiltinOptions::BCQGatherOptions,
-            Self::BCQFullyConnectedOptions(_) => BuiltinOptions::BCQFullyConnectedOptions,
-            Self::InstanceNormOptions(_) => BuiltinOptions::InstanceNormOptions,
-        }
-    }
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> Option<::flatbuffers::WIPOffset<::flatbuffers::UnionWIPOffset>> {
-        match self {
-            Self::NONE => None,
-            Self::Conv2DOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::DepthwiseConv2DOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::ConcatEmbeddingsOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::LSHProjectionOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::Pool2DOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::SVDFOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::RNNOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::FullyConnectedOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::SoftmaxOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::ConcatenationOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::AddOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::L2NormOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::LocalResponseNormalizationOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::LSTMOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::ResizeBilinearOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::CallOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::ReshapeOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::SkipGramOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::SpaceToDepthOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::EmbeddingLookupSparseOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::MulOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::PadOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::GatherOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::BatchToSpaceNDOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::SpaceToBatchNDOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::TransposeOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::ReducerOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::SubOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::DivOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::SqueezeOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::SequenceRNNOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::StridedSliceOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::ExpOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::TopKV2Options(v) => Some(v.pack(fbb).as_union_value()),
-            Self::SplitOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::LogSoftmaxOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::CastOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::DequantizeOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::MaximumMinimumOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::ArgMaxOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::LessOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::NegOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::PadV2Options(v) => Some(v.pack(fbb).as_union_value()),
-            Self::GreaterOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::GreaterEqualOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::LessEqualOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::SelectOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::SliceOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::TransposeConvOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::SparseToDenseOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::TileOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::ExpandDimsOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::EqualOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::NotEqualOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::ShapeOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::PowOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::ArgMinOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::FakeQuantOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::PackOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::LogicalOrOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::OneHotOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::LogicalAndOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::LogicalNotOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::UnpackOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::FloorDivOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::SquareOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::ZerosLikeOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::FillOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::BidirectionalSequenceLSTMOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::BidirectionalSequenceRNNOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::UnidirectionalSequenceLSTMOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::FloorModOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::RangeOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::ResizeNearestNeighborOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::LeakyReluOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::SquaredDifferenceOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::MirrorPadOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::AbsOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::SplitVOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::UniqueOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::ReverseV2Options(v) => Some(v.pack(fbb).as_union_value()),
-            Self::AddNOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::GatherNdOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::CosOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::WhereOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::RankOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::ReverseSequenceOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::MatrixDiagOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::QuantizeOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::MatrixSetDiagOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::HardSwishOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::IfOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::WhileOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::DepthToSpaceOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::NonMaxSuppressionV4Options(v) => Some(v.pack(fbb).as_union_value()),
-            Self::NonMaxSuppressionV5Options(v) => Some(v.pack(fbb).as_union_value()),
-            Self::ScatterNdOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::SelectV2Options(v) => Some(v.pack(fbb).as_union_value()),
-            Self::DensifyOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::SegmentSumOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::BatchMatMulOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::CumsumOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::CallOnceOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::BroadcastToOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::Rfft2dOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::Conv3DOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::HashtableOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::HashtableFindOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::HashtableImportOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::HashtableSizeOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::VarHandleOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::ReadVariableOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::AssignVariableOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::RandomOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::BucketizeOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::GeluOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::DynamicUpdateSliceOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::UnsortedSegmentProdOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::UnsortedSegmentMaxOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::UnsortedSegmentMinOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::UnsortedSegmentSumOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::ATan2Options(v) => Some(v.pack(fbb).as_union_value()),
-            Self::SignOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::BitcastOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::BitwiseXorOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::RightShiftOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::AttentionOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::RunModelOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::RoPEOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::RmsNormOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::GRUOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::BCQGatherOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::BCQFullyConnectedOptions(v) => Some(v.pack(fbb).as_union_value()),
-            Self::InstanceNormOptions(v) => Some(v.pack(fbb).as_union_value()),
-        }
-    }
-    /// If the union variant matches, return the owned Conv2DOptionsT, setting the union to NONE.
-    pub fn take_conv_2_doptions(&mut self) -> Option<alloc::boxed::Box<Conv2DOptionsT>> {
-        if let Self::Conv2DOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::Conv2DOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the Conv2DOptionsT.
-    pub fn as_conv_2_doptions(&self) -> Option<&Conv2DOptionsT> {
-        if let Self::Conv2DOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the Conv2DOptionsT.
-    pub fn as_conv_2_doptions_mut(&mut self) -> Option<&mut Conv2DOptionsT> {
-        if let Self::Conv2DOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned DepthwiseConv2DOptionsT, setting the union to NONE.
-    pub fn take_depthwise_conv_2_doptions(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<DepthwiseConv2DOptionsT>> {
-        if let Self::DepthwiseConv2DOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::DepthwiseConv2DOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the DepthwiseConv2DOptionsT.
-    pub fn as_depthwise_conv_2_doptions(&self) -> Option<&DepthwiseConv2DOptionsT> {
-        if let Self::DepthwiseConv2DOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the DepthwiseConv2DOptionsT.
-    pub fn as_depthwise_conv_2_doptions_mut(&mut self) -> Option<&mut DepthwiseConv2DOptionsT> {
-        if let Self::DepthwiseConv2DOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned ConcatEmbeddingsOptionsT, setting the union to NONE.
-    pub fn take_concat_embeddings_options(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<ConcatEmbeddingsOptionsT>> {
-        if let Self::ConcatEmbeddingsOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::ConcatEmbeddingsOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the ConcatEmbeddingsOptionsT.
-    pub fn as_concat_embeddings_options(&self) -> Option<&ConcatEmbeddingsOptionsT> {
-        if let Self::ConcatEmbeddingsOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the ConcatEmbeddingsOptionsT.
-    pub fn as_concat_embeddings_options_mut(&mut self) -> Option<&mut ConcatEmbeddingsOptionsT> {
-        if let Self::ConcatEmbeddingsOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned LSHProjectionOptionsT, setting the union to NONE.
-    pub fn take_lshprojection_options(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<LSHProjectionOptionsT>> {
-        if let Self::LSHProjectionOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::LSHProjectionOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the LSHProjectionOptionsT.
-    pub fn as_lshprojection_options(&self) -> Option<&LSHProjectionOptionsT> {
-        if let Self::LSHProjectionOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the LSHProjectionOptionsT.
-    pub fn as_lshprojection_options_mut(&mut self) -> Option<&mut LSHProjectionOptionsT> {
-        if let Self::LSHProjectionOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned Pool2DOptionsT, setting the union to NONE.
-    pub fn take_pool_2_doptions(&mut self) -> Option<alloc::boxed::Box<Pool2DOptionsT>> {
-        if let Self::Pool2DOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::Pool2DOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the Pool2DOptionsT.
-    pub fn as_pool_2_doptions(&self) -> Option<&Pool2DOptionsT> {
-        if let Self::Pool2DOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the Pool2DOptionsT.
-    pub fn as_pool_2_doptions_mut(&mut self) -> Option<&mut Pool2DOptionsT> {
-        if let Self::Pool2DOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned SVDFOptionsT, setting the union to NONE.
-    pub fn take_svdfoptions(&mut self) -> Option<alloc::boxed::Box<SVDFOptionsT>> {
-        if let Self::SVDFOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::SVDFOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the SVDFOptionsT.
-    pub fn as_svdfoptions(&self) -> Option<&SVDFOptionsT> {
-        if let Self::SVDFOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the SVDFOptionsT.
-    pub fn as_svdfoptions_mut(&mut self) -> Option<&mut SVDFOptionsT> {
-        if let Self::SVDFOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned RNNOptionsT, setting the union to NONE.
-    pub fn take_rnnoptions(&mut self) -> Option<alloc::boxed::Box<RNNOptionsT>> {
-        if let Self::RNNOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::RNNOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the RNNOptionsT.
-    pub fn as_rnnoptions(&self) -> Option<&RNNOptionsT> {
-        if let Self::RNNOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the RNNOptionsT.
-    pub fn as_rnnoptions_mut(&mut self) -> Option<&mut RNNOptionsT> {
-        if let Self::RNNOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned FullyConnectedOptionsT, setting the union to NONE.
-    pub fn take_fully_connected_options(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<FullyConnectedOptionsT>> {
-        if let Self::FullyConnectedOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::FullyConnectedOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the FullyConnectedOptionsT.
-    pub fn as_fully_connected_options(&self) -> Option<&FullyConnectedOptionsT> {
-        if let Self::FullyConnectedOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the FullyConnectedOptionsT.
-    pub fn as_fully_connected_options_mut(&mut self) -> Option<&mut FullyConnectedOptionsT> {
-        if let Self::FullyConnectedOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned SoftmaxOptionsT, setting the union to NONE.
-    pub fn take_softmax_options(&mut self) -> Option<alloc::boxed::Box<SoftmaxOptionsT>> {
-        if let Self::SoftmaxOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::SoftmaxOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the SoftmaxOptionsT.
-    pub fn as_softmax_options(&self) -> Option<&SoftmaxOptionsT> {
-        if let Self::SoftmaxOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the SoftmaxOptionsT.
-    pub fn as_softmax_options_mut(&mut self) -> Option<&mut SoftmaxOptionsT> {
-        if let Self::SoftmaxOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned ConcatenationOptionsT, setting the union to NONE.
-    pub fn take_concatenation_options(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<ConcatenationOptionsT>> {
-        if let Self::ConcatenationOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::ConcatenationOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the ConcatenationOptionsT.
-    pub fn as_concatenation_options(&self) -> Option<&ConcatenationOptionsT> {
-        if let Self::ConcatenationOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the ConcatenationOptionsT.
-    pub fn as_concatenation_options_mut(&mut self) -> Option<&mut ConcatenationOptionsT> {
-        if let Self::ConcatenationOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned AddOptionsT, setting the union to NONE.
-    pub fn take_add_options(&mut self) -> Option<alloc::boxed::Box<AddOptionsT>> {
-        if let Self::AddOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::AddOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the AddOptionsT.
-    pub fn as_add_options(&self) -> Option<&AddOptionsT> {
-        if let Self::AddOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the AddOptionsT.
-    pub fn as_add_options_mut(&mut self) -> Option<&mut AddOptionsT> {
-        if let Self::AddOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned L2NormOptionsT, setting the union to NONE.
-    pub fn take_l2_norm_options(&mut self) -> Option<alloc::boxed::Box<L2NormOptionsT>> {
-        if let Self::L2NormOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::L2NormOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the L2NormOptionsT.
-    pub fn as_l2_norm_options(&self) -> Option<&L2NormOptionsT> {
-        if let Self::L2NormOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the L2NormOptionsT.
-    pub fn as_l2_norm_options_mut(&mut self) -> Option<&mut L2NormOptionsT> {
-        if let Self::L2NormOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned LocalResponseNormalizationOptionsT, setting the union to NONE.
-    pub fn take_local_response_normalization_options(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<LocalResponseNormalizationOptionsT>> {
-        if let Self::LocalResponseNormalizationOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::LocalResponseNormalizationOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the LocalResponseNormalizationOptionsT.
-    pub fn as_local_response_normalization_options(
-        &self,
-    ) -> Option<&LocalResponseNormalizationOptionsT> {
-        if let Self::LocalResponseNormalizationOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the LocalResponseNormalizationOptionsT.
-    pub fn as_local_response_normalization_options_mut(
-        &mut self,
-    ) -> Option<&mut LocalResponseNormalizationOptionsT> {
-        if let Self::LocalResponseNormalizationOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned LSTMOptionsT, setting the union to NONE.
-    pub fn take_lstmoptions(&mut self) -> Option<alloc::boxed::Box<LSTMOptionsT>> {
-        if let Self::LSTMOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::LSTMOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the LSTMOptionsT.
-    pub fn as_lstmoptions(&self) -> Option<&LSTMOptionsT> {
-        if let Self::LSTMOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the LSTMOptionsT.
-    pub fn as_lstmoptions_mut(&mut self) -> Option<&mut LSTMOptionsT> {
-        if let Self::LSTMOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned ResizeBilinearOptionsT, setting the union to NONE.
-    pub fn take_resize_bilinear_options(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<ResizeBilinearOptionsT>> {
-        if let Self::ResizeBilinearOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::ResizeBilinearOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the ResizeBilinearOptionsT.
-    pub fn as_resize_bilinear_options(&self) -> Option<&ResizeBilinearOptionsT> {
-        if let Self::ResizeBilinearOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the ResizeBilinearOptionsT.
-    pub fn as_resize_bilinear_options_mut(&mut self) -> Option<&mut ResizeBilinearOptionsT> {
-        if let Self::ResizeBilinearOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned CallOptionsT, setting the union to NONE.
-    pub fn take_call_options(&mut self) -> Option<alloc::boxed::Box<CallOptionsT>> {
-        if let Self::CallOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::CallOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the CallOptionsT.
-    pub fn as_call_options(&self) -> Option<&CallOptionsT> {
-        if let Self::CallOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the CallOptionsT.
-    pub fn as_call_options_mut(&mut self) -> Option<&mut CallOptionsT> {
-        if let Self::CallOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned ReshapeOptionsT, setting the union to NONE.
-    pub fn take_reshape_options(&mut self) -> Option<alloc::boxed::Box<ReshapeOptionsT>> {
-        if let Self::ReshapeOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::ReshapeOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the ReshapeOptionsT.
-    pub fn as_reshape_options(&self) -> Option<&ReshapeOptionsT> {
-        if let Self::ReshapeOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the ReshapeOptionsT.
-    pub fn as_reshape_options_mut(&mut self) -> Option<&mut ReshapeOptionsT> {
-        if let Self::ReshapeOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned SkipGramOptionsT, setting the union to NONE.
-    pub fn take_skip_gram_options(&mut self) -> Option<alloc::boxed::Box<SkipGramOptionsT>> {
-        if let Self::SkipGramOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::SkipGramOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the SkipGramOptionsT.
-    pub fn as_skip_gram_options(&self) -> Option<&SkipGramOptionsT> {
-        if let Self::SkipGramOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the SkipGramOptionsT.
-    pub fn as_skip_gram_options_mut(&mut self) -> Option<&mut SkipGramOptionsT> {
-        if let Self::SkipGramOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned SpaceToDepthOptionsT, setting the union to NONE.
-    pub fn take_space_to_depth_options(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<SpaceToDepthOptionsT>> {
-        if let Self::SpaceToDepthOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::SpaceToDepthOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the SpaceToDepthOptionsT.
-    pub fn as_space_to_depth_options(&self) -> Option<&SpaceToDepthOptionsT> {
-        if let Self::SpaceToDepthOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the SpaceToDepthOptionsT.
-    pub fn as_space_to_depth_options_mut(&mut self) -> Option<&mut SpaceToDepthOptionsT> {
-        if let Self::SpaceToDepthOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned EmbeddingLookupSparseOptionsT, setting the union to NONE.
-    pub fn take_embedding_lookup_sparse_options(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<EmbeddingLookupSparseOptionsT>> {
-        if let Self::EmbeddingLookupSparseOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::EmbeddingLookupSparseOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the EmbeddingLookupSparseOptionsT.
-    pub fn as_embedding_lookup_sparse_options(&self) -> Option<&EmbeddingLookupSparseOptionsT> {
-        if let Self::EmbeddingLookupSparseOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the EmbeddingLookupSparseOptionsT.
-    pub fn as_embedding_lookup_sparse_options_mut(
-        &mut self,
-    ) -> Option<&mut EmbeddingLookupSparseOptionsT> {
-        if let Self::EmbeddingLookupSparseOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned MulOptionsT, setting the union to NONE.
-    pub fn take_mul_options(&mut self) -> Option<alloc::boxed::Box<MulOptionsT>> {
-        if let Self::MulOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::MulOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the MulOptionsT.
-    pub fn as_mul_options(&self) -> Option<&MulOptionsT> {
-        if let Self::MulOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the MulOptionsT.
-    pub fn as_mul_options_mut(&mut self) -> Option<&mut MulOptionsT> {
-        if let Self::MulOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned PadOptionsT, setting the union to NONE.
-    pub fn take_pad_options(&mut self) -> Option<alloc::boxed::Box<PadOptionsT>> {
-        if let Self::PadOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::PadOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the PadOptionsT.
-    pub fn as_pad_options(&self) -> Option<&PadOptionsT> {
-        if let Self::PadOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the PadOptionsT.
-    pub fn as_pad_options_mut(&mut self) -> Option<&mut PadOptionsT> {
-        if let Self::PadOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned GatherOptionsT, setting the union to NONE.
-    pub fn take_gather_options(&mut self) -> Option<alloc::boxed::Box<GatherOptionsT>> {
-        if let Self::GatherOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::GatherOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the GatherOptionsT.
-    pub fn as_gather_options(&self) -> Option<&GatherOptionsT> {
-        if let Self::GatherOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the GatherOptionsT.
-    pub fn as_gather_options_mut(&mut self) -> Option<&mut GatherOptionsT> {
-        if let Self::GatherOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned BatchToSpaceNDOptionsT, setting the union to NONE.
-    pub fn take_batch_to_space_ndoptions(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<BatchToSpaceNDOptionsT>> {
-        if let Self::BatchToSpaceNDOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::BatchToSpaceNDOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the BatchToSpaceNDOptionsT.
-    pub fn as_batch_to_space_ndoptions(&self) -> Option<&BatchToSpaceNDOptionsT> {
-        if let Self::BatchToSpaceNDOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the BatchToSpaceNDOptionsT.
-    pub fn as_batch_to_space_ndoptions_mut(&mut self) -> Option<&mut BatchToSpaceNDOptionsT> {
-        if let Self::BatchToSpaceNDOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned SpaceToBatchNDOptionsT, setting the union to NONE.
-    pub fn take_space_to_batch_ndoptions(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<SpaceToBatchNDOptionsT>> {
-        if let Self::SpaceToBatchNDOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::SpaceToBatchNDOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the SpaceToBatchNDOptionsT.
-    pub fn as_space_to_batch_ndoptions(&self) -> Option<&SpaceToBatchNDOptionsT> {
-        if let Self::SpaceToBatchNDOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the SpaceToBatchNDOptionsT.
-    pub fn as_space_to_batch_ndoptions_mut(&mut self) -> Option<&mut SpaceToBatchNDOptionsT> {
-        if let Self::SpaceToBatchNDOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned TransposeOptionsT, setting the union to NONE.
-    pub fn take_transpose_options(&mut self) -> Option<alloc::boxed::Box<TransposeOptionsT>> {
-        if let Self::TransposeOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::TransposeOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the TransposeOptionsT.
-    pub fn as_transpose_options(&self) -> Option<&TransposeOptionsT> {
-        if let Self::TransposeOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the TransposeOptionsT.
-    pub fn as_transpose_options_mut(&mut self) -> Option<&mut TransposeOptionsT> {
-        if let Self::TransposeOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned ReducerOptionsT, setting the union to NONE.
-    pub fn take_reducer_options(&mut self) -> Option<alloc::boxed::Box<ReducerOptionsT>> {
-        if let Self::ReducerOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::ReducerOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the ReducerOptionsT.
-    pub fn as_reducer_options(&self) -> Option<&ReducerOptionsT> {
-        if let Self::ReducerOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the ReducerOptionsT.
-    pub fn as_reducer_options_mut(&mut self) -> Option<&mut ReducerOptionsT> {
-        if let Self::ReducerOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned SubOptionsT, setting the union to NONE.
-    pub fn take_sub_options(&mut self) -> Option<alloc::boxed::Box<SubOptionsT>> {
-        if let Self::SubOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::SubOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the SubOptionsT.
-    pub fn as_sub_options(&self) -> Option<&SubOptionsT> {
-        if let Self::SubOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the SubOptionsT.
-    pub fn as_sub_options_mut(&mut self) -> Option<&mut SubOptionsT> {
-        if let Self::SubOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned DivOptionsT, setting the union to NONE.
-    pub fn take_div_options(&mut self) -> Option<alloc::boxed::Box<DivOptionsT>> {
-        if let Self::DivOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::DivOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the DivOptionsT.
-    pub fn as_div_options(&self) -> Option<&DivOptionsT> {
-        if let Self::DivOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the DivOptionsT.
-    pub fn as_div_options_mut(&mut self) -> Option<&mut DivOptionsT> {
-        if let Self::DivOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned SqueezeOptionsT, setting the union to NONE.
-    pub fn take_squeeze_options(&mut self) -> Option<alloc::boxed::Box<SqueezeOptionsT>> {
-        if let Self::SqueezeOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::SqueezeOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the SqueezeOptionsT.
-    pub fn as_squeeze_options(&self) -> Option<&SqueezeOptionsT> {
-        if let Self::SqueezeOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the SqueezeOptionsT.
-    pub fn as_squeeze_options_mut(&mut self) -> Option<&mut SqueezeOptionsT> {
-        if let Self::SqueezeOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned SequenceRNNOptionsT, setting the union to NONE.
-    pub fn take_sequence_rnnoptions(&mut self) -> Option<alloc::boxed::Box<SequenceRNNOptionsT>> {
-        if let Self::SequenceRNNOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::SequenceRNNOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the SequenceRNNOptionsT.
-    pub fn as_sequence_rnnoptions(&self) -> Option<&SequenceRNNOptionsT> {
-        if let Self::SequenceRNNOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the SequenceRNNOptionsT.
-    pub fn as_sequence_rnnoptions_mut(&mut self) -> Option<&mut SequenceRNNOptionsT> {
-        if let Self::SequenceRNNOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned StridedSliceOptionsT, setting the union to NONE.
-    pub fn take_strided_slice_options(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<StridedSliceOptionsT>> {
-        if let Self::StridedSliceOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::StridedSliceOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the StridedSliceOptionsT.
-    pub fn as_strided_slice_options(&self) -> Option<&StridedSliceOptionsT> {
-        if let Self::StridedSliceOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the StridedSliceOptionsT.
-    pub fn as_strided_slice_options_mut(&mut self) -> Option<&mut StridedSliceOptionsT> {
-        if let Self::StridedSliceOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned ExpOptionsT, setting the union to NONE.
-    pub fn take_exp_options(&mut self) -> Option<alloc::boxed::Box<ExpOptionsT>> {
-        if let Self::ExpOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::ExpOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the ExpOptionsT.
-    pub fn as_exp_options(&self) -> Option<&ExpOptionsT> {
-        if let Self::ExpOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the ExpOptionsT.
-    pub fn as_exp_options_mut(&mut self) -> Option<&mut ExpOptionsT> {
-        if let Self::ExpOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned TopKV2OptionsT, setting the union to NONE.
-    pub fn take_top_kv2_options(&mut self) -> Option<alloc::boxed::Box<TopKV2OptionsT>> {
-        if let Self::TopKV2Options(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::TopKV2Options(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the TopKV2OptionsT.
-    pub fn as_top_kv2_options(&self) -> Option<&TopKV2OptionsT> {
-        if let Self::TopKV2Options(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the TopKV2OptionsT.
-    pub fn as_top_kv2_options_mut(&mut self) -> Option<&mut TopKV2OptionsT> {
-        if let Self::TopKV2Options(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned SplitOptionsT, setting the union to NONE.
-    pub fn take_split_options(&mut self) -> Option<alloc::boxed::Box<SplitOptionsT>> {
-        if let Self::SplitOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::SplitOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the SplitOptionsT.
-    pub fn as_split_options(&self) -> Option<&SplitOptionsT> {
-        if let Self::SplitOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the SplitOptionsT.
-    pub fn as_split_options_mut(&mut self) -> Option<&mut SplitOptionsT> {
-        if let Self::SplitOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned LogSoftmaxOptionsT, setting the union to NONE.
-    pub fn take_log_softmax_options(&mut self) -> Option<alloc::boxed::Box<LogSoftmaxOptionsT>> {
-        if let Self::LogSoftmaxOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::LogSoftmaxOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the LogSoftmaxOptionsT.
-    pub fn as_log_softmax_options(&self) -> Option<&LogSoftmaxOptionsT> {
-        if let Self::LogSoftmaxOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the LogSoftmaxOptionsT.
-    pub fn as_log_softmax_options_mut(&mut self) -> Option<&mut LogSoftmaxOptionsT> {
-        if let Self::LogSoftmaxOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned CastOptionsT, setting the union to NONE.
-    pub fn take_cast_options(&mut self) -> Option<alloc::boxed::Box<CastOptionsT>> {
-        if let Self::CastOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::CastOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the CastOptionsT.
-    pub fn as_cast_options(&self) -> Option<&CastOptionsT> {
-        if let Self::CastOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the CastOptionsT.
-    pub fn as_cast_options_mut(&mut self) -> Option<&mut CastOptionsT> {
-        if let Self::CastOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned DequantizeOptionsT, setting the union to NONE.
-    pub fn take_dequantize_options(&mut self) -> Option<alloc::boxed::Box<DequantizeOptionsT>> {
-        if let Self::DequantizeOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::DequantizeOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the DequantizeOptionsT.
-    pub fn as_dequantize_options(&self) -> Option<&DequantizeOptionsT> {
-        if let Self::DequantizeOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the DequantizeOptionsT.
-    pub fn as_dequantize_options_mut(&mut self) -> Option<&mut DequantizeOptionsT> {
-        if let Self::DequantizeOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned MaximumMinimumOptionsT, setting the union to NONE.
-    pub fn take_maximum_minimum_options(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<MaximumMinimumOptionsT>> {
-        if let Self::MaximumMinimumOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::MaximumMinimumOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the MaximumMinimumOptionsT.
-    pub fn as_maximum_minimum_options(&self) -> Option<&MaximumMinimumOptionsT> {
-        if let Self::MaximumMinimumOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the MaximumMinimumOptionsT.
-    pub fn as_maximum_minimum_options_mut(&mut self) -> Option<&mut MaximumMinimumOptionsT> {
-        if let Self::MaximumMinimumOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned ArgMaxOptionsT, setting the union to NONE.
-    pub fn take_arg_max_options(&mut self) -> Option<alloc::boxed::Box<ArgMaxOptionsT>> {
-        if let Self::ArgMaxOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::ArgMaxOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the ArgMaxOptionsT.
-    pub fn as_arg_max_options(&self) -> Option<&ArgMaxOptionsT> {
-        if let Self::ArgMaxOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the ArgMaxOptionsT.
-    pub fn as_arg_max_options_mut(&mut self) -> Option<&mut ArgMaxOptionsT> {
-        if let Self::ArgMaxOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned LessOptionsT, setting the union to NONE.
-    pub fn take_less_options(&mut self) -> Option<alloc::boxed::Box<LessOptionsT>> {
-        if let Self::LessOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::LessOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the LessOptionsT.
-    pub fn as_less_options(&self) -> Option<&LessOptionsT> {
-        if let Self::LessOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the LessOptionsT.
-    pub fn as_less_options_mut(&mut self) -> Option<&mut LessOptionsT> {
-        if let Self::LessOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned NegOptionsT, setting the union to NONE.
-    pub fn take_neg_options(&mut self) -> Option<alloc::boxed::Box<NegOptionsT>> {
-        if let Self::NegOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::NegOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the NegOptionsT.
-    pub fn as_neg_options(&self) -> Option<&NegOptionsT> {
-        if let Self::NegOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the NegOptionsT.
-    pub fn as_neg_options_mut(&mut self) -> Option<&mut NegOptionsT> {
-        if let Self::NegOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned PadV2OptionsT, setting the union to NONE.
-    pub fn take_pad_v2_options(&mut self) -> Option<alloc::boxed::Box<PadV2OptionsT>> {
-        if let Self::PadV2Options(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::PadV2Options(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the PadV2OptionsT.
-    pub fn as_pad_v2_options(&self) -> Option<&PadV2OptionsT> {
-        if let Self::PadV2Options(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the PadV2OptionsT.
-    pub fn as_pad_v2_options_mut(&mut self) -> Option<&mut PadV2OptionsT> {
-        if let Self::PadV2Options(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned GreaterOptionsT, setting the union to NONE.
-    pub fn take_greater_options(&mut self) -> Option<alloc::boxed::Box<GreaterOptionsT>> {
-        if let Self::GreaterOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::GreaterOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the GreaterOptionsT.
-    pub fn as_greater_options(&self) -> Option<&GreaterOptionsT> {
-        if let Self::GreaterOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the GreaterOptionsT.
-    pub fn as_greater_options_mut(&mut self) -> Option<&mut GreaterOptionsT> {
-        if let Self::GreaterOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned GreaterEqualOptionsT, setting the union to NONE.
-    pub fn take_greater_equal_options(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<GreaterEqualOptionsT>> {
-        if let Self::GreaterEqualOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::GreaterEqualOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the GreaterEqualOptionsT.
-    pub fn as_greater_equal_options(&self) -> Option<&GreaterEqualOptionsT> {
-        if let Self::GreaterEqualOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the GreaterEqualOptionsT.
-    pub fn as_greater_equal_options_mut(&mut self) -> Option<&mut GreaterEqualOptionsT> {
-        if let Self::GreaterEqualOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned LessEqualOptionsT, setting the union to NONE.
-    pub fn take_less_equal_options(&mut self) -> Option<alloc::boxed::Box<LessEqualOptionsT>> {
-        if let Self::LessEqualOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::LessEqualOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the LessEqualOptionsT.
-    pub fn as_less_equal_options(&self) -> Option<&LessEqualOptionsT> {
-        if let Self::LessEqualOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the LessEqualOptionsT.
-    pub fn as_less_equal_options_mut(&mut self) -> Option<&mut LessEqualOptionsT> {
-        if let Self::LessEqualOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned SelectOptionsT, setting the union to NONE.
-    pub fn take_select_options(&mut self) -> Option<alloc::boxed::Box<SelectOptionsT>> {
-        if let Self::SelectOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::SelectOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the SelectOptionsT.
-    pub fn as_select_options(&self) -> Option<&SelectOptionsT> {
-        if let Self::SelectOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the SelectOptionsT.
-    pub fn as_select_options_mut(&mut self) -> Option<&mut SelectOptionsT> {
-        if let Self::SelectOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned SliceOptionsT, setting the union to NONE.
-    pub fn take_slice_options(&mut self) -> Option<alloc::boxed::Box<SliceOptionsT>> {
-        if let Self::SliceOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::SliceOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the SliceOptionsT.
-    pub fn as_slice_options(&self) -> Option<&SliceOptionsT> {
-        if let Self::SliceOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the SliceOptionsT.
-    pub fn as_slice_options_mut(&mut self) -> Option<&mut SliceOptionsT> {
-        if let Self::SliceOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned TransposeConvOptionsT, setting the union to NONE.
-    pub fn take_transpose_conv_options(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<TransposeConvOptionsT>> {
-        if let Self::TransposeConvOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::TransposeConvOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the TransposeConvOptionsT.
-    pub fn as_transpose_conv_options(&self) -> Option<&TransposeConvOptionsT> {
-        if let Self::TransposeConvOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the TransposeConvOptionsT.
-    pub fn as_transpose_conv_options_mut(&mut self) -> Option<&mut TransposeConvOptionsT> {
-        if let Self::TransposeConvOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned SparseToDenseOptionsT, setting the union to NONE.
-    pub fn take_sparse_to_dense_options(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<SparseToDenseOptionsT>> {
-        if let Self::SparseToDenseOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::SparseToDenseOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the SparseToDenseOptionsT.
-    pub fn as_sparse_to_dense_options(&self) -> Option<&SparseToDenseOptionsT> {
-        if let Self::SparseToDenseOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the SparseToDenseOptionsT.
-    pub fn as_sparse_to_dense_options_mut(&mut self) -> Option<&mut SparseToDenseOptionsT> {
-        if let Self::SparseToDenseOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned TileOptionsT, setting the union to NONE.
-    pub fn take_tile_options(&mut self) -> Option<alloc::boxed::Box<TileOptionsT>> {
-        if let Self::TileOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::TileOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the TileOptionsT.
-    pub fn as_tile_options(&self) -> Option<&TileOptionsT> {
-        if let Self::TileOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the TileOptionsT.
-    pub fn as_tile_options_mut(&mut self) -> Option<&mut TileOptionsT> {
-        if let Self::TileOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned ExpandDimsOptionsT, setting the union to NONE.
-    pub fn take_expand_dims_options(&mut self) -> Option<alloc::boxed::Box<ExpandDimsOptionsT>> {
-        if let Self::ExpandDimsOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::ExpandDimsOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the ExpandDimsOptionsT.
-    pub fn as_expand_dims_options(&self) -> Option<&ExpandDimsOptionsT> {
-        if let Self::ExpandDimsOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the ExpandDimsOptionsT.
-    pub fn as_expand_dims_options_mut(&mut self) -> Option<&mut ExpandDimsOptionsT> {
-        if let Self::ExpandDimsOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned EqualOptionsT, setting the union to NONE.
-    pub fn take_equal_options(&mut self) -> Option<alloc::boxed::Box<EqualOptionsT>> {
-        if let Self::EqualOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::EqualOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the EqualOptionsT.
-    pub fn as_equal_options(&self) -> Option<&EqualOptionsT> {
-        if let Self::EqualOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the EqualOptionsT.
-    pub fn as_equal_options_mut(&mut self) -> Option<&mut EqualOptionsT> {
-        if let Self::EqualOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned NotEqualOptionsT, setting the union to NONE.
-    pub fn take_not_equal_options(&mut self) -> Option<alloc::boxed::Box<NotEqualOptionsT>> {
-        if let Self::NotEqualOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::NotEqualOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the NotEqualOptionsT.
-    pub fn as_not_equal_options(&self) -> Option<&NotEqualOptionsT> {
-        if let Self::NotEqualOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the NotEqualOptionsT.
-    pub fn as_not_equal_options_mut(&mut self) -> Option<&mut NotEqualOptionsT> {
-        if let Self::NotEqualOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned ShapeOptionsT, setting the union to NONE.
-    pub fn take_shape_options(&mut self) -> Option<alloc::boxed::Box<ShapeOptionsT>> {
-        if let Self::ShapeOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::ShapeOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the ShapeOptionsT.
-    pub fn as_shape_options(&self) -> Option<&ShapeOptionsT> {
-        if let Self::ShapeOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the ShapeOptionsT.
-    pub fn as_shape_options_mut(&mut self) -> Option<&mut ShapeOptionsT> {
-        if let Self::ShapeOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned PowOptionsT, setting the union to NONE.
-    pub fn take_pow_options(&mut self) -> Option<alloc::boxed::Box<PowOptionsT>> {
-        if let Self::PowOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::PowOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the PowOptionsT.
-    pub fn as_pow_options(&self) -> Option<&PowOptionsT> {
-        if let Self::PowOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the PowOptionsT.
-    pub fn as_pow_options_mut(&mut self) -> Option<&mut PowOptionsT> {
-        if let Self::PowOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned ArgMinOptionsT, setting the union to NONE.
-    pub fn take_arg_min_options(&mut self) -> Option<alloc::boxed::Box<ArgMinOptionsT>> {
-        if let Self::ArgMinOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::ArgMinOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the ArgMinOptionsT.
-    pub fn as_arg_min_options(&self) -> Option<&ArgMinOptionsT> {
-        if let Self::ArgMinOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the ArgMinOptionsT.
-    pub fn as_arg_min_options_mut(&mut self) -> Option<&mut ArgMinOptionsT> {
-        if let Self::ArgMinOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned FakeQuantOptionsT, setting the union to NONE.
-    pub fn take_fake_quant_options(&mut self) -> Option<alloc::boxed::Box<FakeQuantOptionsT>> {
-        if let Self::FakeQuantOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::FakeQuantOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the FakeQuantOptionsT.
-    pub fn as_fake_quant_options(&self) -> Option<&FakeQuantOptionsT> {
-        if let Self::FakeQuantOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the FakeQuantOptionsT.
-    pub fn as_fake_quant_options_mut(&mut self) -> Option<&mut FakeQuantOptionsT> {
-        if let Self::FakeQuantOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned PackOptionsT, setting the union to NONE.
-    pub fn take_pack_options(&mut self) -> Option<alloc::boxed::Box<PackOptionsT>> {
-        if let Self::PackOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::PackOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the PackOptionsT.
-    pub fn as_pack_options(&self) -> Option<&PackOptionsT> {
-        if let Self::PackOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the PackOptionsT.
-    pub fn as_pack_options_mut(&mut self) -> Option<&mut PackOptionsT> {
-        if let Self::PackOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned LogicalOrOptionsT, setting the union to NONE.
-    pub fn take_logical_or_options(&mut self) -> Option<alloc::boxed::Box<LogicalOrOptionsT>> {
-        if let Self::LogicalOrOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::LogicalOrOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the LogicalOrOptionsT.
-    pub fn as_logical_or_options(&self) -> Option<&LogicalOrOptionsT> {
-        if let Self::LogicalOrOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the LogicalOrOptionsT.
-    pub fn as_logical_or_options_mut(&mut self) -> Option<&mut LogicalOrOptionsT> {
-        if let Self::LogicalOrOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned OneHotOptionsT, setting the union to NONE.
-    pub fn take_one_hot_options(&mut self) -> Option<alloc::boxed::Box<OneHotOptionsT>> {
-        if let Self::OneHotOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::OneHotOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the OneHotOptionsT.
-    pub fn as_one_hot_options(&self) -> Option<&OneHotOptionsT> {
-        if let Self::OneHotOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the OneHotOptionsT.
-    pub fn as_one_hot_options_mut(&mut self) -> Option<&mut OneHotOptionsT> {
-        if let Self::OneHotOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned LogicalAndOptionsT, setting the union to NONE.
-    pub fn take_logical_and_options(&mut self) -> Option<alloc::boxed::Box<LogicalAndOptionsT>> {
-        if let Self::LogicalAndOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::LogicalAndOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the LogicalAndOptionsT.
-    pub fn as_logical_and_options(&self) -> Option<&LogicalAndOptionsT> {
-        if let Self::LogicalAndOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the LogicalAndOptionsT.
-    pub fn as_logical_and_options_mut(&mut self) -> Option<&mut LogicalAndOptionsT> {
-        if let Self::LogicalAndOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned LogicalNotOptionsT, setting the union to NONE.
-    pub fn take_logical_not_options(&mut self) -> Option<alloc::boxed::Box<LogicalNotOptionsT>> {
-        if let Self::LogicalNotOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::LogicalNotOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the LogicalNotOptionsT.
-    pub fn as_logical_not_options(&self) -> Option<&LogicalNotOptionsT> {
-        if let Self::LogicalNotOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the LogicalNotOptionsT.
-    pub fn as_logical_not_options_mut(&mut self) -> Option<&mut LogicalNotOptionsT> {
-        if let Self::LogicalNotOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned UnpackOptionsT, setting the union to NONE.
-    pub fn take_unpack_options(&mut self) -> Option<alloc::boxed::Box<UnpackOptionsT>> {
-        if let Self::UnpackOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::UnpackOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the UnpackOptionsT.
-    pub fn as_unpack_options(&self) -> Option<&UnpackOptionsT> {
-        if let Self::UnpackOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the UnpackOptionsT.
-    pub fn as_unpack_options_mut(&mut self) -> Option<&mut UnpackOptionsT> {
-        if let Self::UnpackOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned FloorDivOptionsT, setting the union to NONE.
-    pub fn take_floor_div_options(&mut self) -> Option<alloc::boxed::Box<FloorDivOptionsT>> {
-        if let Self::FloorDivOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::FloorDivOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the FloorDivOptionsT.
-    pub fn as_floor_div_options(&self) -> Option<&FloorDivOptionsT> {
-        if let Self::FloorDivOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the FloorDivOptionsT.
-    pub fn as_floor_div_options_mut(&mut self) -> Option<&mut FloorDivOptionsT> {
-        if let Self::FloorDivOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned SquareOptionsT, setting the union to NONE.
-    pub fn take_square_options(&mut self) -> Option<alloc::boxed::Box<SquareOptionsT>> {
-        if let Self::SquareOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::SquareOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the SquareOptionsT.
-    pub fn as_square_options(&self) -> Option<&SquareOptionsT> {
-        if let Self::SquareOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the SquareOptionsT.
-    pub fn as_square_options_mut(&mut self) -> Option<&mut SquareOptionsT> {
-        if let Self::SquareOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned ZerosLikeOptionsT, setting the union to NONE.
-    pub fn take_zeros_like_options(&mut self) -> Option<alloc::boxed::Box<ZerosLikeOptionsT>> {
-        if let Self::ZerosLikeOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::ZerosLikeOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the ZerosLikeOptionsT.
-    pub fn as_zeros_like_options(&self) -> Option<&ZerosLikeOptionsT> {
-        if let Self::ZerosLikeOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the ZerosLikeOptionsT.
-    pub fn as_zeros_like_options_mut(&mut self) -> Option<&mut ZerosLikeOptionsT> {
-        if let Self::ZerosLikeOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned FillOptionsT, setting the union to NONE.
-    pub fn take_fill_options(&mut self) -> Option<alloc::boxed::Box<FillOptionsT>> {
-        if let Self::FillOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::FillOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the FillOptionsT.
-    pub fn as_fill_options(&self) -> Option<&FillOptionsT> {
-        if let Self::FillOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the FillOptionsT.
-    pub fn as_fill_options_mut(&mut self) -> Option<&mut FillOptionsT> {
-        if let Self::FillOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned BidirectionalSequenceLSTMOptionsT, setting the union to NONE.
-    pub fn take_bidirectional_sequence_lstmoptions(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<BidirectionalSequenceLSTMOptionsT>> {
-        if let Self::BidirectionalSequenceLSTMOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::BidirectionalSequenceLSTMOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the BidirectionalSequenceLSTMOptionsT.
-    pub fn as_bidirectional_sequence_lstmoptions(
-        &self,
-    ) -> Option<&BidirectionalSequenceLSTMOptionsT> {
-        if let Self::BidirectionalSequenceLSTMOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the BidirectionalSequenceLSTMOptionsT.
-    pub fn as_bidirectional_sequence_lstmoptions_mut(
-        &mut self,
-    ) -> Option<&mut BidirectionalSequenceLSTMOptionsT> {
-        if let Self::BidirectionalSequenceLSTMOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned BidirectionalSequenceRNNOptionsT, setting the union to NONE.
-    pub fn take_bidirectional_sequence_rnnoptions(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<BidirectionalSequenceRNNOptionsT>> {
-        if let Self::BidirectionalSequenceRNNOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::BidirectionalSequenceRNNOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the BidirectionalSequenceRNNOptionsT.
-    pub fn as_bidirectional_sequence_rnnoptions(
-        &self,
-    ) -> Option<&BidirectionalSequenceRNNOptionsT> {
-        if let Self::BidirectionalSequenceRNNOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the BidirectionalSequenceRNNOptionsT.
-    pub fn as_bidirectional_sequence_rnnoptions_mut(
-        &mut self,
-    ) -> Option<&mut BidirectionalSequenceRNNOptionsT> {
-        if let Self::BidirectionalSequenceRNNOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned UnidirectionalSequenceLSTMOptionsT, setting the union to NONE.
-    pub fn take_unidirectional_sequence_lstmoptions(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<UnidirectionalSequenceLSTMOptionsT>> {
-        if let Self::UnidirectionalSequenceLSTMOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::UnidirectionalSequenceLSTMOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the UnidirectionalSequenceLSTMOptionsT.
-    pub fn as_unidirectional_sequence_lstmoptions(
-        &self,
-    ) -> Option<&UnidirectionalSequenceLSTMOptionsT> {
-        if let Self::UnidirectionalSequenceLSTMOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the UnidirectionalSequenceLSTMOptionsT.
-    pub fn as_unidirectional_sequence_lstmoptions_mut(
-        &mut self,
-    ) -> Option<&mut UnidirectionalSequenceLSTMOptionsT> {
-        if let Self::UnidirectionalSequenceLSTMOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned FloorModOptionsT, setting the union to NONE.
-    pub fn take_floor_mod_options(&mut self) -> Option<alloc::boxed::Box<FloorModOptionsT>> {
-        if let Self::FloorModOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::FloorModOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the FloorModOptionsT.
-    pub fn as_floor_mod_options(&self) -> Option<&FloorModOptionsT> {
-        if let Self::FloorModOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the FloorModOptionsT.
-    pub fn as_floor_mod_options_mut(&mut self) -> Option<&mut FloorModOptionsT> {
-        if let Self::FloorModOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned RangeOptionsT, setting the union to NONE.
-    pub fn take_range_options(&mut self) -> Option<alloc::boxed::Box<RangeOptionsT>> {
-        if let Self::RangeOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::RangeOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the RangeOptionsT.
-    pub fn as_range_options(&self) -> Option<&RangeOptionsT> {
-        if let Self::RangeOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the RangeOptionsT.
-    pub fn as_range_options_mut(&mut self) -> Option<&mut RangeOptionsT> {
-        if let Self::RangeOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned ResizeNearestNeighborOptionsT, setting the union to NONE.
-    pub fn take_resize_nearest_neighbor_options(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<ResizeNearestNeighborOptionsT>> {
-        if let Self::ResizeNearestNeighborOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::ResizeNearestNeighborOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the ResizeNearestNeighborOptionsT.
-    pub fn as_resize_nearest_neighbor_options(&self) -> Option<&ResizeNearestNeighborOptionsT> {
-        if let Self::ResizeNearestNeighborOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the ResizeNearestNeighborOptionsT.
-    pub fn as_resize_nearest_neighbor_options_mut(
-        &mut self,
-    ) -> Option<&mut ResizeNearestNeighborOptionsT> {
-        if let Self::ResizeNearestNeighborOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned LeakyReluOptionsT, setting the union to NONE.
-    pub fn take_leaky_relu_options(&mut self) -> Option<alloc::boxed::Box<LeakyReluOptionsT>> {
-        if let Self::LeakyReluOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::LeakyReluOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the LeakyReluOptionsT.
-    pub fn as_leaky_relu_options(&self) -> Option<&LeakyReluOptionsT> {
-        if let Self::LeakyReluOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the LeakyReluOptionsT.
-    pub fn as_leaky_relu_options_mut(&mut self) -> Option<&mut LeakyReluOptionsT> {
-        if let Self::LeakyReluOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned SquaredDifferenceOptionsT, setting the union to NONE.
-    pub fn take_squared_difference_options(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<SquaredDifferenceOptionsT>> {
-        if let Self::SquaredDifferenceOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::SquaredDifferenceOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the SquaredDifferenceOptionsT.
-    pub fn as_squared_difference_options(&self) -> Option<&SquaredDifferenceOptionsT> {
-        if let Self::SquaredDifferenceOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the SquaredDifferenceOptionsT.
-    pub fn as_squared_difference_options_mut(&mut self) -> Option<&mut SquaredDifferenceOptionsT> {
-        if let Self::SquaredDifferenceOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned MirrorPadOptionsT, setting the union to NONE.
-    pub fn take_mirror_pad_options(&mut self) -> Option<alloc::boxed::Box<MirrorPadOptionsT>> {
-        if let Self::MirrorPadOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::MirrorPadOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the MirrorPadOptionsT.
-    pub fn as_mirror_pad_options(&self) -> Option<&MirrorPadOptionsT> {
-        if let Self::MirrorPadOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the MirrorPadOptionsT.
-    pub fn as_mirror_pad_options_mut(&mut self) -> Option<&mut MirrorPadOptionsT> {
-        if let Self::MirrorPadOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned AbsOptionsT, setting the union to NONE.
-    pub fn take_abs_options(&mut self) -> Option<alloc::boxed::Box<AbsOptionsT>> {
-        if let Self::AbsOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::AbsOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the AbsOptionsT.
-    pub fn as_abs_options(&self) -> Option<&AbsOptionsT> {
-        if let Self::AbsOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the AbsOptionsT.
-    pub fn as_abs_options_mut(&mut self) -> Option<&mut AbsOptionsT> {
-        if let Self::AbsOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned SplitVOptionsT, setting the union to NONE.
-    pub fn take_split_voptions(&mut self) -> Option<alloc::boxed::Box<SplitVOptionsT>> {
-        if let Self::SplitVOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::SplitVOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the SplitVOptionsT.
-    pub fn as_split_voptions(&self) -> Option<&SplitVOptionsT> {
-        if let Self::SplitVOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the SplitVOptionsT.
-    pub fn as_split_voptions_mut(&mut self) -> Option<&mut SplitVOptionsT> {
-        if let Self::SplitVOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned UniqueOptionsT, setting the union to NONE.
-    pub fn take_unique_options(&mut self) -> Option<alloc::boxed::Box<UniqueOptionsT>> {
-        if let Self::UniqueOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::UniqueOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the UniqueOptionsT.
-    pub fn as_unique_options(&self) -> Option<&UniqueOptionsT> {
-        if let Self::UniqueOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the UniqueOptionsT.
-    pub fn as_unique_options_mut(&mut self) -> Option<&mut UniqueOptionsT> {
-        if let Self::UniqueOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned ReverseV2OptionsT, setting the union to NONE.
-    pub fn take_reverse_v2_options(&mut self) -> Option<alloc::boxed::Box<ReverseV2OptionsT>> {
-        if let Self::ReverseV2Options(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::ReverseV2Options(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the ReverseV2OptionsT.
-    pub fn as_reverse_v2_options(&self) -> Option<&ReverseV2OptionsT> {
-        if let Self::ReverseV2Options(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the ReverseV2OptionsT.
-    pub fn as_reverse_v2_options_mut(&mut self) -> Option<&mut ReverseV2OptionsT> {
-        if let Self::ReverseV2Options(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned AddNOptionsT, setting the union to NONE.
-    pub fn take_add_noptions(&mut self) -> Option<alloc::boxed::Box<AddNOptionsT>> {
-        if let Self::AddNOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::AddNOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the AddNOptionsT.
-    pub fn as_add_noptions(&self) -> Option<&AddNOptionsT> {
-        if let Self::AddNOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the AddNOptionsT.
-    pub fn as_add_noptions_mut(&mut self) -> Option<&mut AddNOptionsT> {
-        if let Self::AddNOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned GatherNdOptionsT, setting the union to NONE.
-    pub fn take_gather_nd_options(&mut self) -> Option<alloc::boxed::Box<GatherNdOptionsT>> {
-        if let Self::GatherNdOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::GatherNdOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the GatherNdOptionsT.
-    pub fn as_gather_nd_options(&self) -> Option<&GatherNdOptionsT> {
-        if let Self::GatherNdOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the GatherNdOptionsT.
-    pub fn as_gather_nd_options_mut(&mut self) -> Option<&mut GatherNdOptionsT> {
-        if let Self::GatherNdOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned CosOptionsT, setting the union to NONE.
-    pub fn take_cos_options(&mut self) -> Option<alloc::boxed::Box<CosOptionsT>> {
-        if let Self::CosOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::CosOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the CosOptionsT.
-    pub fn as_cos_options(&self) -> Option<&CosOptionsT> {
-        if let Self::CosOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the CosOptionsT.
-    pub fn as_cos_options_mut(&mut self) -> Option<&mut CosOptionsT> {
-        if let Self::CosOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned WhereOptionsT, setting the union to NONE.
-    pub fn take_where_options(&mut self) -> Option<alloc::boxed::Box<WhereOptionsT>> {
-        if let Self::WhereOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::WhereOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the WhereOptionsT.
-    pub fn as_where_options(&self) -> Option<&WhereOptionsT> {
-        if let Self::WhereOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the WhereOptionsT.
-    pub fn as_where_options_mut(&mut self) -> Option<&mut WhereOptionsT> {
-        if let Self::WhereOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned RankOptionsT, setting the union to NONE.
-    pub fn take_rank_options(&mut self) -> Option<alloc::boxed::Box<RankOptionsT>> {
-        if let Self::RankOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::RankOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the RankOptionsT.
-    pub fn as_rank_options(&self) -> Option<&RankOptionsT> {
-        if let Self::RankOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the RankOptionsT.
-    pub fn as_rank_options_mut(&mut self) -> Option<&mut RankOptionsT> {
-        if let Self::RankOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned ReverseSequenceOptionsT, setting the union to NONE.
-    pub fn take_reverse_sequence_options(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<ReverseSequenceOptionsT>> {
-        if let Self::ReverseSequenceOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::ReverseSequenceOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the ReverseSequenceOptionsT.
-    pub fn as_reverse_sequence_options(&self) -> Option<&ReverseSequenceOptionsT> {
-        if let Self::ReverseSequenceOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the ReverseSequenceOptionsT.
-    pub fn as_reverse_sequence_options_mut(&mut self) -> Option<&mut ReverseSequenceOptionsT> {
-        if let Self::ReverseSequenceOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned MatrixDiagOptionsT, setting the union to NONE.
-    pub fn take_matrix_diag_options(&mut self) -> Option<alloc::boxed::Box<MatrixDiagOptionsT>> {
-        if let Self::MatrixDiagOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::MatrixDiagOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the MatrixDiagOptionsT.
-    pub fn as_matrix_diag_options(&self) -> Option<&MatrixDiagOptionsT> {
-        if let Self::MatrixDiagOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the MatrixDiagOptionsT.
-    pub fn as_matrix_diag_options_mut(&mut self) -> Option<&mut MatrixDiagOptionsT> {
-        if let Self::MatrixDiagOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned QuantizeOptionsT, setting the union to NONE.
-    pub fn take_quantize_options(&mut self) -> Option<alloc::boxed::Box<QuantizeOptionsT>> {
-        if let Self::QuantizeOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::QuantizeOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the QuantizeOptionsT.
-    pub fn as_quantize_options(&self) -> Option<&QuantizeOptionsT> {
-        if let Self::QuantizeOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the QuantizeOptionsT.
-    pub fn as_quantize_options_mut(&mut self) -> Option<&mut QuantizeOptionsT> {
-        if let Self::QuantizeOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned MatrixSetDiagOptionsT, setting the union to NONE.
-    pub fn take_matrix_set_diag_options(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<MatrixSetDiagOptionsT>> {
-        if let Self::MatrixSetDiagOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::MatrixSetDiagOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the MatrixSetDiagOptionsT.
-    pub fn as_matrix_set_diag_options(&self) -> Option<&MatrixSetDiagOptionsT> {
-        if let Self::MatrixSetDiagOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the MatrixSetDiagOptionsT.
-    pub fn as_matrix_set_diag_options_mut(&mut self) -> Option<&mut MatrixSetDiagOptionsT> {
-        if let Self::MatrixSetDiagOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned HardSwishOptionsT, setting the union to NONE.
-    pub fn take_hard_swish_options(&mut self) -> Option<alloc::boxed::Box<HardSwishOptionsT>> {
-        if let Self::HardSwishOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::HardSwishOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the HardSwishOptionsT.
-    pub fn as_hard_swish_options(&self) -> Option<&HardSwishOptionsT> {
-        if let Self::HardSwishOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the HardSwishOptionsT.
-    pub fn as_hard_swish_options_mut(&mut self) -> Option<&mut HardSwishOptionsT> {
-        if let Self::HardSwishOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned IfOptionsT, setting the union to NONE.
-    pub fn take_if_options(&mut self) -> Option<alloc::boxed::Box<IfOptionsT>> {
-        if let Self::IfOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::IfOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the IfOptionsT.
-    pub fn as_if_options(&self) -> Option<&IfOptionsT> {
-        if let Self::IfOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the IfOptionsT.
-    pub fn as_if_options_mut(&mut self) -> Option<&mut IfOptionsT> {
-        if let Self::IfOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned WhileOptionsT, setting the union to NONE.
-    pub fn take_while_options(&mut self) -> Option<alloc::boxed::Box<WhileOptionsT>> {
-        if let Self::WhileOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::WhileOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the WhileOptionsT.
-    pub fn as_while_options(&self) -> Option<&WhileOptionsT> {
-        if let Self::WhileOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the WhileOptionsT.
-    pub fn as_while_options_mut(&mut self) -> Option<&mut WhileOptionsT> {
-        if let Self::WhileOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned DepthToSpaceOptionsT, setting the union to NONE.
-    pub fn take_depth_to_space_options(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<DepthToSpaceOptionsT>> {
-        if let Self::DepthToSpaceOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::DepthToSpaceOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the DepthToSpaceOptionsT.
-    pub fn as_depth_to_space_options(&self) -> Option<&DepthToSpaceOptionsT> {
-        if let Self::DepthToSpaceOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the DepthToSpaceOptionsT.
-    pub fn as_depth_to_space_options_mut(&mut self) -> Option<&mut DepthToSpaceOptionsT> {
-        if let Self::DepthToSpaceOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned NonMaxSuppressionV4OptionsT, setting the union to NONE.
-    pub fn take_non_max_suppression_v4_options(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<NonMaxSuppressionV4OptionsT>> {
-        if let Self::NonMaxSuppressionV4Options(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::NonMaxSuppressionV4Options(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the NonMaxSuppressionV4OptionsT.
-    pub fn as_non_max_suppression_v4_options(&self) -> Option<&NonMaxSuppressionV4OptionsT> {
-        if let Self::NonMaxSuppressionV4Options(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the NonMaxSuppressionV4OptionsT.
-    pub fn as_non_max_suppression_v4_options_mut(
-        &mut self,
-    ) -> Option<&mut NonMaxSuppressionV4OptionsT> {
-        if let Self::NonMaxSuppressionV4Options(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned NonMaxSuppressionV5OptionsT, setting the union to NONE.
-    pub fn take_non_max_suppression_v5_options(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<NonMaxSuppressionV5OptionsT>> {
-        if let Self::NonMaxSuppressionV5Options(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::NonMaxSuppressionV5Options(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the NonMaxSuppressionV5OptionsT.
-    pub fn as_non_max_suppression_v5_options(&self) -> Option<&NonMaxSuppressionV5OptionsT> {
-        if let Self::NonMaxSuppressionV5Options(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the NonMaxSuppressionV5OptionsT.
-    pub fn as_non_max_suppression_v5_options_mut(
-        &mut self,
-    ) -> Option<&mut NonMaxSuppressionV5OptionsT> {
-        if let Self::NonMaxSuppressionV5Options(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned ScatterNdOptionsT, setting the union to NONE.
-    pub fn take_scatter_nd_options(&mut self) -> Option<alloc::boxed::Box<ScatterNdOptionsT>> {
-        if let Self::ScatterNdOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::ScatterNdOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the ScatterNdOptionsT.
-    pub fn as_scatter_nd_options(&self) -> Option<&ScatterNdOptionsT> {
-        if let Self::ScatterNdOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the ScatterNdOptionsT.
-    pub fn as_scatter_nd_options_mut(&mut self) -> Option<&mut ScatterNdOptionsT> {
-        if let Self::ScatterNdOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned SelectV2OptionsT, setting the union to NONE.
-    pub fn take_select_v2_options(&mut self) -> Option<alloc::boxed::Box<SelectV2OptionsT>> {
-        if let Self::SelectV2Options(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::SelectV2Options(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the SelectV2OptionsT.
-    pub fn as_select_v2_options(&self) -> Option<&SelectV2OptionsT> {
-        if let Self::SelectV2Options(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the SelectV2OptionsT.
-    pub fn as_select_v2_options_mut(&mut self) -> Option<&mut SelectV2OptionsT> {
-        if let Self::SelectV2Options(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned DensifyOptionsT, setting the union to NONE.
-    pub fn take_densify_options(&mut self) -> Option<alloc::boxed::Box<DensifyOptionsT>> {
-        if let Self::DensifyOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::DensifyOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the DensifyOptionsT.
-    pub fn as_densify_options(&self) -> Option<&DensifyOptionsT> {
-        if let Self::DensifyOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the DensifyOptionsT.
-    pub fn as_densify_options_mut(&mut self) -> Option<&mut DensifyOptionsT> {
-        if let Self::DensifyOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned SegmentSumOptionsT, setting the union to NONE.
-    pub fn take_segment_sum_options(&mut self) -> Option<alloc::boxed::Box<SegmentSumOptionsT>> {
-        if let Self::SegmentSumOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::SegmentSumOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the SegmentSumOptionsT.
-    pub fn as_segment_sum_options(&self) -> Option<&SegmentSumOptionsT> {
-        if let Self::SegmentSumOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the SegmentSumOptionsT.
-    pub fn as_segment_sum_options_mut(&mut self) -> Option<&mut SegmentSumOptionsT> {
-        if let Self::SegmentSumOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned BatchMatMulOptionsT, setting the union to NONE.
-    pub fn take_batch_mat_mul_options(&mut self) -> Option<alloc::boxed::Box<BatchMatMulOptionsT>> {
-        if let Self::BatchMatMulOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::BatchMatMulOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the BatchMatMulOptionsT.
-    pub fn as_batch_mat_mul_options(&self) -> Option<&BatchMatMulOptionsT> {
-        if let Self::BatchMatMulOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the BatchMatMulOptionsT.
-    pub fn as_batch_mat_mul_options_mut(&mut self) -> Option<&mut BatchMatMulOptionsT> {
-        if let Self::BatchMatMulOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned CumsumOptionsT, setting the union to NONE.
-    pub fn take_cumsum_options(&mut self) -> Option<alloc::boxed::Box<CumsumOptionsT>> {
-        if let Self::CumsumOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::CumsumOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the CumsumOptionsT.
-    pub fn as_cumsum_options(&self) -> Option<&CumsumOptionsT> {
-        if let Self::CumsumOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the CumsumOptionsT.
-    pub fn as_cumsum_options_mut(&mut self) -> Option<&mut CumsumOptionsT> {
-        if let Self::CumsumOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned CallOnceOptionsT, setting the union to NONE.
-    pub fn take_call_once_options(&mut self) -> Option<alloc::boxed::Box<CallOnceOptionsT>> {
-        if let Self::CallOnceOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::CallOnceOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the CallOnceOptionsT.
-    pub fn as_call_once_options(&self) -> Option<&CallOnceOptionsT> {
-        if let Self::CallOnceOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the CallOnceOptionsT.
-    pub fn as_call_once_options_mut(&mut self) -> Option<&mut CallOnceOptionsT> {
-        if let Self::CallOnceOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned BroadcastToOptionsT, setting the union to NONE.
-    pub fn take_broadcast_to_options(&mut self) -> Option<alloc::boxed::Box<BroadcastToOptionsT>> {
-        if let Self::BroadcastToOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::BroadcastToOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the BroadcastToOptionsT.
-    pub fn as_broadcast_to_options(&self) -> Option<&BroadcastToOptionsT> {
-        if let Self::BroadcastToOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the BroadcastToOptionsT.
-    pub fn as_broadcast_to_options_mut(&mut self) -> Option<&mut BroadcastToOptionsT> {
-        if let Self::BroadcastToOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned Rfft2dOptionsT, setting the union to NONE.
-    pub fn take_rfft_2d_options(&mut self) -> Option<alloc::boxed::Box<Rfft2dOptionsT>> {
-        if let Self::Rfft2dOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::Rfft2dOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the Rfft2dOptionsT.
-    pub fn as_rfft_2d_options(&self) -> Option<&Rfft2dOptionsT> {
-        if let Self::Rfft2dOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the Rfft2dOptionsT.
-    pub fn as_rfft_2d_options_mut(&mut self) -> Option<&mut Rfft2dOptionsT> {
-        if let Self::Rfft2dOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned Conv3DOptionsT, setting the union to NONE.
-    pub fn take_conv_3_doptions(&mut self) -> Option<alloc::boxed::Box<Conv3DOptionsT>> {
-        if let Self::Conv3DOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::Conv3DOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the Conv3DOptionsT.
-    pub fn as_conv_3_doptions(&self) -> Option<&Conv3DOptionsT> {
-        if let Self::Conv3DOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the Conv3DOptionsT.
-    pub fn as_conv_3_doptions_mut(&mut self) -> Option<&mut Conv3DOptionsT> {
-        if let Self::Conv3DOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned HashtableOptionsT, setting the union to NONE.
-    pub fn take_hashtable_options(&mut self) -> Option<alloc::boxed::Box<HashtableOptionsT>> {
-        if let Self::HashtableOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::HashtableOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the HashtableOptionsT.
-    pub fn as_hashtable_options(&self) -> Option<&HashtableOptionsT> {
-        if let Self::HashtableOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the HashtableOptionsT.
-    pub fn as_hashtable_options_mut(&mut self) -> Option<&mut HashtableOptionsT> {
-        if let Self::HashtableOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned HashtableFindOptionsT, setting the union to NONE.
-    pub fn take_hashtable_find_options(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<HashtableFindOptionsT>> {
-        if let Self::HashtableFindOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::HashtableFindOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the HashtableFindOptionsT.
-    pub fn as_hashtable_find_options(&self) -> Option<&HashtableFindOptionsT> {
-        if let Self::HashtableFindOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the HashtableFindOptionsT.
-    pub fn as_hashtable_find_options_mut(&mut self) -> Option<&mut HashtableFindOptionsT> {
-        if let Self::HashtableFindOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned HashtableImportOptionsT, setting the union to NONE.
-    pub fn take_hashtable_import_options(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<HashtableImportOptionsT>> {
-        if let Self::HashtableImportOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::HashtableImportOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the HashtableImportOptionsT.
-    pub fn as_hashtable_import_options(&self) -> Option<&HashtableImportOptionsT> {
-        if let Self::HashtableImportOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the HashtableImportOptionsT.
-    pub fn as_hashtable_import_options_mut(&mut self) -> Option<&mut HashtableImportOptionsT> {
-        if let Self::HashtableImportOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned HashtableSizeOptionsT, setting the union to NONE.
-    pub fn take_hashtable_size_options(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<HashtableSizeOptionsT>> {
-        if let Self::HashtableSizeOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::HashtableSizeOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the HashtableSizeOptionsT.
-    pub fn as_hashtable_size_options(&self) -> Option<&HashtableSizeOptionsT> {
-        if let Self::HashtableSizeOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the HashtableSizeOptionsT.
-    pub fn as_hashtable_size_options_mut(&mut self) -> Option<&mut HashtableSizeOptionsT> {
-        if let Self::HashtableSizeOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned VarHandleOptionsT, setting the union to NONE.
-    pub fn take_var_handle_options(&mut self) -> Option<alloc::boxed::Box<VarHandleOptionsT>> {
-        if let Self::VarHandleOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::VarHandleOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the VarHandleOptionsT.
-    pub fn as_var_handle_options(&self) -> Option<&VarHandleOptionsT> {
-        if let Self::VarHandleOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the VarHandleOptionsT.
-    pub fn as_var_handle_options_mut(&mut self) -> Option<&mut VarHandleOptionsT> {
-        if let Self::VarHandleOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned ReadVariableOptionsT, setting the union to NONE.
-    pub fn take_read_variable_options(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<ReadVariableOptionsT>> {
-        if let Self::ReadVariableOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::ReadVariableOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the ReadVariableOptionsT.
-    pub fn as_read_variable_options(&self) -> Option<&ReadVariableOptionsT> {
-        if let Self::ReadVariableOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the ReadVariableOptionsT.
-    pub fn as_read_variable_options_mut(&mut self) -> Option<&mut ReadVariableOptionsT> {
-        if let Self::ReadVariableOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned AssignVariableOptionsT, setting the union to NONE.
-    pub fn take_assign_variable_options(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<AssignVariableOptionsT>> {
-        if let Self::AssignVariableOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::AssignVariableOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the AssignVariableOptionsT.
-    pub fn as_assign_variable_options(&self) -> Option<&AssignVariableOptionsT> {
-        if let Self::AssignVariableOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the AssignVariableOptionsT.
-    pub fn as_assign_variable_options_mut(&mut self) -> Option<&mut AssignVariableOptionsT> {
-        if let Self::AssignVariableOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned RandomOptionsT, setting the union to NONE.
-    pub fn take_random_options(&mut self) -> Option<alloc::boxed::Box<RandomOptionsT>> {
-        if let Self::RandomOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::RandomOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the RandomOptionsT.
-    pub fn as_random_options(&self) -> Option<&RandomOptionsT> {
-        if let Self::RandomOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the RandomOptionsT.
-    pub fn as_random_options_mut(&mut self) -> Option<&mut RandomOptionsT> {
-        if let Self::RandomOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned BucketizeOptionsT, setting the union to NONE.
-    pub fn take_bucketize_options(&mut self) -> Option<alloc::boxed::Box<BucketizeOptionsT>> {
-        if let Self::BucketizeOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::BucketizeOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the BucketizeOptionsT.
-    pub fn as_bucketize_options(&self) -> Option<&BucketizeOptionsT> {
-        if let Self::BucketizeOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the BucketizeOptionsT.
-    pub fn as_bucketize_options_mut(&mut self) -> Option<&mut BucketizeOptionsT> {
-        if let Self::BucketizeOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned GeluOptionsT, setting the union to NONE.
-    pub fn take_gelu_options(&mut self) -> Option<alloc::boxed::Box<GeluOptionsT>> {
-        if let Self::GeluOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::GeluOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the GeluOptionsT.
-    pub fn as_gelu_options(&self) -> Option<&GeluOptionsT> {
-        if let Self::GeluOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the GeluOptionsT.
-    pub fn as_gelu_options_mut(&mut self) -> Option<&mut GeluOptionsT> {
-        if let Self::GeluOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned DynamicUpdateSliceOptionsT, setting the union to NONE.
-    pub fn take_dynamic_update_slice_options(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<DynamicUpdateSliceOptionsT>> {
-        if let Self::DynamicUpdateSliceOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::DynamicUpdateSliceOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the DynamicUpdateSliceOptionsT.
-    pub fn as_dynamic_update_slice_options(&self) -> Option<&DynamicUpdateSliceOptionsT> {
-        if let Self::DynamicUpdateSliceOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the DynamicUpdateSliceOptionsT.
-    pub fn as_dynamic_update_slice_options_mut(
-        &mut self,
-    ) -> Option<&mut DynamicUpdateSliceOptionsT> {
-        if let Self::DynamicUpdateSliceOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned UnsortedSegmentProdOptionsT, setting the union to NONE.
-    pub fn take_unsorted_segment_prod_options(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<UnsortedSegmentProdOptionsT>> {
-        if let Self::UnsortedSegmentProdOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::UnsortedSegmentProdOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the UnsortedSegmentProdOptionsT.
-    pub fn as_unsorted_segment_prod_options(&self) -> Option<&UnsortedSegmentProdOptionsT> {
-        if let Self::UnsortedSegmentProdOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the UnsortedSegmentProdOptionsT.
-    pub fn as_unsorted_segment_prod_options_mut(
-        &mut self,
-    ) -> Option<&mut UnsortedSegmentProdOptionsT> {
-        if let Self::UnsortedSegmentProdOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned UnsortedSegmentMaxOptionsT, setting the union to NONE.
-    pub fn take_unsorted_segment_max_options(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<UnsortedSegmentMaxOptionsT>> {
-        if let Self::UnsortedSegmentMaxOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::UnsortedSegmentMaxOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the UnsortedSegmentMaxOptionsT.
-    pub fn as_unsorted_segment_max_options(&self) -> Option<&UnsortedSegmentMaxOptionsT> {
-        if let Self::UnsortedSegmentMaxOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the UnsortedSegmentMaxOptionsT.
-    pub fn as_unsorted_segment_max_options_mut(
-        &mut self,
-    ) -> Option<&mut UnsortedSegmentMaxOptionsT> {
-        if let Self::UnsortedSegmentMaxOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned UnsortedSegmentMinOptionsT, setting the union to NONE.
-    pub fn take_unsorted_segment_min_options(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<UnsortedSegmentMinOptionsT>> {
-        if let Self::UnsortedSegmentMinOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::UnsortedSegmentMinOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the UnsortedSegmentMinOptionsT.
-    pub fn as_unsorted_segment_min_options(&self) -> Option<&UnsortedSegmentMinOptionsT> {
-        if let Self::UnsortedSegmentMinOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the UnsortedSegmentMinOptionsT.
-    pub fn as_unsorted_segment_min_options_mut(
-        &mut self,
-    ) -> Option<&mut UnsortedSegmentMinOptionsT> {
-        if let Self::UnsortedSegmentMinOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned UnsortedSegmentSumOptionsT, setting the union to NONE.
-    pub fn take_unsorted_segment_sum_options(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<UnsortedSegmentSumOptionsT>> {
-        if let Self::UnsortedSegmentSumOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::UnsortedSegmentSumOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the UnsortedSegmentSumOptionsT.
-    pub fn as_unsorted_segment_sum_options(&self) -> Option<&UnsortedSegmentSumOptionsT> {
-        if let Self::UnsortedSegmentSumOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the UnsortedSegmentSumOptionsT.
-    pub fn as_unsorted_segment_sum_options_mut(
-        &mut self,
-    ) -> Option<&mut UnsortedSegmentSumOptionsT> {
-        if let Self::UnsortedSegmentSumOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned ATan2OptionsT, setting the union to NONE.
-    pub fn take_atan_2_options(&mut self) -> Option<alloc::boxed::Box<ATan2OptionsT>> {
-        if let Self::ATan2Options(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::ATan2Options(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the ATan2OptionsT.
-    pub fn as_atan_2_options(&self) -> Option<&ATan2OptionsT> {
-        if let Self::ATan2Options(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the ATan2OptionsT.
-    pub fn as_atan_2_options_mut(&mut self) -> Option<&mut ATan2OptionsT> {
-        if let Self::ATan2Options(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned SignOptionsT, setting the union to NONE.
-    pub fn take_sign_options(&mut self) -> Option<alloc::boxed::Box<SignOptionsT>> {
-        if let Self::SignOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::SignOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the SignOptionsT.
-    pub fn as_sign_options(&self) -> Option<&SignOptionsT> {
-        if let Self::SignOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the SignOptionsT.
-    pub fn as_sign_options_mut(&mut self) -> Option<&mut SignOptionsT> {
-        if let Self::SignOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned BitcastOptionsT, setting the union to NONE.
-    pub fn take_bitcast_options(&mut self) -> Option<alloc::boxed::Box<BitcastOptionsT>> {
-        if let Self::BitcastOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::BitcastOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the BitcastOptionsT.
-    pub fn as_bitcast_options(&self) -> Option<&BitcastOptionsT> {
-        if let Self::BitcastOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the BitcastOptionsT.
-    pub fn as_bitcast_options_mut(&mut self) -> Option<&mut BitcastOptionsT> {
-        if let Self::BitcastOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned BitwiseXorOptionsT, setting the union to NONE.
-    pub fn take_bitwise_xor_options(&mut self) -> Option<alloc::boxed::Box<BitwiseXorOptionsT>> {
-        if let Self::BitwiseXorOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::BitwiseXorOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the BitwiseXorOptionsT.
-    pub fn as_bitwise_xor_options(&self) -> Option<&BitwiseXorOptionsT> {
-        if let Self::BitwiseXorOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the BitwiseXorOptionsT.
-    pub fn as_bitwise_xor_options_mut(&mut self) -> Option<&mut BitwiseXorOptionsT> {
-        if let Self::BitwiseXorOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned RightShiftOptionsT, setting the union to NONE.
-    pub fn take_right_shift_options(&mut self) -> Option<alloc::boxed::Box<RightShiftOptionsT>> {
-        if let Self::RightShiftOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::RightShiftOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the RightShiftOptionsT.
-    pub fn as_right_shift_options(&self) -> Option<&RightShiftOptionsT> {
-        if let Self::RightShiftOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the RightShiftOptionsT.
-    pub fn as_right_shift_options_mut(&mut self) -> Option<&mut RightShiftOptionsT> {
-        if let Self::RightShiftOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned AttentionOptionsT, setting the union to NONE.
-    pub fn take_attention_options(&mut self) -> Option<alloc::boxed::Box<AttentionOptionsT>> {
-        if let Self::AttentionOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::AttentionOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the AttentionOptionsT.
-    pub fn as_attention_options(&self) -> Option<&AttentionOptionsT> {
-        if let Self::AttentionOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the AttentionOptionsT.
-    pub fn as_attention_options_mut(&mut self) -> Option<&mut AttentionOptionsT> {
-        if let Self::AttentionOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned RunModelOptionsT, setting the union to NONE.
-    pub fn take_run_model_options(&mut self) -> Option<alloc::boxed::Box<RunModelOptionsT>> {
-        if let Self::RunModelOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::RunModelOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the RunModelOptionsT.
-    pub fn as_run_model_options(&self) -> Option<&RunModelOptionsT> {
-        if let Self::RunModelOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the RunModelOptionsT.
-    pub fn as_run_model_options_mut(&mut self) -> Option<&mut RunModelOptionsT> {
-        if let Self::RunModelOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned RoPEOptionsT, setting the union to NONE.
-    pub fn take_ro_peoptions(&mut self) -> Option<alloc::boxed::Box<RoPEOptionsT>> {
-        if let Self::RoPEOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::RoPEOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the RoPEOptionsT.
-    pub fn as_ro_peoptions(&self) -> Option<&RoPEOptionsT> {
-        if let Self::RoPEOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the RoPEOptionsT.
-    pub fn as_ro_peoptions_mut(&mut self) -> Option<&mut RoPEOptionsT> {
-        if let Self::RoPEOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned RmsNormOptionsT, setting the union to NONE.
-    pub fn take_rms_norm_options(&mut self) -> Option<alloc::boxed::Box<RmsNormOptionsT>> {
-        if let Self::RmsNormOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::RmsNormOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the RmsNormOptionsT.
-    pub fn as_rms_norm_options(&self) -> Option<&RmsNormOptionsT> {
-        if let Self::RmsNormOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the RmsNormOptionsT.
-    pub fn as_rms_norm_options_mut(&mut self) -> Option<&mut RmsNormOptionsT> {
-        if let Self::RmsNormOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned GRUOptionsT, setting the union to NONE.
-    pub fn take_gruoptions(&mut self) -> Option<alloc::boxed::Box<GRUOptionsT>> {
-        if let Self::GRUOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::GRUOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the GRUOptionsT.
-    pub fn as_gruoptions(&self) -> Option<&GRUOptionsT> {
-        if let Self::GRUOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the GRUOptionsT.
-    pub fn as_gruoptions_mut(&mut self) -> Option<&mut GRUOptionsT> {
-        if let Self::GRUOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned BCQGatherOptionsT, setting the union to NONE.
-    pub fn take_bcqgather_options(&mut self) -> Option<alloc::boxed::Box<BCQGatherOptionsT>> {
-        if let Self::BCQGatherOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::BCQGatherOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the BCQGatherOptionsT.
-    pub fn as_bcqgather_options(&self) -> Option<&BCQGatherOptionsT> {
-        if let Self::BCQGatherOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the BCQGatherOptionsT.
-    pub fn as_bcqgather_options_mut(&mut self) -> Option<&mut BCQGatherOptionsT> {
-        if let Self::BCQGatherOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned BCQFullyConnectedOptionsT, setting the union to NONE.
-    pub fn take_bcqfully_connected_options(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<BCQFullyConnectedOptionsT>> {
-        if let Self::BCQFullyConnectedOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::BCQFullyConnectedOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the BCQFullyConnectedOptionsT.
-    pub fn as_bcqfully_connected_options(&self) -> Option<&BCQFullyConnectedOptionsT> {
-        if let Self::BCQFullyConnectedOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the BCQFullyConnectedOptionsT.
-    pub fn as_bcqfully_connected_options_mut(&mut self) -> Option<&mut BCQFullyConnectedOptionsT> {
-        if let Self::BCQFullyConnectedOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned InstanceNormOptionsT, setting the union to NONE.
-    pub fn take_instance_norm_options(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<InstanceNormOptionsT>> {
-        if let Self::InstanceNormOptions(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::InstanceNormOptions(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the InstanceNormOptionsT.
-    pub fn as_instance_norm_options(&self) -> Option<&InstanceNormOptionsT> {
-        if let Self::InstanceNormOptions(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the InstanceNormOptionsT.
-    pub fn as_instance_norm_options_mut(&mut self) -> Option<&mut InstanceNormOptionsT> {
-        if let Self::InstanceNormOptions(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
+  pub fn builtin_options_type(&self) -> BuiltinOptions {
+    match self {
+      Self::NONE => BuiltinOptions::NONE,
+      Self::Conv2DOptions(_) => BuiltinOptions::Conv2DOptions,
+      Self::DepthwiseConv2DOptions(_) => BuiltinOptions::DepthwiseConv2DOptions,
+      Self::ConcatEmbeddingsOptions(_) => BuiltinOptions::ConcatEmbeddingsOptions,
+      Self::LSHProjectionOptions(_) => BuiltinOptions::LSHProjectionOptions,
+      Self::Pool2DOptions(_) => BuiltinOptions::Pool2DOptions,
+      Self::SVDFOptions(_) => BuiltinOptions::SVDFOptions,
+      Self::RNNOptions(_) => BuiltinOptions::RNNOptions,
+      Self::FullyConnectedOptions(_) => BuiltinOptions::FullyConnectedOptions,
+      Self::SoftmaxOptions(_) => BuiltinOptions::SoftmaxOptions,
+      Self::ConcatenationOptions(_) => BuiltinOptions::ConcatenationOptions,
+      Self::AddOptions(_) => BuiltinOptions::AddOptions,
+      Self::L2NormOptions(_) => BuiltinOptions::L2NormOptions,
+      Self::LocalResponseNormalizationOptions(_) => BuiltinOptions::LocalResponseNormalizationOptions,
+      Self::LSTMOptions(_) => BuiltinOptions::LSTMOptions,
+      Self::ResizeBilinearOptions(_) => BuiltinOptions::ResizeBilinearOptions,
+      Self::CallOptions(_) => BuiltinOptions::CallOptions,
+      Self::ReshapeOptions(_) => BuiltinOptions::ReshapeOptions,
+      Self::SkipGramOptions(_) => BuiltinOptions::SkipGramOptions,
+      Self::SpaceToDepthOptions(_) => BuiltinOptions::SpaceToDepthOptions,
+      Self::EmbeddingLookupSparseOptions(_) => BuiltinOptions::EmbeddingLookupSparseOptions,
+      Self::MulOptions(_) => BuiltinOptions::MulOptions,
+      Self::PadOptions(_) => BuiltinOptions::PadOptions,
+      Self::GatherOptions(_) => BuiltinOptions::GatherOptions,
+      Self::BatchToSpaceNDOptions(_) => BuiltinOptions::BatchToSpaceNDOptions,
+      Self::SpaceToBatchNDOptions(_) => BuiltinOptions::SpaceToBatchNDOptions,
+      Self::TransposeOptions(_) => BuiltinOptions::TransposeOptions,
+      Self::ReducerOptions(_) => BuiltinOptions::ReducerOptions,
+      Self::SubOptions(_) => BuiltinOptions::SubOptions,
+      Self::DivOptions(_) => BuiltinOptions::DivOptions,
+      Self::SqueezeOptions(_) => BuiltinOptions::SqueezeOptions,
+      Self::SequenceRNNOptions(_) => BuiltinOptions::SequenceRNNOptions,
+      Self::StridedSliceOptions(_) => BuiltinOptions::StridedSliceOptions,
+      Self::ExpOptions(_) => BuiltinOptions::ExpOptions,
+      Self::TopKV2Options(_) => BuiltinOptions::TopKV2Options,
+      Self::SplitOptions(_) => BuiltinOptions::SplitOptions,
+      Self::LogSoftmaxOptions(_) => BuiltinOptions::LogSoftmaxOptions,
+      Self::CastOptions(_) => BuiltinOptions::CastOptions,
+      Self::DequantizeOptions(_) => BuiltinOptions::DequantizeOptions,
+      Self::MaximumMinimumOptions(_) => BuiltinOptions::MaximumMinimumOptions,
+      Self::ArgMaxOptions(_) => BuiltinOptions::ArgMaxOptions,
+      Self::LessOptions(_) => BuiltinOptions::LessOptions,
+      Self::NegOptions(_) => BuiltinOptions::NegOptions,
+      Self::PadV2Options(_) => BuiltinOptions::PadV2Options,
+      Self::GreaterOptions(_) => BuiltinOptions::GreaterOptions,
+      Self::GreaterEqualOptions(_) => BuiltinOptions::GreaterEqualOptions,
+      Self::LessEqualOptions(_) => BuiltinOptions::LessEqualOptions,
+      Self::SelectOptions(_) => BuiltinOptions::SelectOptions,
+      Self::SliceOptions(_) => BuiltinOptions::SliceOptions,
+      Self::TransposeConvOptions(_) => BuiltinOptions::TransposeConvOptions,
+      Self::SparseToDenseOptions(_) => BuiltinOptions::SparseToDenseOptions,
+      Self::TileOptions(_) => BuiltinOptions::TileOptions,
+      Self::ExpandDimsOptions(_) => BuiltinOptions::ExpandDimsOptions,
+      Self::EqualOptions(_) => BuiltinOptions::EqualOptions,
+      Self::NotEqualOptions(_) => BuiltinOptions::NotEqualOptions,
+      Self::ShapeOptions(_) => BuiltinOptions::ShapeOptions,
+      Self::PowOptions(_) => BuiltinOptions::PowOptions,
+      Self::ArgMinOptions(_) => BuiltinOptions::ArgMinOptions,
+      Self::FakeQuantOptions(_) => BuiltinOptions::FakeQuantOptions,
+      Self::PackOptions(_) => BuiltinOptions::PackOptions,
+      Self::LogicalOrOptions(_) => BuiltinOptions::LogicalOrOptions,
+      Self::OneHotOptions(_) => BuiltinOptions::OneHotOptions,
+      Self::LogicalAndOptions(_) => BuiltinOptions::LogicalAndOptions,
+      Self::LogicalNotOptions(_) => BuiltinOptions::LogicalNotOptions,
+      Self::UnpackOptions(_) => BuiltinOptions::UnpackOptions,
+      Self::FloorDivOptions(_) => BuiltinOptions::FloorDivOptions,
+      Self::SquareOptions(_) => BuiltinOptions::SquareOptions,
+      Self::ZerosLikeOptions(_) => BuiltinOptions::ZerosLikeOptions,
+      Self::FillOptions(_) => BuiltinOptions::FillOptions,
+      Self::BidirectionalSequenceLSTMOptions(_) => BuiltinOptions::BidirectionalSequenceLSTMOptions,
+      Self::BidirectionalSequenceRNNOptions(_) => BuiltinOptions::BidirectionalSequenceRNNOptions,
+      Self::UnidirectionalSequenceLSTMOptions(_) => BuiltinOptions::UnidirectionalSequenceLSTMOptions,
+      Self::FloorModOptions(_) => BuiltinOptions::FloorModOptions,
+      Self::RangeOptions(_) => BuiltinOptions::RangeOptions,
+      Self::ResizeNearestNeighborOptions(_) => BuiltinOptions::ResizeNearestNeighborOptions,
+      Self::LeakyReluOptions(_) => BuiltinOptions::LeakyReluOptions,
+      Self::SquaredDifferenceOptions(_) => BuiltinOptions::SquaredDifferenceOptions,
+      Self::MirrorPadOptions(_) => BuiltinOptions::MirrorPadOptions,
+      Self::AbsOptions(_) => BuiltinOptions::AbsOptions,
+      Self::SplitVOptions(_) => BuiltinOptions::SplitVOptions,
+      Self::UniqueOptions(_) => BuiltinOptions::UniqueOptions,
+      Self::ReverseV2Options(_) => BuiltinOptions::ReverseV2Options,
+      Self::AddNOptions(_) => BuiltinOptions::AddNOptions,
+      Self::GatherNdOptions(_) => BuiltinOptions::GatherNdOptions,
+      Self::CosOptions(_) => BuiltinOptions::CosOptions,
+      Self::WhereOptions(_) => BuiltinOptions::WhereOptions,
+      Self::RankOptions(_) => BuiltinOptions::RankOptions,
+      Self::ReverseSequenceOptions(_) => BuiltinOptions::ReverseSequenceOptions,
+      Self::MatrixDiagOptions(_) => BuiltinOptions::MatrixDiagOptions,
+      Self::QuantizeOptions(_) => BuiltinOptions::QuantizeOptions,
+      Self::MatrixSetDiagOptions(_) => BuiltinOptions::MatrixSetDiagOptions,
+      Self::HardSwishOptions(_) => BuiltinOptions::HardSwishOptions,
+      Self::IfOptions(_) => BuiltinOptions::IfOptions,
+      Self::WhileOptions(_) => BuiltinOptions::WhileOptions,
+      Self::DepthToSpaceOptions(_) => BuiltinOptions::DepthToSpaceOptions,
+      Self::NonMaxSuppressionV4Options(_) => BuiltinOptions::NonMaxSuppressionV4Options,
+      Self::NonMaxSuppressionV5Options(_) => BuiltinOptions::NonMaxSuppressionV5Options,
+      Self::ScatterNdOptions(_) => BuiltinOptions::ScatterNdOptions,
+      Self::SelectV2Options(_) => BuiltinOptions::SelectV2Options,
+      Self::DensifyOptions(_) => BuiltinOptions::DensifyOptions,
+      Self::SegmentSumOptions(_) => BuiltinOptions::SegmentSumOptions,
+      Self::BatchMatMulOptions(_) => BuiltinOptions::BatchMatMulOptions,
+      Self::CumsumOptions(_) => BuiltinOptions::CumsumOptions,
+      Self::CallOnceOptions(_) => BuiltinOptions::CallOnceOptions,
+      Self::BroadcastToOptions(_) => BuiltinOptions::BroadcastToOptions,
+      Self::Rfft2dOptions(_) => BuiltinOptions::Rfft2dOptions,
+      Self::Conv3DOptions(_) => BuiltinOptions::Conv3DOptions,
+      Self::HashtableOptions(_) => BuiltinOptions::HashtableOptions,
+      Self::HashtableFindOptions(_) => BuiltinOptions::HashtableFindOptions,
+      Self::HashtableImportOptions(_) => BuiltinOptions::HashtableImportOptions,
+      Self::HashtableSizeOptions(_) => BuiltinOptions::HashtableSizeOptions,
+      Self::VarHandleOptions(_) => BuiltinOptions::VarHandleOptions,
+      Self::ReadVariableOptions(_) => BuiltinOptions::ReadVariableOptions,
+      Self::AssignVariableOptions(_) => BuiltinOptions::AssignVariableOptions,
+      Self::RandomOptions(_) => BuiltinOptions::RandomOptions,
+      Self::BucketizeOptions(_) => BuiltinOptions::BucketizeOptions,
+      Self::GeluOptions(_) => BuiltinOptions::GeluOptions,
+      Self::DynamicUpdateSliceOptions(_) => BuiltinOptions::DynamicUpdateSliceOptions,
+      Self::UnsortedSegmentProdOptions(_) => BuiltinOptions::UnsortedSegmentProdOptions,
+      Self::UnsortedSegmentMaxOptions(_) => BuiltinOptions::UnsortedSegmentMaxOptions,
+      Self::UnsortedSegmentMinOptions(_) => BuiltinOptions::UnsortedSegmentMinOptions,
+      Self::UnsortedSegmentSumOptions(_) => BuiltinOptions::UnsortedSegmentSumOptions,
+      Self::ATan2Options(_) => BuiltinOptions::ATan2Options,
+      Self::SignOptions(_) => BuiltinOptions::SignOptions,
+      Self::BitcastOptions(_) => BuiltinOptions::BitcastOptions,
+      Self::BitwiseXorOptions(_) => BuiltinOptions::BitwiseXorOptions,
+      Self::RightShiftOptions(_) => BuiltinOptions::RightShiftOptions,
+      Self::AttentionOptions(_) => BuiltinOptions::AttentionOptions,
+      Self::RunModelOptions(_) => BuiltinOptions::RunModelOptions,
+      Self::RoPEOptions(_) => BuiltinOptions::RoPEOptions,
+      Self::RmsNormOptions(_) => BuiltinOptions::RmsNormOptions,
+      Self::GRUOptions(_) => BuiltinOptions::GRUOptions,
+      Self::BCQGatherOptions(_) => BuiltinOptions::BCQGatherOptions,
+      Self::BCQFullyConnectedOptions(_) => BuiltinOptions::BCQFullyConnectedOptions,
+      Self::InstanceNormOptions(_) => BuiltinOptions::InstanceNormOptions,
+    }
+  }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(&self, fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>) -> Option<::flatbuffers::WIPOffset<::flatbuffers::UnionWIPOffset>> {
+    match self {
+      Self::NONE => None,
+      Self::Conv2DOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::DepthwiseConv2DOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::ConcatEmbeddingsOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::LSHProjectionOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::Pool2DOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::SVDFOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::RNNOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::FullyConnectedOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::SoftmaxOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::ConcatenationOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::AddOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::L2NormOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::LocalResponseNormalizationOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::LSTMOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::ResizeBilinearOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::CallOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::ReshapeOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::SkipGramOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::SpaceToDepthOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::EmbeddingLookupSparseOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::MulOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::PadOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::GatherOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::BatchToSpaceNDOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::SpaceToBatchNDOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::TransposeOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::ReducerOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::SubOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::DivOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::SqueezeOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::SequenceRNNOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::StridedSliceOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::ExpOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::TopKV2Options(v) => Some(v.pack(fbb).as_union_value()),
+      Self::SplitOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::LogSoftmaxOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::CastOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::DequantizeOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::MaximumMinimumOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::ArgMaxOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::LessOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::NegOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::PadV2Options(v) => Some(v.pack(fbb).as_union_value()),
+      Self::GreaterOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::GreaterEqualOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::LessEqualOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::SelectOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::SliceOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::TransposeConvOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::SparseToDenseOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::TileOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::ExpandDimsOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::EqualOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::NotEqualOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::ShapeOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::PowOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::ArgMinOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::FakeQuantOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::PackOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::LogicalOrOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::OneHotOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::LogicalAndOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::LogicalNotOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::UnpackOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::FloorDivOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::SquareOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::ZerosLikeOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::FillOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::BidirectionalSequenceLSTMOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::BidirectionalSequenceRNNOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::UnidirectionalSequenceLSTMOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::FloorModOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::RangeOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::ResizeNearestNeighborOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::LeakyReluOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::SquaredDifferenceOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::MirrorPadOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::AbsOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::SplitVOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::UniqueOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::ReverseV2Options(v) => Some(v.pack(fbb).as_union_value()),
+      Self::AddNOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::GatherNdOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::CosOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::WhereOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::RankOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::ReverseSequenceOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::MatrixDiagOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::QuantizeOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::MatrixSetDiagOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::HardSwishOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::IfOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::WhileOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::DepthToSpaceOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::NonMaxSuppressionV4Options(v) => Some(v.pack(fbb).as_union_value()),
+      Self::NonMaxSuppressionV5Options(v) => Some(v.pack(fbb).as_union_value()),
+      Self::ScatterNdOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::SelectV2Options(v) => Some(v.pack(fbb).as_union_value()),
+      Self::DensifyOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::SegmentSumOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::BatchMatMulOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::CumsumOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::CallOnceOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::BroadcastToOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::Rfft2dOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::Conv3DOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::HashtableOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::HashtableFindOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::HashtableImportOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::HashtableSizeOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::VarHandleOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::ReadVariableOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::AssignVariableOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::RandomOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::BucketizeOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::GeluOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::DynamicUpdateSliceOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::UnsortedSegmentProdOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::UnsortedSegmentMaxOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::UnsortedSegmentMinOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::UnsortedSegmentSumOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::ATan2Options(v) => Some(v.pack(fbb).as_union_value()),
+      Self::SignOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::BitcastOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::BitwiseXorOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::RightShiftOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::AttentionOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::RunModelOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::RoPEOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::RmsNormOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::GRUOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::BCQGatherOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::BCQFullyConnectedOptions(v) => Some(v.pack(fbb).as_union_value()),
+      Self::InstanceNormOptions(v) => Some(v.pack(fbb).as_union_value()),
+    }
+  }
+  /// If the union variant matches, return the owned Conv2DOptionsT, setting the union to NONE.
+  pub fn take_conv_2_doptions(&mut self) -> Option<alloc::boxed::Box<Conv2DOptionsT>> {
+    if let Self::Conv2DOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::Conv2DOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the Conv2DOptionsT.
+  pub fn as_conv_2_doptions(&self) -> Option<&Conv2DOptionsT> {
+    if let Self::Conv2DOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the Conv2DOptionsT.
+  pub fn as_conv_2_doptions_mut(&mut self) -> Option<&mut Conv2DOptionsT> {
+    if let Self::Conv2DOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned DepthwiseConv2DOptionsT, setting the union to NONE.
+  pub fn take_depthwise_conv_2_doptions(&mut self) -> Option<alloc::boxed::Box<DepthwiseConv2DOptionsT>> {
+    if let Self::DepthwiseConv2DOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::DepthwiseConv2DOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the DepthwiseConv2DOptionsT.
+  pub fn as_depthwise_conv_2_doptions(&self) -> Option<&DepthwiseConv2DOptionsT> {
+    if let Self::DepthwiseConv2DOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the DepthwiseConv2DOptionsT.
+  pub fn as_depthwise_conv_2_doptions_mut(&mut self) -> Option<&mut DepthwiseConv2DOptionsT> {
+    if let Self::DepthwiseConv2DOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned ConcatEmbeddingsOptionsT, setting the union to NONE.
+  pub fn take_concat_embeddings_options(&mut self) -> Option<alloc::boxed::Box<ConcatEmbeddingsOptionsT>> {
+    if let Self::ConcatEmbeddingsOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::ConcatEmbeddingsOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the ConcatEmbeddingsOptionsT.
+  pub fn as_concat_embeddings_options(&self) -> Option<&ConcatEmbeddingsOptionsT> {
+    if let Self::ConcatEmbeddingsOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the ConcatEmbeddingsOptionsT.
+  pub fn as_concat_embeddings_options_mut(&mut self) -> Option<&mut ConcatEmbeddingsOptionsT> {
+    if let Self::ConcatEmbeddingsOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned LSHProjectionOptionsT, setting the union to NONE.
+  pub fn take_lshprojection_options(&mut self) -> Option<alloc::boxed::Box<LSHProjectionOptionsT>> {
+    if let Self::LSHProjectionOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::LSHProjectionOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the LSHProjectionOptionsT.
+  pub fn as_lshprojection_options(&self) -> Option<&LSHProjectionOptionsT> {
+    if let Self::LSHProjectionOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the LSHProjectionOptionsT.
+  pub fn as_lshprojection_options_mut(&mut self) -> Option<&mut LSHProjectionOptionsT> {
+    if let Self::LSHProjectionOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned Pool2DOptionsT, setting the union to NONE.
+  pub fn take_pool_2_doptions(&mut self) -> Option<alloc::boxed::Box<Pool2DOptionsT>> {
+    if let Self::Pool2DOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::Pool2DOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the Pool2DOptionsT.
+  pub fn as_pool_2_doptions(&self) -> Option<&Pool2DOptionsT> {
+    if let Self::Pool2DOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the Pool2DOptionsT.
+  pub fn as_pool_2_doptions_mut(&mut self) -> Option<&mut Pool2DOptionsT> {
+    if let Self::Pool2DOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned SVDFOptionsT, setting the union to NONE.
+  pub fn take_svdfoptions(&mut self) -> Option<alloc::boxed::Box<SVDFOptionsT>> {
+    if let Self::SVDFOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::SVDFOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the SVDFOptionsT.
+  pub fn as_svdfoptions(&self) -> Option<&SVDFOptionsT> {
+    if let Self::SVDFOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the SVDFOptionsT.
+  pub fn as_svdfoptions_mut(&mut self) -> Option<&mut SVDFOptionsT> {
+    if let Self::SVDFOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned RNNOptionsT, setting the union to NONE.
+  pub fn take_rnnoptions(&mut self) -> Option<alloc::boxed::Box<RNNOptionsT>> {
+    if let Self::RNNOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::RNNOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the RNNOptionsT.
+  pub fn as_rnnoptions(&self) -> Option<&RNNOptionsT> {
+    if let Self::RNNOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the RNNOptionsT.
+  pub fn as_rnnoptions_mut(&mut self) -> Option<&mut RNNOptionsT> {
+    if let Self::RNNOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned FullyConnectedOptionsT, setting the union to NONE.
+  pub fn take_fully_connected_options(&mut self) -> Option<alloc::boxed::Box<FullyConnectedOptionsT>> {
+    if let Self::FullyConnectedOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::FullyConnectedOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the FullyConnectedOptionsT.
+  pub fn as_fully_connected_options(&self) -> Option<&FullyConnectedOptionsT> {
+    if let Self::FullyConnectedOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the FullyConnectedOptionsT.
+  pub fn as_fully_connected_options_mut(&mut self) -> Option<&mut FullyConnectedOptionsT> {
+    if let Self::FullyConnectedOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned SoftmaxOptionsT, setting the union to NONE.
+  pub fn take_softmax_options(&mut self) -> Option<alloc::boxed::Box<SoftmaxOptionsT>> {
+    if let Self::SoftmaxOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::SoftmaxOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the SoftmaxOptionsT.
+  pub fn as_softmax_options(&self) -> Option<&SoftmaxOptionsT> {
+    if let Self::SoftmaxOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the SoftmaxOptionsT.
+  pub fn as_softmax_options_mut(&mut self) -> Option<&mut SoftmaxOptionsT> {
+    if let Self::SoftmaxOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned ConcatenationOptionsT, setting the union to NONE.
+  pub fn take_concatenation_options(&mut self) -> Option<alloc::boxed::Box<ConcatenationOptionsT>> {
+    if let Self::ConcatenationOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::ConcatenationOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the ConcatenationOptionsT.
+  pub fn as_concatenation_options(&self) -> Option<&ConcatenationOptionsT> {
+    if let Self::ConcatenationOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the ConcatenationOptionsT.
+  pub fn as_concatenation_options_mut(&mut self) -> Option<&mut ConcatenationOptionsT> {
+    if let Self::ConcatenationOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned AddOptionsT, setting the union to NONE.
+  pub fn take_add_options(&mut self) -> Option<alloc::boxed::Box<AddOptionsT>> {
+    if let Self::AddOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::AddOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the AddOptionsT.
+  pub fn as_add_options(&self) -> Option<&AddOptionsT> {
+    if let Self::AddOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the AddOptionsT.
+  pub fn as_add_options_mut(&mut self) -> Option<&mut AddOptionsT> {
+    if let Self::AddOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned L2NormOptionsT, setting the union to NONE.
+  pub fn take_l2_norm_options(&mut self) -> Option<alloc::boxed::Box<L2NormOptionsT>> {
+    if let Self::L2NormOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::L2NormOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the L2NormOptionsT.
+  pub fn as_l2_norm_options(&self) -> Option<&L2NormOptionsT> {
+    if let Self::L2NormOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the L2NormOptionsT.
+  pub fn as_l2_norm_options_mut(&mut self) -> Option<&mut L2NormOptionsT> {
+    if let Self::L2NormOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned LocalResponseNormalizationOptionsT, setting the union to NONE.
+  pub fn take_local_response_normalization_options(&mut self) -> Option<alloc::boxed::Box<LocalResponseNormalizationOptionsT>> {
+    if let Self::LocalResponseNormalizationOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::LocalResponseNormalizationOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the LocalResponseNormalizationOptionsT.
+  pub fn as_local_response_normalization_options(&self) -> Option<&LocalResponseNormalizationOptionsT> {
+    if let Self::LocalResponseNormalizationOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the LocalResponseNormalizationOptionsT.
+  pub fn as_local_response_normalization_options_mut(&mut self) -> Option<&mut LocalResponseNormalizationOptionsT> {
+    if let Self::LocalResponseNormalizationOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned LSTMOptionsT, setting the union to NONE.
+  pub fn take_lstmoptions(&mut self) -> Option<alloc::boxed::Box<LSTMOptionsT>> {
+    if let Self::LSTMOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::LSTMOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the LSTMOptionsT.
+  pub fn as_lstmoptions(&self) -> Option<&LSTMOptionsT> {
+    if let Self::LSTMOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the LSTMOptionsT.
+  pub fn as_lstmoptions_mut(&mut self) -> Option<&mut LSTMOptionsT> {
+    if let Self::LSTMOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned ResizeBilinearOptionsT, setting the union to NONE.
+  pub fn take_resize_bilinear_options(&mut self) -> Option<alloc::boxed::Box<ResizeBilinearOptionsT>> {
+    if let Self::ResizeBilinearOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::ResizeBilinearOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the ResizeBilinearOptionsT.
+  pub fn as_resize_bilinear_options(&self) -> Option<&ResizeBilinearOptionsT> {
+    if let Self::ResizeBilinearOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the ResizeBilinearOptionsT.
+  pub fn as_resize_bilinear_options_mut(&mut self) -> Option<&mut ResizeBilinearOptionsT> {
+    if let Self::ResizeBilinearOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned CallOptionsT, setting the union to NONE.
+  pub fn take_call_options(&mut self) -> Option<alloc::boxed::Box<CallOptionsT>> {
+    if let Self::CallOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::CallOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the CallOptionsT.
+  pub fn as_call_options(&self) -> Option<&CallOptionsT> {
+    if let Self::CallOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the CallOptionsT.
+  pub fn as_call_options_mut(&mut self) -> Option<&mut CallOptionsT> {
+    if let Self::CallOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned ReshapeOptionsT, setting the union to NONE.
+  pub fn take_reshape_options(&mut self) -> Option<alloc::boxed::Box<ReshapeOptionsT>> {
+    if let Self::ReshapeOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::ReshapeOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the ReshapeOptionsT.
+  pub fn as_reshape_options(&self) -> Option<&ReshapeOptionsT> {
+    if let Self::ReshapeOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the ReshapeOptionsT.
+  pub fn as_reshape_options_mut(&mut self) -> Option<&mut ReshapeOptionsT> {
+    if let Self::ReshapeOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned SkipGramOptionsT, setting the union to NONE.
+  pub fn take_skip_gram_options(&mut self) -> Option<alloc::boxed::Box<SkipGramOptionsT>> {
+    if let Self::SkipGramOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::SkipGramOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the SkipGramOptionsT.
+  pub fn as_skip_gram_options(&self) -> Option<&SkipGramOptionsT> {
+    if let Self::SkipGramOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the SkipGramOptionsT.
+  pub fn as_skip_gram_options_mut(&mut self) -> Option<&mut SkipGramOptionsT> {
+    if let Self::SkipGramOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned SpaceToDepthOptionsT, setting the union to NONE.
+  pub fn take_space_to_depth_options(&mut self) -> Option<alloc::boxed::Box<SpaceToDepthOptionsT>> {
+    if let Self::SpaceToDepthOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::SpaceToDepthOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the SpaceToDepthOptionsT.
+  pub fn as_space_to_depth_options(&self) -> Option<&SpaceToDepthOptionsT> {
+    if let Self::SpaceToDepthOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the SpaceToDepthOptionsT.
+  pub fn as_space_to_depth_options_mut(&mut self) -> Option<&mut SpaceToDepthOptionsT> {
+    if let Self::SpaceToDepthOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned EmbeddingLookupSparseOptionsT, setting the union to NONE.
+  pub fn take_embedding_lookup_sparse_options(&mut self) -> Option<alloc::boxed::Box<EmbeddingLookupSparseOptionsT>> {
+    if let Self::EmbeddingLookupSparseOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::EmbeddingLookupSparseOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the EmbeddingLookupSparseOptionsT.
+  pub fn as_embedding_lookup_sparse_options(&self) -> Option<&EmbeddingLookupSparseOptionsT> {
+    if let Self::EmbeddingLookupSparseOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the EmbeddingLookupSparseOptionsT.
+  pub fn as_embedding_lookup_sparse_options_mut(&mut self) -> Option<&mut EmbeddingLookupSparseOptionsT> {
+    if let Self::EmbeddingLookupSparseOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned MulOptionsT, setting the union to NONE.
+  pub fn take_mul_options(&mut self) -> Option<alloc::boxed::Box<MulOptionsT>> {
+    if let Self::MulOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::MulOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the MulOptionsT.
+  pub fn as_mul_options(&self) -> Option<&MulOptionsT> {
+    if let Self::MulOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the MulOptionsT.
+  pub fn as_mul_options_mut(&mut self) -> Option<&mut MulOptionsT> {
+    if let Self::MulOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned PadOptionsT, setting the union to NONE.
+  pub fn take_pad_options(&mut self) -> Option<alloc::boxed::Box<PadOptionsT>> {
+    if let Self::PadOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::PadOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the PadOptionsT.
+  pub fn as_pad_options(&self) -> Option<&PadOptionsT> {
+    if let Self::PadOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the PadOptionsT.
+  pub fn as_pad_options_mut(&mut self) -> Option<&mut PadOptionsT> {
+    if let Self::PadOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned GatherOptionsT, setting the union to NONE.
+  pub fn take_gather_options(&mut self) -> Option<alloc::boxed::Box<GatherOptionsT>> {
+    if let Self::GatherOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::GatherOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the GatherOptionsT.
+  pub fn as_gather_options(&self) -> Option<&GatherOptionsT> {
+    if let Self::GatherOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the GatherOptionsT.
+  pub fn as_gather_options_mut(&mut self) -> Option<&mut GatherOptionsT> {
+    if let Self::GatherOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned BatchToSpaceNDOptionsT, setting the union to NONE.
+  pub fn take_batch_to_space_ndoptions(&mut self) -> Option<alloc::boxed::Box<BatchToSpaceNDOptionsT>> {
+    if let Self::BatchToSpaceNDOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::BatchToSpaceNDOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the BatchToSpaceNDOptionsT.
+  pub fn as_batch_to_space_ndoptions(&self) -> Option<&BatchToSpaceNDOptionsT> {
+    if let Self::BatchToSpaceNDOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the BatchToSpaceNDOptionsT.
+  pub fn as_batch_to_space_ndoptions_mut(&mut self) -> Option<&mut BatchToSpaceNDOptionsT> {
+    if let Self::BatchToSpaceNDOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned SpaceToBatchNDOptionsT, setting the union to NONE.
+  pub fn take_space_to_batch_ndoptions(&mut self) -> Option<alloc::boxed::Box<SpaceToBatchNDOptionsT>> {
+    if let Self::SpaceToBatchNDOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::SpaceToBatchNDOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the SpaceToBatchNDOptionsT.
+  pub fn as_space_to_batch_ndoptions(&self) -> Option<&SpaceToBatchNDOptionsT> {
+    if let Self::SpaceToBatchNDOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the SpaceToBatchNDOptionsT.
+  pub fn as_space_to_batch_ndoptions_mut(&mut self) -> Option<&mut SpaceToBatchNDOptionsT> {
+    if let Self::SpaceToBatchNDOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned TransposeOptionsT, setting the union to NONE.
+  pub fn take_transpose_options(&mut self) -> Option<alloc::boxed::Box<TransposeOptionsT>> {
+    if let Self::TransposeOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::TransposeOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the TransposeOptionsT.
+  pub fn as_transpose_options(&self) -> Option<&TransposeOptionsT> {
+    if let Self::TransposeOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the TransposeOptionsT.
+  pub fn as_transpose_options_mut(&mut self) -> Option<&mut TransposeOptionsT> {
+    if let Self::TransposeOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned ReducerOptionsT, setting the union to NONE.
+  pub fn take_reducer_options(&mut self) -> Option<alloc::boxed::Box<ReducerOptionsT>> {
+    if let Self::ReducerOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::ReducerOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the ReducerOptionsT.
+  pub fn as_reducer_options(&self) -> Option<&ReducerOptionsT> {
+    if let Self::ReducerOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the ReducerOptionsT.
+  pub fn as_reducer_options_mut(&mut self) -> Option<&mut ReducerOptionsT> {
+    if let Self::ReducerOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned SubOptionsT, setting the union to NONE.
+  pub fn take_sub_options(&mut self) -> Option<alloc::boxed::Box<SubOptionsT>> {
+    if let Self::SubOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::SubOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the SubOptionsT.
+  pub fn as_sub_options(&self) -> Option<&SubOptionsT> {
+    if let Self::SubOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the SubOptionsT.
+  pub fn as_sub_options_mut(&mut self) -> Option<&mut SubOptionsT> {
+    if let Self::SubOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned DivOptionsT, setting the union to NONE.
+  pub fn take_div_options(&mut self) -> Option<alloc::boxed::Box<DivOptionsT>> {
+    if let Self::DivOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::DivOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the DivOptionsT.
+  pub fn as_div_options(&self) -> Option<&DivOptionsT> {
+    if let Self::DivOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the DivOptionsT.
+  pub fn as_div_options_mut(&mut self) -> Option<&mut DivOptionsT> {
+    if let Self::DivOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned SqueezeOptionsT, setting the union to NONE.
+  pub fn take_squeeze_options(&mut self) -> Option<alloc::boxed::Box<SqueezeOptionsT>> {
+    if let Self::SqueezeOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::SqueezeOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the SqueezeOptionsT.
+  pub fn as_squeeze_options(&self) -> Option<&SqueezeOptionsT> {
+    if let Self::SqueezeOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the SqueezeOptionsT.
+  pub fn as_squeeze_options_mut(&mut self) -> Option<&mut SqueezeOptionsT> {
+    if let Self::SqueezeOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned SequenceRNNOptionsT, setting the union to NONE.
+  pub fn take_sequence_rnnoptions(&mut self) -> Option<alloc::boxed::Box<SequenceRNNOptionsT>> {
+    if let Self::SequenceRNNOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::SequenceRNNOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the SequenceRNNOptionsT.
+  pub fn as_sequence_rnnoptions(&self) -> Option<&SequenceRNNOptionsT> {
+    if let Self::SequenceRNNOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the SequenceRNNOptionsT.
+  pub fn as_sequence_rnnoptions_mut(&mut self) -> Option<&mut SequenceRNNOptionsT> {
+    if let Self::SequenceRNNOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned StridedSliceOptionsT, setting the union to NONE.
+  pub fn take_strided_slice_options(&mut self) -> Option<alloc::boxed::Box<StridedSliceOptionsT>> {
+    if let Self::StridedSliceOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::StridedSliceOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the StridedSliceOptionsT.
+  pub fn as_strided_slice_options(&self) -> Option<&StridedSliceOptionsT> {
+    if let Self::StridedSliceOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the StridedSliceOptionsT.
+  pub fn as_strided_slice_options_mut(&mut self) -> Option<&mut StridedSliceOptionsT> {
+    if let Self::StridedSliceOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned ExpOptionsT, setting the union to NONE.
+  pub fn take_exp_options(&mut self) -> Option<alloc::boxed::Box<ExpOptionsT>> {
+    if let Self::ExpOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::ExpOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the ExpOptionsT.
+  pub fn as_exp_options(&self) -> Option<&ExpOptionsT> {
+    if let Self::ExpOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the ExpOptionsT.
+  pub fn as_exp_options_mut(&mut self) -> Option<&mut ExpOptionsT> {
+    if let Self::ExpOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned TopKV2OptionsT, setting the union to NONE.
+  pub fn take_top_kv2_options(&mut self) -> Option<alloc::boxed::Box<TopKV2OptionsT>> {
+    if let Self::TopKV2Options(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::TopKV2Options(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the TopKV2OptionsT.
+  pub fn as_top_kv2_options(&self) -> Option<&TopKV2OptionsT> {
+    if let Self::TopKV2Options(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the TopKV2OptionsT.
+  pub fn as_top_kv2_options_mut(&mut self) -> Option<&mut TopKV2OptionsT> {
+    if let Self::TopKV2Options(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned SplitOptionsT, setting the union to NONE.
+  pub fn take_split_options(&mut self) -> Option<alloc::boxed::Box<SplitOptionsT>> {
+    if let Self::SplitOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::SplitOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the SplitOptionsT.
+  pub fn as_split_options(&self) -> Option<&SplitOptionsT> {
+    if let Self::SplitOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the SplitOptionsT.
+  pub fn as_split_options_mut(&mut self) -> Option<&mut SplitOptionsT> {
+    if let Self::SplitOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned LogSoftmaxOptionsT, setting the union to NONE.
+  pub fn take_log_softmax_options(&mut self) -> Option<alloc::boxed::Box<LogSoftmaxOptionsT>> {
+    if let Self::LogSoftmaxOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::LogSoftmaxOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the LogSoftmaxOptionsT.
+  pub fn as_log_softmax_options(&self) -> Option<&LogSoftmaxOptionsT> {
+    if let Self::LogSoftmaxOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the LogSoftmaxOptionsT.
+  pub fn as_log_softmax_options_mut(&mut self) -> Option<&mut LogSoftmaxOptionsT> {
+    if let Self::LogSoftmaxOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned CastOptionsT, setting the union to NONE.
+  pub fn take_cast_options(&mut self) -> Option<alloc::boxed::Box<CastOptionsT>> {
+    if let Self::CastOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::CastOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the CastOptionsT.
+  pub fn as_cast_options(&self) -> Option<&CastOptionsT> {
+    if let Self::CastOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the CastOptionsT.
+  pub fn as_cast_options_mut(&mut self) -> Option<&mut CastOptionsT> {
+    if let Self::CastOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned DequantizeOptionsT, setting the union to NONE.
+  pub fn take_dequantize_options(&mut self) -> Option<alloc::boxed::Box<DequantizeOptionsT>> {
+    if let Self::DequantizeOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::DequantizeOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the DequantizeOptionsT.
+  pub fn as_dequantize_options(&self) -> Option<&DequantizeOptionsT> {
+    if let Self::DequantizeOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the DequantizeOptionsT.
+  pub fn as_dequantize_options_mut(&mut self) -> Option<&mut DequantizeOptionsT> {
+    if let Self::DequantizeOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned MaximumMinimumOptionsT, setting the union to NONE.
+  pub fn take_maximum_minimum_options(&mut self) -> Option<alloc::boxed::Box<MaximumMinimumOptionsT>> {
+    if let Self::MaximumMinimumOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::MaximumMinimumOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the MaximumMinimumOptionsT.
+  pub fn as_maximum_minimum_options(&self) -> Option<&MaximumMinimumOptionsT> {
+    if let Self::MaximumMinimumOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the MaximumMinimumOptionsT.
+  pub fn as_maximum_minimum_options_mut(&mut self) -> Option<&mut MaximumMinimumOptionsT> {
+    if let Self::MaximumMinimumOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned ArgMaxOptionsT, setting the union to NONE.
+  pub fn take_arg_max_options(&mut self) -> Option<alloc::boxed::Box<ArgMaxOptionsT>> {
+    if let Self::ArgMaxOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::ArgMaxOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the ArgMaxOptionsT.
+  pub fn as_arg_max_options(&self) -> Option<&ArgMaxOptionsT> {
+    if let Self::ArgMaxOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the ArgMaxOptionsT.
+  pub fn as_arg_max_options_mut(&mut self) -> Option<&mut ArgMaxOptionsT> {
+    if let Self::ArgMaxOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned LessOptionsT, setting the union to NONE.
+  pub fn take_less_options(&mut self) -> Option<alloc::boxed::Box<LessOptionsT>> {
+    if let Self::LessOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::LessOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the LessOptionsT.
+  pub fn as_less_options(&self) -> Option<&LessOptionsT> {
+    if let Self::LessOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the LessOptionsT.
+  pub fn as_less_options_mut(&mut self) -> Option<&mut LessOptionsT> {
+    if let Self::LessOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned NegOptionsT, setting the union to NONE.
+  pub fn take_neg_options(&mut self) -> Option<alloc::boxed::Box<NegOptionsT>> {
+    if let Self::NegOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::NegOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the NegOptionsT.
+  pub fn as_neg_options(&self) -> Option<&NegOptionsT> {
+    if let Self::NegOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the NegOptionsT.
+  pub fn as_neg_options_mut(&mut self) -> Option<&mut NegOptionsT> {
+    if let Self::NegOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned PadV2OptionsT, setting the union to NONE.
+  pub fn take_pad_v2_options(&mut self) -> Option<alloc::boxed::Box<PadV2OptionsT>> {
+    if let Self::PadV2Options(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::PadV2Options(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the PadV2OptionsT.
+  pub fn as_pad_v2_options(&self) -> Option<&PadV2OptionsT> {
+    if let Self::PadV2Options(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the PadV2OptionsT.
+  pub fn as_pad_v2_options_mut(&mut self) -> Option<&mut PadV2OptionsT> {
+    if let Self::PadV2Options(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned GreaterOptionsT, setting the union to NONE.
+  pub fn take_greater_options(&mut self) -> Option<alloc::boxed::Box<GreaterOptionsT>> {
+    if let Self::GreaterOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::GreaterOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the GreaterOptionsT.
+  pub fn as_greater_options(&self) -> Option<&GreaterOptionsT> {
+    if let Self::GreaterOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the GreaterOptionsT.
+  pub fn as_greater_options_mut(&mut self) -> Option<&mut GreaterOptionsT> {
+    if let Self::GreaterOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned GreaterEqualOptionsT, setting the union to NONE.
+  pub fn take_greater_equal_options(&mut self) -> Option<alloc::boxed::Box<GreaterEqualOptionsT>> {
+    if let Self::GreaterEqualOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::GreaterEqualOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the GreaterEqualOptionsT.
+  pub fn as_greater_equal_options(&self) -> Option<&GreaterEqualOptionsT> {
+    if let Self::GreaterEqualOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the GreaterEqualOptionsT.
+  pub fn as_greater_equal_options_mut(&mut self) -> Option<&mut GreaterEqualOptionsT> {
+    if let Self::GreaterEqualOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned LessEqualOptionsT, setting the union to NONE.
+  pub fn take_less_equal_options(&mut self) -> Option<alloc::boxed::Box<LessEqualOptionsT>> {
+    if let Self::LessEqualOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::LessEqualOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the LessEqualOptionsT.
+  pub fn as_less_equal_options(&self) -> Option<&LessEqualOptionsT> {
+    if let Self::LessEqualOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the LessEqualOptionsT.
+  pub fn as_less_equal_options_mut(&mut self) -> Option<&mut LessEqualOptionsT> {
+    if let Self::LessEqualOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned SelectOptionsT, setting the union to NONE.
+  pub fn take_select_options(&mut self) -> Option<alloc::boxed::Box<SelectOptionsT>> {
+    if let Self::SelectOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::SelectOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the SelectOptionsT.
+  pub fn as_select_options(&self) -> Option<&SelectOptionsT> {
+    if let Self::SelectOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the SelectOptionsT.
+  pub fn as_select_options_mut(&mut self) -> Option<&mut SelectOptionsT> {
+    if let Self::SelectOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned SliceOptionsT, setting the union to NONE.
+  pub fn take_slice_options(&mut self) -> Option<alloc::boxed::Box<SliceOptionsT>> {
+    if let Self::SliceOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::SliceOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the SliceOptionsT.
+  pub fn as_slice_options(&self) -> Option<&SliceOptionsT> {
+    if let Self::SliceOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the SliceOptionsT.
+  pub fn as_slice_options_mut(&mut self) -> Option<&mut SliceOptionsT> {
+    if let Self::SliceOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned TransposeConvOptionsT, setting the union to NONE.
+  pub fn take_transpose_conv_options(&mut self) -> Option<alloc::boxed::Box<TransposeConvOptionsT>> {
+    if let Self::TransposeConvOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::TransposeConvOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the TransposeConvOptionsT.
+  pub fn as_transpose_conv_options(&self) -> Option<&TransposeConvOptionsT> {
+    if let Self::TransposeConvOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the TransposeConvOptionsT.
+  pub fn as_transpose_conv_options_mut(&mut self) -> Option<&mut TransposeConvOptionsT> {
+    if let Self::TransposeConvOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned SparseToDenseOptionsT, setting the union to NONE.
+  pub fn take_sparse_to_dense_options(&mut self) -> Option<alloc::boxed::Box<SparseToDenseOptionsT>> {
+    if let Self::SparseToDenseOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::SparseToDenseOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the SparseToDenseOptionsT.
+  pub fn as_sparse_to_dense_options(&self) -> Option<&SparseToDenseOptionsT> {
+    if let Self::SparseToDenseOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the SparseToDenseOptionsT.
+  pub fn as_sparse_to_dense_options_mut(&mut self) -> Option<&mut SparseToDenseOptionsT> {
+    if let Self::SparseToDenseOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned TileOptionsT, setting the union to NONE.
+  pub fn take_tile_options(&mut self) -> Option<alloc::boxed::Box<TileOptionsT>> {
+    if let Self::TileOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::TileOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the TileOptionsT.
+  pub fn as_tile_options(&self) -> Option<&TileOptionsT> {
+    if let Self::TileOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the TileOptionsT.
+  pub fn as_tile_options_mut(&mut self) -> Option<&mut TileOptionsT> {
+    if let Self::TileOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned ExpandDimsOptionsT, setting the union to NONE.
+  pub fn take_expand_dims_options(&mut self) -> Option<alloc::boxed::Box<ExpandDimsOptionsT>> {
+    if let Self::ExpandDimsOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::ExpandDimsOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the ExpandDimsOptionsT.
+  pub fn as_expand_dims_options(&self) -> Option<&ExpandDimsOptionsT> {
+    if let Self::ExpandDimsOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the ExpandDimsOptionsT.
+  pub fn as_expand_dims_options_mut(&mut self) -> Option<&mut ExpandDimsOptionsT> {
+    if let Self::ExpandDimsOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned EqualOptionsT, setting the union to NONE.
+  pub fn take_equal_options(&mut self) -> Option<alloc::boxed::Box<EqualOptionsT>> {
+    if let Self::EqualOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::EqualOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the EqualOptionsT.
+  pub fn as_equal_options(&self) -> Option<&EqualOptionsT> {
+    if let Self::EqualOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the EqualOptionsT.
+  pub fn as_equal_options_mut(&mut self) -> Option<&mut EqualOptionsT> {
+    if let Self::EqualOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned NotEqualOptionsT, setting the union to NONE.
+  pub fn take_not_equal_options(&mut self) -> Option<alloc::boxed::Box<NotEqualOptionsT>> {
+    if let Self::NotEqualOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::NotEqualOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the NotEqualOptionsT.
+  pub fn as_not_equal_options(&self) -> Option<&NotEqualOptionsT> {
+    if let Self::NotEqualOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the NotEqualOptionsT.
+  pub fn as_not_equal_options_mut(&mut self) -> Option<&mut NotEqualOptionsT> {
+    if let Self::NotEqualOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned ShapeOptionsT, setting the union to NONE.
+  pub fn take_shape_options(&mut self) -> Option<alloc::boxed::Box<ShapeOptionsT>> {
+    if let Self::ShapeOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::ShapeOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the ShapeOptionsT.
+  pub fn as_shape_options(&self) -> Option<&ShapeOptionsT> {
+    if let Self::ShapeOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the ShapeOptionsT.
+  pub fn as_shape_options_mut(&mut self) -> Option<&mut ShapeOptionsT> {
+    if let Self::ShapeOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned PowOptionsT, setting the union to NONE.
+  pub fn take_pow_options(&mut self) -> Option<alloc::boxed::Box<PowOptionsT>> {
+    if let Self::PowOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::PowOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the PowOptionsT.
+  pub fn as_pow_options(&self) -> Option<&PowOptionsT> {
+    if let Self::PowOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the PowOptionsT.
+  pub fn as_pow_options_mut(&mut self) -> Option<&mut PowOptionsT> {
+    if let Self::PowOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned ArgMinOptionsT, setting the union to NONE.
+  pub fn take_arg_min_options(&mut self) -> Option<alloc::boxed::Box<ArgMinOptionsT>> {
+    if let Self::ArgMinOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::ArgMinOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the ArgMinOptionsT.
+  pub fn as_arg_min_options(&self) -> Option<&ArgMinOptionsT> {
+    if let Self::ArgMinOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the ArgMinOptionsT.
+  pub fn as_arg_min_options_mut(&mut self) -> Option<&mut ArgMinOptionsT> {
+    if let Self::ArgMinOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned FakeQuantOptionsT, setting the union to NONE.
+  pub fn take_fake_quant_options(&mut self) -> Option<alloc::boxed::Box<FakeQuantOptionsT>> {
+    if let Self::FakeQuantOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::FakeQuantOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the FakeQuantOptionsT.
+  pub fn as_fake_quant_options(&self) -> Option<&FakeQuantOptionsT> {
+    if let Self::FakeQuantOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the FakeQuantOptionsT.
+  pub fn as_fake_quant_options_mut(&mut self) -> Option<&mut FakeQuantOptionsT> {
+    if let Self::FakeQuantOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned PackOptionsT, setting the union to NONE.
+  pub fn take_pack_options(&mut self) -> Option<alloc::boxed::Box<PackOptionsT>> {
+    if let Self::PackOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::PackOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the PackOptionsT.
+  pub fn as_pack_options(&self) -> Option<&PackOptionsT> {
+    if let Self::PackOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the PackOptionsT.
+  pub fn as_pack_options_mut(&mut self) -> Option<&mut PackOptionsT> {
+    if let Self::PackOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned LogicalOrOptionsT, setting the union to NONE.
+  pub fn take_logical_or_options(&mut self) -> Option<alloc::boxed::Box<LogicalOrOptionsT>> {
+    if let Self::LogicalOrOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::LogicalOrOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the LogicalOrOptionsT.
+  pub fn as_logical_or_options(&self) -> Option<&LogicalOrOptionsT> {
+    if let Self::LogicalOrOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the LogicalOrOptionsT.
+  pub fn as_logical_or_options_mut(&mut self) -> Option<&mut LogicalOrOptionsT> {
+    if let Self::LogicalOrOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned OneHotOptionsT, setting the union to NONE.
+  pub fn take_one_hot_options(&mut self) -> Option<alloc::boxed::Box<OneHotOptionsT>> {
+    if let Self::OneHotOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::OneHotOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the OneHotOptionsT.
+  pub fn as_one_hot_options(&self) -> Option<&OneHotOptionsT> {
+    if let Self::OneHotOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the OneHotOptionsT.
+  pub fn as_one_hot_options_mut(&mut self) -> Option<&mut OneHotOptionsT> {
+    if let Self::OneHotOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned LogicalAndOptionsT, setting the union to NONE.
+  pub fn take_logical_and_options(&mut self) -> Option<alloc::boxed::Box<LogicalAndOptionsT>> {
+    if let Self::LogicalAndOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::LogicalAndOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the LogicalAndOptionsT.
+  pub fn as_logical_and_options(&self) -> Option<&LogicalAndOptionsT> {
+    if let Self::LogicalAndOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the LogicalAndOptionsT.
+  pub fn as_logical_and_options_mut(&mut self) -> Option<&mut LogicalAndOptionsT> {
+    if let Self::LogicalAndOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned LogicalNotOptionsT, setting the union to NONE.
+  pub fn take_logical_not_options(&mut self) -> Option<alloc::boxed::Box<LogicalNotOptionsT>> {
+    if let Self::LogicalNotOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::LogicalNotOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the LogicalNotOptionsT.
+  pub fn as_logical_not_options(&self) -> Option<&LogicalNotOptionsT> {
+    if let Self::LogicalNotOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the LogicalNotOptionsT.
+  pub fn as_logical_not_options_mut(&mut self) -> Option<&mut LogicalNotOptionsT> {
+    if let Self::LogicalNotOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned UnpackOptionsT, setting the union to NONE.
+  pub fn take_unpack_options(&mut self) -> Option<alloc::boxed::Box<UnpackOptionsT>> {
+    if let Self::UnpackOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::UnpackOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the UnpackOptionsT.
+  pub fn as_unpack_options(&self) -> Option<&UnpackOptionsT> {
+    if let Self::UnpackOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the UnpackOptionsT.
+  pub fn as_unpack_options_mut(&mut self) -> Option<&mut UnpackOptionsT> {
+    if let Self::UnpackOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned FloorDivOptionsT, setting the union to NONE.
+  pub fn take_floor_div_options(&mut self) -> Option<alloc::boxed::Box<FloorDivOptionsT>> {
+    if let Self::FloorDivOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::FloorDivOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the FloorDivOptionsT.
+  pub fn as_floor_div_options(&self) -> Option<&FloorDivOptionsT> {
+    if let Self::FloorDivOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the FloorDivOptionsT.
+  pub fn as_floor_div_options_mut(&mut self) -> Option<&mut FloorDivOptionsT> {
+    if let Self::FloorDivOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned SquareOptionsT, setting the union to NONE.
+  pub fn take_square_options(&mut self) -> Option<alloc::boxed::Box<SquareOptionsT>> {
+    if let Self::SquareOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::SquareOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the SquareOptionsT.
+  pub fn as_square_options(&self) -> Option<&SquareOptionsT> {
+    if let Self::SquareOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the SquareOptionsT.
+  pub fn as_square_options_mut(&mut self) -> Option<&mut SquareOptionsT> {
+    if let Self::SquareOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned ZerosLikeOptionsT, setting the union to NONE.
+  pub fn take_zeros_like_options(&mut self) -> Option<alloc::boxed::Box<ZerosLikeOptionsT>> {
+    if let Self::ZerosLikeOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::ZerosLikeOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the ZerosLikeOptionsT.
+  pub fn as_zeros_like_options(&self) -> Option<&ZerosLikeOptionsT> {
+    if let Self::ZerosLikeOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the ZerosLikeOptionsT.
+  pub fn as_zeros_like_options_mut(&mut self) -> Option<&mut ZerosLikeOptionsT> {
+    if let Self::ZerosLikeOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned FillOptionsT, setting the union to NONE.
+  pub fn take_fill_options(&mut self) -> Option<alloc::boxed::Box<FillOptionsT>> {
+    if let Self::FillOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::FillOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the FillOptionsT.
+  pub fn as_fill_options(&self) -> Option<&FillOptionsT> {
+    if let Self::FillOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the FillOptionsT.
+  pub fn as_fill_options_mut(&mut self) -> Option<&mut FillOptionsT> {
+    if let Self::FillOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned BidirectionalSequenceLSTMOptionsT, setting the union to NONE.
+  pub fn take_bidirectional_sequence_lstmoptions(&mut self) -> Option<alloc::boxed::Box<BidirectionalSequenceLSTMOptionsT>> {
+    if let Self::BidirectionalSequenceLSTMOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::BidirectionalSequenceLSTMOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the BidirectionalSequenceLSTMOptionsT.
+  pub fn as_bidirectional_sequence_lstmoptions(&self) -> Option<&BidirectionalSequenceLSTMOptionsT> {
+    if let Self::BidirectionalSequenceLSTMOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the BidirectionalSequenceLSTMOptionsT.
+  pub fn as_bidirectional_sequence_lstmoptions_mut(&mut self) -> Option<&mut BidirectionalSequenceLSTMOptionsT> {
+    if let Self::BidirectionalSequenceLSTMOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned BidirectionalSequenceRNNOptionsT, setting the union to NONE.
+  pub fn take_bidirectional_sequence_rnnoptions(&mut self) -> Option<alloc::boxed::Box<BidirectionalSequenceRNNOptionsT>> {
+    if let Self::BidirectionalSequenceRNNOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::BidirectionalSequenceRNNOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the BidirectionalSequenceRNNOptionsT.
+  pub fn as_bidirectional_sequence_rnnoptions(&self) -> Option<&BidirectionalSequenceRNNOptionsT> {
+    if let Self::BidirectionalSequenceRNNOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the BidirectionalSequenceRNNOptionsT.
+  pub fn as_bidirectional_sequence_rnnoptions_mut(&mut self) -> Option<&mut BidirectionalSequenceRNNOptionsT> {
+    if let Self::BidirectionalSequenceRNNOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned UnidirectionalSequenceLSTMOptionsT, setting the union to NONE.
+  pub fn take_unidirectional_sequence_lstmoptions(&mut self) -> Option<alloc::boxed::Box<UnidirectionalSequenceLSTMOptionsT>> {
+    if let Self::UnidirectionalSequenceLSTMOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::UnidirectionalSequenceLSTMOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the UnidirectionalSequenceLSTMOptionsT.
+  pub fn as_unidirectional_sequence_lstmoptions(&self) -> Option<&UnidirectionalSequenceLSTMOptionsT> {
+    if let Self::UnidirectionalSequenceLSTMOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the UnidirectionalSequenceLSTMOptionsT.
+  pub fn as_unidirectional_sequence_lstmoptions_mut(&mut self) -> Option<&mut UnidirectionalSequenceLSTMOptionsT> {
+    if let Self::UnidirectionalSequenceLSTMOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned FloorModOptionsT, setting the union to NONE.
+  pub fn take_floor_mod_options(&mut self) -> Option<alloc::boxed::Box<FloorModOptionsT>> {
+    if let Self::FloorModOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::FloorModOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the FloorModOptionsT.
+  pub fn as_floor_mod_options(&self) -> Option<&FloorModOptionsT> {
+    if let Self::FloorModOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the FloorModOptionsT.
+  pub fn as_floor_mod_options_mut(&mut self) -> Option<&mut FloorModOptionsT> {
+    if let Self::FloorModOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned RangeOptionsT, setting the union to NONE.
+  pub fn take_range_options(&mut self) -> Option<alloc::boxed::Box<RangeOptionsT>> {
+    if let Self::RangeOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::RangeOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the RangeOptionsT.
+  pub fn as_range_options(&self) -> Option<&RangeOptionsT> {
+    if let Self::RangeOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the RangeOptionsT.
+  pub fn as_range_options_mut(&mut self) -> Option<&mut RangeOptionsT> {
+    if let Self::RangeOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned ResizeNearestNeighborOptionsT, setting the union to NONE.
+  pub fn take_resize_nearest_neighbor_options(&mut self) -> Option<alloc::boxed::Box<ResizeNearestNeighborOptionsT>> {
+    if let Self::ResizeNearestNeighborOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::ResizeNearestNeighborOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the ResizeNearestNeighborOptionsT.
+  pub fn as_resize_nearest_neighbor_options(&self) -> Option<&ResizeNearestNeighborOptionsT> {
+    if let Self::ResizeNearestNeighborOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the ResizeNearestNeighborOptionsT.
+  pub fn as_resize_nearest_neighbor_options_mut(&mut self) -> Option<&mut ResizeNearestNeighborOptionsT> {
+    if let Self::ResizeNearestNeighborOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned LeakyReluOptionsT, setting the union to NONE.
+  pub fn take_leaky_relu_options(&mut self) -> Option<alloc::boxed::Box<LeakyReluOptionsT>> {
+    if let Self::LeakyReluOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::LeakyReluOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the LeakyReluOptionsT.
+  pub fn as_leaky_relu_options(&self) -> Option<&LeakyReluOptionsT> {
+    if let Self::LeakyReluOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the LeakyReluOptionsT.
+  pub fn as_leaky_relu_options_mut(&mut self) -> Option<&mut LeakyReluOptionsT> {
+    if let Self::LeakyReluOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned SquaredDifferenceOptionsT, setting the union to NONE.
+  pub fn take_squared_difference_options(&mut self) -> Option<alloc::boxed::Box<SquaredDifferenceOptionsT>> {
+    if let Self::SquaredDifferenceOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::SquaredDifferenceOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the SquaredDifferenceOptionsT.
+  pub fn as_squared_difference_options(&self) -> Option<&SquaredDifferenceOptionsT> {
+    if let Self::SquaredDifferenceOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the SquaredDifferenceOptionsT.
+  pub fn as_squared_difference_options_mut(&mut self) -> Option<&mut SquaredDifferenceOptionsT> {
+    if let Self::SquaredDifferenceOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned MirrorPadOptionsT, setting the union to NONE.
+  pub fn take_mirror_pad_options(&mut self) -> Option<alloc::boxed::Box<MirrorPadOptionsT>> {
+    if let Self::MirrorPadOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::MirrorPadOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the MirrorPadOptionsT.
+  pub fn as_mirror_pad_options(&self) -> Option<&MirrorPadOptionsT> {
+    if let Self::MirrorPadOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the MirrorPadOptionsT.
+  pub fn as_mirror_pad_options_mut(&mut self) -> Option<&mut MirrorPadOptionsT> {
+    if let Self::MirrorPadOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned AbsOptionsT, setting the union to NONE.
+  pub fn take_abs_options(&mut self) -> Option<alloc::boxed::Box<AbsOptionsT>> {
+    if let Self::AbsOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::AbsOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the AbsOptionsT.
+  pub fn as_abs_options(&self) -> Option<&AbsOptionsT> {
+    if let Self::AbsOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the AbsOptionsT.
+  pub fn as_abs_options_mut(&mut self) -> Option<&mut AbsOptionsT> {
+    if let Self::AbsOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned SplitVOptionsT, setting the union to NONE.
+  pub fn take_split_voptions(&mut self) -> Option<alloc::boxed::Box<SplitVOptionsT>> {
+    if let Self::SplitVOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::SplitVOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the SplitVOptionsT.
+  pub fn as_split_voptions(&self) -> Option<&SplitVOptionsT> {
+    if let Self::SplitVOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the SplitVOptionsT.
+  pub fn as_split_voptions_mut(&mut self) -> Option<&mut SplitVOptionsT> {
+    if let Self::SplitVOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned UniqueOptionsT, setting the union to NONE.
+  pub fn take_unique_options(&mut self) -> Option<alloc::boxed::Box<UniqueOptionsT>> {
+    if let Self::UniqueOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::UniqueOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the UniqueOptionsT.
+  pub fn as_unique_options(&self) -> Option<&UniqueOptionsT> {
+    if let Self::UniqueOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the UniqueOptionsT.
+  pub fn as_unique_options_mut(&mut self) -> Option<&mut UniqueOptionsT> {
+    if let Self::UniqueOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned ReverseV2OptionsT, setting the union to NONE.
+  pub fn take_reverse_v2_options(&mut self) -> Option<alloc::boxed::Box<ReverseV2OptionsT>> {
+    if let Self::ReverseV2Options(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::ReverseV2Options(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the ReverseV2OptionsT.
+  pub fn as_reverse_v2_options(&self) -> Option<&ReverseV2OptionsT> {
+    if let Self::ReverseV2Options(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the ReverseV2OptionsT.
+  pub fn as_reverse_v2_options_mut(&mut self) -> Option<&mut ReverseV2OptionsT> {
+    if let Self::ReverseV2Options(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned AddNOptionsT, setting the union to NONE.
+  pub fn take_add_noptions(&mut self) -> Option<alloc::boxed::Box<AddNOptionsT>> {
+    if let Self::AddNOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::AddNOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the AddNOptionsT.
+  pub fn as_add_noptions(&self) -> Option<&AddNOptionsT> {
+    if let Self::AddNOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the AddNOptionsT.
+  pub fn as_add_noptions_mut(&mut self) -> Option<&mut AddNOptionsT> {
+    if let Self::AddNOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned GatherNdOptionsT, setting the union to NONE.
+  pub fn take_gather_nd_options(&mut self) -> Option<alloc::boxed::Box<GatherNdOptionsT>> {
+    if let Self::GatherNdOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::GatherNdOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the GatherNdOptionsT.
+  pub fn as_gather_nd_options(&self) -> Option<&GatherNdOptionsT> {
+    if let Self::GatherNdOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the GatherNdOptionsT.
+  pub fn as_gather_nd_options_mut(&mut self) -> Option<&mut GatherNdOptionsT> {
+    if let Self::GatherNdOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned CosOptionsT, setting the union to NONE.
+  pub fn take_cos_options(&mut self) -> Option<alloc::boxed::Box<CosOptionsT>> {
+    if let Self::CosOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::CosOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the CosOptionsT.
+  pub fn as_cos_options(&self) -> Option<&CosOptionsT> {
+    if let Self::CosOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the CosOptionsT.
+  pub fn as_cos_options_mut(&mut self) -> Option<&mut CosOptionsT> {
+    if let Self::CosOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned WhereOptionsT, setting the union to NONE.
+  pub fn take_where_options(&mut self) -> Option<alloc::boxed::Box<WhereOptionsT>> {
+    if let Self::WhereOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::WhereOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the WhereOptionsT.
+  pub fn as_where_options(&self) -> Option<&WhereOptionsT> {
+    if let Self::WhereOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the WhereOptionsT.
+  pub fn as_where_options_mut(&mut self) -> Option<&mut WhereOptionsT> {
+    if let Self::WhereOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned RankOptionsT, setting the union to NONE.
+  pub fn take_rank_options(&mut self) -> Option<alloc::boxed::Box<RankOptionsT>> {
+    if let Self::RankOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::RankOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the RankOptionsT.
+  pub fn as_rank_options(&self) -> Option<&RankOptionsT> {
+    if let Self::RankOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the RankOptionsT.
+  pub fn as_rank_options_mut(&mut self) -> Option<&mut RankOptionsT> {
+    if let Self::RankOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned ReverseSequenceOptionsT, setting the union to NONE.
+  pub fn take_reverse_sequence_options(&mut self) -> Option<alloc::boxed::Box<ReverseSequenceOptionsT>> {
+    if let Self::ReverseSequenceOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::ReverseSequenceOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the ReverseSequenceOptionsT.
+  pub fn as_reverse_sequence_options(&self) -> Option<&ReverseSequenceOptionsT> {
+    if let Self::ReverseSequenceOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the ReverseSequenceOptionsT.
+  pub fn as_reverse_sequence_options_mut(&mut self) -> Option<&mut ReverseSequenceOptionsT> {
+    if let Self::ReverseSequenceOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned MatrixDiagOptionsT, setting the union to NONE.
+  pub fn take_matrix_diag_options(&mut self) -> Option<alloc::boxed::Box<MatrixDiagOptionsT>> {
+    if let Self::MatrixDiagOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::MatrixDiagOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the MatrixDiagOptionsT.
+  pub fn as_matrix_diag_options(&self) -> Option<&MatrixDiagOptionsT> {
+    if let Self::MatrixDiagOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the MatrixDiagOptionsT.
+  pub fn as_matrix_diag_options_mut(&mut self) -> Option<&mut MatrixDiagOptionsT> {
+    if let Self::MatrixDiagOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned QuantizeOptionsT, setting the union to NONE.
+  pub fn take_quantize_options(&mut self) -> Option<alloc::boxed::Box<QuantizeOptionsT>> {
+    if let Self::QuantizeOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::QuantizeOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the QuantizeOptionsT.
+  pub fn as_quantize_options(&self) -> Option<&QuantizeOptionsT> {
+    if let Self::QuantizeOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the QuantizeOptionsT.
+  pub fn as_quantize_options_mut(&mut self) -> Option<&mut QuantizeOptionsT> {
+    if let Self::QuantizeOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned MatrixSetDiagOptionsT, setting the union to NONE.
+  pub fn take_matrix_set_diag_options(&mut self) -> Option<alloc::boxed::Box<MatrixSetDiagOptionsT>> {
+    if let Self::MatrixSetDiagOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::MatrixSetDiagOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the MatrixSetDiagOptionsT.
+  pub fn as_matrix_set_diag_options(&self) -> Option<&MatrixSetDiagOptionsT> {
+    if let Self::MatrixSetDiagOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the MatrixSetDiagOptionsT.
+  pub fn as_matrix_set_diag_options_mut(&mut self) -> Option<&mut MatrixSetDiagOptionsT> {
+    if let Self::MatrixSetDiagOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned HardSwishOptionsT, setting the union to NONE.
+  pub fn take_hard_swish_options(&mut self) -> Option<alloc::boxed::Box<HardSwishOptionsT>> {
+    if let Self::HardSwishOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::HardSwishOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the HardSwishOptionsT.
+  pub fn as_hard_swish_options(&self) -> Option<&HardSwishOptionsT> {
+    if let Self::HardSwishOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the HardSwishOptionsT.
+  pub fn as_hard_swish_options_mut(&mut self) -> Option<&mut HardSwishOptionsT> {
+    if let Self::HardSwishOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned IfOptionsT, setting the union to NONE.
+  pub fn take_if_options(&mut self) -> Option<alloc::boxed::Box<IfOptionsT>> {
+    if let Self::IfOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::IfOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the IfOptionsT.
+  pub fn as_if_options(&self) -> Option<&IfOptionsT> {
+    if let Self::IfOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the IfOptionsT.
+  pub fn as_if_options_mut(&mut self) -> Option<&mut IfOptionsT> {
+    if let Self::IfOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned WhileOptionsT, setting the union to NONE.
+  pub fn take_while_options(&mut self) -> Option<alloc::boxed::Box<WhileOptionsT>> {
+    if let Self::WhileOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::WhileOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the WhileOptionsT.
+  pub fn as_while_options(&self) -> Option<&WhileOptionsT> {
+    if let Self::WhileOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the WhileOptionsT.
+  pub fn as_while_options_mut(&mut self) -> Option<&mut WhileOptionsT> {
+    if let Self::WhileOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned DepthToSpaceOptionsT, setting the union to NONE.
+  pub fn take_depth_to_space_options(&mut self) -> Option<alloc::boxed::Box<DepthToSpaceOptionsT>> {
+    if let Self::DepthToSpaceOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::DepthToSpaceOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the DepthToSpaceOptionsT.
+  pub fn as_depth_to_space_options(&self) -> Option<&DepthToSpaceOptionsT> {
+    if let Self::DepthToSpaceOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the DepthToSpaceOptionsT.
+  pub fn as_depth_to_space_options_mut(&mut self) -> Option<&mut DepthToSpaceOptionsT> {
+    if let Self::DepthToSpaceOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned NonMaxSuppressionV4OptionsT, setting the union to NONE.
+  pub fn take_non_max_suppression_v4_options(&mut self) -> Option<alloc::boxed::Box<NonMaxSuppressionV4OptionsT>> {
+    if let Self::NonMaxSuppressionV4Options(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::NonMaxSuppressionV4Options(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the NonMaxSuppressionV4OptionsT.
+  pub fn as_non_max_suppression_v4_options(&self) -> Option<&NonMaxSuppressionV4OptionsT> {
+    if let Self::NonMaxSuppressionV4Options(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the NonMaxSuppressionV4OptionsT.
+  pub fn as_non_max_suppression_v4_options_mut(&mut self) -> Option<&mut NonMaxSuppressionV4OptionsT> {
+    if let Self::NonMaxSuppressionV4Options(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned NonMaxSuppressionV5OptionsT, setting the union to NONE.
+  pub fn take_non_max_suppression_v5_options(&mut self) -> Option<alloc::boxed::Box<NonMaxSuppressionV5OptionsT>> {
+    if let Self::NonMaxSuppressionV5Options(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::NonMaxSuppressionV5Options(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the NonMaxSuppressionV5OptionsT.
+  pub fn as_non_max_suppression_v5_options(&self) -> Option<&NonMaxSuppressionV5OptionsT> {
+    if let Self::NonMaxSuppressionV5Options(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the NonMaxSuppressionV5OptionsT.
+  pub fn as_non_max_suppression_v5_options_mut(&mut self) -> Option<&mut NonMaxSuppressionV5OptionsT> {
+    if let Self::NonMaxSuppressionV5Options(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned ScatterNdOptionsT, setting the union to NONE.
+  pub fn take_scatter_nd_options(&mut self) -> Option<alloc::boxed::Box<ScatterNdOptionsT>> {
+    if let Self::ScatterNdOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::ScatterNdOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the ScatterNdOptionsT.
+  pub fn as_scatter_nd_options(&self) -> Option<&ScatterNdOptionsT> {
+    if let Self::ScatterNdOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the ScatterNdOptionsT.
+  pub fn as_scatter_nd_options_mut(&mut self) -> Option<&mut ScatterNdOptionsT> {
+    if let Self::ScatterNdOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned SelectV2OptionsT, setting the union to NONE.
+  pub fn take_select_v2_options(&mut self) -> Option<alloc::boxed::Box<SelectV2OptionsT>> {
+    if let Self::SelectV2Options(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::SelectV2Options(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the SelectV2OptionsT.
+  pub fn as_select_v2_options(&self) -> Option<&SelectV2OptionsT> {
+    if let Self::SelectV2Options(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the SelectV2OptionsT.
+  pub fn as_select_v2_options_mut(&mut self) -> Option<&mut SelectV2OptionsT> {
+    if let Self::SelectV2Options(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned DensifyOptionsT, setting the union to NONE.
+  pub fn take_densify_options(&mut self) -> Option<alloc::boxed::Box<DensifyOptionsT>> {
+    if let Self::DensifyOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::DensifyOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the DensifyOptionsT.
+  pub fn as_densify_options(&self) -> Option<&DensifyOptionsT> {
+    if let Self::DensifyOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the DensifyOptionsT.
+  pub fn as_densify_options_mut(&mut self) -> Option<&mut DensifyOptionsT> {
+    if let Self::DensifyOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned SegmentSumOptionsT, setting the union to NONE.
+  pub fn take_segment_sum_options(&mut self) -> Option<alloc::boxed::Box<SegmentSumOptionsT>> {
+    if let Self::SegmentSumOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::SegmentSumOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the SegmentSumOptionsT.
+  pub fn as_segment_sum_options(&self) -> Option<&SegmentSumOptionsT> {
+    if let Self::SegmentSumOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the SegmentSumOptionsT.
+  pub fn as_segment_sum_options_mut(&mut self) -> Option<&mut SegmentSumOptionsT> {
+    if let Self::SegmentSumOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned BatchMatMulOptionsT, setting the union to NONE.
+  pub fn take_batch_mat_mul_options(&mut self) -> Option<alloc::boxed::Box<BatchMatMulOptionsT>> {
+    if let Self::BatchMatMulOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::BatchMatMulOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the BatchMatMulOptionsT.
+  pub fn as_batch_mat_mul_options(&self) -> Option<&BatchMatMulOptionsT> {
+    if let Self::BatchMatMulOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the BatchMatMulOptionsT.
+  pub fn as_batch_mat_mul_options_mut(&mut self) -> Option<&mut BatchMatMulOptionsT> {
+    if let Self::BatchMatMulOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned CumsumOptionsT, setting the union to NONE.
+  pub fn take_cumsum_options(&mut self) -> Option<alloc::boxed::Box<CumsumOptionsT>> {
+    if let Self::CumsumOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::CumsumOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the CumsumOptionsT.
+  pub fn as_cumsum_options(&self) -> Option<&CumsumOptionsT> {
+    if let Self::CumsumOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the CumsumOptionsT.
+  pub fn as_cumsum_options_mut(&mut self) -> Option<&mut CumsumOptionsT> {
+    if let Self::CumsumOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned CallOnceOptionsT, setting the union to NONE.
+  pub fn take_call_once_options(&mut self) -> Option<alloc::boxed::Box<CallOnceOptionsT>> {
+    if let Self::CallOnceOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::CallOnceOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the CallOnceOptionsT.
+  pub fn as_call_once_options(&self) -> Option<&CallOnceOptionsT> {
+    if let Self::CallOnceOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the CallOnceOptionsT.
+  pub fn as_call_once_options_mut(&mut self) -> Option<&mut CallOnceOptionsT> {
+    if let Self::CallOnceOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned BroadcastToOptionsT, setting the union to NONE.
+  pub fn take_broadcast_to_options(&mut self) -> Option<alloc::boxed::Box<BroadcastToOptionsT>> {
+    if let Self::BroadcastToOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::BroadcastToOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the BroadcastToOptionsT.
+  pub fn as_broadcast_to_options(&self) -> Option<&BroadcastToOptionsT> {
+    if let Self::BroadcastToOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the BroadcastToOptionsT.
+  pub fn as_broadcast_to_options_mut(&mut self) -> Option<&mut BroadcastToOptionsT> {
+    if let Self::BroadcastToOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned Rfft2dOptionsT, setting the union to NONE.
+  pub fn take_rfft_2d_options(&mut self) -> Option<alloc::boxed::Box<Rfft2dOptionsT>> {
+    if let Self::Rfft2dOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::Rfft2dOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the Rfft2dOptionsT.
+  pub fn as_rfft_2d_options(&self) -> Option<&Rfft2dOptionsT> {
+    if let Self::Rfft2dOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the Rfft2dOptionsT.
+  pub fn as_rfft_2d_options_mut(&mut self) -> Option<&mut Rfft2dOptionsT> {
+    if let Self::Rfft2dOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned Conv3DOptionsT, setting the union to NONE.
+  pub fn take_conv_3_doptions(&mut self) -> Option<alloc::boxed::Box<Conv3DOptionsT>> {
+    if let Self::Conv3DOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::Conv3DOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the Conv3DOptionsT.
+  pub fn as_conv_3_doptions(&self) -> Option<&Conv3DOptionsT> {
+    if let Self::Conv3DOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the Conv3DOptionsT.
+  pub fn as_conv_3_doptions_mut(&mut self) -> Option<&mut Conv3DOptionsT> {
+    if let Self::Conv3DOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned HashtableOptionsT, setting the union to NONE.
+  pub fn take_hashtable_options(&mut self) -> Option<alloc::boxed::Box<HashtableOptionsT>> {
+    if let Self::HashtableOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::HashtableOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the HashtableOptionsT.
+  pub fn as_hashtable_options(&self) -> Option<&HashtableOptionsT> {
+    if let Self::HashtableOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the HashtableOptionsT.
+  pub fn as_hashtable_options_mut(&mut self) -> Option<&mut HashtableOptionsT> {
+    if let Self::HashtableOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned HashtableFindOptionsT, setting the union to NONE.
+  pub fn take_hashtable_find_options(&mut self) -> Option<alloc::boxed::Box<HashtableFindOptionsT>> {
+    if let Self::HashtableFindOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::HashtableFindOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the HashtableFindOptionsT.
+  pub fn as_hashtable_find_options(&self) -> Option<&HashtableFindOptionsT> {
+    if let Self::HashtableFindOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the HashtableFindOptionsT.
+  pub fn as_hashtable_find_options_mut(&mut self) -> Option<&mut HashtableFindOptionsT> {
+    if let Self::HashtableFindOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned HashtableImportOptionsT, setting the union to NONE.
+  pub fn take_hashtable_import_options(&mut self) -> Option<alloc::boxed::Box<HashtableImportOptionsT>> {
+    if let Self::HashtableImportOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::HashtableImportOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the HashtableImportOptionsT.
+  pub fn as_hashtable_import_options(&self) -> Option<&HashtableImportOptionsT> {
+    if let Self::HashtableImportOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the HashtableImportOptionsT.
+  pub fn as_hashtable_import_options_mut(&mut self) -> Option<&mut HashtableImportOptionsT> {
+    if let Self::HashtableImportOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned HashtableSizeOptionsT, setting the union to NONE.
+  pub fn take_hashtable_size_options(&mut self) -> Option<alloc::boxed::Box<HashtableSizeOptionsT>> {
+    if let Self::HashtableSizeOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::HashtableSizeOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the HashtableSizeOptionsT.
+  pub fn as_hashtable_size_options(&self) -> Option<&HashtableSizeOptionsT> {
+    if let Self::HashtableSizeOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the HashtableSizeOptionsT.
+  pub fn as_hashtable_size_options_mut(&mut self) -> Option<&mut HashtableSizeOptionsT> {
+    if let Self::HashtableSizeOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned VarHandleOptionsT, setting the union to NONE.
+  pub fn take_var_handle_options(&mut self) -> Option<alloc::boxed::Box<VarHandleOptionsT>> {
+    if let Self::VarHandleOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::VarHandleOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the VarHandleOptionsT.
+  pub fn as_var_handle_options(&self) -> Option<&VarHandleOptionsT> {
+    if let Self::VarHandleOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the VarHandleOptionsT.
+  pub fn as_var_handle_options_mut(&mut self) -> Option<&mut VarHandleOptionsT> {
+    if let Self::VarHandleOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned ReadVariableOptionsT, setting the union to NONE.
+  pub fn take_read_variable_options(&mut self) -> Option<alloc::boxed::Box<ReadVariableOptionsT>> {
+    if let Self::ReadVariableOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::ReadVariableOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the ReadVariableOptionsT.
+  pub fn as_read_variable_options(&self) -> Option<&ReadVariableOptionsT> {
+    if let Self::ReadVariableOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the ReadVariableOptionsT.
+  pub fn as_read_variable_options_mut(&mut self) -> Option<&mut ReadVariableOptionsT> {
+    if let Self::ReadVariableOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned AssignVariableOptionsT, setting the union to NONE.
+  pub fn take_assign_variable_options(&mut self) -> Option<alloc::boxed::Box<AssignVariableOptionsT>> {
+    if let Self::AssignVariableOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::AssignVariableOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the AssignVariableOptionsT.
+  pub fn as_assign_variable_options(&self) -> Option<&AssignVariableOptionsT> {
+    if let Self::AssignVariableOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the AssignVariableOptionsT.
+  pub fn as_assign_variable_options_mut(&mut self) -> Option<&mut AssignVariableOptionsT> {
+    if let Self::AssignVariableOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned RandomOptionsT, setting the union to NONE.
+  pub fn take_random_options(&mut self) -> Option<alloc::boxed::Box<RandomOptionsT>> {
+    if let Self::RandomOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::RandomOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the RandomOptionsT.
+  pub fn as_random_options(&self) -> Option<&RandomOptionsT> {
+    if let Self::RandomOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the RandomOptionsT.
+  pub fn as_random_options_mut(&mut self) -> Option<&mut RandomOptionsT> {
+    if let Self::RandomOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned BucketizeOptionsT, setting the union to NONE.
+  pub fn take_bucketize_options(&mut self) -> Option<alloc::boxed::Box<BucketizeOptionsT>> {
+    if let Self::BucketizeOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::BucketizeOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the BucketizeOptionsT.
+  pub fn as_bucketize_options(&self) -> Option<&BucketizeOptionsT> {
+    if let Self::BucketizeOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the BucketizeOptionsT.
+  pub fn as_bucketize_options_mut(&mut self) -> Option<&mut BucketizeOptionsT> {
+    if let Self::BucketizeOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned GeluOptionsT, setting the union to NONE.
+  pub fn take_gelu_options(&mut self) -> Option<alloc::boxed::Box<GeluOptionsT>> {
+    if let Self::GeluOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::GeluOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the GeluOptionsT.
+  pub fn as_gelu_options(&self) -> Option<&GeluOptionsT> {
+    if let Self::GeluOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the GeluOptionsT.
+  pub fn as_gelu_options_mut(&mut self) -> Option<&mut GeluOptionsT> {
+    if let Self::GeluOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned DynamicUpdateSliceOptionsT, setting the union to NONE.
+  pub fn take_dynamic_update_slice_options(&mut self) -> Option<alloc::boxed::Box<DynamicUpdateSliceOptionsT>> {
+    if let Self::DynamicUpdateSliceOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::DynamicUpdateSliceOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the DynamicUpdateSliceOptionsT.
+  pub fn as_dynamic_update_slice_options(&self) -> Option<&DynamicUpdateSliceOptionsT> {
+    if let Self::DynamicUpdateSliceOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the DynamicUpdateSliceOptionsT.
+  pub fn as_dynamic_update_slice_options_mut(&mut self) -> Option<&mut DynamicUpdateSliceOptionsT> {
+    if let Self::DynamicUpdateSliceOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned UnsortedSegmentProdOptionsT, setting the union to NONE.
+  pub fn take_unsorted_segment_prod_options(&mut self) -> Option<alloc::boxed::Box<UnsortedSegmentProdOptionsT>> {
+    if let Self::UnsortedSegmentProdOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::UnsortedSegmentProdOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the UnsortedSegmentProdOptionsT.
+  pub fn as_unsorted_segment_prod_options(&self) -> Option<&UnsortedSegmentProdOptionsT> {
+    if let Self::UnsortedSegmentProdOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the UnsortedSegmentProdOptionsT.
+  pub fn as_unsorted_segment_prod_options_mut(&mut self) -> Option<&mut UnsortedSegmentProdOptionsT> {
+    if let Self::UnsortedSegmentProdOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned UnsortedSegmentMaxOptionsT, setting the union to NONE.
+  pub fn take_unsorted_segment_max_options(&mut self) -> Option<alloc::boxed::Box<UnsortedSegmentMaxOptionsT>> {
+    if let Self::UnsortedSegmentMaxOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::UnsortedSegmentMaxOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the UnsortedSegmentMaxOptionsT.
+  pub fn as_unsorted_segment_max_options(&self) -> Option<&UnsortedSegmentMaxOptionsT> {
+    if let Self::UnsortedSegmentMaxOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the UnsortedSegmentMaxOptionsT.
+  pub fn as_unsorted_segment_max_options_mut(&mut self) -> Option<&mut UnsortedSegmentMaxOptionsT> {
+    if let Self::UnsortedSegmentMaxOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned UnsortedSegmentMinOptionsT, setting the union to NONE.
+  pub fn take_unsorted_segment_min_options(&mut self) -> Option<alloc::boxed::Box<UnsortedSegmentMinOptionsT>> {
+    if let Self::UnsortedSegmentMinOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::UnsortedSegmentMinOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the UnsortedSegmentMinOptionsT.
+  pub fn as_unsorted_segment_min_options(&self) -> Option<&UnsortedSegmentMinOptionsT> {
+    if let Self::UnsortedSegmentMinOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the UnsortedSegmentMinOptionsT.
+  pub fn as_unsorted_segment_min_options_mut(&mut self) -> Option<&mut UnsortedSegmentMinOptionsT> {
+    if let Self::UnsortedSegmentMinOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned UnsortedSegmentSumOptionsT, setting the union to NONE.
+  pub fn take_unsorted_segment_sum_options(&mut self) -> Option<alloc::boxed::Box<UnsortedSegmentSumOptionsT>> {
+    if let Self::UnsortedSegmentSumOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::UnsortedSegmentSumOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the UnsortedSegmentSumOptionsT.
+  pub fn as_unsorted_segment_sum_options(&self) -> Option<&UnsortedSegmentSumOptionsT> {
+    if let Self::UnsortedSegmentSumOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the UnsortedSegmentSumOptionsT.
+  pub fn as_unsorted_segment_sum_options_mut(&mut self) -> Option<&mut UnsortedSegmentSumOptionsT> {
+    if let Self::UnsortedSegmentSumOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned ATan2OptionsT, setting the union to NONE.
+  pub fn take_atan_2_options(&mut self) -> Option<alloc::boxed::Box<ATan2OptionsT>> {
+    if let Self::ATan2Options(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::ATan2Options(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the ATan2OptionsT.
+  pub fn as_atan_2_options(&self) -> Option<&ATan2OptionsT> {
+    if let Self::ATan2Options(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the ATan2OptionsT.
+  pub fn as_atan_2_options_mut(&mut self) -> Option<&mut ATan2OptionsT> {
+    if let Self::ATan2Options(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned SignOptionsT, setting the union to NONE.
+  pub fn take_sign_options(&mut self) -> Option<alloc::boxed::Box<SignOptionsT>> {
+    if let Self::SignOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::SignOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the SignOptionsT.
+  pub fn as_sign_options(&self) -> Option<&SignOptionsT> {
+    if let Self::SignOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the SignOptionsT.
+  pub fn as_sign_options_mut(&mut self) -> Option<&mut SignOptionsT> {
+    if let Self::SignOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned BitcastOptionsT, setting the union to NONE.
+  pub fn take_bitcast_options(&mut self) -> Option<alloc::boxed::Box<BitcastOptionsT>> {
+    if let Self::BitcastOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::BitcastOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the BitcastOptionsT.
+  pub fn as_bitcast_options(&self) -> Option<&BitcastOptionsT> {
+    if let Self::BitcastOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the BitcastOptionsT.
+  pub fn as_bitcast_options_mut(&mut self) -> Option<&mut BitcastOptionsT> {
+    if let Self::BitcastOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned BitwiseXorOptionsT, setting the union to NONE.
+  pub fn take_bitwise_xor_options(&mut self) -> Option<alloc::boxed::Box<BitwiseXorOptionsT>> {
+    if let Self::BitwiseXorOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::BitwiseXorOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the BitwiseXorOptionsT.
+  pub fn as_bitwise_xor_options(&self) -> Option<&BitwiseXorOptionsT> {
+    if let Self::BitwiseXorOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the BitwiseXorOptionsT.
+  pub fn as_bitwise_xor_options_mut(&mut self) -> Option<&mut BitwiseXorOptionsT> {
+    if let Self::BitwiseXorOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned RightShiftOptionsT, setting the union to NONE.
+  pub fn take_right_shift_options(&mut self) -> Option<alloc::boxed::Box<RightShiftOptionsT>> {
+    if let Self::RightShiftOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::RightShiftOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the RightShiftOptionsT.
+  pub fn as_right_shift_options(&self) -> Option<&RightShiftOptionsT> {
+    if let Self::RightShiftOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the RightShiftOptionsT.
+  pub fn as_right_shift_options_mut(&mut self) -> Option<&mut RightShiftOptionsT> {
+    if let Self::RightShiftOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned AttentionOptionsT, setting the union to NONE.
+  pub fn take_attention_options(&mut self) -> Option<alloc::boxed::Box<AttentionOptionsT>> {
+    if let Self::AttentionOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::AttentionOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the AttentionOptionsT.
+  pub fn as_attention_options(&self) -> Option<&AttentionOptionsT> {
+    if let Self::AttentionOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the AttentionOptionsT.
+  pub fn as_attention_options_mut(&mut self) -> Option<&mut AttentionOptionsT> {
+    if let Self::AttentionOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned RunModelOptionsT, setting the union to NONE.
+  pub fn take_run_model_options(&mut self) -> Option<alloc::boxed::Box<RunModelOptionsT>> {
+    if let Self::RunModelOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::RunModelOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the RunModelOptionsT.
+  pub fn as_run_model_options(&self) -> Option<&RunModelOptionsT> {
+    if let Self::RunModelOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the RunModelOptionsT.
+  pub fn as_run_model_options_mut(&mut self) -> Option<&mut RunModelOptionsT> {
+    if let Self::RunModelOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned RoPEOptionsT, setting the union to NONE.
+  pub fn take_ro_peoptions(&mut self) -> Option<alloc::boxed::Box<RoPEOptionsT>> {
+    if let Self::RoPEOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::RoPEOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the RoPEOptionsT.
+  pub fn as_ro_peoptions(&self) -> Option<&RoPEOptionsT> {
+    if let Self::RoPEOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the RoPEOptionsT.
+  pub fn as_ro_peoptions_mut(&mut self) -> Option<&mut RoPEOptionsT> {
+    if let Self::RoPEOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned RmsNormOptionsT, setting the union to NONE.
+  pub fn take_rms_norm_options(&mut self) -> Option<alloc::boxed::Box<RmsNormOptionsT>> {
+    if let Self::RmsNormOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::RmsNormOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the RmsNormOptionsT.
+  pub fn as_rms_norm_options(&self) -> Option<&RmsNormOptionsT> {
+    if let Self::RmsNormOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the RmsNormOptionsT.
+  pub fn as_rms_norm_options_mut(&mut self) -> Option<&mut RmsNormOptionsT> {
+    if let Self::RmsNormOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned GRUOptionsT, setting the union to NONE.
+  pub fn take_gruoptions(&mut self) -> Option<alloc::boxed::Box<GRUOptionsT>> {
+    if let Self::GRUOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::GRUOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the GRUOptionsT.
+  pub fn as_gruoptions(&self) -> Option<&GRUOptionsT> {
+    if let Self::GRUOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the GRUOptionsT.
+  pub fn as_gruoptions_mut(&mut self) -> Option<&mut GRUOptionsT> {
+    if let Self::GRUOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned BCQGatherOptionsT, setting the union to NONE.
+  pub fn take_bcqgather_options(&mut self) -> Option<alloc::boxed::Box<BCQGatherOptionsT>> {
+    if let Self::BCQGatherOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::BCQGatherOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the BCQGatherOptionsT.
+  pub fn as_bcqgather_options(&self) -> Option<&BCQGatherOptionsT> {
+    if let Self::BCQGatherOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the BCQGatherOptionsT.
+  pub fn as_bcqgather_options_mut(&mut self) -> Option<&mut BCQGatherOptionsT> {
+    if let Self::BCQGatherOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned BCQFullyConnectedOptionsT, setting the union to NONE.
+  pub fn take_bcqfully_connected_options(&mut self) -> Option<alloc::boxed::Box<BCQFullyConnectedOptionsT>> {
+    if let Self::BCQFullyConnectedOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::BCQFullyConnectedOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the BCQFullyConnectedOptionsT.
+  pub fn as_bcqfully_connected_options(&self) -> Option<&BCQFullyConnectedOptionsT> {
+    if let Self::BCQFullyConnectedOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the BCQFullyConnectedOptionsT.
+  pub fn as_bcqfully_connected_options_mut(&mut self) -> Option<&mut BCQFullyConnectedOptionsT> {
+    if let Self::BCQFullyConnectedOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned InstanceNormOptionsT, setting the union to NONE.
+  pub fn take_instance_norm_options(&mut self) -> Option<alloc::boxed::Box<InstanceNormOptionsT>> {
+    if let Self::InstanceNormOptions(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::InstanceNormOptions(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
+    }
+  }
+  /// If the union variant matches, return a reference to the InstanceNormOptionsT.
+  pub fn as_instance_norm_options(&self) -> Option<&InstanceNormOptionsT> {
+    if let Self::InstanceNormOptions(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the InstanceNormOptionsT.
+  pub fn as_instance_norm_options_mut(&mut self) -> Option<&mut InstanceNormOptionsT> {
+    if let Self::InstanceNormOptions(v) = self { Some(v.as_mut()) } else { None }
+  }
 }

@@ -6,121 +6,124 @@ pub enum CallOnceOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct CallOnceOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for CallOnceOptions<'a> {
-    type Inner = CallOnceOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = CallOnceOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> CallOnceOptions<'a> {
-    pub const VT_INIT_SUBGRAPH_INDEX: ::flatbuffers::VOffsetT = 4;
+  pub const VT_INIT_SUBGRAPH_INDEX: ::flatbuffers::VOffsetT = 4;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        CallOnceOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args CallOnceOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<CallOnceOptions<'bldr>> {
-        let mut builder = CallOnceOptionsBuilder::new(_fbb);
-        builder.add_init_subgraph_index(args.init_subgraph_index);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    CallOnceOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args CallOnceOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<CallOnceOptions<'bldr>> {
+    let mut builder = CallOnceOptionsBuilder::new(_fbb);
+    builder.add_init_subgraph_index(args.init_subgraph_index);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> CallOnceOptionsT {
-        let init_subgraph_index = self.init_subgraph_index();
-        CallOnceOptionsT { init_subgraph_index }
+  pub fn unpack(&self) -> CallOnceOptionsT {
+    let init_subgraph_index = self.init_subgraph_index();
+    CallOnceOptionsT {
+      init_subgraph_index,
     }
+  }
 
-    #[inline]
-    pub fn init_subgraph_index(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(CallOnceOptions::VT_INIT_SUBGRAPH_INDEX, Some(0)).unwrap() }
-    }
+  #[inline]
+  pub fn init_subgraph_index(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(CallOnceOptions::VT_INIT_SUBGRAPH_INDEX, Some(0)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for CallOnceOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<i32>("init_subgraph_index", Self::VT_INIT_SUBGRAPH_INDEX, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<i32>("init_subgraph_index", Self::VT_INIT_SUBGRAPH_INDEX, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct CallOnceOptionsArgs {
     pub init_subgraph_index: i32,
 }
 impl<'a> Default for CallOnceOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        CallOnceOptionsArgs { init_subgraph_index: 0 }
+  #[inline]
+  fn default() -> Self {
+    CallOnceOptionsArgs {
+      init_subgraph_index: 0,
     }
+  }
 }
 
 pub struct CallOnceOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> CallOnceOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_init_subgraph_index(&mut self, init_subgraph_index: i32) {
-        self.fbb_.push_slot::<i32>(CallOnceOptions::VT_INIT_SUBGRAPH_INDEX, init_subgraph_index, 0);
+  #[inline]
+  pub fn add_init_subgraph_index(&mut self, init_subgraph_index: i32) {
+    self.fbb_.push_slot::<i32>(CallOnceOptions::VT_INIT_SUBGRAPH_INDEX, init_subgraph_index, 0);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> CallOnceOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    CallOnceOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> CallOnceOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        CallOnceOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<CallOnceOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<CallOnceOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for CallOnceOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("CallOnceOptions");
-        ds.field("init_subgraph_index", &self.init_subgraph_index());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("CallOnceOptions");
+      ds.field("init_subgraph_index", &self.init_subgraph_index());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct CallOnceOptionsT {
-    pub init_subgraph_index: i32,
+  pub init_subgraph_index: i32,
 }
 impl Default for CallOnceOptionsT {
-    fn default() -> Self {
-        Self { init_subgraph_index: 0 }
+  fn default() -> Self {
+    Self {
+      init_subgraph_index: 0,
     }
+  }
 }
 impl CallOnceOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<CallOnceOptions<'b>> {
-        let init_subgraph_index = self.init_subgraph_index;
-        CallOnceOptions::create(_fbb, &CallOnceOptionsArgs { init_subgraph_index })
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<CallOnceOptions<'b>> {
+    let init_subgraph_index = self.init_subgraph_index;
+    CallOnceOptions::create(_fbb, &CallOnceOptionsArgs{
+      init_subgraph_index,
+    })
+  }
 }

@@ -6,119 +6,124 @@ pub enum CallOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct CallOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for CallOptions<'a> {
-    type Inner = CallOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = CallOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> CallOptions<'a> {
-    pub const VT_SUBGRAPH: ::flatbuffers::VOffsetT = 4;
+  pub const VT_SUBGRAPH: ::flatbuffers::VOffsetT = 4;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        CallOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args CallOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<CallOptions<'bldr>> {
-        let mut builder = CallOptionsBuilder::new(_fbb);
-        builder.add_subgraph(args.subgraph);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    CallOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args CallOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<CallOptions<'bldr>> {
+    let mut builder = CallOptionsBuilder::new(_fbb);
+    builder.add_subgraph(args.subgraph);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> CallOptionsT {
-        let subgraph = self.subgraph();
-        CallOptionsT { subgraph }
+  pub fn unpack(&self) -> CallOptionsT {
+    let subgraph = self.subgraph();
+    CallOptionsT {
+      subgraph,
     }
+  }
 
-    #[inline]
-    pub fn subgraph(&self) -> u32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<u32>(CallOptions::VT_SUBGRAPH, Some(0)).unwrap() }
-    }
+  #[inline]
+  pub fn subgraph(&self) -> u32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u32>(CallOptions::VT_SUBGRAPH, Some(0)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for CallOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?.visit_field::<u32>("subgraph", Self::VT_SUBGRAPH, false)?.finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<u32>("subgraph", Self::VT_SUBGRAPH, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct CallOptionsArgs {
     pub subgraph: u32,
 }
 impl<'a> Default for CallOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        CallOptionsArgs { subgraph: 0 }
+  #[inline]
+  fn default() -> Self {
+    CallOptionsArgs {
+      subgraph: 0,
     }
+  }
 }
 
 pub struct CallOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> CallOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_subgraph(&mut self, subgraph: u32) {
-        self.fbb_.push_slot::<u32>(CallOptions::VT_SUBGRAPH, subgraph, 0);
+  #[inline]
+  pub fn add_subgraph(&mut self, subgraph: u32) {
+    self.fbb_.push_slot::<u32>(CallOptions::VT_SUBGRAPH, subgraph, 0);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> CallOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    CallOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> CallOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        CallOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<CallOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<CallOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for CallOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("CallOptions");
-        ds.field("subgraph", &self.subgraph());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("CallOptions");
+      ds.field("subgraph", &self.subgraph());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct CallOptionsT {
-    pub subgraph: u32,
+  pub subgraph: u32,
 }
 impl Default for CallOptionsT {
-    fn default() -> Self {
-        Self { subgraph: 0 }
+  fn default() -> Self {
+    Self {
+      subgraph: 0,
     }
+  }
 }
 impl CallOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<CallOptions<'b>> {
-        let subgraph = self.subgraph;
-        CallOptions::create(_fbb, &CallOptionsArgs { subgraph })
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<CallOptions<'b>> {
+    let subgraph = self.subgraph;
+    CallOptions::create(_fbb, &CallOptionsArgs{
+      subgraph,
+    })
+  }
 }

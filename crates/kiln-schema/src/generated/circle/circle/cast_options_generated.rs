@@ -6,156 +6,147 @@ pub enum CastOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct CastOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for CastOptions<'a> {
-    type Inner = CastOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = CastOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> CastOptions<'a> {
-    pub const VT_IN_DATA_TYPE: ::flatbuffers::VOffsetT = 4;
-    pub const VT_OUT_DATA_TYPE: ::flatbuffers::VOffsetT = 6;
+  pub const VT_IN_DATA_TYPE: ::flatbuffers::VOffsetT = 4;
+  pub const VT_OUT_DATA_TYPE: ::flatbuffers::VOffsetT = 6;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        CastOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args CastOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<CastOptions<'bldr>> {
-        let mut builder = CastOptionsBuilder::new(_fbb);
-        builder.add_out_data_type(args.out_data_type);
-        builder.add_in_data_type(args.in_data_type);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    CastOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args CastOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<CastOptions<'bldr>> {
+    let mut builder = CastOptionsBuilder::new(_fbb);
+    builder.add_out_data_type(args.out_data_type);
+    builder.add_in_data_type(args.in_data_type);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> CastOptionsT {
-        let in_data_type = self.in_data_type();
-        let out_data_type = self.out_data_type();
-        CastOptionsT { in_data_type, out_data_type }
+  pub fn unpack(&self) -> CastOptionsT {
+    let in_data_type = self.in_data_type();
+    let out_data_type = self.out_data_type();
+    CastOptionsT {
+      in_data_type,
+      out_data_type,
     }
+  }
 
-    #[inline]
-    pub fn in_data_type(&self) -> TensorType {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<TensorType>(CastOptions::VT_IN_DATA_TYPE, Some(TensorType::FLOAT32))
-                .unwrap()
-        }
-    }
-    #[inline]
-    pub fn out_data_type(&self) -> TensorType {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<TensorType>(CastOptions::VT_OUT_DATA_TYPE, Some(TensorType::FLOAT32))
-                .unwrap()
-        }
-    }
+  #[inline]
+  pub fn in_data_type(&self) -> TensorType {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<TensorType>(CastOptions::VT_IN_DATA_TYPE, Some(TensorType::FLOAT32)).unwrap()}
+  }
+  #[inline]
+  pub fn out_data_type(&self) -> TensorType {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<TensorType>(CastOptions::VT_OUT_DATA_TYPE, Some(TensorType::FLOAT32)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for CastOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<TensorType>("in_data_type", Self::VT_IN_DATA_TYPE, false)?
-            .visit_field::<TensorType>("out_data_type", Self::VT_OUT_DATA_TYPE, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<TensorType>("in_data_type", Self::VT_IN_DATA_TYPE, false)?
+     .visit_field::<TensorType>("out_data_type", Self::VT_OUT_DATA_TYPE, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct CastOptionsArgs {
     pub in_data_type: TensorType,
     pub out_data_type: TensorType,
 }
 impl<'a> Default for CastOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        CastOptionsArgs { in_data_type: TensorType::FLOAT32, out_data_type: TensorType::FLOAT32 }
+  #[inline]
+  fn default() -> Self {
+    CastOptionsArgs {
+      in_data_type: TensorType::FLOAT32,
+      out_data_type: TensorType::FLOAT32,
     }
+  }
 }
 
 pub struct CastOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> CastOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_in_data_type(&mut self, in_data_type: TensorType) {
-        self.fbb_.push_slot::<TensorType>(
-            CastOptions::VT_IN_DATA_TYPE,
-            in_data_type,
-            TensorType::FLOAT32,
-        );
+  #[inline]
+  pub fn add_in_data_type(&mut self, in_data_type: TensorType) {
+    self.fbb_.push_slot::<TensorType>(CastOptions::VT_IN_DATA_TYPE, in_data_type, TensorType::FLOAT32);
+  }
+  #[inline]
+  pub fn add_out_data_type(&mut self, out_data_type: TensorType) {
+    self.fbb_.push_slot::<TensorType>(CastOptions::VT_OUT_DATA_TYPE, out_data_type, TensorType::FLOAT32);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> CastOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    CastOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_out_data_type(&mut self, out_data_type: TensorType) {
-        self.fbb_.push_slot::<TensorType>(
-            CastOptions::VT_OUT_DATA_TYPE,
-            out_data_type,
-            TensorType::FLOAT32,
-        );
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> CastOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        CastOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<CastOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<CastOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for CastOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("CastOptions");
-        ds.field("in_data_type", &self.in_data_type());
-        ds.field("out_data_type", &self.out_data_type());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("CastOptions");
+      ds.field("in_data_type", &self.in_data_type());
+      ds.field("out_data_type", &self.out_data_type());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct CastOptionsT {
-    pub in_data_type: TensorType,
-    pub out_data_type: TensorType,
+  pub in_data_type: TensorType,
+  pub out_data_type: TensorType,
 }
 impl Default for CastOptionsT {
-    fn default() -> Self {
-        Self { in_data_type: TensorType::FLOAT32, out_data_type: TensorType::FLOAT32 }
+  fn default() -> Self {
+    Self {
+      in_data_type: TensorType::FLOAT32,
+      out_data_type: TensorType::FLOAT32,
     }
+  }
 }
 impl CastOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<CastOptions<'b>> {
-        let in_data_type = self.in_data_type;
-        let out_data_type = self.out_data_type;
-        CastOptions::create(_fbb, &CastOptionsArgs { in_data_type, out_data_type })
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<CastOptions<'b>> {
+    let in_data_type = self.in_data_type;
+    let out_data_type = self.out_data_type;
+    CastOptions::create(_fbb, &CastOptionsArgs{
+      in_data_type,
+      out_data_type,
+    })
+  }
 }

@@ -6,114 +6,88 @@ pub enum ConcatEmbeddingsOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct ConcatEmbeddingsOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for ConcatEmbeddingsOptions<'a> {
-    type Inner = ConcatEmbeddingsOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = ConcatEmbeddingsOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> ConcatEmbeddingsOptions<'a> {
-    pub const VT_NUM_CHANNELS: ::flatbuffers::VOffsetT = 4;
-    pub const VT_NUM_COLUMNS_PER_CHANNEL: ::flatbuffers::VOffsetT = 6;
-    pub const VT_EMBEDDING_DIM_PER_CHANNEL: ::flatbuffers::VOffsetT = 8;
+  pub const VT_NUM_CHANNELS: ::flatbuffers::VOffsetT = 4;
+  pub const VT_NUM_COLUMNS_PER_CHANNEL: ::flatbuffers::VOffsetT = 6;
+  pub const VT_EMBEDDING_DIM_PER_CHANNEL: ::flatbuffers::VOffsetT = 8;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        ConcatEmbeddingsOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args ConcatEmbeddingsOptionsArgs<'args>,
-    ) -> ::flatbuffers::WIPOffset<ConcatEmbeddingsOptions<'bldr>> {
-        let mut builder = ConcatEmbeddingsOptionsBuilder::new(_fbb);
-        if let Some(x) = args.embedding_dim_per_channel {
-            builder.add_embedding_dim_per_channel(x);
-        }
-        if let Some(x) = args.num_columns_per_channel {
-            builder.add_num_columns_per_channel(x);
-        }
-        builder.add_num_channels(args.num_channels);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    ConcatEmbeddingsOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args ConcatEmbeddingsOptionsArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<ConcatEmbeddingsOptions<'bldr>> {
+    let mut builder = ConcatEmbeddingsOptionsBuilder::new(_fbb);
+    if let Some(x) = args.embedding_dim_per_channel { builder.add_embedding_dim_per_channel(x); }
+    if let Some(x) = args.num_columns_per_channel { builder.add_num_columns_per_channel(x); }
+    builder.add_num_channels(args.num_channels);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> ConcatEmbeddingsOptionsT {
-        let num_channels = self.num_channels();
-        let num_columns_per_channel =
-            self.num_columns_per_channel().map(|x| x.into_iter().collect());
-        let embedding_dim_per_channel =
-            self.embedding_dim_per_channel().map(|x| x.into_iter().collect());
-        ConcatEmbeddingsOptionsT {
-            num_channels,
-            num_columns_per_channel,
-            embedding_dim_per_channel,
-        }
+  pub fn unpack(&self) -> ConcatEmbeddingsOptionsT {
+    let num_channels = self.num_channels();
+    let num_columns_per_channel = self.num_columns_per_channel().map(|x| {
+      x.into_iter().collect()
+    });
+    let embedding_dim_per_channel = self.embedding_dim_per_channel().map(|x| {
+      x.into_iter().collect()
+    });
+    ConcatEmbeddingsOptionsT {
+      num_channels,
+      num_columns_per_channel,
+      embedding_dim_per_channel,
     }
+  }
 
-    #[inline]
-    pub fn num_channels(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(ConcatEmbeddingsOptions::VT_NUM_CHANNELS, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn num_columns_per_channel(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(
-                ConcatEmbeddingsOptions::VT_NUM_COLUMNS_PER_CHANNEL,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn embedding_dim_per_channel(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(
-                ConcatEmbeddingsOptions::VT_EMBEDDING_DIM_PER_CHANNEL,
-                None,
-            )
-        }
-    }
+  #[inline]
+  pub fn num_channels(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(ConcatEmbeddingsOptions::VT_NUM_CHANNELS, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn num_columns_per_channel(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(ConcatEmbeddingsOptions::VT_NUM_COLUMNS_PER_CHANNEL, None)}
+  }
+  #[inline]
+  pub fn embedding_dim_per_channel(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(ConcatEmbeddingsOptions::VT_EMBEDDING_DIM_PER_CHANNEL, None)}
+  }
 }
 
 impl ::flatbuffers::Verifiable for ConcatEmbeddingsOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<i32>("num_channels", Self::VT_NUM_CHANNELS, false)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>(
-                "num_columns_per_channel",
-                Self::VT_NUM_COLUMNS_PER_CHANNEL,
-                false,
-            )?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>(
-                "embedding_dim_per_channel",
-                Self::VT_EMBEDDING_DIM_PER_CHANNEL,
-                false,
-            )?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<i32>("num_channels", Self::VT_NUM_CHANNELS, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>("num_columns_per_channel", Self::VT_NUM_COLUMNS_PER_CHANNEL, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>("embedding_dim_per_channel", Self::VT_EMBEDDING_DIM_PER_CHANNEL, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct ConcatEmbeddingsOptionsArgs<'a> {
     pub num_channels: i32,
@@ -121,97 +95,89 @@ pub struct ConcatEmbeddingsOptionsArgs<'a> {
     pub embedding_dim_per_channel: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i32>>>,
 }
 impl<'a> Default for ConcatEmbeddingsOptionsArgs<'a> {
-    #[inline]
-    fn default() -> Self {
-        ConcatEmbeddingsOptionsArgs {
-            num_channels: 0,
-            num_columns_per_channel: None,
-            embedding_dim_per_channel: None,
-        }
+  #[inline]
+  fn default() -> Self {
+    ConcatEmbeddingsOptionsArgs {
+      num_channels: 0,
+      num_columns_per_channel: None,
+      embedding_dim_per_channel: None,
     }
+  }
 }
 
 pub struct ConcatEmbeddingsOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> ConcatEmbeddingsOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_num_channels(&mut self, num_channels: i32) {
-        self.fbb_.push_slot::<i32>(ConcatEmbeddingsOptions::VT_NUM_CHANNELS, num_channels, 0);
+  #[inline]
+  pub fn add_num_channels(&mut self, num_channels: i32) {
+    self.fbb_.push_slot::<i32>(ConcatEmbeddingsOptions::VT_NUM_CHANNELS, num_channels, 0);
+  }
+  #[inline]
+  pub fn add_num_columns_per_channel(&mut self, num_columns_per_channel: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i32>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(ConcatEmbeddingsOptions::VT_NUM_COLUMNS_PER_CHANNEL, num_columns_per_channel);
+  }
+  #[inline]
+  pub fn add_embedding_dim_per_channel(&mut self, embedding_dim_per_channel: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i32>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(ConcatEmbeddingsOptions::VT_EMBEDDING_DIM_PER_CHANNEL, embedding_dim_per_channel);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> ConcatEmbeddingsOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    ConcatEmbeddingsOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_num_columns_per_channel(
-        &mut self,
-        num_columns_per_channel: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i32>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            ConcatEmbeddingsOptions::VT_NUM_COLUMNS_PER_CHANNEL,
-            num_columns_per_channel,
-        );
-    }
-    #[inline]
-    pub fn add_embedding_dim_per_channel(
-        &mut self,
-        embedding_dim_per_channel: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i32>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            ConcatEmbeddingsOptions::VT_EMBEDDING_DIM_PER_CHANNEL,
-            embedding_dim_per_channel,
-        );
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> ConcatEmbeddingsOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        ConcatEmbeddingsOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<ConcatEmbeddingsOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<ConcatEmbeddingsOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for ConcatEmbeddingsOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("ConcatEmbeddingsOptions");
-        ds.field("num_channels", &self.num_channels());
-        ds.field("num_columns_per_channel", &self.num_columns_per_channel());
-        ds.field("embedding_dim_per_channel", &self.embedding_dim_per_channel());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("ConcatEmbeddingsOptions");
+      ds.field("num_channels", &self.num_channels());
+      ds.field("num_columns_per_channel", &self.num_columns_per_channel());
+      ds.field("embedding_dim_per_channel", &self.embedding_dim_per_channel());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConcatEmbeddingsOptionsT {
-    pub num_channels: i32,
-    pub num_columns_per_channel: Option<alloc::vec::Vec<i32>>,
-    pub embedding_dim_per_channel: Option<alloc::vec::Vec<i32>>,
+  pub num_channels: i32,
+  pub num_columns_per_channel: Option<alloc::vec::Vec<i32>>,
+  pub embedding_dim_per_channel: Option<alloc::vec::Vec<i32>>,
 }
 impl Default for ConcatEmbeddingsOptionsT {
-    fn default() -> Self {
-        Self { num_channels: 0, num_columns_per_channel: None, embedding_dim_per_channel: None }
+  fn default() -> Self {
+    Self {
+      num_channels: 0,
+      num_columns_per_channel: None,
+      embedding_dim_per_channel: None,
     }
+  }
 }
 impl ConcatEmbeddingsOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<ConcatEmbeddingsOptions<'b>> {
-        let num_channels = self.num_channels;
-        let num_columns_per_channel =
-            self.num_columns_per_channel.as_ref().map(|x| _fbb.create_vector(x));
-        let embedding_dim_per_channel =
-            self.embedding_dim_per_channel.as_ref().map(|x| _fbb.create_vector(x));
-        ConcatEmbeddingsOptions::create(
-            _fbb,
-            &ConcatEmbeddingsOptionsArgs {
-                num_channels,
-                num_columns_per_channel,
-                embedding_dim_per_channel,
-            },
-        )
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<ConcatEmbeddingsOptions<'b>> {
+    let num_channels = self.num_channels;
+    let num_columns_per_channel = self.num_columns_per_channel.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    let embedding_dim_per_channel = self.embedding_dim_per_channel.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    ConcatEmbeddingsOptions::create(_fbb, &ConcatEmbeddingsOptionsArgs{
+      num_channels,
+      num_columns_per_channel,
+      embedding_dim_per_channel,
+    })
+  }
 }

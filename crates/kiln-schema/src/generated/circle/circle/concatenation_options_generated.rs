@@ -6,164 +6,147 @@ pub enum ConcatenationOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct ConcatenationOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for ConcatenationOptions<'a> {
-    type Inner = ConcatenationOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = ConcatenationOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> ConcatenationOptions<'a> {
-    pub const VT_AXIS: ::flatbuffers::VOffsetT = 4;
-    pub const VT_FUSED_ACTIVATION_FUNCTION: ::flatbuffers::VOffsetT = 6;
+  pub const VT_AXIS: ::flatbuffers::VOffsetT = 4;
+  pub const VT_FUSED_ACTIVATION_FUNCTION: ::flatbuffers::VOffsetT = 6;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        ConcatenationOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args ConcatenationOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<ConcatenationOptions<'bldr>> {
-        let mut builder = ConcatenationOptionsBuilder::new(_fbb);
-        builder.add_axis(args.axis);
-        builder.add_fused_activation_function(args.fused_activation_function);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    ConcatenationOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args ConcatenationOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<ConcatenationOptions<'bldr>> {
+    let mut builder = ConcatenationOptionsBuilder::new(_fbb);
+    builder.add_axis(args.axis);
+    builder.add_fused_activation_function(args.fused_activation_function);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> ConcatenationOptionsT {
-        let axis = self.axis();
-        let fused_activation_function = self.fused_activation_function();
-        ConcatenationOptionsT { axis, fused_activation_function }
+  pub fn unpack(&self) -> ConcatenationOptionsT {
+    let axis = self.axis();
+    let fused_activation_function = self.fused_activation_function();
+    ConcatenationOptionsT {
+      axis,
+      fused_activation_function,
     }
+  }
 
-    #[inline]
-    pub fn axis(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(ConcatenationOptions::VT_AXIS, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn fused_activation_function(&self) -> ActivationFunctionType {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<ActivationFunctionType>(
-                    ConcatenationOptions::VT_FUSED_ACTIVATION_FUNCTION,
-                    Some(ActivationFunctionType::NONE),
-                )
-                .unwrap()
-        }
-    }
+  #[inline]
+  pub fn axis(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(ConcatenationOptions::VT_AXIS, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn fused_activation_function(&self) -> ActivationFunctionType {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<ActivationFunctionType>(ConcatenationOptions::VT_FUSED_ACTIVATION_FUNCTION, Some(ActivationFunctionType::NONE)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for ConcatenationOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<i32>("axis", Self::VT_AXIS, false)?
-            .visit_field::<ActivationFunctionType>(
-                "fused_activation_function",
-                Self::VT_FUSED_ACTIVATION_FUNCTION,
-                false,
-            )?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<i32>("axis", Self::VT_AXIS, false)?
+     .visit_field::<ActivationFunctionType>("fused_activation_function", Self::VT_FUSED_ACTIVATION_FUNCTION, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct ConcatenationOptionsArgs {
     pub axis: i32,
     pub fused_activation_function: ActivationFunctionType,
 }
 impl<'a> Default for ConcatenationOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        ConcatenationOptionsArgs {
-            axis: 0,
-            fused_activation_function: ActivationFunctionType::NONE,
-        }
+  #[inline]
+  fn default() -> Self {
+    ConcatenationOptionsArgs {
+      axis: 0,
+      fused_activation_function: ActivationFunctionType::NONE,
     }
+  }
 }
 
 pub struct ConcatenationOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> ConcatenationOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_axis(&mut self, axis: i32) {
-        self.fbb_.push_slot::<i32>(ConcatenationOptions::VT_AXIS, axis, 0);
+  #[inline]
+  pub fn add_axis(&mut self, axis: i32) {
+    self.fbb_.push_slot::<i32>(ConcatenationOptions::VT_AXIS, axis, 0);
+  }
+  #[inline]
+  pub fn add_fused_activation_function(&mut self, fused_activation_function: ActivationFunctionType) {
+    self.fbb_.push_slot::<ActivationFunctionType>(ConcatenationOptions::VT_FUSED_ACTIVATION_FUNCTION, fused_activation_function, ActivationFunctionType::NONE);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> ConcatenationOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    ConcatenationOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_fused_activation_function(
-        &mut self,
-        fused_activation_function: ActivationFunctionType,
-    ) {
-        self.fbb_.push_slot::<ActivationFunctionType>(
-            ConcatenationOptions::VT_FUSED_ACTIVATION_FUNCTION,
-            fused_activation_function,
-            ActivationFunctionType::NONE,
-        );
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> ConcatenationOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        ConcatenationOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<ConcatenationOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<ConcatenationOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for ConcatenationOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("ConcatenationOptions");
-        ds.field("axis", &self.axis());
-        ds.field("fused_activation_function", &self.fused_activation_function());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("ConcatenationOptions");
+      ds.field("axis", &self.axis());
+      ds.field("fused_activation_function", &self.fused_activation_function());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConcatenationOptionsT {
-    pub axis: i32,
-    pub fused_activation_function: ActivationFunctionType,
+  pub axis: i32,
+  pub fused_activation_function: ActivationFunctionType,
 }
 impl Default for ConcatenationOptionsT {
-    fn default() -> Self {
-        Self { axis: 0, fused_activation_function: ActivationFunctionType::NONE }
+  fn default() -> Self {
+    Self {
+      axis: 0,
+      fused_activation_function: ActivationFunctionType::NONE,
     }
+  }
 }
 impl ConcatenationOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<ConcatenationOptions<'b>> {
-        let axis = self.axis;
-        let fused_activation_function = self.fused_activation_function;
-        ConcatenationOptions::create(
-            _fbb,
-            &ConcatenationOptionsArgs { axis, fused_activation_function },
-        )
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<ConcatenationOptions<'b>> {
+    let axis = self.axis;
+    let fused_activation_function = self.fused_activation_function;
+    ConcatenationOptions::create(_fbb, &ConcatenationOptionsArgs{
+      axis,
+      fused_activation_function,
+    })
+  }
 }

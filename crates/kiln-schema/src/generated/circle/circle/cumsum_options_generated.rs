@@ -6,140 +6,147 @@ pub enum CumsumOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct CumsumOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for CumsumOptions<'a> {
-    type Inner = CumsumOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = CumsumOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> CumsumOptions<'a> {
-    pub const VT_EXCLUSIVE: ::flatbuffers::VOffsetT = 4;
-    pub const VT_REVERSE: ::flatbuffers::VOffsetT = 6;
+  pub const VT_EXCLUSIVE: ::flatbuffers::VOffsetT = 4;
+  pub const VT_REVERSE: ::flatbuffers::VOffsetT = 6;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        CumsumOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args CumsumOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<CumsumOptions<'bldr>> {
-        let mut builder = CumsumOptionsBuilder::new(_fbb);
-        builder.add_reverse(args.reverse);
-        builder.add_exclusive(args.exclusive);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    CumsumOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args CumsumOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<CumsumOptions<'bldr>> {
+    let mut builder = CumsumOptionsBuilder::new(_fbb);
+    builder.add_reverse(args.reverse);
+    builder.add_exclusive(args.exclusive);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> CumsumOptionsT {
-        let exclusive = self.exclusive();
-        let reverse = self.reverse();
-        CumsumOptionsT { exclusive, reverse }
+  pub fn unpack(&self) -> CumsumOptionsT {
+    let exclusive = self.exclusive();
+    let reverse = self.reverse();
+    CumsumOptionsT {
+      exclusive,
+      reverse,
     }
+  }
 
-    #[inline]
-    pub fn exclusive(&self) -> bool {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<bool>(CumsumOptions::VT_EXCLUSIVE, Some(false)).unwrap() }
-    }
-    #[inline]
-    pub fn reverse(&self) -> bool {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<bool>(CumsumOptions::VT_REVERSE, Some(false)).unwrap() }
-    }
+  #[inline]
+  pub fn exclusive(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(CumsumOptions::VT_EXCLUSIVE, Some(false)).unwrap()}
+  }
+  #[inline]
+  pub fn reverse(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(CumsumOptions::VT_REVERSE, Some(false)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for CumsumOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<bool>("exclusive", Self::VT_EXCLUSIVE, false)?
-            .visit_field::<bool>("reverse", Self::VT_REVERSE, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<bool>("exclusive", Self::VT_EXCLUSIVE, false)?
+     .visit_field::<bool>("reverse", Self::VT_REVERSE, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct CumsumOptionsArgs {
     pub exclusive: bool,
     pub reverse: bool,
 }
 impl<'a> Default for CumsumOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        CumsumOptionsArgs { exclusive: false, reverse: false }
+  #[inline]
+  fn default() -> Self {
+    CumsumOptionsArgs {
+      exclusive: false,
+      reverse: false,
     }
+  }
 }
 
 pub struct CumsumOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> CumsumOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_exclusive(&mut self, exclusive: bool) {
-        self.fbb_.push_slot::<bool>(CumsumOptions::VT_EXCLUSIVE, exclusive, false);
+  #[inline]
+  pub fn add_exclusive(&mut self, exclusive: bool) {
+    self.fbb_.push_slot::<bool>(CumsumOptions::VT_EXCLUSIVE, exclusive, false);
+  }
+  #[inline]
+  pub fn add_reverse(&mut self, reverse: bool) {
+    self.fbb_.push_slot::<bool>(CumsumOptions::VT_REVERSE, reverse, false);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> CumsumOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    CumsumOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_reverse(&mut self, reverse: bool) {
-        self.fbb_.push_slot::<bool>(CumsumOptions::VT_REVERSE, reverse, false);
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> CumsumOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        CumsumOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<CumsumOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<CumsumOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for CumsumOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("CumsumOptions");
-        ds.field("exclusive", &self.exclusive());
-        ds.field("reverse", &self.reverse());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("CumsumOptions");
+      ds.field("exclusive", &self.exclusive());
+      ds.field("reverse", &self.reverse());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct CumsumOptionsT {
-    pub exclusive: bool,
-    pub reverse: bool,
+  pub exclusive: bool,
+  pub reverse: bool,
 }
 impl Default for CumsumOptionsT {
-    fn default() -> Self {
-        Self { exclusive: false, reverse: false }
+  fn default() -> Self {
+    Self {
+      exclusive: false,
+      reverse: false,
     }
+  }
 }
 impl CumsumOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<CumsumOptions<'b>> {
-        let exclusive = self.exclusive;
-        let reverse = self.reverse;
-        CumsumOptions::create(_fbb, &CumsumOptionsArgs { exclusive, reverse })
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<CumsumOptions<'b>> {
+    let exclusive = self.exclusive;
+    let reverse = self.reverse;
+    CumsumOptions::create(_fbb, &CumsumOptionsArgs{
+      exclusive,
+      reverse,
+    })
+  }
 }

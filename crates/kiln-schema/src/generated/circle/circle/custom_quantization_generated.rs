@@ -6,133 +6,128 @@ pub enum CustomQuantizationOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct CustomQuantization<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for CustomQuantization<'a> {
-    type Inner = CustomQuantization<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = CustomQuantization<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> CustomQuantization<'a> {
-    pub const VT_CUSTOM: ::flatbuffers::VOffsetT = 4;
+  pub const VT_CUSTOM: ::flatbuffers::VOffsetT = 4;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        CustomQuantization { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args CustomQuantizationArgs<'args>,
-    ) -> ::flatbuffers::WIPOffset<CustomQuantization<'bldr>> {
-        let mut builder = CustomQuantizationBuilder::new(_fbb);
-        if let Some(x) = args.custom {
-            builder.add_custom(x);
-        }
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    CustomQuantization { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args CustomQuantizationArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<CustomQuantization<'bldr>> {
+    let mut builder = CustomQuantizationBuilder::new(_fbb);
+    if let Some(x) = args.custom { builder.add_custom(x); }
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> CustomQuantizationT {
-        let custom = self.custom().map(|x| x.into_iter().collect());
-        CustomQuantizationT { custom }
+  pub fn unpack(&self) -> CustomQuantizationT {
+    let custom = self.custom().map(|x| {
+      x.into_iter().collect()
+    });
+    CustomQuantizationT {
+      custom,
     }
+  }
 
-    #[inline]
-    pub fn custom(&self) -> Option<::flatbuffers::Vector<'a, u8>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u8>>>(
-                CustomQuantization::VT_CUSTOM,
-                None,
-            )
-        }
-    }
+  #[inline]
+  pub fn custom(&self) -> Option<::flatbuffers::Vector<'a, u8>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u8>>>(CustomQuantization::VT_CUSTOM, None)}
+  }
 }
 
 impl ::flatbuffers::Verifiable for CustomQuantization<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u8>>>(
-                "custom",
-                Self::VT_CUSTOM,
-                false,
-            )?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u8>>>("custom", Self::VT_CUSTOM, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct CustomQuantizationArgs<'a> {
     pub custom: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, u8>>>,
 }
 impl<'a> Default for CustomQuantizationArgs<'a> {
-    #[inline]
-    fn default() -> Self {
-        CustomQuantizationArgs { custom: None }
+  #[inline]
+  fn default() -> Self {
+    CustomQuantizationArgs {
+      custom: None,
     }
+  }
 }
 
 pub struct CustomQuantizationBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> CustomQuantizationBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_custom(&mut self, custom: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, u8>>) {
-        self.fbb_
-            .push_slot_always::<::flatbuffers::WIPOffset<_>>(CustomQuantization::VT_CUSTOM, custom);
+  #[inline]
+  pub fn add_custom(&mut self, custom: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , u8>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(CustomQuantization::VT_CUSTOM, custom);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> CustomQuantizationBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    CustomQuantizationBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> CustomQuantizationBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        CustomQuantizationBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<CustomQuantization<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<CustomQuantization<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for CustomQuantization<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("CustomQuantization");
-        ds.field("custom", &self.custom());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("CustomQuantization");
+      ds.field("custom", &self.custom());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct CustomQuantizationT {
-    pub custom: Option<alloc::vec::Vec<u8>>,
+  pub custom: Option<alloc::vec::Vec<u8>>,
 }
 impl Default for CustomQuantizationT {
-    fn default() -> Self {
-        Self { custom: None }
+  fn default() -> Self {
+    Self {
+      custom: None,
     }
+  }
 }
 impl CustomQuantizationT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<CustomQuantization<'b>> {
-        let custom = self.custom.as_ref().map(|x| _fbb.create_vector(x));
-        CustomQuantization::create(_fbb, &CustomQuantizationArgs { custom })
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<CustomQuantization<'b>> {
+    let custom = self.custom.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    CustomQuantization::create(_fbb, &CustomQuantizationArgs{
+      custom,
+    })
+  }
 }

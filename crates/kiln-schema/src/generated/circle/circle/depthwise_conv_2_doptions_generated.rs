@@ -6,159 +6,132 @@ pub enum DepthwiseConv2DOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct DepthwiseConv2DOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for DepthwiseConv2DOptions<'a> {
-    type Inner = DepthwiseConv2DOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = DepthwiseConv2DOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> DepthwiseConv2DOptions<'a> {
-    pub const VT_PADDING: ::flatbuffers::VOffsetT = 4;
-    pub const VT_STRIDE_W: ::flatbuffers::VOffsetT = 6;
-    pub const VT_STRIDE_H: ::flatbuffers::VOffsetT = 8;
-    pub const VT_DEPTH_MULTIPLIER: ::flatbuffers::VOffsetT = 10;
-    pub const VT_FUSED_ACTIVATION_FUNCTION: ::flatbuffers::VOffsetT = 12;
-    pub const VT_DILATION_W_FACTOR: ::flatbuffers::VOffsetT = 14;
-    pub const VT_DILATION_H_FACTOR: ::flatbuffers::VOffsetT = 16;
+  pub const VT_PADDING: ::flatbuffers::VOffsetT = 4;
+  pub const VT_STRIDE_W: ::flatbuffers::VOffsetT = 6;
+  pub const VT_STRIDE_H: ::flatbuffers::VOffsetT = 8;
+  pub const VT_DEPTH_MULTIPLIER: ::flatbuffers::VOffsetT = 10;
+  pub const VT_FUSED_ACTIVATION_FUNCTION: ::flatbuffers::VOffsetT = 12;
+  pub const VT_DILATION_W_FACTOR: ::flatbuffers::VOffsetT = 14;
+  pub const VT_DILATION_H_FACTOR: ::flatbuffers::VOffsetT = 16;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        DepthwiseConv2DOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args DepthwiseConv2DOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<DepthwiseConv2DOptions<'bldr>> {
-        let mut builder = DepthwiseConv2DOptionsBuilder::new(_fbb);
-        builder.add_dilation_h_factor(args.dilation_h_factor);
-        builder.add_dilation_w_factor(args.dilation_w_factor);
-        builder.add_depth_multiplier(args.depth_multiplier);
-        builder.add_stride_h(args.stride_h);
-        builder.add_stride_w(args.stride_w);
-        builder.add_fused_activation_function(args.fused_activation_function);
-        builder.add_padding(args.padding);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    DepthwiseConv2DOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args DepthwiseConv2DOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<DepthwiseConv2DOptions<'bldr>> {
+    let mut builder = DepthwiseConv2DOptionsBuilder::new(_fbb);
+    builder.add_dilation_h_factor(args.dilation_h_factor);
+    builder.add_dilation_w_factor(args.dilation_w_factor);
+    builder.add_depth_multiplier(args.depth_multiplier);
+    builder.add_stride_h(args.stride_h);
+    builder.add_stride_w(args.stride_w);
+    builder.add_fused_activation_function(args.fused_activation_function);
+    builder.add_padding(args.padding);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> DepthwiseConv2DOptionsT {
-        let padding = self.padding();
-        let stride_w = self.stride_w();
-        let stride_h = self.stride_h();
-        let depth_multiplier = self.depth_multiplier();
-        let fused_activation_function = self.fused_activation_function();
-        let dilation_w_factor = self.dilation_w_factor();
-        let dilation_h_factor = self.dilation_h_factor();
-        DepthwiseConv2DOptionsT {
-            padding,
-            stride_w,
-            stride_h,
-            depth_multiplier,
-            fused_activation_function,
-            dilation_w_factor,
-            dilation_h_factor,
-        }
+  pub fn unpack(&self) -> DepthwiseConv2DOptionsT {
+    let padding = self.padding();
+    let stride_w = self.stride_w();
+    let stride_h = self.stride_h();
+    let depth_multiplier = self.depth_multiplier();
+    let fused_activation_function = self.fused_activation_function();
+    let dilation_w_factor = self.dilation_w_factor();
+    let dilation_h_factor = self.dilation_h_factor();
+    DepthwiseConv2DOptionsT {
+      padding,
+      stride_w,
+      stride_h,
+      depth_multiplier,
+      fused_activation_function,
+      dilation_w_factor,
+      dilation_h_factor,
     }
+  }
 
-    #[inline]
-    pub fn padding(&self) -> Padding {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<Padding>(DepthwiseConv2DOptions::VT_PADDING, Some(Padding::SAME))
-                .unwrap()
-        }
-    }
-    #[inline]
-    pub fn stride_w(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(DepthwiseConv2DOptions::VT_STRIDE_W, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn stride_h(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(DepthwiseConv2DOptions::VT_STRIDE_H, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn depth_multiplier(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<i32>(DepthwiseConv2DOptions::VT_DEPTH_MULTIPLIER, Some(0)).unwrap()
-        }
-    }
-    #[inline]
-    pub fn fused_activation_function(&self) -> ActivationFunctionType {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<ActivationFunctionType>(
-                    DepthwiseConv2DOptions::VT_FUSED_ACTIVATION_FUNCTION,
-                    Some(ActivationFunctionType::NONE),
-                )
-                .unwrap()
-        }
-    }
-    #[inline]
-    pub fn dilation_w_factor(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<i32>(DepthwiseConv2DOptions::VT_DILATION_W_FACTOR, Some(1)).unwrap()
-        }
-    }
-    #[inline]
-    pub fn dilation_h_factor(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<i32>(DepthwiseConv2DOptions::VT_DILATION_H_FACTOR, Some(1)).unwrap()
-        }
-    }
+  #[inline]
+  pub fn padding(&self) -> Padding {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<Padding>(DepthwiseConv2DOptions::VT_PADDING, Some(Padding::SAME)).unwrap()}
+  }
+  #[inline]
+  pub fn stride_w(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(DepthwiseConv2DOptions::VT_STRIDE_W, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn stride_h(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(DepthwiseConv2DOptions::VT_STRIDE_H, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn depth_multiplier(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(DepthwiseConv2DOptions::VT_DEPTH_MULTIPLIER, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn fused_activation_function(&self) -> ActivationFunctionType {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<ActivationFunctionType>(DepthwiseConv2DOptions::VT_FUSED_ACTIVATION_FUNCTION, Some(ActivationFunctionType::NONE)).unwrap()}
+  }
+  #[inline]
+  pub fn dilation_w_factor(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(DepthwiseConv2DOptions::VT_DILATION_W_FACTOR, Some(1)).unwrap()}
+  }
+  #[inline]
+  pub fn dilation_h_factor(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(DepthwiseConv2DOptions::VT_DILATION_H_FACTOR, Some(1)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for DepthwiseConv2DOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<Padding>("padding", Self::VT_PADDING, false)?
-            .visit_field::<i32>("stride_w", Self::VT_STRIDE_W, false)?
-            .visit_field::<i32>("stride_h", Self::VT_STRIDE_H, false)?
-            .visit_field::<i32>("depth_multiplier", Self::VT_DEPTH_MULTIPLIER, false)?
-            .visit_field::<ActivationFunctionType>(
-                "fused_activation_function",
-                Self::VT_FUSED_ACTIVATION_FUNCTION,
-                false,
-            )?
-            .visit_field::<i32>("dilation_w_factor", Self::VT_DILATION_W_FACTOR, false)?
-            .visit_field::<i32>("dilation_h_factor", Self::VT_DILATION_H_FACTOR, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<Padding>("padding", Self::VT_PADDING, false)?
+     .visit_field::<i32>("stride_w", Self::VT_STRIDE_W, false)?
+     .visit_field::<i32>("stride_h", Self::VT_STRIDE_H, false)?
+     .visit_field::<i32>("depth_multiplier", Self::VT_DEPTH_MULTIPLIER, false)?
+     .visit_field::<ActivationFunctionType>("fused_activation_function", Self::VT_FUSED_ACTIVATION_FUNCTION, false)?
+     .visit_field::<i32>("dilation_w_factor", Self::VT_DILATION_W_FACTOR, false)?
+     .visit_field::<i32>("dilation_h_factor", Self::VT_DILATION_H_FACTOR, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct DepthwiseConv2DOptionsArgs {
     pub padding: Padding,
@@ -170,146 +143,125 @@ pub struct DepthwiseConv2DOptionsArgs {
     pub dilation_h_factor: i32,
 }
 impl<'a> Default for DepthwiseConv2DOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        DepthwiseConv2DOptionsArgs {
-            padding: Padding::SAME,
-            stride_w: 0,
-            stride_h: 0,
-            depth_multiplier: 0,
-            fused_activation_function: ActivationFunctionType::NONE,
-            dilation_w_factor: 1,
-            dilation_h_factor: 1,
-        }
+  #[inline]
+  fn default() -> Self {
+    DepthwiseConv2DOptionsArgs {
+      padding: Padding::SAME,
+      stride_w: 0,
+      stride_h: 0,
+      depth_multiplier: 0,
+      fused_activation_function: ActivationFunctionType::NONE,
+      dilation_w_factor: 1,
+      dilation_h_factor: 1,
     }
+  }
 }
 
 pub struct DepthwiseConv2DOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> DepthwiseConv2DOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_padding(&mut self, padding: Padding) {
-        self.fbb_.push_slot::<Padding>(DepthwiseConv2DOptions::VT_PADDING, padding, Padding::SAME);
+  #[inline]
+  pub fn add_padding(&mut self, padding: Padding) {
+    self.fbb_.push_slot::<Padding>(DepthwiseConv2DOptions::VT_PADDING, padding, Padding::SAME);
+  }
+  #[inline]
+  pub fn add_stride_w(&mut self, stride_w: i32) {
+    self.fbb_.push_slot::<i32>(DepthwiseConv2DOptions::VT_STRIDE_W, stride_w, 0);
+  }
+  #[inline]
+  pub fn add_stride_h(&mut self, stride_h: i32) {
+    self.fbb_.push_slot::<i32>(DepthwiseConv2DOptions::VT_STRIDE_H, stride_h, 0);
+  }
+  #[inline]
+  pub fn add_depth_multiplier(&mut self, depth_multiplier: i32) {
+    self.fbb_.push_slot::<i32>(DepthwiseConv2DOptions::VT_DEPTH_MULTIPLIER, depth_multiplier, 0);
+  }
+  #[inline]
+  pub fn add_fused_activation_function(&mut self, fused_activation_function: ActivationFunctionType) {
+    self.fbb_.push_slot::<ActivationFunctionType>(DepthwiseConv2DOptions::VT_FUSED_ACTIVATION_FUNCTION, fused_activation_function, ActivationFunctionType::NONE);
+  }
+  #[inline]
+  pub fn add_dilation_w_factor(&mut self, dilation_w_factor: i32) {
+    self.fbb_.push_slot::<i32>(DepthwiseConv2DOptions::VT_DILATION_W_FACTOR, dilation_w_factor, 1);
+  }
+  #[inline]
+  pub fn add_dilation_h_factor(&mut self, dilation_h_factor: i32) {
+    self.fbb_.push_slot::<i32>(DepthwiseConv2DOptions::VT_DILATION_H_FACTOR, dilation_h_factor, 1);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> DepthwiseConv2DOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    DepthwiseConv2DOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_stride_w(&mut self, stride_w: i32) {
-        self.fbb_.push_slot::<i32>(DepthwiseConv2DOptions::VT_STRIDE_W, stride_w, 0);
-    }
-    #[inline]
-    pub fn add_stride_h(&mut self, stride_h: i32) {
-        self.fbb_.push_slot::<i32>(DepthwiseConv2DOptions::VT_STRIDE_H, stride_h, 0);
-    }
-    #[inline]
-    pub fn add_depth_multiplier(&mut self, depth_multiplier: i32) {
-        self.fbb_.push_slot::<i32>(
-            DepthwiseConv2DOptions::VT_DEPTH_MULTIPLIER,
-            depth_multiplier,
-            0,
-        );
-    }
-    #[inline]
-    pub fn add_fused_activation_function(
-        &mut self,
-        fused_activation_function: ActivationFunctionType,
-    ) {
-        self.fbb_.push_slot::<ActivationFunctionType>(
-            DepthwiseConv2DOptions::VT_FUSED_ACTIVATION_FUNCTION,
-            fused_activation_function,
-            ActivationFunctionType::NONE,
-        );
-    }
-    #[inline]
-    pub fn add_dilation_w_factor(&mut self, dilation_w_factor: i32) {
-        self.fbb_.push_slot::<i32>(
-            DepthwiseConv2DOptions::VT_DILATION_W_FACTOR,
-            dilation_w_factor,
-            1,
-        );
-    }
-    #[inline]
-    pub fn add_dilation_h_factor(&mut self, dilation_h_factor: i32) {
-        self.fbb_.push_slot::<i32>(
-            DepthwiseConv2DOptions::VT_DILATION_H_FACTOR,
-            dilation_h_factor,
-            1,
-        );
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> DepthwiseConv2DOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        DepthwiseConv2DOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<DepthwiseConv2DOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<DepthwiseConv2DOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for DepthwiseConv2DOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("DepthwiseConv2DOptions");
-        ds.field("padding", &self.padding());
-        ds.field("stride_w", &self.stride_w());
-        ds.field("stride_h", &self.stride_h());
-        ds.field("depth_multiplier", &self.depth_multiplier());
-        ds.field("fused_activation_function", &self.fused_activation_function());
-        ds.field("dilation_w_factor", &self.dilation_w_factor());
-        ds.field("dilation_h_factor", &self.dilation_h_factor());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("DepthwiseConv2DOptions");
+      ds.field("padding", &self.padding());
+      ds.field("stride_w", &self.stride_w());
+      ds.field("stride_h", &self.stride_h());
+      ds.field("depth_multiplier", &self.depth_multiplier());
+      ds.field("fused_activation_function", &self.fused_activation_function());
+      ds.field("dilation_w_factor", &self.dilation_w_factor());
+      ds.field("dilation_h_factor", &self.dilation_h_factor());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct DepthwiseConv2DOptionsT {
-    pub padding: Padding,
-    pub stride_w: i32,
-    pub stride_h: i32,
-    pub depth_multiplier: i32,
-    pub fused_activation_function: ActivationFunctionType,
-    pub dilation_w_factor: i32,
-    pub dilation_h_factor: i32,
+  pub padding: Padding,
+  pub stride_w: i32,
+  pub stride_h: i32,
+  pub depth_multiplier: i32,
+  pub fused_activation_function: ActivationFunctionType,
+  pub dilation_w_factor: i32,
+  pub dilation_h_factor: i32,
 }
 impl Default for DepthwiseConv2DOptionsT {
-    fn default() -> Self {
-        Self {
-            padding: Padding::SAME,
-            stride_w: 0,
-            stride_h: 0,
-            depth_multiplier: 0,
-            fused_activation_function: ActivationFunctionType::NONE,
-            dilation_w_factor: 1,
-            dilation_h_factor: 1,
-        }
+  fn default() -> Self {
+    Self {
+      padding: Padding::SAME,
+      stride_w: 0,
+      stride_h: 0,
+      depth_multiplier: 0,
+      fused_activation_function: ActivationFunctionType::NONE,
+      dilation_w_factor: 1,
+      dilation_h_factor: 1,
     }
+  }
 }
 impl DepthwiseConv2DOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<DepthwiseConv2DOptions<'b>> {
-        let padding = self.padding;
-        let stride_w = self.stride_w;
-        let stride_h = self.stride_h;
-        let depth_multiplier = self.depth_multiplier;
-        let fused_activation_function = self.fused_activation_function;
-        let dilation_w_factor = self.dilation_w_factor;
-        let dilation_h_factor = self.dilation_h_factor;
-        DepthwiseConv2DOptions::create(
-            _fbb,
-            &DepthwiseConv2DOptionsArgs {
-                padding,
-                stride_w,
-                stride_h,
-                depth_multiplier,
-                fused_activation_function,
-                dilation_w_factor,
-                dilation_h_factor,
-            },
-        )
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<DepthwiseConv2DOptions<'b>> {
+    let padding = self.padding;
+    let stride_w = self.stride_w;
+    let stride_h = self.stride_h;
+    let depth_multiplier = self.depth_multiplier;
+    let fused_activation_function = self.fused_activation_function;
+    let dilation_w_factor = self.dilation_w_factor;
+    let dilation_h_factor = self.dilation_h_factor;
+    DepthwiseConv2DOptions::create(_fbb, &DepthwiseConv2DOptionsArgs{
+      padding,
+      stride_w,
+      stride_h,
+      depth_multiplier,
+      fused_activation_function,
+      dilation_w_factor,
+      dilation_h_factor,
+    })
+  }
 }

@@ -6,332 +6,254 @@ pub enum DimensionMetadataOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct DimensionMetadata<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for DimensionMetadata<'a> {
-    type Inner = DimensionMetadata<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = DimensionMetadata<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> DimensionMetadata<'a> {
-    pub const VT_FORMAT: ::flatbuffers::VOffsetT = 4;
-    pub const VT_DENSE_SIZE: ::flatbuffers::VOffsetT = 6;
-    pub const VT_ARRAY_SEGMENTS_TYPE: ::flatbuffers::VOffsetT = 8;
-    pub const VT_ARRAY_SEGMENTS: ::flatbuffers::VOffsetT = 10;
-    pub const VT_ARRAY_INDICES_TYPE: ::flatbuffers::VOffsetT = 12;
-    pub const VT_ARRAY_INDICES: ::flatbuffers::VOffsetT = 14;
+  pub const VT_FORMAT: ::flatbuffers::VOffsetT = 4;
+  pub const VT_DENSE_SIZE: ::flatbuffers::VOffsetT = 6;
+  pub const VT_ARRAY_SEGMENTS_TYPE: ::flatbuffers::VOffsetT = 8;
+  pub const VT_ARRAY_SEGMENTS: ::flatbuffers::VOffsetT = 10;
+  pub const VT_ARRAY_INDICES_TYPE: ::flatbuffers::VOffsetT = 12;
+  pub const VT_ARRAY_INDICES: ::flatbuffers::VOffsetT = 14;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        DimensionMetadata { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args DimensionMetadataArgs,
-    ) -> ::flatbuffers::WIPOffset<DimensionMetadata<'bldr>> {
-        let mut builder = DimensionMetadataBuilder::new(_fbb);
-        if let Some(x) = args.array_indices {
-            builder.add_array_indices(x);
-        }
-        if let Some(x) = args.array_segments {
-            builder.add_array_segments(x);
-        }
-        builder.add_dense_size(args.dense_size);
-        builder.add_array_indices_type(args.array_indices_type);
-        builder.add_array_segments_type(args.array_segments_type);
-        builder.add_format(args.format);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    DimensionMetadata { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args DimensionMetadataArgs
+  ) -> ::flatbuffers::WIPOffset<DimensionMetadata<'bldr>> {
+    let mut builder = DimensionMetadataBuilder::new(_fbb);
+    if let Some(x) = args.array_indices { builder.add_array_indices(x); }
+    if let Some(x) = args.array_segments { builder.add_array_segments(x); }
+    builder.add_dense_size(args.dense_size);
+    builder.add_array_indices_type(args.array_indices_type);
+    builder.add_array_segments_type(args.array_segments_type);
+    builder.add_format(args.format);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> DimensionMetadataT {
-        let format = self.format();
-        let dense_size = self.dense_size();
-        let array_segments = match self.array_segments_type() {
-            SparseIndexVector::NONE => SparseIndexVectorT::NONE,
-            SparseIndexVector::Int32Vector => {
-                SparseIndexVectorT::Int32Vector(alloc::boxed::Box::new(
-                    self.array_segments_as_int_32_vector()
-                        .expect("Invalid union table, expected `SparseIndexVector::Int32Vector`.")
-                        .unpack(),
-                ))
-            }
-            SparseIndexVector::Uint16Vector => {
-                SparseIndexVectorT::Uint16Vector(alloc::boxed::Box::new(
-                    self.array_segments_as_uint_16_vector()
-                        .expect("Invalid union table, expected `SparseIndexVector::Uint16Vector`.")
-                        .unpack(),
-                ))
-            }
-            SparseIndexVector::Uint8Vector => {
-                SparseIndexVectorT::Uint8Vector(alloc::boxed::Box::new(
-                    self.array_segments_as_uint_8_vector()
-                        .expect("Invalid union table, expected `SparseIndexVector::Uint8Vector`.")
-                        .unpack(),
-                ))
-            }
-            _ => SparseIndexVectorT::NONE,
-        };
-        let array_indices = match self.array_indices_type() {
-            SparseIndexVector::NONE => SparseIndexVectorT::NONE,
-            SparseIndexVector::Int32Vector => {
-                SparseIndexVectorT::Int32Vector(alloc::boxed::Box::new(
-                    self.array_indices_as_int_32_vector()
-                        .expect("Invalid union table, expected `SparseIndexVector::Int32Vector`.")
-                        .unpack(),
-                ))
-            }
-            SparseIndexVector::Uint16Vector => {
-                SparseIndexVectorT::Uint16Vector(alloc::boxed::Box::new(
-                    self.array_indices_as_uint_16_vector()
-                        .expect("Invalid union table, expected `SparseIndexVector::Uint16Vector`.")
-                        .unpack(),
-                ))
-            }
-            SparseIndexVector::Uint8Vector => {
-                SparseIndexVectorT::Uint8Vector(alloc::boxed::Box::new(
-                    self.array_indices_as_uint_8_vector()
-                        .expect("Invalid union table, expected `SparseIndexVector::Uint8Vector`.")
-                        .unpack(),
-                ))
-            }
-            _ => SparseIndexVectorT::NONE,
-        };
-        DimensionMetadataT { format, dense_size, array_segments, array_indices }
+  pub fn unpack(&self) -> DimensionMetadataT {
+    let format = self.format();
+    let dense_size = self.dense_size();
+    let array_segments = match self.array_segments_type() {
+      SparseIndexVector::NONE => SparseIndexVectorT::NONE,
+      SparseIndexVector::Int32Vector => SparseIndexVectorT::Int32Vector(alloc::boxed::Box::new(
+        self.array_segments_as_int_32_vector()
+            .expect("Invalid union table, expected `SparseIndexVector::Int32Vector`.")
+            .unpack()
+      )),
+      SparseIndexVector::Uint16Vector => SparseIndexVectorT::Uint16Vector(alloc::boxed::Box::new(
+        self.array_segments_as_uint_16_vector()
+            .expect("Invalid union table, expected `SparseIndexVector::Uint16Vector`.")
+            .unpack()
+      )),
+      SparseIndexVector::Uint8Vector => SparseIndexVectorT::Uint8Vector(alloc::boxed::Box::new(
+        self.array_segments_as_uint_8_vector()
+            .expect("Invalid union table, expected `SparseIndexVector::Uint8Vector`.")
+            .unpack()
+      )),
+      _ => SparseIndexVectorT::NONE,
+    };
+    let array_indices = match self.array_indices_type() {
+      SparseIndexVector::NONE => SparseIndexVectorT::NONE,
+      SparseIndexVector::Int32Vector => SparseIndexVectorT::Int32Vector(alloc::boxed::Box::new(
+        self.array_indices_as_int_32_vector()
+            .expect("Invalid union table, expected `SparseIndexVector::Int32Vector`.")
+            .unpack()
+      )),
+      SparseIndexVector::Uint16Vector => SparseIndexVectorT::Uint16Vector(alloc::boxed::Box::new(
+        self.array_indices_as_uint_16_vector()
+            .expect("Invalid union table, expected `SparseIndexVector::Uint16Vector`.")
+            .unpack()
+      )),
+      SparseIndexVector::Uint8Vector => SparseIndexVectorT::Uint8Vector(alloc::boxed::Box::new(
+        self.array_indices_as_uint_8_vector()
+            .expect("Invalid union table, expected `SparseIndexVector::Uint8Vector`.")
+            .unpack()
+      )),
+      _ => SparseIndexVectorT::NONE,
+    };
+    DimensionMetadataT {
+      format,
+      dense_size,
+      array_segments,
+      array_indices,
     }
+  }
 
-    #[inline]
-    pub fn format(&self) -> DimensionType {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<DimensionType>(DimensionMetadata::VT_FORMAT, Some(DimensionType::DENSE))
-                .unwrap()
-        }
+  #[inline]
+  pub fn format(&self) -> DimensionType {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<DimensionType>(DimensionMetadata::VT_FORMAT, Some(DimensionType::DENSE)).unwrap()}
+  }
+  #[inline]
+  pub fn dense_size(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(DimensionMetadata::VT_DENSE_SIZE, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn array_segments_type(&self) -> SparseIndexVector {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<SparseIndexVector>(DimensionMetadata::VT_ARRAY_SEGMENTS_TYPE, Some(SparseIndexVector::NONE)).unwrap()}
+  }
+  #[inline]
+  pub fn array_segments(&self) -> Option<::flatbuffers::Table<'a>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Table<'a>>>(DimensionMetadata::VT_ARRAY_SEGMENTS, None)}
+  }
+  #[inline]
+  pub fn array_indices_type(&self) -> SparseIndexVector {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<SparseIndexVector>(DimensionMetadata::VT_ARRAY_INDICES_TYPE, Some(SparseIndexVector::NONE)).unwrap()}
+  }
+  #[inline]
+  pub fn array_indices(&self) -> Option<::flatbuffers::Table<'a>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Table<'a>>>(DimensionMetadata::VT_ARRAY_INDICES, None)}
+  }
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn array_segments_as_int_32_vector(&self) -> Option<Int32Vector<'a>> {
+    if self.array_segments_type() == SparseIndexVector::Int32Vector {
+      self.array_segments().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { Int32Vector::init_from_table(t) }
+     })
+    } else {
+      None
     }
-    #[inline]
-    pub fn dense_size(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(DimensionMetadata::VT_DENSE_SIZE, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn array_segments_type(&self) -> SparseIndexVector {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<SparseIndexVector>(
-                    DimensionMetadata::VT_ARRAY_SEGMENTS_TYPE,
-                    Some(SparseIndexVector::NONE),
-                )
-                .unwrap()
-        }
-    }
-    #[inline]
-    pub fn array_segments(&self) -> Option<::flatbuffers::Table<'a>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Table<'a>>>(
-                DimensionMetadata::VT_ARRAY_SEGMENTS,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn array_indices_type(&self) -> SparseIndexVector {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<SparseIndexVector>(
-                    DimensionMetadata::VT_ARRAY_INDICES_TYPE,
-                    Some(SparseIndexVector::NONE),
-                )
-                .unwrap()
-        }
-    }
-    #[inline]
-    pub fn array_indices(&self) -> Option<::flatbuffers::Table<'a>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Table<'a>>>(
-                DimensionMetadata::VT_ARRAY_INDICES,
-                None,
-            )
-        }
-    }
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn array_segments_as_int_32_vector(&self) -> Option<Int32Vector<'a>> {
-        if self.array_segments_type() == SparseIndexVector::Int32Vector {
-            self.array_segments().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { Int32Vector::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
+  }
 
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn array_segments_as_uint_16_vector(&self) -> Option<Uint16Vector<'a>> {
-        if self.array_segments_type() == SparseIndexVector::Uint16Vector {
-            self.array_segments().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { Uint16Vector::init_from_table(t) }
-            })
-        } else {
-            None
-        }
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn array_segments_as_uint_16_vector(&self) -> Option<Uint16Vector<'a>> {
+    if self.array_segments_type() == SparseIndexVector::Uint16Vector {
+      self.array_segments().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { Uint16Vector::init_from_table(t) }
+     })
+    } else {
+      None
     }
+  }
 
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn array_segments_as_uint_8_vector(&self) -> Option<Uint8Vector<'a>> {
-        if self.array_segments_type() == SparseIndexVector::Uint8Vector {
-            self.array_segments().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { Uint8Vector::init_from_table(t) }
-            })
-        } else {
-            None
-        }
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn array_segments_as_uint_8_vector(&self) -> Option<Uint8Vector<'a>> {
+    if self.array_segments_type() == SparseIndexVector::Uint8Vector {
+      self.array_segments().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { Uint8Vector::init_from_table(t) }
+     })
+    } else {
+      None
     }
+  }
 
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn array_indices_as_int_32_vector(&self) -> Option<Int32Vector<'a>> {
-        if self.array_indices_type() == SparseIndexVector::Int32Vector {
-            self.array_indices().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { Int32Vector::init_from_table(t) }
-            })
-        } else {
-            None
-        }
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn array_indices_as_int_32_vector(&self) -> Option<Int32Vector<'a>> {
+    if self.array_indices_type() == SparseIndexVector::Int32Vector {
+      self.array_indices().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { Int32Vector::init_from_table(t) }
+     })
+    } else {
+      None
     }
+  }
 
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn array_indices_as_uint_16_vector(&self) -> Option<Uint16Vector<'a>> {
-        if self.array_indices_type() == SparseIndexVector::Uint16Vector {
-            self.array_indices().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { Uint16Vector::init_from_table(t) }
-            })
-        } else {
-            None
-        }
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn array_indices_as_uint_16_vector(&self) -> Option<Uint16Vector<'a>> {
+    if self.array_indices_type() == SparseIndexVector::Uint16Vector {
+      self.array_indices().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { Uint16Vector::init_from_table(t) }
+     })
+    } else {
+      None
     }
+  }
 
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn array_indices_as_uint_8_vector(&self) -> Option<Uint8Vector<'a>> {
-        if self.array_indices_type() == SparseIndexVector::Uint8Vector {
-            self.array_indices().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { Uint8Vector::init_from_table(t) }
-            })
-        } else {
-            None
-        }
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn array_indices_as_uint_8_vector(&self) -> Option<Uint8Vector<'a>> {
+    if self.array_indices_type() == SparseIndexVector::Uint8Vector {
+      self.array_indices().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { Uint8Vector::init_from_table(t) }
+     })
+    } else {
+      None
     }
+  }
+
 }
 
 impl ::flatbuffers::Verifiable for DimensionMetadata<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<DimensionType>("format", Self::VT_FORMAT, false)?
-            .visit_field::<i32>("dense_size", Self::VT_DENSE_SIZE, false)?
-            .visit_union::<SparseIndexVector, _>(
-                "array_segments_type",
-                Self::VT_ARRAY_SEGMENTS_TYPE,
-                "array_segments",
-                Self::VT_ARRAY_SEGMENTS,
-                false,
-                |key, v, pos| match key {
-                    SparseIndexVector::Int32Vector => v
-                        .verify_union_variant::<::flatbuffers::ForwardsUOffset<Int32Vector>>(
-                            "SparseIndexVector::Int32Vector",
-                            pos,
-                        ),
-                    SparseIndexVector::Uint16Vector => v
-                        .verify_union_variant::<::flatbuffers::ForwardsUOffset<Uint16Vector>>(
-                            "SparseIndexVector::Uint16Vector",
-                            pos,
-                        ),
-                    SparseIndexVector::Uint8Vector => v
-                        .verify_union_variant::<::flatbuffers::ForwardsUOffset<Uint8Vector>>(
-                            "SparseIndexVector::Uint8Vector",
-                            pos,
-                        ),
-                    _ => Ok(()),
-                },
-            )?
-            .visit_union::<SparseIndexVector, _>(
-                "array_indices_type",
-                Self::VT_ARRAY_INDICES_TYPE,
-                "array_indices",
-                Self::VT_ARRAY_INDICES,
-                false,
-                |key, v, pos| match key {
-                    SparseIndexVector::Int32Vector => v
-                        .verify_union_variant::<::flatbuffers::ForwardsUOffset<Int32Vector>>(
-                            "SparseIndexVector::Int32Vector",
-                            pos,
-                        ),
-                    SparseIndexVector::Uint16Vector => v
-                        .verify_union_variant::<::flatbuffers::ForwardsUOffset<Uint16Vector>>(
-                            "SparseIndexVector::Uint16Vector",
-                            pos,
-                        ),
-                    SparseIndexVector::Uint8Vector => v
-                        .verify_union_variant::<::flatbuffers::ForwardsUOffset<Uint8Vector>>(
-                            "SparseIndexVector::Uint8Vector",
-                            pos,
-                        ),
-                    _ => Ok(()),
-                },
-            )?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<DimensionType>("format", Self::VT_FORMAT, false)?
+     .visit_field::<i32>("dense_size", Self::VT_DENSE_SIZE, false)?
+     .visit_union::<SparseIndexVector, _>("array_segments_type", Self::VT_ARRAY_SEGMENTS_TYPE, "array_segments", Self::VT_ARRAY_SEGMENTS, false, |key, v, pos| {
+        match key {
+          SparseIndexVector::Int32Vector => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<Int32Vector>>("SparseIndexVector::Int32Vector", pos),
+          SparseIndexVector::Uint16Vector => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<Uint16Vector>>("SparseIndexVector::Uint16Vector", pos),
+          SparseIndexVector::Uint8Vector => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<Uint8Vector>>("SparseIndexVector::Uint8Vector", pos),
+          _ => Ok(()),
+        }
+     })?
+     .visit_union::<SparseIndexVector, _>("array_indices_type", Self::VT_ARRAY_INDICES_TYPE, "array_indices", Self::VT_ARRAY_INDICES, false, |key, v, pos| {
+        match key {
+          SparseIndexVector::Int32Vector => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<Int32Vector>>("SparseIndexVector::Int32Vector", pos),
+          SparseIndexVector::Uint16Vector => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<Uint16Vector>>("SparseIndexVector::Uint16Vector", pos),
+          SparseIndexVector::Uint8Vector => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<Uint8Vector>>("SparseIndexVector::Uint8Vector", pos),
+          _ => Ok(()),
+        }
+     })?
+     .finish();
+    Ok(())
+  }
 }
 pub struct DimensionMetadataArgs {
     pub format: DimensionType,
@@ -342,207 +264,163 @@ pub struct DimensionMetadataArgs {
     pub array_indices: Option<::flatbuffers::WIPOffset<::flatbuffers::UnionWIPOffset>>,
 }
 impl<'a> Default for DimensionMetadataArgs {
-    #[inline]
-    fn default() -> Self {
-        DimensionMetadataArgs {
-            format: DimensionType::DENSE,
-            dense_size: 0,
-            array_segments_type: SparseIndexVector::NONE,
-            array_segments: None,
-            array_indices_type: SparseIndexVector::NONE,
-            array_indices: None,
-        }
+  #[inline]
+  fn default() -> Self {
+    DimensionMetadataArgs {
+      format: DimensionType::DENSE,
+      dense_size: 0,
+      array_segments_type: SparseIndexVector::NONE,
+      array_segments: None,
+      array_indices_type: SparseIndexVector::NONE,
+      array_indices: None,
     }
+  }
 }
 
 pub struct DimensionMetadataBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> DimensionMetadataBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_format(&mut self, format: DimensionType) {
-        self.fbb_.push_slot::<DimensionType>(
-            DimensionMetadata::VT_FORMAT,
-            format,
-            DimensionType::DENSE,
-        );
+  #[inline]
+  pub fn add_format(&mut self, format: DimensionType) {
+    self.fbb_.push_slot::<DimensionType>(DimensionMetadata::VT_FORMAT, format, DimensionType::DENSE);
+  }
+  #[inline]
+  pub fn add_dense_size(&mut self, dense_size: i32) {
+    self.fbb_.push_slot::<i32>(DimensionMetadata::VT_DENSE_SIZE, dense_size, 0);
+  }
+  #[inline]
+  pub fn add_array_segments_type(&mut self, array_segments_type: SparseIndexVector) {
+    self.fbb_.push_slot::<SparseIndexVector>(DimensionMetadata::VT_ARRAY_SEGMENTS_TYPE, array_segments_type, SparseIndexVector::NONE);
+  }
+  #[inline]
+  pub fn add_array_segments(&mut self, array_segments: ::flatbuffers::WIPOffset<::flatbuffers::UnionWIPOffset>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(DimensionMetadata::VT_ARRAY_SEGMENTS, array_segments);
+  }
+  #[inline]
+  pub fn add_array_indices_type(&mut self, array_indices_type: SparseIndexVector) {
+    self.fbb_.push_slot::<SparseIndexVector>(DimensionMetadata::VT_ARRAY_INDICES_TYPE, array_indices_type, SparseIndexVector::NONE);
+  }
+  #[inline]
+  pub fn add_array_indices(&mut self, array_indices: ::flatbuffers::WIPOffset<::flatbuffers::UnionWIPOffset>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(DimensionMetadata::VT_ARRAY_INDICES, array_indices);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> DimensionMetadataBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    DimensionMetadataBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_dense_size(&mut self, dense_size: i32) {
-        self.fbb_.push_slot::<i32>(DimensionMetadata::VT_DENSE_SIZE, dense_size, 0);
-    }
-    #[inline]
-    pub fn add_array_segments_type(&mut self, array_segments_type: SparseIndexVector) {
-        self.fbb_.push_slot::<SparseIndexVector>(
-            DimensionMetadata::VT_ARRAY_SEGMENTS_TYPE,
-            array_segments_type,
-            SparseIndexVector::NONE,
-        );
-    }
-    #[inline]
-    pub fn add_array_segments(
-        &mut self,
-        array_segments: ::flatbuffers::WIPOffset<::flatbuffers::UnionWIPOffset>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            DimensionMetadata::VT_ARRAY_SEGMENTS,
-            array_segments,
-        );
-    }
-    #[inline]
-    pub fn add_array_indices_type(&mut self, array_indices_type: SparseIndexVector) {
-        self.fbb_.push_slot::<SparseIndexVector>(
-            DimensionMetadata::VT_ARRAY_INDICES_TYPE,
-            array_indices_type,
-            SparseIndexVector::NONE,
-        );
-    }
-    #[inline]
-    pub fn add_array_indices(
-        &mut self,
-        array_indices: ::flatbuffers::WIPOffset<::flatbuffers::UnionWIPOffset>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            DimensionMetadata::VT_ARRAY_INDICES,
-            array_indices,
-        );
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> DimensionMetadataBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        DimensionMetadataBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<DimensionMetadata<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<DimensionMetadata<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for DimensionMetadata<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("DimensionMetadata");
-        ds.field("format", &self.format());
-        ds.field("dense_size", &self.dense_size());
-        ds.field("array_segments_type", &self.array_segments_type());
-        match self.array_segments_type() {
-            SparseIndexVector::Int32Vector => {
-                if let Some(x) = self.array_segments_as_int_32_vector() {
-                    ds.field("array_segments", &x)
-                } else {
-                    ds.field(
-                        "array_segments",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            SparseIndexVector::Uint16Vector => {
-                if let Some(x) = self.array_segments_as_uint_16_vector() {
-                    ds.field("array_segments", &x)
-                } else {
-                    ds.field(
-                        "array_segments",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            SparseIndexVector::Uint8Vector => {
-                if let Some(x) = self.array_segments_as_uint_8_vector() {
-                    ds.field("array_segments", &x)
-                } else {
-                    ds.field(
-                        "array_segments",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            _ => {
-                let x: Option<()> = None;
-                ds.field("array_segments", &x)
-            }
-        };
-        ds.field("array_indices_type", &self.array_indices_type());
-        match self.array_indices_type() {
-            SparseIndexVector::Int32Vector => {
-                if let Some(x) = self.array_indices_as_int_32_vector() {
-                    ds.field("array_indices", &x)
-                } else {
-                    ds.field(
-                        "array_indices",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            SparseIndexVector::Uint16Vector => {
-                if let Some(x) = self.array_indices_as_uint_16_vector() {
-                    ds.field("array_indices", &x)
-                } else {
-                    ds.field(
-                        "array_indices",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            SparseIndexVector::Uint8Vector => {
-                if let Some(x) = self.array_indices_as_uint_8_vector() {
-                    ds.field("array_indices", &x)
-                } else {
-                    ds.field(
-                        "array_indices",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            _ => {
-                let x: Option<()> = None;
-                ds.field("array_indices", &x)
-            }
-        };
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("DimensionMetadata");
+      ds.field("format", &self.format());
+      ds.field("dense_size", &self.dense_size());
+      ds.field("array_segments_type", &self.array_segments_type());
+      match self.array_segments_type() {
+        SparseIndexVector::Int32Vector => {
+          if let Some(x) = self.array_segments_as_int_32_vector() {
+            ds.field("array_segments", &x)
+          } else {
+            ds.field("array_segments", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        SparseIndexVector::Uint16Vector => {
+          if let Some(x) = self.array_segments_as_uint_16_vector() {
+            ds.field("array_segments", &x)
+          } else {
+            ds.field("array_segments", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        SparseIndexVector::Uint8Vector => {
+          if let Some(x) = self.array_segments_as_uint_8_vector() {
+            ds.field("array_segments", &x)
+          } else {
+            ds.field("array_segments", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        _ => {
+          let x: Option<()> = None;
+          ds.field("array_segments", &x)
+        },
+      };
+      ds.field("array_indices_type", &self.array_indices_type());
+      match self.array_indices_type() {
+        SparseIndexVector::Int32Vector => {
+          if let Some(x) = self.array_indices_as_int_32_vector() {
+            ds.field("array_indices", &x)
+          } else {
+            ds.field("array_indices", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        SparseIndexVector::Uint16Vector => {
+          if let Some(x) = self.array_indices_as_uint_16_vector() {
+            ds.field("array_indices", &x)
+          } else {
+            ds.field("array_indices", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        SparseIndexVector::Uint8Vector => {
+          if let Some(x) = self.array_indices_as_uint_8_vector() {
+            ds.field("array_indices", &x)
+          } else {
+            ds.field("array_indices", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        _ => {
+          let x: Option<()> = None;
+          ds.field("array_indices", &x)
+        },
+      };
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct DimensionMetadataT {
-    pub format: DimensionType,
-    pub dense_size: i32,
-    pub array_segments: SparseIndexVectorT,
-    pub array_indices: SparseIndexVectorT,
+  pub format: DimensionType,
+  pub dense_size: i32,
+  pub array_segments: SparseIndexVectorT,
+  pub array_indices: SparseIndexVectorT,
 }
 impl Default for DimensionMetadataT {
-    fn default() -> Self {
-        Self {
-            format: DimensionType::DENSE,
-            dense_size: 0,
-            array_segments: SparseIndexVectorT::NONE,
-            array_indices: SparseIndexVectorT::NONE,
-        }
+  fn default() -> Self {
+    Self {
+      format: DimensionType::DENSE,
+      dense_size: 0,
+      array_segments: SparseIndexVectorT::NONE,
+      array_indices: SparseIndexVectorT::NONE,
     }
+  }
 }
 impl DimensionMetadataT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<DimensionMetadata<'b>> {
-        let format = self.format;
-        let dense_size = self.dense_size;
-        let array_segments_type = self.array_segments.sparse_index_vector_type();
-        let array_segments = self.array_segments.pack(_fbb);
-        let array_indices_type = self.array_indices.sparse_index_vector_type();
-        let array_indices = self.array_indices.pack(_fbb);
-        DimensionMetadata::create(
-            _fbb,
-            &DimensionMetadataArgs {
-                format,
-                dense_size,
-                array_segments_type,
-                array_segments,
-                array_indices_type,
-                array_indices,
-            },
-        )
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<DimensionMetadata<'b>> {
+    let format = self.format;
+    let dense_size = self.dense_size;
+    let array_segments_type = self.array_segments.sparse_index_vector_type();
+    let array_segments = self.array_segments.pack(_fbb);
+    let array_indices_type = self.array_indices.sparse_index_vector_type();
+    let array_indices = self.array_indices.pack(_fbb);
+    DimensionMetadata::create(_fbb, &DimensionMetadataArgs{
+      format,
+      dense_size,
+      array_segments_type,
+      array_segments,
+      array_indices_type,
+      array_indices,
+    })
+  }
 }

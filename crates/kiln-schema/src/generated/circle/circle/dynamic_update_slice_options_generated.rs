@@ -6,97 +6,100 @@ pub enum DynamicUpdateSliceOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct DynamicUpdateSliceOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for DynamicUpdateSliceOptions<'a> {
-    type Inner = DynamicUpdateSliceOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = DynamicUpdateSliceOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> DynamicUpdateSliceOptions<'a> {
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        DynamicUpdateSliceOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        _args: &'args DynamicUpdateSliceOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<DynamicUpdateSliceOptions<'bldr>> {
-        let mut builder = DynamicUpdateSliceOptionsBuilder::new(_fbb);
-        builder.finish()
-    }
 
-    pub fn unpack(&self) -> DynamicUpdateSliceOptionsT {
-        DynamicUpdateSliceOptionsT {}
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    DynamicUpdateSliceOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    _args: &'args DynamicUpdateSliceOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<DynamicUpdateSliceOptions<'bldr>> {
+    let mut builder = DynamicUpdateSliceOptionsBuilder::new(_fbb);
+    builder.finish()
+  }
+
+  pub fn unpack(&self) -> DynamicUpdateSliceOptionsT {
+    DynamicUpdateSliceOptionsT {
     }
+  }
 }
 
 impl ::flatbuffers::Verifiable for DynamicUpdateSliceOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?.finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .finish();
+    Ok(())
+  }
 }
-pub struct DynamicUpdateSliceOptionsArgs {}
+pub struct DynamicUpdateSliceOptionsArgs {
+}
 impl<'a> Default for DynamicUpdateSliceOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        DynamicUpdateSliceOptionsArgs {}
+  #[inline]
+  fn default() -> Self {
+    DynamicUpdateSliceOptionsArgs {
     }
+  }
 }
 
 pub struct DynamicUpdateSliceOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> DynamicUpdateSliceOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> DynamicUpdateSliceOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        DynamicUpdateSliceOptionsBuilder { fbb_: _fbb, start_: start }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> DynamicUpdateSliceOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    DynamicUpdateSliceOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<DynamicUpdateSliceOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<DynamicUpdateSliceOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for DynamicUpdateSliceOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("DynamicUpdateSliceOptions");
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("DynamicUpdateSliceOptions");
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
-pub struct DynamicUpdateSliceOptionsT {}
+pub struct DynamicUpdateSliceOptionsT {
+}
 impl Default for DynamicUpdateSliceOptionsT {
-    fn default() -> Self {
-        Self {}
+  fn default() -> Self {
+    Self {
     }
+  }
 }
 impl DynamicUpdateSliceOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<DynamicUpdateSliceOptions<'b>> {
-        DynamicUpdateSliceOptions::create(_fbb, &DynamicUpdateSliceOptionsArgs {})
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<DynamicUpdateSliceOptions<'b>> {
+    DynamicUpdateSliceOptions::create(_fbb, &DynamicUpdateSliceOptionsArgs{
+    })
+  }
 }

@@ -6,132 +6,124 @@ pub enum EmbeddingLookupSparseOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct EmbeddingLookupSparseOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for EmbeddingLookupSparseOptions<'a> {
-    type Inner = EmbeddingLookupSparseOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = EmbeddingLookupSparseOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> EmbeddingLookupSparseOptions<'a> {
-    pub const VT_COMBINER: ::flatbuffers::VOffsetT = 4;
+  pub const VT_COMBINER: ::flatbuffers::VOffsetT = 4;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        EmbeddingLookupSparseOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args EmbeddingLookupSparseOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<EmbeddingLookupSparseOptions<'bldr>> {
-        let mut builder = EmbeddingLookupSparseOptionsBuilder::new(_fbb);
-        builder.add_combiner(args.combiner);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    EmbeddingLookupSparseOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args EmbeddingLookupSparseOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<EmbeddingLookupSparseOptions<'bldr>> {
+    let mut builder = EmbeddingLookupSparseOptionsBuilder::new(_fbb);
+    builder.add_combiner(args.combiner);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> EmbeddingLookupSparseOptionsT {
-        let combiner = self.combiner();
-        EmbeddingLookupSparseOptionsT { combiner }
+  pub fn unpack(&self) -> EmbeddingLookupSparseOptionsT {
+    let combiner = self.combiner();
+    EmbeddingLookupSparseOptionsT {
+      combiner,
     }
+  }
 
-    #[inline]
-    pub fn combiner(&self) -> CombinerType {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<CombinerType>(
-                    EmbeddingLookupSparseOptions::VT_COMBINER,
-                    Some(CombinerType::SUM),
-                )
-                .unwrap()
-        }
-    }
+  #[inline]
+  pub fn combiner(&self) -> CombinerType {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<CombinerType>(EmbeddingLookupSparseOptions::VT_COMBINER, Some(CombinerType::SUM)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for EmbeddingLookupSparseOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<CombinerType>("combiner", Self::VT_COMBINER, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<CombinerType>("combiner", Self::VT_COMBINER, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct EmbeddingLookupSparseOptionsArgs {
     pub combiner: CombinerType,
 }
 impl<'a> Default for EmbeddingLookupSparseOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        EmbeddingLookupSparseOptionsArgs { combiner: CombinerType::SUM }
+  #[inline]
+  fn default() -> Self {
+    EmbeddingLookupSparseOptionsArgs {
+      combiner: CombinerType::SUM,
     }
+  }
 }
 
 pub struct EmbeddingLookupSparseOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> EmbeddingLookupSparseOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_combiner(&mut self, combiner: CombinerType) {
-        self.fbb_.push_slot::<CombinerType>(
-            EmbeddingLookupSparseOptions::VT_COMBINER,
-            combiner,
-            CombinerType::SUM,
-        );
+  #[inline]
+  pub fn add_combiner(&mut self, combiner: CombinerType) {
+    self.fbb_.push_slot::<CombinerType>(EmbeddingLookupSparseOptions::VT_COMBINER, combiner, CombinerType::SUM);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> EmbeddingLookupSparseOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    EmbeddingLookupSparseOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> EmbeddingLookupSparseOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        EmbeddingLookupSparseOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<EmbeddingLookupSparseOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<EmbeddingLookupSparseOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for EmbeddingLookupSparseOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("EmbeddingLookupSparseOptions");
-        ds.field("combiner", &self.combiner());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("EmbeddingLookupSparseOptions");
+      ds.field("combiner", &self.combiner());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct EmbeddingLookupSparseOptionsT {
-    pub combiner: CombinerType,
+  pub combiner: CombinerType,
 }
 impl Default for EmbeddingLookupSparseOptionsT {
-    fn default() -> Self {
-        Self { combiner: CombinerType::SUM }
+  fn default() -> Self {
+    Self {
+      combiner: CombinerType::SUM,
     }
+  }
 }
 impl EmbeddingLookupSparseOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<EmbeddingLookupSparseOptions<'b>> {
-        let combiner = self.combiner;
-        EmbeddingLookupSparseOptions::create(_fbb, &EmbeddingLookupSparseOptionsArgs { combiner })
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<EmbeddingLookupSparseOptions<'b>> {
+    let combiner = self.combiner;
+    EmbeddingLookupSparseOptions::create(_fbb, &EmbeddingLookupSparseOptionsArgs{
+      combiner,
+    })
+  }
 }

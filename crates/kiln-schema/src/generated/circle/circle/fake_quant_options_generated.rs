@@ -6,97 +6,96 @@ pub enum FakeQuantOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct FakeQuantOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for FakeQuantOptions<'a> {
-    type Inner = FakeQuantOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = FakeQuantOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> FakeQuantOptions<'a> {
-    pub const VT_MIN: ::flatbuffers::VOffsetT = 4;
-    pub const VT_MAX: ::flatbuffers::VOffsetT = 6;
-    pub const VT_NUM_BITS: ::flatbuffers::VOffsetT = 8;
-    pub const VT_NARROW_RANGE: ::flatbuffers::VOffsetT = 10;
+  pub const VT_MIN: ::flatbuffers::VOffsetT = 4;
+  pub const VT_MAX: ::flatbuffers::VOffsetT = 6;
+  pub const VT_NUM_BITS: ::flatbuffers::VOffsetT = 8;
+  pub const VT_NARROW_RANGE: ::flatbuffers::VOffsetT = 10;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        FakeQuantOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args FakeQuantOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<FakeQuantOptions<'bldr>> {
-        let mut builder = FakeQuantOptionsBuilder::new(_fbb);
-        builder.add_num_bits(args.num_bits);
-        builder.add_max(args.max);
-        builder.add_min(args.min);
-        builder.add_narrow_range(args.narrow_range);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    FakeQuantOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args FakeQuantOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<FakeQuantOptions<'bldr>> {
+    let mut builder = FakeQuantOptionsBuilder::new(_fbb);
+    builder.add_num_bits(args.num_bits);
+    builder.add_max(args.max);
+    builder.add_min(args.min);
+    builder.add_narrow_range(args.narrow_range);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> FakeQuantOptionsT {
-        let min = self.min();
-        let max = self.max();
-        let num_bits = self.num_bits();
-        let narrow_range = self.narrow_range();
-        FakeQuantOptionsT { min, max, num_bits, narrow_range }
+  pub fn unpack(&self) -> FakeQuantOptionsT {
+    let min = self.min();
+    let max = self.max();
+    let num_bits = self.num_bits();
+    let narrow_range = self.narrow_range();
+    FakeQuantOptionsT {
+      min,
+      max,
+      num_bits,
+      narrow_range,
     }
+  }
 
-    #[inline]
-    pub fn min(&self) -> f32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<f32>(FakeQuantOptions::VT_MIN, Some(0.0)).unwrap() }
-    }
-    #[inline]
-    pub fn max(&self) -> f32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<f32>(FakeQuantOptions::VT_MAX, Some(0.0)).unwrap() }
-    }
-    #[inline]
-    pub fn num_bits(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(FakeQuantOptions::VT_NUM_BITS, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn narrow_range(&self) -> bool {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<bool>(FakeQuantOptions::VT_NARROW_RANGE, Some(false)).unwrap() }
-    }
+  #[inline]
+  pub fn min(&self) -> f32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<f32>(FakeQuantOptions::VT_MIN, Some(0.0)).unwrap()}
+  }
+  #[inline]
+  pub fn max(&self) -> f32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<f32>(FakeQuantOptions::VT_MAX, Some(0.0)).unwrap()}
+  }
+  #[inline]
+  pub fn num_bits(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(FakeQuantOptions::VT_NUM_BITS, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn narrow_range(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(FakeQuantOptions::VT_NARROW_RANGE, Some(false)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for FakeQuantOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<f32>("min", Self::VT_MIN, false)?
-            .visit_field::<f32>("max", Self::VT_MAX, false)?
-            .visit_field::<i32>("num_bits", Self::VT_NUM_BITS, false)?
-            .visit_field::<bool>("narrow_range", Self::VT_NARROW_RANGE, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<f32>("min", Self::VT_MIN, false)?
+     .visit_field::<f32>("max", Self::VT_MAX, false)?
+     .visit_field::<i32>("num_bits", Self::VT_NUM_BITS, false)?
+     .visit_field::<bool>("narrow_range", Self::VT_NARROW_RANGE, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct FakeQuantOptionsArgs {
     pub min: f32,
@@ -105,79 +104,95 @@ pub struct FakeQuantOptionsArgs {
     pub narrow_range: bool,
 }
 impl<'a> Default for FakeQuantOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        FakeQuantOptionsArgs { min: 0.0, max: 0.0, num_bits: 0, narrow_range: false }
+  #[inline]
+  fn default() -> Self {
+    FakeQuantOptionsArgs {
+      min: 0.0,
+      max: 0.0,
+      num_bits: 0,
+      narrow_range: false,
     }
+  }
 }
 
 pub struct FakeQuantOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> FakeQuantOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_min(&mut self, min: f32) {
-        self.fbb_.push_slot::<f32>(FakeQuantOptions::VT_MIN, min, 0.0);
+  #[inline]
+  pub fn add_min(&mut self, min: f32) {
+    self.fbb_.push_slot::<f32>(FakeQuantOptions::VT_MIN, min, 0.0);
+  }
+  #[inline]
+  pub fn add_max(&mut self, max: f32) {
+    self.fbb_.push_slot::<f32>(FakeQuantOptions::VT_MAX, max, 0.0);
+  }
+  #[inline]
+  pub fn add_num_bits(&mut self, num_bits: i32) {
+    self.fbb_.push_slot::<i32>(FakeQuantOptions::VT_NUM_BITS, num_bits, 0);
+  }
+  #[inline]
+  pub fn add_narrow_range(&mut self, narrow_range: bool) {
+    self.fbb_.push_slot::<bool>(FakeQuantOptions::VT_NARROW_RANGE, narrow_range, false);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> FakeQuantOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    FakeQuantOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_max(&mut self, max: f32) {
-        self.fbb_.push_slot::<f32>(FakeQuantOptions::VT_MAX, max, 0.0);
-    }
-    #[inline]
-    pub fn add_num_bits(&mut self, num_bits: i32) {
-        self.fbb_.push_slot::<i32>(FakeQuantOptions::VT_NUM_BITS, num_bits, 0);
-    }
-    #[inline]
-    pub fn add_narrow_range(&mut self, narrow_range: bool) {
-        self.fbb_.push_slot::<bool>(FakeQuantOptions::VT_NARROW_RANGE, narrow_range, false);
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> FakeQuantOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        FakeQuantOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<FakeQuantOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<FakeQuantOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for FakeQuantOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("FakeQuantOptions");
-        ds.field("min", &self.min());
-        ds.field("max", &self.max());
-        ds.field("num_bits", &self.num_bits());
-        ds.field("narrow_range", &self.narrow_range());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("FakeQuantOptions");
+      ds.field("min", &self.min());
+      ds.field("max", &self.max());
+      ds.field("num_bits", &self.num_bits());
+      ds.field("narrow_range", &self.narrow_range());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct FakeQuantOptionsT {
-    pub min: f32,
-    pub max: f32,
-    pub num_bits: i32,
-    pub narrow_range: bool,
+  pub min: f32,
+  pub max: f32,
+  pub num_bits: i32,
+  pub narrow_range: bool,
 }
 impl Default for FakeQuantOptionsT {
-    fn default() -> Self {
-        Self { min: 0.0, max: 0.0, num_bits: 0, narrow_range: false }
+  fn default() -> Self {
+    Self {
+      min: 0.0,
+      max: 0.0,
+      num_bits: 0,
+      narrow_range: false,
     }
+  }
 }
 impl FakeQuantOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<FakeQuantOptions<'b>> {
-        let min = self.min;
-        let max = self.max;
-        let num_bits = self.num_bits;
-        let narrow_range = self.narrow_range;
-        FakeQuantOptions::create(_fbb, &FakeQuantOptionsArgs { min, max, num_bits, narrow_range })
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<FakeQuantOptions<'b>> {
+    let min = self.min;
+    let max = self.max;
+    let num_bits = self.num_bits;
+    let narrow_range = self.narrow_range;
+    FakeQuantOptions::create(_fbb, &FakeQuantOptionsArgs{
+      min,
+      max,
+      num_bits,
+      narrow_range,
+    })
+  }
 }

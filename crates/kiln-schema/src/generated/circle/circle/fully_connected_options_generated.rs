@@ -6,153 +6,108 @@ pub enum FullyConnectedOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct FullyConnectedOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for FullyConnectedOptions<'a> {
-    type Inner = FullyConnectedOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = FullyConnectedOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> FullyConnectedOptions<'a> {
-    pub const VT_FUSED_ACTIVATION_FUNCTION: ::flatbuffers::VOffsetT = 4;
-    pub const VT_WEIGHTS_FORMAT: ::flatbuffers::VOffsetT = 6;
-    pub const VT_KEEP_NUM_DIMS: ::flatbuffers::VOffsetT = 8;
-    pub const VT_ASYMMETRIC_QUANTIZE_INPUTS: ::flatbuffers::VOffsetT = 10;
-    pub const VT_QUANTIZED_BIAS_TYPE: ::flatbuffers::VOffsetT = 12;
+  pub const VT_FUSED_ACTIVATION_FUNCTION: ::flatbuffers::VOffsetT = 4;
+  pub const VT_WEIGHTS_FORMAT: ::flatbuffers::VOffsetT = 6;
+  pub const VT_KEEP_NUM_DIMS: ::flatbuffers::VOffsetT = 8;
+  pub const VT_ASYMMETRIC_QUANTIZE_INPUTS: ::flatbuffers::VOffsetT = 10;
+  pub const VT_QUANTIZED_BIAS_TYPE: ::flatbuffers::VOffsetT = 12;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        FullyConnectedOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args FullyConnectedOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<FullyConnectedOptions<'bldr>> {
-        let mut builder = FullyConnectedOptionsBuilder::new(_fbb);
-        builder.add_quantized_bias_type(args.quantized_bias_type);
-        builder.add_asymmetric_quantize_inputs(args.asymmetric_quantize_inputs);
-        builder.add_keep_num_dims(args.keep_num_dims);
-        builder.add_weights_format(args.weights_format);
-        builder.add_fused_activation_function(args.fused_activation_function);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    FullyConnectedOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args FullyConnectedOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<FullyConnectedOptions<'bldr>> {
+    let mut builder = FullyConnectedOptionsBuilder::new(_fbb);
+    builder.add_quantized_bias_type(args.quantized_bias_type);
+    builder.add_asymmetric_quantize_inputs(args.asymmetric_quantize_inputs);
+    builder.add_keep_num_dims(args.keep_num_dims);
+    builder.add_weights_format(args.weights_format);
+    builder.add_fused_activation_function(args.fused_activation_function);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> FullyConnectedOptionsT {
-        let fused_activation_function = self.fused_activation_function();
-        let weights_format = self.weights_format();
-        let keep_num_dims = self.keep_num_dims();
-        let asymmetric_quantize_inputs = self.asymmetric_quantize_inputs();
-        let quantized_bias_type = self.quantized_bias_type();
-        FullyConnectedOptionsT {
-            fused_activation_function,
-            weights_format,
-            keep_num_dims,
-            asymmetric_quantize_inputs,
-            quantized_bias_type,
-        }
+  pub fn unpack(&self) -> FullyConnectedOptionsT {
+    let fused_activation_function = self.fused_activation_function();
+    let weights_format = self.weights_format();
+    let keep_num_dims = self.keep_num_dims();
+    let asymmetric_quantize_inputs = self.asymmetric_quantize_inputs();
+    let quantized_bias_type = self.quantized_bias_type();
+    FullyConnectedOptionsT {
+      fused_activation_function,
+      weights_format,
+      keep_num_dims,
+      asymmetric_quantize_inputs,
+      quantized_bias_type,
     }
+  }
 
-    #[inline]
-    pub fn fused_activation_function(&self) -> ActivationFunctionType {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<ActivationFunctionType>(
-                    FullyConnectedOptions::VT_FUSED_ACTIVATION_FUNCTION,
-                    Some(ActivationFunctionType::NONE),
-                )
-                .unwrap()
-        }
-    }
-    #[inline]
-    pub fn weights_format(&self) -> FullyConnectedOptionsWeightsFormat {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<FullyConnectedOptionsWeightsFormat>(
-                    FullyConnectedOptions::VT_WEIGHTS_FORMAT,
-                    Some(FullyConnectedOptionsWeightsFormat::DEFAULT),
-                )
-                .unwrap()
-        }
-    }
-    #[inline]
-    pub fn keep_num_dims(&self) -> bool {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<bool>(FullyConnectedOptions::VT_KEEP_NUM_DIMS, Some(false)).unwrap()
-        }
-    }
-    #[inline]
-    pub fn asymmetric_quantize_inputs(&self) -> bool {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<bool>(FullyConnectedOptions::VT_ASYMMETRIC_QUANTIZE_INPUTS, Some(false))
-                .unwrap()
-        }
-    }
-    #[inline]
-    pub fn quantized_bias_type(&self) -> TensorType {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<TensorType>(
-                    FullyConnectedOptions::VT_QUANTIZED_BIAS_TYPE,
-                    Some(TensorType::FLOAT32),
-                )
-                .unwrap()
-        }
-    }
+  #[inline]
+  pub fn fused_activation_function(&self) -> ActivationFunctionType {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<ActivationFunctionType>(FullyConnectedOptions::VT_FUSED_ACTIVATION_FUNCTION, Some(ActivationFunctionType::NONE)).unwrap()}
+  }
+  #[inline]
+  pub fn weights_format(&self) -> FullyConnectedOptionsWeightsFormat {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<FullyConnectedOptionsWeightsFormat>(FullyConnectedOptions::VT_WEIGHTS_FORMAT, Some(FullyConnectedOptionsWeightsFormat::DEFAULT)).unwrap()}
+  }
+  #[inline]
+  pub fn keep_num_dims(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(FullyConnectedOptions::VT_KEEP_NUM_DIMS, Some(false)).unwrap()}
+  }
+  #[inline]
+  pub fn asymmetric_quantize_inputs(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(FullyConnectedOptions::VT_ASYMMETRIC_QUANTIZE_INPUTS, Some(false)).unwrap()}
+  }
+  #[inline]
+  pub fn quantized_bias_type(&self) -> TensorType {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<TensorType>(FullyConnectedOptions::VT_QUANTIZED_BIAS_TYPE, Some(TensorType::FLOAT32)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for FullyConnectedOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<ActivationFunctionType>(
-                "fused_activation_function",
-                Self::VT_FUSED_ACTIVATION_FUNCTION,
-                false,
-            )?
-            .visit_field::<FullyConnectedOptionsWeightsFormat>(
-                "weights_format",
-                Self::VT_WEIGHTS_FORMAT,
-                false,
-            )?
-            .visit_field::<bool>("keep_num_dims", Self::VT_KEEP_NUM_DIMS, false)?
-            .visit_field::<bool>(
-                "asymmetric_quantize_inputs",
-                Self::VT_ASYMMETRIC_QUANTIZE_INPUTS,
-                false,
-            )?
-            .visit_field::<TensorType>("quantized_bias_type", Self::VT_QUANTIZED_BIAS_TYPE, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<ActivationFunctionType>("fused_activation_function", Self::VT_FUSED_ACTIVATION_FUNCTION, false)?
+     .visit_field::<FullyConnectedOptionsWeightsFormat>("weights_format", Self::VT_WEIGHTS_FORMAT, false)?
+     .visit_field::<bool>("keep_num_dims", Self::VT_KEEP_NUM_DIMS, false)?
+     .visit_field::<bool>("asymmetric_quantize_inputs", Self::VT_ASYMMETRIC_QUANTIZE_INPUTS, false)?
+     .visit_field::<TensorType>("quantized_bias_type", Self::VT_QUANTIZED_BIAS_TYPE, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct FullyConnectedOptionsArgs {
     pub fused_activation_function: ActivationFunctionType,
@@ -162,126 +117,105 @@ pub struct FullyConnectedOptionsArgs {
     pub quantized_bias_type: TensorType,
 }
 impl<'a> Default for FullyConnectedOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        FullyConnectedOptionsArgs {
-            fused_activation_function: ActivationFunctionType::NONE,
-            weights_format: FullyConnectedOptionsWeightsFormat::DEFAULT,
-            keep_num_dims: false,
-            asymmetric_quantize_inputs: false,
-            quantized_bias_type: TensorType::FLOAT32,
-        }
+  #[inline]
+  fn default() -> Self {
+    FullyConnectedOptionsArgs {
+      fused_activation_function: ActivationFunctionType::NONE,
+      weights_format: FullyConnectedOptionsWeightsFormat::DEFAULT,
+      keep_num_dims: false,
+      asymmetric_quantize_inputs: false,
+      quantized_bias_type: TensorType::FLOAT32,
     }
+  }
 }
 
 pub struct FullyConnectedOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> FullyConnectedOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_fused_activation_function(
-        &mut self,
-        fused_activation_function: ActivationFunctionType,
-    ) {
-        self.fbb_.push_slot::<ActivationFunctionType>(
-            FullyConnectedOptions::VT_FUSED_ACTIVATION_FUNCTION,
-            fused_activation_function,
-            ActivationFunctionType::NONE,
-        );
+  #[inline]
+  pub fn add_fused_activation_function(&mut self, fused_activation_function: ActivationFunctionType) {
+    self.fbb_.push_slot::<ActivationFunctionType>(FullyConnectedOptions::VT_FUSED_ACTIVATION_FUNCTION, fused_activation_function, ActivationFunctionType::NONE);
+  }
+  #[inline]
+  pub fn add_weights_format(&mut self, weights_format: FullyConnectedOptionsWeightsFormat) {
+    self.fbb_.push_slot::<FullyConnectedOptionsWeightsFormat>(FullyConnectedOptions::VT_WEIGHTS_FORMAT, weights_format, FullyConnectedOptionsWeightsFormat::DEFAULT);
+  }
+  #[inline]
+  pub fn add_keep_num_dims(&mut self, keep_num_dims: bool) {
+    self.fbb_.push_slot::<bool>(FullyConnectedOptions::VT_KEEP_NUM_DIMS, keep_num_dims, false);
+  }
+  #[inline]
+  pub fn add_asymmetric_quantize_inputs(&mut self, asymmetric_quantize_inputs: bool) {
+    self.fbb_.push_slot::<bool>(FullyConnectedOptions::VT_ASYMMETRIC_QUANTIZE_INPUTS, asymmetric_quantize_inputs, false);
+  }
+  #[inline]
+  pub fn add_quantized_bias_type(&mut self, quantized_bias_type: TensorType) {
+    self.fbb_.push_slot::<TensorType>(FullyConnectedOptions::VT_QUANTIZED_BIAS_TYPE, quantized_bias_type, TensorType::FLOAT32);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> FullyConnectedOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    FullyConnectedOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_weights_format(&mut self, weights_format: FullyConnectedOptionsWeightsFormat) {
-        self.fbb_.push_slot::<FullyConnectedOptionsWeightsFormat>(
-            FullyConnectedOptions::VT_WEIGHTS_FORMAT,
-            weights_format,
-            FullyConnectedOptionsWeightsFormat::DEFAULT,
-        );
-    }
-    #[inline]
-    pub fn add_keep_num_dims(&mut self, keep_num_dims: bool) {
-        self.fbb_.push_slot::<bool>(FullyConnectedOptions::VT_KEEP_NUM_DIMS, keep_num_dims, false);
-    }
-    #[inline]
-    pub fn add_asymmetric_quantize_inputs(&mut self, asymmetric_quantize_inputs: bool) {
-        self.fbb_.push_slot::<bool>(
-            FullyConnectedOptions::VT_ASYMMETRIC_QUANTIZE_INPUTS,
-            asymmetric_quantize_inputs,
-            false,
-        );
-    }
-    #[inline]
-    pub fn add_quantized_bias_type(&mut self, quantized_bias_type: TensorType) {
-        self.fbb_.push_slot::<TensorType>(
-            FullyConnectedOptions::VT_QUANTIZED_BIAS_TYPE,
-            quantized_bias_type,
-            TensorType::FLOAT32,
-        );
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> FullyConnectedOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        FullyConnectedOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<FullyConnectedOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<FullyConnectedOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for FullyConnectedOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("FullyConnectedOptions");
-        ds.field("fused_activation_function", &self.fused_activation_function());
-        ds.field("weights_format", &self.weights_format());
-        ds.field("keep_num_dims", &self.keep_num_dims());
-        ds.field("asymmetric_quantize_inputs", &self.asymmetric_quantize_inputs());
-        ds.field("quantized_bias_type", &self.quantized_bias_type());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("FullyConnectedOptions");
+      ds.field("fused_activation_function", &self.fused_activation_function());
+      ds.field("weights_format", &self.weights_format());
+      ds.field("keep_num_dims", &self.keep_num_dims());
+      ds.field("asymmetric_quantize_inputs", &self.asymmetric_quantize_inputs());
+      ds.field("quantized_bias_type", &self.quantized_bias_type());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct FullyConnectedOptionsT {
-    pub fused_activation_function: ActivationFunctionType,
-    pub weights_format: FullyConnectedOptionsWeightsFormat,
-    pub keep_num_dims: bool,
-    pub asymmetric_quantize_inputs: bool,
-    pub quantized_bias_type: TensorType,
+  pub fused_activation_function: ActivationFunctionType,
+  pub weights_format: FullyConnectedOptionsWeightsFormat,
+  pub keep_num_dims: bool,
+  pub asymmetric_quantize_inputs: bool,
+  pub quantized_bias_type: TensorType,
 }
 impl Default for FullyConnectedOptionsT {
-    fn default() -> Self {
-        Self {
-            fused_activation_function: ActivationFunctionType::NONE,
-            weights_format: FullyConnectedOptionsWeightsFormat::DEFAULT,
-            keep_num_dims: false,
-            asymmetric_quantize_inputs: false,
-            quantized_bias_type: TensorType::FLOAT32,
-        }
+  fn default() -> Self {
+    Self {
+      fused_activation_function: ActivationFunctionType::NONE,
+      weights_format: FullyConnectedOptionsWeightsFormat::DEFAULT,
+      keep_num_dims: false,
+      asymmetric_quantize_inputs: false,
+      quantized_bias_type: TensorType::FLOAT32,
     }
+  }
 }
 impl FullyConnectedOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<FullyConnectedOptions<'b>> {
-        let fused_activation_function = self.fused_activation_function;
-        let weights_format = self.weights_format;
-        let keep_num_dims = self.keep_num_dims;
-        let asymmetric_quantize_inputs = self.asymmetric_quantize_inputs;
-        let quantized_bias_type = self.quantized_bias_type;
-        FullyConnectedOptions::create(
-            _fbb,
-            &FullyConnectedOptionsArgs {
-                fused_activation_function,
-                weights_format,
-                keep_num_dims,
-                asymmetric_quantize_inputs,
-                quantized_bias_type,
-            },
-        )
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<FullyConnectedOptions<'b>> {
+    let fused_activation_function = self.fused_activation_function;
+    let weights_format = self.weights_format;
+    let keep_num_dims = self.keep_num_dims;
+    let asymmetric_quantize_inputs = self.asymmetric_quantize_inputs;
+    let quantized_bias_type = self.quantized_bias_type;
+    FullyConnectedOptions::create(_fbb, &FullyConnectedOptionsArgs{
+      fused_activation_function,
+      weights_format,
+      keep_num_dims,
+      asymmetric_quantize_inputs,
+      quantized_bias_type,
+    })
+  }
 }

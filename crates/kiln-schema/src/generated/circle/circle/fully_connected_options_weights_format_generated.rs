@@ -2,26 +2,16 @@
 // @generated
 extern crate alloc;
 use super::*;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MIN_FULLY_CONNECTED_OPTIONS_WEIGHTS_FORMAT: i8 = 0;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MAX_FULLY_CONNECTED_OPTIONS_WEIGHTS_FORMAT: i8 = 127;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 #[allow(non_camel_case_types)]
-pub const ENUM_VALUES_FULLY_CONNECTED_OPTIONS_WEIGHTS_FORMAT: [FullyConnectedOptionsWeightsFormat;
-    3] = [
-    FullyConnectedOptionsWeightsFormat::DEFAULT,
-    FullyConnectedOptionsWeightsFormat::SHUFFLED4x16INT8,
-    FullyConnectedOptionsWeightsFormat::SHUFFLED16x1FLOAT32,
+pub const ENUM_VALUES_FULLY_CONNECTED_OPTIONS_WEIGHTS_FORMAT: [FullyConnectedOptionsWeightsFormat; 3] = [
+  FullyConnectedOptionsWeightsFormat::DEFAULT,
+  FullyConnectedOptionsWeightsFormat::SHUFFLED4x16INT8,
+  FullyConnectedOptionsWeightsFormat::SHUFFLED16x1FLOAT32,
 ];
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -29,40 +19,43 @@ pub const ENUM_VALUES_FULLY_CONNECTED_OPTIONS_WEIGHTS_FORMAT: [FullyConnectedOpt
 pub struct FullyConnectedOptionsWeightsFormat(pub i8);
 #[allow(non_upper_case_globals)]
 impl FullyConnectedOptionsWeightsFormat {
-    pub const DEFAULT: Self = Self(0);
-    pub const SHUFFLED4x16INT8: Self = Self(1);
-    pub const SHUFFLED16x1FLOAT32: Self = Self(127);
+  pub const DEFAULT: Self = Self(0);
+  pub const SHUFFLED4x16INT8: Self = Self(1);
+  pub const SHUFFLED16x1FLOAT32: Self = Self(127);
 
-    pub const ENUM_MIN: i8 = 0;
-    pub const ENUM_MAX: i8 = 127;
-    pub const ENUM_VALUES: &'static [Self] =
-        &[Self::DEFAULT, Self::SHUFFLED4x16INT8, Self::SHUFFLED16x1FLOAT32];
-    /// Returns the variant's name or "" if unknown.
-    pub fn variant_name(self) -> Option<&'static str> {
-        match self {
-            Self::DEFAULT => Some("DEFAULT"),
-            Self::SHUFFLED4x16INT8 => Some("SHUFFLED4x16INT8"),
-            Self::SHUFFLED16x1FLOAT32 => Some("SHUFFLED16x1FLOAT32"),
-            _ => None,
-        }
+  pub const ENUM_MIN: i8 = 0;
+  pub const ENUM_MAX: i8 = 127;
+  pub const ENUM_VALUES: &'static [Self] = &[
+    Self::DEFAULT,
+    Self::SHUFFLED4x16INT8,
+    Self::SHUFFLED16x1FLOAT32,
+  ];
+  /// Returns the variant's name or "" if unknown.
+  pub fn variant_name(self) -> Option<&'static str> {
+    match self {
+      Self::DEFAULT => Some("DEFAULT"),
+      Self::SHUFFLED4x16INT8 => Some("SHUFFLED4x16INT8"),
+      Self::SHUFFLED16x1FLOAT32 => Some("SHUFFLED16x1FLOAT32"),
+      _ => None,
     }
+  }
 }
 impl ::core::fmt::Debug for FullyConnectedOptionsWeightsFormat {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter) -> ::core::fmt::Result {
-        if let Some(name) = self.variant_name() {
-            f.write_str(name)
-        } else {
-            f.write_fmt(format_args!("<UNKNOWN {:?}>", self.0))
-        }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter) -> ::core::fmt::Result {
+    if let Some(name) = self.variant_name() {
+      f.write_str(name)
+    } else {
+      f.write_fmt(format_args!("<UNKNOWN {:?}>", self.0))
     }
+  }
 }
 impl<'a> ::flatbuffers::Follow<'a> for FullyConnectedOptionsWeightsFormat {
-    type Inner = Self;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        let b = unsafe { ::flatbuffers::read_scalar_at::<i8>(buf, loc) };
-        Self(b)
-    }
+  type Inner = Self;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    let b = unsafe { ::flatbuffers::read_scalar_at::<i8>(buf, loc) };
+    Self(b)
+  }
 }
 
 impl ::flatbuffers::Push for FullyConnectedOptionsWeightsFormat {
@@ -74,27 +67,26 @@ impl ::flatbuffers::Push for FullyConnectedOptionsWeightsFormat {
 }
 
 impl ::flatbuffers::EndianScalar for FullyConnectedOptionsWeightsFormat {
-    type Scalar = i8;
-    #[inline]
-    fn to_little_endian(self) -> i8 {
-        self.0.to_le()
-    }
-    #[inline]
-    #[allow(clippy::wrong_self_convention)]
-    fn from_little_endian(v: i8) -> Self {
-        let b = i8::from_le(v);
-        Self(b)
-    }
+  type Scalar = i8;
+  #[inline]
+  fn to_little_endian(self) -> i8 {
+    self.0.to_le()
+  }
+  #[inline]
+  #[allow(clippy::wrong_self_convention)]
+  fn from_little_endian(v: i8) -> Self {
+    let b = i8::from_le(v);
+    Self(b)
+  }
 }
 
 impl<'a> ::flatbuffers::Verifiable for FullyConnectedOptionsWeightsFormat {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        i8::run_verifier(v, pos)
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    i8::run_verifier(v, pos)
+  }
 }
 
 impl ::flatbuffers::SimpleToVerifyInSlice for FullyConnectedOptionsWeightsFormat {}

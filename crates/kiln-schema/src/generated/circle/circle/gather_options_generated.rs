@@ -6,140 +6,147 @@ pub enum GatherOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct GatherOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for GatherOptions<'a> {
-    type Inner = GatherOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = GatherOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> GatherOptions<'a> {
-    pub const VT_AXIS: ::flatbuffers::VOffsetT = 4;
-    pub const VT_BATCH_DIMS: ::flatbuffers::VOffsetT = 6;
+  pub const VT_AXIS: ::flatbuffers::VOffsetT = 4;
+  pub const VT_BATCH_DIMS: ::flatbuffers::VOffsetT = 6;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        GatherOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args GatherOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<GatherOptions<'bldr>> {
-        let mut builder = GatherOptionsBuilder::new(_fbb);
-        builder.add_batch_dims(args.batch_dims);
-        builder.add_axis(args.axis);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    GatherOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args GatherOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<GatherOptions<'bldr>> {
+    let mut builder = GatherOptionsBuilder::new(_fbb);
+    builder.add_batch_dims(args.batch_dims);
+    builder.add_axis(args.axis);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> GatherOptionsT {
-        let axis = self.axis();
-        let batch_dims = self.batch_dims();
-        GatherOptionsT { axis, batch_dims }
+  pub fn unpack(&self) -> GatherOptionsT {
+    let axis = self.axis();
+    let batch_dims = self.batch_dims();
+    GatherOptionsT {
+      axis,
+      batch_dims,
     }
+  }
 
-    #[inline]
-    pub fn axis(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(GatherOptions::VT_AXIS, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn batch_dims(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(GatherOptions::VT_BATCH_DIMS, Some(0)).unwrap() }
-    }
+  #[inline]
+  pub fn axis(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(GatherOptions::VT_AXIS, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn batch_dims(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(GatherOptions::VT_BATCH_DIMS, Some(0)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for GatherOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<i32>("axis", Self::VT_AXIS, false)?
-            .visit_field::<i32>("batch_dims", Self::VT_BATCH_DIMS, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<i32>("axis", Self::VT_AXIS, false)?
+     .visit_field::<i32>("batch_dims", Self::VT_BATCH_DIMS, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct GatherOptionsArgs {
     pub axis: i32,
     pub batch_dims: i32,
 }
 impl<'a> Default for GatherOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        GatherOptionsArgs { axis: 0, batch_dims: 0 }
+  #[inline]
+  fn default() -> Self {
+    GatherOptionsArgs {
+      axis: 0,
+      batch_dims: 0,
     }
+  }
 }
 
 pub struct GatherOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> GatherOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_axis(&mut self, axis: i32) {
-        self.fbb_.push_slot::<i32>(GatherOptions::VT_AXIS, axis, 0);
+  #[inline]
+  pub fn add_axis(&mut self, axis: i32) {
+    self.fbb_.push_slot::<i32>(GatherOptions::VT_AXIS, axis, 0);
+  }
+  #[inline]
+  pub fn add_batch_dims(&mut self, batch_dims: i32) {
+    self.fbb_.push_slot::<i32>(GatherOptions::VT_BATCH_DIMS, batch_dims, 0);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> GatherOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    GatherOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_batch_dims(&mut self, batch_dims: i32) {
-        self.fbb_.push_slot::<i32>(GatherOptions::VT_BATCH_DIMS, batch_dims, 0);
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> GatherOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        GatherOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<GatherOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<GatherOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for GatherOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("GatherOptions");
-        ds.field("axis", &self.axis());
-        ds.field("batch_dims", &self.batch_dims());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("GatherOptions");
+      ds.field("axis", &self.axis());
+      ds.field("batch_dims", &self.batch_dims());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct GatherOptionsT {
-    pub axis: i32,
-    pub batch_dims: i32,
+  pub axis: i32,
+  pub batch_dims: i32,
 }
 impl Default for GatherOptionsT {
-    fn default() -> Self {
-        Self { axis: 0, batch_dims: 0 }
+  fn default() -> Self {
+    Self {
+      axis: 0,
+      batch_dims: 0,
     }
+  }
 }
 impl GatherOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<GatherOptions<'b>> {
-        let axis = self.axis;
-        let batch_dims = self.batch_dims;
-        GatherOptions::create(_fbb, &GatherOptionsArgs { axis, batch_dims })
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<GatherOptions<'b>> {
+    let axis = self.axis;
+    let batch_dims = self.batch_dims;
+    GatherOptions::create(_fbb, &GatherOptionsArgs{
+      axis,
+      batch_dims,
+    })
+  }
 }

@@ -6,121 +6,124 @@ pub enum GeluOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct GeluOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for GeluOptions<'a> {
-    type Inner = GeluOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = GeluOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> GeluOptions<'a> {
-    pub const VT_APPROXIMATE: ::flatbuffers::VOffsetT = 4;
+  pub const VT_APPROXIMATE: ::flatbuffers::VOffsetT = 4;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        GeluOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args GeluOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<GeluOptions<'bldr>> {
-        let mut builder = GeluOptionsBuilder::new(_fbb);
-        builder.add_approximate(args.approximate);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    GeluOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args GeluOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<GeluOptions<'bldr>> {
+    let mut builder = GeluOptionsBuilder::new(_fbb);
+    builder.add_approximate(args.approximate);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> GeluOptionsT {
-        let approximate = self.approximate();
-        GeluOptionsT { approximate }
+  pub fn unpack(&self) -> GeluOptionsT {
+    let approximate = self.approximate();
+    GeluOptionsT {
+      approximate,
     }
+  }
 
-    #[inline]
-    pub fn approximate(&self) -> bool {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<bool>(GeluOptions::VT_APPROXIMATE, Some(false)).unwrap() }
-    }
+  #[inline]
+  pub fn approximate(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(GeluOptions::VT_APPROXIMATE, Some(false)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for GeluOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<bool>("approximate", Self::VT_APPROXIMATE, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<bool>("approximate", Self::VT_APPROXIMATE, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct GeluOptionsArgs {
     pub approximate: bool,
 }
 impl<'a> Default for GeluOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        GeluOptionsArgs { approximate: false }
+  #[inline]
+  fn default() -> Self {
+    GeluOptionsArgs {
+      approximate: false,
     }
+  }
 }
 
 pub struct GeluOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> GeluOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_approximate(&mut self, approximate: bool) {
-        self.fbb_.push_slot::<bool>(GeluOptions::VT_APPROXIMATE, approximate, false);
+  #[inline]
+  pub fn add_approximate(&mut self, approximate: bool) {
+    self.fbb_.push_slot::<bool>(GeluOptions::VT_APPROXIMATE, approximate, false);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> GeluOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    GeluOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> GeluOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        GeluOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<GeluOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<GeluOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for GeluOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("GeluOptions");
-        ds.field("approximate", &self.approximate());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("GeluOptions");
+      ds.field("approximate", &self.approximate());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct GeluOptionsT {
-    pub approximate: bool,
+  pub approximate: bool,
 }
 impl Default for GeluOptionsT {
-    fn default() -> Self {
-        Self { approximate: false }
+  fn default() -> Self {
+    Self {
+      approximate: false,
     }
+  }
 }
 impl GeluOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<GeluOptions<'b>> {
-        let approximate = self.approximate;
-        GeluOptions::create(_fbb, &GeluOptionsArgs { approximate })
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<GeluOptions<'b>> {
+    let approximate = self.approximate;
+    GeluOptions::create(_fbb, &GeluOptionsArgs{
+      approximate,
+    })
+  }
 }

@@ -6,97 +6,100 @@ pub enum GreaterEqualOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct GreaterEqualOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for GreaterEqualOptions<'a> {
-    type Inner = GreaterEqualOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = GreaterEqualOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> GreaterEqualOptions<'a> {
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        GreaterEqualOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        _args: &'args GreaterEqualOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<GreaterEqualOptions<'bldr>> {
-        let mut builder = GreaterEqualOptionsBuilder::new(_fbb);
-        builder.finish()
-    }
 
-    pub fn unpack(&self) -> GreaterEqualOptionsT {
-        GreaterEqualOptionsT {}
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    GreaterEqualOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    _args: &'args GreaterEqualOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<GreaterEqualOptions<'bldr>> {
+    let mut builder = GreaterEqualOptionsBuilder::new(_fbb);
+    builder.finish()
+  }
+
+  pub fn unpack(&self) -> GreaterEqualOptionsT {
+    GreaterEqualOptionsT {
     }
+  }
 }
 
 impl ::flatbuffers::Verifiable for GreaterEqualOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?.finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .finish();
+    Ok(())
+  }
 }
-pub struct GreaterEqualOptionsArgs {}
+pub struct GreaterEqualOptionsArgs {
+}
 impl<'a> Default for GreaterEqualOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        GreaterEqualOptionsArgs {}
+  #[inline]
+  fn default() -> Self {
+    GreaterEqualOptionsArgs {
     }
+  }
 }
 
 pub struct GreaterEqualOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> GreaterEqualOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> GreaterEqualOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        GreaterEqualOptionsBuilder { fbb_: _fbb, start_: start }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> GreaterEqualOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    GreaterEqualOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<GreaterEqualOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<GreaterEqualOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for GreaterEqualOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("GreaterEqualOptions");
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("GreaterEqualOptions");
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
-pub struct GreaterEqualOptionsT {}
+pub struct GreaterEqualOptionsT {
+}
 impl Default for GreaterEqualOptionsT {
-    fn default() -> Self {
-        Self {}
+  fn default() -> Self {
+    Self {
     }
+  }
 }
 impl GreaterEqualOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<GreaterEqualOptions<'b>> {
-        GreaterEqualOptions::create(_fbb, &GreaterEqualOptionsArgs {})
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<GreaterEqualOptions<'b>> {
+    GreaterEqualOptions::create(_fbb, &GreaterEqualOptionsArgs{
+    })
+  }
 }

@@ -6,97 +6,84 @@ pub enum GRUOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct GRUOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for GRUOptions<'a> {
-    type Inner = GRUOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = GRUOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> GRUOptions<'a> {
-    pub const VT_FUSED_ACTIVATION_FUNCTION: ::flatbuffers::VOffsetT = 4;
-    pub const VT_RETURN_SEQUENCES: ::flatbuffers::VOffsetT = 6;
-    pub const VT_TIME_MAJOR: ::flatbuffers::VOffsetT = 8;
+  pub const VT_FUSED_ACTIVATION_FUNCTION: ::flatbuffers::VOffsetT = 4;
+  pub const VT_RETURN_SEQUENCES: ::flatbuffers::VOffsetT = 6;
+  pub const VT_TIME_MAJOR: ::flatbuffers::VOffsetT = 8;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        GRUOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args GRUOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<GRUOptions<'bldr>> {
-        let mut builder = GRUOptionsBuilder::new(_fbb);
-        builder.add_time_major(args.time_major);
-        builder.add_return_sequences(args.return_sequences);
-        builder.add_fused_activation_function(args.fused_activation_function);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    GRUOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args GRUOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<GRUOptions<'bldr>> {
+    let mut builder = GRUOptionsBuilder::new(_fbb);
+    builder.add_time_major(args.time_major);
+    builder.add_return_sequences(args.return_sequences);
+    builder.add_fused_activation_function(args.fused_activation_function);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> GRUOptionsT {
-        let fused_activation_function = self.fused_activation_function();
-        let return_sequences = self.return_sequences();
-        let time_major = self.time_major();
-        GRUOptionsT { fused_activation_function, return_sequences, time_major }
+  pub fn unpack(&self) -> GRUOptionsT {
+    let fused_activation_function = self.fused_activation_function();
+    let return_sequences = self.return_sequences();
+    let time_major = self.time_major();
+    GRUOptionsT {
+      fused_activation_function,
+      return_sequences,
+      time_major,
     }
+  }
 
-    #[inline]
-    pub fn fused_activation_function(&self) -> ActivationFunctionType {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<ActivationFunctionType>(
-                    GRUOptions::VT_FUSED_ACTIVATION_FUNCTION,
-                    Some(ActivationFunctionType::NONE),
-                )
-                .unwrap()
-        }
-    }
-    #[inline]
-    pub fn return_sequences(&self) -> bool {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<bool>(GRUOptions::VT_RETURN_SEQUENCES, Some(false)).unwrap() }
-    }
-    #[inline]
-    pub fn time_major(&self) -> bool {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<bool>(GRUOptions::VT_TIME_MAJOR, Some(false)).unwrap() }
-    }
+  #[inline]
+  pub fn fused_activation_function(&self) -> ActivationFunctionType {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<ActivationFunctionType>(GRUOptions::VT_FUSED_ACTIVATION_FUNCTION, Some(ActivationFunctionType::NONE)).unwrap()}
+  }
+  #[inline]
+  pub fn return_sequences(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(GRUOptions::VT_RETURN_SEQUENCES, Some(false)).unwrap()}
+  }
+  #[inline]
+  pub fn time_major(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(GRUOptions::VT_TIME_MAJOR, Some(false)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for GRUOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<ActivationFunctionType>(
-                "fused_activation_function",
-                Self::VT_FUSED_ACTIVATION_FUNCTION,
-                false,
-            )?
-            .visit_field::<bool>("return_sequences", Self::VT_RETURN_SEQUENCES, false)?
-            .visit_field::<bool>("time_major", Self::VT_TIME_MAJOR, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<ActivationFunctionType>("fused_activation_function", Self::VT_FUSED_ACTIVATION_FUNCTION, false)?
+     .visit_field::<bool>("return_sequences", Self::VT_RETURN_SEQUENCES, false)?
+     .visit_field::<bool>("time_major", Self::VT_TIME_MAJOR, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct GRUOptionsArgs {
     pub fused_activation_function: ActivationFunctionType,
@@ -104,90 +91,85 @@ pub struct GRUOptionsArgs {
     pub time_major: bool,
 }
 impl<'a> Default for GRUOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        GRUOptionsArgs {
-            fused_activation_function: ActivationFunctionType::NONE,
-            return_sequences: false,
-            time_major: false,
-        }
+  #[inline]
+  fn default() -> Self {
+    GRUOptionsArgs {
+      fused_activation_function: ActivationFunctionType::NONE,
+      return_sequences: false,
+      time_major: false,
     }
+  }
 }
 
 pub struct GRUOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> GRUOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_fused_activation_function(
-        &mut self,
-        fused_activation_function: ActivationFunctionType,
-    ) {
-        self.fbb_.push_slot::<ActivationFunctionType>(
-            GRUOptions::VT_FUSED_ACTIVATION_FUNCTION,
-            fused_activation_function,
-            ActivationFunctionType::NONE,
-        );
+  #[inline]
+  pub fn add_fused_activation_function(&mut self, fused_activation_function: ActivationFunctionType) {
+    self.fbb_.push_slot::<ActivationFunctionType>(GRUOptions::VT_FUSED_ACTIVATION_FUNCTION, fused_activation_function, ActivationFunctionType::NONE);
+  }
+  #[inline]
+  pub fn add_return_sequences(&mut self, return_sequences: bool) {
+    self.fbb_.push_slot::<bool>(GRUOptions::VT_RETURN_SEQUENCES, return_sequences, false);
+  }
+  #[inline]
+  pub fn add_time_major(&mut self, time_major: bool) {
+    self.fbb_.push_slot::<bool>(GRUOptions::VT_TIME_MAJOR, time_major, false);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> GRUOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    GRUOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_return_sequences(&mut self, return_sequences: bool) {
-        self.fbb_.push_slot::<bool>(GRUOptions::VT_RETURN_SEQUENCES, return_sequences, false);
-    }
-    #[inline]
-    pub fn add_time_major(&mut self, time_major: bool) {
-        self.fbb_.push_slot::<bool>(GRUOptions::VT_TIME_MAJOR, time_major, false);
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> GRUOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        GRUOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<GRUOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<GRUOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for GRUOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("GRUOptions");
-        ds.field("fused_activation_function", &self.fused_activation_function());
-        ds.field("return_sequences", &self.return_sequences());
-        ds.field("time_major", &self.time_major());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("GRUOptions");
+      ds.field("fused_activation_function", &self.fused_activation_function());
+      ds.field("return_sequences", &self.return_sequences());
+      ds.field("time_major", &self.time_major());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct GRUOptionsT {
-    pub fused_activation_function: ActivationFunctionType,
-    pub return_sequences: bool,
-    pub time_major: bool,
+  pub fused_activation_function: ActivationFunctionType,
+  pub return_sequences: bool,
+  pub time_major: bool,
 }
 impl Default for GRUOptionsT {
-    fn default() -> Self {
-        Self {
-            fused_activation_function: ActivationFunctionType::NONE,
-            return_sequences: false,
-            time_major: false,
-        }
+  fn default() -> Self {
+    Self {
+      fused_activation_function: ActivationFunctionType::NONE,
+      return_sequences: false,
+      time_major: false,
     }
+  }
 }
 impl GRUOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<GRUOptions<'b>> {
-        let fused_activation_function = self.fused_activation_function;
-        let return_sequences = self.return_sequences;
-        let time_major = self.time_major;
-        GRUOptions::create(
-            _fbb,
-            &GRUOptionsArgs { fused_activation_function, return_sequences, time_major },
-        )
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<GRUOptions<'b>> {
+    let fused_activation_function = self.fused_activation_function;
+    let return_sequences = self.return_sequences;
+    let time_major = self.time_major;
+    GRUOptions::create(_fbb, &GRUOptionsArgs{
+      fused_activation_function,
+      return_sequences,
+      time_major,
+    })
+  }
 }

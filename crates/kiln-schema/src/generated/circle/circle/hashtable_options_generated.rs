@@ -6,94 +6,84 @@ pub enum HashtableOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct HashtableOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for HashtableOptions<'a> {
-    type Inner = HashtableOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = HashtableOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> HashtableOptions<'a> {
-    pub const VT_TABLE_ID: ::flatbuffers::VOffsetT = 4;
-    pub const VT_KEY_DTYPE: ::flatbuffers::VOffsetT = 6;
-    pub const VT_VALUE_DTYPE: ::flatbuffers::VOffsetT = 8;
+  pub const VT_TABLE_ID: ::flatbuffers::VOffsetT = 4;
+  pub const VT_KEY_DTYPE: ::flatbuffers::VOffsetT = 6;
+  pub const VT_VALUE_DTYPE: ::flatbuffers::VOffsetT = 8;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        HashtableOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args HashtableOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<HashtableOptions<'bldr>> {
-        let mut builder = HashtableOptionsBuilder::new(_fbb);
-        builder.add_table_id(args.table_id);
-        builder.add_value_dtype(args.value_dtype);
-        builder.add_key_dtype(args.key_dtype);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    HashtableOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args HashtableOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<HashtableOptions<'bldr>> {
+    let mut builder = HashtableOptionsBuilder::new(_fbb);
+    builder.add_table_id(args.table_id);
+    builder.add_value_dtype(args.value_dtype);
+    builder.add_key_dtype(args.key_dtype);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> HashtableOptionsT {
-        let table_id = self.table_id();
-        let key_dtype = self.key_dtype();
-        let value_dtype = self.value_dtype();
-        HashtableOptionsT { table_id, key_dtype, value_dtype }
+  pub fn unpack(&self) -> HashtableOptionsT {
+    let table_id = self.table_id();
+    let key_dtype = self.key_dtype();
+    let value_dtype = self.value_dtype();
+    HashtableOptionsT {
+      table_id,
+      key_dtype,
+      value_dtype,
     }
+  }
 
-    #[inline]
-    pub fn table_id(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(HashtableOptions::VT_TABLE_ID, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn key_dtype(&self) -> TensorType {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<TensorType>(HashtableOptions::VT_KEY_DTYPE, Some(TensorType::FLOAT32))
-                .unwrap()
-        }
-    }
-    #[inline]
-    pub fn value_dtype(&self) -> TensorType {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<TensorType>(HashtableOptions::VT_VALUE_DTYPE, Some(TensorType::FLOAT32))
-                .unwrap()
-        }
-    }
+  #[inline]
+  pub fn table_id(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(HashtableOptions::VT_TABLE_ID, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn key_dtype(&self) -> TensorType {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<TensorType>(HashtableOptions::VT_KEY_DTYPE, Some(TensorType::FLOAT32)).unwrap()}
+  }
+  #[inline]
+  pub fn value_dtype(&self) -> TensorType {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<TensorType>(HashtableOptions::VT_VALUE_DTYPE, Some(TensorType::FLOAT32)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for HashtableOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<i32>("table_id", Self::VT_TABLE_ID, false)?
-            .visit_field::<TensorType>("key_dtype", Self::VT_KEY_DTYPE, false)?
-            .visit_field::<TensorType>("value_dtype", Self::VT_VALUE_DTYPE, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<i32>("table_id", Self::VT_TABLE_ID, false)?
+     .visit_field::<TensorType>("key_dtype", Self::VT_KEY_DTYPE, false)?
+     .visit_field::<TensorType>("value_dtype", Self::VT_VALUE_DTYPE, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct HashtableOptionsArgs {
     pub table_id: i32,
@@ -101,84 +91,85 @@ pub struct HashtableOptionsArgs {
     pub value_dtype: TensorType,
 }
 impl<'a> Default for HashtableOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        HashtableOptionsArgs {
-            table_id: 0,
-            key_dtype: TensorType::FLOAT32,
-            value_dtype: TensorType::FLOAT32,
-        }
+  #[inline]
+  fn default() -> Self {
+    HashtableOptionsArgs {
+      table_id: 0,
+      key_dtype: TensorType::FLOAT32,
+      value_dtype: TensorType::FLOAT32,
     }
+  }
 }
 
 pub struct HashtableOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> HashtableOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_table_id(&mut self, table_id: i32) {
-        self.fbb_.push_slot::<i32>(HashtableOptions::VT_TABLE_ID, table_id, 0);
+  #[inline]
+  pub fn add_table_id(&mut self, table_id: i32) {
+    self.fbb_.push_slot::<i32>(HashtableOptions::VT_TABLE_ID, table_id, 0);
+  }
+  #[inline]
+  pub fn add_key_dtype(&mut self, key_dtype: TensorType) {
+    self.fbb_.push_slot::<TensorType>(HashtableOptions::VT_KEY_DTYPE, key_dtype, TensorType::FLOAT32);
+  }
+  #[inline]
+  pub fn add_value_dtype(&mut self, value_dtype: TensorType) {
+    self.fbb_.push_slot::<TensorType>(HashtableOptions::VT_VALUE_DTYPE, value_dtype, TensorType::FLOAT32);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> HashtableOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    HashtableOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_key_dtype(&mut self, key_dtype: TensorType) {
-        self.fbb_.push_slot::<TensorType>(
-            HashtableOptions::VT_KEY_DTYPE,
-            key_dtype,
-            TensorType::FLOAT32,
-        );
-    }
-    #[inline]
-    pub fn add_value_dtype(&mut self, value_dtype: TensorType) {
-        self.fbb_.push_slot::<TensorType>(
-            HashtableOptions::VT_VALUE_DTYPE,
-            value_dtype,
-            TensorType::FLOAT32,
-        );
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> HashtableOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        HashtableOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<HashtableOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<HashtableOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for HashtableOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("HashtableOptions");
-        ds.field("table_id", &self.table_id());
-        ds.field("key_dtype", &self.key_dtype());
-        ds.field("value_dtype", &self.value_dtype());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("HashtableOptions");
+      ds.field("table_id", &self.table_id());
+      ds.field("key_dtype", &self.key_dtype());
+      ds.field("value_dtype", &self.value_dtype());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct HashtableOptionsT {
-    pub table_id: i32,
-    pub key_dtype: TensorType,
-    pub value_dtype: TensorType,
+  pub table_id: i32,
+  pub key_dtype: TensorType,
+  pub value_dtype: TensorType,
 }
 impl Default for HashtableOptionsT {
-    fn default() -> Self {
-        Self { table_id: 0, key_dtype: TensorType::FLOAT32, value_dtype: TensorType::FLOAT32 }
+  fn default() -> Self {
+    Self {
+      table_id: 0,
+      key_dtype: TensorType::FLOAT32,
+      value_dtype: TensorType::FLOAT32,
     }
+  }
 }
 impl HashtableOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<HashtableOptions<'b>> {
-        let table_id = self.table_id;
-        let key_dtype = self.key_dtype;
-        let value_dtype = self.value_dtype;
-        HashtableOptions::create(_fbb, &HashtableOptionsArgs { table_id, key_dtype, value_dtype })
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<HashtableOptions<'b>> {
+    let table_id = self.table_id;
+    let key_dtype = self.key_dtype;
+    let value_dtype = self.value_dtype;
+    HashtableOptions::create(_fbb, &HashtableOptionsArgs{
+      table_id,
+      key_dtype,
+      value_dtype,
+    })
+  }
 }

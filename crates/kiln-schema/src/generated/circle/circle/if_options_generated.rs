@@ -6,140 +6,147 @@ pub enum IfOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct IfOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for IfOptions<'a> {
-    type Inner = IfOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = IfOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> IfOptions<'a> {
-    pub const VT_THEN_SUBGRAPH_INDEX: ::flatbuffers::VOffsetT = 4;
-    pub const VT_ELSE_SUBGRAPH_INDEX: ::flatbuffers::VOffsetT = 6;
+  pub const VT_THEN_SUBGRAPH_INDEX: ::flatbuffers::VOffsetT = 4;
+  pub const VT_ELSE_SUBGRAPH_INDEX: ::flatbuffers::VOffsetT = 6;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        IfOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args IfOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<IfOptions<'bldr>> {
-        let mut builder = IfOptionsBuilder::new(_fbb);
-        builder.add_else_subgraph_index(args.else_subgraph_index);
-        builder.add_then_subgraph_index(args.then_subgraph_index);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    IfOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args IfOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<IfOptions<'bldr>> {
+    let mut builder = IfOptionsBuilder::new(_fbb);
+    builder.add_else_subgraph_index(args.else_subgraph_index);
+    builder.add_then_subgraph_index(args.then_subgraph_index);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> IfOptionsT {
-        let then_subgraph_index = self.then_subgraph_index();
-        let else_subgraph_index = self.else_subgraph_index();
-        IfOptionsT { then_subgraph_index, else_subgraph_index }
+  pub fn unpack(&self) -> IfOptionsT {
+    let then_subgraph_index = self.then_subgraph_index();
+    let else_subgraph_index = self.else_subgraph_index();
+    IfOptionsT {
+      then_subgraph_index,
+      else_subgraph_index,
     }
+  }
 
-    #[inline]
-    pub fn then_subgraph_index(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(IfOptions::VT_THEN_SUBGRAPH_INDEX, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn else_subgraph_index(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(IfOptions::VT_ELSE_SUBGRAPH_INDEX, Some(0)).unwrap() }
-    }
+  #[inline]
+  pub fn then_subgraph_index(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(IfOptions::VT_THEN_SUBGRAPH_INDEX, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn else_subgraph_index(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(IfOptions::VT_ELSE_SUBGRAPH_INDEX, Some(0)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for IfOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<i32>("then_subgraph_index", Self::VT_THEN_SUBGRAPH_INDEX, false)?
-            .visit_field::<i32>("else_subgraph_index", Self::VT_ELSE_SUBGRAPH_INDEX, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<i32>("then_subgraph_index", Self::VT_THEN_SUBGRAPH_INDEX, false)?
+     .visit_field::<i32>("else_subgraph_index", Self::VT_ELSE_SUBGRAPH_INDEX, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct IfOptionsArgs {
     pub then_subgraph_index: i32,
     pub else_subgraph_index: i32,
 }
 impl<'a> Default for IfOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        IfOptionsArgs { then_subgraph_index: 0, else_subgraph_index: 0 }
+  #[inline]
+  fn default() -> Self {
+    IfOptionsArgs {
+      then_subgraph_index: 0,
+      else_subgraph_index: 0,
     }
+  }
 }
 
 pub struct IfOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> IfOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_then_subgraph_index(&mut self, then_subgraph_index: i32) {
-        self.fbb_.push_slot::<i32>(IfOptions::VT_THEN_SUBGRAPH_INDEX, then_subgraph_index, 0);
+  #[inline]
+  pub fn add_then_subgraph_index(&mut self, then_subgraph_index: i32) {
+    self.fbb_.push_slot::<i32>(IfOptions::VT_THEN_SUBGRAPH_INDEX, then_subgraph_index, 0);
+  }
+  #[inline]
+  pub fn add_else_subgraph_index(&mut self, else_subgraph_index: i32) {
+    self.fbb_.push_slot::<i32>(IfOptions::VT_ELSE_SUBGRAPH_INDEX, else_subgraph_index, 0);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> IfOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    IfOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_else_subgraph_index(&mut self, else_subgraph_index: i32) {
-        self.fbb_.push_slot::<i32>(IfOptions::VT_ELSE_SUBGRAPH_INDEX, else_subgraph_index, 0);
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> IfOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        IfOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<IfOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<IfOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for IfOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("IfOptions");
-        ds.field("then_subgraph_index", &self.then_subgraph_index());
-        ds.field("else_subgraph_index", &self.else_subgraph_index());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("IfOptions");
+      ds.field("then_subgraph_index", &self.then_subgraph_index());
+      ds.field("else_subgraph_index", &self.else_subgraph_index());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct IfOptionsT {
-    pub then_subgraph_index: i32,
-    pub else_subgraph_index: i32,
+  pub then_subgraph_index: i32,
+  pub else_subgraph_index: i32,
 }
 impl Default for IfOptionsT {
-    fn default() -> Self {
-        Self { then_subgraph_index: 0, else_subgraph_index: 0 }
+  fn default() -> Self {
+    Self {
+      then_subgraph_index: 0,
+      else_subgraph_index: 0,
     }
+  }
 }
 impl IfOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<IfOptions<'b>> {
-        let then_subgraph_index = self.then_subgraph_index;
-        let else_subgraph_index = self.else_subgraph_index;
-        IfOptions::create(_fbb, &IfOptionsArgs { then_subgraph_index, else_subgraph_index })
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<IfOptions<'b>> {
+    let then_subgraph_index = self.then_subgraph_index;
+    let else_subgraph_index = self.else_subgraph_index;
+    IfOptions::create(_fbb, &IfOptionsArgs{
+      then_subgraph_index,
+      else_subgraph_index,
+    })
+  }
 }

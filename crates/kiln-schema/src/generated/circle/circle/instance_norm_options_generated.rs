@@ -6,164 +6,147 @@ pub enum InstanceNormOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct InstanceNormOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for InstanceNormOptions<'a> {
-    type Inner = InstanceNormOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = InstanceNormOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> InstanceNormOptions<'a> {
-    pub const VT_EPSILON: ::flatbuffers::VOffsetT = 4;
-    pub const VT_FUSED_ACTIVATION_FUNCTION: ::flatbuffers::VOffsetT = 6;
+  pub const VT_EPSILON: ::flatbuffers::VOffsetT = 4;
+  pub const VT_FUSED_ACTIVATION_FUNCTION: ::flatbuffers::VOffsetT = 6;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        InstanceNormOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args InstanceNormOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<InstanceNormOptions<'bldr>> {
-        let mut builder = InstanceNormOptionsBuilder::new(_fbb);
-        builder.add_epsilon(args.epsilon);
-        builder.add_fused_activation_function(args.fused_activation_function);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    InstanceNormOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args InstanceNormOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<InstanceNormOptions<'bldr>> {
+    let mut builder = InstanceNormOptionsBuilder::new(_fbb);
+    builder.add_epsilon(args.epsilon);
+    builder.add_fused_activation_function(args.fused_activation_function);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> InstanceNormOptionsT {
-        let epsilon = self.epsilon();
-        let fused_activation_function = self.fused_activation_function();
-        InstanceNormOptionsT { epsilon, fused_activation_function }
+  pub fn unpack(&self) -> InstanceNormOptionsT {
+    let epsilon = self.epsilon();
+    let fused_activation_function = self.fused_activation_function();
+    InstanceNormOptionsT {
+      epsilon,
+      fused_activation_function,
     }
+  }
 
-    #[inline]
-    pub fn epsilon(&self) -> f32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<f32>(InstanceNormOptions::VT_EPSILON, Some(0.0)).unwrap() }
-    }
-    #[inline]
-    pub fn fused_activation_function(&self) -> ActivationFunctionType {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<ActivationFunctionType>(
-                    InstanceNormOptions::VT_FUSED_ACTIVATION_FUNCTION,
-                    Some(ActivationFunctionType::NONE),
-                )
-                .unwrap()
-        }
-    }
+  #[inline]
+  pub fn epsilon(&self) -> f32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<f32>(InstanceNormOptions::VT_EPSILON, Some(0.0)).unwrap()}
+  }
+  #[inline]
+  pub fn fused_activation_function(&self) -> ActivationFunctionType {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<ActivationFunctionType>(InstanceNormOptions::VT_FUSED_ACTIVATION_FUNCTION, Some(ActivationFunctionType::NONE)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for InstanceNormOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<f32>("epsilon", Self::VT_EPSILON, false)?
-            .visit_field::<ActivationFunctionType>(
-                "fused_activation_function",
-                Self::VT_FUSED_ACTIVATION_FUNCTION,
-                false,
-            )?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<f32>("epsilon", Self::VT_EPSILON, false)?
+     .visit_field::<ActivationFunctionType>("fused_activation_function", Self::VT_FUSED_ACTIVATION_FUNCTION, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct InstanceNormOptionsArgs {
     pub epsilon: f32,
     pub fused_activation_function: ActivationFunctionType,
 }
 impl<'a> Default for InstanceNormOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        InstanceNormOptionsArgs {
-            epsilon: 0.0,
-            fused_activation_function: ActivationFunctionType::NONE,
-        }
+  #[inline]
+  fn default() -> Self {
+    InstanceNormOptionsArgs {
+      epsilon: 0.0,
+      fused_activation_function: ActivationFunctionType::NONE,
     }
+  }
 }
 
 pub struct InstanceNormOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> InstanceNormOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_epsilon(&mut self, epsilon: f32) {
-        self.fbb_.push_slot::<f32>(InstanceNormOptions::VT_EPSILON, epsilon, 0.0);
+  #[inline]
+  pub fn add_epsilon(&mut self, epsilon: f32) {
+    self.fbb_.push_slot::<f32>(InstanceNormOptions::VT_EPSILON, epsilon, 0.0);
+  }
+  #[inline]
+  pub fn add_fused_activation_function(&mut self, fused_activation_function: ActivationFunctionType) {
+    self.fbb_.push_slot::<ActivationFunctionType>(InstanceNormOptions::VT_FUSED_ACTIVATION_FUNCTION, fused_activation_function, ActivationFunctionType::NONE);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> InstanceNormOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    InstanceNormOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_fused_activation_function(
-        &mut self,
-        fused_activation_function: ActivationFunctionType,
-    ) {
-        self.fbb_.push_slot::<ActivationFunctionType>(
-            InstanceNormOptions::VT_FUSED_ACTIVATION_FUNCTION,
-            fused_activation_function,
-            ActivationFunctionType::NONE,
-        );
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> InstanceNormOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        InstanceNormOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<InstanceNormOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<InstanceNormOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for InstanceNormOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("InstanceNormOptions");
-        ds.field("epsilon", &self.epsilon());
-        ds.field("fused_activation_function", &self.fused_activation_function());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("InstanceNormOptions");
+      ds.field("epsilon", &self.epsilon());
+      ds.field("fused_activation_function", &self.fused_activation_function());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct InstanceNormOptionsT {
-    pub epsilon: f32,
-    pub fused_activation_function: ActivationFunctionType,
+  pub epsilon: f32,
+  pub fused_activation_function: ActivationFunctionType,
 }
 impl Default for InstanceNormOptionsT {
-    fn default() -> Self {
-        Self { epsilon: 0.0, fused_activation_function: ActivationFunctionType::NONE }
+  fn default() -> Self {
+    Self {
+      epsilon: 0.0,
+      fused_activation_function: ActivationFunctionType::NONE,
     }
+  }
 }
 impl InstanceNormOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<InstanceNormOptions<'b>> {
-        let epsilon = self.epsilon;
-        let fused_activation_function = self.fused_activation_function;
-        InstanceNormOptions::create(
-            _fbb,
-            &InstanceNormOptionsArgs { epsilon, fused_activation_function },
-        )
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<InstanceNormOptions<'b>> {
+    let epsilon = self.epsilon;
+    let fused_activation_function = self.fused_activation_function;
+    InstanceNormOptions::create(_fbb, &InstanceNormOptionsArgs{
+      epsilon,
+      fused_activation_function,
+    })
+  }
 }

@@ -6,132 +6,128 @@ pub enum Int32VectorOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct Int32Vector<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for Int32Vector<'a> {
-    type Inner = Int32Vector<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = Int32Vector<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> Int32Vector<'a> {
-    pub const VT_VALUES: ::flatbuffers::VOffsetT = 4;
+  pub const VT_VALUES: ::flatbuffers::VOffsetT = 4;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        Int32Vector { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args Int32VectorArgs<'args>,
-    ) -> ::flatbuffers::WIPOffset<Int32Vector<'bldr>> {
-        let mut builder = Int32VectorBuilder::new(_fbb);
-        if let Some(x) = args.values {
-            builder.add_values(x);
-        }
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    Int32Vector { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args Int32VectorArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<Int32Vector<'bldr>> {
+    let mut builder = Int32VectorBuilder::new(_fbb);
+    if let Some(x) = args.values { builder.add_values(x); }
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> Int32VectorT {
-        let values = self.values().map(|x| x.into_iter().collect());
-        Int32VectorT { values }
+  pub fn unpack(&self) -> Int32VectorT {
+    let values = self.values().map(|x| {
+      x.into_iter().collect()
+    });
+    Int32VectorT {
+      values,
     }
+  }
 
-    #[inline]
-    pub fn values(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(
-                Int32Vector::VT_VALUES,
-                None,
-            )
-        }
-    }
+  #[inline]
+  pub fn values(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(Int32Vector::VT_VALUES, None)}
+  }
 }
 
 impl ::flatbuffers::Verifiable for Int32Vector<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>(
-                "values",
-                Self::VT_VALUES,
-                false,
-            )?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>("values", Self::VT_VALUES, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct Int32VectorArgs<'a> {
     pub values: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i32>>>,
 }
 impl<'a> Default for Int32VectorArgs<'a> {
-    #[inline]
-    fn default() -> Self {
-        Int32VectorArgs { values: None }
+  #[inline]
+  fn default() -> Self {
+    Int32VectorArgs {
+      values: None,
     }
+  }
 }
 
 pub struct Int32VectorBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> Int32VectorBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_values(&mut self, values: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i32>>) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Int32Vector::VT_VALUES, values);
+  #[inline]
+  pub fn add_values(&mut self, values: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i32>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Int32Vector::VT_VALUES, values);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> Int32VectorBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    Int32VectorBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> Int32VectorBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        Int32VectorBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<Int32Vector<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<Int32Vector<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for Int32Vector<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("Int32Vector");
-        ds.field("values", &self.values());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("Int32Vector");
+      ds.field("values", &self.values());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct Int32VectorT {
-    pub values: Option<alloc::vec::Vec<i32>>,
+  pub values: Option<alloc::vec::Vec<i32>>,
 }
 impl Default for Int32VectorT {
-    fn default() -> Self {
-        Self { values: None }
+  fn default() -> Self {
+    Self {
+      values: None,
     }
+  }
 }
 impl Int32VectorT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<Int32Vector<'b>> {
-        let values = self.values.as_ref().map(|x| _fbb.create_vector(x));
-        Int32Vector::create(_fbb, &Int32VectorArgs { values })
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<Int32Vector<'b>> {
+    let values = self.values.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    Int32Vector::create(_fbb, &Int32VectorArgs{
+      values,
+    })
+  }
 }

@@ -6,139 +6,124 @@ pub enum L2NormOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct L2NormOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for L2NormOptions<'a> {
-    type Inner = L2NormOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = L2NormOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> L2NormOptions<'a> {
-    pub const VT_FUSED_ACTIVATION_FUNCTION: ::flatbuffers::VOffsetT = 4;
+  pub const VT_FUSED_ACTIVATION_FUNCTION: ::flatbuffers::VOffsetT = 4;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        L2NormOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args L2NormOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<L2NormOptions<'bldr>> {
-        let mut builder = L2NormOptionsBuilder::new(_fbb);
-        builder.add_fused_activation_function(args.fused_activation_function);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    L2NormOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args L2NormOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<L2NormOptions<'bldr>> {
+    let mut builder = L2NormOptionsBuilder::new(_fbb);
+    builder.add_fused_activation_function(args.fused_activation_function);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> L2NormOptionsT {
-        let fused_activation_function = self.fused_activation_function();
-        L2NormOptionsT { fused_activation_function }
+  pub fn unpack(&self) -> L2NormOptionsT {
+    let fused_activation_function = self.fused_activation_function();
+    L2NormOptionsT {
+      fused_activation_function,
     }
+  }
 
-    #[inline]
-    pub fn fused_activation_function(&self) -> ActivationFunctionType {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<ActivationFunctionType>(
-                    L2NormOptions::VT_FUSED_ACTIVATION_FUNCTION,
-                    Some(ActivationFunctionType::NONE),
-                )
-                .unwrap()
-        }
-    }
+  #[inline]
+  pub fn fused_activation_function(&self) -> ActivationFunctionType {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<ActivationFunctionType>(L2NormOptions::VT_FUSED_ACTIVATION_FUNCTION, Some(ActivationFunctionType::NONE)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for L2NormOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<ActivationFunctionType>(
-                "fused_activation_function",
-                Self::VT_FUSED_ACTIVATION_FUNCTION,
-                false,
-            )?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<ActivationFunctionType>("fused_activation_function", Self::VT_FUSED_ACTIVATION_FUNCTION, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct L2NormOptionsArgs {
     pub fused_activation_function: ActivationFunctionType,
 }
 impl<'a> Default for L2NormOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        L2NormOptionsArgs { fused_activation_function: ActivationFunctionType::NONE }
+  #[inline]
+  fn default() -> Self {
+    L2NormOptionsArgs {
+      fused_activation_function: ActivationFunctionType::NONE,
     }
+  }
 }
 
 pub struct L2NormOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> L2NormOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_fused_activation_function(
-        &mut self,
-        fused_activation_function: ActivationFunctionType,
-    ) {
-        self.fbb_.push_slot::<ActivationFunctionType>(
-            L2NormOptions::VT_FUSED_ACTIVATION_FUNCTION,
-            fused_activation_function,
-            ActivationFunctionType::NONE,
-        );
+  #[inline]
+  pub fn add_fused_activation_function(&mut self, fused_activation_function: ActivationFunctionType) {
+    self.fbb_.push_slot::<ActivationFunctionType>(L2NormOptions::VT_FUSED_ACTIVATION_FUNCTION, fused_activation_function, ActivationFunctionType::NONE);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> L2NormOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    L2NormOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> L2NormOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        L2NormOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<L2NormOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<L2NormOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for L2NormOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("L2NormOptions");
-        ds.field("fused_activation_function", &self.fused_activation_function());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("L2NormOptions");
+      ds.field("fused_activation_function", &self.fused_activation_function());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct L2NormOptionsT {
-    pub fused_activation_function: ActivationFunctionType,
+  pub fused_activation_function: ActivationFunctionType,
 }
 impl Default for L2NormOptionsT {
-    fn default() -> Self {
-        Self { fused_activation_function: ActivationFunctionType::NONE }
+  fn default() -> Self {
+    Self {
+      fused_activation_function: ActivationFunctionType::NONE,
     }
+  }
 }
 impl L2NormOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<L2NormOptions<'b>> {
-        let fused_activation_function = self.fused_activation_function;
-        L2NormOptions::create(_fbb, &L2NormOptionsArgs { fused_activation_function })
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<L2NormOptions<'b>> {
+    let fused_activation_function = self.fused_activation_function;
+    L2NormOptions::create(_fbb, &L2NormOptionsArgs{
+      fused_activation_function,
+    })
+  }
 }

@@ -6,119 +6,124 @@ pub enum LeakyReluOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct LeakyReluOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for LeakyReluOptions<'a> {
-    type Inner = LeakyReluOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = LeakyReluOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> LeakyReluOptions<'a> {
-    pub const VT_ALPHA: ::flatbuffers::VOffsetT = 4;
+  pub const VT_ALPHA: ::flatbuffers::VOffsetT = 4;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        LeakyReluOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args LeakyReluOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<LeakyReluOptions<'bldr>> {
-        let mut builder = LeakyReluOptionsBuilder::new(_fbb);
-        builder.add_alpha(args.alpha);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    LeakyReluOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args LeakyReluOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<LeakyReluOptions<'bldr>> {
+    let mut builder = LeakyReluOptionsBuilder::new(_fbb);
+    builder.add_alpha(args.alpha);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> LeakyReluOptionsT {
-        let alpha = self.alpha();
-        LeakyReluOptionsT { alpha }
+  pub fn unpack(&self) -> LeakyReluOptionsT {
+    let alpha = self.alpha();
+    LeakyReluOptionsT {
+      alpha,
     }
+  }
 
-    #[inline]
-    pub fn alpha(&self) -> f32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<f32>(LeakyReluOptions::VT_ALPHA, Some(0.0)).unwrap() }
-    }
+  #[inline]
+  pub fn alpha(&self) -> f32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<f32>(LeakyReluOptions::VT_ALPHA, Some(0.0)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for LeakyReluOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?.visit_field::<f32>("alpha", Self::VT_ALPHA, false)?.finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<f32>("alpha", Self::VT_ALPHA, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct LeakyReluOptionsArgs {
     pub alpha: f32,
 }
 impl<'a> Default for LeakyReluOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        LeakyReluOptionsArgs { alpha: 0.0 }
+  #[inline]
+  fn default() -> Self {
+    LeakyReluOptionsArgs {
+      alpha: 0.0,
     }
+  }
 }
 
 pub struct LeakyReluOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> LeakyReluOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_alpha(&mut self, alpha: f32) {
-        self.fbb_.push_slot::<f32>(LeakyReluOptions::VT_ALPHA, alpha, 0.0);
+  #[inline]
+  pub fn add_alpha(&mut self, alpha: f32) {
+    self.fbb_.push_slot::<f32>(LeakyReluOptions::VT_ALPHA, alpha, 0.0);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> LeakyReluOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    LeakyReluOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> LeakyReluOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        LeakyReluOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<LeakyReluOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<LeakyReluOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for LeakyReluOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("LeakyReluOptions");
-        ds.field("alpha", &self.alpha());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("LeakyReluOptions");
+      ds.field("alpha", &self.alpha());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct LeakyReluOptionsT {
-    pub alpha: f32,
+  pub alpha: f32,
 }
 impl Default for LeakyReluOptionsT {
-    fn default() -> Self {
-        Self { alpha: 0.0 }
+  fn default() -> Self {
+    Self {
+      alpha: 0.0,
     }
+  }
 }
 impl LeakyReluOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<LeakyReluOptions<'b>> {
-        let alpha = self.alpha;
-        LeakyReluOptions::create(_fbb, &LeakyReluOptionsArgs { alpha })
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<LeakyReluOptions<'b>> {
+    let alpha = self.alpha;
+    LeakyReluOptions::create(_fbb, &LeakyReluOptionsArgs{
+      alpha,
+    })
+  }
 }

@@ -6,105 +6,96 @@ pub enum LocalResponseNormalizationOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct LocalResponseNormalizationOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for LocalResponseNormalizationOptions<'a> {
-    type Inner = LocalResponseNormalizationOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = LocalResponseNormalizationOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> LocalResponseNormalizationOptions<'a> {
-    pub const VT_RADIUS: ::flatbuffers::VOffsetT = 4;
-    pub const VT_BIAS: ::flatbuffers::VOffsetT = 6;
-    pub const VT_ALPHA: ::flatbuffers::VOffsetT = 8;
-    pub const VT_BETA: ::flatbuffers::VOffsetT = 10;
+  pub const VT_RADIUS: ::flatbuffers::VOffsetT = 4;
+  pub const VT_BIAS: ::flatbuffers::VOffsetT = 6;
+  pub const VT_ALPHA: ::flatbuffers::VOffsetT = 8;
+  pub const VT_BETA: ::flatbuffers::VOffsetT = 10;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        LocalResponseNormalizationOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args LocalResponseNormalizationOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<LocalResponseNormalizationOptions<'bldr>> {
-        let mut builder = LocalResponseNormalizationOptionsBuilder::new(_fbb);
-        builder.add_beta(args.beta);
-        builder.add_alpha(args.alpha);
-        builder.add_bias(args.bias);
-        builder.add_radius(args.radius);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    LocalResponseNormalizationOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args LocalResponseNormalizationOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<LocalResponseNormalizationOptions<'bldr>> {
+    let mut builder = LocalResponseNormalizationOptionsBuilder::new(_fbb);
+    builder.add_beta(args.beta);
+    builder.add_alpha(args.alpha);
+    builder.add_bias(args.bias);
+    builder.add_radius(args.radius);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> LocalResponseNormalizationOptionsT {
-        let radius = self.radius();
-        let bias = self.bias();
-        let alpha = self.alpha();
-        let beta = self.beta();
-        LocalResponseNormalizationOptionsT { radius, bias, alpha, beta }
+  pub fn unpack(&self) -> LocalResponseNormalizationOptionsT {
+    let radius = self.radius();
+    let bias = self.bias();
+    let alpha = self.alpha();
+    let beta = self.beta();
+    LocalResponseNormalizationOptionsT {
+      radius,
+      bias,
+      alpha,
+      beta,
     }
+  }
 
-    #[inline]
-    pub fn radius(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<i32>(LocalResponseNormalizationOptions::VT_RADIUS, Some(0)).unwrap()
-        }
-    }
-    #[inline]
-    pub fn bias(&self) -> f32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<f32>(LocalResponseNormalizationOptions::VT_BIAS, Some(0.0)).unwrap()
-        }
-    }
-    #[inline]
-    pub fn alpha(&self) -> f32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<f32>(LocalResponseNormalizationOptions::VT_ALPHA, Some(0.0)).unwrap()
-        }
-    }
-    #[inline]
-    pub fn beta(&self) -> f32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<f32>(LocalResponseNormalizationOptions::VT_BETA, Some(0.0)).unwrap()
-        }
-    }
+  #[inline]
+  pub fn radius(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(LocalResponseNormalizationOptions::VT_RADIUS, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn bias(&self) -> f32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<f32>(LocalResponseNormalizationOptions::VT_BIAS, Some(0.0)).unwrap()}
+  }
+  #[inline]
+  pub fn alpha(&self) -> f32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<f32>(LocalResponseNormalizationOptions::VT_ALPHA, Some(0.0)).unwrap()}
+  }
+  #[inline]
+  pub fn beta(&self) -> f32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<f32>(LocalResponseNormalizationOptions::VT_BETA, Some(0.0)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for LocalResponseNormalizationOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<i32>("radius", Self::VT_RADIUS, false)?
-            .visit_field::<f32>("bias", Self::VT_BIAS, false)?
-            .visit_field::<f32>("alpha", Self::VT_ALPHA, false)?
-            .visit_field::<f32>("beta", Self::VT_BETA, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<i32>("radius", Self::VT_RADIUS, false)?
+     .visit_field::<f32>("bias", Self::VT_BIAS, false)?
+     .visit_field::<f32>("alpha", Self::VT_ALPHA, false)?
+     .visit_field::<f32>("beta", Self::VT_BETA, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct LocalResponseNormalizationOptionsArgs {
     pub radius: i32,
@@ -113,84 +104,95 @@ pub struct LocalResponseNormalizationOptionsArgs {
     pub beta: f32,
 }
 impl<'a> Default for LocalResponseNormalizationOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        LocalResponseNormalizationOptionsArgs { radius: 0, bias: 0.0, alpha: 0.0, beta: 0.0 }
+  #[inline]
+  fn default() -> Self {
+    LocalResponseNormalizationOptionsArgs {
+      radius: 0,
+      bias: 0.0,
+      alpha: 0.0,
+      beta: 0.0,
     }
+  }
 }
 
 pub struct LocalResponseNormalizationOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
-impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a>
-    LocalResponseNormalizationOptionsBuilder<'a, 'b, A>
-{
-    #[inline]
-    pub fn add_radius(&mut self, radius: i32) {
-        self.fbb_.push_slot::<i32>(LocalResponseNormalizationOptions::VT_RADIUS, radius, 0);
+impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> LocalResponseNormalizationOptionsBuilder<'a, 'b, A> {
+  #[inline]
+  pub fn add_radius(&mut self, radius: i32) {
+    self.fbb_.push_slot::<i32>(LocalResponseNormalizationOptions::VT_RADIUS, radius, 0);
+  }
+  #[inline]
+  pub fn add_bias(&mut self, bias: f32) {
+    self.fbb_.push_slot::<f32>(LocalResponseNormalizationOptions::VT_BIAS, bias, 0.0);
+  }
+  #[inline]
+  pub fn add_alpha(&mut self, alpha: f32) {
+    self.fbb_.push_slot::<f32>(LocalResponseNormalizationOptions::VT_ALPHA, alpha, 0.0);
+  }
+  #[inline]
+  pub fn add_beta(&mut self, beta: f32) {
+    self.fbb_.push_slot::<f32>(LocalResponseNormalizationOptions::VT_BETA, beta, 0.0);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> LocalResponseNormalizationOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    LocalResponseNormalizationOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_bias(&mut self, bias: f32) {
-        self.fbb_.push_slot::<f32>(LocalResponseNormalizationOptions::VT_BIAS, bias, 0.0);
-    }
-    #[inline]
-    pub fn add_alpha(&mut self, alpha: f32) {
-        self.fbb_.push_slot::<f32>(LocalResponseNormalizationOptions::VT_ALPHA, alpha, 0.0);
-    }
-    #[inline]
-    pub fn add_beta(&mut self, beta: f32) {
-        self.fbb_.push_slot::<f32>(LocalResponseNormalizationOptions::VT_BETA, beta, 0.0);
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> LocalResponseNormalizationOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        LocalResponseNormalizationOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<LocalResponseNormalizationOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<LocalResponseNormalizationOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for LocalResponseNormalizationOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("LocalResponseNormalizationOptions");
-        ds.field("radius", &self.radius());
-        ds.field("bias", &self.bias());
-        ds.field("alpha", &self.alpha());
-        ds.field("beta", &self.beta());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("LocalResponseNormalizationOptions");
+      ds.field("radius", &self.radius());
+      ds.field("bias", &self.bias());
+      ds.field("alpha", &self.alpha());
+      ds.field("beta", &self.beta());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct LocalResponseNormalizationOptionsT {
-    pub radius: i32,
-    pub bias: f32,
-    pub alpha: f32,
-    pub beta: f32,
+  pub radius: i32,
+  pub bias: f32,
+  pub alpha: f32,
+  pub beta: f32,
 }
 impl Default for LocalResponseNormalizationOptionsT {
-    fn default() -> Self {
-        Self { radius: 0, bias: 0.0, alpha: 0.0, beta: 0.0 }
+  fn default() -> Self {
+    Self {
+      radius: 0,
+      bias: 0.0,
+      alpha: 0.0,
+      beta: 0.0,
     }
+  }
 }
 impl LocalResponseNormalizationOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<LocalResponseNormalizationOptions<'b>> {
-        let radius = self.radius;
-        let bias = self.bias;
-        let alpha = self.alpha;
-        let beta = self.beta;
-        LocalResponseNormalizationOptions::create(
-            _fbb,
-            &LocalResponseNormalizationOptionsArgs { radius, bias, alpha, beta },
-        )
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<LocalResponseNormalizationOptions<'b>> {
+    let radius = self.radius;
+    let bias = self.bias;
+    let alpha = self.alpha;
+    let beta = self.beta;
+    LocalResponseNormalizationOptions::create(_fbb, &LocalResponseNormalizationOptionsArgs{
+      radius,
+      bias,
+      alpha,
+      beta,
+    })
+  }
 }

@@ -6,132 +6,124 @@ pub enum LSHProjectionOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct LSHProjectionOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for LSHProjectionOptions<'a> {
-    type Inner = LSHProjectionOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = LSHProjectionOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> LSHProjectionOptions<'a> {
-    pub const VT_TYPE_: ::flatbuffers::VOffsetT = 4;
+  pub const VT_TYPE_: ::flatbuffers::VOffsetT = 4;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        LSHProjectionOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args LSHProjectionOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<LSHProjectionOptions<'bldr>> {
-        let mut builder = LSHProjectionOptionsBuilder::new(_fbb);
-        builder.add_type_(args.type_);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    LSHProjectionOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args LSHProjectionOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<LSHProjectionOptions<'bldr>> {
+    let mut builder = LSHProjectionOptionsBuilder::new(_fbb);
+    builder.add_type_(args.type_);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> LSHProjectionOptionsT {
-        let type_ = self.type_();
-        LSHProjectionOptionsT { type_ }
+  pub fn unpack(&self) -> LSHProjectionOptionsT {
+    let type_ = self.type_();
+    LSHProjectionOptionsT {
+      type_,
     }
+  }
 
-    #[inline]
-    pub fn type_(&self) -> LSHProjectionType {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<LSHProjectionType>(
-                    LSHProjectionOptions::VT_TYPE_,
-                    Some(LSHProjectionType::UNKNOWN),
-                )
-                .unwrap()
-        }
-    }
+  #[inline]
+  pub fn type_(&self) -> LSHProjectionType {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<LSHProjectionType>(LSHProjectionOptions::VT_TYPE_, Some(LSHProjectionType::UNKNOWN)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for LSHProjectionOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<LSHProjectionType>("type_", Self::VT_TYPE_, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<LSHProjectionType>("type_", Self::VT_TYPE_, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct LSHProjectionOptionsArgs {
     pub type_: LSHProjectionType,
 }
 impl<'a> Default for LSHProjectionOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        LSHProjectionOptionsArgs { type_: LSHProjectionType::UNKNOWN }
+  #[inline]
+  fn default() -> Self {
+    LSHProjectionOptionsArgs {
+      type_: LSHProjectionType::UNKNOWN,
     }
+  }
 }
 
 pub struct LSHProjectionOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> LSHProjectionOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_type_(&mut self, type_: LSHProjectionType) {
-        self.fbb_.push_slot::<LSHProjectionType>(
-            LSHProjectionOptions::VT_TYPE_,
-            type_,
-            LSHProjectionType::UNKNOWN,
-        );
+  #[inline]
+  pub fn add_type_(&mut self, type_: LSHProjectionType) {
+    self.fbb_.push_slot::<LSHProjectionType>(LSHProjectionOptions::VT_TYPE_, type_, LSHProjectionType::UNKNOWN);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> LSHProjectionOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    LSHProjectionOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> LSHProjectionOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        LSHProjectionOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<LSHProjectionOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<LSHProjectionOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for LSHProjectionOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("LSHProjectionOptions");
-        ds.field("type_", &self.type_());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("LSHProjectionOptions");
+      ds.field("type_", &self.type_());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct LSHProjectionOptionsT {
-    pub type_: LSHProjectionType,
+  pub type_: LSHProjectionType,
 }
 impl Default for LSHProjectionOptionsT {
-    fn default() -> Self {
-        Self { type_: LSHProjectionType::UNKNOWN }
+  fn default() -> Self {
+    Self {
+      type_: LSHProjectionType::UNKNOWN,
     }
+  }
 }
 impl LSHProjectionOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<LSHProjectionOptions<'b>> {
-        let type_ = self.type_;
-        LSHProjectionOptions::create(_fbb, &LSHProjectionOptionsArgs { type_ })
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<LSHProjectionOptions<'b>> {
+    let type_ = self.type_;
+    LSHProjectionOptions::create(_fbb, &LSHProjectionOptionsArgs{
+      type_,
+    })
+  }
 }

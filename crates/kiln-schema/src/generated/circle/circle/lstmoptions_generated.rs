@@ -6,135 +6,108 @@ pub enum LSTMOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct LSTMOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for LSTMOptions<'a> {
-    type Inner = LSTMOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = LSTMOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> LSTMOptions<'a> {
-    pub const VT_FUSED_ACTIVATION_FUNCTION: ::flatbuffers::VOffsetT = 4;
-    pub const VT_CELL_CLIP: ::flatbuffers::VOffsetT = 6;
-    pub const VT_PROJ_CLIP: ::flatbuffers::VOffsetT = 8;
-    pub const VT_KERNEL_TYPE: ::flatbuffers::VOffsetT = 10;
-    pub const VT_ASYMMETRIC_QUANTIZE_INPUTS: ::flatbuffers::VOffsetT = 12;
+  pub const VT_FUSED_ACTIVATION_FUNCTION: ::flatbuffers::VOffsetT = 4;
+  pub const VT_CELL_CLIP: ::flatbuffers::VOffsetT = 6;
+  pub const VT_PROJ_CLIP: ::flatbuffers::VOffsetT = 8;
+  pub const VT_KERNEL_TYPE: ::flatbuffers::VOffsetT = 10;
+  pub const VT_ASYMMETRIC_QUANTIZE_INPUTS: ::flatbuffers::VOffsetT = 12;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        LSTMOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args LSTMOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<LSTMOptions<'bldr>> {
-        let mut builder = LSTMOptionsBuilder::new(_fbb);
-        builder.add_proj_clip(args.proj_clip);
-        builder.add_cell_clip(args.cell_clip);
-        builder.add_asymmetric_quantize_inputs(args.asymmetric_quantize_inputs);
-        builder.add_kernel_type(args.kernel_type);
-        builder.add_fused_activation_function(args.fused_activation_function);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    LSTMOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args LSTMOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<LSTMOptions<'bldr>> {
+    let mut builder = LSTMOptionsBuilder::new(_fbb);
+    builder.add_proj_clip(args.proj_clip);
+    builder.add_cell_clip(args.cell_clip);
+    builder.add_asymmetric_quantize_inputs(args.asymmetric_quantize_inputs);
+    builder.add_kernel_type(args.kernel_type);
+    builder.add_fused_activation_function(args.fused_activation_function);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> LSTMOptionsT {
-        let fused_activation_function = self.fused_activation_function();
-        let cell_clip = self.cell_clip();
-        let proj_clip = self.proj_clip();
-        let kernel_type = self.kernel_type();
-        let asymmetric_quantize_inputs = self.asymmetric_quantize_inputs();
-        LSTMOptionsT {
-            fused_activation_function,
-            cell_clip,
-            proj_clip,
-            kernel_type,
-            asymmetric_quantize_inputs,
-        }
+  pub fn unpack(&self) -> LSTMOptionsT {
+    let fused_activation_function = self.fused_activation_function();
+    let cell_clip = self.cell_clip();
+    let proj_clip = self.proj_clip();
+    let kernel_type = self.kernel_type();
+    let asymmetric_quantize_inputs = self.asymmetric_quantize_inputs();
+    LSTMOptionsT {
+      fused_activation_function,
+      cell_clip,
+      proj_clip,
+      kernel_type,
+      asymmetric_quantize_inputs,
     }
+  }
 
-    #[inline]
-    pub fn fused_activation_function(&self) -> ActivationFunctionType {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<ActivationFunctionType>(
-                    LSTMOptions::VT_FUSED_ACTIVATION_FUNCTION,
-                    Some(ActivationFunctionType::NONE),
-                )
-                .unwrap()
-        }
-    }
-    #[inline]
-    pub fn cell_clip(&self) -> f32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<f32>(LSTMOptions::VT_CELL_CLIP, Some(0.0)).unwrap() }
-    }
-    #[inline]
-    pub fn proj_clip(&self) -> f32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<f32>(LSTMOptions::VT_PROJ_CLIP, Some(0.0)).unwrap() }
-    }
-    #[inline]
-    pub fn kernel_type(&self) -> LSTMKernelType {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<LSTMKernelType>(LSTMOptions::VT_KERNEL_TYPE, Some(LSTMKernelType::FULL))
-                .unwrap()
-        }
-    }
-    #[inline]
-    pub fn asymmetric_quantize_inputs(&self) -> bool {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<bool>(LSTMOptions::VT_ASYMMETRIC_QUANTIZE_INPUTS, Some(false)).unwrap()
-        }
-    }
+  #[inline]
+  pub fn fused_activation_function(&self) -> ActivationFunctionType {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<ActivationFunctionType>(LSTMOptions::VT_FUSED_ACTIVATION_FUNCTION, Some(ActivationFunctionType::NONE)).unwrap()}
+  }
+  #[inline]
+  pub fn cell_clip(&self) -> f32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<f32>(LSTMOptions::VT_CELL_CLIP, Some(0.0)).unwrap()}
+  }
+  #[inline]
+  pub fn proj_clip(&self) -> f32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<f32>(LSTMOptions::VT_PROJ_CLIP, Some(0.0)).unwrap()}
+  }
+  #[inline]
+  pub fn kernel_type(&self) -> LSTMKernelType {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<LSTMKernelType>(LSTMOptions::VT_KERNEL_TYPE, Some(LSTMKernelType::FULL)).unwrap()}
+  }
+  #[inline]
+  pub fn asymmetric_quantize_inputs(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(LSTMOptions::VT_ASYMMETRIC_QUANTIZE_INPUTS, Some(false)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for LSTMOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<ActivationFunctionType>(
-                "fused_activation_function",
-                Self::VT_FUSED_ACTIVATION_FUNCTION,
-                false,
-            )?
-            .visit_field::<f32>("cell_clip", Self::VT_CELL_CLIP, false)?
-            .visit_field::<f32>("proj_clip", Self::VT_PROJ_CLIP, false)?
-            .visit_field::<LSTMKernelType>("kernel_type", Self::VT_KERNEL_TYPE, false)?
-            .visit_field::<bool>(
-                "asymmetric_quantize_inputs",
-                Self::VT_ASYMMETRIC_QUANTIZE_INPUTS,
-                false,
-            )?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<ActivationFunctionType>("fused_activation_function", Self::VT_FUSED_ACTIVATION_FUNCTION, false)?
+     .visit_field::<f32>("cell_clip", Self::VT_CELL_CLIP, false)?
+     .visit_field::<f32>("proj_clip", Self::VT_PROJ_CLIP, false)?
+     .visit_field::<LSTMKernelType>("kernel_type", Self::VT_KERNEL_TYPE, false)?
+     .visit_field::<bool>("asymmetric_quantize_inputs", Self::VT_ASYMMETRIC_QUANTIZE_INPUTS, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct LSTMOptionsArgs {
     pub fused_activation_function: ActivationFunctionType,
@@ -144,122 +117,105 @@ pub struct LSTMOptionsArgs {
     pub asymmetric_quantize_inputs: bool,
 }
 impl<'a> Default for LSTMOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        LSTMOptionsArgs {
-            fused_activation_function: ActivationFunctionType::NONE,
-            cell_clip: 0.0,
-            proj_clip: 0.0,
-            kernel_type: LSTMKernelType::FULL,
-            asymmetric_quantize_inputs: false,
-        }
+  #[inline]
+  fn default() -> Self {
+    LSTMOptionsArgs {
+      fused_activation_function: ActivationFunctionType::NONE,
+      cell_clip: 0.0,
+      proj_clip: 0.0,
+      kernel_type: LSTMKernelType::FULL,
+      asymmetric_quantize_inputs: false,
     }
+  }
 }
 
 pub struct LSTMOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> LSTMOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_fused_activation_function(
-        &mut self,
-        fused_activation_function: ActivationFunctionType,
-    ) {
-        self.fbb_.push_slot::<ActivationFunctionType>(
-            LSTMOptions::VT_FUSED_ACTIVATION_FUNCTION,
-            fused_activation_function,
-            ActivationFunctionType::NONE,
-        );
+  #[inline]
+  pub fn add_fused_activation_function(&mut self, fused_activation_function: ActivationFunctionType) {
+    self.fbb_.push_slot::<ActivationFunctionType>(LSTMOptions::VT_FUSED_ACTIVATION_FUNCTION, fused_activation_function, ActivationFunctionType::NONE);
+  }
+  #[inline]
+  pub fn add_cell_clip(&mut self, cell_clip: f32) {
+    self.fbb_.push_slot::<f32>(LSTMOptions::VT_CELL_CLIP, cell_clip, 0.0);
+  }
+  #[inline]
+  pub fn add_proj_clip(&mut self, proj_clip: f32) {
+    self.fbb_.push_slot::<f32>(LSTMOptions::VT_PROJ_CLIP, proj_clip, 0.0);
+  }
+  #[inline]
+  pub fn add_kernel_type(&mut self, kernel_type: LSTMKernelType) {
+    self.fbb_.push_slot::<LSTMKernelType>(LSTMOptions::VT_KERNEL_TYPE, kernel_type, LSTMKernelType::FULL);
+  }
+  #[inline]
+  pub fn add_asymmetric_quantize_inputs(&mut self, asymmetric_quantize_inputs: bool) {
+    self.fbb_.push_slot::<bool>(LSTMOptions::VT_ASYMMETRIC_QUANTIZE_INPUTS, asymmetric_quantize_inputs, false);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> LSTMOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    LSTMOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_cell_clip(&mut self, cell_clip: f32) {
-        self.fbb_.push_slot::<f32>(LSTMOptions::VT_CELL_CLIP, cell_clip, 0.0);
-    }
-    #[inline]
-    pub fn add_proj_clip(&mut self, proj_clip: f32) {
-        self.fbb_.push_slot::<f32>(LSTMOptions::VT_PROJ_CLIP, proj_clip, 0.0);
-    }
-    #[inline]
-    pub fn add_kernel_type(&mut self, kernel_type: LSTMKernelType) {
-        self.fbb_.push_slot::<LSTMKernelType>(
-            LSTMOptions::VT_KERNEL_TYPE,
-            kernel_type,
-            LSTMKernelType::FULL,
-        );
-    }
-    #[inline]
-    pub fn add_asymmetric_quantize_inputs(&mut self, asymmetric_quantize_inputs: bool) {
-        self.fbb_.push_slot::<bool>(
-            LSTMOptions::VT_ASYMMETRIC_QUANTIZE_INPUTS,
-            asymmetric_quantize_inputs,
-            false,
-        );
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> LSTMOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        LSTMOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<LSTMOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<LSTMOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for LSTMOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("LSTMOptions");
-        ds.field("fused_activation_function", &self.fused_activation_function());
-        ds.field("cell_clip", &self.cell_clip());
-        ds.field("proj_clip", &self.proj_clip());
-        ds.field("kernel_type", &self.kernel_type());
-        ds.field("asymmetric_quantize_inputs", &self.asymmetric_quantize_inputs());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("LSTMOptions");
+      ds.field("fused_activation_function", &self.fused_activation_function());
+      ds.field("cell_clip", &self.cell_clip());
+      ds.field("proj_clip", &self.proj_clip());
+      ds.field("kernel_type", &self.kernel_type());
+      ds.field("asymmetric_quantize_inputs", &self.asymmetric_quantize_inputs());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct LSTMOptionsT {
-    pub fused_activation_function: ActivationFunctionType,
-    pub cell_clip: f32,
-    pub proj_clip: f32,
-    pub kernel_type: LSTMKernelType,
-    pub asymmetric_quantize_inputs: bool,
+  pub fused_activation_function: ActivationFunctionType,
+  pub cell_clip: f32,
+  pub proj_clip: f32,
+  pub kernel_type: LSTMKernelType,
+  pub asymmetric_quantize_inputs: bool,
 }
 impl Default for LSTMOptionsT {
-    fn default() -> Self {
-        Self {
-            fused_activation_function: ActivationFunctionType::NONE,
-            cell_clip: 0.0,
-            proj_clip: 0.0,
-            kernel_type: LSTMKernelType::FULL,
-            asymmetric_quantize_inputs: false,
-        }
+  fn default() -> Self {
+    Self {
+      fused_activation_function: ActivationFunctionType::NONE,
+      cell_clip: 0.0,
+      proj_clip: 0.0,
+      kernel_type: LSTMKernelType::FULL,
+      asymmetric_quantize_inputs: false,
     }
+  }
 }
 impl LSTMOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<LSTMOptions<'b>> {
-        let fused_activation_function = self.fused_activation_function;
-        let cell_clip = self.cell_clip;
-        let proj_clip = self.proj_clip;
-        let kernel_type = self.kernel_type;
-        let asymmetric_quantize_inputs = self.asymmetric_quantize_inputs;
-        LSTMOptions::create(
-            _fbb,
-            &LSTMOptionsArgs {
-                fused_activation_function,
-                cell_clip,
-                proj_clip,
-                kernel_type,
-                asymmetric_quantize_inputs,
-            },
-        )
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<LSTMOptions<'b>> {
+    let fused_activation_function = self.fused_activation_function;
+    let cell_clip = self.cell_clip;
+    let proj_clip = self.proj_clip;
+    let kernel_type = self.kernel_type;
+    let asymmetric_quantize_inputs = self.asymmetric_quantize_inputs;
+    LSTMOptions::create(_fbb, &LSTMOptionsArgs{
+      fused_activation_function,
+      cell_clip,
+      proj_clip,
+      kernel_type,
+      asymmetric_quantize_inputs,
+    })
+  }
 }

@@ -6,97 +6,100 @@ pub enum MatrixDiagOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct MatrixDiagOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for MatrixDiagOptions<'a> {
-    type Inner = MatrixDiagOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = MatrixDiagOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> MatrixDiagOptions<'a> {
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        MatrixDiagOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        _args: &'args MatrixDiagOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<MatrixDiagOptions<'bldr>> {
-        let mut builder = MatrixDiagOptionsBuilder::new(_fbb);
-        builder.finish()
-    }
 
-    pub fn unpack(&self) -> MatrixDiagOptionsT {
-        MatrixDiagOptionsT {}
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    MatrixDiagOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    _args: &'args MatrixDiagOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<MatrixDiagOptions<'bldr>> {
+    let mut builder = MatrixDiagOptionsBuilder::new(_fbb);
+    builder.finish()
+  }
+
+  pub fn unpack(&self) -> MatrixDiagOptionsT {
+    MatrixDiagOptionsT {
     }
+  }
 }
 
 impl ::flatbuffers::Verifiable for MatrixDiagOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?.finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .finish();
+    Ok(())
+  }
 }
-pub struct MatrixDiagOptionsArgs {}
+pub struct MatrixDiagOptionsArgs {
+}
 impl<'a> Default for MatrixDiagOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        MatrixDiagOptionsArgs {}
+  #[inline]
+  fn default() -> Self {
+    MatrixDiagOptionsArgs {
     }
+  }
 }
 
 pub struct MatrixDiagOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> MatrixDiagOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> MatrixDiagOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        MatrixDiagOptionsBuilder { fbb_: _fbb, start_: start }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> MatrixDiagOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    MatrixDiagOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<MatrixDiagOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<MatrixDiagOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for MatrixDiagOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("MatrixDiagOptions");
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("MatrixDiagOptions");
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
-pub struct MatrixDiagOptionsT {}
+pub struct MatrixDiagOptionsT {
+}
 impl Default for MatrixDiagOptionsT {
-    fn default() -> Self {
-        Self {}
+  fn default() -> Self {
+    Self {
     }
+  }
 }
 impl MatrixDiagOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<MatrixDiagOptions<'b>> {
-        MatrixDiagOptions::create(_fbb, &MatrixDiagOptionsArgs {})
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<MatrixDiagOptions<'b>> {
+    MatrixDiagOptions::create(_fbb, &MatrixDiagOptionsArgs{
+    })
+  }
 }

@@ -6,97 +6,100 @@ pub enum MatrixSetDiagOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct MatrixSetDiagOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for MatrixSetDiagOptions<'a> {
-    type Inner = MatrixSetDiagOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = MatrixSetDiagOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> MatrixSetDiagOptions<'a> {
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        MatrixSetDiagOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        _args: &'args MatrixSetDiagOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<MatrixSetDiagOptions<'bldr>> {
-        let mut builder = MatrixSetDiagOptionsBuilder::new(_fbb);
-        builder.finish()
-    }
 
-    pub fn unpack(&self) -> MatrixSetDiagOptionsT {
-        MatrixSetDiagOptionsT {}
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    MatrixSetDiagOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    _args: &'args MatrixSetDiagOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<MatrixSetDiagOptions<'bldr>> {
+    let mut builder = MatrixSetDiagOptionsBuilder::new(_fbb);
+    builder.finish()
+  }
+
+  pub fn unpack(&self) -> MatrixSetDiagOptionsT {
+    MatrixSetDiagOptionsT {
     }
+  }
 }
 
 impl ::flatbuffers::Verifiable for MatrixSetDiagOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?.finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .finish();
+    Ok(())
+  }
 }
-pub struct MatrixSetDiagOptionsArgs {}
+pub struct MatrixSetDiagOptionsArgs {
+}
 impl<'a> Default for MatrixSetDiagOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        MatrixSetDiagOptionsArgs {}
+  #[inline]
+  fn default() -> Self {
+    MatrixSetDiagOptionsArgs {
     }
+  }
 }
 
 pub struct MatrixSetDiagOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> MatrixSetDiagOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> MatrixSetDiagOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        MatrixSetDiagOptionsBuilder { fbb_: _fbb, start_: start }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> MatrixSetDiagOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    MatrixSetDiagOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<MatrixSetDiagOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<MatrixSetDiagOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for MatrixSetDiagOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("MatrixSetDiagOptions");
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("MatrixSetDiagOptions");
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
-pub struct MatrixSetDiagOptionsT {}
+pub struct MatrixSetDiagOptionsT {
+}
 impl Default for MatrixSetDiagOptionsT {
-    fn default() -> Self {
-        Self {}
+  fn default() -> Self {
+    Self {
     }
+  }
 }
 impl MatrixSetDiagOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<MatrixSetDiagOptions<'b>> {
-        MatrixSetDiagOptions::create(_fbb, &MatrixSetDiagOptionsArgs {})
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<MatrixSetDiagOptions<'b>> {
+    MatrixSetDiagOptions::create(_fbb, &MatrixSetDiagOptionsArgs{
+    })
+  }
 }

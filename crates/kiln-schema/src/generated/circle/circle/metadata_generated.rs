@@ -6,142 +6,151 @@ pub enum MetadataOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct Metadata<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for Metadata<'a> {
-    type Inner = Metadata<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = Metadata<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> Metadata<'a> {
-    pub const VT_NAME: ::flatbuffers::VOffsetT = 4;
-    pub const VT_BUFFER: ::flatbuffers::VOffsetT = 6;
+  pub const VT_NAME: ::flatbuffers::VOffsetT = 4;
+  pub const VT_BUFFER: ::flatbuffers::VOffsetT = 6;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        Metadata { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args MetadataArgs<'args>,
-    ) -> ::flatbuffers::WIPOffset<Metadata<'bldr>> {
-        let mut builder = MetadataBuilder::new(_fbb);
-        builder.add_buffer(args.buffer);
-        if let Some(x) = args.name {
-            builder.add_name(x);
-        }
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    Metadata { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args MetadataArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<Metadata<'bldr>> {
+    let mut builder = MetadataBuilder::new(_fbb);
+    builder.add_buffer(args.buffer);
+    if let Some(x) = args.name { builder.add_name(x); }
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> MetadataT {
-        let name = self.name().map(|x| alloc::string::ToString::to_string(x));
-        let buffer = self.buffer();
-        MetadataT { name, buffer }
+  pub fn unpack(&self) -> MetadataT {
+    let name = self.name().map(|x| {
+      alloc::string::ToString::to_string(x)
+    });
+    let buffer = self.buffer();
+    MetadataT {
+      name,
+      buffer,
     }
+  }
 
-    #[inline]
-    pub fn name(&self) -> Option<&'a str> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(Metadata::VT_NAME, None) }
-    }
-    #[inline]
-    pub fn buffer(&self) -> u32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<u32>(Metadata::VT_BUFFER, Some(0)).unwrap() }
-    }
+  #[inline]
+  pub fn name(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(Metadata::VT_NAME, None)}
+  }
+  #[inline]
+  pub fn buffer(&self) -> u32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u32>(Metadata::VT_BUFFER, Some(0)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for Metadata<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("name", Self::VT_NAME, false)?
-            .visit_field::<u32>("buffer", Self::VT_BUFFER, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("name", Self::VT_NAME, false)?
+     .visit_field::<u32>("buffer", Self::VT_BUFFER, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct MetadataArgs<'a> {
     pub name: Option<::flatbuffers::WIPOffset<&'a str>>,
     pub buffer: u32,
 }
 impl<'a> Default for MetadataArgs<'a> {
-    #[inline]
-    fn default() -> Self {
-        MetadataArgs { name: None, buffer: 0 }
+  #[inline]
+  fn default() -> Self {
+    MetadataArgs {
+      name: None,
+      buffer: 0,
     }
+  }
 }
 
 pub struct MetadataBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> MetadataBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_name(&mut self, name: ::flatbuffers::WIPOffset<&'b str>) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Metadata::VT_NAME, name);
+  #[inline]
+  pub fn add_name(&mut self, name: ::flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Metadata::VT_NAME, name);
+  }
+  #[inline]
+  pub fn add_buffer(&mut self, buffer: u32) {
+    self.fbb_.push_slot::<u32>(Metadata::VT_BUFFER, buffer, 0);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> MetadataBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    MetadataBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_buffer(&mut self, buffer: u32) {
-        self.fbb_.push_slot::<u32>(Metadata::VT_BUFFER, buffer, 0);
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> MetadataBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        MetadataBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<Metadata<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<Metadata<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for Metadata<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("Metadata");
-        ds.field("name", &self.name());
-        ds.field("buffer", &self.buffer());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("Metadata");
+      ds.field("name", &self.name());
+      ds.field("buffer", &self.buffer());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct MetadataT {
-    pub name: Option<alloc::string::String>,
-    pub buffer: u32,
+  pub name: Option<alloc::string::String>,
+  pub buffer: u32,
 }
 impl Default for MetadataT {
-    fn default() -> Self {
-        Self { name: None, buffer: 0 }
+  fn default() -> Self {
+    Self {
+      name: None,
+      buffer: 0,
     }
+  }
 }
 impl MetadataT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<Metadata<'b>> {
-        let name = self.name.as_ref().map(|x| _fbb.create_string(x));
-        let buffer = self.buffer;
-        Metadata::create(_fbb, &MetadataArgs { name, buffer })
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<Metadata<'b>> {
+    let name = self.name.as_ref().map(|x|{
+      _fbb.create_string(x)
+    });
+    let buffer = self.buffer;
+    Metadata::create(_fbb, &MetadataArgs{
+      name,
+      buffer,
+    })
+  }
 }

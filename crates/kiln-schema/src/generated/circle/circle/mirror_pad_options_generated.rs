@@ -6,127 +6,124 @@ pub enum MirrorPadOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct MirrorPadOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for MirrorPadOptions<'a> {
-    type Inner = MirrorPadOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = MirrorPadOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> MirrorPadOptions<'a> {
-    pub const VT_MODE: ::flatbuffers::VOffsetT = 4;
+  pub const VT_MODE: ::flatbuffers::VOffsetT = 4;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        MirrorPadOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args MirrorPadOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<MirrorPadOptions<'bldr>> {
-        let mut builder = MirrorPadOptionsBuilder::new(_fbb);
-        builder.add_mode(args.mode);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    MirrorPadOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args MirrorPadOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<MirrorPadOptions<'bldr>> {
+    let mut builder = MirrorPadOptionsBuilder::new(_fbb);
+    builder.add_mode(args.mode);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> MirrorPadOptionsT {
-        let mode = self.mode();
-        MirrorPadOptionsT { mode }
+  pub fn unpack(&self) -> MirrorPadOptionsT {
+    let mode = self.mode();
+    MirrorPadOptionsT {
+      mode,
     }
+  }
 
-    #[inline]
-    pub fn mode(&self) -> MirrorPadMode {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<MirrorPadMode>(MirrorPadOptions::VT_MODE, Some(MirrorPadMode::REFLECT))
-                .unwrap()
-        }
-    }
+  #[inline]
+  pub fn mode(&self) -> MirrorPadMode {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<MirrorPadMode>(MirrorPadOptions::VT_MODE, Some(MirrorPadMode::REFLECT)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for MirrorPadOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?.visit_field::<MirrorPadMode>("mode", Self::VT_MODE, false)?.finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<MirrorPadMode>("mode", Self::VT_MODE, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct MirrorPadOptionsArgs {
     pub mode: MirrorPadMode,
 }
 impl<'a> Default for MirrorPadOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        MirrorPadOptionsArgs { mode: MirrorPadMode::REFLECT }
+  #[inline]
+  fn default() -> Self {
+    MirrorPadOptionsArgs {
+      mode: MirrorPadMode::REFLECT,
     }
+  }
 }
 
 pub struct MirrorPadOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> MirrorPadOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_mode(&mut self, mode: MirrorPadMode) {
-        self.fbb_.push_slot::<MirrorPadMode>(
-            MirrorPadOptions::VT_MODE,
-            mode,
-            MirrorPadMode::REFLECT,
-        );
+  #[inline]
+  pub fn add_mode(&mut self, mode: MirrorPadMode) {
+    self.fbb_.push_slot::<MirrorPadMode>(MirrorPadOptions::VT_MODE, mode, MirrorPadMode::REFLECT);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> MirrorPadOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    MirrorPadOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> MirrorPadOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        MirrorPadOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<MirrorPadOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<MirrorPadOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for MirrorPadOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("MirrorPadOptions");
-        ds.field("mode", &self.mode());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("MirrorPadOptions");
+      ds.field("mode", &self.mode());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct MirrorPadOptionsT {
-    pub mode: MirrorPadMode,
+  pub mode: MirrorPadMode,
 }
 impl Default for MirrorPadOptionsT {
-    fn default() -> Self {
-        Self { mode: MirrorPadMode::REFLECT }
+  fn default() -> Self {
+    Self {
+      mode: MirrorPadMode::REFLECT,
     }
+  }
 }
 impl MirrorPadOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<MirrorPadOptions<'b>> {
-        let mode = self.mode;
-        MirrorPadOptions::create(_fbb, &MirrorPadOptionsArgs { mode })
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<MirrorPadOptions<'b>> {
+    let mode = self.mode;
+    MirrorPadOptions::create(_fbb, &MirrorPadOptionsArgs{
+      mode,
+    })
+  }
 }

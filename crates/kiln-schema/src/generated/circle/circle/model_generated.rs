@@ -6,435 +6,315 @@ pub enum ModelOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct Model<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for Model<'a> {
-    type Inner = Model<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = Model<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> Model<'a> {
-    pub const VT_VERSION: ::flatbuffers::VOffsetT = 4;
-    pub const VT_OPERATOR_CODES: ::flatbuffers::VOffsetT = 6;
-    pub const VT_SUBGRAPHS: ::flatbuffers::VOffsetT = 8;
-    pub const VT_DESCRIPTION: ::flatbuffers::VOffsetT = 10;
-    pub const VT_BUFFERS: ::flatbuffers::VOffsetT = 12;
-    pub const VT_METADATA_BUFFER: ::flatbuffers::VOffsetT = 14;
-    pub const VT_METADATA: ::flatbuffers::VOffsetT = 16;
-    pub const VT_SIGNATURE_DEFS: ::flatbuffers::VOffsetT = 18;
+  pub const VT_VERSION: ::flatbuffers::VOffsetT = 4;
+  pub const VT_OPERATOR_CODES: ::flatbuffers::VOffsetT = 6;
+  pub const VT_SUBGRAPHS: ::flatbuffers::VOffsetT = 8;
+  pub const VT_DESCRIPTION: ::flatbuffers::VOffsetT = 10;
+  pub const VT_BUFFERS: ::flatbuffers::VOffsetT = 12;
+  pub const VT_METADATA_BUFFER: ::flatbuffers::VOffsetT = 14;
+  pub const VT_METADATA: ::flatbuffers::VOffsetT = 16;
+  pub const VT_SIGNATURE_DEFS: ::flatbuffers::VOffsetT = 18;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        Model { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args ModelArgs<'args>,
-    ) -> ::flatbuffers::WIPOffset<Model<'bldr>> {
-        let mut builder = ModelBuilder::new(_fbb);
-        if let Some(x) = args.signature_defs {
-            builder.add_signature_defs(x);
-        }
-        if let Some(x) = args.metadata {
-            builder.add_metadata(x);
-        }
-        if let Some(x) = args.metadata_buffer {
-            builder.add_metadata_buffer(x);
-        }
-        if let Some(x) = args.buffers {
-            builder.add_buffers(x);
-        }
-        if let Some(x) = args.description {
-            builder.add_description(x);
-        }
-        if let Some(x) = args.subgraphs {
-            builder.add_subgraphs(x);
-        }
-        if let Some(x) = args.operator_codes {
-            builder.add_operator_codes(x);
-        }
-        builder.add_version(args.version);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    Model { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args ModelArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<Model<'bldr>> {
+    let mut builder = ModelBuilder::new(_fbb);
+    if let Some(x) = args.signature_defs { builder.add_signature_defs(x); }
+    if let Some(x) = args.metadata { builder.add_metadata(x); }
+    if let Some(x) = args.metadata_buffer { builder.add_metadata_buffer(x); }
+    if let Some(x) = args.buffers { builder.add_buffers(x); }
+    if let Some(x) = args.description { builder.add_description(x); }
+    if let Some(x) = args.subgraphs { builder.add_subgraphs(x); }
+    if let Some(x) = args.operator_codes { builder.add_operator_codes(x); }
+    builder.add_version(args.version);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> ModelT {
-        let version = self.version();
-        let operator_codes = self.operator_codes().map(|x| x.iter().map(|t| t.unpack()).collect());
-        let subgraphs = self.subgraphs().map(|x| x.iter().map(|t| t.unpack()).collect());
-        let description = self.description().map(|x| alloc::string::ToString::to_string(x));
-        let buffers = self.buffers().map(|x| x.iter().map(|t| t.unpack()).collect());
-        let metadata_buffer = self.metadata_buffer().map(|x| x.into_iter().collect());
-        let metadata = self.metadata().map(|x| x.iter().map(|t| t.unpack()).collect());
-        let signature_defs = self.signature_defs().map(|x| x.iter().map(|t| t.unpack()).collect());
-        ModelT {
-            version,
-            operator_codes,
-            subgraphs,
-            description,
-            buffers,
-            metadata_buffer,
-            metadata,
-            signature_defs,
-        }
+  pub fn unpack(&self) -> ModelT {
+    let version = self.version();
+    let operator_codes = self.operator_codes().map(|x| {
+      x.iter().map(|t| t.unpack()).collect()
+    });
+    let subgraphs = self.subgraphs().map(|x| {
+      x.iter().map(|t| t.unpack()).collect()
+    });
+    let description = self.description().map(|x| {
+      alloc::string::ToString::to_string(x)
+    });
+    let buffers = self.buffers().map(|x| {
+      x.iter().map(|t| t.unpack()).collect()
+    });
+    let metadata_buffer = self.metadata_buffer().map(|x| {
+      x.into_iter().collect()
+    });
+    let metadata = self.metadata().map(|x| {
+      x.iter().map(|t| t.unpack()).collect()
+    });
+    let signature_defs = self.signature_defs().map(|x| {
+      x.iter().map(|t| t.unpack()).collect()
+    });
+    ModelT {
+      version,
+      operator_codes,
+      subgraphs,
+      description,
+      buffers,
+      metadata_buffer,
+      metadata,
+      signature_defs,
     }
+  }
 
-    #[inline]
-    pub fn version(&self) -> u32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<u32>(Model::VT_VERSION, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn operator_codes(
-        &self,
-    ) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<OperatorCode<'a>>>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<
-                ::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<OperatorCode>>,
-            >>(Model::VT_OPERATOR_CODES, None)
-        }
-    }
-    #[inline]
-    pub fn subgraphs(
-        &self,
-    ) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<SubGraph<'a>>>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<
-                ::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<SubGraph>>,
-            >>(Model::VT_SUBGRAPHS, None)
-        }
-    }
-    #[inline]
-    pub fn description(&self) -> Option<&'a str> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(Model::VT_DESCRIPTION, None)
-        }
-    }
-    #[inline]
-    pub fn buffers(
-        &self,
-    ) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Buffer<'a>>>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<
-                ::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Buffer>>,
-            >>(Model::VT_BUFFERS, None)
-        }
-    }
-    #[inline]
-    pub fn metadata_buffer(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(
-                Model::VT_METADATA_BUFFER,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn metadata(
-        &self,
-    ) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Metadata<'a>>>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<
-                ::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Metadata>>,
-            >>(Model::VT_METADATA, None)
-        }
-    }
-    #[inline]
-    pub fn signature_defs(
-        &self,
-    ) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<SignatureDef<'a>>>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<
-                ::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<SignatureDef>>,
-            >>(Model::VT_SIGNATURE_DEFS, None)
-        }
-    }
+  #[inline]
+  pub fn version(&self) -> u32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u32>(Model::VT_VERSION, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn operator_codes(&self) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<OperatorCode<'a>>>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<OperatorCode>>>>(Model::VT_OPERATOR_CODES, None)}
+  }
+  #[inline]
+  pub fn subgraphs(&self) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<SubGraph<'a>>>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<SubGraph>>>>(Model::VT_SUBGRAPHS, None)}
+  }
+  #[inline]
+  pub fn description(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(Model::VT_DESCRIPTION, None)}
+  }
+  #[inline]
+  pub fn buffers(&self) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Buffer<'a>>>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Buffer>>>>(Model::VT_BUFFERS, None)}
+  }
+  #[inline]
+  pub fn metadata_buffer(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(Model::VT_METADATA_BUFFER, None)}
+  }
+  #[inline]
+  pub fn metadata(&self) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Metadata<'a>>>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Metadata>>>>(Model::VT_METADATA, None)}
+  }
+  #[inline]
+  pub fn signature_defs(&self) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<SignatureDef<'a>>>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<SignatureDef>>>>(Model::VT_SIGNATURE_DEFS, None)}
+  }
 }
 
 impl ::flatbuffers::Verifiable for Model<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<u32>("version", Self::VT_VERSION, false)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<
-                ::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<OperatorCode>>,
-            >>("operator_codes", Self::VT_OPERATOR_CODES, false)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<
-                ::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<SubGraph>>,
-            >>("subgraphs", Self::VT_SUBGRAPHS, false)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<&str>>(
-                "description",
-                Self::VT_DESCRIPTION,
-                false,
-            )?
-            .visit_field::<::flatbuffers::ForwardsUOffset<
-                ::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<Buffer>>,
-            >>("buffers", Self::VT_BUFFERS, false)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>(
-                "metadata_buffer",
-                Self::VT_METADATA_BUFFER,
-                false,
-            )?
-            .visit_field::<::flatbuffers::ForwardsUOffset<
-                ::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<Metadata>>,
-            >>("metadata", Self::VT_METADATA, false)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<
-                ::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<SignatureDef>>,
-            >>("signature_defs", Self::VT_SIGNATURE_DEFS, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<u32>("version", Self::VT_VERSION, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<OperatorCode>>>>("operator_codes", Self::VT_OPERATOR_CODES, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<SubGraph>>>>("subgraphs", Self::VT_SUBGRAPHS, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("description", Self::VT_DESCRIPTION, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<Buffer>>>>("buffers", Self::VT_BUFFERS, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>("metadata_buffer", Self::VT_METADATA_BUFFER, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<Metadata>>>>("metadata", Self::VT_METADATA, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<SignatureDef>>>>("signature_defs", Self::VT_SIGNATURE_DEFS, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct ModelArgs<'a> {
     pub version: u32,
-    pub operator_codes: Option<
-        ::flatbuffers::WIPOffset<
-            ::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<OperatorCode<'a>>>,
-        >,
-    >,
-    pub subgraphs: Option<
-        ::flatbuffers::WIPOffset<
-            ::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<SubGraph<'a>>>,
-        >,
-    >,
+    pub operator_codes: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<OperatorCode<'a>>>>>,
+    pub subgraphs: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<SubGraph<'a>>>>>,
     pub description: Option<::flatbuffers::WIPOffset<&'a str>>,
-    pub buffers: Option<
-        ::flatbuffers::WIPOffset<
-            ::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Buffer<'a>>>,
-        >,
-    >,
+    pub buffers: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Buffer<'a>>>>>,
     pub metadata_buffer: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i32>>>,
-    pub metadata: Option<
-        ::flatbuffers::WIPOffset<
-            ::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Metadata<'a>>>,
-        >,
-    >,
-    pub signature_defs: Option<
-        ::flatbuffers::WIPOffset<
-            ::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<SignatureDef<'a>>>,
-        >,
-    >,
+    pub metadata: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Metadata<'a>>>>>,
+    pub signature_defs: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<SignatureDef<'a>>>>>,
 }
 impl<'a> Default for ModelArgs<'a> {
-    #[inline]
-    fn default() -> Self {
-        ModelArgs {
-            version: 0,
-            operator_codes: None,
-            subgraphs: None,
-            description: None,
-            buffers: None,
-            metadata_buffer: None,
-            metadata: None,
-            signature_defs: None,
-        }
+  #[inline]
+  fn default() -> Self {
+    ModelArgs {
+      version: 0,
+      operator_codes: None,
+      subgraphs: None,
+      description: None,
+      buffers: None,
+      metadata_buffer: None,
+      metadata: None,
+      signature_defs: None,
     }
+  }
 }
 
 pub struct ModelBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> ModelBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_version(&mut self, version: u32) {
-        self.fbb_.push_slot::<u32>(Model::VT_VERSION, version, 0);
+  #[inline]
+  pub fn add_version(&mut self, version: u32) {
+    self.fbb_.push_slot::<u32>(Model::VT_VERSION, version, 0);
+  }
+  #[inline]
+  pub fn add_operator_codes(&mut self, operator_codes: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , ::flatbuffers::ForwardsUOffset<OperatorCode<'b >>>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Model::VT_OPERATOR_CODES, operator_codes);
+  }
+  #[inline]
+  pub fn add_subgraphs(&mut self, subgraphs: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , ::flatbuffers::ForwardsUOffset<SubGraph<'b >>>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Model::VT_SUBGRAPHS, subgraphs);
+  }
+  #[inline]
+  pub fn add_description(&mut self, description: ::flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Model::VT_DESCRIPTION, description);
+  }
+  #[inline]
+  pub fn add_buffers(&mut self, buffers: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , ::flatbuffers::ForwardsUOffset<Buffer<'b >>>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Model::VT_BUFFERS, buffers);
+  }
+  #[inline]
+  pub fn add_metadata_buffer(&mut self, metadata_buffer: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i32>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Model::VT_METADATA_BUFFER, metadata_buffer);
+  }
+  #[inline]
+  pub fn add_metadata(&mut self, metadata: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , ::flatbuffers::ForwardsUOffset<Metadata<'b >>>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Model::VT_METADATA, metadata);
+  }
+  #[inline]
+  pub fn add_signature_defs(&mut self, signature_defs: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , ::flatbuffers::ForwardsUOffset<SignatureDef<'b >>>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Model::VT_SIGNATURE_DEFS, signature_defs);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> ModelBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    ModelBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_operator_codes(
-        &mut self,
-        operator_codes: ::flatbuffers::WIPOffset<
-            ::flatbuffers::Vector<'b, ::flatbuffers::ForwardsUOffset<OperatorCode<'b>>>,
-        >,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            Model::VT_OPERATOR_CODES,
-            operator_codes,
-        );
-    }
-    #[inline]
-    pub fn add_subgraphs(
-        &mut self,
-        subgraphs: ::flatbuffers::WIPOffset<
-            ::flatbuffers::Vector<'b, ::flatbuffers::ForwardsUOffset<SubGraph<'b>>>,
-        >,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Model::VT_SUBGRAPHS, subgraphs);
-    }
-    #[inline]
-    pub fn add_description(&mut self, description: ::flatbuffers::WIPOffset<&'b str>) {
-        self.fbb_
-            .push_slot_always::<::flatbuffers::WIPOffset<_>>(Model::VT_DESCRIPTION, description);
-    }
-    #[inline]
-    pub fn add_buffers(
-        &mut self,
-        buffers: ::flatbuffers::WIPOffset<
-            ::flatbuffers::Vector<'b, ::flatbuffers::ForwardsUOffset<Buffer<'b>>>,
-        >,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Model::VT_BUFFERS, buffers);
-    }
-    #[inline]
-    pub fn add_metadata_buffer(
-        &mut self,
-        metadata_buffer: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i32>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            Model::VT_METADATA_BUFFER,
-            metadata_buffer,
-        );
-    }
-    #[inline]
-    pub fn add_metadata(
-        &mut self,
-        metadata: ::flatbuffers::WIPOffset<
-            ::flatbuffers::Vector<'b, ::flatbuffers::ForwardsUOffset<Metadata<'b>>>,
-        >,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Model::VT_METADATA, metadata);
-    }
-    #[inline]
-    pub fn add_signature_defs(
-        &mut self,
-        signature_defs: ::flatbuffers::WIPOffset<
-            ::flatbuffers::Vector<'b, ::flatbuffers::ForwardsUOffset<SignatureDef<'b>>>,
-        >,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            Model::VT_SIGNATURE_DEFS,
-            signature_defs,
-        );
-    }
-    #[inline]
-    pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> ModelBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        ModelBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<Model<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<Model<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for Model<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("Model");
-        ds.field("version", &self.version());
-        ds.field("operator_codes", &self.operator_codes());
-        ds.field("subgraphs", &self.subgraphs());
-        ds.field("description", &self.description());
-        ds.field("buffers", &self.buffers());
-        ds.field("metadata_buffer", &self.metadata_buffer());
-        ds.field("metadata", &self.metadata());
-        ds.field("signature_defs", &self.signature_defs());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("Model");
+      ds.field("version", &self.version());
+      ds.field("operator_codes", &self.operator_codes());
+      ds.field("subgraphs", &self.subgraphs());
+      ds.field("description", &self.description());
+      ds.field("buffers", &self.buffers());
+      ds.field("metadata_buffer", &self.metadata_buffer());
+      ds.field("metadata", &self.metadata());
+      ds.field("signature_defs", &self.signature_defs());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelT {
-    pub version: u32,
-    pub operator_codes: Option<alloc::vec::Vec<OperatorCodeT>>,
-    pub subgraphs: Option<alloc::vec::Vec<SubGraphT>>,
-    pub description: Option<alloc::string::String>,
-    pub buffers: Option<alloc::vec::Vec<BufferT>>,
-    pub metadata_buffer: Option<alloc::vec::Vec<i32>>,
-    pub metadata: Option<alloc::vec::Vec<MetadataT>>,
-    pub signature_defs: Option<alloc::vec::Vec<SignatureDefT>>,
+  pub version: u32,
+  pub operator_codes: Option<alloc::vec::Vec<OperatorCodeT>>,
+  pub subgraphs: Option<alloc::vec::Vec<SubGraphT>>,
+  pub description: Option<alloc::string::String>,
+  pub buffers: Option<alloc::vec::Vec<BufferT>>,
+  pub metadata_buffer: Option<alloc::vec::Vec<i32>>,
+  pub metadata: Option<alloc::vec::Vec<MetadataT>>,
+  pub signature_defs: Option<alloc::vec::Vec<SignatureDefT>>,
 }
 impl Default for ModelT {
-    fn default() -> Self {
-        Self {
-            version: 0,
-            operator_codes: None,
-            subgraphs: None,
-            description: None,
-            buffers: None,
-            metadata_buffer: None,
-            metadata: None,
-            signature_defs: None,
-        }
+  fn default() -> Self {
+    Self {
+      version: 0,
+      operator_codes: None,
+      subgraphs: None,
+      description: None,
+      buffers: None,
+      metadata_buffer: None,
+      metadata: None,
+      signature_defs: None,
     }
+  }
 }
 impl ModelT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<Model<'b>> {
-        let version = self.version;
-        let operator_codes = self.operator_codes.as_ref().map(|x| {
-            let w: alloc::vec::Vec<_> = x.iter().map(|t| t.pack(_fbb)).collect();
-            _fbb.create_vector(&w)
-        });
-        let subgraphs = self.subgraphs.as_ref().map(|x| {
-            let w: alloc::vec::Vec<_> = x.iter().map(|t| t.pack(_fbb)).collect();
-            _fbb.create_vector(&w)
-        });
-        let description = self.description.as_ref().map(|x| _fbb.create_string(x));
-        let buffers = self.buffers.as_ref().map(|x| {
-            let w: alloc::vec::Vec<_> = x.iter().map(|t| t.pack(_fbb)).collect();
-            _fbb.create_vector(&w)
-        });
-        let metadata_buffer = self.metadata_buffer.as_ref().map(|x| _fbb.create_vector(x));
-        let metadata = self.metadata.as_ref().map(|x| {
-            let w: alloc::vec::Vec<_> = x.iter().map(|t| t.pack(_fbb)).collect();
-            _fbb.create_vector(&w)
-        });
-        let signature_defs = self.signature_defs.as_ref().map(|x| {
-            let w: alloc::vec::Vec<_> = x.iter().map(|t| t.pack(_fbb)).collect();
-            _fbb.create_vector(&w)
-        });
-        Model::create(
-            _fbb,
-            &ModelArgs {
-                version,
-                operator_codes,
-                subgraphs,
-                description,
-                buffers,
-                metadata_buffer,
-                metadata,
-                signature_defs,
-            },
-        )
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<Model<'b>> {
+    let version = self.version;
+    let operator_codes = self.operator_codes.as_ref().map(|x|{
+      let w: alloc::vec::Vec<_> = x.iter().map(|t| t.pack(_fbb)).collect();_fbb.create_vector(&w)
+    });
+    let subgraphs = self.subgraphs.as_ref().map(|x|{
+      let w: alloc::vec::Vec<_> = x.iter().map(|t| t.pack(_fbb)).collect();_fbb.create_vector(&w)
+    });
+    let description = self.description.as_ref().map(|x|{
+      _fbb.create_string(x)
+    });
+    let buffers = self.buffers.as_ref().map(|x|{
+      let w: alloc::vec::Vec<_> = x.iter().map(|t| t.pack(_fbb)).collect();_fbb.create_vector(&w)
+    });
+    let metadata_buffer = self.metadata_buffer.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    let metadata = self.metadata.as_ref().map(|x|{
+      let w: alloc::vec::Vec<_> = x.iter().map(|t| t.pack(_fbb)).collect();_fbb.create_vector(&w)
+    });
+    let signature_defs = self.signature_defs.as_ref().map(|x|{
+      let w: alloc::vec::Vec<_> = x.iter().map(|t| t.pack(_fbb)).collect();_fbb.create_vector(&w)
+    });
+    Model::create(_fbb, &ModelArgs{
+      version,
+      operator_codes,
+      subgraphs,
+      description,
+      buffers,
+      metadata_buffer,
+      metadata,
+      signature_defs,
+    })
+  }
 }
 #[inline]
 /// Verifies that a buffer of bytes contains a `Model`
@@ -444,7 +324,7 @@ impl ModelT {
 /// previous, unchecked, behavior use
 /// `root_as_model_unchecked`.
 pub fn root_as_model(buf: &[u8]) -> Result<Model<'_>, ::flatbuffers::InvalidFlatbuffer> {
-    ::flatbuffers::root::<Model>(buf)
+  ::flatbuffers::root::<Model>(buf)
 }
 #[inline]
 /// Verifies that a buffer of bytes contains a size prefixed
@@ -453,10 +333,8 @@ pub fn root_as_model(buf: &[u8]) -> Result<Model<'_>, ::flatbuffers::InvalidFlat
 /// catch every error, or be maximally performant. For the
 /// previous, unchecked, behavior use
 /// `size_prefixed_root_as_model_unchecked`.
-pub fn size_prefixed_root_as_model(
-    buf: &[u8],
-) -> Result<Model<'_>, ::flatbuffers::InvalidFlatbuffer> {
-    ::flatbuffers::size_prefixed_root::<Model>(buf)
+pub fn size_prefixed_root_as_model(buf: &[u8]) -> Result<Model<'_>, ::flatbuffers::InvalidFlatbuffer> {
+  ::flatbuffers::size_prefixed_root::<Model>(buf)
 }
 #[inline]
 /// Verifies, with the given options, that a buffer of bytes
@@ -466,10 +344,10 @@ pub fn size_prefixed_root_as_model(
 /// previous, unchecked, behavior use
 /// `root_as_model_unchecked`.
 pub fn root_as_model_with_opts<'b, 'o>(
-    opts: &'o ::flatbuffers::VerifierOptions,
-    buf: &'b [u8],
+  opts: &'o ::flatbuffers::VerifierOptions,
+  buf: &'b [u8],
 ) -> Result<Model<'b>, ::flatbuffers::InvalidFlatbuffer> {
-    ::flatbuffers::root_with_opts::<Model<'b>>(opts, buf)
+  ::flatbuffers::root_with_opts::<Model<'b>>(opts, buf)
 }
 #[inline]
 /// Verifies, with the given verifier options, that a buffer of
@@ -479,35 +357,35 @@ pub fn root_as_model_with_opts<'b, 'o>(
 /// previous, unchecked, behavior use
 /// `root_as_model_unchecked`.
 pub fn size_prefixed_root_as_model_with_opts<'b, 'o>(
-    opts: &'o ::flatbuffers::VerifierOptions,
-    buf: &'b [u8],
+  opts: &'o ::flatbuffers::VerifierOptions,
+  buf: &'b [u8],
 ) -> Result<Model<'b>, ::flatbuffers::InvalidFlatbuffer> {
-    ::flatbuffers::size_prefixed_root_with_opts::<Model<'b>>(opts, buf)
+  ::flatbuffers::size_prefixed_root_with_opts::<Model<'b>>(opts, buf)
 }
 #[inline]
 /// Assumes, without verification, that a buffer of bytes contains a Model and returns it.
 /// # Safety
 /// Callers must trust the given bytes do indeed contain a valid `Model`.
 pub unsafe fn root_as_model_unchecked(buf: &[u8]) -> Model<'_> {
-    unsafe { ::flatbuffers::root_unchecked::<Model>(buf) }
+  unsafe { ::flatbuffers::root_unchecked::<Model>(buf) }
 }
 #[inline]
 /// Assumes, without verification, that a buffer of bytes contains a size prefixed Model and returns it.
 /// # Safety
 /// Callers must trust the given bytes do indeed contain a valid size prefixed `Model`.
 pub unsafe fn size_prefixed_root_as_model_unchecked(buf: &[u8]) -> Model<'_> {
-    unsafe { ::flatbuffers::size_prefixed_root_unchecked::<Model>(buf) }
+  unsafe { ::flatbuffers::size_prefixed_root_unchecked::<Model>(buf) }
 }
 pub const MODEL_IDENTIFIER: &str = "CIR0";
 
 #[inline]
 pub fn model_buffer_has_identifier(buf: &[u8]) -> bool {
-    ::flatbuffers::buffer_has_identifier(buf, MODEL_IDENTIFIER, false)
+  ::flatbuffers::buffer_has_identifier(buf, MODEL_IDENTIFIER, false)
 }
 
 #[inline]
 pub fn model_size_prefixed_buffer_has_identifier(buf: &[u8]) -> bool {
-    ::flatbuffers::buffer_has_identifier(buf, MODEL_IDENTIFIER, true)
+  ::flatbuffers::buffer_has_identifier(buf, MODEL_IDENTIFIER, true)
 }
 
 pub const MODEL_EXTENSION: &str = "circle";
@@ -515,15 +393,11 @@ pub const MODEL_EXTENSION: &str = "circle";
 #[inline]
 pub fn finish_model_buffer<'a, 'b, A: ::flatbuffers::Allocator + 'a>(
     fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    root: ::flatbuffers::WIPOffset<Model<'a>>,
-) {
-    fbb.finish(root, Some(MODEL_IDENTIFIER));
+    root: ::flatbuffers::WIPOffset<Model<'a>>) {
+  fbb.finish(root, Some(MODEL_IDENTIFIER));
 }
 
 #[inline]
-pub fn finish_size_prefixed_model_buffer<'a, 'b, A: ::flatbuffers::Allocator + 'a>(
-    fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    root: ::flatbuffers::WIPOffset<Model<'a>>,
-) {
-    fbb.finish_size_prefixed(root, Some(MODEL_IDENTIFIER));
+pub fn finish_size_prefixed_model_buffer<'a, 'b, A: ::flatbuffers::Allocator + 'a>(fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>, root: ::flatbuffers::WIPOffset<Model<'a>>) {
+  fbb.finish_size_prefixed(root, Some(MODEL_IDENTIFIER));
 }

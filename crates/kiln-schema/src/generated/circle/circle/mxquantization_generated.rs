@@ -6,119 +6,124 @@ pub enum MXQuantizationOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct MXQuantization<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for MXQuantization<'a> {
-    type Inner = MXQuantization<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = MXQuantization<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> MXQuantization<'a> {
-    pub const VT_AXIS: ::flatbuffers::VOffsetT = 4;
+  pub const VT_AXIS: ::flatbuffers::VOffsetT = 4;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        MXQuantization { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args MXQuantizationArgs,
-    ) -> ::flatbuffers::WIPOffset<MXQuantization<'bldr>> {
-        let mut builder = MXQuantizationBuilder::new(_fbb);
-        builder.add_axis(args.axis);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    MXQuantization { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args MXQuantizationArgs
+  ) -> ::flatbuffers::WIPOffset<MXQuantization<'bldr>> {
+    let mut builder = MXQuantizationBuilder::new(_fbb);
+    builder.add_axis(args.axis);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> MXQuantizationT {
-        let axis = self.axis();
-        MXQuantizationT { axis }
+  pub fn unpack(&self) -> MXQuantizationT {
+    let axis = self.axis();
+    MXQuantizationT {
+      axis,
     }
+  }
 
-    #[inline]
-    pub fn axis(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(MXQuantization::VT_AXIS, Some(0)).unwrap() }
-    }
+  #[inline]
+  pub fn axis(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(MXQuantization::VT_AXIS, Some(0)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for MXQuantization<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?.visit_field::<i32>("axis", Self::VT_AXIS, false)?.finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<i32>("axis", Self::VT_AXIS, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct MXQuantizationArgs {
     pub axis: i32,
 }
 impl<'a> Default for MXQuantizationArgs {
-    #[inline]
-    fn default() -> Self {
-        MXQuantizationArgs { axis: 0 }
+  #[inline]
+  fn default() -> Self {
+    MXQuantizationArgs {
+      axis: 0,
     }
+  }
 }
 
 pub struct MXQuantizationBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> MXQuantizationBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_axis(&mut self, axis: i32) {
-        self.fbb_.push_slot::<i32>(MXQuantization::VT_AXIS, axis, 0);
+  #[inline]
+  pub fn add_axis(&mut self, axis: i32) {
+    self.fbb_.push_slot::<i32>(MXQuantization::VT_AXIS, axis, 0);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> MXQuantizationBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    MXQuantizationBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> MXQuantizationBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        MXQuantizationBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<MXQuantization<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<MXQuantization<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for MXQuantization<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("MXQuantization");
-        ds.field("axis", &self.axis());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("MXQuantization");
+      ds.field("axis", &self.axis());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct MXQuantizationT {
-    pub axis: i32,
+  pub axis: i32,
 }
 impl Default for MXQuantizationT {
-    fn default() -> Self {
-        Self { axis: 0 }
+  fn default() -> Self {
+    Self {
+      axis: 0,
     }
+  }
 }
 impl MXQuantizationT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<MXQuantization<'b>> {
-        let axis = self.axis;
-        MXQuantization::create(_fbb, &MXQuantizationArgs { axis })
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<MXQuantization<'b>> {
+    let axis = self.axis;
+    MXQuantization::create(_fbb, &MXQuantizationArgs{
+      axis,
+    })
+  }
 }

@@ -6,97 +6,100 @@ pub enum NonMaxSuppressionV4OptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct NonMaxSuppressionV4Options<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for NonMaxSuppressionV4Options<'a> {
-    type Inner = NonMaxSuppressionV4Options<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = NonMaxSuppressionV4Options<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> NonMaxSuppressionV4Options<'a> {
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        NonMaxSuppressionV4Options { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        _args: &'args NonMaxSuppressionV4OptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<NonMaxSuppressionV4Options<'bldr>> {
-        let mut builder = NonMaxSuppressionV4OptionsBuilder::new(_fbb);
-        builder.finish()
-    }
 
-    pub fn unpack(&self) -> NonMaxSuppressionV4OptionsT {
-        NonMaxSuppressionV4OptionsT {}
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    NonMaxSuppressionV4Options { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    _args: &'args NonMaxSuppressionV4OptionsArgs
+  ) -> ::flatbuffers::WIPOffset<NonMaxSuppressionV4Options<'bldr>> {
+    let mut builder = NonMaxSuppressionV4OptionsBuilder::new(_fbb);
+    builder.finish()
+  }
+
+  pub fn unpack(&self) -> NonMaxSuppressionV4OptionsT {
+    NonMaxSuppressionV4OptionsT {
     }
+  }
 }
 
 impl ::flatbuffers::Verifiable for NonMaxSuppressionV4Options<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?.finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .finish();
+    Ok(())
+  }
 }
-pub struct NonMaxSuppressionV4OptionsArgs {}
+pub struct NonMaxSuppressionV4OptionsArgs {
+}
 impl<'a> Default for NonMaxSuppressionV4OptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        NonMaxSuppressionV4OptionsArgs {}
+  #[inline]
+  fn default() -> Self {
+    NonMaxSuppressionV4OptionsArgs {
     }
+  }
 }
 
 pub struct NonMaxSuppressionV4OptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> NonMaxSuppressionV4OptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> NonMaxSuppressionV4OptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        NonMaxSuppressionV4OptionsBuilder { fbb_: _fbb, start_: start }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> NonMaxSuppressionV4OptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    NonMaxSuppressionV4OptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<NonMaxSuppressionV4Options<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<NonMaxSuppressionV4Options<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for NonMaxSuppressionV4Options<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("NonMaxSuppressionV4Options");
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("NonMaxSuppressionV4Options");
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
-pub struct NonMaxSuppressionV4OptionsT {}
+pub struct NonMaxSuppressionV4OptionsT {
+}
 impl Default for NonMaxSuppressionV4OptionsT {
-    fn default() -> Self {
-        Self {}
+  fn default() -> Self {
+    Self {
     }
+  }
 }
 impl NonMaxSuppressionV4OptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<NonMaxSuppressionV4Options<'b>> {
-        NonMaxSuppressionV4Options::create(_fbb, &NonMaxSuppressionV4OptionsArgs {})
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<NonMaxSuppressionV4Options<'b>> {
+    NonMaxSuppressionV4Options::create(_fbb, &NonMaxSuppressionV4OptionsArgs{
+    })
+  }
 }

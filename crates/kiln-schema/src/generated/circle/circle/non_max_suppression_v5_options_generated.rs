@@ -6,97 +6,100 @@ pub enum NonMaxSuppressionV5OptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct NonMaxSuppressionV5Options<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for NonMaxSuppressionV5Options<'a> {
-    type Inner = NonMaxSuppressionV5Options<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = NonMaxSuppressionV5Options<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> NonMaxSuppressionV5Options<'a> {
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        NonMaxSuppressionV5Options { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        _args: &'args NonMaxSuppressionV5OptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<NonMaxSuppressionV5Options<'bldr>> {
-        let mut builder = NonMaxSuppressionV5OptionsBuilder::new(_fbb);
-        builder.finish()
-    }
 
-    pub fn unpack(&self) -> NonMaxSuppressionV5OptionsT {
-        NonMaxSuppressionV5OptionsT {}
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    NonMaxSuppressionV5Options { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    _args: &'args NonMaxSuppressionV5OptionsArgs
+  ) -> ::flatbuffers::WIPOffset<NonMaxSuppressionV5Options<'bldr>> {
+    let mut builder = NonMaxSuppressionV5OptionsBuilder::new(_fbb);
+    builder.finish()
+  }
+
+  pub fn unpack(&self) -> NonMaxSuppressionV5OptionsT {
+    NonMaxSuppressionV5OptionsT {
     }
+  }
 }
 
 impl ::flatbuffers::Verifiable for NonMaxSuppressionV5Options<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?.finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .finish();
+    Ok(())
+  }
 }
-pub struct NonMaxSuppressionV5OptionsArgs {}
+pub struct NonMaxSuppressionV5OptionsArgs {
+}
 impl<'a> Default for NonMaxSuppressionV5OptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        NonMaxSuppressionV5OptionsArgs {}
+  #[inline]
+  fn default() -> Self {
+    NonMaxSuppressionV5OptionsArgs {
     }
+  }
 }
 
 pub struct NonMaxSuppressionV5OptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> NonMaxSuppressionV5OptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> NonMaxSuppressionV5OptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        NonMaxSuppressionV5OptionsBuilder { fbb_: _fbb, start_: start }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> NonMaxSuppressionV5OptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    NonMaxSuppressionV5OptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<NonMaxSuppressionV5Options<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<NonMaxSuppressionV5Options<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for NonMaxSuppressionV5Options<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("NonMaxSuppressionV5Options");
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("NonMaxSuppressionV5Options");
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
-pub struct NonMaxSuppressionV5OptionsT {}
+pub struct NonMaxSuppressionV5OptionsT {
+}
 impl Default for NonMaxSuppressionV5OptionsT {
-    fn default() -> Self {
-        Self {}
+  fn default() -> Self {
+    Self {
     }
+  }
 }
 impl NonMaxSuppressionV5OptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<NonMaxSuppressionV5Options<'b>> {
-        NonMaxSuppressionV5Options::create(_fbb, &NonMaxSuppressionV5OptionsArgs {})
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<NonMaxSuppressionV5Options<'b>> {
+    NonMaxSuppressionV5Options::create(_fbb, &NonMaxSuppressionV5OptionsArgs{
+    })
+  }
 }

@@ -6,119 +6,124 @@ pub enum OneHotOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct OneHotOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for OneHotOptions<'a> {
-    type Inner = OneHotOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = OneHotOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> OneHotOptions<'a> {
-    pub const VT_AXIS: ::flatbuffers::VOffsetT = 4;
+  pub const VT_AXIS: ::flatbuffers::VOffsetT = 4;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        OneHotOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args OneHotOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<OneHotOptions<'bldr>> {
-        let mut builder = OneHotOptionsBuilder::new(_fbb);
-        builder.add_axis(args.axis);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    OneHotOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args OneHotOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<OneHotOptions<'bldr>> {
+    let mut builder = OneHotOptionsBuilder::new(_fbb);
+    builder.add_axis(args.axis);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> OneHotOptionsT {
-        let axis = self.axis();
-        OneHotOptionsT { axis }
+  pub fn unpack(&self) -> OneHotOptionsT {
+    let axis = self.axis();
+    OneHotOptionsT {
+      axis,
     }
+  }
 
-    #[inline]
-    pub fn axis(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(OneHotOptions::VT_AXIS, Some(0)).unwrap() }
-    }
+  #[inline]
+  pub fn axis(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(OneHotOptions::VT_AXIS, Some(0)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for OneHotOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?.visit_field::<i32>("axis", Self::VT_AXIS, false)?.finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<i32>("axis", Self::VT_AXIS, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct OneHotOptionsArgs {
     pub axis: i32,
 }
 impl<'a> Default for OneHotOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        OneHotOptionsArgs { axis: 0 }
+  #[inline]
+  fn default() -> Self {
+    OneHotOptionsArgs {
+      axis: 0,
     }
+  }
 }
 
 pub struct OneHotOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> OneHotOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_axis(&mut self, axis: i32) {
-        self.fbb_.push_slot::<i32>(OneHotOptions::VT_AXIS, axis, 0);
+  #[inline]
+  pub fn add_axis(&mut self, axis: i32) {
+    self.fbb_.push_slot::<i32>(OneHotOptions::VT_AXIS, axis, 0);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> OneHotOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    OneHotOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> OneHotOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        OneHotOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<OneHotOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<OneHotOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for OneHotOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("OneHotOptions");
-        ds.field("axis", &self.axis());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("OneHotOptions");
+      ds.field("axis", &self.axis());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct OneHotOptionsT {
-    pub axis: i32,
+  pub axis: i32,
 }
 impl Default for OneHotOptionsT {
-    fn default() -> Self {
-        Self { axis: 0 }
+  fn default() -> Self {
+    Self {
+      axis: 0,
     }
+  }
 }
 impl OneHotOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<OneHotOptions<'b>> {
-        let axis = self.axis;
-        OneHotOptions::create(_fbb, &OneHotOptionsArgs { axis })
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<OneHotOptions<'b>> {
+    let axis = self.axis;
+    OneHotOptions::create(_fbb, &OneHotOptionsArgs{
+      axis,
+    })
+  }
 }

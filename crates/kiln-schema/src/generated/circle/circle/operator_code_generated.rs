@@ -6,110 +6,98 @@ pub enum OperatorCodeOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct OperatorCode<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for OperatorCode<'a> {
-    type Inner = OperatorCode<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = OperatorCode<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> OperatorCode<'a> {
-    pub const VT_DEPRECATED_BUILTIN_CODE: ::flatbuffers::VOffsetT = 4;
-    pub const VT_CUSTOM_CODE: ::flatbuffers::VOffsetT = 6;
-    pub const VT_VERSION: ::flatbuffers::VOffsetT = 8;
-    pub const VT_BUILTIN_CODE: ::flatbuffers::VOffsetT = 10;
+  pub const VT_DEPRECATED_BUILTIN_CODE: ::flatbuffers::VOffsetT = 4;
+  pub const VT_CUSTOM_CODE: ::flatbuffers::VOffsetT = 6;
+  pub const VT_VERSION: ::flatbuffers::VOffsetT = 8;
+  pub const VT_BUILTIN_CODE: ::flatbuffers::VOffsetT = 10;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        OperatorCode { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args OperatorCodeArgs<'args>,
-    ) -> ::flatbuffers::WIPOffset<OperatorCode<'bldr>> {
-        let mut builder = OperatorCodeBuilder::new(_fbb);
-        builder.add_builtin_code(args.builtin_code);
-        builder.add_version(args.version);
-        if let Some(x) = args.custom_code {
-            builder.add_custom_code(x);
-        }
-        builder.add_deprecated_builtin_code(args.deprecated_builtin_code);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    OperatorCode { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args OperatorCodeArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<OperatorCode<'bldr>> {
+    let mut builder = OperatorCodeBuilder::new(_fbb);
+    builder.add_builtin_code(args.builtin_code);
+    builder.add_version(args.version);
+    if let Some(x) = args.custom_code { builder.add_custom_code(x); }
+    builder.add_deprecated_builtin_code(args.deprecated_builtin_code);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> OperatorCodeT {
-        let deprecated_builtin_code = self.deprecated_builtin_code();
-        let custom_code = self.custom_code().map(|x| alloc::string::ToString::to_string(x));
-        let version = self.version();
-        let builtin_code = self.builtin_code();
-        OperatorCodeT { deprecated_builtin_code, custom_code, version, builtin_code }
+  pub fn unpack(&self) -> OperatorCodeT {
+    let deprecated_builtin_code = self.deprecated_builtin_code();
+    let custom_code = self.custom_code().map(|x| {
+      alloc::string::ToString::to_string(x)
+    });
+    let version = self.version();
+    let builtin_code = self.builtin_code();
+    OperatorCodeT {
+      deprecated_builtin_code,
+      custom_code,
+      version,
+      builtin_code,
     }
+  }
 
-    #[inline]
-    pub fn deprecated_builtin_code(&self) -> i8 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i8>(OperatorCode::VT_DEPRECATED_BUILTIN_CODE, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn custom_code(&self) -> Option<&'a str> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<::flatbuffers::ForwardsUOffset<&str>>(OperatorCode::VT_CUSTOM_CODE, None)
-        }
-    }
-    #[inline]
-    pub fn version(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(OperatorCode::VT_VERSION, Some(1)).unwrap() }
-    }
-    #[inline]
-    pub fn builtin_code(&self) -> BuiltinOperator {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<BuiltinOperator>(OperatorCode::VT_BUILTIN_CODE, Some(BuiltinOperator::ADD))
-                .unwrap()
-        }
-    }
+  #[inline]
+  pub fn deprecated_builtin_code(&self) -> i8 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i8>(OperatorCode::VT_DEPRECATED_BUILTIN_CODE, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn custom_code(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(OperatorCode::VT_CUSTOM_CODE, None)}
+  }
+  #[inline]
+  pub fn version(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(OperatorCode::VT_VERSION, Some(1)).unwrap()}
+  }
+  #[inline]
+  pub fn builtin_code(&self) -> BuiltinOperator {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<BuiltinOperator>(OperatorCode::VT_BUILTIN_CODE, Some(BuiltinOperator::ADD)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for OperatorCode<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<i8>("deprecated_builtin_code", Self::VT_DEPRECATED_BUILTIN_CODE, false)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<&str>>(
-                "custom_code",
-                Self::VT_CUSTOM_CODE,
-                false,
-            )?
-            .visit_field::<i32>("version", Self::VT_VERSION, false)?
-            .visit_field::<BuiltinOperator>("builtin_code", Self::VT_BUILTIN_CODE, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<i8>("deprecated_builtin_code", Self::VT_DEPRECATED_BUILTIN_CODE, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("custom_code", Self::VT_CUSTOM_CODE, false)?
+     .visit_field::<i32>("version", Self::VT_VERSION, false)?
+     .visit_field::<BuiltinOperator>("builtin_code", Self::VT_BUILTIN_CODE, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct OperatorCodeArgs<'a> {
     pub deprecated_builtin_code: i8,
@@ -118,103 +106,97 @@ pub struct OperatorCodeArgs<'a> {
     pub builtin_code: BuiltinOperator,
 }
 impl<'a> Default for OperatorCodeArgs<'a> {
-    #[inline]
-    fn default() -> Self {
-        OperatorCodeArgs {
-            deprecated_builtin_code: 0,
-            custom_code: None,
-            version: 1,
-            builtin_code: BuiltinOperator::ADD,
-        }
+  #[inline]
+  fn default() -> Self {
+    OperatorCodeArgs {
+      deprecated_builtin_code: 0,
+      custom_code: None,
+      version: 1,
+      builtin_code: BuiltinOperator::ADD,
     }
+  }
 }
 
 pub struct OperatorCodeBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> OperatorCodeBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_deprecated_builtin_code(&mut self, deprecated_builtin_code: i8) {
-        self.fbb_.push_slot::<i8>(
-            OperatorCode::VT_DEPRECATED_BUILTIN_CODE,
-            deprecated_builtin_code,
-            0,
-        );
+  #[inline]
+  pub fn add_deprecated_builtin_code(&mut self, deprecated_builtin_code: i8) {
+    self.fbb_.push_slot::<i8>(OperatorCode::VT_DEPRECATED_BUILTIN_CODE, deprecated_builtin_code, 0);
+  }
+  #[inline]
+  pub fn add_custom_code(&mut self, custom_code: ::flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(OperatorCode::VT_CUSTOM_CODE, custom_code);
+  }
+  #[inline]
+  pub fn add_version(&mut self, version: i32) {
+    self.fbb_.push_slot::<i32>(OperatorCode::VT_VERSION, version, 1);
+  }
+  #[inline]
+  pub fn add_builtin_code(&mut self, builtin_code: BuiltinOperator) {
+    self.fbb_.push_slot::<BuiltinOperator>(OperatorCode::VT_BUILTIN_CODE, builtin_code, BuiltinOperator::ADD);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> OperatorCodeBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    OperatorCodeBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_custom_code(&mut self, custom_code: ::flatbuffers::WIPOffset<&'b str>) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            OperatorCode::VT_CUSTOM_CODE,
-            custom_code,
-        );
-    }
-    #[inline]
-    pub fn add_version(&mut self, version: i32) {
-        self.fbb_.push_slot::<i32>(OperatorCode::VT_VERSION, version, 1);
-    }
-    #[inline]
-    pub fn add_builtin_code(&mut self, builtin_code: BuiltinOperator) {
-        self.fbb_.push_slot::<BuiltinOperator>(
-            OperatorCode::VT_BUILTIN_CODE,
-            builtin_code,
-            BuiltinOperator::ADD,
-        );
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> OperatorCodeBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        OperatorCodeBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<OperatorCode<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<OperatorCode<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for OperatorCode<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("OperatorCode");
-        ds.field("deprecated_builtin_code", &self.deprecated_builtin_code());
-        ds.field("custom_code", &self.custom_code());
-        ds.field("version", &self.version());
-        ds.field("builtin_code", &self.builtin_code());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("OperatorCode");
+      ds.field("deprecated_builtin_code", &self.deprecated_builtin_code());
+      ds.field("custom_code", &self.custom_code());
+      ds.field("version", &self.version());
+      ds.field("builtin_code", &self.builtin_code());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct OperatorCodeT {
-    pub deprecated_builtin_code: i8,
-    pub custom_code: Option<alloc::string::String>,
-    pub version: i32,
-    pub builtin_code: BuiltinOperator,
+  pub deprecated_builtin_code: i8,
+  pub custom_code: Option<alloc::string::String>,
+  pub version: i32,
+  pub builtin_code: BuiltinOperator,
 }
 impl Default for OperatorCodeT {
-    fn default() -> Self {
-        Self {
-            deprecated_builtin_code: 0,
-            custom_code: None,
-            version: 1,
-            builtin_code: BuiltinOperator::ADD,
-        }
+  fn default() -> Self {
+    Self {
+      deprecated_builtin_code: 0,
+      custom_code: None,
+      version: 1,
+      builtin_code: BuiltinOperator::ADD,
     }
+  }
 }
 impl OperatorCodeT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<OperatorCode<'b>> {
-        let deprecated_builtin_code = self.deprecated_builtin_code;
-        let custom_code = self.custom_code.as_ref().map(|x| _fbb.create_string(x));
-        let version = self.version;
-        let builtin_code = self.builtin_code;
-        OperatorCode::create(
-            _fbb,
-            &OperatorCodeArgs { deprecated_builtin_code, custom_code, version, builtin_code },
-        )
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<OperatorCode<'b>> {
+    let deprecated_builtin_code = self.deprecated_builtin_code;
+    let custom_code = self.custom_code.as_ref().map(|x|{
+      _fbb.create_string(x)
+    });
+    let version = self.version;
+    let builtin_code = self.builtin_code;
+    OperatorCode::create(_fbb, &OperatorCodeArgs{
+      deprecated_builtin_code,
+      custom_code,
+      version,
+      builtin_code,
+    })
+  }
 }

@@ -6,84 +6,69 @@ pub enum OperatorOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct Operator<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for Operator<'a> {
-    type Inner = Operator<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = Operator<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> Operator<'a> {
-    pub const VT_OPCODE_INDEX: ::flatbuffers::VOffsetT = 4;
-    pub const VT_INPUTS: ::flatbuffers::VOffsetT = 6;
-    pub const VT_OUTPUTS: ::flatbuffers::VOffsetT = 8;
-    pub const VT_BUILTIN_OPTIONS_TYPE: ::flatbuffers::VOffsetT = 10;
-    pub const VT_BUILTIN_OPTIONS: ::flatbuffers::VOffsetT = 12;
-    pub const VT_CUSTOM_OPTIONS: ::flatbuffers::VOffsetT = 14;
-    pub const VT_CUSTOM_OPTIONS_FORMAT: ::flatbuffers::VOffsetT = 16;
-    pub const VT_MUTATING_VARIABLE_INPUTS: ::flatbuffers::VOffsetT = 18;
-    pub const VT_INTERMEDIATES: ::flatbuffers::VOffsetT = 20;
-    pub const VT_LARGE_CUSTOM_OPTIONS_OFFSET: ::flatbuffers::VOffsetT = 22;
-    pub const VT_LARGE_CUSTOM_OPTIONS_SIZE: ::flatbuffers::VOffsetT = 24;
-    pub const VT_BUILTIN_OPTIONS_2_TYPE: ::flatbuffers::VOffsetT = 26;
-    pub const VT_BUILTIN_OPTIONS_2: ::flatbuffers::VOffsetT = 28;
-    pub const VT_DEBUG_METADATA_INDEX: ::flatbuffers::VOffsetT = 30;
+  pub const VT_OPCODE_INDEX: ::flatbuffers::VOffsetT = 4;
+  pub const VT_INPUTS: ::flatbuffers::VOffsetT = 6;
+  pub const VT_OUTPUTS: ::flatbuffers::VOffsetT = 8;
+  pub const VT_BUILTIN_OPTIONS_TYPE: ::flatbuffers::VOffsetT = 10;
+  pub const VT_BUILTIN_OPTIONS: ::flatbuffers::VOffsetT = 12;
+  pub const VT_CUSTOM_OPTIONS: ::flatbuffers::VOffsetT = 14;
+  pub const VT_CUSTOM_OPTIONS_FORMAT: ::flatbuffers::VOffsetT = 16;
+  pub const VT_MUTATING_VARIABLE_INPUTS: ::flatbuffers::VOffsetT = 18;
+  pub const VT_INTERMEDIATES: ::flatbuffers::VOffsetT = 20;
+  pub const VT_LARGE_CUSTOM_OPTIONS_OFFSET: ::flatbuffers::VOffsetT = 22;
+  pub const VT_LARGE_CUSTOM_OPTIONS_SIZE: ::flatbuffers::VOffsetT = 24;
+  pub const VT_BUILTIN_OPTIONS_2_TYPE: ::flatbuffers::VOffsetT = 26;
+  pub const VT_BUILTIN_OPTIONS_2: ::flatbuffers::VOffsetT = 28;
+  pub const VT_DEBUG_METADATA_INDEX: ::flatbuffers::VOffsetT = 30;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        Operator { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args OperatorArgs<'args>,
-    ) -> ::flatbuffers::WIPOffset<Operator<'bldr>> {
-        let mut builder = OperatorBuilder::new(_fbb);
-        builder.add_large_custom_options_size(args.large_custom_options_size);
-        builder.add_large_custom_options_offset(args.large_custom_options_offset);
-        builder.add_debug_metadata_index(args.debug_metadata_index);
-        if let Some(x) = args.builtin_options_2 {
-            builder.add_builtin_options_2(x);
-        }
-        if let Some(x) = args.intermediates {
-            builder.add_intermediates(x);
-        }
-        if let Some(x) = args.mutating_variable_inputs {
-            builder.add_mutating_variable_inputs(x);
-        }
-        if let Some(x) = args.custom_options {
-            builder.add_custom_options(x);
-        }
-        if let Some(x) = args.builtin_options {
-            builder.add_builtin_options(x);
-        }
-        if let Some(x) = args.outputs {
-            builder.add_outputs(x);
-        }
-        if let Some(x) = args.inputs {
-            builder.add_inputs(x);
-        }
-        builder.add_opcode_index(args.opcode_index);
-        builder.add_builtin_options_2_type(args.builtin_options_2_type);
-        builder.add_custom_options_format(args.custom_options_format);
-        builder.add_builtin_options_type(args.builtin_options_type);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    Operator { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args OperatorArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<Operator<'bldr>> {
+    let mut builder = OperatorBuilder::new(_fbb);
+    builder.add_large_custom_options_size(args.large_custom_options_size);
+    builder.add_large_custom_options_offset(args.large_custom_options_offset);
+    builder.add_debug_metadata_index(args.debug_metadata_index);
+    if let Some(x) = args.builtin_options_2 { builder.add_builtin_options_2(x); }
+    if let Some(x) = args.intermediates { builder.add_intermediates(x); }
+    if let Some(x) = args.mutating_variable_inputs { builder.add_mutating_variable_inputs(x); }
+    if let Some(x) = args.custom_options { builder.add_custom_options(x); }
+    if let Some(x) = args.builtin_options { builder.add_builtin_options(x); }
+    if let Some(x) = args.outputs { builder.add_outputs(x); }
+    if let Some(x) = args.inputs { builder.add_inputs(x); }
+    builder.add_opcode_index(args.opcode_index);
+    builder.add_builtin_options_2_type(args.builtin_options_2_type);
+    builder.add_custom_options_format(args.custom_options_format);
+    builder.add_builtin_options_type(args.builtin_options_type);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> OperatorT {
-        let opcode_index = self.opcode_index();
-        let inputs = self.inputs().map(|x| x.into_iter().collect());
-        let outputs = self.outputs().map(|x| x.into_iter().collect());
-        let builtin_options = match self.builtin_options_type() {
+  pub fn unpack(&self) -> OperatorT {
+    let opcode_index = self.opcode_index();
+    let inputs = self.inputs().map(|x| {
+      x.into_iter().collect()
+    });
+    let outputs = self.outputs().map(|x| {
+      x.into_iter().collect()
+    });
+    let builtin_options = match self.builtin_options_type() {
       BuiltinOptions::NONE => BuiltinOptionsT::NONE,
       BuiltinOptions::Conv2DOptions => BuiltinOptionsT::Conv2DOptions(alloc::boxed::Box::new(
         self.builtin_options_as_conv_2_doptions()
@@ -757,14 +742,19 @@ impl<'a> Operator<'a> {
       )),
       _ => BuiltinOptionsT::NONE,
     };
-        let custom_options = self.custom_options().map(|x| x.into_iter().collect());
-        let custom_options_format = self.custom_options_format();
-        let mutating_variable_inputs =
-            self.mutating_variable_inputs().map(|x| x.into_iter().collect());
-        let intermediates = self.intermediates().map(|x| x.into_iter().collect());
-        let large_custom_options_offset = self.large_custom_options_offset();
-        let large_custom_options_size = self.large_custom_options_size();
-        let builtin_options_2 = match self.builtin_options_2_type() {
+    let custom_options = self.custom_options().map(|x| {
+      x.into_iter().collect()
+    });
+    let custom_options_format = self.custom_options_format();
+    let mutating_variable_inputs = self.mutating_variable_inputs().map(|x| {
+      x.into_iter().collect()
+    });
+    let intermediates = self.intermediates().map(|x| {
+      x.into_iter().collect()
+    });
+    let large_custom_options_offset = self.large_custom_options_offset();
+    let large_custom_options_size = self.large_custom_options_size();
+    let builtin_options_2 = match self.builtin_options_2_type() {
       BuiltinOptions2::NONE => BuiltinOptions2T::NONE,
       BuiltinOptions2::StablehloConcatenateOptions => BuiltinOptions2T::StablehloConcatenateOptions(alloc::boxed::Box::new(
         self.builtin_options_2_as_stablehlo_concatenate_options()
@@ -883,2612 +873,2484 @@ impl<'a> Operator<'a> {
       )),
       _ => BuiltinOptions2T::NONE,
     };
-        let debug_metadata_index = self.debug_metadata_index();
-        OperatorT {
-            opcode_index,
-            inputs,
-            outputs,
-            builtin_options,
-            custom_options,
-            custom_options_format,
-            mutating_variable_inputs,
-            intermediates,
-            large_custom_options_offset,
-            large_custom_options_size,
-            builtin_options_2,
-            debug_metadata_index,
-        }
-    }
-
-    #[inline]
-    pub fn opcode_index(&self) -> u32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<u32>(Operator::VT_OPCODE_INDEX, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn inputs(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(
-                Operator::VT_INPUTS,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn outputs(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(
-                Operator::VT_OUTPUTS,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn builtin_options_type(&self) -> BuiltinOptions {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<BuiltinOptions>(
-                    Operator::VT_BUILTIN_OPTIONS_TYPE,
-                    Some(BuiltinOptions::NONE),
-                )
-                .unwrap()
-        }
-    }
-    #[inline]
-    pub fn builtin_options(&self) -> Option<::flatbuffers::Table<'a>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Table<'a>>>(
-                Operator::VT_BUILTIN_OPTIONS,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn custom_options(&self) -> Option<::flatbuffers::Vector<'a, u8>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u8>>>(
-                Operator::VT_CUSTOM_OPTIONS,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn custom_options_format(&self) -> CustomOptionsFormat {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<CustomOptionsFormat>(
-                    Operator::VT_CUSTOM_OPTIONS_FORMAT,
-                    Some(CustomOptionsFormat::FLEXBUFFERS),
-                )
-                .unwrap()
-        }
-    }
-    #[inline]
-    pub fn mutating_variable_inputs(&self) -> Option<::flatbuffers::Vector<'a, bool>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, bool>>>(
-                Operator::VT_MUTATING_VARIABLE_INPUTS,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn intermediates(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(
-                Operator::VT_INTERMEDIATES,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn large_custom_options_offset(&self) -> u64 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<u64>(Operator::VT_LARGE_CUSTOM_OPTIONS_OFFSET, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn large_custom_options_size(&self) -> u64 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<u64>(Operator::VT_LARGE_CUSTOM_OPTIONS_SIZE, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn builtin_options_2_type(&self) -> BuiltinOptions2 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<BuiltinOptions2>(
-                    Operator::VT_BUILTIN_OPTIONS_2_TYPE,
-                    Some(BuiltinOptions2::NONE),
-                )
-                .unwrap()
-        }
-    }
-    #[inline]
-    pub fn builtin_options_2(&self) -> Option<::flatbuffers::Table<'a>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Table<'a>>>(
-                Operator::VT_BUILTIN_OPTIONS_2,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn debug_metadata_index(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(Operator::VT_DEBUG_METADATA_INDEX, Some(-1)).unwrap() }
-    }
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_conv_2_doptions(&self) -> Option<Conv2DOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::Conv2DOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { Conv2DOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_depthwise_conv_2_doptions(
-        &self,
-    ) -> Option<DepthwiseConv2DOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::DepthwiseConv2DOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { DepthwiseConv2DOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_concat_embeddings_options(
-        &self,
-    ) -> Option<ConcatEmbeddingsOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::ConcatEmbeddingsOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { ConcatEmbeddingsOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_lshprojection_options(&self) -> Option<LSHProjectionOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::LSHProjectionOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { LSHProjectionOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_pool_2_doptions(&self) -> Option<Pool2DOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::Pool2DOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { Pool2DOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_svdfoptions(&self) -> Option<SVDFOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::SVDFOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { SVDFOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_rnnoptions(&self) -> Option<RNNOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::RNNOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { RNNOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_fully_connected_options(&self) -> Option<FullyConnectedOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::FullyConnectedOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { FullyConnectedOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_softmax_options(&self) -> Option<SoftmaxOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::SoftmaxOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { SoftmaxOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_concatenation_options(&self) -> Option<ConcatenationOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::ConcatenationOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { ConcatenationOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_add_options(&self) -> Option<AddOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::AddOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { AddOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_l2_norm_options(&self) -> Option<L2NormOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::L2NormOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { L2NormOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_local_response_normalization_options(
-        &self,
-    ) -> Option<LocalResponseNormalizationOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::LocalResponseNormalizationOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { LocalResponseNormalizationOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_lstmoptions(&self) -> Option<LSTMOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::LSTMOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { LSTMOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_resize_bilinear_options(&self) -> Option<ResizeBilinearOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::ResizeBilinearOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { ResizeBilinearOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_call_options(&self) -> Option<CallOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::CallOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { CallOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_reshape_options(&self) -> Option<ReshapeOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::ReshapeOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { ReshapeOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_skip_gram_options(&self) -> Option<SkipGramOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::SkipGramOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { SkipGramOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_space_to_depth_options(&self) -> Option<SpaceToDepthOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::SpaceToDepthOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { SpaceToDepthOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_embedding_lookup_sparse_options(
-        &self,
-    ) -> Option<EmbeddingLookupSparseOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::EmbeddingLookupSparseOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { EmbeddingLookupSparseOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_mul_options(&self) -> Option<MulOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::MulOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { MulOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_pad_options(&self) -> Option<PadOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::PadOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { PadOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_gather_options(&self) -> Option<GatherOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::GatherOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { GatherOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_batch_to_space_ndoptions(&self) -> Option<BatchToSpaceNDOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::BatchToSpaceNDOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { BatchToSpaceNDOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_space_to_batch_ndoptions(&self) -> Option<SpaceToBatchNDOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::SpaceToBatchNDOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { SpaceToBatchNDOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_transpose_options(&self) -> Option<TransposeOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::TransposeOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { TransposeOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_reducer_options(&self) -> Option<ReducerOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::ReducerOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { ReducerOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_sub_options(&self) -> Option<SubOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::SubOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { SubOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_div_options(&self) -> Option<DivOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::DivOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { DivOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_squeeze_options(&self) -> Option<SqueezeOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::SqueezeOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { SqueezeOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_sequence_rnnoptions(&self) -> Option<SequenceRNNOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::SequenceRNNOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { SequenceRNNOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_strided_slice_options(&self) -> Option<StridedSliceOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::StridedSliceOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { StridedSliceOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_exp_options(&self) -> Option<ExpOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::ExpOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { ExpOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_top_kv2_options(&self) -> Option<TopKV2Options<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::TopKV2Options {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { TopKV2Options::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_split_options(&self) -> Option<SplitOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::SplitOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { SplitOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_log_softmax_options(&self) -> Option<LogSoftmaxOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::LogSoftmaxOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { LogSoftmaxOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_cast_options(&self) -> Option<CastOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::CastOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { CastOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_dequantize_options(&self) -> Option<DequantizeOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::DequantizeOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { DequantizeOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_maximum_minimum_options(&self) -> Option<MaximumMinimumOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::MaximumMinimumOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { MaximumMinimumOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_arg_max_options(&self) -> Option<ArgMaxOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::ArgMaxOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { ArgMaxOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_less_options(&self) -> Option<LessOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::LessOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { LessOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_neg_options(&self) -> Option<NegOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::NegOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { NegOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_pad_v2_options(&self) -> Option<PadV2Options<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::PadV2Options {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { PadV2Options::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_greater_options(&self) -> Option<GreaterOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::GreaterOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { GreaterOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_greater_equal_options(&self) -> Option<GreaterEqualOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::GreaterEqualOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { GreaterEqualOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_less_equal_options(&self) -> Option<LessEqualOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::LessEqualOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { LessEqualOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_select_options(&self) -> Option<SelectOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::SelectOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { SelectOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_slice_options(&self) -> Option<SliceOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::SliceOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { SliceOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_transpose_conv_options(&self) -> Option<TransposeConvOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::TransposeConvOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { TransposeConvOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_sparse_to_dense_options(&self) -> Option<SparseToDenseOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::SparseToDenseOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { SparseToDenseOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_tile_options(&self) -> Option<TileOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::TileOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { TileOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_expand_dims_options(&self) -> Option<ExpandDimsOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::ExpandDimsOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { ExpandDimsOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_equal_options(&self) -> Option<EqualOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::EqualOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { EqualOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_not_equal_options(&self) -> Option<NotEqualOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::NotEqualOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { NotEqualOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_shape_options(&self) -> Option<ShapeOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::ShapeOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { ShapeOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_pow_options(&self) -> Option<PowOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::PowOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { PowOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_arg_min_options(&self) -> Option<ArgMinOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::ArgMinOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { ArgMinOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_fake_quant_options(&self) -> Option<FakeQuantOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::FakeQuantOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { FakeQuantOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_pack_options(&self) -> Option<PackOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::PackOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { PackOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_logical_or_options(&self) -> Option<LogicalOrOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::LogicalOrOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { LogicalOrOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_one_hot_options(&self) -> Option<OneHotOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::OneHotOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { OneHotOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_logical_and_options(&self) -> Option<LogicalAndOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::LogicalAndOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { LogicalAndOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_logical_not_options(&self) -> Option<LogicalNotOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::LogicalNotOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { LogicalNotOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_unpack_options(&self) -> Option<UnpackOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::UnpackOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { UnpackOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_floor_div_options(&self) -> Option<FloorDivOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::FloorDivOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { FloorDivOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_square_options(&self) -> Option<SquareOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::SquareOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { SquareOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_zeros_like_options(&self) -> Option<ZerosLikeOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::ZerosLikeOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { ZerosLikeOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_fill_options(&self) -> Option<FillOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::FillOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { FillOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_bidirectional_sequence_lstmoptions(
-        &self,
-    ) -> Option<BidirectionalSequenceLSTMOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::BidirectionalSequenceLSTMOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { BidirectionalSequenceLSTMOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_bidirectional_sequence_rnnoptions(
-        &self,
-    ) -> Option<BidirectionalSequenceRNNOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::BidirectionalSequenceRNNOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { BidirectionalSequenceRNNOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_unidirectional_sequence_lstmoptions(
-        &self,
-    ) -> Option<UnidirectionalSequenceLSTMOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::UnidirectionalSequenceLSTMOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { UnidirectionalSequenceLSTMOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_floor_mod_options(&self) -> Option<FloorModOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::FloorModOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { FloorModOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_range_options(&self) -> Option<RangeOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::RangeOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { RangeOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_resize_nearest_neighbor_options(
-        &self,
-    ) -> Option<ResizeNearestNeighborOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::ResizeNearestNeighborOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { ResizeNearestNeighborOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_leaky_relu_options(&self) -> Option<LeakyReluOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::LeakyReluOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { LeakyReluOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_squared_difference_options(
-        &self,
-    ) -> Option<SquaredDifferenceOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::SquaredDifferenceOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { SquaredDifferenceOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_mirror_pad_options(&self) -> Option<MirrorPadOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::MirrorPadOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { MirrorPadOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_abs_options(&self) -> Option<AbsOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::AbsOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { AbsOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_split_voptions(&self) -> Option<SplitVOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::SplitVOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { SplitVOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_unique_options(&self) -> Option<UniqueOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::UniqueOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { UniqueOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_reverse_v2_options(&self) -> Option<ReverseV2Options<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::ReverseV2Options {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { ReverseV2Options::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_add_noptions(&self) -> Option<AddNOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::AddNOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { AddNOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_gather_nd_options(&self) -> Option<GatherNdOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::GatherNdOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { GatherNdOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_cos_options(&self) -> Option<CosOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::CosOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { CosOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_where_options(&self) -> Option<WhereOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::WhereOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { WhereOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_rank_options(&self) -> Option<RankOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::RankOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { RankOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_reverse_sequence_options(
-        &self,
-    ) -> Option<ReverseSequenceOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::ReverseSequenceOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { ReverseSequenceOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_matrix_diag_options(&self) -> Option<MatrixDiagOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::MatrixDiagOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { MatrixDiagOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_quantize_options(&self) -> Option<QuantizeOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::QuantizeOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { QuantizeOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_matrix_set_diag_options(&self) -> Option<MatrixSetDiagOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::MatrixSetDiagOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { MatrixSetDiagOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_hard_swish_options(&self) -> Option<HardSwishOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::HardSwishOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { HardSwishOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_if_options(&self) -> Option<IfOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::IfOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { IfOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_while_options(&self) -> Option<WhileOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::WhileOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { WhileOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_depth_to_space_options(&self) -> Option<DepthToSpaceOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::DepthToSpaceOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { DepthToSpaceOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_non_max_suppression_v4_options(
-        &self,
-    ) -> Option<NonMaxSuppressionV4Options<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::NonMaxSuppressionV4Options {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { NonMaxSuppressionV4Options::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_non_max_suppression_v5_options(
-        &self,
-    ) -> Option<NonMaxSuppressionV5Options<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::NonMaxSuppressionV5Options {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { NonMaxSuppressionV5Options::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_scatter_nd_options(&self) -> Option<ScatterNdOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::ScatterNdOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { ScatterNdOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_select_v2_options(&self) -> Option<SelectV2Options<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::SelectV2Options {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { SelectV2Options::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_densify_options(&self) -> Option<DensifyOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::DensifyOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { DensifyOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_segment_sum_options(&self) -> Option<SegmentSumOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::SegmentSumOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { SegmentSumOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_batch_mat_mul_options(&self) -> Option<BatchMatMulOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::BatchMatMulOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { BatchMatMulOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_cumsum_options(&self) -> Option<CumsumOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::CumsumOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { CumsumOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_call_once_options(&self) -> Option<CallOnceOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::CallOnceOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { CallOnceOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_broadcast_to_options(&self) -> Option<BroadcastToOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::BroadcastToOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { BroadcastToOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_rfft_2d_options(&self) -> Option<Rfft2dOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::Rfft2dOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { Rfft2dOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_conv_3_doptions(&self) -> Option<Conv3DOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::Conv3DOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { Conv3DOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_hashtable_options(&self) -> Option<HashtableOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::HashtableOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { HashtableOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_hashtable_find_options(&self) -> Option<HashtableFindOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::HashtableFindOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { HashtableFindOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_hashtable_import_options(
-        &self,
-    ) -> Option<HashtableImportOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::HashtableImportOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { HashtableImportOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_hashtable_size_options(&self) -> Option<HashtableSizeOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::HashtableSizeOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { HashtableSizeOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_var_handle_options(&self) -> Option<VarHandleOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::VarHandleOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { VarHandleOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_read_variable_options(&self) -> Option<ReadVariableOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::ReadVariableOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { ReadVariableOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_assign_variable_options(&self) -> Option<AssignVariableOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::AssignVariableOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { AssignVariableOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_random_options(&self) -> Option<RandomOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::RandomOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { RandomOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_bucketize_options(&self) -> Option<BucketizeOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::BucketizeOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { BucketizeOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_gelu_options(&self) -> Option<GeluOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::GeluOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { GeluOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_dynamic_update_slice_options(
-        &self,
-    ) -> Option<DynamicUpdateSliceOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::DynamicUpdateSliceOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { DynamicUpdateSliceOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_unsorted_segment_prod_options(
-        &self,
-    ) -> Option<UnsortedSegmentProdOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::UnsortedSegmentProdOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { UnsortedSegmentProdOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_unsorted_segment_max_options(
-        &self,
-    ) -> Option<UnsortedSegmentMaxOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::UnsortedSegmentMaxOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { UnsortedSegmentMaxOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_unsorted_segment_min_options(
-        &self,
-    ) -> Option<UnsortedSegmentMinOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::UnsortedSegmentMinOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { UnsortedSegmentMinOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_unsorted_segment_sum_options(
-        &self,
-    ) -> Option<UnsortedSegmentSumOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::UnsortedSegmentSumOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { UnsortedSegmentSumOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_atan_2_options(&self) -> Option<ATan2Options<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::ATan2Options {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { ATan2Options::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_sign_options(&self) -> Option<SignOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::SignOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { SignOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_bitcast_options(&self) -> Option<BitcastOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::BitcastOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { BitcastOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_bitwise_xor_options(&self) -> Option<BitwiseXorOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::BitwiseXorOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { BitwiseXorOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_right_shift_options(&self) -> Option<RightShiftOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::RightShiftOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { RightShiftOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_attention_options(&self) -> Option<AttentionOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::AttentionOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { AttentionOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_run_model_options(&self) -> Option<RunModelOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::RunModelOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { RunModelOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_ro_peoptions(&self) -> Option<RoPEOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::RoPEOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { RoPEOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_rms_norm_options(&self) -> Option<RmsNormOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::RmsNormOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { RmsNormOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_gruoptions(&self) -> Option<GRUOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::GRUOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { GRUOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_bcqgather_options(&self) -> Option<BCQGatherOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::BCQGatherOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { BCQGatherOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_bcqfully_connected_options(
-        &self,
-    ) -> Option<BCQFullyConnectedOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::BCQFullyConnectedOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { BCQFullyConnectedOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_as_instance_norm_options(&self) -> Option<InstanceNormOptions<'a>> {
-        if self.builtin_options_type() == BuiltinOptions::InstanceNormOptions {
-            self.builtin_options().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { InstanceNormOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_2_as_stablehlo_concatenate_options(
-        &self,
-    ) -> Option<StablehloConcatenateOptions<'a>> {
-        if self.builtin_options_2_type() == BuiltinOptions2::StablehloConcatenateOptions {
-            self.builtin_options_2().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { StablehloConcatenateOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_2_as_stablehlo_broadcast_in_dim_options(
-        &self,
-    ) -> Option<StablehloBroadcastInDimOptions<'a>> {
-        if self.builtin_options_2_type() == BuiltinOptions2::StablehloBroadcastInDimOptions {
-            self.builtin_options_2().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { StablehloBroadcastInDimOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_2_as_stablehlo_slice_options(
-        &self,
-    ) -> Option<StablehloSliceOptions<'a>> {
-        if self.builtin_options_2_type() == BuiltinOptions2::StablehloSliceOptions {
-            self.builtin_options_2().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { StablehloSliceOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_2_as_stablehlo_convolution_options(
-        &self,
-    ) -> Option<StablehloConvolutionOptions<'a>> {
-        if self.builtin_options_2_type() == BuiltinOptions2::StablehloConvolutionOptions {
-            self.builtin_options_2().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { StablehloConvolutionOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_2_as_stablehlo_custom_call_options(
-        &self,
-    ) -> Option<StablehloCustomCallOptions<'a>> {
-        if self.builtin_options_2_type() == BuiltinOptions2::StablehloCustomCallOptions {
-            self.builtin_options_2().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { StablehloCustomCallOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_2_as_stablehlo_reduce_options(
-        &self,
-    ) -> Option<StablehloReduceOptions<'a>> {
-        if self.builtin_options_2_type() == BuiltinOptions2::StablehloReduceOptions {
-            self.builtin_options_2().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { StablehloReduceOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_2_as_stablehlo_scatter_options(
-        &self,
-    ) -> Option<StablehloScatterOptions<'a>> {
-        if self.builtin_options_2_type() == BuiltinOptions2::StablehloScatterOptions {
-            self.builtin_options_2().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { StablehloScatterOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_2_as_stablehlo_compare_options(
-        &self,
-    ) -> Option<StablehloCompareOptions<'a>> {
-        if self.builtin_options_2_type() == BuiltinOptions2::StablehloCompareOptions {
-            self.builtin_options_2().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { StablehloCompareOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_2_as_stablehlo_dynamic_slice_options(
-        &self,
-    ) -> Option<StablehloDynamicSliceOptions<'a>> {
-        if self.builtin_options_2_type() == BuiltinOptions2::StablehloDynamicSliceOptions {
-            self.builtin_options_2().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { StablehloDynamicSliceOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_2_as_stablehlo_pad_options(&self) -> Option<StablehloPadOptions<'a>> {
-        if self.builtin_options_2_type() == BuiltinOptions2::StablehloPadOptions {
-            self.builtin_options_2().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { StablehloPadOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_2_as_stablehlo_iota_options(&self) -> Option<StablehloIotaOptions<'a>> {
-        if self.builtin_options_2_type() == BuiltinOptions2::StablehloIotaOptions {
-            self.builtin_options_2().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { StablehloIotaOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_2_as_stablehlo_dot_general_options(
-        &self,
-    ) -> Option<StablehloDotGeneralOptions<'a>> {
-        if self.builtin_options_2_type() == BuiltinOptions2::StablehloDotGeneralOptions {
-            self.builtin_options_2().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { StablehloDotGeneralOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_2_as_stablehlo_reduce_window_options(
-        &self,
-    ) -> Option<StablehloReduceWindowOptions<'a>> {
-        if self.builtin_options_2_type() == BuiltinOptions2::StablehloReduceWindowOptions {
-            self.builtin_options_2().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { StablehloReduceWindowOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_2_as_stablehlo_sort_options(&self) -> Option<StablehloSortOptions<'a>> {
-        if self.builtin_options_2_type() == BuiltinOptions2::StablehloSortOptions {
-            self.builtin_options_2().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { StablehloSortOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_2_as_stablehlo_while_options(
-        &self,
-    ) -> Option<StablehloWhileOptions<'a>> {
-        if self.builtin_options_2_type() == BuiltinOptions2::StablehloWhileOptions {
-            self.builtin_options_2().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { StablehloWhileOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_2_as_stablehlo_gather_options(
-        &self,
-    ) -> Option<StablehloGatherOptions<'a>> {
-        if self.builtin_options_2_type() == BuiltinOptions2::StablehloGatherOptions {
-            self.builtin_options_2().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { StablehloGatherOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_2_as_stablehlo_transpose_options(
-        &self,
-    ) -> Option<StablehloTransposeOptions<'a>> {
-        if self.builtin_options_2_type() == BuiltinOptions2::StablehloTransposeOptions {
-            self.builtin_options_2().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { StablehloTransposeOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_2_as_dilate_options(&self) -> Option<DilateOptions<'a>> {
-        if self.builtin_options_2_type() == BuiltinOptions2::DilateOptions {
-            self.builtin_options_2().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { DilateOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_2_as_stablehlo_rng_bit_generator_options(
-        &self,
-    ) -> Option<StablehloRngBitGeneratorOptions<'a>> {
-        if self.builtin_options_2_type() == BuiltinOptions2::StablehloRngBitGeneratorOptions {
-            self.builtin_options_2().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { StablehloRngBitGeneratorOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_2_as_reduce_window_options(&self) -> Option<ReduceWindowOptions<'a>> {
-        if self.builtin_options_2_type() == BuiltinOptions2::ReduceWindowOptions {
-            self.builtin_options_2().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { ReduceWindowOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_2_as_stable_hlocomposite_options(
-        &self,
-    ) -> Option<StableHLOCompositeOptions<'a>> {
-        if self.builtin_options_2_type() == BuiltinOptions2::StableHLOCompositeOptions {
-            self.builtin_options_2().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { StableHLOCompositeOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_2_as_stablehlo_shift_left_options(
-        &self,
-    ) -> Option<StablehloShiftLeftOptions<'a>> {
-        if self.builtin_options_2_type() == BuiltinOptions2::StablehloShiftLeftOptions {
-            self.builtin_options_2().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { StablehloShiftLeftOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
-
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn builtin_options_2_as_stablehlo_case_options(&self) -> Option<StablehloCaseOptions<'a>> {
-        if self.builtin_options_2_type() == BuiltinOptions2::StablehloCaseOptions {
-            self.builtin_options_2().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { StablehloCaseOptions::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
+    let debug_metadata_index = self.debug_metadata_index();
+    OperatorT {
+      opcode_index,
+      inputs,
+      outputs,
+      builtin_options,
+      custom_options,
+      custom_options_format,
+      mutating_variable_inputs,
+      intermediates,
+      large_custom_options_offset,
+      large_custom_options_size,
+      builtin_options_2,
+      debug_metadata_index,
+    }
+  }
+
+  #[inline]
+  pub fn opcode_index(&self) -> u32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u32>(Operator::VT_OPCODE_INDEX, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn inputs(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(Operator::VT_INPUTS, None)}
+  }
+  #[inline]
+  pub fn outputs(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(Operator::VT_OUTPUTS, None)}
+  }
+  #[inline]
+  pub fn builtin_options_type(&self) -> BuiltinOptions {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<BuiltinOptions>(Operator::VT_BUILTIN_OPTIONS_TYPE, Some(BuiltinOptions::NONE)).unwrap()}
+  }
+  #[inline]
+  pub fn builtin_options(&self) -> Option<::flatbuffers::Table<'a>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Table<'a>>>(Operator::VT_BUILTIN_OPTIONS, None)}
+  }
+  #[inline]
+  pub fn custom_options(&self) -> Option<::flatbuffers::Vector<'a, u8>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u8>>>(Operator::VT_CUSTOM_OPTIONS, None)}
+  }
+  #[inline]
+  pub fn custom_options_format(&self) -> CustomOptionsFormat {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<CustomOptionsFormat>(Operator::VT_CUSTOM_OPTIONS_FORMAT, Some(CustomOptionsFormat::FLEXBUFFERS)).unwrap()}
+  }
+  #[inline]
+  pub fn mutating_variable_inputs(&self) -> Option<::flatbuffers::Vector<'a, bool>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, bool>>>(Operator::VT_MUTATING_VARIABLE_INPUTS, None)}
+  }
+  #[inline]
+  pub fn intermediates(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(Operator::VT_INTERMEDIATES, None)}
+  }
+  #[inline]
+  pub fn large_custom_options_offset(&self) -> u64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u64>(Operator::VT_LARGE_CUSTOM_OPTIONS_OFFSET, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn large_custom_options_size(&self) -> u64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u64>(Operator::VT_LARGE_CUSTOM_OPTIONS_SIZE, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn builtin_options_2_type(&self) -> BuiltinOptions2 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<BuiltinOptions2>(Operator::VT_BUILTIN_OPTIONS_2_TYPE, Some(BuiltinOptions2::NONE)).unwrap()}
+  }
+  #[inline]
+  pub fn builtin_options_2(&self) -> Option<::flatbuffers::Table<'a>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Table<'a>>>(Operator::VT_BUILTIN_OPTIONS_2, None)}
+  }
+  #[inline]
+  pub fn debug_metadata_index(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(Operator::VT_DEBUG_METADATA_INDEX, Some(-1)).unwrap()}
+  }
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_conv_2_doptions(&self) -> Option<Conv2DOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::Conv2DOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { Conv2DOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_depthwise_conv_2_doptions(&self) -> Option<DepthwiseConv2DOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::DepthwiseConv2DOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { DepthwiseConv2DOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_concat_embeddings_options(&self) -> Option<ConcatEmbeddingsOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::ConcatEmbeddingsOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { ConcatEmbeddingsOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_lshprojection_options(&self) -> Option<LSHProjectionOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::LSHProjectionOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { LSHProjectionOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_pool_2_doptions(&self) -> Option<Pool2DOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::Pool2DOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { Pool2DOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_svdfoptions(&self) -> Option<SVDFOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::SVDFOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { SVDFOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_rnnoptions(&self) -> Option<RNNOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::RNNOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { RNNOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_fully_connected_options(&self) -> Option<FullyConnectedOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::FullyConnectedOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { FullyConnectedOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_softmax_options(&self) -> Option<SoftmaxOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::SoftmaxOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { SoftmaxOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_concatenation_options(&self) -> Option<ConcatenationOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::ConcatenationOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { ConcatenationOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_add_options(&self) -> Option<AddOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::AddOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { AddOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_l2_norm_options(&self) -> Option<L2NormOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::L2NormOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { L2NormOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_local_response_normalization_options(&self) -> Option<LocalResponseNormalizationOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::LocalResponseNormalizationOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { LocalResponseNormalizationOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_lstmoptions(&self) -> Option<LSTMOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::LSTMOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { LSTMOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_resize_bilinear_options(&self) -> Option<ResizeBilinearOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::ResizeBilinearOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { ResizeBilinearOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_call_options(&self) -> Option<CallOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::CallOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { CallOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_reshape_options(&self) -> Option<ReshapeOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::ReshapeOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { ReshapeOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_skip_gram_options(&self) -> Option<SkipGramOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::SkipGramOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { SkipGramOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_space_to_depth_options(&self) -> Option<SpaceToDepthOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::SpaceToDepthOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { SpaceToDepthOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_embedding_lookup_sparse_options(&self) -> Option<EmbeddingLookupSparseOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::EmbeddingLookupSparseOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { EmbeddingLookupSparseOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_mul_options(&self) -> Option<MulOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::MulOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { MulOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_pad_options(&self) -> Option<PadOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::PadOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { PadOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_gather_options(&self) -> Option<GatherOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::GatherOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { GatherOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_batch_to_space_ndoptions(&self) -> Option<BatchToSpaceNDOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::BatchToSpaceNDOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { BatchToSpaceNDOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_space_to_batch_ndoptions(&self) -> Option<SpaceToBatchNDOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::SpaceToBatchNDOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { SpaceToBatchNDOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_transpose_options(&self) -> Option<TransposeOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::TransposeOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { TransposeOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_reducer_options(&self) -> Option<ReducerOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::ReducerOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { ReducerOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_sub_options(&self) -> Option<SubOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::SubOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { SubOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_div_options(&self) -> Option<DivOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::DivOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { DivOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_squeeze_options(&self) -> Option<SqueezeOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::SqueezeOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { SqueezeOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_sequence_rnnoptions(&self) -> Option<SequenceRNNOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::SequenceRNNOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { SequenceRNNOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_strided_slice_options(&self) -> Option<StridedSliceOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::StridedSliceOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { StridedSliceOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_exp_options(&self) -> Option<ExpOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::ExpOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { ExpOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_top_kv2_options(&self) -> Option<TopKV2Options<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::TopKV2Options {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { TopKV2Options::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_split_options(&self) -> Option<SplitOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::SplitOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { SplitOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_log_softmax_options(&self) -> Option<LogSoftmaxOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::LogSoftmaxOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { LogSoftmaxOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_cast_options(&self) -> Option<CastOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::CastOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { CastOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_dequantize_options(&self) -> Option<DequantizeOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::DequantizeOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { DequantizeOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_maximum_minimum_options(&self) -> Option<MaximumMinimumOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::MaximumMinimumOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { MaximumMinimumOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_arg_max_options(&self) -> Option<ArgMaxOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::ArgMaxOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { ArgMaxOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_less_options(&self) -> Option<LessOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::LessOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { LessOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_neg_options(&self) -> Option<NegOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::NegOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { NegOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_pad_v2_options(&self) -> Option<PadV2Options<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::PadV2Options {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { PadV2Options::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_greater_options(&self) -> Option<GreaterOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::GreaterOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { GreaterOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_greater_equal_options(&self) -> Option<GreaterEqualOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::GreaterEqualOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { GreaterEqualOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_less_equal_options(&self) -> Option<LessEqualOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::LessEqualOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { LessEqualOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_select_options(&self) -> Option<SelectOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::SelectOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { SelectOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_slice_options(&self) -> Option<SliceOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::SliceOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { SliceOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_transpose_conv_options(&self) -> Option<TransposeConvOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::TransposeConvOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { TransposeConvOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_sparse_to_dense_options(&self) -> Option<SparseToDenseOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::SparseToDenseOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { SparseToDenseOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_tile_options(&self) -> Option<TileOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::TileOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { TileOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_expand_dims_options(&self) -> Option<ExpandDimsOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::ExpandDimsOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { ExpandDimsOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_equal_options(&self) -> Option<EqualOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::EqualOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { EqualOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_not_equal_options(&self) -> Option<NotEqualOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::NotEqualOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { NotEqualOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_shape_options(&self) -> Option<ShapeOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::ShapeOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { ShapeOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_pow_options(&self) -> Option<PowOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::PowOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { PowOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_arg_min_options(&self) -> Option<ArgMinOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::ArgMinOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { ArgMinOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_fake_quant_options(&self) -> Option<FakeQuantOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::FakeQuantOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { FakeQuantOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_pack_options(&self) -> Option<PackOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::PackOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { PackOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_logical_or_options(&self) -> Option<LogicalOrOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::LogicalOrOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { LogicalOrOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_one_hot_options(&self) -> Option<OneHotOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::OneHotOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { OneHotOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_logical_and_options(&self) -> Option<LogicalAndOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::LogicalAndOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { LogicalAndOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_logical_not_options(&self) -> Option<LogicalNotOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::LogicalNotOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { LogicalNotOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_unpack_options(&self) -> Option<UnpackOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::UnpackOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { UnpackOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_floor_div_options(&self) -> Option<FloorDivOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::FloorDivOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { FloorDivOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_square_options(&self) -> Option<SquareOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::SquareOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { SquareOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_zeros_like_options(&self) -> Option<ZerosLikeOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::ZerosLikeOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { ZerosLikeOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_fill_options(&self) -> Option<FillOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::FillOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { FillOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_bidirectional_sequence_lstmoptions(&self) -> Option<BidirectionalSequenceLSTMOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::BidirectionalSequenceLSTMOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { BidirectionalSequenceLSTMOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_bidirectional_sequence_rnnoptions(&self) -> Option<BidirectionalSequenceRNNOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::BidirectionalSequenceRNNOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { BidirectionalSequenceRNNOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_unidirectional_sequence_lstmoptions(&self) -> Option<UnidirectionalSequenceLSTMOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::UnidirectionalSequenceLSTMOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { UnidirectionalSequenceLSTMOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_floor_mod_options(&self) -> Option<FloorModOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::FloorModOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { FloorModOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_range_options(&self) -> Option<RangeOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::RangeOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { RangeOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_resize_nearest_neighbor_options(&self) -> Option<ResizeNearestNeighborOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::ResizeNearestNeighborOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { ResizeNearestNeighborOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_leaky_relu_options(&self) -> Option<LeakyReluOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::LeakyReluOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { LeakyReluOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_squared_difference_options(&self) -> Option<SquaredDifferenceOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::SquaredDifferenceOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { SquaredDifferenceOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_mirror_pad_options(&self) -> Option<MirrorPadOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::MirrorPadOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { MirrorPadOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_abs_options(&self) -> Option<AbsOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::AbsOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { AbsOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_split_voptions(&self) -> Option<SplitVOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::SplitVOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { SplitVOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_unique_options(&self) -> Option<UniqueOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::UniqueOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { UniqueOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_reverse_v2_options(&self) -> Option<ReverseV2Options<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::ReverseV2Options {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { ReverseV2Options::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_add_noptions(&self) -> Option<AddNOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::AddNOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { AddNOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_gather_nd_options(&self) -> Option<GatherNdOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::GatherNdOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { GatherNdOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_cos_options(&self) -> Option<CosOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::CosOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { CosOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_where_options(&self) -> Option<WhereOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::WhereOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { WhereOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_rank_options(&self) -> Option<RankOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::RankOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { RankOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_reverse_sequence_options(&self) -> Option<ReverseSequenceOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::ReverseSequenceOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { ReverseSequenceOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_matrix_diag_options(&self) -> Option<MatrixDiagOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::MatrixDiagOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { MatrixDiagOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_quantize_options(&self) -> Option<QuantizeOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::QuantizeOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { QuantizeOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_matrix_set_diag_options(&self) -> Option<MatrixSetDiagOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::MatrixSetDiagOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { MatrixSetDiagOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_hard_swish_options(&self) -> Option<HardSwishOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::HardSwishOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { HardSwishOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_if_options(&self) -> Option<IfOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::IfOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { IfOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_while_options(&self) -> Option<WhileOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::WhileOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { WhileOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_depth_to_space_options(&self) -> Option<DepthToSpaceOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::DepthToSpaceOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { DepthToSpaceOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_non_max_suppression_v4_options(&self) -> Option<NonMaxSuppressionV4Options<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::NonMaxSuppressionV4Options {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { NonMaxSuppressionV4Options::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_non_max_suppression_v5_options(&self) -> Option<NonMaxSuppressionV5Options<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::NonMaxSuppressionV5Options {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { NonMaxSuppressionV5Options::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_scatter_nd_options(&self) -> Option<ScatterNdOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::ScatterNdOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { ScatterNdOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_select_v2_options(&self) -> Option<SelectV2Options<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::SelectV2Options {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { SelectV2Options::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_densify_options(&self) -> Option<DensifyOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::DensifyOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { DensifyOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_segment_sum_options(&self) -> Option<SegmentSumOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::SegmentSumOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { SegmentSumOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_batch_mat_mul_options(&self) -> Option<BatchMatMulOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::BatchMatMulOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { BatchMatMulOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_cumsum_options(&self) -> Option<CumsumOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::CumsumOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { CumsumOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_call_once_options(&self) -> Option<CallOnceOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::CallOnceOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { CallOnceOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_broadcast_to_options(&self) -> Option<BroadcastToOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::BroadcastToOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { BroadcastToOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_rfft_2d_options(&self) -> Option<Rfft2dOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::Rfft2dOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { Rfft2dOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_conv_3_doptions(&self) -> Option<Conv3DOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::Conv3DOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { Conv3DOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_hashtable_options(&self) -> Option<HashtableOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::HashtableOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { HashtableOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_hashtable_find_options(&self) -> Option<HashtableFindOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::HashtableFindOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { HashtableFindOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_hashtable_import_options(&self) -> Option<HashtableImportOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::HashtableImportOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { HashtableImportOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_hashtable_size_options(&self) -> Option<HashtableSizeOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::HashtableSizeOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { HashtableSizeOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_var_handle_options(&self) -> Option<VarHandleOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::VarHandleOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { VarHandleOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_read_variable_options(&self) -> Option<ReadVariableOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::ReadVariableOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { ReadVariableOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_assign_variable_options(&self) -> Option<AssignVariableOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::AssignVariableOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { AssignVariableOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_random_options(&self) -> Option<RandomOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::RandomOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { RandomOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_bucketize_options(&self) -> Option<BucketizeOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::BucketizeOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { BucketizeOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_gelu_options(&self) -> Option<GeluOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::GeluOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { GeluOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_dynamic_update_slice_options(&self) -> Option<DynamicUpdateSliceOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::DynamicUpdateSliceOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { DynamicUpdateSliceOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_unsorted_segment_prod_options(&self) -> Option<UnsortedSegmentProdOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::UnsortedSegmentProdOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { UnsortedSegmentProdOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_unsorted_segment_max_options(&self) -> Option<UnsortedSegmentMaxOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::UnsortedSegmentMaxOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { UnsortedSegmentMaxOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_unsorted_segment_min_options(&self) -> Option<UnsortedSegmentMinOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::UnsortedSegmentMinOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { UnsortedSegmentMinOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_unsorted_segment_sum_options(&self) -> Option<UnsortedSegmentSumOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::UnsortedSegmentSumOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { UnsortedSegmentSumOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_atan_2_options(&self) -> Option<ATan2Options<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::ATan2Options {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { ATan2Options::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_sign_options(&self) -> Option<SignOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::SignOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { SignOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_bitcast_options(&self) -> Option<BitcastOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::BitcastOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { BitcastOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_bitwise_xor_options(&self) -> Option<BitwiseXorOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::BitwiseXorOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { BitwiseXorOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_right_shift_options(&self) -> Option<RightShiftOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::RightShiftOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { RightShiftOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_attention_options(&self) -> Option<AttentionOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::AttentionOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { AttentionOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_run_model_options(&self) -> Option<RunModelOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::RunModelOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { RunModelOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_ro_peoptions(&self) -> Option<RoPEOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::RoPEOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { RoPEOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_rms_norm_options(&self) -> Option<RmsNormOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::RmsNormOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { RmsNormOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_gruoptions(&self) -> Option<GRUOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::GRUOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { GRUOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_bcqgather_options(&self) -> Option<BCQGatherOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::BCQGatherOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { BCQGatherOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_bcqfully_connected_options(&self) -> Option<BCQFullyConnectedOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::BCQFullyConnectedOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { BCQFullyConnectedOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_as_instance_norm_options(&self) -> Option<InstanceNormOptions<'a>> {
+    if self.builtin_options_type() == BuiltinOptions::InstanceNormOptions {
+      self.builtin_options().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { InstanceNormOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_2_as_stablehlo_concatenate_options(&self) -> Option<StablehloConcatenateOptions<'a>> {
+    if self.builtin_options_2_type() == BuiltinOptions2::StablehloConcatenateOptions {
+      self.builtin_options_2().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { StablehloConcatenateOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_2_as_stablehlo_broadcast_in_dim_options(&self) -> Option<StablehloBroadcastInDimOptions<'a>> {
+    if self.builtin_options_2_type() == BuiltinOptions2::StablehloBroadcastInDimOptions {
+      self.builtin_options_2().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { StablehloBroadcastInDimOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_2_as_stablehlo_slice_options(&self) -> Option<StablehloSliceOptions<'a>> {
+    if self.builtin_options_2_type() == BuiltinOptions2::StablehloSliceOptions {
+      self.builtin_options_2().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { StablehloSliceOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_2_as_stablehlo_convolution_options(&self) -> Option<StablehloConvolutionOptions<'a>> {
+    if self.builtin_options_2_type() == BuiltinOptions2::StablehloConvolutionOptions {
+      self.builtin_options_2().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { StablehloConvolutionOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_2_as_stablehlo_custom_call_options(&self) -> Option<StablehloCustomCallOptions<'a>> {
+    if self.builtin_options_2_type() == BuiltinOptions2::StablehloCustomCallOptions {
+      self.builtin_options_2().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { StablehloCustomCallOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_2_as_stablehlo_reduce_options(&self) -> Option<StablehloReduceOptions<'a>> {
+    if self.builtin_options_2_type() == BuiltinOptions2::StablehloReduceOptions {
+      self.builtin_options_2().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { StablehloReduceOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_2_as_stablehlo_scatter_options(&self) -> Option<StablehloScatterOptions<'a>> {
+    if self.builtin_options_2_type() == BuiltinOptions2::StablehloScatterOptions {
+      self.builtin_options_2().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { StablehloScatterOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_2_as_stablehlo_compare_options(&self) -> Option<StablehloCompareOptions<'a>> {
+    if self.builtin_options_2_type() == BuiltinOptions2::StablehloCompareOptions {
+      self.builtin_options_2().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { StablehloCompareOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_2_as_stablehlo_dynamic_slice_options(&self) -> Option<StablehloDynamicSliceOptions<'a>> {
+    if self.builtin_options_2_type() == BuiltinOptions2::StablehloDynamicSliceOptions {
+      self.builtin_options_2().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { StablehloDynamicSliceOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_2_as_stablehlo_pad_options(&self) -> Option<StablehloPadOptions<'a>> {
+    if self.builtin_options_2_type() == BuiltinOptions2::StablehloPadOptions {
+      self.builtin_options_2().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { StablehloPadOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_2_as_stablehlo_iota_options(&self) -> Option<StablehloIotaOptions<'a>> {
+    if self.builtin_options_2_type() == BuiltinOptions2::StablehloIotaOptions {
+      self.builtin_options_2().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { StablehloIotaOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_2_as_stablehlo_dot_general_options(&self) -> Option<StablehloDotGeneralOptions<'a>> {
+    if self.builtin_options_2_type() == BuiltinOptions2::StablehloDotGeneralOptions {
+      self.builtin_options_2().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { StablehloDotGeneralOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_2_as_stablehlo_reduce_window_options(&self) -> Option<StablehloReduceWindowOptions<'a>> {
+    if self.builtin_options_2_type() == BuiltinOptions2::StablehloReduceWindowOptions {
+      self.builtin_options_2().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { StablehloReduceWindowOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_2_as_stablehlo_sort_options(&self) -> Option<StablehloSortOptions<'a>> {
+    if self.builtin_options_2_type() == BuiltinOptions2::StablehloSortOptions {
+      self.builtin_options_2().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { StablehloSortOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_2_as_stablehlo_while_options(&self) -> Option<StablehloWhileOptions<'a>> {
+    if self.builtin_options_2_type() == BuiltinOptions2::StablehloWhileOptions {
+      self.builtin_options_2().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { StablehloWhileOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_2_as_stablehlo_gather_options(&self) -> Option<StablehloGatherOptions<'a>> {
+    if self.builtin_options_2_type() == BuiltinOptions2::StablehloGatherOptions {
+      self.builtin_options_2().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { StablehloGatherOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_2_as_stablehlo_transpose_options(&self) -> Option<StablehloTransposeOptions<'a>> {
+    if self.builtin_options_2_type() == BuiltinOptions2::StablehloTransposeOptions {
+      self.builtin_options_2().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { StablehloTransposeOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_2_as_dilate_options(&self) -> Option<DilateOptions<'a>> {
+    if self.builtin_options_2_type() == BuiltinOptions2::DilateOptions {
+      self.builtin_options_2().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { DilateOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_2_as_stablehlo_rng_bit_generator_options(&self) -> Option<StablehloRngBitGeneratorOptions<'a>> {
+    if self.builtin_options_2_type() == BuiltinOptions2::StablehloRngBitGeneratorOptions {
+      self.builtin_options_2().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { StablehloRngBitGeneratorOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_2_as_reduce_window_options(&self) -> Option<ReduceWindowOptions<'a>> {
+    if self.builtin_options_2_type() == BuiltinOptions2::ReduceWindowOptions {
+      self.builtin_options_2().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { ReduceWindowOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_2_as_stable_hlocomposite_options(&self) -> Option<StableHLOCompositeOptions<'a>> {
+    if self.builtin_options_2_type() == BuiltinOptions2::StableHLOCompositeOptions {
+      self.builtin_options_2().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { StableHLOCompositeOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_2_as_stablehlo_shift_left_options(&self) -> Option<StablehloShiftLeftOptions<'a>> {
+    if self.builtin_options_2_type() == BuiltinOptions2::StablehloShiftLeftOptions {
+      self.builtin_options_2().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { StablehloShiftLeftOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn builtin_options_2_as_stablehlo_case_options(&self) -> Option<StablehloCaseOptions<'a>> {
+    if self.builtin_options_2_type() == BuiltinOptions2::StablehloCaseOptions {
+      self.builtin_options_2().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { StablehloCaseOptions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
 }
 
 impl ::flatbuffers::Verifiable for Operator<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
      .visit_field::<u32>("opcode_index", Self::VT_OPCODE_INDEX, false)?
      .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>("inputs", Self::VT_INPUTS, false)?
      .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>("outputs", Self::VT_OUTPUTS, false)?
@@ -3667,8 +3529,8 @@ impl ::flatbuffers::Verifiable for Operator<'_> {
      })?
      .visit_field::<i32>("debug_metadata_index", Self::VT_DEBUG_METADATA_INDEX, false)?
      .finish();
-        Ok(())
-    }
+    Ok(())
+  }
 }
 pub struct OperatorArgs<'a> {
     pub opcode_index: u32,
@@ -3687,1827 +3549,1310 @@ pub struct OperatorArgs<'a> {
     pub debug_metadata_index: i32,
 }
 impl<'a> Default for OperatorArgs<'a> {
-    #[inline]
-    fn default() -> Self {
-        OperatorArgs {
-            opcode_index: 0,
-            inputs: None,
-            outputs: None,
-            builtin_options_type: BuiltinOptions::NONE,
-            builtin_options: None,
-            custom_options: None,
-            custom_options_format: CustomOptionsFormat::FLEXBUFFERS,
-            mutating_variable_inputs: None,
-            intermediates: None,
-            large_custom_options_offset: 0,
-            large_custom_options_size: 0,
-            builtin_options_2_type: BuiltinOptions2::NONE,
-            builtin_options_2: None,
-            debug_metadata_index: -1,
-        }
+  #[inline]
+  fn default() -> Self {
+    OperatorArgs {
+      opcode_index: 0,
+      inputs: None,
+      outputs: None,
+      builtin_options_type: BuiltinOptions::NONE,
+      builtin_options: None,
+      custom_options: None,
+      custom_options_format: CustomOptionsFormat::FLEXBUFFERS,
+      mutating_variable_inputs: None,
+      intermediates: None,
+      large_custom_options_offset: 0,
+      large_custom_options_size: 0,
+      builtin_options_2_type: BuiltinOptions2::NONE,
+      builtin_options_2: None,
+      debug_metadata_index: -1,
     }
+  }
 }
 
 pub struct OperatorBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> OperatorBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_opcode_index(&mut self, opcode_index: u32) {
-        self.fbb_.push_slot::<u32>(Operator::VT_OPCODE_INDEX, opcode_index, 0);
+  #[inline]
+  pub fn add_opcode_index(&mut self, opcode_index: u32) {
+    self.fbb_.push_slot::<u32>(Operator::VT_OPCODE_INDEX, opcode_index, 0);
+  }
+  #[inline]
+  pub fn add_inputs(&mut self, inputs: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i32>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Operator::VT_INPUTS, inputs);
+  }
+  #[inline]
+  pub fn add_outputs(&mut self, outputs: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i32>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Operator::VT_OUTPUTS, outputs);
+  }
+  #[inline]
+  pub fn add_builtin_options_type(&mut self, builtin_options_type: BuiltinOptions) {
+    self.fbb_.push_slot::<BuiltinOptions>(Operator::VT_BUILTIN_OPTIONS_TYPE, builtin_options_type, BuiltinOptions::NONE);
+  }
+  #[inline]
+  pub fn add_builtin_options(&mut self, builtin_options: ::flatbuffers::WIPOffset<::flatbuffers::UnionWIPOffset>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Operator::VT_BUILTIN_OPTIONS, builtin_options);
+  }
+  #[inline]
+  pub fn add_custom_options(&mut self, custom_options: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , u8>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Operator::VT_CUSTOM_OPTIONS, custom_options);
+  }
+  #[inline]
+  pub fn add_custom_options_format(&mut self, custom_options_format: CustomOptionsFormat) {
+    self.fbb_.push_slot::<CustomOptionsFormat>(Operator::VT_CUSTOM_OPTIONS_FORMAT, custom_options_format, CustomOptionsFormat::FLEXBUFFERS);
+  }
+  #[inline]
+  pub fn add_mutating_variable_inputs(&mut self, mutating_variable_inputs: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , bool>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Operator::VT_MUTATING_VARIABLE_INPUTS, mutating_variable_inputs);
+  }
+  #[inline]
+  pub fn add_intermediates(&mut self, intermediates: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i32>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Operator::VT_INTERMEDIATES, intermediates);
+  }
+  #[inline]
+  pub fn add_large_custom_options_offset(&mut self, large_custom_options_offset: u64) {
+    self.fbb_.push_slot::<u64>(Operator::VT_LARGE_CUSTOM_OPTIONS_OFFSET, large_custom_options_offset, 0);
+  }
+  #[inline]
+  pub fn add_large_custom_options_size(&mut self, large_custom_options_size: u64) {
+    self.fbb_.push_slot::<u64>(Operator::VT_LARGE_CUSTOM_OPTIONS_SIZE, large_custom_options_size, 0);
+  }
+  #[inline]
+  pub fn add_builtin_options_2_type(&mut self, builtin_options_2_type: BuiltinOptions2) {
+    self.fbb_.push_slot::<BuiltinOptions2>(Operator::VT_BUILTIN_OPTIONS_2_TYPE, builtin_options_2_type, BuiltinOptions2::NONE);
+  }
+  #[inline]
+  pub fn add_builtin_options_2(&mut self, builtin_options_2: ::flatbuffers::WIPOffset<::flatbuffers::UnionWIPOffset>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Operator::VT_BUILTIN_OPTIONS_2, builtin_options_2);
+  }
+  #[inline]
+  pub fn add_debug_metadata_index(&mut self, debug_metadata_index: i32) {
+    self.fbb_.push_slot::<i32>(Operator::VT_DEBUG_METADATA_INDEX, debug_metadata_index, -1);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> OperatorBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    OperatorBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_inputs(&mut self, inputs: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i32>>) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Operator::VT_INPUTS, inputs);
-    }
-    #[inline]
-    pub fn add_outputs(
-        &mut self,
-        outputs: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i32>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Operator::VT_OUTPUTS, outputs);
-    }
-    #[inline]
-    pub fn add_builtin_options_type(&mut self, builtin_options_type: BuiltinOptions) {
-        self.fbb_.push_slot::<BuiltinOptions>(
-            Operator::VT_BUILTIN_OPTIONS_TYPE,
-            builtin_options_type,
-            BuiltinOptions::NONE,
-        );
-    }
-    #[inline]
-    pub fn add_builtin_options(
-        &mut self,
-        builtin_options: ::flatbuffers::WIPOffset<::flatbuffers::UnionWIPOffset>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            Operator::VT_BUILTIN_OPTIONS,
-            builtin_options,
-        );
-    }
-    #[inline]
-    pub fn add_custom_options(
-        &mut self,
-        custom_options: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, u8>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            Operator::VT_CUSTOM_OPTIONS,
-            custom_options,
-        );
-    }
-    #[inline]
-    pub fn add_custom_options_format(&mut self, custom_options_format: CustomOptionsFormat) {
-        self.fbb_.push_slot::<CustomOptionsFormat>(
-            Operator::VT_CUSTOM_OPTIONS_FORMAT,
-            custom_options_format,
-            CustomOptionsFormat::FLEXBUFFERS,
-        );
-    }
-    #[inline]
-    pub fn add_mutating_variable_inputs(
-        &mut self,
-        mutating_variable_inputs: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, bool>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            Operator::VT_MUTATING_VARIABLE_INPUTS,
-            mutating_variable_inputs,
-        );
-    }
-    #[inline]
-    pub fn add_intermediates(
-        &mut self,
-        intermediates: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i32>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            Operator::VT_INTERMEDIATES,
-            intermediates,
-        );
-    }
-    #[inline]
-    pub fn add_large_custom_options_offset(&mut self, large_custom_options_offset: u64) {
-        self.fbb_.push_slot::<u64>(
-            Operator::VT_LARGE_CUSTOM_OPTIONS_OFFSET,
-            large_custom_options_offset,
-            0,
-        );
-    }
-    #[inline]
-    pub fn add_large_custom_options_size(&mut self, large_custom_options_size: u64) {
-        self.fbb_.push_slot::<u64>(
-            Operator::VT_LARGE_CUSTOM_OPTIONS_SIZE,
-            large_custom_options_size,
-            0,
-        );
-    }
-    #[inline]
-    pub fn add_builtin_options_2_type(&mut self, builtin_options_2_type: BuiltinOptions2) {
-        self.fbb_.push_slot::<BuiltinOptions2>(
-            Operator::VT_BUILTIN_OPTIONS_2_TYPE,
-            builtin_options_2_type,
-            BuiltinOptions2::NONE,
-        );
-    }
-    #[inline]
-    pub fn add_builtin_options_2(
-        &mut self,
-        builtin_options_2: ::flatbuffers::WIPOffset<::flatbuffers::UnionWIPOffset>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            Operator::VT_BUILTIN_OPTIONS_2,
-            builtin_options_2,
-        );
-    }
-    #[inline]
-    pub fn add_debug_metadata_index(&mut self, debug_metadata_index: i32) {
-        self.fbb_.push_slot::<i32>(Operator::VT_DEBUG_METADATA_INDEX, debug_metadata_index, -1);
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> OperatorBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        OperatorBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<Operator<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<Operator<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for Operator<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("Operator");
-        ds.field("opcode_index", &self.opcode_index());
-        ds.field("inputs", &self.inputs());
-        ds.field("outputs", &self.outputs());
-        ds.field("builtin_options_type", &self.builtin_options_type());
-        match self.builtin_options_type() {
-            BuiltinOptions::Conv2DOptions => {
-                if let Some(x) = self.builtin_options_as_conv_2_doptions() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::DepthwiseConv2DOptions => {
-                if let Some(x) = self.builtin_options_as_depthwise_conv_2_doptions() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::ConcatEmbeddingsOptions => {
-                if let Some(x) = self.builtin_options_as_concat_embeddings_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::LSHProjectionOptions => {
-                if let Some(x) = self.builtin_options_as_lshprojection_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::Pool2DOptions => {
-                if let Some(x) = self.builtin_options_as_pool_2_doptions() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::SVDFOptions => {
-                if let Some(x) = self.builtin_options_as_svdfoptions() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::RNNOptions => {
-                if let Some(x) = self.builtin_options_as_rnnoptions() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::FullyConnectedOptions => {
-                if let Some(x) = self.builtin_options_as_fully_connected_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::SoftmaxOptions => {
-                if let Some(x) = self.builtin_options_as_softmax_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::ConcatenationOptions => {
-                if let Some(x) = self.builtin_options_as_concatenation_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::AddOptions => {
-                if let Some(x) = self.builtin_options_as_add_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::L2NormOptions => {
-                if let Some(x) = self.builtin_options_as_l2_norm_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::LocalResponseNormalizationOptions => {
-                if let Some(x) = self.builtin_options_as_local_response_normalization_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::LSTMOptions => {
-                if let Some(x) = self.builtin_options_as_lstmoptions() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::ResizeBilinearOptions => {
-                if let Some(x) = self.builtin_options_as_resize_bilinear_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::CallOptions => {
-                if let Some(x) = self.builtin_options_as_call_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::ReshapeOptions => {
-                if let Some(x) = self.builtin_options_as_reshape_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::SkipGramOptions => {
-                if let Some(x) = self.builtin_options_as_skip_gram_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::SpaceToDepthOptions => {
-                if let Some(x) = self.builtin_options_as_space_to_depth_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::EmbeddingLookupSparseOptions => {
-                if let Some(x) = self.builtin_options_as_embedding_lookup_sparse_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::MulOptions => {
-                if let Some(x) = self.builtin_options_as_mul_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::PadOptions => {
-                if let Some(x) = self.builtin_options_as_pad_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::GatherOptions => {
-                if let Some(x) = self.builtin_options_as_gather_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::BatchToSpaceNDOptions => {
-                if let Some(x) = self.builtin_options_as_batch_to_space_ndoptions() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::SpaceToBatchNDOptions => {
-                if let Some(x) = self.builtin_options_as_space_to_batch_ndoptions() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::TransposeOptions => {
-                if let Some(x) = self.builtin_options_as_transpose_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::ReducerOptions => {
-                if let Some(x) = self.builtin_options_as_reducer_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::SubOptions => {
-                if let Some(x) = self.builtin_options_as_sub_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::DivOptions => {
-                if let Some(x) = self.builtin_options_as_div_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::SqueezeOptions => {
-                if let Some(x) = self.builtin_options_as_squeeze_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::SequenceRNNOptions => {
-                if let Some(x) = self.builtin_options_as_sequence_rnnoptions() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::StridedSliceOptions => {
-                if let Some(x) = self.builtin_options_as_strided_slice_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::ExpOptions => {
-                if let Some(x) = self.builtin_options_as_exp_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::TopKV2Options => {
-                if let Some(x) = self.builtin_options_as_top_kv2_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::SplitOptions => {
-                if let Some(x) = self.builtin_options_as_split_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::LogSoftmaxOptions => {
-                if let Some(x) = self.builtin_options_as_log_softmax_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::CastOptions => {
-                if let Some(x) = self.builtin_options_as_cast_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::DequantizeOptions => {
-                if let Some(x) = self.builtin_options_as_dequantize_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::MaximumMinimumOptions => {
-                if let Some(x) = self.builtin_options_as_maximum_minimum_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::ArgMaxOptions => {
-                if let Some(x) = self.builtin_options_as_arg_max_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::LessOptions => {
-                if let Some(x) = self.builtin_options_as_less_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::NegOptions => {
-                if let Some(x) = self.builtin_options_as_neg_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::PadV2Options => {
-                if let Some(x) = self.builtin_options_as_pad_v2_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::GreaterOptions => {
-                if let Some(x) = self.builtin_options_as_greater_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::GreaterEqualOptions => {
-                if let Some(x) = self.builtin_options_as_greater_equal_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::LessEqualOptions => {
-                if let Some(x) = self.builtin_options_as_less_equal_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::SelectOptions => {
-                if let Some(x) = self.builtin_options_as_select_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::SliceOptions => {
-                if let Some(x) = self.builtin_options_as_slice_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::TransposeConvOptions => {
-                if let Some(x) = self.builtin_options_as_transpose_conv_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::SparseToDenseOptions => {
-                if let Some(x) = self.builtin_options_as_sparse_to_dense_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::TileOptions => {
-                if let Some(x) = self.builtin_options_as_tile_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::ExpandDimsOptions => {
-                if let Some(x) = self.builtin_options_as_expand_dims_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::EqualOptions => {
-                if let Some(x) = self.builtin_options_as_equal_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::NotEqualOptions => {
-                if let Some(x) = self.builtin_options_as_not_equal_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::ShapeOptions => {
-                if let Some(x) = self.builtin_options_as_shape_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::PowOptions => {
-                if let Some(x) = self.builtin_options_as_pow_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::ArgMinOptions => {
-                if let Some(x) = self.builtin_options_as_arg_min_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::FakeQuantOptions => {
-                if let Some(x) = self.builtin_options_as_fake_quant_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::PackOptions => {
-                if let Some(x) = self.builtin_options_as_pack_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::LogicalOrOptions => {
-                if let Some(x) = self.builtin_options_as_logical_or_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::OneHotOptions => {
-                if let Some(x) = self.builtin_options_as_one_hot_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::LogicalAndOptions => {
-                if let Some(x) = self.builtin_options_as_logical_and_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::LogicalNotOptions => {
-                if let Some(x) = self.builtin_options_as_logical_not_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::UnpackOptions => {
-                if let Some(x) = self.builtin_options_as_unpack_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::FloorDivOptions => {
-                if let Some(x) = self.builtin_options_as_floor_div_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::SquareOptions => {
-                if let Some(x) = self.builtin_options_as_square_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::ZerosLikeOptions => {
-                if let Some(x) = self.builtin_options_as_zeros_like_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::FillOptions => {
-                if let Some(x) = self.builtin_options_as_fill_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::BidirectionalSequenceLSTMOptions => {
-                if let Some(x) = self.builtin_options_as_bidirectional_sequence_lstmoptions() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::BidirectionalSequenceRNNOptions => {
-                if let Some(x) = self.builtin_options_as_bidirectional_sequence_rnnoptions() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::UnidirectionalSequenceLSTMOptions => {
-                if let Some(x) = self.builtin_options_as_unidirectional_sequence_lstmoptions() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::FloorModOptions => {
-                if let Some(x) = self.builtin_options_as_floor_mod_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::RangeOptions => {
-                if let Some(x) = self.builtin_options_as_range_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::ResizeNearestNeighborOptions => {
-                if let Some(x) = self.builtin_options_as_resize_nearest_neighbor_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::LeakyReluOptions => {
-                if let Some(x) = self.builtin_options_as_leaky_relu_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::SquaredDifferenceOptions => {
-                if let Some(x) = self.builtin_options_as_squared_difference_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::MirrorPadOptions => {
-                if let Some(x) = self.builtin_options_as_mirror_pad_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::AbsOptions => {
-                if let Some(x) = self.builtin_options_as_abs_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::SplitVOptions => {
-                if let Some(x) = self.builtin_options_as_split_voptions() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::UniqueOptions => {
-                if let Some(x) = self.builtin_options_as_unique_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::ReverseV2Options => {
-                if let Some(x) = self.builtin_options_as_reverse_v2_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::AddNOptions => {
-                if let Some(x) = self.builtin_options_as_add_noptions() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::GatherNdOptions => {
-                if let Some(x) = self.builtin_options_as_gather_nd_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::CosOptions => {
-                if let Some(x) = self.builtin_options_as_cos_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::WhereOptions => {
-                if let Some(x) = self.builtin_options_as_where_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::RankOptions => {
-                if let Some(x) = self.builtin_options_as_rank_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::ReverseSequenceOptions => {
-                if let Some(x) = self.builtin_options_as_reverse_sequence_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::MatrixDiagOptions => {
-                if let Some(x) = self.builtin_options_as_matrix_diag_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::QuantizeOptions => {
-                if let Some(x) = self.builtin_options_as_quantize_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::MatrixSetDiagOptions => {
-                if let Some(x) = self.builtin_options_as_matrix_set_diag_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::HardSwishOptions => {
-                if let Some(x) = self.builtin_options_as_hard_swish_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::IfOptions => {
-                if let Some(x) = self.builtin_options_as_if_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::WhileOptions => {
-                if let Some(x) = self.builtin_options_as_while_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::DepthToSpaceOptions => {
-                if let Some(x) = self.builtin_options_as_depth_to_space_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::NonMaxSuppressionV4Options => {
-                if let Some(x) = self.builtin_options_as_non_max_suppression_v4_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::NonMaxSuppressionV5Options => {
-                if let Some(x) = self.builtin_options_as_non_max_suppression_v5_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::ScatterNdOptions => {
-                if let Some(x) = self.builtin_options_as_scatter_nd_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::SelectV2Options => {
-                if let Some(x) = self.builtin_options_as_select_v2_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::DensifyOptions => {
-                if let Some(x) = self.builtin_options_as_densify_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::SegmentSumOptions => {
-                if let Some(x) = self.builtin_options_as_segment_sum_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::BatchMatMulOptions => {
-                if let Some(x) = self.builtin_options_as_batch_mat_mul_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::CumsumOptions => {
-                if let Some(x) = self.builtin_options_as_cumsum_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::CallOnceOptions => {
-                if let Some(x) = self.builtin_options_as_call_once_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::BroadcastToOptions => {
-                if let Some(x) = self.builtin_options_as_broadcast_to_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::Rfft2dOptions => {
-                if let Some(x) = self.builtin_options_as_rfft_2d_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::Conv3DOptions => {
-                if let Some(x) = self.builtin_options_as_conv_3_doptions() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::HashtableOptions => {
-                if let Some(x) = self.builtin_options_as_hashtable_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::HashtableFindOptions => {
-                if let Some(x) = self.builtin_options_as_hashtable_find_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::HashtableImportOptions => {
-                if let Some(x) = self.builtin_options_as_hashtable_import_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::HashtableSizeOptions => {
-                if let Some(x) = self.builtin_options_as_hashtable_size_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::VarHandleOptions => {
-                if let Some(x) = self.builtin_options_as_var_handle_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::ReadVariableOptions => {
-                if let Some(x) = self.builtin_options_as_read_variable_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::AssignVariableOptions => {
-                if let Some(x) = self.builtin_options_as_assign_variable_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::RandomOptions => {
-                if let Some(x) = self.builtin_options_as_random_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::BucketizeOptions => {
-                if let Some(x) = self.builtin_options_as_bucketize_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::GeluOptions => {
-                if let Some(x) = self.builtin_options_as_gelu_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::DynamicUpdateSliceOptions => {
-                if let Some(x) = self.builtin_options_as_dynamic_update_slice_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::UnsortedSegmentProdOptions => {
-                if let Some(x) = self.builtin_options_as_unsorted_segment_prod_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::UnsortedSegmentMaxOptions => {
-                if let Some(x) = self.builtin_options_as_unsorted_segment_max_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::UnsortedSegmentMinOptions => {
-                if let Some(x) = self.builtin_options_as_unsorted_segment_min_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::UnsortedSegmentSumOptions => {
-                if let Some(x) = self.builtin_options_as_unsorted_segment_sum_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::ATan2Options => {
-                if let Some(x) = self.builtin_options_as_atan_2_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::SignOptions => {
-                if let Some(x) = self.builtin_options_as_sign_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::BitcastOptions => {
-                if let Some(x) = self.builtin_options_as_bitcast_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::BitwiseXorOptions => {
-                if let Some(x) = self.builtin_options_as_bitwise_xor_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::RightShiftOptions => {
-                if let Some(x) = self.builtin_options_as_right_shift_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::AttentionOptions => {
-                if let Some(x) = self.builtin_options_as_attention_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::RunModelOptions => {
-                if let Some(x) = self.builtin_options_as_run_model_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::RoPEOptions => {
-                if let Some(x) = self.builtin_options_as_ro_peoptions() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::RmsNormOptions => {
-                if let Some(x) = self.builtin_options_as_rms_norm_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::GRUOptions => {
-                if let Some(x) = self.builtin_options_as_gruoptions() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::BCQGatherOptions => {
-                if let Some(x) = self.builtin_options_as_bcqgather_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::BCQFullyConnectedOptions => {
-                if let Some(x) = self.builtin_options_as_bcqfully_connected_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions::InstanceNormOptions => {
-                if let Some(x) = self.builtin_options_as_instance_norm_options() {
-                    ds.field("builtin_options", &x)
-                } else {
-                    ds.field(
-                        "builtin_options",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            _ => {
-                let x: Option<()> = None;
-                ds.field("builtin_options", &x)
-            }
-        };
-        ds.field("custom_options", &self.custom_options());
-        ds.field("custom_options_format", &self.custom_options_format());
-        ds.field("mutating_variable_inputs", &self.mutating_variable_inputs());
-        ds.field("intermediates", &self.intermediates());
-        ds.field("large_custom_options_offset", &self.large_custom_options_offset());
-        ds.field("large_custom_options_size", &self.large_custom_options_size());
-        ds.field("builtin_options_2_type", &self.builtin_options_2_type());
-        match self.builtin_options_2_type() {
-            BuiltinOptions2::StablehloConcatenateOptions => {
-                if let Some(x) = self.builtin_options_2_as_stablehlo_concatenate_options() {
-                    ds.field("builtin_options_2", &x)
-                } else {
-                    ds.field(
-                        "builtin_options_2",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions2::StablehloBroadcastInDimOptions => {
-                if let Some(x) = self.builtin_options_2_as_stablehlo_broadcast_in_dim_options() {
-                    ds.field("builtin_options_2", &x)
-                } else {
-                    ds.field(
-                        "builtin_options_2",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions2::StablehloSliceOptions => {
-                if let Some(x) = self.builtin_options_2_as_stablehlo_slice_options() {
-                    ds.field("builtin_options_2", &x)
-                } else {
-                    ds.field(
-                        "builtin_options_2",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions2::StablehloConvolutionOptions => {
-                if let Some(x) = self.builtin_options_2_as_stablehlo_convolution_options() {
-                    ds.field("builtin_options_2", &x)
-                } else {
-                    ds.field(
-                        "builtin_options_2",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions2::StablehloCustomCallOptions => {
-                if let Some(x) = self.builtin_options_2_as_stablehlo_custom_call_options() {
-                    ds.field("builtin_options_2", &x)
-                } else {
-                    ds.field(
-                        "builtin_options_2",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions2::StablehloReduceOptions => {
-                if let Some(x) = self.builtin_options_2_as_stablehlo_reduce_options() {
-                    ds.field("builtin_options_2", &x)
-                } else {
-                    ds.field(
-                        "builtin_options_2",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions2::StablehloScatterOptions => {
-                if let Some(x) = self.builtin_options_2_as_stablehlo_scatter_options() {
-                    ds.field("builtin_options_2", &x)
-                } else {
-                    ds.field(
-                        "builtin_options_2",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions2::StablehloCompareOptions => {
-                if let Some(x) = self.builtin_options_2_as_stablehlo_compare_options() {
-                    ds.field("builtin_options_2", &x)
-                } else {
-                    ds.field(
-                        "builtin_options_2",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions2::StablehloDynamicSliceOptions => {
-                if let Some(x) = self.builtin_options_2_as_stablehlo_dynamic_slice_options() {
-                    ds.field("builtin_options_2", &x)
-                } else {
-                    ds.field(
-                        "builtin_options_2",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions2::StablehloPadOptions => {
-                if let Some(x) = self.builtin_options_2_as_stablehlo_pad_options() {
-                    ds.field("builtin_options_2", &x)
-                } else {
-                    ds.field(
-                        "builtin_options_2",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions2::StablehloIotaOptions => {
-                if let Some(x) = self.builtin_options_2_as_stablehlo_iota_options() {
-                    ds.field("builtin_options_2", &x)
-                } else {
-                    ds.field(
-                        "builtin_options_2",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions2::StablehloDotGeneralOptions => {
-                if let Some(x) = self.builtin_options_2_as_stablehlo_dot_general_options() {
-                    ds.field("builtin_options_2", &x)
-                } else {
-                    ds.field(
-                        "builtin_options_2",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions2::StablehloReduceWindowOptions => {
-                if let Some(x) = self.builtin_options_2_as_stablehlo_reduce_window_options() {
-                    ds.field("builtin_options_2", &x)
-                } else {
-                    ds.field(
-                        "builtin_options_2",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions2::StablehloSortOptions => {
-                if let Some(x) = self.builtin_options_2_as_stablehlo_sort_options() {
-                    ds.field("builtin_options_2", &x)
-                } else {
-                    ds.field(
-                        "builtin_options_2",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions2::StablehloWhileOptions => {
-                if let Some(x) = self.builtin_options_2_as_stablehlo_while_options() {
-                    ds.field("builtin_options_2", &x)
-                } else {
-                    ds.field(
-                        "builtin_options_2",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions2::StablehloGatherOptions => {
-                if let Some(x) = self.builtin_options_2_as_stablehlo_gather_options() {
-                    ds.field("builtin_options_2", &x)
-                } else {
-                    ds.field(
-                        "builtin_options_2",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions2::StablehloTransposeOptions => {
-                if let Some(x) = self.builtin_options_2_as_stablehlo_transpose_options() {
-                    ds.field("builtin_options_2", &x)
-                } else {
-                    ds.field(
-                        "builtin_options_2",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions2::DilateOptions => {
-                if let Some(x) = self.builtin_options_2_as_dilate_options() {
-                    ds.field("builtin_options_2", &x)
-                } else {
-                    ds.field(
-                        "builtin_options_2",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions2::StablehloRngBitGeneratorOptions => {
-                if let Some(x) = self.builtin_options_2_as_stablehlo_rng_bit_generator_options() {
-                    ds.field("builtin_options_2", &x)
-                } else {
-                    ds.field(
-                        "builtin_options_2",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions2::ReduceWindowOptions => {
-                if let Some(x) = self.builtin_options_2_as_reduce_window_options() {
-                    ds.field("builtin_options_2", &x)
-                } else {
-                    ds.field(
-                        "builtin_options_2",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions2::StableHLOCompositeOptions => {
-                if let Some(x) = self.builtin_options_2_as_stable_hlocomposite_options() {
-                    ds.field("builtin_options_2", &x)
-                } else {
-                    ds.field(
-                        "builtin_options_2",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions2::StablehloShiftLeftOptions => {
-                if let Some(x) = self.builtin_options_2_as_stablehlo_shift_left_options() {
-                    ds.field("builtin_options_2", &x)
-                } else {
-                    ds.field(
-                        "builtin_options_2",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            BuiltinOptions2::StablehloCaseOptions => {
-                if let Some(x) = self.builtin_options_2_as_stablehlo_case_options() {
-                    ds.field("builtin_options_2", &x)
-                } else {
-                    ds.field(
-                        "builtin_options_2",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            _ => {
-                let x: Option<()> = None;
-                ds.field("builtin_options_2", &x)
-            }
-        };
-        ds.field("debug_metadata_index", &self.debug_metadata_index());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("Operator");
+      ds.field("opcode_index", &self.opcode_index());
+      ds.field("inputs", &self.inputs());
+      ds.field("outputs", &self.outputs());
+      ds.field("builtin_options_type", &self.builtin_options_type());
+      match self.builtin_options_type() {
+        BuiltinOptions::Conv2DOptions => {
+          if let Some(x) = self.builtin_options_as_conv_2_doptions() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::DepthwiseConv2DOptions => {
+          if let Some(x) = self.builtin_options_as_depthwise_conv_2_doptions() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::ConcatEmbeddingsOptions => {
+          if let Some(x) = self.builtin_options_as_concat_embeddings_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::LSHProjectionOptions => {
+          if let Some(x) = self.builtin_options_as_lshprojection_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::Pool2DOptions => {
+          if let Some(x) = self.builtin_options_as_pool_2_doptions() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::SVDFOptions => {
+          if let Some(x) = self.builtin_options_as_svdfoptions() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::RNNOptions => {
+          if let Some(x) = self.builtin_options_as_rnnoptions() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::FullyConnectedOptions => {
+          if let Some(x) = self.builtin_options_as_fully_connected_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::SoftmaxOptions => {
+          if let Some(x) = self.builtin_options_as_softmax_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::ConcatenationOptions => {
+          if let Some(x) = self.builtin_options_as_concatenation_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::AddOptions => {
+          if let Some(x) = self.builtin_options_as_add_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::L2NormOptions => {
+          if let Some(x) = self.builtin_options_as_l2_norm_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::LocalResponseNormalizationOptions => {
+          if let Some(x) = self.builtin_options_as_local_response_normalization_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::LSTMOptions => {
+          if let Some(x) = self.builtin_options_as_lstmoptions() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::ResizeBilinearOptions => {
+          if let Some(x) = self.builtin_options_as_resize_bilinear_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::CallOptions => {
+          if let Some(x) = self.builtin_options_as_call_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::ReshapeOptions => {
+          if let Some(x) = self.builtin_options_as_reshape_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::SkipGramOptions => {
+          if let Some(x) = self.builtin_options_as_skip_gram_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::SpaceToDepthOptions => {
+          if let Some(x) = self.builtin_options_as_space_to_depth_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::EmbeddingLookupSparseOptions => {
+          if let Some(x) = self.builtin_options_as_embedding_lookup_sparse_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::MulOptions => {
+          if let Some(x) = self.builtin_options_as_mul_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::PadOptions => {
+          if let Some(x) = self.builtin_options_as_pad_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::GatherOptions => {
+          if let Some(x) = self.builtin_options_as_gather_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::BatchToSpaceNDOptions => {
+          if let Some(x) = self.builtin_options_as_batch_to_space_ndoptions() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::SpaceToBatchNDOptions => {
+          if let Some(x) = self.builtin_options_as_space_to_batch_ndoptions() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::TransposeOptions => {
+          if let Some(x) = self.builtin_options_as_transpose_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::ReducerOptions => {
+          if let Some(x) = self.builtin_options_as_reducer_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::SubOptions => {
+          if let Some(x) = self.builtin_options_as_sub_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::DivOptions => {
+          if let Some(x) = self.builtin_options_as_div_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::SqueezeOptions => {
+          if let Some(x) = self.builtin_options_as_squeeze_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::SequenceRNNOptions => {
+          if let Some(x) = self.builtin_options_as_sequence_rnnoptions() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::StridedSliceOptions => {
+          if let Some(x) = self.builtin_options_as_strided_slice_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::ExpOptions => {
+          if let Some(x) = self.builtin_options_as_exp_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::TopKV2Options => {
+          if let Some(x) = self.builtin_options_as_top_kv2_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::SplitOptions => {
+          if let Some(x) = self.builtin_options_as_split_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::LogSoftmaxOptions => {
+          if let Some(x) = self.builtin_options_as_log_softmax_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::CastOptions => {
+          if let Some(x) = self.builtin_options_as_cast_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::DequantizeOptions => {
+          if let Some(x) = self.builtin_options_as_dequantize_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::MaximumMinimumOptions => {
+          if let Some(x) = self.builtin_options_as_maximum_minimum_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::ArgMaxOptions => {
+          if let Some(x) = self.builtin_options_as_arg_max_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::LessOptions => {
+          if let Some(x) = self.builtin_options_as_less_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::NegOptions => {
+          if let Some(x) = self.builtin_options_as_neg_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::PadV2Options => {
+          if let Some(x) = self.builtin_options_as_pad_v2_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::GreaterOptions => {
+          if let Some(x) = self.builtin_options_as_greater_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::GreaterEqualOptions => {
+          if let Some(x) = self.builtin_options_as_greater_equal_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::LessEqualOptions => {
+          if let Some(x) = self.builtin_options_as_less_equal_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::SelectOptions => {
+          if let Some(x) = self.builtin_options_as_select_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::SliceOptions => {
+          if let Some(x) = self.builtin_options_as_slice_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::TransposeConvOptions => {
+          if let Some(x) = self.builtin_options_as_transpose_conv_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::SparseToDenseOptions => {
+          if let Some(x) = self.builtin_options_as_sparse_to_dense_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::TileOptions => {
+          if let Some(x) = self.builtin_options_as_tile_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::ExpandDimsOptions => {
+          if let Some(x) = self.builtin_options_as_expand_dims_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::EqualOptions => {
+          if let Some(x) = self.builtin_options_as_equal_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::NotEqualOptions => {
+          if let Some(x) = self.builtin_options_as_not_equal_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::ShapeOptions => {
+          if let Some(x) = self.builtin_options_as_shape_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::PowOptions => {
+          if let Some(x) = self.builtin_options_as_pow_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::ArgMinOptions => {
+          if let Some(x) = self.builtin_options_as_arg_min_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::FakeQuantOptions => {
+          if let Some(x) = self.builtin_options_as_fake_quant_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::PackOptions => {
+          if let Some(x) = self.builtin_options_as_pack_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::LogicalOrOptions => {
+          if let Some(x) = self.builtin_options_as_logical_or_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::OneHotOptions => {
+          if let Some(x) = self.builtin_options_as_one_hot_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::LogicalAndOptions => {
+          if let Some(x) = self.builtin_options_as_logical_and_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::LogicalNotOptions => {
+          if let Some(x) = self.builtin_options_as_logical_not_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::UnpackOptions => {
+          if let Some(x) = self.builtin_options_as_unpack_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::FloorDivOptions => {
+          if let Some(x) = self.builtin_options_as_floor_div_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::SquareOptions => {
+          if let Some(x) = self.builtin_options_as_square_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::ZerosLikeOptions => {
+          if let Some(x) = self.builtin_options_as_zeros_like_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::FillOptions => {
+          if let Some(x) = self.builtin_options_as_fill_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::BidirectionalSequenceLSTMOptions => {
+          if let Some(x) = self.builtin_options_as_bidirectional_sequence_lstmoptions() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::BidirectionalSequenceRNNOptions => {
+          if let Some(x) = self.builtin_options_as_bidirectional_sequence_rnnoptions() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::UnidirectionalSequenceLSTMOptions => {
+          if let Some(x) = self.builtin_options_as_unidirectional_sequence_lstmoptions() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::FloorModOptions => {
+          if let Some(x) = self.builtin_options_as_floor_mod_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::RangeOptions => {
+          if let Some(x) = self.builtin_options_as_range_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::ResizeNearestNeighborOptions => {
+          if let Some(x) = self.builtin_options_as_resize_nearest_neighbor_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::LeakyReluOptions => {
+          if let Some(x) = self.builtin_options_as_leaky_relu_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::SquaredDifferenceOptions => {
+          if let Some(x) = self.builtin_options_as_squared_difference_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::MirrorPadOptions => {
+          if let Some(x) = self.builtin_options_as_mirror_pad_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::AbsOptions => {
+          if let Some(x) = self.builtin_options_as_abs_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::SplitVOptions => {
+          if let Some(x) = self.builtin_options_as_split_voptions() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::UniqueOptions => {
+          if let Some(x) = self.builtin_options_as_unique_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::ReverseV2Options => {
+          if let Some(x) = self.builtin_options_as_reverse_v2_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::AddNOptions => {
+          if let Some(x) = self.builtin_options_as_add_noptions() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::GatherNdOptions => {
+          if let Some(x) = self.builtin_options_as_gather_nd_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::CosOptions => {
+          if let Some(x) = self.builtin_options_as_cos_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::WhereOptions => {
+          if let Some(x) = self.builtin_options_as_where_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::RankOptions => {
+          if let Some(x) = self.builtin_options_as_rank_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::ReverseSequenceOptions => {
+          if let Some(x) = self.builtin_options_as_reverse_sequence_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::MatrixDiagOptions => {
+          if let Some(x) = self.builtin_options_as_matrix_diag_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::QuantizeOptions => {
+          if let Some(x) = self.builtin_options_as_quantize_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::MatrixSetDiagOptions => {
+          if let Some(x) = self.builtin_options_as_matrix_set_diag_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::HardSwishOptions => {
+          if let Some(x) = self.builtin_options_as_hard_swish_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::IfOptions => {
+          if let Some(x) = self.builtin_options_as_if_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::WhileOptions => {
+          if let Some(x) = self.builtin_options_as_while_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::DepthToSpaceOptions => {
+          if let Some(x) = self.builtin_options_as_depth_to_space_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::NonMaxSuppressionV4Options => {
+          if let Some(x) = self.builtin_options_as_non_max_suppression_v4_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::NonMaxSuppressionV5Options => {
+          if let Some(x) = self.builtin_options_as_non_max_suppression_v5_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::ScatterNdOptions => {
+          if let Some(x) = self.builtin_options_as_scatter_nd_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::SelectV2Options => {
+          if let Some(x) = self.builtin_options_as_select_v2_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::DensifyOptions => {
+          if let Some(x) = self.builtin_options_as_densify_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::SegmentSumOptions => {
+          if let Some(x) = self.builtin_options_as_segment_sum_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::BatchMatMulOptions => {
+          if let Some(x) = self.builtin_options_as_batch_mat_mul_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::CumsumOptions => {
+          if let Some(x) = self.builtin_options_as_cumsum_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::CallOnceOptions => {
+          if let Some(x) = self.builtin_options_as_call_once_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::BroadcastToOptions => {
+          if let Some(x) = self.builtin_options_as_broadcast_to_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::Rfft2dOptions => {
+          if let Some(x) = self.builtin_options_as_rfft_2d_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::Conv3DOptions => {
+          if let Some(x) = self.builtin_options_as_conv_3_doptions() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::HashtableOptions => {
+          if let Some(x) = self.builtin_options_as_hashtable_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::HashtableFindOptions => {
+          if let Some(x) = self.builtin_options_as_hashtable_find_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::HashtableImportOptions => {
+          if let Some(x) = self.builtin_options_as_hashtable_import_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::HashtableSizeOptions => {
+          if let Some(x) = self.builtin_options_as_hashtable_size_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::VarHandleOptions => {
+          if let Some(x) = self.builtin_options_as_var_handle_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::ReadVariableOptions => {
+          if let Some(x) = self.builtin_options_as_read_variable_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::AssignVariableOptions => {
+          if let Some(x) = self.builtin_options_as_assign_variable_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::RandomOptions => {
+          if let Some(x) = self.builtin_options_as_random_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::BucketizeOptions => {
+          if let Some(x) = self.builtin_options_as_bucketize_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::GeluOptions => {
+          if let Some(x) = self.builtin_options_as_gelu_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::DynamicUpdateSliceOptions => {
+          if let Some(x) = self.builtin_options_as_dynamic_update_slice_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::UnsortedSegmentProdOptions => {
+          if let Some(x) = self.builtin_options_as_unsorted_segment_prod_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::UnsortedSegmentMaxOptions => {
+          if let Some(x) = self.builtin_options_as_unsorted_segment_max_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::UnsortedSegmentMinOptions => {
+          if let Some(x) = self.builtin_options_as_unsorted_segment_min_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::UnsortedSegmentSumOptions => {
+          if let Some(x) = self.builtin_options_as_unsorted_segment_sum_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::ATan2Options => {
+          if let Some(x) = self.builtin_options_as_atan_2_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::SignOptions => {
+          if let Some(x) = self.builtin_options_as_sign_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::BitcastOptions => {
+          if let Some(x) = self.builtin_options_as_bitcast_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::BitwiseXorOptions => {
+          if let Some(x) = self.builtin_options_as_bitwise_xor_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::RightShiftOptions => {
+          if let Some(x) = self.builtin_options_as_right_shift_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::AttentionOptions => {
+          if let Some(x) = self.builtin_options_as_attention_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::RunModelOptions => {
+          if let Some(x) = self.builtin_options_as_run_model_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::RoPEOptions => {
+          if let Some(x) = self.builtin_options_as_ro_peoptions() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::RmsNormOptions => {
+          if let Some(x) = self.builtin_options_as_rms_norm_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::GRUOptions => {
+          if let Some(x) = self.builtin_options_as_gruoptions() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::BCQGatherOptions => {
+          if let Some(x) = self.builtin_options_as_bcqgather_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::BCQFullyConnectedOptions => {
+          if let Some(x) = self.builtin_options_as_bcqfully_connected_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions::InstanceNormOptions => {
+          if let Some(x) = self.builtin_options_as_instance_norm_options() {
+            ds.field("builtin_options", &x)
+          } else {
+            ds.field("builtin_options", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        _ => {
+          let x: Option<()> = None;
+          ds.field("builtin_options", &x)
+        },
+      };
+      ds.field("custom_options", &self.custom_options());
+      ds.field("custom_options_format", &self.custom_options_format());
+      ds.field("mutating_variable_inputs", &self.mutating_variable_inputs());
+      ds.field("intermediates", &self.intermediates());
+      ds.field("large_custom_options_offset", &self.large_custom_options_offset());
+      ds.field("large_custom_options_size", &self.large_custom_options_size());
+      ds.field("builtin_options_2_type", &self.builtin_options_2_type());
+      match self.builtin_options_2_type() {
+        BuiltinOptions2::StablehloConcatenateOptions => {
+          if let Some(x) = self.builtin_options_2_as_stablehlo_concatenate_options() {
+            ds.field("builtin_options_2", &x)
+          } else {
+            ds.field("builtin_options_2", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions2::StablehloBroadcastInDimOptions => {
+          if let Some(x) = self.builtin_options_2_as_stablehlo_broadcast_in_dim_options() {
+            ds.field("builtin_options_2", &x)
+          } else {
+            ds.field("builtin_options_2", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions2::StablehloSliceOptions => {
+          if let Some(x) = self.builtin_options_2_as_stablehlo_slice_options() {
+            ds.field("builtin_options_2", &x)
+          } else {
+            ds.field("builtin_options_2", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions2::StablehloConvolutionOptions => {
+          if let Some(x) = self.builtin_options_2_as_stablehlo_convolution_options() {
+            ds.field("builtin_options_2", &x)
+          } else {
+            ds.field("builtin_options_2", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions2::StablehloCustomCallOptions => {
+          if let Some(x) = self.builtin_options_2_as_stablehlo_custom_call_options() {
+            ds.field("builtin_options_2", &x)
+          } else {
+            ds.field("builtin_options_2", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions2::StablehloReduceOptions => {
+          if let Some(x) = self.builtin_options_2_as_stablehlo_reduce_options() {
+            ds.field("builtin_options_2", &x)
+          } else {
+            ds.field("builtin_options_2", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions2::StablehloScatterOptions => {
+          if let Some(x) = self.builtin_options_2_as_stablehlo_scatter_options() {
+            ds.field("builtin_options_2", &x)
+          } else {
+            ds.field("builtin_options_2", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions2::StablehloCompareOptions => {
+          if let Some(x) = self.builtin_options_2_as_stablehlo_compare_options() {
+            ds.field("builtin_options_2", &x)
+          } else {
+            ds.field("builtin_options_2", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions2::StablehloDynamicSliceOptions => {
+          if let Some(x) = self.builtin_options_2_as_stablehlo_dynamic_slice_options() {
+            ds.field("builtin_options_2", &x)
+          } else {
+            ds.field("builtin_options_2", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions2::StablehloPadOptions => {
+          if let Some(x) = self.builtin_options_2_as_stablehlo_pad_options() {
+            ds.field("builtin_options_2", &x)
+          } else {
+            ds.field("builtin_options_2", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions2::StablehloIotaOptions => {
+          if let Some(x) = self.builtin_options_2_as_stablehlo_iota_options() {
+            ds.field("builtin_options_2", &x)
+          } else {
+            ds.field("builtin_options_2", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions2::StablehloDotGeneralOptions => {
+          if let Some(x) = self.builtin_options_2_as_stablehlo_dot_general_options() {
+            ds.field("builtin_options_2", &x)
+          } else {
+            ds.field("builtin_options_2", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions2::StablehloReduceWindowOptions => {
+          if let Some(x) = self.builtin_options_2_as_stablehlo_reduce_window_options() {
+            ds.field("builtin_options_2", &x)
+          } else {
+            ds.field("builtin_options_2", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions2::StablehloSortOptions => {
+          if let Some(x) = self.builtin_options_2_as_stablehlo_sort_options() {
+            ds.field("builtin_options_2", &x)
+          } else {
+            ds.field("builtin_options_2", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions2::StablehloWhileOptions => {
+          if let Some(x) = self.builtin_options_2_as_stablehlo_while_options() {
+            ds.field("builtin_options_2", &x)
+          } else {
+            ds.field("builtin_options_2", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions2::StablehloGatherOptions => {
+          if let Some(x) = self.builtin_options_2_as_stablehlo_gather_options() {
+            ds.field("builtin_options_2", &x)
+          } else {
+            ds.field("builtin_options_2", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions2::StablehloTransposeOptions => {
+          if let Some(x) = self.builtin_options_2_as_stablehlo_transpose_options() {
+            ds.field("builtin_options_2", &x)
+          } else {
+            ds.field("builtin_options_2", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions2::DilateOptions => {
+          if let Some(x) = self.builtin_options_2_as_dilate_options() {
+            ds.field("builtin_options_2", &x)
+          } else {
+            ds.field("builtin_options_2", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions2::StablehloRngBitGeneratorOptions => {
+          if let Some(x) = self.builtin_options_2_as_stablehlo_rng_bit_generator_options() {
+            ds.field("builtin_options_2", &x)
+          } else {
+            ds.field("builtin_options_2", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions2::ReduceWindowOptions => {
+          if let Some(x) = self.builtin_options_2_as_reduce_window_options() {
+            ds.field("builtin_options_2", &x)
+          } else {
+            ds.field("builtin_options_2", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions2::StableHLOCompositeOptions => {
+          if let Some(x) = self.builtin_options_2_as_stable_hlocomposite_options() {
+            ds.field("builtin_options_2", &x)
+          } else {
+            ds.field("builtin_options_2", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions2::StablehloShiftLeftOptions => {
+          if let Some(x) = self.builtin_options_2_as_stablehlo_shift_left_options() {
+            ds.field("builtin_options_2", &x)
+          } else {
+            ds.field("builtin_options_2", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        BuiltinOptions2::StablehloCaseOptions => {
+          if let Some(x) = self.builtin_options_2_as_stablehlo_case_options() {
+            ds.field("builtin_options_2", &x)
+          } else {
+            ds.field("builtin_options_2", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        _ => {
+          let x: Option<()> = None;
+          ds.field("builtin_options_2", &x)
+        },
+      };
+      ds.field("debug_metadata_index", &self.debug_metadata_index());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct OperatorT {
-    pub opcode_index: u32,
-    pub inputs: Option<alloc::vec::Vec<i32>>,
-    pub outputs: Option<alloc::vec::Vec<i32>>,
-    pub builtin_options: BuiltinOptionsT,
-    pub custom_options: Option<alloc::vec::Vec<u8>>,
-    pub custom_options_format: CustomOptionsFormat,
-    pub mutating_variable_inputs: Option<alloc::vec::Vec<bool>>,
-    pub intermediates: Option<alloc::vec::Vec<i32>>,
-    pub large_custom_options_offset: u64,
-    pub large_custom_options_size: u64,
-    pub builtin_options_2: BuiltinOptions2T,
-    pub debug_metadata_index: i32,
+  pub opcode_index: u32,
+  pub inputs: Option<alloc::vec::Vec<i32>>,
+  pub outputs: Option<alloc::vec::Vec<i32>>,
+  pub builtin_options: BuiltinOptionsT,
+  pub custom_options: Option<alloc::vec::Vec<u8>>,
+  pub custom_options_format: CustomOptionsFormat,
+  pub mutating_variable_inputs: Option<alloc::vec::Vec<bool>>,
+  pub intermediates: Option<alloc::vec::Vec<i32>>,
+  pub large_custom_options_offset: u64,
+  pub large_custom_options_size: u64,
+  pub builtin_options_2: BuiltinOptions2T,
+  pub debug_metadata_index: i32,
 }
 impl Default for OperatorT {
-    fn default() -> Self {
-        Self {
-            opcode_index: 0,
-            inputs: None,
-            outputs: None,
-            builtin_options: BuiltinOptionsT::NONE,
-            custom_options: None,
-            custom_options_format: CustomOptionsFormat::FLEXBUFFERS,
-            mutating_variable_inputs: None,
-            intermediates: None,
-            large_custom_options_offset: 0,
-            large_custom_options_size: 0,
-            builtin_options_2: BuiltinOptions2T::NONE,
-            debug_metadata_index: -1,
-        }
+  fn default() -> Self {
+    Self {
+      opcode_index: 0,
+      inputs: None,
+      outputs: None,
+      builtin_options: BuiltinOptionsT::NONE,
+      custom_options: None,
+      custom_options_format: CustomOptionsFormat::FLEXBUFFERS,
+      mutating_variable_inputs: None,
+      intermediates: None,
+      large_custom_options_offset: 0,
+      large_custom_options_size: 0,
+      builtin_options_2: BuiltinOptions2T::NONE,
+      debug_metadata_index: -1,
     }
+  }
 }
 impl OperatorT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<Operator<'b>> {
-        let opcode_index = self.opcode_index;
-        let inputs = self.inputs.as_ref().map(|x| _fbb.create_vector(x));
-        let outputs = self.outputs.as_ref().map(|x| _fbb.create_vector(x));
-        let builtin_options_type = self.builtin_options.builtin_options_type();
-        let builtin_options = self.builtin_options.pack(_fbb);
-        let custom_options = self.custom_options.as_ref().map(|x| _fbb.create_vector(x));
-        let custom_options_format = self.custom_options_format;
-        let mutating_variable_inputs =
-            self.mutating_variable_inputs.as_ref().map(|x| _fbb.create_vector(x));
-        let intermediates = self.intermediates.as_ref().map(|x| _fbb.create_vector(x));
-        let large_custom_options_offset = self.large_custom_options_offset;
-        let large_custom_options_size = self.large_custom_options_size;
-        let builtin_options_2_type = self.builtin_options_2.builtin_options_2_type();
-        let builtin_options_2 = self.builtin_options_2.pack(_fbb);
-        let debug_metadata_index = self.debug_metadata_index;
-        Operator::create(
-            _fbb,
-            &OperatorArgs {
-                opcode_index,
-                inputs,
-                outputs,
-                builtin_options_type,
-                builtin_options,
-                custom_options,
-                custom_options_format,
-                mutating_variable_inputs,
-                intermediates,
-                large_custom_options_offset,
-                large_custom_options_size,
-                builtin_options_2_type,
-                builtin_options_2,
-                debug_metadata_index,
-            },
-        )
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<Operator<'b>> {
+    let opcode_index = self.opcode_index;
+    let inputs = self.inputs.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    let outputs = self.outputs.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    let builtin_options_type = self.builtin_options.builtin_options_type();
+    let builtin_options = self.builtin_options.pack(_fbb);
+    let custom_options = self.custom_options.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    let custom_options_format = self.custom_options_format;
+    let mutating_variable_inputs = self.mutating_variable_inputs.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    let intermediates = self.intermediates.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    let large_custom_options_offset = self.large_custom_options_offset;
+    let large_custom_options_size = self.large_custom_options_size;
+    let builtin_options_2_type = self.builtin_options_2.builtin_options_2_type();
+    let builtin_options_2 = self.builtin_options_2.pack(_fbb);
+    let debug_metadata_index = self.debug_metadata_index;
+    Operator::create(_fbb, &OperatorArgs{
+      opcode_index,
+      inputs,
+      outputs,
+      builtin_options_type,
+      builtin_options,
+      custom_options,
+      custom_options_format,
+      mutating_variable_inputs,
+      intermediates,
+      large_custom_options_offset,
+      large_custom_options_size,
+      builtin_options_2_type,
+      builtin_options_2,
+      debug_metadata_index,
+    })
+  }
 }

@@ -6,140 +6,147 @@ pub enum PackOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct PackOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for PackOptions<'a> {
-    type Inner = PackOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = PackOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> PackOptions<'a> {
-    pub const VT_VALUES_COUNT: ::flatbuffers::VOffsetT = 4;
-    pub const VT_AXIS: ::flatbuffers::VOffsetT = 6;
+  pub const VT_VALUES_COUNT: ::flatbuffers::VOffsetT = 4;
+  pub const VT_AXIS: ::flatbuffers::VOffsetT = 6;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        PackOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args PackOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<PackOptions<'bldr>> {
-        let mut builder = PackOptionsBuilder::new(_fbb);
-        builder.add_axis(args.axis);
-        builder.add_values_count(args.values_count);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    PackOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args PackOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<PackOptions<'bldr>> {
+    let mut builder = PackOptionsBuilder::new(_fbb);
+    builder.add_axis(args.axis);
+    builder.add_values_count(args.values_count);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> PackOptionsT {
-        let values_count = self.values_count();
-        let axis = self.axis();
-        PackOptionsT { values_count, axis }
+  pub fn unpack(&self) -> PackOptionsT {
+    let values_count = self.values_count();
+    let axis = self.axis();
+    PackOptionsT {
+      values_count,
+      axis,
     }
+  }
 
-    #[inline]
-    pub fn values_count(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(PackOptions::VT_VALUES_COUNT, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn axis(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(PackOptions::VT_AXIS, Some(0)).unwrap() }
-    }
+  #[inline]
+  pub fn values_count(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(PackOptions::VT_VALUES_COUNT, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn axis(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(PackOptions::VT_AXIS, Some(0)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for PackOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<i32>("values_count", Self::VT_VALUES_COUNT, false)?
-            .visit_field::<i32>("axis", Self::VT_AXIS, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<i32>("values_count", Self::VT_VALUES_COUNT, false)?
+     .visit_field::<i32>("axis", Self::VT_AXIS, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct PackOptionsArgs {
     pub values_count: i32,
     pub axis: i32,
 }
 impl<'a> Default for PackOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        PackOptionsArgs { values_count: 0, axis: 0 }
+  #[inline]
+  fn default() -> Self {
+    PackOptionsArgs {
+      values_count: 0,
+      axis: 0,
     }
+  }
 }
 
 pub struct PackOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> PackOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_values_count(&mut self, values_count: i32) {
-        self.fbb_.push_slot::<i32>(PackOptions::VT_VALUES_COUNT, values_count, 0);
+  #[inline]
+  pub fn add_values_count(&mut self, values_count: i32) {
+    self.fbb_.push_slot::<i32>(PackOptions::VT_VALUES_COUNT, values_count, 0);
+  }
+  #[inline]
+  pub fn add_axis(&mut self, axis: i32) {
+    self.fbb_.push_slot::<i32>(PackOptions::VT_AXIS, axis, 0);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> PackOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    PackOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_axis(&mut self, axis: i32) {
-        self.fbb_.push_slot::<i32>(PackOptions::VT_AXIS, axis, 0);
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> PackOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        PackOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<PackOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<PackOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for PackOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("PackOptions");
-        ds.field("values_count", &self.values_count());
-        ds.field("axis", &self.axis());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("PackOptions");
+      ds.field("values_count", &self.values_count());
+      ds.field("axis", &self.axis());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct PackOptionsT {
-    pub values_count: i32,
-    pub axis: i32,
+  pub values_count: i32,
+  pub axis: i32,
 }
 impl Default for PackOptionsT {
-    fn default() -> Self {
-        Self { values_count: 0, axis: 0 }
+  fn default() -> Self {
+    Self {
+      values_count: 0,
+      axis: 0,
     }
+  }
 }
 impl PackOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<PackOptions<'b>> {
-        let values_count = self.values_count;
-        let axis = self.axis;
-        PackOptions::create(_fbb, &PackOptionsArgs { values_count, axis })
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<PackOptions<'b>> {
+    let values_count = self.values_count;
+    let axis = self.axis;
+    PackOptions::create(_fbb, &PackOptionsArgs{
+      values_count,
+      axis,
+    })
+  }
 }

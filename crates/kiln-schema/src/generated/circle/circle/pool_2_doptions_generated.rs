@@ -6,137 +6,120 @@ pub enum Pool2DOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct Pool2DOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for Pool2DOptions<'a> {
-    type Inner = Pool2DOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = Pool2DOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> Pool2DOptions<'a> {
-    pub const VT_PADDING: ::flatbuffers::VOffsetT = 4;
-    pub const VT_STRIDE_W: ::flatbuffers::VOffsetT = 6;
-    pub const VT_STRIDE_H: ::flatbuffers::VOffsetT = 8;
-    pub const VT_FILTER_WIDTH: ::flatbuffers::VOffsetT = 10;
-    pub const VT_FILTER_HEIGHT: ::flatbuffers::VOffsetT = 12;
-    pub const VT_FUSED_ACTIVATION_FUNCTION: ::flatbuffers::VOffsetT = 14;
+  pub const VT_PADDING: ::flatbuffers::VOffsetT = 4;
+  pub const VT_STRIDE_W: ::flatbuffers::VOffsetT = 6;
+  pub const VT_STRIDE_H: ::flatbuffers::VOffsetT = 8;
+  pub const VT_FILTER_WIDTH: ::flatbuffers::VOffsetT = 10;
+  pub const VT_FILTER_HEIGHT: ::flatbuffers::VOffsetT = 12;
+  pub const VT_FUSED_ACTIVATION_FUNCTION: ::flatbuffers::VOffsetT = 14;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        Pool2DOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args Pool2DOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<Pool2DOptions<'bldr>> {
-        let mut builder = Pool2DOptionsBuilder::new(_fbb);
-        builder.add_filter_height(args.filter_height);
-        builder.add_filter_width(args.filter_width);
-        builder.add_stride_h(args.stride_h);
-        builder.add_stride_w(args.stride_w);
-        builder.add_fused_activation_function(args.fused_activation_function);
-        builder.add_padding(args.padding);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    Pool2DOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args Pool2DOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<Pool2DOptions<'bldr>> {
+    let mut builder = Pool2DOptionsBuilder::new(_fbb);
+    builder.add_filter_height(args.filter_height);
+    builder.add_filter_width(args.filter_width);
+    builder.add_stride_h(args.stride_h);
+    builder.add_stride_w(args.stride_w);
+    builder.add_fused_activation_function(args.fused_activation_function);
+    builder.add_padding(args.padding);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> Pool2DOptionsT {
-        let padding = self.padding();
-        let stride_w = self.stride_w();
-        let stride_h = self.stride_h();
-        let filter_width = self.filter_width();
-        let filter_height = self.filter_height();
-        let fused_activation_function = self.fused_activation_function();
-        Pool2DOptionsT {
-            padding,
-            stride_w,
-            stride_h,
-            filter_width,
-            filter_height,
-            fused_activation_function,
-        }
+  pub fn unpack(&self) -> Pool2DOptionsT {
+    let padding = self.padding();
+    let stride_w = self.stride_w();
+    let stride_h = self.stride_h();
+    let filter_width = self.filter_width();
+    let filter_height = self.filter_height();
+    let fused_activation_function = self.fused_activation_function();
+    Pool2DOptionsT {
+      padding,
+      stride_w,
+      stride_h,
+      filter_width,
+      filter_height,
+      fused_activation_function,
     }
+  }
 
-    #[inline]
-    pub fn padding(&self) -> Padding {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<Padding>(Pool2DOptions::VT_PADDING, Some(Padding::SAME)).unwrap() }
-    }
-    #[inline]
-    pub fn stride_w(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(Pool2DOptions::VT_STRIDE_W, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn stride_h(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(Pool2DOptions::VT_STRIDE_H, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn filter_width(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(Pool2DOptions::VT_FILTER_WIDTH, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn filter_height(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(Pool2DOptions::VT_FILTER_HEIGHT, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn fused_activation_function(&self) -> ActivationFunctionType {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<ActivationFunctionType>(
-                    Pool2DOptions::VT_FUSED_ACTIVATION_FUNCTION,
-                    Some(ActivationFunctionType::NONE),
-                )
-                .unwrap()
-        }
-    }
+  #[inline]
+  pub fn padding(&self) -> Padding {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<Padding>(Pool2DOptions::VT_PADDING, Some(Padding::SAME)).unwrap()}
+  }
+  #[inline]
+  pub fn stride_w(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(Pool2DOptions::VT_STRIDE_W, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn stride_h(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(Pool2DOptions::VT_STRIDE_H, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn filter_width(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(Pool2DOptions::VT_FILTER_WIDTH, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn filter_height(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(Pool2DOptions::VT_FILTER_HEIGHT, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn fused_activation_function(&self) -> ActivationFunctionType {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<ActivationFunctionType>(Pool2DOptions::VT_FUSED_ACTIVATION_FUNCTION, Some(ActivationFunctionType::NONE)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for Pool2DOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<Padding>("padding", Self::VT_PADDING, false)?
-            .visit_field::<i32>("stride_w", Self::VT_STRIDE_W, false)?
-            .visit_field::<i32>("stride_h", Self::VT_STRIDE_H, false)?
-            .visit_field::<i32>("filter_width", Self::VT_FILTER_WIDTH, false)?
-            .visit_field::<i32>("filter_height", Self::VT_FILTER_HEIGHT, false)?
-            .visit_field::<ActivationFunctionType>(
-                "fused_activation_function",
-                Self::VT_FUSED_ACTIVATION_FUNCTION,
-                false,
-            )?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<Padding>("padding", Self::VT_PADDING, false)?
+     .visit_field::<i32>("stride_w", Self::VT_STRIDE_W, false)?
+     .visit_field::<i32>("stride_h", Self::VT_STRIDE_H, false)?
+     .visit_field::<i32>("filter_width", Self::VT_FILTER_WIDTH, false)?
+     .visit_field::<i32>("filter_height", Self::VT_FILTER_HEIGHT, false)?
+     .visit_field::<ActivationFunctionType>("fused_activation_function", Self::VT_FUSED_ACTIVATION_FUNCTION, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct Pool2DOptionsArgs {
     pub padding: Padding,
@@ -147,124 +130,115 @@ pub struct Pool2DOptionsArgs {
     pub fused_activation_function: ActivationFunctionType,
 }
 impl<'a> Default for Pool2DOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        Pool2DOptionsArgs {
-            padding: Padding::SAME,
-            stride_w: 0,
-            stride_h: 0,
-            filter_width: 0,
-            filter_height: 0,
-            fused_activation_function: ActivationFunctionType::NONE,
-        }
+  #[inline]
+  fn default() -> Self {
+    Pool2DOptionsArgs {
+      padding: Padding::SAME,
+      stride_w: 0,
+      stride_h: 0,
+      filter_width: 0,
+      filter_height: 0,
+      fused_activation_function: ActivationFunctionType::NONE,
     }
+  }
 }
 
 pub struct Pool2DOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> Pool2DOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_padding(&mut self, padding: Padding) {
-        self.fbb_.push_slot::<Padding>(Pool2DOptions::VT_PADDING, padding, Padding::SAME);
+  #[inline]
+  pub fn add_padding(&mut self, padding: Padding) {
+    self.fbb_.push_slot::<Padding>(Pool2DOptions::VT_PADDING, padding, Padding::SAME);
+  }
+  #[inline]
+  pub fn add_stride_w(&mut self, stride_w: i32) {
+    self.fbb_.push_slot::<i32>(Pool2DOptions::VT_STRIDE_W, stride_w, 0);
+  }
+  #[inline]
+  pub fn add_stride_h(&mut self, stride_h: i32) {
+    self.fbb_.push_slot::<i32>(Pool2DOptions::VT_STRIDE_H, stride_h, 0);
+  }
+  #[inline]
+  pub fn add_filter_width(&mut self, filter_width: i32) {
+    self.fbb_.push_slot::<i32>(Pool2DOptions::VT_FILTER_WIDTH, filter_width, 0);
+  }
+  #[inline]
+  pub fn add_filter_height(&mut self, filter_height: i32) {
+    self.fbb_.push_slot::<i32>(Pool2DOptions::VT_FILTER_HEIGHT, filter_height, 0);
+  }
+  #[inline]
+  pub fn add_fused_activation_function(&mut self, fused_activation_function: ActivationFunctionType) {
+    self.fbb_.push_slot::<ActivationFunctionType>(Pool2DOptions::VT_FUSED_ACTIVATION_FUNCTION, fused_activation_function, ActivationFunctionType::NONE);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> Pool2DOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    Pool2DOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_stride_w(&mut self, stride_w: i32) {
-        self.fbb_.push_slot::<i32>(Pool2DOptions::VT_STRIDE_W, stride_w, 0);
-    }
-    #[inline]
-    pub fn add_stride_h(&mut self, stride_h: i32) {
-        self.fbb_.push_slot::<i32>(Pool2DOptions::VT_STRIDE_H, stride_h, 0);
-    }
-    #[inline]
-    pub fn add_filter_width(&mut self, filter_width: i32) {
-        self.fbb_.push_slot::<i32>(Pool2DOptions::VT_FILTER_WIDTH, filter_width, 0);
-    }
-    #[inline]
-    pub fn add_filter_height(&mut self, filter_height: i32) {
-        self.fbb_.push_slot::<i32>(Pool2DOptions::VT_FILTER_HEIGHT, filter_height, 0);
-    }
-    #[inline]
-    pub fn add_fused_activation_function(
-        &mut self,
-        fused_activation_function: ActivationFunctionType,
-    ) {
-        self.fbb_.push_slot::<ActivationFunctionType>(
-            Pool2DOptions::VT_FUSED_ACTIVATION_FUNCTION,
-            fused_activation_function,
-            ActivationFunctionType::NONE,
-        );
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> Pool2DOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        Pool2DOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<Pool2DOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<Pool2DOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for Pool2DOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("Pool2DOptions");
-        ds.field("padding", &self.padding());
-        ds.field("stride_w", &self.stride_w());
-        ds.field("stride_h", &self.stride_h());
-        ds.field("filter_width", &self.filter_width());
-        ds.field("filter_height", &self.filter_height());
-        ds.field("fused_activation_function", &self.fused_activation_function());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("Pool2DOptions");
+      ds.field("padding", &self.padding());
+      ds.field("stride_w", &self.stride_w());
+      ds.field("stride_h", &self.stride_h());
+      ds.field("filter_width", &self.filter_width());
+      ds.field("filter_height", &self.filter_height());
+      ds.field("fused_activation_function", &self.fused_activation_function());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct Pool2DOptionsT {
-    pub padding: Padding,
-    pub stride_w: i32,
-    pub stride_h: i32,
-    pub filter_width: i32,
-    pub filter_height: i32,
-    pub fused_activation_function: ActivationFunctionType,
+  pub padding: Padding,
+  pub stride_w: i32,
+  pub stride_h: i32,
+  pub filter_width: i32,
+  pub filter_height: i32,
+  pub fused_activation_function: ActivationFunctionType,
 }
 impl Default for Pool2DOptionsT {
-    fn default() -> Self {
-        Self {
-            padding: Padding::SAME,
-            stride_w: 0,
-            stride_h: 0,
-            filter_width: 0,
-            filter_height: 0,
-            fused_activation_function: ActivationFunctionType::NONE,
-        }
+  fn default() -> Self {
+    Self {
+      padding: Padding::SAME,
+      stride_w: 0,
+      stride_h: 0,
+      filter_width: 0,
+      filter_height: 0,
+      fused_activation_function: ActivationFunctionType::NONE,
     }
+  }
 }
 impl Pool2DOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<Pool2DOptions<'b>> {
-        let padding = self.padding;
-        let stride_w = self.stride_w;
-        let stride_h = self.stride_h;
-        let filter_width = self.filter_width;
-        let filter_height = self.filter_height;
-        let fused_activation_function = self.fused_activation_function;
-        Pool2DOptions::create(
-            _fbb,
-            &Pool2DOptionsArgs {
-                padding,
-                stride_w,
-                stride_h,
-                filter_width,
-                filter_height,
-                fused_activation_function,
-            },
-        )
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<Pool2DOptions<'b>> {
+    let padding = self.padding;
+    let stride_w = self.stride_w;
+    let stride_h = self.stride_h;
+    let filter_width = self.filter_width;
+    let filter_height = self.filter_height;
+    let fused_activation_function = self.fused_activation_function;
+    Pool2DOptions::create(_fbb, &Pool2DOptionsArgs{
+      padding,
+      stride_w,
+      stride_h,
+      filter_width,
+      filter_height,
+      fused_activation_function,
+    })
+  }
 }

@@ -2,26 +2,17 @@
 // @generated
 extern crate alloc;
 use super::*;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MIN_QUANTIZATION_DETAILS: u8 = 0;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MAX_QUANTIZATION_DETAILS: u8 = 3;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 #[allow(non_camel_case_types)]
 pub const ENUM_VALUES_QUANTIZATION_DETAILS: [QuantizationDetails; 4] = [
-    QuantizationDetails::NONE,
-    QuantizationDetails::CustomQuantization,
-    QuantizationDetails::MXQuantization,
-    QuantizationDetails::BlockwiseQuantization,
+  QuantizationDetails::NONE,
+  QuantizationDetails::CustomQuantization,
+  QuantizationDetails::MXQuantization,
+  QuantizationDetails::BlockwiseQuantization,
 ];
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -29,42 +20,46 @@ pub const ENUM_VALUES_QUANTIZATION_DETAILS: [QuantizationDetails; 4] = [
 pub struct QuantizationDetails(pub u8);
 #[allow(non_upper_case_globals)]
 impl QuantizationDetails {
-    pub const NONE: Self = Self(0);
-    pub const CustomQuantization: Self = Self(1);
-    pub const MXQuantization: Self = Self(2);
-    pub const BlockwiseQuantization: Self = Self(3);
+  pub const NONE: Self = Self(0);
+  pub const CustomQuantization: Self = Self(1);
+  pub const MXQuantization: Self = Self(2);
+  pub const BlockwiseQuantization: Self = Self(3);
 
-    pub const ENUM_MIN: u8 = 0;
-    pub const ENUM_MAX: u8 = 3;
-    pub const ENUM_VALUES: &'static [Self] =
-        &[Self::NONE, Self::CustomQuantization, Self::MXQuantization, Self::BlockwiseQuantization];
-    /// Returns the variant's name or "" if unknown.
-    pub fn variant_name(self) -> Option<&'static str> {
-        match self {
-            Self::NONE => Some("NONE"),
-            Self::CustomQuantization => Some("CustomQuantization"),
-            Self::MXQuantization => Some("MXQuantization"),
-            Self::BlockwiseQuantization => Some("BlockwiseQuantization"),
-            _ => None,
-        }
+  pub const ENUM_MIN: u8 = 0;
+  pub const ENUM_MAX: u8 = 3;
+  pub const ENUM_VALUES: &'static [Self] = &[
+    Self::NONE,
+    Self::CustomQuantization,
+    Self::MXQuantization,
+    Self::BlockwiseQuantization,
+  ];
+  /// Returns the variant's name or "" if unknown.
+  pub fn variant_name(self) -> Option<&'static str> {
+    match self {
+      Self::NONE => Some("NONE"),
+      Self::CustomQuantization => Some("CustomQuantization"),
+      Self::MXQuantization => Some("MXQuantization"),
+      Self::BlockwiseQuantization => Some("BlockwiseQuantization"),
+      _ => None,
     }
+  }
 }
 impl ::core::fmt::Debug for QuantizationDetails {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter) -> ::core::fmt::Result {
-        if let Some(name) = self.variant_name() {
-            f.write_str(name)
-        } else {
-            f.write_fmt(format_args!("<UNKNOWN {:?}>", self.0))
-        }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter) -> ::core::fmt::Result {
+    if let Some(name) = self.variant_name() {
+      f.write_str(name)
+    } else {
+      f.write_fmt(format_args!("<UNKNOWN {:?}>", self.0))
     }
+  }
 }
 impl<'a> ::flatbuffers::Follow<'a> for QuantizationDetails {
-    type Inner = Self;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        let b = unsafe { ::flatbuffers::read_scalar_at::<u8>(buf, loc) };
-        Self(b)
-    }
+  type Inner = Self;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    let b = unsafe { ::flatbuffers::read_scalar_at::<u8>(buf, loc) };
+    Self(b)
+  }
 }
 
 impl ::flatbuffers::Push for QuantizationDetails {
@@ -76,27 +71,26 @@ impl ::flatbuffers::Push for QuantizationDetails {
 }
 
 impl ::flatbuffers::EndianScalar for QuantizationDetails {
-    type Scalar = u8;
-    #[inline]
-    fn to_little_endian(self) -> u8 {
-        self.0.to_le()
-    }
-    #[inline]
-    #[allow(clippy::wrong_self_convention)]
-    fn from_little_endian(v: u8) -> Self {
-        let b = u8::from_le(v);
-        Self(b)
-    }
+  type Scalar = u8;
+  #[inline]
+  fn to_little_endian(self) -> u8 {
+    self.0.to_le()
+  }
+  #[inline]
+  #[allow(clippy::wrong_self_convention)]
+  fn from_little_endian(v: u8) -> Self {
+    let b = u8::from_le(v);
+    Self(b)
+  }
 }
 
 impl<'a> ::flatbuffers::Verifiable for QuantizationDetails {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        u8::run_verifier(v, pos)
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    u8::run_verifier(v, pos)
+  }
 }
 
 impl ::flatbuffers::SimpleToVerifyInSlice for QuantizationDetails {}
@@ -106,123 +100,94 @@ pub struct QuantizationDetailsUnionTableOffset {}
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub enum QuantizationDetailsT {
-    NONE,
-    CustomQuantization(alloc::boxed::Box<CustomQuantizationT>),
-    MXQuantization(alloc::boxed::Box<MXQuantizationT>),
-    BlockwiseQuantization(alloc::boxed::Box<BlockwiseQuantizationT>),
+  NONE,
+  CustomQuantization(alloc::boxed::Box<CustomQuantizationT>),
+  MXQuantization(alloc::boxed::Box<MXQuantizationT>),
+  BlockwiseQuantization(alloc::boxed::Box<BlockwiseQuantizationT>),
 }
 impl Default for QuantizationDetailsT {
-    fn default() -> Self {
-        Self::NONE
-    }
+  fn default() -> Self {
+    Self::NONE
+  }
 }
 impl QuantizationDetailsT {
-    pub fn quantization_details_type(&self) -> QuantizationDetails {
-        match self {
-            Self::NONE => QuantizationDetails::NONE,
-            Self::CustomQuantization(_) => QuantizationDetails::CustomQuantization,
-            Self::MXQuantization(_) => QuantizationDetails::MXQuantization,
-            Self::BlockwiseQuantization(_) => QuantizationDetails::BlockwiseQuantization,
-        }
+  pub fn quantization_details_type(&self) -> QuantizationDetails {
+    match self {
+      Self::NONE => QuantizationDetails::NONE,
+      Self::CustomQuantization(_) => QuantizationDetails::CustomQuantization,
+      Self::MXQuantization(_) => QuantizationDetails::MXQuantization,
+      Self::BlockwiseQuantization(_) => QuantizationDetails::BlockwiseQuantization,
     }
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> Option<::flatbuffers::WIPOffset<::flatbuffers::UnionWIPOffset>> {
-        match self {
-            Self::NONE => None,
-            Self::CustomQuantization(v) => Some(v.pack(fbb).as_union_value()),
-            Self::MXQuantization(v) => Some(v.pack(fbb).as_union_value()),
-            Self::BlockwiseQuantization(v) => Some(v.pack(fbb).as_union_value()),
-        }
+  }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(&self, fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>) -> Option<::flatbuffers::WIPOffset<::flatbuffers::UnionWIPOffset>> {
+    match self {
+      Self::NONE => None,
+      Self::CustomQuantization(v) => Some(v.pack(fbb).as_union_value()),
+      Self::MXQuantization(v) => Some(v.pack(fbb).as_union_value()),
+      Self::BlockwiseQuantization(v) => Some(v.pack(fbb).as_union_value()),
     }
-    /// If the union variant matches, return the owned CustomQuantizationT, setting the union to NONE.
-    pub fn take_custom_quantization(&mut self) -> Option<alloc::boxed::Box<CustomQuantizationT>> {
-        if let Self::CustomQuantization(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::CustomQuantization(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
+  }
+  /// If the union variant matches, return the owned CustomQuantizationT, setting the union to NONE.
+  pub fn take_custom_quantization(&mut self) -> Option<alloc::boxed::Box<CustomQuantizationT>> {
+    if let Self::CustomQuantization(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::CustomQuantization(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
     }
-    /// If the union variant matches, return a reference to the CustomQuantizationT.
-    pub fn as_custom_quantization(&self) -> Option<&CustomQuantizationT> {
-        if let Self::CustomQuantization(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
+  }
+  /// If the union variant matches, return a reference to the CustomQuantizationT.
+  pub fn as_custom_quantization(&self) -> Option<&CustomQuantizationT> {
+    if let Self::CustomQuantization(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the CustomQuantizationT.
+  pub fn as_custom_quantization_mut(&mut self) -> Option<&mut CustomQuantizationT> {
+    if let Self::CustomQuantization(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned MXQuantizationT, setting the union to NONE.
+  pub fn take_mxquantization(&mut self) -> Option<alloc::boxed::Box<MXQuantizationT>> {
+    if let Self::MXQuantization(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::MXQuantization(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
     }
-    /// If the union variant matches, return a mutable reference to the CustomQuantizationT.
-    pub fn as_custom_quantization_mut(&mut self) -> Option<&mut CustomQuantizationT> {
-        if let Self::CustomQuantization(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
+  }
+  /// If the union variant matches, return a reference to the MXQuantizationT.
+  pub fn as_mxquantization(&self) -> Option<&MXQuantizationT> {
+    if let Self::MXQuantization(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the MXQuantizationT.
+  pub fn as_mxquantization_mut(&mut self) -> Option<&mut MXQuantizationT> {
+    if let Self::MXQuantization(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned BlockwiseQuantizationT, setting the union to NONE.
+  pub fn take_blockwise_quantization(&mut self) -> Option<alloc::boxed::Box<BlockwiseQuantizationT>> {
+    if let Self::BlockwiseQuantization(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::BlockwiseQuantization(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
     }
-    /// If the union variant matches, return the owned MXQuantizationT, setting the union to NONE.
-    pub fn take_mxquantization(&mut self) -> Option<alloc::boxed::Box<MXQuantizationT>> {
-        if let Self::MXQuantization(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::MXQuantization(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the MXQuantizationT.
-    pub fn as_mxquantization(&self) -> Option<&MXQuantizationT> {
-        if let Self::MXQuantization(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the MXQuantizationT.
-    pub fn as_mxquantization_mut(&mut self) -> Option<&mut MXQuantizationT> {
-        if let Self::MXQuantization(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned BlockwiseQuantizationT, setting the union to NONE.
-    pub fn take_blockwise_quantization(
-        &mut self,
-    ) -> Option<alloc::boxed::Box<BlockwiseQuantizationT>> {
-        if let Self::BlockwiseQuantization(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::BlockwiseQuantization(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the BlockwiseQuantizationT.
-    pub fn as_blockwise_quantization(&self) -> Option<&BlockwiseQuantizationT> {
-        if let Self::BlockwiseQuantization(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the BlockwiseQuantizationT.
-    pub fn as_blockwise_quantization_mut(&mut self) -> Option<&mut BlockwiseQuantizationT> {
-        if let Self::BlockwiseQuantization(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
+  }
+  /// If the union variant matches, return a reference to the BlockwiseQuantizationT.
+  pub fn as_blockwise_quantization(&self) -> Option<&BlockwiseQuantizationT> {
+    if let Self::BlockwiseQuantization(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the BlockwiseQuantizationT.
+  pub fn as_blockwise_quantization_mut(&mut self) -> Option<&mut BlockwiseQuantizationT> {
+    if let Self::BlockwiseQuantization(v) = self { Some(v.as_mut()) } else { None }
+  }
 }

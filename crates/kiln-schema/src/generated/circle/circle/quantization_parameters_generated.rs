@@ -6,67 +6,60 @@ pub enum QuantizationParametersOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct QuantizationParameters<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for QuantizationParameters<'a> {
-    type Inner = QuantizationParameters<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = QuantizationParameters<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> QuantizationParameters<'a> {
-    pub const VT_MIN: ::flatbuffers::VOffsetT = 4;
-    pub const VT_MAX: ::flatbuffers::VOffsetT = 6;
-    pub const VT_SCALE: ::flatbuffers::VOffsetT = 8;
-    pub const VT_ZERO_POINT: ::flatbuffers::VOffsetT = 10;
-    pub const VT_DETAILS_TYPE: ::flatbuffers::VOffsetT = 12;
-    pub const VT_DETAILS: ::flatbuffers::VOffsetT = 14;
-    pub const VT_QUANTIZED_DIMENSION: ::flatbuffers::VOffsetT = 16;
+  pub const VT_MIN: ::flatbuffers::VOffsetT = 4;
+  pub const VT_MAX: ::flatbuffers::VOffsetT = 6;
+  pub const VT_SCALE: ::flatbuffers::VOffsetT = 8;
+  pub const VT_ZERO_POINT: ::flatbuffers::VOffsetT = 10;
+  pub const VT_DETAILS_TYPE: ::flatbuffers::VOffsetT = 12;
+  pub const VT_DETAILS: ::flatbuffers::VOffsetT = 14;
+  pub const VT_QUANTIZED_DIMENSION: ::flatbuffers::VOffsetT = 16;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        QuantizationParameters { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args QuantizationParametersArgs<'args>,
-    ) -> ::flatbuffers::WIPOffset<QuantizationParameters<'bldr>> {
-        let mut builder = QuantizationParametersBuilder::new(_fbb);
-        builder.add_quantized_dimension(args.quantized_dimension);
-        if let Some(x) = args.details {
-            builder.add_details(x);
-        }
-        if let Some(x) = args.zero_point {
-            builder.add_zero_point(x);
-        }
-        if let Some(x) = args.scale {
-            builder.add_scale(x);
-        }
-        if let Some(x) = args.max {
-            builder.add_max(x);
-        }
-        if let Some(x) = args.min {
-            builder.add_min(x);
-        }
-        builder.add_details_type(args.details_type);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    QuantizationParameters { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args QuantizationParametersArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<QuantizationParameters<'bldr>> {
+    let mut builder = QuantizationParametersBuilder::new(_fbb);
+    builder.add_quantized_dimension(args.quantized_dimension);
+    if let Some(x) = args.details { builder.add_details(x); }
+    if let Some(x) = args.zero_point { builder.add_zero_point(x); }
+    if let Some(x) = args.scale { builder.add_scale(x); }
+    if let Some(x) = args.max { builder.add_max(x); }
+    if let Some(x) = args.min { builder.add_min(x); }
+    builder.add_details_type(args.details_type);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> QuantizationParametersT {
-        let min = self.min().map(|x| x.into_iter().collect());
-        let max = self.max().map(|x| x.into_iter().collect());
-        let scale = self.scale().map(|x| x.into_iter().collect());
-        let zero_point = self.zero_point().map(|x| x.into_iter().collect());
-        let details = match self.details_type() {
+  pub fn unpack(&self) -> QuantizationParametersT {
+    let min = self.min().map(|x| {
+      x.into_iter().collect()
+    });
+    let max = self.max().map(|x| {
+      x.into_iter().collect()
+    });
+    let scale = self.scale().map(|x| {
+      x.into_iter().collect()
+    });
+    let zero_point = self.zero_point().map(|x| {
+      x.into_iter().collect()
+    });
+    let details = match self.details_type() {
       QuantizationDetails::NONE => QuantizationDetailsT::NONE,
       QuantizationDetails::CustomQuantization => QuantizationDetailsT::CustomQuantization(alloc::boxed::Box::new(
         self.details_as_custom_quantization()
@@ -85,146 +78,119 @@ impl<'a> QuantizationParameters<'a> {
       )),
       _ => QuantizationDetailsT::NONE,
     };
-        let quantized_dimension = self.quantized_dimension();
-        QuantizationParametersT { min, max, scale, zero_point, details, quantized_dimension }
+    let quantized_dimension = self.quantized_dimension();
+    QuantizationParametersT {
+      min,
+      max,
+      scale,
+      zero_point,
+      details,
+      quantized_dimension,
     }
+  }
 
-    #[inline]
-    pub fn min(&self) -> Option<::flatbuffers::Vector<'a, f32>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, f32>>>(
-                QuantizationParameters::VT_MIN,
-                None,
-            )
-        }
+  #[inline]
+  pub fn min(&self) -> Option<::flatbuffers::Vector<'a, f32>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, f32>>>(QuantizationParameters::VT_MIN, None)}
+  }
+  #[inline]
+  pub fn max(&self) -> Option<::flatbuffers::Vector<'a, f32>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, f32>>>(QuantizationParameters::VT_MAX, None)}
+  }
+  #[inline]
+  pub fn scale(&self) -> Option<::flatbuffers::Vector<'a, f32>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, f32>>>(QuantizationParameters::VT_SCALE, None)}
+  }
+  #[inline]
+  pub fn zero_point(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(QuantizationParameters::VT_ZERO_POINT, None)}
+  }
+  #[inline]
+  pub fn details_type(&self) -> QuantizationDetails {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<QuantizationDetails>(QuantizationParameters::VT_DETAILS_TYPE, Some(QuantizationDetails::NONE)).unwrap()}
+  }
+  #[inline]
+  pub fn details(&self) -> Option<::flatbuffers::Table<'a>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Table<'a>>>(QuantizationParameters::VT_DETAILS, None)}
+  }
+  #[inline]
+  pub fn quantized_dimension(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(QuantizationParameters::VT_QUANTIZED_DIMENSION, Some(0)).unwrap()}
+  }
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn details_as_custom_quantization(&self) -> Option<CustomQuantization<'a>> {
+    if self.details_type() == QuantizationDetails::CustomQuantization {
+      self.details().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { CustomQuantization::init_from_table(t) }
+     })
+    } else {
+      None
     }
-    #[inline]
-    pub fn max(&self) -> Option<::flatbuffers::Vector<'a, f32>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, f32>>>(
-                QuantizationParameters::VT_MAX,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn scale(&self) -> Option<::flatbuffers::Vector<'a, f32>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, f32>>>(
-                QuantizationParameters::VT_SCALE,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn zero_point(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(
-                QuantizationParameters::VT_ZERO_POINT,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn details_type(&self) -> QuantizationDetails {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<QuantizationDetails>(
-                    QuantizationParameters::VT_DETAILS_TYPE,
-                    Some(QuantizationDetails::NONE),
-                )
-                .unwrap()
-        }
-    }
-    #[inline]
-    pub fn details(&self) -> Option<::flatbuffers::Table<'a>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Table<'a>>>(
-                QuantizationParameters::VT_DETAILS,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn quantized_dimension(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<i32>(QuantizationParameters::VT_QUANTIZED_DIMENSION, Some(0)).unwrap()
-        }
-    }
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn details_as_custom_quantization(&self) -> Option<CustomQuantization<'a>> {
-        if self.details_type() == QuantizationDetails::CustomQuantization {
-            self.details().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { CustomQuantization::init_from_table(t) }
-            })
-        } else {
-            None
-        }
-    }
+  }
 
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn details_as_mxquantization(&self) -> Option<MXQuantization<'a>> {
-        if self.details_type() == QuantizationDetails::MXQuantization {
-            self.details().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { MXQuantization::init_from_table(t) }
-            })
-        } else {
-            None
-        }
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn details_as_mxquantization(&self) -> Option<MXQuantization<'a>> {
+    if self.details_type() == QuantizationDetails::MXQuantization {
+      self.details().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { MXQuantization::init_from_table(t) }
+     })
+    } else {
+      None
     }
+  }
 
-    #[inline]
-    #[allow(non_snake_case)]
-    pub fn details_as_blockwise_quantization(&self) -> Option<BlockwiseQuantization<'a>> {
-        if self.details_type() == QuantizationDetails::BlockwiseQuantization {
-            self.details().map(|t| {
-                // Safety:
-                // Created from a valid Table for this object
-                // Which contains a valid union in this slot
-                unsafe { BlockwiseQuantization::init_from_table(t) }
-            })
-        } else {
-            None
-        }
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn details_as_blockwise_quantization(&self) -> Option<BlockwiseQuantization<'a>> {
+    if self.details_type() == QuantizationDetails::BlockwiseQuantization {
+      self.details().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { BlockwiseQuantization::init_from_table(t) }
+     })
+    } else {
+      None
     }
+  }
+
 }
 
 impl ::flatbuffers::Verifiable for QuantizationParameters<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
      .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, f32>>>("min", Self::VT_MIN, false)?
      .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, f32>>>("max", Self::VT_MAX, false)?
      .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, f32>>>("scale", Self::VT_SCALE, false)?
@@ -239,8 +205,8 @@ impl ::flatbuffers::Verifiable for QuantizationParameters<'_> {
      })?
      .visit_field::<i32>("quantized_dimension", Self::VT_QUANTIZED_DIMENSION, false)?
      .finish();
-        Ok(())
-    }
+    Ok(())
+  }
 }
 pub struct QuantizationParametersArgs<'a> {
     pub min: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, f32>>>,
@@ -252,185 +218,157 @@ pub struct QuantizationParametersArgs<'a> {
     pub quantized_dimension: i32,
 }
 impl<'a> Default for QuantizationParametersArgs<'a> {
-    #[inline]
-    fn default() -> Self {
-        QuantizationParametersArgs {
-            min: None,
-            max: None,
-            scale: None,
-            zero_point: None,
-            details_type: QuantizationDetails::NONE,
-            details: None,
-            quantized_dimension: 0,
-        }
+  #[inline]
+  fn default() -> Self {
+    QuantizationParametersArgs {
+      min: None,
+      max: None,
+      scale: None,
+      zero_point: None,
+      details_type: QuantizationDetails::NONE,
+      details: None,
+      quantized_dimension: 0,
     }
+  }
 }
 
 pub struct QuantizationParametersBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> QuantizationParametersBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_min(&mut self, min: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, f32>>) {
-        self.fbb_
-            .push_slot_always::<::flatbuffers::WIPOffset<_>>(QuantizationParameters::VT_MIN, min);
+  #[inline]
+  pub fn add_min(&mut self, min: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , f32>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(QuantizationParameters::VT_MIN, min);
+  }
+  #[inline]
+  pub fn add_max(&mut self, max: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , f32>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(QuantizationParameters::VT_MAX, max);
+  }
+  #[inline]
+  pub fn add_scale(&mut self, scale: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , f32>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(QuantizationParameters::VT_SCALE, scale);
+  }
+  #[inline]
+  pub fn add_zero_point(&mut self, zero_point: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i64>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(QuantizationParameters::VT_ZERO_POINT, zero_point);
+  }
+  #[inline]
+  pub fn add_details_type(&mut self, details_type: QuantizationDetails) {
+    self.fbb_.push_slot::<QuantizationDetails>(QuantizationParameters::VT_DETAILS_TYPE, details_type, QuantizationDetails::NONE);
+  }
+  #[inline]
+  pub fn add_details(&mut self, details: ::flatbuffers::WIPOffset<::flatbuffers::UnionWIPOffset>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(QuantizationParameters::VT_DETAILS, details);
+  }
+  #[inline]
+  pub fn add_quantized_dimension(&mut self, quantized_dimension: i32) {
+    self.fbb_.push_slot::<i32>(QuantizationParameters::VT_QUANTIZED_DIMENSION, quantized_dimension, 0);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> QuantizationParametersBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    QuantizationParametersBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_max(&mut self, max: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, f32>>) {
-        self.fbb_
-            .push_slot_always::<::flatbuffers::WIPOffset<_>>(QuantizationParameters::VT_MAX, max);
-    }
-    #[inline]
-    pub fn add_scale(&mut self, scale: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, f32>>) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            QuantizationParameters::VT_SCALE,
-            scale,
-        );
-    }
-    #[inline]
-    pub fn add_zero_point(
-        &mut self,
-        zero_point: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i64>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            QuantizationParameters::VT_ZERO_POINT,
-            zero_point,
-        );
-    }
-    #[inline]
-    pub fn add_details_type(&mut self, details_type: QuantizationDetails) {
-        self.fbb_.push_slot::<QuantizationDetails>(
-            QuantizationParameters::VT_DETAILS_TYPE,
-            details_type,
-            QuantizationDetails::NONE,
-        );
-    }
-    #[inline]
-    pub fn add_details(
-        &mut self,
-        details: ::flatbuffers::WIPOffset<::flatbuffers::UnionWIPOffset>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            QuantizationParameters::VT_DETAILS,
-            details,
-        );
-    }
-    #[inline]
-    pub fn add_quantized_dimension(&mut self, quantized_dimension: i32) {
-        self.fbb_.push_slot::<i32>(
-            QuantizationParameters::VT_QUANTIZED_DIMENSION,
-            quantized_dimension,
-            0,
-        );
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> QuantizationParametersBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        QuantizationParametersBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<QuantizationParameters<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<QuantizationParameters<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for QuantizationParameters<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("QuantizationParameters");
-        ds.field("min", &self.min());
-        ds.field("max", &self.max());
-        ds.field("scale", &self.scale());
-        ds.field("zero_point", &self.zero_point());
-        ds.field("details_type", &self.details_type());
-        match self.details_type() {
-            QuantizationDetails::CustomQuantization => {
-                if let Some(x) = self.details_as_custom_quantization() {
-                    ds.field("details", &x)
-                } else {
-                    ds.field(
-                        "details",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            QuantizationDetails::MXQuantization => {
-                if let Some(x) = self.details_as_mxquantization() {
-                    ds.field("details", &x)
-                } else {
-                    ds.field(
-                        "details",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            QuantizationDetails::BlockwiseQuantization => {
-                if let Some(x) = self.details_as_blockwise_quantization() {
-                    ds.field("details", &x)
-                } else {
-                    ds.field(
-                        "details",
-                        &"InvalidFlatbuffer: Union discriminant does not match value.",
-                    )
-                }
-            }
-            _ => {
-                let x: Option<()> = None;
-                ds.field("details", &x)
-            }
-        };
-        ds.field("quantized_dimension", &self.quantized_dimension());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("QuantizationParameters");
+      ds.field("min", &self.min());
+      ds.field("max", &self.max());
+      ds.field("scale", &self.scale());
+      ds.field("zero_point", &self.zero_point());
+      ds.field("details_type", &self.details_type());
+      match self.details_type() {
+        QuantizationDetails::CustomQuantization => {
+          if let Some(x) = self.details_as_custom_quantization() {
+            ds.field("details", &x)
+          } else {
+            ds.field("details", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        QuantizationDetails::MXQuantization => {
+          if let Some(x) = self.details_as_mxquantization() {
+            ds.field("details", &x)
+          } else {
+            ds.field("details", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        QuantizationDetails::BlockwiseQuantization => {
+          if let Some(x) = self.details_as_blockwise_quantization() {
+            ds.field("details", &x)
+          } else {
+            ds.field("details", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        _ => {
+          let x: Option<()> = None;
+          ds.field("details", &x)
+        },
+      };
+      ds.field("quantized_dimension", &self.quantized_dimension());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct QuantizationParametersT {
-    pub min: Option<alloc::vec::Vec<f32>>,
-    pub max: Option<alloc::vec::Vec<f32>>,
-    pub scale: Option<alloc::vec::Vec<f32>>,
-    pub zero_point: Option<alloc::vec::Vec<i64>>,
-    pub details: QuantizationDetailsT,
-    pub quantized_dimension: i32,
+  pub min: Option<alloc::vec::Vec<f32>>,
+  pub max: Option<alloc::vec::Vec<f32>>,
+  pub scale: Option<alloc::vec::Vec<f32>>,
+  pub zero_point: Option<alloc::vec::Vec<i64>>,
+  pub details: QuantizationDetailsT,
+  pub quantized_dimension: i32,
 }
 impl Default for QuantizationParametersT {
-    fn default() -> Self {
-        Self {
-            min: None,
-            max: None,
-            scale: None,
-            zero_point: None,
-            details: QuantizationDetailsT::NONE,
-            quantized_dimension: 0,
-        }
+  fn default() -> Self {
+    Self {
+      min: None,
+      max: None,
+      scale: None,
+      zero_point: None,
+      details: QuantizationDetailsT::NONE,
+      quantized_dimension: 0,
     }
+  }
 }
 impl QuantizationParametersT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<QuantizationParameters<'b>> {
-        let min = self.min.as_ref().map(|x| _fbb.create_vector(x));
-        let max = self.max.as_ref().map(|x| _fbb.create_vector(x));
-        let scale = self.scale.as_ref().map(|x| _fbb.create_vector(x));
-        let zero_point = self.zero_point.as_ref().map(|x| _fbb.create_vector(x));
-        let details_type = self.details.quantization_details_type();
-        let details = self.details.pack(_fbb);
-        let quantized_dimension = self.quantized_dimension;
-        QuantizationParameters::create(
-            _fbb,
-            &QuantizationParametersArgs {
-                min,
-                max,
-                scale,
-                zero_point,
-                details_type,
-                details,
-                quantized_dimension,
-            },
-        )
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<QuantizationParameters<'b>> {
+    let min = self.min.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    let max = self.max.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    let scale = self.scale.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    let zero_point = self.zero_point.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    let details_type = self.details.quantization_details_type();
+    let details = self.details.pack(_fbb);
+    let quantized_dimension = self.quantized_dimension;
+    QuantizationParameters::create(_fbb, &QuantizationParametersArgs{
+      min,
+      max,
+      scale,
+      zero_point,
+      details_type,
+      details,
+      quantized_dimension,
+    })
+  }
 }

@@ -6,140 +6,147 @@ pub enum RandomOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct RandomOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for RandomOptions<'a> {
-    type Inner = RandomOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = RandomOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> RandomOptions<'a> {
-    pub const VT_SEED: ::flatbuffers::VOffsetT = 4;
-    pub const VT_SEED2: ::flatbuffers::VOffsetT = 6;
+  pub const VT_SEED: ::flatbuffers::VOffsetT = 4;
+  pub const VT_SEED2: ::flatbuffers::VOffsetT = 6;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        RandomOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args RandomOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<RandomOptions<'bldr>> {
-        let mut builder = RandomOptionsBuilder::new(_fbb);
-        builder.add_seed2(args.seed2);
-        builder.add_seed(args.seed);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    RandomOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args RandomOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<RandomOptions<'bldr>> {
+    let mut builder = RandomOptionsBuilder::new(_fbb);
+    builder.add_seed2(args.seed2);
+    builder.add_seed(args.seed);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> RandomOptionsT {
-        let seed = self.seed();
-        let seed2 = self.seed2();
-        RandomOptionsT { seed, seed2 }
+  pub fn unpack(&self) -> RandomOptionsT {
+    let seed = self.seed();
+    let seed2 = self.seed2();
+    RandomOptionsT {
+      seed,
+      seed2,
     }
+  }
 
-    #[inline]
-    pub fn seed(&self) -> i64 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i64>(RandomOptions::VT_SEED, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn seed2(&self) -> i64 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i64>(RandomOptions::VT_SEED2, Some(0)).unwrap() }
-    }
+  #[inline]
+  pub fn seed(&self) -> i64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i64>(RandomOptions::VT_SEED, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn seed2(&self) -> i64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i64>(RandomOptions::VT_SEED2, Some(0)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for RandomOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<i64>("seed", Self::VT_SEED, false)?
-            .visit_field::<i64>("seed2", Self::VT_SEED2, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<i64>("seed", Self::VT_SEED, false)?
+     .visit_field::<i64>("seed2", Self::VT_SEED2, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct RandomOptionsArgs {
     pub seed: i64,
     pub seed2: i64,
 }
 impl<'a> Default for RandomOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        RandomOptionsArgs { seed: 0, seed2: 0 }
+  #[inline]
+  fn default() -> Self {
+    RandomOptionsArgs {
+      seed: 0,
+      seed2: 0,
     }
+  }
 }
 
 pub struct RandomOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> RandomOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_seed(&mut self, seed: i64) {
-        self.fbb_.push_slot::<i64>(RandomOptions::VT_SEED, seed, 0);
+  #[inline]
+  pub fn add_seed(&mut self, seed: i64) {
+    self.fbb_.push_slot::<i64>(RandomOptions::VT_SEED, seed, 0);
+  }
+  #[inline]
+  pub fn add_seed2(&mut self, seed2: i64) {
+    self.fbb_.push_slot::<i64>(RandomOptions::VT_SEED2, seed2, 0);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> RandomOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    RandomOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_seed2(&mut self, seed2: i64) {
-        self.fbb_.push_slot::<i64>(RandomOptions::VT_SEED2, seed2, 0);
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> RandomOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        RandomOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<RandomOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<RandomOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for RandomOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("RandomOptions");
-        ds.field("seed", &self.seed());
-        ds.field("seed2", &self.seed2());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("RandomOptions");
+      ds.field("seed", &self.seed());
+      ds.field("seed2", &self.seed2());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct RandomOptionsT {
-    pub seed: i64,
-    pub seed2: i64,
+  pub seed: i64,
+  pub seed2: i64,
 }
 impl Default for RandomOptionsT {
-    fn default() -> Self {
-        Self { seed: 0, seed2: 0 }
+  fn default() -> Self {
+    Self {
+      seed: 0,
+      seed2: 0,
     }
+  }
 }
 impl RandomOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<RandomOptions<'b>> {
-        let seed = self.seed;
-        let seed2 = self.seed2;
-        RandomOptions::create(_fbb, &RandomOptionsArgs { seed, seed2 })
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<RandomOptions<'b>> {
+    let seed = self.seed;
+    let seed2 = self.seed2;
+    RandomOptions::create(_fbb, &RandomOptionsArgs{
+      seed,
+      seed2,
+    })
+  }
 }

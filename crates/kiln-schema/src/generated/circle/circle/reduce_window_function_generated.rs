@@ -2,29 +2,20 @@
 // @generated
 extern crate alloc;
 use super::*;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MIN_REDUCE_WINDOW_FUNCTION: i32 = 0;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MAX_REDUCE_WINDOW_FUNCTION: i32 = 6;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 #[allow(non_camel_case_types)]
 pub const ENUM_VALUES_REDUCE_WINDOW_FUNCTION: [ReduceWindowFunction; 7] = [
-    ReduceWindowFunction::UNSUPPORTED,
-    ReduceWindowFunction::ADD,
-    ReduceWindowFunction::MUL,
-    ReduceWindowFunction::MINIMUM,
-    ReduceWindowFunction::MAXIMUM,
-    ReduceWindowFunction::ALL,
-    ReduceWindowFunction::ANY,
+  ReduceWindowFunction::UNSUPPORTED,
+  ReduceWindowFunction::ADD,
+  ReduceWindowFunction::MUL,
+  ReduceWindowFunction::MINIMUM,
+  ReduceWindowFunction::MAXIMUM,
+  ReduceWindowFunction::ALL,
+  ReduceWindowFunction::ANY,
 ];
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -32,55 +23,55 @@ pub const ENUM_VALUES_REDUCE_WINDOW_FUNCTION: [ReduceWindowFunction; 7] = [
 pub struct ReduceWindowFunction(pub i32);
 #[allow(non_upper_case_globals)]
 impl ReduceWindowFunction {
-    pub const UNSUPPORTED: Self = Self(0);
-    pub const ADD: Self = Self(1);
-    pub const MUL: Self = Self(2);
-    pub const MINIMUM: Self = Self(3);
-    pub const MAXIMUM: Self = Self(4);
-    pub const ALL: Self = Self(5);
-    pub const ANY: Self = Self(6);
+  pub const UNSUPPORTED: Self = Self(0);
+  pub const ADD: Self = Self(1);
+  pub const MUL: Self = Self(2);
+  pub const MINIMUM: Self = Self(3);
+  pub const MAXIMUM: Self = Self(4);
+  pub const ALL: Self = Self(5);
+  pub const ANY: Self = Self(6);
 
-    pub const ENUM_MIN: i32 = 0;
-    pub const ENUM_MAX: i32 = 6;
-    pub const ENUM_VALUES: &'static [Self] = &[
-        Self::UNSUPPORTED,
-        Self::ADD,
-        Self::MUL,
-        Self::MINIMUM,
-        Self::MAXIMUM,
-        Self::ALL,
-        Self::ANY,
-    ];
-    /// Returns the variant's name or "" if unknown.
-    pub fn variant_name(self) -> Option<&'static str> {
-        match self {
-            Self::UNSUPPORTED => Some("UNSUPPORTED"),
-            Self::ADD => Some("ADD"),
-            Self::MUL => Some("MUL"),
-            Self::MINIMUM => Some("MINIMUM"),
-            Self::MAXIMUM => Some("MAXIMUM"),
-            Self::ALL => Some("ALL"),
-            Self::ANY => Some("ANY"),
-            _ => None,
-        }
+  pub const ENUM_MIN: i32 = 0;
+  pub const ENUM_MAX: i32 = 6;
+  pub const ENUM_VALUES: &'static [Self] = &[
+    Self::UNSUPPORTED,
+    Self::ADD,
+    Self::MUL,
+    Self::MINIMUM,
+    Self::MAXIMUM,
+    Self::ALL,
+    Self::ANY,
+  ];
+  /// Returns the variant's name or "" if unknown.
+  pub fn variant_name(self) -> Option<&'static str> {
+    match self {
+      Self::UNSUPPORTED => Some("UNSUPPORTED"),
+      Self::ADD => Some("ADD"),
+      Self::MUL => Some("MUL"),
+      Self::MINIMUM => Some("MINIMUM"),
+      Self::MAXIMUM => Some("MAXIMUM"),
+      Self::ALL => Some("ALL"),
+      Self::ANY => Some("ANY"),
+      _ => None,
     }
+  }
 }
 impl ::core::fmt::Debug for ReduceWindowFunction {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter) -> ::core::fmt::Result {
-        if let Some(name) = self.variant_name() {
-            f.write_str(name)
-        } else {
-            f.write_fmt(format_args!("<UNKNOWN {:?}>", self.0))
-        }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter) -> ::core::fmt::Result {
+    if let Some(name) = self.variant_name() {
+      f.write_str(name)
+    } else {
+      f.write_fmt(format_args!("<UNKNOWN {:?}>", self.0))
     }
+  }
 }
 impl<'a> ::flatbuffers::Follow<'a> for ReduceWindowFunction {
-    type Inner = Self;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        let b = unsafe { ::flatbuffers::read_scalar_at::<i32>(buf, loc) };
-        Self(b)
-    }
+  type Inner = Self;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    let b = unsafe { ::flatbuffers::read_scalar_at::<i32>(buf, loc) };
+    Self(b)
+  }
 }
 
 impl ::flatbuffers::Push for ReduceWindowFunction {
@@ -92,27 +83,26 @@ impl ::flatbuffers::Push for ReduceWindowFunction {
 }
 
 impl ::flatbuffers::EndianScalar for ReduceWindowFunction {
-    type Scalar = i32;
-    #[inline]
-    fn to_little_endian(self) -> i32 {
-        self.0.to_le()
-    }
-    #[inline]
-    #[allow(clippy::wrong_self_convention)]
-    fn from_little_endian(v: i32) -> Self {
-        let b = i32::from_le(v);
-        Self(b)
-    }
+  type Scalar = i32;
+  #[inline]
+  fn to_little_endian(self) -> i32 {
+    self.0.to_le()
+  }
+  #[inline]
+  #[allow(clippy::wrong_self_convention)]
+  fn from_little_endian(v: i32) -> Self {
+    let b = i32::from_le(v);
+    Self(b)
+  }
 }
 
 impl<'a> ::flatbuffers::Verifiable for ReduceWindowFunction {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        i32::run_verifier(v, pos)
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    i32::run_verifier(v, pos)
+  }
 }
 
 impl ::flatbuffers::SimpleToVerifyInSlice for ReduceWindowFunction {}

@@ -6,136 +6,124 @@ pub enum ReduceWindowOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct ReduceWindowOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for ReduceWindowOptions<'a> {
-    type Inner = ReduceWindowOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = ReduceWindowOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> ReduceWindowOptions<'a> {
-    pub const VT_REDUCE_FUNCTION: ::flatbuffers::VOffsetT = 4;
+  pub const VT_REDUCE_FUNCTION: ::flatbuffers::VOffsetT = 4;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        ReduceWindowOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args ReduceWindowOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<ReduceWindowOptions<'bldr>> {
-        let mut builder = ReduceWindowOptionsBuilder::new(_fbb);
-        builder.add_reduce_function(args.reduce_function);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    ReduceWindowOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args ReduceWindowOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<ReduceWindowOptions<'bldr>> {
+    let mut builder = ReduceWindowOptionsBuilder::new(_fbb);
+    builder.add_reduce_function(args.reduce_function);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> ReduceWindowOptionsT {
-        let reduce_function = self.reduce_function();
-        ReduceWindowOptionsT { reduce_function }
+  pub fn unpack(&self) -> ReduceWindowOptionsT {
+    let reduce_function = self.reduce_function();
+    ReduceWindowOptionsT {
+      reduce_function,
     }
+  }
 
-    #[inline]
-    pub fn reduce_function(&self) -> ReduceWindowFunction {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<ReduceWindowFunction>(
-                    ReduceWindowOptions::VT_REDUCE_FUNCTION,
-                    Some(ReduceWindowFunction::UNSUPPORTED),
-                )
-                .unwrap()
-        }
-    }
+  #[inline]
+  pub fn reduce_function(&self) -> ReduceWindowFunction {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<ReduceWindowFunction>(ReduceWindowOptions::VT_REDUCE_FUNCTION, Some(ReduceWindowFunction::UNSUPPORTED)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for ReduceWindowOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<ReduceWindowFunction>(
-                "reduce_function",
-                Self::VT_REDUCE_FUNCTION,
-                false,
-            )?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<ReduceWindowFunction>("reduce_function", Self::VT_REDUCE_FUNCTION, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct ReduceWindowOptionsArgs {
     pub reduce_function: ReduceWindowFunction,
 }
 impl<'a> Default for ReduceWindowOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        ReduceWindowOptionsArgs { reduce_function: ReduceWindowFunction::UNSUPPORTED }
+  #[inline]
+  fn default() -> Self {
+    ReduceWindowOptionsArgs {
+      reduce_function: ReduceWindowFunction::UNSUPPORTED,
     }
+  }
 }
 
 pub struct ReduceWindowOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> ReduceWindowOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_reduce_function(&mut self, reduce_function: ReduceWindowFunction) {
-        self.fbb_.push_slot::<ReduceWindowFunction>(
-            ReduceWindowOptions::VT_REDUCE_FUNCTION,
-            reduce_function,
-            ReduceWindowFunction::UNSUPPORTED,
-        );
+  #[inline]
+  pub fn add_reduce_function(&mut self, reduce_function: ReduceWindowFunction) {
+    self.fbb_.push_slot::<ReduceWindowFunction>(ReduceWindowOptions::VT_REDUCE_FUNCTION, reduce_function, ReduceWindowFunction::UNSUPPORTED);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> ReduceWindowOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    ReduceWindowOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> ReduceWindowOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        ReduceWindowOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<ReduceWindowOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<ReduceWindowOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for ReduceWindowOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("ReduceWindowOptions");
-        ds.field("reduce_function", &self.reduce_function());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("ReduceWindowOptions");
+      ds.field("reduce_function", &self.reduce_function());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReduceWindowOptionsT {
-    pub reduce_function: ReduceWindowFunction,
+  pub reduce_function: ReduceWindowFunction,
 }
 impl Default for ReduceWindowOptionsT {
-    fn default() -> Self {
-        Self { reduce_function: ReduceWindowFunction::UNSUPPORTED }
+  fn default() -> Self {
+    Self {
+      reduce_function: ReduceWindowFunction::UNSUPPORTED,
     }
+  }
 }
 impl ReduceWindowOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<ReduceWindowOptions<'b>> {
-        let reduce_function = self.reduce_function;
-        ReduceWindowOptions::create(_fbb, &ReduceWindowOptionsArgs { reduce_function })
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<ReduceWindowOptions<'b>> {
+    let reduce_function = self.reduce_function;
+    ReduceWindowOptions::create(_fbb, &ReduceWindowOptionsArgs{
+      reduce_function,
+    })
+  }
 }

@@ -6,119 +6,124 @@ pub enum ReducerOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct ReducerOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for ReducerOptions<'a> {
-    type Inner = ReducerOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = ReducerOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> ReducerOptions<'a> {
-    pub const VT_KEEP_DIMS: ::flatbuffers::VOffsetT = 4;
+  pub const VT_KEEP_DIMS: ::flatbuffers::VOffsetT = 4;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        ReducerOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args ReducerOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<ReducerOptions<'bldr>> {
-        let mut builder = ReducerOptionsBuilder::new(_fbb);
-        builder.add_keep_dims(args.keep_dims);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    ReducerOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args ReducerOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<ReducerOptions<'bldr>> {
+    let mut builder = ReducerOptionsBuilder::new(_fbb);
+    builder.add_keep_dims(args.keep_dims);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> ReducerOptionsT {
-        let keep_dims = self.keep_dims();
-        ReducerOptionsT { keep_dims }
+  pub fn unpack(&self) -> ReducerOptionsT {
+    let keep_dims = self.keep_dims();
+    ReducerOptionsT {
+      keep_dims,
     }
+  }
 
-    #[inline]
-    pub fn keep_dims(&self) -> bool {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<bool>(ReducerOptions::VT_KEEP_DIMS, Some(false)).unwrap() }
-    }
+  #[inline]
+  pub fn keep_dims(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(ReducerOptions::VT_KEEP_DIMS, Some(false)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for ReducerOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?.visit_field::<bool>("keep_dims", Self::VT_KEEP_DIMS, false)?.finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<bool>("keep_dims", Self::VT_KEEP_DIMS, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct ReducerOptionsArgs {
     pub keep_dims: bool,
 }
 impl<'a> Default for ReducerOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        ReducerOptionsArgs { keep_dims: false }
+  #[inline]
+  fn default() -> Self {
+    ReducerOptionsArgs {
+      keep_dims: false,
     }
+  }
 }
 
 pub struct ReducerOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> ReducerOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_keep_dims(&mut self, keep_dims: bool) {
-        self.fbb_.push_slot::<bool>(ReducerOptions::VT_KEEP_DIMS, keep_dims, false);
+  #[inline]
+  pub fn add_keep_dims(&mut self, keep_dims: bool) {
+    self.fbb_.push_slot::<bool>(ReducerOptions::VT_KEEP_DIMS, keep_dims, false);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> ReducerOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    ReducerOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> ReducerOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        ReducerOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<ReducerOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<ReducerOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for ReducerOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("ReducerOptions");
-        ds.field("keep_dims", &self.keep_dims());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("ReducerOptions");
+      ds.field("keep_dims", &self.keep_dims());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReducerOptionsT {
-    pub keep_dims: bool,
+  pub keep_dims: bool,
 }
 impl Default for ReducerOptionsT {
-    fn default() -> Self {
-        Self { keep_dims: false }
+  fn default() -> Self {
+    Self {
+      keep_dims: false,
     }
+  }
 }
 impl ReducerOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<ReducerOptions<'b>> {
-        let keep_dims = self.keep_dims;
-        ReducerOptions::create(_fbb, &ReducerOptionsArgs { keep_dims })
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<ReducerOptions<'b>> {
+    let keep_dims = self.keep_dims;
+    ReducerOptions::create(_fbb, &ReducerOptionsArgs{
+      keep_dims,
+    })
+  }
 }

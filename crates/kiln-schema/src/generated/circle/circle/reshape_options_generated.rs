@@ -6,138 +6,128 @@ pub enum ReshapeOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct ReshapeOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for ReshapeOptions<'a> {
-    type Inner = ReshapeOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = ReshapeOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> ReshapeOptions<'a> {
-    pub const VT_NEW_SHAPE: ::flatbuffers::VOffsetT = 4;
+  pub const VT_NEW_SHAPE: ::flatbuffers::VOffsetT = 4;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        ReshapeOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args ReshapeOptionsArgs<'args>,
-    ) -> ::flatbuffers::WIPOffset<ReshapeOptions<'bldr>> {
-        let mut builder = ReshapeOptionsBuilder::new(_fbb);
-        if let Some(x) = args.new_shape {
-            builder.add_new_shape(x);
-        }
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    ReshapeOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args ReshapeOptionsArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<ReshapeOptions<'bldr>> {
+    let mut builder = ReshapeOptionsBuilder::new(_fbb);
+    if let Some(x) = args.new_shape { builder.add_new_shape(x); }
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> ReshapeOptionsT {
-        let new_shape = self.new_shape().map(|x| x.into_iter().collect());
-        ReshapeOptionsT { new_shape }
+  pub fn unpack(&self) -> ReshapeOptionsT {
+    let new_shape = self.new_shape().map(|x| {
+      x.into_iter().collect()
+    });
+    ReshapeOptionsT {
+      new_shape,
     }
+  }
 
-    #[inline]
-    pub fn new_shape(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(
-                ReshapeOptions::VT_NEW_SHAPE,
-                None,
-            )
-        }
-    }
+  #[inline]
+  pub fn new_shape(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(ReshapeOptions::VT_NEW_SHAPE, None)}
+  }
 }
 
 impl ::flatbuffers::Verifiable for ReshapeOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>(
-                "new_shape",
-                Self::VT_NEW_SHAPE,
-                false,
-            )?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>("new_shape", Self::VT_NEW_SHAPE, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct ReshapeOptionsArgs<'a> {
     pub new_shape: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i32>>>,
 }
 impl<'a> Default for ReshapeOptionsArgs<'a> {
-    #[inline]
-    fn default() -> Self {
-        ReshapeOptionsArgs { new_shape: None }
+  #[inline]
+  fn default() -> Self {
+    ReshapeOptionsArgs {
+      new_shape: None,
     }
+  }
 }
 
 pub struct ReshapeOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> ReshapeOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_new_shape(
-        &mut self,
-        new_shape: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i32>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            ReshapeOptions::VT_NEW_SHAPE,
-            new_shape,
-        );
+  #[inline]
+  pub fn add_new_shape(&mut self, new_shape: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i32>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(ReshapeOptions::VT_NEW_SHAPE, new_shape);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> ReshapeOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    ReshapeOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> ReshapeOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        ReshapeOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<ReshapeOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<ReshapeOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for ReshapeOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("ReshapeOptions");
-        ds.field("new_shape", &self.new_shape());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("ReshapeOptions");
+      ds.field("new_shape", &self.new_shape());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReshapeOptionsT {
-    pub new_shape: Option<alloc::vec::Vec<i32>>,
+  pub new_shape: Option<alloc::vec::Vec<i32>>,
 }
 impl Default for ReshapeOptionsT {
-    fn default() -> Self {
-        Self { new_shape: None }
+  fn default() -> Self {
+    Self {
+      new_shape: None,
     }
+  }
 }
 impl ReshapeOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<ReshapeOptions<'b>> {
-        let new_shape = self.new_shape.as_ref().map(|x| _fbb.create_vector(x));
-        ReshapeOptions::create(_fbb, &ReshapeOptionsArgs { new_shape })
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<ReshapeOptions<'b>> {
+    let new_shape = self.new_shape.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    ReshapeOptions::create(_fbb, &ReshapeOptionsArgs{
+      new_shape,
+    })
+  }
 }

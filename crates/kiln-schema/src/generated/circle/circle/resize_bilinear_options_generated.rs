@@ -6,103 +6,96 @@ pub enum ResizeBilinearOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct ResizeBilinearOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for ResizeBilinearOptions<'a> {
-    type Inner = ResizeBilinearOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = ResizeBilinearOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> ResizeBilinearOptions<'a> {
-    pub const VT_NEW_HEIGHT: ::flatbuffers::VOffsetT = 4;
-    pub const VT_NEW_WIDTH: ::flatbuffers::VOffsetT = 6;
-    pub const VT_ALIGN_CORNERS: ::flatbuffers::VOffsetT = 8;
-    pub const VT_HALF_PIXEL_CENTERS: ::flatbuffers::VOffsetT = 10;
+  pub const VT_NEW_HEIGHT: ::flatbuffers::VOffsetT = 4;
+  pub const VT_NEW_WIDTH: ::flatbuffers::VOffsetT = 6;
+  pub const VT_ALIGN_CORNERS: ::flatbuffers::VOffsetT = 8;
+  pub const VT_HALF_PIXEL_CENTERS: ::flatbuffers::VOffsetT = 10;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        ResizeBilinearOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args ResizeBilinearOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<ResizeBilinearOptions<'bldr>> {
-        let mut builder = ResizeBilinearOptionsBuilder::new(_fbb);
-        builder.add_new_width(args.new_width);
-        builder.add_new_height(args.new_height);
-        builder.add_half_pixel_centers(args.half_pixel_centers);
-        builder.add_align_corners(args.align_corners);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    ResizeBilinearOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args ResizeBilinearOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<ResizeBilinearOptions<'bldr>> {
+    let mut builder = ResizeBilinearOptionsBuilder::new(_fbb);
+    builder.add_new_width(args.new_width);
+    builder.add_new_height(args.new_height);
+    builder.add_half_pixel_centers(args.half_pixel_centers);
+    builder.add_align_corners(args.align_corners);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> ResizeBilinearOptionsT {
-        let new_height = self.new_height();
-        let new_width = self.new_width();
-        let align_corners = self.align_corners();
-        let half_pixel_centers = self.half_pixel_centers();
-        ResizeBilinearOptionsT { new_height, new_width, align_corners, half_pixel_centers }
+  pub fn unpack(&self) -> ResizeBilinearOptionsT {
+    let new_height = self.new_height();
+    let new_width = self.new_width();
+    let align_corners = self.align_corners();
+    let half_pixel_centers = self.half_pixel_centers();
+    ResizeBilinearOptionsT {
+      new_height,
+      new_width,
+      align_corners,
+      half_pixel_centers,
     }
+  }
 
-    #[inline]
-    pub fn new_height(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(ResizeBilinearOptions::VT_NEW_HEIGHT, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn new_width(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(ResizeBilinearOptions::VT_NEW_WIDTH, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn align_corners(&self) -> bool {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<bool>(ResizeBilinearOptions::VT_ALIGN_CORNERS, Some(false)).unwrap()
-        }
-    }
-    #[inline]
-    pub fn half_pixel_centers(&self) -> bool {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<bool>(ResizeBilinearOptions::VT_HALF_PIXEL_CENTERS, Some(false))
-                .unwrap()
-        }
-    }
+  #[inline]
+  pub fn new_height(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(ResizeBilinearOptions::VT_NEW_HEIGHT, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn new_width(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(ResizeBilinearOptions::VT_NEW_WIDTH, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn align_corners(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(ResizeBilinearOptions::VT_ALIGN_CORNERS, Some(false)).unwrap()}
+  }
+  #[inline]
+  pub fn half_pixel_centers(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(ResizeBilinearOptions::VT_HALF_PIXEL_CENTERS, Some(false)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for ResizeBilinearOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<i32>("new_height", Self::VT_NEW_HEIGHT, false)?
-            .visit_field::<i32>("new_width", Self::VT_NEW_WIDTH, false)?
-            .visit_field::<bool>("align_corners", Self::VT_ALIGN_CORNERS, false)?
-            .visit_field::<bool>("half_pixel_centers", Self::VT_HALF_PIXEL_CENTERS, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<i32>("new_height", Self::VT_NEW_HEIGHT, false)?
+     .visit_field::<i32>("new_width", Self::VT_NEW_WIDTH, false)?
+     .visit_field::<bool>("align_corners", Self::VT_ALIGN_CORNERS, false)?
+     .visit_field::<bool>("half_pixel_centers", Self::VT_HALF_PIXEL_CENTERS, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct ResizeBilinearOptionsArgs {
     pub new_height: i32,
@@ -111,91 +104,95 @@ pub struct ResizeBilinearOptionsArgs {
     pub half_pixel_centers: bool,
 }
 impl<'a> Default for ResizeBilinearOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        ResizeBilinearOptionsArgs {
-            new_height: 0,
-            new_width: 0,
-            align_corners: false,
-            half_pixel_centers: false,
-        }
+  #[inline]
+  fn default() -> Self {
+    ResizeBilinearOptionsArgs {
+      new_height: 0,
+      new_width: 0,
+      align_corners: false,
+      half_pixel_centers: false,
     }
+  }
 }
 
 pub struct ResizeBilinearOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> ResizeBilinearOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_new_height(&mut self, new_height: i32) {
-        self.fbb_.push_slot::<i32>(ResizeBilinearOptions::VT_NEW_HEIGHT, new_height, 0);
+  #[inline]
+  pub fn add_new_height(&mut self, new_height: i32) {
+    self.fbb_.push_slot::<i32>(ResizeBilinearOptions::VT_NEW_HEIGHT, new_height, 0);
+  }
+  #[inline]
+  pub fn add_new_width(&mut self, new_width: i32) {
+    self.fbb_.push_slot::<i32>(ResizeBilinearOptions::VT_NEW_WIDTH, new_width, 0);
+  }
+  #[inline]
+  pub fn add_align_corners(&mut self, align_corners: bool) {
+    self.fbb_.push_slot::<bool>(ResizeBilinearOptions::VT_ALIGN_CORNERS, align_corners, false);
+  }
+  #[inline]
+  pub fn add_half_pixel_centers(&mut self, half_pixel_centers: bool) {
+    self.fbb_.push_slot::<bool>(ResizeBilinearOptions::VT_HALF_PIXEL_CENTERS, half_pixel_centers, false);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> ResizeBilinearOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    ResizeBilinearOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_new_width(&mut self, new_width: i32) {
-        self.fbb_.push_slot::<i32>(ResizeBilinearOptions::VT_NEW_WIDTH, new_width, 0);
-    }
-    #[inline]
-    pub fn add_align_corners(&mut self, align_corners: bool) {
-        self.fbb_.push_slot::<bool>(ResizeBilinearOptions::VT_ALIGN_CORNERS, align_corners, false);
-    }
-    #[inline]
-    pub fn add_half_pixel_centers(&mut self, half_pixel_centers: bool) {
-        self.fbb_.push_slot::<bool>(
-            ResizeBilinearOptions::VT_HALF_PIXEL_CENTERS,
-            half_pixel_centers,
-            false,
-        );
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> ResizeBilinearOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        ResizeBilinearOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<ResizeBilinearOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<ResizeBilinearOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for ResizeBilinearOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("ResizeBilinearOptions");
-        ds.field("new_height", &self.new_height());
-        ds.field("new_width", &self.new_width());
-        ds.field("align_corners", &self.align_corners());
-        ds.field("half_pixel_centers", &self.half_pixel_centers());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("ResizeBilinearOptions");
+      ds.field("new_height", &self.new_height());
+      ds.field("new_width", &self.new_width());
+      ds.field("align_corners", &self.align_corners());
+      ds.field("half_pixel_centers", &self.half_pixel_centers());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct ResizeBilinearOptionsT {
-    pub new_height: i32,
-    pub new_width: i32,
-    pub align_corners: bool,
-    pub half_pixel_centers: bool,
+  pub new_height: i32,
+  pub new_width: i32,
+  pub align_corners: bool,
+  pub half_pixel_centers: bool,
 }
 impl Default for ResizeBilinearOptionsT {
-    fn default() -> Self {
-        Self { new_height: 0, new_width: 0, align_corners: false, half_pixel_centers: false }
+  fn default() -> Self {
+    Self {
+      new_height: 0,
+      new_width: 0,
+      align_corners: false,
+      half_pixel_centers: false,
     }
+  }
 }
 impl ResizeBilinearOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<ResizeBilinearOptions<'b>> {
-        let new_height = self.new_height;
-        let new_width = self.new_width;
-        let align_corners = self.align_corners;
-        let half_pixel_centers = self.half_pixel_centers;
-        ResizeBilinearOptions::create(
-            _fbb,
-            &ResizeBilinearOptionsArgs { new_height, new_width, align_corners, half_pixel_centers },
-        )
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<ResizeBilinearOptions<'b>> {
+    let new_height = self.new_height;
+    let new_width = self.new_width;
+    let align_corners = self.align_corners;
+    let half_pixel_centers = self.half_pixel_centers;
+    ResizeBilinearOptions::create(_fbb, &ResizeBilinearOptionsArgs{
+      new_height,
+      new_width,
+      align_corners,
+      half_pixel_centers,
+    })
+  }
 }

@@ -6,159 +6,147 @@ pub enum ResizeNearestNeighborOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct ResizeNearestNeighborOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for ResizeNearestNeighborOptions<'a> {
-    type Inner = ResizeNearestNeighborOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = ResizeNearestNeighborOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> ResizeNearestNeighborOptions<'a> {
-    pub const VT_ALIGN_CORNERS: ::flatbuffers::VOffsetT = 4;
-    pub const VT_HALF_PIXEL_CENTERS: ::flatbuffers::VOffsetT = 6;
+  pub const VT_ALIGN_CORNERS: ::flatbuffers::VOffsetT = 4;
+  pub const VT_HALF_PIXEL_CENTERS: ::flatbuffers::VOffsetT = 6;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        ResizeNearestNeighborOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args ResizeNearestNeighborOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<ResizeNearestNeighborOptions<'bldr>> {
-        let mut builder = ResizeNearestNeighborOptionsBuilder::new(_fbb);
-        builder.add_half_pixel_centers(args.half_pixel_centers);
-        builder.add_align_corners(args.align_corners);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    ResizeNearestNeighborOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args ResizeNearestNeighborOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<ResizeNearestNeighborOptions<'bldr>> {
+    let mut builder = ResizeNearestNeighborOptionsBuilder::new(_fbb);
+    builder.add_half_pixel_centers(args.half_pixel_centers);
+    builder.add_align_corners(args.align_corners);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> ResizeNearestNeighborOptionsT {
-        let align_corners = self.align_corners();
-        let half_pixel_centers = self.half_pixel_centers();
-        ResizeNearestNeighborOptionsT { align_corners, half_pixel_centers }
+  pub fn unpack(&self) -> ResizeNearestNeighborOptionsT {
+    let align_corners = self.align_corners();
+    let half_pixel_centers = self.half_pixel_centers();
+    ResizeNearestNeighborOptionsT {
+      align_corners,
+      half_pixel_centers,
     }
+  }
 
-    #[inline]
-    pub fn align_corners(&self) -> bool {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<bool>(ResizeNearestNeighborOptions::VT_ALIGN_CORNERS, Some(false))
-                .unwrap()
-        }
-    }
-    #[inline]
-    pub fn half_pixel_centers(&self) -> bool {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<bool>(ResizeNearestNeighborOptions::VT_HALF_PIXEL_CENTERS, Some(false))
-                .unwrap()
-        }
-    }
+  #[inline]
+  pub fn align_corners(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(ResizeNearestNeighborOptions::VT_ALIGN_CORNERS, Some(false)).unwrap()}
+  }
+  #[inline]
+  pub fn half_pixel_centers(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(ResizeNearestNeighborOptions::VT_HALF_PIXEL_CENTERS, Some(false)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for ResizeNearestNeighborOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<bool>("align_corners", Self::VT_ALIGN_CORNERS, false)?
-            .visit_field::<bool>("half_pixel_centers", Self::VT_HALF_PIXEL_CENTERS, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<bool>("align_corners", Self::VT_ALIGN_CORNERS, false)?
+     .visit_field::<bool>("half_pixel_centers", Self::VT_HALF_PIXEL_CENTERS, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct ResizeNearestNeighborOptionsArgs {
     pub align_corners: bool,
     pub half_pixel_centers: bool,
 }
 impl<'a> Default for ResizeNearestNeighborOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        ResizeNearestNeighborOptionsArgs { align_corners: false, half_pixel_centers: false }
+  #[inline]
+  fn default() -> Self {
+    ResizeNearestNeighborOptionsArgs {
+      align_corners: false,
+      half_pixel_centers: false,
     }
+  }
 }
 
 pub struct ResizeNearestNeighborOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> ResizeNearestNeighborOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_align_corners(&mut self, align_corners: bool) {
-        self.fbb_.push_slot::<bool>(
-            ResizeNearestNeighborOptions::VT_ALIGN_CORNERS,
-            align_corners,
-            false,
-        );
+  #[inline]
+  pub fn add_align_corners(&mut self, align_corners: bool) {
+    self.fbb_.push_slot::<bool>(ResizeNearestNeighborOptions::VT_ALIGN_CORNERS, align_corners, false);
+  }
+  #[inline]
+  pub fn add_half_pixel_centers(&mut self, half_pixel_centers: bool) {
+    self.fbb_.push_slot::<bool>(ResizeNearestNeighborOptions::VT_HALF_PIXEL_CENTERS, half_pixel_centers, false);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> ResizeNearestNeighborOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    ResizeNearestNeighborOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_half_pixel_centers(&mut self, half_pixel_centers: bool) {
-        self.fbb_.push_slot::<bool>(
-            ResizeNearestNeighborOptions::VT_HALF_PIXEL_CENTERS,
-            half_pixel_centers,
-            false,
-        );
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> ResizeNearestNeighborOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        ResizeNearestNeighborOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<ResizeNearestNeighborOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<ResizeNearestNeighborOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for ResizeNearestNeighborOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("ResizeNearestNeighborOptions");
-        ds.field("align_corners", &self.align_corners());
-        ds.field("half_pixel_centers", &self.half_pixel_centers());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("ResizeNearestNeighborOptions");
+      ds.field("align_corners", &self.align_corners());
+      ds.field("half_pixel_centers", &self.half_pixel_centers());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct ResizeNearestNeighborOptionsT {
-    pub align_corners: bool,
-    pub half_pixel_centers: bool,
+  pub align_corners: bool,
+  pub half_pixel_centers: bool,
 }
 impl Default for ResizeNearestNeighborOptionsT {
-    fn default() -> Self {
-        Self { align_corners: false, half_pixel_centers: false }
+  fn default() -> Self {
+    Self {
+      align_corners: false,
+      half_pixel_centers: false,
     }
+  }
 }
 impl ResizeNearestNeighborOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<ResizeNearestNeighborOptions<'b>> {
-        let align_corners = self.align_corners;
-        let half_pixel_centers = self.half_pixel_centers;
-        ResizeNearestNeighborOptions::create(
-            _fbb,
-            &ResizeNearestNeighborOptionsArgs { align_corners, half_pixel_centers },
-        )
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<ResizeNearestNeighborOptions<'b>> {
+    let align_corners = self.align_corners;
+    let half_pixel_centers = self.half_pixel_centers;
+    ResizeNearestNeighborOptions::create(_fbb, &ResizeNearestNeighborOptionsArgs{
+      align_corners,
+      half_pixel_centers,
+    })
+  }
 }

@@ -6,140 +6,147 @@ pub enum ReverseSequenceOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct ReverseSequenceOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for ReverseSequenceOptions<'a> {
-    type Inner = ReverseSequenceOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = ReverseSequenceOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> ReverseSequenceOptions<'a> {
-    pub const VT_SEQ_DIM: ::flatbuffers::VOffsetT = 4;
-    pub const VT_BATCH_DIM: ::flatbuffers::VOffsetT = 6;
+  pub const VT_SEQ_DIM: ::flatbuffers::VOffsetT = 4;
+  pub const VT_BATCH_DIM: ::flatbuffers::VOffsetT = 6;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        ReverseSequenceOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args ReverseSequenceOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<ReverseSequenceOptions<'bldr>> {
-        let mut builder = ReverseSequenceOptionsBuilder::new(_fbb);
-        builder.add_batch_dim(args.batch_dim);
-        builder.add_seq_dim(args.seq_dim);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    ReverseSequenceOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args ReverseSequenceOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<ReverseSequenceOptions<'bldr>> {
+    let mut builder = ReverseSequenceOptionsBuilder::new(_fbb);
+    builder.add_batch_dim(args.batch_dim);
+    builder.add_seq_dim(args.seq_dim);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> ReverseSequenceOptionsT {
-        let seq_dim = self.seq_dim();
-        let batch_dim = self.batch_dim();
-        ReverseSequenceOptionsT { seq_dim, batch_dim }
+  pub fn unpack(&self) -> ReverseSequenceOptionsT {
+    let seq_dim = self.seq_dim();
+    let batch_dim = self.batch_dim();
+    ReverseSequenceOptionsT {
+      seq_dim,
+      batch_dim,
     }
+  }
 
-    #[inline]
-    pub fn seq_dim(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(ReverseSequenceOptions::VT_SEQ_DIM, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn batch_dim(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(ReverseSequenceOptions::VT_BATCH_DIM, Some(0)).unwrap() }
-    }
+  #[inline]
+  pub fn seq_dim(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(ReverseSequenceOptions::VT_SEQ_DIM, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn batch_dim(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(ReverseSequenceOptions::VT_BATCH_DIM, Some(0)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for ReverseSequenceOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<i32>("seq_dim", Self::VT_SEQ_DIM, false)?
-            .visit_field::<i32>("batch_dim", Self::VT_BATCH_DIM, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<i32>("seq_dim", Self::VT_SEQ_DIM, false)?
+     .visit_field::<i32>("batch_dim", Self::VT_BATCH_DIM, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct ReverseSequenceOptionsArgs {
     pub seq_dim: i32,
     pub batch_dim: i32,
 }
 impl<'a> Default for ReverseSequenceOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        ReverseSequenceOptionsArgs { seq_dim: 0, batch_dim: 0 }
+  #[inline]
+  fn default() -> Self {
+    ReverseSequenceOptionsArgs {
+      seq_dim: 0,
+      batch_dim: 0,
     }
+  }
 }
 
 pub struct ReverseSequenceOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> ReverseSequenceOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_seq_dim(&mut self, seq_dim: i32) {
-        self.fbb_.push_slot::<i32>(ReverseSequenceOptions::VT_SEQ_DIM, seq_dim, 0);
+  #[inline]
+  pub fn add_seq_dim(&mut self, seq_dim: i32) {
+    self.fbb_.push_slot::<i32>(ReverseSequenceOptions::VT_SEQ_DIM, seq_dim, 0);
+  }
+  #[inline]
+  pub fn add_batch_dim(&mut self, batch_dim: i32) {
+    self.fbb_.push_slot::<i32>(ReverseSequenceOptions::VT_BATCH_DIM, batch_dim, 0);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> ReverseSequenceOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    ReverseSequenceOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_batch_dim(&mut self, batch_dim: i32) {
-        self.fbb_.push_slot::<i32>(ReverseSequenceOptions::VT_BATCH_DIM, batch_dim, 0);
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> ReverseSequenceOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        ReverseSequenceOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<ReverseSequenceOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<ReverseSequenceOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for ReverseSequenceOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("ReverseSequenceOptions");
-        ds.field("seq_dim", &self.seq_dim());
-        ds.field("batch_dim", &self.batch_dim());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("ReverseSequenceOptions");
+      ds.field("seq_dim", &self.seq_dim());
+      ds.field("batch_dim", &self.batch_dim());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReverseSequenceOptionsT {
-    pub seq_dim: i32,
-    pub batch_dim: i32,
+  pub seq_dim: i32,
+  pub batch_dim: i32,
 }
 impl Default for ReverseSequenceOptionsT {
-    fn default() -> Self {
-        Self { seq_dim: 0, batch_dim: 0 }
+  fn default() -> Self {
+    Self {
+      seq_dim: 0,
+      batch_dim: 0,
     }
+  }
 }
 impl ReverseSequenceOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<ReverseSequenceOptions<'b>> {
-        let seq_dim = self.seq_dim;
-        let batch_dim = self.batch_dim;
-        ReverseSequenceOptions::create(_fbb, &ReverseSequenceOptionsArgs { seq_dim, batch_dim })
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<ReverseSequenceOptions<'b>> {
+    let seq_dim = self.seq_dim;
+    let batch_dim = self.batch_dim;
+    ReverseSequenceOptions::create(_fbb, &ReverseSequenceOptionsArgs{
+      seq_dim,
+      batch_dim,
+    })
+  }
 }

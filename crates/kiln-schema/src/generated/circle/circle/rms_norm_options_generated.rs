@@ -6,119 +6,124 @@ pub enum RmsNormOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct RmsNormOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for RmsNormOptions<'a> {
-    type Inner = RmsNormOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = RmsNormOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> RmsNormOptions<'a> {
-    pub const VT_EPSILON: ::flatbuffers::VOffsetT = 4;
+  pub const VT_EPSILON: ::flatbuffers::VOffsetT = 4;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        RmsNormOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args RmsNormOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<RmsNormOptions<'bldr>> {
-        let mut builder = RmsNormOptionsBuilder::new(_fbb);
-        builder.add_epsilon(args.epsilon);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    RmsNormOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args RmsNormOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<RmsNormOptions<'bldr>> {
+    let mut builder = RmsNormOptionsBuilder::new(_fbb);
+    builder.add_epsilon(args.epsilon);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> RmsNormOptionsT {
-        let epsilon = self.epsilon();
-        RmsNormOptionsT { epsilon }
+  pub fn unpack(&self) -> RmsNormOptionsT {
+    let epsilon = self.epsilon();
+    RmsNormOptionsT {
+      epsilon,
     }
+  }
 
-    #[inline]
-    pub fn epsilon(&self) -> f32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<f32>(RmsNormOptions::VT_EPSILON, Some(0.0)).unwrap() }
-    }
+  #[inline]
+  pub fn epsilon(&self) -> f32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<f32>(RmsNormOptions::VT_EPSILON, Some(0.0)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for RmsNormOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?.visit_field::<f32>("epsilon", Self::VT_EPSILON, false)?.finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<f32>("epsilon", Self::VT_EPSILON, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct RmsNormOptionsArgs {
     pub epsilon: f32,
 }
 impl<'a> Default for RmsNormOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        RmsNormOptionsArgs { epsilon: 0.0 }
+  #[inline]
+  fn default() -> Self {
+    RmsNormOptionsArgs {
+      epsilon: 0.0,
     }
+  }
 }
 
 pub struct RmsNormOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> RmsNormOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_epsilon(&mut self, epsilon: f32) {
-        self.fbb_.push_slot::<f32>(RmsNormOptions::VT_EPSILON, epsilon, 0.0);
+  #[inline]
+  pub fn add_epsilon(&mut self, epsilon: f32) {
+    self.fbb_.push_slot::<f32>(RmsNormOptions::VT_EPSILON, epsilon, 0.0);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> RmsNormOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    RmsNormOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> RmsNormOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        RmsNormOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<RmsNormOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<RmsNormOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for RmsNormOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("RmsNormOptions");
-        ds.field("epsilon", &self.epsilon());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("RmsNormOptions");
+      ds.field("epsilon", &self.epsilon());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct RmsNormOptionsT {
-    pub epsilon: f32,
+  pub epsilon: f32,
 }
 impl Default for RmsNormOptionsT {
-    fn default() -> Self {
-        Self { epsilon: 0.0 }
+  fn default() -> Self {
+    Self {
+      epsilon: 0.0,
     }
+  }
 }
 impl RmsNormOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<RmsNormOptions<'b>> {
-        let epsilon = self.epsilon;
-        RmsNormOptions::create(_fbb, &RmsNormOptionsArgs { epsilon })
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<RmsNormOptions<'b>> {
+    let epsilon = self.epsilon;
+    RmsNormOptions::create(_fbb, &RmsNormOptionsArgs{
+      epsilon,
+    })
+  }
 }

@@ -2,59 +2,56 @@
 // @generated
 extern crate alloc;
 use super::*;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MIN_RO_PEMODE: i32 = 0;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MAX_RO_PEMODE: i32 = 1;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 #[allow(non_camel_case_types)]
-pub const ENUM_VALUES_RO_PEMODE: [RoPEMode; 2] = [RoPEMode::GPT_NEOX, RoPEMode::GPT_J];
+pub const ENUM_VALUES_RO_PEMODE: [RoPEMode; 2] = [
+  RoPEMode::GPT_NEOX,
+  RoPEMode::GPT_J,
+];
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 #[repr(transparent)]
 pub struct RoPEMode(pub i32);
 #[allow(non_upper_case_globals)]
 impl RoPEMode {
-    pub const GPT_NEOX: Self = Self(0);
-    pub const GPT_J: Self = Self(1);
+  pub const GPT_NEOX: Self = Self(0);
+  pub const GPT_J: Self = Self(1);
 
-    pub const ENUM_MIN: i32 = 0;
-    pub const ENUM_MAX: i32 = 1;
-    pub const ENUM_VALUES: &'static [Self] = &[Self::GPT_NEOX, Self::GPT_J];
-    /// Returns the variant's name or "" if unknown.
-    pub fn variant_name(self) -> Option<&'static str> {
-        match self {
-            Self::GPT_NEOX => Some("GPT_NEOX"),
-            Self::GPT_J => Some("GPT_J"),
-            _ => None,
-        }
+  pub const ENUM_MIN: i32 = 0;
+  pub const ENUM_MAX: i32 = 1;
+  pub const ENUM_VALUES: &'static [Self] = &[
+    Self::GPT_NEOX,
+    Self::GPT_J,
+  ];
+  /// Returns the variant's name or "" if unknown.
+  pub fn variant_name(self) -> Option<&'static str> {
+    match self {
+      Self::GPT_NEOX => Some("GPT_NEOX"),
+      Self::GPT_J => Some("GPT_J"),
+      _ => None,
     }
+  }
 }
 impl ::core::fmt::Debug for RoPEMode {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter) -> ::core::fmt::Result {
-        if let Some(name) = self.variant_name() {
-            f.write_str(name)
-        } else {
-            f.write_fmt(format_args!("<UNKNOWN {:?}>", self.0))
-        }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter) -> ::core::fmt::Result {
+    if let Some(name) = self.variant_name() {
+      f.write_str(name)
+    } else {
+      f.write_fmt(format_args!("<UNKNOWN {:?}>", self.0))
     }
+  }
 }
 impl<'a> ::flatbuffers::Follow<'a> for RoPEMode {
-    type Inner = Self;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        let b = unsafe { ::flatbuffers::read_scalar_at::<i32>(buf, loc) };
-        Self(b)
-    }
+  type Inner = Self;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    let b = unsafe { ::flatbuffers::read_scalar_at::<i32>(buf, loc) };
+    Self(b)
+  }
 }
 
 impl ::flatbuffers::Push for RoPEMode {
@@ -66,27 +63,26 @@ impl ::flatbuffers::Push for RoPEMode {
 }
 
 impl ::flatbuffers::EndianScalar for RoPEMode {
-    type Scalar = i32;
-    #[inline]
-    fn to_little_endian(self) -> i32 {
-        self.0.to_le()
-    }
-    #[inline]
-    #[allow(clippy::wrong_self_convention)]
-    fn from_little_endian(v: i32) -> Self {
-        let b = i32::from_le(v);
-        Self(b)
-    }
+  type Scalar = i32;
+  #[inline]
+  fn to_little_endian(self) -> i32 {
+    self.0.to_le()
+  }
+  #[inline]
+  #[allow(clippy::wrong_self_convention)]
+  fn from_little_endian(v: i32) -> Self {
+    let b = i32::from_le(v);
+    Self(b)
+  }
 }
 
 impl<'a> ::flatbuffers::Verifiable for RoPEMode {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        i32::run_verifier(v, pos)
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    i32::run_verifier(v, pos)
+  }
 }
 
 impl ::flatbuffers::SimpleToVerifyInSlice for RoPEMode {}

@@ -6,121 +6,124 @@ pub enum RoPEOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct RoPEOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for RoPEOptions<'a> {
-    type Inner = RoPEOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = RoPEOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> RoPEOptions<'a> {
-    pub const VT_MODE: ::flatbuffers::VOffsetT = 4;
+  pub const VT_MODE: ::flatbuffers::VOffsetT = 4;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        RoPEOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args RoPEOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<RoPEOptions<'bldr>> {
-        let mut builder = RoPEOptionsBuilder::new(_fbb);
-        builder.add_mode(args.mode);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    RoPEOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args RoPEOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<RoPEOptions<'bldr>> {
+    let mut builder = RoPEOptionsBuilder::new(_fbb);
+    builder.add_mode(args.mode);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> RoPEOptionsT {
-        let mode = self.mode();
-        RoPEOptionsT { mode }
+  pub fn unpack(&self) -> RoPEOptionsT {
+    let mode = self.mode();
+    RoPEOptionsT {
+      mode,
     }
+  }
 
-    #[inline]
-    pub fn mode(&self) -> RoPEMode {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<RoPEMode>(RoPEOptions::VT_MODE, Some(RoPEMode::GPT_NEOX)).unwrap()
-        }
-    }
+  #[inline]
+  pub fn mode(&self) -> RoPEMode {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<RoPEMode>(RoPEOptions::VT_MODE, Some(RoPEMode::GPT_NEOX)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for RoPEOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?.visit_field::<RoPEMode>("mode", Self::VT_MODE, false)?.finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<RoPEMode>("mode", Self::VT_MODE, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct RoPEOptionsArgs {
     pub mode: RoPEMode,
 }
 impl<'a> Default for RoPEOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        RoPEOptionsArgs { mode: RoPEMode::GPT_NEOX }
+  #[inline]
+  fn default() -> Self {
+    RoPEOptionsArgs {
+      mode: RoPEMode::GPT_NEOX,
     }
+  }
 }
 
 pub struct RoPEOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> RoPEOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_mode(&mut self, mode: RoPEMode) {
-        self.fbb_.push_slot::<RoPEMode>(RoPEOptions::VT_MODE, mode, RoPEMode::GPT_NEOX);
+  #[inline]
+  pub fn add_mode(&mut self, mode: RoPEMode) {
+    self.fbb_.push_slot::<RoPEMode>(RoPEOptions::VT_MODE, mode, RoPEMode::GPT_NEOX);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> RoPEOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    RoPEOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> RoPEOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        RoPEOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<RoPEOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<RoPEOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for RoPEOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("RoPEOptions");
-        ds.field("mode", &self.mode());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("RoPEOptions");
+      ds.field("mode", &self.mode());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct RoPEOptionsT {
-    pub mode: RoPEMode,
+  pub mode: RoPEMode,
 }
 impl Default for RoPEOptionsT {
-    fn default() -> Self {
-        Self { mode: RoPEMode::GPT_NEOX }
+  fn default() -> Self {
+    Self {
+      mode: RoPEMode::GPT_NEOX,
     }
+  }
 }
 impl RoPEOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<RoPEOptions<'b>> {
-        let mode = self.mode;
-        RoPEOptions::create(_fbb, &RoPEOptionsArgs { mode })
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<RoPEOptions<'b>> {
+    let mode = self.mode;
+    RoPEOptions::create(_fbb, &RoPEOptionsArgs{
+      mode,
+    })
+  }
 }

@@ -6,164 +6,155 @@ pub enum RunModelOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct RunModelOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for RunModelOptions<'a> {
-    type Inner = RunModelOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = RunModelOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> RunModelOptions<'a> {
-    pub const VT_LOCATION: ::flatbuffers::VOffsetT = 4;
-    pub const VT_SIGNATURE: ::flatbuffers::VOffsetT = 6;
+  pub const VT_LOCATION: ::flatbuffers::VOffsetT = 4;
+  pub const VT_SIGNATURE: ::flatbuffers::VOffsetT = 6;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        RunModelOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args RunModelOptionsArgs<'args>,
-    ) -> ::flatbuffers::WIPOffset<RunModelOptions<'bldr>> {
-        let mut builder = RunModelOptionsBuilder::new(_fbb);
-        if let Some(x) = args.signature {
-            builder.add_signature(x);
-        }
-        if let Some(x) = args.location {
-            builder.add_location(x);
-        }
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    RunModelOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args RunModelOptionsArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<RunModelOptions<'bldr>> {
+    let mut builder = RunModelOptionsBuilder::new(_fbb);
+    if let Some(x) = args.signature { builder.add_signature(x); }
+    if let Some(x) = args.location { builder.add_location(x); }
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> RunModelOptionsT {
-        let location = self.location().map(|x| alloc::string::ToString::to_string(x));
-        let signature = self.signature().map(|x| alloc::string::ToString::to_string(x));
-        RunModelOptionsT { location, signature }
+  pub fn unpack(&self) -> RunModelOptionsT {
+    let location = self.location().map(|x| {
+      alloc::string::ToString::to_string(x)
+    });
+    let signature = self.signature().map(|x| {
+      alloc::string::ToString::to_string(x)
+    });
+    RunModelOptionsT {
+      location,
+      signature,
     }
+  }
 
-    #[inline]
-    pub fn location(&self) -> Option<&'a str> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<::flatbuffers::ForwardsUOffset<&str>>(RunModelOptions::VT_LOCATION, None)
-        }
-    }
-    #[inline]
-    pub fn signature(&self) -> Option<&'a str> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<::flatbuffers::ForwardsUOffset<&str>>(RunModelOptions::VT_SIGNATURE, None)
-        }
-    }
+  #[inline]
+  pub fn location(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(RunModelOptions::VT_LOCATION, None)}
+  }
+  #[inline]
+  pub fn signature(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(RunModelOptions::VT_SIGNATURE, None)}
+  }
 }
 
 impl ::flatbuffers::Verifiable for RunModelOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<&str>>(
-                "location",
-                Self::VT_LOCATION,
-                false,
-            )?
-            .visit_field::<::flatbuffers::ForwardsUOffset<&str>>(
-                "signature",
-                Self::VT_SIGNATURE,
-                false,
-            )?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("location", Self::VT_LOCATION, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("signature", Self::VT_SIGNATURE, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct RunModelOptionsArgs<'a> {
     pub location: Option<::flatbuffers::WIPOffset<&'a str>>,
     pub signature: Option<::flatbuffers::WIPOffset<&'a str>>,
 }
 impl<'a> Default for RunModelOptionsArgs<'a> {
-    #[inline]
-    fn default() -> Self {
-        RunModelOptionsArgs { location: None, signature: None }
+  #[inline]
+  fn default() -> Self {
+    RunModelOptionsArgs {
+      location: None,
+      signature: None,
     }
+  }
 }
 
 pub struct RunModelOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> RunModelOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_location(&mut self, location: ::flatbuffers::WIPOffset<&'b str>) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            RunModelOptions::VT_LOCATION,
-            location,
-        );
+  #[inline]
+  pub fn add_location(&mut self, location: ::flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(RunModelOptions::VT_LOCATION, location);
+  }
+  #[inline]
+  pub fn add_signature(&mut self, signature: ::flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(RunModelOptions::VT_SIGNATURE, signature);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> RunModelOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    RunModelOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_signature(&mut self, signature: ::flatbuffers::WIPOffset<&'b str>) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            RunModelOptions::VT_SIGNATURE,
-            signature,
-        );
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> RunModelOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        RunModelOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<RunModelOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<RunModelOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for RunModelOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("RunModelOptions");
-        ds.field("location", &self.location());
-        ds.field("signature", &self.signature());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("RunModelOptions");
+      ds.field("location", &self.location());
+      ds.field("signature", &self.signature());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunModelOptionsT {
-    pub location: Option<alloc::string::String>,
-    pub signature: Option<alloc::string::String>,
+  pub location: Option<alloc::string::String>,
+  pub signature: Option<alloc::string::String>,
 }
 impl Default for RunModelOptionsT {
-    fn default() -> Self {
-        Self { location: None, signature: None }
+  fn default() -> Self {
+    Self {
+      location: None,
+      signature: None,
     }
+  }
 }
 impl RunModelOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<RunModelOptions<'b>> {
-        let location = self.location.as_ref().map(|x| _fbb.create_string(x));
-        let signature = self.signature.as_ref().map(|x| _fbb.create_string(x));
-        RunModelOptions::create(_fbb, &RunModelOptionsArgs { location, signature })
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<RunModelOptions<'b>> {
+    let location = self.location.as_ref().map(|x|{
+      _fbb.create_string(x)
+    });
+    let signature = self.signature.as_ref().map(|x|{
+      _fbb.create_string(x)
+    });
+    RunModelOptions::create(_fbb, &RunModelOptionsArgs{
+      location,
+      signature,
+    })
+  }
 }

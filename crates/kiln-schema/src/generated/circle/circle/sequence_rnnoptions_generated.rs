@@ -6,105 +6,84 @@ pub enum SequenceRNNOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct SequenceRNNOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for SequenceRNNOptions<'a> {
-    type Inner = SequenceRNNOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = SequenceRNNOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> SequenceRNNOptions<'a> {
-    pub const VT_TIME_MAJOR: ::flatbuffers::VOffsetT = 4;
-    pub const VT_FUSED_ACTIVATION_FUNCTION: ::flatbuffers::VOffsetT = 6;
-    pub const VT_ASYMMETRIC_QUANTIZE_INPUTS: ::flatbuffers::VOffsetT = 8;
+  pub const VT_TIME_MAJOR: ::flatbuffers::VOffsetT = 4;
+  pub const VT_FUSED_ACTIVATION_FUNCTION: ::flatbuffers::VOffsetT = 6;
+  pub const VT_ASYMMETRIC_QUANTIZE_INPUTS: ::flatbuffers::VOffsetT = 8;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        SequenceRNNOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args SequenceRNNOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<SequenceRNNOptions<'bldr>> {
-        let mut builder = SequenceRNNOptionsBuilder::new(_fbb);
-        builder.add_asymmetric_quantize_inputs(args.asymmetric_quantize_inputs);
-        builder.add_fused_activation_function(args.fused_activation_function);
-        builder.add_time_major(args.time_major);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    SequenceRNNOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args SequenceRNNOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<SequenceRNNOptions<'bldr>> {
+    let mut builder = SequenceRNNOptionsBuilder::new(_fbb);
+    builder.add_asymmetric_quantize_inputs(args.asymmetric_quantize_inputs);
+    builder.add_fused_activation_function(args.fused_activation_function);
+    builder.add_time_major(args.time_major);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> SequenceRNNOptionsT {
-        let time_major = self.time_major();
-        let fused_activation_function = self.fused_activation_function();
-        let asymmetric_quantize_inputs = self.asymmetric_quantize_inputs();
-        SequenceRNNOptionsT { time_major, fused_activation_function, asymmetric_quantize_inputs }
+  pub fn unpack(&self) -> SequenceRNNOptionsT {
+    let time_major = self.time_major();
+    let fused_activation_function = self.fused_activation_function();
+    let asymmetric_quantize_inputs = self.asymmetric_quantize_inputs();
+    SequenceRNNOptionsT {
+      time_major,
+      fused_activation_function,
+      asymmetric_quantize_inputs,
     }
+  }
 
-    #[inline]
-    pub fn time_major(&self) -> bool {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<bool>(SequenceRNNOptions::VT_TIME_MAJOR, Some(false)).unwrap() }
-    }
-    #[inline]
-    pub fn fused_activation_function(&self) -> ActivationFunctionType {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<ActivationFunctionType>(
-                    SequenceRNNOptions::VT_FUSED_ACTIVATION_FUNCTION,
-                    Some(ActivationFunctionType::NONE),
-                )
-                .unwrap()
-        }
-    }
-    #[inline]
-    pub fn asymmetric_quantize_inputs(&self) -> bool {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<bool>(SequenceRNNOptions::VT_ASYMMETRIC_QUANTIZE_INPUTS, Some(false))
-                .unwrap()
-        }
-    }
+  #[inline]
+  pub fn time_major(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(SequenceRNNOptions::VT_TIME_MAJOR, Some(false)).unwrap()}
+  }
+  #[inline]
+  pub fn fused_activation_function(&self) -> ActivationFunctionType {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<ActivationFunctionType>(SequenceRNNOptions::VT_FUSED_ACTIVATION_FUNCTION, Some(ActivationFunctionType::NONE)).unwrap()}
+  }
+  #[inline]
+  pub fn asymmetric_quantize_inputs(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(SequenceRNNOptions::VT_ASYMMETRIC_QUANTIZE_INPUTS, Some(false)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for SequenceRNNOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<bool>("time_major", Self::VT_TIME_MAJOR, false)?
-            .visit_field::<ActivationFunctionType>(
-                "fused_activation_function",
-                Self::VT_FUSED_ACTIVATION_FUNCTION,
-                false,
-            )?
-            .visit_field::<bool>(
-                "asymmetric_quantize_inputs",
-                Self::VT_ASYMMETRIC_QUANTIZE_INPUTS,
-                false,
-            )?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<bool>("time_major", Self::VT_TIME_MAJOR, false)?
+     .visit_field::<ActivationFunctionType>("fused_activation_function", Self::VT_FUSED_ACTIVATION_FUNCTION, false)?
+     .visit_field::<bool>("asymmetric_quantize_inputs", Self::VT_ASYMMETRIC_QUANTIZE_INPUTS, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct SequenceRNNOptionsArgs {
     pub time_major: bool,
@@ -112,98 +91,85 @@ pub struct SequenceRNNOptionsArgs {
     pub asymmetric_quantize_inputs: bool,
 }
 impl<'a> Default for SequenceRNNOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        SequenceRNNOptionsArgs {
-            time_major: false,
-            fused_activation_function: ActivationFunctionType::NONE,
-            asymmetric_quantize_inputs: false,
-        }
+  #[inline]
+  fn default() -> Self {
+    SequenceRNNOptionsArgs {
+      time_major: false,
+      fused_activation_function: ActivationFunctionType::NONE,
+      asymmetric_quantize_inputs: false,
     }
+  }
 }
 
 pub struct SequenceRNNOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> SequenceRNNOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_time_major(&mut self, time_major: bool) {
-        self.fbb_.push_slot::<bool>(SequenceRNNOptions::VT_TIME_MAJOR, time_major, false);
+  #[inline]
+  pub fn add_time_major(&mut self, time_major: bool) {
+    self.fbb_.push_slot::<bool>(SequenceRNNOptions::VT_TIME_MAJOR, time_major, false);
+  }
+  #[inline]
+  pub fn add_fused_activation_function(&mut self, fused_activation_function: ActivationFunctionType) {
+    self.fbb_.push_slot::<ActivationFunctionType>(SequenceRNNOptions::VT_FUSED_ACTIVATION_FUNCTION, fused_activation_function, ActivationFunctionType::NONE);
+  }
+  #[inline]
+  pub fn add_asymmetric_quantize_inputs(&mut self, asymmetric_quantize_inputs: bool) {
+    self.fbb_.push_slot::<bool>(SequenceRNNOptions::VT_ASYMMETRIC_QUANTIZE_INPUTS, asymmetric_quantize_inputs, false);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> SequenceRNNOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    SequenceRNNOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_fused_activation_function(
-        &mut self,
-        fused_activation_function: ActivationFunctionType,
-    ) {
-        self.fbb_.push_slot::<ActivationFunctionType>(
-            SequenceRNNOptions::VT_FUSED_ACTIVATION_FUNCTION,
-            fused_activation_function,
-            ActivationFunctionType::NONE,
-        );
-    }
-    #[inline]
-    pub fn add_asymmetric_quantize_inputs(&mut self, asymmetric_quantize_inputs: bool) {
-        self.fbb_.push_slot::<bool>(
-            SequenceRNNOptions::VT_ASYMMETRIC_QUANTIZE_INPUTS,
-            asymmetric_quantize_inputs,
-            false,
-        );
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> SequenceRNNOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        SequenceRNNOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<SequenceRNNOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<SequenceRNNOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for SequenceRNNOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("SequenceRNNOptions");
-        ds.field("time_major", &self.time_major());
-        ds.field("fused_activation_function", &self.fused_activation_function());
-        ds.field("asymmetric_quantize_inputs", &self.asymmetric_quantize_inputs());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("SequenceRNNOptions");
+      ds.field("time_major", &self.time_major());
+      ds.field("fused_activation_function", &self.fused_activation_function());
+      ds.field("asymmetric_quantize_inputs", &self.asymmetric_quantize_inputs());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct SequenceRNNOptionsT {
-    pub time_major: bool,
-    pub fused_activation_function: ActivationFunctionType,
-    pub asymmetric_quantize_inputs: bool,
+  pub time_major: bool,
+  pub fused_activation_function: ActivationFunctionType,
+  pub asymmetric_quantize_inputs: bool,
 }
 impl Default for SequenceRNNOptionsT {
-    fn default() -> Self {
-        Self {
-            time_major: false,
-            fused_activation_function: ActivationFunctionType::NONE,
-            asymmetric_quantize_inputs: false,
-        }
+  fn default() -> Self {
+    Self {
+      time_major: false,
+      fused_activation_function: ActivationFunctionType::NONE,
+      asymmetric_quantize_inputs: false,
     }
+  }
 }
 impl SequenceRNNOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<SequenceRNNOptions<'b>> {
-        let time_major = self.time_major;
-        let fused_activation_function = self.fused_activation_function;
-        let asymmetric_quantize_inputs = self.asymmetric_quantize_inputs;
-        SequenceRNNOptions::create(
-            _fbb,
-            &SequenceRNNOptionsArgs {
-                time_major,
-                fused_activation_function,
-                asymmetric_quantize_inputs,
-            },
-        )
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<SequenceRNNOptions<'b>> {
+    let time_major = self.time_major;
+    let fused_activation_function = self.fused_activation_function;
+    let asymmetric_quantize_inputs = self.asymmetric_quantize_inputs;
+    SequenceRNNOptions::create(_fbb, &SequenceRNNOptionsArgs{
+      time_major,
+      fused_activation_function,
+      asymmetric_quantize_inputs,
+    })
+  }
 }

@@ -6,125 +6,124 @@ pub enum ShapeOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct ShapeOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for ShapeOptions<'a> {
-    type Inner = ShapeOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = ShapeOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> ShapeOptions<'a> {
-    pub const VT_OUT_TYPE: ::flatbuffers::VOffsetT = 4;
+  pub const VT_OUT_TYPE: ::flatbuffers::VOffsetT = 4;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        ShapeOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args ShapeOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<ShapeOptions<'bldr>> {
-        let mut builder = ShapeOptionsBuilder::new(_fbb);
-        builder.add_out_type(args.out_type);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    ShapeOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args ShapeOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<ShapeOptions<'bldr>> {
+    let mut builder = ShapeOptionsBuilder::new(_fbb);
+    builder.add_out_type(args.out_type);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> ShapeOptionsT {
-        let out_type = self.out_type();
-        ShapeOptionsT { out_type }
+  pub fn unpack(&self) -> ShapeOptionsT {
+    let out_type = self.out_type();
+    ShapeOptionsT {
+      out_type,
     }
+  }
 
-    #[inline]
-    pub fn out_type(&self) -> TensorType {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<TensorType>(ShapeOptions::VT_OUT_TYPE, Some(TensorType::FLOAT32))
-                .unwrap()
-        }
-    }
+  #[inline]
+  pub fn out_type(&self) -> TensorType {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<TensorType>(ShapeOptions::VT_OUT_TYPE, Some(TensorType::FLOAT32)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for ShapeOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<TensorType>("out_type", Self::VT_OUT_TYPE, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<TensorType>("out_type", Self::VT_OUT_TYPE, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct ShapeOptionsArgs {
     pub out_type: TensorType,
 }
 impl<'a> Default for ShapeOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        ShapeOptionsArgs { out_type: TensorType::FLOAT32 }
+  #[inline]
+  fn default() -> Self {
+    ShapeOptionsArgs {
+      out_type: TensorType::FLOAT32,
     }
+  }
 }
 
 pub struct ShapeOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> ShapeOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_out_type(&mut self, out_type: TensorType) {
-        self.fbb_.push_slot::<TensorType>(ShapeOptions::VT_OUT_TYPE, out_type, TensorType::FLOAT32);
+  #[inline]
+  pub fn add_out_type(&mut self, out_type: TensorType) {
+    self.fbb_.push_slot::<TensorType>(ShapeOptions::VT_OUT_TYPE, out_type, TensorType::FLOAT32);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> ShapeOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    ShapeOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> ShapeOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        ShapeOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<ShapeOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<ShapeOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for ShapeOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("ShapeOptions");
-        ds.field("out_type", &self.out_type());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("ShapeOptions");
+      ds.field("out_type", &self.out_type());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct ShapeOptionsT {
-    pub out_type: TensorType,
+  pub out_type: TensorType,
 }
 impl Default for ShapeOptionsT {
-    fn default() -> Self {
-        Self { out_type: TensorType::FLOAT32 }
+  fn default() -> Self {
+    Self {
+      out_type: TensorType::FLOAT32,
     }
+  }
 }
 impl ShapeOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<ShapeOptions<'b>> {
-        let out_type = self.out_type;
-        ShapeOptions::create(_fbb, &ShapeOptionsArgs { out_type })
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<ShapeOptions<'b>> {
+    let out_type = self.out_type;
+    ShapeOptions::create(_fbb, &ShapeOptionsArgs{
+      out_type,
+    })
+  }
 }

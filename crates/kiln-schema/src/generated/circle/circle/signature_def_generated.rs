@@ -6,281 +6,232 @@ pub enum SignatureDefOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct SignatureDef<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for SignatureDef<'a> {
-    type Inner = SignatureDef<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = SignatureDef<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> SignatureDef<'a> {
-    pub const VT_INPUTS: ::flatbuffers::VOffsetT = 4;
-    pub const VT_OUTPUTS: ::flatbuffers::VOffsetT = 6;
-    pub const VT_SIGNATURE_KEY: ::flatbuffers::VOffsetT = 8;
-    pub const VT_DEPRECATED_TAG: ::flatbuffers::VOffsetT = 10;
-    pub const VT_SUBGRAPH_INDEX: ::flatbuffers::VOffsetT = 12;
+  pub const VT_INPUTS: ::flatbuffers::VOffsetT = 4;
+  pub const VT_OUTPUTS: ::flatbuffers::VOffsetT = 6;
+  pub const VT_SIGNATURE_KEY: ::flatbuffers::VOffsetT = 8;
+  pub const VT_DEPRECATED_TAG: ::flatbuffers::VOffsetT = 10;
+  pub const VT_SUBGRAPH_INDEX: ::flatbuffers::VOffsetT = 12;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        SignatureDef { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args SignatureDefArgs<'args>,
-    ) -> ::flatbuffers::WIPOffset<SignatureDef<'bldr>> {
-        let mut builder = SignatureDefBuilder::new(_fbb);
-        builder.add_subgraph_index(args.subgraph_index);
-        if let Some(x) = args.deprecated_tag {
-            builder.add_deprecated_tag(x);
-        }
-        if let Some(x) = args.signature_key {
-            builder.add_signature_key(x);
-        }
-        if let Some(x) = args.outputs {
-            builder.add_outputs(x);
-        }
-        if let Some(x) = args.inputs {
-            builder.add_inputs(x);
-        }
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    SignatureDef { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args SignatureDefArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<SignatureDef<'bldr>> {
+    let mut builder = SignatureDefBuilder::new(_fbb);
+    builder.add_subgraph_index(args.subgraph_index);
+    if let Some(x) = args.deprecated_tag { builder.add_deprecated_tag(x); }
+    if let Some(x) = args.signature_key { builder.add_signature_key(x); }
+    if let Some(x) = args.outputs { builder.add_outputs(x); }
+    if let Some(x) = args.inputs { builder.add_inputs(x); }
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> SignatureDefT {
-        let inputs = self.inputs().map(|x| x.iter().map(|t| t.unpack()).collect());
-        let outputs = self.outputs().map(|x| x.iter().map(|t| t.unpack()).collect());
-        let signature_key = self.signature_key().map(|x| alloc::string::ToString::to_string(x));
-        let deprecated_tag = self.deprecated_tag().map(|x| alloc::string::ToString::to_string(x));
-        let subgraph_index = self.subgraph_index();
-        SignatureDefT { inputs, outputs, signature_key, deprecated_tag, subgraph_index }
+  pub fn unpack(&self) -> SignatureDefT {
+    let inputs = self.inputs().map(|x| {
+      x.iter().map(|t| t.unpack()).collect()
+    });
+    let outputs = self.outputs().map(|x| {
+      x.iter().map(|t| t.unpack()).collect()
+    });
+    let signature_key = self.signature_key().map(|x| {
+      alloc::string::ToString::to_string(x)
+    });
+    let deprecated_tag = self.deprecated_tag().map(|x| {
+      alloc::string::ToString::to_string(x)
+    });
+    let subgraph_index = self.subgraph_index();
+    SignatureDefT {
+      inputs,
+      outputs,
+      signature_key,
+      deprecated_tag,
+      subgraph_index,
     }
+  }
 
-    #[inline]
-    pub fn inputs(
-        &self,
-    ) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<TensorMap<'a>>>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<
-                ::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<TensorMap>>,
-            >>(SignatureDef::VT_INPUTS, None)
-        }
-    }
-    #[inline]
-    pub fn outputs(
-        &self,
-    ) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<TensorMap<'a>>>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<
-                ::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<TensorMap>>,
-            >>(SignatureDef::VT_OUTPUTS, None)
-        }
-    }
-    #[inline]
-    pub fn signature_key(&self) -> Option<&'a str> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<::flatbuffers::ForwardsUOffset<&str>>(SignatureDef::VT_SIGNATURE_KEY, None)
-        }
-    }
-    #[inline]
-    pub fn deprecated_tag(&self) -> Option<&'a str> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<::flatbuffers::ForwardsUOffset<&str>>(SignatureDef::VT_DEPRECATED_TAG, None)
-        }
-    }
-    #[inline]
-    pub fn subgraph_index(&self) -> u32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<u32>(SignatureDef::VT_SUBGRAPH_INDEX, Some(0)).unwrap() }
-    }
+  #[inline]
+  pub fn inputs(&self) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<TensorMap<'a>>>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<TensorMap>>>>(SignatureDef::VT_INPUTS, None)}
+  }
+  #[inline]
+  pub fn outputs(&self) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<TensorMap<'a>>>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<TensorMap>>>>(SignatureDef::VT_OUTPUTS, None)}
+  }
+  #[inline]
+  pub fn signature_key(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(SignatureDef::VT_SIGNATURE_KEY, None)}
+  }
+  #[inline]
+  pub fn deprecated_tag(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(SignatureDef::VT_DEPRECATED_TAG, None)}
+  }
+  #[inline]
+  pub fn subgraph_index(&self) -> u32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u32>(SignatureDef::VT_SUBGRAPH_INDEX, Some(0)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for SignatureDef<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<
-                ::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<TensorMap>>,
-            >>("inputs", Self::VT_INPUTS, false)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<
-                ::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<TensorMap>>,
-            >>("outputs", Self::VT_OUTPUTS, false)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<&str>>(
-                "signature_key",
-                Self::VT_SIGNATURE_KEY,
-                false,
-            )?
-            .visit_field::<::flatbuffers::ForwardsUOffset<&str>>(
-                "deprecated_tag",
-                Self::VT_DEPRECATED_TAG,
-                false,
-            )?
-            .visit_field::<u32>("subgraph_index", Self::VT_SUBGRAPH_INDEX, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<TensorMap>>>>("inputs", Self::VT_INPUTS, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<TensorMap>>>>("outputs", Self::VT_OUTPUTS, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("signature_key", Self::VT_SIGNATURE_KEY, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("deprecated_tag", Self::VT_DEPRECATED_TAG, false)?
+     .visit_field::<u32>("subgraph_index", Self::VT_SUBGRAPH_INDEX, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct SignatureDefArgs<'a> {
-    pub inputs: Option<
-        ::flatbuffers::WIPOffset<
-            ::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<TensorMap<'a>>>,
-        >,
-    >,
-    pub outputs: Option<
-        ::flatbuffers::WIPOffset<
-            ::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<TensorMap<'a>>>,
-        >,
-    >,
+    pub inputs: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<TensorMap<'a>>>>>,
+    pub outputs: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<TensorMap<'a>>>>>,
     pub signature_key: Option<::flatbuffers::WIPOffset<&'a str>>,
     pub deprecated_tag: Option<::flatbuffers::WIPOffset<&'a str>>,
     pub subgraph_index: u32,
 }
 impl<'a> Default for SignatureDefArgs<'a> {
-    #[inline]
-    fn default() -> Self {
-        SignatureDefArgs {
-            inputs: None,
-            outputs: None,
-            signature_key: None,
-            deprecated_tag: None,
-            subgraph_index: 0,
-        }
+  #[inline]
+  fn default() -> Self {
+    SignatureDefArgs {
+      inputs: None,
+      outputs: None,
+      signature_key: None,
+      deprecated_tag: None,
+      subgraph_index: 0,
     }
+  }
 }
 
 pub struct SignatureDefBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> SignatureDefBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_inputs(
-        &mut self,
-        inputs: ::flatbuffers::WIPOffset<
-            ::flatbuffers::Vector<'b, ::flatbuffers::ForwardsUOffset<TensorMap<'b>>>,
-        >,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(SignatureDef::VT_INPUTS, inputs);
+  #[inline]
+  pub fn add_inputs(&mut self, inputs: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , ::flatbuffers::ForwardsUOffset<TensorMap<'b >>>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(SignatureDef::VT_INPUTS, inputs);
+  }
+  #[inline]
+  pub fn add_outputs(&mut self, outputs: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , ::flatbuffers::ForwardsUOffset<TensorMap<'b >>>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(SignatureDef::VT_OUTPUTS, outputs);
+  }
+  #[inline]
+  pub fn add_signature_key(&mut self, signature_key: ::flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(SignatureDef::VT_SIGNATURE_KEY, signature_key);
+  }
+  #[inline]
+  pub fn add_deprecated_tag(&mut self, deprecated_tag: ::flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(SignatureDef::VT_DEPRECATED_TAG, deprecated_tag);
+  }
+  #[inline]
+  pub fn add_subgraph_index(&mut self, subgraph_index: u32) {
+    self.fbb_.push_slot::<u32>(SignatureDef::VT_SUBGRAPH_INDEX, subgraph_index, 0);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> SignatureDefBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    SignatureDefBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_outputs(
-        &mut self,
-        outputs: ::flatbuffers::WIPOffset<
-            ::flatbuffers::Vector<'b, ::flatbuffers::ForwardsUOffset<TensorMap<'b>>>,
-        >,
-    ) {
-        self.fbb_
-            .push_slot_always::<::flatbuffers::WIPOffset<_>>(SignatureDef::VT_OUTPUTS, outputs);
-    }
-    #[inline]
-    pub fn add_signature_key(&mut self, signature_key: ::flatbuffers::WIPOffset<&'b str>) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            SignatureDef::VT_SIGNATURE_KEY,
-            signature_key,
-        );
-    }
-    #[inline]
-    pub fn add_deprecated_tag(&mut self, deprecated_tag: ::flatbuffers::WIPOffset<&'b str>) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            SignatureDef::VT_DEPRECATED_TAG,
-            deprecated_tag,
-        );
-    }
-    #[inline]
-    pub fn add_subgraph_index(&mut self, subgraph_index: u32) {
-        self.fbb_.push_slot::<u32>(SignatureDef::VT_SUBGRAPH_INDEX, subgraph_index, 0);
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> SignatureDefBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        SignatureDefBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<SignatureDef<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<SignatureDef<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for SignatureDef<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("SignatureDef");
-        ds.field("inputs", &self.inputs());
-        ds.field("outputs", &self.outputs());
-        ds.field("signature_key", &self.signature_key());
-        ds.field("deprecated_tag", &self.deprecated_tag());
-        ds.field("subgraph_index", &self.subgraph_index());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("SignatureDef");
+      ds.field("inputs", &self.inputs());
+      ds.field("outputs", &self.outputs());
+      ds.field("signature_key", &self.signature_key());
+      ds.field("deprecated_tag", &self.deprecated_tag());
+      ds.field("subgraph_index", &self.subgraph_index());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct SignatureDefT {
-    pub inputs: Option<alloc::vec::Vec<TensorMapT>>,
-    pub outputs: Option<alloc::vec::Vec<TensorMapT>>,
-    pub signature_key: Option<alloc::string::String>,
-    pub deprecated_tag: Option<alloc::string::String>,
-    pub subgraph_index: u32,
+  pub inputs: Option<alloc::vec::Vec<TensorMapT>>,
+  pub outputs: Option<alloc::vec::Vec<TensorMapT>>,
+  pub signature_key: Option<alloc::string::String>,
+  pub deprecated_tag: Option<alloc::string::String>,
+  pub subgraph_index: u32,
 }
 impl Default for SignatureDefT {
-    fn default() -> Self {
-        Self {
-            inputs: None,
-            outputs: None,
-            signature_key: None,
-            deprecated_tag: None,
-            subgraph_index: 0,
-        }
+  fn default() -> Self {
+    Self {
+      inputs: None,
+      outputs: None,
+      signature_key: None,
+      deprecated_tag: None,
+      subgraph_index: 0,
     }
+  }
 }
 impl SignatureDefT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<SignatureDef<'b>> {
-        let inputs = self.inputs.as_ref().map(|x| {
-            let w: alloc::vec::Vec<_> = x.iter().map(|t| t.pack(_fbb)).collect();
-            _fbb.create_vector(&w)
-        });
-        let outputs = self.outputs.as_ref().map(|x| {
-            let w: alloc::vec::Vec<_> = x.iter().map(|t| t.pack(_fbb)).collect();
-            _fbb.create_vector(&w)
-        });
-        let signature_key = self.signature_key.as_ref().map(|x| _fbb.create_string(x));
-        let deprecated_tag = self.deprecated_tag.as_ref().map(|x| _fbb.create_string(x));
-        let subgraph_index = self.subgraph_index;
-        SignatureDef::create(
-            _fbb,
-            &SignatureDefArgs { inputs, outputs, signature_key, deprecated_tag, subgraph_index },
-        )
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<SignatureDef<'b>> {
+    let inputs = self.inputs.as_ref().map(|x|{
+      let w: alloc::vec::Vec<_> = x.iter().map(|t| t.pack(_fbb)).collect();_fbb.create_vector(&w)
+    });
+    let outputs = self.outputs.as_ref().map(|x|{
+      let w: alloc::vec::Vec<_> = x.iter().map(|t| t.pack(_fbb)).collect();_fbb.create_vector(&w)
+    });
+    let signature_key = self.signature_key.as_ref().map(|x|{
+      _fbb.create_string(x)
+    });
+    let deprecated_tag = self.deprecated_tag.as_ref().map(|x|{
+      _fbb.create_string(x)
+    });
+    let subgraph_index = self.subgraph_index;
+    SignatureDef::create(_fbb, &SignatureDefArgs{
+      inputs,
+      outputs,
+      signature_key,
+      deprecated_tag,
+      subgraph_index,
+    })
+  }
 }

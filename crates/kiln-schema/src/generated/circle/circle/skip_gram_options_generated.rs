@@ -6,88 +6,84 @@ pub enum SkipGramOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct SkipGramOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for SkipGramOptions<'a> {
-    type Inner = SkipGramOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = SkipGramOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> SkipGramOptions<'a> {
-    pub const VT_NGRAM_SIZE: ::flatbuffers::VOffsetT = 4;
-    pub const VT_MAX_SKIP_SIZE: ::flatbuffers::VOffsetT = 6;
-    pub const VT_INCLUDE_ALL_NGRAMS: ::flatbuffers::VOffsetT = 8;
+  pub const VT_NGRAM_SIZE: ::flatbuffers::VOffsetT = 4;
+  pub const VT_MAX_SKIP_SIZE: ::flatbuffers::VOffsetT = 6;
+  pub const VT_INCLUDE_ALL_NGRAMS: ::flatbuffers::VOffsetT = 8;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        SkipGramOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args SkipGramOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<SkipGramOptions<'bldr>> {
-        let mut builder = SkipGramOptionsBuilder::new(_fbb);
-        builder.add_max_skip_size(args.max_skip_size);
-        builder.add_ngram_size(args.ngram_size);
-        builder.add_include_all_ngrams(args.include_all_ngrams);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    SkipGramOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args SkipGramOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<SkipGramOptions<'bldr>> {
+    let mut builder = SkipGramOptionsBuilder::new(_fbb);
+    builder.add_max_skip_size(args.max_skip_size);
+    builder.add_ngram_size(args.ngram_size);
+    builder.add_include_all_ngrams(args.include_all_ngrams);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> SkipGramOptionsT {
-        let ngram_size = self.ngram_size();
-        let max_skip_size = self.max_skip_size();
-        let include_all_ngrams = self.include_all_ngrams();
-        SkipGramOptionsT { ngram_size, max_skip_size, include_all_ngrams }
+  pub fn unpack(&self) -> SkipGramOptionsT {
+    let ngram_size = self.ngram_size();
+    let max_skip_size = self.max_skip_size();
+    let include_all_ngrams = self.include_all_ngrams();
+    SkipGramOptionsT {
+      ngram_size,
+      max_skip_size,
+      include_all_ngrams,
     }
+  }
 
-    #[inline]
-    pub fn ngram_size(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(SkipGramOptions::VT_NGRAM_SIZE, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn max_skip_size(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(SkipGramOptions::VT_MAX_SKIP_SIZE, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn include_all_ngrams(&self) -> bool {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<bool>(SkipGramOptions::VT_INCLUDE_ALL_NGRAMS, Some(false)).unwrap()
-        }
-    }
+  #[inline]
+  pub fn ngram_size(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(SkipGramOptions::VT_NGRAM_SIZE, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn max_skip_size(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(SkipGramOptions::VT_MAX_SKIP_SIZE, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn include_all_ngrams(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(SkipGramOptions::VT_INCLUDE_ALL_NGRAMS, Some(false)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for SkipGramOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<i32>("ngram_size", Self::VT_NGRAM_SIZE, false)?
-            .visit_field::<i32>("max_skip_size", Self::VT_MAX_SKIP_SIZE, false)?
-            .visit_field::<bool>("include_all_ngrams", Self::VT_INCLUDE_ALL_NGRAMS, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<i32>("ngram_size", Self::VT_NGRAM_SIZE, false)?
+     .visit_field::<i32>("max_skip_size", Self::VT_MAX_SKIP_SIZE, false)?
+     .visit_field::<bool>("include_all_ngrams", Self::VT_INCLUDE_ALL_NGRAMS, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct SkipGramOptionsArgs {
     pub ngram_size: i32,
@@ -95,79 +91,85 @@ pub struct SkipGramOptionsArgs {
     pub include_all_ngrams: bool,
 }
 impl<'a> Default for SkipGramOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        SkipGramOptionsArgs { ngram_size: 0, max_skip_size: 0, include_all_ngrams: false }
+  #[inline]
+  fn default() -> Self {
+    SkipGramOptionsArgs {
+      ngram_size: 0,
+      max_skip_size: 0,
+      include_all_ngrams: false,
     }
+  }
 }
 
 pub struct SkipGramOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> SkipGramOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_ngram_size(&mut self, ngram_size: i32) {
-        self.fbb_.push_slot::<i32>(SkipGramOptions::VT_NGRAM_SIZE, ngram_size, 0);
+  #[inline]
+  pub fn add_ngram_size(&mut self, ngram_size: i32) {
+    self.fbb_.push_slot::<i32>(SkipGramOptions::VT_NGRAM_SIZE, ngram_size, 0);
+  }
+  #[inline]
+  pub fn add_max_skip_size(&mut self, max_skip_size: i32) {
+    self.fbb_.push_slot::<i32>(SkipGramOptions::VT_MAX_SKIP_SIZE, max_skip_size, 0);
+  }
+  #[inline]
+  pub fn add_include_all_ngrams(&mut self, include_all_ngrams: bool) {
+    self.fbb_.push_slot::<bool>(SkipGramOptions::VT_INCLUDE_ALL_NGRAMS, include_all_ngrams, false);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> SkipGramOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    SkipGramOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_max_skip_size(&mut self, max_skip_size: i32) {
-        self.fbb_.push_slot::<i32>(SkipGramOptions::VT_MAX_SKIP_SIZE, max_skip_size, 0);
-    }
-    #[inline]
-    pub fn add_include_all_ngrams(&mut self, include_all_ngrams: bool) {
-        self.fbb_.push_slot::<bool>(
-            SkipGramOptions::VT_INCLUDE_ALL_NGRAMS,
-            include_all_ngrams,
-            false,
-        );
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> SkipGramOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        SkipGramOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<SkipGramOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<SkipGramOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for SkipGramOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("SkipGramOptions");
-        ds.field("ngram_size", &self.ngram_size());
-        ds.field("max_skip_size", &self.max_skip_size());
-        ds.field("include_all_ngrams", &self.include_all_ngrams());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("SkipGramOptions");
+      ds.field("ngram_size", &self.ngram_size());
+      ds.field("max_skip_size", &self.max_skip_size());
+      ds.field("include_all_ngrams", &self.include_all_ngrams());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct SkipGramOptionsT {
-    pub ngram_size: i32,
-    pub max_skip_size: i32,
-    pub include_all_ngrams: bool,
+  pub ngram_size: i32,
+  pub max_skip_size: i32,
+  pub include_all_ngrams: bool,
 }
 impl Default for SkipGramOptionsT {
-    fn default() -> Self {
-        Self { ngram_size: 0, max_skip_size: 0, include_all_ngrams: false }
+  fn default() -> Self {
+    Self {
+      ngram_size: 0,
+      max_skip_size: 0,
+      include_all_ngrams: false,
     }
+  }
 }
 impl SkipGramOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<SkipGramOptions<'b>> {
-        let ngram_size = self.ngram_size;
-        let max_skip_size = self.max_skip_size;
-        let include_all_ngrams = self.include_all_ngrams;
-        SkipGramOptions::create(
-            _fbb,
-            &SkipGramOptionsArgs { ngram_size, max_skip_size, include_all_ngrams },
-        )
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<SkipGramOptions<'b>> {
+    let ngram_size = self.ngram_size;
+    let max_skip_size = self.max_skip_size;
+    let include_all_ngrams = self.include_all_ngrams;
+    SkipGramOptions::create(_fbb, &SkipGramOptionsArgs{
+      ngram_size,
+      max_skip_size,
+      include_all_ngrams,
+    })
+  }
 }

@@ -6,119 +6,124 @@ pub enum SoftmaxOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct SoftmaxOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for SoftmaxOptions<'a> {
-    type Inner = SoftmaxOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = SoftmaxOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> SoftmaxOptions<'a> {
-    pub const VT_BETA: ::flatbuffers::VOffsetT = 4;
+  pub const VT_BETA: ::flatbuffers::VOffsetT = 4;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        SoftmaxOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args SoftmaxOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<SoftmaxOptions<'bldr>> {
-        let mut builder = SoftmaxOptionsBuilder::new(_fbb);
-        builder.add_beta(args.beta);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    SoftmaxOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args SoftmaxOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<SoftmaxOptions<'bldr>> {
+    let mut builder = SoftmaxOptionsBuilder::new(_fbb);
+    builder.add_beta(args.beta);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> SoftmaxOptionsT {
-        let beta = self.beta();
-        SoftmaxOptionsT { beta }
+  pub fn unpack(&self) -> SoftmaxOptionsT {
+    let beta = self.beta();
+    SoftmaxOptionsT {
+      beta,
     }
+  }
 
-    #[inline]
-    pub fn beta(&self) -> f32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<f32>(SoftmaxOptions::VT_BETA, Some(0.0)).unwrap() }
-    }
+  #[inline]
+  pub fn beta(&self) -> f32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<f32>(SoftmaxOptions::VT_BETA, Some(0.0)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for SoftmaxOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?.visit_field::<f32>("beta", Self::VT_BETA, false)?.finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<f32>("beta", Self::VT_BETA, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct SoftmaxOptionsArgs {
     pub beta: f32,
 }
 impl<'a> Default for SoftmaxOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        SoftmaxOptionsArgs { beta: 0.0 }
+  #[inline]
+  fn default() -> Self {
+    SoftmaxOptionsArgs {
+      beta: 0.0,
     }
+  }
 }
 
 pub struct SoftmaxOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> SoftmaxOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_beta(&mut self, beta: f32) {
-        self.fbb_.push_slot::<f32>(SoftmaxOptions::VT_BETA, beta, 0.0);
+  #[inline]
+  pub fn add_beta(&mut self, beta: f32) {
+    self.fbb_.push_slot::<f32>(SoftmaxOptions::VT_BETA, beta, 0.0);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> SoftmaxOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    SoftmaxOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> SoftmaxOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        SoftmaxOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<SoftmaxOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<SoftmaxOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for SoftmaxOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("SoftmaxOptions");
-        ds.field("beta", &self.beta());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("SoftmaxOptions");
+      ds.field("beta", &self.beta());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct SoftmaxOptionsT {
-    pub beta: f32,
+  pub beta: f32,
 }
 impl Default for SoftmaxOptionsT {
-    fn default() -> Self {
-        Self { beta: 0.0 }
+  fn default() -> Self {
+    Self {
+      beta: 0.0,
     }
+  }
 }
 impl SoftmaxOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<SoftmaxOptions<'b>> {
-        let beta = self.beta;
-        SoftmaxOptions::create(_fbb, &SoftmaxOptionsArgs { beta })
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<SoftmaxOptions<'b>> {
+    let beta = self.beta;
+    SoftmaxOptions::create(_fbb, &SoftmaxOptionsArgs{
+      beta,
+    })
+  }
 }

@@ -6,97 +6,100 @@ pub enum SpaceToBatchNDOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct SpaceToBatchNDOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for SpaceToBatchNDOptions<'a> {
-    type Inner = SpaceToBatchNDOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = SpaceToBatchNDOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> SpaceToBatchNDOptions<'a> {
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        SpaceToBatchNDOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        _args: &'args SpaceToBatchNDOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<SpaceToBatchNDOptions<'bldr>> {
-        let mut builder = SpaceToBatchNDOptionsBuilder::new(_fbb);
-        builder.finish()
-    }
 
-    pub fn unpack(&self) -> SpaceToBatchNDOptionsT {
-        SpaceToBatchNDOptionsT {}
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    SpaceToBatchNDOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    _args: &'args SpaceToBatchNDOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<SpaceToBatchNDOptions<'bldr>> {
+    let mut builder = SpaceToBatchNDOptionsBuilder::new(_fbb);
+    builder.finish()
+  }
+
+  pub fn unpack(&self) -> SpaceToBatchNDOptionsT {
+    SpaceToBatchNDOptionsT {
     }
+  }
 }
 
 impl ::flatbuffers::Verifiable for SpaceToBatchNDOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?.finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .finish();
+    Ok(())
+  }
 }
-pub struct SpaceToBatchNDOptionsArgs {}
+pub struct SpaceToBatchNDOptionsArgs {
+}
 impl<'a> Default for SpaceToBatchNDOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        SpaceToBatchNDOptionsArgs {}
+  #[inline]
+  fn default() -> Self {
+    SpaceToBatchNDOptionsArgs {
     }
+  }
 }
 
 pub struct SpaceToBatchNDOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> SpaceToBatchNDOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> SpaceToBatchNDOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        SpaceToBatchNDOptionsBuilder { fbb_: _fbb, start_: start }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> SpaceToBatchNDOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    SpaceToBatchNDOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<SpaceToBatchNDOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<SpaceToBatchNDOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for SpaceToBatchNDOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("SpaceToBatchNDOptions");
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("SpaceToBatchNDOptions");
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
-pub struct SpaceToBatchNDOptionsT {}
+pub struct SpaceToBatchNDOptionsT {
+}
 impl Default for SpaceToBatchNDOptionsT {
-    fn default() -> Self {
-        Self {}
+  fn default() -> Self {
+    Self {
     }
+  }
 }
 impl SpaceToBatchNDOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<SpaceToBatchNDOptions<'b>> {
-        SpaceToBatchNDOptions::create(_fbb, &SpaceToBatchNDOptionsArgs {})
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<SpaceToBatchNDOptions<'b>> {
+    SpaceToBatchNDOptions::create(_fbb, &SpaceToBatchNDOptionsArgs{
+    })
+  }
 }

@@ -6,119 +6,124 @@ pub enum SpaceToDepthOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct SpaceToDepthOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for SpaceToDepthOptions<'a> {
-    type Inner = SpaceToDepthOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = SpaceToDepthOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> SpaceToDepthOptions<'a> {
-    pub const VT_BLOCK_SIZE: ::flatbuffers::VOffsetT = 4;
+  pub const VT_BLOCK_SIZE: ::flatbuffers::VOffsetT = 4;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        SpaceToDepthOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args SpaceToDepthOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<SpaceToDepthOptions<'bldr>> {
-        let mut builder = SpaceToDepthOptionsBuilder::new(_fbb);
-        builder.add_block_size(args.block_size);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    SpaceToDepthOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args SpaceToDepthOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<SpaceToDepthOptions<'bldr>> {
+    let mut builder = SpaceToDepthOptionsBuilder::new(_fbb);
+    builder.add_block_size(args.block_size);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> SpaceToDepthOptionsT {
-        let block_size = self.block_size();
-        SpaceToDepthOptionsT { block_size }
+  pub fn unpack(&self) -> SpaceToDepthOptionsT {
+    let block_size = self.block_size();
+    SpaceToDepthOptionsT {
+      block_size,
     }
+  }
 
-    #[inline]
-    pub fn block_size(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(SpaceToDepthOptions::VT_BLOCK_SIZE, Some(0)).unwrap() }
-    }
+  #[inline]
+  pub fn block_size(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(SpaceToDepthOptions::VT_BLOCK_SIZE, Some(0)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for SpaceToDepthOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?.visit_field::<i32>("block_size", Self::VT_BLOCK_SIZE, false)?.finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<i32>("block_size", Self::VT_BLOCK_SIZE, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct SpaceToDepthOptionsArgs {
     pub block_size: i32,
 }
 impl<'a> Default for SpaceToDepthOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        SpaceToDepthOptionsArgs { block_size: 0 }
+  #[inline]
+  fn default() -> Self {
+    SpaceToDepthOptionsArgs {
+      block_size: 0,
     }
+  }
 }
 
 pub struct SpaceToDepthOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> SpaceToDepthOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_block_size(&mut self, block_size: i32) {
-        self.fbb_.push_slot::<i32>(SpaceToDepthOptions::VT_BLOCK_SIZE, block_size, 0);
+  #[inline]
+  pub fn add_block_size(&mut self, block_size: i32) {
+    self.fbb_.push_slot::<i32>(SpaceToDepthOptions::VT_BLOCK_SIZE, block_size, 0);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> SpaceToDepthOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    SpaceToDepthOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> SpaceToDepthOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        SpaceToDepthOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<SpaceToDepthOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<SpaceToDepthOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for SpaceToDepthOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("SpaceToDepthOptions");
-        ds.field("block_size", &self.block_size());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("SpaceToDepthOptions");
+      ds.field("block_size", &self.block_size());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct SpaceToDepthOptionsT {
-    pub block_size: i32,
+  pub block_size: i32,
 }
 impl Default for SpaceToDepthOptionsT {
-    fn default() -> Self {
-        Self { block_size: 0 }
+  fn default() -> Self {
+    Self {
+      block_size: 0,
     }
+  }
 }
 impl SpaceToDepthOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<SpaceToDepthOptions<'b>> {
-        let block_size = self.block_size;
-        SpaceToDepthOptions::create(_fbb, &SpaceToDepthOptionsArgs { block_size })
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<SpaceToDepthOptions<'b>> {
+    let block_size = self.block_size;
+    SpaceToDepthOptions::create(_fbb, &SpaceToDepthOptionsArgs{
+      block_size,
+    })
+  }
 }

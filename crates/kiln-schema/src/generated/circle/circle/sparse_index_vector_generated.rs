@@ -2,26 +2,17 @@
 // @generated
 extern crate alloc;
 use super::*;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MIN_SPARSE_INDEX_VECTOR: u8 = 0;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MAX_SPARSE_INDEX_VECTOR: u8 = 3;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 #[allow(non_camel_case_types)]
 pub const ENUM_VALUES_SPARSE_INDEX_VECTOR: [SparseIndexVector; 4] = [
-    SparseIndexVector::NONE,
-    SparseIndexVector::Int32Vector,
-    SparseIndexVector::Uint16Vector,
-    SparseIndexVector::Uint8Vector,
+  SparseIndexVector::NONE,
+  SparseIndexVector::Int32Vector,
+  SparseIndexVector::Uint16Vector,
+  SparseIndexVector::Uint8Vector,
 ];
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -29,42 +20,46 @@ pub const ENUM_VALUES_SPARSE_INDEX_VECTOR: [SparseIndexVector; 4] = [
 pub struct SparseIndexVector(pub u8);
 #[allow(non_upper_case_globals)]
 impl SparseIndexVector {
-    pub const NONE: Self = Self(0);
-    pub const Int32Vector: Self = Self(1);
-    pub const Uint16Vector: Self = Self(2);
-    pub const Uint8Vector: Self = Self(3);
+  pub const NONE: Self = Self(0);
+  pub const Int32Vector: Self = Self(1);
+  pub const Uint16Vector: Self = Self(2);
+  pub const Uint8Vector: Self = Self(3);
 
-    pub const ENUM_MIN: u8 = 0;
-    pub const ENUM_MAX: u8 = 3;
-    pub const ENUM_VALUES: &'static [Self] =
-        &[Self::NONE, Self::Int32Vector, Self::Uint16Vector, Self::Uint8Vector];
-    /// Returns the variant's name or "" if unknown.
-    pub fn variant_name(self) -> Option<&'static str> {
-        match self {
-            Self::NONE => Some("NONE"),
-            Self::Int32Vector => Some("Int32Vector"),
-            Self::Uint16Vector => Some("Uint16Vector"),
-            Self::Uint8Vector => Some("Uint8Vector"),
-            _ => None,
-        }
+  pub const ENUM_MIN: u8 = 0;
+  pub const ENUM_MAX: u8 = 3;
+  pub const ENUM_VALUES: &'static [Self] = &[
+    Self::NONE,
+    Self::Int32Vector,
+    Self::Uint16Vector,
+    Self::Uint8Vector,
+  ];
+  /// Returns the variant's name or "" if unknown.
+  pub fn variant_name(self) -> Option<&'static str> {
+    match self {
+      Self::NONE => Some("NONE"),
+      Self::Int32Vector => Some("Int32Vector"),
+      Self::Uint16Vector => Some("Uint16Vector"),
+      Self::Uint8Vector => Some("Uint8Vector"),
+      _ => None,
     }
+  }
 }
 impl ::core::fmt::Debug for SparseIndexVector {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter) -> ::core::fmt::Result {
-        if let Some(name) = self.variant_name() {
-            f.write_str(name)
-        } else {
-            f.write_fmt(format_args!("<UNKNOWN {:?}>", self.0))
-        }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter) -> ::core::fmt::Result {
+    if let Some(name) = self.variant_name() {
+      f.write_str(name)
+    } else {
+      f.write_fmt(format_args!("<UNKNOWN {:?}>", self.0))
     }
+  }
 }
 impl<'a> ::flatbuffers::Follow<'a> for SparseIndexVector {
-    type Inner = Self;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        let b = unsafe { ::flatbuffers::read_scalar_at::<u8>(buf, loc) };
-        Self(b)
-    }
+  type Inner = Self;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    let b = unsafe { ::flatbuffers::read_scalar_at::<u8>(buf, loc) };
+    Self(b)
+  }
 }
 
 impl ::flatbuffers::Push for SparseIndexVector {
@@ -76,27 +71,26 @@ impl ::flatbuffers::Push for SparseIndexVector {
 }
 
 impl ::flatbuffers::EndianScalar for SparseIndexVector {
-    type Scalar = u8;
-    #[inline]
-    fn to_little_endian(self) -> u8 {
-        self.0.to_le()
-    }
-    #[inline]
-    #[allow(clippy::wrong_self_convention)]
-    fn from_little_endian(v: u8) -> Self {
-        let b = u8::from_le(v);
-        Self(b)
-    }
+  type Scalar = u8;
+  #[inline]
+  fn to_little_endian(self) -> u8 {
+    self.0.to_le()
+  }
+  #[inline]
+  #[allow(clippy::wrong_self_convention)]
+  fn from_little_endian(v: u8) -> Self {
+    let b = u8::from_le(v);
+    Self(b)
+  }
 }
 
 impl<'a> ::flatbuffers::Verifiable for SparseIndexVector {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        u8::run_verifier(v, pos)
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    u8::run_verifier(v, pos)
+  }
 }
 
 impl ::flatbuffers::SimpleToVerifyInSlice for SparseIndexVector {}
@@ -106,121 +100,94 @@ pub struct SparseIndexVectorUnionTableOffset {}
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub enum SparseIndexVectorT {
-    NONE,
-    Int32Vector(alloc::boxed::Box<Int32VectorT>),
-    Uint16Vector(alloc::boxed::Box<Uint16VectorT>),
-    Uint8Vector(alloc::boxed::Box<Uint8VectorT>),
+  NONE,
+  Int32Vector(alloc::boxed::Box<Int32VectorT>),
+  Uint16Vector(alloc::boxed::Box<Uint16VectorT>),
+  Uint8Vector(alloc::boxed::Box<Uint8VectorT>),
 }
 impl Default for SparseIndexVectorT {
-    fn default() -> Self {
-        Self::NONE
-    }
+  fn default() -> Self {
+    Self::NONE
+  }
 }
 impl SparseIndexVectorT {
-    pub fn sparse_index_vector_type(&self) -> SparseIndexVector {
-        match self {
-            Self::NONE => SparseIndexVector::NONE,
-            Self::Int32Vector(_) => SparseIndexVector::Int32Vector,
-            Self::Uint16Vector(_) => SparseIndexVector::Uint16Vector,
-            Self::Uint8Vector(_) => SparseIndexVector::Uint8Vector,
-        }
+  pub fn sparse_index_vector_type(&self) -> SparseIndexVector {
+    match self {
+      Self::NONE => SparseIndexVector::NONE,
+      Self::Int32Vector(_) => SparseIndexVector::Int32Vector,
+      Self::Uint16Vector(_) => SparseIndexVector::Uint16Vector,
+      Self::Uint8Vector(_) => SparseIndexVector::Uint8Vector,
     }
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> Option<::flatbuffers::WIPOffset<::flatbuffers::UnionWIPOffset>> {
-        match self {
-            Self::NONE => None,
-            Self::Int32Vector(v) => Some(v.pack(fbb).as_union_value()),
-            Self::Uint16Vector(v) => Some(v.pack(fbb).as_union_value()),
-            Self::Uint8Vector(v) => Some(v.pack(fbb).as_union_value()),
-        }
+  }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(&self, fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>) -> Option<::flatbuffers::WIPOffset<::flatbuffers::UnionWIPOffset>> {
+    match self {
+      Self::NONE => None,
+      Self::Int32Vector(v) => Some(v.pack(fbb).as_union_value()),
+      Self::Uint16Vector(v) => Some(v.pack(fbb).as_union_value()),
+      Self::Uint8Vector(v) => Some(v.pack(fbb).as_union_value()),
     }
-    /// If the union variant matches, return the owned Int32VectorT, setting the union to NONE.
-    pub fn take_int_32_vector(&mut self) -> Option<alloc::boxed::Box<Int32VectorT>> {
-        if let Self::Int32Vector(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::Int32Vector(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
+  }
+  /// If the union variant matches, return the owned Int32VectorT, setting the union to NONE.
+  pub fn take_int_32_vector(&mut self) -> Option<alloc::boxed::Box<Int32VectorT>> {
+    if let Self::Int32Vector(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::Int32Vector(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
     }
-    /// If the union variant matches, return a reference to the Int32VectorT.
-    pub fn as_int_32_vector(&self) -> Option<&Int32VectorT> {
-        if let Self::Int32Vector(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
+  }
+  /// If the union variant matches, return a reference to the Int32VectorT.
+  pub fn as_int_32_vector(&self) -> Option<&Int32VectorT> {
+    if let Self::Int32Vector(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the Int32VectorT.
+  pub fn as_int_32_vector_mut(&mut self) -> Option<&mut Int32VectorT> {
+    if let Self::Int32Vector(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned Uint16VectorT, setting the union to NONE.
+  pub fn take_uint_16_vector(&mut self) -> Option<alloc::boxed::Box<Uint16VectorT>> {
+    if let Self::Uint16Vector(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::Uint16Vector(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
     }
-    /// If the union variant matches, return a mutable reference to the Int32VectorT.
-    pub fn as_int_32_vector_mut(&mut self) -> Option<&mut Int32VectorT> {
-        if let Self::Int32Vector(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
+  }
+  /// If the union variant matches, return a reference to the Uint16VectorT.
+  pub fn as_uint_16_vector(&self) -> Option<&Uint16VectorT> {
+    if let Self::Uint16Vector(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the Uint16VectorT.
+  pub fn as_uint_16_vector_mut(&mut self) -> Option<&mut Uint16VectorT> {
+    if let Self::Uint16Vector(v) = self { Some(v.as_mut()) } else { None }
+  }
+  /// If the union variant matches, return the owned Uint8VectorT, setting the union to NONE.
+  pub fn take_uint_8_vector(&mut self) -> Option<alloc::boxed::Box<Uint8VectorT>> {
+    if let Self::Uint8Vector(_) = self {
+      let v = ::core::mem::replace(self, Self::NONE);
+      if let Self::Uint8Vector(w) = v {
+        Some(w)
+      } else {
+        unreachable!()
+      }
+    } else {
+      None
     }
-    /// If the union variant matches, return the owned Uint16VectorT, setting the union to NONE.
-    pub fn take_uint_16_vector(&mut self) -> Option<alloc::boxed::Box<Uint16VectorT>> {
-        if let Self::Uint16Vector(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::Uint16Vector(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the Uint16VectorT.
-    pub fn as_uint_16_vector(&self) -> Option<&Uint16VectorT> {
-        if let Self::Uint16Vector(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the Uint16VectorT.
-    pub fn as_uint_16_vector_mut(&mut self) -> Option<&mut Uint16VectorT> {
-        if let Self::Uint16Vector(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return the owned Uint8VectorT, setting the union to NONE.
-    pub fn take_uint_8_vector(&mut self) -> Option<alloc::boxed::Box<Uint8VectorT>> {
-        if let Self::Uint8Vector(_) = self {
-            let v = ::core::mem::replace(self, Self::NONE);
-            if let Self::Uint8Vector(w) = v {
-                Some(w)
-            } else {
-                unreachable!()
-            }
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a reference to the Uint8VectorT.
-    pub fn as_uint_8_vector(&self) -> Option<&Uint8VectorT> {
-        if let Self::Uint8Vector(v) = self {
-            Some(v.as_ref())
-        } else {
-            None
-        }
-    }
-    /// If the union variant matches, return a mutable reference to the Uint8VectorT.
-    pub fn as_uint_8_vector_mut(&mut self) -> Option<&mut Uint8VectorT> {
-        if let Self::Uint8Vector(v) = self {
-            Some(v.as_mut())
-        } else {
-            None
-        }
-    }
+  }
+  /// If the union variant matches, return a reference to the Uint8VectorT.
+  pub fn as_uint_8_vector(&self) -> Option<&Uint8VectorT> {
+    if let Self::Uint8Vector(v) = self { Some(v.as_ref()) } else { None }
+  }
+  /// If the union variant matches, return a mutable reference to the Uint8VectorT.
+  pub fn as_uint_8_vector_mut(&mut self) -> Option<&mut Uint8VectorT> {
+    if let Self::Uint8Vector(v) = self { Some(v.as_mut()) } else { None }
+  }
 }

@@ -6,127 +6,124 @@ pub enum SparseToDenseOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct SparseToDenseOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for SparseToDenseOptions<'a> {
-    type Inner = SparseToDenseOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = SparseToDenseOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> SparseToDenseOptions<'a> {
-    pub const VT_VALIDATE_INDICES: ::flatbuffers::VOffsetT = 4;
+  pub const VT_VALIDATE_INDICES: ::flatbuffers::VOffsetT = 4;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        SparseToDenseOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args SparseToDenseOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<SparseToDenseOptions<'bldr>> {
-        let mut builder = SparseToDenseOptionsBuilder::new(_fbb);
-        builder.add_validate_indices(args.validate_indices);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    SparseToDenseOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args SparseToDenseOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<SparseToDenseOptions<'bldr>> {
+    let mut builder = SparseToDenseOptionsBuilder::new(_fbb);
+    builder.add_validate_indices(args.validate_indices);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> SparseToDenseOptionsT {
-        let validate_indices = self.validate_indices();
-        SparseToDenseOptionsT { validate_indices }
+  pub fn unpack(&self) -> SparseToDenseOptionsT {
+    let validate_indices = self.validate_indices();
+    SparseToDenseOptionsT {
+      validate_indices,
     }
+  }
 
-    #[inline]
-    pub fn validate_indices(&self) -> bool {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<bool>(SparseToDenseOptions::VT_VALIDATE_INDICES, Some(false)).unwrap()
-        }
-    }
+  #[inline]
+  pub fn validate_indices(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(SparseToDenseOptions::VT_VALIDATE_INDICES, Some(false)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for SparseToDenseOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<bool>("validate_indices", Self::VT_VALIDATE_INDICES, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<bool>("validate_indices", Self::VT_VALIDATE_INDICES, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct SparseToDenseOptionsArgs {
     pub validate_indices: bool,
 }
 impl<'a> Default for SparseToDenseOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        SparseToDenseOptionsArgs { validate_indices: false }
+  #[inline]
+  fn default() -> Self {
+    SparseToDenseOptionsArgs {
+      validate_indices: false,
     }
+  }
 }
 
 pub struct SparseToDenseOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> SparseToDenseOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_validate_indices(&mut self, validate_indices: bool) {
-        self.fbb_.push_slot::<bool>(
-            SparseToDenseOptions::VT_VALIDATE_INDICES,
-            validate_indices,
-            false,
-        );
+  #[inline]
+  pub fn add_validate_indices(&mut self, validate_indices: bool) {
+    self.fbb_.push_slot::<bool>(SparseToDenseOptions::VT_VALIDATE_INDICES, validate_indices, false);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> SparseToDenseOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    SparseToDenseOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> SparseToDenseOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        SparseToDenseOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<SparseToDenseOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<SparseToDenseOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for SparseToDenseOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("SparseToDenseOptions");
-        ds.field("validate_indices", &self.validate_indices());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("SparseToDenseOptions");
+      ds.field("validate_indices", &self.validate_indices());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct SparseToDenseOptionsT {
-    pub validate_indices: bool,
+  pub validate_indices: bool,
 }
 impl Default for SparseToDenseOptionsT {
-    fn default() -> Self {
-        Self { validate_indices: false }
+  fn default() -> Self {
+    Self {
+      validate_indices: false,
     }
+  }
 }
 impl SparseToDenseOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<SparseToDenseOptions<'b>> {
-        let validate_indices = self.validate_indices;
-        SparseToDenseOptions::create(_fbb, &SparseToDenseOptionsArgs { validate_indices })
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<SparseToDenseOptions<'b>> {
+    let validate_indices = self.validate_indices;
+    SparseToDenseOptions::create(_fbb, &SparseToDenseOptionsArgs{
+      validate_indices,
+    })
+  }
 }

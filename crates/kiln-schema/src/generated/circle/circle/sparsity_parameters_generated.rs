@@ -6,222 +6,182 @@ pub enum SparsityParametersOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct SparsityParameters<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for SparsityParameters<'a> {
-    type Inner = SparsityParameters<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = SparsityParameters<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> SparsityParameters<'a> {
-    pub const VT_TRAVERSAL_ORDER: ::flatbuffers::VOffsetT = 4;
-    pub const VT_BLOCK_MAP: ::flatbuffers::VOffsetT = 6;
-    pub const VT_DIM_METADATA: ::flatbuffers::VOffsetT = 8;
+  pub const VT_TRAVERSAL_ORDER: ::flatbuffers::VOffsetT = 4;
+  pub const VT_BLOCK_MAP: ::flatbuffers::VOffsetT = 6;
+  pub const VT_DIM_METADATA: ::flatbuffers::VOffsetT = 8;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        SparsityParameters { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args SparsityParametersArgs<'args>,
-    ) -> ::flatbuffers::WIPOffset<SparsityParameters<'bldr>> {
-        let mut builder = SparsityParametersBuilder::new(_fbb);
-        if let Some(x) = args.dim_metadata {
-            builder.add_dim_metadata(x);
-        }
-        if let Some(x) = args.block_map {
-            builder.add_block_map(x);
-        }
-        if let Some(x) = args.traversal_order {
-            builder.add_traversal_order(x);
-        }
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    SparsityParameters { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args SparsityParametersArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<SparsityParameters<'bldr>> {
+    let mut builder = SparsityParametersBuilder::new(_fbb);
+    if let Some(x) = args.dim_metadata { builder.add_dim_metadata(x); }
+    if let Some(x) = args.block_map { builder.add_block_map(x); }
+    if let Some(x) = args.traversal_order { builder.add_traversal_order(x); }
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> SparsityParametersT {
-        let traversal_order = self.traversal_order().map(|x| x.into_iter().collect());
-        let block_map = self.block_map().map(|x| x.into_iter().collect());
-        let dim_metadata = self.dim_metadata().map(|x| x.iter().map(|t| t.unpack()).collect());
-        SparsityParametersT { traversal_order, block_map, dim_metadata }
+  pub fn unpack(&self) -> SparsityParametersT {
+    let traversal_order = self.traversal_order().map(|x| {
+      x.into_iter().collect()
+    });
+    let block_map = self.block_map().map(|x| {
+      x.into_iter().collect()
+    });
+    let dim_metadata = self.dim_metadata().map(|x| {
+      x.iter().map(|t| t.unpack()).collect()
+    });
+    SparsityParametersT {
+      traversal_order,
+      block_map,
+      dim_metadata,
     }
+  }
 
-    #[inline]
-    pub fn traversal_order(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(
-                SparsityParameters::VT_TRAVERSAL_ORDER,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn block_map(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(
-                SparsityParameters::VT_BLOCK_MAP,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn dim_metadata(
-        &self,
-    ) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<DimensionMetadata<'a>>>>
-    {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<
-                ::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<DimensionMetadata>>,
-            >>(SparsityParameters::VT_DIM_METADATA, None)
-        }
-    }
+  #[inline]
+  pub fn traversal_order(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(SparsityParameters::VT_TRAVERSAL_ORDER, None)}
+  }
+  #[inline]
+  pub fn block_map(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(SparsityParameters::VT_BLOCK_MAP, None)}
+  }
+  #[inline]
+  pub fn dim_metadata(&self) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<DimensionMetadata<'a>>>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<DimensionMetadata>>>>(SparsityParameters::VT_DIM_METADATA, None)}
+  }
 }
 
 impl ::flatbuffers::Verifiable for SparsityParameters<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>(
-                "traversal_order",
-                Self::VT_TRAVERSAL_ORDER,
-                false,
-            )?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>(
-                "block_map",
-                Self::VT_BLOCK_MAP,
-                false,
-            )?
-            .visit_field::<::flatbuffers::ForwardsUOffset<
-                ::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<DimensionMetadata>>,
-            >>("dim_metadata", Self::VT_DIM_METADATA, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>("traversal_order", Self::VT_TRAVERSAL_ORDER, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>("block_map", Self::VT_BLOCK_MAP, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<DimensionMetadata>>>>("dim_metadata", Self::VT_DIM_METADATA, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct SparsityParametersArgs<'a> {
     pub traversal_order: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i32>>>,
     pub block_map: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i32>>>,
-    pub dim_metadata: Option<
-        ::flatbuffers::WIPOffset<
-            ::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<DimensionMetadata<'a>>>,
-        >,
-    >,
+    pub dim_metadata: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<DimensionMetadata<'a>>>>>,
 }
 impl<'a> Default for SparsityParametersArgs<'a> {
-    #[inline]
-    fn default() -> Self {
-        SparsityParametersArgs { traversal_order: None, block_map: None, dim_metadata: None }
+  #[inline]
+  fn default() -> Self {
+    SparsityParametersArgs {
+      traversal_order: None,
+      block_map: None,
+      dim_metadata: None,
     }
+  }
 }
 
 pub struct SparsityParametersBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> SparsityParametersBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_traversal_order(
-        &mut self,
-        traversal_order: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i32>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            SparsityParameters::VT_TRAVERSAL_ORDER,
-            traversal_order,
-        );
+  #[inline]
+  pub fn add_traversal_order(&mut self, traversal_order: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i32>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(SparsityParameters::VT_TRAVERSAL_ORDER, traversal_order);
+  }
+  #[inline]
+  pub fn add_block_map(&mut self, block_map: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i32>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(SparsityParameters::VT_BLOCK_MAP, block_map);
+  }
+  #[inline]
+  pub fn add_dim_metadata(&mut self, dim_metadata: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , ::flatbuffers::ForwardsUOffset<DimensionMetadata<'b >>>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(SparsityParameters::VT_DIM_METADATA, dim_metadata);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> SparsityParametersBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    SparsityParametersBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_block_map(
-        &mut self,
-        block_map: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i32>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            SparsityParameters::VT_BLOCK_MAP,
-            block_map,
-        );
-    }
-    #[inline]
-    pub fn add_dim_metadata(
-        &mut self,
-        dim_metadata: ::flatbuffers::WIPOffset<
-            ::flatbuffers::Vector<'b, ::flatbuffers::ForwardsUOffset<DimensionMetadata<'b>>>,
-        >,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            SparsityParameters::VT_DIM_METADATA,
-            dim_metadata,
-        );
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> SparsityParametersBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        SparsityParametersBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<SparsityParameters<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<SparsityParameters<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for SparsityParameters<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("SparsityParameters");
-        ds.field("traversal_order", &self.traversal_order());
-        ds.field("block_map", &self.block_map());
-        ds.field("dim_metadata", &self.dim_metadata());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("SparsityParameters");
+      ds.field("traversal_order", &self.traversal_order());
+      ds.field("block_map", &self.block_map());
+      ds.field("dim_metadata", &self.dim_metadata());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct SparsityParametersT {
-    pub traversal_order: Option<alloc::vec::Vec<i32>>,
-    pub block_map: Option<alloc::vec::Vec<i32>>,
-    pub dim_metadata: Option<alloc::vec::Vec<DimensionMetadataT>>,
+  pub traversal_order: Option<alloc::vec::Vec<i32>>,
+  pub block_map: Option<alloc::vec::Vec<i32>>,
+  pub dim_metadata: Option<alloc::vec::Vec<DimensionMetadataT>>,
 }
 impl Default for SparsityParametersT {
-    fn default() -> Self {
-        Self { traversal_order: None, block_map: None, dim_metadata: None }
+  fn default() -> Self {
+    Self {
+      traversal_order: None,
+      block_map: None,
+      dim_metadata: None,
     }
+  }
 }
 impl SparsityParametersT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<SparsityParameters<'b>> {
-        let traversal_order = self.traversal_order.as_ref().map(|x| _fbb.create_vector(x));
-        let block_map = self.block_map.as_ref().map(|x| _fbb.create_vector(x));
-        let dim_metadata = self.dim_metadata.as_ref().map(|x| {
-            let w: alloc::vec::Vec<_> = x.iter().map(|t| t.pack(_fbb)).collect();
-            _fbb.create_vector(&w)
-        });
-        SparsityParameters::create(
-            _fbb,
-            &SparsityParametersArgs { traversal_order, block_map, dim_metadata },
-        )
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<SparsityParameters<'b>> {
+    let traversal_order = self.traversal_order.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    let block_map = self.block_map.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    let dim_metadata = self.dim_metadata.as_ref().map(|x|{
+      let w: alloc::vec::Vec<_> = x.iter().map(|t| t.pack(_fbb)).collect();_fbb.create_vector(&w)
+    });
+    SparsityParameters::create(_fbb, &SparsityParametersArgs{
+      traversal_order,
+      block_map,
+      dim_metadata,
+    })
+  }
 }

@@ -6,119 +6,124 @@ pub enum SplitVOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct SplitVOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for SplitVOptions<'a> {
-    type Inner = SplitVOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = SplitVOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> SplitVOptions<'a> {
-    pub const VT_NUM_SPLITS: ::flatbuffers::VOffsetT = 4;
+  pub const VT_NUM_SPLITS: ::flatbuffers::VOffsetT = 4;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        SplitVOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args SplitVOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<SplitVOptions<'bldr>> {
-        let mut builder = SplitVOptionsBuilder::new(_fbb);
-        builder.add_num_splits(args.num_splits);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    SplitVOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args SplitVOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<SplitVOptions<'bldr>> {
+    let mut builder = SplitVOptionsBuilder::new(_fbb);
+    builder.add_num_splits(args.num_splits);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> SplitVOptionsT {
-        let num_splits = self.num_splits();
-        SplitVOptionsT { num_splits }
+  pub fn unpack(&self) -> SplitVOptionsT {
+    let num_splits = self.num_splits();
+    SplitVOptionsT {
+      num_splits,
     }
+  }
 
-    #[inline]
-    pub fn num_splits(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(SplitVOptions::VT_NUM_SPLITS, Some(0)).unwrap() }
-    }
+  #[inline]
+  pub fn num_splits(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(SplitVOptions::VT_NUM_SPLITS, Some(0)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for SplitVOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?.visit_field::<i32>("num_splits", Self::VT_NUM_SPLITS, false)?.finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<i32>("num_splits", Self::VT_NUM_SPLITS, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct SplitVOptionsArgs {
     pub num_splits: i32,
 }
 impl<'a> Default for SplitVOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        SplitVOptionsArgs { num_splits: 0 }
+  #[inline]
+  fn default() -> Self {
+    SplitVOptionsArgs {
+      num_splits: 0,
     }
+  }
 }
 
 pub struct SplitVOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> SplitVOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_num_splits(&mut self, num_splits: i32) {
-        self.fbb_.push_slot::<i32>(SplitVOptions::VT_NUM_SPLITS, num_splits, 0);
+  #[inline]
+  pub fn add_num_splits(&mut self, num_splits: i32) {
+    self.fbb_.push_slot::<i32>(SplitVOptions::VT_NUM_SPLITS, num_splits, 0);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> SplitVOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    SplitVOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> SplitVOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        SplitVOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<SplitVOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<SplitVOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for SplitVOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("SplitVOptions");
-        ds.field("num_splits", &self.num_splits());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("SplitVOptions");
+      ds.field("num_splits", &self.num_splits());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct SplitVOptionsT {
-    pub num_splits: i32,
+  pub num_splits: i32,
 }
 impl Default for SplitVOptionsT {
-    fn default() -> Self {
-        Self { num_splits: 0 }
+  fn default() -> Self {
+    Self {
+      num_splits: 0,
     }
+  }
 }
 impl SplitVOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<SplitVOptions<'b>> {
-        let num_splits = self.num_splits;
-        SplitVOptions::create(_fbb, &SplitVOptionsArgs { num_splits })
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<SplitVOptions<'b>> {
+    let num_splits = self.num_splits;
+    SplitVOptions::create(_fbb, &SplitVOptionsArgs{
+      num_splits,
+    })
+  }
 }

@@ -6,138 +6,128 @@ pub enum SqueezeOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct SqueezeOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for SqueezeOptions<'a> {
-    type Inner = SqueezeOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = SqueezeOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> SqueezeOptions<'a> {
-    pub const VT_SQUEEZE_DIMS: ::flatbuffers::VOffsetT = 4;
+  pub const VT_SQUEEZE_DIMS: ::flatbuffers::VOffsetT = 4;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        SqueezeOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args SqueezeOptionsArgs<'args>,
-    ) -> ::flatbuffers::WIPOffset<SqueezeOptions<'bldr>> {
-        let mut builder = SqueezeOptionsBuilder::new(_fbb);
-        if let Some(x) = args.squeeze_dims {
-            builder.add_squeeze_dims(x);
-        }
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    SqueezeOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args SqueezeOptionsArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<SqueezeOptions<'bldr>> {
+    let mut builder = SqueezeOptionsBuilder::new(_fbb);
+    if let Some(x) = args.squeeze_dims { builder.add_squeeze_dims(x); }
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> SqueezeOptionsT {
-        let squeeze_dims = self.squeeze_dims().map(|x| x.into_iter().collect());
-        SqueezeOptionsT { squeeze_dims }
+  pub fn unpack(&self) -> SqueezeOptionsT {
+    let squeeze_dims = self.squeeze_dims().map(|x| {
+      x.into_iter().collect()
+    });
+    SqueezeOptionsT {
+      squeeze_dims,
     }
+  }
 
-    #[inline]
-    pub fn squeeze_dims(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(
-                SqueezeOptions::VT_SQUEEZE_DIMS,
-                None,
-            )
-        }
-    }
+  #[inline]
+  pub fn squeeze_dims(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(SqueezeOptions::VT_SQUEEZE_DIMS, None)}
+  }
 }
 
 impl ::flatbuffers::Verifiable for SqueezeOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>(
-                "squeeze_dims",
-                Self::VT_SQUEEZE_DIMS,
-                false,
-            )?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>("squeeze_dims", Self::VT_SQUEEZE_DIMS, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct SqueezeOptionsArgs<'a> {
     pub squeeze_dims: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i32>>>,
 }
 impl<'a> Default for SqueezeOptionsArgs<'a> {
-    #[inline]
-    fn default() -> Self {
-        SqueezeOptionsArgs { squeeze_dims: None }
+  #[inline]
+  fn default() -> Self {
+    SqueezeOptionsArgs {
+      squeeze_dims: None,
     }
+  }
 }
 
 pub struct SqueezeOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> SqueezeOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_squeeze_dims(
-        &mut self,
-        squeeze_dims: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i32>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            SqueezeOptions::VT_SQUEEZE_DIMS,
-            squeeze_dims,
-        );
+  #[inline]
+  pub fn add_squeeze_dims(&mut self, squeeze_dims: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i32>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(SqueezeOptions::VT_SQUEEZE_DIMS, squeeze_dims);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> SqueezeOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    SqueezeOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> SqueezeOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        SqueezeOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<SqueezeOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<SqueezeOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for SqueezeOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("SqueezeOptions");
-        ds.field("squeeze_dims", &self.squeeze_dims());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("SqueezeOptions");
+      ds.field("squeeze_dims", &self.squeeze_dims());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct SqueezeOptionsT {
-    pub squeeze_dims: Option<alloc::vec::Vec<i32>>,
+  pub squeeze_dims: Option<alloc::vec::Vec<i32>>,
 }
 impl Default for SqueezeOptionsT {
-    fn default() -> Self {
-        Self { squeeze_dims: None }
+  fn default() -> Self {
+    Self {
+      squeeze_dims: None,
     }
+  }
 }
 impl SqueezeOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<SqueezeOptions<'b>> {
-        let squeeze_dims = self.squeeze_dims.as_ref().map(|x| _fbb.create_vector(x));
-        SqueezeOptions::create(_fbb, &SqueezeOptionsArgs { squeeze_dims })
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<SqueezeOptions<'b>> {
+    let squeeze_dims = self.squeeze_dims.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    SqueezeOptions::create(_fbb, &SqueezeOptionsArgs{
+      squeeze_dims,
+    })
+  }
 }

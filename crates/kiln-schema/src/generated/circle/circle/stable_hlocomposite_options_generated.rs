@@ -6,151 +6,112 @@ pub enum StableHLOCompositeOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct StableHLOCompositeOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for StableHLOCompositeOptions<'a> {
-    type Inner = StableHLOCompositeOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = StableHLOCompositeOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> StableHLOCompositeOptions<'a> {
-    pub const VT_NAME: ::flatbuffers::VOffsetT = 4;
-    pub const VT_DECOMPOSITION_SUBGRAPH_INDEX: ::flatbuffers::VOffsetT = 6;
-    pub const VT_COMPOSITE_ATTRIBUTES: ::flatbuffers::VOffsetT = 8;
-    pub const VT_COMPOSITE_ATTRIBUTES_FORMAT: ::flatbuffers::VOffsetT = 10;
-    pub const VT_VERSION: ::flatbuffers::VOffsetT = 12;
+  pub const VT_NAME: ::flatbuffers::VOffsetT = 4;
+  pub const VT_DECOMPOSITION_SUBGRAPH_INDEX: ::flatbuffers::VOffsetT = 6;
+  pub const VT_COMPOSITE_ATTRIBUTES: ::flatbuffers::VOffsetT = 8;
+  pub const VT_COMPOSITE_ATTRIBUTES_FORMAT: ::flatbuffers::VOffsetT = 10;
+  pub const VT_VERSION: ::flatbuffers::VOffsetT = 12;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        StableHLOCompositeOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args StableHLOCompositeOptionsArgs<'args>,
-    ) -> ::flatbuffers::WIPOffset<StableHLOCompositeOptions<'bldr>> {
-        let mut builder = StableHLOCompositeOptionsBuilder::new(_fbb);
-        builder.add_version(args.version);
-        if let Some(x) = args.composite_attributes {
-            builder.add_composite_attributes(x);
-        }
-        builder.add_decomposition_subgraph_index(args.decomposition_subgraph_index);
-        if let Some(x) = args.name {
-            builder.add_name(x);
-        }
-        builder.add_composite_attributes_format(args.composite_attributes_format);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    StableHLOCompositeOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args StableHLOCompositeOptionsArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<StableHLOCompositeOptions<'bldr>> {
+    let mut builder = StableHLOCompositeOptionsBuilder::new(_fbb);
+    builder.add_version(args.version);
+    if let Some(x) = args.composite_attributes { builder.add_composite_attributes(x); }
+    builder.add_decomposition_subgraph_index(args.decomposition_subgraph_index);
+    if let Some(x) = args.name { builder.add_name(x); }
+    builder.add_composite_attributes_format(args.composite_attributes_format);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> StableHLOCompositeOptionsT {
-        let name = self.name().map(|x| alloc::string::ToString::to_string(x));
-        let decomposition_subgraph_index = self.decomposition_subgraph_index();
-        let composite_attributes = self.composite_attributes().map(|x| x.into_iter().collect());
-        let composite_attributes_format = self.composite_attributes_format();
-        let version = self.version();
-        StableHLOCompositeOptionsT {
-            name,
-            decomposition_subgraph_index,
-            composite_attributes,
-            composite_attributes_format,
-            version,
-        }
+  pub fn unpack(&self) -> StableHLOCompositeOptionsT {
+    let name = self.name().map(|x| {
+      alloc::string::ToString::to_string(x)
+    });
+    let decomposition_subgraph_index = self.decomposition_subgraph_index();
+    let composite_attributes = self.composite_attributes().map(|x| {
+      x.into_iter().collect()
+    });
+    let composite_attributes_format = self.composite_attributes_format();
+    let version = self.version();
+    StableHLOCompositeOptionsT {
+      name,
+      decomposition_subgraph_index,
+      composite_attributes,
+      composite_attributes_format,
+      version,
     }
+  }
 
-    #[inline]
-    pub fn name(&self) -> Option<&'a str> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(
-                StableHLOCompositeOptions::VT_NAME,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn decomposition_subgraph_index(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<i32>(StableHLOCompositeOptions::VT_DECOMPOSITION_SUBGRAPH_INDEX, Some(0))
-                .unwrap()
-        }
-    }
-    #[inline]
-    pub fn composite_attributes(&self) -> Option<::flatbuffers::Vector<'a, u8>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u8>>>(
-                StableHLOCompositeOptions::VT_COMPOSITE_ATTRIBUTES,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn composite_attributes_format(&self) -> CustomOptionsFormat {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<CustomOptionsFormat>(
-                    StableHLOCompositeOptions::VT_COMPOSITE_ATTRIBUTES_FORMAT,
-                    Some(CustomOptionsFormat::FLEXBUFFERS),
-                )
-                .unwrap()
-        }
-    }
-    #[inline]
-    pub fn version(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(StableHLOCompositeOptions::VT_VERSION, Some(0)).unwrap() }
-    }
+  #[inline]
+  pub fn name(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(StableHLOCompositeOptions::VT_NAME, None)}
+  }
+  #[inline]
+  pub fn decomposition_subgraph_index(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(StableHLOCompositeOptions::VT_DECOMPOSITION_SUBGRAPH_INDEX, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn composite_attributes(&self) -> Option<::flatbuffers::Vector<'a, u8>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u8>>>(StableHLOCompositeOptions::VT_COMPOSITE_ATTRIBUTES, None)}
+  }
+  #[inline]
+  pub fn composite_attributes_format(&self) -> CustomOptionsFormat {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<CustomOptionsFormat>(StableHLOCompositeOptions::VT_COMPOSITE_ATTRIBUTES_FORMAT, Some(CustomOptionsFormat::FLEXBUFFERS)).unwrap()}
+  }
+  #[inline]
+  pub fn version(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(StableHLOCompositeOptions::VT_VERSION, Some(0)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for StableHLOCompositeOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("name", Self::VT_NAME, false)?
-            .visit_field::<i32>(
-                "decomposition_subgraph_index",
-                Self::VT_DECOMPOSITION_SUBGRAPH_INDEX,
-                false,
-            )?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u8>>>(
-                "composite_attributes",
-                Self::VT_COMPOSITE_ATTRIBUTES,
-                false,
-            )?
-            .visit_field::<CustomOptionsFormat>(
-                "composite_attributes_format",
-                Self::VT_COMPOSITE_ATTRIBUTES_FORMAT,
-                false,
-            )?
-            .visit_field::<i32>("version", Self::VT_VERSION, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("name", Self::VT_NAME, false)?
+     .visit_field::<i32>("decomposition_subgraph_index", Self::VT_DECOMPOSITION_SUBGRAPH_INDEX, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u8>>>("composite_attributes", Self::VT_COMPOSITE_ATTRIBUTES, false)?
+     .visit_field::<CustomOptionsFormat>("composite_attributes_format", Self::VT_COMPOSITE_ATTRIBUTES_FORMAT, false)?
+     .visit_field::<i32>("version", Self::VT_VERSION, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct StableHLOCompositeOptionsArgs<'a> {
     pub name: Option<::flatbuffers::WIPOffset<&'a str>>,
@@ -160,128 +121,109 @@ pub struct StableHLOCompositeOptionsArgs<'a> {
     pub version: i32,
 }
 impl<'a> Default for StableHLOCompositeOptionsArgs<'a> {
-    #[inline]
-    fn default() -> Self {
-        StableHLOCompositeOptionsArgs {
-            name: None,
-            decomposition_subgraph_index: 0,
-            composite_attributes: None,
-            composite_attributes_format: CustomOptionsFormat::FLEXBUFFERS,
-            version: 0,
-        }
+  #[inline]
+  fn default() -> Self {
+    StableHLOCompositeOptionsArgs {
+      name: None,
+      decomposition_subgraph_index: 0,
+      composite_attributes: None,
+      composite_attributes_format: CustomOptionsFormat::FLEXBUFFERS,
+      version: 0,
     }
+  }
 }
 
 pub struct StableHLOCompositeOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> StableHLOCompositeOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_name(&mut self, name: ::flatbuffers::WIPOffset<&'b str>) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            StableHLOCompositeOptions::VT_NAME,
-            name,
-        );
+  #[inline]
+  pub fn add_name(&mut self, name: ::flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(StableHLOCompositeOptions::VT_NAME, name);
+  }
+  #[inline]
+  pub fn add_decomposition_subgraph_index(&mut self, decomposition_subgraph_index: i32) {
+    self.fbb_.push_slot::<i32>(StableHLOCompositeOptions::VT_DECOMPOSITION_SUBGRAPH_INDEX, decomposition_subgraph_index, 0);
+  }
+  #[inline]
+  pub fn add_composite_attributes(&mut self, composite_attributes: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , u8>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(StableHLOCompositeOptions::VT_COMPOSITE_ATTRIBUTES, composite_attributes);
+  }
+  #[inline]
+  pub fn add_composite_attributes_format(&mut self, composite_attributes_format: CustomOptionsFormat) {
+    self.fbb_.push_slot::<CustomOptionsFormat>(StableHLOCompositeOptions::VT_COMPOSITE_ATTRIBUTES_FORMAT, composite_attributes_format, CustomOptionsFormat::FLEXBUFFERS);
+  }
+  #[inline]
+  pub fn add_version(&mut self, version: i32) {
+    self.fbb_.push_slot::<i32>(StableHLOCompositeOptions::VT_VERSION, version, 0);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> StableHLOCompositeOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    StableHLOCompositeOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_decomposition_subgraph_index(&mut self, decomposition_subgraph_index: i32) {
-        self.fbb_.push_slot::<i32>(
-            StableHLOCompositeOptions::VT_DECOMPOSITION_SUBGRAPH_INDEX,
-            decomposition_subgraph_index,
-            0,
-        );
-    }
-    #[inline]
-    pub fn add_composite_attributes(
-        &mut self,
-        composite_attributes: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, u8>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            StableHLOCompositeOptions::VT_COMPOSITE_ATTRIBUTES,
-            composite_attributes,
-        );
-    }
-    #[inline]
-    pub fn add_composite_attributes_format(
-        &mut self,
-        composite_attributes_format: CustomOptionsFormat,
-    ) {
-        self.fbb_.push_slot::<CustomOptionsFormat>(
-            StableHLOCompositeOptions::VT_COMPOSITE_ATTRIBUTES_FORMAT,
-            composite_attributes_format,
-            CustomOptionsFormat::FLEXBUFFERS,
-        );
-    }
-    #[inline]
-    pub fn add_version(&mut self, version: i32) {
-        self.fbb_.push_slot::<i32>(StableHLOCompositeOptions::VT_VERSION, version, 0);
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> StableHLOCompositeOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        StableHLOCompositeOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<StableHLOCompositeOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<StableHLOCompositeOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for StableHLOCompositeOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("StableHLOCompositeOptions");
-        ds.field("name", &self.name());
-        ds.field("decomposition_subgraph_index", &self.decomposition_subgraph_index());
-        ds.field("composite_attributes", &self.composite_attributes());
-        ds.field("composite_attributes_format", &self.composite_attributes_format());
-        ds.field("version", &self.version());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("StableHLOCompositeOptions");
+      ds.field("name", &self.name());
+      ds.field("decomposition_subgraph_index", &self.decomposition_subgraph_index());
+      ds.field("composite_attributes", &self.composite_attributes());
+      ds.field("composite_attributes_format", &self.composite_attributes_format());
+      ds.field("version", &self.version());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct StableHLOCompositeOptionsT {
-    pub name: Option<alloc::string::String>,
-    pub decomposition_subgraph_index: i32,
-    pub composite_attributes: Option<alloc::vec::Vec<u8>>,
-    pub composite_attributes_format: CustomOptionsFormat,
-    pub version: i32,
+  pub name: Option<alloc::string::String>,
+  pub decomposition_subgraph_index: i32,
+  pub composite_attributes: Option<alloc::vec::Vec<u8>>,
+  pub composite_attributes_format: CustomOptionsFormat,
+  pub version: i32,
 }
 impl Default for StableHLOCompositeOptionsT {
-    fn default() -> Self {
-        Self {
-            name: None,
-            decomposition_subgraph_index: 0,
-            composite_attributes: None,
-            composite_attributes_format: CustomOptionsFormat::FLEXBUFFERS,
-            version: 0,
-        }
+  fn default() -> Self {
+    Self {
+      name: None,
+      decomposition_subgraph_index: 0,
+      composite_attributes: None,
+      composite_attributes_format: CustomOptionsFormat::FLEXBUFFERS,
+      version: 0,
     }
+  }
 }
 impl StableHLOCompositeOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<StableHLOCompositeOptions<'b>> {
-        let name = self.name.as_ref().map(|x| _fbb.create_string(x));
-        let decomposition_subgraph_index = self.decomposition_subgraph_index;
-        let composite_attributes =
-            self.composite_attributes.as_ref().map(|x| _fbb.create_vector(x));
-        let composite_attributes_format = self.composite_attributes_format;
-        let version = self.version;
-        StableHLOCompositeOptions::create(
-            _fbb,
-            &StableHLOCompositeOptionsArgs {
-                name,
-                decomposition_subgraph_index,
-                composite_attributes,
-                composite_attributes_format,
-                version,
-            },
-        )
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<StableHLOCompositeOptions<'b>> {
+    let name = self.name.as_ref().map(|x|{
+      _fbb.create_string(x)
+    });
+    let decomposition_subgraph_index = self.decomposition_subgraph_index;
+    let composite_attributes = self.composite_attributes.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    let composite_attributes_format = self.composite_attributes_format;
+    let version = self.version;
+    StableHLOCompositeOptions::create(_fbb, &StableHLOCompositeOptionsArgs{
+      name,
+      decomposition_subgraph_index,
+      composite_attributes,
+      composite_attributes_format,
+      version,
+    })
+  }
 }

@@ -6,144 +6,128 @@ pub enum StablehloBroadcastInDimOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct StablehloBroadcastInDimOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for StablehloBroadcastInDimOptions<'a> {
-    type Inner = StablehloBroadcastInDimOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = StablehloBroadcastInDimOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> StablehloBroadcastInDimOptions<'a> {
-    pub const VT_BROADCAST_DIMENSIONS: ::flatbuffers::VOffsetT = 4;
+  pub const VT_BROADCAST_DIMENSIONS: ::flatbuffers::VOffsetT = 4;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        StablehloBroadcastInDimOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args StablehloBroadcastInDimOptionsArgs<'args>,
-    ) -> ::flatbuffers::WIPOffset<StablehloBroadcastInDimOptions<'bldr>> {
-        let mut builder = StablehloBroadcastInDimOptionsBuilder::new(_fbb);
-        if let Some(x) = args.broadcast_dimensions {
-            builder.add_broadcast_dimensions(x);
-        }
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    StablehloBroadcastInDimOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args StablehloBroadcastInDimOptionsArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<StablehloBroadcastInDimOptions<'bldr>> {
+    let mut builder = StablehloBroadcastInDimOptionsBuilder::new(_fbb);
+    if let Some(x) = args.broadcast_dimensions { builder.add_broadcast_dimensions(x); }
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> StablehloBroadcastInDimOptionsT {
-        let broadcast_dimensions = self.broadcast_dimensions().map(|x| x.into_iter().collect());
-        StablehloBroadcastInDimOptionsT { broadcast_dimensions }
+  pub fn unpack(&self) -> StablehloBroadcastInDimOptionsT {
+    let broadcast_dimensions = self.broadcast_dimensions().map(|x| {
+      x.into_iter().collect()
+    });
+    StablehloBroadcastInDimOptionsT {
+      broadcast_dimensions,
     }
+  }
 
-    #[inline]
-    pub fn broadcast_dimensions(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(
-                StablehloBroadcastInDimOptions::VT_BROADCAST_DIMENSIONS,
-                None,
-            )
-        }
-    }
+  #[inline]
+  pub fn broadcast_dimensions(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(StablehloBroadcastInDimOptions::VT_BROADCAST_DIMENSIONS, None)}
+  }
 }
 
 impl ::flatbuffers::Verifiable for StablehloBroadcastInDimOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>(
-                "broadcast_dimensions",
-                Self::VT_BROADCAST_DIMENSIONS,
-                false,
-            )?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>("broadcast_dimensions", Self::VT_BROADCAST_DIMENSIONS, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct StablehloBroadcastInDimOptionsArgs<'a> {
     pub broadcast_dimensions: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i64>>>,
 }
 impl<'a> Default for StablehloBroadcastInDimOptionsArgs<'a> {
-    #[inline]
-    fn default() -> Self {
-        StablehloBroadcastInDimOptionsArgs { broadcast_dimensions: None }
+  #[inline]
+  fn default() -> Self {
+    StablehloBroadcastInDimOptionsArgs {
+      broadcast_dimensions: None,
     }
+  }
 }
 
 pub struct StablehloBroadcastInDimOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
-impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a>
-    StablehloBroadcastInDimOptionsBuilder<'a, 'b, A>
-{
-    #[inline]
-    pub fn add_broadcast_dimensions(
-        &mut self,
-        broadcast_dimensions: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i64>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            StablehloBroadcastInDimOptions::VT_BROADCAST_DIMENSIONS,
-            broadcast_dimensions,
-        );
+impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> StablehloBroadcastInDimOptionsBuilder<'a, 'b, A> {
+  #[inline]
+  pub fn add_broadcast_dimensions(&mut self, broadcast_dimensions: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i64>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(StablehloBroadcastInDimOptions::VT_BROADCAST_DIMENSIONS, broadcast_dimensions);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> StablehloBroadcastInDimOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    StablehloBroadcastInDimOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> StablehloBroadcastInDimOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        StablehloBroadcastInDimOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<StablehloBroadcastInDimOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<StablehloBroadcastInDimOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for StablehloBroadcastInDimOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("StablehloBroadcastInDimOptions");
-        ds.field("broadcast_dimensions", &self.broadcast_dimensions());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("StablehloBroadcastInDimOptions");
+      ds.field("broadcast_dimensions", &self.broadcast_dimensions());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct StablehloBroadcastInDimOptionsT {
-    pub broadcast_dimensions: Option<alloc::vec::Vec<i64>>,
+  pub broadcast_dimensions: Option<alloc::vec::Vec<i64>>,
 }
 impl Default for StablehloBroadcastInDimOptionsT {
-    fn default() -> Self {
-        Self { broadcast_dimensions: None }
+  fn default() -> Self {
+    Self {
+      broadcast_dimensions: None,
     }
+  }
 }
 impl StablehloBroadcastInDimOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<StablehloBroadcastInDimOptions<'b>> {
-        let broadcast_dimensions =
-            self.broadcast_dimensions.as_ref().map(|x| _fbb.create_vector(x));
-        StablehloBroadcastInDimOptions::create(
-            _fbb,
-            &StablehloBroadcastInDimOptionsArgs { broadcast_dimensions },
-        )
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<StablehloBroadcastInDimOptions<'b>> {
+    let broadcast_dimensions = self.broadcast_dimensions.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    StablehloBroadcastInDimOptions::create(_fbb, &StablehloBroadcastInDimOptionsArgs{
+      broadcast_dimensions,
+    })
+  }
 }

@@ -6,140 +6,128 @@ pub enum StablehloCaseOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct StablehloCaseOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for StablehloCaseOptions<'a> {
-    type Inner = StablehloCaseOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = StablehloCaseOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> StablehloCaseOptions<'a> {
-    pub const VT_BRANCH_SUBGRAPH_INDICES: ::flatbuffers::VOffsetT = 4;
+  pub const VT_BRANCH_SUBGRAPH_INDICES: ::flatbuffers::VOffsetT = 4;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        StablehloCaseOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args StablehloCaseOptionsArgs<'args>,
-    ) -> ::flatbuffers::WIPOffset<StablehloCaseOptions<'bldr>> {
-        let mut builder = StablehloCaseOptionsBuilder::new(_fbb);
-        if let Some(x) = args.branch_subgraph_indices {
-            builder.add_branch_subgraph_indices(x);
-        }
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    StablehloCaseOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args StablehloCaseOptionsArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<StablehloCaseOptions<'bldr>> {
+    let mut builder = StablehloCaseOptionsBuilder::new(_fbb);
+    if let Some(x) = args.branch_subgraph_indices { builder.add_branch_subgraph_indices(x); }
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> StablehloCaseOptionsT {
-        let branch_subgraph_indices =
-            self.branch_subgraph_indices().map(|x| x.into_iter().collect());
-        StablehloCaseOptionsT { branch_subgraph_indices }
+  pub fn unpack(&self) -> StablehloCaseOptionsT {
+    let branch_subgraph_indices = self.branch_subgraph_indices().map(|x| {
+      x.into_iter().collect()
+    });
+    StablehloCaseOptionsT {
+      branch_subgraph_indices,
     }
+  }
 
-    #[inline]
-    pub fn branch_subgraph_indices(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(
-                StablehloCaseOptions::VT_BRANCH_SUBGRAPH_INDICES,
-                None,
-            )
-        }
-    }
+  #[inline]
+  pub fn branch_subgraph_indices(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(StablehloCaseOptions::VT_BRANCH_SUBGRAPH_INDICES, None)}
+  }
 }
 
 impl ::flatbuffers::Verifiable for StablehloCaseOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>(
-                "branch_subgraph_indices",
-                Self::VT_BRANCH_SUBGRAPH_INDICES,
-                false,
-            )?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>("branch_subgraph_indices", Self::VT_BRANCH_SUBGRAPH_INDICES, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct StablehloCaseOptionsArgs<'a> {
     pub branch_subgraph_indices: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i32>>>,
 }
 impl<'a> Default for StablehloCaseOptionsArgs<'a> {
-    #[inline]
-    fn default() -> Self {
-        StablehloCaseOptionsArgs { branch_subgraph_indices: None }
+  #[inline]
+  fn default() -> Self {
+    StablehloCaseOptionsArgs {
+      branch_subgraph_indices: None,
     }
+  }
 }
 
 pub struct StablehloCaseOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> StablehloCaseOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_branch_subgraph_indices(
-        &mut self,
-        branch_subgraph_indices: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i32>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            StablehloCaseOptions::VT_BRANCH_SUBGRAPH_INDICES,
-            branch_subgraph_indices,
-        );
+  #[inline]
+  pub fn add_branch_subgraph_indices(&mut self, branch_subgraph_indices: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i32>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(StablehloCaseOptions::VT_BRANCH_SUBGRAPH_INDICES, branch_subgraph_indices);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> StablehloCaseOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    StablehloCaseOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> StablehloCaseOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        StablehloCaseOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<StablehloCaseOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<StablehloCaseOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for StablehloCaseOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("StablehloCaseOptions");
-        ds.field("branch_subgraph_indices", &self.branch_subgraph_indices());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("StablehloCaseOptions");
+      ds.field("branch_subgraph_indices", &self.branch_subgraph_indices());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct StablehloCaseOptionsT {
-    pub branch_subgraph_indices: Option<alloc::vec::Vec<i32>>,
+  pub branch_subgraph_indices: Option<alloc::vec::Vec<i32>>,
 }
 impl Default for StablehloCaseOptionsT {
-    fn default() -> Self {
-        Self { branch_subgraph_indices: None }
+  fn default() -> Self {
+    Self {
+      branch_subgraph_indices: None,
     }
+  }
 }
 impl StablehloCaseOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<StablehloCaseOptions<'b>> {
-        let branch_subgraph_indices =
-            self.branch_subgraph_indices.as_ref().map(|x| _fbb.create_vector(x));
-        StablehloCaseOptions::create(_fbb, &StablehloCaseOptionsArgs { branch_subgraph_indices })
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<StablehloCaseOptions<'b>> {
+    let branch_subgraph_indices = self.branch_subgraph_indices.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    StablehloCaseOptions::create(_fbb, &StablehloCaseOptionsArgs{
+      branch_subgraph_indices,
+    })
+  }
 }

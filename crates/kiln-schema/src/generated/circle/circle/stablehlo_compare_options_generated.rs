@@ -6,175 +6,147 @@ pub enum StablehloCompareOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct StablehloCompareOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for StablehloCompareOptions<'a> {
-    type Inner = StablehloCompareOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = StablehloCompareOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> StablehloCompareOptions<'a> {
-    pub const VT_COMPARISON_DIRECTION: ::flatbuffers::VOffsetT = 4;
-    pub const VT_COMPARE_TYPE: ::flatbuffers::VOffsetT = 6;
+  pub const VT_COMPARISON_DIRECTION: ::flatbuffers::VOffsetT = 4;
+  pub const VT_COMPARE_TYPE: ::flatbuffers::VOffsetT = 6;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        StablehloCompareOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args StablehloCompareOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<StablehloCompareOptions<'bldr>> {
-        let mut builder = StablehloCompareOptionsBuilder::new(_fbb);
-        builder.add_compare_type(args.compare_type);
-        builder.add_comparison_direction(args.comparison_direction);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    StablehloCompareOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args StablehloCompareOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<StablehloCompareOptions<'bldr>> {
+    let mut builder = StablehloCompareOptionsBuilder::new(_fbb);
+    builder.add_compare_type(args.compare_type);
+    builder.add_comparison_direction(args.comparison_direction);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> StablehloCompareOptionsT {
-        let comparison_direction = self.comparison_direction();
-        let compare_type = self.compare_type();
-        StablehloCompareOptionsT { comparison_direction, compare_type }
+  pub fn unpack(&self) -> StablehloCompareOptionsT {
+    let comparison_direction = self.comparison_direction();
+    let compare_type = self.compare_type();
+    StablehloCompareOptionsT {
+      comparison_direction,
+      compare_type,
     }
+  }
 
-    #[inline]
-    pub fn comparison_direction(&self) -> StablehloComparisonDirection {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<StablehloComparisonDirection>(
-                    StablehloCompareOptions::VT_COMPARISON_DIRECTION,
-                    Some(StablehloComparisonDirection::STABLEHLO_COMPARISON_DIRECTION_EQ),
-                )
-                .unwrap()
-        }
-    }
-    #[inline]
-    pub fn compare_type(&self) -> StablehloComparisonType {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<StablehloComparisonType>(
-                    StablehloCompareOptions::VT_COMPARE_TYPE,
-                    Some(StablehloComparisonType::STABLEHLO_COMPARISON_TYPE_NOTYPE),
-                )
-                .unwrap()
-        }
-    }
+  #[inline]
+  pub fn comparison_direction(&self) -> StablehloComparisonDirection {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<StablehloComparisonDirection>(StablehloCompareOptions::VT_COMPARISON_DIRECTION, Some(StablehloComparisonDirection::STABLEHLO_COMPARISON_DIRECTION_EQ)).unwrap()}
+  }
+  #[inline]
+  pub fn compare_type(&self) -> StablehloComparisonType {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<StablehloComparisonType>(StablehloCompareOptions::VT_COMPARE_TYPE, Some(StablehloComparisonType::STABLEHLO_COMPARISON_TYPE_NOTYPE)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for StablehloCompareOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<StablehloComparisonDirection>(
-                "comparison_direction",
-                Self::VT_COMPARISON_DIRECTION,
-                false,
-            )?
-            .visit_field::<StablehloComparisonType>("compare_type", Self::VT_COMPARE_TYPE, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<StablehloComparisonDirection>("comparison_direction", Self::VT_COMPARISON_DIRECTION, false)?
+     .visit_field::<StablehloComparisonType>("compare_type", Self::VT_COMPARE_TYPE, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct StablehloCompareOptionsArgs {
     pub comparison_direction: StablehloComparisonDirection,
     pub compare_type: StablehloComparisonType,
 }
 impl<'a> Default for StablehloCompareOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        StablehloCompareOptionsArgs {
-            comparison_direction: StablehloComparisonDirection::STABLEHLO_COMPARISON_DIRECTION_EQ,
-            compare_type: StablehloComparisonType::STABLEHLO_COMPARISON_TYPE_NOTYPE,
-        }
+  #[inline]
+  fn default() -> Self {
+    StablehloCompareOptionsArgs {
+      comparison_direction: StablehloComparisonDirection::STABLEHLO_COMPARISON_DIRECTION_EQ,
+      compare_type: StablehloComparisonType::STABLEHLO_COMPARISON_TYPE_NOTYPE,
     }
+  }
 }
 
 pub struct StablehloCompareOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> StablehloCompareOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_comparison_direction(&mut self, comparison_direction: StablehloComparisonDirection) {
-        self.fbb_.push_slot::<StablehloComparisonDirection>(
-            StablehloCompareOptions::VT_COMPARISON_DIRECTION,
-            comparison_direction,
-            StablehloComparisonDirection::STABLEHLO_COMPARISON_DIRECTION_EQ,
-        );
+  #[inline]
+  pub fn add_comparison_direction(&mut self, comparison_direction: StablehloComparisonDirection) {
+    self.fbb_.push_slot::<StablehloComparisonDirection>(StablehloCompareOptions::VT_COMPARISON_DIRECTION, comparison_direction, StablehloComparisonDirection::STABLEHLO_COMPARISON_DIRECTION_EQ);
+  }
+  #[inline]
+  pub fn add_compare_type(&mut self, compare_type: StablehloComparisonType) {
+    self.fbb_.push_slot::<StablehloComparisonType>(StablehloCompareOptions::VT_COMPARE_TYPE, compare_type, StablehloComparisonType::STABLEHLO_COMPARISON_TYPE_NOTYPE);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> StablehloCompareOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    StablehloCompareOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_compare_type(&mut self, compare_type: StablehloComparisonType) {
-        self.fbb_.push_slot::<StablehloComparisonType>(
-            StablehloCompareOptions::VT_COMPARE_TYPE,
-            compare_type,
-            StablehloComparisonType::STABLEHLO_COMPARISON_TYPE_NOTYPE,
-        );
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> StablehloCompareOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        StablehloCompareOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<StablehloCompareOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<StablehloCompareOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for StablehloCompareOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("StablehloCompareOptions");
-        ds.field("comparison_direction", &self.comparison_direction());
-        ds.field("compare_type", &self.compare_type());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("StablehloCompareOptions");
+      ds.field("comparison_direction", &self.comparison_direction());
+      ds.field("compare_type", &self.compare_type());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct StablehloCompareOptionsT {
-    pub comparison_direction: StablehloComparisonDirection,
-    pub compare_type: StablehloComparisonType,
+  pub comparison_direction: StablehloComparisonDirection,
+  pub compare_type: StablehloComparisonType,
 }
 impl Default for StablehloCompareOptionsT {
-    fn default() -> Self {
-        Self {
-            comparison_direction: StablehloComparisonDirection::STABLEHLO_COMPARISON_DIRECTION_EQ,
-            compare_type: StablehloComparisonType::STABLEHLO_COMPARISON_TYPE_NOTYPE,
-        }
+  fn default() -> Self {
+    Self {
+      comparison_direction: StablehloComparisonDirection::STABLEHLO_COMPARISON_DIRECTION_EQ,
+      compare_type: StablehloComparisonType::STABLEHLO_COMPARISON_TYPE_NOTYPE,
     }
+  }
 }
 impl StablehloCompareOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<StablehloCompareOptions<'b>> {
-        let comparison_direction = self.comparison_direction;
-        let compare_type = self.compare_type;
-        StablehloCompareOptions::create(
-            _fbb,
-            &StablehloCompareOptionsArgs { comparison_direction, compare_type },
-        )
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<StablehloCompareOptions<'b>> {
+    let comparison_direction = self.comparison_direction;
+    let compare_type = self.compare_type;
+    StablehloCompareOptions::create(_fbb, &StablehloCompareOptionsArgs{
+      comparison_direction,
+      compare_type,
+    })
+  }
 }

@@ -2,28 +2,19 @@
 // @generated
 extern crate alloc;
 use super::*;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MIN_STABLEHLO_COMPARISON_DIRECTION: u32 = 0;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MAX_STABLEHLO_COMPARISON_DIRECTION: u32 = 5;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 #[allow(non_camel_case_types)]
 pub const ENUM_VALUES_STABLEHLO_COMPARISON_DIRECTION: [StablehloComparisonDirection; 6] = [
-    StablehloComparisonDirection::STABLEHLO_COMPARISON_DIRECTION_EQ,
-    StablehloComparisonDirection::STABLEHLO_COMPARISON_DIRECTION_NE,
-    StablehloComparisonDirection::STABLEHLO_COMPARISON_DIRECTION_GE,
-    StablehloComparisonDirection::STABLEHLO_COMPARISON_DIRECTION_GT,
-    StablehloComparisonDirection::STABLEHLO_COMPARISON_DIRECTION_LE,
-    StablehloComparisonDirection::STABLEHLO_COMPARISON_DIRECTION_LT,
+  StablehloComparisonDirection::STABLEHLO_COMPARISON_DIRECTION_EQ,
+  StablehloComparisonDirection::STABLEHLO_COMPARISON_DIRECTION_NE,
+  StablehloComparisonDirection::STABLEHLO_COMPARISON_DIRECTION_GE,
+  StablehloComparisonDirection::STABLEHLO_COMPARISON_DIRECTION_GT,
+  StablehloComparisonDirection::STABLEHLO_COMPARISON_DIRECTION_LE,
+  StablehloComparisonDirection::STABLEHLO_COMPARISON_DIRECTION_LT,
 ];
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -31,52 +22,52 @@ pub const ENUM_VALUES_STABLEHLO_COMPARISON_DIRECTION: [StablehloComparisonDirect
 pub struct StablehloComparisonDirection(pub u32);
 #[allow(non_upper_case_globals)]
 impl StablehloComparisonDirection {
-    pub const STABLEHLO_COMPARISON_DIRECTION_EQ: Self = Self(0);
-    pub const STABLEHLO_COMPARISON_DIRECTION_NE: Self = Self(1);
-    pub const STABLEHLO_COMPARISON_DIRECTION_GE: Self = Self(2);
-    pub const STABLEHLO_COMPARISON_DIRECTION_GT: Self = Self(3);
-    pub const STABLEHLO_COMPARISON_DIRECTION_LE: Self = Self(4);
-    pub const STABLEHLO_COMPARISON_DIRECTION_LT: Self = Self(5);
+  pub const STABLEHLO_COMPARISON_DIRECTION_EQ: Self = Self(0);
+  pub const STABLEHLO_COMPARISON_DIRECTION_NE: Self = Self(1);
+  pub const STABLEHLO_COMPARISON_DIRECTION_GE: Self = Self(2);
+  pub const STABLEHLO_COMPARISON_DIRECTION_GT: Self = Self(3);
+  pub const STABLEHLO_COMPARISON_DIRECTION_LE: Self = Self(4);
+  pub const STABLEHLO_COMPARISON_DIRECTION_LT: Self = Self(5);
 
-    pub const ENUM_MIN: u32 = 0;
-    pub const ENUM_MAX: u32 = 5;
-    pub const ENUM_VALUES: &'static [Self] = &[
-        Self::STABLEHLO_COMPARISON_DIRECTION_EQ,
-        Self::STABLEHLO_COMPARISON_DIRECTION_NE,
-        Self::STABLEHLO_COMPARISON_DIRECTION_GE,
-        Self::STABLEHLO_COMPARISON_DIRECTION_GT,
-        Self::STABLEHLO_COMPARISON_DIRECTION_LE,
-        Self::STABLEHLO_COMPARISON_DIRECTION_LT,
-    ];
-    /// Returns the variant's name or "" if unknown.
-    pub fn variant_name(self) -> Option<&'static str> {
-        match self {
-            Self::STABLEHLO_COMPARISON_DIRECTION_EQ => Some("STABLEHLO_COMPARISON_DIRECTION_EQ"),
-            Self::STABLEHLO_COMPARISON_DIRECTION_NE => Some("STABLEHLO_COMPARISON_DIRECTION_NE"),
-            Self::STABLEHLO_COMPARISON_DIRECTION_GE => Some("STABLEHLO_COMPARISON_DIRECTION_GE"),
-            Self::STABLEHLO_COMPARISON_DIRECTION_GT => Some("STABLEHLO_COMPARISON_DIRECTION_GT"),
-            Self::STABLEHLO_COMPARISON_DIRECTION_LE => Some("STABLEHLO_COMPARISON_DIRECTION_LE"),
-            Self::STABLEHLO_COMPARISON_DIRECTION_LT => Some("STABLEHLO_COMPARISON_DIRECTION_LT"),
-            _ => None,
-        }
+  pub const ENUM_MIN: u32 = 0;
+  pub const ENUM_MAX: u32 = 5;
+  pub const ENUM_VALUES: &'static [Self] = &[
+    Self::STABLEHLO_COMPARISON_DIRECTION_EQ,
+    Self::STABLEHLO_COMPARISON_DIRECTION_NE,
+    Self::STABLEHLO_COMPARISON_DIRECTION_GE,
+    Self::STABLEHLO_COMPARISON_DIRECTION_GT,
+    Self::STABLEHLO_COMPARISON_DIRECTION_LE,
+    Self::STABLEHLO_COMPARISON_DIRECTION_LT,
+  ];
+  /// Returns the variant's name or "" if unknown.
+  pub fn variant_name(self) -> Option<&'static str> {
+    match self {
+      Self::STABLEHLO_COMPARISON_DIRECTION_EQ => Some("STABLEHLO_COMPARISON_DIRECTION_EQ"),
+      Self::STABLEHLO_COMPARISON_DIRECTION_NE => Some("STABLEHLO_COMPARISON_DIRECTION_NE"),
+      Self::STABLEHLO_COMPARISON_DIRECTION_GE => Some("STABLEHLO_COMPARISON_DIRECTION_GE"),
+      Self::STABLEHLO_COMPARISON_DIRECTION_GT => Some("STABLEHLO_COMPARISON_DIRECTION_GT"),
+      Self::STABLEHLO_COMPARISON_DIRECTION_LE => Some("STABLEHLO_COMPARISON_DIRECTION_LE"),
+      Self::STABLEHLO_COMPARISON_DIRECTION_LT => Some("STABLEHLO_COMPARISON_DIRECTION_LT"),
+      _ => None,
     }
+  }
 }
 impl ::core::fmt::Debug for StablehloComparisonDirection {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter) -> ::core::fmt::Result {
-        if let Some(name) = self.variant_name() {
-            f.write_str(name)
-        } else {
-            f.write_fmt(format_args!("<UNKNOWN {:?}>", self.0))
-        }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter) -> ::core::fmt::Result {
+    if let Some(name) = self.variant_name() {
+      f.write_str(name)
+    } else {
+      f.write_fmt(format_args!("<UNKNOWN {:?}>", self.0))
     }
+  }
 }
 impl<'a> ::flatbuffers::Follow<'a> for StablehloComparisonDirection {
-    type Inner = Self;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        let b = unsafe { ::flatbuffers::read_scalar_at::<u32>(buf, loc) };
-        Self(b)
-    }
+  type Inner = Self;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    let b = unsafe { ::flatbuffers::read_scalar_at::<u32>(buf, loc) };
+    Self(b)
+  }
 }
 
 impl ::flatbuffers::Push for StablehloComparisonDirection {
@@ -88,27 +79,26 @@ impl ::flatbuffers::Push for StablehloComparisonDirection {
 }
 
 impl ::flatbuffers::EndianScalar for StablehloComparisonDirection {
-    type Scalar = u32;
-    #[inline]
-    fn to_little_endian(self) -> u32 {
-        self.0.to_le()
-    }
-    #[inline]
-    #[allow(clippy::wrong_self_convention)]
-    fn from_little_endian(v: u32) -> Self {
-        let b = u32::from_le(v);
-        Self(b)
-    }
+  type Scalar = u32;
+  #[inline]
+  fn to_little_endian(self) -> u32 {
+    self.0.to_le()
+  }
+  #[inline]
+  #[allow(clippy::wrong_self_convention)]
+  fn from_little_endian(v: u32) -> Self {
+    let b = u32::from_le(v);
+    Self(b)
+  }
 }
 
 impl<'a> ::flatbuffers::Verifiable for StablehloComparisonDirection {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        u32::run_verifier(v, pos)
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    u32::run_verifier(v, pos)
+  }
 }
 
 impl ::flatbuffers::SimpleToVerifyInSlice for StablehloComparisonDirection {}

@@ -2,27 +2,18 @@
 // @generated
 extern crate alloc;
 use super::*;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MIN_STABLEHLO_COMPARISON_TYPE: u32 = 0;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MAX_STABLEHLO_COMPARISON_TYPE: u32 = 4;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 #[allow(non_camel_case_types)]
 pub const ENUM_VALUES_STABLEHLO_COMPARISON_TYPE: [StablehloComparisonType; 5] = [
-    StablehloComparisonType::STABLEHLO_COMPARISON_TYPE_NOTYPE,
-    StablehloComparisonType::STABLEHLO_COMPARISON_TYPE_FLOAT,
-    StablehloComparisonType::STABLEHLO_COMPARISON_TYPE_FLOAT_TOTAL_ORDER,
-    StablehloComparisonType::STABLEHLO_COMPARISON_TYPE_SIGNED,
-    StablehloComparisonType::STABLEHLO_COMPARISON_TYPE_UNSIGNED,
+  StablehloComparisonType::STABLEHLO_COMPARISON_TYPE_NOTYPE,
+  StablehloComparisonType::STABLEHLO_COMPARISON_TYPE_FLOAT,
+  StablehloComparisonType::STABLEHLO_COMPARISON_TYPE_FLOAT_TOTAL_ORDER,
+  StablehloComparisonType::STABLEHLO_COMPARISON_TYPE_SIGNED,
+  StablehloComparisonType::STABLEHLO_COMPARISON_TYPE_UNSIGNED,
 ];
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -30,51 +21,49 @@ pub const ENUM_VALUES_STABLEHLO_COMPARISON_TYPE: [StablehloComparisonType; 5] = 
 pub struct StablehloComparisonType(pub u32);
 #[allow(non_upper_case_globals)]
 impl StablehloComparisonType {
-    pub const STABLEHLO_COMPARISON_TYPE_NOTYPE: Self = Self(0);
-    pub const STABLEHLO_COMPARISON_TYPE_FLOAT: Self = Self(1);
-    pub const STABLEHLO_COMPARISON_TYPE_FLOAT_TOTAL_ORDER: Self = Self(2);
-    pub const STABLEHLO_COMPARISON_TYPE_SIGNED: Self = Self(3);
-    pub const STABLEHLO_COMPARISON_TYPE_UNSIGNED: Self = Self(4);
+  pub const STABLEHLO_COMPARISON_TYPE_NOTYPE: Self = Self(0);
+  pub const STABLEHLO_COMPARISON_TYPE_FLOAT: Self = Self(1);
+  pub const STABLEHLO_COMPARISON_TYPE_FLOAT_TOTAL_ORDER: Self = Self(2);
+  pub const STABLEHLO_COMPARISON_TYPE_SIGNED: Self = Self(3);
+  pub const STABLEHLO_COMPARISON_TYPE_UNSIGNED: Self = Self(4);
 
-    pub const ENUM_MIN: u32 = 0;
-    pub const ENUM_MAX: u32 = 4;
-    pub const ENUM_VALUES: &'static [Self] = &[
-        Self::STABLEHLO_COMPARISON_TYPE_NOTYPE,
-        Self::STABLEHLO_COMPARISON_TYPE_FLOAT,
-        Self::STABLEHLO_COMPARISON_TYPE_FLOAT_TOTAL_ORDER,
-        Self::STABLEHLO_COMPARISON_TYPE_SIGNED,
-        Self::STABLEHLO_COMPARISON_TYPE_UNSIGNED,
-    ];
-    /// Returns the variant's name or "" if unknown.
-    pub fn variant_name(self) -> Option<&'static str> {
-        match self {
-            Self::STABLEHLO_COMPARISON_TYPE_NOTYPE => Some("STABLEHLO_COMPARISON_TYPE_NOTYPE"),
-            Self::STABLEHLO_COMPARISON_TYPE_FLOAT => Some("STABLEHLO_COMPARISON_TYPE_FLOAT"),
-            Self::STABLEHLO_COMPARISON_TYPE_FLOAT_TOTAL_ORDER => {
-                Some("STABLEHLO_COMPARISON_TYPE_FLOAT_TOTAL_ORDER")
-            }
-            Self::STABLEHLO_COMPARISON_TYPE_SIGNED => Some("STABLEHLO_COMPARISON_TYPE_SIGNED"),
-            Self::STABLEHLO_COMPARISON_TYPE_UNSIGNED => Some("STABLEHLO_COMPARISON_TYPE_UNSIGNED"),
-            _ => None,
-        }
+  pub const ENUM_MIN: u32 = 0;
+  pub const ENUM_MAX: u32 = 4;
+  pub const ENUM_VALUES: &'static [Self] = &[
+    Self::STABLEHLO_COMPARISON_TYPE_NOTYPE,
+    Self::STABLEHLO_COMPARISON_TYPE_FLOAT,
+    Self::STABLEHLO_COMPARISON_TYPE_FLOAT_TOTAL_ORDER,
+    Self::STABLEHLO_COMPARISON_TYPE_SIGNED,
+    Self::STABLEHLO_COMPARISON_TYPE_UNSIGNED,
+  ];
+  /// Returns the variant's name or "" if unknown.
+  pub fn variant_name(self) -> Option<&'static str> {
+    match self {
+      Self::STABLEHLO_COMPARISON_TYPE_NOTYPE => Some("STABLEHLO_COMPARISON_TYPE_NOTYPE"),
+      Self::STABLEHLO_COMPARISON_TYPE_FLOAT => Some("STABLEHLO_COMPARISON_TYPE_FLOAT"),
+      Self::STABLEHLO_COMPARISON_TYPE_FLOAT_TOTAL_ORDER => Some("STABLEHLO_COMPARISON_TYPE_FLOAT_TOTAL_ORDER"),
+      Self::STABLEHLO_COMPARISON_TYPE_SIGNED => Some("STABLEHLO_COMPARISON_TYPE_SIGNED"),
+      Self::STABLEHLO_COMPARISON_TYPE_UNSIGNED => Some("STABLEHLO_COMPARISON_TYPE_UNSIGNED"),
+      _ => None,
     }
+  }
 }
 impl ::core::fmt::Debug for StablehloComparisonType {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter) -> ::core::fmt::Result {
-        if let Some(name) = self.variant_name() {
-            f.write_str(name)
-        } else {
-            f.write_fmt(format_args!("<UNKNOWN {:?}>", self.0))
-        }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter) -> ::core::fmt::Result {
+    if let Some(name) = self.variant_name() {
+      f.write_str(name)
+    } else {
+      f.write_fmt(format_args!("<UNKNOWN {:?}>", self.0))
     }
+  }
 }
 impl<'a> ::flatbuffers::Follow<'a> for StablehloComparisonType {
-    type Inner = Self;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        let b = unsafe { ::flatbuffers::read_scalar_at::<u32>(buf, loc) };
-        Self(b)
-    }
+  type Inner = Self;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    let b = unsafe { ::flatbuffers::read_scalar_at::<u32>(buf, loc) };
+    Self(b)
+  }
 }
 
 impl ::flatbuffers::Push for StablehloComparisonType {
@@ -86,27 +75,26 @@ impl ::flatbuffers::Push for StablehloComparisonType {
 }
 
 impl ::flatbuffers::EndianScalar for StablehloComparisonType {
-    type Scalar = u32;
-    #[inline]
-    fn to_little_endian(self) -> u32 {
-        self.0.to_le()
-    }
-    #[inline]
-    #[allow(clippy::wrong_self_convention)]
-    fn from_little_endian(v: u32) -> Self {
-        let b = u32::from_le(v);
-        Self(b)
-    }
+  type Scalar = u32;
+  #[inline]
+  fn to_little_endian(self) -> u32 {
+    self.0.to_le()
+  }
+  #[inline]
+  #[allow(clippy::wrong_self_convention)]
+  fn from_little_endian(v: u32) -> Self {
+    let b = u32::from_le(v);
+    Self(b)
+  }
 }
 
 impl<'a> ::flatbuffers::Verifiable for StablehloComparisonType {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        u32::run_verifier(v, pos)
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    u32::run_verifier(v, pos)
+  }
 }
 
 impl ::flatbuffers::SimpleToVerifyInSlice for StablehloComparisonType {}

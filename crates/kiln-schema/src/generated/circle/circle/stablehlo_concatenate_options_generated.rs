@@ -6,119 +6,124 @@ pub enum StablehloConcatenateOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct StablehloConcatenateOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for StablehloConcatenateOptions<'a> {
-    type Inner = StablehloConcatenateOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = StablehloConcatenateOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> StablehloConcatenateOptions<'a> {
-    pub const VT_DIMENSION: ::flatbuffers::VOffsetT = 4;
+  pub const VT_DIMENSION: ::flatbuffers::VOffsetT = 4;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        StablehloConcatenateOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args StablehloConcatenateOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<StablehloConcatenateOptions<'bldr>> {
-        let mut builder = StablehloConcatenateOptionsBuilder::new(_fbb);
-        builder.add_dimension(args.dimension);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    StablehloConcatenateOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args StablehloConcatenateOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<StablehloConcatenateOptions<'bldr>> {
+    let mut builder = StablehloConcatenateOptionsBuilder::new(_fbb);
+    builder.add_dimension(args.dimension);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> StablehloConcatenateOptionsT {
-        let dimension = self.dimension();
-        StablehloConcatenateOptionsT { dimension }
+  pub fn unpack(&self) -> StablehloConcatenateOptionsT {
+    let dimension = self.dimension();
+    StablehloConcatenateOptionsT {
+      dimension,
     }
+  }
 
-    #[inline]
-    pub fn dimension(&self) -> i64 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i64>(StablehloConcatenateOptions::VT_DIMENSION, Some(0)).unwrap() }
-    }
+  #[inline]
+  pub fn dimension(&self) -> i64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i64>(StablehloConcatenateOptions::VT_DIMENSION, Some(0)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for StablehloConcatenateOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?.visit_field::<i64>("dimension", Self::VT_DIMENSION, false)?.finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<i64>("dimension", Self::VT_DIMENSION, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct StablehloConcatenateOptionsArgs {
     pub dimension: i64,
 }
 impl<'a> Default for StablehloConcatenateOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        StablehloConcatenateOptionsArgs { dimension: 0 }
+  #[inline]
+  fn default() -> Self {
+    StablehloConcatenateOptionsArgs {
+      dimension: 0,
     }
+  }
 }
 
 pub struct StablehloConcatenateOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> StablehloConcatenateOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_dimension(&mut self, dimension: i64) {
-        self.fbb_.push_slot::<i64>(StablehloConcatenateOptions::VT_DIMENSION, dimension, 0);
+  #[inline]
+  pub fn add_dimension(&mut self, dimension: i64) {
+    self.fbb_.push_slot::<i64>(StablehloConcatenateOptions::VT_DIMENSION, dimension, 0);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> StablehloConcatenateOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    StablehloConcatenateOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> StablehloConcatenateOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        StablehloConcatenateOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<StablehloConcatenateOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<StablehloConcatenateOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for StablehloConcatenateOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("StablehloConcatenateOptions");
-        ds.field("dimension", &self.dimension());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("StablehloConcatenateOptions");
+      ds.field("dimension", &self.dimension());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct StablehloConcatenateOptionsT {
-    pub dimension: i64,
+  pub dimension: i64,
 }
 impl Default for StablehloConcatenateOptionsT {
-    fn default() -> Self {
-        Self { dimension: 0 }
+  fn default() -> Self {
+    Self {
+      dimension: 0,
     }
+  }
 }
 impl StablehloConcatenateOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<StablehloConcatenateOptions<'b>> {
-        let dimension = self.dimension;
-        StablehloConcatenateOptions::create(_fbb, &StablehloConcatenateOptionsArgs { dimension })
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<StablehloConcatenateOptions<'b>> {
+    let dimension = self.dimension;
+    StablehloConcatenateOptions::create(_fbb, &StablehloConcatenateOptionsArgs{
+      dimension,
+    })
+  }
 }

@@ -6,338 +6,250 @@ pub enum StablehloConvolutionOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct StablehloConvolutionOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for StablehloConvolutionOptions<'a> {
-    type Inner = StablehloConvolutionOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = StablehloConvolutionOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> StablehloConvolutionOptions<'a> {
-    pub const VT_WINDOW_STRIDES: ::flatbuffers::VOffsetT = 4;
-    pub const VT_PADDING: ::flatbuffers::VOffsetT = 6;
-    pub const VT_LHS_DILATION: ::flatbuffers::VOffsetT = 8;
-    pub const VT_RHS_DILATION: ::flatbuffers::VOffsetT = 10;
-    pub const VT_WINDOW_REVERSAL: ::flatbuffers::VOffsetT = 12;
-    pub const VT_INPUT_BATCH_DIMENSION: ::flatbuffers::VOffsetT = 14;
-    pub const VT_INPUT_FEATURE_DIMENSION: ::flatbuffers::VOffsetT = 16;
-    pub const VT_INPUT_SPATIAL_DIMENSIONS: ::flatbuffers::VOffsetT = 18;
-    pub const VT_KERNEL_INPUT_FEATURE_DIMENSION: ::flatbuffers::VOffsetT = 20;
-    pub const VT_KERNEL_OUTPUT_FEATURE_DIMENSION: ::flatbuffers::VOffsetT = 22;
-    pub const VT_KERNEL_SPATIAL_DIMENSIONS: ::flatbuffers::VOffsetT = 24;
-    pub const VT_OUTPUT_BATCH_DIMENSION: ::flatbuffers::VOffsetT = 26;
-    pub const VT_OUTPUT_FEATURE_DIMENSION: ::flatbuffers::VOffsetT = 28;
-    pub const VT_OUTPUT_SPATIAL_DIMENSIONS: ::flatbuffers::VOffsetT = 30;
-    pub const VT_FEATURE_GROUP_COUNT: ::flatbuffers::VOffsetT = 32;
-    pub const VT_BATCH_GROUP_COUNT: ::flatbuffers::VOffsetT = 34;
-    pub const VT_PRECISION_CONFIG: ::flatbuffers::VOffsetT = 36;
+  pub const VT_WINDOW_STRIDES: ::flatbuffers::VOffsetT = 4;
+  pub const VT_PADDING: ::flatbuffers::VOffsetT = 6;
+  pub const VT_LHS_DILATION: ::flatbuffers::VOffsetT = 8;
+  pub const VT_RHS_DILATION: ::flatbuffers::VOffsetT = 10;
+  pub const VT_WINDOW_REVERSAL: ::flatbuffers::VOffsetT = 12;
+  pub const VT_INPUT_BATCH_DIMENSION: ::flatbuffers::VOffsetT = 14;
+  pub const VT_INPUT_FEATURE_DIMENSION: ::flatbuffers::VOffsetT = 16;
+  pub const VT_INPUT_SPATIAL_DIMENSIONS: ::flatbuffers::VOffsetT = 18;
+  pub const VT_KERNEL_INPUT_FEATURE_DIMENSION: ::flatbuffers::VOffsetT = 20;
+  pub const VT_KERNEL_OUTPUT_FEATURE_DIMENSION: ::flatbuffers::VOffsetT = 22;
+  pub const VT_KERNEL_SPATIAL_DIMENSIONS: ::flatbuffers::VOffsetT = 24;
+  pub const VT_OUTPUT_BATCH_DIMENSION: ::flatbuffers::VOffsetT = 26;
+  pub const VT_OUTPUT_FEATURE_DIMENSION: ::flatbuffers::VOffsetT = 28;
+  pub const VT_OUTPUT_SPATIAL_DIMENSIONS: ::flatbuffers::VOffsetT = 30;
+  pub const VT_FEATURE_GROUP_COUNT: ::flatbuffers::VOffsetT = 32;
+  pub const VT_BATCH_GROUP_COUNT: ::flatbuffers::VOffsetT = 34;
+  pub const VT_PRECISION_CONFIG: ::flatbuffers::VOffsetT = 36;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        StablehloConvolutionOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args StablehloConvolutionOptionsArgs<'args>,
-    ) -> ::flatbuffers::WIPOffset<StablehloConvolutionOptions<'bldr>> {
-        let mut builder = StablehloConvolutionOptionsBuilder::new(_fbb);
-        builder.add_batch_group_count(args.batch_group_count);
-        builder.add_feature_group_count(args.feature_group_count);
-        builder.add_output_feature_dimension(args.output_feature_dimension);
-        builder.add_output_batch_dimension(args.output_batch_dimension);
-        builder.add_kernel_output_feature_dimension(args.kernel_output_feature_dimension);
-        builder.add_kernel_input_feature_dimension(args.kernel_input_feature_dimension);
-        builder.add_input_feature_dimension(args.input_feature_dimension);
-        builder.add_input_batch_dimension(args.input_batch_dimension);
-        if let Some(x) = args.precision_config {
-            builder.add_precision_config(x);
-        }
-        if let Some(x) = args.output_spatial_dimensions {
-            builder.add_output_spatial_dimensions(x);
-        }
-        if let Some(x) = args.kernel_spatial_dimensions {
-            builder.add_kernel_spatial_dimensions(x);
-        }
-        if let Some(x) = args.input_spatial_dimensions {
-            builder.add_input_spatial_dimensions(x);
-        }
-        if let Some(x) = args.window_reversal {
-            builder.add_window_reversal(x);
-        }
-        if let Some(x) = args.rhs_dilation {
-            builder.add_rhs_dilation(x);
-        }
-        if let Some(x) = args.lhs_dilation {
-            builder.add_lhs_dilation(x);
-        }
-        if let Some(x) = args.padding {
-            builder.add_padding(x);
-        }
-        if let Some(x) = args.window_strides {
-            builder.add_window_strides(x);
-        }
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    StablehloConvolutionOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args StablehloConvolutionOptionsArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<StablehloConvolutionOptions<'bldr>> {
+    let mut builder = StablehloConvolutionOptionsBuilder::new(_fbb);
+    builder.add_batch_group_count(args.batch_group_count);
+    builder.add_feature_group_count(args.feature_group_count);
+    builder.add_output_feature_dimension(args.output_feature_dimension);
+    builder.add_output_batch_dimension(args.output_batch_dimension);
+    builder.add_kernel_output_feature_dimension(args.kernel_output_feature_dimension);
+    builder.add_kernel_input_feature_dimension(args.kernel_input_feature_dimension);
+    builder.add_input_feature_dimension(args.input_feature_dimension);
+    builder.add_input_batch_dimension(args.input_batch_dimension);
+    if let Some(x) = args.precision_config { builder.add_precision_config(x); }
+    if let Some(x) = args.output_spatial_dimensions { builder.add_output_spatial_dimensions(x); }
+    if let Some(x) = args.kernel_spatial_dimensions { builder.add_kernel_spatial_dimensions(x); }
+    if let Some(x) = args.input_spatial_dimensions { builder.add_input_spatial_dimensions(x); }
+    if let Some(x) = args.window_reversal { builder.add_window_reversal(x); }
+    if let Some(x) = args.rhs_dilation { builder.add_rhs_dilation(x); }
+    if let Some(x) = args.lhs_dilation { builder.add_lhs_dilation(x); }
+    if let Some(x) = args.padding { builder.add_padding(x); }
+    if let Some(x) = args.window_strides { builder.add_window_strides(x); }
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> StablehloConvolutionOptionsT {
-        let window_strides = self.window_strides().map(|x| x.into_iter().collect());
-        let padding = self.padding().map(|x| x.into_iter().collect());
-        let lhs_dilation = self.lhs_dilation().map(|x| x.into_iter().collect());
-        let rhs_dilation = self.rhs_dilation().map(|x| x.into_iter().collect());
-        let window_reversal = self.window_reversal().map(|x| x.into_iter().collect());
-        let input_batch_dimension = self.input_batch_dimension();
-        let input_feature_dimension = self.input_feature_dimension();
-        let input_spatial_dimensions =
-            self.input_spatial_dimensions().map(|x| x.into_iter().collect());
-        let kernel_input_feature_dimension = self.kernel_input_feature_dimension();
-        let kernel_output_feature_dimension = self.kernel_output_feature_dimension();
-        let kernel_spatial_dimensions =
-            self.kernel_spatial_dimensions().map(|x| x.into_iter().collect());
-        let output_batch_dimension = self.output_batch_dimension();
-        let output_feature_dimension = self.output_feature_dimension();
-        let output_spatial_dimensions =
-            self.output_spatial_dimensions().map(|x| x.into_iter().collect());
-        let feature_group_count = self.feature_group_count();
-        let batch_group_count = self.batch_group_count();
-        let precision_config = self.precision_config().map(|x| x.into_iter().collect());
-        StablehloConvolutionOptionsT {
-            window_strides,
-            padding,
-            lhs_dilation,
-            rhs_dilation,
-            window_reversal,
-            input_batch_dimension,
-            input_feature_dimension,
-            input_spatial_dimensions,
-            kernel_input_feature_dimension,
-            kernel_output_feature_dimension,
-            kernel_spatial_dimensions,
-            output_batch_dimension,
-            output_feature_dimension,
-            output_spatial_dimensions,
-            feature_group_count,
-            batch_group_count,
-            precision_config,
-        }
+  pub fn unpack(&self) -> StablehloConvolutionOptionsT {
+    let window_strides = self.window_strides().map(|x| {
+      x.into_iter().collect()
+    });
+    let padding = self.padding().map(|x| {
+      x.into_iter().collect()
+    });
+    let lhs_dilation = self.lhs_dilation().map(|x| {
+      x.into_iter().collect()
+    });
+    let rhs_dilation = self.rhs_dilation().map(|x| {
+      x.into_iter().collect()
+    });
+    let window_reversal = self.window_reversal().map(|x| {
+      x.into_iter().collect()
+    });
+    let input_batch_dimension = self.input_batch_dimension();
+    let input_feature_dimension = self.input_feature_dimension();
+    let input_spatial_dimensions = self.input_spatial_dimensions().map(|x| {
+      x.into_iter().collect()
+    });
+    let kernel_input_feature_dimension = self.kernel_input_feature_dimension();
+    let kernel_output_feature_dimension = self.kernel_output_feature_dimension();
+    let kernel_spatial_dimensions = self.kernel_spatial_dimensions().map(|x| {
+      x.into_iter().collect()
+    });
+    let output_batch_dimension = self.output_batch_dimension();
+    let output_feature_dimension = self.output_feature_dimension();
+    let output_spatial_dimensions = self.output_spatial_dimensions().map(|x| {
+      x.into_iter().collect()
+    });
+    let feature_group_count = self.feature_group_count();
+    let batch_group_count = self.batch_group_count();
+    let precision_config = self.precision_config().map(|x| {
+      x.into_iter().collect()
+    });
+    StablehloConvolutionOptionsT {
+      window_strides,
+      padding,
+      lhs_dilation,
+      rhs_dilation,
+      window_reversal,
+      input_batch_dimension,
+      input_feature_dimension,
+      input_spatial_dimensions,
+      kernel_input_feature_dimension,
+      kernel_output_feature_dimension,
+      kernel_spatial_dimensions,
+      output_batch_dimension,
+      output_feature_dimension,
+      output_spatial_dimensions,
+      feature_group_count,
+      batch_group_count,
+      precision_config,
     }
+  }
 
-    #[inline]
-    pub fn window_strides(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(
-                StablehloConvolutionOptions::VT_WINDOW_STRIDES,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn padding(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(
-                StablehloConvolutionOptions::VT_PADDING,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn lhs_dilation(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(
-                StablehloConvolutionOptions::VT_LHS_DILATION,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn rhs_dilation(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(
-                StablehloConvolutionOptions::VT_RHS_DILATION,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn window_reversal(&self) -> Option<::flatbuffers::Vector<'a, bool>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, bool>>>(
-                StablehloConvolutionOptions::VT_WINDOW_REVERSAL,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn input_batch_dimension(&self) -> i64 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<i64>(StablehloConvolutionOptions::VT_INPUT_BATCH_DIMENSION, Some(0))
-                .unwrap()
-        }
-    }
-    #[inline]
-    pub fn input_feature_dimension(&self) -> i64 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<i64>(StablehloConvolutionOptions::VT_INPUT_FEATURE_DIMENSION, Some(0))
-                .unwrap()
-        }
-    }
-    #[inline]
-    pub fn input_spatial_dimensions(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(
-                StablehloConvolutionOptions::VT_INPUT_SPATIAL_DIMENSIONS,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn kernel_input_feature_dimension(&self) -> i64 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<i64>(StablehloConvolutionOptions::VT_KERNEL_INPUT_FEATURE_DIMENSION, Some(0))
-                .unwrap()
-        }
-    }
-    #[inline]
-    pub fn kernel_output_feature_dimension(&self) -> i64 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<i64>(
-                    StablehloConvolutionOptions::VT_KERNEL_OUTPUT_FEATURE_DIMENSION,
-                    Some(0),
-                )
-                .unwrap()
-        }
-    }
-    #[inline]
-    pub fn kernel_spatial_dimensions(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(
-                StablehloConvolutionOptions::VT_KERNEL_SPATIAL_DIMENSIONS,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn output_batch_dimension(&self) -> i64 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<i64>(StablehloConvolutionOptions::VT_OUTPUT_BATCH_DIMENSION, Some(0))
-                .unwrap()
-        }
-    }
-    #[inline]
-    pub fn output_feature_dimension(&self) -> i64 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<i64>(StablehloConvolutionOptions::VT_OUTPUT_FEATURE_DIMENSION, Some(0))
-                .unwrap()
-        }
-    }
-    #[inline]
-    pub fn output_spatial_dimensions(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(
-                StablehloConvolutionOptions::VT_OUTPUT_SPATIAL_DIMENSIONS,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn feature_group_count(&self) -> i64 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<i64>(StablehloConvolutionOptions::VT_FEATURE_GROUP_COUNT, Some(0))
-                .unwrap()
-        }
-    }
-    #[inline]
-    pub fn batch_group_count(&self) -> i64 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<i64>(StablehloConvolutionOptions::VT_BATCH_GROUP_COUNT, Some(0))
-                .unwrap()
-        }
-    }
-    #[inline]
-    pub fn precision_config(&self) -> Option<::flatbuffers::Vector<'a, StablehloPrecisionConfig>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<
-                ::flatbuffers::Vector<'a, StablehloPrecisionConfig>,
-            >>(StablehloConvolutionOptions::VT_PRECISION_CONFIG, None)
-        }
-    }
+  #[inline]
+  pub fn window_strides(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(StablehloConvolutionOptions::VT_WINDOW_STRIDES, None)}
+  }
+  #[inline]
+  pub fn padding(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(StablehloConvolutionOptions::VT_PADDING, None)}
+  }
+  #[inline]
+  pub fn lhs_dilation(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(StablehloConvolutionOptions::VT_LHS_DILATION, None)}
+  }
+  #[inline]
+  pub fn rhs_dilation(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(StablehloConvolutionOptions::VT_RHS_DILATION, None)}
+  }
+  #[inline]
+  pub fn window_reversal(&self) -> Option<::flatbuffers::Vector<'a, bool>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, bool>>>(StablehloConvolutionOptions::VT_WINDOW_REVERSAL, None)}
+  }
+  #[inline]
+  pub fn input_batch_dimension(&self) -> i64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i64>(StablehloConvolutionOptions::VT_INPUT_BATCH_DIMENSION, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn input_feature_dimension(&self) -> i64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i64>(StablehloConvolutionOptions::VT_INPUT_FEATURE_DIMENSION, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn input_spatial_dimensions(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(StablehloConvolutionOptions::VT_INPUT_SPATIAL_DIMENSIONS, None)}
+  }
+  #[inline]
+  pub fn kernel_input_feature_dimension(&self) -> i64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i64>(StablehloConvolutionOptions::VT_KERNEL_INPUT_FEATURE_DIMENSION, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn kernel_output_feature_dimension(&self) -> i64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i64>(StablehloConvolutionOptions::VT_KERNEL_OUTPUT_FEATURE_DIMENSION, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn kernel_spatial_dimensions(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(StablehloConvolutionOptions::VT_KERNEL_SPATIAL_DIMENSIONS, None)}
+  }
+  #[inline]
+  pub fn output_batch_dimension(&self) -> i64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i64>(StablehloConvolutionOptions::VT_OUTPUT_BATCH_DIMENSION, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn output_feature_dimension(&self) -> i64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i64>(StablehloConvolutionOptions::VT_OUTPUT_FEATURE_DIMENSION, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn output_spatial_dimensions(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(StablehloConvolutionOptions::VT_OUTPUT_SPATIAL_DIMENSIONS, None)}
+  }
+  #[inline]
+  pub fn feature_group_count(&self) -> i64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i64>(StablehloConvolutionOptions::VT_FEATURE_GROUP_COUNT, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn batch_group_count(&self) -> i64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i64>(StablehloConvolutionOptions::VT_BATCH_GROUP_COUNT, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn precision_config(&self) -> Option<::flatbuffers::Vector<'a, StablehloPrecisionConfig>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, StablehloPrecisionConfig>>>(StablehloConvolutionOptions::VT_PRECISION_CONFIG, None)}
+  }
 }
 
 impl ::flatbuffers::Verifiable for StablehloConvolutionOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
      .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>("window_strides", Self::VT_WINDOW_STRIDES, false)?
      .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>("padding", Self::VT_PADDING, false)?
      .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>("lhs_dilation", Self::VT_LHS_DILATION, false)?
@@ -356,8 +268,8 @@ impl ::flatbuffers::Verifiable for StablehloConvolutionOptions<'_> {
      .visit_field::<i64>("batch_group_count", Self::VT_BATCH_GROUP_COUNT, false)?
      .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, StablehloPrecisionConfig>>>("precision_config", Self::VT_PRECISION_CONFIG, false)?
      .finish();
-        Ok(())
-    }
+    Ok(())
+  }
 }
 pub struct StablehloConvolutionOptionsArgs<'a> {
     pub window_strides: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i64>>>,
@@ -376,322 +288,246 @@ pub struct StablehloConvolutionOptionsArgs<'a> {
     pub output_spatial_dimensions: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i64>>>,
     pub feature_group_count: i64,
     pub batch_group_count: i64,
-    pub precision_config:
-        Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, StablehloPrecisionConfig>>>,
+    pub precision_config: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, StablehloPrecisionConfig>>>,
 }
 impl<'a> Default for StablehloConvolutionOptionsArgs<'a> {
-    #[inline]
-    fn default() -> Self {
-        StablehloConvolutionOptionsArgs {
-            window_strides: None,
-            padding: None,
-            lhs_dilation: None,
-            rhs_dilation: None,
-            window_reversal: None,
-            input_batch_dimension: 0,
-            input_feature_dimension: 0,
-            input_spatial_dimensions: None,
-            kernel_input_feature_dimension: 0,
-            kernel_output_feature_dimension: 0,
-            kernel_spatial_dimensions: None,
-            output_batch_dimension: 0,
-            output_feature_dimension: 0,
-            output_spatial_dimensions: None,
-            feature_group_count: 0,
-            batch_group_count: 0,
-            precision_config: None,
-        }
+  #[inline]
+  fn default() -> Self {
+    StablehloConvolutionOptionsArgs {
+      window_strides: None,
+      padding: None,
+      lhs_dilation: None,
+      rhs_dilation: None,
+      window_reversal: None,
+      input_batch_dimension: 0,
+      input_feature_dimension: 0,
+      input_spatial_dimensions: None,
+      kernel_input_feature_dimension: 0,
+      kernel_output_feature_dimension: 0,
+      kernel_spatial_dimensions: None,
+      output_batch_dimension: 0,
+      output_feature_dimension: 0,
+      output_spatial_dimensions: None,
+      feature_group_count: 0,
+      batch_group_count: 0,
+      precision_config: None,
     }
+  }
 }
 
 pub struct StablehloConvolutionOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> StablehloConvolutionOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_window_strides(
-        &mut self,
-        window_strides: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i64>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            StablehloConvolutionOptions::VT_WINDOW_STRIDES,
-            window_strides,
-        );
+  #[inline]
+  pub fn add_window_strides(&mut self, window_strides: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i64>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(StablehloConvolutionOptions::VT_WINDOW_STRIDES, window_strides);
+  }
+  #[inline]
+  pub fn add_padding(&mut self, padding: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i64>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(StablehloConvolutionOptions::VT_PADDING, padding);
+  }
+  #[inline]
+  pub fn add_lhs_dilation(&mut self, lhs_dilation: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i64>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(StablehloConvolutionOptions::VT_LHS_DILATION, lhs_dilation);
+  }
+  #[inline]
+  pub fn add_rhs_dilation(&mut self, rhs_dilation: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i64>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(StablehloConvolutionOptions::VT_RHS_DILATION, rhs_dilation);
+  }
+  #[inline]
+  pub fn add_window_reversal(&mut self, window_reversal: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , bool>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(StablehloConvolutionOptions::VT_WINDOW_REVERSAL, window_reversal);
+  }
+  #[inline]
+  pub fn add_input_batch_dimension(&mut self, input_batch_dimension: i64) {
+    self.fbb_.push_slot::<i64>(StablehloConvolutionOptions::VT_INPUT_BATCH_DIMENSION, input_batch_dimension, 0);
+  }
+  #[inline]
+  pub fn add_input_feature_dimension(&mut self, input_feature_dimension: i64) {
+    self.fbb_.push_slot::<i64>(StablehloConvolutionOptions::VT_INPUT_FEATURE_DIMENSION, input_feature_dimension, 0);
+  }
+  #[inline]
+  pub fn add_input_spatial_dimensions(&mut self, input_spatial_dimensions: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i64>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(StablehloConvolutionOptions::VT_INPUT_SPATIAL_DIMENSIONS, input_spatial_dimensions);
+  }
+  #[inline]
+  pub fn add_kernel_input_feature_dimension(&mut self, kernel_input_feature_dimension: i64) {
+    self.fbb_.push_slot::<i64>(StablehloConvolutionOptions::VT_KERNEL_INPUT_FEATURE_DIMENSION, kernel_input_feature_dimension, 0);
+  }
+  #[inline]
+  pub fn add_kernel_output_feature_dimension(&mut self, kernel_output_feature_dimension: i64) {
+    self.fbb_.push_slot::<i64>(StablehloConvolutionOptions::VT_KERNEL_OUTPUT_FEATURE_DIMENSION, kernel_output_feature_dimension, 0);
+  }
+  #[inline]
+  pub fn add_kernel_spatial_dimensions(&mut self, kernel_spatial_dimensions: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i64>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(StablehloConvolutionOptions::VT_KERNEL_SPATIAL_DIMENSIONS, kernel_spatial_dimensions);
+  }
+  #[inline]
+  pub fn add_output_batch_dimension(&mut self, output_batch_dimension: i64) {
+    self.fbb_.push_slot::<i64>(StablehloConvolutionOptions::VT_OUTPUT_BATCH_DIMENSION, output_batch_dimension, 0);
+  }
+  #[inline]
+  pub fn add_output_feature_dimension(&mut self, output_feature_dimension: i64) {
+    self.fbb_.push_slot::<i64>(StablehloConvolutionOptions::VT_OUTPUT_FEATURE_DIMENSION, output_feature_dimension, 0);
+  }
+  #[inline]
+  pub fn add_output_spatial_dimensions(&mut self, output_spatial_dimensions: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i64>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(StablehloConvolutionOptions::VT_OUTPUT_SPATIAL_DIMENSIONS, output_spatial_dimensions);
+  }
+  #[inline]
+  pub fn add_feature_group_count(&mut self, feature_group_count: i64) {
+    self.fbb_.push_slot::<i64>(StablehloConvolutionOptions::VT_FEATURE_GROUP_COUNT, feature_group_count, 0);
+  }
+  #[inline]
+  pub fn add_batch_group_count(&mut self, batch_group_count: i64) {
+    self.fbb_.push_slot::<i64>(StablehloConvolutionOptions::VT_BATCH_GROUP_COUNT, batch_group_count, 0);
+  }
+  #[inline]
+  pub fn add_precision_config(&mut self, precision_config: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , StablehloPrecisionConfig>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(StablehloConvolutionOptions::VT_PRECISION_CONFIG, precision_config);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> StablehloConvolutionOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    StablehloConvolutionOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_padding(
-        &mut self,
-        padding: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i64>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            StablehloConvolutionOptions::VT_PADDING,
-            padding,
-        );
-    }
-    #[inline]
-    pub fn add_lhs_dilation(
-        &mut self,
-        lhs_dilation: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i64>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            StablehloConvolutionOptions::VT_LHS_DILATION,
-            lhs_dilation,
-        );
-    }
-    #[inline]
-    pub fn add_rhs_dilation(
-        &mut self,
-        rhs_dilation: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i64>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            StablehloConvolutionOptions::VT_RHS_DILATION,
-            rhs_dilation,
-        );
-    }
-    #[inline]
-    pub fn add_window_reversal(
-        &mut self,
-        window_reversal: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, bool>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            StablehloConvolutionOptions::VT_WINDOW_REVERSAL,
-            window_reversal,
-        );
-    }
-    #[inline]
-    pub fn add_input_batch_dimension(&mut self, input_batch_dimension: i64) {
-        self.fbb_.push_slot::<i64>(
-            StablehloConvolutionOptions::VT_INPUT_BATCH_DIMENSION,
-            input_batch_dimension,
-            0,
-        );
-    }
-    #[inline]
-    pub fn add_input_feature_dimension(&mut self, input_feature_dimension: i64) {
-        self.fbb_.push_slot::<i64>(
-            StablehloConvolutionOptions::VT_INPUT_FEATURE_DIMENSION,
-            input_feature_dimension,
-            0,
-        );
-    }
-    #[inline]
-    pub fn add_input_spatial_dimensions(
-        &mut self,
-        input_spatial_dimensions: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i64>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            StablehloConvolutionOptions::VT_INPUT_SPATIAL_DIMENSIONS,
-            input_spatial_dimensions,
-        );
-    }
-    #[inline]
-    pub fn add_kernel_input_feature_dimension(&mut self, kernel_input_feature_dimension: i64) {
-        self.fbb_.push_slot::<i64>(
-            StablehloConvolutionOptions::VT_KERNEL_INPUT_FEATURE_DIMENSION,
-            kernel_input_feature_dimension,
-            0,
-        );
-    }
-    #[inline]
-    pub fn add_kernel_output_feature_dimension(&mut self, kernel_output_feature_dimension: i64) {
-        self.fbb_.push_slot::<i64>(
-            StablehloConvolutionOptions::VT_KERNEL_OUTPUT_FEATURE_DIMENSION,
-            kernel_output_feature_dimension,
-            0,
-        );
-    }
-    #[inline]
-    pub fn add_kernel_spatial_dimensions(
-        &mut self,
-        kernel_spatial_dimensions: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i64>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            StablehloConvolutionOptions::VT_KERNEL_SPATIAL_DIMENSIONS,
-            kernel_spatial_dimensions,
-        );
-    }
-    #[inline]
-    pub fn add_output_batch_dimension(&mut self, output_batch_dimension: i64) {
-        self.fbb_.push_slot::<i64>(
-            StablehloConvolutionOptions::VT_OUTPUT_BATCH_DIMENSION,
-            output_batch_dimension,
-            0,
-        );
-    }
-    #[inline]
-    pub fn add_output_feature_dimension(&mut self, output_feature_dimension: i64) {
-        self.fbb_.push_slot::<i64>(
-            StablehloConvolutionOptions::VT_OUTPUT_FEATURE_DIMENSION,
-            output_feature_dimension,
-            0,
-        );
-    }
-    #[inline]
-    pub fn add_output_spatial_dimensions(
-        &mut self,
-        output_spatial_dimensions: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i64>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            StablehloConvolutionOptions::VT_OUTPUT_SPATIAL_DIMENSIONS,
-            output_spatial_dimensions,
-        );
-    }
-    #[inline]
-    pub fn add_feature_group_count(&mut self, feature_group_count: i64) {
-        self.fbb_.push_slot::<i64>(
-            StablehloConvolutionOptions::VT_FEATURE_GROUP_COUNT,
-            feature_group_count,
-            0,
-        );
-    }
-    #[inline]
-    pub fn add_batch_group_count(&mut self, batch_group_count: i64) {
-        self.fbb_.push_slot::<i64>(
-            StablehloConvolutionOptions::VT_BATCH_GROUP_COUNT,
-            batch_group_count,
-            0,
-        );
-    }
-    #[inline]
-    pub fn add_precision_config(
-        &mut self,
-        precision_config: ::flatbuffers::WIPOffset<
-            ::flatbuffers::Vector<'b, StablehloPrecisionConfig>,
-        >,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            StablehloConvolutionOptions::VT_PRECISION_CONFIG,
-            precision_config,
-        );
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> StablehloConvolutionOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        StablehloConvolutionOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<StablehloConvolutionOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<StablehloConvolutionOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for StablehloConvolutionOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("StablehloConvolutionOptions");
-        ds.field("window_strides", &self.window_strides());
-        ds.field("padding", &self.padding());
-        ds.field("lhs_dilation", &self.lhs_dilation());
-        ds.field("rhs_dilation", &self.rhs_dilation());
-        ds.field("window_reversal", &self.window_reversal());
-        ds.field("input_batch_dimension", &self.input_batch_dimension());
-        ds.field("input_feature_dimension", &self.input_feature_dimension());
-        ds.field("input_spatial_dimensions", &self.input_spatial_dimensions());
-        ds.field("kernel_input_feature_dimension", &self.kernel_input_feature_dimension());
-        ds.field("kernel_output_feature_dimension", &self.kernel_output_feature_dimension());
-        ds.field("kernel_spatial_dimensions", &self.kernel_spatial_dimensions());
-        ds.field("output_batch_dimension", &self.output_batch_dimension());
-        ds.field("output_feature_dimension", &self.output_feature_dimension());
-        ds.field("output_spatial_dimensions", &self.output_spatial_dimensions());
-        ds.field("feature_group_count", &self.feature_group_count());
-        ds.field("batch_group_count", &self.batch_group_count());
-        ds.field("precision_config", &self.precision_config());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("StablehloConvolutionOptions");
+      ds.field("window_strides", &self.window_strides());
+      ds.field("padding", &self.padding());
+      ds.field("lhs_dilation", &self.lhs_dilation());
+      ds.field("rhs_dilation", &self.rhs_dilation());
+      ds.field("window_reversal", &self.window_reversal());
+      ds.field("input_batch_dimension", &self.input_batch_dimension());
+      ds.field("input_feature_dimension", &self.input_feature_dimension());
+      ds.field("input_spatial_dimensions", &self.input_spatial_dimensions());
+      ds.field("kernel_input_feature_dimension", &self.kernel_input_feature_dimension());
+      ds.field("kernel_output_feature_dimension", &self.kernel_output_feature_dimension());
+      ds.field("kernel_spatial_dimensions", &self.kernel_spatial_dimensions());
+      ds.field("output_batch_dimension", &self.output_batch_dimension());
+      ds.field("output_feature_dimension", &self.output_feature_dimension());
+      ds.field("output_spatial_dimensions", &self.output_spatial_dimensions());
+      ds.field("feature_group_count", &self.feature_group_count());
+      ds.field("batch_group_count", &self.batch_group_count());
+      ds.field("precision_config", &self.precision_config());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct StablehloConvolutionOptionsT {
-    pub window_strides: Option<alloc::vec::Vec<i64>>,
-    pub padding: Option<alloc::vec::Vec<i64>>,
-    pub lhs_dilation: Option<alloc::vec::Vec<i64>>,
-    pub rhs_dilation: Option<alloc::vec::Vec<i64>>,
-    pub window_reversal: Option<alloc::vec::Vec<bool>>,
-    pub input_batch_dimension: i64,
-    pub input_feature_dimension: i64,
-    pub input_spatial_dimensions: Option<alloc::vec::Vec<i64>>,
-    pub kernel_input_feature_dimension: i64,
-    pub kernel_output_feature_dimension: i64,
-    pub kernel_spatial_dimensions: Option<alloc::vec::Vec<i64>>,
-    pub output_batch_dimension: i64,
-    pub output_feature_dimension: i64,
-    pub output_spatial_dimensions: Option<alloc::vec::Vec<i64>>,
-    pub feature_group_count: i64,
-    pub batch_group_count: i64,
-    pub precision_config: Option<alloc::vec::Vec<StablehloPrecisionConfig>>,
+  pub window_strides: Option<alloc::vec::Vec<i64>>,
+  pub padding: Option<alloc::vec::Vec<i64>>,
+  pub lhs_dilation: Option<alloc::vec::Vec<i64>>,
+  pub rhs_dilation: Option<alloc::vec::Vec<i64>>,
+  pub window_reversal: Option<alloc::vec::Vec<bool>>,
+  pub input_batch_dimension: i64,
+  pub input_feature_dimension: i64,
+  pub input_spatial_dimensions: Option<alloc::vec::Vec<i64>>,
+  pub kernel_input_feature_dimension: i64,
+  pub kernel_output_feature_dimension: i64,
+  pub kernel_spatial_dimensions: Option<alloc::vec::Vec<i64>>,
+  pub output_batch_dimension: i64,
+  pub output_feature_dimension: i64,
+  pub output_spatial_dimensions: Option<alloc::vec::Vec<i64>>,
+  pub feature_group_count: i64,
+  pub batch_group_count: i64,
+  pub precision_config: Option<alloc::vec::Vec<StablehloPrecisionConfig>>,
 }
 impl Default for StablehloConvolutionOptionsT {
-    fn default() -> Self {
-        Self {
-            window_strides: None,
-            padding: None,
-            lhs_dilation: None,
-            rhs_dilation: None,
-            window_reversal: None,
-            input_batch_dimension: 0,
-            input_feature_dimension: 0,
-            input_spatial_dimensions: None,
-            kernel_input_feature_dimension: 0,
-            kernel_output_feature_dimension: 0,
-            kernel_spatial_dimensions: None,
-            output_batch_dimension: 0,
-            output_feature_dimension: 0,
-            output_spatial_dimensions: None,
-            feature_group_count: 0,
-            batch_group_count: 0,
-            precision_config: None,
-        }
+  fn default() -> Self {
+    Self {
+      window_strides: None,
+      padding: None,
+      lhs_dilation: None,
+      rhs_dilation: None,
+      window_reversal: None,
+      input_batch_dimension: 0,
+      input_feature_dimension: 0,
+      input_spatial_dimensions: None,
+      kernel_input_feature_dimension: 0,
+      kernel_output_feature_dimension: 0,
+      kernel_spatial_dimensions: None,
+      output_batch_dimension: 0,
+      output_feature_dimension: 0,
+      output_spatial_dimensions: None,
+      feature_group_count: 0,
+      batch_group_count: 0,
+      precision_config: None,
     }
+  }
 }
 impl StablehloConvolutionOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<StablehloConvolutionOptions<'b>> {
-        let window_strides = self.window_strides.as_ref().map(|x| _fbb.create_vector(x));
-        let padding = self.padding.as_ref().map(|x| _fbb.create_vector(x));
-        let lhs_dilation = self.lhs_dilation.as_ref().map(|x| _fbb.create_vector(x));
-        let rhs_dilation = self.rhs_dilation.as_ref().map(|x| _fbb.create_vector(x));
-        let window_reversal = self.window_reversal.as_ref().map(|x| _fbb.create_vector(x));
-        let input_batch_dimension = self.input_batch_dimension;
-        let input_feature_dimension = self.input_feature_dimension;
-        let input_spatial_dimensions =
-            self.input_spatial_dimensions.as_ref().map(|x| _fbb.create_vector(x));
-        let kernel_input_feature_dimension = self.kernel_input_feature_dimension;
-        let kernel_output_feature_dimension = self.kernel_output_feature_dimension;
-        let kernel_spatial_dimensions =
-            self.kernel_spatial_dimensions.as_ref().map(|x| _fbb.create_vector(x));
-        let output_batch_dimension = self.output_batch_dimension;
-        let output_feature_dimension = self.output_feature_dimension;
-        let output_spatial_dimensions =
-            self.output_spatial_dimensions.as_ref().map(|x| _fbb.create_vector(x));
-        let feature_group_count = self.feature_group_count;
-        let batch_group_count = self.batch_group_count;
-        let precision_config = self.precision_config.as_ref().map(|x| _fbb.create_vector(x));
-        StablehloConvolutionOptions::create(
-            _fbb,
-            &StablehloConvolutionOptionsArgs {
-                window_strides,
-                padding,
-                lhs_dilation,
-                rhs_dilation,
-                window_reversal,
-                input_batch_dimension,
-                input_feature_dimension,
-                input_spatial_dimensions,
-                kernel_input_feature_dimension,
-                kernel_output_feature_dimension,
-                kernel_spatial_dimensions,
-                output_batch_dimension,
-                output_feature_dimension,
-                output_spatial_dimensions,
-                feature_group_count,
-                batch_group_count,
-                precision_config,
-            },
-        )
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<StablehloConvolutionOptions<'b>> {
+    let window_strides = self.window_strides.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    let padding = self.padding.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    let lhs_dilation = self.lhs_dilation.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    let rhs_dilation = self.rhs_dilation.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    let window_reversal = self.window_reversal.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    let input_batch_dimension = self.input_batch_dimension;
+    let input_feature_dimension = self.input_feature_dimension;
+    let input_spatial_dimensions = self.input_spatial_dimensions.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    let kernel_input_feature_dimension = self.kernel_input_feature_dimension;
+    let kernel_output_feature_dimension = self.kernel_output_feature_dimension;
+    let kernel_spatial_dimensions = self.kernel_spatial_dimensions.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    let output_batch_dimension = self.output_batch_dimension;
+    let output_feature_dimension = self.output_feature_dimension;
+    let output_spatial_dimensions = self.output_spatial_dimensions.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    let feature_group_count = self.feature_group_count;
+    let batch_group_count = self.batch_group_count;
+    let precision_config = self.precision_config.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    StablehloConvolutionOptions::create(_fbb, &StablehloConvolutionOptionsArgs{
+      window_strides,
+      padding,
+      lhs_dilation,
+      rhs_dilation,
+      window_reversal,
+      input_batch_dimension,
+      input_feature_dimension,
+      input_spatial_dimensions,
+      kernel_input_feature_dimension,
+      kernel_output_feature_dimension,
+      kernel_spatial_dimensions,
+      output_batch_dimension,
+      output_feature_dimension,
+      output_spatial_dimensions,
+      feature_group_count,
+      batch_group_count,
+      precision_config,
+    })
+  }
 }

@@ -6,177 +6,128 @@ pub enum StablehloCustomCallOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct StablehloCustomCallOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for StablehloCustomCallOptions<'a> {
-    type Inner = StablehloCustomCallOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = StablehloCustomCallOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> StablehloCustomCallOptions<'a> {
-    pub const VT_CALL_TARGET_NAME: ::flatbuffers::VOffsetT = 4;
-    pub const VT_HAS_SIDE_EFFECT: ::flatbuffers::VOffsetT = 6;
-    pub const VT_BACKEND_CONFIG: ::flatbuffers::VOffsetT = 8;
-    pub const VT_API_VERSION: ::flatbuffers::VOffsetT = 10;
-    pub const VT_CALLED_COMPUTATIONS: ::flatbuffers::VOffsetT = 12;
-    pub const VT_CUSTOM_ATTRIBUTES: ::flatbuffers::VOffsetT = 14;
+  pub const VT_CALL_TARGET_NAME: ::flatbuffers::VOffsetT = 4;
+  pub const VT_HAS_SIDE_EFFECT: ::flatbuffers::VOffsetT = 6;
+  pub const VT_BACKEND_CONFIG: ::flatbuffers::VOffsetT = 8;
+  pub const VT_API_VERSION: ::flatbuffers::VOffsetT = 10;
+  pub const VT_CALLED_COMPUTATIONS: ::flatbuffers::VOffsetT = 12;
+  pub const VT_CUSTOM_ATTRIBUTES: ::flatbuffers::VOffsetT = 14;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        StablehloCustomCallOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args StablehloCustomCallOptionsArgs<'args>,
-    ) -> ::flatbuffers::WIPOffset<StablehloCustomCallOptions<'bldr>> {
-        let mut builder = StablehloCustomCallOptionsBuilder::new(_fbb);
-        if let Some(x) = args.custom_attributes {
-            builder.add_custom_attributes(x);
-        }
-        if let Some(x) = args.called_computations {
-            builder.add_called_computations(x);
-        }
-        builder.add_api_version(args.api_version);
-        if let Some(x) = args.backend_config {
-            builder.add_backend_config(x);
-        }
-        if let Some(x) = args.call_target_name {
-            builder.add_call_target_name(x);
-        }
-        builder.add_has_side_effect(args.has_side_effect);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    StablehloCustomCallOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args StablehloCustomCallOptionsArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<StablehloCustomCallOptions<'bldr>> {
+    let mut builder = StablehloCustomCallOptionsBuilder::new(_fbb);
+    if let Some(x) = args.custom_attributes { builder.add_custom_attributes(x); }
+    if let Some(x) = args.called_computations { builder.add_called_computations(x); }
+    builder.add_api_version(args.api_version);
+    if let Some(x) = args.backend_config { builder.add_backend_config(x); }
+    if let Some(x) = args.call_target_name { builder.add_call_target_name(x); }
+    builder.add_has_side_effect(args.has_side_effect);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> StablehloCustomCallOptionsT {
-        let call_target_name =
-            self.call_target_name().map(|x| alloc::string::ToString::to_string(x));
-        let has_side_effect = self.has_side_effect();
-        let backend_config = self.backend_config().map(|x| alloc::string::ToString::to_string(x));
-        let api_version = self.api_version();
-        let called_computations = self.called_computations().map(|x| x.into_iter().collect());
-        let custom_attributes = self.custom_attributes().map(|x| x.into_iter().collect());
-        StablehloCustomCallOptionsT {
-            call_target_name,
-            has_side_effect,
-            backend_config,
-            api_version,
-            called_computations,
-            custom_attributes,
-        }
+  pub fn unpack(&self) -> StablehloCustomCallOptionsT {
+    let call_target_name = self.call_target_name().map(|x| {
+      alloc::string::ToString::to_string(x)
+    });
+    let has_side_effect = self.has_side_effect();
+    let backend_config = self.backend_config().map(|x| {
+      alloc::string::ToString::to_string(x)
+    });
+    let api_version = self.api_version();
+    let called_computations = self.called_computations().map(|x| {
+      x.into_iter().collect()
+    });
+    let custom_attributes = self.custom_attributes().map(|x| {
+      x.into_iter().collect()
+    });
+    StablehloCustomCallOptionsT {
+      call_target_name,
+      has_side_effect,
+      backend_config,
+      api_version,
+      called_computations,
+      custom_attributes,
     }
+  }
 
-    #[inline]
-    pub fn call_target_name(&self) -> Option<&'a str> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(
-                StablehloCustomCallOptions::VT_CALL_TARGET_NAME,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn has_side_effect(&self) -> bool {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<bool>(StablehloCustomCallOptions::VT_HAS_SIDE_EFFECT, Some(false))
-                .unwrap()
-        }
-    }
-    #[inline]
-    pub fn backend_config(&self) -> Option<&'a str> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(
-                StablehloCustomCallOptions::VT_BACKEND_CONFIG,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn api_version(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<i32>(StablehloCustomCallOptions::VT_API_VERSION, Some(0)).unwrap()
-        }
-    }
-    #[inline]
-    pub fn called_computations(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(
-                StablehloCustomCallOptions::VT_CALLED_COMPUTATIONS,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn custom_attributes(&self) -> Option<::flatbuffers::Vector<'a, u8>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u8>>>(
-                StablehloCustomCallOptions::VT_CUSTOM_ATTRIBUTES,
-                None,
-            )
-        }
-    }
+  #[inline]
+  pub fn call_target_name(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(StablehloCustomCallOptions::VT_CALL_TARGET_NAME, None)}
+  }
+  #[inline]
+  pub fn has_side_effect(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(StablehloCustomCallOptions::VT_HAS_SIDE_EFFECT, Some(false)).unwrap()}
+  }
+  #[inline]
+  pub fn backend_config(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(StablehloCustomCallOptions::VT_BACKEND_CONFIG, None)}
+  }
+  #[inline]
+  pub fn api_version(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(StablehloCustomCallOptions::VT_API_VERSION, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn called_computations(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(StablehloCustomCallOptions::VT_CALLED_COMPUTATIONS, None)}
+  }
+  #[inline]
+  pub fn custom_attributes(&self) -> Option<::flatbuffers::Vector<'a, u8>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u8>>>(StablehloCustomCallOptions::VT_CUSTOM_ATTRIBUTES, None)}
+  }
 }
 
 impl ::flatbuffers::Verifiable for StablehloCustomCallOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<&str>>(
-                "call_target_name",
-                Self::VT_CALL_TARGET_NAME,
-                false,
-            )?
-            .visit_field::<bool>("has_side_effect", Self::VT_HAS_SIDE_EFFECT, false)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<&str>>(
-                "backend_config",
-                Self::VT_BACKEND_CONFIG,
-                false,
-            )?
-            .visit_field::<i32>("api_version", Self::VT_API_VERSION, false)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>(
-                "called_computations",
-                Self::VT_CALLED_COMPUTATIONS,
-                false,
-            )?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u8>>>(
-                "custom_attributes",
-                Self::VT_CUSTOM_ATTRIBUTES,
-                false,
-            )?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("call_target_name", Self::VT_CALL_TARGET_NAME, false)?
+     .visit_field::<bool>("has_side_effect", Self::VT_HAS_SIDE_EFFECT, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("backend_config", Self::VT_BACKEND_CONFIG, false)?
+     .visit_field::<i32>("api_version", Self::VT_API_VERSION, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>("called_computations", Self::VT_CALLED_COMPUTATIONS, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u8>>>("custom_attributes", Self::VT_CUSTOM_ATTRIBUTES, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct StablehloCustomCallOptionsArgs<'a> {
     pub call_target_name: Option<::flatbuffers::WIPOffset<&'a str>>,
@@ -187,139 +138,123 @@ pub struct StablehloCustomCallOptionsArgs<'a> {
     pub custom_attributes: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, u8>>>,
 }
 impl<'a> Default for StablehloCustomCallOptionsArgs<'a> {
-    #[inline]
-    fn default() -> Self {
-        StablehloCustomCallOptionsArgs {
-            call_target_name: None,
-            has_side_effect: false,
-            backend_config: None,
-            api_version: 0,
-            called_computations: None,
-            custom_attributes: None,
-        }
+  #[inline]
+  fn default() -> Self {
+    StablehloCustomCallOptionsArgs {
+      call_target_name: None,
+      has_side_effect: false,
+      backend_config: None,
+      api_version: 0,
+      called_computations: None,
+      custom_attributes: None,
     }
+  }
 }
 
 pub struct StablehloCustomCallOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> StablehloCustomCallOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_call_target_name(&mut self, call_target_name: ::flatbuffers::WIPOffset<&'b str>) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            StablehloCustomCallOptions::VT_CALL_TARGET_NAME,
-            call_target_name,
-        );
+  #[inline]
+  pub fn add_call_target_name(&mut self, call_target_name: ::flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(StablehloCustomCallOptions::VT_CALL_TARGET_NAME, call_target_name);
+  }
+  #[inline]
+  pub fn add_has_side_effect(&mut self, has_side_effect: bool) {
+    self.fbb_.push_slot::<bool>(StablehloCustomCallOptions::VT_HAS_SIDE_EFFECT, has_side_effect, false);
+  }
+  #[inline]
+  pub fn add_backend_config(&mut self, backend_config: ::flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(StablehloCustomCallOptions::VT_BACKEND_CONFIG, backend_config);
+  }
+  #[inline]
+  pub fn add_api_version(&mut self, api_version: i32) {
+    self.fbb_.push_slot::<i32>(StablehloCustomCallOptions::VT_API_VERSION, api_version, 0);
+  }
+  #[inline]
+  pub fn add_called_computations(&mut self, called_computations: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i32>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(StablehloCustomCallOptions::VT_CALLED_COMPUTATIONS, called_computations);
+  }
+  #[inline]
+  pub fn add_custom_attributes(&mut self, custom_attributes: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , u8>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(StablehloCustomCallOptions::VT_CUSTOM_ATTRIBUTES, custom_attributes);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> StablehloCustomCallOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    StablehloCustomCallOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_has_side_effect(&mut self, has_side_effect: bool) {
-        self.fbb_.push_slot::<bool>(
-            StablehloCustomCallOptions::VT_HAS_SIDE_EFFECT,
-            has_side_effect,
-            false,
-        );
-    }
-    #[inline]
-    pub fn add_backend_config(&mut self, backend_config: ::flatbuffers::WIPOffset<&'b str>) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            StablehloCustomCallOptions::VT_BACKEND_CONFIG,
-            backend_config,
-        );
-    }
-    #[inline]
-    pub fn add_api_version(&mut self, api_version: i32) {
-        self.fbb_.push_slot::<i32>(StablehloCustomCallOptions::VT_API_VERSION, api_version, 0);
-    }
-    #[inline]
-    pub fn add_called_computations(
-        &mut self,
-        called_computations: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i32>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            StablehloCustomCallOptions::VT_CALLED_COMPUTATIONS,
-            called_computations,
-        );
-    }
-    #[inline]
-    pub fn add_custom_attributes(
-        &mut self,
-        custom_attributes: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, u8>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            StablehloCustomCallOptions::VT_CUSTOM_ATTRIBUTES,
-            custom_attributes,
-        );
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> StablehloCustomCallOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        StablehloCustomCallOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<StablehloCustomCallOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<StablehloCustomCallOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for StablehloCustomCallOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("StablehloCustomCallOptions");
-        ds.field("call_target_name", &self.call_target_name());
-        ds.field("has_side_effect", &self.has_side_effect());
-        ds.field("backend_config", &self.backend_config());
-        ds.field("api_version", &self.api_version());
-        ds.field("called_computations", &self.called_computations());
-        ds.field("custom_attributes", &self.custom_attributes());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("StablehloCustomCallOptions");
+      ds.field("call_target_name", &self.call_target_name());
+      ds.field("has_side_effect", &self.has_side_effect());
+      ds.field("backend_config", &self.backend_config());
+      ds.field("api_version", &self.api_version());
+      ds.field("called_computations", &self.called_computations());
+      ds.field("custom_attributes", &self.custom_attributes());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct StablehloCustomCallOptionsT {
-    pub call_target_name: Option<alloc::string::String>,
-    pub has_side_effect: bool,
-    pub backend_config: Option<alloc::string::String>,
-    pub api_version: i32,
-    pub called_computations: Option<alloc::vec::Vec<i32>>,
-    pub custom_attributes: Option<alloc::vec::Vec<u8>>,
+  pub call_target_name: Option<alloc::string::String>,
+  pub has_side_effect: bool,
+  pub backend_config: Option<alloc::string::String>,
+  pub api_version: i32,
+  pub called_computations: Option<alloc::vec::Vec<i32>>,
+  pub custom_attributes: Option<alloc::vec::Vec<u8>>,
 }
 impl Default for StablehloCustomCallOptionsT {
-    fn default() -> Self {
-        Self {
-            call_target_name: None,
-            has_side_effect: false,
-            backend_config: None,
-            api_version: 0,
-            called_computations: None,
-            custom_attributes: None,
-        }
+  fn default() -> Self {
+    Self {
+      call_target_name: None,
+      has_side_effect: false,
+      backend_config: None,
+      api_version: 0,
+      called_computations: None,
+      custom_attributes: None,
     }
+  }
 }
 impl StablehloCustomCallOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<StablehloCustomCallOptions<'b>> {
-        let call_target_name = self.call_target_name.as_ref().map(|x| _fbb.create_string(x));
-        let has_side_effect = self.has_side_effect;
-        let backend_config = self.backend_config.as_ref().map(|x| _fbb.create_string(x));
-        let api_version = self.api_version;
-        let called_computations = self.called_computations.as_ref().map(|x| _fbb.create_vector(x));
-        let custom_attributes = self.custom_attributes.as_ref().map(|x| _fbb.create_vector(x));
-        StablehloCustomCallOptions::create(
-            _fbb,
-            &StablehloCustomCallOptionsArgs {
-                call_target_name,
-                has_side_effect,
-                backend_config,
-                api_version,
-                called_computations,
-                custom_attributes,
-            },
-        )
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<StablehloCustomCallOptions<'b>> {
+    let call_target_name = self.call_target_name.as_ref().map(|x|{
+      _fbb.create_string(x)
+    });
+    let has_side_effect = self.has_side_effect;
+    let backend_config = self.backend_config.as_ref().map(|x|{
+      _fbb.create_string(x)
+    });
+    let api_version = self.api_version;
+    let called_computations = self.called_computations.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    let custom_attributes = self.custom_attributes.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    StablehloCustomCallOptions::create(_fbb, &StablehloCustomCallOptionsArgs{
+      call_target_name,
+      has_side_effect,
+      backend_config,
+      api_version,
+      called_computations,
+      custom_attributes,
+    })
+  }
 }

@@ -6,301 +6,236 @@ pub enum StablehloDotGeneralOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct StablehloDotGeneralOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for StablehloDotGeneralOptions<'a> {
-    type Inner = StablehloDotGeneralOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = StablehloDotGeneralOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> StablehloDotGeneralOptions<'a> {
-    pub const VT_LHS_BATCHING_DIMENSIONS: ::flatbuffers::VOffsetT = 4;
-    pub const VT_RHS_BATCHING_DIMENSIONS: ::flatbuffers::VOffsetT = 6;
-    pub const VT_LHS_CONTRACTING_DIMENSIONS: ::flatbuffers::VOffsetT = 8;
-    pub const VT_RHS_CONTRACTING_DIMENSIONS: ::flatbuffers::VOffsetT = 10;
-    pub const VT_PRECISION_CONFIG: ::flatbuffers::VOffsetT = 12;
+  pub const VT_LHS_BATCHING_DIMENSIONS: ::flatbuffers::VOffsetT = 4;
+  pub const VT_RHS_BATCHING_DIMENSIONS: ::flatbuffers::VOffsetT = 6;
+  pub const VT_LHS_CONTRACTING_DIMENSIONS: ::flatbuffers::VOffsetT = 8;
+  pub const VT_RHS_CONTRACTING_DIMENSIONS: ::flatbuffers::VOffsetT = 10;
+  pub const VT_PRECISION_CONFIG: ::flatbuffers::VOffsetT = 12;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        StablehloDotGeneralOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args StablehloDotGeneralOptionsArgs<'args>,
-    ) -> ::flatbuffers::WIPOffset<StablehloDotGeneralOptions<'bldr>> {
-        let mut builder = StablehloDotGeneralOptionsBuilder::new(_fbb);
-        if let Some(x) = args.precision_config {
-            builder.add_precision_config(x);
-        }
-        if let Some(x) = args.rhs_contracting_dimensions {
-            builder.add_rhs_contracting_dimensions(x);
-        }
-        if let Some(x) = args.lhs_contracting_dimensions {
-            builder.add_lhs_contracting_dimensions(x);
-        }
-        if let Some(x) = args.rhs_batching_dimensions {
-            builder.add_rhs_batching_dimensions(x);
-        }
-        if let Some(x) = args.lhs_batching_dimensions {
-            builder.add_lhs_batching_dimensions(x);
-        }
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    StablehloDotGeneralOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args StablehloDotGeneralOptionsArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<StablehloDotGeneralOptions<'bldr>> {
+    let mut builder = StablehloDotGeneralOptionsBuilder::new(_fbb);
+    if let Some(x) = args.precision_config { builder.add_precision_config(x); }
+    if let Some(x) = args.rhs_contracting_dimensions { builder.add_rhs_contracting_dimensions(x); }
+    if let Some(x) = args.lhs_contracting_dimensions { builder.add_lhs_contracting_dimensions(x); }
+    if let Some(x) = args.rhs_batching_dimensions { builder.add_rhs_batching_dimensions(x); }
+    if let Some(x) = args.lhs_batching_dimensions { builder.add_lhs_batching_dimensions(x); }
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> StablehloDotGeneralOptionsT {
-        let lhs_batching_dimensions =
-            self.lhs_batching_dimensions().map(|x| x.into_iter().collect());
-        let rhs_batching_dimensions =
-            self.rhs_batching_dimensions().map(|x| x.into_iter().collect());
-        let lhs_contracting_dimensions =
-            self.lhs_contracting_dimensions().map(|x| x.into_iter().collect());
-        let rhs_contracting_dimensions =
-            self.rhs_contracting_dimensions().map(|x| x.into_iter().collect());
-        let precision_config = self.precision_config().map(|x| x.into_iter().collect());
-        StablehloDotGeneralOptionsT {
-            lhs_batching_dimensions,
-            rhs_batching_dimensions,
-            lhs_contracting_dimensions,
-            rhs_contracting_dimensions,
-            precision_config,
-        }
+  pub fn unpack(&self) -> StablehloDotGeneralOptionsT {
+    let lhs_batching_dimensions = self.lhs_batching_dimensions().map(|x| {
+      x.into_iter().collect()
+    });
+    let rhs_batching_dimensions = self.rhs_batching_dimensions().map(|x| {
+      x.into_iter().collect()
+    });
+    let lhs_contracting_dimensions = self.lhs_contracting_dimensions().map(|x| {
+      x.into_iter().collect()
+    });
+    let rhs_contracting_dimensions = self.rhs_contracting_dimensions().map(|x| {
+      x.into_iter().collect()
+    });
+    let precision_config = self.precision_config().map(|x| {
+      x.into_iter().collect()
+    });
+    StablehloDotGeneralOptionsT {
+      lhs_batching_dimensions,
+      rhs_batching_dimensions,
+      lhs_contracting_dimensions,
+      rhs_contracting_dimensions,
+      precision_config,
     }
+  }
 
-    #[inline]
-    pub fn lhs_batching_dimensions(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(
-                StablehloDotGeneralOptions::VT_LHS_BATCHING_DIMENSIONS,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn rhs_batching_dimensions(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(
-                StablehloDotGeneralOptions::VT_RHS_BATCHING_DIMENSIONS,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn lhs_contracting_dimensions(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(
-                StablehloDotGeneralOptions::VT_LHS_CONTRACTING_DIMENSIONS,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn rhs_contracting_dimensions(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(
-                StablehloDotGeneralOptions::VT_RHS_CONTRACTING_DIMENSIONS,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn precision_config(&self) -> Option<::flatbuffers::Vector<'a, StablehloPrecisionConfig>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<
-                ::flatbuffers::Vector<'a, StablehloPrecisionConfig>,
-            >>(StablehloDotGeneralOptions::VT_PRECISION_CONFIG, None)
-        }
-    }
+  #[inline]
+  pub fn lhs_batching_dimensions(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(StablehloDotGeneralOptions::VT_LHS_BATCHING_DIMENSIONS, None)}
+  }
+  #[inline]
+  pub fn rhs_batching_dimensions(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(StablehloDotGeneralOptions::VT_RHS_BATCHING_DIMENSIONS, None)}
+  }
+  #[inline]
+  pub fn lhs_contracting_dimensions(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(StablehloDotGeneralOptions::VT_LHS_CONTRACTING_DIMENSIONS, None)}
+  }
+  #[inline]
+  pub fn rhs_contracting_dimensions(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(StablehloDotGeneralOptions::VT_RHS_CONTRACTING_DIMENSIONS, None)}
+  }
+  #[inline]
+  pub fn precision_config(&self) -> Option<::flatbuffers::Vector<'a, StablehloPrecisionConfig>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, StablehloPrecisionConfig>>>(StablehloDotGeneralOptions::VT_PRECISION_CONFIG, None)}
+  }
 }
 
 impl ::flatbuffers::Verifiable for StablehloDotGeneralOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
      .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>("lhs_batching_dimensions", Self::VT_LHS_BATCHING_DIMENSIONS, false)?
      .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>("rhs_batching_dimensions", Self::VT_RHS_BATCHING_DIMENSIONS, false)?
      .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>("lhs_contracting_dimensions", Self::VT_LHS_CONTRACTING_DIMENSIONS, false)?
      .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>("rhs_contracting_dimensions", Self::VT_RHS_CONTRACTING_DIMENSIONS, false)?
      .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, StablehloPrecisionConfig>>>("precision_config", Self::VT_PRECISION_CONFIG, false)?
      .finish();
-        Ok(())
-    }
+    Ok(())
+  }
 }
 pub struct StablehloDotGeneralOptionsArgs<'a> {
     pub lhs_batching_dimensions: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i64>>>,
     pub rhs_batching_dimensions: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i64>>>,
-    pub lhs_contracting_dimensions:
-        Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i64>>>,
-    pub rhs_contracting_dimensions:
-        Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i64>>>,
-    pub precision_config:
-        Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, StablehloPrecisionConfig>>>,
+    pub lhs_contracting_dimensions: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i64>>>,
+    pub rhs_contracting_dimensions: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i64>>>,
+    pub precision_config: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, StablehloPrecisionConfig>>>,
 }
 impl<'a> Default for StablehloDotGeneralOptionsArgs<'a> {
-    #[inline]
-    fn default() -> Self {
-        StablehloDotGeneralOptionsArgs {
-            lhs_batching_dimensions: None,
-            rhs_batching_dimensions: None,
-            lhs_contracting_dimensions: None,
-            rhs_contracting_dimensions: None,
-            precision_config: None,
-        }
+  #[inline]
+  fn default() -> Self {
+    StablehloDotGeneralOptionsArgs {
+      lhs_batching_dimensions: None,
+      rhs_batching_dimensions: None,
+      lhs_contracting_dimensions: None,
+      rhs_contracting_dimensions: None,
+      precision_config: None,
     }
+  }
 }
 
 pub struct StablehloDotGeneralOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> StablehloDotGeneralOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_lhs_batching_dimensions(
-        &mut self,
-        lhs_batching_dimensions: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i64>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            StablehloDotGeneralOptions::VT_LHS_BATCHING_DIMENSIONS,
-            lhs_batching_dimensions,
-        );
+  #[inline]
+  pub fn add_lhs_batching_dimensions(&mut self, lhs_batching_dimensions: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i64>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(StablehloDotGeneralOptions::VT_LHS_BATCHING_DIMENSIONS, lhs_batching_dimensions);
+  }
+  #[inline]
+  pub fn add_rhs_batching_dimensions(&mut self, rhs_batching_dimensions: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i64>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(StablehloDotGeneralOptions::VT_RHS_BATCHING_DIMENSIONS, rhs_batching_dimensions);
+  }
+  #[inline]
+  pub fn add_lhs_contracting_dimensions(&mut self, lhs_contracting_dimensions: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i64>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(StablehloDotGeneralOptions::VT_LHS_CONTRACTING_DIMENSIONS, lhs_contracting_dimensions);
+  }
+  #[inline]
+  pub fn add_rhs_contracting_dimensions(&mut self, rhs_contracting_dimensions: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i64>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(StablehloDotGeneralOptions::VT_RHS_CONTRACTING_DIMENSIONS, rhs_contracting_dimensions);
+  }
+  #[inline]
+  pub fn add_precision_config(&mut self, precision_config: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , StablehloPrecisionConfig>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(StablehloDotGeneralOptions::VT_PRECISION_CONFIG, precision_config);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> StablehloDotGeneralOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    StablehloDotGeneralOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_rhs_batching_dimensions(
-        &mut self,
-        rhs_batching_dimensions: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i64>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            StablehloDotGeneralOptions::VT_RHS_BATCHING_DIMENSIONS,
-            rhs_batching_dimensions,
-        );
-    }
-    #[inline]
-    pub fn add_lhs_contracting_dimensions(
-        &mut self,
-        lhs_contracting_dimensions: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i64>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            StablehloDotGeneralOptions::VT_LHS_CONTRACTING_DIMENSIONS,
-            lhs_contracting_dimensions,
-        );
-    }
-    #[inline]
-    pub fn add_rhs_contracting_dimensions(
-        &mut self,
-        rhs_contracting_dimensions: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i64>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            StablehloDotGeneralOptions::VT_RHS_CONTRACTING_DIMENSIONS,
-            rhs_contracting_dimensions,
-        );
-    }
-    #[inline]
-    pub fn add_precision_config(
-        &mut self,
-        precision_config: ::flatbuffers::WIPOffset<
-            ::flatbuffers::Vector<'b, StablehloPrecisionConfig>,
-        >,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            StablehloDotGeneralOptions::VT_PRECISION_CONFIG,
-            precision_config,
-        );
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> StablehloDotGeneralOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        StablehloDotGeneralOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<StablehloDotGeneralOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<StablehloDotGeneralOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for StablehloDotGeneralOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("StablehloDotGeneralOptions");
-        ds.field("lhs_batching_dimensions", &self.lhs_batching_dimensions());
-        ds.field("rhs_batching_dimensions", &self.rhs_batching_dimensions());
-        ds.field("lhs_contracting_dimensions", &self.lhs_contracting_dimensions());
-        ds.field("rhs_contracting_dimensions", &self.rhs_contracting_dimensions());
-        ds.field("precision_config", &self.precision_config());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("StablehloDotGeneralOptions");
+      ds.field("lhs_batching_dimensions", &self.lhs_batching_dimensions());
+      ds.field("rhs_batching_dimensions", &self.rhs_batching_dimensions());
+      ds.field("lhs_contracting_dimensions", &self.lhs_contracting_dimensions());
+      ds.field("rhs_contracting_dimensions", &self.rhs_contracting_dimensions());
+      ds.field("precision_config", &self.precision_config());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct StablehloDotGeneralOptionsT {
-    pub lhs_batching_dimensions: Option<alloc::vec::Vec<i64>>,
-    pub rhs_batching_dimensions: Option<alloc::vec::Vec<i64>>,
-    pub lhs_contracting_dimensions: Option<alloc::vec::Vec<i64>>,
-    pub rhs_contracting_dimensions: Option<alloc::vec::Vec<i64>>,
-    pub precision_config: Option<alloc::vec::Vec<StablehloPrecisionConfig>>,
+  pub lhs_batching_dimensions: Option<alloc::vec::Vec<i64>>,
+  pub rhs_batching_dimensions: Option<alloc::vec::Vec<i64>>,
+  pub lhs_contracting_dimensions: Option<alloc::vec::Vec<i64>>,
+  pub rhs_contracting_dimensions: Option<alloc::vec::Vec<i64>>,
+  pub precision_config: Option<alloc::vec::Vec<StablehloPrecisionConfig>>,
 }
 impl Default for StablehloDotGeneralOptionsT {
-    fn default() -> Self {
-        Self {
-            lhs_batching_dimensions: None,
-            rhs_batching_dimensions: None,
-            lhs_contracting_dimensions: None,
-            rhs_contracting_dimensions: None,
-            precision_config: None,
-        }
+  fn default() -> Self {
+    Self {
+      lhs_batching_dimensions: None,
+      rhs_batching_dimensions: None,
+      lhs_contracting_dimensions: None,
+      rhs_contracting_dimensions: None,
+      precision_config: None,
     }
+  }
 }
 impl StablehloDotGeneralOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<StablehloDotGeneralOptions<'b>> {
-        let lhs_batching_dimensions =
-            self.lhs_batching_dimensions.as_ref().map(|x| _fbb.create_vector(x));
-        let rhs_batching_dimensions =
-            self.rhs_batching_dimensions.as_ref().map(|x| _fbb.create_vector(x));
-        let lhs_contracting_dimensions =
-            self.lhs_contracting_dimensions.as_ref().map(|x| _fbb.create_vector(x));
-        let rhs_contracting_dimensions =
-            self.rhs_contracting_dimensions.as_ref().map(|x| _fbb.create_vector(x));
-        let precision_config = self.precision_config.as_ref().map(|x| _fbb.create_vector(x));
-        StablehloDotGeneralOptions::create(
-            _fbb,
-            &StablehloDotGeneralOptionsArgs {
-                lhs_batching_dimensions,
-                rhs_batching_dimensions,
-                lhs_contracting_dimensions,
-                rhs_contracting_dimensions,
-                precision_config,
-            },
-        )
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<StablehloDotGeneralOptions<'b>> {
+    let lhs_batching_dimensions = self.lhs_batching_dimensions.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    let rhs_batching_dimensions = self.rhs_batching_dimensions.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    let lhs_contracting_dimensions = self.lhs_contracting_dimensions.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    let rhs_contracting_dimensions = self.rhs_contracting_dimensions.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    let precision_config = self.precision_config.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    StablehloDotGeneralOptions::create(_fbb, &StablehloDotGeneralOptionsArgs{
+      lhs_batching_dimensions,
+      rhs_batching_dimensions,
+      lhs_contracting_dimensions,
+      rhs_contracting_dimensions,
+      precision_config,
+    })
+  }
 }

@@ -6,141 +6,128 @@ pub enum StablehloDynamicSliceOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct StablehloDynamicSliceOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for StablehloDynamicSliceOptions<'a> {
-    type Inner = StablehloDynamicSliceOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = StablehloDynamicSliceOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> StablehloDynamicSliceOptions<'a> {
-    pub const VT_SLICE_SIZES: ::flatbuffers::VOffsetT = 4;
+  pub const VT_SLICE_SIZES: ::flatbuffers::VOffsetT = 4;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        StablehloDynamicSliceOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args StablehloDynamicSliceOptionsArgs<'args>,
-    ) -> ::flatbuffers::WIPOffset<StablehloDynamicSliceOptions<'bldr>> {
-        let mut builder = StablehloDynamicSliceOptionsBuilder::new(_fbb);
-        if let Some(x) = args.slice_sizes {
-            builder.add_slice_sizes(x);
-        }
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    StablehloDynamicSliceOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args StablehloDynamicSliceOptionsArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<StablehloDynamicSliceOptions<'bldr>> {
+    let mut builder = StablehloDynamicSliceOptionsBuilder::new(_fbb);
+    if let Some(x) = args.slice_sizes { builder.add_slice_sizes(x); }
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> StablehloDynamicSliceOptionsT {
-        let slice_sizes = self.slice_sizes().map(|x| x.into_iter().collect());
-        StablehloDynamicSliceOptionsT { slice_sizes }
+  pub fn unpack(&self) -> StablehloDynamicSliceOptionsT {
+    let slice_sizes = self.slice_sizes().map(|x| {
+      x.into_iter().collect()
+    });
+    StablehloDynamicSliceOptionsT {
+      slice_sizes,
     }
+  }
 
-    #[inline]
-    pub fn slice_sizes(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(
-                StablehloDynamicSliceOptions::VT_SLICE_SIZES,
-                None,
-            )
-        }
-    }
+  #[inline]
+  pub fn slice_sizes(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(StablehloDynamicSliceOptions::VT_SLICE_SIZES, None)}
+  }
 }
 
 impl ::flatbuffers::Verifiable for StablehloDynamicSliceOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>(
-                "slice_sizes",
-                Self::VT_SLICE_SIZES,
-                false,
-            )?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>("slice_sizes", Self::VT_SLICE_SIZES, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct StablehloDynamicSliceOptionsArgs<'a> {
     pub slice_sizes: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i64>>>,
 }
 impl<'a> Default for StablehloDynamicSliceOptionsArgs<'a> {
-    #[inline]
-    fn default() -> Self {
-        StablehloDynamicSliceOptionsArgs { slice_sizes: None }
+  #[inline]
+  fn default() -> Self {
+    StablehloDynamicSliceOptionsArgs {
+      slice_sizes: None,
     }
+  }
 }
 
 pub struct StablehloDynamicSliceOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> StablehloDynamicSliceOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_slice_sizes(
-        &mut self,
-        slice_sizes: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i64>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            StablehloDynamicSliceOptions::VT_SLICE_SIZES,
-            slice_sizes,
-        );
+  #[inline]
+  pub fn add_slice_sizes(&mut self, slice_sizes: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i64>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(StablehloDynamicSliceOptions::VT_SLICE_SIZES, slice_sizes);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> StablehloDynamicSliceOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    StablehloDynamicSliceOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> StablehloDynamicSliceOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        StablehloDynamicSliceOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<StablehloDynamicSliceOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<StablehloDynamicSliceOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for StablehloDynamicSliceOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("StablehloDynamicSliceOptions");
-        ds.field("slice_sizes", &self.slice_sizes());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("StablehloDynamicSliceOptions");
+      ds.field("slice_sizes", &self.slice_sizes());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct StablehloDynamicSliceOptionsT {
-    pub slice_sizes: Option<alloc::vec::Vec<i64>>,
+  pub slice_sizes: Option<alloc::vec::Vec<i64>>,
 }
 impl Default for StablehloDynamicSliceOptionsT {
-    fn default() -> Self {
-        Self { slice_sizes: None }
+  fn default() -> Self {
+    Self {
+      slice_sizes: None,
     }
+  }
 }
 impl StablehloDynamicSliceOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<StablehloDynamicSliceOptions<'b>> {
-        let slice_sizes = self.slice_sizes.as_ref().map(|x| _fbb.create_vector(x));
-        StablehloDynamicSliceOptions::create(
-            _fbb,
-            &StablehloDynamicSliceOptionsArgs { slice_sizes },
-        )
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<StablehloDynamicSliceOptions<'b>> {
+    let slice_sizes = self.slice_sizes.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    StablehloDynamicSliceOptions::create(_fbb, &StablehloDynamicSliceOptionsArgs{
+      slice_sizes,
+    })
+  }
 }

@@ -6,176 +6,128 @@ pub enum StablehloGatherOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct StablehloGatherOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for StablehloGatherOptions<'a> {
-    type Inner = StablehloGatherOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = StablehloGatherOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> StablehloGatherOptions<'a> {
-    pub const VT_OFFSET_DIMS: ::flatbuffers::VOffsetT = 4;
-    pub const VT_COLLAPSED_SLICE_DIMS: ::flatbuffers::VOffsetT = 6;
-    pub const VT_START_INDEX_MAP: ::flatbuffers::VOffsetT = 8;
-    pub const VT_INDEX_VECTOR_DIM: ::flatbuffers::VOffsetT = 10;
-    pub const VT_SLICE_SIZES: ::flatbuffers::VOffsetT = 12;
-    pub const VT_INDICES_ARE_SORTED: ::flatbuffers::VOffsetT = 14;
+  pub const VT_OFFSET_DIMS: ::flatbuffers::VOffsetT = 4;
+  pub const VT_COLLAPSED_SLICE_DIMS: ::flatbuffers::VOffsetT = 6;
+  pub const VT_START_INDEX_MAP: ::flatbuffers::VOffsetT = 8;
+  pub const VT_INDEX_VECTOR_DIM: ::flatbuffers::VOffsetT = 10;
+  pub const VT_SLICE_SIZES: ::flatbuffers::VOffsetT = 12;
+  pub const VT_INDICES_ARE_SORTED: ::flatbuffers::VOffsetT = 14;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        StablehloGatherOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args StablehloGatherOptionsArgs<'args>,
-    ) -> ::flatbuffers::WIPOffset<StablehloGatherOptions<'bldr>> {
-        let mut builder = StablehloGatherOptionsBuilder::new(_fbb);
-        builder.add_index_vector_dim(args.index_vector_dim);
-        if let Some(x) = args.slice_sizes {
-            builder.add_slice_sizes(x);
-        }
-        if let Some(x) = args.start_index_map {
-            builder.add_start_index_map(x);
-        }
-        if let Some(x) = args.collapsed_slice_dims {
-            builder.add_collapsed_slice_dims(x);
-        }
-        if let Some(x) = args.offset_dims {
-            builder.add_offset_dims(x);
-        }
-        builder.add_indices_are_sorted(args.indices_are_sorted);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    StablehloGatherOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args StablehloGatherOptionsArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<StablehloGatherOptions<'bldr>> {
+    let mut builder = StablehloGatherOptionsBuilder::new(_fbb);
+    builder.add_index_vector_dim(args.index_vector_dim);
+    if let Some(x) = args.slice_sizes { builder.add_slice_sizes(x); }
+    if let Some(x) = args.start_index_map { builder.add_start_index_map(x); }
+    if let Some(x) = args.collapsed_slice_dims { builder.add_collapsed_slice_dims(x); }
+    if let Some(x) = args.offset_dims { builder.add_offset_dims(x); }
+    builder.add_indices_are_sorted(args.indices_are_sorted);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> StablehloGatherOptionsT {
-        let offset_dims = self.offset_dims().map(|x| x.into_iter().collect());
-        let collapsed_slice_dims = self.collapsed_slice_dims().map(|x| x.into_iter().collect());
-        let start_index_map = self.start_index_map().map(|x| x.into_iter().collect());
-        let index_vector_dim = self.index_vector_dim();
-        let slice_sizes = self.slice_sizes().map(|x| x.into_iter().collect());
-        let indices_are_sorted = self.indices_are_sorted();
-        StablehloGatherOptionsT {
-            offset_dims,
-            collapsed_slice_dims,
-            start_index_map,
-            index_vector_dim,
-            slice_sizes,
-            indices_are_sorted,
-        }
+  pub fn unpack(&self) -> StablehloGatherOptionsT {
+    let offset_dims = self.offset_dims().map(|x| {
+      x.into_iter().collect()
+    });
+    let collapsed_slice_dims = self.collapsed_slice_dims().map(|x| {
+      x.into_iter().collect()
+    });
+    let start_index_map = self.start_index_map().map(|x| {
+      x.into_iter().collect()
+    });
+    let index_vector_dim = self.index_vector_dim();
+    let slice_sizes = self.slice_sizes().map(|x| {
+      x.into_iter().collect()
+    });
+    let indices_are_sorted = self.indices_are_sorted();
+    StablehloGatherOptionsT {
+      offset_dims,
+      collapsed_slice_dims,
+      start_index_map,
+      index_vector_dim,
+      slice_sizes,
+      indices_are_sorted,
     }
+  }
 
-    #[inline]
-    pub fn offset_dims(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(
-                StablehloGatherOptions::VT_OFFSET_DIMS,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn collapsed_slice_dims(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(
-                StablehloGatherOptions::VT_COLLAPSED_SLICE_DIMS,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn start_index_map(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(
-                StablehloGatherOptions::VT_START_INDEX_MAP,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn index_vector_dim(&self) -> i64 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<i64>(StablehloGatherOptions::VT_INDEX_VECTOR_DIM, Some(0)).unwrap()
-        }
-    }
-    #[inline]
-    pub fn slice_sizes(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(
-                StablehloGatherOptions::VT_SLICE_SIZES,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn indices_are_sorted(&self) -> bool {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<bool>(StablehloGatherOptions::VT_INDICES_ARE_SORTED, Some(false))
-                .unwrap()
-        }
-    }
+  #[inline]
+  pub fn offset_dims(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(StablehloGatherOptions::VT_OFFSET_DIMS, None)}
+  }
+  #[inline]
+  pub fn collapsed_slice_dims(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(StablehloGatherOptions::VT_COLLAPSED_SLICE_DIMS, None)}
+  }
+  #[inline]
+  pub fn start_index_map(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(StablehloGatherOptions::VT_START_INDEX_MAP, None)}
+  }
+  #[inline]
+  pub fn index_vector_dim(&self) -> i64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i64>(StablehloGatherOptions::VT_INDEX_VECTOR_DIM, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn slice_sizes(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(StablehloGatherOptions::VT_SLICE_SIZES, None)}
+  }
+  #[inline]
+  pub fn indices_are_sorted(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(StablehloGatherOptions::VT_INDICES_ARE_SORTED, Some(false)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for StablehloGatherOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>(
-                "offset_dims",
-                Self::VT_OFFSET_DIMS,
-                false,
-            )?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>(
-                "collapsed_slice_dims",
-                Self::VT_COLLAPSED_SLICE_DIMS,
-                false,
-            )?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>(
-                "start_index_map",
-                Self::VT_START_INDEX_MAP,
-                false,
-            )?
-            .visit_field::<i64>("index_vector_dim", Self::VT_INDEX_VECTOR_DIM, false)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>(
-                "slice_sizes",
-                Self::VT_SLICE_SIZES,
-                false,
-            )?
-            .visit_field::<bool>("indices_are_sorted", Self::VT_INDICES_ARE_SORTED, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>("offset_dims", Self::VT_OFFSET_DIMS, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>("collapsed_slice_dims", Self::VT_COLLAPSED_SLICE_DIMS, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>("start_index_map", Self::VT_START_INDEX_MAP, false)?
+     .visit_field::<i64>("index_vector_dim", Self::VT_INDEX_VECTOR_DIM, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>("slice_sizes", Self::VT_SLICE_SIZES, false)?
+     .visit_field::<bool>("indices_are_sorted", Self::VT_INDICES_ARE_SORTED, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct StablehloGatherOptionsArgs<'a> {
     pub offset_dims: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i64>>>,
@@ -186,150 +138,123 @@ pub struct StablehloGatherOptionsArgs<'a> {
     pub indices_are_sorted: bool,
 }
 impl<'a> Default for StablehloGatherOptionsArgs<'a> {
-    #[inline]
-    fn default() -> Self {
-        StablehloGatherOptionsArgs {
-            offset_dims: None,
-            collapsed_slice_dims: None,
-            start_index_map: None,
-            index_vector_dim: 0,
-            slice_sizes: None,
-            indices_are_sorted: false,
-        }
+  #[inline]
+  fn default() -> Self {
+    StablehloGatherOptionsArgs {
+      offset_dims: None,
+      collapsed_slice_dims: None,
+      start_index_map: None,
+      index_vector_dim: 0,
+      slice_sizes: None,
+      indices_are_sorted: false,
     }
+  }
 }
 
 pub struct StablehloGatherOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> StablehloGatherOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_offset_dims(
-        &mut self,
-        offset_dims: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i64>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            StablehloGatherOptions::VT_OFFSET_DIMS,
-            offset_dims,
-        );
+  #[inline]
+  pub fn add_offset_dims(&mut self, offset_dims: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i64>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(StablehloGatherOptions::VT_OFFSET_DIMS, offset_dims);
+  }
+  #[inline]
+  pub fn add_collapsed_slice_dims(&mut self, collapsed_slice_dims: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i64>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(StablehloGatherOptions::VT_COLLAPSED_SLICE_DIMS, collapsed_slice_dims);
+  }
+  #[inline]
+  pub fn add_start_index_map(&mut self, start_index_map: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i64>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(StablehloGatherOptions::VT_START_INDEX_MAP, start_index_map);
+  }
+  #[inline]
+  pub fn add_index_vector_dim(&mut self, index_vector_dim: i64) {
+    self.fbb_.push_slot::<i64>(StablehloGatherOptions::VT_INDEX_VECTOR_DIM, index_vector_dim, 0);
+  }
+  #[inline]
+  pub fn add_slice_sizes(&mut self, slice_sizes: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i64>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(StablehloGatherOptions::VT_SLICE_SIZES, slice_sizes);
+  }
+  #[inline]
+  pub fn add_indices_are_sorted(&mut self, indices_are_sorted: bool) {
+    self.fbb_.push_slot::<bool>(StablehloGatherOptions::VT_INDICES_ARE_SORTED, indices_are_sorted, false);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> StablehloGatherOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    StablehloGatherOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_collapsed_slice_dims(
-        &mut self,
-        collapsed_slice_dims: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i64>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            StablehloGatherOptions::VT_COLLAPSED_SLICE_DIMS,
-            collapsed_slice_dims,
-        );
-    }
-    #[inline]
-    pub fn add_start_index_map(
-        &mut self,
-        start_index_map: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i64>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            StablehloGatherOptions::VT_START_INDEX_MAP,
-            start_index_map,
-        );
-    }
-    #[inline]
-    pub fn add_index_vector_dim(&mut self, index_vector_dim: i64) {
-        self.fbb_.push_slot::<i64>(
-            StablehloGatherOptions::VT_INDEX_VECTOR_DIM,
-            index_vector_dim,
-            0,
-        );
-    }
-    #[inline]
-    pub fn add_slice_sizes(
-        &mut self,
-        slice_sizes: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i64>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            StablehloGatherOptions::VT_SLICE_SIZES,
-            slice_sizes,
-        );
-    }
-    #[inline]
-    pub fn add_indices_are_sorted(&mut self, indices_are_sorted: bool) {
-        self.fbb_.push_slot::<bool>(
-            StablehloGatherOptions::VT_INDICES_ARE_SORTED,
-            indices_are_sorted,
-            false,
-        );
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> StablehloGatherOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        StablehloGatherOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<StablehloGatherOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<StablehloGatherOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for StablehloGatherOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("StablehloGatherOptions");
-        ds.field("offset_dims", &self.offset_dims());
-        ds.field("collapsed_slice_dims", &self.collapsed_slice_dims());
-        ds.field("start_index_map", &self.start_index_map());
-        ds.field("index_vector_dim", &self.index_vector_dim());
-        ds.field("slice_sizes", &self.slice_sizes());
-        ds.field("indices_are_sorted", &self.indices_are_sorted());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("StablehloGatherOptions");
+      ds.field("offset_dims", &self.offset_dims());
+      ds.field("collapsed_slice_dims", &self.collapsed_slice_dims());
+      ds.field("start_index_map", &self.start_index_map());
+      ds.field("index_vector_dim", &self.index_vector_dim());
+      ds.field("slice_sizes", &self.slice_sizes());
+      ds.field("indices_are_sorted", &self.indices_are_sorted());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct StablehloGatherOptionsT {
-    pub offset_dims: Option<alloc::vec::Vec<i64>>,
-    pub collapsed_slice_dims: Option<alloc::vec::Vec<i64>>,
-    pub start_index_map: Option<alloc::vec::Vec<i64>>,
-    pub index_vector_dim: i64,
-    pub slice_sizes: Option<alloc::vec::Vec<i64>>,
-    pub indices_are_sorted: bool,
+  pub offset_dims: Option<alloc::vec::Vec<i64>>,
+  pub collapsed_slice_dims: Option<alloc::vec::Vec<i64>>,
+  pub start_index_map: Option<alloc::vec::Vec<i64>>,
+  pub index_vector_dim: i64,
+  pub slice_sizes: Option<alloc::vec::Vec<i64>>,
+  pub indices_are_sorted: bool,
 }
 impl Default for StablehloGatherOptionsT {
-    fn default() -> Self {
-        Self {
-            offset_dims: None,
-            collapsed_slice_dims: None,
-            start_index_map: None,
-            index_vector_dim: 0,
-            slice_sizes: None,
-            indices_are_sorted: false,
-        }
+  fn default() -> Self {
+    Self {
+      offset_dims: None,
+      collapsed_slice_dims: None,
+      start_index_map: None,
+      index_vector_dim: 0,
+      slice_sizes: None,
+      indices_are_sorted: false,
     }
+  }
 }
 impl StablehloGatherOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<StablehloGatherOptions<'b>> {
-        let offset_dims = self.offset_dims.as_ref().map(|x| _fbb.create_vector(x));
-        let collapsed_slice_dims =
-            self.collapsed_slice_dims.as_ref().map(|x| _fbb.create_vector(x));
-        let start_index_map = self.start_index_map.as_ref().map(|x| _fbb.create_vector(x));
-        let index_vector_dim = self.index_vector_dim;
-        let slice_sizes = self.slice_sizes.as_ref().map(|x| _fbb.create_vector(x));
-        let indices_are_sorted = self.indices_are_sorted;
-        StablehloGatherOptions::create(
-            _fbb,
-            &StablehloGatherOptionsArgs {
-                offset_dims,
-                collapsed_slice_dims,
-                start_index_map,
-                index_vector_dim,
-                slice_sizes,
-                indices_are_sorted,
-            },
-        )
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<StablehloGatherOptions<'b>> {
+    let offset_dims = self.offset_dims.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    let collapsed_slice_dims = self.collapsed_slice_dims.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    let start_index_map = self.start_index_map.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    let index_vector_dim = self.index_vector_dim;
+    let slice_sizes = self.slice_sizes.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    let indices_are_sorted = self.indices_are_sorted;
+    StablehloGatherOptions::create(_fbb, &StablehloGatherOptionsArgs{
+      offset_dims,
+      collapsed_slice_dims,
+      start_index_map,
+      index_vector_dim,
+      slice_sizes,
+      indices_are_sorted,
+    })
+  }
 }

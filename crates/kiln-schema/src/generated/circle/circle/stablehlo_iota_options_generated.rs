@@ -6,121 +6,124 @@ pub enum StablehloIotaOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct StablehloIotaOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for StablehloIotaOptions<'a> {
-    type Inner = StablehloIotaOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = StablehloIotaOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> StablehloIotaOptions<'a> {
-    pub const VT_IOTA_DIMENSION: ::flatbuffers::VOffsetT = 4;
+  pub const VT_IOTA_DIMENSION: ::flatbuffers::VOffsetT = 4;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        StablehloIotaOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args StablehloIotaOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<StablehloIotaOptions<'bldr>> {
-        let mut builder = StablehloIotaOptionsBuilder::new(_fbb);
-        builder.add_iota_dimension(args.iota_dimension);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    StablehloIotaOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args StablehloIotaOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<StablehloIotaOptions<'bldr>> {
+    let mut builder = StablehloIotaOptionsBuilder::new(_fbb);
+    builder.add_iota_dimension(args.iota_dimension);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> StablehloIotaOptionsT {
-        let iota_dimension = self.iota_dimension();
-        StablehloIotaOptionsT { iota_dimension }
+  pub fn unpack(&self) -> StablehloIotaOptionsT {
+    let iota_dimension = self.iota_dimension();
+    StablehloIotaOptionsT {
+      iota_dimension,
     }
+  }
 
-    #[inline]
-    pub fn iota_dimension(&self) -> i64 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i64>(StablehloIotaOptions::VT_IOTA_DIMENSION, Some(0)).unwrap() }
-    }
+  #[inline]
+  pub fn iota_dimension(&self) -> i64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i64>(StablehloIotaOptions::VT_IOTA_DIMENSION, Some(0)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for StablehloIotaOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<i64>("iota_dimension", Self::VT_IOTA_DIMENSION, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<i64>("iota_dimension", Self::VT_IOTA_DIMENSION, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct StablehloIotaOptionsArgs {
     pub iota_dimension: i64,
 }
 impl<'a> Default for StablehloIotaOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        StablehloIotaOptionsArgs { iota_dimension: 0 }
+  #[inline]
+  fn default() -> Self {
+    StablehloIotaOptionsArgs {
+      iota_dimension: 0,
     }
+  }
 }
 
 pub struct StablehloIotaOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> StablehloIotaOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_iota_dimension(&mut self, iota_dimension: i64) {
-        self.fbb_.push_slot::<i64>(StablehloIotaOptions::VT_IOTA_DIMENSION, iota_dimension, 0);
+  #[inline]
+  pub fn add_iota_dimension(&mut self, iota_dimension: i64) {
+    self.fbb_.push_slot::<i64>(StablehloIotaOptions::VT_IOTA_DIMENSION, iota_dimension, 0);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> StablehloIotaOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    StablehloIotaOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> StablehloIotaOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        StablehloIotaOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<StablehloIotaOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<StablehloIotaOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for StablehloIotaOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("StablehloIotaOptions");
-        ds.field("iota_dimension", &self.iota_dimension());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("StablehloIotaOptions");
+      ds.field("iota_dimension", &self.iota_dimension());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct StablehloIotaOptionsT {
-    pub iota_dimension: i64,
+  pub iota_dimension: i64,
 }
 impl Default for StablehloIotaOptionsT {
-    fn default() -> Self {
-        Self { iota_dimension: 0 }
+  fn default() -> Self {
+    Self {
+      iota_dimension: 0,
     }
+  }
 }
 impl StablehloIotaOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<StablehloIotaOptions<'b>> {
-        let iota_dimension = self.iota_dimension;
-        StablehloIotaOptions::create(_fbb, &StablehloIotaOptionsArgs { iota_dimension })
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<StablehloIotaOptions<'b>> {
+    let iota_dimension = self.iota_dimension;
+    StablehloIotaOptions::create(_fbb, &StablehloIotaOptionsArgs{
+      iota_dimension,
+    })
+  }
 }

@@ -6,119 +6,90 @@ pub enum StablehloPadOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct StablehloPadOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for StablehloPadOptions<'a> {
-    type Inner = StablehloPadOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = StablehloPadOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> StablehloPadOptions<'a> {
-    pub const VT_EDGE_PADDING_LOW: ::flatbuffers::VOffsetT = 4;
-    pub const VT_EDGE_PADDING_HIGH: ::flatbuffers::VOffsetT = 6;
-    pub const VT_INTERIOR_PADDING: ::flatbuffers::VOffsetT = 8;
+  pub const VT_EDGE_PADDING_LOW: ::flatbuffers::VOffsetT = 4;
+  pub const VT_EDGE_PADDING_HIGH: ::flatbuffers::VOffsetT = 6;
+  pub const VT_INTERIOR_PADDING: ::flatbuffers::VOffsetT = 8;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        StablehloPadOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args StablehloPadOptionsArgs<'args>,
-    ) -> ::flatbuffers::WIPOffset<StablehloPadOptions<'bldr>> {
-        let mut builder = StablehloPadOptionsBuilder::new(_fbb);
-        if let Some(x) = args.interior_padding {
-            builder.add_interior_padding(x);
-        }
-        if let Some(x) = args.edge_padding_high {
-            builder.add_edge_padding_high(x);
-        }
-        if let Some(x) = args.edge_padding_low {
-            builder.add_edge_padding_low(x);
-        }
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    StablehloPadOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args StablehloPadOptionsArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<StablehloPadOptions<'bldr>> {
+    let mut builder = StablehloPadOptionsBuilder::new(_fbb);
+    if let Some(x) = args.interior_padding { builder.add_interior_padding(x); }
+    if let Some(x) = args.edge_padding_high { builder.add_edge_padding_high(x); }
+    if let Some(x) = args.edge_padding_low { builder.add_edge_padding_low(x); }
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> StablehloPadOptionsT {
-        let edge_padding_low = self.edge_padding_low().map(|x| x.into_iter().collect());
-        let edge_padding_high = self.edge_padding_high().map(|x| x.into_iter().collect());
-        let interior_padding = self.interior_padding().map(|x| x.into_iter().collect());
-        StablehloPadOptionsT { edge_padding_low, edge_padding_high, interior_padding }
+  pub fn unpack(&self) -> StablehloPadOptionsT {
+    let edge_padding_low = self.edge_padding_low().map(|x| {
+      x.into_iter().collect()
+    });
+    let edge_padding_high = self.edge_padding_high().map(|x| {
+      x.into_iter().collect()
+    });
+    let interior_padding = self.interior_padding().map(|x| {
+      x.into_iter().collect()
+    });
+    StablehloPadOptionsT {
+      edge_padding_low,
+      edge_padding_high,
+      interior_padding,
     }
+  }
 
-    #[inline]
-    pub fn edge_padding_low(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(
-                StablehloPadOptions::VT_EDGE_PADDING_LOW,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn edge_padding_high(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(
-                StablehloPadOptions::VT_EDGE_PADDING_HIGH,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn interior_padding(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(
-                StablehloPadOptions::VT_INTERIOR_PADDING,
-                None,
-            )
-        }
-    }
+  #[inline]
+  pub fn edge_padding_low(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(StablehloPadOptions::VT_EDGE_PADDING_LOW, None)}
+  }
+  #[inline]
+  pub fn edge_padding_high(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(StablehloPadOptions::VT_EDGE_PADDING_HIGH, None)}
+  }
+  #[inline]
+  pub fn interior_padding(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(StablehloPadOptions::VT_INTERIOR_PADDING, None)}
+  }
 }
 
 impl ::flatbuffers::Verifiable for StablehloPadOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>(
-                "edge_padding_low",
-                Self::VT_EDGE_PADDING_LOW,
-                false,
-            )?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>(
-                "edge_padding_high",
-                Self::VT_EDGE_PADDING_HIGH,
-                false,
-            )?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>(
-                "interior_padding",
-                Self::VT_INTERIOR_PADDING,
-                false,
-            )?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>("edge_padding_low", Self::VT_EDGE_PADDING_LOW, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>("edge_padding_high", Self::VT_EDGE_PADDING_HIGH, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>("interior_padding", Self::VT_INTERIOR_PADDING, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct StablehloPadOptionsArgs<'a> {
     pub edge_padding_low: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i64>>>,
@@ -126,97 +97,91 @@ pub struct StablehloPadOptionsArgs<'a> {
     pub interior_padding: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i64>>>,
 }
 impl<'a> Default for StablehloPadOptionsArgs<'a> {
-    #[inline]
-    fn default() -> Self {
-        StablehloPadOptionsArgs {
-            edge_padding_low: None,
-            edge_padding_high: None,
-            interior_padding: None,
-        }
+  #[inline]
+  fn default() -> Self {
+    StablehloPadOptionsArgs {
+      edge_padding_low: None,
+      edge_padding_high: None,
+      interior_padding: None,
     }
+  }
 }
 
 pub struct StablehloPadOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> StablehloPadOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_edge_padding_low(
-        &mut self,
-        edge_padding_low: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i64>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            StablehloPadOptions::VT_EDGE_PADDING_LOW,
-            edge_padding_low,
-        );
+  #[inline]
+  pub fn add_edge_padding_low(&mut self, edge_padding_low: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i64>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(StablehloPadOptions::VT_EDGE_PADDING_LOW, edge_padding_low);
+  }
+  #[inline]
+  pub fn add_edge_padding_high(&mut self, edge_padding_high: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i64>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(StablehloPadOptions::VT_EDGE_PADDING_HIGH, edge_padding_high);
+  }
+  #[inline]
+  pub fn add_interior_padding(&mut self, interior_padding: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i64>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(StablehloPadOptions::VT_INTERIOR_PADDING, interior_padding);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> StablehloPadOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    StablehloPadOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_edge_padding_high(
-        &mut self,
-        edge_padding_high: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i64>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            StablehloPadOptions::VT_EDGE_PADDING_HIGH,
-            edge_padding_high,
-        );
-    }
-    #[inline]
-    pub fn add_interior_padding(
-        &mut self,
-        interior_padding: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i64>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            StablehloPadOptions::VT_INTERIOR_PADDING,
-            interior_padding,
-        );
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> StablehloPadOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        StablehloPadOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<StablehloPadOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<StablehloPadOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for StablehloPadOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("StablehloPadOptions");
-        ds.field("edge_padding_low", &self.edge_padding_low());
-        ds.field("edge_padding_high", &self.edge_padding_high());
-        ds.field("interior_padding", &self.interior_padding());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("StablehloPadOptions");
+      ds.field("edge_padding_low", &self.edge_padding_low());
+      ds.field("edge_padding_high", &self.edge_padding_high());
+      ds.field("interior_padding", &self.interior_padding());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct StablehloPadOptionsT {
-    pub edge_padding_low: Option<alloc::vec::Vec<i64>>,
-    pub edge_padding_high: Option<alloc::vec::Vec<i64>>,
-    pub interior_padding: Option<alloc::vec::Vec<i64>>,
+  pub edge_padding_low: Option<alloc::vec::Vec<i64>>,
+  pub edge_padding_high: Option<alloc::vec::Vec<i64>>,
+  pub interior_padding: Option<alloc::vec::Vec<i64>>,
 }
 impl Default for StablehloPadOptionsT {
-    fn default() -> Self {
-        Self { edge_padding_low: None, edge_padding_high: None, interior_padding: None }
+  fn default() -> Self {
+    Self {
+      edge_padding_low: None,
+      edge_padding_high: None,
+      interior_padding: None,
     }
+  }
 }
 impl StablehloPadOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<StablehloPadOptions<'b>> {
-        let edge_padding_low = self.edge_padding_low.as_ref().map(|x| _fbb.create_vector(x));
-        let edge_padding_high = self.edge_padding_high.as_ref().map(|x| _fbb.create_vector(x));
-        let interior_padding = self.interior_padding.as_ref().map(|x| _fbb.create_vector(x));
-        StablehloPadOptions::create(
-            _fbb,
-            &StablehloPadOptionsArgs { edge_padding_low, edge_padding_high, interior_padding },
-        )
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<StablehloPadOptions<'b>> {
+    let edge_padding_low = self.edge_padding_low.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    let edge_padding_high = self.edge_padding_high.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    let interior_padding = self.interior_padding.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    StablehloPadOptions::create(_fbb, &StablehloPadOptionsArgs{
+      edge_padding_low,
+      edge_padding_high,
+      interior_padding,
+    })
+  }
 }

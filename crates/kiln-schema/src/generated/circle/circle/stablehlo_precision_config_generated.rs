@@ -2,25 +2,16 @@
 // @generated
 extern crate alloc;
 use super::*;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MIN_STABLEHLO_PRECISION_CONFIG: u32 = 0;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MAX_STABLEHLO_PRECISION_CONFIG: u32 = 2;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 #[allow(non_camel_case_types)]
 pub const ENUM_VALUES_STABLEHLO_PRECISION_CONFIG: [StablehloPrecisionConfig; 3] = [
-    StablehloPrecisionConfig::DEFAULT,
-    StablehloPrecisionConfig::HIGH,
-    StablehloPrecisionConfig::HIGHEST,
+  StablehloPrecisionConfig::DEFAULT,
+  StablehloPrecisionConfig::HIGH,
+  StablehloPrecisionConfig::HIGHEST,
 ];
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -28,39 +19,43 @@ pub const ENUM_VALUES_STABLEHLO_PRECISION_CONFIG: [StablehloPrecisionConfig; 3] 
 pub struct StablehloPrecisionConfig(pub u32);
 #[allow(non_upper_case_globals)]
 impl StablehloPrecisionConfig {
-    pub const DEFAULT: Self = Self(0);
-    pub const HIGH: Self = Self(1);
-    pub const HIGHEST: Self = Self(2);
+  pub const DEFAULT: Self = Self(0);
+  pub const HIGH: Self = Self(1);
+  pub const HIGHEST: Self = Self(2);
 
-    pub const ENUM_MIN: u32 = 0;
-    pub const ENUM_MAX: u32 = 2;
-    pub const ENUM_VALUES: &'static [Self] = &[Self::DEFAULT, Self::HIGH, Self::HIGHEST];
-    /// Returns the variant's name or "" if unknown.
-    pub fn variant_name(self) -> Option<&'static str> {
-        match self {
-            Self::DEFAULT => Some("DEFAULT"),
-            Self::HIGH => Some("HIGH"),
-            Self::HIGHEST => Some("HIGHEST"),
-            _ => None,
-        }
+  pub const ENUM_MIN: u32 = 0;
+  pub const ENUM_MAX: u32 = 2;
+  pub const ENUM_VALUES: &'static [Self] = &[
+    Self::DEFAULT,
+    Self::HIGH,
+    Self::HIGHEST,
+  ];
+  /// Returns the variant's name or "" if unknown.
+  pub fn variant_name(self) -> Option<&'static str> {
+    match self {
+      Self::DEFAULT => Some("DEFAULT"),
+      Self::HIGH => Some("HIGH"),
+      Self::HIGHEST => Some("HIGHEST"),
+      _ => None,
     }
+  }
 }
 impl ::core::fmt::Debug for StablehloPrecisionConfig {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter) -> ::core::fmt::Result {
-        if let Some(name) = self.variant_name() {
-            f.write_str(name)
-        } else {
-            f.write_fmt(format_args!("<UNKNOWN {:?}>", self.0))
-        }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter) -> ::core::fmt::Result {
+    if let Some(name) = self.variant_name() {
+      f.write_str(name)
+    } else {
+      f.write_fmt(format_args!("<UNKNOWN {:?}>", self.0))
     }
+  }
 }
 impl<'a> ::flatbuffers::Follow<'a> for StablehloPrecisionConfig {
-    type Inner = Self;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        let b = unsafe { ::flatbuffers::read_scalar_at::<u32>(buf, loc) };
-        Self(b)
-    }
+  type Inner = Self;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    let b = unsafe { ::flatbuffers::read_scalar_at::<u32>(buf, loc) };
+    Self(b)
+  }
 }
 
 impl ::flatbuffers::Push for StablehloPrecisionConfig {
@@ -72,27 +67,26 @@ impl ::flatbuffers::Push for StablehloPrecisionConfig {
 }
 
 impl ::flatbuffers::EndianScalar for StablehloPrecisionConfig {
-    type Scalar = u32;
-    #[inline]
-    fn to_little_endian(self) -> u32 {
-        self.0.to_le()
-    }
-    #[inline]
-    #[allow(clippy::wrong_self_convention)]
-    fn from_little_endian(v: u32) -> Self {
-        let b = u32::from_le(v);
-        Self(b)
-    }
+  type Scalar = u32;
+  #[inline]
+  fn to_little_endian(self) -> u32 {
+    self.0.to_le()
+  }
+  #[inline]
+  #[allow(clippy::wrong_self_convention)]
+  fn from_little_endian(v: u32) -> Self {
+    let b = u32::from_le(v);
+    Self(b)
+  }
 }
 
 impl<'a> ::flatbuffers::Verifiable for StablehloPrecisionConfig {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        u32::run_verifier(v, pos)
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    u32::run_verifier(v, pos)
+  }
 }
 
 impl ::flatbuffers::SimpleToVerifyInSlice for StablehloPrecisionConfig {}

@@ -6,166 +6,151 @@ pub enum StablehloReduceOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct StablehloReduceOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for StablehloReduceOptions<'a> {
-    type Inner = StablehloReduceOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = StablehloReduceOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> StablehloReduceOptions<'a> {
-    pub const VT_DIMENSIONS: ::flatbuffers::VOffsetT = 4;
-    pub const VT_BODY_SUBGRAPH_INDEX: ::flatbuffers::VOffsetT = 6;
+  pub const VT_DIMENSIONS: ::flatbuffers::VOffsetT = 4;
+  pub const VT_BODY_SUBGRAPH_INDEX: ::flatbuffers::VOffsetT = 6;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        StablehloReduceOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args StablehloReduceOptionsArgs<'args>,
-    ) -> ::flatbuffers::WIPOffset<StablehloReduceOptions<'bldr>> {
-        let mut builder = StablehloReduceOptionsBuilder::new(_fbb);
-        builder.add_body_subgraph_index(args.body_subgraph_index);
-        if let Some(x) = args.dimensions {
-            builder.add_dimensions(x);
-        }
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    StablehloReduceOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args StablehloReduceOptionsArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<StablehloReduceOptions<'bldr>> {
+    let mut builder = StablehloReduceOptionsBuilder::new(_fbb);
+    builder.add_body_subgraph_index(args.body_subgraph_index);
+    if let Some(x) = args.dimensions { builder.add_dimensions(x); }
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> StablehloReduceOptionsT {
-        let dimensions = self.dimensions().map(|x| x.into_iter().collect());
-        let body_subgraph_index = self.body_subgraph_index();
-        StablehloReduceOptionsT { dimensions, body_subgraph_index }
+  pub fn unpack(&self) -> StablehloReduceOptionsT {
+    let dimensions = self.dimensions().map(|x| {
+      x.into_iter().collect()
+    });
+    let body_subgraph_index = self.body_subgraph_index();
+    StablehloReduceOptionsT {
+      dimensions,
+      body_subgraph_index,
     }
+  }
 
-    #[inline]
-    pub fn dimensions(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(
-                StablehloReduceOptions::VT_DIMENSIONS,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn body_subgraph_index(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<i32>(StablehloReduceOptions::VT_BODY_SUBGRAPH_INDEX, Some(0)).unwrap()
-        }
-    }
+  #[inline]
+  pub fn dimensions(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(StablehloReduceOptions::VT_DIMENSIONS, None)}
+  }
+  #[inline]
+  pub fn body_subgraph_index(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(StablehloReduceOptions::VT_BODY_SUBGRAPH_INDEX, Some(0)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for StablehloReduceOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>(
-                "dimensions",
-                Self::VT_DIMENSIONS,
-                false,
-            )?
-            .visit_field::<i32>("body_subgraph_index", Self::VT_BODY_SUBGRAPH_INDEX, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>("dimensions", Self::VT_DIMENSIONS, false)?
+     .visit_field::<i32>("body_subgraph_index", Self::VT_BODY_SUBGRAPH_INDEX, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct StablehloReduceOptionsArgs<'a> {
     pub dimensions: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i64>>>,
     pub body_subgraph_index: i32,
 }
 impl<'a> Default for StablehloReduceOptionsArgs<'a> {
-    #[inline]
-    fn default() -> Self {
-        StablehloReduceOptionsArgs { dimensions: None, body_subgraph_index: 0 }
+  #[inline]
+  fn default() -> Self {
+    StablehloReduceOptionsArgs {
+      dimensions: None,
+      body_subgraph_index: 0,
     }
+  }
 }
 
 pub struct StablehloReduceOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> StablehloReduceOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_dimensions(
-        &mut self,
-        dimensions: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i64>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            StablehloReduceOptions::VT_DIMENSIONS,
-            dimensions,
-        );
+  #[inline]
+  pub fn add_dimensions(&mut self, dimensions: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i64>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(StablehloReduceOptions::VT_DIMENSIONS, dimensions);
+  }
+  #[inline]
+  pub fn add_body_subgraph_index(&mut self, body_subgraph_index: i32) {
+    self.fbb_.push_slot::<i32>(StablehloReduceOptions::VT_BODY_SUBGRAPH_INDEX, body_subgraph_index, 0);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> StablehloReduceOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    StablehloReduceOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_body_subgraph_index(&mut self, body_subgraph_index: i32) {
-        self.fbb_.push_slot::<i32>(
-            StablehloReduceOptions::VT_BODY_SUBGRAPH_INDEX,
-            body_subgraph_index,
-            0,
-        );
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> StablehloReduceOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        StablehloReduceOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<StablehloReduceOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<StablehloReduceOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for StablehloReduceOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("StablehloReduceOptions");
-        ds.field("dimensions", &self.dimensions());
-        ds.field("body_subgraph_index", &self.body_subgraph_index());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("StablehloReduceOptions");
+      ds.field("dimensions", &self.dimensions());
+      ds.field("body_subgraph_index", &self.body_subgraph_index());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct StablehloReduceOptionsT {
-    pub dimensions: Option<alloc::vec::Vec<i64>>,
-    pub body_subgraph_index: i32,
+  pub dimensions: Option<alloc::vec::Vec<i64>>,
+  pub body_subgraph_index: i32,
 }
 impl Default for StablehloReduceOptionsT {
-    fn default() -> Self {
-        Self { dimensions: None, body_subgraph_index: 0 }
+  fn default() -> Self {
+    Self {
+      dimensions: None,
+      body_subgraph_index: 0,
     }
+  }
 }
 impl StablehloReduceOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<StablehloReduceOptions<'b>> {
-        let dimensions = self.dimensions.as_ref().map(|x| _fbb.create_vector(x));
-        let body_subgraph_index = self.body_subgraph_index;
-        StablehloReduceOptions::create(
-            _fbb,
-            &StablehloReduceOptionsArgs { dimensions, body_subgraph_index },
-        )
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<StablehloReduceOptions<'b>> {
+    let dimensions = self.dimensions.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    let body_subgraph_index = self.body_subgraph_index;
+    StablehloReduceOptions::create(_fbb, &StablehloReduceOptionsArgs{
+      dimensions,
+      body_subgraph_index,
+    })
+  }
 }

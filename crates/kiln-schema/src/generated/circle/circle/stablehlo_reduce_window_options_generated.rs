@@ -6,185 +6,130 @@ pub enum StablehloReduceWindowOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct StablehloReduceWindowOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for StablehloReduceWindowOptions<'a> {
-    type Inner = StablehloReduceWindowOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = StablehloReduceWindowOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> StablehloReduceWindowOptions<'a> {
-    pub const VT_WINDOW_DIMENSIONS: ::flatbuffers::VOffsetT = 4;
-    pub const VT_WINDOW_STRIDES: ::flatbuffers::VOffsetT = 6;
-    pub const VT_BASE_DILATIONS: ::flatbuffers::VOffsetT = 8;
-    pub const VT_WINDOW_DILATIONS: ::flatbuffers::VOffsetT = 10;
-    pub const VT_PADDING: ::flatbuffers::VOffsetT = 12;
-    pub const VT_BODY_SUBGRAPH_INDEX: ::flatbuffers::VOffsetT = 14;
+  pub const VT_WINDOW_DIMENSIONS: ::flatbuffers::VOffsetT = 4;
+  pub const VT_WINDOW_STRIDES: ::flatbuffers::VOffsetT = 6;
+  pub const VT_BASE_DILATIONS: ::flatbuffers::VOffsetT = 8;
+  pub const VT_WINDOW_DILATIONS: ::flatbuffers::VOffsetT = 10;
+  pub const VT_PADDING: ::flatbuffers::VOffsetT = 12;
+  pub const VT_BODY_SUBGRAPH_INDEX: ::flatbuffers::VOffsetT = 14;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        StablehloReduceWindowOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args StablehloReduceWindowOptionsArgs<'args>,
-    ) -> ::flatbuffers::WIPOffset<StablehloReduceWindowOptions<'bldr>> {
-        let mut builder = StablehloReduceWindowOptionsBuilder::new(_fbb);
-        builder.add_body_subgraph_index(args.body_subgraph_index);
-        if let Some(x) = args.padding {
-            builder.add_padding(x);
-        }
-        if let Some(x) = args.window_dilations {
-            builder.add_window_dilations(x);
-        }
-        if let Some(x) = args.base_dilations {
-            builder.add_base_dilations(x);
-        }
-        if let Some(x) = args.window_strides {
-            builder.add_window_strides(x);
-        }
-        if let Some(x) = args.window_dimensions {
-            builder.add_window_dimensions(x);
-        }
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    StablehloReduceWindowOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args StablehloReduceWindowOptionsArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<StablehloReduceWindowOptions<'bldr>> {
+    let mut builder = StablehloReduceWindowOptionsBuilder::new(_fbb);
+    builder.add_body_subgraph_index(args.body_subgraph_index);
+    if let Some(x) = args.padding { builder.add_padding(x); }
+    if let Some(x) = args.window_dilations { builder.add_window_dilations(x); }
+    if let Some(x) = args.base_dilations { builder.add_base_dilations(x); }
+    if let Some(x) = args.window_strides { builder.add_window_strides(x); }
+    if let Some(x) = args.window_dimensions { builder.add_window_dimensions(x); }
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> StablehloReduceWindowOptionsT {
-        let window_dimensions = self.window_dimensions().map(|x| x.into_iter().collect());
-        let window_strides = self.window_strides().map(|x| x.into_iter().collect());
-        let base_dilations = self.base_dilations().map(|x| x.into_iter().collect());
-        let window_dilations = self.window_dilations().map(|x| x.into_iter().collect());
-        let padding = self.padding().map(|x| x.into_iter().collect());
-        let body_subgraph_index = self.body_subgraph_index();
-        StablehloReduceWindowOptionsT {
-            window_dimensions,
-            window_strides,
-            base_dilations,
-            window_dilations,
-            padding,
-            body_subgraph_index,
-        }
+  pub fn unpack(&self) -> StablehloReduceWindowOptionsT {
+    let window_dimensions = self.window_dimensions().map(|x| {
+      x.into_iter().collect()
+    });
+    let window_strides = self.window_strides().map(|x| {
+      x.into_iter().collect()
+    });
+    let base_dilations = self.base_dilations().map(|x| {
+      x.into_iter().collect()
+    });
+    let window_dilations = self.window_dilations().map(|x| {
+      x.into_iter().collect()
+    });
+    let padding = self.padding().map(|x| {
+      x.into_iter().collect()
+    });
+    let body_subgraph_index = self.body_subgraph_index();
+    StablehloReduceWindowOptionsT {
+      window_dimensions,
+      window_strides,
+      base_dilations,
+      window_dilations,
+      padding,
+      body_subgraph_index,
     }
+  }
 
-    #[inline]
-    pub fn window_dimensions(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(
-                StablehloReduceWindowOptions::VT_WINDOW_DIMENSIONS,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn window_strides(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(
-                StablehloReduceWindowOptions::VT_WINDOW_STRIDES,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn base_dilations(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(
-                StablehloReduceWindowOptions::VT_BASE_DILATIONS,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn window_dilations(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(
-                StablehloReduceWindowOptions::VT_WINDOW_DILATIONS,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn padding(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(
-                StablehloReduceWindowOptions::VT_PADDING,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn body_subgraph_index(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<i32>(StablehloReduceWindowOptions::VT_BODY_SUBGRAPH_INDEX, Some(0))
-                .unwrap()
-        }
-    }
+  #[inline]
+  pub fn window_dimensions(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(StablehloReduceWindowOptions::VT_WINDOW_DIMENSIONS, None)}
+  }
+  #[inline]
+  pub fn window_strides(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(StablehloReduceWindowOptions::VT_WINDOW_STRIDES, None)}
+  }
+  #[inline]
+  pub fn base_dilations(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(StablehloReduceWindowOptions::VT_BASE_DILATIONS, None)}
+  }
+  #[inline]
+  pub fn window_dilations(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(StablehloReduceWindowOptions::VT_WINDOW_DILATIONS, None)}
+  }
+  #[inline]
+  pub fn padding(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(StablehloReduceWindowOptions::VT_PADDING, None)}
+  }
+  #[inline]
+  pub fn body_subgraph_index(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(StablehloReduceWindowOptions::VT_BODY_SUBGRAPH_INDEX, Some(0)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for StablehloReduceWindowOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>(
-                "window_dimensions",
-                Self::VT_WINDOW_DIMENSIONS,
-                false,
-            )?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>(
-                "window_strides",
-                Self::VT_WINDOW_STRIDES,
-                false,
-            )?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>(
-                "base_dilations",
-                Self::VT_BASE_DILATIONS,
-                false,
-            )?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>(
-                "window_dilations",
-                Self::VT_WINDOW_DILATIONS,
-                false,
-            )?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>(
-                "padding",
-                Self::VT_PADDING,
-                false,
-            )?
-            .visit_field::<i32>("body_subgraph_index", Self::VT_BODY_SUBGRAPH_INDEX, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>("window_dimensions", Self::VT_WINDOW_DIMENSIONS, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>("window_strides", Self::VT_WINDOW_STRIDES, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>("base_dilations", Self::VT_BASE_DILATIONS, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>("window_dilations", Self::VT_WINDOW_DILATIONS, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>("padding", Self::VT_PADDING, false)?
+     .visit_field::<i32>("body_subgraph_index", Self::VT_BODY_SUBGRAPH_INDEX, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct StablehloReduceWindowOptionsArgs<'a> {
     pub window_dimensions: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i64>>>,
@@ -195,151 +140,125 @@ pub struct StablehloReduceWindowOptionsArgs<'a> {
     pub body_subgraph_index: i32,
 }
 impl<'a> Default for StablehloReduceWindowOptionsArgs<'a> {
-    #[inline]
-    fn default() -> Self {
-        StablehloReduceWindowOptionsArgs {
-            window_dimensions: None,
-            window_strides: None,
-            base_dilations: None,
-            window_dilations: None,
-            padding: None,
-            body_subgraph_index: 0,
-        }
+  #[inline]
+  fn default() -> Self {
+    StablehloReduceWindowOptionsArgs {
+      window_dimensions: None,
+      window_strides: None,
+      base_dilations: None,
+      window_dilations: None,
+      padding: None,
+      body_subgraph_index: 0,
     }
+  }
 }
 
 pub struct StablehloReduceWindowOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> StablehloReduceWindowOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_window_dimensions(
-        &mut self,
-        window_dimensions: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i64>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            StablehloReduceWindowOptions::VT_WINDOW_DIMENSIONS,
-            window_dimensions,
-        );
+  #[inline]
+  pub fn add_window_dimensions(&mut self, window_dimensions: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i64>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(StablehloReduceWindowOptions::VT_WINDOW_DIMENSIONS, window_dimensions);
+  }
+  #[inline]
+  pub fn add_window_strides(&mut self, window_strides: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i64>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(StablehloReduceWindowOptions::VT_WINDOW_STRIDES, window_strides);
+  }
+  #[inline]
+  pub fn add_base_dilations(&mut self, base_dilations: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i64>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(StablehloReduceWindowOptions::VT_BASE_DILATIONS, base_dilations);
+  }
+  #[inline]
+  pub fn add_window_dilations(&mut self, window_dilations: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i64>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(StablehloReduceWindowOptions::VT_WINDOW_DILATIONS, window_dilations);
+  }
+  #[inline]
+  pub fn add_padding(&mut self, padding: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i64>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(StablehloReduceWindowOptions::VT_PADDING, padding);
+  }
+  #[inline]
+  pub fn add_body_subgraph_index(&mut self, body_subgraph_index: i32) {
+    self.fbb_.push_slot::<i32>(StablehloReduceWindowOptions::VT_BODY_SUBGRAPH_INDEX, body_subgraph_index, 0);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> StablehloReduceWindowOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    StablehloReduceWindowOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_window_strides(
-        &mut self,
-        window_strides: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i64>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            StablehloReduceWindowOptions::VT_WINDOW_STRIDES,
-            window_strides,
-        );
-    }
-    #[inline]
-    pub fn add_base_dilations(
-        &mut self,
-        base_dilations: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i64>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            StablehloReduceWindowOptions::VT_BASE_DILATIONS,
-            base_dilations,
-        );
-    }
-    #[inline]
-    pub fn add_window_dilations(
-        &mut self,
-        window_dilations: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i64>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            StablehloReduceWindowOptions::VT_WINDOW_DILATIONS,
-            window_dilations,
-        );
-    }
-    #[inline]
-    pub fn add_padding(
-        &mut self,
-        padding: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i64>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            StablehloReduceWindowOptions::VT_PADDING,
-            padding,
-        );
-    }
-    #[inline]
-    pub fn add_body_subgraph_index(&mut self, body_subgraph_index: i32) {
-        self.fbb_.push_slot::<i32>(
-            StablehloReduceWindowOptions::VT_BODY_SUBGRAPH_INDEX,
-            body_subgraph_index,
-            0,
-        );
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> StablehloReduceWindowOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        StablehloReduceWindowOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<StablehloReduceWindowOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<StablehloReduceWindowOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for StablehloReduceWindowOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("StablehloReduceWindowOptions");
-        ds.field("window_dimensions", &self.window_dimensions());
-        ds.field("window_strides", &self.window_strides());
-        ds.field("base_dilations", &self.base_dilations());
-        ds.field("window_dilations", &self.window_dilations());
-        ds.field("padding", &self.padding());
-        ds.field("body_subgraph_index", &self.body_subgraph_index());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("StablehloReduceWindowOptions");
+      ds.field("window_dimensions", &self.window_dimensions());
+      ds.field("window_strides", &self.window_strides());
+      ds.field("base_dilations", &self.base_dilations());
+      ds.field("window_dilations", &self.window_dilations());
+      ds.field("padding", &self.padding());
+      ds.field("body_subgraph_index", &self.body_subgraph_index());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct StablehloReduceWindowOptionsT {
-    pub window_dimensions: Option<alloc::vec::Vec<i64>>,
-    pub window_strides: Option<alloc::vec::Vec<i64>>,
-    pub base_dilations: Option<alloc::vec::Vec<i64>>,
-    pub window_dilations: Option<alloc::vec::Vec<i64>>,
-    pub padding: Option<alloc::vec::Vec<i64>>,
-    pub body_subgraph_index: i32,
+  pub window_dimensions: Option<alloc::vec::Vec<i64>>,
+  pub window_strides: Option<alloc::vec::Vec<i64>>,
+  pub base_dilations: Option<alloc::vec::Vec<i64>>,
+  pub window_dilations: Option<alloc::vec::Vec<i64>>,
+  pub padding: Option<alloc::vec::Vec<i64>>,
+  pub body_subgraph_index: i32,
 }
 impl Default for StablehloReduceWindowOptionsT {
-    fn default() -> Self {
-        Self {
-            window_dimensions: None,
-            window_strides: None,
-            base_dilations: None,
-            window_dilations: None,
-            padding: None,
-            body_subgraph_index: 0,
-        }
+  fn default() -> Self {
+    Self {
+      window_dimensions: None,
+      window_strides: None,
+      base_dilations: None,
+      window_dilations: None,
+      padding: None,
+      body_subgraph_index: 0,
     }
+  }
 }
 impl StablehloReduceWindowOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<StablehloReduceWindowOptions<'b>> {
-        let window_dimensions = self.window_dimensions.as_ref().map(|x| _fbb.create_vector(x));
-        let window_strides = self.window_strides.as_ref().map(|x| _fbb.create_vector(x));
-        let base_dilations = self.base_dilations.as_ref().map(|x| _fbb.create_vector(x));
-        let window_dilations = self.window_dilations.as_ref().map(|x| _fbb.create_vector(x));
-        let padding = self.padding.as_ref().map(|x| _fbb.create_vector(x));
-        let body_subgraph_index = self.body_subgraph_index;
-        StablehloReduceWindowOptions::create(
-            _fbb,
-            &StablehloReduceWindowOptionsArgs {
-                window_dimensions,
-                window_strides,
-                base_dilations,
-                window_dilations,
-                padding,
-                body_subgraph_index,
-            },
-        )
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<StablehloReduceWindowOptions<'b>> {
+    let window_dimensions = self.window_dimensions.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    let window_strides = self.window_strides.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    let base_dilations = self.base_dilations.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    let window_dilations = self.window_dilations.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    let padding = self.padding.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    let body_subgraph_index = self.body_subgraph_index;
+    StablehloReduceWindowOptions::create(_fbb, &StablehloReduceWindowOptionsArgs{
+      window_dimensions,
+      window_strides,
+      base_dilations,
+      window_dilations,
+      padding,
+      body_subgraph_index,
+    })
+  }
 }

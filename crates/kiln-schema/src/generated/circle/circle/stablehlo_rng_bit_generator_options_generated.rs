@@ -6,137 +6,124 @@ pub enum StablehloRngBitGeneratorOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct StablehloRngBitGeneratorOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for StablehloRngBitGeneratorOptions<'a> {
-    type Inner = StablehloRngBitGeneratorOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = StablehloRngBitGeneratorOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> StablehloRngBitGeneratorOptions<'a> {
-    pub const VT_ALGORITHM: ::flatbuffers::VOffsetT = 4;
+  pub const VT_ALGORITHM: ::flatbuffers::VOffsetT = 4;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        StablehloRngBitGeneratorOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args StablehloRngBitGeneratorOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<StablehloRngBitGeneratorOptions<'bldr>> {
-        let mut builder = StablehloRngBitGeneratorOptionsBuilder::new(_fbb);
-        builder.add_algorithm(args.algorithm);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    StablehloRngBitGeneratorOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args StablehloRngBitGeneratorOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<StablehloRngBitGeneratorOptions<'bldr>> {
+    let mut builder = StablehloRngBitGeneratorOptionsBuilder::new(_fbb);
+    builder.add_algorithm(args.algorithm);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> StablehloRngBitGeneratorOptionsT {
-        let algorithm = self.algorithm();
-        StablehloRngBitGeneratorOptionsT { algorithm }
+  pub fn unpack(&self) -> StablehloRngBitGeneratorOptionsT {
+    let algorithm = self.algorithm();
+    StablehloRngBitGeneratorOptionsT {
+      algorithm,
     }
+  }
 
-    #[inline]
-    pub fn algorithm(&self) -> RngAlgorithm {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<RngAlgorithm>(
-                    StablehloRngBitGeneratorOptions::VT_ALGORITHM,
-                    Some(RngAlgorithm::DEFAULT),
-                )
-                .unwrap()
-        }
-    }
+  #[inline]
+  pub fn algorithm(&self) -> RngAlgorithm {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<RngAlgorithm>(StablehloRngBitGeneratorOptions::VT_ALGORITHM, Some(RngAlgorithm::DEFAULT)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for StablehloRngBitGeneratorOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<RngAlgorithm>("algorithm", Self::VT_ALGORITHM, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<RngAlgorithm>("algorithm", Self::VT_ALGORITHM, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct StablehloRngBitGeneratorOptionsArgs {
     pub algorithm: RngAlgorithm,
 }
 impl<'a> Default for StablehloRngBitGeneratorOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        StablehloRngBitGeneratorOptionsArgs { algorithm: RngAlgorithm::DEFAULT }
+  #[inline]
+  fn default() -> Self {
+    StablehloRngBitGeneratorOptionsArgs {
+      algorithm: RngAlgorithm::DEFAULT,
     }
+  }
 }
 
 pub struct StablehloRngBitGeneratorOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
-impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a>
-    StablehloRngBitGeneratorOptionsBuilder<'a, 'b, A>
-{
-    #[inline]
-    pub fn add_algorithm(&mut self, algorithm: RngAlgorithm) {
-        self.fbb_.push_slot::<RngAlgorithm>(
-            StablehloRngBitGeneratorOptions::VT_ALGORITHM,
-            algorithm,
-            RngAlgorithm::DEFAULT,
-        );
+impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> StablehloRngBitGeneratorOptionsBuilder<'a, 'b, A> {
+  #[inline]
+  pub fn add_algorithm(&mut self, algorithm: RngAlgorithm) {
+    self.fbb_.push_slot::<RngAlgorithm>(StablehloRngBitGeneratorOptions::VT_ALGORITHM, algorithm, RngAlgorithm::DEFAULT);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> StablehloRngBitGeneratorOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    StablehloRngBitGeneratorOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> StablehloRngBitGeneratorOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        StablehloRngBitGeneratorOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<StablehloRngBitGeneratorOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<StablehloRngBitGeneratorOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for StablehloRngBitGeneratorOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("StablehloRngBitGeneratorOptions");
-        ds.field("algorithm", &self.algorithm());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("StablehloRngBitGeneratorOptions");
+      ds.field("algorithm", &self.algorithm());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct StablehloRngBitGeneratorOptionsT {
-    pub algorithm: RngAlgorithm,
+  pub algorithm: RngAlgorithm,
 }
 impl Default for StablehloRngBitGeneratorOptionsT {
-    fn default() -> Self {
-        Self { algorithm: RngAlgorithm::DEFAULT }
+  fn default() -> Self {
+    Self {
+      algorithm: RngAlgorithm::DEFAULT,
     }
+  }
 }
 impl StablehloRngBitGeneratorOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<StablehloRngBitGeneratorOptions<'b>> {
-        let algorithm = self.algorithm;
-        StablehloRngBitGeneratorOptions::create(
-            _fbb,
-            &StablehloRngBitGeneratorOptionsArgs { algorithm },
-        )
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<StablehloRngBitGeneratorOptions<'b>> {
+    let algorithm = self.algorithm;
+    StablehloRngBitGeneratorOptions::create(_fbb, &StablehloRngBitGeneratorOptionsArgs{
+      algorithm,
+    })
+  }
 }

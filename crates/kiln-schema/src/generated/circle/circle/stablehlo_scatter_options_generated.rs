@@ -6,360 +6,274 @@ pub enum StablehloScatterOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct StablehloScatterOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for StablehloScatterOptions<'a> {
-    type Inner = StablehloScatterOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = StablehloScatterOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> StablehloScatterOptions<'a> {
-    pub const VT_INDICES_ARE_SORTED: ::flatbuffers::VOffsetT = 4;
-    pub const VT_UPDATE_WINDOW_DIMS: ::flatbuffers::VOffsetT = 6;
-    pub const VT_INSERTED_WINDOW_DIMS: ::flatbuffers::VOffsetT = 8;
-    pub const VT_SCATTER_DIMS_TO_OPERAND_DIMS: ::flatbuffers::VOffsetT = 10;
-    pub const VT_INDEX_VECTOR_DIM: ::flatbuffers::VOffsetT = 12;
-    pub const VT_UNIQUE_INDICES: ::flatbuffers::VOffsetT = 14;
-    pub const VT_UPDATE_COMPUTATION_SUBGRAPH_INDEX: ::flatbuffers::VOffsetT = 16;
+  pub const VT_INDICES_ARE_SORTED: ::flatbuffers::VOffsetT = 4;
+  pub const VT_UPDATE_WINDOW_DIMS: ::flatbuffers::VOffsetT = 6;
+  pub const VT_INSERTED_WINDOW_DIMS: ::flatbuffers::VOffsetT = 8;
+  pub const VT_SCATTER_DIMS_TO_OPERAND_DIMS: ::flatbuffers::VOffsetT = 10;
+  pub const VT_INDEX_VECTOR_DIM: ::flatbuffers::VOffsetT = 12;
+  pub const VT_UNIQUE_INDICES: ::flatbuffers::VOffsetT = 14;
+  pub const VT_UPDATE_COMPUTATION_SUBGRAPH_INDEX: ::flatbuffers::VOffsetT = 16;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        StablehloScatterOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args StablehloScatterOptionsArgs<'args>,
-    ) -> ::flatbuffers::WIPOffset<StablehloScatterOptions<'bldr>> {
-        let mut builder = StablehloScatterOptionsBuilder::new(_fbb);
-        builder.add_index_vector_dim(args.index_vector_dim);
-        builder.add_update_computation_subgraph_index(args.update_computation_subgraph_index);
-        if let Some(x) = args.scatter_dims_to_operand_dims {
-            builder.add_scatter_dims_to_operand_dims(x);
-        }
-        if let Some(x) = args.inserted_window_dims {
-            builder.add_inserted_window_dims(x);
-        }
-        if let Some(x) = args.update_window_dims {
-            builder.add_update_window_dims(x);
-        }
-        builder.add_unique_indices(args.unique_indices);
-        builder.add_indices_are_sorted(args.indices_are_sorted);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    StablehloScatterOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args StablehloScatterOptionsArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<StablehloScatterOptions<'bldr>> {
+    let mut builder = StablehloScatterOptionsBuilder::new(_fbb);
+    builder.add_index_vector_dim(args.index_vector_dim);
+    builder.add_update_computation_subgraph_index(args.update_computation_subgraph_index);
+    if let Some(x) = args.scatter_dims_to_operand_dims { builder.add_scatter_dims_to_operand_dims(x); }
+    if let Some(x) = args.inserted_window_dims { builder.add_inserted_window_dims(x); }
+    if let Some(x) = args.update_window_dims { builder.add_update_window_dims(x); }
+    builder.add_unique_indices(args.unique_indices);
+    builder.add_indices_are_sorted(args.indices_are_sorted);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> StablehloScatterOptionsT {
-        let indices_are_sorted = self.indices_are_sorted();
-        let update_window_dims = self.update_window_dims().map(|x| x.into_iter().collect());
-        let inserted_window_dims = self.inserted_window_dims().map(|x| x.into_iter().collect());
-        let scatter_dims_to_operand_dims =
-            self.scatter_dims_to_operand_dims().map(|x| x.into_iter().collect());
-        let index_vector_dim = self.index_vector_dim();
-        let unique_indices = self.unique_indices();
-        let update_computation_subgraph_index = self.update_computation_subgraph_index();
-        StablehloScatterOptionsT {
-            indices_are_sorted,
-            update_window_dims,
-            inserted_window_dims,
-            scatter_dims_to_operand_dims,
-            index_vector_dim,
-            unique_indices,
-            update_computation_subgraph_index,
-        }
+  pub fn unpack(&self) -> StablehloScatterOptionsT {
+    let indices_are_sorted = self.indices_are_sorted();
+    let update_window_dims = self.update_window_dims().map(|x| {
+      x.into_iter().collect()
+    });
+    let inserted_window_dims = self.inserted_window_dims().map(|x| {
+      x.into_iter().collect()
+    });
+    let scatter_dims_to_operand_dims = self.scatter_dims_to_operand_dims().map(|x| {
+      x.into_iter().collect()
+    });
+    let index_vector_dim = self.index_vector_dim();
+    let unique_indices = self.unique_indices();
+    let update_computation_subgraph_index = self.update_computation_subgraph_index();
+    StablehloScatterOptionsT {
+      indices_are_sorted,
+      update_window_dims,
+      inserted_window_dims,
+      scatter_dims_to_operand_dims,
+      index_vector_dim,
+      unique_indices,
+      update_computation_subgraph_index,
     }
+  }
 
-    #[inline]
-    pub fn indices_are_sorted(&self) -> bool {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<bool>(StablehloScatterOptions::VT_INDICES_ARE_SORTED, Some(false))
-                .unwrap()
-        }
-    }
-    #[inline]
-    pub fn update_window_dims(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(
-                StablehloScatterOptions::VT_UPDATE_WINDOW_DIMS,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn inserted_window_dims(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(
-                StablehloScatterOptions::VT_INSERTED_WINDOW_DIMS,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn scatter_dims_to_operand_dims(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(
-                StablehloScatterOptions::VT_SCATTER_DIMS_TO_OPERAND_DIMS,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn index_vector_dim(&self) -> i64 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<i64>(StablehloScatterOptions::VT_INDEX_VECTOR_DIM, Some(0)).unwrap()
-        }
-    }
-    #[inline]
-    pub fn unique_indices(&self) -> bool {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<bool>(StablehloScatterOptions::VT_UNIQUE_INDICES, Some(false)).unwrap()
-        }
-    }
-    #[inline]
-    pub fn update_computation_subgraph_index(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<i32>(StablehloScatterOptions::VT_UPDATE_COMPUTATION_SUBGRAPH_INDEX, Some(0))
-                .unwrap()
-        }
-    }
+  #[inline]
+  pub fn indices_are_sorted(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(StablehloScatterOptions::VT_INDICES_ARE_SORTED, Some(false)).unwrap()}
+  }
+  #[inline]
+  pub fn update_window_dims(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(StablehloScatterOptions::VT_UPDATE_WINDOW_DIMS, None)}
+  }
+  #[inline]
+  pub fn inserted_window_dims(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(StablehloScatterOptions::VT_INSERTED_WINDOW_DIMS, None)}
+  }
+  #[inline]
+  pub fn scatter_dims_to_operand_dims(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(StablehloScatterOptions::VT_SCATTER_DIMS_TO_OPERAND_DIMS, None)}
+  }
+  #[inline]
+  pub fn index_vector_dim(&self) -> i64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i64>(StablehloScatterOptions::VT_INDEX_VECTOR_DIM, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn unique_indices(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(StablehloScatterOptions::VT_UNIQUE_INDICES, Some(false)).unwrap()}
+  }
+  #[inline]
+  pub fn update_computation_subgraph_index(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(StablehloScatterOptions::VT_UPDATE_COMPUTATION_SUBGRAPH_INDEX, Some(0)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for StablehloScatterOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<bool>("indices_are_sorted", Self::VT_INDICES_ARE_SORTED, false)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>(
-                "update_window_dims",
-                Self::VT_UPDATE_WINDOW_DIMS,
-                false,
-            )?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>(
-                "inserted_window_dims",
-                Self::VT_INSERTED_WINDOW_DIMS,
-                false,
-            )?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>(
-                "scatter_dims_to_operand_dims",
-                Self::VT_SCATTER_DIMS_TO_OPERAND_DIMS,
-                false,
-            )?
-            .visit_field::<i64>("index_vector_dim", Self::VT_INDEX_VECTOR_DIM, false)?
-            .visit_field::<bool>("unique_indices", Self::VT_UNIQUE_INDICES, false)?
-            .visit_field::<i32>(
-                "update_computation_subgraph_index",
-                Self::VT_UPDATE_COMPUTATION_SUBGRAPH_INDEX,
-                false,
-            )?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<bool>("indices_are_sorted", Self::VT_INDICES_ARE_SORTED, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>("update_window_dims", Self::VT_UPDATE_WINDOW_DIMS, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>("inserted_window_dims", Self::VT_INSERTED_WINDOW_DIMS, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>("scatter_dims_to_operand_dims", Self::VT_SCATTER_DIMS_TO_OPERAND_DIMS, false)?
+     .visit_field::<i64>("index_vector_dim", Self::VT_INDEX_VECTOR_DIM, false)?
+     .visit_field::<bool>("unique_indices", Self::VT_UNIQUE_INDICES, false)?
+     .visit_field::<i32>("update_computation_subgraph_index", Self::VT_UPDATE_COMPUTATION_SUBGRAPH_INDEX, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct StablehloScatterOptionsArgs<'a> {
     pub indices_are_sorted: bool,
     pub update_window_dims: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i64>>>,
     pub inserted_window_dims: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i64>>>,
-    pub scatter_dims_to_operand_dims:
-        Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i64>>>,
+    pub scatter_dims_to_operand_dims: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i64>>>,
     pub index_vector_dim: i64,
     pub unique_indices: bool,
     pub update_computation_subgraph_index: i32,
 }
 impl<'a> Default for StablehloScatterOptionsArgs<'a> {
-    #[inline]
-    fn default() -> Self {
-        StablehloScatterOptionsArgs {
-            indices_are_sorted: false,
-            update_window_dims: None,
-            inserted_window_dims: None,
-            scatter_dims_to_operand_dims: None,
-            index_vector_dim: 0,
-            unique_indices: false,
-            update_computation_subgraph_index: 0,
-        }
+  #[inline]
+  fn default() -> Self {
+    StablehloScatterOptionsArgs {
+      indices_are_sorted: false,
+      update_window_dims: None,
+      inserted_window_dims: None,
+      scatter_dims_to_operand_dims: None,
+      index_vector_dim: 0,
+      unique_indices: false,
+      update_computation_subgraph_index: 0,
     }
+  }
 }
 
 pub struct StablehloScatterOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> StablehloScatterOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_indices_are_sorted(&mut self, indices_are_sorted: bool) {
-        self.fbb_.push_slot::<bool>(
-            StablehloScatterOptions::VT_INDICES_ARE_SORTED,
-            indices_are_sorted,
-            false,
-        );
+  #[inline]
+  pub fn add_indices_are_sorted(&mut self, indices_are_sorted: bool) {
+    self.fbb_.push_slot::<bool>(StablehloScatterOptions::VT_INDICES_ARE_SORTED, indices_are_sorted, false);
+  }
+  #[inline]
+  pub fn add_update_window_dims(&mut self, update_window_dims: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i64>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(StablehloScatterOptions::VT_UPDATE_WINDOW_DIMS, update_window_dims);
+  }
+  #[inline]
+  pub fn add_inserted_window_dims(&mut self, inserted_window_dims: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i64>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(StablehloScatterOptions::VT_INSERTED_WINDOW_DIMS, inserted_window_dims);
+  }
+  #[inline]
+  pub fn add_scatter_dims_to_operand_dims(&mut self, scatter_dims_to_operand_dims: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i64>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(StablehloScatterOptions::VT_SCATTER_DIMS_TO_OPERAND_DIMS, scatter_dims_to_operand_dims);
+  }
+  #[inline]
+  pub fn add_index_vector_dim(&mut self, index_vector_dim: i64) {
+    self.fbb_.push_slot::<i64>(StablehloScatterOptions::VT_INDEX_VECTOR_DIM, index_vector_dim, 0);
+  }
+  #[inline]
+  pub fn add_unique_indices(&mut self, unique_indices: bool) {
+    self.fbb_.push_slot::<bool>(StablehloScatterOptions::VT_UNIQUE_INDICES, unique_indices, false);
+  }
+  #[inline]
+  pub fn add_update_computation_subgraph_index(&mut self, update_computation_subgraph_index: i32) {
+    self.fbb_.push_slot::<i32>(StablehloScatterOptions::VT_UPDATE_COMPUTATION_SUBGRAPH_INDEX, update_computation_subgraph_index, 0);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> StablehloScatterOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    StablehloScatterOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_update_window_dims(
-        &mut self,
-        update_window_dims: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i64>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            StablehloScatterOptions::VT_UPDATE_WINDOW_DIMS,
-            update_window_dims,
-        );
-    }
-    #[inline]
-    pub fn add_inserted_window_dims(
-        &mut self,
-        inserted_window_dims: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i64>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            StablehloScatterOptions::VT_INSERTED_WINDOW_DIMS,
-            inserted_window_dims,
-        );
-    }
-    #[inline]
-    pub fn add_scatter_dims_to_operand_dims(
-        &mut self,
-        scatter_dims_to_operand_dims: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i64>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            StablehloScatterOptions::VT_SCATTER_DIMS_TO_OPERAND_DIMS,
-            scatter_dims_to_operand_dims,
-        );
-    }
-    #[inline]
-    pub fn add_index_vector_dim(&mut self, index_vector_dim: i64) {
-        self.fbb_.push_slot::<i64>(
-            StablehloScatterOptions::VT_INDEX_VECTOR_DIM,
-            index_vector_dim,
-            0,
-        );
-    }
-    #[inline]
-    pub fn add_unique_indices(&mut self, unique_indices: bool) {
-        self.fbb_.push_slot::<bool>(
-            StablehloScatterOptions::VT_UNIQUE_INDICES,
-            unique_indices,
-            false,
-        );
-    }
-    #[inline]
-    pub fn add_update_computation_subgraph_index(
-        &mut self,
-        update_computation_subgraph_index: i32,
-    ) {
-        self.fbb_.push_slot::<i32>(
-            StablehloScatterOptions::VT_UPDATE_COMPUTATION_SUBGRAPH_INDEX,
-            update_computation_subgraph_index,
-            0,
-        );
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> StablehloScatterOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        StablehloScatterOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<StablehloScatterOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<StablehloScatterOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for StablehloScatterOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("StablehloScatterOptions");
-        ds.field("indices_are_sorted", &self.indices_are_sorted());
-        ds.field("update_window_dims", &self.update_window_dims());
-        ds.field("inserted_window_dims", &self.inserted_window_dims());
-        ds.field("scatter_dims_to_operand_dims", &self.scatter_dims_to_operand_dims());
-        ds.field("index_vector_dim", &self.index_vector_dim());
-        ds.field("unique_indices", &self.unique_indices());
-        ds.field("update_computation_subgraph_index", &self.update_computation_subgraph_index());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("StablehloScatterOptions");
+      ds.field("indices_are_sorted", &self.indices_are_sorted());
+      ds.field("update_window_dims", &self.update_window_dims());
+      ds.field("inserted_window_dims", &self.inserted_window_dims());
+      ds.field("scatter_dims_to_operand_dims", &self.scatter_dims_to_operand_dims());
+      ds.field("index_vector_dim", &self.index_vector_dim());
+      ds.field("unique_indices", &self.unique_indices());
+      ds.field("update_computation_subgraph_index", &self.update_computation_subgraph_index());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct StablehloScatterOptionsT {
-    pub indices_are_sorted: bool,
-    pub update_window_dims: Option<alloc::vec::Vec<i64>>,
-    pub inserted_window_dims: Option<alloc::vec::Vec<i64>>,
-    pub scatter_dims_to_operand_dims: Option<alloc::vec::Vec<i64>>,
-    pub index_vector_dim: i64,
-    pub unique_indices: bool,
-    pub update_computation_subgraph_index: i32,
+  pub indices_are_sorted: bool,
+  pub update_window_dims: Option<alloc::vec::Vec<i64>>,
+  pub inserted_window_dims: Option<alloc::vec::Vec<i64>>,
+  pub scatter_dims_to_operand_dims: Option<alloc::vec::Vec<i64>>,
+  pub index_vector_dim: i64,
+  pub unique_indices: bool,
+  pub update_computation_subgraph_index: i32,
 }
 impl Default for StablehloScatterOptionsT {
-    fn default() -> Self {
-        Self {
-            indices_are_sorted: false,
-            update_window_dims: None,
-            inserted_window_dims: None,
-            scatter_dims_to_operand_dims: None,
-            index_vector_dim: 0,
-            unique_indices: false,
-            update_computation_subgraph_index: 0,
-        }
+  fn default() -> Self {
+    Self {
+      indices_are_sorted: false,
+      update_window_dims: None,
+      inserted_window_dims: None,
+      scatter_dims_to_operand_dims: None,
+      index_vector_dim: 0,
+      unique_indices: false,
+      update_computation_subgraph_index: 0,
     }
+  }
 }
 impl StablehloScatterOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<StablehloScatterOptions<'b>> {
-        let indices_are_sorted = self.indices_are_sorted;
-        let update_window_dims = self.update_window_dims.as_ref().map(|x| _fbb.create_vector(x));
-        let inserted_window_dims =
-            self.inserted_window_dims.as_ref().map(|x| _fbb.create_vector(x));
-        let scatter_dims_to_operand_dims =
-            self.scatter_dims_to_operand_dims.as_ref().map(|x| _fbb.create_vector(x));
-        let index_vector_dim = self.index_vector_dim;
-        let unique_indices = self.unique_indices;
-        let update_computation_subgraph_index = self.update_computation_subgraph_index;
-        StablehloScatterOptions::create(
-            _fbb,
-            &StablehloScatterOptionsArgs {
-                indices_are_sorted,
-                update_window_dims,
-                inserted_window_dims,
-                scatter_dims_to_operand_dims,
-                index_vector_dim,
-                unique_indices,
-                update_computation_subgraph_index,
-            },
-        )
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<StablehloScatterOptions<'b>> {
+    let indices_are_sorted = self.indices_are_sorted;
+    let update_window_dims = self.update_window_dims.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    let inserted_window_dims = self.inserted_window_dims.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    let scatter_dims_to_operand_dims = self.scatter_dims_to_operand_dims.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    let index_vector_dim = self.index_vector_dim;
+    let unique_indices = self.unique_indices;
+    let update_computation_subgraph_index = self.update_computation_subgraph_index;
+    StablehloScatterOptions::create(_fbb, &StablehloScatterOptionsArgs{
+      indices_are_sorted,
+      update_window_dims,
+      inserted_window_dims,
+      scatter_dims_to_operand_dims,
+      index_vector_dim,
+      unique_indices,
+      update_computation_subgraph_index,
+    })
+  }
 }

@@ -6,119 +6,90 @@ pub enum StablehloSliceOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct StablehloSliceOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for StablehloSliceOptions<'a> {
-    type Inner = StablehloSliceOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = StablehloSliceOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> StablehloSliceOptions<'a> {
-    pub const VT_START_INDICES: ::flatbuffers::VOffsetT = 4;
-    pub const VT_LIMIT_INDICES: ::flatbuffers::VOffsetT = 6;
-    pub const VT_STRIDES: ::flatbuffers::VOffsetT = 8;
+  pub const VT_START_INDICES: ::flatbuffers::VOffsetT = 4;
+  pub const VT_LIMIT_INDICES: ::flatbuffers::VOffsetT = 6;
+  pub const VT_STRIDES: ::flatbuffers::VOffsetT = 8;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        StablehloSliceOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args StablehloSliceOptionsArgs<'args>,
-    ) -> ::flatbuffers::WIPOffset<StablehloSliceOptions<'bldr>> {
-        let mut builder = StablehloSliceOptionsBuilder::new(_fbb);
-        if let Some(x) = args.strides {
-            builder.add_strides(x);
-        }
-        if let Some(x) = args.limit_indices {
-            builder.add_limit_indices(x);
-        }
-        if let Some(x) = args.start_indices {
-            builder.add_start_indices(x);
-        }
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    StablehloSliceOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args StablehloSliceOptionsArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<StablehloSliceOptions<'bldr>> {
+    let mut builder = StablehloSliceOptionsBuilder::new(_fbb);
+    if let Some(x) = args.strides { builder.add_strides(x); }
+    if let Some(x) = args.limit_indices { builder.add_limit_indices(x); }
+    if let Some(x) = args.start_indices { builder.add_start_indices(x); }
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> StablehloSliceOptionsT {
-        let start_indices = self.start_indices().map(|x| x.into_iter().collect());
-        let limit_indices = self.limit_indices().map(|x| x.into_iter().collect());
-        let strides = self.strides().map(|x| x.into_iter().collect());
-        StablehloSliceOptionsT { start_indices, limit_indices, strides }
+  pub fn unpack(&self) -> StablehloSliceOptionsT {
+    let start_indices = self.start_indices().map(|x| {
+      x.into_iter().collect()
+    });
+    let limit_indices = self.limit_indices().map(|x| {
+      x.into_iter().collect()
+    });
+    let strides = self.strides().map(|x| {
+      x.into_iter().collect()
+    });
+    StablehloSliceOptionsT {
+      start_indices,
+      limit_indices,
+      strides,
     }
+  }
 
-    #[inline]
-    pub fn start_indices(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(
-                StablehloSliceOptions::VT_START_INDICES,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn limit_indices(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(
-                StablehloSliceOptions::VT_LIMIT_INDICES,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn strides(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(
-                StablehloSliceOptions::VT_STRIDES,
-                None,
-            )
-        }
-    }
+  #[inline]
+  pub fn start_indices(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(StablehloSliceOptions::VT_START_INDICES, None)}
+  }
+  #[inline]
+  pub fn limit_indices(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(StablehloSliceOptions::VT_LIMIT_INDICES, None)}
+  }
+  #[inline]
+  pub fn strides(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(StablehloSliceOptions::VT_STRIDES, None)}
+  }
 }
 
 impl ::flatbuffers::Verifiable for StablehloSliceOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>(
-                "start_indices",
-                Self::VT_START_INDICES,
-                false,
-            )?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>(
-                "limit_indices",
-                Self::VT_LIMIT_INDICES,
-                false,
-            )?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>(
-                "strides",
-                Self::VT_STRIDES,
-                false,
-            )?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>("start_indices", Self::VT_START_INDICES, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>("limit_indices", Self::VT_LIMIT_INDICES, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>("strides", Self::VT_STRIDES, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct StablehloSliceOptionsArgs<'a> {
     pub start_indices: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i64>>>,
@@ -126,93 +97,91 @@ pub struct StablehloSliceOptionsArgs<'a> {
     pub strides: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i64>>>,
 }
 impl<'a> Default for StablehloSliceOptionsArgs<'a> {
-    #[inline]
-    fn default() -> Self {
-        StablehloSliceOptionsArgs { start_indices: None, limit_indices: None, strides: None }
+  #[inline]
+  fn default() -> Self {
+    StablehloSliceOptionsArgs {
+      start_indices: None,
+      limit_indices: None,
+      strides: None,
     }
+  }
 }
 
 pub struct StablehloSliceOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> StablehloSliceOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_start_indices(
-        &mut self,
-        start_indices: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i64>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            StablehloSliceOptions::VT_START_INDICES,
-            start_indices,
-        );
+  #[inline]
+  pub fn add_start_indices(&mut self, start_indices: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i64>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(StablehloSliceOptions::VT_START_INDICES, start_indices);
+  }
+  #[inline]
+  pub fn add_limit_indices(&mut self, limit_indices: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i64>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(StablehloSliceOptions::VT_LIMIT_INDICES, limit_indices);
+  }
+  #[inline]
+  pub fn add_strides(&mut self, strides: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i64>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(StablehloSliceOptions::VT_STRIDES, strides);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> StablehloSliceOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    StablehloSliceOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_limit_indices(
-        &mut self,
-        limit_indices: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i64>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            StablehloSliceOptions::VT_LIMIT_INDICES,
-            limit_indices,
-        );
-    }
-    #[inline]
-    pub fn add_strides(
-        &mut self,
-        strides: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i64>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            StablehloSliceOptions::VT_STRIDES,
-            strides,
-        );
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> StablehloSliceOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        StablehloSliceOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<StablehloSliceOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<StablehloSliceOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for StablehloSliceOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("StablehloSliceOptions");
-        ds.field("start_indices", &self.start_indices());
-        ds.field("limit_indices", &self.limit_indices());
-        ds.field("strides", &self.strides());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("StablehloSliceOptions");
+      ds.field("start_indices", &self.start_indices());
+      ds.field("limit_indices", &self.limit_indices());
+      ds.field("strides", &self.strides());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct StablehloSliceOptionsT {
-    pub start_indices: Option<alloc::vec::Vec<i64>>,
-    pub limit_indices: Option<alloc::vec::Vec<i64>>,
-    pub strides: Option<alloc::vec::Vec<i64>>,
+  pub start_indices: Option<alloc::vec::Vec<i64>>,
+  pub limit_indices: Option<alloc::vec::Vec<i64>>,
+  pub strides: Option<alloc::vec::Vec<i64>>,
 }
 impl Default for StablehloSliceOptionsT {
-    fn default() -> Self {
-        Self { start_indices: None, limit_indices: None, strides: None }
+  fn default() -> Self {
+    Self {
+      start_indices: None,
+      limit_indices: None,
+      strides: None,
     }
+  }
 }
 impl StablehloSliceOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<StablehloSliceOptions<'b>> {
-        let start_indices = self.start_indices.as_ref().map(|x| _fbb.create_vector(x));
-        let limit_indices = self.limit_indices.as_ref().map(|x| _fbb.create_vector(x));
-        let strides = self.strides.as_ref().map(|x| _fbb.create_vector(x));
-        StablehloSliceOptions::create(
-            _fbb,
-            &StablehloSliceOptionsArgs { start_indices, limit_indices, strides },
-        )
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<StablehloSliceOptions<'b>> {
+    let start_indices = self.start_indices.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    let limit_indices = self.limit_indices.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    let strides = self.strides.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    StablehloSliceOptions::create(_fbb, &StablehloSliceOptionsArgs{
+      start_indices,
+      limit_indices,
+      strides,
+    })
+  }
 }

@@ -6,94 +6,84 @@ pub enum StablehloSortOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct StablehloSortOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for StablehloSortOptions<'a> {
-    type Inner = StablehloSortOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = StablehloSortOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> StablehloSortOptions<'a> {
-    pub const VT_DIMENSION: ::flatbuffers::VOffsetT = 4;
-    pub const VT_IS_STABLE: ::flatbuffers::VOffsetT = 6;
-    pub const VT_COMPARATOR_SUBGRAPH_INDEX: ::flatbuffers::VOffsetT = 8;
+  pub const VT_DIMENSION: ::flatbuffers::VOffsetT = 4;
+  pub const VT_IS_STABLE: ::flatbuffers::VOffsetT = 6;
+  pub const VT_COMPARATOR_SUBGRAPH_INDEX: ::flatbuffers::VOffsetT = 8;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        StablehloSortOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args StablehloSortOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<StablehloSortOptions<'bldr>> {
-        let mut builder = StablehloSortOptionsBuilder::new(_fbb);
-        builder.add_dimension(args.dimension);
-        builder.add_comparator_subgraph_index(args.comparator_subgraph_index);
-        builder.add_is_stable(args.is_stable);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    StablehloSortOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args StablehloSortOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<StablehloSortOptions<'bldr>> {
+    let mut builder = StablehloSortOptionsBuilder::new(_fbb);
+    builder.add_dimension(args.dimension);
+    builder.add_comparator_subgraph_index(args.comparator_subgraph_index);
+    builder.add_is_stable(args.is_stable);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> StablehloSortOptionsT {
-        let dimension = self.dimension();
-        let is_stable = self.is_stable();
-        let comparator_subgraph_index = self.comparator_subgraph_index();
-        StablehloSortOptionsT { dimension, is_stable, comparator_subgraph_index }
+  pub fn unpack(&self) -> StablehloSortOptionsT {
+    let dimension = self.dimension();
+    let is_stable = self.is_stable();
+    let comparator_subgraph_index = self.comparator_subgraph_index();
+    StablehloSortOptionsT {
+      dimension,
+      is_stable,
+      comparator_subgraph_index,
     }
+  }
 
-    #[inline]
-    pub fn dimension(&self) -> i64 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i64>(StablehloSortOptions::VT_DIMENSION, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn is_stable(&self) -> bool {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<bool>(StablehloSortOptions::VT_IS_STABLE, Some(false)).unwrap() }
-    }
-    #[inline]
-    pub fn comparator_subgraph_index(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<i32>(StablehloSortOptions::VT_COMPARATOR_SUBGRAPH_INDEX, Some(0))
-                .unwrap()
-        }
-    }
+  #[inline]
+  pub fn dimension(&self) -> i64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i64>(StablehloSortOptions::VT_DIMENSION, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn is_stable(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(StablehloSortOptions::VT_IS_STABLE, Some(false)).unwrap()}
+  }
+  #[inline]
+  pub fn comparator_subgraph_index(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(StablehloSortOptions::VT_COMPARATOR_SUBGRAPH_INDEX, Some(0)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for StablehloSortOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<i64>("dimension", Self::VT_DIMENSION, false)?
-            .visit_field::<bool>("is_stable", Self::VT_IS_STABLE, false)?
-            .visit_field::<i32>(
-                "comparator_subgraph_index",
-                Self::VT_COMPARATOR_SUBGRAPH_INDEX,
-                false,
-            )?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<i64>("dimension", Self::VT_DIMENSION, false)?
+     .visit_field::<bool>("is_stable", Self::VT_IS_STABLE, false)?
+     .visit_field::<i32>("comparator_subgraph_index", Self::VT_COMPARATOR_SUBGRAPH_INDEX, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct StablehloSortOptionsArgs {
     pub dimension: i64,
@@ -101,79 +91,85 @@ pub struct StablehloSortOptionsArgs {
     pub comparator_subgraph_index: i32,
 }
 impl<'a> Default for StablehloSortOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        StablehloSortOptionsArgs { dimension: 0, is_stable: false, comparator_subgraph_index: 0 }
+  #[inline]
+  fn default() -> Self {
+    StablehloSortOptionsArgs {
+      dimension: 0,
+      is_stable: false,
+      comparator_subgraph_index: 0,
     }
+  }
 }
 
 pub struct StablehloSortOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> StablehloSortOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_dimension(&mut self, dimension: i64) {
-        self.fbb_.push_slot::<i64>(StablehloSortOptions::VT_DIMENSION, dimension, 0);
+  #[inline]
+  pub fn add_dimension(&mut self, dimension: i64) {
+    self.fbb_.push_slot::<i64>(StablehloSortOptions::VT_DIMENSION, dimension, 0);
+  }
+  #[inline]
+  pub fn add_is_stable(&mut self, is_stable: bool) {
+    self.fbb_.push_slot::<bool>(StablehloSortOptions::VT_IS_STABLE, is_stable, false);
+  }
+  #[inline]
+  pub fn add_comparator_subgraph_index(&mut self, comparator_subgraph_index: i32) {
+    self.fbb_.push_slot::<i32>(StablehloSortOptions::VT_COMPARATOR_SUBGRAPH_INDEX, comparator_subgraph_index, 0);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> StablehloSortOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    StablehloSortOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_is_stable(&mut self, is_stable: bool) {
-        self.fbb_.push_slot::<bool>(StablehloSortOptions::VT_IS_STABLE, is_stable, false);
-    }
-    #[inline]
-    pub fn add_comparator_subgraph_index(&mut self, comparator_subgraph_index: i32) {
-        self.fbb_.push_slot::<i32>(
-            StablehloSortOptions::VT_COMPARATOR_SUBGRAPH_INDEX,
-            comparator_subgraph_index,
-            0,
-        );
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> StablehloSortOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        StablehloSortOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<StablehloSortOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<StablehloSortOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for StablehloSortOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("StablehloSortOptions");
-        ds.field("dimension", &self.dimension());
-        ds.field("is_stable", &self.is_stable());
-        ds.field("comparator_subgraph_index", &self.comparator_subgraph_index());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("StablehloSortOptions");
+      ds.field("dimension", &self.dimension());
+      ds.field("is_stable", &self.is_stable());
+      ds.field("comparator_subgraph_index", &self.comparator_subgraph_index());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct StablehloSortOptionsT {
-    pub dimension: i64,
-    pub is_stable: bool,
-    pub comparator_subgraph_index: i32,
+  pub dimension: i64,
+  pub is_stable: bool,
+  pub comparator_subgraph_index: i32,
 }
 impl Default for StablehloSortOptionsT {
-    fn default() -> Self {
-        Self { dimension: 0, is_stable: false, comparator_subgraph_index: 0 }
+  fn default() -> Self {
+    Self {
+      dimension: 0,
+      is_stable: false,
+      comparator_subgraph_index: 0,
     }
+  }
 }
 impl StablehloSortOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<StablehloSortOptions<'b>> {
-        let dimension = self.dimension;
-        let is_stable = self.is_stable;
-        let comparator_subgraph_index = self.comparator_subgraph_index;
-        StablehloSortOptions::create(
-            _fbb,
-            &StablehloSortOptionsArgs { dimension, is_stable, comparator_subgraph_index },
-        )
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<StablehloSortOptions<'b>> {
+    let dimension = self.dimension;
+    let is_stable = self.is_stable;
+    let comparator_subgraph_index = self.comparator_subgraph_index;
+    StablehloSortOptions::create(_fbb, &StablehloSortOptionsArgs{
+      dimension,
+      is_stable,
+      comparator_subgraph_index,
+    })
+  }
 }

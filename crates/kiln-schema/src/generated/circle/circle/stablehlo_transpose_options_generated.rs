@@ -6,138 +6,128 @@ pub enum StablehloTransposeOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct StablehloTransposeOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for StablehloTransposeOptions<'a> {
-    type Inner = StablehloTransposeOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = StablehloTransposeOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> StablehloTransposeOptions<'a> {
-    pub const VT_PERMUTATION: ::flatbuffers::VOffsetT = 4;
+  pub const VT_PERMUTATION: ::flatbuffers::VOffsetT = 4;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        StablehloTransposeOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args StablehloTransposeOptionsArgs<'args>,
-    ) -> ::flatbuffers::WIPOffset<StablehloTransposeOptions<'bldr>> {
-        let mut builder = StablehloTransposeOptionsBuilder::new(_fbb);
-        if let Some(x) = args.permutation {
-            builder.add_permutation(x);
-        }
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    StablehloTransposeOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args StablehloTransposeOptionsArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<StablehloTransposeOptions<'bldr>> {
+    let mut builder = StablehloTransposeOptionsBuilder::new(_fbb);
+    if let Some(x) = args.permutation { builder.add_permutation(x); }
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> StablehloTransposeOptionsT {
-        let permutation = self.permutation().map(|x| x.into_iter().collect());
-        StablehloTransposeOptionsT { permutation }
+  pub fn unpack(&self) -> StablehloTransposeOptionsT {
+    let permutation = self.permutation().map(|x| {
+      x.into_iter().collect()
+    });
+    StablehloTransposeOptionsT {
+      permutation,
     }
+  }
 
-    #[inline]
-    pub fn permutation(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(
-                StablehloTransposeOptions::VT_PERMUTATION,
-                None,
-            )
-        }
-    }
+  #[inline]
+  pub fn permutation(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(StablehloTransposeOptions::VT_PERMUTATION, None)}
+  }
 }
 
 impl ::flatbuffers::Verifiable for StablehloTransposeOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>(
-                "permutation",
-                Self::VT_PERMUTATION,
-                false,
-            )?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>("permutation", Self::VT_PERMUTATION, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct StablehloTransposeOptionsArgs<'a> {
     pub permutation: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i64>>>,
 }
 impl<'a> Default for StablehloTransposeOptionsArgs<'a> {
-    #[inline]
-    fn default() -> Self {
-        StablehloTransposeOptionsArgs { permutation: None }
+  #[inline]
+  fn default() -> Self {
+    StablehloTransposeOptionsArgs {
+      permutation: None,
     }
+  }
 }
 
 pub struct StablehloTransposeOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> StablehloTransposeOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_permutation(
-        &mut self,
-        permutation: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i64>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            StablehloTransposeOptions::VT_PERMUTATION,
-            permutation,
-        );
+  #[inline]
+  pub fn add_permutation(&mut self, permutation: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i64>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(StablehloTransposeOptions::VT_PERMUTATION, permutation);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> StablehloTransposeOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    StablehloTransposeOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> StablehloTransposeOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        StablehloTransposeOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<StablehloTransposeOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<StablehloTransposeOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for StablehloTransposeOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("StablehloTransposeOptions");
-        ds.field("permutation", &self.permutation());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("StablehloTransposeOptions");
+      ds.field("permutation", &self.permutation());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct StablehloTransposeOptionsT {
-    pub permutation: Option<alloc::vec::Vec<i64>>,
+  pub permutation: Option<alloc::vec::Vec<i64>>,
 }
 impl Default for StablehloTransposeOptionsT {
-    fn default() -> Self {
-        Self { permutation: None }
+  fn default() -> Self {
+    Self {
+      permutation: None,
     }
+  }
 }
 impl StablehloTransposeOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<StablehloTransposeOptions<'b>> {
-        let permutation = self.permutation.as_ref().map(|x| _fbb.create_vector(x));
-        StablehloTransposeOptions::create(_fbb, &StablehloTransposeOptionsArgs { permutation })
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<StablehloTransposeOptions<'b>> {
+    let permutation = self.permutation.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    StablehloTransposeOptions::create(_fbb, &StablehloTransposeOptionsArgs{
+      permutation,
+    })
+  }
 }

@@ -6,126 +6,120 @@ pub enum StridedSliceOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct StridedSliceOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for StridedSliceOptions<'a> {
-    type Inner = StridedSliceOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = StridedSliceOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> StridedSliceOptions<'a> {
-    pub const VT_BEGIN_MASK: ::flatbuffers::VOffsetT = 4;
-    pub const VT_END_MASK: ::flatbuffers::VOffsetT = 6;
-    pub const VT_ELLIPSIS_MASK: ::flatbuffers::VOffsetT = 8;
-    pub const VT_NEW_AXIS_MASK: ::flatbuffers::VOffsetT = 10;
-    pub const VT_SHRINK_AXIS_MASK: ::flatbuffers::VOffsetT = 12;
-    pub const VT_OFFSET: ::flatbuffers::VOffsetT = 14;
+  pub const VT_BEGIN_MASK: ::flatbuffers::VOffsetT = 4;
+  pub const VT_END_MASK: ::flatbuffers::VOffsetT = 6;
+  pub const VT_ELLIPSIS_MASK: ::flatbuffers::VOffsetT = 8;
+  pub const VT_NEW_AXIS_MASK: ::flatbuffers::VOffsetT = 10;
+  pub const VT_SHRINK_AXIS_MASK: ::flatbuffers::VOffsetT = 12;
+  pub const VT_OFFSET: ::flatbuffers::VOffsetT = 14;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        StridedSliceOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args StridedSliceOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<StridedSliceOptions<'bldr>> {
-        let mut builder = StridedSliceOptionsBuilder::new(_fbb);
-        builder.add_shrink_axis_mask(args.shrink_axis_mask);
-        builder.add_new_axis_mask(args.new_axis_mask);
-        builder.add_ellipsis_mask(args.ellipsis_mask);
-        builder.add_end_mask(args.end_mask);
-        builder.add_begin_mask(args.begin_mask);
-        builder.add_offset(args.offset);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    StridedSliceOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args StridedSliceOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<StridedSliceOptions<'bldr>> {
+    let mut builder = StridedSliceOptionsBuilder::new(_fbb);
+    builder.add_shrink_axis_mask(args.shrink_axis_mask);
+    builder.add_new_axis_mask(args.new_axis_mask);
+    builder.add_ellipsis_mask(args.ellipsis_mask);
+    builder.add_end_mask(args.end_mask);
+    builder.add_begin_mask(args.begin_mask);
+    builder.add_offset(args.offset);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> StridedSliceOptionsT {
-        let begin_mask = self.begin_mask();
-        let end_mask = self.end_mask();
-        let ellipsis_mask = self.ellipsis_mask();
-        let new_axis_mask = self.new_axis_mask();
-        let shrink_axis_mask = self.shrink_axis_mask();
-        let offset = self.offset();
-        StridedSliceOptionsT {
-            begin_mask,
-            end_mask,
-            ellipsis_mask,
-            new_axis_mask,
-            shrink_axis_mask,
-            offset,
-        }
+  pub fn unpack(&self) -> StridedSliceOptionsT {
+    let begin_mask = self.begin_mask();
+    let end_mask = self.end_mask();
+    let ellipsis_mask = self.ellipsis_mask();
+    let new_axis_mask = self.new_axis_mask();
+    let shrink_axis_mask = self.shrink_axis_mask();
+    let offset = self.offset();
+    StridedSliceOptionsT {
+      begin_mask,
+      end_mask,
+      ellipsis_mask,
+      new_axis_mask,
+      shrink_axis_mask,
+      offset,
     }
+  }
 
-    #[inline]
-    pub fn begin_mask(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(StridedSliceOptions::VT_BEGIN_MASK, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn end_mask(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(StridedSliceOptions::VT_END_MASK, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn ellipsis_mask(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(StridedSliceOptions::VT_ELLIPSIS_MASK, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn new_axis_mask(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(StridedSliceOptions::VT_NEW_AXIS_MASK, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn shrink_axis_mask(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(StridedSliceOptions::VT_SHRINK_AXIS_MASK, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn offset(&self) -> bool {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<bool>(StridedSliceOptions::VT_OFFSET, Some(false)).unwrap() }
-    }
+  #[inline]
+  pub fn begin_mask(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(StridedSliceOptions::VT_BEGIN_MASK, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn end_mask(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(StridedSliceOptions::VT_END_MASK, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn ellipsis_mask(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(StridedSliceOptions::VT_ELLIPSIS_MASK, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn new_axis_mask(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(StridedSliceOptions::VT_NEW_AXIS_MASK, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn shrink_axis_mask(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(StridedSliceOptions::VT_SHRINK_AXIS_MASK, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn offset(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(StridedSliceOptions::VT_OFFSET, Some(false)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for StridedSliceOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<i32>("begin_mask", Self::VT_BEGIN_MASK, false)?
-            .visit_field::<i32>("end_mask", Self::VT_END_MASK, false)?
-            .visit_field::<i32>("ellipsis_mask", Self::VT_ELLIPSIS_MASK, false)?
-            .visit_field::<i32>("new_axis_mask", Self::VT_NEW_AXIS_MASK, false)?
-            .visit_field::<i32>("shrink_axis_mask", Self::VT_SHRINK_AXIS_MASK, false)?
-            .visit_field::<bool>("offset", Self::VT_OFFSET, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<i32>("begin_mask", Self::VT_BEGIN_MASK, false)?
+     .visit_field::<i32>("end_mask", Self::VT_END_MASK, false)?
+     .visit_field::<i32>("ellipsis_mask", Self::VT_ELLIPSIS_MASK, false)?
+     .visit_field::<i32>("new_axis_mask", Self::VT_NEW_AXIS_MASK, false)?
+     .visit_field::<i32>("shrink_axis_mask", Self::VT_SHRINK_AXIS_MASK, false)?
+     .visit_field::<bool>("offset", Self::VT_OFFSET, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct StridedSliceOptionsArgs {
     pub begin_mask: i32,
@@ -136,117 +130,115 @@ pub struct StridedSliceOptionsArgs {
     pub offset: bool,
 }
 impl<'a> Default for StridedSliceOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        StridedSliceOptionsArgs {
-            begin_mask: 0,
-            end_mask: 0,
-            ellipsis_mask: 0,
-            new_axis_mask: 0,
-            shrink_axis_mask: 0,
-            offset: false,
-        }
+  #[inline]
+  fn default() -> Self {
+    StridedSliceOptionsArgs {
+      begin_mask: 0,
+      end_mask: 0,
+      ellipsis_mask: 0,
+      new_axis_mask: 0,
+      shrink_axis_mask: 0,
+      offset: false,
     }
+  }
 }
 
 pub struct StridedSliceOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> StridedSliceOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_begin_mask(&mut self, begin_mask: i32) {
-        self.fbb_.push_slot::<i32>(StridedSliceOptions::VT_BEGIN_MASK, begin_mask, 0);
+  #[inline]
+  pub fn add_begin_mask(&mut self, begin_mask: i32) {
+    self.fbb_.push_slot::<i32>(StridedSliceOptions::VT_BEGIN_MASK, begin_mask, 0);
+  }
+  #[inline]
+  pub fn add_end_mask(&mut self, end_mask: i32) {
+    self.fbb_.push_slot::<i32>(StridedSliceOptions::VT_END_MASK, end_mask, 0);
+  }
+  #[inline]
+  pub fn add_ellipsis_mask(&mut self, ellipsis_mask: i32) {
+    self.fbb_.push_slot::<i32>(StridedSliceOptions::VT_ELLIPSIS_MASK, ellipsis_mask, 0);
+  }
+  #[inline]
+  pub fn add_new_axis_mask(&mut self, new_axis_mask: i32) {
+    self.fbb_.push_slot::<i32>(StridedSliceOptions::VT_NEW_AXIS_MASK, new_axis_mask, 0);
+  }
+  #[inline]
+  pub fn add_shrink_axis_mask(&mut self, shrink_axis_mask: i32) {
+    self.fbb_.push_slot::<i32>(StridedSliceOptions::VT_SHRINK_AXIS_MASK, shrink_axis_mask, 0);
+  }
+  #[inline]
+  pub fn add_offset(&mut self, offset: bool) {
+    self.fbb_.push_slot::<bool>(StridedSliceOptions::VT_OFFSET, offset, false);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> StridedSliceOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    StridedSliceOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_end_mask(&mut self, end_mask: i32) {
-        self.fbb_.push_slot::<i32>(StridedSliceOptions::VT_END_MASK, end_mask, 0);
-    }
-    #[inline]
-    pub fn add_ellipsis_mask(&mut self, ellipsis_mask: i32) {
-        self.fbb_.push_slot::<i32>(StridedSliceOptions::VT_ELLIPSIS_MASK, ellipsis_mask, 0);
-    }
-    #[inline]
-    pub fn add_new_axis_mask(&mut self, new_axis_mask: i32) {
-        self.fbb_.push_slot::<i32>(StridedSliceOptions::VT_NEW_AXIS_MASK, new_axis_mask, 0);
-    }
-    #[inline]
-    pub fn add_shrink_axis_mask(&mut self, shrink_axis_mask: i32) {
-        self.fbb_.push_slot::<i32>(StridedSliceOptions::VT_SHRINK_AXIS_MASK, shrink_axis_mask, 0);
-    }
-    #[inline]
-    pub fn add_offset(&mut self, offset: bool) {
-        self.fbb_.push_slot::<bool>(StridedSliceOptions::VT_OFFSET, offset, false);
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> StridedSliceOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        StridedSliceOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<StridedSliceOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<StridedSliceOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for StridedSliceOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("StridedSliceOptions");
-        ds.field("begin_mask", &self.begin_mask());
-        ds.field("end_mask", &self.end_mask());
-        ds.field("ellipsis_mask", &self.ellipsis_mask());
-        ds.field("new_axis_mask", &self.new_axis_mask());
-        ds.field("shrink_axis_mask", &self.shrink_axis_mask());
-        ds.field("offset", &self.offset());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("StridedSliceOptions");
+      ds.field("begin_mask", &self.begin_mask());
+      ds.field("end_mask", &self.end_mask());
+      ds.field("ellipsis_mask", &self.ellipsis_mask());
+      ds.field("new_axis_mask", &self.new_axis_mask());
+      ds.field("shrink_axis_mask", &self.shrink_axis_mask());
+      ds.field("offset", &self.offset());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct StridedSliceOptionsT {
-    pub begin_mask: i32,
-    pub end_mask: i32,
-    pub ellipsis_mask: i32,
-    pub new_axis_mask: i32,
-    pub shrink_axis_mask: i32,
-    pub offset: bool,
+  pub begin_mask: i32,
+  pub end_mask: i32,
+  pub ellipsis_mask: i32,
+  pub new_axis_mask: i32,
+  pub shrink_axis_mask: i32,
+  pub offset: bool,
 }
 impl Default for StridedSliceOptionsT {
-    fn default() -> Self {
-        Self {
-            begin_mask: 0,
-            end_mask: 0,
-            ellipsis_mask: 0,
-            new_axis_mask: 0,
-            shrink_axis_mask: 0,
-            offset: false,
-        }
+  fn default() -> Self {
+    Self {
+      begin_mask: 0,
+      end_mask: 0,
+      ellipsis_mask: 0,
+      new_axis_mask: 0,
+      shrink_axis_mask: 0,
+      offset: false,
     }
+  }
 }
 impl StridedSliceOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<StridedSliceOptions<'b>> {
-        let begin_mask = self.begin_mask;
-        let end_mask = self.end_mask;
-        let ellipsis_mask = self.ellipsis_mask;
-        let new_axis_mask = self.new_axis_mask;
-        let shrink_axis_mask = self.shrink_axis_mask;
-        let offset = self.offset;
-        StridedSliceOptions::create(
-            _fbb,
-            &StridedSliceOptionsArgs {
-                begin_mask,
-                end_mask,
-                ellipsis_mask,
-                new_axis_mask,
-                shrink_axis_mask,
-                offset,
-            },
-        )
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<StridedSliceOptions<'b>> {
+    let begin_mask = self.begin_mask;
+    let end_mask = self.end_mask;
+    let ellipsis_mask = self.ellipsis_mask;
+    let new_axis_mask = self.new_axis_mask;
+    let shrink_axis_mask = self.shrink_axis_mask;
+    let offset = self.offset;
+    StridedSliceOptions::create(_fbb, &StridedSliceOptionsArgs{
+      begin_mask,
+      end_mask,
+      ellipsis_mask,
+      new_axis_mask,
+      shrink_axis_mask,
+      offset,
+    })
+  }
 }

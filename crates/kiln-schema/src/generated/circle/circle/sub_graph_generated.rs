@@ -6,357 +6,282 @@ pub enum SubGraphOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct SubGraph<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for SubGraph<'a> {
-    type Inner = SubGraph<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = SubGraph<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> SubGraph<'a> {
-    pub const VT_TENSORS: ::flatbuffers::VOffsetT = 4;
-    pub const VT_INPUTS: ::flatbuffers::VOffsetT = 6;
-    pub const VT_OUTPUTS: ::flatbuffers::VOffsetT = 8;
-    pub const VT_OPERATORS: ::flatbuffers::VOffsetT = 10;
-    pub const VT_NAME: ::flatbuffers::VOffsetT = 12;
-    pub const VT_DEPRECATED_DATA_FORMAT: ::flatbuffers::VOffsetT = 14;
-    pub const VT_DEBUG_METADATA_INDEX: ::flatbuffers::VOffsetT = 16;
+  pub const VT_TENSORS: ::flatbuffers::VOffsetT = 4;
+  pub const VT_INPUTS: ::flatbuffers::VOffsetT = 6;
+  pub const VT_OUTPUTS: ::flatbuffers::VOffsetT = 8;
+  pub const VT_OPERATORS: ::flatbuffers::VOffsetT = 10;
+  pub const VT_NAME: ::flatbuffers::VOffsetT = 12;
+  pub const VT_DEPRECATED_DATA_FORMAT: ::flatbuffers::VOffsetT = 14;
+  pub const VT_DEBUG_METADATA_INDEX: ::flatbuffers::VOffsetT = 16;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        SubGraph { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args SubGraphArgs<'args>,
-    ) -> ::flatbuffers::WIPOffset<SubGraph<'bldr>> {
-        let mut builder = SubGraphBuilder::new(_fbb);
-        builder.add_debug_metadata_index(args.debug_metadata_index);
-        if let Some(x) = args.name {
-            builder.add_name(x);
-        }
-        if let Some(x) = args.operators {
-            builder.add_operators(x);
-        }
-        if let Some(x) = args.outputs {
-            builder.add_outputs(x);
-        }
-        if let Some(x) = args.inputs {
-            builder.add_inputs(x);
-        }
-        if let Some(x) = args.tensors {
-            builder.add_tensors(x);
-        }
-        builder.add_deprecated_data_format(args.deprecated_data_format);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    SubGraph { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args SubGraphArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<SubGraph<'bldr>> {
+    let mut builder = SubGraphBuilder::new(_fbb);
+    builder.add_debug_metadata_index(args.debug_metadata_index);
+    if let Some(x) = args.name { builder.add_name(x); }
+    if let Some(x) = args.operators { builder.add_operators(x); }
+    if let Some(x) = args.outputs { builder.add_outputs(x); }
+    if let Some(x) = args.inputs { builder.add_inputs(x); }
+    if let Some(x) = args.tensors { builder.add_tensors(x); }
+    builder.add_deprecated_data_format(args.deprecated_data_format);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> SubGraphT {
-        let tensors = self.tensors().map(|x| x.iter().map(|t| t.unpack()).collect());
-        let inputs = self.inputs().map(|x| x.into_iter().collect());
-        let outputs = self.outputs().map(|x| x.into_iter().collect());
-        let operators = self.operators().map(|x| x.iter().map(|t| t.unpack()).collect());
-        let name = self.name().map(|x| alloc::string::ToString::to_string(x));
-        let deprecated_data_format = self.deprecated_data_format();
-        let debug_metadata_index = self.debug_metadata_index();
-        SubGraphT {
-            tensors,
-            inputs,
-            outputs,
-            operators,
-            name,
-            deprecated_data_format,
-            debug_metadata_index,
-        }
+  pub fn unpack(&self) -> SubGraphT {
+    let tensors = self.tensors().map(|x| {
+      x.iter().map(|t| t.unpack()).collect()
+    });
+    let inputs = self.inputs().map(|x| {
+      x.into_iter().collect()
+    });
+    let outputs = self.outputs().map(|x| {
+      x.into_iter().collect()
+    });
+    let operators = self.operators().map(|x| {
+      x.iter().map(|t| t.unpack()).collect()
+    });
+    let name = self.name().map(|x| {
+      alloc::string::ToString::to_string(x)
+    });
+    let deprecated_data_format = self.deprecated_data_format();
+    let debug_metadata_index = self.debug_metadata_index();
+    SubGraphT {
+      tensors,
+      inputs,
+      outputs,
+      operators,
+      name,
+      deprecated_data_format,
+      debug_metadata_index,
     }
+  }
 
-    #[inline]
-    pub fn tensors(
-        &self,
-    ) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Tensor<'a>>>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<
-                ::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Tensor>>,
-            >>(SubGraph::VT_TENSORS, None)
-        }
-    }
-    #[inline]
-    pub fn inputs(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(
-                SubGraph::VT_INPUTS,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn outputs(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(
-                SubGraph::VT_OUTPUTS,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn operators(
-        &self,
-    ) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Operator<'a>>>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<
-                ::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Operator>>,
-            >>(SubGraph::VT_OPERATORS, None)
-        }
-    }
-    #[inline]
-    pub fn name(&self) -> Option<&'a str> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(SubGraph::VT_NAME, None) }
-    }
-    #[inline]
-    pub fn deprecated_data_format(&self) -> DataFormat {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<DataFormat>(
-                    SubGraph::VT_DEPRECATED_DATA_FORMAT,
-                    Some(DataFormat::CHANNELS_LAST),
-                )
-                .unwrap()
-        }
-    }
-    #[inline]
-    pub fn debug_metadata_index(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(SubGraph::VT_DEBUG_METADATA_INDEX, Some(-1)).unwrap() }
-    }
+  #[inline]
+  pub fn tensors(&self) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Tensor<'a>>>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Tensor>>>>(SubGraph::VT_TENSORS, None)}
+  }
+  #[inline]
+  pub fn inputs(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(SubGraph::VT_INPUTS, None)}
+  }
+  #[inline]
+  pub fn outputs(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(SubGraph::VT_OUTPUTS, None)}
+  }
+  #[inline]
+  pub fn operators(&self) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Operator<'a>>>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Operator>>>>(SubGraph::VT_OPERATORS, None)}
+  }
+  #[inline]
+  pub fn name(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(SubGraph::VT_NAME, None)}
+  }
+  #[inline]
+  pub fn deprecated_data_format(&self) -> DataFormat {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<DataFormat>(SubGraph::VT_DEPRECATED_DATA_FORMAT, Some(DataFormat::CHANNELS_LAST)).unwrap()}
+  }
+  #[inline]
+  pub fn debug_metadata_index(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(SubGraph::VT_DEBUG_METADATA_INDEX, Some(-1)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for SubGraph<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<
-                ::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<Tensor>>,
-            >>("tensors", Self::VT_TENSORS, false)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>(
-                "inputs",
-                Self::VT_INPUTS,
-                false,
-            )?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>(
-                "outputs",
-                Self::VT_OUTPUTS,
-                false,
-            )?
-            .visit_field::<::flatbuffers::ForwardsUOffset<
-                ::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<Operator>>,
-            >>("operators", Self::VT_OPERATORS, false)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("name", Self::VT_NAME, false)?
-            .visit_field::<DataFormat>(
-                "deprecated_data_format",
-                Self::VT_DEPRECATED_DATA_FORMAT,
-                false,
-            )?
-            .visit_field::<i32>("debug_metadata_index", Self::VT_DEBUG_METADATA_INDEX, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<Tensor>>>>("tensors", Self::VT_TENSORS, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>("inputs", Self::VT_INPUTS, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>("outputs", Self::VT_OUTPUTS, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<Operator>>>>("operators", Self::VT_OPERATORS, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("name", Self::VT_NAME, false)?
+     .visit_field::<DataFormat>("deprecated_data_format", Self::VT_DEPRECATED_DATA_FORMAT, false)?
+     .visit_field::<i32>("debug_metadata_index", Self::VT_DEBUG_METADATA_INDEX, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct SubGraphArgs<'a> {
-    pub tensors: Option<
-        ::flatbuffers::WIPOffset<
-            ::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Tensor<'a>>>,
-        >,
-    >,
+    pub tensors: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Tensor<'a>>>>>,
     pub inputs: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i32>>>,
     pub outputs: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i32>>>,
-    pub operators: Option<
-        ::flatbuffers::WIPOffset<
-            ::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Operator<'a>>>,
-        >,
-    >,
+    pub operators: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Operator<'a>>>>>,
     pub name: Option<::flatbuffers::WIPOffset<&'a str>>,
     pub deprecated_data_format: DataFormat,
     pub debug_metadata_index: i32,
 }
 impl<'a> Default for SubGraphArgs<'a> {
-    #[inline]
-    fn default() -> Self {
-        SubGraphArgs {
-            tensors: None,
-            inputs: None,
-            outputs: None,
-            operators: None,
-            name: None,
-            deprecated_data_format: DataFormat::CHANNELS_LAST,
-            debug_metadata_index: -1,
-        }
+  #[inline]
+  fn default() -> Self {
+    SubGraphArgs {
+      tensors: None,
+      inputs: None,
+      outputs: None,
+      operators: None,
+      name: None,
+      deprecated_data_format: DataFormat::CHANNELS_LAST,
+      debug_metadata_index: -1,
     }
+  }
 }
 
 pub struct SubGraphBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> SubGraphBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_tensors(
-        &mut self,
-        tensors: ::flatbuffers::WIPOffset<
-            ::flatbuffers::Vector<'b, ::flatbuffers::ForwardsUOffset<Tensor<'b>>>,
-        >,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(SubGraph::VT_TENSORS, tensors);
+  #[inline]
+  pub fn add_tensors(&mut self, tensors: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , ::flatbuffers::ForwardsUOffset<Tensor<'b >>>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(SubGraph::VT_TENSORS, tensors);
+  }
+  #[inline]
+  pub fn add_inputs(&mut self, inputs: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i32>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(SubGraph::VT_INPUTS, inputs);
+  }
+  #[inline]
+  pub fn add_outputs(&mut self, outputs: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i32>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(SubGraph::VT_OUTPUTS, outputs);
+  }
+  #[inline]
+  pub fn add_operators(&mut self, operators: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , ::flatbuffers::ForwardsUOffset<Operator<'b >>>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(SubGraph::VT_OPERATORS, operators);
+  }
+  #[inline]
+  pub fn add_name(&mut self, name: ::flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(SubGraph::VT_NAME, name);
+  }
+  #[inline]
+  pub fn add_deprecated_data_format(&mut self, deprecated_data_format: DataFormat) {
+    self.fbb_.push_slot::<DataFormat>(SubGraph::VT_DEPRECATED_DATA_FORMAT, deprecated_data_format, DataFormat::CHANNELS_LAST);
+  }
+  #[inline]
+  pub fn add_debug_metadata_index(&mut self, debug_metadata_index: i32) {
+    self.fbb_.push_slot::<i32>(SubGraph::VT_DEBUG_METADATA_INDEX, debug_metadata_index, -1);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> SubGraphBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    SubGraphBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_inputs(&mut self, inputs: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i32>>) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(SubGraph::VT_INPUTS, inputs);
-    }
-    #[inline]
-    pub fn add_outputs(
-        &mut self,
-        outputs: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i32>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(SubGraph::VT_OUTPUTS, outputs);
-    }
-    #[inline]
-    pub fn add_operators(
-        &mut self,
-        operators: ::flatbuffers::WIPOffset<
-            ::flatbuffers::Vector<'b, ::flatbuffers::ForwardsUOffset<Operator<'b>>>,
-        >,
-    ) {
-        self.fbb_
-            .push_slot_always::<::flatbuffers::WIPOffset<_>>(SubGraph::VT_OPERATORS, operators);
-    }
-    #[inline]
-    pub fn add_name(&mut self, name: ::flatbuffers::WIPOffset<&'b str>) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(SubGraph::VT_NAME, name);
-    }
-    #[inline]
-    pub fn add_deprecated_data_format(&mut self, deprecated_data_format: DataFormat) {
-        self.fbb_.push_slot::<DataFormat>(
-            SubGraph::VT_DEPRECATED_DATA_FORMAT,
-            deprecated_data_format,
-            DataFormat::CHANNELS_LAST,
-        );
-    }
-    #[inline]
-    pub fn add_debug_metadata_index(&mut self, debug_metadata_index: i32) {
-        self.fbb_.push_slot::<i32>(SubGraph::VT_DEBUG_METADATA_INDEX, debug_metadata_index, -1);
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> SubGraphBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        SubGraphBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<SubGraph<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<SubGraph<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for SubGraph<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("SubGraph");
-        ds.field("tensors", &self.tensors());
-        ds.field("inputs", &self.inputs());
-        ds.field("outputs", &self.outputs());
-        ds.field("operators", &self.operators());
-        ds.field("name", &self.name());
-        ds.field("deprecated_data_format", &self.deprecated_data_format());
-        ds.field("debug_metadata_index", &self.debug_metadata_index());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("SubGraph");
+      ds.field("tensors", &self.tensors());
+      ds.field("inputs", &self.inputs());
+      ds.field("outputs", &self.outputs());
+      ds.field("operators", &self.operators());
+      ds.field("name", &self.name());
+      ds.field("deprecated_data_format", &self.deprecated_data_format());
+      ds.field("debug_metadata_index", &self.debug_metadata_index());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct SubGraphT {
-    pub tensors: Option<alloc::vec::Vec<TensorT>>,
-    pub inputs: Option<alloc::vec::Vec<i32>>,
-    pub outputs: Option<alloc::vec::Vec<i32>>,
-    pub operators: Option<alloc::vec::Vec<OperatorT>>,
-    pub name: Option<alloc::string::String>,
-    pub deprecated_data_format: DataFormat,
-    pub debug_metadata_index: i32,
+  pub tensors: Option<alloc::vec::Vec<TensorT>>,
+  pub inputs: Option<alloc::vec::Vec<i32>>,
+  pub outputs: Option<alloc::vec::Vec<i32>>,
+  pub operators: Option<alloc::vec::Vec<OperatorT>>,
+  pub name: Option<alloc::string::String>,
+  pub deprecated_data_format: DataFormat,
+  pub debug_metadata_index: i32,
 }
 impl Default for SubGraphT {
-    fn default() -> Self {
-        Self {
-            tensors: None,
-            inputs: None,
-            outputs: None,
-            operators: None,
-            name: None,
-            deprecated_data_format: DataFormat::CHANNELS_LAST,
-            debug_metadata_index: -1,
-        }
+  fn default() -> Self {
+    Self {
+      tensors: None,
+      inputs: None,
+      outputs: None,
+      operators: None,
+      name: None,
+      deprecated_data_format: DataFormat::CHANNELS_LAST,
+      debug_metadata_index: -1,
     }
+  }
 }
 impl SubGraphT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<SubGraph<'b>> {
-        let tensors = self.tensors.as_ref().map(|x| {
-            let w: alloc::vec::Vec<_> = x.iter().map(|t| t.pack(_fbb)).collect();
-            _fbb.create_vector(&w)
-        });
-        let inputs = self.inputs.as_ref().map(|x| _fbb.create_vector(x));
-        let outputs = self.outputs.as_ref().map(|x| _fbb.create_vector(x));
-        let operators = self.operators.as_ref().map(|x| {
-            let w: alloc::vec::Vec<_> = x.iter().map(|t| t.pack(_fbb)).collect();
-            _fbb.create_vector(&w)
-        });
-        let name = self.name.as_ref().map(|x| _fbb.create_string(x));
-        let deprecated_data_format = self.deprecated_data_format;
-        let debug_metadata_index = self.debug_metadata_index;
-        SubGraph::create(
-            _fbb,
-            &SubGraphArgs {
-                tensors,
-                inputs,
-                outputs,
-                operators,
-                name,
-                deprecated_data_format,
-                debug_metadata_index,
-            },
-        )
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<SubGraph<'b>> {
+    let tensors = self.tensors.as_ref().map(|x|{
+      let w: alloc::vec::Vec<_> = x.iter().map(|t| t.pack(_fbb)).collect();_fbb.create_vector(&w)
+    });
+    let inputs = self.inputs.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    let outputs = self.outputs.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    let operators = self.operators.as_ref().map(|x|{
+      let w: alloc::vec::Vec<_> = x.iter().map(|t| t.pack(_fbb)).collect();_fbb.create_vector(&w)
+    });
+    let name = self.name.as_ref().map(|x|{
+      _fbb.create_string(x)
+    });
+    let deprecated_data_format = self.deprecated_data_format;
+    let debug_metadata_index = self.debug_metadata_index;
+    SubGraph::create(_fbb, &SubGraphArgs{
+      tensors,
+      inputs,
+      outputs,
+      operators,
+      name,
+      deprecated_data_format,
+      debug_metadata_index,
+    })
+  }
 }

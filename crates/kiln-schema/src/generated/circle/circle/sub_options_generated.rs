@@ -6,161 +6,147 @@ pub enum SubOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct SubOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for SubOptions<'a> {
-    type Inner = SubOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = SubOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> SubOptions<'a> {
-    pub const VT_FUSED_ACTIVATION_FUNCTION: ::flatbuffers::VOffsetT = 4;
-    pub const VT_POT_SCALE_INT16: ::flatbuffers::VOffsetT = 6;
+  pub const VT_FUSED_ACTIVATION_FUNCTION: ::flatbuffers::VOffsetT = 4;
+  pub const VT_POT_SCALE_INT16: ::flatbuffers::VOffsetT = 6;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        SubOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args SubOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<SubOptions<'bldr>> {
-        let mut builder = SubOptionsBuilder::new(_fbb);
-        builder.add_pot_scale_int16(args.pot_scale_int16);
-        builder.add_fused_activation_function(args.fused_activation_function);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    SubOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args SubOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<SubOptions<'bldr>> {
+    let mut builder = SubOptionsBuilder::new(_fbb);
+    builder.add_pot_scale_int16(args.pot_scale_int16);
+    builder.add_fused_activation_function(args.fused_activation_function);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> SubOptionsT {
-        let fused_activation_function = self.fused_activation_function();
-        let pot_scale_int16 = self.pot_scale_int16();
-        SubOptionsT { fused_activation_function, pot_scale_int16 }
+  pub fn unpack(&self) -> SubOptionsT {
+    let fused_activation_function = self.fused_activation_function();
+    let pot_scale_int16 = self.pot_scale_int16();
+    SubOptionsT {
+      fused_activation_function,
+      pot_scale_int16,
     }
+  }
 
-    #[inline]
-    pub fn fused_activation_function(&self) -> ActivationFunctionType {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<ActivationFunctionType>(
-                    SubOptions::VT_FUSED_ACTIVATION_FUNCTION,
-                    Some(ActivationFunctionType::NONE),
-                )
-                .unwrap()
-        }
-    }
-    #[inline]
-    pub fn pot_scale_int16(&self) -> bool {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<bool>(SubOptions::VT_POT_SCALE_INT16, Some(true)).unwrap() }
-    }
+  #[inline]
+  pub fn fused_activation_function(&self) -> ActivationFunctionType {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<ActivationFunctionType>(SubOptions::VT_FUSED_ACTIVATION_FUNCTION, Some(ActivationFunctionType::NONE)).unwrap()}
+  }
+  #[inline]
+  pub fn pot_scale_int16(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(SubOptions::VT_POT_SCALE_INT16, Some(true)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for SubOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<ActivationFunctionType>(
-                "fused_activation_function",
-                Self::VT_FUSED_ACTIVATION_FUNCTION,
-                false,
-            )?
-            .visit_field::<bool>("pot_scale_int16", Self::VT_POT_SCALE_INT16, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<ActivationFunctionType>("fused_activation_function", Self::VT_FUSED_ACTIVATION_FUNCTION, false)?
+     .visit_field::<bool>("pot_scale_int16", Self::VT_POT_SCALE_INT16, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct SubOptionsArgs {
     pub fused_activation_function: ActivationFunctionType,
     pub pot_scale_int16: bool,
 }
 impl<'a> Default for SubOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        SubOptionsArgs {
-            fused_activation_function: ActivationFunctionType::NONE,
-            pot_scale_int16: true,
-        }
+  #[inline]
+  fn default() -> Self {
+    SubOptionsArgs {
+      fused_activation_function: ActivationFunctionType::NONE,
+      pot_scale_int16: true,
     }
+  }
 }
 
 pub struct SubOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> SubOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_fused_activation_function(
-        &mut self,
-        fused_activation_function: ActivationFunctionType,
-    ) {
-        self.fbb_.push_slot::<ActivationFunctionType>(
-            SubOptions::VT_FUSED_ACTIVATION_FUNCTION,
-            fused_activation_function,
-            ActivationFunctionType::NONE,
-        );
+  #[inline]
+  pub fn add_fused_activation_function(&mut self, fused_activation_function: ActivationFunctionType) {
+    self.fbb_.push_slot::<ActivationFunctionType>(SubOptions::VT_FUSED_ACTIVATION_FUNCTION, fused_activation_function, ActivationFunctionType::NONE);
+  }
+  #[inline]
+  pub fn add_pot_scale_int16(&mut self, pot_scale_int16: bool) {
+    self.fbb_.push_slot::<bool>(SubOptions::VT_POT_SCALE_INT16, pot_scale_int16, true);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> SubOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    SubOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_pot_scale_int16(&mut self, pot_scale_int16: bool) {
-        self.fbb_.push_slot::<bool>(SubOptions::VT_POT_SCALE_INT16, pot_scale_int16, true);
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> SubOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        SubOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<SubOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<SubOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for SubOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("SubOptions");
-        ds.field("fused_activation_function", &self.fused_activation_function());
-        ds.field("pot_scale_int16", &self.pot_scale_int16());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("SubOptions");
+      ds.field("fused_activation_function", &self.fused_activation_function());
+      ds.field("pot_scale_int16", &self.pot_scale_int16());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct SubOptionsT {
-    pub fused_activation_function: ActivationFunctionType,
-    pub pot_scale_int16: bool,
+  pub fused_activation_function: ActivationFunctionType,
+  pub pot_scale_int16: bool,
 }
 impl Default for SubOptionsT {
-    fn default() -> Self {
-        Self { fused_activation_function: ActivationFunctionType::NONE, pot_scale_int16: true }
+  fn default() -> Self {
+    Self {
+      fused_activation_function: ActivationFunctionType::NONE,
+      pot_scale_int16: true,
     }
+  }
 }
 impl SubOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<SubOptions<'b>> {
-        let fused_activation_function = self.fused_activation_function;
-        let pot_scale_int16 = self.pot_scale_int16;
-        SubOptions::create(_fbb, &SubOptionsArgs { fused_activation_function, pot_scale_int16 })
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<SubOptions<'b>> {
+    let fused_activation_function = self.fused_activation_function;
+    let pot_scale_int16 = self.pot_scale_int16;
+    SubOptions::create(_fbb, &SubOptionsArgs{
+      fused_activation_function,
+      pot_scale_int16,
+    })
+  }
 }

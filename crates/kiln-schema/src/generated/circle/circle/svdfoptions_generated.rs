@@ -6,103 +6,84 @@ pub enum SVDFOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct SVDFOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for SVDFOptions<'a> {
-    type Inner = SVDFOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = SVDFOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> SVDFOptions<'a> {
-    pub const VT_RANK: ::flatbuffers::VOffsetT = 4;
-    pub const VT_FUSED_ACTIVATION_FUNCTION: ::flatbuffers::VOffsetT = 6;
-    pub const VT_ASYMMETRIC_QUANTIZE_INPUTS: ::flatbuffers::VOffsetT = 8;
+  pub const VT_RANK: ::flatbuffers::VOffsetT = 4;
+  pub const VT_FUSED_ACTIVATION_FUNCTION: ::flatbuffers::VOffsetT = 6;
+  pub const VT_ASYMMETRIC_QUANTIZE_INPUTS: ::flatbuffers::VOffsetT = 8;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        SVDFOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args SVDFOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<SVDFOptions<'bldr>> {
-        let mut builder = SVDFOptionsBuilder::new(_fbb);
-        builder.add_rank(args.rank);
-        builder.add_asymmetric_quantize_inputs(args.asymmetric_quantize_inputs);
-        builder.add_fused_activation_function(args.fused_activation_function);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    SVDFOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args SVDFOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<SVDFOptions<'bldr>> {
+    let mut builder = SVDFOptionsBuilder::new(_fbb);
+    builder.add_rank(args.rank);
+    builder.add_asymmetric_quantize_inputs(args.asymmetric_quantize_inputs);
+    builder.add_fused_activation_function(args.fused_activation_function);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> SVDFOptionsT {
-        let rank = self.rank();
-        let fused_activation_function = self.fused_activation_function();
-        let asymmetric_quantize_inputs = self.asymmetric_quantize_inputs();
-        SVDFOptionsT { rank, fused_activation_function, asymmetric_quantize_inputs }
+  pub fn unpack(&self) -> SVDFOptionsT {
+    let rank = self.rank();
+    let fused_activation_function = self.fused_activation_function();
+    let asymmetric_quantize_inputs = self.asymmetric_quantize_inputs();
+    SVDFOptionsT {
+      rank,
+      fused_activation_function,
+      asymmetric_quantize_inputs,
     }
+  }
 
-    #[inline]
-    pub fn rank(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(SVDFOptions::VT_RANK, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn fused_activation_function(&self) -> ActivationFunctionType {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<ActivationFunctionType>(
-                    SVDFOptions::VT_FUSED_ACTIVATION_FUNCTION,
-                    Some(ActivationFunctionType::NONE),
-                )
-                .unwrap()
-        }
-    }
-    #[inline]
-    pub fn asymmetric_quantize_inputs(&self) -> bool {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<bool>(SVDFOptions::VT_ASYMMETRIC_QUANTIZE_INPUTS, Some(false)).unwrap()
-        }
-    }
+  #[inline]
+  pub fn rank(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(SVDFOptions::VT_RANK, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn fused_activation_function(&self) -> ActivationFunctionType {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<ActivationFunctionType>(SVDFOptions::VT_FUSED_ACTIVATION_FUNCTION, Some(ActivationFunctionType::NONE)).unwrap()}
+  }
+  #[inline]
+  pub fn asymmetric_quantize_inputs(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(SVDFOptions::VT_ASYMMETRIC_QUANTIZE_INPUTS, Some(false)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for SVDFOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<i32>("rank", Self::VT_RANK, false)?
-            .visit_field::<ActivationFunctionType>(
-                "fused_activation_function",
-                Self::VT_FUSED_ACTIVATION_FUNCTION,
-                false,
-            )?
-            .visit_field::<bool>(
-                "asymmetric_quantize_inputs",
-                Self::VT_ASYMMETRIC_QUANTIZE_INPUTS,
-                false,
-            )?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<i32>("rank", Self::VT_RANK, false)?
+     .visit_field::<ActivationFunctionType>("fused_activation_function", Self::VT_FUSED_ACTIVATION_FUNCTION, false)?
+     .visit_field::<bool>("asymmetric_quantize_inputs", Self::VT_ASYMMETRIC_QUANTIZE_INPUTS, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct SVDFOptionsArgs {
     pub rank: i32,
@@ -110,94 +91,85 @@ pub struct SVDFOptionsArgs {
     pub asymmetric_quantize_inputs: bool,
 }
 impl<'a> Default for SVDFOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        SVDFOptionsArgs {
-            rank: 0,
-            fused_activation_function: ActivationFunctionType::NONE,
-            asymmetric_quantize_inputs: false,
-        }
+  #[inline]
+  fn default() -> Self {
+    SVDFOptionsArgs {
+      rank: 0,
+      fused_activation_function: ActivationFunctionType::NONE,
+      asymmetric_quantize_inputs: false,
     }
+  }
 }
 
 pub struct SVDFOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> SVDFOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_rank(&mut self, rank: i32) {
-        self.fbb_.push_slot::<i32>(SVDFOptions::VT_RANK, rank, 0);
+  #[inline]
+  pub fn add_rank(&mut self, rank: i32) {
+    self.fbb_.push_slot::<i32>(SVDFOptions::VT_RANK, rank, 0);
+  }
+  #[inline]
+  pub fn add_fused_activation_function(&mut self, fused_activation_function: ActivationFunctionType) {
+    self.fbb_.push_slot::<ActivationFunctionType>(SVDFOptions::VT_FUSED_ACTIVATION_FUNCTION, fused_activation_function, ActivationFunctionType::NONE);
+  }
+  #[inline]
+  pub fn add_asymmetric_quantize_inputs(&mut self, asymmetric_quantize_inputs: bool) {
+    self.fbb_.push_slot::<bool>(SVDFOptions::VT_ASYMMETRIC_QUANTIZE_INPUTS, asymmetric_quantize_inputs, false);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> SVDFOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    SVDFOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_fused_activation_function(
-        &mut self,
-        fused_activation_function: ActivationFunctionType,
-    ) {
-        self.fbb_.push_slot::<ActivationFunctionType>(
-            SVDFOptions::VT_FUSED_ACTIVATION_FUNCTION,
-            fused_activation_function,
-            ActivationFunctionType::NONE,
-        );
-    }
-    #[inline]
-    pub fn add_asymmetric_quantize_inputs(&mut self, asymmetric_quantize_inputs: bool) {
-        self.fbb_.push_slot::<bool>(
-            SVDFOptions::VT_ASYMMETRIC_QUANTIZE_INPUTS,
-            asymmetric_quantize_inputs,
-            false,
-        );
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> SVDFOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        SVDFOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<SVDFOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<SVDFOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for SVDFOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("SVDFOptions");
-        ds.field("rank", &self.rank());
-        ds.field("fused_activation_function", &self.fused_activation_function());
-        ds.field("asymmetric_quantize_inputs", &self.asymmetric_quantize_inputs());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("SVDFOptions");
+      ds.field("rank", &self.rank());
+      ds.field("fused_activation_function", &self.fused_activation_function());
+      ds.field("asymmetric_quantize_inputs", &self.asymmetric_quantize_inputs());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct SVDFOptionsT {
-    pub rank: i32,
-    pub fused_activation_function: ActivationFunctionType,
-    pub asymmetric_quantize_inputs: bool,
+  pub rank: i32,
+  pub fused_activation_function: ActivationFunctionType,
+  pub asymmetric_quantize_inputs: bool,
 }
 impl Default for SVDFOptionsT {
-    fn default() -> Self {
-        Self {
-            rank: 0,
-            fused_activation_function: ActivationFunctionType::NONE,
-            asymmetric_quantize_inputs: false,
-        }
+  fn default() -> Self {
+    Self {
+      rank: 0,
+      fused_activation_function: ActivationFunctionType::NONE,
+      asymmetric_quantize_inputs: false,
     }
+  }
 }
 impl SVDFOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<SVDFOptions<'b>> {
-        let rank = self.rank;
-        let fused_activation_function = self.fused_activation_function;
-        let asymmetric_quantize_inputs = self.asymmetric_quantize_inputs;
-        SVDFOptions::create(
-            _fbb,
-            &SVDFOptionsArgs { rank, fused_activation_function, asymmetric_quantize_inputs },
-        )
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<SVDFOptions<'b>> {
+    let rank = self.rank;
+    let fused_activation_function = self.fused_activation_function;
+    let asymmetric_quantize_inputs = self.asymmetric_quantize_inputs;
+    SVDFOptions::create(_fbb, &SVDFOptionsArgs{
+      rank,
+      fused_activation_function,
+      asymmetric_quantize_inputs,
+    })
+  }
 }

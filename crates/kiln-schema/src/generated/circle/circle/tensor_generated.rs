@@ -6,247 +6,192 @@ pub enum TensorOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct Tensor<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for Tensor<'a> {
-    type Inner = Tensor<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = Tensor<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> Tensor<'a> {
-    pub const VT_SHAPE: ::flatbuffers::VOffsetT = 4;
-    pub const VT_TYPE_: ::flatbuffers::VOffsetT = 6;
-    pub const VT_BUFFER: ::flatbuffers::VOffsetT = 8;
-    pub const VT_NAME: ::flatbuffers::VOffsetT = 10;
-    pub const VT_QUANTIZATION: ::flatbuffers::VOffsetT = 12;
-    pub const VT_IS_VARIABLE: ::flatbuffers::VOffsetT = 14;
-    pub const VT_SPARSITY: ::flatbuffers::VOffsetT = 16;
-    pub const VT_SHAPE_SIGNATURE: ::flatbuffers::VOffsetT = 18;
-    pub const VT_HAS_RANK: ::flatbuffers::VOffsetT = 20;
-    pub const VT_VARIANT_TENSORS: ::flatbuffers::VOffsetT = 22;
-    pub const VT_COMPRESSION_TYPE: ::flatbuffers::VOffsetT = 24;
+  pub const VT_SHAPE: ::flatbuffers::VOffsetT = 4;
+  pub const VT_TYPE_: ::flatbuffers::VOffsetT = 6;
+  pub const VT_BUFFER: ::flatbuffers::VOffsetT = 8;
+  pub const VT_NAME: ::flatbuffers::VOffsetT = 10;
+  pub const VT_QUANTIZATION: ::flatbuffers::VOffsetT = 12;
+  pub const VT_IS_VARIABLE: ::flatbuffers::VOffsetT = 14;
+  pub const VT_SPARSITY: ::flatbuffers::VOffsetT = 16;
+  pub const VT_SHAPE_SIGNATURE: ::flatbuffers::VOffsetT = 18;
+  pub const VT_HAS_RANK: ::flatbuffers::VOffsetT = 20;
+  pub const VT_VARIANT_TENSORS: ::flatbuffers::VOffsetT = 22;
+  pub const VT_COMPRESSION_TYPE: ::flatbuffers::VOffsetT = 24;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        Tensor { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args TensorArgs<'args>,
-    ) -> ::flatbuffers::WIPOffset<Tensor<'bldr>> {
-        let mut builder = TensorBuilder::new(_fbb);
-        if let Some(x) = args.variant_tensors {
-            builder.add_variant_tensors(x);
-        }
-        if let Some(x) = args.shape_signature {
-            builder.add_shape_signature(x);
-        }
-        if let Some(x) = args.sparsity {
-            builder.add_sparsity(x);
-        }
-        if let Some(x) = args.quantization {
-            builder.add_quantization(x);
-        }
-        if let Some(x) = args.name {
-            builder.add_name(x);
-        }
-        builder.add_buffer(args.buffer);
-        if let Some(x) = args.shape {
-            builder.add_shape(x);
-        }
-        builder.add_compression_type(args.compression_type);
-        builder.add_has_rank(args.has_rank);
-        builder.add_is_variable(args.is_variable);
-        builder.add_type_(args.type_);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    Tensor { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args TensorArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<Tensor<'bldr>> {
+    let mut builder = TensorBuilder::new(_fbb);
+    if let Some(x) = args.variant_tensors { builder.add_variant_tensors(x); }
+    if let Some(x) = args.shape_signature { builder.add_shape_signature(x); }
+    if let Some(x) = args.sparsity { builder.add_sparsity(x); }
+    if let Some(x) = args.quantization { builder.add_quantization(x); }
+    if let Some(x) = args.name { builder.add_name(x); }
+    builder.add_buffer(args.buffer);
+    if let Some(x) = args.shape { builder.add_shape(x); }
+    builder.add_compression_type(args.compression_type);
+    builder.add_has_rank(args.has_rank);
+    builder.add_is_variable(args.is_variable);
+    builder.add_type_(args.type_);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> TensorT {
-        let shape = self.shape().map(|x| x.into_iter().collect());
-        let type_ = self.type_();
-        let buffer = self.buffer();
-        let name = self.name().map(|x| alloc::string::ToString::to_string(x));
-        let quantization = self.quantization().map(|x| alloc::boxed::Box::new(x.unpack()));
-        let is_variable = self.is_variable();
-        let sparsity = self.sparsity().map(|x| alloc::boxed::Box::new(x.unpack()));
-        let shape_signature = self.shape_signature().map(|x| x.into_iter().collect());
-        let has_rank = self.has_rank();
-        let variant_tensors =
-            self.variant_tensors().map(|x| x.iter().map(|t| t.unpack()).collect());
-        let compression_type = self.compression_type();
-        TensorT {
-            shape,
-            type_,
-            buffer,
-            name,
-            quantization,
-            is_variable,
-            sparsity,
-            shape_signature,
-            has_rank,
-            variant_tensors,
-            compression_type,
-        }
+  pub fn unpack(&self) -> TensorT {
+    let shape = self.shape().map(|x| {
+      x.into_iter().collect()
+    });
+    let type_ = self.type_();
+    let buffer = self.buffer();
+    let name = self.name().map(|x| {
+      alloc::string::ToString::to_string(x)
+    });
+    let quantization = self.quantization().map(|x| {
+      alloc::boxed::Box::new(x.unpack())
+    });
+    let is_variable = self.is_variable();
+    let sparsity = self.sparsity().map(|x| {
+      alloc::boxed::Box::new(x.unpack())
+    });
+    let shape_signature = self.shape_signature().map(|x| {
+      x.into_iter().collect()
+    });
+    let has_rank = self.has_rank();
+    let variant_tensors = self.variant_tensors().map(|x| {
+      x.iter().map(|t| t.unpack()).collect()
+    });
+    let compression_type = self.compression_type();
+    TensorT {
+      shape,
+      type_,
+      buffer,
+      name,
+      quantization,
+      is_variable,
+      sparsity,
+      shape_signature,
+      has_rank,
+      variant_tensors,
+      compression_type,
     }
+  }
 
-    #[inline]
-    pub fn shape(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(
-                Tensor::VT_SHAPE,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn type_(&self) -> TensorType {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<TensorType>(Tensor::VT_TYPE_, Some(TensorType::FLOAT32)).unwrap() }
-    }
-    #[inline]
-    pub fn buffer(&self) -> u32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<u32>(Tensor::VT_BUFFER, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn name(&self) -> Option<&'a str> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(Tensor::VT_NAME, None) }
-    }
-    #[inline]
-    pub fn quantization(&self) -> Option<QuantizationParameters<'a>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<QuantizationParameters>>(
-                Tensor::VT_QUANTIZATION,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn is_variable(&self) -> bool {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<bool>(Tensor::VT_IS_VARIABLE, Some(false)).unwrap() }
-    }
-    #[inline]
-    pub fn sparsity(&self) -> Option<SparsityParameters<'a>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<SparsityParameters>>(
-                Tensor::VT_SPARSITY,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn shape_signature(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(
-                Tensor::VT_SHAPE_SIGNATURE,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn has_rank(&self) -> bool {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<bool>(Tensor::VT_HAS_RANK, Some(false)).unwrap() }
-    }
-    #[inline]
-    pub fn variant_tensors(
-        &self,
-    ) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<VariantSubType<'a>>>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<
-                ::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<VariantSubType>>,
-            >>(Tensor::VT_VARIANT_TENSORS, None)
-        }
-    }
-    #[inline]
-    pub fn compression_type(&self) -> CompressionType {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<CompressionType>(Tensor::VT_COMPRESSION_TYPE, Some(CompressionType::NONE))
-                .unwrap()
-        }
-    }
+  #[inline]
+  pub fn shape(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(Tensor::VT_SHAPE, None)}
+  }
+  #[inline]
+  pub fn type_(&self) -> TensorType {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<TensorType>(Tensor::VT_TYPE_, Some(TensorType::FLOAT32)).unwrap()}
+  }
+  #[inline]
+  pub fn buffer(&self) -> u32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u32>(Tensor::VT_BUFFER, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn name(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(Tensor::VT_NAME, None)}
+  }
+  #[inline]
+  pub fn quantization(&self) -> Option<QuantizationParameters<'a>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<QuantizationParameters>>(Tensor::VT_QUANTIZATION, None)}
+  }
+  #[inline]
+  pub fn is_variable(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(Tensor::VT_IS_VARIABLE, Some(false)).unwrap()}
+  }
+  #[inline]
+  pub fn sparsity(&self) -> Option<SparsityParameters<'a>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<SparsityParameters>>(Tensor::VT_SPARSITY, None)}
+  }
+  #[inline]
+  pub fn shape_signature(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(Tensor::VT_SHAPE_SIGNATURE, None)}
+  }
+  #[inline]
+  pub fn has_rank(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(Tensor::VT_HAS_RANK, Some(false)).unwrap()}
+  }
+  #[inline]
+  pub fn variant_tensors(&self) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<VariantSubType<'a>>>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<VariantSubType>>>>(Tensor::VT_VARIANT_TENSORS, None)}
+  }
+  #[inline]
+  pub fn compression_type(&self) -> CompressionType {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<CompressionType>(Tensor::VT_COMPRESSION_TYPE, Some(CompressionType::NONE)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for Tensor<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>(
-                "shape",
-                Self::VT_SHAPE,
-                false,
-            )?
-            .visit_field::<TensorType>("type_", Self::VT_TYPE_, false)?
-            .visit_field::<u32>("buffer", Self::VT_BUFFER, false)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("name", Self::VT_NAME, false)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<QuantizationParameters>>(
-                "quantization",
-                Self::VT_QUANTIZATION,
-                false,
-            )?
-            .visit_field::<bool>("is_variable", Self::VT_IS_VARIABLE, false)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<SparsityParameters>>(
-                "sparsity",
-                Self::VT_SPARSITY,
-                false,
-            )?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>(
-                "shape_signature",
-                Self::VT_SHAPE_SIGNATURE,
-                false,
-            )?
-            .visit_field::<bool>("has_rank", Self::VT_HAS_RANK, false)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<
-                ::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<VariantSubType>>,
-            >>("variant_tensors", Self::VT_VARIANT_TENSORS, false)?
-            .visit_field::<CompressionType>("compression_type", Self::VT_COMPRESSION_TYPE, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>("shape", Self::VT_SHAPE, false)?
+     .visit_field::<TensorType>("type_", Self::VT_TYPE_, false)?
+     .visit_field::<u32>("buffer", Self::VT_BUFFER, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("name", Self::VT_NAME, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<QuantizationParameters>>("quantization", Self::VT_QUANTIZATION, false)?
+     .visit_field::<bool>("is_variable", Self::VT_IS_VARIABLE, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<SparsityParameters>>("sparsity", Self::VT_SPARSITY, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>("shape_signature", Self::VT_SHAPE_SIGNATURE, false)?
+     .visit_field::<bool>("has_rank", Self::VT_HAS_RANK, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<VariantSubType>>>>("variant_tensors", Self::VT_VARIANT_TENSORS, false)?
+     .visit_field::<CompressionType>("compression_type", Self::VT_COMPRESSION_TYPE, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct TensorArgs<'a> {
     pub shape: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i32>>>,
@@ -258,203 +203,181 @@ pub struct TensorArgs<'a> {
     pub sparsity: Option<::flatbuffers::WIPOffset<SparsityParameters<'a>>>,
     pub shape_signature: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i32>>>,
     pub has_rank: bool,
-    pub variant_tensors: Option<
-        ::flatbuffers::WIPOffset<
-            ::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<VariantSubType<'a>>>,
-        >,
-    >,
+    pub variant_tensors: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<VariantSubType<'a>>>>>,
     pub compression_type: CompressionType,
 }
 impl<'a> Default for TensorArgs<'a> {
-    #[inline]
-    fn default() -> Self {
-        TensorArgs {
-            shape: None,
-            type_: TensorType::FLOAT32,
-            buffer: 0,
-            name: None,
-            quantization: None,
-            is_variable: false,
-            sparsity: None,
-            shape_signature: None,
-            has_rank: false,
-            variant_tensors: None,
-            compression_type: CompressionType::NONE,
-        }
+  #[inline]
+  fn default() -> Self {
+    TensorArgs {
+      shape: None,
+      type_: TensorType::FLOAT32,
+      buffer: 0,
+      name: None,
+      quantization: None,
+      is_variable: false,
+      sparsity: None,
+      shape_signature: None,
+      has_rank: false,
+      variant_tensors: None,
+      compression_type: CompressionType::NONE,
     }
+  }
 }
 
 pub struct TensorBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> TensorBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_shape(&mut self, shape: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i32>>) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Tensor::VT_SHAPE, shape);
+  #[inline]
+  pub fn add_shape(&mut self, shape: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i32>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Tensor::VT_SHAPE, shape);
+  }
+  #[inline]
+  pub fn add_type_(&mut self, type_: TensorType) {
+    self.fbb_.push_slot::<TensorType>(Tensor::VT_TYPE_, type_, TensorType::FLOAT32);
+  }
+  #[inline]
+  pub fn add_buffer(&mut self, buffer: u32) {
+    self.fbb_.push_slot::<u32>(Tensor::VT_BUFFER, buffer, 0);
+  }
+  #[inline]
+  pub fn add_name(&mut self, name: ::flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Tensor::VT_NAME, name);
+  }
+  #[inline]
+  pub fn add_quantization(&mut self, quantization: ::flatbuffers::WIPOffset<QuantizationParameters<'b >>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<QuantizationParameters>>(Tensor::VT_QUANTIZATION, quantization);
+  }
+  #[inline]
+  pub fn add_is_variable(&mut self, is_variable: bool) {
+    self.fbb_.push_slot::<bool>(Tensor::VT_IS_VARIABLE, is_variable, false);
+  }
+  #[inline]
+  pub fn add_sparsity(&mut self, sparsity: ::flatbuffers::WIPOffset<SparsityParameters<'b >>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<SparsityParameters>>(Tensor::VT_SPARSITY, sparsity);
+  }
+  #[inline]
+  pub fn add_shape_signature(&mut self, shape_signature: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i32>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Tensor::VT_SHAPE_SIGNATURE, shape_signature);
+  }
+  #[inline]
+  pub fn add_has_rank(&mut self, has_rank: bool) {
+    self.fbb_.push_slot::<bool>(Tensor::VT_HAS_RANK, has_rank, false);
+  }
+  #[inline]
+  pub fn add_variant_tensors(&mut self, variant_tensors: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , ::flatbuffers::ForwardsUOffset<VariantSubType<'b >>>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Tensor::VT_VARIANT_TENSORS, variant_tensors);
+  }
+  #[inline]
+  pub fn add_compression_type(&mut self, compression_type: CompressionType) {
+    self.fbb_.push_slot::<CompressionType>(Tensor::VT_COMPRESSION_TYPE, compression_type, CompressionType::NONE);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> TensorBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    TensorBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_type_(&mut self, type_: TensorType) {
-        self.fbb_.push_slot::<TensorType>(Tensor::VT_TYPE_, type_, TensorType::FLOAT32);
-    }
-    #[inline]
-    pub fn add_buffer(&mut self, buffer: u32) {
-        self.fbb_.push_slot::<u32>(Tensor::VT_BUFFER, buffer, 0);
-    }
-    #[inline]
-    pub fn add_name(&mut self, name: ::flatbuffers::WIPOffset<&'b str>) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Tensor::VT_NAME, name);
-    }
-    #[inline]
-    pub fn add_quantization(
-        &mut self,
-        quantization: ::flatbuffers::WIPOffset<QuantizationParameters<'b>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<QuantizationParameters>>(
-            Tensor::VT_QUANTIZATION,
-            quantization,
-        );
-    }
-    #[inline]
-    pub fn add_is_variable(&mut self, is_variable: bool) {
-        self.fbb_.push_slot::<bool>(Tensor::VT_IS_VARIABLE, is_variable, false);
-    }
-    #[inline]
-    pub fn add_sparsity(&mut self, sparsity: ::flatbuffers::WIPOffset<SparsityParameters<'b>>) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<SparsityParameters>>(
-            Tensor::VT_SPARSITY,
-            sparsity,
-        );
-    }
-    #[inline]
-    pub fn add_shape_signature(
-        &mut self,
-        shape_signature: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i32>>,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            Tensor::VT_SHAPE_SIGNATURE,
-            shape_signature,
-        );
-    }
-    #[inline]
-    pub fn add_has_rank(&mut self, has_rank: bool) {
-        self.fbb_.push_slot::<bool>(Tensor::VT_HAS_RANK, has_rank, false);
-    }
-    #[inline]
-    pub fn add_variant_tensors(
-        &mut self,
-        variant_tensors: ::flatbuffers::WIPOffset<
-            ::flatbuffers::Vector<'b, ::flatbuffers::ForwardsUOffset<VariantSubType<'b>>>,
-        >,
-    ) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            Tensor::VT_VARIANT_TENSORS,
-            variant_tensors,
-        );
-    }
-    #[inline]
-    pub fn add_compression_type(&mut self, compression_type: CompressionType) {
-        self.fbb_.push_slot::<CompressionType>(
-            Tensor::VT_COMPRESSION_TYPE,
-            compression_type,
-            CompressionType::NONE,
-        );
-    }
-    #[inline]
-    pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> TensorBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        TensorBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<Tensor<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<Tensor<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for Tensor<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("Tensor");
-        ds.field("shape", &self.shape());
-        ds.field("type_", &self.type_());
-        ds.field("buffer", &self.buffer());
-        ds.field("name", &self.name());
-        ds.field("quantization", &self.quantization());
-        ds.field("is_variable", &self.is_variable());
-        ds.field("sparsity", &self.sparsity());
-        ds.field("shape_signature", &self.shape_signature());
-        ds.field("has_rank", &self.has_rank());
-        ds.field("variant_tensors", &self.variant_tensors());
-        ds.field("compression_type", &self.compression_type());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("Tensor");
+      ds.field("shape", &self.shape());
+      ds.field("type_", &self.type_());
+      ds.field("buffer", &self.buffer());
+      ds.field("name", &self.name());
+      ds.field("quantization", &self.quantization());
+      ds.field("is_variable", &self.is_variable());
+      ds.field("sparsity", &self.sparsity());
+      ds.field("shape_signature", &self.shape_signature());
+      ds.field("has_rank", &self.has_rank());
+      ds.field("variant_tensors", &self.variant_tensors());
+      ds.field("compression_type", &self.compression_type());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct TensorT {
-    pub shape: Option<alloc::vec::Vec<i32>>,
-    pub type_: TensorType,
-    pub buffer: u32,
-    pub name: Option<alloc::string::String>,
-    pub quantization: Option<alloc::boxed::Box<QuantizationParametersT>>,
-    pub is_variable: bool,
-    pub sparsity: Option<alloc::boxed::Box<SparsityParametersT>>,
-    pub shape_signature: Option<alloc::vec::Vec<i32>>,
-    pub has_rank: bool,
-    pub variant_tensors: Option<alloc::vec::Vec<VariantSubTypeT>>,
-    pub compression_type: CompressionType,
+  pub shape: Option<alloc::vec::Vec<i32>>,
+  pub type_: TensorType,
+  pub buffer: u32,
+  pub name: Option<alloc::string::String>,
+  pub quantization: Option<alloc::boxed::Box<QuantizationParametersT>>,
+  pub is_variable: bool,
+  pub sparsity: Option<alloc::boxed::Box<SparsityParametersT>>,
+  pub shape_signature: Option<alloc::vec::Vec<i32>>,
+  pub has_rank: bool,
+  pub variant_tensors: Option<alloc::vec::Vec<VariantSubTypeT>>,
+  pub compression_type: CompressionType,
 }
 impl Default for TensorT {
-    fn default() -> Self {
-        Self {
-            shape: None,
-            type_: TensorType::FLOAT32,
-            buffer: 0,
-            name: None,
-            quantization: None,
-            is_variable: false,
-            sparsity: None,
-            shape_signature: None,
-            has_rank: false,
-            variant_tensors: None,
-            compression_type: CompressionType::NONE,
-        }
+  fn default() -> Self {
+    Self {
+      shape: None,
+      type_: TensorType::FLOAT32,
+      buffer: 0,
+      name: None,
+      quantization: None,
+      is_variable: false,
+      sparsity: None,
+      shape_signature: None,
+      has_rank: false,
+      variant_tensors: None,
+      compression_type: CompressionType::NONE,
     }
+  }
 }
 impl TensorT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<Tensor<'b>> {
-        let shape = self.shape.as_ref().map(|x| _fbb.create_vector(x));
-        let type_ = self.type_;
-        let buffer = self.buffer;
-        let name = self.name.as_ref().map(|x| _fbb.create_string(x));
-        let quantization = self.quantization.as_ref().map(|x| x.pack(_fbb));
-        let is_variable = self.is_variable;
-        let sparsity = self.sparsity.as_ref().map(|x| x.pack(_fbb));
-        let shape_signature = self.shape_signature.as_ref().map(|x| _fbb.create_vector(x));
-        let has_rank = self.has_rank;
-        let variant_tensors = self.variant_tensors.as_ref().map(|x| {
-            let w: alloc::vec::Vec<_> = x.iter().map(|t| t.pack(_fbb)).collect();
-            _fbb.create_vector(&w)
-        });
-        let compression_type = self.compression_type;
-        Tensor::create(
-            _fbb,
-            &TensorArgs {
-                shape,
-                type_,
-                buffer,
-                name,
-                quantization,
-                is_variable,
-                sparsity,
-                shape_signature,
-                has_rank,
-                variant_tensors,
-                compression_type,
-            },
-        )
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<Tensor<'b>> {
+    let shape = self.shape.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    let type_ = self.type_;
+    let buffer = self.buffer;
+    let name = self.name.as_ref().map(|x|{
+      _fbb.create_string(x)
+    });
+    let quantization = self.quantization.as_ref().map(|x|{
+      x.pack(_fbb)
+    });
+    let is_variable = self.is_variable;
+    let sparsity = self.sparsity.as_ref().map(|x|{
+      x.pack(_fbb)
+    });
+    let shape_signature = self.shape_signature.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    let has_rank = self.has_rank;
+    let variant_tensors = self.variant_tensors.as_ref().map(|x|{
+      let w: alloc::vec::Vec<_> = x.iter().map(|t| t.pack(_fbb)).collect();_fbb.create_vector(&w)
+    });
+    let compression_type = self.compression_type;
+    Tensor::create(_fbb, &TensorArgs{
+      shape,
+      type_,
+      buffer,
+      name,
+      quantization,
+      is_variable,
+      sparsity,
+      shape_signature,
+      has_rank,
+      variant_tensors,
+      compression_type,
+    })
+  }
 }

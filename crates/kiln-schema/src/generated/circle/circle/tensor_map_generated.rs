@@ -6,142 +6,151 @@ pub enum TensorMapOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct TensorMap<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for TensorMap<'a> {
-    type Inner = TensorMap<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = TensorMap<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> TensorMap<'a> {
-    pub const VT_NAME: ::flatbuffers::VOffsetT = 4;
-    pub const VT_TENSOR_INDEX: ::flatbuffers::VOffsetT = 6;
+  pub const VT_NAME: ::flatbuffers::VOffsetT = 4;
+  pub const VT_TENSOR_INDEX: ::flatbuffers::VOffsetT = 6;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        TensorMap { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args TensorMapArgs<'args>,
-    ) -> ::flatbuffers::WIPOffset<TensorMap<'bldr>> {
-        let mut builder = TensorMapBuilder::new(_fbb);
-        builder.add_tensor_index(args.tensor_index);
-        if let Some(x) = args.name {
-            builder.add_name(x);
-        }
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    TensorMap { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args TensorMapArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<TensorMap<'bldr>> {
+    let mut builder = TensorMapBuilder::new(_fbb);
+    builder.add_tensor_index(args.tensor_index);
+    if let Some(x) = args.name { builder.add_name(x); }
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> TensorMapT {
-        let name = self.name().map(|x| alloc::string::ToString::to_string(x));
-        let tensor_index = self.tensor_index();
-        TensorMapT { name, tensor_index }
+  pub fn unpack(&self) -> TensorMapT {
+    let name = self.name().map(|x| {
+      alloc::string::ToString::to_string(x)
+    });
+    let tensor_index = self.tensor_index();
+    TensorMapT {
+      name,
+      tensor_index,
     }
+  }
 
-    #[inline]
-    pub fn name(&self) -> Option<&'a str> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(TensorMap::VT_NAME, None) }
-    }
-    #[inline]
-    pub fn tensor_index(&self) -> u32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<u32>(TensorMap::VT_TENSOR_INDEX, Some(0)).unwrap() }
-    }
+  #[inline]
+  pub fn name(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(TensorMap::VT_NAME, None)}
+  }
+  #[inline]
+  pub fn tensor_index(&self) -> u32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u32>(TensorMap::VT_TENSOR_INDEX, Some(0)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for TensorMap<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("name", Self::VT_NAME, false)?
-            .visit_field::<u32>("tensor_index", Self::VT_TENSOR_INDEX, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("name", Self::VT_NAME, false)?
+     .visit_field::<u32>("tensor_index", Self::VT_TENSOR_INDEX, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct TensorMapArgs<'a> {
     pub name: Option<::flatbuffers::WIPOffset<&'a str>>,
     pub tensor_index: u32,
 }
 impl<'a> Default for TensorMapArgs<'a> {
-    #[inline]
-    fn default() -> Self {
-        TensorMapArgs { name: None, tensor_index: 0 }
+  #[inline]
+  fn default() -> Self {
+    TensorMapArgs {
+      name: None,
+      tensor_index: 0,
     }
+  }
 }
 
 pub struct TensorMapBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> TensorMapBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_name(&mut self, name: ::flatbuffers::WIPOffset<&'b str>) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(TensorMap::VT_NAME, name);
+  #[inline]
+  pub fn add_name(&mut self, name: ::flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(TensorMap::VT_NAME, name);
+  }
+  #[inline]
+  pub fn add_tensor_index(&mut self, tensor_index: u32) {
+    self.fbb_.push_slot::<u32>(TensorMap::VT_TENSOR_INDEX, tensor_index, 0);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> TensorMapBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    TensorMapBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_tensor_index(&mut self, tensor_index: u32) {
-        self.fbb_.push_slot::<u32>(TensorMap::VT_TENSOR_INDEX, tensor_index, 0);
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> TensorMapBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        TensorMapBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<TensorMap<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<TensorMap<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for TensorMap<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("TensorMap");
-        ds.field("name", &self.name());
-        ds.field("tensor_index", &self.tensor_index());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("TensorMap");
+      ds.field("name", &self.name());
+      ds.field("tensor_index", &self.tensor_index());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct TensorMapT {
-    pub name: Option<alloc::string::String>,
-    pub tensor_index: u32,
+  pub name: Option<alloc::string::String>,
+  pub tensor_index: u32,
 }
 impl Default for TensorMapT {
-    fn default() -> Self {
-        Self { name: None, tensor_index: 0 }
+  fn default() -> Self {
+    Self {
+      name: None,
+      tensor_index: 0,
     }
+  }
 }
 impl TensorMapT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<TensorMap<'b>> {
-        let name = self.name.as_ref().map(|x| _fbb.create_string(x));
-        let tensor_index = self.tensor_index;
-        TensorMap::create(_fbb, &TensorMapArgs { name, tensor_index })
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<TensorMap<'b>> {
+    let name = self.name.as_ref().map(|x|{
+      _fbb.create_string(x)
+    });
+    let tensor_index = self.tensor_index;
+    TensorMap::create(_fbb, &TensorMapArgs{
+      name,
+      tensor_index,
+    })
+  }
 }

@@ -2,48 +2,39 @@
 // @generated
 extern crate alloc;
 use super::*;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MIN_TENSOR_TYPE: i8 = -7;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MAX_TENSOR_TYPE: i8 = 18;
-#[deprecated(
-    since = "2.0.0",
-    note = "Use associated constants instead. This will no longer be generated in 2021."
-)]
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 #[allow(non_camel_case_types)]
 pub const ENUM_VALUES_TENSOR_TYPE: [TensorType; 26] = [
-    TensorType::MXINT8,
-    TensorType::MXFP4,
-    TensorType::GGML_Q8_1,
-    TensorType::GGML_Q8_0,
-    TensorType::GGML_Q4_1,
-    TensorType::GGML_Q4_0,
-    TensorType::UINT4,
-    TensorType::FLOAT32,
-    TensorType::FLOAT16,
-    TensorType::INT32,
-    TensorType::UINT8,
-    TensorType::INT64,
-    TensorType::STRING,
-    TensorType::BOOL,
-    TensorType::INT16,
-    TensorType::COMPLEX64,
-    TensorType::INT8,
-    TensorType::FLOAT64,
-    TensorType::COMPLEX128,
-    TensorType::UINT64,
-    TensorType::RESOURCE,
-    TensorType::VARIANT,
-    TensorType::UINT32,
-    TensorType::UINT16,
-    TensorType::INT4,
-    TensorType::BFLOAT16,
+  TensorType::MXINT8,
+  TensorType::MXFP4,
+  TensorType::GGML_Q8_1,
+  TensorType::GGML_Q8_0,
+  TensorType::GGML_Q4_1,
+  TensorType::GGML_Q4_0,
+  TensorType::UINT4,
+  TensorType::FLOAT32,
+  TensorType::FLOAT16,
+  TensorType::INT32,
+  TensorType::UINT8,
+  TensorType::INT64,
+  TensorType::STRING,
+  TensorType::BOOL,
+  TensorType::INT16,
+  TensorType::COMPLEX64,
+  TensorType::INT8,
+  TensorType::FLOAT64,
+  TensorType::COMPLEX128,
+  TensorType::UINT64,
+  TensorType::RESOURCE,
+  TensorType::VARIANT,
+  TensorType::UINT32,
+  TensorType::UINT16,
+  TensorType::INT4,
+  TensorType::BFLOAT16,
 ];
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -51,112 +42,112 @@ pub const ENUM_VALUES_TENSOR_TYPE: [TensorType; 26] = [
 pub struct TensorType(pub i8);
 #[allow(non_upper_case_globals)]
 impl TensorType {
-    pub const MXINT8: Self = Self(-7);
-    pub const MXFP4: Self = Self(-6);
-    pub const GGML_Q8_1: Self = Self(-5);
-    pub const GGML_Q8_0: Self = Self(-4);
-    pub const GGML_Q4_1: Self = Self(-3);
-    pub const GGML_Q4_0: Self = Self(-2);
-    pub const UINT4: Self = Self(-1);
-    pub const FLOAT32: Self = Self(0);
-    pub const FLOAT16: Self = Self(1);
-    pub const INT32: Self = Self(2);
-    pub const UINT8: Self = Self(3);
-    pub const INT64: Self = Self(4);
-    pub const STRING: Self = Self(5);
-    pub const BOOL: Self = Self(6);
-    pub const INT16: Self = Self(7);
-    pub const COMPLEX64: Self = Self(8);
-    pub const INT8: Self = Self(9);
-    pub const FLOAT64: Self = Self(10);
-    pub const COMPLEX128: Self = Self(11);
-    pub const UINT64: Self = Self(12);
-    pub const RESOURCE: Self = Self(13);
-    pub const VARIANT: Self = Self(14);
-    pub const UINT32: Self = Self(15);
-    pub const UINT16: Self = Self(16);
-    pub const INT4: Self = Self(17);
-    pub const BFLOAT16: Self = Self(18);
+  pub const MXINT8: Self = Self(-7);
+  pub const MXFP4: Self = Self(-6);
+  pub const GGML_Q8_1: Self = Self(-5);
+  pub const GGML_Q8_0: Self = Self(-4);
+  pub const GGML_Q4_1: Self = Self(-3);
+  pub const GGML_Q4_0: Self = Self(-2);
+  pub const UINT4: Self = Self(-1);
+  pub const FLOAT32: Self = Self(0);
+  pub const FLOAT16: Self = Self(1);
+  pub const INT32: Self = Self(2);
+  pub const UINT8: Self = Self(3);
+  pub const INT64: Self = Self(4);
+  pub const STRING: Self = Self(5);
+  pub const BOOL: Self = Self(6);
+  pub const INT16: Self = Self(7);
+  pub const COMPLEX64: Self = Self(8);
+  pub const INT8: Self = Self(9);
+  pub const FLOAT64: Self = Self(10);
+  pub const COMPLEX128: Self = Self(11);
+  pub const UINT64: Self = Self(12);
+  pub const RESOURCE: Self = Self(13);
+  pub const VARIANT: Self = Self(14);
+  pub const UINT32: Self = Self(15);
+  pub const UINT16: Self = Self(16);
+  pub const INT4: Self = Self(17);
+  pub const BFLOAT16: Self = Self(18);
 
-    pub const ENUM_MIN: i8 = -7;
-    pub const ENUM_MAX: i8 = 18;
-    pub const ENUM_VALUES: &'static [Self] = &[
-        Self::MXINT8,
-        Self::MXFP4,
-        Self::GGML_Q8_1,
-        Self::GGML_Q8_0,
-        Self::GGML_Q4_1,
-        Self::GGML_Q4_0,
-        Self::UINT4,
-        Self::FLOAT32,
-        Self::FLOAT16,
-        Self::INT32,
-        Self::UINT8,
-        Self::INT64,
-        Self::STRING,
-        Self::BOOL,
-        Self::INT16,
-        Self::COMPLEX64,
-        Self::INT8,
-        Self::FLOAT64,
-        Self::COMPLEX128,
-        Self::UINT64,
-        Self::RESOURCE,
-        Self::VARIANT,
-        Self::UINT32,
-        Self::UINT16,
-        Self::INT4,
-        Self::BFLOAT16,
-    ];
-    /// Returns the variant's name or "" if unknown.
-    pub fn variant_name(self) -> Option<&'static str> {
-        match self {
-            Self::MXINT8 => Some("MXINT8"),
-            Self::MXFP4 => Some("MXFP4"),
-            Self::GGML_Q8_1 => Some("GGML_Q8_1"),
-            Self::GGML_Q8_0 => Some("GGML_Q8_0"),
-            Self::GGML_Q4_1 => Some("GGML_Q4_1"),
-            Self::GGML_Q4_0 => Some("GGML_Q4_0"),
-            Self::UINT4 => Some("UINT4"),
-            Self::FLOAT32 => Some("FLOAT32"),
-            Self::FLOAT16 => Some("FLOAT16"),
-            Self::INT32 => Some("INT32"),
-            Self::UINT8 => Some("UINT8"),
-            Self::INT64 => Some("INT64"),
-            Self::STRING => Some("STRING"),
-            Self::BOOL => Some("BOOL"),
-            Self::INT16 => Some("INT16"),
-            Self::COMPLEX64 => Some("COMPLEX64"),
-            Self::INT8 => Some("INT8"),
-            Self::FLOAT64 => Some("FLOAT64"),
-            Self::COMPLEX128 => Some("COMPLEX128"),
-            Self::UINT64 => Some("UINT64"),
-            Self::RESOURCE => Some("RESOURCE"),
-            Self::VARIANT => Some("VARIANT"),
-            Self::UINT32 => Some("UINT32"),
-            Self::UINT16 => Some("UINT16"),
-            Self::INT4 => Some("INT4"),
-            Self::BFLOAT16 => Some("BFLOAT16"),
-            _ => None,
-        }
+  pub const ENUM_MIN: i8 = -7;
+  pub const ENUM_MAX: i8 = 18;
+  pub const ENUM_VALUES: &'static [Self] = &[
+    Self::MXINT8,
+    Self::MXFP4,
+    Self::GGML_Q8_1,
+    Self::GGML_Q8_0,
+    Self::GGML_Q4_1,
+    Self::GGML_Q4_0,
+    Self::UINT4,
+    Self::FLOAT32,
+    Self::FLOAT16,
+    Self::INT32,
+    Self::UINT8,
+    Self::INT64,
+    Self::STRING,
+    Self::BOOL,
+    Self::INT16,
+    Self::COMPLEX64,
+    Self::INT8,
+    Self::FLOAT64,
+    Self::COMPLEX128,
+    Self::UINT64,
+    Self::RESOURCE,
+    Self::VARIANT,
+    Self::UINT32,
+    Self::UINT16,
+    Self::INT4,
+    Self::BFLOAT16,
+  ];
+  /// Returns the variant's name or "" if unknown.
+  pub fn variant_name(self) -> Option<&'static str> {
+    match self {
+      Self::MXINT8 => Some("MXINT8"),
+      Self::MXFP4 => Some("MXFP4"),
+      Self::GGML_Q8_1 => Some("GGML_Q8_1"),
+      Self::GGML_Q8_0 => Some("GGML_Q8_0"),
+      Self::GGML_Q4_1 => Some("GGML_Q4_1"),
+      Self::GGML_Q4_0 => Some("GGML_Q4_0"),
+      Self::UINT4 => Some("UINT4"),
+      Self::FLOAT32 => Some("FLOAT32"),
+      Self::FLOAT16 => Some("FLOAT16"),
+      Self::INT32 => Some("INT32"),
+      Self::UINT8 => Some("UINT8"),
+      Self::INT64 => Some("INT64"),
+      Self::STRING => Some("STRING"),
+      Self::BOOL => Some("BOOL"),
+      Self::INT16 => Some("INT16"),
+      Self::COMPLEX64 => Some("COMPLEX64"),
+      Self::INT8 => Some("INT8"),
+      Self::FLOAT64 => Some("FLOAT64"),
+      Self::COMPLEX128 => Some("COMPLEX128"),
+      Self::UINT64 => Some("UINT64"),
+      Self::RESOURCE => Some("RESOURCE"),
+      Self::VARIANT => Some("VARIANT"),
+      Self::UINT32 => Some("UINT32"),
+      Self::UINT16 => Some("UINT16"),
+      Self::INT4 => Some("INT4"),
+      Self::BFLOAT16 => Some("BFLOAT16"),
+      _ => None,
     }
+  }
 }
 impl ::core::fmt::Debug for TensorType {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter) -> ::core::fmt::Result {
-        if let Some(name) = self.variant_name() {
-            f.write_str(name)
-        } else {
-            f.write_fmt(format_args!("<UNKNOWN {:?}>", self.0))
-        }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter) -> ::core::fmt::Result {
+    if let Some(name) = self.variant_name() {
+      f.write_str(name)
+    } else {
+      f.write_fmt(format_args!("<UNKNOWN {:?}>", self.0))
     }
+  }
 }
 impl<'a> ::flatbuffers::Follow<'a> for TensorType {
-    type Inner = Self;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        let b = unsafe { ::flatbuffers::read_scalar_at::<i8>(buf, loc) };
-        Self(b)
-    }
+  type Inner = Self;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    let b = unsafe { ::flatbuffers::read_scalar_at::<i8>(buf, loc) };
+    Self(b)
+  }
 }
 
 impl ::flatbuffers::Push for TensorType {
@@ -168,27 +159,26 @@ impl ::flatbuffers::Push for TensorType {
 }
 
 impl ::flatbuffers::EndianScalar for TensorType {
-    type Scalar = i8;
-    #[inline]
-    fn to_little_endian(self) -> i8 {
-        self.0.to_le()
-    }
-    #[inline]
-    #[allow(clippy::wrong_self_convention)]
-    fn from_little_endian(v: i8) -> Self {
-        let b = i8::from_le(v);
-        Self(b)
-    }
+  type Scalar = i8;
+  #[inline]
+  fn to_little_endian(self) -> i8 {
+    self.0.to_le()
+  }
+  #[inline]
+  #[allow(clippy::wrong_self_convention)]
+  fn from_little_endian(v: i8) -> Self {
+    let b = i8::from_le(v);
+    Self(b)
+  }
 }
 
 impl<'a> ::flatbuffers::Verifiable for TensorType {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        i8::run_verifier(v, pos)
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    i8::run_verifier(v, pos)
+  }
 }
 
 impl ::flatbuffers::SimpleToVerifyInSlice for TensorType {}

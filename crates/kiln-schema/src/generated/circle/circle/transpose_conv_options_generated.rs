@@ -6,134 +6,108 @@ pub enum TransposeConvOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct TransposeConvOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for TransposeConvOptions<'a> {
-    type Inner = TransposeConvOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = TransposeConvOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> TransposeConvOptions<'a> {
-    pub const VT_PADDING: ::flatbuffers::VOffsetT = 4;
-    pub const VT_STRIDE_W: ::flatbuffers::VOffsetT = 6;
-    pub const VT_STRIDE_H: ::flatbuffers::VOffsetT = 8;
-    pub const VT_FUSED_ACTIVATION_FUNCTION: ::flatbuffers::VOffsetT = 10;
-    pub const VT_QUANTIZED_BIAS_TYPE: ::flatbuffers::VOffsetT = 12;
+  pub const VT_PADDING: ::flatbuffers::VOffsetT = 4;
+  pub const VT_STRIDE_W: ::flatbuffers::VOffsetT = 6;
+  pub const VT_STRIDE_H: ::flatbuffers::VOffsetT = 8;
+  pub const VT_FUSED_ACTIVATION_FUNCTION: ::flatbuffers::VOffsetT = 10;
+  pub const VT_QUANTIZED_BIAS_TYPE: ::flatbuffers::VOffsetT = 12;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        TransposeConvOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args TransposeConvOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<TransposeConvOptions<'bldr>> {
-        let mut builder = TransposeConvOptionsBuilder::new(_fbb);
-        builder.add_stride_h(args.stride_h);
-        builder.add_stride_w(args.stride_w);
-        builder.add_quantized_bias_type(args.quantized_bias_type);
-        builder.add_fused_activation_function(args.fused_activation_function);
-        builder.add_padding(args.padding);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    TransposeConvOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args TransposeConvOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<TransposeConvOptions<'bldr>> {
+    let mut builder = TransposeConvOptionsBuilder::new(_fbb);
+    builder.add_stride_h(args.stride_h);
+    builder.add_stride_w(args.stride_w);
+    builder.add_quantized_bias_type(args.quantized_bias_type);
+    builder.add_fused_activation_function(args.fused_activation_function);
+    builder.add_padding(args.padding);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> TransposeConvOptionsT {
-        let padding = self.padding();
-        let stride_w = self.stride_w();
-        let stride_h = self.stride_h();
-        let fused_activation_function = self.fused_activation_function();
-        let quantized_bias_type = self.quantized_bias_type();
-        TransposeConvOptionsT {
-            padding,
-            stride_w,
-            stride_h,
-            fused_activation_function,
-            quantized_bias_type,
-        }
+  pub fn unpack(&self) -> TransposeConvOptionsT {
+    let padding = self.padding();
+    let stride_w = self.stride_w();
+    let stride_h = self.stride_h();
+    let fused_activation_function = self.fused_activation_function();
+    let quantized_bias_type = self.quantized_bias_type();
+    TransposeConvOptionsT {
+      padding,
+      stride_w,
+      stride_h,
+      fused_activation_function,
+      quantized_bias_type,
     }
+  }
 
-    #[inline]
-    pub fn padding(&self) -> Padding {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<Padding>(TransposeConvOptions::VT_PADDING, Some(Padding::SAME)).unwrap()
-        }
-    }
-    #[inline]
-    pub fn stride_w(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(TransposeConvOptions::VT_STRIDE_W, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn stride_h(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(TransposeConvOptions::VT_STRIDE_H, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn fused_activation_function(&self) -> ActivationFunctionType {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<ActivationFunctionType>(
-                    TransposeConvOptions::VT_FUSED_ACTIVATION_FUNCTION,
-                    Some(ActivationFunctionType::NONE),
-                )
-                .unwrap()
-        }
-    }
-    #[inline]
-    pub fn quantized_bias_type(&self) -> TensorType {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<TensorType>(
-                    TransposeConvOptions::VT_QUANTIZED_BIAS_TYPE,
-                    Some(TensorType::FLOAT32),
-                )
-                .unwrap()
-        }
-    }
+  #[inline]
+  pub fn padding(&self) -> Padding {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<Padding>(TransposeConvOptions::VT_PADDING, Some(Padding::SAME)).unwrap()}
+  }
+  #[inline]
+  pub fn stride_w(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(TransposeConvOptions::VT_STRIDE_W, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn stride_h(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(TransposeConvOptions::VT_STRIDE_H, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn fused_activation_function(&self) -> ActivationFunctionType {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<ActivationFunctionType>(TransposeConvOptions::VT_FUSED_ACTIVATION_FUNCTION, Some(ActivationFunctionType::NONE)).unwrap()}
+  }
+  #[inline]
+  pub fn quantized_bias_type(&self) -> TensorType {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<TensorType>(TransposeConvOptions::VT_QUANTIZED_BIAS_TYPE, Some(TensorType::FLOAT32)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for TransposeConvOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<Padding>("padding", Self::VT_PADDING, false)?
-            .visit_field::<i32>("stride_w", Self::VT_STRIDE_W, false)?
-            .visit_field::<i32>("stride_h", Self::VT_STRIDE_H, false)?
-            .visit_field::<ActivationFunctionType>(
-                "fused_activation_function",
-                Self::VT_FUSED_ACTIVATION_FUNCTION,
-                false,
-            )?
-            .visit_field::<TensorType>("quantized_bias_type", Self::VT_QUANTIZED_BIAS_TYPE, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<Padding>("padding", Self::VT_PADDING, false)?
+     .visit_field::<i32>("stride_w", Self::VT_STRIDE_W, false)?
+     .visit_field::<i32>("stride_h", Self::VT_STRIDE_H, false)?
+     .visit_field::<ActivationFunctionType>("fused_activation_function", Self::VT_FUSED_ACTIVATION_FUNCTION, false)?
+     .visit_field::<TensorType>("quantized_bias_type", Self::VT_QUANTIZED_BIAS_TYPE, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct TransposeConvOptionsArgs {
     pub padding: Padding,
@@ -143,118 +117,105 @@ pub struct TransposeConvOptionsArgs {
     pub quantized_bias_type: TensorType,
 }
 impl<'a> Default for TransposeConvOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        TransposeConvOptionsArgs {
-            padding: Padding::SAME,
-            stride_w: 0,
-            stride_h: 0,
-            fused_activation_function: ActivationFunctionType::NONE,
-            quantized_bias_type: TensorType::FLOAT32,
-        }
+  #[inline]
+  fn default() -> Self {
+    TransposeConvOptionsArgs {
+      padding: Padding::SAME,
+      stride_w: 0,
+      stride_h: 0,
+      fused_activation_function: ActivationFunctionType::NONE,
+      quantized_bias_type: TensorType::FLOAT32,
     }
+  }
 }
 
 pub struct TransposeConvOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> TransposeConvOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_padding(&mut self, padding: Padding) {
-        self.fbb_.push_slot::<Padding>(TransposeConvOptions::VT_PADDING, padding, Padding::SAME);
+  #[inline]
+  pub fn add_padding(&mut self, padding: Padding) {
+    self.fbb_.push_slot::<Padding>(TransposeConvOptions::VT_PADDING, padding, Padding::SAME);
+  }
+  #[inline]
+  pub fn add_stride_w(&mut self, stride_w: i32) {
+    self.fbb_.push_slot::<i32>(TransposeConvOptions::VT_STRIDE_W, stride_w, 0);
+  }
+  #[inline]
+  pub fn add_stride_h(&mut self, stride_h: i32) {
+    self.fbb_.push_slot::<i32>(TransposeConvOptions::VT_STRIDE_H, stride_h, 0);
+  }
+  #[inline]
+  pub fn add_fused_activation_function(&mut self, fused_activation_function: ActivationFunctionType) {
+    self.fbb_.push_slot::<ActivationFunctionType>(TransposeConvOptions::VT_FUSED_ACTIVATION_FUNCTION, fused_activation_function, ActivationFunctionType::NONE);
+  }
+  #[inline]
+  pub fn add_quantized_bias_type(&mut self, quantized_bias_type: TensorType) {
+    self.fbb_.push_slot::<TensorType>(TransposeConvOptions::VT_QUANTIZED_BIAS_TYPE, quantized_bias_type, TensorType::FLOAT32);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> TransposeConvOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    TransposeConvOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_stride_w(&mut self, stride_w: i32) {
-        self.fbb_.push_slot::<i32>(TransposeConvOptions::VT_STRIDE_W, stride_w, 0);
-    }
-    #[inline]
-    pub fn add_stride_h(&mut self, stride_h: i32) {
-        self.fbb_.push_slot::<i32>(TransposeConvOptions::VT_STRIDE_H, stride_h, 0);
-    }
-    #[inline]
-    pub fn add_fused_activation_function(
-        &mut self,
-        fused_activation_function: ActivationFunctionType,
-    ) {
-        self.fbb_.push_slot::<ActivationFunctionType>(
-            TransposeConvOptions::VT_FUSED_ACTIVATION_FUNCTION,
-            fused_activation_function,
-            ActivationFunctionType::NONE,
-        );
-    }
-    #[inline]
-    pub fn add_quantized_bias_type(&mut self, quantized_bias_type: TensorType) {
-        self.fbb_.push_slot::<TensorType>(
-            TransposeConvOptions::VT_QUANTIZED_BIAS_TYPE,
-            quantized_bias_type,
-            TensorType::FLOAT32,
-        );
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> TransposeConvOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        TransposeConvOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<TransposeConvOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<TransposeConvOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for TransposeConvOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("TransposeConvOptions");
-        ds.field("padding", &self.padding());
-        ds.field("stride_w", &self.stride_w());
-        ds.field("stride_h", &self.stride_h());
-        ds.field("fused_activation_function", &self.fused_activation_function());
-        ds.field("quantized_bias_type", &self.quantized_bias_type());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("TransposeConvOptions");
+      ds.field("padding", &self.padding());
+      ds.field("stride_w", &self.stride_w());
+      ds.field("stride_h", &self.stride_h());
+      ds.field("fused_activation_function", &self.fused_activation_function());
+      ds.field("quantized_bias_type", &self.quantized_bias_type());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct TransposeConvOptionsT {
-    pub padding: Padding,
-    pub stride_w: i32,
-    pub stride_h: i32,
-    pub fused_activation_function: ActivationFunctionType,
-    pub quantized_bias_type: TensorType,
+  pub padding: Padding,
+  pub stride_w: i32,
+  pub stride_h: i32,
+  pub fused_activation_function: ActivationFunctionType,
+  pub quantized_bias_type: TensorType,
 }
 impl Default for TransposeConvOptionsT {
-    fn default() -> Self {
-        Self {
-            padding: Padding::SAME,
-            stride_w: 0,
-            stride_h: 0,
-            fused_activation_function: ActivationFunctionType::NONE,
-            quantized_bias_type: TensorType::FLOAT32,
-        }
+  fn default() -> Self {
+    Self {
+      padding: Padding::SAME,
+      stride_w: 0,
+      stride_h: 0,
+      fused_activation_function: ActivationFunctionType::NONE,
+      quantized_bias_type: TensorType::FLOAT32,
     }
+  }
 }
 impl TransposeConvOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<TransposeConvOptions<'b>> {
-        let padding = self.padding;
-        let stride_w = self.stride_w;
-        let stride_h = self.stride_h;
-        let fused_activation_function = self.fused_activation_function;
-        let quantized_bias_type = self.quantized_bias_type;
-        TransposeConvOptions::create(
-            _fbb,
-            &TransposeConvOptionsArgs {
-                padding,
-                stride_w,
-                stride_h,
-                fused_activation_function,
-                quantized_bias_type,
-            },
-        )
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<TransposeConvOptions<'b>> {
+    let padding = self.padding;
+    let stride_w = self.stride_w;
+    let stride_h = self.stride_h;
+    let fused_activation_function = self.fused_activation_function;
+    let quantized_bias_type = self.quantized_bias_type;
+    TransposeConvOptions::create(_fbb, &TransposeConvOptionsArgs{
+      padding,
+      stride_w,
+      stride_h,
+      fused_activation_function,
+      quantized_bias_type,
+    })
+  }
 }

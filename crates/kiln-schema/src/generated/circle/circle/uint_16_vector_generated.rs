@@ -6,132 +6,128 @@ pub enum Uint16VectorOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct Uint16Vector<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for Uint16Vector<'a> {
-    type Inner = Uint16Vector<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = Uint16Vector<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> Uint16Vector<'a> {
-    pub const VT_VALUES: ::flatbuffers::VOffsetT = 4;
+  pub const VT_VALUES: ::flatbuffers::VOffsetT = 4;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        Uint16Vector { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args Uint16VectorArgs<'args>,
-    ) -> ::flatbuffers::WIPOffset<Uint16Vector<'bldr>> {
-        let mut builder = Uint16VectorBuilder::new(_fbb);
-        if let Some(x) = args.values {
-            builder.add_values(x);
-        }
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    Uint16Vector { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args Uint16VectorArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<Uint16Vector<'bldr>> {
+    let mut builder = Uint16VectorBuilder::new(_fbb);
+    if let Some(x) = args.values { builder.add_values(x); }
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> Uint16VectorT {
-        let values = self.values().map(|x| x.into_iter().collect());
-        Uint16VectorT { values }
+  pub fn unpack(&self) -> Uint16VectorT {
+    let values = self.values().map(|x| {
+      x.into_iter().collect()
+    });
+    Uint16VectorT {
+      values,
     }
+  }
 
-    #[inline]
-    pub fn values(&self) -> Option<::flatbuffers::Vector<'a, u16>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u16>>>(
-                Uint16Vector::VT_VALUES,
-                None,
-            )
-        }
-    }
+  #[inline]
+  pub fn values(&self) -> Option<::flatbuffers::Vector<'a, u16>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u16>>>(Uint16Vector::VT_VALUES, None)}
+  }
 }
 
 impl ::flatbuffers::Verifiable for Uint16Vector<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u16>>>(
-                "values",
-                Self::VT_VALUES,
-                false,
-            )?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u16>>>("values", Self::VT_VALUES, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct Uint16VectorArgs<'a> {
     pub values: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, u16>>>,
 }
 impl<'a> Default for Uint16VectorArgs<'a> {
-    #[inline]
-    fn default() -> Self {
-        Uint16VectorArgs { values: None }
+  #[inline]
+  fn default() -> Self {
+    Uint16VectorArgs {
+      values: None,
     }
+  }
 }
 
 pub struct Uint16VectorBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> Uint16VectorBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_values(&mut self, values: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, u16>>) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Uint16Vector::VT_VALUES, values);
+  #[inline]
+  pub fn add_values(&mut self, values: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , u16>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Uint16Vector::VT_VALUES, values);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> Uint16VectorBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    Uint16VectorBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> Uint16VectorBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        Uint16VectorBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<Uint16Vector<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<Uint16Vector<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for Uint16Vector<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("Uint16Vector");
-        ds.field("values", &self.values());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("Uint16Vector");
+      ds.field("values", &self.values());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct Uint16VectorT {
-    pub values: Option<alloc::vec::Vec<u16>>,
+  pub values: Option<alloc::vec::Vec<u16>>,
 }
 impl Default for Uint16VectorT {
-    fn default() -> Self {
-        Self { values: None }
+  fn default() -> Self {
+    Self {
+      values: None,
     }
+  }
 }
 impl Uint16VectorT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<Uint16Vector<'b>> {
-        let values = self.values.as_ref().map(|x| _fbb.create_vector(x));
-        Uint16Vector::create(_fbb, &Uint16VectorArgs { values })
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<Uint16Vector<'b>> {
+    let values = self.values.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    Uint16Vector::create(_fbb, &Uint16VectorArgs{
+      values,
+    })
+  }
 }

@@ -6,132 +6,128 @@ pub enum Uint8VectorOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct Uint8Vector<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for Uint8Vector<'a> {
-    type Inner = Uint8Vector<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = Uint8Vector<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> Uint8Vector<'a> {
-    pub const VT_VALUES: ::flatbuffers::VOffsetT = 4;
+  pub const VT_VALUES: ::flatbuffers::VOffsetT = 4;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        Uint8Vector { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args Uint8VectorArgs<'args>,
-    ) -> ::flatbuffers::WIPOffset<Uint8Vector<'bldr>> {
-        let mut builder = Uint8VectorBuilder::new(_fbb);
-        if let Some(x) = args.values {
-            builder.add_values(x);
-        }
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    Uint8Vector { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args Uint8VectorArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<Uint8Vector<'bldr>> {
+    let mut builder = Uint8VectorBuilder::new(_fbb);
+    if let Some(x) = args.values { builder.add_values(x); }
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> Uint8VectorT {
-        let values = self.values().map(|x| x.into_iter().collect());
-        Uint8VectorT { values }
+  pub fn unpack(&self) -> Uint8VectorT {
+    let values = self.values().map(|x| {
+      x.into_iter().collect()
+    });
+    Uint8VectorT {
+      values,
     }
+  }
 
-    #[inline]
-    pub fn values(&self) -> Option<::flatbuffers::Vector<'a, u8>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u8>>>(
-                Uint8Vector::VT_VALUES,
-                None,
-            )
-        }
-    }
+  #[inline]
+  pub fn values(&self) -> Option<::flatbuffers::Vector<'a, u8>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u8>>>(Uint8Vector::VT_VALUES, None)}
+  }
 }
 
 impl ::flatbuffers::Verifiable for Uint8Vector<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u8>>>(
-                "values",
-                Self::VT_VALUES,
-                false,
-            )?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u8>>>("values", Self::VT_VALUES, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct Uint8VectorArgs<'a> {
     pub values: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, u8>>>,
 }
 impl<'a> Default for Uint8VectorArgs<'a> {
-    #[inline]
-    fn default() -> Self {
-        Uint8VectorArgs { values: None }
+  #[inline]
+  fn default() -> Self {
+    Uint8VectorArgs {
+      values: None,
     }
+  }
 }
 
 pub struct Uint8VectorBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> Uint8VectorBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_values(&mut self, values: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, u8>>) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Uint8Vector::VT_VALUES, values);
+  #[inline]
+  pub fn add_values(&mut self, values: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , u8>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Uint8Vector::VT_VALUES, values);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> Uint8VectorBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    Uint8VectorBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> Uint8VectorBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        Uint8VectorBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<Uint8Vector<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<Uint8Vector<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for Uint8Vector<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("Uint8Vector");
-        ds.field("values", &self.values());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("Uint8Vector");
+      ds.field("values", &self.values());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct Uint8VectorT {
-    pub values: Option<alloc::vec::Vec<u8>>,
+  pub values: Option<alloc::vec::Vec<u8>>,
 }
 impl Default for Uint8VectorT {
-    fn default() -> Self {
-        Self { values: None }
+  fn default() -> Self {
+    Self {
+      values: None,
     }
+  }
 }
 impl Uint8VectorT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<Uint8Vector<'b>> {
-        let values = self.values.as_ref().map(|x| _fbb.create_vector(x));
-        Uint8Vector::create(_fbb, &Uint8VectorArgs { values })
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<Uint8Vector<'b>> {
+    let values = self.values.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    Uint8Vector::create(_fbb, &Uint8VectorArgs{
+      values,
+    })
+  }
 }

@@ -6,171 +6,120 @@ pub enum UnidirectionalSequenceLSTMOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct UnidirectionalSequenceLSTMOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for UnidirectionalSequenceLSTMOptions<'a> {
-    type Inner = UnidirectionalSequenceLSTMOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = UnidirectionalSequenceLSTMOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> UnidirectionalSequenceLSTMOptions<'a> {
-    pub const VT_FUSED_ACTIVATION_FUNCTION: ::flatbuffers::VOffsetT = 4;
-    pub const VT_CELL_CLIP: ::flatbuffers::VOffsetT = 6;
-    pub const VT_PROJ_CLIP: ::flatbuffers::VOffsetT = 8;
-    pub const VT_TIME_MAJOR: ::flatbuffers::VOffsetT = 10;
-    pub const VT_ASYMMETRIC_QUANTIZE_INPUTS: ::flatbuffers::VOffsetT = 12;
-    pub const VT_DIAGONAL_RECURRENT_TENSORS: ::flatbuffers::VOffsetT = 14;
+  pub const VT_FUSED_ACTIVATION_FUNCTION: ::flatbuffers::VOffsetT = 4;
+  pub const VT_CELL_CLIP: ::flatbuffers::VOffsetT = 6;
+  pub const VT_PROJ_CLIP: ::flatbuffers::VOffsetT = 8;
+  pub const VT_TIME_MAJOR: ::flatbuffers::VOffsetT = 10;
+  pub const VT_ASYMMETRIC_QUANTIZE_INPUTS: ::flatbuffers::VOffsetT = 12;
+  pub const VT_DIAGONAL_RECURRENT_TENSORS: ::flatbuffers::VOffsetT = 14;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        UnidirectionalSequenceLSTMOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args UnidirectionalSequenceLSTMOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<UnidirectionalSequenceLSTMOptions<'bldr>> {
-        let mut builder = UnidirectionalSequenceLSTMOptionsBuilder::new(_fbb);
-        builder.add_proj_clip(args.proj_clip);
-        builder.add_cell_clip(args.cell_clip);
-        builder.add_diagonal_recurrent_tensors(args.diagonal_recurrent_tensors);
-        builder.add_asymmetric_quantize_inputs(args.asymmetric_quantize_inputs);
-        builder.add_time_major(args.time_major);
-        builder.add_fused_activation_function(args.fused_activation_function);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    UnidirectionalSequenceLSTMOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args UnidirectionalSequenceLSTMOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<UnidirectionalSequenceLSTMOptions<'bldr>> {
+    let mut builder = UnidirectionalSequenceLSTMOptionsBuilder::new(_fbb);
+    builder.add_proj_clip(args.proj_clip);
+    builder.add_cell_clip(args.cell_clip);
+    builder.add_diagonal_recurrent_tensors(args.diagonal_recurrent_tensors);
+    builder.add_asymmetric_quantize_inputs(args.asymmetric_quantize_inputs);
+    builder.add_time_major(args.time_major);
+    builder.add_fused_activation_function(args.fused_activation_function);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> UnidirectionalSequenceLSTMOptionsT {
-        let fused_activation_function = self.fused_activation_function();
-        let cell_clip = self.cell_clip();
-        let proj_clip = self.proj_clip();
-        let time_major = self.time_major();
-        let asymmetric_quantize_inputs = self.asymmetric_quantize_inputs();
-        let diagonal_recurrent_tensors = self.diagonal_recurrent_tensors();
-        UnidirectionalSequenceLSTMOptionsT {
-            fused_activation_function,
-            cell_clip,
-            proj_clip,
-            time_major,
-            asymmetric_quantize_inputs,
-            diagonal_recurrent_tensors,
-        }
+  pub fn unpack(&self) -> UnidirectionalSequenceLSTMOptionsT {
+    let fused_activation_function = self.fused_activation_function();
+    let cell_clip = self.cell_clip();
+    let proj_clip = self.proj_clip();
+    let time_major = self.time_major();
+    let asymmetric_quantize_inputs = self.asymmetric_quantize_inputs();
+    let diagonal_recurrent_tensors = self.diagonal_recurrent_tensors();
+    UnidirectionalSequenceLSTMOptionsT {
+      fused_activation_function,
+      cell_clip,
+      proj_clip,
+      time_major,
+      asymmetric_quantize_inputs,
+      diagonal_recurrent_tensors,
     }
+  }
 
-    #[inline]
-    pub fn fused_activation_function(&self) -> ActivationFunctionType {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<ActivationFunctionType>(
-                    UnidirectionalSequenceLSTMOptions::VT_FUSED_ACTIVATION_FUNCTION,
-                    Some(ActivationFunctionType::NONE),
-                )
-                .unwrap()
-        }
-    }
-    #[inline]
-    pub fn cell_clip(&self) -> f32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<f32>(UnidirectionalSequenceLSTMOptions::VT_CELL_CLIP, Some(0.0))
-                .unwrap()
-        }
-    }
-    #[inline]
-    pub fn proj_clip(&self) -> f32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<f32>(UnidirectionalSequenceLSTMOptions::VT_PROJ_CLIP, Some(0.0))
-                .unwrap()
-        }
-    }
-    #[inline]
-    pub fn time_major(&self) -> bool {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<bool>(UnidirectionalSequenceLSTMOptions::VT_TIME_MAJOR, Some(false))
-                .unwrap()
-        }
-    }
-    #[inline]
-    pub fn asymmetric_quantize_inputs(&self) -> bool {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<bool>(
-                    UnidirectionalSequenceLSTMOptions::VT_ASYMMETRIC_QUANTIZE_INPUTS,
-                    Some(false),
-                )
-                .unwrap()
-        }
-    }
-    #[inline]
-    pub fn diagonal_recurrent_tensors(&self) -> bool {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<bool>(
-                    UnidirectionalSequenceLSTMOptions::VT_DIAGONAL_RECURRENT_TENSORS,
-                    Some(false),
-                )
-                .unwrap()
-        }
-    }
+  #[inline]
+  pub fn fused_activation_function(&self) -> ActivationFunctionType {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<ActivationFunctionType>(UnidirectionalSequenceLSTMOptions::VT_FUSED_ACTIVATION_FUNCTION, Some(ActivationFunctionType::NONE)).unwrap()}
+  }
+  #[inline]
+  pub fn cell_clip(&self) -> f32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<f32>(UnidirectionalSequenceLSTMOptions::VT_CELL_CLIP, Some(0.0)).unwrap()}
+  }
+  #[inline]
+  pub fn proj_clip(&self) -> f32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<f32>(UnidirectionalSequenceLSTMOptions::VT_PROJ_CLIP, Some(0.0)).unwrap()}
+  }
+  #[inline]
+  pub fn time_major(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(UnidirectionalSequenceLSTMOptions::VT_TIME_MAJOR, Some(false)).unwrap()}
+  }
+  #[inline]
+  pub fn asymmetric_quantize_inputs(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(UnidirectionalSequenceLSTMOptions::VT_ASYMMETRIC_QUANTIZE_INPUTS, Some(false)).unwrap()}
+  }
+  #[inline]
+  pub fn diagonal_recurrent_tensors(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(UnidirectionalSequenceLSTMOptions::VT_DIAGONAL_RECURRENT_TENSORS, Some(false)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for UnidirectionalSequenceLSTMOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<ActivationFunctionType>(
-                "fused_activation_function",
-                Self::VT_FUSED_ACTIVATION_FUNCTION,
-                false,
-            )?
-            .visit_field::<f32>("cell_clip", Self::VT_CELL_CLIP, false)?
-            .visit_field::<f32>("proj_clip", Self::VT_PROJ_CLIP, false)?
-            .visit_field::<bool>("time_major", Self::VT_TIME_MAJOR, false)?
-            .visit_field::<bool>(
-                "asymmetric_quantize_inputs",
-                Self::VT_ASYMMETRIC_QUANTIZE_INPUTS,
-                false,
-            )?
-            .visit_field::<bool>(
-                "diagonal_recurrent_tensors",
-                Self::VT_DIAGONAL_RECURRENT_TENSORS,
-                false,
-            )?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<ActivationFunctionType>("fused_activation_function", Self::VT_FUSED_ACTIVATION_FUNCTION, false)?
+     .visit_field::<f32>("cell_clip", Self::VT_CELL_CLIP, false)?
+     .visit_field::<f32>("proj_clip", Self::VT_PROJ_CLIP, false)?
+     .visit_field::<bool>("time_major", Self::VT_TIME_MAJOR, false)?
+     .visit_field::<bool>("asymmetric_quantize_inputs", Self::VT_ASYMMETRIC_QUANTIZE_INPUTS, false)?
+     .visit_field::<bool>("diagonal_recurrent_tensors", Self::VT_DIAGONAL_RECURRENT_TENSORS, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct UnidirectionalSequenceLSTMOptionsArgs {
     pub fused_activation_function: ActivationFunctionType,
@@ -181,138 +130,115 @@ pub struct UnidirectionalSequenceLSTMOptionsArgs {
     pub diagonal_recurrent_tensors: bool,
 }
 impl<'a> Default for UnidirectionalSequenceLSTMOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        UnidirectionalSequenceLSTMOptionsArgs {
-            fused_activation_function: ActivationFunctionType::NONE,
-            cell_clip: 0.0,
-            proj_clip: 0.0,
-            time_major: false,
-            asymmetric_quantize_inputs: false,
-            diagonal_recurrent_tensors: false,
-        }
+  #[inline]
+  fn default() -> Self {
+    UnidirectionalSequenceLSTMOptionsArgs {
+      fused_activation_function: ActivationFunctionType::NONE,
+      cell_clip: 0.0,
+      proj_clip: 0.0,
+      time_major: false,
+      asymmetric_quantize_inputs: false,
+      diagonal_recurrent_tensors: false,
     }
+  }
 }
 
 pub struct UnidirectionalSequenceLSTMOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
-impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a>
-    UnidirectionalSequenceLSTMOptionsBuilder<'a, 'b, A>
-{
-    #[inline]
-    pub fn add_fused_activation_function(
-        &mut self,
-        fused_activation_function: ActivationFunctionType,
-    ) {
-        self.fbb_.push_slot::<ActivationFunctionType>(
-            UnidirectionalSequenceLSTMOptions::VT_FUSED_ACTIVATION_FUNCTION,
-            fused_activation_function,
-            ActivationFunctionType::NONE,
-        );
+impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> UnidirectionalSequenceLSTMOptionsBuilder<'a, 'b, A> {
+  #[inline]
+  pub fn add_fused_activation_function(&mut self, fused_activation_function: ActivationFunctionType) {
+    self.fbb_.push_slot::<ActivationFunctionType>(UnidirectionalSequenceLSTMOptions::VT_FUSED_ACTIVATION_FUNCTION, fused_activation_function, ActivationFunctionType::NONE);
+  }
+  #[inline]
+  pub fn add_cell_clip(&mut self, cell_clip: f32) {
+    self.fbb_.push_slot::<f32>(UnidirectionalSequenceLSTMOptions::VT_CELL_CLIP, cell_clip, 0.0);
+  }
+  #[inline]
+  pub fn add_proj_clip(&mut self, proj_clip: f32) {
+    self.fbb_.push_slot::<f32>(UnidirectionalSequenceLSTMOptions::VT_PROJ_CLIP, proj_clip, 0.0);
+  }
+  #[inline]
+  pub fn add_time_major(&mut self, time_major: bool) {
+    self.fbb_.push_slot::<bool>(UnidirectionalSequenceLSTMOptions::VT_TIME_MAJOR, time_major, false);
+  }
+  #[inline]
+  pub fn add_asymmetric_quantize_inputs(&mut self, asymmetric_quantize_inputs: bool) {
+    self.fbb_.push_slot::<bool>(UnidirectionalSequenceLSTMOptions::VT_ASYMMETRIC_QUANTIZE_INPUTS, asymmetric_quantize_inputs, false);
+  }
+  #[inline]
+  pub fn add_diagonal_recurrent_tensors(&mut self, diagonal_recurrent_tensors: bool) {
+    self.fbb_.push_slot::<bool>(UnidirectionalSequenceLSTMOptions::VT_DIAGONAL_RECURRENT_TENSORS, diagonal_recurrent_tensors, false);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> UnidirectionalSequenceLSTMOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    UnidirectionalSequenceLSTMOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_cell_clip(&mut self, cell_clip: f32) {
-        self.fbb_.push_slot::<f32>(UnidirectionalSequenceLSTMOptions::VT_CELL_CLIP, cell_clip, 0.0);
-    }
-    #[inline]
-    pub fn add_proj_clip(&mut self, proj_clip: f32) {
-        self.fbb_.push_slot::<f32>(UnidirectionalSequenceLSTMOptions::VT_PROJ_CLIP, proj_clip, 0.0);
-    }
-    #[inline]
-    pub fn add_time_major(&mut self, time_major: bool) {
-        self.fbb_.push_slot::<bool>(
-            UnidirectionalSequenceLSTMOptions::VT_TIME_MAJOR,
-            time_major,
-            false,
-        );
-    }
-    #[inline]
-    pub fn add_asymmetric_quantize_inputs(&mut self, asymmetric_quantize_inputs: bool) {
-        self.fbb_.push_slot::<bool>(
-            UnidirectionalSequenceLSTMOptions::VT_ASYMMETRIC_QUANTIZE_INPUTS,
-            asymmetric_quantize_inputs,
-            false,
-        );
-    }
-    #[inline]
-    pub fn add_diagonal_recurrent_tensors(&mut self, diagonal_recurrent_tensors: bool) {
-        self.fbb_.push_slot::<bool>(
-            UnidirectionalSequenceLSTMOptions::VT_DIAGONAL_RECURRENT_TENSORS,
-            diagonal_recurrent_tensors,
-            false,
-        );
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> UnidirectionalSequenceLSTMOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        UnidirectionalSequenceLSTMOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<UnidirectionalSequenceLSTMOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<UnidirectionalSequenceLSTMOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for UnidirectionalSequenceLSTMOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("UnidirectionalSequenceLSTMOptions");
-        ds.field("fused_activation_function", &self.fused_activation_function());
-        ds.field("cell_clip", &self.cell_clip());
-        ds.field("proj_clip", &self.proj_clip());
-        ds.field("time_major", &self.time_major());
-        ds.field("asymmetric_quantize_inputs", &self.asymmetric_quantize_inputs());
-        ds.field("diagonal_recurrent_tensors", &self.diagonal_recurrent_tensors());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("UnidirectionalSequenceLSTMOptions");
+      ds.field("fused_activation_function", &self.fused_activation_function());
+      ds.field("cell_clip", &self.cell_clip());
+      ds.field("proj_clip", &self.proj_clip());
+      ds.field("time_major", &self.time_major());
+      ds.field("asymmetric_quantize_inputs", &self.asymmetric_quantize_inputs());
+      ds.field("diagonal_recurrent_tensors", &self.diagonal_recurrent_tensors());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct UnidirectionalSequenceLSTMOptionsT {
-    pub fused_activation_function: ActivationFunctionType,
-    pub cell_clip: f32,
-    pub proj_clip: f32,
-    pub time_major: bool,
-    pub asymmetric_quantize_inputs: bool,
-    pub diagonal_recurrent_tensors: bool,
+  pub fused_activation_function: ActivationFunctionType,
+  pub cell_clip: f32,
+  pub proj_clip: f32,
+  pub time_major: bool,
+  pub asymmetric_quantize_inputs: bool,
+  pub diagonal_recurrent_tensors: bool,
 }
 impl Default for UnidirectionalSequenceLSTMOptionsT {
-    fn default() -> Self {
-        Self {
-            fused_activation_function: ActivationFunctionType::NONE,
-            cell_clip: 0.0,
-            proj_clip: 0.0,
-            time_major: false,
-            asymmetric_quantize_inputs: false,
-            diagonal_recurrent_tensors: false,
-        }
+  fn default() -> Self {
+    Self {
+      fused_activation_function: ActivationFunctionType::NONE,
+      cell_clip: 0.0,
+      proj_clip: 0.0,
+      time_major: false,
+      asymmetric_quantize_inputs: false,
+      diagonal_recurrent_tensors: false,
     }
+  }
 }
 impl UnidirectionalSequenceLSTMOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<UnidirectionalSequenceLSTMOptions<'b>> {
-        let fused_activation_function = self.fused_activation_function;
-        let cell_clip = self.cell_clip;
-        let proj_clip = self.proj_clip;
-        let time_major = self.time_major;
-        let asymmetric_quantize_inputs = self.asymmetric_quantize_inputs;
-        let diagonal_recurrent_tensors = self.diagonal_recurrent_tensors;
-        UnidirectionalSequenceLSTMOptions::create(
-            _fbb,
-            &UnidirectionalSequenceLSTMOptionsArgs {
-                fused_activation_function,
-                cell_clip,
-                proj_clip,
-                time_major,
-                asymmetric_quantize_inputs,
-                diagonal_recurrent_tensors,
-            },
-        )
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<UnidirectionalSequenceLSTMOptions<'b>> {
+    let fused_activation_function = self.fused_activation_function;
+    let cell_clip = self.cell_clip;
+    let proj_clip = self.proj_clip;
+    let time_major = self.time_major;
+    let asymmetric_quantize_inputs = self.asymmetric_quantize_inputs;
+    let diagonal_recurrent_tensors = self.diagonal_recurrent_tensors;
+    UnidirectionalSequenceLSTMOptions::create(_fbb, &UnidirectionalSequenceLSTMOptionsArgs{
+      fused_activation_function,
+      cell_clip,
+      proj_clip,
+      time_major,
+      asymmetric_quantize_inputs,
+      diagonal_recurrent_tensors,
+    })
+  }
 }

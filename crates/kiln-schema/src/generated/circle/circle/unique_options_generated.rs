@@ -6,129 +6,124 @@ pub enum UniqueOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct UniqueOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for UniqueOptions<'a> {
-    type Inner = UniqueOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = UniqueOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> UniqueOptions<'a> {
-    pub const VT_IDX_OUT_TYPE: ::flatbuffers::VOffsetT = 4;
+  pub const VT_IDX_OUT_TYPE: ::flatbuffers::VOffsetT = 4;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        UniqueOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args UniqueOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<UniqueOptions<'bldr>> {
-        let mut builder = UniqueOptionsBuilder::new(_fbb);
-        builder.add_idx_out_type(args.idx_out_type);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    UniqueOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args UniqueOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<UniqueOptions<'bldr>> {
+    let mut builder = UniqueOptionsBuilder::new(_fbb);
+    builder.add_idx_out_type(args.idx_out_type);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> UniqueOptionsT {
-        let idx_out_type = self.idx_out_type();
-        UniqueOptionsT { idx_out_type }
+  pub fn unpack(&self) -> UniqueOptionsT {
+    let idx_out_type = self.idx_out_type();
+    UniqueOptionsT {
+      idx_out_type,
     }
+  }
 
-    #[inline]
-    pub fn idx_out_type(&self) -> TensorType {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<TensorType>(UniqueOptions::VT_IDX_OUT_TYPE, Some(TensorType::INT32))
-                .unwrap()
-        }
-    }
+  #[inline]
+  pub fn idx_out_type(&self) -> TensorType {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<TensorType>(UniqueOptions::VT_IDX_OUT_TYPE, Some(TensorType::INT32)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for UniqueOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<TensorType>("idx_out_type", Self::VT_IDX_OUT_TYPE, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<TensorType>("idx_out_type", Self::VT_IDX_OUT_TYPE, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct UniqueOptionsArgs {
     pub idx_out_type: TensorType,
 }
 impl<'a> Default for UniqueOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        UniqueOptionsArgs { idx_out_type: TensorType::INT32 }
+  #[inline]
+  fn default() -> Self {
+    UniqueOptionsArgs {
+      idx_out_type: TensorType::INT32,
     }
+  }
 }
 
 pub struct UniqueOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> UniqueOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_idx_out_type(&mut self, idx_out_type: TensorType) {
-        self.fbb_.push_slot::<TensorType>(
-            UniqueOptions::VT_IDX_OUT_TYPE,
-            idx_out_type,
-            TensorType::INT32,
-        );
+  #[inline]
+  pub fn add_idx_out_type(&mut self, idx_out_type: TensorType) {
+    self.fbb_.push_slot::<TensorType>(UniqueOptions::VT_IDX_OUT_TYPE, idx_out_type, TensorType::INT32);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> UniqueOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    UniqueOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> UniqueOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        UniqueOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<UniqueOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<UniqueOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for UniqueOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("UniqueOptions");
-        ds.field("idx_out_type", &self.idx_out_type());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("UniqueOptions");
+      ds.field("idx_out_type", &self.idx_out_type());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct UniqueOptionsT {
-    pub idx_out_type: TensorType,
+  pub idx_out_type: TensorType,
 }
 impl Default for UniqueOptionsT {
-    fn default() -> Self {
-        Self { idx_out_type: TensorType::INT32 }
+  fn default() -> Self {
+    Self {
+      idx_out_type: TensorType::INT32,
     }
+  }
 }
 impl UniqueOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<UniqueOptions<'b>> {
-        let idx_out_type = self.idx_out_type;
-        UniqueOptions::create(_fbb, &UniqueOptionsArgs { idx_out_type })
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<UniqueOptions<'b>> {
+    let idx_out_type = self.idx_out_type;
+    UniqueOptions::create(_fbb, &UniqueOptionsArgs{
+      idx_out_type,
+    })
+  }
 }

@@ -6,140 +6,147 @@ pub enum UnpackOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct UnpackOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for UnpackOptions<'a> {
-    type Inner = UnpackOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = UnpackOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> UnpackOptions<'a> {
-    pub const VT_NUM: ::flatbuffers::VOffsetT = 4;
-    pub const VT_AXIS: ::flatbuffers::VOffsetT = 6;
+  pub const VT_NUM: ::flatbuffers::VOffsetT = 4;
+  pub const VT_AXIS: ::flatbuffers::VOffsetT = 6;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        UnpackOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args UnpackOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<UnpackOptions<'bldr>> {
-        let mut builder = UnpackOptionsBuilder::new(_fbb);
-        builder.add_axis(args.axis);
-        builder.add_num(args.num);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    UnpackOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args UnpackOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<UnpackOptions<'bldr>> {
+    let mut builder = UnpackOptionsBuilder::new(_fbb);
+    builder.add_axis(args.axis);
+    builder.add_num(args.num);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> UnpackOptionsT {
-        let num = self.num();
-        let axis = self.axis();
-        UnpackOptionsT { num, axis }
+  pub fn unpack(&self) -> UnpackOptionsT {
+    let num = self.num();
+    let axis = self.axis();
+    UnpackOptionsT {
+      num,
+      axis,
     }
+  }
 
-    #[inline]
-    pub fn num(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(UnpackOptions::VT_NUM, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn axis(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(UnpackOptions::VT_AXIS, Some(0)).unwrap() }
-    }
+  #[inline]
+  pub fn num(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(UnpackOptions::VT_NUM, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn axis(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(UnpackOptions::VT_AXIS, Some(0)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for UnpackOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<i32>("num", Self::VT_NUM, false)?
-            .visit_field::<i32>("axis", Self::VT_AXIS, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<i32>("num", Self::VT_NUM, false)?
+     .visit_field::<i32>("axis", Self::VT_AXIS, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct UnpackOptionsArgs {
     pub num: i32,
     pub axis: i32,
 }
 impl<'a> Default for UnpackOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        UnpackOptionsArgs { num: 0, axis: 0 }
+  #[inline]
+  fn default() -> Self {
+    UnpackOptionsArgs {
+      num: 0,
+      axis: 0,
     }
+  }
 }
 
 pub struct UnpackOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> UnpackOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_num(&mut self, num: i32) {
-        self.fbb_.push_slot::<i32>(UnpackOptions::VT_NUM, num, 0);
+  #[inline]
+  pub fn add_num(&mut self, num: i32) {
+    self.fbb_.push_slot::<i32>(UnpackOptions::VT_NUM, num, 0);
+  }
+  #[inline]
+  pub fn add_axis(&mut self, axis: i32) {
+    self.fbb_.push_slot::<i32>(UnpackOptions::VT_AXIS, axis, 0);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> UnpackOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    UnpackOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_axis(&mut self, axis: i32) {
-        self.fbb_.push_slot::<i32>(UnpackOptions::VT_AXIS, axis, 0);
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> UnpackOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        UnpackOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<UnpackOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<UnpackOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for UnpackOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("UnpackOptions");
-        ds.field("num", &self.num());
-        ds.field("axis", &self.axis());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("UnpackOptions");
+      ds.field("num", &self.num());
+      ds.field("axis", &self.axis());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct UnpackOptionsT {
-    pub num: i32,
-    pub axis: i32,
+  pub num: i32,
+  pub axis: i32,
 }
 impl Default for UnpackOptionsT {
-    fn default() -> Self {
-        Self { num: 0, axis: 0 }
+  fn default() -> Self {
+    Self {
+      num: 0,
+      axis: 0,
     }
+  }
 }
 impl UnpackOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<UnpackOptions<'b>> {
-        let num = self.num;
-        let axis = self.axis;
-        UnpackOptions::create(_fbb, &UnpackOptionsArgs { num, axis })
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<UnpackOptions<'b>> {
+    let num = self.num;
+    let axis = self.axis;
+    UnpackOptions::create(_fbb, &UnpackOptionsArgs{
+      num,
+      axis,
+    })
+  }
 }

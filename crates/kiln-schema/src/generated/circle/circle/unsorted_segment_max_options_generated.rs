@@ -6,97 +6,100 @@ pub enum UnsortedSegmentMaxOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct UnsortedSegmentMaxOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for UnsortedSegmentMaxOptions<'a> {
-    type Inner = UnsortedSegmentMaxOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = UnsortedSegmentMaxOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> UnsortedSegmentMaxOptions<'a> {
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        UnsortedSegmentMaxOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        _args: &'args UnsortedSegmentMaxOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<UnsortedSegmentMaxOptions<'bldr>> {
-        let mut builder = UnsortedSegmentMaxOptionsBuilder::new(_fbb);
-        builder.finish()
-    }
 
-    pub fn unpack(&self) -> UnsortedSegmentMaxOptionsT {
-        UnsortedSegmentMaxOptionsT {}
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    UnsortedSegmentMaxOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    _args: &'args UnsortedSegmentMaxOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<UnsortedSegmentMaxOptions<'bldr>> {
+    let mut builder = UnsortedSegmentMaxOptionsBuilder::new(_fbb);
+    builder.finish()
+  }
+
+  pub fn unpack(&self) -> UnsortedSegmentMaxOptionsT {
+    UnsortedSegmentMaxOptionsT {
     }
+  }
 }
 
 impl ::flatbuffers::Verifiable for UnsortedSegmentMaxOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?.finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .finish();
+    Ok(())
+  }
 }
-pub struct UnsortedSegmentMaxOptionsArgs {}
+pub struct UnsortedSegmentMaxOptionsArgs {
+}
 impl<'a> Default for UnsortedSegmentMaxOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        UnsortedSegmentMaxOptionsArgs {}
+  #[inline]
+  fn default() -> Self {
+    UnsortedSegmentMaxOptionsArgs {
     }
+  }
 }
 
 pub struct UnsortedSegmentMaxOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> UnsortedSegmentMaxOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> UnsortedSegmentMaxOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        UnsortedSegmentMaxOptionsBuilder { fbb_: _fbb, start_: start }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> UnsortedSegmentMaxOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    UnsortedSegmentMaxOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<UnsortedSegmentMaxOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<UnsortedSegmentMaxOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for UnsortedSegmentMaxOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("UnsortedSegmentMaxOptions");
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("UnsortedSegmentMaxOptions");
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
-pub struct UnsortedSegmentMaxOptionsT {}
+pub struct UnsortedSegmentMaxOptionsT {
+}
 impl Default for UnsortedSegmentMaxOptionsT {
-    fn default() -> Self {
-        Self {}
+  fn default() -> Self {
+    Self {
     }
+  }
 }
 impl UnsortedSegmentMaxOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<UnsortedSegmentMaxOptions<'b>> {
-        UnsortedSegmentMaxOptions::create(_fbb, &UnsortedSegmentMaxOptionsArgs {})
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<UnsortedSegmentMaxOptions<'b>> {
+    UnsortedSegmentMaxOptions::create(_fbb, &UnsortedSegmentMaxOptionsArgs{
+    })
+  }
 }

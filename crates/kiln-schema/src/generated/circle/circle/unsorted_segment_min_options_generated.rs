@@ -6,97 +6,100 @@ pub enum UnsortedSegmentMinOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct UnsortedSegmentMinOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for UnsortedSegmentMinOptions<'a> {
-    type Inner = UnsortedSegmentMinOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = UnsortedSegmentMinOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> UnsortedSegmentMinOptions<'a> {
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        UnsortedSegmentMinOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        _args: &'args UnsortedSegmentMinOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<UnsortedSegmentMinOptions<'bldr>> {
-        let mut builder = UnsortedSegmentMinOptionsBuilder::new(_fbb);
-        builder.finish()
-    }
 
-    pub fn unpack(&self) -> UnsortedSegmentMinOptionsT {
-        UnsortedSegmentMinOptionsT {}
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    UnsortedSegmentMinOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    _args: &'args UnsortedSegmentMinOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<UnsortedSegmentMinOptions<'bldr>> {
+    let mut builder = UnsortedSegmentMinOptionsBuilder::new(_fbb);
+    builder.finish()
+  }
+
+  pub fn unpack(&self) -> UnsortedSegmentMinOptionsT {
+    UnsortedSegmentMinOptionsT {
     }
+  }
 }
 
 impl ::flatbuffers::Verifiable for UnsortedSegmentMinOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?.finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .finish();
+    Ok(())
+  }
 }
-pub struct UnsortedSegmentMinOptionsArgs {}
+pub struct UnsortedSegmentMinOptionsArgs {
+}
 impl<'a> Default for UnsortedSegmentMinOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        UnsortedSegmentMinOptionsArgs {}
+  #[inline]
+  fn default() -> Self {
+    UnsortedSegmentMinOptionsArgs {
     }
+  }
 }
 
 pub struct UnsortedSegmentMinOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> UnsortedSegmentMinOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> UnsortedSegmentMinOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        UnsortedSegmentMinOptionsBuilder { fbb_: _fbb, start_: start }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> UnsortedSegmentMinOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    UnsortedSegmentMinOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<UnsortedSegmentMinOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<UnsortedSegmentMinOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for UnsortedSegmentMinOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("UnsortedSegmentMinOptions");
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("UnsortedSegmentMinOptions");
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
-pub struct UnsortedSegmentMinOptionsT {}
+pub struct UnsortedSegmentMinOptionsT {
+}
 impl Default for UnsortedSegmentMinOptionsT {
-    fn default() -> Self {
-        Self {}
+  fn default() -> Self {
+    Self {
     }
+  }
 }
 impl UnsortedSegmentMinOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<UnsortedSegmentMinOptions<'b>> {
-        UnsortedSegmentMinOptions::create(_fbb, &UnsortedSegmentMinOptionsArgs {})
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<UnsortedSegmentMinOptions<'b>> {
+    UnsortedSegmentMinOptions::create(_fbb, &UnsortedSegmentMinOptionsArgs{
+    })
+  }
 }

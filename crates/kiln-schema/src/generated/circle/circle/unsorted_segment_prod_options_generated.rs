@@ -6,97 +6,100 @@ pub enum UnsortedSegmentProdOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct UnsortedSegmentProdOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for UnsortedSegmentProdOptions<'a> {
-    type Inner = UnsortedSegmentProdOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = UnsortedSegmentProdOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> UnsortedSegmentProdOptions<'a> {
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        UnsortedSegmentProdOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        _args: &'args UnsortedSegmentProdOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<UnsortedSegmentProdOptions<'bldr>> {
-        let mut builder = UnsortedSegmentProdOptionsBuilder::new(_fbb);
-        builder.finish()
-    }
 
-    pub fn unpack(&self) -> UnsortedSegmentProdOptionsT {
-        UnsortedSegmentProdOptionsT {}
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    UnsortedSegmentProdOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    _args: &'args UnsortedSegmentProdOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<UnsortedSegmentProdOptions<'bldr>> {
+    let mut builder = UnsortedSegmentProdOptionsBuilder::new(_fbb);
+    builder.finish()
+  }
+
+  pub fn unpack(&self) -> UnsortedSegmentProdOptionsT {
+    UnsortedSegmentProdOptionsT {
     }
+  }
 }
 
 impl ::flatbuffers::Verifiable for UnsortedSegmentProdOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?.finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .finish();
+    Ok(())
+  }
 }
-pub struct UnsortedSegmentProdOptionsArgs {}
+pub struct UnsortedSegmentProdOptionsArgs {
+}
 impl<'a> Default for UnsortedSegmentProdOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        UnsortedSegmentProdOptionsArgs {}
+  #[inline]
+  fn default() -> Self {
+    UnsortedSegmentProdOptionsArgs {
     }
+  }
 }
 
 pub struct UnsortedSegmentProdOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> UnsortedSegmentProdOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> UnsortedSegmentProdOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        UnsortedSegmentProdOptionsBuilder { fbb_: _fbb, start_: start }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> UnsortedSegmentProdOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    UnsortedSegmentProdOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<UnsortedSegmentProdOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<UnsortedSegmentProdOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for UnsortedSegmentProdOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("UnsortedSegmentProdOptions");
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("UnsortedSegmentProdOptions");
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
-pub struct UnsortedSegmentProdOptionsT {}
+pub struct UnsortedSegmentProdOptionsT {
+}
 impl Default for UnsortedSegmentProdOptionsT {
-    fn default() -> Self {
-        Self {}
+  fn default() -> Self {
+    Self {
     }
+  }
 }
 impl UnsortedSegmentProdOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<UnsortedSegmentProdOptions<'b>> {
-        UnsortedSegmentProdOptions::create(_fbb, &UnsortedSegmentProdOptionsArgs {})
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<UnsortedSegmentProdOptions<'b>> {
+    UnsortedSegmentProdOptions::create(_fbb, &UnsortedSegmentProdOptionsArgs{
+    })
+  }
 }

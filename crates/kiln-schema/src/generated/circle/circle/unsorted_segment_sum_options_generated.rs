@@ -6,97 +6,100 @@ pub enum UnsortedSegmentSumOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct UnsortedSegmentSumOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for UnsortedSegmentSumOptions<'a> {
-    type Inner = UnsortedSegmentSumOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = UnsortedSegmentSumOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> UnsortedSegmentSumOptions<'a> {
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        UnsortedSegmentSumOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        _args: &'args UnsortedSegmentSumOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<UnsortedSegmentSumOptions<'bldr>> {
-        let mut builder = UnsortedSegmentSumOptionsBuilder::new(_fbb);
-        builder.finish()
-    }
 
-    pub fn unpack(&self) -> UnsortedSegmentSumOptionsT {
-        UnsortedSegmentSumOptionsT {}
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    UnsortedSegmentSumOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    _args: &'args UnsortedSegmentSumOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<UnsortedSegmentSumOptions<'bldr>> {
+    let mut builder = UnsortedSegmentSumOptionsBuilder::new(_fbb);
+    builder.finish()
+  }
+
+  pub fn unpack(&self) -> UnsortedSegmentSumOptionsT {
+    UnsortedSegmentSumOptionsT {
     }
+  }
 }
 
 impl ::flatbuffers::Verifiable for UnsortedSegmentSumOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?.finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .finish();
+    Ok(())
+  }
 }
-pub struct UnsortedSegmentSumOptionsArgs {}
+pub struct UnsortedSegmentSumOptionsArgs {
+}
 impl<'a> Default for UnsortedSegmentSumOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        UnsortedSegmentSumOptionsArgs {}
+  #[inline]
+  fn default() -> Self {
+    UnsortedSegmentSumOptionsArgs {
     }
+  }
 }
 
 pub struct UnsortedSegmentSumOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> UnsortedSegmentSumOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> UnsortedSegmentSumOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        UnsortedSegmentSumOptionsBuilder { fbb_: _fbb, start_: start }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> UnsortedSegmentSumOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    UnsortedSegmentSumOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<UnsortedSegmentSumOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<UnsortedSegmentSumOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for UnsortedSegmentSumOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("UnsortedSegmentSumOptions");
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("UnsortedSegmentSumOptions");
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
-pub struct UnsortedSegmentSumOptionsT {}
+pub struct UnsortedSegmentSumOptionsT {
+}
 impl Default for UnsortedSegmentSumOptionsT {
-    fn default() -> Self {
-        Self {}
+  fn default() -> Self {
+    Self {
     }
+  }
 }
 impl UnsortedSegmentSumOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<UnsortedSegmentSumOptions<'b>> {
-        UnsortedSegmentSumOptions::create(_fbb, &UnsortedSegmentSumOptionsArgs {})
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<UnsortedSegmentSumOptions<'b>> {
+    UnsortedSegmentSumOptions::create(_fbb, &UnsortedSegmentSumOptionsArgs{
+    })
+  }
 }

@@ -6,164 +6,155 @@ pub enum VarHandleOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct VarHandleOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for VarHandleOptions<'a> {
-    type Inner = VarHandleOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = VarHandleOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> VarHandleOptions<'a> {
-    pub const VT_CONTAINER: ::flatbuffers::VOffsetT = 4;
-    pub const VT_SHARED_NAME: ::flatbuffers::VOffsetT = 6;
+  pub const VT_CONTAINER: ::flatbuffers::VOffsetT = 4;
+  pub const VT_SHARED_NAME: ::flatbuffers::VOffsetT = 6;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        VarHandleOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args VarHandleOptionsArgs<'args>,
-    ) -> ::flatbuffers::WIPOffset<VarHandleOptions<'bldr>> {
-        let mut builder = VarHandleOptionsBuilder::new(_fbb);
-        if let Some(x) = args.shared_name {
-            builder.add_shared_name(x);
-        }
-        if let Some(x) = args.container {
-            builder.add_container(x);
-        }
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    VarHandleOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args VarHandleOptionsArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<VarHandleOptions<'bldr>> {
+    let mut builder = VarHandleOptionsBuilder::new(_fbb);
+    if let Some(x) = args.shared_name { builder.add_shared_name(x); }
+    if let Some(x) = args.container { builder.add_container(x); }
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> VarHandleOptionsT {
-        let container = self.container().map(|x| alloc::string::ToString::to_string(x));
-        let shared_name = self.shared_name().map(|x| alloc::string::ToString::to_string(x));
-        VarHandleOptionsT { container, shared_name }
+  pub fn unpack(&self) -> VarHandleOptionsT {
+    let container = self.container().map(|x| {
+      alloc::string::ToString::to_string(x)
+    });
+    let shared_name = self.shared_name().map(|x| {
+      alloc::string::ToString::to_string(x)
+    });
+    VarHandleOptionsT {
+      container,
+      shared_name,
     }
+  }
 
-    #[inline]
-    pub fn container(&self) -> Option<&'a str> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<::flatbuffers::ForwardsUOffset<&str>>(VarHandleOptions::VT_CONTAINER, None)
-        }
-    }
-    #[inline]
-    pub fn shared_name(&self) -> Option<&'a str> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<::flatbuffers::ForwardsUOffset<&str>>(VarHandleOptions::VT_SHARED_NAME, None)
-        }
-    }
+  #[inline]
+  pub fn container(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(VarHandleOptions::VT_CONTAINER, None)}
+  }
+  #[inline]
+  pub fn shared_name(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(VarHandleOptions::VT_SHARED_NAME, None)}
+  }
 }
 
 impl ::flatbuffers::Verifiable for VarHandleOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<&str>>(
-                "container",
-                Self::VT_CONTAINER,
-                false,
-            )?
-            .visit_field::<::flatbuffers::ForwardsUOffset<&str>>(
-                "shared_name",
-                Self::VT_SHARED_NAME,
-                false,
-            )?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("container", Self::VT_CONTAINER, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("shared_name", Self::VT_SHARED_NAME, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct VarHandleOptionsArgs<'a> {
     pub container: Option<::flatbuffers::WIPOffset<&'a str>>,
     pub shared_name: Option<::flatbuffers::WIPOffset<&'a str>>,
 }
 impl<'a> Default for VarHandleOptionsArgs<'a> {
-    #[inline]
-    fn default() -> Self {
-        VarHandleOptionsArgs { container: None, shared_name: None }
+  #[inline]
+  fn default() -> Self {
+    VarHandleOptionsArgs {
+      container: None,
+      shared_name: None,
     }
+  }
 }
 
 pub struct VarHandleOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> VarHandleOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_container(&mut self, container: ::flatbuffers::WIPOffset<&'b str>) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            VarHandleOptions::VT_CONTAINER,
-            container,
-        );
+  #[inline]
+  pub fn add_container(&mut self, container: ::flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(VarHandleOptions::VT_CONTAINER, container);
+  }
+  #[inline]
+  pub fn add_shared_name(&mut self, shared_name: ::flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(VarHandleOptions::VT_SHARED_NAME, shared_name);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> VarHandleOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    VarHandleOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_shared_name(&mut self, shared_name: ::flatbuffers::WIPOffset<&'b str>) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(
-            VarHandleOptions::VT_SHARED_NAME,
-            shared_name,
-        );
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> VarHandleOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        VarHandleOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<VarHandleOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<VarHandleOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for VarHandleOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("VarHandleOptions");
-        ds.field("container", &self.container());
-        ds.field("shared_name", &self.shared_name());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("VarHandleOptions");
+      ds.field("container", &self.container());
+      ds.field("shared_name", &self.shared_name());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct VarHandleOptionsT {
-    pub container: Option<alloc::string::String>,
-    pub shared_name: Option<alloc::string::String>,
+  pub container: Option<alloc::string::String>,
+  pub shared_name: Option<alloc::string::String>,
 }
 impl Default for VarHandleOptionsT {
-    fn default() -> Self {
-        Self { container: None, shared_name: None }
+  fn default() -> Self {
+    Self {
+      container: None,
+      shared_name: None,
     }
+  }
 }
 impl VarHandleOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<VarHandleOptions<'b>> {
-        let container = self.container.as_ref().map(|x| _fbb.create_string(x));
-        let shared_name = self.shared_name.as_ref().map(|x| _fbb.create_string(x));
-        VarHandleOptions::create(_fbb, &VarHandleOptionsArgs { container, shared_name })
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<VarHandleOptions<'b>> {
+    let container = self.container.as_ref().map(|x|{
+      _fbb.create_string(x)
+    });
+    let shared_name = self.shared_name.as_ref().map(|x|{
+      _fbb.create_string(x)
+    });
+    VarHandleOptions::create(_fbb, &VarHandleOptionsArgs{
+      container,
+      shared_name,
+    })
+  }
 }

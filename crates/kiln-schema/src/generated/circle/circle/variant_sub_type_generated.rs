@@ -6,101 +6,86 @@ pub enum VariantSubTypeOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct VariantSubType<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for VariantSubType<'a> {
-    type Inner = VariantSubType<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = VariantSubType<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> VariantSubType<'a> {
-    pub const VT_SHAPE: ::flatbuffers::VOffsetT = 4;
-    pub const VT_TYPE_: ::flatbuffers::VOffsetT = 6;
-    pub const VT_HAS_RANK: ::flatbuffers::VOffsetT = 8;
+  pub const VT_SHAPE: ::flatbuffers::VOffsetT = 4;
+  pub const VT_TYPE_: ::flatbuffers::VOffsetT = 6;
+  pub const VT_HAS_RANK: ::flatbuffers::VOffsetT = 8;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        VariantSubType { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args VariantSubTypeArgs<'args>,
-    ) -> ::flatbuffers::WIPOffset<VariantSubType<'bldr>> {
-        let mut builder = VariantSubTypeBuilder::new(_fbb);
-        if let Some(x) = args.shape {
-            builder.add_shape(x);
-        }
-        builder.add_has_rank(args.has_rank);
-        builder.add_type_(args.type_);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    VariantSubType { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args VariantSubTypeArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<VariantSubType<'bldr>> {
+    let mut builder = VariantSubTypeBuilder::new(_fbb);
+    if let Some(x) = args.shape { builder.add_shape(x); }
+    builder.add_has_rank(args.has_rank);
+    builder.add_type_(args.type_);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> VariantSubTypeT {
-        let shape = self.shape().map(|x| x.into_iter().collect());
-        let type_ = self.type_();
-        let has_rank = self.has_rank();
-        VariantSubTypeT { shape, type_, has_rank }
+  pub fn unpack(&self) -> VariantSubTypeT {
+    let shape = self.shape().map(|x| {
+      x.into_iter().collect()
+    });
+    let type_ = self.type_();
+    let has_rank = self.has_rank();
+    VariantSubTypeT {
+      shape,
+      type_,
+      has_rank,
     }
+  }
 
-    #[inline]
-    pub fn shape(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(
-                VariantSubType::VT_SHAPE,
-                None,
-            )
-        }
-    }
-    #[inline]
-    pub fn type_(&self) -> TensorType {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe {
-            self._tab
-                .get::<TensorType>(VariantSubType::VT_TYPE_, Some(TensorType::FLOAT32))
-                .unwrap()
-        }
-    }
-    #[inline]
-    pub fn has_rank(&self) -> bool {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<bool>(VariantSubType::VT_HAS_RANK, Some(false)).unwrap() }
-    }
+  #[inline]
+  pub fn shape(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(VariantSubType::VT_SHAPE, None)}
+  }
+  #[inline]
+  pub fn type_(&self) -> TensorType {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<TensorType>(VariantSubType::VT_TYPE_, Some(TensorType::FLOAT32)).unwrap()}
+  }
+  #[inline]
+  pub fn has_rank(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(VariantSubType::VT_HAS_RANK, Some(false)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for VariantSubType<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>(
-                "shape",
-                Self::VT_SHAPE,
-                false,
-            )?
-            .visit_field::<TensorType>("type_", Self::VT_TYPE_, false)?
-            .visit_field::<bool>("has_rank", Self::VT_HAS_RANK, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>("shape", Self::VT_SHAPE, false)?
+     .visit_field::<TensorType>("type_", Self::VT_TYPE_, false)?
+     .visit_field::<bool>("has_rank", Self::VT_HAS_RANK, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct VariantSubTypeArgs<'a> {
     pub shape: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i32>>>,
@@ -108,72 +93,87 @@ pub struct VariantSubTypeArgs<'a> {
     pub has_rank: bool,
 }
 impl<'a> Default for VariantSubTypeArgs<'a> {
-    #[inline]
-    fn default() -> Self {
-        VariantSubTypeArgs { shape: None, type_: TensorType::FLOAT32, has_rank: false }
+  #[inline]
+  fn default() -> Self {
+    VariantSubTypeArgs {
+      shape: None,
+      type_: TensorType::FLOAT32,
+      has_rank: false,
     }
+  }
 }
 
 pub struct VariantSubTypeBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> VariantSubTypeBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_shape(&mut self, shape: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b, i32>>) {
-        self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(VariantSubType::VT_SHAPE, shape);
+  #[inline]
+  pub fn add_shape(&mut self, shape: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i32>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(VariantSubType::VT_SHAPE, shape);
+  }
+  #[inline]
+  pub fn add_type_(&mut self, type_: TensorType) {
+    self.fbb_.push_slot::<TensorType>(VariantSubType::VT_TYPE_, type_, TensorType::FLOAT32);
+  }
+  #[inline]
+  pub fn add_has_rank(&mut self, has_rank: bool) {
+    self.fbb_.push_slot::<bool>(VariantSubType::VT_HAS_RANK, has_rank, false);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> VariantSubTypeBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    VariantSubTypeBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_type_(&mut self, type_: TensorType) {
-        self.fbb_.push_slot::<TensorType>(VariantSubType::VT_TYPE_, type_, TensorType::FLOAT32);
-    }
-    #[inline]
-    pub fn add_has_rank(&mut self, has_rank: bool) {
-        self.fbb_.push_slot::<bool>(VariantSubType::VT_HAS_RANK, has_rank, false);
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> VariantSubTypeBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        VariantSubTypeBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<VariantSubType<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<VariantSubType<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for VariantSubType<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("VariantSubType");
-        ds.field("shape", &self.shape());
-        ds.field("type_", &self.type_());
-        ds.field("has_rank", &self.has_rank());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("VariantSubType");
+      ds.field("shape", &self.shape());
+      ds.field("type_", &self.type_());
+      ds.field("has_rank", &self.has_rank());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct VariantSubTypeT {
-    pub shape: Option<alloc::vec::Vec<i32>>,
-    pub type_: TensorType,
-    pub has_rank: bool,
+  pub shape: Option<alloc::vec::Vec<i32>>,
+  pub type_: TensorType,
+  pub has_rank: bool,
 }
 impl Default for VariantSubTypeT {
-    fn default() -> Self {
-        Self { shape: None, type_: TensorType::FLOAT32, has_rank: false }
+  fn default() -> Self {
+    Self {
+      shape: None,
+      type_: TensorType::FLOAT32,
+      has_rank: false,
     }
+  }
 }
 impl VariantSubTypeT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<VariantSubType<'b>> {
-        let shape = self.shape.as_ref().map(|x| _fbb.create_vector(x));
-        let type_ = self.type_;
-        let has_rank = self.has_rank;
-        VariantSubType::create(_fbb, &VariantSubTypeArgs { shape, type_, has_rank })
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<VariantSubType<'b>> {
+    let shape = self.shape.as_ref().map(|x|{
+      _fbb.create_vector(x)
+    });
+    let type_ = self.type_;
+    let has_rank = self.has_rank;
+    VariantSubType::create(_fbb, &VariantSubTypeArgs{
+      shape,
+      type_,
+      has_rank,
+    })
+  }
 }

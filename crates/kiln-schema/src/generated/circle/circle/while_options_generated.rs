@@ -6,140 +6,147 @@ pub enum WhileOptionsOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
 pub struct WhileOptions<'a> {
-    pub _tab: ::flatbuffers::Table<'a>,
+  pub _tab: ::flatbuffers::Table<'a>,
 }
 
 impl<'a> ::flatbuffers::Follow<'a> for WhileOptions<'a> {
-    type Inner = WhileOptions<'a>;
-    #[inline]
-    unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-        Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-    }
+  type Inner = WhileOptions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
 }
 
 impl<'a> WhileOptions<'a> {
-    pub const VT_COND_SUBGRAPH_INDEX: ::flatbuffers::VOffsetT = 4;
-    pub const VT_BODY_SUBGRAPH_INDEX: ::flatbuffers::VOffsetT = 6;
+  pub const VT_COND_SUBGRAPH_INDEX: ::flatbuffers::VOffsetT = 4;
+  pub const VT_BODY_SUBGRAPH_INDEX: ::flatbuffers::VOffsetT = 6;
 
-    #[inline]
-    pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-        WhileOptions { _tab: table }
-    }
-    #[allow(unused_mut)]
-    pub fn create<
-        'bldr: 'args,
-        'args: 'mut_bldr,
-        'mut_bldr,
-        A: ::flatbuffers::Allocator + 'bldr,
-    >(
-        _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-        args: &'args WhileOptionsArgs,
-    ) -> ::flatbuffers::WIPOffset<WhileOptions<'bldr>> {
-        let mut builder = WhileOptionsBuilder::new(_fbb);
-        builder.add_body_subgraph_index(args.body_subgraph_index);
-        builder.add_cond_subgraph_index(args.cond_subgraph_index);
-        builder.finish()
-    }
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    WhileOptions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args WhileOptionsArgs
+  ) -> ::flatbuffers::WIPOffset<WhileOptions<'bldr>> {
+    let mut builder = WhileOptionsBuilder::new(_fbb);
+    builder.add_body_subgraph_index(args.body_subgraph_index);
+    builder.add_cond_subgraph_index(args.cond_subgraph_index);
+    builder.finish()
+  }
 
-    pub fn unpack(&self) -> WhileOptionsT {
-        let cond_subgraph_index = self.cond_subgraph_index();
-        let body_subgraph_index = self.body_subgraph_index();
-        WhileOptionsT { cond_subgraph_index, body_subgraph_index }
+  pub fn unpack(&self) -> WhileOptionsT {
+    let cond_subgraph_index = self.cond_subgraph_index();
+    let body_subgraph_index = self.body_subgraph_index();
+    WhileOptionsT {
+      cond_subgraph_index,
+      body_subgraph_index,
     }
+  }
 
-    #[inline]
-    pub fn cond_subgraph_index(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(WhileOptions::VT_COND_SUBGRAPH_INDEX, Some(0)).unwrap() }
-    }
-    #[inline]
-    pub fn body_subgraph_index(&self) -> i32 {
-        // Safety:
-        // Created from valid Table for this object
-        // which contains a valid value in this slot
-        unsafe { self._tab.get::<i32>(WhileOptions::VT_BODY_SUBGRAPH_INDEX, Some(0)).unwrap() }
-    }
+  #[inline]
+  pub fn cond_subgraph_index(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(WhileOptions::VT_COND_SUBGRAPH_INDEX, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn body_subgraph_index(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(WhileOptions::VT_BODY_SUBGRAPH_INDEX, Some(0)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for WhileOptions<'_> {
-    #[inline]
-    fn run_verifier(
-        v: &mut ::flatbuffers::Verifier,
-        pos: usize,
-    ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-        v.visit_table(pos)?
-            .visit_field::<i32>("cond_subgraph_index", Self::VT_COND_SUBGRAPH_INDEX, false)?
-            .visit_field::<i32>("body_subgraph_index", Self::VT_BODY_SUBGRAPH_INDEX, false)?
-            .finish();
-        Ok(())
-    }
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<i32>("cond_subgraph_index", Self::VT_COND_SUBGRAPH_INDEX, false)?
+     .visit_field::<i32>("body_subgraph_index", Self::VT_BODY_SUBGRAPH_INDEX, false)?
+     .finish();
+    Ok(())
+  }
 }
 pub struct WhileOptionsArgs {
     pub cond_subgraph_index: i32,
     pub body_subgraph_index: i32,
 }
 impl<'a> Default for WhileOptionsArgs {
-    #[inline]
-    fn default() -> Self {
-        WhileOptionsArgs { cond_subgraph_index: 0, body_subgraph_index: 0 }
+  #[inline]
+  fn default() -> Self {
+    WhileOptionsArgs {
+      cond_subgraph_index: 0,
+      body_subgraph_index: 0,
     }
+  }
 }
 
 pub struct WhileOptionsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-    fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> WhileOptionsBuilder<'a, 'b, A> {
-    #[inline]
-    pub fn add_cond_subgraph_index(&mut self, cond_subgraph_index: i32) {
-        self.fbb_.push_slot::<i32>(WhileOptions::VT_COND_SUBGRAPH_INDEX, cond_subgraph_index, 0);
+  #[inline]
+  pub fn add_cond_subgraph_index(&mut self, cond_subgraph_index: i32) {
+    self.fbb_.push_slot::<i32>(WhileOptions::VT_COND_SUBGRAPH_INDEX, cond_subgraph_index, 0);
+  }
+  #[inline]
+  pub fn add_body_subgraph_index(&mut self, body_subgraph_index: i32) {
+    self.fbb_.push_slot::<i32>(WhileOptions::VT_BODY_SUBGRAPH_INDEX, body_subgraph_index, 0);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> WhileOptionsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    WhileOptionsBuilder {
+      fbb_: _fbb,
+      start_: start,
     }
-    #[inline]
-    pub fn add_body_subgraph_index(&mut self, body_subgraph_index: i32) {
-        self.fbb_.push_slot::<i32>(WhileOptions::VT_BODY_SUBGRAPH_INDEX, body_subgraph_index, 0);
-    }
-    #[inline]
-    pub fn new(
-        _fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-    ) -> WhileOptionsBuilder<'a, 'b, A> {
-        let start = _fbb.start_table();
-        WhileOptionsBuilder { fbb_: _fbb, start_: start }
-    }
-    #[inline]
-    pub fn finish(self) -> ::flatbuffers::WIPOffset<WhileOptions<'a>> {
-        let o = self.fbb_.end_table(self.start_);
-        ::flatbuffers::WIPOffset::new(o.value())
-    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<WhileOptions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
 }
 
 impl ::core::fmt::Debug for WhileOptions<'_> {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        let mut ds = f.debug_struct("WhileOptions");
-        ds.field("cond_subgraph_index", &self.cond_subgraph_index());
-        ds.field("body_subgraph_index", &self.body_subgraph_index());
-        ds.finish()
-    }
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("WhileOptions");
+      ds.field("cond_subgraph_index", &self.cond_subgraph_index());
+      ds.field("body_subgraph_index", &self.body_subgraph_index());
+      ds.finish()
+  }
 }
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct WhileOptionsT {
-    pub cond_subgraph_index: i32,
-    pub body_subgraph_index: i32,
+  pub cond_subgraph_index: i32,
+  pub body_subgraph_index: i32,
 }
 impl Default for WhileOptionsT {
-    fn default() -> Self {
-        Self { cond_subgraph_index: 0, body_subgraph_index: 0 }
+  fn default() -> Self {
+    Self {
+      cond_subgraph_index: 0,
+      body_subgraph_index: 0,
     }
+  }
 }
 impl WhileOptionsT {
-    pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
-        &self,
-        _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>,
-    ) -> ::flatbuffers::WIPOffset<WhileOptions<'b>> {
-        let cond_subgraph_index = self.cond_subgraph_index;
-        let body_subgraph_index = self.body_subgraph_index;
-        WhileOptions::create(_fbb, &WhileOptionsArgs { cond_subgraph_index, body_subgraph_index })
-    }
+  pub fn pack<'b, A: ::flatbuffers::Allocator + 'b>(
+    &self,
+    _fbb: &mut ::flatbuffers::FlatBufferBuilder<'b, A>
+  ) -> ::flatbuffers::WIPOffset<WhileOptions<'b>> {
+    let cond_subgraph_index = self.cond_subgraph_index;
+    let body_subgraph_index = self.body_subgraph_index;
+    WhileOptions::create(_fbb, &WhileOptionsArgs{
+      cond_subgraph_index,
+      body_subgraph_index,
+    })
+  }
 }
