@@ -26,6 +26,10 @@ enum Command {
     Verify(commands::verify::Args),
     /// Print the whole file as JSON, for debugging.
     Dump(commands::dump::Args),
+    /// Circle models: origin tables.
+    Circle(commands::circle::Args),
+    /// AIE transaction binaries: inspect and patch.
+    Txn(commands::txn::Args),
 }
 
 fn main() -> ExitCode {
@@ -34,6 +38,8 @@ fn main() -> ExitCode {
         Command::Inspect(args) => commands::inspect::run(args),
         Command::Verify(args) => commands::verify::run(args),
         Command::Dump(args) => commands::dump::run(args),
+        Command::Circle(args) => commands::circle::run(args),
+        Command::Txn(args) => commands::txn::run(args),
     };
     match result {
         Ok(code) => code,

@@ -19,6 +19,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let input = Input::open(&args.file)?;
     match input.kind {
         // Each format registers its dump here.
+        kiln_format::Kind::Circle => super::circle::dump(&input),
+        kiln_format::Kind::Txn => super::txn::dump(&input),
         kind => bail!("{}: dumping {kind} files is not supported yet", args.file.display()),
     }
 }

@@ -22,6 +22,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let input = Input::open(&args.file)?;
     match input.kind {
         // Each format registers its summary here.
+        kiln_format::Kind::Circle => super::circle::inspect(&input, args.json),
+        kiln_format::Kind::Txn => super::txn::inspect(&input, args.json),
         kind => bail!("{}: inspecting {kind} files is not supported yet", args.file.display()),
     }
 }

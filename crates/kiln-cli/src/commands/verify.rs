@@ -19,6 +19,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let input = Input::open(&args.file)?;
     let outcome: Result<(), String> = match input.kind {
         // Each format registers its verifier here.
+        kiln_format::Kind::Circle => super::circle::verify(&input),
+        kiln_format::Kind::Txn => super::txn::verify(&input),
         kind => Err(format!("verifying {kind} files is not supported yet")),
     };
     match outcome {
