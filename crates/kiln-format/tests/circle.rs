@@ -271,3 +271,30 @@ fn mutated_real_models_never_panic() {
     }
     eprintln!("{accepted} of 1600 mutants were accepted");
 }
+
+#[test]
+fn mutated_origin_tables_never_panic() {
+    use kiln_format::origins::{
+        decode_op_table, decode_source_table, encode_op_table, encode_source_table,
+    };
+    let sources =
+        SourceTable::from([(0, "conv".to_string()), (3, "relu6".to_string()), (9, "".to_string())]);
+    let ops = OpTable::from([(0, BTreeSet::from([0, 3])), (4, BTreeSet::from([9]))]);
+    let source_bytes = encode_source_table(&sources).unwrap();
+    let op_bytes = encode_op_table(&ops).unwrap();
+    let mut rng = Rng::new(0x7ab1e);
+    let mut accepted = 0;
+    for _ in 0..2000 {
+        let m = mutate(&source_bytes, &mut rng);
+        if let Ok(t) = decode_source_table(&m) {
+            accepted += 1;
+            assert_eq!(encode_source_table(&t).unwrap().len(), m.len());
+        }
+        let m = mutate(&op_bytes, &mut rng);
+        if let Ok(t) = decode_op_table(&m) {
+            accepted += 1;
+            assert_eq!(decode_op_table(&encode_op_table(&t).unwrap()).unwrap(), t);
+        }
+    }
+    assert!(accepted > 0, "some mutants (changed ids or name bytes) must decode");
+}
