@@ -70,7 +70,10 @@ impl<'a> CircleModel<'a> {
             max_depth: 64,
             // Every table takes at least 4 bytes (its vtable offset).
             max_tables: (fb.len() / 4).max(16),
-            max_apparent_size: MAX_FLATBUFFER,
+            // Shared tables are counted once per reference, so this bounds how far unpacking
+            // (the writer's object API) can blow a small hostile file up; honest files stay
+            // near their own size (shared vtables and strings).
+            max_apparent_size: fb.len().saturating_mul(8).clamp(1 << 20, MAX_FLATBUFFER),
             ignore_missing_null_terminator: false,
         };
         let model = schema::root_as_model_with_opts(&opts, fb)

@@ -340,8 +340,13 @@ fn append_external(out: &mut Vec<u8>, external: &[External<'_>]) -> Result<()> {
         let offset = out.len() as u64;
         out.extend_from_slice(bytes);
         for (at, value) in [(off_at, offset), (size_at, bytes.len() as u64)] {
-            let at = at as usize;
-            out[at..at + 8].copy_from_slice(&value.to_le_bytes());
+            let slot = usize::try_from(at)
+                .ok()
+                .and_then(|at| out.get_mut(at..at.checked_add(8)?))
+                .ok_or_else(|| {
+                    Error::invalid(FORMAT, "external data", Some(at), "field out of range")
+                })?;
+            slot.copy_from_slice(&value.to_le_bytes());
         }
     }
     Ok(())
