@@ -24,9 +24,11 @@ if [ "${1:-}" = "--check" ]; then
 fi
 mkdir -p "$out"
 
-# gen SCHEMA.fbs: writes $out/<stem>/mod.rs and its namespace folders.
+# gen SCHEMA.fbs [FLAGS...]: writes $out/<stem>/mod.rs and its namespace folders.
 gen() {
-  "$FLATC" --rust --gen-all --rust-module-root-file -o "$out/$(basename "$1" .fbs)" -I "$schema" "$schema/$1" >/dev/null
+  local fbs=$1
+  shift
+  "$FLATC" --rust --gen-all --rust-module-root-file "$@" -o "$out/$(basename "$fbs" .fbs)" -I "$schema" "$schema/$fbs" >/dev/null
 }
 
 # Each schema's generated module lands in src/generated/<stem>/; src/lib.rs declares it with
@@ -36,6 +38,11 @@ gen() {
 SCHEMAS="program flat_tensor darwinn tflite"
 for stem in $SCHEMAS; do
   gen "$stem.fbs"
+done
+# Schemas whose writers rebuild whole models need the object API (`--gen-object-api`).
+OBJECT_API_SCHEMAS="circle"
+for stem in $OBJECT_API_SCHEMAS; do
+  gen "$stem.fbs" --gen-object-api
 done
 
 if [ $check = 1 ]; then

@@ -32,6 +32,10 @@ enum Command {
     Edgetpu(commands::edgetpu::Args),
     /// IREE parameter archives: dump, create, convert, extract, verify and edit.
     Params(commands::params::Args),
+    /// Circle models: origin tables.
+    Circle(commands::circle::Args),
+    /// AIE transaction binaries: inspect and patch.
+    Txn(commands::txn::Args),
 }
 
 fn main() -> ExitCode {
@@ -43,6 +47,8 @@ fn main() -> ExitCode {
         Command::Pte(args) => commands::executorch::run_pte(args),
         Command::Edgetpu(args) => commands::edgetpu::run(args),
         Command::Params(args) => commands::params::run(args),
+        Command::Circle(args) => commands::circle::run(args),
+        Command::Txn(args) => commands::txn::run(args),
     };
     match result {
         Ok(code) => code,

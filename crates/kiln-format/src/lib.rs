@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bytes;
+pub mod circle;
 pub mod darwinn;
 pub mod detect;
 pub mod error;
@@ -18,10 +19,12 @@ pub mod gguf;
 pub mod io;
 pub mod irpa;
 pub mod npy;
+pub mod origins;
 pub mod ptd;
 pub mod pte;
 pub mod safetensors;
 pub mod tflite;
+pub mod txn;
 
 pub use detect::{detect, Kind};
 pub use error::{Error, Result};

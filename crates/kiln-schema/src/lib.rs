@@ -31,3 +31,8 @@ pub mod darwinn;
 #[rustfmt::skip]
 #[path = "generated/tflite/mod.rs"]
 pub mod tflite;
+/// Circle models (`CIR0`), schema 0.10, with the object API (`*T` types) for whole-model
+/// rewrites.
+#[rustfmt::skip]
+#[path = "generated/circle/mod.rs"]
+pub mod circle;

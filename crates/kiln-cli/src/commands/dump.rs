@@ -25,6 +25,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
         Kind::Ptd => super::executorch::dump_ptd(&input),
         Kind::Edgetpu => super::edgetpu::dump(&input),
         Kind::Irpa | Kind::Safetensors | Kind::Gguf => super::params::dump_json(&input),
+        Kind::Circle => super::circle::dump(&input),
+        Kind::Txn => super::txn::dump(&input),
         kind => bail!("{}: dumping {kind} files is not supported yet", args.file.display()),
     }
 }

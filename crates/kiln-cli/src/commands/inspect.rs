@@ -28,6 +28,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
         Kind::Ptd => super::executorch::inspect_ptd(&input, args.json),
         Kind::Edgetpu => super::edgetpu::inspect(&input, args.json),
         Kind::Irpa | Kind::Safetensors | Kind::Gguf => super::params::inspect(&input, args.json),
+        Kind::Circle => super::circle::inspect(&input, args.json),
+        Kind::Txn => super::txn::inspect(&input, args.json),
         kind => bail!("{}: inspecting {kind} files is not supported yet", args.file.display()),
     }
 }

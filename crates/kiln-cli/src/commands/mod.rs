@@ -1,8 +1,10 @@
 //! One module per subcommand.
 
+pub mod circle;
 pub mod dump;
 pub mod edgetpu;
 pub mod executorch;
 pub mod inspect;
 pub mod params;
+pub mod txn;
 pub mod verify;

@@ -25,6 +25,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
         Kind::Ptd => super::executorch::verify_ptd(&input),
         Kind::Edgetpu => super::edgetpu::verify(&input),
         Kind::Irpa | Kind::Safetensors | Kind::Gguf => super::params::verify_outcome(&input),
+        Kind::Circle => super::circle::verify(&input),
+        Kind::Txn => super::txn::verify(&input),
         kind => Err(format!("verifying {kind} files is not supported yet")),
     };
     match outcome {

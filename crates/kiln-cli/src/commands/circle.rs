@@ -1,0 +1,385 @@
+//! `kiln circle`: Circle models. `origins dump` and `origins set` read and write the
+//! luci-profile origin tables; also the `kiln inspect`, `verify` and `dump` arms for Circle.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+use kiln_format::circle::origins::{read_tables, write_tables, OriginTables};
+use kiln_format::circle::schema::{SubGraph, TensorType};
+use kiln_format::circle::{CircleEditor, CircleModel};
+use kiln_format::origins::{OpTable, SourceTable};
+use kiln_format::Kind;
+use serde_json::{json, Value};
+
+use crate::input::Input;
+use crate::output::{human_bytes, print_json, Table};
+
+/// Arguments of `kiln circle`.
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(clap::Subcommand)]
+enum Command {
+    /// The luci-profile origin tables (`ONE_source_table`, `ONE_op_table`).
+    Origins {
+        #[command(subcommand)]
+        command: OriginsCommand,
+    },
+}
+
+#[derive(clap::Subcommand)]
+enum OriginsCommand {
+    /// Print both tables (empty when absent; an empty op table means "no origin information").
+    Dump {
+        /// The Circle model.
+        file: PathBuf,
+        /// Print `{"source_table": {"ID": "name"}, "op_table": {"OP_ID": [ID, ...]}}`.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Replace both tables with the given entries and write the model to OUT.
+    Set {
+        /// The Circle model.
+        file: PathBuf,
+        /// Output file.
+        #[arg(short, long)]
+        output: PathBuf,
+        /// A source-table entry: origin id and name.
+        #[arg(long = "source", value_name = "ID=NAME", value_parser = parse_source)]
+        sources: Vec<(u32, String)>,
+        /// An op-table entry: operator index and the origin ids it comes from.
+        #[arg(long = "op", value_name = "OP_ID=ID,ID...", value_parser = parse_op)]
+        ops: Vec<(u32, BTreeSet<u32>)>,
+    },
+}
+
+/// Runs `kiln circle`.
+pub fn run(args: Args) -> Result<ExitCode> {
+    match args.command {
+        Command::Origins { command: OriginsCommand::Dump { file, json } } => {
+            let input = open(&file)?;
+            let model = parse(&input)?;
+            let tables = read_tables(&model).with_context(|| file.display().to_string())?;
+            if json {
+                print_json(&tables_json(&tables))?;
+            } else {
+                print!("{}", tables_text(&tables));
+            }
+        }
+        Command::Origins { command: OriginsCommand::Set { file, output, sources, ops } } => {
+            set(&file, &output, sources, ops)?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn parse_source(s: &str) -> Result<(u32, String), String> {
+    let (id, name) = s.split_once('=').ok_or_else(|| format!("{s:?} is not ID=NAME"))?;
+    let id = id.trim().parse().map_err(|e| format!("id {id:?}: {e}"))?;
+    Ok((id, name.to_string()))
+}
+
+fn parse_op(s: &str) -> Result<(u32, BTreeSet<u32>), String> {
+    let (op, ids) = s.split_once('=').ok_or_else(|| format!("{s:?} is not OP_ID=ID,ID..."))?;
+    let op = op.trim().parse().map_err(|e| format!("operation id {op:?}: {e}"))?;
+    let ids = ids
+        .split(',')
+        .map(|i| i.trim().parse::<u32>().map_err(|e| format!("origin id {i:?}: {e}")))
+        .collect::<Result<BTreeSet<_>, _>>()?;
+    Ok((op, ids))
+}
+
+fn open(path: &Path) -> Result<Input> {
+    let input = Input::open(path)?;
+    input.expect(Kind::Circle)?;
+    Ok(input)
+}
+
+fn parse(input: &Input) -> Result<CircleModel<'_>> {
+    CircleModel::parse(input.bytes()).with_context(|| input.file.path().display().to_string())
+}
+
+fn set(
+    file: &Path,
+    output: &Path,
+    sources: Vec<(u32, String)>,
+    ops: Vec<(u32, BTreeSet<u32>)>,
+) -> Result<()> {
+    let mut source_table = SourceTable::new();
+    for (id, name) in sources {
+        if source_table.insert(id, name).is_some() {
+            bail!("--source {id} given twice");
+        }
+    }
+    let mut op_table = OpTable::new();
+    for (op, ids) in ops {
+        if let Some(missing) = ids.iter().find(|i| !source_table.contains_key(i)) {
+            bail!("--op {op}: origin id {missing} has no --source entry (luci's importer would reject the file)");
+        }
+        if op_table.insert(op, ids).is_some() {
+            bail!("--op {op} given twice");
+        }
+    }
+    let input = open(file)?;
+    let model = parse(&input)?;
+    let max_ops = model
+        .model()
+        .subgraphs()
+        .iter()
+        .flatten()
+        .map(|sg| sg.operators().map_or(0, |o| o.len()))
+        .max()
+        .unwrap_or(0);
+    if let Some(op) = op_table.keys().find(|op| **op as usize >= max_ops) {
+        bail!("--op {op}: no subgraph has an operator {op} (the largest has {max_ops})");
+    }
+    let mut editor = CircleEditor::new(model);
+    write_tables(&mut editor, &source_table, &op_table)?;
+    let bytes = editor.to_bytes()?;
+    // Check what is written reads back with the same tables before replacing anything.
+    let reread = CircleModel::parse(&bytes).context("the rewritten model does not verify")?;
+    let tables = read_tables(&reread)?;
+    if tables.source_table.as_ref() != Some(&source_table)
+        || tables.op_table.as_ref() != Some(&op_table)
+    {
+        bail!("the rewritten model does not read back with the tables written");
+    }
+    kiln_format::io::write_bytes_atomic(output, &bytes)?;
+    eprintln!(
+        "{}: {} sources, {} operations with origins",
+        output.display(),
+        source_table.len(),
+        op_table.len()
+    );
+    Ok(())
+}
+
+fn tables_json(tables: &OriginTables) -> Value {
+    let sources: serde_json::Map<String, Value> = tables
+        .source_table
+        .iter()
+        .flatten()
+        .map(|(id, name)| (id.to_string(), json!(name)))
+        .collect();
+    let ops: serde_json::Map<String, Value> =
+        tables.op_table.iter().flatten().map(|(op, ids)| (op.to_string(), json!(ids))).collect();
+    json!({ "source_table": sources, "op_table": ops })
+}
+
+fn tables_text(tables: &OriginTables) -> String {
+    let mut out = String::new();
+    match &tables.source_table {
+        None => out.push_str("source_table: absent\n"),
+        Some(t) => {
+            out.push_str(&format!("source_table: {} entries\n", t.len()));
+            for (id, name) in t {
+                out.push_str(&format!("  [{id} : {name}]\n"));
+            }
+        }
+    }
+    match &tables.op_table {
+        None => out.push_str("op_table: absent\n"),
+        Some(t) if t.is_empty() => out.push_str("op_table: empty (no origin information)\n"),
+        Some(t) => {
+            out.push_str(&format!("op_table: {} entries\n", t.len()));
+            for (op, ids) in t {
+                let ids: Vec<String> = ids.iter().map(u32::to_string).collect();
+                out.push_str(&format!("  [{op} : {}]\n", ids.join(", ")));
+            }
+        }
+    }
+    out
+}
+
+/// `kiln verify` arm: structure, indices, and the origin tables when present.
+pub fn verify(input: &Input) -> Result<(), String> {
+    let model = CircleModel::parse(input.bytes()).map_err(|e| e.to_string())?;
+    read_tables(&model).map(|_| ()).map_err(|e| e.to_string())
+}
+
+fn type_name(t: TensorType) -> String {
+    t.variant_name().map_or_else(|| format!("TYPE_{}", t.0), str::to_string)
+}
+
+fn tensor_json(model: &CircleModel<'_>, sg: &SubGraph<'_>, full: bool) -> Vec<Value> {
+    sg.tensors()
+        .iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, t)| {
+            let data = model.buffer_data(t.buffer()).map_or(0, <[u8]>::len);
+            let mut v = json!({
+                "index": i,
+                "name": t.name().unwrap_or_default(),
+                "type": type_name(t.type_()),
+                "shape": t.shape().map(|s| s.iter().collect::<Vec<i32>>()),
+                "buffer": t.buffer(),
+                "data_size": data,
+            });
+            if full {
+                if let Some(q) = t.quantization() {
+                    v["quantization"] = json!({
+                        "scale": q.scale().map(|s| s.iter().collect::<Vec<f32>>()),
+                        "zero_point": q.zero_point().map(|z| z.iter().collect::<Vec<i64>>()),
+                        "quantized_dimension": q.quantized_dimension(),
+                    });
+                }
+                v["shape_signature"] =
+                    json!(t.shape_signature().map(|s| s.iter().collect::<Vec<i32>>()));
+                v["is_variable"] = json!(t.is_variable());
+            }
+            v
+        })
+        .collect()
+}
+
+fn summary_json(model: &CircleModel<'_>, full: bool) -> Result<Value> {
+    let m = model.model();
+    let mut histogram: BTreeMap<String, usize> = BTreeMap::new();
+    let mut subgraphs = Vec::new();
+    for sg in m.subgraphs().iter().flatten() {
+        let ops: Vec<Value> = sg
+            .operators()
+            .iter()
+            .flatten()
+            .map(|op| {
+                let name = model.operator_name(op.opcode_index());
+                *histogram.entry(name.clone()).or_default() += 1;
+                json!({
+                    "opcode": name,
+                    "inputs": op.inputs().map(|v| v.iter().collect::<Vec<i32>>()),
+                    "outputs": op.outputs().map(|v| v.iter().collect::<Vec<i32>>()),
+                    "builtin_options": op.builtin_options_type().variant_name(),
+                })
+            })
+            .collect();
+        let mut s = json!({
+            "name": sg.name().unwrap_or_default(),
+            "inputs": sg.inputs().map(|v| v.iter().collect::<Vec<i32>>()),
+            "outputs": sg.outputs().map(|v| v.iter().collect::<Vec<i32>>()),
+            "num_operators": ops.len(),
+            "tensors": tensor_json(model, &sg, full),
+        });
+        if full {
+            s["operators"] = json!(ops);
+        }
+        subgraphs.push(s);
+    }
+    let metadata: Vec<Value> = model
+        .metadata()
+        .iter()
+        .map(|e| {
+            let size = model.buffer_data(e.buffer).map_or(0, <[u8]>::len);
+            json!({ "name": e.name, "buffer": e.buffer, "size": size })
+        })
+        .collect();
+    let tables = read_tables(model)?;
+    let origins = if tables.source_table.is_some() || tables.op_table.is_some() {
+        tables_json(&tables)
+    } else {
+        Value::Null
+    };
+    let mut v = json!({
+        "kind": "circle",
+        "version": m.version(),
+        "description": m.description(),
+        "subgraphs": subgraphs,
+        "operator_histogram": histogram,
+        "num_buffers": m.buffers().map_or(0, |b| b.len()),
+        "metadata": metadata,
+        "origins": origins,
+    });
+    if full {
+        let buffers: Vec<Value> = m
+            .buffers()
+            .iter()
+            .flatten()
+            .enumerate()
+            .map(|(i, b)| {
+                let size = model.buffer_data(i as u32).map_or(0, <[u8]>::len);
+                json!({ "index": i, "size": size, "external_offset": (b.offset() > 1).then_some(b.offset()) })
+            })
+            .collect();
+        v["buffers"] = json!(buffers);
+    }
+    Ok(v)
+}
+
+/// `kiln inspect` arm for Circle models.
+pub fn inspect(input: &Input, json: bool) -> Result<ExitCode> {
+    let model = parse(input)?;
+    let summary =
+        summary_json(&model, false).with_context(|| input.file.path().display().to_string())?;
+    if json {
+        print_json(&summary)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let m = model.model();
+    println!(
+        "Circle model, schema version {}, description {:?}, {} buffers, {}",
+        m.version(),
+        m.description().unwrap_or_default(),
+        m.buffers().map_or(0, |b| b.len()),
+        human_bytes(input.bytes().len() as u64)
+    );
+    for (s, sg) in m.subgraphs().iter().flatten().enumerate() {
+        println!(
+            "\nsubgraph {s} {:?}: {} operators, inputs {:?}, outputs {:?}",
+            sg.name().unwrap_or_default(),
+            sg.operators().map_or(0, |o| o.len()),
+            sg.inputs().map(|v| v.iter().collect::<Vec<i32>>()).unwrap_or_default(),
+            sg.outputs().map(|v| v.iter().collect::<Vec<i32>>()).unwrap_or_default(),
+        );
+        let mut table = Table::new(["#", "name", "type", "shape", "buffer", "data"]);
+        for (i, t) in sg.tensors().iter().flatten().enumerate() {
+            let shape = t.shape().map(|s| s.iter().collect::<Vec<i32>>()).unwrap_or_default();
+            let data = model.buffer_data(t.buffer()).map_or(0, <[u8]>::len);
+            table.row([
+                i.to_string(),
+                t.name().unwrap_or_default().to_string(),
+                type_name(t.type_()),
+                format!("{shape:?}"),
+                t.buffer().to_string(),
+                if data == 0 { "-".to_string() } else { human_bytes(data as u64) },
+            ]);
+        }
+        print!("{}", table.render());
+    }
+    println!("\noperators:");
+    let mut table = Table::new(["operator", "count"]);
+    if let Some(h) = summary["operator_histogram"].as_object() {
+        for (name, count) in h {
+            table.row([name.clone(), count.to_string()]);
+        }
+    }
+    print!("{}", table.render());
+    let metadata = model.metadata();
+    if metadata.is_empty() {
+        println!("\nmetadata: none");
+    } else {
+        println!("\nmetadata:");
+        for e in &metadata {
+            let size = model.buffer_data(e.buffer).map_or(0, <[u8]>::len);
+            println!("  {} (buffer {}, {})", e.name, e.buffer, human_bytes(size as u64));
+        }
+    }
+    let tables = read_tables(&model)?;
+    if tables.source_table.is_some() || tables.op_table.is_some() {
+        println!("\norigins:");
+        print!("{}", tables_text(&tables));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `kiln dump` arm: the model's structure as JSON (operators, tensors with quantization,
+/// buffers, metadata, origin tables).
+pub fn dump(input: &Input) -> Result<ExitCode> {
+    let model = parse(input)?;
+    print_json(&summary_json(&model, true)?)?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,396 @@
+//! `kiln txn`: AIE transaction binaries: `inspect` (one line per op, or JSON) and `patch`
+//! (resolve DDR_PATCH ops with given argument addresses). Also the `kiln inspect`, `verify`
+//! and `dump` arms for transaction files.
+//!
+//! Both commands accept the binary form and mlir-aie's text form (one hex word per line);
+//! `patch` writes the form it read.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+use kiln_format::txn::registers::register_name;
+use kiln_format::txn::{
+    from_hex_text, resolve_patches, to_hex_text, CustomPayload, DdrPatch, Layout, Op, OpKind, Txn,
+};
+use serde_json::{json, Map, Value};
+
+use crate::input::Input;
+use crate::output::print_json;
+
+/// Arguments of `kiln txn`.
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(clap::Subcommand)]
+enum Command {
+    /// List the header and every op, one line per op, with register names where known.
+    Inspect {
+        /// The transaction (binary, or text with one hex word per line).
+        file: PathBuf,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write `address + argplus` into the register word each DDR_PATCH op targets.
+    Patch {
+        /// The transaction (binary, or text with one hex word per line).
+        file: PathBuf,
+        /// Address of kernel argument N as the firmware sees it, e.g. `--arg 0=0x80001000`.
+        #[arg(long = "arg", value_name = "N=ADDR", required = true, value_parser = parse_arg)]
+        args: Vec<(u64, u64)>,
+        /// Output file (same form as the input).
+        #[arg(short, long)]
+        output: PathBuf,
+    },
+}
+
+/// Runs `kiln txn`.
+pub fn run(args: Args) -> Result<ExitCode> {
+    match args.command {
+        Command::Inspect { file, json } => {
+            let (txn, _) = read(&file)?;
+            show(&txn, json)?;
+        }
+        Command::Patch { file, args, output } => patch(&file, &args, &output)?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `N=ADDR`, each decimal or `0x` hexadecimal.
+fn parse_arg(s: &str) -> Result<(u64, u64), String> {
+    let (n, addr) = s.split_once('=').ok_or_else(|| format!("{s:?} is not N=ADDR"))?;
+    Ok((parse_u64(n)?, parse_u64(addr)?))
+}
+
+fn parse_u64(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let parsed = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => s.parse(),
+    };
+    parsed.map_err(|e| format!("{s:?}: {e}"))
+}
+
+/// Reads a transaction in either form; the flag says whether it was text.
+fn read(path: &Path) -> Result<(Txn, bool)> {
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let is_binary = kiln_format::detect(&bytes) == Some(kiln_format::Kind::Txn);
+    let is_text = !is_binary
+        && bytes.iter().all(|b| b.is_ascii_hexdigit() || b.is_ascii_whitespace() || *b == b'x');
+    let data = if is_text && !bytes.is_empty() {
+        let text = String::from_utf8_lossy(&bytes);
+        from_hex_text(&text).with_context(|| format!("{}: hex text form", path.display()))?
+    } else {
+        bytes
+    };
+    let txn = Txn::parse(&data).with_context(|| path.display().to_string())?;
+    Ok((txn, is_text))
+}
+
+fn patch(file: &Path, args: &[(u64, u64)], output: &Path) -> Result<()> {
+    let (mut txn, is_text) = read(file)?;
+    let mut map = BTreeMap::new();
+    for (n, addr) in args {
+        if map.insert(*n, *addr).is_some() {
+            bail!("argument {n} given twice");
+        }
+    }
+    let outcome = resolve_patches(&mut txn, &map).with_context(|| file.display().to_string())?;
+    let bytes = txn.to_bytes()?;
+    if is_text {
+        kiln_format::io::write_bytes_atomic(output, to_hex_text(&bytes)?.as_bytes())?;
+    } else {
+        kiln_format::io::write_bytes_atomic(output, &bytes)?;
+    }
+    for p in &outcome.patched {
+        let op = &txn.ops[p.patch_op];
+        eprintln!(
+            "patched {} (arg {}) at DDR_PATCH offset 0x{:x}: 0x{:08x} -> 0x{:08x}",
+            register_name(p.regaddr, txn.header.num_mem_tile_rows),
+            p.argidx,
+            op.offset,
+            p.old,
+            p.new
+        );
+    }
+    for (i, argidx) in &outcome.unresolved {
+        eprintln!(
+            "warning: DDR_PATCH at offset 0x{:x} uses argument {argidx}, which was not given",
+            txn.ops[*i].offset
+        );
+    }
+    for argidx in &outcome.unused_args {
+        eprintln!("warning: no DDR_PATCH op uses argument {argidx}");
+    }
+    eprintln!(
+        "{}: {} of {} patches resolved",
+        output.display(),
+        outcome.patched.len(),
+        outcome.patched.len() + outcome.unresolved.len()
+    );
+    Ok(())
+}
+
+/// `kiln inspect` arm for transaction binaries.
+pub fn inspect(input: &Input, json: bool) -> Result<ExitCode> {
+    let txn = Txn::parse(input.bytes()).with_context(|| input.file.path().display().to_string())?;
+    show(&txn, json)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `kiln verify` arm.
+pub fn verify(input: &Input) -> Result<(), String> {
+    Txn::parse(input.bytes()).map(|_| ()).map_err(|e| e.to_string())
+}
+
+/// `kiln dump` arm: the JSON of `inspect --json` plus every padding byte.
+pub fn dump(input: &Input) -> Result<ExitCode> {
+    let txn = Txn::parse(input.bytes()).with_context(|| input.file.path().display().to_string())?;
+    print_json(&to_json(&txn, true)?)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn show(txn: &Txn, json: bool) -> Result<()> {
+    if json {
+        return print_json(&to_json(txn, false)?);
+    }
+    let h = &txn.header;
+    println!(
+        "AIE transaction v{}.{}  dev_gen {}  {} rows × {} cols ({} memory-tile rows)  {} ops  {} bytes",
+        h.major, h.minor, h.dev_gen, h.num_rows, h.num_cols, h.num_mem_tile_rows, h.num_ops, h.txn_size
+    );
+    for op in &txn.ops {
+        println!(
+            "{:#07x}  {:<14} {}",
+            op.offset,
+            op.kind.name(),
+            describe(op, h.num_mem_tile_rows)
+        );
+    }
+    Ok(())
+}
+
+fn reg(addr: u64, mem_rows: u8) -> String {
+    format!("{} (0x{addr:08x})", register_name(addr, mem_rows))
+}
+
+/// The text after the op name on an `inspect` line.
+fn describe(op: &Op, mem_rows: u8) -> String {
+    match &op.kind {
+        OpKind::Write { reg_off, value, .. } => {
+            format!("{} = 0x{value:08x}", reg(*reg_off, mem_rows))
+        }
+        OpKind::BlockWrite { reg_off, data, .. } => {
+            let words: Vec<String> = data.iter().take(8).map(|w| format!("{w:08x}")).collect();
+            let more = if data.len() > 8 { " ..." } else { "" };
+            format!(
+                "{} ← {} words [{}{more}]",
+                reg(u64::from(*reg_off), mem_rows),
+                data.len(),
+                words.join(" ")
+            )
+        }
+        OpKind::Masked { reg_off, value, mask, .. } => {
+            format!("{} value 0x{value:08x} mask 0x{mask:08x}", reg(*reg_off, mem_rows))
+        }
+        OpKind::Custom { payload, .. } => match payload {
+            CustomPayload::Tct { word, config } => {
+                format!(
+                    "col {} row {} direction {}  cols {} rows {} channel {}",
+                    (word >> 16) & 0xff,
+                    (word >> 8) & 0xff,
+                    word & 0xff,
+                    (config >> 16) & 0xff,
+                    (config >> 8) & 0xff,
+                    config >> 24
+                )
+            }
+            CustomPayload::DdrPatch(p) => {
+                format!("{} ← arg {} + 0x{:x}", reg(p.regaddr(), mem_rows), p.argidx(), p.argplus())
+            }
+            CustomPayload::ReadRegs { addresses, .. } => {
+                let regs: Vec<String> = addresses.iter().map(|a| reg(*a, mem_rows)).collect();
+                regs.join(", ")
+            }
+            CustomPayload::RecordTimer { id } => format!("id {id}"),
+            CustomPayload::MergeSync { bytes } => format!("payload {}", hex(bytes)),
+            CustomPayload::Raw(bytes) => format!("{} payload bytes {}", bytes.len(), hex(bytes)),
+        },
+        OpKind::Noop { .. } | OpKind::UpdateScratch { .. } => String::new(),
+        OpKind::Preempt { level, .. } => format!("level {level}"),
+        OpKind::LoadPdi { pdi_id, pdi_size, pdi_address, .. } => {
+            format!("pdi {pdi_id} size {pdi_size} address 0x{pdi_address:x}")
+        }
+        OpKind::LoadPmStart { pm_load_id, .. } => format!("pm_load_id {pm_load_id}"),
+        OpKind::CreateScratchpad { usage_type, size, scratch_offset, .. } => {
+            format!("usage {usage_type} size {size} offset 0x{scratch_offset:x}")
+        }
+        OpKind::StateTable { state_table_idx, func, func_arg, reg_off, .. } => {
+            let reg_text =
+                reg_off.map(|r| format!(" {}", reg(u64::from(r), mem_rows))).unwrap_or_default();
+            format!("table {state_table_idx} func {func} arg {func_arg}{reg_text}")
+        }
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The JSON shape scripts rely on: `{"header": {...}, "ops": [{offset, opcode, name, size,
+/// ...fields}]}`. With `raw`, header and op padding bytes are included too.
+fn to_json(txn: &Txn, raw: bool) -> Result<Value> {
+    let h = &txn.header;
+    let mut header = json!({
+        "major": h.major, "minor": h.minor, "dev_gen": h.dev_gen, "num_rows": h.num_rows,
+        "num_cols": h.num_cols, "num_mem_tile_rows": h.num_mem_tile_rows, "num_ops": h.num_ops,
+        "txn_size": h.txn_size,
+    });
+    if raw {
+        header["padding"] = json!(h.padding);
+    }
+    let layout = txn.layout()?;
+    let mut ops = Vec::with_capacity(txn.ops.len());
+    for op in &txn.ops {
+        let mut m = Map::new();
+        m.insert("offset".into(), json!(op.offset));
+        m.insert("opcode".into(), json!(op.kind.opcode()));
+        m.insert("name".into(), json!(op.kind.name()));
+        m.insert("size".into(), json!(txn.op_size(op)?));
+        op_fields(&op.kind, layout, h.num_mem_tile_rows, raw, &mut m);
+        ops.push(Value::Object(m));
+    }
+    Ok(json!({ "header": header, "ops": ops }))
+}
+
+fn op_fields(kind: &OpKind, layout: Layout, mem_rows: u8, raw: bool, m: &mut Map<String, Value>) {
+    let mut set = |k: &str, v: Value| {
+        m.insert(k.to_string(), v);
+    };
+    let register = |addr: u64| json!(register_name(addr, mem_rows).to_string());
+    match kind {
+        OpKind::Write { hdr, reg_off, value } => {
+            if layout == Layout::V0_1 {
+                set("col", json!(hdr[0]));
+                set("row", json!(hdr[1]));
+            }
+            set("reg_off", json!(reg_off));
+            set("register", register(*reg_off));
+            set("value", json!(value));
+            if raw {
+                set("header_bytes", json!(hex(hdr)));
+            }
+        }
+        OpKind::BlockWrite { hdr, reg_off, data } => {
+            if layout == Layout::V0_1 {
+                set("col", json!(hdr[2]));
+                set("row", json!(hdr[3]));
+            }
+            set("reg_off", json!(reg_off));
+            set("register", register(u64::from(*reg_off)));
+            set("data", json!(data));
+            if raw {
+                set("header_bytes", json!(hex(hdr)));
+            }
+        }
+        OpKind::Masked { hdr, reg_off, value, mask, tail, .. } => {
+            if layout == Layout::V0_1 {
+                set("col", json!(hdr[0]));
+                set("row", json!(hdr[1]));
+            }
+            set("reg_off", json!(reg_off));
+            set("register", register(*reg_off));
+            set("value", json!(value));
+            set("mask", json!(mask));
+            if raw {
+                set("header_bytes", json!(hex(hdr)));
+                set("padding", json!(tail));
+            }
+        }
+        OpKind::Noop { pad } | OpKind::UpdateScratch { pad } => {
+            if raw {
+                set("padding", json!(hex(pad)));
+            }
+        }
+        OpKind::Preempt { level, reserved } => {
+            set("level", json!(level));
+            if raw {
+                set("reserved", json!(reserved));
+            }
+        }
+        OpKind::LoadPdi { padding, pdi_id, pdi_size, pdi_address } => {
+            set("pdi_id", json!(pdi_id));
+            set("pdi_size", json!(pdi_size));
+            set("pdi_address", json!(pdi_address));
+            if raw {
+                set("padding", json!(padding));
+            }
+        }
+        OpKind::LoadPmStart { load_sequence_count, pm_load_id } => {
+            set("load_sequence_count", json!(hex(load_sequence_count)));
+            set("pm_load_id", json!(pm_load_id));
+        }
+        OpKind::CreateScratchpad { usage_type, pad, size, scratch_offset } => {
+            set("usage_type", json!(usage_type));
+            set("scratch_size", json!(size));
+            set("scratch_offset", json!(scratch_offset));
+            if raw {
+                set("padding", json!(pad));
+            }
+        }
+        OpKind::StateTable { state_table_idx, func, reserved, func_arg, reg_off, .. } => {
+            set("state_table_idx", json!(state_table_idx));
+            set("func", json!(func));
+            set("func_arg", json!(func_arg));
+            if let Some(r) = reg_off {
+                set("reg_off", json!(r));
+                set("register", register(u64::from(*r)));
+            }
+            if raw {
+                set("reserved", json!(reserved));
+            }
+        }
+        OpKind::Custom { hdr, payload, .. } => {
+            if raw {
+                set("header_bytes", json!(hex(&hdr[..3])));
+            }
+            match payload {
+                CustomPayload::Tct { word, config } => {
+                    set("word", json!(word));
+                    set("config", json!(config));
+                }
+                CustomPayload::DdrPatch(p) => {
+                    set("regaddr", json!(p.regaddr()));
+                    set("register", register(p.regaddr()));
+                    set("argidx", json!(p.argidx()));
+                    set("argplus", json!(p.argplus()));
+                    if raw {
+                        match p {
+                            DdrPatch::Full { op_type, op_size, action, pad, .. } => {
+                                set("op_type", json!(op_type));
+                                set("op_size", json!(op_size));
+                                set("action", json!(action));
+                                set("padding", json!(pad));
+                            }
+                            DdrPatch::Packed { pad, .. } => set("padding", json!(hex(pad))),
+                        }
+                    }
+                }
+                CustomPayload::ReadRegs { pad, addresses } => {
+                    set("addresses", json!(addresses));
+                    if raw {
+                        set("padding", json!(pad));
+                    }
+                }
+                CustomPayload::RecordTimer { id } => set("id", json!(id)),
+                CustomPayload::MergeSync { bytes } => set("payload", json!(hex(bytes))),
+                CustomPayload::Raw(bytes) => set("payload", json!(hex(bytes))),
+            }
+        }
+    }
+}

@@ -1,0 +1,152 @@
+//! The script-facing interface of `kiln circle origins` and `kiln txn` on the real files.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+/// `../shared/testdata/<sub>` beside the repository, or `None` after a visible skip message.
+fn shared_testdata(sub: &str, test: &str) -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/testdata").join(sub);
+    if dir.is_dir() {
+        Some(dir)
+    } else {
+        eprintln!("SKIPPED {test}: {} is absent", dir.display());
+        None
+    }
+}
+
+fn kiln(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kiln")).args(args).output().unwrap()
+}
+
+fn json(args: &[&str]) -> Value {
+    let out = kiln(args);
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn temp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("kiln-cli-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+#[test]
+fn origins_set_then_dump_json() {
+    let Some(dir) = shared_testdata("circle", "origins_set_then_dump_json") else { return };
+    let model = dir.join("one_vscode_while_000.circle");
+    let model = model.to_str().unwrap();
+    let empty = json(&["circle", "origins", "dump", "--json", model]);
+    assert_eq!(empty, serde_json::json!({"source_table": {}, "op_table": {}}));
+
+    let out = temp("while_origins.circle");
+    let out_s = out.to_str().unwrap();
+    let status = kiln(&[
+        "circle", "origins", "set", model, "-o", out_s, "--source", "1=node1", "--source",
+        "2=node 2", "--op", "0=1,2", "--op", "1=2",
+    ]);
+    assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
+    let dumped = json(&["circle", "origins", "dump", "--json", out_s]);
+    assert_eq!(
+        dumped,
+        serde_json::json!({
+            "source_table": {"1": "node1", "2": "node 2"},
+            "op_table": {"0": [1, 2], "1": [2]}
+        })
+    );
+    // inspect shows the decoded tables; verify accepts the file.
+    let inspect = json(&["inspect", "--json", out_s]);
+    assert_eq!(inspect["origins"], dumped);
+    assert_eq!(inspect["subgraphs"].as_array().unwrap().len(), 3);
+    assert!(kiln(&["verify", out_s]).status.success());
+
+    // An op naming an id with no source entry is a usage error (exit 1), and OUT is not written.
+    let bad = temp("bad.circle");
+    let status =
+        kiln(&["circle", "origins", "set", model, "-o", bad.to_str().unwrap(), "--op", "0=9"]);
+    assert_eq!(status.status.code(), Some(1));
+    assert!(!bad.exists());
+}
+
+#[test]
+fn txn_inspect_json_shape() {
+    let Some(dir) = shared_testdata("aie_txn", "txn_inspect_json_shape") else { return };
+    for name in ["dd_gap_a16c16_26431_49_1_1024.bin", "mlir_aie_add_one_two_insts.txt"] {
+        let path = dir.join(name);
+        let v = json(&["txn", "inspect", "--json", path.to_str().unwrap()]);
+        let header = &v["header"];
+        for key in [
+            "major",
+            "minor",
+            "dev_gen",
+            "num_rows",
+            "num_cols",
+            "num_mem_tile_rows",
+            "num_ops",
+            "txn_size",
+        ] {
+            assert!(header[key].is_u64(), "{name}: header.{key}");
+        }
+        let ops = v["ops"].as_array().unwrap();
+        assert_eq!(ops.len() as u64, header["num_ops"].as_u64().unwrap());
+        let total: u64 = ops.iter().map(|o| o["size"].as_u64().unwrap()).sum();
+        assert_eq!(total, header["txn_size"].as_u64().unwrap() - 16, "{name}");
+        for op in ops {
+            assert!(op["offset"].is_u64() && op["opcode"].is_u64() && op["name"].is_string());
+        }
+    }
+}
+
+#[test]
+fn txn_patch_changes_only_patched_words() {
+    let Some(dir) = shared_testdata("aie_txn", "txn_patch_changes_only_patched_words") else {
+        return;
+    };
+    let input = dir.join("mlir_aie_add_one_two_insts.bin");
+    let out = temp("patched.bin");
+    let status = kiln(&[
+        "txn",
+        "patch",
+        input.to_str().unwrap(),
+        "--arg",
+        "0=0x80001000",
+        "--arg",
+        "2=0x80002000",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
+    let before = std::fs::read(&input).unwrap();
+    let after = std::fs::read(&out).unwrap();
+    let changed: Vec<(usize, u32)> = before
+        .chunks(4)
+        .zip(after.chunks(4))
+        .enumerate()
+        .filter(|(_, (a, b))| a != b)
+        .map(|(i, (_, b))| (i * 4, u32::from_le_bytes(b.try_into().unwrap())))
+        .collect();
+    // BD1 word 1 (BLOCKWRITE at 0x10, data from 0x20) gets arg 2; BD0 word 1 (BLOCKWRITE at
+    // 0x88, data from 0x98) gets arg 0; both argplus are 0.
+    assert_eq!(changed, [(0x24, 0x8000_2000), (0x9c, 0x8000_1000)]);
+
+    // The text form is written back as text.
+    let text_out = temp("patched.txt");
+    let text_in = dir.join("mlir_aie_add_one_two_insts.txt");
+    let status = kiln(&[
+        "txn",
+        "patch",
+        text_in.to_str().unwrap(),
+        "--arg",
+        "0=0x80001000",
+        "--arg",
+        "2=0x80002000",
+        "-o",
+        text_out.to_str().unwrap(),
+    ]);
+    assert!(status.status.success());
+    let text = std::fs::read_to_string(&text_out).unwrap();
+    let words: Vec<u8> =
+        text.lines().flat_map(|l| u32::from_str_radix(l, 16).unwrap().to_le_bytes()).collect();
+    assert_eq!(words, after);
+}

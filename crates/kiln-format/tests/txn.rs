@@ -1,0 +1,282 @@
+//! AIE transaction binaries: the real files from DynamicDispatch and mlir-aie, hand-built v1.0
+//! words, patching and mutation.
+
+mod common;
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs;
+
+use common::{mutate, shared_testdata, Rng};
+use kiln_format::txn::{
+    from_hex_text, opcode, resolve_patches, to_hex_text, CustomPayload, DdrPatch, Layout, OpKind,
+    Txn, HEADER_SIZE,
+};
+
+const REAL_BINS: [&str; 4] = [
+    "dd_AttentionMaskPrePro_win25_4x4_a16acc16_1_64.bin",
+    "dd_gap_a16c16_26431_49_1_1024.bin",
+    "dd_transpose_a16a16_1_49_1024.bin",
+    "mlir_aie_add_one_two_insts.bin",
+];
+
+fn histogram(txn: &Txn) -> HashMap<String, usize> {
+    let mut h = HashMap::new();
+    for op in &txn.ops {
+        *h.entry(op.kind.name()).or_default() += 1;
+    }
+    h
+}
+
+#[test]
+fn real_binaries_parse_fully_and_rewrite_identically() {
+    let Some(dir) = shared_testdata("aie_txn", "real_binaries_parse_fully_and_rewrite_identically")
+    else {
+        return;
+    };
+    for name in REAL_BINS {
+        let bytes = fs::read(dir.join(name)).unwrap();
+        let txn = Txn::parse(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(txn.ops.len() as u32, txn.header.num_ops, "{name}");
+        // Every byte accounted for: op sizes tile the file after the header, in order.
+        let mut at = HEADER_SIZE;
+        for op in &txn.ops {
+            assert_eq!(op.offset, at, "{name}");
+            at += txn.op_size(op).unwrap();
+        }
+        assert_eq!(at, u64::from(txn.header.txn_size), "{name}");
+        assert_eq!(txn.to_bytes().unwrap(), bytes, "{name}: rewrite differs");
+        assert_eq!(txn.layout().unwrap(), Layout::V0_1, "{name}");
+    }
+}
+
+#[test]
+fn real_binaries_have_the_documented_contents() {
+    let Some(dir) = shared_testdata("aie_txn", "real_binaries_have_the_documented_contents") else {
+        return;
+    };
+    // Op counts from the provenance notes (shared/reference/circle_aie.md, B6).
+    let bytes = fs::read(dir.join(REAL_BINS[0])).unwrap();
+    let txn = Txn::parse(&bytes).unwrap();
+    assert_eq!((txn.header.dev_gen, txn.header.num_rows, txn.header.num_cols), (4, 6, 4));
+    let h = histogram(&txn);
+    assert_eq!(txn.ops.len(), 46);
+    assert_eq!((h["WRITE"], h["BLOCKWRITE"], h["MASKPOLL"], h["DDR_PATCH"]), (16, 8, 14, 8));
+    for op in &txn.ops {
+        if let OpKind::Custom { payload: CustomPayload::DdrPatch(p), .. } = &op.kind {
+            assert_eq!((p.argidx(), p.regaddr() & 0xFFFFF), (4, 0x1D004));
+        }
+    }
+
+    let txn = Txn::parse(&fs::read(dir.join(REAL_BINS[1])).unwrap()).unwrap();
+    let h = histogram(&txn);
+    assert_eq!((txn.ops.len(), h["RECORD_TIMER"], h["DDR_PATCH"]), (48, 9, 22));
+
+    let txn = Txn::parse(&fs::read(dir.join(REAL_BINS[2])).unwrap()).unwrap();
+    assert_eq!((txn.ops.len(), histogram(&txn)["MASKWRITE"]), (126, 48));
+
+    let txn = Txn::parse(&fs::read(dir.join(REAL_BINS[3])).unwrap()).unwrap();
+    let h = histogram(&txn);
+    assert_eq!((h["BLOCKWRITE"], h["DDR_PATCH"], h["WRITE"], h["TCT"]), (2, 2, 2, 1));
+    let tct = txn.ops.iter().find_map(|op| match &op.kind {
+        OpKind::Custom { payload: CustomPayload::Tct { word, config }, .. } => {
+            Some((*word, *config))
+        }
+        _ => None,
+    });
+    assert_eq!(tct, Some((0, 0x0001_0100)));
+    let patches: Vec<_> = txn
+        .ops
+        .iter()
+        .filter_map(|op| match &op.kind {
+            OpKind::Custom { payload: CustomPayload::DdrPatch(p), .. } => {
+                Some((p.regaddr(), p.argidx()))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(patches, [(0x1D024, 2), (0x1D004, 0)]);
+}
+
+#[test]
+fn hex_text_form_matches_binary() {
+    let Some(dir) = shared_testdata("aie_txn", "hex_text_form_matches_binary") else { return };
+    let text = fs::read_to_string(dir.join("mlir_aie_add_one_two_insts.txt")).unwrap();
+    let bin = fs::read(dir.join("mlir_aie_add_one_two_insts.bin")).unwrap();
+    let bytes = from_hex_text(&text).unwrap();
+    assert_eq!(bytes, bin);
+    assert_eq!(to_hex_text(&Txn::parse(&bytes).unwrap().to_bytes().unwrap()).unwrap(), text);
+}
+
+#[test]
+fn patching_changes_exactly_the_patched_words() {
+    let Some(dir) = shared_testdata("aie_txn", "patching_changes_exactly_the_patched_words") else {
+        return;
+    };
+    for name in REAL_BINS {
+        let bytes = fs::read(dir.join(name)).unwrap();
+        let mut txn = Txn::parse(&bytes).unwrap();
+        let argidxs: Vec<u64> = txn
+            .ops
+            .iter()
+            .filter_map(|op| match &op.kind {
+                OpKind::Custom { payload: CustomPayload::DdrPatch(p), .. } => Some(p.argidx()),
+                _ => None,
+            })
+            .collect();
+        let args: BTreeMap<u64, u64> =
+            argidxs.iter().map(|a| (*a, 0x8000_0000 + 0x10_0000 * (a + 1))).collect();
+        let outcome = resolve_patches(&mut txn, &args).unwrap();
+        assert_eq!(outcome.patched.len(), argidxs.len(), "{name}");
+        assert!(outcome.unresolved.is_empty() && outcome.unused_args.is_empty());
+        let patched = txn.to_bytes().unwrap();
+        assert_eq!(patched.len(), bytes.len());
+        // The words that must differ: the target word of each patch, at the target op's offset
+        // plus the v0.1 field offset (BLOCKWRITE data at 16, WRITE value at 16).
+        let mut expected: BTreeMap<usize, u32> = BTreeMap::new();
+        for p in &outcome.patched {
+            let target = &txn.ops[p.target_op];
+            let word = match &target.kind {
+                OpKind::BlockWrite { reg_off, .. } => (p.regaddr - u64::from(*reg_off)) / 4,
+                _ => 0,
+            };
+            let at = (target.offset + 16 + 4 * word) as usize;
+            let patch_op = &txn.ops[p.patch_op];
+            let argplus = match &patch_op.kind {
+                OpKind::Custom { payload: CustomPayload::DdrPatch(d), .. } => d.argplus(),
+                _ => unreachable!(),
+            };
+            assert_eq!(u64::from(p.new), args[&p.argidx] + argplus);
+            expected.insert(at, p.new);
+        }
+        for (i, (a, b)) in bytes.chunks(4).zip(patched.chunks(4)).enumerate() {
+            match expected.get(&(i * 4)) {
+                Some(v) => assert_eq!(b, v.to_le_bytes(), "{name}: word {i}"),
+                None => assert_eq!(a, b, "{name}: word {i} changed but was not patched"),
+            }
+        }
+    }
+}
+
+#[test]
+fn patching_reports_missing_args_and_targets() {
+    let Some(dir) = shared_testdata("aie_txn", "patching_reports_missing_args_and_targets") else {
+        return;
+    };
+    let bytes = fs::read(dir.join("mlir_aie_add_one_two_insts.bin")).unwrap();
+    let mut txn = Txn::parse(&bytes).unwrap();
+    let outcome = resolve_patches(&mut txn, &BTreeMap::from([(0, 0x1000), (7, 0)])).unwrap();
+    assert_eq!(outcome.patched.len(), 1);
+    assert_eq!(outcome.unresolved.iter().map(|u| u.1).collect::<Vec<_>>(), [2]);
+    assert_eq!(outcome.unused_args, [7]);
+    // An address that does not fit the 32-bit word is refused.
+    let mut txn = Txn::parse(&bytes).unwrap();
+    let err = resolve_patches(&mut txn, &BTreeMap::from([(0, 1 << 32)])).unwrap_err();
+    assert!(err.to_string().contains("does not fit"), "{err}");
+    // A patch with no earlier write of its register is refused, naming the op's offset.
+    let mut txn = Txn::parse(&bytes).unwrap();
+    txn.ops.retain(|op| !matches!(op.kind, OpKind::BlockWrite { .. }));
+    let err = resolve_patches(&mut txn, &BTreeMap::from([(0, 0)])).unwrap_err().to_string();
+    assert!(err.contains("no earlier WRITE"), "{err}");
+}
+
+/// Little-endian bytes of `words`.
+fn words(words: &[u32]) -> Vec<u8> {
+    words.iter().flat_map(|w| w.to_le_bytes()).collect()
+}
+
+#[test]
+fn packed_v1_layout_decodes_and_encodes() {
+    // A v1.0 transaction laid out word by word as older mlir-aie emitted it: WRITE 3 words,
+    // MASKWRITE 4, BLOCKWRITE 3 + N, TCT 4, DDR_PATCH [0x81, 24, addr, argidx, argplus, 0].
+    let body = [
+        vec![0x00, 0x0001_D204, 0x5],
+        vec![0x03, 0x0001_D000, 0x1, 0xFF],
+        vec![0x01, 0x0001_D000, 20, 7, 8],
+        vec![0x80, 16, 0x0001_0000, 0x0101_0000],
+        vec![0x81, 24, 0x0001_D004, 2, 0x40, 0],
+        vec![0x04, 0x0001_D228, 0, 0x1],
+    ]
+    .concat();
+    let size = 16 + 4 * body.len() as u32;
+    let mut bytes = words(&[0x0603_0001, 0x0000_0105, 6, size]);
+    bytes.extend(words(&body));
+    let txn = Txn::parse(&bytes).unwrap();
+    assert_eq!(txn.layout().unwrap(), Layout::V1_0);
+    assert!(matches!(txn.ops[0].kind, OpKind::Write { reg_off: 0x1D204, value: 5, .. }));
+    assert!(matches!(
+        txn.ops[1].kind,
+        OpKind::Masked { opcode: opcode::MASKWRITE, reg_off: 0x1D000, value: 1, mask: 0xFF, .. }
+    ));
+    assert!(matches!(&txn.ops[2].kind, OpKind::BlockWrite { data, .. } if data == &[7, 8]));
+    assert!(matches!(
+        txn.ops[4].kind,
+        OpKind::Custom {
+            payload: CustomPayload::DdrPatch(DdrPatch::Packed {
+                regaddr: 0x1D004,
+                argidx: 2,
+                argplus: 0x40,
+                ..
+            }),
+            ..
+        }
+    ));
+    assert_eq!(txn.ops[5].offset, 16 + 4 * (3 + 4 + 5 + 4 + 6));
+    assert_eq!(txn.to_bytes().unwrap(), bytes);
+}
+
+#[test]
+fn unknown_ops_and_bad_headers_are_reported_with_offsets() {
+    let mut bytes = words(&[0x0604_0100, 0x0000_0104, 2, 0]);
+    bytes.extend(words(&[0x83, 12, 0])); // RECORD_TIMER id 0
+    bytes.extend(words(&[0x20, 0])); // opcode 32: unknown
+    let size = bytes.len() as u32;
+    bytes[12..16].copy_from_slice(&size.to_le_bytes());
+    let err = Txn::parse(&bytes).unwrap_err().to_string();
+    assert!(
+        err.contains("ops[1].opcode at offset 28") && err.contains("unknown opcode 32"),
+        "{err}"
+    );
+
+    // An unknown custom op is walked by its size and kept whole.
+    bytes[28] = 0x86;
+    bytes[32..36].copy_from_slice(&8u32.to_le_bytes());
+    let txn = Txn::parse(&bytes).unwrap();
+    assert_eq!(txn.ops[1].kind.name(), "CUSTOM_134");
+    assert_eq!(txn.to_bytes().unwrap(), bytes);
+
+    let mut short = bytes.clone();
+    short[8] = 3; // num_ops 3, but only two ops
+    assert!(Txn::parse(&short).unwrap_err().to_string().contains("ends after 2 ops"));
+    let mut long = bytes.clone();
+    long[8] = 1; // one op announced, 8 bytes left over
+    assert!(Txn::parse(&long).unwrap_err().to_string().contains("follow the last"));
+    let mut size = bytes.clone();
+    size[12] = 99;
+    assert!(Txn::parse(&size).unwrap_err().to_string().contains("txn_size"));
+    let mut version = bytes;
+    version[1] = 2;
+    assert!(Txn::parse(&version).unwrap_err().to_string().contains("version 0.2"));
+}
+
+#[test]
+fn mutated_real_binaries_never_panic_and_reparse_equal() {
+    let Some(dir) =
+        shared_testdata("aie_txn", "mutated_real_binaries_never_panic_and_reparse_equal")
+    else {
+        return;
+    };
+    let mut rng = Rng::new(0x7478_6e00);
+    let mut parsed = 0;
+    for name in REAL_BINS {
+        let original = fs::read(dir.join(name)).unwrap();
+        for _ in 0..500 {
+            let bytes = mutate(&original, &mut rng);
+            if let Ok(txn) = Txn::parse(&bytes) {
+                parsed += 1;
+                let again = txn.to_bytes().unwrap();
+                assert_eq!(again, bytes, "{name}: accepted mutant does not rewrite identically");
+            }
+        }
+    }
+    assert!(parsed > 0, "some mutants (e.g. changed register values) must still parse");
+}
