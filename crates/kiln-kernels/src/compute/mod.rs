@@ -1,0 +1,3 @@
+//! Raw loops the ops call: strided walks, GEMM, convolution lowering.
+
+pub mod strided;
