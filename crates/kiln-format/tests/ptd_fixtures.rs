@@ -56,10 +56,14 @@ fn write_read_round_trip_keeps_the_model_and_layout() {
         let written = model.write().unwrap();
         let again = FlatTensor::open(&written).unwrap();
         assert_eq!(FlatTensorModel::from_flat_tensor(&again).unwrap(), model, "{stem}");
-        let (h0, h1) = (FlatTensor::open(&ptd).unwrap().header().to_owned(), again.header().to_owned());
+        let (h0, h1) =
+            (FlatTensor::open(&ptd).unwrap().header().to_owned(), again.header().to_owned());
         assert_eq!(h1.segment_data_size, h0.segment_data_size, "{stem}: same segment layout");
         for i in 0..again.num_segments() {
-            assert_eq!(again.segment(i).unwrap(), FlatTensor::open(&ptd).unwrap().segment(i).unwrap());
+            assert_eq!(
+                again.segment(i).unwrap(),
+                FlatTensor::open(&ptd).unwrap().segment(i).unwrap()
+            );
         }
     }
 }

@@ -11,9 +11,10 @@ use kiln_format::pte::{dump::dump, Program};
 fn dump_matches_flatc_json() {
     for m in ["const_methods", "control_flow", "xnnpack_cnn"] {
         let bytes = fs::read(common::fixture(&format!("pte/{m}.pte"))).unwrap();
-        let want: serde_json::Value =
-            serde_json::from_slice(&fs::read(common::fixture(&format!("pte-flatc/{m}.json"))).unwrap())
-                .unwrap();
+        let want: serde_json::Value = serde_json::from_slice(
+            &fs::read(common::fixture(&format!("pte-flatc/{m}.json"))).unwrap(),
+        )
+        .unwrap();
         let got = dump(&Program::open(&bytes).unwrap());
         assert_eq!(got["program"], want, "{m}");
     }

@@ -55,7 +55,13 @@ fn inspect_matches_executorch_deserializer() {
                     ),
                     _ => got[key].clone(),
                 };
-                assert_eq!(got_field, want[key], "{}: method {} {key}", path.display(), want["name"]);
+                assert_eq!(
+                    got_field,
+                    want[key],
+                    "{}: method {} {key}",
+                    path.display(),
+                    want["name"]
+                );
             }
         }
     }

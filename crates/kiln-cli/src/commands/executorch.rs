@@ -59,7 +59,9 @@ pub fn inspect_pte(input: &Input, json: bool) -> Result<ExitCode> {
         for chain in m.chains() {
             for ins in chain.instructions() {
                 match ins? {
-                    Instruction::Kernel { op_index, .. } => *calls.entry(op_index).or_default() += 1,
+                    Instruction::Kernel { op_index, .. } => {
+                        *calls.entry(op_index).or_default() += 1
+                    }
                     Instruction::Delegate { delegate_index, .. } => {
                         *delegate_calls.entry(delegate_index).or_default() += 1
                     }
@@ -114,7 +116,6 @@ pub fn verify_pte(input: &Input) -> Result<(), String> {
     Program::open(input.bytes()).map(|_| ()).map_err(|e| e.to_string())
 }
 
-
 fn open_ptd(input: &Input) -> Result<FlatTensor<'_>> {
     FlatTensor::open(input.bytes()).with_context(|| input.file.path().display().to_string())
 }
@@ -135,7 +136,9 @@ pub fn inspect_ptd(input: &Input, json: bool) -> Result<ExitCode> {
         }));
     }
     let segments: Vec<_> = (0..ft.num_segments())
-        .map(|i| ft.segment(i).map(|(offset, size)| serde_json::json!({"offset": offset, "size": size})))
+        .map(|i| {
+            ft.segment(i).map(|(offset, size)| serde_json::json!({"offset": offset, "size": size}))
+        })
         .collect::<Result<_, _>>()?;
     if json {
         print_json(&serde_json::json!({
@@ -163,7 +166,13 @@ pub fn inspect_ptd(input: &Input, json: bool) -> Result<ExitCode> {
             Some(l) => (l.scalar_type.name().to_string(), format!("{:?}", l.sizes)),
             None => ("-".to_string(), "-".to_string()),
         };
-        t.row([e.key.to_string(), dtype, shape, e.segment_index.to_string(), e.data.len().to_string()]);
+        t.row([
+            e.key.to_string(),
+            dtype,
+            shape,
+            e.segment_index.to_string(),
+            e.data.len().to_string(),
+        ]);
     }
     print!("{}", indent(&t.render()));
     Ok(ExitCode::SUCCESS)

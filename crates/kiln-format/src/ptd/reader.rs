@@ -24,11 +24,9 @@ pub struct TensorLayout {
 impl TensorLayout {
     /// Byte size (`numel * element size`), overflow-checked.
     pub fn nbytes(&self) -> Option<u64> {
-        self.sizes
-            .iter()
-            .try_fold(self.scalar_type.element_size() as u64, |acc, s| {
-                acc.checked_mul(u64::try_from(*s).ok()?)
-            })
+        self.sizes.iter().try_fold(self.scalar_type.element_size() as u64, |acc, s| {
+            acc.checked_mul(u64::try_from(*s).ok()?)
+        })
     }
 
     /// ExecuTorch's `validateTensorLayout`: an external tensor of a `.pte` must match the
@@ -59,12 +57,16 @@ impl TensorLayout {
     fn decode(l: fb::TensorLayout<'_>, path: &dyn Fn() -> String) -> Result<Self> {
         let at = Some(l._tab.loc() as u64);
         let bad = |f: &str, r: String| Error::invalid(FORMAT, format!("{}.{f}", path()), at, r);
-        let scalar_type = ScalarType::from_i8(l.scalar_type().0)
-            .ok_or_else(|| bad("scalar_type", format!("unknown scalar type {}", l.scalar_type().0)))?;
+        let scalar_type = ScalarType::from_i8(l.scalar_type().0).ok_or_else(|| {
+            bad("scalar_type", format!("unknown scalar type {}", l.scalar_type().0))
+        })?;
         let sizes: Vec<i32> = l.sizes().map(|v| v.iter().collect()).unwrap_or_default();
         let dim_order: Vec<u8> = l.dim_order().map(|v| v.iter().collect()).unwrap_or_default();
         if sizes.len() > MAX_RANK {
-            return Err(bad("sizes", format!("rank {} is over the limit of {MAX_RANK}", sizes.len())));
+            return Err(bad(
+                "sizes",
+                format!("rank {} is over the limit of {MAX_RANK}", sizes.len()),
+            ));
         }
         if let Some((i, s)) = sizes.iter().enumerate().find(|(_, s)| **s < 0) {
             return Err(bad(&format!("sizes[{i}]"), format!("{s} is negative")));
@@ -236,7 +238,12 @@ impl<'a> FlatTensor<'a> {
     pub fn entry(&self, index: usize) -> Result<Entry<'a>> {
         let path = || format!("named_data[{index}]");
         let Some(v) = self.root.named_data().filter(|v| index < v.len()) else {
-            return Err(Error::invalid(FORMAT, path(), None, format!("there are {} entries", self.len())));
+            return Err(Error::invalid(
+                FORMAT,
+                path(),
+                None,
+                format!("there are {} entries", self.len()),
+            ));
         };
         let nd = v.get(index);
         let at = Some(nd._tab.loc() as u64);

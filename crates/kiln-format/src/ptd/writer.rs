@@ -67,7 +67,11 @@ impl FlatTensorModel {
         let segment_index = u32::try_from(self.segments.len())
             .map_err(|_| Error::invalid("ptd", "segments", None, "too many segments"))?;
         self.segments.push(data);
-        self.named_data.push(NamedDataModel { key: key.into(), segment_index, layout: Some(layout) });
+        self.named_data.push(NamedDataModel {
+            key: key.into(),
+            segment_index,
+            layout: Some(layout),
+        });
         Ok(())
     }
 
@@ -135,7 +139,11 @@ impl FlatTensorModel {
         let named = b.create_vector(&named);
         let root = fb::FlatTensor::create(
             &mut b,
-            &fb::FlatTensorArgs { version: self.version, segments: Some(segs), named_data: Some(named) },
+            &fb::FlatTensorArgs {
+                version: self.version,
+                segments: Some(segs),
+                named_data: Some(named),
+            },
         );
         fb::finish_flat_tensor_buffer(&mut b, root);
         let flat = b.finished_data();
@@ -149,7 +157,8 @@ impl FlatTensorModel {
             segment_base_offset: base,
             segment_data_size: end,
         };
-        let total = usize::try_from(base.checked_add(end).ok_or_else(too_big)?).map_err(|_| too_big())?;
+        let total =
+            usize::try_from(base.checked_add(end).ok_or_else(too_big)?).map_err(|_| too_big())?;
         let mut out = Vec::with_capacity(total);
         out.extend_from_slice(&splice_header(flat, &header.encode())?);
         out.resize(base as usize, 0);
@@ -168,10 +177,8 @@ pub(crate) fn splice_header(flat: &[u8], header: &[u8]) -> Result<Vec<u8>> {
     let bad = || Error::invalid("flatbuffer", "root offset", Some(0), "finished buffer too short");
     let root = flat.get(0..4).ok_or_else(bad)?;
     let root = u32::from_le_bytes([root[0], root[1], root[2], root[3]]);
-    let root = u32::try_from(header.len())
-        .ok()
-        .and_then(|h| root.checked_add(h))
-        .ok_or_else(bad)?;
+    let root =
+        u32::try_from(header.len()).ok().and_then(|h| root.checked_add(h)).ok_or_else(bad)?;
     let mut out = Vec::with_capacity(flat.len() + header.len());
     out.extend_from_slice(&root.to_le_bytes());
     out.extend_from_slice(flat.get(4..8).ok_or_else(bad)?);

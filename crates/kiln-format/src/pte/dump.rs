@@ -71,7 +71,9 @@ pub fn dump(p: &Program<'_>) -> Json {
         .opt("execution_plan", tables(r.execution_plan(), plan))
         .opt(
             "constant_buffer",
-            tables(r.constant_buffer(), |b| Obj::default().opt("storage", scalars(b.storage())).done()),
+            tables(r.constant_buffer(), |b| {
+                Obj::default().opt("storage", scalars(b.storage())).done()
+            }),
         )
         .opt(
             "backend_delegate_data",
@@ -79,10 +81,7 @@ pub fn dump(p: &Program<'_>) -> Json {
                 Obj::default().opt("data", scalars(b.data())).done()
             }),
         )
-        .opt(
-            "segments",
-            tables(r.segments(), |s| json!({"offset": s.offset(), "size": s.size()})),
-        )
+        .opt("segments", tables(r.segments(), |s| json!({"offset": s.offset(), "size": s.size()})))
         .opt("constant_segment", r.constant_segment().map(subsegment))
         .opt("mutable_data_segments", tables(r.mutable_data_segments(), subsegment))
         .opt(
@@ -253,7 +252,9 @@ fn evalue(e: fb::EValue<'_>) -> Json {
                         Json::Array(
                             items
                                 .iter()
-                                .map(|d| if d.is_finite() { json!(d) } else { json!(d.to_string()) })
+                                .map(
+                                    |d| if d.is_finite() { json!(d) } else { json!(d.to_string()) },
+                                )
                                 .collect(),
                         )
                     }),
@@ -265,12 +266,10 @@ fn evalue(e: fb::EValue<'_>) -> Json {
     } else if let Some(v) = e.val_as_tensor_list() {
         Some(Obj::default().opt("items", scalars(v.items())).done())
     } else {
-        e.val_as_optional_tensor_list().map(|v| Obj::default().opt("items", scalars(v.items())).done())
+        e.val_as_optional_tensor_list()
+            .map(|v| Obj::default().opt("items", scalars(v.items())).done())
     };
-    Obj::default()
-        .set("val_type", enum_name(t.variant_name(), t.0.into()))
-        .opt("val", val)
-        .done()
+    Obj::default().set("val_type", enum_name(t.variant_name(), t.0.into())).opt("val", val).done()
 }
 
 fn tensor(t: fb::Tensor<'_>) -> Json {

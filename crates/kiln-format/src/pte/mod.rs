@@ -18,8 +18,7 @@ pub mod writer;
 pub use flatbuffers::Vector;
 pub use header::{ExtendedHeader, Layout};
 pub use program::{
-    Allocation, Chain, CompileSpec, Constants, Delegate, DelegateData, Instruction, Limits,
-    Method, Operator, Program, Segment, ShapeDynamism, Tensor, TensorData, Value, ValueKind,
-    MAX_RANK,
+    Allocation, Chain, CompileSpec, Constants, Delegate, DelegateData, Instruction, Limits, Method,
+    Operator, Program, Segment, ShapeDynamism, Tensor, TensorData, Value, ValueKind, MAX_RANK,
 };
 pub use scalar_type::ScalarType;

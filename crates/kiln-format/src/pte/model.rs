@@ -255,7 +255,8 @@ impl ProgramModel {
             split(sub.segment_index(), offsets, 1, &format!("mutable_data_segments[{i}]"))?;
             mutable_data_segments.push(sub.segment_index());
         }
-        let bytes_of = |v: Option<flatbuffers::Vector<'_, u8>>| v.map_or(Vec::new(), |v| v.bytes().to_vec());
+        let bytes_of =
+            |v: Option<flatbuffers::Vector<'_, u8>>| v.map_or(Vec::new(), |v| v.bytes().to_vec());
         Ok(ProgramModel {
             version: raw.version(),
             methods: p.methods().map(|m| method_model(&m)).collect::<Result<_>>()?,
@@ -382,7 +383,10 @@ fn method_model(m: &super::program::Method<'_>) -> Result<MethodModel> {
         chains,
         operators,
         delegates,
-        non_const_buffer_sizes: plan.non_const_buffer_sizes().map(|v| v.iter().collect()).unwrap_or_default(),
+        non_const_buffer_sizes: plan
+            .non_const_buffer_sizes()
+            .map(|v| v.iter().collect())
+            .unwrap_or_default(),
         non_const_buffer_device: plan
             .non_const_buffer_device()
             .into_iter()
@@ -424,7 +428,8 @@ fn value_model(ev: fb::EValue<'_>, path: &dyn Fn() -> String) -> Result<ValueMod
                 allocation: t.allocation_info().map(|a| {
                     (
                         a.memory_id(),
-                        u64::from(a.memory_offset_low()) | (u64::from(a.memory_offset_high()) << 32),
+                        u64::from(a.memory_offset_low())
+                            | (u64::from(a.memory_offset_high()) << 32),
                     )
                 }),
                 layout: t.layout(),
@@ -457,7 +462,8 @@ fn value_model(ev: fb::EValue<'_>, path: &dyn Fn() -> String) -> Result<ValueMod
 
 fn instruction_model(ins: fb::Instruction<'_>) -> Result<InstructionModel> {
     let bad = || Error::invalid(FORMAT, "instruction", loc(&ins._tab), "does not decode");
-    let args = |a: Option<flatbuffers::Vector<'_, i32>>| a.map(|v| v.iter().collect()).unwrap_or_default();
+    let args =
+        |a: Option<flatbuffers::Vector<'_, i32>>| a.map(|v| v.iter().collect()).unwrap_or_default();
     Ok(match ins.instr_args_type() {
         fb::InstructionArguments::KernelCall => {
             let k = ins.instr_args_as_kernel_call().ok_or_else(bad)?;

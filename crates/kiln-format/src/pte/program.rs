@@ -60,7 +60,12 @@ pub(crate) fn vec_loc<T>(file: &[u8], v: &Vector<'_, T>) -> Option<u64> {
 }
 
 /// `i` as an index below `len`, or an error naming `field`.
-pub(crate) fn index(i: i64, len: usize, field: impl FnOnce() -> String, at: Option<u64>) -> Result<usize> {
+pub(crate) fn index(
+    i: i64,
+    len: usize,
+    field: impl FnOnce() -> String,
+    at: Option<u64>,
+) -> Result<usize> {
     match usize::try_from(i) {
         Ok(u) if u < len => Ok(u),
         _ => Err(Error::invalid(FORMAT, field(), at, format!("index {i} is outside 0..{len}"))),
@@ -305,12 +310,9 @@ impl<'a> Program<'a> {
                 let storage = buffers.get(i).storage().map_or(&[][..], |v| v.bytes());
                 slice(storage, 0, nbytes, field)
             }
-            Constants::None => Err(Error::invalid(
-                FORMAT,
-                field(),
-                None,
-                "the program has no constant data",
-            )),
+            Constants::None => {
+                Err(Error::invalid(FORMAT, field(), None, "the program has no constant data"))
+            }
         }
     }
 
@@ -588,7 +590,8 @@ impl<'a> Method<'a> {
                     "missing",
                 )
             })?;
-            compile_specs.push(CompileSpec { key, value: spec.value().map_or(&[][..], |v| v.bytes()) });
+            compile_specs
+                .push(CompileSpec { key, value: spec.value().map_or(&[][..], |v| v.bytes()) });
         }
         Ok(Delegate { id, data, compile_specs })
     }
@@ -835,11 +838,11 @@ impl<'a> Value<'a> {
     /// Decodes one EValue of a table of `n_values`; `path` names it in errors.
     fn decode(ev: fb::EValue<'a>, n_values: usize, path: &dyn Fn() -> String) -> Result<Self> {
         let at = loc(&ev._tab);
-        let missing = |what: &str| Error::invalid(FORMAT, format!("{}.{what}", path()), at, "missing");
+        let missing =
+            |what: &str| Error::invalid(FORMAT, format!("{}.{what}", path()), at, "missing");
         let tag = ev.val_type();
-        let kind_missing = || {
-            Error::invalid(FORMAT, path(), at, format!("union tag {} has no table", tag.0))
-        };
+        let kind_missing =
+            || Error::invalid(FORMAT, path(), at, format!("union tag {} has no table", tag.0));
         let check_items = |items: Vector<'a, i32>, what: &str, allow_none: bool| -> Result<()> {
             for (i, x) in items.iter().enumerate() {
                 if allow_none && x == -1 {
@@ -999,8 +1002,9 @@ impl<'a> Tensor<'a> {
                 format!("{} (ExecuTorch requires 0)", t.storage_offset()),
             ));
         }
-        let dtype = ScalarType::from_i8(t.scalar_type().0)
-            .ok_or_else(|| bad("scalar_type", format!("unknown scalar type {}", t.scalar_type().0)))?;
+        let dtype = ScalarType::from_i8(t.scalar_type().0).ok_or_else(|| {
+            bad("scalar_type", format!("unknown scalar type {}", t.scalar_type().0))
+        })?;
         let dynamism = match t.shape_dynamism() {
             fb::TensorShapeDynamism::STATIC => ShapeDynamism::Static,
             fb::TensorShapeDynamism::DYNAMIC_BOUND => ShapeDynamism::DynamicBound,
@@ -1032,7 +1036,8 @@ impl<'a> Tensor<'a> {
         }
         let mut numel: u64 = 1;
         for (i, s) in sizes.iter().enumerate() {
-            let s = u64::try_from(s).map_err(|_| bad(&format!("sizes[{i}]"), format!("{s} is negative")))?;
+            let s = u64::try_from(s)
+                .map_err(|_| bad(&format!("sizes[{i}]"), format!("{s} is negative")))?;
             numel = numel
                 .checked_mul(s)
                 .filter(|n| *n <= i64::MAX as u64)
@@ -1184,15 +1189,17 @@ pub enum Instruction<'a> {
 }
 
 impl<'a> Instruction<'a> {
-    fn decode(ins: fb::Instruction<'a>, method: &Method<'a>, path: &dyn Fn() -> String) -> Result<Self> {
+    fn decode(
+        ins: fb::Instruction<'a>,
+        method: &Method<'a>,
+        path: &dyn Fn() -> String,
+    ) -> Result<Self> {
         let at = loc(&ins._tab);
         let n = method.num_values();
         let tag = ins.instr_args_type();
         let no_table =
             || Error::invalid(FORMAT, path(), at, format!("union tag {} has no table", tag.0));
-        let value = |x: i32, field: &str| {
-            index(x.into(), n, || format!("{}.{field}", path()), at)
-        };
+        let value = |x: i32, field: &str| index(x.into(), n, || format!("{}.{field}", path()), at);
         let args_ok = |args: Option<Vector<'a, i32>>, what: &str| -> Result<Vector<'a, i32>> {
             let args = args.ok_or_else(|| {
                 Error::invalid(FORMAT, format!("{}.{what}.args", path()), at, "missing")

@@ -94,9 +94,7 @@ pub fn summarize(p: &Program<'_>) -> Result<Summary> {
     }
     let constants_size = match p.constants() {
         Constants::Segment { segment_index, .. } => p.segment(segment_index as usize)?.size,
-        Constants::Inline(b) => {
-            b.iter().map(|b| b.storage().map_or(0, |s| s.len() as u64)).sum()
-        }
+        Constants::Inline(b) => b.iter().map(|b| b.storage().map_or(0, |s| s.len() as u64)).sum(),
         Constants::None => 0,
     };
     let named_data = p
@@ -129,10 +127,8 @@ fn io_summary(v: &Value<'_>) -> IoSummary {
             shape: Some(t.sizes().iter().map(i64::from).collect()),
             dynamism: Some(t.dynamism().name()),
         },
-        other => IoSummary {
-            dtype: other.kind().snake_name().to_string(),
-            shape: None,
-            dynamism: None,
-        },
+        other => {
+            IoSummary { dtype: other.kind().snake_name().to_string(), shape: None, dynamism: None }
+        }
     }
 }

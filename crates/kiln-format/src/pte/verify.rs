@@ -34,7 +34,8 @@ pub fn program(p: &Program<'_>, limits: &Limits) -> Result<()> {
                 segment_size(cs.segment_index(), &|| "constant_segment.segment_index".into(), at)?;
             check_offsets(p, offsets, size, "constant_segment")?;
         }
-        if offsets.is_some_and(|o| o.len() > 1) && raw.constant_buffer().is_some_and(|b| !b.is_empty())
+        if offsets.is_some_and(|o| o.len() > 1)
+            && raw.constant_buffer().is_some_and(|b| !b.is_empty())
         {
             return Err(Error::invalid(
                 FORMAT,
@@ -46,7 +47,8 @@ pub fn program(p: &Program<'_>, limits: &Limits) -> Result<()> {
     }
     for (i, sub) in raw.mutable_data_segments().into_iter().flat_map(|v| v.iter()).enumerate() {
         let path = format!("mutable_data_segments[{i}]");
-        let size = segment_size(sub.segment_index(), &|| format!("{path}.segment_index"), loc(&sub._tab))?;
+        let size =
+            segment_size(sub.segment_index(), &|| format!("{path}.segment_index"), loc(&sub._tab))?;
         check_offsets(p, sub.offsets(), size, &path)?;
     }
     for (i, nd) in raw.named_data().into_iter().flat_map(|v| v.iter()).enumerate() {
@@ -194,7 +196,8 @@ fn method(p: &Program<'_>, m: &Method<'_>, limits: &Limits) -> Result<()> {
             let ipath = || format!("{path}.chains[..].instructions[{k}]");
             match ins? {
                 super::program::Instruction::JumpFalse { cond, .. } => match kinds.get(cond) {
-                    Some((ValueKind::Bool, _)) | Some((ValueKind::Tensor, Some(ScalarType::Bool))) => {}
+                    Some((ValueKind::Bool, _))
+                    | Some((ValueKind::Tensor, Some(ScalarType::Bool))) => {}
                     _ => {
                         return Err(Error::invalid(
                             FORMAT,
@@ -284,12 +287,9 @@ fn tensor(
         Ok(())
     };
     let with_path = |e: Error| match e {
-        Error::Invalid { reason, .. } => Error::invalid(
-            FORMAT,
-            format!("{}.data_buffer_idx", path()),
-            at,
-            reason,
-        ),
+        Error::Invalid { reason, .. } => {
+            Error::invalid(FORMAT, format!("{}.data_buffer_idx", path()), at, reason)
+        }
         other => other,
     };
     match t.data() {

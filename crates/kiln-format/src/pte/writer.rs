@@ -127,7 +127,11 @@ fn check_references(model: &ProgramModel) -> Result<()> {
 
 /// A byte vector whose data starts `align`-aligned from the end of the finished buffer (and so
 /// from its start, since [`finish`] pads the whole buffer to a multiple of `align`).
-fn aligned_bytes<'b>(b: &mut FlatBufferBuilder<'b>, data: &[u8], align: usize) -> WIPOffset<Vector<'b, u8>> {
+fn aligned_bytes<'b>(
+    b: &mut FlatBufferBuilder<'b>,
+    data: &[u8],
+    align: usize,
+) -> WIPOffset<Vector<'b, u8>> {
     let used = b.unfinished_data().len();
     let pad = (align - (used + data.len()) % align) % align;
     for _ in 0..pad {
@@ -203,7 +207,10 @@ fn build_flatbuffer(
         .iter()
         .map(|(key, seg)| {
             let key = b.create_string(key);
-            fb::NamedData::create(&mut b, &fb::NamedDataArgs { key: Some(key), segment_index: *seg })
+            fb::NamedData::create(
+                &mut b,
+                &fb::NamedDataArgs { key: Some(key), segment_index: *seg },
+            )
         })
         .collect();
     let named = if named.is_empty() { None } else { Some(b.create_vector(&named)) };
@@ -238,7 +245,10 @@ fn subsegment<'b>(
     )
 }
 
-fn method<'b>(b: &mut FlatBufferBuilder<'b>, m: &MethodModel) -> Result<WIPOffset<fb::ExecutionPlan<'b>>> {
+fn method<'b>(
+    b: &mut FlatBufferBuilder<'b>,
+    m: &MethodModel,
+) -> Result<WIPOffset<fb::ExecutionPlan<'b>>> {
     let name = b.create_string(&m.name);
     let container_meta_type = m.container_meta.as_ref().map(|(i, o)| {
         let i = b.create_string(i);
@@ -260,7 +270,10 @@ fn method<'b>(b: &mut FlatBufferBuilder<'b>, m: &MethodModel) -> Result<WIPOffse
         .map(|(name, overload)| {
             let name = b.create_string(name);
             let overload = b.create_string(overload);
-            fb::Operator::create(b, &fb::OperatorArgs { name: Some(name), overload: Some(overload) })
+            fb::Operator::create(
+                b,
+                &fb::OperatorArgs { name: Some(name), overload: Some(overload) },
+            )
         })
         .collect();
     let operators = b.create_vector(&operators);
@@ -283,7 +296,10 @@ fn method<'b>(b: &mut FlatBufferBuilder<'b>, m: &MethodModel) -> Result<WIPOffse
                 .map(|(k, v)| {
                     let key = b.create_string(k);
                     let value = b.create_vector(v);
-                    fb::CompileSpec::create(b, &fb::CompileSpecArgs { key: Some(key), value: Some(value) })
+                    fb::CompileSpec::create(
+                        b,
+                        &fb::CompileSpecArgs { key: Some(key), value: Some(value) },
+                    )
                 })
                 .collect();
             let compile_specs = b.create_vector(&specs);
@@ -391,9 +407,10 @@ fn value<'b>(b: &mut FlatBufferBuilder<'b>, v: &ValueModel) -> WIPOffset<fb::EVa
         ValueModel::Null => {
             (fb::KernelTypes::Null, fb::Null::create(b, &fb::NullArgs {}).as_union_value())
         }
-        ValueModel::Int(x) => {
-            (fb::KernelTypes::Int, fb::Int::create(b, &fb::IntArgs { int_val: *x }).as_union_value())
-        }
+        ValueModel::Int(x) => (
+            fb::KernelTypes::Int,
+            fb::Int::create(b, &fb::IntArgs { int_val: *x }).as_union_value(),
+        ),
         ValueModel::Bool(x) => (
             fb::KernelTypes::Bool,
             fb::Bool::create(b, &fb::BoolArgs { bool_val: *x }).as_union_value(),
@@ -444,8 +461,11 @@ fn value<'b>(b: &mut FlatBufferBuilder<'b>, v: &ValueModel) -> WIPOffset<fb::EVa
             let items = b.create_vector(items);
             (
                 fb::KernelTypes::OptionalTensorList,
-                fb::OptionalTensorList::create(b, &fb::OptionalTensorListArgs { items: Some(items) })
-                    .as_union_value(),
+                fb::OptionalTensorList::create(
+                    b,
+                    &fb::OptionalTensorListArgs { items: Some(items) },
+                )
+                .as_union_value(),
             )
         }
     };
@@ -492,14 +512,20 @@ fn chain<'b>(b: &mut FlatBufferBuilder<'b>, c: &ChainModel) -> WIPOffset<fb::Cha
     )
 }
 
-fn instruction<'b>(b: &mut FlatBufferBuilder<'b>, i: &InstructionModel) -> WIPOffset<fb::Instruction<'b>> {
+fn instruction<'b>(
+    b: &mut FlatBufferBuilder<'b>,
+    i: &InstructionModel,
+) -> WIPOffset<fb::Instruction<'b>> {
     let (instr_args_type, args) = match i {
         InstructionModel::Kernel { op_index, args } => {
             let args = b.create_vector(args);
             (
                 fb::InstructionArguments::KernelCall,
-                fb::KernelCall::create(b, &fb::KernelCallArgs { op_index: *op_index, args: Some(args) })
-                    .as_union_value(),
+                fb::KernelCall::create(
+                    b,
+                    &fb::KernelCallArgs { op_index: *op_index, args: Some(args) },
+                )
+                .as_union_value(),
             )
         }
         InstructionModel::Delegate { delegate_index, args } => {
