@@ -25,11 +25,11 @@ pub trait Calc: Copy + PartialOrd + Debug + Send + Sync + 'static {
     /// One.
     const ONE: Self;
     /// From an `f64` (integers truncate toward zero).
-    fn from_f64(v: f64) -> Self;
+    fn of_f64(v: f64) -> Self;
     /// From an `i64` (floats round to nearest).
-    fn from_i64(v: i64) -> Self;
+    fn of_i64(v: i64) -> Self;
     /// To `f64`.
-    fn to_f64(self) -> f64;
+    fn as_f64(self) -> f64;
     /// Sum (wrapping for integers).
     fn add(self, o: Self) -> Self;
     /// Difference (wrapping for integers).
@@ -44,13 +44,13 @@ impl Calc for f32 {
     const FLOAT: bool = true;
     const ZERO: Self = 0.0;
     const ONE: Self = 1.0;
-    fn from_f64(v: f64) -> Self {
+    fn of_f64(v: f64) -> Self {
         v as f32
     }
-    fn from_i64(v: i64) -> Self {
+    fn of_i64(v: i64) -> Self {
         v as f32
     }
-    fn to_f64(self) -> f64 {
+    fn as_f64(self) -> f64 {
         self as f64
     }
     fn add(self, o: Self) -> Self {
@@ -71,13 +71,13 @@ impl Calc for f64 {
     const FLOAT: bool = true;
     const ZERO: Self = 0.0;
     const ONE: Self = 1.0;
-    fn from_f64(v: f64) -> Self {
+    fn of_f64(v: f64) -> Self {
         v
     }
-    fn from_i64(v: i64) -> Self {
+    fn of_i64(v: i64) -> Self {
         v as f64
     }
-    fn to_f64(self) -> f64 {
+    fn as_f64(self) -> f64 {
         self
     }
     fn add(self, o: Self) -> Self {
@@ -98,13 +98,13 @@ impl Calc for i64 {
     const FLOAT: bool = false;
     const ZERO: Self = 0;
     const ONE: Self = 1;
-    fn from_f64(v: f64) -> Self {
+    fn of_f64(v: f64) -> Self {
         v as i64
     }
-    fn from_i64(v: i64) -> Self {
+    fn of_i64(v: i64) -> Self {
         v
     }
-    fn to_f64(self) -> f64 {
+    fn as_f64(self) -> f64 {
         self as f64
     }
     fn add(self, o: Self) -> Self {

@@ -365,3 +365,8 @@ fn run_family(family: &str) {
 fn binary() {
     run_family("binary");
 }
+
+#[test]
+fn unary() {
+    run_family("unary");
+}

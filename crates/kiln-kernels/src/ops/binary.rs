@@ -56,9 +56,9 @@ pub(crate) enum Logic {
 
 fn scalar_calc<C: Calc>(s: Scalar) -> C {
     match s {
-        Scalar::Int(v) => C::from_i64(v),
-        Scalar::Double(v) => C::from_f64(v),
-        Scalar::Bool(v) => C::from_i64(v as i64),
+        Scalar::Int(v) => C::of_i64(v),
+        Scalar::Double(v) => C::of_f64(v),
+        Scalar::Bool(v) => C::of_i64(v as i64),
     }
 }
 
@@ -173,7 +173,7 @@ fn arith_typed<T: Element>(
 ) -> Result<(), KernelError> {
     let is_float = T::DTYPE.is_float();
     let bits = (T::DTYPE.size() * 8) as i64;
-    let fl = |f: fn(f64, f64) -> f64| move |x: T::Calc, y: T::Calc| T::from_calc(T::Calc::from_f64(f(x.to_f64(), y.to_f64())));
+    let fl = |f: fn(f64, f64) -> f64| move |x: T::Calc, y: T::Calc| T::from_calc(T::Calc::of_f64(f(x.as_f64(), y.as_f64())));
     // Integer division by zero is an error, as in PyTorch.
     let zero_div = |b: &Operand<'_>| -> bool {
         !is_float
@@ -235,7 +235,7 @@ fn arith_typed<T: Element>(
         Arith::Maximum | Arith::Minimum => {
             let max = op == Arith::Maximum;
             if is_float {
-                apply2::<T, T>(ctx, a, b, out, true, move |x, y| T::from_f64(max_nan(x.to_f64(), y.to_f64(), max)))
+                apply2::<T, T>(ctx, a, b, out, true, move |x, y| T::from_f64(max_nan(x.as_f64(), y.as_f64(), max)))
             } else {
                 apply2::<T, T>(ctx, a, b, out, true, move |x, y| {
                     T::from_calc(if (x > y) == max { x } else { y })

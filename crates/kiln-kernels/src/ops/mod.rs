@@ -7,6 +7,7 @@ pub(crate) mod args;
 pub(crate) mod pointwise;
 
 pub(crate) mod binary;
+pub(crate) mod unary;
 
 const fn slots<const N: usize, const P: usize>(kind: OutKind) -> [[OutSlot; N]; P] {
     let mut t = [[OutSlot { position: 0, kind: OutKind::Tensor }; N]; P];
@@ -110,5 +111,6 @@ pub(crate) fn in_place(name: &'static str, inputs: usize, run: KernelFn) -> Kern
 pub(crate) fn all() -> Vec<KernelDef> {
     let mut v = Vec::new();
     v.extend(binary::kernels());
+    v.extend(unary::kernels());
     v
 }
