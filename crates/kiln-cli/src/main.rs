@@ -28,6 +28,8 @@ enum Command {
     Dump(commands::dump::Args),
     /// ExecuTorch program tools (`kiln pte rewrite IN.pte -o OUT.pte`).
     Pte(commands::executorch::PteArgs),
+    /// IREE parameter archives: dump, create, convert, extract, verify and edit.
+    Params(commands::params::Args),
 }
 
 fn main() -> ExitCode {
@@ -37,6 +39,7 @@ fn main() -> ExitCode {
         Command::Verify(args) => commands::verify::run(args),
         Command::Dump(args) => commands::dump::run(args),
         Command::Pte(args) => commands::executorch::run_pte(args),
+        Command::Params(args) => commands::params::run(args),
     };
     match result {
         Ok(code) => code,

@@ -12,9 +12,13 @@
 pub mod bytes;
 pub mod detect;
 pub mod error;
+pub mod gguf;
 pub mod io;
+pub mod irpa;
+pub mod npy;
 pub mod ptd;
 pub mod pte;
+pub mod safetensors;
 
 pub use detect::{detect, Kind};
 pub use error::{Error, Result};

@@ -50,6 +50,33 @@ impl MappedFile {
         self.map.as_deref().unwrap_or(&[])
     }
 
+    /// Drops the pages of `chunk` (a sub-slice of [`Self::bytes`]; anything else is ignored)
+    /// from this process's resident set, so streaming a large file through the map keeps memory
+    /// use flat. The bytes stay readable: a later access faults them back in from the page
+    /// cache. Failures are ignored (this is only a hint).
+    pub fn release(&self, chunk: &[u8]) {
+        let Some(map) = &self.map else { return };
+        let base = map.as_ptr() as usize;
+        let start = chunk.as_ptr() as usize;
+        let Some(offset) = start.checked_sub(base) else { return };
+        if offset.saturating_add(chunk.len()) > map.len() {
+            return;
+        }
+        const PAGE: usize = 4096;
+        // Whole pages inside the chunk only.
+        let first = offset.div_ceil(PAGE) * PAGE;
+        let last = (offset + chunk.len()) / PAGE * PAGE;
+        if last > first {
+            // SAFETY: the map is a read-only private file mapping that kiln never writes, so
+            // MADV_DONTNEED cannot discard modified data: it only unmaps the pages, and any
+            // later read faults the same file contents back in. Slices borrowed from the map
+            // remain valid.
+            let _ = unsafe {
+                map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, first, last - first)
+            };
+        }
+    }
+
     /// The path the file was opened from.
     pub fn path(&self) -> &Path {
         &self.path
@@ -70,6 +97,10 @@ mod tests {
         let empty = dir.join("empty.bin");
         std::fs::write(&empty, b"").unwrap();
         assert_eq!(MappedFile::open(&empty).unwrap().bytes(), b"");
+        let map = MappedFile::open(&full).unwrap();
+        map.release(map.bytes());
+        map.release(b"not in the map");
+        assert_eq!(map.bytes(), b"hello kiln");
         let missing = MappedFile::open(dir.join("missing.bin")).unwrap_err();
         assert!(missing.to_string().contains("missing.bin"));
         std::fs::remove_dir_all(&dir).unwrap();

@@ -23,6 +23,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         // Each format registers its dump here.
         Kind::Pte => super::executorch::dump_pte(&input),
         Kind::Ptd => super::executorch::dump_ptd(&input),
+        Kind::Irpa | Kind::Safetensors | Kind::Gguf => super::params::dump_json(&input),
         kind => bail!("{}: dumping {kind} files is not supported yet", args.file.display()),
     }
 }

@@ -26,6 +26,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         // Each format registers its summary here.
         Kind::Pte => super::executorch::inspect_pte(&input, args.json),
         Kind::Ptd => super::executorch::inspect_ptd(&input, args.json),
+        Kind::Irpa | Kind::Safetensors | Kind::Gguf => super::params::inspect(&input, args.json),
         kind => bail!("{}: inspecting {kind} files is not supported yet", args.file.display()),
     }
 }

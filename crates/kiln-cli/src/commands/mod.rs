@@ -3,4 +3,5 @@
 pub mod dump;
 pub mod executorch;
 pub mod inspect;
+pub mod params;
 pub mod verify;

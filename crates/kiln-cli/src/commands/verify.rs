@@ -23,6 +23,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         // Each format registers its verifier here.
         Kind::Pte => super::executorch::verify_pte(&input),
         Kind::Ptd => super::executorch::verify_ptd(&input),
+        Kind::Irpa | Kind::Safetensors | Kind::Gguf => super::params::verify_outcome(&input),
         kind => Err(format!("verifying {kind} files is not supported yet")),
     };
     match outcome {

@@ -1,0 +1,292 @@
+//! `kiln params`: IREE parameter archives (`.irpa`) and the formats they are made from.
+//!
+//! `dump`, `create`, `convert`, `extract` and `verify` follow IREE's tools
+//! (`iree-dump-parameters`, `iree-create-parameters`, `iree-convert-parameters`) and produce
+//! byte-identical archives for the same inputs; the edit commands (append, erase, replace,
+//! concat, repack, strip, splat, rename, exclude) write a new file and never touch the input.
+//! Every output is written through a temporary file renamed into place, with data streamed
+//! from memory maps.
+
+mod edit;
+mod extract;
+mod sources;
+mod summary;
+mod table;
+mod write;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+use clap::Subcommand;
+use kiln_format::irpa::builder::Plan;
+use kiln_format::irpa::transform::{self, Options};
+use kiln_format::irpa::verify::{findings, Severity};
+use kiln_format::Kind;
+use kiln_runtime::MappedFile;
+
+use crate::input::Input;
+use sources::Parsed;
+
+pub use summary::{dump_json, inspect, verify_outcome};
+
+/// Arguments of `kiln params`.
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print the entry table of parameter files (.irpa, .safetensors, .gguf) like
+    /// iree-dump-parameters: start, end, length, key.
+    Dump {
+        /// Files to dump; their entries are listed together, in order.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Print `{"entries": [{key, type, length, offset, metadata}]}` instead.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Create an archive from .npy (or raw) files and splats.
+    Create {
+        /// Output archive.
+        #[arg(short, long)]
+        output: PathBuf,
+        #[command(flatten)]
+        new: edit::NewEntries,
+    },
+    /// Convert and merge .irpa, .safetensors and .gguf files into one archive
+    /// (the flags of iree-convert-parameters).
+    Convert {
+        /// Input files, in order.
+        #[arg(required = true)]
+        inputs: Vec<PathBuf>,
+        /// Output archive.
+        #[arg(short, long)]
+        output: PathBuf,
+        /// Leave out the entry with this (original) key.
+        #[arg(long, value_name = "KEY")]
+        exclude: Vec<String>,
+        /// Rename an entry.
+        #[arg(long, value_name = "OLD=NEW")]
+        rename: Vec<String>,
+        /// Turn every entry into a zero splat of the same length.
+        #[arg(long)]
+        strip: bool,
+        /// Turn the entry with this (new) key into a splat: a zero byte, or the hex pattern.
+        #[arg(long, value_name = "KEY[=HEXPATTERN]")]
+        splat: Vec<String>,
+    },
+    /// Write one entry's bytes to a .npy file (when the output ends in .npy) or raw bytes.
+    Extract {
+        /// The parameter file.
+        file: PathBuf,
+        /// The entry's key.
+        key: String,
+        /// Output file.
+        #[arg(short, long)]
+        output: PathBuf,
+        /// Write raw bytes even when the output ends in .npy.
+        #[arg(long)]
+        raw: bool,
+    },
+    /// Check archives (and safetensors/GGUF files): exit 1 on any error; warnings are printed.
+    Verify {
+        /// Files to check.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Print the findings as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    #[command(flatten)]
+    Edit(edit::EditCommand),
+}
+
+/// Runs `kiln params`.
+pub fn run(args: Args) -> Result<ExitCode> {
+    match args.command {
+        Command::Dump { files, json } => dump(&files, json),
+        Command::Create { output, new } => {
+            let loaded = new.load()?;
+            let entries = loaded.entries()?;
+            let plan = Plan::new(&entries, new.alignment)?;
+            write_plan(&output, &plan, &loaded.maps())?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Convert { inputs, output, exclude, rename, strip, splat } => {
+            let options = options(&exclude, &rename, strip, &splat)?;
+            let opened = sources::open_all(&inputs)?;
+            let parsed = sources::parse_all(&opened)?;
+            let paths: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
+            let all = sources::entries_of(&parsed, &paths)?;
+            warn_unmatched(&all, &options);
+            let entries = transform::apply(&all, &options);
+            let plan = Plan::new(&entries, kiln_format::irpa::DEFAULT_DATA_ALIGNMENT)?;
+            let maps: Vec<&MappedFile> = opened.iter().map(|i| &i.file).collect();
+            write_plan(&output, &plan, &maps)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Extract { file, key, output, raw } => extract::run(&file, &key, &output, raw),
+        Command::Verify { files, json } => verify(&files, json),
+        Command::Edit(cmd) => edit::run(cmd),
+    }
+}
+
+/// Parses the convert flags.
+fn options(
+    exclude: &[String],
+    rename: &[String],
+    strip: bool,
+    splat: &[String],
+) -> Result<Options> {
+    let mut o = Options { strip, ..Options::default() };
+    o.exclude = exclude.iter().map(|k| k.as_bytes().to_vec()).collect();
+    for r in rename {
+        let (old, new) =
+            r.split_once('=').with_context(|| format!("--rename {r:?}: expected OLD=NEW"))?;
+        o.rename.push((old.as_bytes().to_vec(), new.as_bytes().to_vec()));
+    }
+    for s in splat {
+        o.splat.push(parse_splat_key(s)?);
+    }
+    Ok(o)
+}
+
+/// `KEY` or `KEY=HEXPATTERN` (1, 2, 4, 8 or 16 bytes).
+fn parse_splat_key(s: &str) -> Result<(Vec<u8>, Vec<u8>)> {
+    match s.rsplit_once('=') {
+        Some((key, pat)) if !pat.is_empty() && pat.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            let pattern = hex(pat).with_context(|| format!("--splat {s:?}"))?;
+            kiln_format::irpa::builder::check_pattern(&pattern)
+                .with_context(|| format!("--splat {s:?}"))?;
+            Ok((key.as_bytes().to_vec(), pattern))
+        }
+        _ => Ok((s.as_bytes().to_vec(), vec![0])),
+    }
+}
+
+/// Decodes an even-length hex string.
+fn hex(s: &str) -> Result<Vec<u8>> {
+    if s.len() % 2 != 0 {
+        bail!("hex {s:?} has an odd number of digits");
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| {
+            u8::from_str_radix(s.get(i..i + 2).unwrap_or(""), 16)
+                .with_context(|| format!("bad hex {s:?}"))
+        })
+        .collect()
+}
+
+fn warn_unmatched(all: &[kiln_format::irpa::SourceEntry<'_>], o: &Options) {
+    let has = |k: &[u8]| all.iter().any(|e| &*e.key == k);
+    for k in o.exclude.iter().chain(o.rename.iter().map(|(k, _)| k)) {
+        if !has(k) {
+            eprintln!("kiln: warning: no entry named `{}`", String::from_utf8_lossy(k));
+        }
+    }
+}
+
+/// Writes a planned archive crash-safely, releasing the pages of `maps` as their data is written.
+fn write_plan(output: &Path, plan: &Plan<'_, '_>, maps: &[&MappedFile]) -> Result<()> {
+    write::write_output(output, plan.total_size(), maps, |w, progress| plan.write(w, progress))
+}
+
+fn dump(files: &[PathBuf], json: bool) -> Result<ExitCode> {
+    let opened = sources::open_all(files)?;
+    let parsed = sources::parse_all(&opened)?;
+    let mut source_entries = Vec::new();
+    for (p, path) in parsed.iter().zip(files) {
+        if !matches!(p, Parsed::Irpa(_)) {
+            source_entries
+                .push(p.source().param_entries().with_context(|| path.display().to_string())?);
+        }
+    }
+    let mut rows = Vec::new();
+    let mut others = source_entries.iter();
+    for p in &parsed {
+        match p {
+            Parsed::Irpa(a) => rows.extend(table::archive_rows(a)),
+            _ => rows.extend(others.next().map(|e| table::source_rows(e)).unwrap_or_default()),
+        }
+    }
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
+    if json {
+        #[derive(serde::Serialize)]
+        struct Dump<'a> {
+            entries: &'a [table::Row<'a>],
+        }
+        serde_json::to_writer_pretty(&mut out, &Dump { entries: &rows })?;
+        out.write_all(b"\n")?;
+    } else {
+        table::write_table(&mut out, &rows)?;
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn verify(files: &[PathBuf], json: bool) -> Result<ExitCode> {
+    let mut failed = false;
+    let mut report = Vec::new();
+    for path in files {
+        let input = Input::open(path)?;
+        let found = check(&input);
+        failed |= found.iter().any(|f| f.severity == Severity::Error);
+        if !json {
+            for f in &found {
+                let sev = if f.severity == Severity::Error { "error" } else { "warning" };
+                let at = f.offset.map(|o| format!(" at offset {o}")).unwrap_or_default();
+                println!("{}: {sev}: {}{at}: {}", path.display(), f.field, f.message);
+            }
+            if !found.iter().any(|f| f.severity == Severity::Error) {
+                println!("{}: ok ({})", path.display(), input.kind);
+            }
+        }
+        report.push(serde_json::json!({ "file": path, "kind": input.kind, "findings": found }));
+    }
+    if json {
+        crate::output::print_json(&report)?;
+    }
+    Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// Every finding for a parameter file (parse failures become one error finding).
+fn check(input: &Input) -> Vec<kiln_format::irpa::verify::Finding> {
+    let error = |e: kiln_format::Error| {
+        vec![kiln_format::irpa::verify::Finding {
+            severity: Severity::Error,
+            field: String::new(),
+            offset: None,
+            message: e.to_string(),
+        }]
+    };
+    let bytes = input.bytes();
+    match input.kind {
+        Kind::Irpa => match kiln_format::irpa::Archive::parse(bytes) {
+            Ok(a) => findings(&a),
+            Err(e) => error(e),
+        },
+        Kind::Safetensors => {
+            match kiln_format::safetensors::SafeTensors::parse(bytes).and_then(|s| s.verify()) {
+                Ok(()) => Vec::new(),
+                Err(e) => error(e),
+            }
+        }
+        Kind::Gguf => match kiln_format::gguf::Gguf::parse(bytes).and_then(|g| g.verify()) {
+            Ok(()) => Vec::new(),
+            Err(e) => error(e),
+        },
+        kind => error(kiln_format::Error::unsupported(
+            "params",
+            "kind",
+            None,
+            format!("{kind} is not a parameter file"),
+        )),
+    }
+}

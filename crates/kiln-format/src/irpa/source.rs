@@ -1,0 +1,158 @@
+//! Where archive entries come from: every importable format turns itself into a list of
+//! [`SourceEntry`] values through the [`ParamSource`] trait, and `convert`, `dump` and the
+//! edit commands work on those lists only.
+//!
+//! Payloads are borrowed from the source's bytes (normally a memory map), so converting a
+//! multi-gigabyte file copies nothing until the output is written. Adding a format (e.g.
+//! ExecuTorch `.ptd` or the named constants of a `.pte`) is one `impl ParamSource` that maps
+//! its tensors to [`SourceEntry::data`].
+
+use std::borrow::Cow;
+
+use crate::error::Result;
+
+use super::builder::{BuildEntry, Payload};
+use super::reader::{Archive, EntryKind};
+
+/// Element type and shape of a tensor, when the source records them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TensorType {
+    /// The source format's name for the element type (`F32`, `Q4_K`, `float32`, ...).
+    pub dtype: String,
+    /// The NumPy `descr` of the element type (`<f4`), when NumPy has one.
+    pub npy_descr: Option<&'static str>,
+    /// Dimensions, outermost first.
+    pub shape: Vec<u64>,
+}
+
+/// One parameter offered by a source file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SourceEntry<'a> {
+    /// The parameter's key.
+    pub key: Cow<'a, [u8]>,
+    /// Opaque metadata carried into an archive (empty for none).
+    pub metadata: Cow<'a, [u8]>,
+    /// What the entry holds.
+    pub payload: Payload<'a>,
+    /// Absolute offset of a data payload in the source file.
+    pub offset: Option<u64>,
+    /// Element type and shape, when known.
+    pub tensor: Option<TensorType>,
+}
+
+impl<'a> SourceEntry<'a> {
+    /// A data entry at `offset` of the source file, without metadata.
+    pub fn data(key: &'a [u8], offset: u64, bytes: &'a [u8], tensor: Option<TensorType>) -> Self {
+        SourceEntry {
+            key: Cow::Borrowed(key),
+            metadata: Cow::Borrowed(&[]),
+            payload: Payload::Data(bytes),
+            offset: Some(offset),
+            tensor,
+        }
+    }
+
+    /// The key as text (invalid UTF-8 replaced).
+    pub fn key_str(&self) -> Cow<'_, str> {
+        String::from_utf8_lossy(&self.key)
+    }
+
+    /// The entry as the builder takes it.
+    pub fn to_build(&self) -> BuildEntry<'a> {
+        BuildEntry {
+            name: self.key.clone(),
+            metadata: self.metadata.clone(),
+            payload: self.payload.clone(),
+        }
+    }
+}
+
+/// A file kiln can take parameters from.
+pub trait ParamSource {
+    /// Short format name for messages (`irpa`, `safetensors`, ...).
+    fn format_name(&self) -> &'static str;
+    /// Every parameter, in the order the file lists them.
+    fn param_entries(&self) -> Result<Vec<SourceEntry<'_>>>;
+}
+
+impl ParamSource for Archive<'_> {
+    fn format_name(&self) -> &'static str {
+        super::FORMAT
+    }
+
+    fn param_entries(&self) -> Result<Vec<SourceEntry<'_>>> {
+        let mut out = Vec::with_capacity(self.entries().len());
+        for e in self.live_entries() {
+            let (payload, offset) = match e.kind {
+                EntryKind::Skip => continue,
+                EntryKind::Splat { length, pattern, pattern_length } => {
+                    let n = usize::from(pattern_length).min(pattern.len());
+                    (Payload::Splat { pattern: Cow::Owned(pattern[..n].to_vec()), length }, None)
+                }
+                EntryKind::Data { offset, bytes, .. } => (Payload::Data(bytes), Some(offset)),
+                EntryKind::External { path, offset, length } => {
+                    (Payload::External { path: Cow::Borrowed(path), offset, length }, None)
+                }
+            };
+            out.push(SourceEntry {
+                key: Cow::Borrowed(e.name),
+                metadata: Cow::Borrowed(e.metadata),
+                payload,
+                offset,
+                tensor: tensor_type_from_metadata(e.metadata),
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// Reads the dtype and shape IREE's Python helpers (`TENSORv0:`) and iree-turbine
+/// (`PYTORCH:`) store as JSON metadata, when present and understood.
+pub fn tensor_type_from_metadata(metadata: &[u8]) -> Option<TensorType> {
+    let json =
+        metadata.strip_prefix(b"TENSORv0:").or_else(|| metadata.strip_prefix(b"PYTORCH:"))?;
+    let value: serde_json::Value = serde_json::from_slice(json).ok()?;
+    let dtype = value.get("dtype")?.as_str()?.trim_start_matches("torch.").to_string();
+    let shape =
+        value.get("shape")?.as_array()?.iter().map(|d| d.as_u64()).collect::<Option<Vec<u64>>>()?;
+    let npy_descr = npy_descr_for_name(&dtype);
+    Some(TensorType { dtype, npy_descr, shape })
+}
+
+/// The NumPy `descr` for a NumPy/PyTorch dtype name.
+fn npy_descr_for_name(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "float16" | "half" => "<f2",
+        "float32" | "float" => "<f4",
+        "float64" | "double" => "<f8",
+        "int8" => "|i1",
+        "uint8" => "|u1",
+        "int16" | "short" => "<i2",
+        "uint16" => "<u2",
+        "int32" | "int" => "<i4",
+        "uint32" => "<u4",
+        "int64" | "long" => "<i8",
+        "uint64" => "<u8",
+        "bool" => "|b1",
+        "complex64" => "<c8",
+        "complex128" => "<c16",
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_tensor_metadata_of_iree_helpers() {
+        let md = br#"TENSORv0:{"type": "Tensor", "dtype": "float32", "shape": [2, 3]}"#;
+        let t = tensor_type_from_metadata(md).unwrap();
+        assert_eq!((t.dtype.as_str(), t.npy_descr, t.shape), ("float32", Some("<f4"), vec![2, 3]));
+        let md = br#"PYTORCH:{"dtype": "torch.bfloat16", "shape": [4]}"#;
+        let t = tensor_type_from_metadata(md).unwrap();
+        assert_eq!((t.dtype.as_str(), t.npy_descr), ("bfloat16", None));
+        assert_eq!(tensor_type_from_metadata(b"hello"), None);
+        assert_eq!(tensor_type_from_metadata(b"TENSORv0:{\"dtype\": 3}"), None);
+    }
+}
