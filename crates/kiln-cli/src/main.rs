@@ -30,6 +30,8 @@ enum Command {
     Pte(commands::executorch::PteArgs),
     /// IREE parameter archives: dump, create, convert, extract, verify and edit.
     Params(commands::params::Args),
+    /// Run a method of an ExecuTorch program (`kiln run model.pte`; random inputs by default).
+    Run(commands::run::Args),
 }
 
 fn main() -> ExitCode {
@@ -40,6 +42,7 @@ fn main() -> ExitCode {
         Command::Dump(args) => commands::dump::run(args),
         Command::Pte(args) => commands::executorch::run_pte(args),
         Command::Params(args) => commands::params::run(args),
+        Command::Run(args) => commands::run::run(args),
     };
     match result {
         Ok(code) => code,

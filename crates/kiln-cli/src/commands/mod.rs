@@ -4,4 +4,5 @@ pub mod dump;
 pub mod executorch;
 pub mod inspect;
 pub mod params;
+pub mod run;
 pub mod verify;
