@@ -174,7 +174,8 @@ mod tests {
         let order = [0, 1, 3, 2];
         let mut out: [Option<Borrowed<'_>>; 4] = Default::default();
         split_regions(&mut arena, &regions, &order, &mut out).unwrap();
-        match (&out[0], &out[3], &mut out[2]) {
+        let [o0, _, o2, o3] = &mut out;
+        match (o0, o3, o2) {
             (Some(Borrowed::Read(a)), Some(Borrowed::Read(c)), Some(Borrowed::Write(w))) => {
                 assert_eq!(a[0], 0);
                 assert_eq!(c[0], 4);

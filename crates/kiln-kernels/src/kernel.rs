@@ -70,6 +70,7 @@ pub struct KernelContext {
     /// The operator being run, `name.overload`.
     pub op: &'static str,
     pub(crate) scratch_f32: Vec<f32>,
+    pub(crate) scratch_f64: Vec<f64>,
 }
 
 impl KernelContext {
@@ -78,6 +79,7 @@ impl KernelContext {
         KernelContext {
             op,
             scratch_f32: Vec::new(),
+            scratch_f64: Vec::new(),
         }
     }
 

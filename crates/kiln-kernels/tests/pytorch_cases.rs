@@ -103,6 +103,14 @@ fn owned(t: &Value, bound: Option<usize>) -> Owned {
     Owned { dtype, shape, store, bound }
 }
 
+/// An output tensor: the spec's dtype, shape and capacity, storage filled with a garbage
+/// pattern (kernels must write every element).
+fn owned_out(t: &Value, bound: Option<usize>) -> Owned {
+    let mut o = owned(t, bound);
+    o.store.fill(0xA5A5_A5A5_A5A5_A5A5);
+    o
+}
+
 impl Owned {
     fn view(&self) -> TensorRef<'_> {
         TensorRef::new(self.dtype, self.shape, bytemuck::cast_slice(&self.store)).expect("view")
@@ -249,9 +257,9 @@ fn run_case(case: &Value) -> Result<(), String> {
         .map(|o| {
             let bound = o.get("bound").map(|b| b.as_u64().expect("bound") as usize);
             if let Some(t) = o.get("tensor") {
-                vec![owned(t, bound)]
+                vec![owned_out(t, bound)]
             } else if let Some(ts) = o.get("tensors") {
-                ts.as_array().expect("list").iter().map(|t| owned(t, bound)).collect()
+                ts.as_array().expect("list").iter().map(|t| owned_out(t, bound)).collect()
             } else if let Some(t) = o.get("view") {
                 vec![owned(t, bound)]
             } else {
@@ -369,4 +377,14 @@ fn binary() {
 #[test]
 fn unary() {
     run_family("unary");
+}
+
+#[test]
+fn linalg() {
+    run_family("linalg");
+}
+
+#[test]
+fn conv() {
+    run_family("conv");
 }

@@ -8,6 +8,8 @@ pub(crate) mod pointwise;
 
 pub(crate) mod binary;
 pub(crate) mod unary;
+pub(crate) mod linalg;
+pub(crate) mod conv;
 
 const fn slots<const N: usize, const P: usize>(kind: OutKind) -> [[OutSlot; N]; P] {
     let mut t = [[OutSlot { position: 0, kind: OutKind::Tensor }; N]; P];
@@ -112,5 +114,7 @@ pub(crate) fn all() -> Vec<KernelDef> {
     let mut v = Vec::new();
     v.extend(binary::kernels());
     v.extend(unary::kernels());
+    v.extend(linalg::kernels());
+    v.extend(conv::kernels());
     v
 }
