@@ -42,8 +42,30 @@ impl Default for LoadOptions {
     }
 }
 
+/// The program's bytes: a memory map, or bytes handed over by the caller.
+pub(crate) enum ProgramFile {
+    Mapped(MappedFile),
+    Owned { name: String, bytes: Vec<u8> },
+}
+
+impl ProgramFile {
+    pub fn bytes(&self) -> &[u8] {
+        match self {
+            ProgramFile::Mapped(m) => m.bytes(),
+            ProgramFile::Owned { bytes, .. } => bytes,
+        }
+    }
+
+    pub fn name(&self) -> String {
+        match self {
+            ProgramFile::Mapped(m) => m.path().display().to_string(),
+            ProgramFile::Owned { name, .. } => name.clone(),
+        }
+    }
+}
+
 pub(crate) struct ProgramInner {
-    pub file: MappedFile,
+    pub file: ProgramFile,
     pub sources: Vec<Arc<dyn NamedDataSource>>,
     /// Each method decoded at load (or why it could not be).
     pub methods: Vec<(String, std::result::Result<Arc<MethodPlan>, String>)>,
@@ -61,7 +83,7 @@ pub struct Program {
 impl std::fmt::Debug for Program {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Program")
-            .field("path", &self.inner.file.path())
+            .field("file", &self.inner.file.name())
             .field("methods", &self.method_names())
             .finish()
     }
@@ -97,6 +119,13 @@ impl ProgramBuilder {
     pub fn load(self, path: impl AsRef<Path>) -> Result<Program> {
         let path = path.as_ref();
         let file = MappedFile::open(path)?;
+        Program::from_file(ProgramFile::Mapped(file), self.sources, self.options)
+    }
+
+    /// Verifies and decodes a program held in memory (`name` appears in errors). Constants
+    /// that are not aligned for their dtype in `bytes` are copied at method load.
+    pub fn load_bytes(self, name: &str, bytes: Vec<u8>) -> Result<Program> {
+        let file = ProgramFile::Owned { name: name.to_string(), bytes };
         Program::from_file(file, self.sources, self.options)
     }
 }
@@ -118,17 +147,18 @@ impl Program {
     }
 
     fn from_file(
-        file: MappedFile,
+        file: ProgramFile,
         sources: Vec<Arc<dyn NamedDataSource>>,
         options: LoadOptions,
     ) -> Result<Program> {
-        let path = file.path().display().to_string();
+        let path = file.name();
         let methods = {
             let pte = kiln_format::pte::Program::open(file.bytes())
                 .map_err(|source| Error::Format { path: path.clone(), source })?;
             pte.methods()
                 .map(|m| {
-                    let plan = plan::decode(&pte, &m, &path).map(Arc::new).map_err(|e| e.to_string());
+                    let plan =
+                        plan::decode(&pte, &m, &path).map(Arc::new).map_err(|e| e.to_string());
                     (m.name().to_string(), plan)
                 })
                 .collect()
@@ -177,7 +207,12 @@ impl Program {
     /// registry.
     pub fn missing_operators(&self, name: &str) -> Result<Vec<String>> {
         let plan = self.plan(name)?;
-        Ok(plan.operators.iter().filter(|o| !self.inner.options.kernels.contains(o)).cloned().collect())
+        Ok(plan
+            .operators
+            .iter()
+            .filter(|o| !self.inner.options.kernels.contains(o))
+            .cloned()
+            .collect())
     }
 }
 

@@ -225,12 +225,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 ValueMeta::Tensor(_) => {
                     Input::Tensor(TensorInput { dtype: a.dtype, sizes: &a.sizes, data: &a.data })
                 }
-                ValueMeta::Int => {
-                    Input::Int(i64::from_le_bytes(a.data.get(..8).context("Int input")?.try_into()?))
-                }
-                ValueMeta::Double => {
-                    Input::Double(f64::from_le_bytes(a.data.get(..8).context("Double input")?.try_into()?))
-                }
+                ValueMeta::Int => Input::Int(i64::from_le_bytes(
+                    a.data.get(..8).context("Int input")?.try_into()?,
+                )),
+                ValueMeta::Double => Input::Double(f64::from_le_bytes(
+                    a.data.get(..8).context("Double input")?.try_into()?,
+                )),
                 ValueMeta::Bool => Input::Bool(a.data.first().is_some_and(|&b| b != 0)),
                 _ => Input::None,
             })
@@ -246,11 +246,19 @@ pub fn run(args: Args) -> Result<ExitCode> {
     for (i, out) in outputs.iter().enumerate() {
         let tensor = match out {
             Output::Tensor(t) => Some(t.clone()),
-            Output::Int(x) => Some(OutputTensor { dtype: DType::Long, sizes: vec![], data: x.to_le_bytes().to_vec() }),
-            Output::Double(x) => {
-                Some(OutputTensor { dtype: DType::Double, sizes: vec![], data: x.to_le_bytes().to_vec() })
+            Output::Int(x) => Some(OutputTensor {
+                dtype: DType::Long,
+                sizes: vec![],
+                data: x.to_le_bytes().to_vec(),
+            }),
+            Output::Double(x) => Some(OutputTensor {
+                dtype: DType::Double,
+                sizes: vec![],
+                data: x.to_le_bytes().to_vec(),
+            }),
+            Output::Bool(x) => {
+                Some(OutputTensor { dtype: DType::Bool, sizes: vec![], data: vec![u8::from(*x)] })
             }
-            Output::Bool(x) => Some(OutputTensor { dtype: DType::Bool, sizes: vec![], data: vec![u8::from(*x)] }),
             Output::String(_) | Output::None => None,
         };
         let kind = match out {
@@ -298,7 +306,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
     if args.json {
         crate::output::print_json(&summary)?;
     } else {
-        println!("{} {} ({:.2} ms load, {:.2} ms execute)", summary.model, summary.method, load_ms, execute_ms);
+        println!(
+            "{} {} ({:.2} ms load, {:.2} ms execute)",
+            summary.model, summary.method, load_ms, execute_ms
+        );
         for (i, name) in summary.inputs.iter().enumerate() {
             println!("  input {i}: {name}");
         }
