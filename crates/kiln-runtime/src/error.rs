@@ -114,7 +114,7 @@ pub enum Error {
         op: String,
         /// The kernel's error.
         #[source]
-        source: KernelError,
+        source: Box<KernelError>,
     },
     /// A delegate failed at init or execution.
     #[error("method {method}: delegate {delegate} ({backend}){}: {reason}", at_instruction(*instruction))]

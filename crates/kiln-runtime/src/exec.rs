@@ -426,7 +426,7 @@ fn doubles_match(a: f64, b: f64) -> bool {
 }
 
 enum CallError {
-    Kernel(kiln_kernels::KernelError),
+    Kernel(Box<kiln_kernels::KernelError>),
     Delegate(usize, String),
     Other(String),
 }
@@ -587,7 +587,7 @@ fn invoke(
             Access::Read => {
                 let data: &[u8] = match (u.region, t.storage) {
                     (Some(r), _) => match borrowed.get(r as usize) {
-                        Some(Some(Borrowed::Read(d))) => *d,
+                        Some(Some(Borrowed::Read(d))) => d,
                         _ => return Err(other(format!("values[{}] was not borrowed", u.value))),
                     },
                     (None, Storage::File { offset }) => {
@@ -752,7 +752,7 @@ fn invoke(
     let result = match call.callee {
         Callee::Kernel(def) => {
             ctx.op = def.name;
-            (def.run)(ctx, &args, &mut outs).map_err(CallError::Kernel)
+            (def.run)(ctx, &args, &mut outs).map_err(|e| CallError::Kernel(Box::new(e)))
         }
         Callee::Delegate(d) => match delegates.get_mut(d) {
             Some(h) => h.execute(ctx, &args, &mut outs).map_err(|e| CallError::Delegate(d, e)),

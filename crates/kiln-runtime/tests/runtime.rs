@@ -13,7 +13,6 @@ use kiln_runtime::{
 };
 
 #[path = "../../kiln-format/tests/common/mod.rs"]
-#[allow(dead_code)]
 mod format_common;
 
 fn f32_input<'a>(sizes: &'a [usize], data: &'a [u8]) -> Input<'a> {
@@ -191,7 +190,7 @@ fn delegate_calls_reach_a_registered_backend() {
 #[test]
 fn mutated_programs_never_panic() {
     let dir = pte_dir();
-    let mut rng = format_common::Rng::new(0x6b69_6c6e_7275_6e);
+    let mut rng = format_common::Rng::new(0x006b_696c_6e72_756e);
     let options = LoadOptions {
         memory_limit: 64 << 20,
         instruction_limit: 100_000,
