@@ -20,6 +20,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run a method of an ExecuTorch program (`kiln run model.pte`; random inputs by default).
+    Run(commands::run::Args),
     /// Summarise any supported file (kind detected from its magic bytes).
     Inspect(commands::inspect::Args),
     /// Verify any supported file: exit 0 when valid, 1 with a one-line reason when not.
@@ -49,6 +51,7 @@ fn main() -> ExitCode {
         Command::Params(args) => commands::params::run(args),
         Command::Circle(args) => commands::circle::run(args),
         Command::Txn(args) => commands::txn::run(args),
+        Command::Run(args) => commands::run::run(args),
     };
     match result {
         Ok(code) => code,

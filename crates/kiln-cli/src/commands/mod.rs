@@ -6,5 +6,6 @@ pub mod edgetpu;
 pub mod executorch;
 pub mod inspect;
 pub mod params;
+pub mod run;
 pub mod txn;
 pub mod verify;

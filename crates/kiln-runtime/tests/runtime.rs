@@ -1,0 +1,244 @@
+//! Runtime behaviour on the committed fixtures: thread sharing, input validation, error
+//! messages, external data, delegates through a test backend, and mutated programs.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{compare, pte_dir, read_npy};
+use kiln_kernels::{Arg, DType, KernelContext, Out};
+use kiln_runtime::{
+    Backend, BackendRegistry, DelegateHandle, DelegateInit, Error, Input, LoadOptions, Output,
+    Program, TensorInput, ValueMeta,
+};
+
+#[path = "../../kiln-format/tests/common/mod.rs"]
+mod format_common;
+
+fn f32_input<'a>(sizes: &'a [usize], data: &'a [u8]) -> Input<'a> {
+    Input::Tensor(TensorInput { dtype: DType::Float, sizes, data })
+}
+
+#[test]
+fn program_and_method_are_thread_safe_types() {
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>() {}
+    send_sync::<Program>();
+    send::<kiln_runtime::Method>();
+}
+
+#[test]
+fn one_program_shared_by_threads_each_running_its_own_method() {
+    let dir = pte_dir();
+    let program = Program::load(dir.join("multi_method.pte")).unwrap();
+    let a = read_npy(&dir.join("multi_method.forward.in0.npy"), None);
+    let b = read_npy(&dir.join("multi_method.forward.in1.npy"), None);
+    let want0 = read_npy(&dir.join("multi_method.forward.out0.npy"), None);
+    let want1 = read_npy(&dir.join("multi_method.forward.out1.npy"), None);
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                let mut m = program.method("forward").unwrap();
+                for _ in 0..20 {
+                    let out = m
+                        .execute(&[f32_input(&a.sizes, &a.data), f32_input(&b.sizes, &b.data)])
+                        .unwrap();
+                    compare("out0", &out[0], &want0, 1e-4).unwrap();
+                    compare("out1", &out[1], &want1, 1e-4).unwrap();
+                }
+            });
+        }
+    });
+}
+
+#[test]
+fn inputs_are_validated_with_clear_messages() {
+    let program = Program::load(pte_dir().join("multi_method.pte")).unwrap();
+    let mut m = program.method("forward").unwrap();
+    let data = vec![0u8; 64];
+    let err = m.execute(&[f32_input(&[4, 4], &data)]).unwrap_err();
+    assert!(matches!(err, Error::InputCount { expected: 2, actual: 1, .. }), "{err}");
+    let err = m.execute(&[f32_input(&[4, 4], &data), f32_input(&[2, 8], &data)]).unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("input 1") && msg.contains("float32[4, 4]") && msg.contains("float32[2, 8]"),
+        "{msg}"
+    );
+    let long = vec![0u8; 128];
+    let err = m
+        .execute(&[
+            f32_input(&[4, 4], &data),
+            Input::Tensor(TensorInput { dtype: DType::Long, sizes: &[4, 4], data: &long }),
+        ])
+        .unwrap_err();
+    assert!(err.to_string().contains("int64[4, 4]"), "{err}");
+    let err = m.execute(&[f32_input(&[4, 4], &data), f32_input(&[4, 4], &data[..60])]).unwrap_err();
+    assert!(err.to_string().contains("64 data bytes"), "{err}");
+    let err = m.execute(&[f32_input(&[4, 4], &data), Input::Int(3)]).unwrap_err();
+    assert!(err.to_string().contains("Int 3"), "{err}");
+}
+
+#[test]
+fn unknown_method_lists_the_methods() {
+    let program = Program::load(pte_dir().join("multi_method.pte")).unwrap();
+    let err = program.method("nope").unwrap_err().to_string();
+    assert!(err.contains("decode") && err.contains("encode") && err.contains("forward"), "{err}");
+}
+
+#[test]
+fn constant_methods_return_their_values() {
+    let program = Program::load(pte_dir().join("const_methods.pte")).unwrap();
+    let mut m = program.method("get_scalar").unwrap();
+    assert_eq!(m.num_instructions(), 0);
+    assert_eq!(m.execute(&[]).unwrap(), vec![Output::Int(42)]);
+    assert_eq!(
+        program.method("get_double").unwrap().execute(&[]).unwrap(),
+        vec![Output::Double(3.5)]
+    );
+    assert_eq!(program.method("get_bool").unwrap().execute(&[]).unwrap(), vec![Output::Bool(true)]);
+}
+
+#[test]
+fn xnnpack_programs_fail_at_load_naming_the_backend() {
+    let program = Program::load(pte_dir().join("xnnpack_cnn.pte")).unwrap();
+    let err = program.method("forward").unwrap_err();
+    assert!(err.to_string().contains("no backend for XnnpackBackend"), "{err}");
+}
+
+#[test]
+fn external_constants_need_their_ptd() {
+    let dir = pte_dir();
+    let program = Program::load(dir.join("external_constants.pte")).unwrap();
+    match program.method("forward") {
+        // Kernels missing: that error comes first and lists them.
+        Err(Error::Missing { .. }) => {}
+        Err(Error::ExternalData { reason, .. }) => assert!(reason.contains(".ptd"), "{reason}"),
+        other => panic!("expected an external-data error, got {other:?}"),
+    }
+    let with = Program::load_with_data(
+        dir.join("external_constants.pte"),
+        dir.join("external_constants.ptd"),
+    )
+    .unwrap();
+    let missing = with.missing_operators("forward").unwrap();
+    if missing.is_empty() {
+        with.method("forward").unwrap();
+    }
+    // A .ptd that lacks the names (the program's own file is not a .ptd at all).
+    assert!(Program::load_with_data(dir.join("external_constants.pte"), dir.join("tiny_cnn.pte"))
+        .is_err());
+}
+
+/// A backend standing in for XNNPACK: it checks the delegate call's values and fills the
+/// output with a marker, so the test sees the runtime's delegate plumbing end to end.
+struct MarkerBackend;
+struct MarkerHandle {
+    blob_len: usize,
+}
+
+impl Backend for MarkerBackend {
+    fn id(&self) -> &str {
+        "XnnpackBackend"
+    }
+    fn init(&self, init: &DelegateInit<'_>) -> Result<Box<dyn DelegateHandle>, String> {
+        Ok(Box::new(MarkerHandle { blob_len: init.processed.len() }))
+    }
+}
+
+impl DelegateHandle for MarkerHandle {
+    fn num_outputs(&self) -> usize {
+        1
+    }
+    fn execute(
+        &mut self,
+        _: &mut KernelContext,
+        args: &[Arg<'_>],
+        outs: &mut [Out<'_, '_>],
+    ) -> Result<(), String> {
+        let Some(Arg::Tensor(x)) = args.first() else {
+            return Err("input 0 is not a tensor".into());
+        };
+        if x.sizes() != [1, 3, 32, 32] || self.blob_len == 0 {
+            return Err(format!("unexpected input {:?} / blob {}", x.sizes(), self.blob_len));
+        }
+        let first = x.as_slice::<f32>().map_err(|e| e.to_string())?[0];
+        let [Out::Tensor(y)] = outs else { return Err("expected one output tensor".into()) };
+        for v in y.as_mut_slice::<f32>().map_err(|e| e.to_string())? {
+            *v = first + 1.0;
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn delegate_calls_reach_a_registered_backend() {
+    let mut backends = BackendRegistry::new();
+    backends.register(Arc::new(MarkerBackend));
+    let options = LoadOptions { backends, ..LoadOptions::default() };
+    let program =
+        Program::builder().options(options).load(pte_dir().join("xnnpack_cnn.pte")).unwrap();
+    let mut m = program.method("forward").unwrap();
+    let ValueMeta::Tensor(meta) = &m.inputs()[0] else { panic!("tensor input") };
+    let mut x = vec![0u8; meta.sizes.iter().product::<usize>() * 4];
+    x[..4].copy_from_slice(&2.5f32.to_le_bytes());
+    let out = m.execute(&[f32_input(&meta.sizes, &x)]).unwrap();
+    let Output::Tensor(t) = &out[0] else { panic!("tensor output") };
+    assert_eq!(t.sizes, vec![1, 10]);
+    assert!(t.data.chunks_exact(4).all(|c| f32::from_le_bytes(c.try_into().unwrap()) == 3.5));
+}
+
+#[test]
+fn mutated_programs_never_panic() {
+    let dir = pte_dir();
+    let mut rng = format_common::Rng::new(0x006b_696c_6e72_756e);
+    let options = LoadOptions {
+        memory_limit: 64 << 20,
+        instruction_limit: 100_000,
+        ..LoadOptions::default()
+    };
+    let mut loaded = 0;
+    let mut ran = 0;
+    for name in [
+        "multi_method",
+        "const_methods",
+        "tiny_cnn",
+        "dynamic_shape",
+        "control_flow",
+        "transformer_block",
+    ] {
+        let original = std::fs::read(dir.join(format!("{name}.pte"))).unwrap();
+        for _ in 0..150 {
+            let bytes = format_common::mutate(&original, &mut rng);
+            let Ok(program) =
+                Program::builder().options(options.clone()).load_bytes("mutated.pte", bytes)
+            else {
+                continue;
+            };
+            loaded += 1;
+            let names: Vec<String> = program.method_names().iter().map(|s| s.to_string()).collect();
+            for method in names {
+                let Ok(mut m) = program.method(&method) else { continue };
+                let arrays: Vec<(DType, Vec<usize>, Vec<u8>)> = m
+                    .inputs()
+                    .iter()
+                    .map(|meta| match meta {
+                        ValueMeta::Tensor(t) if t.sizes.iter().product::<usize>() < (1 << 20) => {
+                            let n = t.sizes.iter().product::<usize>() * t.dtype.size();
+                            (t.dtype, t.sizes.clone(), (0..n).map(|i| (i * 7) as u8).collect())
+                        }
+                        _ => (DType::Byte, vec![0], vec![]),
+                    })
+                    .collect();
+                let inputs: Vec<Input<'_>> = arrays
+                    .iter()
+                    .map(|(d, s, v)| Input::Tensor(TensorInput { dtype: *d, sizes: s, data: v }))
+                    .collect();
+                if m.execute(&inputs).is_ok() {
+                    ran += 1;
+                }
+            }
+        }
+    }
+    println!("mutations: {loaded} loaded, {ran} executed");
+    assert!(loaded > 0);
+}
