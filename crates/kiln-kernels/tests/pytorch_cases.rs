@@ -388,3 +388,13 @@ fn linalg() {
 fn conv() {
     run_family("conv");
 }
+
+#[test]
+fn reduce() {
+    run_family("reduce");
+}
+
+#[test]
+fn norm() {
+    run_family("norm");
+}

@@ -10,6 +10,8 @@ pub(crate) mod binary;
 pub(crate) mod unary;
 pub(crate) mod linalg;
 pub(crate) mod conv;
+pub(crate) mod reduce;
+pub(crate) mod norm;
 
 const fn slots<const N: usize, const P: usize>(kind: OutKind) -> [[OutSlot; N]; P] {
     let mut t = [[OutSlot { position: 0, kind: OutKind::Tensor }; N]; P];
@@ -116,5 +118,7 @@ pub(crate) fn all() -> Vec<KernelDef> {
     v.extend(unary::kernels());
     v.extend(linalg::kernels());
     v.extend(conv::kernels());
+    v.extend(reduce::kernels());
+    v.extend(norm::kernels());
     v
 }

@@ -51,9 +51,9 @@ pub(crate) fn plan(ctx: &KernelContext, x: &TensorRef<'_>, dims: Option<&[i64]>,
     Ok(Plan { mask, out_sizes })
 }
 
-/// Calls `f(out_offset, in_offsets)` for every output element; `in_offsets` lists the input
-/// element offsets of the group in logical order.
-pub(crate) fn groups(x: &TensorRef<'_>, plan: &Plan, out_shape: &crate::Shape, mut f: impl FnMut(usize, &[usize])) {
+/// Calls `f(out_offset, base, rel)` for every output element: the group's input elements are
+/// at offsets `base + rel[k]`, `k` being the logical index within the reduced dims.
+pub(crate) fn groups(x: &TensorRef<'_>, plan: &Plan, out_shape: &crate::Shape, mut f: impl FnMut(usize, usize, &[usize])) {
     let rank = x.rank();
     let xs = x.shape().strides();
     let os = out_shape.strides();
@@ -86,11 +86,7 @@ pub(crate) fn groups(x: &TensorRef<'_>, plan: &Plan, out_shape: &crate::Shape, m
     if kept_sizes.contains(&0) {
         return;
     }
-    walk(&kept_sizes, [&kept_in[..], &kept_out[..]], |[i, o]| {
-        let shifted: &mut Vec<usize> = &mut Vec::new();
-        let _ = shifted;
-        f(o, &offs.iter().map(|&r| r + i).collect::<Vec<_>>())
-    });
+    walk(&kept_sizes, [&kept_in[..], &kept_out[..]], |[i, o]| f(o, i, &offs));
 }
 
 /// Accumulating reduction kinds over f64 values.
@@ -120,21 +116,22 @@ fn accumulate(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>], k
     if rt.is_float() {
         let v = cast_to::<f64>(&x);
         with_out::<f64>(ctx, out, false, |dst| {
-            groups(&x, &p, &shape, |o, offs| {
+            groups(&x, &p, &shape, |o, b, offs| {
+                let vals = offs.iter().map(|&i| v[b + i]);
                 dst[o] = match kind {
-                    Acc::Sum => offs.iter().map(|&i| v[i]).sum(),
-                    Acc::Mean => offs.iter().map(|&i| v[i]).sum::<f64>() / offs.len() as f64,
-                    Acc::Prod => offs.iter().map(|&i| v[i]).product(),
+                    Acc::Sum => vals.sum(),
+                    Acc::Mean => vals.sum::<f64>() / offs.len() as f64,
+                    Acc::Prod => vals.product(),
                 }
             })
         })
     } else {
         let v = cast_to::<i64>(&x);
         with_out::<i64>(ctx, out, false, |dst| {
-            groups(&x, &p, &shape, |o, offs| {
+            groups(&x, &p, &shape, |o, b, offs| {
                 dst[o] = match kind {
-                    Acc::Prod => offs.iter().fold(1i64, |a, &i| a.wrapping_mul(v[i])),
-                    _ => offs.iter().fold(0i64, |a, &i| a.wrapping_add(v[i])),
+                    Acc::Prod => offs.iter().fold(1i64, |a, &i| a.wrapping_mul(v[b + i])),
+                    _ => offs.iter().fold(0i64, |a, &i| a.wrapping_add(v[b + i])),
                 }
             })
         })
@@ -157,10 +154,10 @@ fn extreme(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>], max:
     let dt = x.dtype();
     crate::dispatch_all!(dt, T => {
         let v = cast_to::<T>(&x);
-        with_out::<T>(ctx, out, true, |dst| groups(&x, &p, &shape, |o, offs| {
-            let mut best = v[offs[0]];
+        with_out::<T>(ctx, out, true, |dst| groups(&x, &p, &shape, |o, b, offs| {
+            let mut best = v[b + offs[0]];
             for &i in &offs[1..] {
-                let c = v[i];
+                let c = v[b + i];
                 let cf = c.to_f64();
                 if cf.is_nan() { best = c; break; }
                 if (max && cf > best.to_f64()) || (!max && cf < best.to_f64()) { best = c; }
@@ -170,30 +167,25 @@ fn extreme(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>], max:
     }, _ => Err(ctx.dtype_err("self", "a computable dtype", dt)))
 }
 
-/// Index of the max/min along `dim` (first occurrence; NaN wins). Writes values when asked.
+/// Index of the max/min along `dim` (or over all elements, flattened, when `dim` is None):
+/// first occurrence wins, NaN counts as the extreme. Writes the values too when asked.
 fn arg_extreme(ctx: &KernelContext, x: &TensorRef<'_>, dim: Option<i64>, keepdim: bool, max: bool, values: Option<&mut TensorMut<'_>>, indices: &mut TensorMut<'_>) -> KResult {
     if x.numel() == 0 {
         return Err(ctx.invalid("self", "argmax/argmin of an empty tensor"));
     }
-    let dims_v;
-    let (flat, p) = match dim {
-        Some(d) => {
-            dims_v = [d];
-            (false, plan(ctx, x, Some(&dims_v), keepdim)?)
-        }
-        None => (true, plan(ctx, x, None, keepdim)?),
-    };
-    let _ = flat;
+    let dims = dim.map(|d| [d]);
+    let p = plan(ctx, x, dims.as_ref().map(|d| &d[..]), keepdim)?;
     let vals = cast_to::<f64>(x);
     resize(ctx, indices, "indices", &p.out_sizes)?;
     let shape = *indices.shape();
-    let mut picks: Vec<(usize, usize)> = Vec::new();
-    groups(x, &p, &shape, |o, offs| {
+    // (output offset, logical index in the group, input offset)
+    let mut picks: Vec<(usize, usize, usize)> = Vec::new();
+    groups(x, &p, &shape, |o, b, offs| {
         let mut bi = 0;
-        let mut bv = vals[offs[0]];
+        let mut bv = vals[b + offs[0]];
         if !bv.is_nan() {
             for (k, &i) in offs.iter().enumerate().skip(1) {
-                let c = vals[i];
+                let c = vals[b + i];
                 if c.is_nan() {
                     bi = k;
                     break;
@@ -204,26 +196,11 @@ fn arg_extreme(ctx: &KernelContext, x: &TensorRef<'_>, dim: Option<i64>, keepdim
                 }
             }
         }
-        picks.push((o, offs[bi]));
-        let _ = bv;
+        picks.push((o, bi, b + offs[bi]));
     });
-    // Index along the reduced dims in logical (row-major) order: recompute positions.
-    let group_index = |in_off: usize, offs_base: usize| in_off - offs_base;
-    let _ = group_index;
-    let mut idx_vals = Vec::with_capacity(picks.len());
-    {
-        // Position k of the pick within its group equals its logical index along the dims.
-        let mut k_of = Vec::with_capacity(picks.len());
-        groups(x, &p, &shape, |o, offs| {
-            if let Some(&(_, pick)) = picks.iter().find(|(po, _)| *po == o) {
-                k_of.push((o, offs.iter().position(|&i| i == pick).unwrap_or(0) as i64));
-            }
-        });
-        idx_vals.extend(k_of);
-    }
     with_out::<i64>(ctx, indices, false, |dst| {
-        for &(o, k) in &idx_vals {
-            dst[o] = k;
+        for &(o, k, _) in &picks {
+            dst[o] = k as i64;
         }
     })?;
     if let Some(values) = values {
@@ -232,7 +209,7 @@ fn arg_extreme(ctx: &KernelContext, x: &TensorRef<'_>, dim: Option<i64>, keepdim
         crate::dispatch_all!(dt, T => {
             let v = cast_to::<T>(x);
             with_out::<T>(ctx, values, true, |dst| {
-                for &(o, i) in &picks {
+                for &(o, _, i) in &picks {
                     dst[o] = v[i];
                 }
             })
@@ -250,10 +227,10 @@ fn var(ctx: &KernelContext, x: &TensorRef<'_>, dims: Option<&[i64]>, correction:
     let shape = *out.shape();
     let v = cast_to::<f64>(x);
     with_out::<f64>(ctx, out, true, |dst| {
-        groups(x, &p, &shape, |o, offs| {
+        groups(x, &p, &shape, |o, b, offs| {
             let n = offs.len() as f64;
-            let mean = offs.iter().map(|&i| v[i]).sum::<f64>() / n;
-            let ss: f64 = offs.iter().map(|&i| (v[i] - mean) * (v[i] - mean)).sum();
+            let mean = offs.iter().map(|&i| v[b + i]).sum::<f64>() / n;
+            let ss: f64 = offs.iter().map(|&i| (v[b + i] - mean) * (v[b + i] - mean)).sum();
             dst[o] = ss / (n - correction).max(0.0);
         })
     })
@@ -265,7 +242,7 @@ fn any(ctx: &KernelContext, x: &TensorRef<'_>, dims: Option<&[i64]>, keepdim: bo
     let shape = *out.shape();
     let v = cast_to::<Bool>(x);
     with_out::<Bool>(ctx, out, false, |dst| {
-        groups(x, &p, &shape, |o, offs| dst[o] = Bool(offs.iter().any(|&i| v[i].is_true()) as u8))
+        groups(x, &p, &shape, |o, b, offs| dst[o] = Bool(offs.iter().any(|&i| v[b + i].is_true()) as u8))
     })
 }
 
@@ -295,7 +272,7 @@ fn softmax(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>], log:
     with_out::<f64>(ctx, out, true, |dst| {
         // Group by the input layout; recover the output base from the logical index.
         let mut plan_out = Vec::new();
-        groups(&x, &p, &shape, |o, offs| plan_out.push((o, offs[0])));
+        groups(&x, &p, &shape, |o, b, _| plan_out.push((o, b)));
         for (obase, ibase) in plan_out {
             let row = (0..len).map(|k| v[ibase + k * xstride]);
             let m = row.clone().fold(f64::NEG_INFINITY, |a, b| if b.is_nan() || a.is_nan() { f64::NAN } else { a.max(b) });
@@ -321,7 +298,7 @@ fn cumsum(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>]) -> KR
     let (xstride, ostride, len) = if x.rank() == 0 { (0, 0, 1) } else { (x.shape().strides()[d], shape.strides()[d], x.sizes()[d]) };
     let rt = dtype.unwrap_or(if x.dtype().is_float() { x.dtype() } else { DType::Long });
     let mut bases = Vec::new();
-    groups(&x, &p, &shape, |o, offs| bases.push((o, offs[0])));
+    groups(&x, &p, &shape, |o, b, _| bases.push((o, b)));
     if rt.is_float() {
         let v = cast_to::<f64>(&x);
         with_out::<f64>(ctx, out, false, |dst| {
