@@ -116,6 +116,15 @@ impl<'a> TensorRef<'a> {
         )
     }
 
+    /// A 0-dimensional view of one element (cannot fail: the array is aligned and sized).
+    pub fn from_scalar<T: Element>(value: &'a [T; 1]) -> Self {
+        TensorRef {
+            dtype: T::DTYPE,
+            shape: Shape::scalar(),
+            data: bytemuck::cast_slice(value),
+        }
+    }
+
     /// The dtype.
     pub fn dtype(&self) -> DType {
         self.dtype

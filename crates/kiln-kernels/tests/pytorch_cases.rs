@@ -398,3 +398,18 @@ fn reduce() {
 fn norm() {
     run_family("norm");
 }
+
+#[test]
+fn shape() {
+    run_family("shape");
+}
+
+#[test]
+fn pool() {
+    run_family("pool");
+}
+
+#[test]
+fn index() {
+    run_family("index");
+}

@@ -12,6 +12,9 @@ pub(crate) mod linalg;
 pub(crate) mod conv;
 pub(crate) mod reduce;
 pub(crate) mod norm;
+pub(crate) mod shape;
+pub(crate) mod pool;
+pub(crate) mod index;
 
 const fn slots<const N: usize, const P: usize>(kind: OutKind) -> [[OutSlot; N]; P] {
     let mut t = [[OutSlot { position: 0, kind: OutKind::Tensor }; N]; P];
@@ -120,5 +123,8 @@ pub(crate) fn all() -> Vec<KernelDef> {
     v.extend(conv::kernels());
     v.extend(reduce::kernels());
     v.extend(norm::kernels());
+    v.extend(shape::kernels());
+    v.extend(pool::kernels());
+    v.extend(index::kernels());
     v
 }
