@@ -413,3 +413,13 @@ fn pool() {
 fn index() {
     run_family("index");
 }
+
+#[test]
+fn prim() {
+    run_family("prim");
+}
+
+#[test]
+fn quant() {
+    run_family("quant");
+}

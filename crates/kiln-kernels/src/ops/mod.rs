@@ -15,6 +15,8 @@ pub(crate) mod norm;
 pub(crate) mod shape;
 pub(crate) mod pool;
 pub(crate) mod index;
+pub(crate) mod prim;
+pub(crate) mod quant;
 
 const fn slots<const N: usize, const P: usize>(kind: OutKind) -> [[OutSlot; N]; P] {
     let mut t = [[OutSlot { position: 0, kind: OutKind::Tensor }; N]; P];
@@ -126,5 +128,7 @@ pub(crate) fn all() -> Vec<KernelDef> {
     v.extend(shape::kernels());
     v.extend(pool::kernels());
     v.extend(index::kernels());
+    v.extend(prim::kernels());
+    v.extend(quant::kernels());
     v
 }
