@@ -8,12 +8,12 @@ use crate::shape::{Shape, ShapeError};
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum TensorError {
     /// The data slice is shorter than the shape (or bound) needs.
-    #[error("{dtype} tensor of shape {shape} needs {needed} bytes, data has {actual}")]
+    #[error("{dtype} tensor of sizes {sizes:?} needs {needed} bytes, data has {actual}")]
     DataTooShort {
         /// The dtype.
         dtype: DType,
-        /// The shape.
-        shape: Shape,
+        /// The sizes.
+        sizes: Vec<usize>,
         /// Bytes needed.
         needed: usize,
         /// Bytes available.
@@ -38,12 +38,12 @@ pub enum TensorError {
         actual: DType,
     },
     /// A resize that the tensor's [`Capacity`] does not allow.
-    #[error("cannot resize {kind} tensor from {from} to {to:?}{bound}")]
+    #[error("cannot resize {kind} tensor from {from:?} to {to:?}{bound}")]
     Resize {
         /// "static" or "dynamic-bound".
         kind: &'static str,
-        /// The current shape.
-        from: Shape,
+        /// The current sizes.
+        from: Vec<usize>,
         /// The requested sizes.
         to: Vec<usize>,
         /// ", capacity N elements" for bounded tensors.
@@ -59,7 +59,7 @@ fn check_data(dtype: DType, shape: &Shape, numel: usize, data: &[u8]) -> Result<
     if data.len() < needed {
         return Err(TensorError::DataTooShort {
             dtype,
-            shape: *shape,
+            sizes: shape.sizes().to_vec(),
             needed,
             actual: data.len(),
         });
@@ -76,10 +76,7 @@ fn dtype_check<T: Element>(dtype: DType) -> Result<(), TensorError> {
     if T::DTYPE == dtype {
         Ok(())
     } else {
-        Err(TensorError::DType {
-            expected: T::DTYPE,
-            actual: dtype,
-        })
+        Err(TensorError::DType { expected: T::DTYPE, actual: dtype })
     }
 }
 
@@ -100,29 +97,17 @@ impl<'a> TensorRef<'a> {
     pub fn new(dtype: DType, shape: Shape, data: &'a [u8]) -> Result<Self, TensorError> {
         check_data(dtype, &shape, shape.numel(), data)?;
         let len = shape.numel() * dtype.size();
-        Ok(TensorRef {
-            dtype,
-            shape,
-            data: &data[..len],
-        })
+        Ok(TensorRef { dtype, shape, data: &data[..len] })
     }
 
     /// A contiguous view over a typed slice (convenient for tests and callers).
     pub fn from_slice<T: Element>(sizes: &[usize], data: &'a [T]) -> Result<Self, TensorError> {
-        TensorRef::new(
-            T::DTYPE,
-            Shape::contiguous(sizes)?,
-            bytemuck::cast_slice(data),
-        )
+        TensorRef::new(T::DTYPE, Shape::contiguous(sizes)?, bytemuck::cast_slice(data))
     }
 
     /// A 0-dimensional view of one element (cannot fail: the array is aligned and sized).
     pub fn from_scalar<T: Element>(value: &'a [T; 1]) -> Self {
-        TensorRef {
-            dtype: T::DTYPE,
-            shape: Shape::scalar(),
-            data: bytemuck::cast_slice(value),
-        }
+        TensorRef { dtype: T::DTYPE, shape: Shape::scalar(), data: bytemuck::cast_slice(value) }
     }
 
     /// The dtype.
@@ -209,12 +194,7 @@ impl<'a> TensorMut<'a> {
             Capacity::Bound(n) => n.max(shape.numel()),
         };
         check_data(dtype, &shape, cap, data)?;
-        Ok(TensorMut {
-            dtype,
-            shape,
-            capacity,
-            data,
-        })
+        Ok(TensorMut { dtype, shape, capacity, data })
     }
 
     /// A static contiguous output over a typed slice.
@@ -258,15 +238,15 @@ impl<'a> TensorMut<'a> {
     }
 
     /// Sets new sizes (same rank, dim order kept), as ExecuTorch's `resize_tensor`: a static
-    /// tensor only accepts its current sizes, a bounded one any sizes within the bound.
-    /// A rank change is accepted only if the tensor is empty of dims... never: ranks are fixed.
+    /// tensor only accepts its current sizes, a bounded one any sizes of the same rank within
+    /// the bound (and within the data slice).
     pub fn resize(&mut self, sizes: &[usize]) -> Result<(), TensorError> {
         if sizes == self.shape.sizes() {
             return Ok(());
         }
         let refuse = |kind: &'static str, bound: String, from: Shape| TensorError::Resize {
             kind,
-            from,
+            from: from.sizes().to_vec(),
             to: sizes.to_vec(),
             bound,
         };
@@ -274,11 +254,7 @@ impl<'a> TensorMut<'a> {
             Capacity::Static => Err(refuse("static", String::new(), self.shape)),
             Capacity::Bound(bound) => {
                 if sizes.len() != self.shape.rank() {
-                    return Err(refuse(
-                        "dynamic-bound",
-                        ", rank is fixed".to_string(),
-                        self.shape,
-                    ));
+                    return Err(refuse("dynamic-bound", ", rank is fixed".to_string(), self.shape));
                 }
                 let new = self.shape.with_sizes(sizes)?;
                 let cap = bound.min(self.data.len() / self.dtype.size().max(1));
@@ -293,12 +269,6 @@ impl<'a> TensorMut<'a> {
                 Ok(())
             }
         }
-    }
-
-    /// Resizes and sets the dim order (used by dim-order conversion kernels); the dim order
-    /// must already match unless the sizes are unchanged.
-    pub fn resize_shape(&mut self, shape: &Shape) -> Result<(), TensorError> {
-        self.resize(shape.sizes())
     }
 
     /// The tensor's bytes at the current shape.
@@ -323,10 +293,6 @@ impl<'a> TensorMut<'a> {
     /// A read-only view of the current contents.
     pub fn as_ref(&self) -> TensorRef<'_> {
         let len = self.shape.numel() * self.dtype.size();
-        TensorRef {
-            dtype: self.dtype,
-            shape: self.shape,
-            data: &self.data[..len],
-        }
+        TensorRef { dtype: self.dtype, shape: self.shape, data: &self.data[..len] }
     }
 }

@@ -18,7 +18,12 @@ type KResult = Result<(), KernelError>;
 
 /// Index tensor values (int32/int64) in logical order, wrapped for negatives and checked
 /// against `size`.
-fn indices(ctx: &KernelContext, t: &TensorRef<'_>, size: usize, name: &'static str) -> Result<Vec<usize>, KernelError> {
+fn indices(
+    ctx: &KernelContext,
+    t: &TensorRef<'_>,
+    size: usize,
+    name: &'static str,
+) -> Result<Vec<usize>, KernelError> {
     if !matches!(t.dtype(), DType::Long | DType::Int) {
         return Err(ctx.dtype_err(name, "int64 or int32", t.dtype()));
     }
@@ -43,9 +48,6 @@ fn indices(ctx: &KernelContext, t: &TensorRef<'_>, size: usize, name: &'static s
 
 fn fill_scalar(ctx: &KernelContext, out: &mut TensorMut<'_>, value: Scalar) -> KResult {
     let dt = out.dtype();
-    if !dt.is_float() && value.is_float() && dt != DType::Bool {
-        // PyTorch truncates toward zero when filling integer tensors with a float.
-    }
     crate::dispatch_all!(dt, T => {
         let v = match value {
             Scalar::Int(i) => T::from_i64(i),
@@ -92,7 +94,8 @@ fn embedding(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>]) ->
 fn index_select(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>]) -> KResult {
     let a = Args::new(ctx, args);
     let x = a.tensor(0, "self")?;
-    let d = normalize_dim(a.int(1, "dim")?, x.rank()).ok_or_else(|| ctx.invalid("dim", "out of range"))?;
+    let d = normalize_dim(a.int(1, "dim")?, x.rank())
+        .ok_or_else(|| ctx.invalid("dim", "out of range"))?;
     let idx = a.tensor(2, "index")?;
     if idx.rank() > 1 {
         return Err(ctx.shape_err("index", "a 0-D or 1-D tensor", idx.sizes()));
@@ -108,7 +111,14 @@ fn index_select(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>])
 }
 
 /// `out[i] = x[i with dim d replaced by pick(i[d], flat position)]`.
-fn gather_along(ctx: &KernelContext, x: &TensorRef<'_>, d: usize, sizes: &[usize], out: &mut TensorMut<'_>, pick: impl Fn(usize, usize) -> usize) -> KResult {
+fn gather_along(
+    ctx: &KernelContext,
+    x: &TensorRef<'_>,
+    d: usize,
+    sizes: &[usize],
+    out: &mut TensorMut<'_>,
+    pick: impl Fn(usize, usize) -> usize,
+) -> KResult {
     resize(ctx, out, "out", sizes)?;
     let xs = x.shape().strides();
     let os = out.shape().strides();
@@ -150,10 +160,15 @@ fn gather_along(ctx: &KernelContext, x: &TensorRef<'_>, d: usize, sizes: &[usize
 fn gather(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>]) -> KResult {
     let a = Args::new(ctx, args);
     let x = a.tensor(0, "self")?;
-    let d = normalize_dim(a.int(1, "dim")?, x.rank()).ok_or_else(|| ctx.invalid("dim", "out of range"))?;
+    let d = normalize_dim(a.int(1, "dim")?, x.rank())
+        .ok_or_else(|| ctx.invalid("dim", "out of range"))?;
     let idx = a.tensor(2, "index")?;
     if idx.rank() != x.rank() || (0..x.rank()).any(|k| k != d && idx.sizes()[k] > x.sizes()[k]) {
-        return Err(ctx.shape_err("index", format!("rank {} and sizes <= {:?} outside dim {d}", x.rank(), x.sizes()), idx.sizes()));
+        return Err(ctx.shape_err(
+            "index",
+            format!("rank {} and sizes <= {:?} outside dim {d}", x.rank(), x.sizes()),
+            idx.sizes(),
+        ));
     }
     let size = x.sizes().get(d).copied().unwrap_or(1);
     let ids = indices(ctx, &idx, size, "index")?;
@@ -163,10 +178,17 @@ fn gather(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>]) -> KR
 }
 
 /// scatter / scatter_add: `out = self; out[idx with d = index[idx]] (op)= src[idx]`.
-fn scatter(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>], value: bool, add: bool) -> KResult {
+fn scatter(
+    ctx: &KernelContext,
+    args: &[Arg<'_>],
+    outs: &mut [Out<'_, '_>],
+    value: bool,
+    add: bool,
+) -> KResult {
     let a = Args::new(ctx, args);
     let x = a.tensor(0, "self")?;
-    let d = normalize_dim(a.int(1, "dim")?, x.rank()).ok_or_else(|| ctx.invalid("dim", "out of range"))?;
+    let d = normalize_dim(a.int(1, "dim")?, x.rank())
+        .ok_or_else(|| ctx.invalid("dim", "out of range"))?;
     let idx = a.tensor(2, "index")?;
     let src = if value { None } else { Some(a.tensor(3, "src")?) };
     let val = if value { Some(a.scalar(3, "value")?) } else { None };
@@ -183,11 +205,19 @@ fn scatter(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>], valu
     let dt = out.dtype();
     if let Some(s) = &src {
         if s.rank() != r || (0..r).any(|k| idx.sizes()[k] > s.sizes()[k]) {
-            return Err(ctx.shape_err("src", format!("sizes >= index sizes {:?}", idx.sizes()), s.sizes()));
+            return Err(ctx.shape_err(
+                "src",
+                format!("sizes >= index sizes {:?}", idx.sizes()),
+                s.sizes(),
+            ));
         }
     }
     if (0..r).any(|k| k != d && idx.sizes()[k] > x.sizes()[k]) {
-        return Err(ctx.shape_err("index", format!("sizes <= {:?} outside dim {d}", x.sizes()), idx.sizes()));
+        return Err(ctx.shape_err(
+            "index",
+            format!("sizes <= {:?} outside dim {d}", x.sizes()),
+            idx.sizes(),
+        ));
     }
     crate::dispatch_all!(dt, T => {
         let sv: Vec<T> = match (&src, val) {
@@ -234,7 +264,11 @@ struct IndexPlan {
     offsets: Vec<usize>,
 }
 
-fn index_plan(ctx: &KernelContext, x: &TensorRef<'_>, idx: &[Option<TensorRef<'_>>]) -> Result<IndexPlan, KernelError> {
+fn index_plan(
+    ctx: &KernelContext,
+    x: &TensorRef<'_>,
+    idx: &[Option<TensorRef<'_>>],
+) -> Result<IndexPlan, KernelError> {
     let r = x.rank();
     if idx.len() > r {
         return Err(ctx.invalid("indices", format!("{} indices for a rank-{r} tensor", idx.len())));
@@ -272,7 +306,11 @@ fn index_plan(ctx: &KernelContext, x: &TensorRef<'_>, idx: &[Option<TensorRef<'_
                 }
                 for k in 0..tr {
                     if dim + k >= r || t.sizes()[k] != x.sizes()[dim + k] {
-                        return Err(ctx.shape_err("indices", format!("a mask matching {:?}", x.sizes()), t.sizes()));
+                        return Err(ctx.shape_err(
+                            "indices",
+                            format!("a mask matching {:?}", x.sizes()),
+                            t.sizes(),
+                        ));
                     }
                     let c = std::mem::take(&mut coords[k]);
                     expanded.push(Some((vec![c.len()], c)));
@@ -300,7 +338,8 @@ fn index_plan(ctx: &KernelContext, x: &TensorRef<'_>, idx: &[Option<TensorRef<'_
     let mut bshape: Vec<usize> = Vec::new();
     for &k in &defined {
         let s = &expanded[k].as_ref().map(|e| e.0.clone()).unwrap_or_default();
-        bshape = broadcast_shape(&bshape, s).ok_or_else(|| ctx.invalid("indices", "index shapes do not broadcast"))?;
+        bshape = broadcast_shape(&bshape, s)
+            .ok_or_else(|| ctx.invalid("indices", "index shapes do not broadcast"))?;
     }
     let bn: usize = bshape.iter().product();
     // Per index tensor: its value at each broadcast position.
@@ -324,7 +363,8 @@ fn index_plan(ctx: &KernelContext, x: &TensorRef<'_>, idx: &[Option<TensorRef<'_
     let xs = x.shape().strides();
     let rest: Vec<usize> = (0..r).filter(|k| !defined.contains(k)).collect();
     // Output dims: if adjacent, [before..., bshape..., after...] else [bshape..., rest...].
-    let before: Vec<usize> = if adjacent { rest.iter().copied().filter(|&k| k < first).collect() } else { Vec::new() };
+    let before: Vec<usize> =
+        if adjacent { rest.iter().copied().filter(|&k| k < first).collect() } else { Vec::new() };
     let after: Vec<usize> = rest.iter().copied().filter(|k| !before.contains(k)).collect();
     let mut out_sizes: Vec<usize> = before.iter().map(|&k| x.sizes()[k]).collect();
     out_sizes.extend(&bshape);
@@ -398,11 +438,17 @@ fn index_put(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>]) ->
     let out = out_tensor(ctx, outs, 0, "out")?;
     let xs = x.shape().strides();
     copy_view(ctx, &x, x.sizes(), &xs[..x.rank()], 0, out)?;
-    if !out.shape().is_dense_row_major() && out.dtype() != x.dtype() || out.shape().dim_order() != x.shape().dim_order() {
+    if !out.shape().is_dense_row_major() && out.dtype() != x.dtype()
+        || out.shape().dim_order() != x.shape().dim_order()
+    {
         return Err(ctx.invalid("out", "index_put needs out with the dim order of self"));
     }
     if broadcast_shape(values.sizes(), &p.out_sizes).as_deref() != Some(&p.out_sizes[..]) {
-        return Err(ctx.shape_err("values", format!("broadcastable to {:?}", p.out_sizes), values.sizes()));
+        return Err(ctx.shape_err(
+            "values",
+            format!("broadcastable to {:?}", p.out_sizes),
+            values.sizes(),
+        ));
     }
     let vs = values.shape().strides();
     let st = broadcast_strides(values.sizes(), &vs[..values.rank()], &p.out_sizes);
@@ -431,7 +477,8 @@ fn where_(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>]) -> KR
     let x = a.tensor(1, "self")?;
     let y = a.tensor(2, "other")?;
     let out = out_tensor(ctx, outs, 0, "out")?;
-    let ct = result_type(&[Operand::Tensor(x), Operand::Tensor(y)]).ok_or_else(|| ctx.dtype_err("other", "a dtype promotable with self", y.dtype()))?;
+    let ct = result_type(&[Operand::Tensor(x), Operand::Tensor(y)])
+        .ok_or_else(|| ctx.dtype_err("other", "a dtype promotable with self", y.dtype()))?;
     crate::dispatch_all!(ct, T => map3::<Bool, T, T>(ctx, &c, &x, &y, out, |m, p, q| if m.is_true() { p } else { q }),
         _ => Err(ctx.dtype_err("self", "a computable dtype", ct)))
 }
@@ -453,7 +500,13 @@ fn masked_fill(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>]) 
     }, _ => Err(ctx.dtype_err("self", "a computable dtype", dt)))
 }
 
-fn arange(ctx: &KernelContext, start: Scalar, end: Scalar, step: Scalar, out: &mut TensorMut<'_>) -> KResult {
+fn arange(
+    ctx: &KernelContext,
+    start: Scalar,
+    end: Scalar,
+    step: Scalar,
+    out: &mut TensorMut<'_>,
+) -> KResult {
     let (s, e, st) = (start.to_f64(), end.to_f64(), step.to_f64());
     if st == 0.0 || !st.is_finite() || !s.is_finite() || !e.is_finite() {
         return Err(ctx.invalid("step", "step must be nonzero and bounds finite"));
@@ -539,7 +592,11 @@ pub(crate) fn kernels() -> Vec<KernelDef> {
                 return Err(c.shape_err("value", "a 0-dim tensor", v.sizes()));
             }
             let val = cast_to::<f64>(&v)[0];
-            let s = if v.dtype().is_float() { Scalar::Double(val) } else { Scalar::Int(cast_to::<i64>(&v)[0]) };
+            let s = if v.dtype().is_float() {
+                Scalar::Double(val)
+            } else {
+                Scalar::Int(cast_to::<i64>(&v)[0])
+            };
             let out = out_tensor(c, o, 0, "out")?;
             resize(c, out, "out", x.sizes())?;
             fill_scalar(c, out, s)

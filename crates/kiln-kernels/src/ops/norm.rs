@@ -21,7 +21,12 @@ fn float_check(ctx: &KernelContext, x: &TensorRef<'_>) -> KResult {
 }
 
 /// Logical-order values of an optional per-feature tensor (checked to have `n` elements).
-fn per_feature(ctx: &KernelContext, t: Option<TensorRef<'_>>, n: usize, name: &'static str) -> Result<Option<Vec<f64>>, KernelError> {
+fn per_feature(
+    ctx: &KernelContext,
+    t: Option<TensorRef<'_>>,
+    n: usize,
+    name: &'static str,
+) -> Result<Option<Vec<f64>>, KernelError> {
     let Some(t) = t else { return Ok(None) };
     if t.numel() != n {
         return Err(ctx.shape_err(name, format!("{n} elements"), t.sizes()));
@@ -45,7 +50,11 @@ fn layer_norm(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>]) -
     let rank = x.rank();
     let k = normalized.len();
     if k == 0 || k > rank || x.sizes()[rank - k..] != normalized[..] {
-        return Err(ctx.shape_err("normalized_shape", format!("the trailing sizes of input {:?}", x.sizes()), &normalized));
+        return Err(ctx.shape_err(
+            "normalized_shape",
+            format!("the trailing sizes of input {:?}", x.sizes()),
+            &normalized,
+        ));
     }
     let inner: usize = normalized.iter().product();
     let wv = per_feature(ctx, w, inner, "weight")?;
@@ -100,7 +109,14 @@ fn layer_norm(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>]) -
 }
 
 /// Per-channel affine normalisation `y = (x - mean[c]) * scale[c] + shift[c]` over dim 1.
-fn channel_affine(ctx: &KernelContext, x: &TensorRef<'_>, out: &mut TensorMut<'_>, mean: &[f64], scale: &[f64], shift: &[f64]) -> KResult {
+fn channel_affine(
+    ctx: &KernelContext,
+    x: &TensorRef<'_>,
+    out: &mut TensorMut<'_>,
+    mean: &[f64],
+    scale: &[f64],
+    shift: &[f64],
+) -> KResult {
     resize(ctx, out, "out", x.sizes())?;
     let v = cast_to::<f64>(x);
     let rank = x.rank();
@@ -112,9 +128,13 @@ fn channel_affine(ctx: &KernelContext, x: &TensorRef<'_>, out: &mut TensorMut<'_
         cs[1] = 1;
     }
     with_out::<f64>(ctx, out, true, |dst| {
-        crate::compute::strided::walk(x.sizes(), [&xs[..rank], &os[..rank], &cs[..rank]], |[i, o, c]| {
-            dst[o] = (v[i] - mean[c]) * scale[c] + shift[c];
-        })
+        crate::compute::strided::walk(
+            x.sizes(),
+            [&xs[..rank], &os[..rank], &cs[..rank]],
+            |[i, o, c]| {
+                dst[o] = (v[i] - mean[c]) * scale[c] + shift[c];
+            },
+        )
     })
 }
 
@@ -153,9 +173,18 @@ fn group_norm(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>]) -
     let group = a.int(6, "group")?;
     let eps = a.double(7, "eps")?;
     float_check(ctx, &x)?;
-    let as_usize = |v: i64, name: &'static str| usize::try_from(v).map_err(|_| ctx.invalid(name, format!("{v} is negative")));
-    let (n, c, hxw, group) = (as_usize(n, "N")?, as_usize(c, "C")?, as_usize(hxw, "HxW")?, as_usize(group, "group")?);
-    if group == 0 || c % group != 0 || x.rank() < 2 || x.sizes()[0] != n || x.sizes()[1] != c || n.checked_mul(c).and_then(|v| v.checked_mul(hxw)) != Some(x.numel()) {
+    let as_usize = |v: i64, name: &'static str| {
+        usize::try_from(v).map_err(|_| ctx.invalid(name, format!("{v} is negative")))
+    };
+    let (n, c, hxw, group) =
+        (as_usize(n, "N")?, as_usize(c, "C")?, as_usize(hxw, "HxW")?, as_usize(group, "group")?);
+    if group == 0
+        || c % group != 0
+        || x.rank() < 2
+        || x.sizes()[0] != n
+        || x.sizes()[1] != c
+        || n.checked_mul(c).and_then(|v| v.checked_mul(hxw)) != Some(x.numel())
+    {
         return Err(ctx.shape_err("input", format!("[N={n}, C={c}, ...] with {hxw} elements per channel and C divisible by group={group}"), x.sizes()));
     }
     let wv = per_feature(ctx, w, c, "weight")?.unwrap_or_else(|| vec![1.0; c]);
@@ -206,7 +235,9 @@ fn group_norm(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>]) -
 pub(crate) fn kernels() -> Vec<KernelDef> {
     vec![
         out_n("aten::native_layer_norm.out", 5, 3, |c, a, o| layer_norm(c, a, o)),
-        out_n("aten::_native_batch_norm_legit_no_training.out", 7, 3, |c, a, o| batch_norm(c, a, o)),
+        out_n("aten::_native_batch_norm_legit_no_training.out", 7, 3, |c, a, o| {
+            batch_norm(c, a, o)
+        }),
         out_n("aten::native_group_norm.out", 8, 3, |c, a, o| group_norm(c, a, o)),
     ]
 }

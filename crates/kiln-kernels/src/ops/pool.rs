@@ -21,7 +21,11 @@ struct Planes {
     st: [usize; 4],
 }
 
-fn planes(ctx: &KernelContext, t: &TensorRef<'_>, name: &'static str) -> Result<Planes, KernelError> {
+fn planes(
+    ctx: &KernelContext,
+    t: &TensorRef<'_>,
+    name: &'static str,
+) -> Result<Planes, KernelError> {
     let s = t.shape().strides();
     match t.sizes() {
         &[n, c, h, w] => Ok(Planes { n, c, h, w, st: [s[0], s[1], s[2], s[3]] }),
@@ -48,7 +52,13 @@ fn out_sizes(x: &TensorRef<'_>, oh: usize, ow: usize) -> Vec<usize> {
 }
 
 /// A 2-element int list parameter (1 element repeats; `default` when empty).
-fn pair(ctx: &KernelContext, v: &[i64], name: &'static str, default: Option<[usize; 2]>, min: i64) -> Result<[usize; 2], KernelError> {
+fn pair(
+    ctx: &KernelContext,
+    v: &[i64],
+    name: &'static str,
+    default: Option<[usize; 2]>,
+    min: i64,
+) -> Result<[usize; 2], KernelError> {
     let p = match (v, default) {
         ([], Some(d)) => return Ok(d),
         ([a], _) => [*a, *a],
@@ -62,9 +72,22 @@ fn pair(ctx: &KernelContext, v: &[i64], name: &'static str, default: Option<[usi
 }
 
 /// PyTorch's `pooling_output_shape`.
-fn pool_out(ctx: &KernelContext, input: usize, k: usize, pad: usize, stride: usize, dil: usize, ceil: bool) -> Result<usize, KernelError> {
+fn pool_out(
+    ctx: &KernelContext,
+    input: usize,
+    k: usize,
+    pad: usize,
+    stride: usize,
+    dil: usize,
+    ceil: bool,
+) -> Result<usize, KernelError> {
     let span = dil * (k - 1) + 1;
-    let num = (input + 2 * pad).checked_sub(span).ok_or_else(|| ctx.invalid("kernel_size", format!("kernel span {span} exceeds padded input {}", input + 2 * pad)))?;
+    let num = (input + 2 * pad).checked_sub(span).ok_or_else(|| {
+        ctx.invalid(
+            "kernel_size",
+            format!("kernel span {span} exceeds padded input {}", input + 2 * pad),
+        )
+    })?;
     let mut out = num / stride + 1;
     if ceil && num % stride != 0 {
         out += 1;
@@ -75,7 +98,11 @@ fn pool_out(ctx: &KernelContext, input: usize, k: usize, pad: usize, stride: usi
     Ok(out)
 }
 
-fn max_pool(ctx: &KernelContext, args: &[crate::Arg<'_>], outs: &mut [crate::Out<'_, '_>]) -> KResult {
+fn max_pool(
+    ctx: &KernelContext,
+    args: &[crate::Arg<'_>],
+    outs: &mut [crate::Out<'_, '_>],
+) -> KResult {
     let a = Args::new(ctx, args);
     let x = a.tensor(0, "self")?;
     let k = pair(ctx, a.int_list(1, "kernel_size")?, "kernel_size", None, 1)?;
@@ -127,7 +154,12 @@ fn max_pool(ctx: &KernelContext, args: &[crate::Arg<'_>], outs: &mut [crate::Out
                         }
                         yy += d[0] as isize;
                     }
-                    picks.push((n * os[0] + c * os[1] + y * os[2] + xo * os[3], n * is[0] + c * is[1] + y * is[2] + xo * is[3], best, bi as i64));
+                    picks.push((
+                        n * os[0] + c * os[1] + y * os[2] + xo * os[3],
+                        n * is[0] + c * is[1] + y * is[2] + xo * is[3],
+                        best,
+                        bi as i64,
+                    ));
                 }
             }
         }
@@ -136,7 +168,11 @@ fn max_pool(ctx: &KernelContext, args: &[crate::Arg<'_>], outs: &mut [crate::Out
     with_out::<i64>(ctx, idx, false, |dst| picks.iter().for_each(|p| dst[p.1] = p.3))
 }
 
-fn avg_pool(ctx: &KernelContext, args: &[crate::Arg<'_>], outs: &mut [crate::Out<'_, '_>]) -> KResult {
+fn avg_pool(
+    ctx: &KernelContext,
+    args: &[crate::Arg<'_>],
+    outs: &mut [crate::Out<'_, '_>],
+) -> KResult {
     let a = Args::new(ctx, args);
     let x = a.tensor(0, "self")?;
     let k = pair(ctx, a.int_list(1, "kernel_size")?, "kernel_size", None, 1)?;
@@ -173,7 +209,10 @@ fn avg_pool(ctx: &KernelContext, args: &[crate::Arg<'_>], outs: &mut [crate::Out
                         let we0 = (ws0 + k[1] as isize).min((g.w + p[1]) as isize);
                         let pool = ((he0 - hs0) * (we0 - ws0)) as f64;
                         let (hs, ws) = (hs0.max(0) as usize, ws0.max(0) as usize);
-                        let (he, we) = (he0.min(g.h as isize).max(0) as usize, we0.min(g.w as isize).max(0) as usize);
+                        let (he, we) = (
+                            he0.min(g.h as isize).max(0) as usize,
+                            we0.min(g.w as isize).max(0) as usize,
+                        );
                         let mut sum = 0.0;
                         for yy in hs..he {
                             for xx in ws..we {
@@ -186,7 +225,8 @@ fn avg_pool(ctx: &KernelContext, args: &[crate::Arg<'_>], outs: &mut [crate::Out
                             None if include_pad => pool,
                             None => cnt,
                         };
-                        dst[n * os[0] + c * os[1] + y * os[2] + xo * os[3]] = if he <= hs || we <= ws { 0.0 } else { sum / div };
+                        dst[n * os[0] + c * os[1] + y * os[2] + xo * os[3]] =
+                            if he <= hs || we <= ws { 0.0 } else { sum / div };
                     }
                 }
             }
@@ -194,7 +234,11 @@ fn avg_pool(ctx: &KernelContext, args: &[crate::Arg<'_>], outs: &mut [crate::Out
     })
 }
 
-fn adaptive_avg(ctx: &KernelContext, args: &[crate::Arg<'_>], outs: &mut [crate::Out<'_, '_>]) -> KResult {
+fn adaptive_avg(
+    ctx: &KernelContext,
+    args: &[crate::Arg<'_>],
+    outs: &mut [crate::Out<'_, '_>],
+) -> KResult {
     let a = Args::new(ctx, args);
     let x = a.tensor(0, "self")?;
     let size = pair(ctx, a.int_list(1, "output_size")?, "output_size", None, 0)?;
@@ -226,7 +270,8 @@ fn adaptive_avg(ctx: &KernelContext, args: &[crate::Arg<'_>], outs: &mut [crate:
                                 sum += v[base + yy * g.st[2] + xx * g.st[3]];
                             }
                         }
-                        dst[n * os[0] + c * os[1] + y * os[2] + xo * os[3]] = sum / ((he - hs) * (we - ws)) as f64;
+                        dst[n * os[0] + c * os[1] + y * os[2] + xo * os[3]] =
+                            sum / ((he - hs) * (we - ws)) as f64;
                     }
                 }
             }
@@ -235,27 +280,48 @@ fn adaptive_avg(ctx: &KernelContext, args: &[crate::Arg<'_>], outs: &mut [crate:
 }
 
 /// Output size from `output_size` or `scale_factors`, and the per-axis scale arguments.
-fn resample_size(ctx: &KernelContext, g: &Planes, size: Option<&[i64]>, scales: Option<&[f64]>) -> Result<([usize; 2], [Option<f64>; 2]), KernelError> {
+fn resample_size(
+    ctx: &KernelContext,
+    g: &Planes,
+    size: Option<&[i64]>,
+    scales: Option<&[f64]>,
+) -> Result<([usize; 2], [Option<f64>; 2]), KernelError> {
     match (size, scales) {
         (Some(s), _) => Ok((pair(ctx, s, "output_size", None, 0)?, [None, None])),
-        (None, Some([sh, sw])) if *sh > 0.0 && *sw > 0.0 => {
-            Ok(([(g.h as f64 * sh).floor() as usize, (g.w as f64 * sw).floor() as usize], [Some(*sh), Some(*sw)]))
-        }
-        _ => Err(ctx.invalid("scale_factors", "either output_size or two positive scale_factors are required")),
+        (None, Some([sh, sw])) if *sh > 0.0 && *sw > 0.0 => Ok((
+            [(g.h as f64 * sh).floor() as usize, (g.w as f64 * sw).floor() as usize],
+            [Some(*sh), Some(*sw)],
+        )),
+        _ => Err(ctx.invalid(
+            "scale_factors",
+            "either output_size or two positive scale_factors are required",
+        )),
     }
 }
 
-fn upsample_nearest(ctx: &KernelContext, args: &[crate::Arg<'_>], outs: &mut [crate::Out<'_, '_>]) -> KResult {
+fn upsample_nearest(
+    ctx: &KernelContext,
+    args: &[crate::Arg<'_>],
+    outs: &mut [crate::Out<'_, '_>],
+) -> KResult {
     let a = Args::new(ctx, args);
     let x = a.tensor(0, "input")?;
     let g = planes(ctx, &x, "input")?;
-    let ([oh, ow], sc) = resample_size(ctx, &g, a.opt_int_list(1, "output_size")?, a.opt_double_list(2, "scale_factors")?)?;
+    let ([oh, ow], sc) = resample_size(
+        ctx,
+        &g,
+        a.opt_int_list(1, "output_size")?,
+        a.opt_double_list(2, "scale_factors")?,
+    )?;
     let out = out_tensor(ctx, outs, 0, "out")?;
     resize(ctx, out, "out", &out_sizes(&x, oh, ow))?;
     // PyTorch computes the scale in float32.
-    let scale = |inp: usize, outp: usize, s: Option<f64>| -> f32 { s.map_or(inp as f32 / outp.max(1) as f32, |s| (1.0 / s) as f32) };
+    let scale = |inp: usize, outp: usize, s: Option<f64>| -> f32 {
+        s.map_or(inp as f32 / outp.max(1) as f32, |s| (1.0 / s) as f32)
+    };
     let (fh, fw) = (scale(g.h, oh, sc[0]), scale(g.w, ow, sc[1]));
-    let src = |o: usize, f: f32, inp: usize| ((o as f32 * f).floor() as usize).min(inp.saturating_sub(1));
+    let src =
+        |o: usize, f: f32, inp: usize| ((o as f32 * f).floor() as usize).min(inp.saturating_sub(1));
     let os = out_planes(out);
     let dt = x.dtype();
     crate::dispatch_all!(dt, T => {
@@ -276,12 +342,21 @@ fn upsample_nearest(ctx: &KernelContext, args: &[crate::Arg<'_>], outs: &mut [cr
     }, _ => Err(ctx.dtype_err("input", "a computable dtype", dt)))
 }
 
-fn upsample_bilinear(ctx: &KernelContext, args: &[crate::Arg<'_>], outs: &mut [crate::Out<'_, '_>]) -> KResult {
+fn upsample_bilinear(
+    ctx: &KernelContext,
+    args: &[crate::Arg<'_>],
+    outs: &mut [crate::Out<'_, '_>],
+) -> KResult {
     let a = Args::new(ctx, args);
     let x = a.tensor(0, "input")?;
     let g = planes(ctx, &x, "input")?;
     let align = a.bool(2, "align_corners")?;
-    let ([oh, ow], sc) = resample_size(ctx, &g, a.opt_int_list(1, "output_size")?, a.opt_double_list(3, "scale_factors")?)?;
+    let ([oh, ow], sc) = resample_size(
+        ctx,
+        &g,
+        a.opt_int_list(1, "output_size")?,
+        a.opt_double_list(3, "scale_factors")?,
+    )?;
     if !x.dtype().is_float() {
         return Err(ctx.dtype_err("input", "a floating dtype", x.dtype()));
     }
@@ -292,7 +367,11 @@ fn upsample_bilinear(ctx: &KernelContext, args: &[crate::Arg<'_>], outs: &mut [c
     resize(ctx, out, "out", &out_sizes(&x, oh, ow))?;
     let scale = |inp: usize, outp: usize, s: Option<f64>| -> f64 {
         if align {
-            if outp > 1 { (inp as f64 - 1.0) / (outp as f64 - 1.0) } else { 0.0 }
+            if outp > 1 {
+                (inp as f64 - 1.0) / (outp as f64 - 1.0)
+            } else {
+                0.0
+            }
         } else {
             s.map_or(inp as f64 / outp.max(1) as f64, |s| 1.0 / s)
         }
@@ -315,7 +394,8 @@ fn upsample_bilinear(ctx: &KernelContext, args: &[crate::Arg<'_>], outs: &mut [c
                     for xo in 0..ow {
                         let (x0, x1, lx) = coord(xo, fw, g.w);
                         let at = |yy: usize, xx: usize| v[base + yy * g.st[2] + xx * g.st[3]];
-                        let val = (1.0 - ly) * ((1.0 - lx) * at(y0, x0) + lx * at(y0, x1)) + ly * ((1.0 - lx) * at(y1, x0) + lx * at(y1, x1));
+                        let val = (1.0 - ly) * ((1.0 - lx) * at(y0, x0) + lx * at(y0, x1))
+                            + ly * ((1.0 - lx) * at(y1, x0) + lx * at(y1, x1));
                         dst[n * os[0] + c * os[1] + y * os[2] + xo * os[3]] = val;
                     }
                 }

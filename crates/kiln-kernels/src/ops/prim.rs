@@ -13,19 +13,31 @@ use crate::value::{Arg, Out, Scalar};
 
 type KResult = Result<(), KernelError>;
 
-fn binary(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>], fi: fn(i64, i64) -> Option<Scalar>, ff: fn(f64, f64) -> Scalar) -> KResult {
+fn binary(
+    ctx: &KernelContext,
+    args: &[Arg<'_>],
+    outs: &mut [Out<'_, '_>],
+    fi: fn(i64, i64) -> Option<Scalar>,
+    ff: fn(f64, f64) -> Scalar,
+) -> KResult {
     let a = Args::new(ctx, args);
     let x = a.scalar(0, "a")?;
     let y = a.scalar(1, "b")?;
     let r = match (x, y) {
         (Scalar::Double(_), _) | (_, Scalar::Double(_)) => ff(x.to_f64(), y.to_f64()),
-        _ => fi(x.to_i64(), y.to_i64()).ok_or_else(|| ctx.invalid("b", "integer division by zero"))?,
+        _ => fi(x.to_i64(), y.to_i64())
+            .ok_or_else(|| ctx.invalid("b", "integer division by zero"))?,
     };
     *out_scalar(ctx, outs)? = r;
     Ok(())
 }
 
-fn unary(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>], f: fn(Scalar) -> Scalar) -> KResult {
+fn unary(
+    ctx: &KernelContext,
+    args: &[Arg<'_>],
+    outs: &mut [Out<'_, '_>],
+    f: fn(Scalar) -> Scalar,
+) -> KResult {
     let x = Args::new(ctx, args).scalar(0, "a")?;
     *out_scalar(ctx, outs)? = f(x);
     Ok(())
@@ -60,7 +72,8 @@ fn et_view(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>]) -> K
             infer = Some(i);
             sizes.push(0);
         } else {
-            let u = usize::try_from(s).map_err(|_| ctx.invalid("size", format!("invalid size {s}")))?;
+            let u =
+                usize::try_from(s).map_err(|_| ctx.invalid("size", format!("invalid size {s}")))?;
             known = known.checked_mul(u).ok_or_else(|| ctx.invalid("size", "size overflows"))?;
             sizes.push(u);
         }
@@ -86,7 +99,9 @@ fn et_view(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>]) -> K
             Capacity::Bound(b) => sizes.len() == v.shape.rank() && x.numel() <= b,
         };
         if !ok {
-            return Err(ctx.invalid("out", format!("cannot resize view output {} to {sizes:?}", v.shape)));
+            return Err(
+                ctx.invalid("out", format!("cannot resize view output {} to {sizes:?}", v.shape))
+            );
         }
     }
     v.shape = crate::Shape::contiguous(&sizes).map_err(|e| ctx.invalid("size", e.to_string()))?;
@@ -100,7 +115,8 @@ pub(crate) fn kernels() -> Vec<KernelDef> {
         ret_scalar("aten::sym_size.int", 2, |c, a, o| {
             let r = Args::new(c, a);
             let x = r.tensor(0, "self")?;
-            let d = normalize_dim(r.int(1, "dim")?, x.rank()).ok_or_else(|| c.invalid("dim", "out of range"))?;
+            let d = normalize_dim(r.int(1, "dim")?, x.rank())
+                .ok_or_else(|| c.invalid("dim", "out of range"))?;
             *out_scalar(c, o)? = I(x.sizes().get(d).copied().unwrap_or(1) as i64);
             Ok(())
         }),
@@ -122,28 +138,78 @@ pub(crate) fn kernels() -> Vec<KernelDef> {
             *out_scalar(c, o)? = s;
             Ok(())
         }),
-        ret_scalar("executorch_prim::add.Scalar", 2, |c, a, o| binary(c, a, o, |x, y| Some(I(x.wrapping_add(y))), |x, y| D(x + y))),
-        ret_scalar("executorch_prim::sub.Scalar", 2, |c, a, o| binary(c, a, o, |x, y| Some(I(x.wrapping_sub(y))), |x, y| D(x - y))),
-        ret_scalar("executorch_prim::mul.Scalar", 2, |c, a, o| binary(c, a, o, |x, y| Some(I(x.wrapping_mul(y))), |x, y| D(x * y))),
-        ret_scalar("executorch_prim::floordiv.Scalar", 2, |c, a, o| binary(c, a, o, |x, y| floordiv_i(x, y).map(I), |x, y| D((x / y).floor()))),
-        ret_scalar("executorch_prim::floordiv.int", 2, |c, a, o| binary(c, a, o, |x, y| floordiv_i(x, y).map(I), |x, y| D((x / y).floor()))),
-        ret_scalar("executorch_prim::truediv.Scalar", 2, |c, a, o| binary(c, a, o, |x, y| Some(D(x as f64 / y as f64)), |x, y| D(x / y))),
-        ret_scalar("executorch_prim::mod.Scalar", 2, |c, a, o| binary(c, a, o, |x, y| mod_i(x, y).map(I), |x, y| D(x - (x / y).floor() * y))),
-        ret_scalar("executorch_prim::mod.int", 2, |c, a, o| binary(c, a, o, |x, y| mod_i(x, y).map(I), |x, y| D(x - (x / y).floor() * y))),
-        ret_scalar("executorch_prim::sym_max.Scalar", 2, |c, a, o| binary(c, a, o, |x, y| Some(I(x.max(y))), |x, y| D(x.max(y)))),
-        ret_scalar("executorch_prim::sym_min.Scalar", 2, |c, a, o| binary(c, a, o, |x, y| Some(I(x.min(y))), |x, y| D(x.min(y)))),
-        ret_scalar("executorch_prim::eq.Scalar", 2, |c, a, o| binary(c, a, o, |x, y| Some(B(x == y)), |x, y| B(x == y))),
-        ret_scalar("executorch_prim::gt.Scalar", 2, |c, a, o| binary(c, a, o, |x, y| Some(B(x > y)), |x, y| B(x > y))),
-        ret_scalar("executorch_prim::lt.Scalar", 2, |c, a, o| binary(c, a, o, |x, y| Some(B(x < y)), |x, y| B(x < y))),
-        ret_scalar("executorch_prim::ge.Scalar", 2, |c, a, o| binary(c, a, o, |x, y| Some(B(x >= y)), |x, y| B(x >= y))),
-        ret_scalar("executorch_prim::le.Scalar", 2, |c, a, o| binary(c, a, o, |x, y| Some(B(x <= y)), |x, y| B(x <= y))),
-        ret_scalar("executorch_prim::neg.Scalar", 1, |c, a, o| unary(c, a, o, |x| match x { D(v) => D(-v), v => I(v.to_i64().wrapping_neg()) })),
-        ret_scalar("executorch_prim::sym_not.Scalar", 1, |c, a, o| unary(c, a, o, |x| B(x.to_i64() == 0 && x.to_f64() == 0.0))),
-        ret_scalar("executorch_prim::sym_float.Scalar", 1, |c, a, o| unary(c, a, o, |x| D(x.to_f64()))),
-        ret_scalar("executorch_prim::sym_int.Scalar", 1, |c, a, o| unary(c, a, o, |x| I(x.to_i64()))),
-        ret_scalar("executorch_prim::ceil.Scalar", 1, |c, a, o| unary(c, a, o, |x| I(x.to_f64().ceil() as i64))),
-        ret_scalar("executorch_prim::round.Scalar", 1, |c, a, o| unary(c, a, o, |x| match x { D(v) => I(v.round_ties_even() as i64), v => I(v.to_i64()) })),
-        ret_scalar("executorch_prim::trunc.Scalar", 1, |c, a, o| unary(c, a, o, |x| I(x.to_f64().trunc() as i64))),
+        ret_scalar("executorch_prim::add.Scalar", 2, |c, a, o| {
+            binary(c, a, o, |x, y| Some(I(x.wrapping_add(y))), |x, y| D(x + y))
+        }),
+        ret_scalar("executorch_prim::sub.Scalar", 2, |c, a, o| {
+            binary(c, a, o, |x, y| Some(I(x.wrapping_sub(y))), |x, y| D(x - y))
+        }),
+        ret_scalar("executorch_prim::mul.Scalar", 2, |c, a, o| {
+            binary(c, a, o, |x, y| Some(I(x.wrapping_mul(y))), |x, y| D(x * y))
+        }),
+        ret_scalar("executorch_prim::floordiv.Scalar", 2, |c, a, o| {
+            binary(c, a, o, |x, y| floordiv_i(x, y).map(I), |x, y| D((x / y).floor()))
+        }),
+        ret_scalar("executorch_prim::floordiv.int", 2, |c, a, o| {
+            binary(c, a, o, |x, y| floordiv_i(x, y).map(I), |x, y| D((x / y).floor()))
+        }),
+        ret_scalar("executorch_prim::truediv.Scalar", 2, |c, a, o| {
+            binary(c, a, o, |x, y| Some(D(x as f64 / y as f64)), |x, y| D(x / y))
+        }),
+        ret_scalar("executorch_prim::mod.Scalar", 2, |c, a, o| {
+            binary(c, a, o, |x, y| mod_i(x, y).map(I), |x, y| D(x - (x / y).floor() * y))
+        }),
+        ret_scalar("executorch_prim::mod.int", 2, |c, a, o| {
+            binary(c, a, o, |x, y| mod_i(x, y).map(I), |x, y| D(x - (x / y).floor() * y))
+        }),
+        ret_scalar("executorch_prim::sym_max.Scalar", 2, |c, a, o| {
+            binary(c, a, o, |x, y| Some(I(x.max(y))), |x, y| D(x.max(y)))
+        }),
+        ret_scalar("executorch_prim::sym_min.Scalar", 2, |c, a, o| {
+            binary(c, a, o, |x, y| Some(I(x.min(y))), |x, y| D(x.min(y)))
+        }),
+        ret_scalar("executorch_prim::eq.Scalar", 2, |c, a, o| {
+            binary(c, a, o, |x, y| Some(B(x == y)), |x, y| B(x == y))
+        }),
+        ret_scalar("executorch_prim::gt.Scalar", 2, |c, a, o| {
+            binary(c, a, o, |x, y| Some(B(x > y)), |x, y| B(x > y))
+        }),
+        ret_scalar("executorch_prim::lt.Scalar", 2, |c, a, o| {
+            binary(c, a, o, |x, y| Some(B(x < y)), |x, y| B(x < y))
+        }),
+        ret_scalar("executorch_prim::ge.Scalar", 2, |c, a, o| {
+            binary(c, a, o, |x, y| Some(B(x >= y)), |x, y| B(x >= y))
+        }),
+        ret_scalar("executorch_prim::le.Scalar", 2, |c, a, o| {
+            binary(c, a, o, |x, y| Some(B(x <= y)), |x, y| B(x <= y))
+        }),
+        ret_scalar("executorch_prim::neg.Scalar", 1, |c, a, o| {
+            unary(c, a, o, |x| match x {
+                D(v) => D(-v),
+                v => I(v.to_i64().wrapping_neg()),
+            })
+        }),
+        ret_scalar("executorch_prim::sym_not.Scalar", 1, |c, a, o| {
+            unary(c, a, o, |x| B(x.to_i64() == 0 && x.to_f64() == 0.0))
+        }),
+        ret_scalar("executorch_prim::sym_float.Scalar", 1, |c, a, o| {
+            unary(c, a, o, |x| D(x.to_f64()))
+        }),
+        ret_scalar("executorch_prim::sym_int.Scalar", 1, |c, a, o| {
+            unary(c, a, o, |x| I(x.to_i64()))
+        }),
+        ret_scalar("executorch_prim::ceil.Scalar", 1, |c, a, o| {
+            unary(c, a, o, |x| I(x.to_f64().ceil() as i64))
+        }),
+        ret_scalar("executorch_prim::round.Scalar", 1, |c, a, o| {
+            unary(c, a, o, |x| match x {
+                D(v) => I(v.round_ties_even() as i64),
+                v => I(v.to_i64()),
+            })
+        }),
+        ret_scalar("executorch_prim::trunc.Scalar", 1, |c, a, o| {
+            unary(c, a, o, |x| I(x.to_f64().trunc() as i64))
+        }),
         ret_scalar("executorch_prim::sym_ite.Scalar", 3, |c, a, o| {
             let r = Args::new(c, a);
             let cond = r.scalar(0, "b")?;

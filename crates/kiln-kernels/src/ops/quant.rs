@@ -21,7 +21,12 @@ struct QParams {
     axis: Option<usize>,
 }
 
-fn qrange(ctx: &KernelContext, a: &Args<'_, '_>, min_pos: usize, dtype_pos: usize) -> Result<(i64, i64, DType), KernelError> {
+fn qrange(
+    ctx: &KernelContext,
+    a: &Args<'_, '_>,
+    min_pos: usize,
+    dtype_pos: usize,
+) -> Result<(i64, i64, DType), KernelError> {
     let qmin = a.int(min_pos, "quant_min")?;
     let qmax = a.int(min_pos + 1, "quant_max")?;
     let dt = a.dtype(dtype_pos, "dtype")?;
@@ -43,7 +48,15 @@ fn channel_index(x: &TensorRef<'_>, axis: Option<usize>) -> Vec<usize> {
     ch
 }
 
-fn quantize(ctx: &KernelContext, x: &TensorRef<'_>, q: &QParams, qmin: i64, qmax: i64, dtype: DType, out: &mut TensorMut<'_>) -> KResult {
+fn quantize(
+    ctx: &KernelContext,
+    x: &TensorRef<'_>,
+    q: &QParams,
+    qmin: i64,
+    qmax: i64,
+    dtype: DType,
+    out: &mut TensorMut<'_>,
+) -> KResult {
     if !x.dtype().is_float() {
         return Err(ctx.dtype_err("input", "a floating dtype", x.dtype()));
     }
@@ -66,7 +79,13 @@ fn quantize(ctx: &KernelContext, x: &TensorRef<'_>, q: &QParams, qmin: i64, qmax
     })
 }
 
-fn dequantize(ctx: &KernelContext, x: &TensorRef<'_>, q: &QParams, dtype: DType, out: &mut TensorMut<'_>) -> KResult {
+fn dequantize(
+    ctx: &KernelContext,
+    x: &TensorRef<'_>,
+    q: &QParams,
+    dtype: DType,
+    out: &mut TensorMut<'_>,
+) -> KResult {
     if x.dtype() != dtype {
         return Err(ctx.dtype_err("input", format!("{dtype} (the dtype argument)"), x.dtype()));
     }
@@ -87,7 +106,13 @@ fn dequantize(ctx: &KernelContext, x: &TensorRef<'_>, q: &QParams, dtype: DType,
     })
 }
 
-fn tensor_qparams(ctx: &KernelContext, scale: &TensorRef<'_>, zp: Option<&TensorRef<'_>>, n: usize, axis: Option<usize>) -> Result<QParams, KernelError> {
+fn tensor_qparams(
+    ctx: &KernelContext,
+    scale: &TensorRef<'_>,
+    zp: Option<&TensorRef<'_>>,
+    n: usize,
+    axis: Option<usize>,
+) -> Result<QParams, KernelError> {
     if scale.numel() != n {
         return Err(ctx.shape_err("scale", format!("{n} elements"), scale.sizes()));
     }
@@ -104,7 +129,13 @@ fn tensor_qparams(ctx: &KernelContext, scale: &TensorRef<'_>, zp: Option<&Tensor
     Ok(QParams { scales, zps, axis })
 }
 
-fn per_tensor(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>], quant: bool, tensor_params: bool) -> KResult {
+fn per_tensor(
+    ctx: &KernelContext,
+    args: &[Arg<'_>],
+    outs: &mut [Out<'_, '_>],
+    quant: bool,
+    tensor_params: bool,
+) -> KResult {
     let a = Args::new(ctx, args);
     let x = a.tensor(0, "input")?;
     let q = if tensor_params {
@@ -112,7 +143,11 @@ fn per_tensor(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>], q
         let z = a.tensor(2, "zero_point")?;
         tensor_qparams(ctx, &s, Some(&z), 1, None)?
     } else {
-        QParams { scales: vec![a.double(1, "scale")?], zps: vec![a.int(2, "zero_point")?], axis: None }
+        QParams {
+            scales: vec![a.double(1, "scale")?],
+            zps: vec![a.int(2, "zero_point")?],
+            axis: None,
+        }
     };
     let (qmin, qmax, dt) = qrange(ctx, &a, 3, 5)?;
     let out = out_tensor(ctx, outs, 0, "out")?;
@@ -128,12 +163,19 @@ fn per_tensor(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>], q
     }
 }
 
-fn per_channel(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>], quant: bool) -> KResult {
+fn per_channel(
+    ctx: &KernelContext,
+    args: &[Arg<'_>],
+    outs: &mut [Out<'_, '_>],
+    quant: bool,
+) -> KResult {
     let a = Args::new(ctx, args);
     let x = a.tensor(0, "input")?;
     let s = a.tensor(1, "scales")?;
     let z = if quant { Some(a.tensor(2, "zero_points")?) } else { a.opt_tensor(2, "zero_points")? };
-    let axis = normalize_dim(a.int(3, "axis")?, x.rank()).filter(|_| x.rank() > 0).ok_or_else(|| ctx.invalid("axis", "out of range"))?;
+    let axis = normalize_dim(a.int(3, "axis")?, x.rank())
+        .filter(|_| x.rank() > 0)
+        .ok_or_else(|| ctx.invalid("axis", "out of range"))?;
     let q = tensor_qparams(ctx, &s, z.as_ref(), x.sizes()[axis], Some(axis))?;
     let (qmin, qmax, dt) = qrange(ctx, &a, 4, 6)?;
     let out = out_tensor(ctx, outs, 0, "out")?;
@@ -144,7 +186,12 @@ fn per_channel(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>], 
     }
 }
 
-fn embedding_byte(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>], dtype_pos: Option<usize>) -> KResult {
+fn embedding_byte(
+    ctx: &KernelContext,
+    args: &[Arg<'_>],
+    outs: &mut [Out<'_, '_>],
+    dtype_pos: Option<usize>,
+) -> KResult {
     let a = Args::new(ctx, args);
     let w = a.tensor(0, "weight")?;
     let scales = a.tensor(1, "weight_scales")?;
@@ -154,18 +201,34 @@ fn embedding_byte(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>
         let _ = a.opt_dtype(p, "dtype")?;
     }
     if w.rank() != 2 || !matches!(w.dtype(), DType::Char | DType::Byte) {
-        return Err(ctx.shape_err("weight", "an int8/uint8 [num_embeddings, dim] tensor", w.sizes()));
+        return Err(ctx.shape_err(
+            "weight",
+            "an int8/uint8 [num_embeddings, dim] tensor",
+            w.sizes(),
+        ));
     }
     let (rows, dim) = (w.sizes()[0], w.sizes()[1]);
     let groups = match scales.sizes() {
         [r] if *r == rows => 1,
         [r, g] if *r == rows && *g > 0 && dim % *g == 0 => *g,
-        other => return Err(ctx.shape_err("weight_scales", format!("[{rows}] or [{rows}, groups dividing {dim}]"), other)),
+        other => {
+            return Err(ctx.shape_err(
+                "weight_scales",
+                format!("[{rows}] or [{rows}, groups dividing {dim}]"),
+                other,
+            ))
+        }
     };
     let sv = cast_to::<f64>(&scales);
     let zv = match &zps {
         Some(z) if z.numel() == scales.numel() => cast_to::<f64>(z).into_owned(),
-        Some(z) => return Err(ctx.shape_err("weight_zero_points", format!("{:?}", scales.sizes()), z.sizes())),
+        Some(z) => {
+            return Err(ctx.shape_err(
+                "weight_zero_points",
+                format!("{:?}", scales.sizes()),
+                z.sizes(),
+            ))
+        }
         None => vec![0.0; scales.numel()],
     };
     if !w.shape().is_contiguous() || !scales.shape().is_contiguous() {
@@ -208,13 +271,29 @@ fn embedding_byte(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>
 /// The kernels of this family.
 pub(crate) fn kernels() -> Vec<KernelDef> {
     vec![
-        out1("quantized_decomposed::quantize_per_tensor.out", 6, |c, a, o| per_tensor(c, a, o, true, false)),
-        out1("quantized_decomposed::quantize_per_tensor.Tensor_out", 6, |c, a, o| per_tensor(c, a, o, true, true)),
-        out1("quantized_decomposed::dequantize_per_tensor.out", 7, |c, a, o| per_tensor(c, a, o, false, false)),
-        out1("quantized_decomposed::dequantize_per_tensor.Tensor_out", 7, |c, a, o| per_tensor(c, a, o, false, true)),
-        out1("quantized_decomposed::quantize_per_channel.out", 7, |c, a, o| per_channel(c, a, o, true)),
-        out1("quantized_decomposed::dequantize_per_channel.out", 8, |c, a, o| per_channel(c, a, o, false)),
-        out1("quantized_decomposed::embedding_byte.out", 6, |c, a, o| embedding_byte(c, a, o, None)),
-        out1("quantized_decomposed::embedding_byte.dtype_out", 7, |c, a, o| embedding_byte(c, a, o, Some(6))),
+        out1("quantized_decomposed::quantize_per_tensor.out", 6, |c, a, o| {
+            per_tensor(c, a, o, true, false)
+        }),
+        out1("quantized_decomposed::quantize_per_tensor.Tensor_out", 6, |c, a, o| {
+            per_tensor(c, a, o, true, true)
+        }),
+        out1("quantized_decomposed::dequantize_per_tensor.out", 7, |c, a, o| {
+            per_tensor(c, a, o, false, false)
+        }),
+        out1("quantized_decomposed::dequantize_per_tensor.Tensor_out", 7, |c, a, o| {
+            per_tensor(c, a, o, false, true)
+        }),
+        out1("quantized_decomposed::quantize_per_channel.out", 7, |c, a, o| {
+            per_channel(c, a, o, true)
+        }),
+        out1("quantized_decomposed::dequantize_per_channel.out", 8, |c, a, o| {
+            per_channel(c, a, o, false)
+        }),
+        out1("quantized_decomposed::embedding_byte.out", 6, |c, a, o| {
+            embedding_byte(c, a, o, None)
+        }),
+        out1("quantized_decomposed::embedding_byte.dtype_out", 7, |c, a, o| {
+            embedding_byte(c, a, o, Some(6))
+        }),
     ]
 }

@@ -23,13 +23,20 @@ pub(crate) struct Plan {
 }
 
 /// Reduction plan for `dims` (None or empty = all dims).
-pub(crate) fn plan(ctx: &KernelContext, x: &TensorRef<'_>, dims: Option<&[i64]>, keepdim: bool) -> Result<Plan, KernelError> {
+pub(crate) fn plan(
+    ctx: &KernelContext,
+    x: &TensorRef<'_>,
+    dims: Option<&[i64]>,
+    keepdim: bool,
+) -> Result<Plan, KernelError> {
     let rank = x.rank();
     let mut mask = [false; MAX_RANK];
     match dims {
         Some(d) if !d.is_empty() => {
             for &v in d {
-                let n = normalize_dim(v, rank).ok_or_else(|| ctx.invalid("dim", format!("dim {v} out of range for rank {rank}")))?;
+                let n = normalize_dim(v, rank).ok_or_else(|| {
+                    ctx.invalid("dim", format!("dim {v} out of range for rank {rank}"))
+                })?;
                 if rank > 0 {
                     if mask[n] {
                         return Err(ctx.invalid("dim", format!("dim {v} appears twice")));
@@ -53,7 +60,12 @@ pub(crate) fn plan(ctx: &KernelContext, x: &TensorRef<'_>, dims: Option<&[i64]>,
 
 /// Calls `f(out_offset, base, rel)` for every output element: the group's input elements are
 /// at offsets `base + rel[k]`, `k` being the logical index within the reduced dims.
-pub(crate) fn groups(x: &TensorRef<'_>, plan: &Plan, out_shape: &crate::Shape, mut f: impl FnMut(usize, usize, &[usize])) {
+pub(crate) fn groups(
+    x: &TensorRef<'_>,
+    plan: &Plan,
+    out_shape: &crate::Shape,
+    mut f: impl FnMut(usize, usize, &[usize]),
+) {
     let rank = x.rank();
     let xs = x.shape().strides();
     let os = out_shape.strides();
@@ -97,7 +109,15 @@ enum Acc {
     Prod,
 }
 
-fn accumulate(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>], kind: Acc, dims: Option<&[i64]>, keepdim: bool, dtype: Option<DType>) -> KResult {
+fn accumulate(
+    ctx: &KernelContext,
+    args: &[Arg<'_>],
+    outs: &mut [Out<'_, '_>],
+    kind: Acc,
+    dims: Option<&[i64]>,
+    keepdim: bool,
+    dtype: Option<DType>,
+) -> KResult {
     let x = Args::new(ctx, args).tensor(0, "self")?;
     let out = out_tensor(ctx, outs, 0, "out")?;
     let p = plan(ctx, &x, dims, keepdim)?;
@@ -105,7 +125,11 @@ fn accumulate(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>], k
     let xt = x.dtype();
     let rt = dtype.unwrap_or(if xt.is_float() { xt } else { DType::Long });
     if kind == Acc::Mean && !rt.is_float() {
-        return Err(ctx.dtype_err("self", "a floating dtype (or a floating dtype argument) for mean", xt));
+        return Err(ctx.dtype_err(
+            "self",
+            "a floating dtype (or a floating dtype argument) for mean",
+            xt,
+        ));
     }
     if let Some(d) = dtype {
         if out.dtype() != d {
@@ -169,7 +193,15 @@ fn extreme(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>], max:
 
 /// Index of the max/min along `dim` (or over all elements, flattened, when `dim` is None):
 /// first occurrence wins, NaN counts as the extreme. Writes the values too when asked.
-fn arg_extreme(ctx: &KernelContext, x: &TensorRef<'_>, dim: Option<i64>, keepdim: bool, max: bool, values: Option<&mut TensorMut<'_>>, indices: &mut TensorMut<'_>) -> KResult {
+fn arg_extreme(
+    ctx: &KernelContext,
+    x: &TensorRef<'_>,
+    dim: Option<i64>,
+    keepdim: bool,
+    max: bool,
+    values: Option<&mut TensorMut<'_>>,
+    indices: &mut TensorMut<'_>,
+) -> KResult {
     if x.numel() == 0 {
         return Err(ctx.invalid("self", "argmax/argmin of an empty tensor"));
     }
@@ -218,7 +250,14 @@ fn arg_extreme(ctx: &KernelContext, x: &TensorRef<'_>, dim: Option<i64>, keepdim
     Ok(())
 }
 
-fn var(ctx: &KernelContext, x: &TensorRef<'_>, dims: Option<&[i64]>, correction: f64, keepdim: bool, out: &mut TensorMut<'_>) -> KResult {
+fn var(
+    ctx: &KernelContext,
+    x: &TensorRef<'_>,
+    dims: Option<&[i64]>,
+    correction: f64,
+    keepdim: bool,
+    out: &mut TensorMut<'_>,
+) -> KResult {
     if !x.dtype().is_float() {
         return Err(ctx.dtype_err("self", "a floating dtype", x.dtype()));
     }
@@ -236,13 +275,21 @@ fn var(ctx: &KernelContext, x: &TensorRef<'_>, dims: Option<&[i64]>, correction:
     })
 }
 
-fn any(ctx: &KernelContext, x: &TensorRef<'_>, dims: Option<&[i64]>, keepdim: bool, out: &mut TensorMut<'_>) -> KResult {
+fn any(
+    ctx: &KernelContext,
+    x: &TensorRef<'_>,
+    dims: Option<&[i64]>,
+    keepdim: bool,
+    out: &mut TensorMut<'_>,
+) -> KResult {
     let p = plan(ctx, x, dims, keepdim)?;
     resize(ctx, out, "out", &p.out_sizes)?;
     let shape = *out.shape();
     let v = cast_to::<Bool>(x);
     with_out::<Bool>(ctx, out, false, |dst| {
-        groups(x, &p, &shape, |o, b, offs| dst[o] = Bool(offs.iter().any(|&i| v[b + i].is_true()) as u8))
+        groups(x, &p, &shape, |o, b, offs| {
+            dst[o] = Bool(offs.iter().any(|&i| v[b + i].is_true()) as u8)
+        })
     })
 }
 
@@ -275,7 +322,13 @@ fn softmax(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>], log:
         groups(&x, &p, &shape, |o, b, _| plan_out.push((o, b)));
         for (obase, ibase) in plan_out {
             let row = (0..len).map(|k| v[ibase + k * xstride]);
-            let m = row.clone().fold(f64::NEG_INFINITY, |a, b| if b.is_nan() || a.is_nan() { f64::NAN } else { a.max(b) });
+            let m = row.clone().fold(f64::NEG_INFINITY, |a, b| {
+                if b.is_nan() || a.is_nan() {
+                    f64::NAN
+                } else {
+                    a.max(b)
+                }
+            });
             let sum: f64 = row.clone().map(|t| (t - m).exp()).sum();
             for k in 0..len {
                 let t = v[ibase + k * xstride];
@@ -295,7 +348,11 @@ fn cumsum(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>]) -> KR
     resize(ctx, out, "out", x.sizes())?;
     let shape = *out.shape();
     let d = normalize_dim(dim, x.rank()).unwrap_or(0);
-    let (xstride, ostride, len) = if x.rank() == 0 { (0, 0, 1) } else { (x.shape().strides()[d], shape.strides()[d], x.sizes()[d]) };
+    let (xstride, ostride, len) = if x.rank() == 0 {
+        (0, 0, 1)
+    } else {
+        (x.shape().strides()[d], shape.strides()[d], x.sizes()[d])
+    };
     let rt = dtype.unwrap_or(if x.dtype().is_float() { x.dtype() } else { DType::Long });
     let mut bases = Vec::new();
     groups(&x, &p, &shape, |o, b, _| bases.push((o, b)));
@@ -329,12 +386,14 @@ pub(crate) fn kernels() -> Vec<KernelDef> {
     vec![
         out1("aten::sum.IntList_out", 4, |c, a, o| {
             let r = Args::new(c, a);
-            let (d, k, t) = (r.opt_int_list(1, "dim")?, r.bool(2, "keepdim")?, r.opt_dtype(3, "dtype")?);
+            let (d, k, t) =
+                (r.opt_int_list(1, "dim")?, r.bool(2, "keepdim")?, r.opt_dtype(3, "dtype")?);
             accumulate(c, a, o, Acc::Sum, d, k, t)
         }),
         out1("aten::mean.out", 4, |c, a, o| {
             let r = Args::new(c, a);
-            let (d, k, t) = (r.opt_int_list(1, "dim")?, r.bool(2, "keepdim")?, r.opt_dtype(3, "dtype")?);
+            let (d, k, t) =
+                (r.opt_int_list(1, "dim")?, r.bool(2, "keepdim")?, r.opt_dtype(3, "dtype")?);
             accumulate(c, a, o, Acc::Mean, d, k, t)
         }),
         out1("aten::mean.dtype_out", 2, |c, a, o| {
@@ -407,7 +466,8 @@ pub(crate) fn kernels() -> Vec<KernelDef> {
         }),
         out1("aten::any.dims_out", 3, |c, a, o| {
             let r = Args::new(c, a);
-            let (x, d, k) = (r.tensor(0, "self")?, r.opt_int_list(1, "dim")?, r.bool(2, "keepdim")?);
+            let (x, d, k) =
+                (r.tensor(0, "self")?, r.opt_int_list(1, "dim")?, r.bool(2, "keepdim")?);
             any(c, &x, d, k, out_tensor(c, o, 0, "out")?)
         }),
         out1("aten::any.out", 3, |c, a, o| {

@@ -5,7 +5,6 @@
 //! `flip`, `repeat` and `pixel_shuffle`. Copies respect both tensors' dim orders.
 
 use crate::compute::strided::{broadcast_strides, walk};
-use crate::element::Element;
 use crate::error::KernelError;
 use crate::kernel::{KernelContext, KernelDef};
 use crate::ops::args::{out_list, out_tensor, Args};
@@ -18,11 +17,21 @@ use crate::value::{Arg, Out};
 type KResult = Result<(), KernelError>;
 
 fn dim(ctx: &KernelContext, d: i64, rank: usize, name: &'static str) -> Result<usize, KernelError> {
-    normalize_dim(d, rank).ok_or_else(|| ctx.invalid(name, format!("dim {d} out of range for rank {rank}")))
+    normalize_dim(d, rank)
+        .ok_or_else(|| ctx.invalid(name, format!("dim {d} out of range for rank {rank}")))
 }
 
-fn copy_same<P: bytemuck::Pod>(src: &[u8], dst: &mut [u8], sizes: &[usize], strides: &[usize], base: usize, os: &[usize]) -> bool {
-    let (Ok(s), Ok(d)) = (bytemuck::try_cast_slice::<u8, P>(src), bytemuck::try_cast_slice_mut::<u8, P>(dst)) else {
+fn copy_same<P: bytemuck::Pod>(
+    src: &[u8],
+    dst: &mut [u8],
+    sizes: &[usize],
+    strides: &[usize],
+    base: usize,
+    os: &[usize],
+) -> bool {
+    let (Ok(s), Ok(d)) =
+        (bytemuck::try_cast_slice::<u8, P>(src), bytemuck::try_cast_slice_mut::<u8, P>(dst))
+    else {
         return false;
     };
     walk(sizes, [strides, os], |[i, o]| d[o] = s[base + i]);
@@ -31,7 +40,14 @@ fn copy_same<P: bytemuck::Pod>(src: &[u8], dst: &mut [u8], sizes: &[usize], stri
 
 /// Copies the strided view `(sizes, strides, base)` of `x` into `out` (resized to `sizes`),
 /// converting to the out dtype when it differs. The view must lie inside `x`.
-pub(crate) fn copy_view(ctx: &KernelContext, x: &TensorRef<'_>, sizes: &[usize], strides: &[usize], base: usize, out: &mut TensorMut<'_>) -> KResult {
+pub(crate) fn copy_view(
+    ctx: &KernelContext,
+    x: &TensorRef<'_>,
+    sizes: &[usize],
+    strides: &[usize],
+    base: usize,
+    out: &mut TensorMut<'_>,
+) -> KResult {
     let numel: usize = sizes.iter().product();
     if numel > 0 {
         let last = sizes.iter().zip(strides).map(|(s, st)| (s - 1) * st).sum::<usize>() + base;
@@ -67,7 +83,12 @@ fn whole(x: &TensorRef<'_>) -> ([usize; MAX_RANK], usize) {
 }
 
 /// Copies `x` in logical (row-major) order into `out` resized to `sizes` (same element count).
-pub(crate) fn reshape_copy(ctx: &KernelContext, x: &TensorRef<'_>, sizes: &[usize], out: &mut TensorMut<'_>) -> KResult {
+pub(crate) fn reshape_copy(
+    ctx: &KernelContext,
+    x: &TensorRef<'_>,
+    sizes: &[usize],
+    out: &mut TensorMut<'_>,
+) -> KResult {
     let n: usize = sizes.iter().product();
     if n != x.numel() {
         return Err(ctx.shape_err("size", format!("{} elements (the input's)", x.numel()), sizes));
@@ -120,21 +141,30 @@ fn infer_sizes(ctx: &KernelContext, size: &[i64], numel: usize) -> Result<Vec<us
             }
             out.push(0);
         } else {
-            let v = usize::try_from(s).map_err(|_| ctx.invalid("size", format!("invalid size {s}")))?;
+            let v =
+                usize::try_from(s).map_err(|_| ctx.invalid("size", format!("invalid size {s}")))?;
             known = known.checked_mul(v).ok_or_else(|| ctx.invalid("size", "size overflows"))?;
             out.push(v);
         }
     }
     if let Some(i) = infer {
         if known == 0 || numel % known != 0 {
-            return Err(ctx.invalid("size", format!("cannot infer a dimension of {size:?} for {numel} elements")));
+            return Err(ctx.invalid(
+                "size",
+                format!("cannot infer a dimension of {size:?} for {numel} elements"),
+            ));
         }
         out[i] = numel / known;
     }
     Ok(out)
 }
 
-fn permute(ctx: &KernelContext, x: &TensorRef<'_>, dims: &[i64], out: &mut TensorMut<'_>) -> KResult {
+fn permute(
+    ctx: &KernelContext,
+    x: &TensorRef<'_>,
+    dims: &[i64],
+    out: &mut TensorMut<'_>,
+) -> KResult {
     let r = x.rank();
     if dims.len() != r {
         return Err(ctx.invalid("dims", format!("{} dims for a rank-{r} tensor", dims.len())));
@@ -154,7 +184,15 @@ fn permute(ctx: &KernelContext, x: &TensorRef<'_>, dims: &[i64], out: &mut Tenso
     copy_view(ctx, x, &sizes[..r], &strides[..r], 0, out)
 }
 
-fn slice(ctx: &KernelContext, x: &TensorRef<'_>, d: usize, start: i64, end: i64, step: i64, out: &mut TensorMut<'_>) -> KResult {
+fn slice(
+    ctx: &KernelContext,
+    x: &TensorRef<'_>,
+    d: usize,
+    start: i64,
+    end: i64,
+    step: i64,
+    out: &mut TensorMut<'_>,
+) -> KResult {
     if step <= 0 {
         return Err(ctx.invalid("step", format!("step {step} must be positive")));
     }
@@ -170,7 +208,13 @@ fn slice(ctx: &KernelContext, x: &TensorRef<'_>, d: usize, start: i64, end: i64,
     copy_view(ctx, x, &sizes, &st[..r], s as usize * xs[d], out)
 }
 
-fn select(ctx: &KernelContext, x: &TensorRef<'_>, d: usize, index: i64, out: &mut TensorMut<'_>) -> KResult {
+fn select(
+    ctx: &KernelContext,
+    x: &TensorRef<'_>,
+    d: usize,
+    index: i64,
+    out: &mut TensorMut<'_>,
+) -> KResult {
     if x.rank() == 0 {
         return Err(ctx.invalid("self", "select on a 0-dim tensor"));
     }
@@ -192,12 +236,22 @@ fn select(ctx: &KernelContext, x: &TensorRef<'_>, d: usize, index: i64, out: &mu
 }
 
 /// Splits `x` along `d` into chunks of `sizes`, one per output.
-fn split(ctx: &KernelContext, x: &TensorRef<'_>, d: usize, sizes: &[usize], outs: &mut [TensorMut<'_>]) -> KResult {
+fn split(
+    ctx: &KernelContext,
+    x: &TensorRef<'_>,
+    d: usize,
+    sizes: &[usize],
+    outs: &mut [TensorMut<'_>],
+) -> KResult {
     if outs.len() != sizes.len() {
-        return Err(ctx.invalid("out", format!("{} outputs for {} chunks", outs.len(), sizes.len())));
+        return Err(
+            ctx.invalid("out", format!("{} outputs for {} chunks", outs.len(), sizes.len()))
+        );
     }
     if sizes.iter().sum::<usize>() != x.sizes()[d] {
-        return Err(ctx.invalid("split_sizes", format!("{sizes:?} does not sum to {}", x.sizes()[d])));
+        return Err(
+            ctx.invalid("split_sizes", format!("{sizes:?} does not sum to {}", x.sizes()[d]))
+        );
     }
     let (xs, r) = whole(x);
     let mut start = 0;
@@ -212,7 +266,8 @@ fn split(ctx: &KernelContext, x: &TensorRef<'_>, d: usize, sizes: &[usize], outs
 
 fn cat(ctx: &KernelContext, tensors: &[TensorRef<'_>], d: i64, out: &mut TensorMut<'_>) -> KResult {
     // Legacy behaviour: 1-D empty tensors are skipped.
-    let parts: Vec<&TensorRef<'_>> = tensors.iter().filter(|t| !(t.rank() == 1 && t.numel() == 0)).collect();
+    let parts: Vec<&TensorRef<'_>> =
+        tensors.iter().filter(|t| !(t.rank() == 1 && t.numel() == 0)).collect();
     let Some(first) = parts.first() else {
         return resize(ctx, out, "out", &[0]);
     };
@@ -225,7 +280,11 @@ fn cat(ctx: &KernelContext, tensors: &[TensorRef<'_>], d: i64, out: &mut TensorM
     sizes[dd] = 0;
     for t in &parts {
         if t.rank() != r || (0..r).any(|k| k != dd && t.sizes()[k] != first.sizes()[k]) {
-            return Err(ctx.shape_err("tensors", format!("sizes matching {:?} except in dim {dd}", first.sizes()), t.sizes()));
+            return Err(ctx.shape_err(
+                "tensors",
+                format!("sizes matching {:?} except in dim {dd}", first.sizes()),
+                t.sizes(),
+            ));
         }
         sizes[dd] += t.sizes()[dd];
     }
@@ -246,7 +305,12 @@ fn cat(ctx: &KernelContext, tensors: &[TensorRef<'_>], d: i64, out: &mut TensorM
     Ok(())
 }
 
-fn stack(ctx: &KernelContext, tensors: &[TensorRef<'_>], d: i64, out: &mut TensorMut<'_>) -> KResult {
+fn stack(
+    ctx: &KernelContext,
+    tensors: &[TensorRef<'_>],
+    d: i64,
+    out: &mut TensorMut<'_>,
+) -> KResult {
     let Some(first) = tensors.first() else {
         return Err(ctx.invalid("tensors", "stack needs at least one tensor"));
     };
@@ -256,7 +320,11 @@ fn stack(ctx: &KernelContext, tensors: &[TensorRef<'_>], d: i64, out: &mut Tenso
     sizes.insert(dd, tensors.len());
     for t in tensors {
         if t.sizes() != first.sizes() {
-            return Err(ctx.shape_err("tensors", format!("{:?} (all equal)", first.sizes()), t.sizes()));
+            return Err(ctx.shape_err(
+                "tensors",
+                format!("{:?} (all equal)", first.sizes()),
+                t.sizes(),
+            ));
         }
     }
     resize(ctx, out, "out", &sizes)?;
@@ -285,7 +353,13 @@ fn copy_all(ctx: &KernelContext, x: &TensorRef<'_>, out: &mut TensorMut<'_>) -> 
 }
 
 /// `out[idx] = x[map(idx)]` for every logical output index (slow general path).
-fn gather_index(ctx: &KernelContext, x: &TensorRef<'_>, sizes: &[usize], out: &mut TensorMut<'_>, map: impl Fn(&[usize], &mut [usize])) -> KResult {
+fn gather_index(
+    ctx: &KernelContext,
+    x: &TensorRef<'_>,
+    sizes: &[usize],
+    out: &mut TensorMut<'_>,
+    map: impl Fn(&[usize], &mut [usize]),
+) -> KResult {
     resize(ctx, out, "out", sizes)?;
     let xs = x.shape().strides();
     let os = out.shape().strides();
@@ -318,19 +392,34 @@ fn gather_index(ctx: &KernelContext, x: &TensorRef<'_>, sizes: &[usize], out: &m
     }, _ => Err(ctx.dtype_err("out", "a computable dtype", dt)))
 }
 
-fn one(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>], f: impl FnOnce(&Args<'_, '_>, TensorRef<'_>, &mut TensorMut<'_>) -> KResult) -> KResult {
+fn one(
+    ctx: &KernelContext,
+    args: &[Arg<'_>],
+    outs: &mut [Out<'_, '_>],
+    f: impl FnOnce(&Args<'_, '_>, TensorRef<'_>, &mut TensorMut<'_>) -> KResult,
+) -> KResult {
     let a = Args::new(ctx, args);
     let x = a.tensor(0, "self")?;
     let out = out_tensor(ctx, outs, 0, "out")?;
     f(&a, x, out)
 }
 
-fn dim_order_copy(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>], clone: bool) -> KResult {
+fn dim_order_copy(
+    ctx: &KernelContext,
+    args: &[Arg<'_>],
+    outs: &mut [Out<'_, '_>],
+    clone: bool,
+) -> KResult {
     one(ctx, args, outs, |a, x, out| {
         if let Some(order) = a.opt_int_list(2, "dim_order")? {
             let want: Vec<u8> = order.iter().map(|&d| d as u8).collect();
-            if out.shape().dim_order() != &want[..] || order.iter().any(|&d| !(0..=255).contains(&d)) {
-                return Err(ctx.invalid("dim_order", format!("out has dim order {:?}, not {order:?}", out.shape().dim_order())));
+            if out.shape().dim_order() != &want[..]
+                || order.iter().any(|&d| !(0..=255).contains(&d))
+            {
+                return Err(ctx.invalid(
+                    "dim_order",
+                    format!("out has dim order {:?}, not {order:?}", out.shape().dim_order()),
+                ));
             }
         }
         if clone {
@@ -342,116 +431,169 @@ fn dim_order_copy(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>
 
 /// The kernels of this family.
 pub(crate) fn kernels() -> Vec<KernelDef> {
-    let _ = <f32 as Element>::DTYPE;
     vec![
-        out1("aten::view_copy.out", 2, |c, a, o| one(c, a, o, |a, x, out| {
-            let s = infer_sizes(c, a.int_list(1, "size")?, x.numel())?;
-            same_dtype(c, &x, out)?;
-            reshape_copy(c, &x, &s, out)
-        })),
-        out1("aten::_unsafe_view.out", 2, |c, a, o| one(c, a, o, |a, x, out| {
-            let s = infer_sizes(c, a.int_list(1, "size")?, x.numel())?;
-            reshape_copy(c, &x, &s, out)
-        })),
-        out1("aten::permute_copy.out", 2, |c, a, o| one(c, a, o, |a, x, out| permute(c, &x, a.int_list(1, "dims")?, out))),
-        out1("aten::transpose_copy.int_out", 3, |c, a, o| one(c, a, o, |a, x, out| {
-            let r = x.rank();
-            let (d0, d1) = (dim(c, a.int(1, "dim0")?, r, "dim0")?, dim(c, a.int(2, "dim1")?, r, "dim1")?);
-            let mut dims: Vec<i64> = (0..r as i64).collect();
-            if r > 0 {
-                dims.swap(d0, d1);
-            }
-            permute(c, &x, &dims, out)
-        })),
-        out1("aten::t_copy.out", 1, |c, a, o| one(c, a, o, |_, x, out| {
-            if x.rank() > 2 {
-                return Err(c.shape_err("self", "at most 2 dimensions", x.sizes()));
-            }
-            let dims: Vec<i64> = (0..x.rank() as i64).rev().collect();
-            permute(c, &x, &dims, out)
-        })),
-        out1("aten::expand_copy.out", 3, |c, a, o| one(c, a, o, |a, x, out| {
-            let size = a.int_list(1, "size")?;
-            let r = size.len();
-            if r < x.rank() {
-                return Err(c.invalid("size", format!("{size:?} has fewer dims than the input {:?}", x.sizes())));
-            }
-            let lead = r - x.rank();
-            let mut sizes = vec![0usize; r];
-            for (i, &s) in size.iter().enumerate() {
-                let cur = if i >= lead { Some(x.sizes()[i - lead]) } else { None };
-                sizes[i] = match (s, cur) {
-                    (-1, Some(c0)) => c0,
-                    (s, Some(c0)) if s >= 0 && (c0 == 1 || c0 as i64 == s) => s as usize,
-                    (s, None) if s >= 0 => s as usize,
-                    _ => return Err(c.invalid("size", format!("cannot expand {:?} to {size:?}", x.sizes()))),
-                };
-            }
-            let xs = x.shape().strides();
-            let st = broadcast_strides(x.sizes(), &xs[..x.rank()], &sizes);
-            copy_view(c, &x, &sizes, &st[..r], 0, out)
-        })),
-        out1("aten::slice_copy.Tensor_out", 5, |c, a, o| one(c, a, o, |a, x, out| {
-            if x.rank() == 0 {
-                return Err(c.invalid("self", "slice of a 0-dim tensor"));
-            }
-            let d = dim(c, a.int(1, "dim")?, x.rank(), "dim")?;
-            let start = a.opt_int(2, "start")?.unwrap_or(0);
-            let end = a.opt_int(3, "end")?.unwrap_or(i64::MAX);
-            slice(c, &x, d, start, end, a.int(4, "step")?, out)
-        })),
-        out1("aten::narrow_copy.out", 4, |c, a, o| one(c, a, o, |a, x, out| {
-            if x.rank() == 0 {
-                return Err(c.invalid("self", "narrow of a 0-dim tensor"));
-            }
-            let d = dim(c, a.int(1, "dim")?, x.rank(), "dim")?;
-            let size = x.sizes()[d] as i64;
-            let mut start = a.int(2, "start")?;
-            let len = a.int(3, "length")?;
-            if start < 0 {
-                start += size;
-            }
-            if start < 0 || len < 0 || start + len > size {
-                return Err(c.invalid("length", format!("start {start} + length {len} exceeds size {size}")));
-            }
-            slice(c, &x, d, start, start + len, 1, out)
-        })),
-        out1("aten::select_copy.int_out", 3, |c, a, o| one(c, a, o, |a, x, out| {
-            let d = dim(c, a.int(1, "dim")?, x.rank(), "dim")?;
-            select(c, &x, d, a.int(2, "index")?, out)
-        })),
-        out1("aten::unsqueeze_copy.out", 2, |c, a, o| one(c, a, o, |a, x, out| {
-            let d = dim(c, a.int(1, "dim")?, x.rank() + 1, "dim")?;
-            let mut s = x.sizes().to_vec();
-            s.insert(d, 1);
-            same_dtype(c, &x, out)?;
-            reshape_copy(c, &x, &s, out)
-        })),
-        out1("aten::squeeze_copy.dim_out", 2, |c, a, o| one(c, a, o, |a, x, out| {
-            let d = dim(c, a.int(1, "dim")?, x.rank(), "dim")?;
-            let s: Vec<usize> = x.sizes().iter().enumerate().filter(|&(k, &v)| !(k == d && v == 1)).map(|(_, &v)| v).collect();
-            reshape_copy(c, &x, &s, out)
-        })),
-        out1("aten::squeeze_copy.dims_out", 2, |c, a, o| one(c, a, o, |a, x, out| {
-            let mut mask = [false; MAX_RANK];
-            for &d in a.int_list(1, "dim")? {
-                let d = dim(c, d, x.rank(), "dim")?;
-                mask[d] = true;
-            }
-            let s: Vec<usize> = x.sizes().iter().enumerate().filter(|&(k, &v)| !(mask[k] && v == 1)).map(|(_, &v)| v).collect();
-            reshape_copy(c, &x, &s, out)
-        })),
-        out1("aten::squeeze_copy.out", 1, |c, a, o| one(c, a, o, |_, x, out| {
-            let s: Vec<usize> = x.sizes().iter().copied().filter(|&v| v != 1).collect();
-            reshape_copy(c, &x, &s, out)
-        })),
+        out1("aten::view_copy.out", 2, |c, a, o| {
+            one(c, a, o, |a, x, out| {
+                let s = infer_sizes(c, a.int_list(1, "size")?, x.numel())?;
+                same_dtype(c, &x, out)?;
+                reshape_copy(c, &x, &s, out)
+            })
+        }),
+        out1("aten::_unsafe_view.out", 2, |c, a, o| {
+            one(c, a, o, |a, x, out| {
+                let s = infer_sizes(c, a.int_list(1, "size")?, x.numel())?;
+                reshape_copy(c, &x, &s, out)
+            })
+        }),
+        out1("aten::permute_copy.out", 2, |c, a, o| {
+            one(c, a, o, |a, x, out| permute(c, &x, a.int_list(1, "dims")?, out))
+        }),
+        out1("aten::transpose_copy.int_out", 3, |c, a, o| {
+            one(c, a, o, |a, x, out| {
+                let r = x.rank();
+                let (d0, d1) =
+                    (dim(c, a.int(1, "dim0")?, r, "dim0")?, dim(c, a.int(2, "dim1")?, r, "dim1")?);
+                let mut dims: Vec<i64> = (0..r as i64).collect();
+                if r > 0 {
+                    dims.swap(d0, d1);
+                }
+                permute(c, &x, &dims, out)
+            })
+        }),
+        out1("aten::t_copy.out", 1, |c, a, o| {
+            one(c, a, o, |_, x, out| {
+                if x.rank() > 2 {
+                    return Err(c.shape_err("self", "at most 2 dimensions", x.sizes()));
+                }
+                let dims: Vec<i64> = (0..x.rank() as i64).rev().collect();
+                permute(c, &x, &dims, out)
+            })
+        }),
+        out1("aten::expand_copy.out", 3, |c, a, o| {
+            one(c, a, o, |a, x, out| {
+                let size = a.int_list(1, "size")?;
+                let r = size.len();
+                if r < x.rank() {
+                    return Err(c.invalid(
+                        "size",
+                        format!("{size:?} has fewer dims than the input {:?}", x.sizes()),
+                    ));
+                }
+                let lead = r - x.rank();
+                let mut sizes = vec![0usize; r];
+                for (i, &s) in size.iter().enumerate() {
+                    let cur = if i >= lead { Some(x.sizes()[i - lead]) } else { None };
+                    sizes[i] = match (s, cur) {
+                        (-1, Some(c0)) => c0,
+                        (s, Some(c0)) if s >= 0 && (c0 == 1 || c0 as i64 == s) => s as usize,
+                        (s, None) if s >= 0 => s as usize,
+                        _ => {
+                            return Err(c.invalid(
+                                "size",
+                                format!("cannot expand {:?} to {size:?}", x.sizes()),
+                            ))
+                        }
+                    };
+                }
+                let xs = x.shape().strides();
+                let st = broadcast_strides(x.sizes(), &xs[..x.rank()], &sizes);
+                copy_view(c, &x, &sizes, &st[..r], 0, out)
+            })
+        }),
+        out1("aten::slice_copy.Tensor_out", 5, |c, a, o| {
+            one(c, a, o, |a, x, out| {
+                if x.rank() == 0 {
+                    return Err(c.invalid("self", "slice of a 0-dim tensor"));
+                }
+                let d = dim(c, a.int(1, "dim")?, x.rank(), "dim")?;
+                let start = a.opt_int(2, "start")?.unwrap_or(0);
+                let end = a.opt_int(3, "end")?.unwrap_or(i64::MAX);
+                slice(c, &x, d, start, end, a.int(4, "step")?, out)
+            })
+        }),
+        out1("aten::narrow_copy.out", 4, |c, a, o| {
+            one(c, a, o, |a, x, out| {
+                if x.rank() == 0 {
+                    return Err(c.invalid("self", "narrow of a 0-dim tensor"));
+                }
+                let d = dim(c, a.int(1, "dim")?, x.rank(), "dim")?;
+                let size = x.sizes()[d] as i64;
+                let mut start = a.int(2, "start")?;
+                let len = a.int(3, "length")?;
+                if start < 0 {
+                    start += size;
+                }
+                if start < 0 || len < 0 || start + len > size {
+                    return Err(c.invalid(
+                        "length",
+                        format!("start {start} + length {len} exceeds size {size}"),
+                    ));
+                }
+                slice(c, &x, d, start, start + len, 1, out)
+            })
+        }),
+        out1("aten::select_copy.int_out", 3, |c, a, o| {
+            one(c, a, o, |a, x, out| {
+                let d = dim(c, a.int(1, "dim")?, x.rank(), "dim")?;
+                select(c, &x, d, a.int(2, "index")?, out)
+            })
+        }),
+        out1("aten::unsqueeze_copy.out", 2, |c, a, o| {
+            one(c, a, o, |a, x, out| {
+                let d = dim(c, a.int(1, "dim")?, x.rank() + 1, "dim")?;
+                let mut s = x.sizes().to_vec();
+                s.insert(d, 1);
+                same_dtype(c, &x, out)?;
+                reshape_copy(c, &x, &s, out)
+            })
+        }),
+        out1("aten::squeeze_copy.dim_out", 2, |c, a, o| {
+            one(c, a, o, |a, x, out| {
+                let d = dim(c, a.int(1, "dim")?, x.rank(), "dim")?;
+                let s: Vec<usize> = x
+                    .sizes()
+                    .iter()
+                    .enumerate()
+                    .filter(|&(k, &v)| !(k == d && v == 1))
+                    .map(|(_, &v)| v)
+                    .collect();
+                reshape_copy(c, &x, &s, out)
+            })
+        }),
+        out1("aten::squeeze_copy.dims_out", 2, |c, a, o| {
+            one(c, a, o, |a, x, out| {
+                let mut mask = [false; MAX_RANK];
+                for &d in a.int_list(1, "dim")? {
+                    let d = dim(c, d, x.rank(), "dim")?;
+                    mask[d] = true;
+                }
+                let s: Vec<usize> = x
+                    .sizes()
+                    .iter()
+                    .enumerate()
+                    .filter(|&(k, &v)| !(mask[k] && v == 1))
+                    .map(|(_, &v)| v)
+                    .collect();
+                reshape_copy(c, &x, &s, out)
+            })
+        }),
+        out1("aten::squeeze_copy.out", 1, |c, a, o| {
+            one(c, a, o, |_, x, out| {
+                let s: Vec<usize> = x.sizes().iter().copied().filter(|&v| v != 1).collect();
+                reshape_copy(c, &x, &s, out)
+            })
+        }),
         out1("aten::alias_copy.out", 1, |c, a, o| one(c, a, o, |_, x, out| copy_all(c, &x, out))),
         out1("aten::detach_copy.out", 1, |c, a, o| one(c, a, o, |_, x, out| copy_all(c, &x, out))),
-        out1("aten::lift_fresh_copy.out", 1, |c, a, o| one(c, a, o, |_, x, out| copy_all(c, &x, out))),
-        out1("aten::clone.out", 2, |c, a, o| one(c, a, o, |_, x, out| {
-            same_dtype(c, &x, out)?;
-            copy_all(c, &x, out)
-        })),
+        out1("aten::lift_fresh_copy.out", 1, |c, a, o| {
+            one(c, a, o, |_, x, out| copy_all(c, &x, out))
+        }),
+        out1("aten::clone.out", 2, |c, a, o| {
+            one(c, a, o, |_, x, out| {
+                same_dtype(c, &x, out)?;
+                copy_all(c, &x, out)
+            })
+        }),
         out1("aten::_to_copy.out", 3, |c, a, o| one(c, a, o, |_, x, out| copy_all(c, &x, out))),
         out1("dim_order_ops::_to_dim_order_copy.out", 3, |c, a, o| dim_order_copy(c, a, o, false)),
         out1("dim_order_ops::_clone_dim_order.out", 3, |c, a, o| dim_order_copy(c, a, o, true)),
@@ -500,7 +642,9 @@ pub(crate) fn kernels() -> Vec<KernelDef> {
             let d = dim(c, r.int(1, "dim")?, x.rank(), "dim")?;
             let outs = out_list(c, o, "out")?;
             if outs.len() != x.sizes()[d] {
-                return Err(c.invalid("out", format!("{} outputs for size {}", outs.len(), x.sizes()[d])));
+                return Err(
+                    c.invalid("out", format!("{} outputs for size {}", outs.len(), x.sizes()[d]))
+                );
             }
             for (i, out) in outs.iter_mut().enumerate() {
                 select(c, &x, d, i as i64, out)?;
@@ -517,55 +661,71 @@ pub(crate) fn kernels() -> Vec<KernelDef> {
             let ts = r.tensor_list(0, "tensors")?;
             stack(c, ts, r.int(1, "dim")?, out_tensor(c, o, 0, "out")?)
         }),
-        out1("aten::flip.out", 2, |c, a, o| one(c, a, o, |a, x, out| {
-            let mut mask = [false; MAX_RANK];
-            for &d in a.int_list(1, "dims")? {
-                mask[dim(c, d, x.rank(), "dims")?] = true;
-            }
-            let sizes = x.sizes().to_vec();
-            gather_index(c, &x, &sizes.clone(), out, |idx, src| {
-                for k in 0..idx.len() {
-                    src[k] = if mask[k] { sizes[k] - 1 - idx[k] } else { idx[k] };
+        out1("aten::flip.out", 2, |c, a, o| {
+            one(c, a, o, |a, x, out| {
+                let mut mask = [false; MAX_RANK];
+                for &d in a.int_list(1, "dims")? {
+                    mask[dim(c, d, x.rank(), "dims")?] = true;
                 }
+                let sizes = x.sizes().to_vec();
+                gather_index(c, &x, &sizes.clone(), out, |idx, src| {
+                    for k in 0..idx.len() {
+                        src[k] = if mask[k] { sizes[k] - 1 - idx[k] } else { idx[k] };
+                    }
+                })
             })
-        })),
-        out1("aten::repeat.out", 2, |c, a, o| one(c, a, o, |a, x, out| {
-            let reps = a.sizes(1, "repeats")?;
-            if reps.len() < x.rank() {
-                return Err(c.invalid("repeats", "fewer repeats than input dims"));
-            }
-            let lead = reps.len() - x.rank();
-            let xin: Vec<usize> = x.sizes().to_vec();
-            let sizes: Vec<usize> = (0..reps.len()).map(|k| reps[k] * if k >= lead { xin[k - lead] } else { 1 }).collect();
-            gather_index(c, &x, &sizes, out, |idx, src| {
-                for k in 0..src.len() {
-                    src[k] = idx[k + lead] % xin[k];
+        }),
+        out1("aten::repeat.out", 2, |c, a, o| {
+            one(c, a, o, |a, x, out| {
+                let reps = a.sizes(1, "repeats")?;
+                if reps.len() < x.rank() {
+                    return Err(c.invalid("repeats", "fewer repeats than input dims"));
                 }
+                let lead = reps.len() - x.rank();
+                let xin: Vec<usize> = x.sizes().to_vec();
+                let sizes: Vec<usize> = (0..reps.len())
+                    .map(|k| reps[k] * if k >= lead { xin[k - lead] } else { 1 })
+                    .collect();
+                gather_index(c, &x, &sizes, out, |idx, src| {
+                    for k in 0..src.len() {
+                        src[k] = idx[k + lead] % xin[k];
+                    }
+                })
             })
-        })),
-        out1("aten::pixel_shuffle.out", 2, |c, a, o| one(c, a, o, |a, x, out| {
-            let f = usize::try_from(a.int(1, "upscale_factor")?).ok().filter(|&f| f > 0).ok_or_else(|| c.invalid("upscale_factor", "must be positive"))?;
-            let r = x.rank();
-            if r < 3 || x.sizes()[r - 3] % (f * f) != 0 {
-                return Err(c.shape_err("self", format!("[*, C*{f}*{f}, H, W]"), x.sizes()));
-            }
-            let mut sizes = x.sizes().to_vec();
-            sizes[r - 3] /= f * f;
-            sizes[r - 2] *= f;
-            sizes[r - 1] *= f;
-            gather_index(c, &x, &sizes, out, |idx, src| {
-                src[..r - 3].copy_from_slice(&idx[..r - 3]);
-                let (ch, h, w) = (idx[r - 3], idx[r - 2], idx[r - 1]);
-                src[r - 3] = ch * f * f + (h % f) * f + (w % f);
-                src[r - 2] = h / f;
-                src[r - 1] = w / f;
+        }),
+        out1("aten::pixel_shuffle.out", 2, |c, a, o| {
+            one(c, a, o, |a, x, out| {
+                let f = usize::try_from(a.int(1, "upscale_factor")?)
+                    .ok()
+                    .filter(|&f| f > 0)
+                    .ok_or_else(|| c.invalid("upscale_factor", "must be positive"))?;
+                let r = x.rank();
+                if r < 3 || x.sizes()[r - 3] % (f * f) != 0 {
+                    return Err(c.shape_err("self", format!("[*, C*{f}*{f}, H, W]"), x.sizes()));
+                }
+                let mut sizes = x.sizes().to_vec();
+                sizes[r - 3] /= f * f;
+                sizes[r - 2] *= f;
+                sizes[r - 1] *= f;
+                gather_index(c, &x, &sizes, out, |idx, src| {
+                    src[..r - 3].copy_from_slice(&idx[..r - 3]);
+                    let (ch, h, w) = (idx[r - 3], idx[r - 2], idx[r - 1]);
+                    src[r - 3] = ch * f * f + (h % f) * f + (w % f);
+                    src[r - 2] = h / f;
+                    src[r - 1] = w / f;
+                })
             })
-        })),
+        }),
     ]
 }
 
 /// Broadcasts `src` to `sizes` into `out` (casting).
-fn broadcast_into(ctx: &KernelContext, src: &TensorRef<'_>, sizes: &[usize], out: &mut TensorMut<'_>) -> KResult {
+fn broadcast_into(
+    ctx: &KernelContext,
+    src: &TensorRef<'_>,
+    sizes: &[usize],
+    out: &mut TensorMut<'_>,
+) -> KResult {
     if crate::compute::strided::broadcast_shape(src.sizes(), sizes).as_deref() != Some(sizes) {
         return Err(ctx.shape_err("src", format!("broadcastable to {sizes:?}"), src.sizes()));
     }
