@@ -150,31 +150,12 @@ impl DType {
     pub fn is_computable(self) -> bool {
         self.is_float() || self.is_int() || self == DType::Bool
     }
-
-    /// The kind used by PyTorch's promotion between tensors and scalars.
-    pub(crate) fn category(self) -> Category {
-        if self == DType::Bool {
-            Category::Bool
-        } else if self.is_float() {
-            Category::Float
-        } else {
-            Category::Int
-        }
-    }
 }
 
 impl fmt::Display for DType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
-}
-
-/// Promotion category: bool < integer < floating.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum Category {
-    Bool,
-    Int,
-    Float,
 }
 
 /// PyTorch's `promoteTypes` for two tensor dtypes that kernels compute with.

@@ -9,8 +9,8 @@ use crate::tensor::TensorError;
 pub struct KernelError {
     /// The operator, e.g. `aten::add.out`.
     pub op: &'static str,
-    /// What went wrong.
-    pub kind: ErrorKind,
+    /// What went wrong (boxed: errors are rare, results stay small).
+    pub kind: Box<ErrorKind>,
 }
 
 /// What went wrong in a kernel. Argument names are the operator schema's (`self`, `other`,
@@ -78,6 +78,6 @@ pub enum ErrorKind {
 impl KernelError {
     /// A new error for operator `op`.
     pub fn new(op: &'static str, kind: ErrorKind) -> KernelError {
-        KernelError { op, kind }
+        KernelError { op, kind: Box::new(kind) }
     }
 }

@@ -8,12 +8,12 @@ use crate::shape::{Shape, ShapeError};
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum TensorError {
     /// The data slice is shorter than the shape (or bound) needs.
-    #[error("{dtype} tensor of shape {shape} needs {needed} bytes, data has {actual}")]
+    #[error("{dtype} tensor of sizes {sizes:?} needs {needed} bytes, data has {actual}")]
     DataTooShort {
         /// The dtype.
         dtype: DType,
-        /// The shape.
-        shape: Shape,
+        /// The sizes.
+        sizes: Vec<usize>,
         /// Bytes needed.
         needed: usize,
         /// Bytes available.
@@ -38,12 +38,12 @@ pub enum TensorError {
         actual: DType,
     },
     /// A resize that the tensor's [`Capacity`] does not allow.
-    #[error("cannot resize {kind} tensor from {from} to {to:?}{bound}")]
+    #[error("cannot resize {kind} tensor from {from:?} to {to:?}{bound}")]
     Resize {
         /// "static" or "dynamic-bound".
         kind: &'static str,
-        /// The current shape.
-        from: Shape,
+        /// The current sizes.
+        from: Vec<usize>,
         /// The requested sizes.
         to: Vec<usize>,
         /// ", capacity N elements" for bounded tensors.
@@ -57,7 +57,12 @@ pub enum TensorError {
 fn check_data(dtype: DType, shape: &Shape, numel: usize, data: &[u8]) -> Result<(), TensorError> {
     let needed = numel * dtype.size();
     if data.len() < needed {
-        return Err(TensorError::DataTooShort { dtype, shape: *shape, needed, actual: data.len() });
+        return Err(TensorError::DataTooShort {
+            dtype,
+            sizes: shape.sizes().to_vec(),
+            needed,
+            actual: data.len(),
+        });
     }
     let align = dtype.size();
     let addr = data.as_ptr() as usize;
@@ -98,6 +103,11 @@ impl<'a> TensorRef<'a> {
     /// A contiguous view over a typed slice (convenient for tests and callers).
     pub fn from_slice<T: Element>(sizes: &[usize], data: &'a [T]) -> Result<Self, TensorError> {
         TensorRef::new(T::DTYPE, Shape::contiguous(sizes)?, bytemuck::cast_slice(data))
+    }
+
+    /// A 0-dimensional view of one element (cannot fail: the array is aligned and sized).
+    pub fn from_scalar<T: Element>(value: &'a [T; 1]) -> Self {
+        TensorRef { dtype: T::DTYPE, shape: Shape::scalar(), data: bytemuck::cast_slice(value) }
     }
 
     /// The dtype.
@@ -228,15 +238,15 @@ impl<'a> TensorMut<'a> {
     }
 
     /// Sets new sizes (same rank, dim order kept), as ExecuTorch's `resize_tensor`: a static
-    /// tensor only accepts its current sizes, a bounded one any sizes within the bound.
-    /// A rank change is accepted only if the tensor is empty of dims... never: ranks are fixed.
+    /// tensor only accepts its current sizes, a bounded one any sizes of the same rank within
+    /// the bound (and within the data slice).
     pub fn resize(&mut self, sizes: &[usize]) -> Result<(), TensorError> {
         if sizes == self.shape.sizes() {
             return Ok(());
         }
         let refuse = |kind: &'static str, bound: String, from: Shape| TensorError::Resize {
             kind,
-            from,
+            from: from.sizes().to_vec(),
             to: sizes.to_vec(),
             bound,
         };
@@ -259,12 +269,6 @@ impl<'a> TensorMut<'a> {
                 Ok(())
             }
         }
-    }
-
-    /// Resizes and sets the dim order (used by dim-order conversion kernels); the dim order
-    /// must already match unless the sizes are unchanged.
-    pub fn resize_shape(&mut self, shape: &Shape) -> Result<(), TensorError> {
-        self.resize(shape.sizes())
     }
 
     /// The tensor's bytes at the current shape.

@@ -416,3 +416,38 @@ fn linalg() {
 fn conv() {
     run_family("conv");
 }
+
+#[test]
+fn reduce() {
+    run_family("reduce");
+}
+
+#[test]
+fn norm() {
+    run_family("norm");
+}
+
+#[test]
+fn shape() {
+    run_family("shape");
+}
+
+#[test]
+fn pool() {
+    run_family("pool");
+}
+
+#[test]
+fn index() {
+    run_family("index");
+}
+
+#[test]
+fn prim() {
+    run_family("prim");
+}
+
+#[test]
+fn quant() {
+    run_family("quant");
+}

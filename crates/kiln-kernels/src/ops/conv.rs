@@ -4,7 +4,7 @@
 use crate::compute::conv::{col2im, im2col, Geometry};
 use crate::compute::gemm::{FastGemm, Mat, MatMut};
 use crate::dtype::DType;
-use crate::element::{Calc, Element};
+use crate::element::Element;
 use crate::error::KernelError;
 use crate::kernel::{KernelContext, KernelDef};
 use crate::ops::args::{out_tensor, Args};

@@ -8,7 +8,14 @@ pub(crate) mod pointwise;
 
 pub(crate) mod binary;
 pub(crate) mod conv;
+pub(crate) mod index;
 pub(crate) mod linalg;
+pub(crate) mod norm;
+pub(crate) mod pool;
+pub(crate) mod prim;
+pub(crate) mod quant;
+pub(crate) mod reduce;
+pub(crate) mod shape;
 pub(crate) mod unary;
 
 const fn slots<const N: usize, const P: usize>(kind: OutKind) -> [[OutSlot; N]; P] {
@@ -83,5 +90,12 @@ pub(crate) fn all() -> Vec<KernelDef> {
     v.extend(unary::kernels());
     v.extend(linalg::kernels());
     v.extend(conv::kernels());
+    v.extend(reduce::kernels());
+    v.extend(norm::kernels());
+    v.extend(shape::kernels());
+    v.extend(pool::kernels());
+    v.extend(index::kernels());
+    v.extend(prim::kernels());
+    v.extend(quant::kernels());
     v
 }

@@ -4,11 +4,10 @@
 use std::borrow::Cow;
 
 use crate::compute::strided::{broadcast_shape, broadcast_strides, walk};
-use crate::dtype::{promote_types, Category, DType};
+use crate::dtype::{promote_types, DType};
 use crate::element::Element;
 use crate::error::KernelError;
 use crate::kernel::KernelContext;
-use crate::shape::{Shape, MAX_RANK};
 use crate::tensor::{TensorMut, TensorRef};
 use crate::value::Scalar;
 
@@ -231,41 +230,4 @@ pub(crate) fn result_type(ops: &[Operand<'_>]) -> Option<DType> {
         };
     }
     combine(dim, combine(zero, wrapped))
-}
-
-/// A scalar as a one-element array of `T` (viewable as a 0-dim tensor).
-pub(crate) fn scalar_elem<T: Element>(s: Scalar) -> [T; 1] {
-    [match s {
-        Scalar::Int(v) => T::from_i64(v),
-        Scalar::Double(v) => T::from_f64(v),
-        Scalar::Bool(v) => T::from_i64(v as i64),
-    }]
-}
-
-/// A 0-dim tensor view over a one-element array.
-pub(crate) fn scalar_view<T: Element>(v: &[T; 1]) -> TensorRef<'_> {
-    TensorRef::new(T::DTYPE, Shape::scalar(), bytemuck::cast_slice(v))
-        .unwrap_or_else(|_| unreachable_view())
-}
-
-/// Used only where a view over a local, correctly sized array cannot fail.
-fn unreachable_view<'a>() -> TensorRef<'a> {
-    TensorRef::new(DType::Byte, Shape::scalar(), &[0u8])
-        .unwrap_or_else(|_| unreachable!("1-byte scalar view"))
-}
-
-/// Category check helper: the lowest category among dtypes.
-pub(crate) fn category(d: DType) -> Category {
-    d.category()
-}
-
-/// Contiguous element strides of `sizes`.
-pub(crate) fn contiguous_strides(sizes: &[usize]) -> [usize; MAX_RANK] {
-    let mut s = [0usize; MAX_RANK];
-    let mut acc = 1;
-    for d in (0..sizes.len()).rev() {
-        s[d] = acc;
-        acc *= sizes[d];
-    }
-    s
 }

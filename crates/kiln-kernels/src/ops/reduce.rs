@@ -23,13 +23,20 @@ pub(crate) struct Plan {
 }
 
 /// Reduction plan for `dims` (None or empty = all dims).
-pub(crate) fn plan(ctx: &KernelContext, x: &TensorRef<'_>, dims: Option<&[i64]>, keepdim: bool) -> Result<Plan, KernelError> {
+pub(crate) fn plan(
+    ctx: &KernelContext,
+    x: &TensorRef<'_>,
+    dims: Option<&[i64]>,
+    keepdim: bool,
+) -> Result<Plan, KernelError> {
     let rank = x.rank();
     let mut mask = [false; MAX_RANK];
     match dims {
         Some(d) if !d.is_empty() => {
             for &v in d {
-                let n = normalize_dim(v, rank).ok_or_else(|| ctx.invalid("dim", format!("dim {v} out of range for rank {rank}")))?;
+                let n = normalize_dim(v, rank).ok_or_else(|| {
+                    ctx.invalid("dim", format!("dim {v} out of range for rank {rank}"))
+                })?;
                 if rank > 0 {
                     if mask[n] {
                         return Err(ctx.invalid("dim", format!("dim {v} appears twice")));
@@ -51,9 +58,14 @@ pub(crate) fn plan(ctx: &KernelContext, x: &TensorRef<'_>, dims: Option<&[i64]>,
     Ok(Plan { mask, out_sizes })
 }
 
-/// Calls `f(out_offset, in_offsets)` for every output element; `in_offsets` lists the input
-/// element offsets of the group in logical order.
-pub(crate) fn groups(x: &TensorRef<'_>, plan: &Plan, out_shape: &crate::Shape, mut f: impl FnMut(usize, &[usize])) {
+/// Calls `f(out_offset, base, rel)` for every output element: the group's input elements are
+/// at offsets `base + rel[k]`, `k` being the logical index within the reduced dims.
+pub(crate) fn groups(
+    x: &TensorRef<'_>,
+    plan: &Plan,
+    out_shape: &crate::Shape,
+    mut f: impl FnMut(usize, usize, &[usize]),
+) {
     let rank = x.rank();
     let xs = x.shape().strides();
     let os = out_shape.strides();
@@ -86,11 +98,7 @@ pub(crate) fn groups(x: &TensorRef<'_>, plan: &Plan, out_shape: &crate::Shape, m
     if kept_sizes.contains(&0) {
         return;
     }
-    walk(&kept_sizes, [&kept_in[..], &kept_out[..]], |[i, o]| {
-        let shifted: &mut Vec<usize> = &mut Vec::new();
-        let _ = shifted;
-        f(o, &offs.iter().map(|&r| r + i).collect::<Vec<_>>())
-    });
+    walk(&kept_sizes, [&kept_in[..], &kept_out[..]], |[i, o]| f(o, i, &offs));
 }
 
 /// Accumulating reduction kinds over f64 values.
@@ -101,7 +109,15 @@ enum Acc {
     Prod,
 }
 
-fn accumulate(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>], kind: Acc, dims: Option<&[i64]>, keepdim: bool, dtype: Option<DType>) -> KResult {
+fn accumulate(
+    ctx: &KernelContext,
+    args: &[Arg<'_>],
+    outs: &mut [Out<'_, '_>],
+    kind: Acc,
+    dims: Option<&[i64]>,
+    keepdim: bool,
+    dtype: Option<DType>,
+) -> KResult {
     let x = Args::new(ctx, args).tensor(0, "self")?;
     let out = out_tensor(ctx, outs, 0, "out")?;
     let p = plan(ctx, &x, dims, keepdim)?;
@@ -109,7 +125,11 @@ fn accumulate(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>], k
     let xt = x.dtype();
     let rt = dtype.unwrap_or(if xt.is_float() { xt } else { DType::Long });
     if kind == Acc::Mean && !rt.is_float() {
-        return Err(ctx.dtype_err("self", "a floating dtype (or a floating dtype argument) for mean", xt));
+        return Err(ctx.dtype_err(
+            "self",
+            "a floating dtype (or a floating dtype argument) for mean",
+            xt,
+        ));
     }
     if let Some(d) = dtype {
         if out.dtype() != d {
@@ -120,21 +140,22 @@ fn accumulate(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>], k
     if rt.is_float() {
         let v = cast_to::<f64>(&x);
         with_out::<f64>(ctx, out, false, |dst| {
-            groups(&x, &p, &shape, |o, offs| {
+            groups(&x, &p, &shape, |o, b, offs| {
+                let vals = offs.iter().map(|&i| v[b + i]);
                 dst[o] = match kind {
-                    Acc::Sum => offs.iter().map(|&i| v[i]).sum(),
-                    Acc::Mean => offs.iter().map(|&i| v[i]).sum::<f64>() / offs.len() as f64,
-                    Acc::Prod => offs.iter().map(|&i| v[i]).product(),
+                    Acc::Sum => vals.sum(),
+                    Acc::Mean => vals.sum::<f64>() / offs.len() as f64,
+                    Acc::Prod => vals.product(),
                 }
             })
         })
     } else {
         let v = cast_to::<i64>(&x);
         with_out::<i64>(ctx, out, false, |dst| {
-            groups(&x, &p, &shape, |o, offs| {
+            groups(&x, &p, &shape, |o, b, offs| {
                 dst[o] = match kind {
-                    Acc::Prod => offs.iter().fold(1i64, |a, &i| a.wrapping_mul(v[i])),
-                    _ => offs.iter().fold(0i64, |a, &i| a.wrapping_add(v[i])),
+                    Acc::Prod => offs.iter().fold(1i64, |a, &i| a.wrapping_mul(v[b + i])),
+                    _ => offs.iter().fold(0i64, |a, &i| a.wrapping_add(v[b + i])),
                 }
             })
         })
@@ -157,10 +178,10 @@ fn extreme(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>], max:
     let dt = x.dtype();
     crate::dispatch_all!(dt, T => {
         let v = cast_to::<T>(&x);
-        with_out::<T>(ctx, out, true, |dst| groups(&x, &p, &shape, |o, offs| {
-            let mut best = v[offs[0]];
+        with_out::<T>(ctx, out, true, |dst| groups(&x, &p, &shape, |o, b, offs| {
+            let mut best = v[b + offs[0]];
             for &i in &offs[1..] {
-                let c = v[i];
+                let c = v[b + i];
                 let cf = c.to_f64();
                 if cf.is_nan() { best = c; break; }
                 if (max && cf > best.to_f64()) || (!max && cf < best.to_f64()) { best = c; }
@@ -170,30 +191,33 @@ fn extreme(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>], max:
     }, _ => Err(ctx.dtype_err("self", "a computable dtype", dt)))
 }
 
-/// Index of the max/min along `dim` (first occurrence; NaN wins). Writes values when asked.
-fn arg_extreme(ctx: &KernelContext, x: &TensorRef<'_>, dim: Option<i64>, keepdim: bool, max: bool, values: Option<&mut TensorMut<'_>>, indices: &mut TensorMut<'_>) -> KResult {
+/// Index of the max/min along `dim` (or over all elements, flattened, when `dim` is None):
+/// first occurrence wins, NaN counts as the extreme. Writes the values too when asked.
+fn arg_extreme(
+    ctx: &KernelContext,
+    x: &TensorRef<'_>,
+    dim: Option<i64>,
+    keepdim: bool,
+    max: bool,
+    values: Option<&mut TensorMut<'_>>,
+    indices: &mut TensorMut<'_>,
+) -> KResult {
     if x.numel() == 0 {
         return Err(ctx.invalid("self", "argmax/argmin of an empty tensor"));
     }
-    let dims_v;
-    let (flat, p) = match dim {
-        Some(d) => {
-            dims_v = [d];
-            (false, plan(ctx, x, Some(&dims_v), keepdim)?)
-        }
-        None => (true, plan(ctx, x, None, keepdim)?),
-    };
-    let _ = flat;
+    let dims = dim.map(|d| [d]);
+    let p = plan(ctx, x, dims.as_ref().map(|d| &d[..]), keepdim)?;
     let vals = cast_to::<f64>(x);
     resize(ctx, indices, "indices", &p.out_sizes)?;
     let shape = *indices.shape();
-    let mut picks: Vec<(usize, usize)> = Vec::new();
-    groups(x, &p, &shape, |o, offs| {
+    // (output offset, logical index in the group, input offset)
+    let mut picks: Vec<(usize, usize, usize)> = Vec::new();
+    groups(x, &p, &shape, |o, b, offs| {
         let mut bi = 0;
-        let mut bv = vals[offs[0]];
+        let mut bv = vals[b + offs[0]];
         if !bv.is_nan() {
             for (k, &i) in offs.iter().enumerate().skip(1) {
-                let c = vals[i];
+                let c = vals[b + i];
                 if c.is_nan() {
                     bi = k;
                     break;
@@ -204,26 +228,11 @@ fn arg_extreme(ctx: &KernelContext, x: &TensorRef<'_>, dim: Option<i64>, keepdim
                 }
             }
         }
-        picks.push((o, offs[bi]));
-        let _ = bv;
+        picks.push((o, bi, b + offs[bi]));
     });
-    // Index along the reduced dims in logical (row-major) order: recompute positions.
-    let group_index = |in_off: usize, offs_base: usize| in_off - offs_base;
-    let _ = group_index;
-    let mut idx_vals = Vec::with_capacity(picks.len());
-    {
-        // Position k of the pick within its group equals its logical index along the dims.
-        let mut k_of = Vec::with_capacity(picks.len());
-        groups(x, &p, &shape, |o, offs| {
-            if let Some(&(_, pick)) = picks.iter().find(|(po, _)| *po == o) {
-                k_of.push((o, offs.iter().position(|&i| i == pick).unwrap_or(0) as i64));
-            }
-        });
-        idx_vals.extend(k_of);
-    }
     with_out::<i64>(ctx, indices, false, |dst| {
-        for &(o, k) in &idx_vals {
-            dst[o] = k;
+        for &(o, k, _) in &picks {
+            dst[o] = k as i64;
         }
     })?;
     if let Some(values) = values {
@@ -232,7 +241,7 @@ fn arg_extreme(ctx: &KernelContext, x: &TensorRef<'_>, dim: Option<i64>, keepdim
         crate::dispatch_all!(dt, T => {
             let v = cast_to::<T>(x);
             with_out::<T>(ctx, values, true, |dst| {
-                for &(o, i) in &picks {
+                for &(o, _, i) in &picks {
                     dst[o] = v[i];
                 }
             })
@@ -241,7 +250,14 @@ fn arg_extreme(ctx: &KernelContext, x: &TensorRef<'_>, dim: Option<i64>, keepdim
     Ok(())
 }
 
-fn var(ctx: &KernelContext, x: &TensorRef<'_>, dims: Option<&[i64]>, correction: f64, keepdim: bool, out: &mut TensorMut<'_>) -> KResult {
+fn var(
+    ctx: &KernelContext,
+    x: &TensorRef<'_>,
+    dims: Option<&[i64]>,
+    correction: f64,
+    keepdim: bool,
+    out: &mut TensorMut<'_>,
+) -> KResult {
     if !x.dtype().is_float() {
         return Err(ctx.dtype_err("self", "a floating dtype", x.dtype()));
     }
@@ -250,22 +266,30 @@ fn var(ctx: &KernelContext, x: &TensorRef<'_>, dims: Option<&[i64]>, correction:
     let shape = *out.shape();
     let v = cast_to::<f64>(x);
     with_out::<f64>(ctx, out, true, |dst| {
-        groups(x, &p, &shape, |o, offs| {
+        groups(x, &p, &shape, |o, b, offs| {
             let n = offs.len() as f64;
-            let mean = offs.iter().map(|&i| v[i]).sum::<f64>() / n;
-            let ss: f64 = offs.iter().map(|&i| (v[i] - mean) * (v[i] - mean)).sum();
+            let mean = offs.iter().map(|&i| v[b + i]).sum::<f64>() / n;
+            let ss: f64 = offs.iter().map(|&i| (v[b + i] - mean) * (v[b + i] - mean)).sum();
             dst[o] = ss / (n - correction).max(0.0);
         })
     })
 }
 
-fn any(ctx: &KernelContext, x: &TensorRef<'_>, dims: Option<&[i64]>, keepdim: bool, out: &mut TensorMut<'_>) -> KResult {
+fn any(
+    ctx: &KernelContext,
+    x: &TensorRef<'_>,
+    dims: Option<&[i64]>,
+    keepdim: bool,
+    out: &mut TensorMut<'_>,
+) -> KResult {
     let p = plan(ctx, x, dims, keepdim)?;
     resize(ctx, out, "out", &p.out_sizes)?;
     let shape = *out.shape();
     let v = cast_to::<Bool>(x);
     with_out::<Bool>(ctx, out, false, |dst| {
-        groups(x, &p, &shape, |o, offs| dst[o] = Bool(offs.iter().any(|&i| v[i].is_true()) as u8))
+        groups(x, &p, &shape, |o, b, offs| {
+            dst[o] = Bool(offs.iter().any(|&i| v[b + i].is_true()) as u8)
+        })
     })
 }
 
@@ -295,10 +319,16 @@ fn softmax(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>], log:
     with_out::<f64>(ctx, out, true, |dst| {
         // Group by the input layout; recover the output base from the logical index.
         let mut plan_out = Vec::new();
-        groups(&x, &p, &shape, |o, offs| plan_out.push((o, offs[0])));
+        groups(&x, &p, &shape, |o, b, _| plan_out.push((o, b)));
         for (obase, ibase) in plan_out {
             let row = (0..len).map(|k| v[ibase + k * xstride]);
-            let m = row.clone().fold(f64::NEG_INFINITY, |a, b| if b.is_nan() || a.is_nan() { f64::NAN } else { a.max(b) });
+            let m = row.clone().fold(f64::NEG_INFINITY, |a, b| {
+                if b.is_nan() || a.is_nan() {
+                    f64::NAN
+                } else {
+                    a.max(b)
+                }
+            });
             let sum: f64 = row.clone().map(|t| (t - m).exp()).sum();
             for k in 0..len {
                 let t = v[ibase + k * xstride];
@@ -318,10 +348,14 @@ fn cumsum(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>]) -> KR
     resize(ctx, out, "out", x.sizes())?;
     let shape = *out.shape();
     let d = normalize_dim(dim, x.rank()).unwrap_or(0);
-    let (xstride, ostride, len) = if x.rank() == 0 { (0, 0, 1) } else { (x.shape().strides()[d], shape.strides()[d], x.sizes()[d]) };
+    let (xstride, ostride, len) = if x.rank() == 0 {
+        (0, 0, 1)
+    } else {
+        (x.shape().strides()[d], shape.strides()[d], x.sizes()[d])
+    };
     let rt = dtype.unwrap_or(if x.dtype().is_float() { x.dtype() } else { DType::Long });
     let mut bases = Vec::new();
-    groups(&x, &p, &shape, |o, offs| bases.push((o, offs[0])));
+    groups(&x, &p, &shape, |o, b, _| bases.push((o, b)));
     if rt.is_float() {
         let v = cast_to::<f64>(&x);
         with_out::<f64>(ctx, out, false, |dst| {
@@ -352,12 +386,14 @@ pub(crate) fn kernels() -> Vec<KernelDef> {
     vec![
         out1("aten::sum.IntList_out", 4, |c, a, o| {
             let r = Args::new(c, a);
-            let (d, k, t) = (r.opt_int_list(1, "dim")?, r.bool(2, "keepdim")?, r.opt_dtype(3, "dtype")?);
+            let (d, k, t) =
+                (r.opt_int_list(1, "dim")?, r.bool(2, "keepdim")?, r.opt_dtype(3, "dtype")?);
             accumulate(c, a, o, Acc::Sum, d, k, t)
         }),
         out1("aten::mean.out", 4, |c, a, o| {
             let r = Args::new(c, a);
-            let (d, k, t) = (r.opt_int_list(1, "dim")?, r.bool(2, "keepdim")?, r.opt_dtype(3, "dtype")?);
+            let (d, k, t) =
+                (r.opt_int_list(1, "dim")?, r.bool(2, "keepdim")?, r.opt_dtype(3, "dtype")?);
             accumulate(c, a, o, Acc::Mean, d, k, t)
         }),
         out1("aten::mean.dtype_out", 2, |c, a, o| {
@@ -430,7 +466,8 @@ pub(crate) fn kernels() -> Vec<KernelDef> {
         }),
         out1("aten::any.dims_out", 3, |c, a, o| {
             let r = Args::new(c, a);
-            let (x, d, k) = (r.tensor(0, "self")?, r.opt_int_list(1, "dim")?, r.bool(2, "keepdim")?);
+            let (x, d, k) =
+                (r.tensor(0, "self")?, r.opt_int_list(1, "dim")?, r.bool(2, "keepdim")?);
             any(c, &x, d, k, out_tensor(c, o, 0, "out")?)
         }),
         out1("aten::any.out", 3, |c, a, o| {

@@ -1,0 +1,299 @@
+//! `quantized_decomposed` ops: affine quantize/dequantize per tensor and per channel, and
+//! `embedding_byte` (int8 embedding rows with per-row or per-group scales). Arithmetic is in
+//! `float32`, as ExecuTorch's quantized kernels do (`q = zp + nearbyint(x * (1/scale))`).
+
+use crate::dtype::DType;
+use crate::error::KernelError;
+use crate::kernel::{KernelContext, KernelDef};
+use crate::ops::args::{out_tensor, Args};
+use crate::ops::out1;
+use crate::ops::pointwise::{cast_to, resize, with_out};
+use crate::shape::normalize_dim;
+use crate::tensor::{TensorMut, TensorRef};
+use crate::value::{Arg, Out};
+
+type KResult = Result<(), KernelError>;
+
+/// Scale and zero point for each element (per tensor: one pair; per channel: by `axis`).
+struct QParams {
+    scales: Vec<f64>,
+    zps: Vec<i64>,
+    axis: Option<usize>,
+}
+
+fn qrange(
+    ctx: &KernelContext,
+    a: &Args<'_, '_>,
+    min_pos: usize,
+    dtype_pos: usize,
+) -> Result<(i64, i64, DType), KernelError> {
+    let qmin = a.int(min_pos, "quant_min")?;
+    let qmax = a.int(min_pos + 1, "quant_max")?;
+    let dt = a.dtype(dtype_pos, "dtype")?;
+    if qmin > qmax {
+        return Err(ctx.invalid("quant_min", format!("{qmin} > quant_max {qmax}")));
+    }
+    Ok((qmin, qmax, dt))
+}
+
+fn channel_index(x: &TensorRef<'_>, axis: Option<usize>) -> Vec<usize> {
+    // Channel of each element in storage order.
+    let Some(ax) = axis else { return Vec::new() };
+    let s = x.shape().strides();
+    let r = x.rank();
+    let mut cs = [0usize; crate::MAX_RANK];
+    cs[ax] = 1;
+    let mut ch = vec![0usize; x.numel()];
+    crate::compute::strided::walk(x.sizes(), [&s[..r], &cs[..r]], |[i, c]| ch[i] = c);
+    ch
+}
+
+fn quantize(
+    ctx: &KernelContext,
+    x: &TensorRef<'_>,
+    q: &QParams,
+    qmin: i64,
+    qmax: i64,
+    dtype: DType,
+    out: &mut TensorMut<'_>,
+) -> KResult {
+    if !x.dtype().is_float() {
+        return Err(ctx.dtype_err("input", "a floating dtype", x.dtype()));
+    }
+    if out.dtype() != dtype {
+        return Err(ctx.dtype_err("out", format!("{dtype} (the dtype argument)"), out.dtype()));
+    }
+    if out.shape().dim_order() != x.shape().dim_order() {
+        return Err(ctx.invalid("out", "out must have the input's dim order"));
+    }
+    resize(ctx, out, "out", x.sizes())?;
+    let v = cast_to::<f32>(x);
+    let ch = channel_index(x, q.axis);
+    with_out::<i64>(ctx, out, false, |dst| {
+        for (i, (d, &val)) in dst.iter_mut().zip(v.iter()).enumerate() {
+            let c = if q.axis.is_some() { ch[i] } else { 0 };
+            let inv = 1.0f32 / q.scales[c] as f32;
+            let qv = q.zps[c] + (val * inv).round_ties_even() as i64;
+            *d = qv.clamp(qmin, qmax);
+        }
+    })
+}
+
+fn dequantize(
+    ctx: &KernelContext,
+    x: &TensorRef<'_>,
+    q: &QParams,
+    dtype: DType,
+    out: &mut TensorMut<'_>,
+) -> KResult {
+    if x.dtype() != dtype {
+        return Err(ctx.dtype_err("input", format!("{dtype} (the dtype argument)"), x.dtype()));
+    }
+    if !out.dtype().is_float() {
+        return Err(ctx.dtype_err("out", "a floating dtype", out.dtype()));
+    }
+    if out.shape().dim_order() != x.shape().dim_order() {
+        return Err(ctx.invalid("out", "out must have the input's dim order"));
+    }
+    resize(ctx, out, "out", x.sizes())?;
+    let v = cast_to::<i64>(x);
+    let ch = channel_index(x, q.axis);
+    with_out::<f32>(ctx, out, true, |dst| {
+        for (i, (d, &val)) in dst.iter_mut().zip(v.iter()).enumerate() {
+            let c = if q.axis.is_some() { ch[i] } else { 0 };
+            *d = (val - q.zps[c]) as f32 * q.scales[c] as f32;
+        }
+    })
+}
+
+fn tensor_qparams(
+    ctx: &KernelContext,
+    scale: &TensorRef<'_>,
+    zp: Option<&TensorRef<'_>>,
+    n: usize,
+    axis: Option<usize>,
+) -> Result<QParams, KernelError> {
+    if scale.numel() != n {
+        return Err(ctx.shape_err("scale", format!("{n} elements"), scale.sizes()));
+    }
+    let scales = cast_to::<f64>(scale).into_owned();
+    let zps = match zp {
+        Some(z) => {
+            if z.numel() != n {
+                return Err(ctx.shape_err("zero_point", format!("{n} elements"), z.sizes()));
+            }
+            cast_to::<i64>(z).into_owned()
+        }
+        None => vec![0; n],
+    };
+    Ok(QParams { scales, zps, axis })
+}
+
+fn per_tensor(
+    ctx: &KernelContext,
+    args: &[Arg<'_>],
+    outs: &mut [Out<'_, '_>],
+    quant: bool,
+    tensor_params: bool,
+) -> KResult {
+    let a = Args::new(ctx, args);
+    let x = a.tensor(0, "input")?;
+    let q = if tensor_params {
+        let s = a.tensor(1, "scale")?;
+        let z = a.tensor(2, "zero_point")?;
+        tensor_qparams(ctx, &s, Some(&z), 1, None)?
+    } else {
+        QParams {
+            scales: vec![a.double(1, "scale")?],
+            zps: vec![a.int(2, "zero_point")?],
+            axis: None,
+        }
+    };
+    let (qmin, qmax, dt) = qrange(ctx, &a, 3, 5)?;
+    let out = out_tensor(ctx, outs, 0, "out")?;
+    if quant {
+        quantize(ctx, &x, &q, qmin, qmax, dt, out)
+    } else {
+        if let Some(od) = a.opt_dtype(6, "out_dtype")? {
+            if od != out.dtype() {
+                return Err(ctx.dtype_err("out", format!("{od} (out_dtype)"), out.dtype()));
+            }
+        }
+        dequantize(ctx, &x, &q, dt, out)
+    }
+}
+
+fn per_channel(
+    ctx: &KernelContext,
+    args: &[Arg<'_>],
+    outs: &mut [Out<'_, '_>],
+    quant: bool,
+) -> KResult {
+    let a = Args::new(ctx, args);
+    let x = a.tensor(0, "input")?;
+    let s = a.tensor(1, "scales")?;
+    let z = if quant { Some(a.tensor(2, "zero_points")?) } else { a.opt_tensor(2, "zero_points")? };
+    let axis = normalize_dim(a.int(3, "axis")?, x.rank())
+        .filter(|_| x.rank() > 0)
+        .ok_or_else(|| ctx.invalid("axis", "out of range"))?;
+    let q = tensor_qparams(ctx, &s, z.as_ref(), x.sizes()[axis], Some(axis))?;
+    let (qmin, qmax, dt) = qrange(ctx, &a, 4, 6)?;
+    let out = out_tensor(ctx, outs, 0, "out")?;
+    if quant {
+        quantize(ctx, &x, &q, qmin, qmax, dt, out)
+    } else {
+        dequantize(ctx, &x, &q, dt, out)
+    }
+}
+
+fn embedding_byte(
+    ctx: &KernelContext,
+    args: &[Arg<'_>],
+    outs: &mut [Out<'_, '_>],
+    dtype_pos: Option<usize>,
+) -> KResult {
+    let a = Args::new(ctx, args);
+    let w = a.tensor(0, "weight")?;
+    let scales = a.tensor(1, "weight_scales")?;
+    let zps = a.opt_tensor(2, "weight_zero_points")?;
+    let idx = a.tensor(5, "indices")?;
+    if let Some(p) = dtype_pos {
+        let _ = a.opt_dtype(p, "dtype")?;
+    }
+    if w.rank() != 2 || !matches!(w.dtype(), DType::Char | DType::Byte) {
+        return Err(ctx.shape_err(
+            "weight",
+            "an int8/uint8 [num_embeddings, dim] tensor",
+            w.sizes(),
+        ));
+    }
+    let (rows, dim) = (w.sizes()[0], w.sizes()[1]);
+    let groups = match scales.sizes() {
+        [r] if *r == rows => 1,
+        [r, g] if *r == rows && *g > 0 && dim % *g == 0 => *g,
+        other => {
+            return Err(ctx.shape_err(
+                "weight_scales",
+                format!("[{rows}] or [{rows}, groups dividing {dim}]"),
+                other,
+            ))
+        }
+    };
+    let sv = cast_to::<f64>(&scales);
+    let zv = match &zps {
+        Some(z) if z.numel() == scales.numel() => cast_to::<f64>(z).into_owned(),
+        Some(z) => {
+            return Err(ctx.shape_err(
+                "weight_zero_points",
+                format!("{:?}", scales.sizes()),
+                z.sizes(),
+            ))
+        }
+        None => vec![0.0; scales.numel()],
+    };
+    if !w.shape().is_contiguous() || !scales.shape().is_contiguous() {
+        return Err(ctx.invalid("weight", "weight and scales must be contiguous"));
+    }
+    let ids = crate::ops::pointwise::cast_to::<i64>(&idx);
+    if !idx.shape().is_dense_row_major() || !matches!(idx.dtype(), DType::Long | DType::Int) {
+        return Err(ctx.dtype_err("indices", "contiguous int64 or int32", idx.dtype()));
+    }
+    let wv = cast_to::<i64>(&w);
+    let out = out_tensor(ctx, outs, 0, "out")?;
+    let mut sizes = idx.sizes().to_vec();
+    sizes.push(dim);
+    resize(ctx, out, "out", &sizes)?;
+    if !out.shape().is_dense_row_major() {
+        return Err(ctx.invalid("out", "out must be contiguous"));
+    }
+    let gsize = dim / groups;
+    let mut bad = None;
+    with_out::<f32>(ctx, out, true, |dst| {
+        for (k, &id) in ids.iter().enumerate() {
+            let row = if id < 0 { id + rows as i64 } else { id };
+            if row < 0 || row >= rows as i64 {
+                bad = Some(id);
+                return;
+            }
+            let row = row as usize;
+            for j in 0..dim {
+                let g = row * groups + j / gsize;
+                dst[k * dim + j] = ((wv[row * dim + j] as f64 - zv[g]) * sv[g]) as f32;
+            }
+        }
+    })?;
+    match bad {
+        Some(id) => Err(ctx.invalid("indices", format!("index {id} out of range for {rows} rows"))),
+        None => Ok(()),
+    }
+}
+
+/// The kernels of this family.
+pub(crate) fn kernels() -> Vec<KernelDef> {
+    vec![
+        out1("quantized_decomposed::quantize_per_tensor.out", 6, |c, a, o| {
+            per_tensor(c, a, o, true, false)
+        }),
+        out1("quantized_decomposed::quantize_per_tensor.Tensor_out", 6, |c, a, o| {
+            per_tensor(c, a, o, true, true)
+        }),
+        out1("quantized_decomposed::dequantize_per_tensor.out", 7, |c, a, o| {
+            per_tensor(c, a, o, false, false)
+        }),
+        out1("quantized_decomposed::dequantize_per_tensor.Tensor_out", 7, |c, a, o| {
+            per_tensor(c, a, o, false, true)
+        }),
+        out1("quantized_decomposed::quantize_per_channel.out", 7, |c, a, o| {
+            per_channel(c, a, o, true)
+        }),
+        out1("quantized_decomposed::dequantize_per_channel.out", 8, |c, a, o| {
+            per_channel(c, a, o, false)
+        }),
+        out1("quantized_decomposed::embedding_byte.out", 6, |c, a, o| {
+            embedding_byte(c, a, o, None)
+        }),
+        out1("quantized_decomposed::embedding_byte.dtype_out", 7, |c, a, o| {
+            embedding_byte(c, a, o, Some(6))
+        }),
+    ]
+}
