@@ -32,6 +32,8 @@ enum Command {
     Edgetpu(commands::edgetpu::Args),
     /// IREE parameter archives: dump, create, convert, extract, verify and edit.
     Params(commands::params::Args),
+    /// Run a method of an ExecuTorch program (`kiln run model.pte`; random inputs by default).
+    Run(commands::run::Args),
 }
 
 fn main() -> ExitCode {
@@ -43,6 +45,7 @@ fn main() -> ExitCode {
         Command::Pte(args) => commands::executorch::run_pte(args),
         Command::Edgetpu(args) => commands::edgetpu::run(args),
         Command::Params(args) => commands::params::run(args),
+        Command::Run(args) => commands::run::run(args),
     };
     match result {
         Ok(code) => code,

@@ -1,5 +1,47 @@
-//! kiln's runtime: program loading, memory planning, execution, delegates and profiling.
+//! kiln's runtime: loads ExecuTorch programs and runs them on the CPU with kiln's kernels.
+//!
+//! ```no_run
+//! use kiln_runtime::{Input, Program, TensorInput};
+//! use kiln_kernels::DType;
+//!
+//! let program = Program::load("model.pte")?;          // mmap + full verification
+//! let mut forward = program.method("forward")?;       // memory plan, kernels resolved
+//! let x = vec![0u8; 4 * 3 * 16 * 16];
+//! let outputs = forward.execute(&[Input::Tensor(TensorInput {
+//!     dtype: DType::Float,
+//!     sizes: &[1, 3, 16, 16],
+//!     data: &x,
+//! })])?;
+//! # Ok::<(), kiln_runtime::Error>(())
+//! ```
+//!
+//! - [`Program`]: the mapped, verified file with every method decoded; `Send + Sync` and
+//!   cheap to clone, so threads share one and each loads its own [`Method`].
+//! - [`Method`]: planned arenas sized by `non_const_buffer_sizes`, tensors placed by
+//!   `allocation_info`, constants borrowed from the map, external constants from
+//!   [`NamedDataSource`]s (`.ptd`), every instruction resolved to a step at load.
+//! - [`KernelRegistry`] (`name.overload` -> kernel) and [`BackendRegistry`] ([`Backend`]s
+//!   for delegates). Loading a method that uses an operator without a kernel or a delegate
+//!   without a backend fails with [`Error::Missing`] listing all of them.
 
+pub mod data;
+pub mod delegate;
+pub mod error;
+mod exec;
+pub mod io;
+mod layout;
 pub mod mapped;
+mod method;
+mod plan;
+pub mod program;
+pub mod registry;
+mod value;
 
+pub use data::{NamedDataSource, NamedEntry, PtdFile};
+pub use delegate::{Backend, BackendRegistry, DelegateHandle, DelegateInit};
+pub use error::{Error, Result};
+pub use io::{Input, Output, OutputTensor, TensorInput, TensorMeta, ValueMeta};
 pub use mapped::MappedFile;
+pub use method::Method;
+pub use program::{LoadOptions, Program, ProgramBuilder};
+pub use registry::KernelRegistry;

@@ -5,4 +5,5 @@ pub mod edgetpu;
 pub mod executorch;
 pub mod inspect;
 pub mod params;
+pub mod run;
 pub mod verify;

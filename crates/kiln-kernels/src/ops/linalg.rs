@@ -1,0 +1,191 @@
+//! Matrix products: `mm`, `bmm`, `addmm`. Any dim order (strides go straight to GEMM).
+//! Half and bfloat16 compute in `float32`, integers in `int64` (reference loop).
+
+use crate::compute::gemm::{gemm_ref, FastGemm, Mat, MatMut};
+use crate::compute::strided::broadcast_strides;
+use crate::dtype::DType;
+use crate::element::{Calc, Element};
+use crate::error::KernelError;
+use crate::kernel::{KernelContext, KernelDef};
+use crate::ops::args::{out_tensor, Args};
+use crate::ops::out1;
+use crate::ops::pointwise::{cast_to, resize, with_out};
+use crate::tensor::{TensorMut, TensorRef};
+use crate::value::Scalar;
+
+/// A calc type matrix products run in.
+pub(crate) trait MmCalc: Calc + Element {
+    fn product(m: usize, n: usize, k: usize, a: Mat<'_, Self>, b: Mat<'_, Self>, c: MatMut<'_, Self>) -> bool;
+}
+
+impl MmCalc for f32 {
+    fn product(m: usize, n: usize, k: usize, a: Mat<'_, f32>, b: Mat<'_, f32>, c: MatMut<'_, f32>) -> bool {
+        f32::gemm(m, n, k, a, b, c, false)
+    }
+}
+
+impl MmCalc for f64 {
+    fn product(m: usize, n: usize, k: usize, a: Mat<'_, f64>, b: Mat<'_, f64>, c: MatMut<'_, f64>) -> bool {
+        f64::gemm(m, n, k, a, b, c, false)
+    }
+}
+
+impl MmCalc for i64 {
+    fn product(m: usize, n: usize, k: usize, a: Mat<'_, i64>, b: Mat<'_, i64>, c: MatMut<'_, i64>) -> bool {
+        gemm_ref(m, n, k, a, b, c, false)
+    }
+}
+
+/// Batched `out[b] = alpha * a[b] @ m2[b] + beta * bias` with `a: [B, M, K]`, `m2: [B, K, N]`
+/// (rank-2 tensors are one batch), in calc type `C`.
+#[allow(clippy::too_many_arguments)]
+fn product<C: MmCalc>(
+    ctx: &KernelContext,
+    a: &TensorRef<'_>,
+    b: &TensorRef<'_>,
+    out: &mut TensorMut<'_>,
+    dims: [usize; 4],
+    bias: Option<(&TensorRef<'_>, Scalar)>,
+    alpha: Scalar,
+) -> Result<(), KernelError> {
+    let [batch, m, n, k] = dims;
+    let av = cast_to::<C>(a);
+    let bv = cast_to::<C>(b);
+    let st = |t: &TensorRef<'_>| {
+        let s = t.shape().strides();
+        let r = t.rank();
+        if r == 3 {
+            (s[0], s[1], s[2])
+        } else {
+            (0, s[0], s[1])
+        }
+    };
+    let (abs, ars, acs) = st(a);
+    let (bbs, brs, bcs) = st(b);
+    let os = out.shape().strides();
+    let (obs, ors, ocs) = if out.rank() == 3 { (os[0], os[1], os[2]) } else { (0, os[0], os[1]) };
+    let biasv = bias.map(|(t, beta)| (cast_to::<C>(t), *t, beta));
+    let mut ok = true;
+    with_out::<C>(ctx, out, true, |dst| {
+        for i in 0..batch {
+            let a_off = i * abs;
+            let b_off = i * bbs;
+            let o_off = i * obs;
+            ok &= C::product(
+                m,
+                n,
+                k,
+                Mat { data: av.get(a_off..).unwrap_or(&[]), rs: ars, cs: acs },
+                Mat { data: bv.get(b_off..).unwrap_or(&[]), rs: brs, cs: bcs },
+                MatMut { data: dst.get_mut(o_off..).unwrap_or(&mut []), rs: ors, cs: ocs },
+            );
+        }
+        let al = match alpha {
+            Scalar::Double(v) => C::of_f64(v),
+            s => C::of_i64(s.to_i64()),
+        };
+        if let Some((bv, bt, beta)) = &biasv {
+            let be = match beta {
+                Scalar::Double(v) => C::of_f64(*v),
+                s => C::of_i64(s.to_i64()),
+            };
+            let use_bias = beta.to_f64() != 0.0;
+            let bstr = broadcast_strides(bt.sizes(), &bt.shape().strides()[..bt.rank()], &[m, n]);
+            for r in 0..m {
+                for c in 0..n {
+                    let d = &mut dst[r * ors + c * ocs];
+                    let mut v = d.mul(al);
+                    if use_bias {
+                        v = v.add(bv[r * bstr[0] + c * bstr[1]].mul(be));
+                    }
+                    *d = v;
+                }
+            }
+        } else if al.as_f64() != 1.0 {
+            for d in dst.iter_mut() {
+                *d = d.mul(al);
+            }
+        }
+    })?;
+    if ok {
+        Ok(())
+    } else {
+        Err(ctx.invalid("self", "operand data does not cover its shape"))
+    }
+}
+
+fn dispatch(
+    ctx: &KernelContext,
+    a: &TensorRef<'_>,
+    b: &TensorRef<'_>,
+    out: &mut TensorMut<'_>,
+    dims: [usize; 4],
+    bias: Option<(&TensorRef<'_>, Scalar)>,
+    alpha: Scalar,
+) -> Result<(), KernelError> {
+    if a.dtype() != b.dtype() {
+        return Err(ctx.dtype_err("mat2", format!("{} (the dtype of self)", a.dtype()), b.dtype()));
+    }
+    match a.dtype() {
+        DType::Float | DType::Half | DType::BFloat16 => product::<f32>(ctx, a, b, out, dims, bias, alpha),
+        DType::Double => product::<f64>(ctx, a, b, out, dims, bias, alpha),
+        d if d.is_int() => product::<i64>(ctx, a, b, out, dims, bias, alpha),
+        d => Err(ctx.dtype_err("self", "a numeric dtype", d)),
+    }
+}
+
+fn check_rank(ctx: &KernelContext, t: &TensorRef<'_>, rank: usize, name: &'static str) -> Result<(), KernelError> {
+    if t.rank() == rank {
+        Ok(())
+    } else {
+        Err(ctx.shape_err(name, format!("a {rank}-D tensor"), t.sizes()))
+    }
+}
+
+fn mm(ctx: &KernelContext, a: &TensorRef<'_>, b: &TensorRef<'_>, out: &mut TensorMut<'_>, bias: Option<(&TensorRef<'_>, Scalar)>, alpha: Scalar) -> Result<(), KernelError> {
+    check_rank(ctx, a, 2, "mat1")?;
+    check_rank(ctx, b, 2, "mat2")?;
+    let (m, k, n) = (a.sizes()[0], a.sizes()[1], b.sizes()[1]);
+    if b.sizes()[0] != k {
+        return Err(ctx.shape_err("mat2", format!("[{k}, N] to multiply {:?}", a.sizes()), b.sizes()));
+    }
+    resize(ctx, out, "out", &[m, n])?;
+    dispatch(ctx, a, b, out, [1, m, n, k], bias, alpha)
+}
+
+/// The kernels of this family.
+pub(crate) fn kernels() -> Vec<KernelDef> {
+    vec![
+        out1("aten::mm.out", 2, |c, a, o| {
+            let r = Args::new(c, a);
+            let (x, y) = (r.tensor(0, "self")?, r.tensor(1, "mat2")?);
+            mm(c, &x, &y, out_tensor(c, o, 0, "out")?, None, Scalar::Int(1))
+        }),
+        out1("aten::addmm.out", 5, |c, a, o| {
+            let r = Args::new(c, a);
+            let bias = r.tensor(0, "self")?;
+            let (x, y) = (r.tensor(1, "mat1")?, r.tensor(2, "mat2")?);
+            let beta = r.scalar(3, "beta")?;
+            let alpha = r.scalar(4, "alpha")?;
+            let out = out_tensor(c, o, 0, "out")?;
+            if bias.rank() > 2 || crate::compute::strided::broadcast_shape(bias.sizes(), &[x.sizes().first().copied().unwrap_or(0), y.sizes().get(1).copied().unwrap_or(0)]).is_none() {
+                return Err(c.shape_err("self", "broadcastable to [M, N]", bias.sizes()));
+            }
+            mm(c, &x, &y, out, Some((&bias, beta)), alpha)
+        }),
+        out1("aten::bmm.out", 2, |c, a, o| {
+            let r = Args::new(c, a);
+            let (x, y) = (r.tensor(0, "self")?, r.tensor(1, "mat2")?);
+            check_rank(c, &x, 3, "self")?;
+            check_rank(c, &y, 3, "mat2")?;
+            let (bt, m, k) = (x.sizes()[0], x.sizes()[1], x.sizes()[2]);
+            let n = y.sizes()[2];
+            if y.sizes()[0] != bt || y.sizes()[1] != k {
+                return Err(c.shape_err("mat2", format!("[{bt}, {k}, N]"), y.sizes()));
+            }
+            let out = out_tensor(c, o, 0, "out")?;
+            resize(c, out, "out", &[bt, m, n])?;
+            dispatch(c, &x, &y, out, [bt, m, n, k], None, Scalar::Int(1))
+        }),
+    ]
+}

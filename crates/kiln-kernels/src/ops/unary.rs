@@ -1,0 +1,240 @@
+//! Unary math and activation ops: `exp`, `log*`, trigonometric, `sqrt`, `rsqrt`, `sigmoid`,
+//! `tanh`, `erf`, rounding, `abs`, `neg`, `sign`, `relu`, `gelu`, `hardtanh`, `leaky_relu`,
+//! `elu`, `clamp`, `isnan`, `isinf`, `logical_not`, `bitwise_not`.
+
+use crate::compute::special::erf;
+use crate::dtype::DType;
+use crate::element::{Bool, Calc, Element};
+use crate::error::KernelError;
+use crate::kernel::{KernelContext, KernelDef};
+use crate::ops::args::{out_tensor, Args};
+use crate::ops::out1;
+use crate::ops::pointwise::{map1, map2, map3, result_type, Operand};
+use crate::value::{Arg, Out, Scalar};
+
+type KResult = Result<(), KernelError>;
+
+/// A floating unary op: integer and bool inputs compute in `float32`; the out must be floating.
+fn float_unary(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>], f: impl Fn(f64) -> f64) -> KResult {
+    let a = Args::new(ctx, args);
+    let x = a.tensor(0, "self")?;
+    let out = out_tensor(ctx, outs, 0, "out")?;
+    if !out.dtype().is_float() {
+        return Err(ctx.dtype_err("out", "a floating dtype", out.dtype()));
+    }
+    let ct = if x.dtype().is_float() { x.dtype() } else { DType::Float };
+    crate::dispatch_float!(ct, T => map1::<T, T>(ctx, &x, out, true, |v| <T as Element>::from_f64(f(Element::to_f64(v)))),
+        _ => Err(ctx.dtype_err("self", "a computable dtype", x.dtype())))
+}
+
+/// A dtype-preserving unary op with separate integer and float definitions.
+fn same_unary(
+    ctx: &KernelContext,
+    args: &[Arg<'_>],
+    outs: &mut [Out<'_, '_>],
+    allow_bool: bool,
+    fi: impl Fn(i64) -> i64,
+    ff: impl Fn(f64) -> f64,
+) -> KResult {
+    let a = Args::new(ctx, args);
+    let x = a.tensor(0, "self")?;
+    let out = out_tensor(ctx, outs, 0, "out")?;
+    if x.dtype() == DType::Bool && !allow_bool {
+        return Err(ctx.dtype_err("self", "a non-bool dtype", x.dtype()));
+    }
+    let dt = x.dtype();
+    crate::dispatch_all!(dt, T => {
+        if dt.is_float() {
+            map1::<T, T>(ctx, &x, out, true, |v| <T as Element>::from_f64(ff(Element::to_f64(v))))
+        } else {
+            map1::<T, T>(ctx, &x, out, true, |v| T::from_i64(fi(Element::to_i64(v))))
+        }
+    }, _ => Err(ctx.dtype_err("self", "a computable dtype", dt)))
+}
+
+/// A predicate producing a bool tensor.
+fn predicate(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>], f: impl Fn(f64) -> bool) -> KResult {
+    let a = Args::new(ctx, args);
+    let x = a.tensor(0, "self")?;
+    let out = out_tensor(ctx, outs, 0, "out")?;
+    let dt = x.dtype();
+    crate::dispatch_all!(dt, T => map1::<T, Bool>(ctx, &x, out, false, |v| Bool(f(Element::to_f64(v)) as u8)),
+        _ => Err(ctx.dtype_err("self", "a computable dtype", dt)))
+}
+
+fn sigmoid(x: f64) -> f64 {
+    1.0 / (1.0 + (-x).exp())
+}
+
+fn gelu(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>]) -> KResult {
+    let a = Args::new(ctx, args);
+    let approx = a.string(1, "approximate")?;
+    match approx {
+        "none" => float_unary(ctx, args, outs, |x| 0.5 * x * (1.0 + erf(x * std::f64::consts::FRAC_1_SQRT_2))),
+        "tanh" => float_unary(ctx, args, outs, |x| {
+            let k = (2.0 / std::f64::consts::PI).sqrt();
+            0.5 * x * (1.0 + (k * (x + 0.044715 * x * x * x)).tanh())
+        }),
+        other => Err(ctx.invalid("approximate", format!("expected \"none\" or \"tanh\", got {other:?}"))),
+    }
+}
+
+fn nan_clamp(x: f64, lo: Option<f64>, hi: Option<f64>) -> f64 {
+    if x.is_nan() {
+        return x;
+    }
+    let mut v = x;
+    if let Some(l) = lo {
+        if l.is_nan() {
+            return l;
+        }
+        v = v.max(l);
+    }
+    if let Some(h) = hi {
+        if h.is_nan() {
+            return h;
+        }
+        v = v.min(h);
+    }
+    v
+}
+
+/// `clamp` with optional scalar bounds, in the promoted dtype of self and the bounds.
+fn clamp_scalars(ctx: &KernelContext, x: &crate::TensorRef<'_>, lo: Option<Scalar>, hi: Option<Scalar>, out: &mut crate::TensorMut<'_>) -> KResult {
+    let mut ops = vec![Operand::Tensor(*x)];
+    ops.extend(lo.map(Operand::Scalar));
+    ops.extend(hi.map(Operand::Scalar));
+    let ct = result_type(&ops).ok_or_else(|| ctx.dtype_err("min", "a dtype promotable with self", x.dtype()))?;
+    if ct == DType::Bool {
+        return Err(ctx.dtype_err("self", "a non-bool dtype", ct));
+    }
+    crate::dispatch_all!(ct, T => {
+        if ct.is_float() {
+            let (l, h) = (lo.map(|s| <T as Element>::Calc::of_f64(s.to_f64()).as_f64()), hi.map(|s| <T as Element>::Calc::of_f64(s.to_f64()).as_f64()));
+            map1::<T, T>(ctx, x, out, true, move |v| <T as Element>::from_f64(nan_clamp(Element::to_f64(v), l, h)))
+        } else {
+            let (l, h) = (lo.map(Scalar::to_i64), hi.map(Scalar::to_i64));
+            map1::<T, T>(ctx, x, out, true, move |v| {
+                let mut r = Element::to_i64(v);
+                if let Some(l) = l { r = r.max(l); }
+                if let Some(h) = h { r = r.min(h); }
+                T::from_i64(r)
+            })
+        }
+    }, _ => Err(ctx.dtype_err("self", "a computable dtype", ct)))
+}
+
+fn clamp_tensor(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>]) -> KResult {
+    let a = Args::new(ctx, args);
+    let x = a.tensor(0, "self")?;
+    let lo = a.opt_tensor(1, "min")?;
+    let hi = a.opt_tensor(2, "max")?;
+    let out = out_tensor(ctx, outs, 0, "out")?;
+    let mut ops = vec![Operand::Tensor(x)];
+    ops.extend(lo.map(Operand::Tensor));
+    ops.extend(hi.map(Operand::Tensor));
+    let ct = result_type(&ops).ok_or_else(|| ctx.dtype_err("min", "a dtype promotable with self", x.dtype()))?;
+    let f = |v: f64, l: Option<f64>, h: Option<f64>| nan_clamp(v, l, h);
+    crate::dispatch_all!(ct, T => match (lo, hi) {
+        (Some(l), Some(h)) => map3::<T, T, T>(ctx, &x, &l, &h, out, |v, l, h| <T as Element>::from_f64(f(Element::to_f64(v), Some(Element::to_f64(l)), Some(Element::to_f64(h))))),
+        (Some(l), None) => map2::<T, T>(ctx, &x, &l, out, true, |v, l| <T as Element>::from_f64(f(Element::to_f64(v), Some(Element::to_f64(l)), None))),
+        (None, Some(h)) => map2::<T, T>(ctx, &x, &h, out, true, |v, h| <T as Element>::from_f64(f(Element::to_f64(v), None, Some(Element::to_f64(h))))),
+        (None, None) => Err(ctx.invalid("min", "at least one of min and max must be given")),
+    }, _ => Err(ctx.dtype_err("self", "a computable dtype", ct)))
+}
+
+macro_rules! float_defs {
+    ($v:ident; $($name:literal => $f:expr;)*) => {
+        $( $v.push(out1($name, 1, |c, a, o| float_unary(c, a, o, $f))); )*
+    };
+}
+
+/// The kernels of this family.
+pub(crate) fn kernels() -> Vec<KernelDef> {
+    let mut v = Vec::new();
+    float_defs!(v;
+        "aten::exp.out" => f64::exp;
+        "aten::expm1.out" => f64::exp_m1;
+        "aten::log.out" => f64::ln;
+        "aten::log2.out" => f64::log2;
+        "aten::log10.out" => f64::log10;
+        "aten::log1p.out" => f64::ln_1p;
+        "aten::sqrt.out" => f64::sqrt;
+        "aten::rsqrt.out" => |x| 1.0 / x.sqrt();
+        "aten::reciprocal.out" => |x| 1.0 / x;
+        "aten::sin.out" => f64::sin;
+        "aten::cos.out" => f64::cos;
+        "aten::tan.out" => f64::tan;
+        "aten::asin.out" => f64::asin;
+        "aten::acos.out" => f64::acos;
+        "aten::atan.out" => f64::atan;
+        "aten::sinh.out" => f64::sinh;
+        "aten::cosh.out" => f64::cosh;
+        "aten::tanh.out" => f64::tanh;
+        "aten::asinh.out" => f64::asinh;
+        "aten::acosh.out" => f64::acosh;
+        "aten::atanh.out" => f64::atanh;
+        "aten::erf.out" => erf;
+        "aten::sigmoid.out" => sigmoid;
+    );
+    v.push(out1("aten::abs.out", 1, |c, a, o| same_unary(c, a, o, false, i64::wrapping_abs, f64::abs)));
+    v.push(out1("aten::neg.out", 1, |c, a, o| same_unary(c, a, o, false, i64::wrapping_neg, |x| -x)));
+    v.push(out1("aten::sign.out", 1, |c, a, o| same_unary(c, a, o, true, i64::signum, |x| ((0.0 < x) as i8 - (x < 0.0) as i8) as f64)));
+    v.push(out1("aten::floor.out", 1, |c, a, o| same_unary(c, a, o, false, |x| x, f64::floor)));
+    v.push(out1("aten::ceil.out", 1, |c, a, o| same_unary(c, a, o, false, |x| x, f64::ceil)));
+    v.push(out1("aten::trunc.out", 1, |c, a, o| same_unary(c, a, o, false, |x| x, f64::trunc)));
+    v.push(out1("aten::round.out", 1, |c, a, o| same_unary(c, a, o, false, |x| x, f64::round_ties_even)));
+    v.push(out1("aten::relu.out", 1, |c, a, o| same_unary(c, a, o, false, |x| x.max(0), |x| if x.is_nan() { x } else { x.max(0.0) })));
+    v.push(out1("aten::bitwise_not.out", 1, |c, a, o| {
+        let x = Args::new(c, a).tensor(0, "self")?;
+        if x.dtype().is_float() {
+            return Err(c.dtype_err("self", "an integer or bool dtype", x.dtype()));
+        }
+        if x.dtype() == DType::Bool {
+            return predicate(c, a, o, |v| v == 0.0);
+        }
+        same_unary(c, a, o, false, |x| !x, |x| x)
+    }));
+    v.push(out1("aten::logical_not.out", 1, |c, a, o| predicate(c, a, o, |v| v == 0.0)));
+    v.push(out1("aten::isnan.out", 1, |c, a, o| predicate(c, a, o, f64::is_nan)));
+    v.push(out1("aten::isinf.out", 1, |c, a, o| predicate(c, a, o, f64::is_infinite)));
+    v.push(out1("aten::gelu.out", 2, |c, a, o| gelu(c, a, o)));
+    v.push(out1("aten::hardtanh.out", 3, |c, a, o| {
+        let r = Args::new(c, a);
+        let x = r.tensor(0, "self")?;
+        let lo = r.scalar(1, "min_val")?;
+        let hi = r.scalar(2, "max_val")?;
+        let out = out_tensor(c, o, 0, "out")?;
+        clamp_scalars(c, &x, Some(lo), Some(hi), out)
+    }));
+    v.push(out1("aten::clamp.out", 3, |c, a, o| {
+        let r = Args::new(c, a);
+        let x = r.tensor(0, "self")?;
+        let lo = r.opt_scalar(1, "min")?;
+        let hi = r.opt_scalar(2, "max")?;
+        if lo.is_none() && hi.is_none() {
+            return Err(c.invalid("min", "at least one of min and max must be given"));
+        }
+        let out = out_tensor(c, o, 0, "out")?;
+        clamp_scalars(c, &x, lo, hi, out)
+    }));
+    v.push(out1("aten::clamp.Tensor_out", 3, |c, a, o| clamp_tensor(c, a, o)));
+    v.push(out1("aten::leaky_relu.out", 2, |c, a, o| {
+        let s = Args::new(c, a).scalar(1, "negative_slope")?.to_f64();
+        float_unary(c, a, o, move |x| if x > 0.0 { x } else { x * s })
+    }));
+    v.push(out1("aten::elu.out", 4, |c, a, o| {
+        let r = Args::new(c, a);
+        let alpha = r.scalar(1, "alpha")?.to_f64();
+        let scale = r.scalar(2, "scale")?.to_f64();
+        let input_scale = r.scalar(3, "input_scale")?.to_f64();
+        float_unary(c, a, o, move |x| {
+            if x > 0.0 {
+                x * scale
+            } else {
+                (x * input_scale).exp_m1() * alpha * scale
+            }
+        })
+    }));
+    v
+}

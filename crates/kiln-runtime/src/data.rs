@@ -1,0 +1,89 @@
+//! External named data: tensors that a program names by fully qualified name instead of
+//! storing them (`.ptd` files today; an `.irpa` source implements the same trait).
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::path::Path;
+
+use kiln_format::ptd::{FlatTensor, TensorLayout};
+
+use crate::error::{Error, Result};
+use crate::mapped::MappedFile;
+
+/// One named entry of a source: where its bytes are and, when the source records it, the
+/// tensor layout (dtype, sizes, dim order) that must match the program's tensor exactly.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NamedEntry {
+    /// Byte range in [`NamedDataSource::bytes`].
+    pub range: Range<usize>,
+    /// The layout, if the source stores one (a `.ptd` does; an `.irpa` does not, and then
+    /// only the byte size is checked).
+    pub layout: Option<TensorLayout>,
+}
+
+/// A source of named data. Lookups happen once, at method load; execution reads the bytes
+/// through [`NamedDataSource::bytes`] with the range found then, without further lookups.
+pub trait NamedDataSource: Send + Sync + std::fmt::Debug {
+    /// A name for messages (the file path).
+    fn describe(&self) -> String;
+    /// All bytes of the source (ranges of [`NamedEntry`] index into them).
+    fn bytes(&self) -> &[u8];
+    /// The entry called `key`, if any.
+    fn entry(&self, key: &str) -> Option<&NamedEntry>;
+}
+
+/// A memory-mapped `.ptd` file, verified at open and indexed by key.
+#[derive(Debug)]
+pub struct PtdFile {
+    file: MappedFile,
+    entries: HashMap<String, NamedEntry>,
+}
+
+impl PtdFile {
+    /// Maps, verifies and indexes a `.ptd` file.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        let file = MappedFile::open(path.as_ref())?;
+        let fmt = |source| Error::Format { path: path.as_ref().display().to_string(), source };
+        let bytes = file.bytes();
+        let ptd = FlatTensor::open(bytes).map_err(fmt)?;
+        let mut entries = HashMap::new();
+        for entry in ptd.entries() {
+            let entry = entry.map_err(fmt)?;
+            // The reader hands out sub-slices of `bytes`; keep them as ranges.
+            let start = (entry.data.as_ptr() as usize).saturating_sub(bytes.as_ptr() as usize);
+            let range = start..start.saturating_add(entry.data.len());
+            if bytes.get(range.clone()).is_none() {
+                continue;
+            }
+            // ExecuTorch's lookup is a linear search: the first entry of a key wins.
+            entries
+                .entry(entry.key.to_string())
+                .or_insert(NamedEntry { range, layout: entry.layout });
+        }
+        Ok(PtdFile { file, entries })
+    }
+
+    /// Number of named entries.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether there are no entries.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+impl NamedDataSource for PtdFile {
+    fn describe(&self) -> String {
+        self.file.path().display().to_string()
+    }
+
+    fn bytes(&self) -> &[u8] {
+        self.file.bytes()
+    }
+
+    fn entry(&self, key: &str) -> Option<&NamedEntry> {
+        self.entries.get(key)
+    }
+}

@@ -1,0 +1,182 @@
+//! The one error type of kiln-runtime.
+
+use kiln_kernels::{DType, KernelError};
+
+/// Everything that can go wrong while loading or running a program. Messages name the method,
+/// the instruction index, the operator and the argument where they apply.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The file could not be mapped.
+    #[error(transparent)]
+    Map(#[from] crate::mapped::MapError),
+    /// The file is not a valid program or data file.
+    #[error("{path}: {source}")]
+    Format {
+        /// The file.
+        path: String,
+        /// What the format layer found.
+        #[source]
+        source: kiln_format::Error,
+    },
+    /// No method of that name.
+    #[error("no method {name:?} in the program (methods: {})", available.join(", "))]
+    MethodNotFound {
+        /// The requested name.
+        name: String,
+        /// The methods the program has.
+        available: Vec<String>,
+    },
+    /// Operators without a kernel and delegates without a backend, all listed at once.
+    #[error("method {method}: {}", missing_message(operators, delegates))]
+    Missing {
+        /// The method.
+        method: String,
+        /// Every operator (`name.overload`) without a registered kernel, in table order.
+        operators: Vec<String>,
+        /// Every delegate id no registered backend handles.
+        delegates: Vec<String>,
+    },
+    /// The program is structurally unusable for execution (bad value kinds, memory plan
+    /// outside its arenas, ...).
+    #[error("method {method}: {location}: {reason}")]
+    InvalidProgram {
+        /// The method.
+        method: String,
+        /// Where (`values[12]`, `instruction 4 (aten::add.out) argument 2`, ...).
+        location: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A feature ExecuTorch also refuses (e.g. DYNAMIC_UNBOUND tensors).
+    #[error("method {method}: {location}: not supported: {reason}")]
+    NotSupported {
+        /// The method.
+        method: String,
+        /// Where.
+        location: String,
+        /// What.
+        reason: String,
+    },
+    /// An external constant could not be resolved or does not match.
+    #[error("method {method}: external tensor {fqn:?} (values[{value}]): {reason}")]
+    ExternalData {
+        /// The method.
+        method: String,
+        /// Value index of the tensor.
+        value: usize,
+        /// Fully qualified name.
+        fqn: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Planned or owned memory over the configured limit, or the allocation failed.
+    #[error("method {method}: {what} needs {bytes} bytes, over the limit of {limit} bytes")]
+    Memory {
+        /// The method.
+        method: String,
+        /// What needed it.
+        what: String,
+        /// Bytes requested.
+        bytes: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// Wrong number of inputs.
+    #[error("method {method}: expected {expected} inputs, got {actual}")]
+    InputCount {
+        /// The method.
+        method: String,
+        /// Declared inputs.
+        expected: usize,
+        /// Given inputs.
+        actual: usize,
+    },
+    /// An input does not match the method's declaration.
+    #[error("method {method}: input {index}: expected {expected}, got {actual}")]
+    Input {
+        /// The method.
+        method: String,
+        /// Input position.
+        index: usize,
+        /// What the method declares.
+        expected: String,
+        /// What was given.
+        actual: String,
+    },
+    /// A kernel failed.
+    #[error("method {method}: instruction {instruction} ({op}): {source}")]
+    Kernel {
+        /// The method.
+        method: String,
+        /// Instruction index in its chain.
+        instruction: usize,
+        /// `name.overload`.
+        op: String,
+        /// The kernel's error.
+        #[source]
+        source: KernelError,
+    },
+    /// A delegate failed at init or execution.
+    #[error("method {method}: delegate {delegate} ({backend}){}: {reason}", at_instruction(*instruction))]
+    Delegate {
+        /// The method.
+        method: String,
+        /// Instruction index, for execution errors.
+        instruction: Option<usize>,
+        /// Delegate index.
+        delegate: usize,
+        /// Backend id.
+        backend: String,
+        /// What the backend reported.
+        reason: String,
+    },
+    /// An instruction's values cannot be used as it needs at run time.
+    #[error("method {method}: instruction {instruction} ({op}): {reason}")]
+    Execution {
+        /// The method.
+        method: String,
+        /// Instruction index in its chain.
+        instruction: usize,
+        /// Operator or instruction kind.
+        op: String,
+        /// What is wrong (argument, expected vs actual).
+        reason: String,
+    },
+    /// The run executed more instructions than allowed (an endless JumpFalse loop).
+    #[error("method {method}: stopped after {limit} instructions (endless control flow?)")]
+    InstructionLimit {
+        /// The method.
+        method: String,
+        /// The limit.
+        limit: u64,
+    },
+}
+
+fn missing_message(ops: &[String], delegates: &[String]) -> String {
+    let mut parts = Vec::new();
+    if !ops.is_empty() {
+        parts.push(format!(
+            "{} operator{} without a kernel: {}",
+            ops.len(),
+            if ops.len() == 1 { "" } else { "s" },
+            ops.join(", ")
+        ));
+    }
+    if !delegates.is_empty() {
+        let list: Vec<String> = delegates.iter().map(|d| format!("no backend for {d}")).collect();
+        parts.push(list.join(", "));
+    }
+    parts.join("; ")
+}
+
+fn at_instruction(i: Option<usize>) -> String {
+    i.map(|i| format!(" at instruction {i}")).unwrap_or_default()
+}
+
+/// Describes a tensor for messages: `float32[1, 3, 16, 16]`.
+pub(crate) fn describe_tensor(dtype: DType, sizes: &[usize]) -> String {
+    format!("{}{:?}", dtype.name(), sizes)
+}
+
+/// The result type of kiln-runtime.
+pub type Result<T> = std::result::Result<T, Error>;

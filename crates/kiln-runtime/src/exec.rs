@@ -1,0 +1,755 @@
+//! Execution: setting inputs, the step loop, kernel/delegate calls over disjoint borrows of
+//! the method's memory, and reading outputs.
+//!
+//! A call borrows its tensors from the buffers with [`kiln_kernels::arena::split_regions`]:
+//! read tensors as shared slices, written tensors as exclusive slices, so a kernel can never
+//! see an output aliasing one of its inputs. The scratch vectors that hold the borrowed views
+//! keep their capacity from call to call (their element lifetimes are re-tied per call by
+//! [`relife`]), so steady-state execution does not allocate.
+
+use kiln_kernels::arena::{split_regions, Access, Borrowed, Region};
+use kiln_kernels::{Arg, Capacity, OutKind, Scalar, Shape, TensorMut, TensorRef, ViewOut};
+
+use crate::error::{describe_tensor, Error, Result};
+use crate::io::{Input, Output, OutputTensor};
+use crate::method::{Call, Callee, Method, Role, Step};
+use crate::value::{Storage, TensorSlot, Val};
+
+/// Moves a vector's allocation to a vector of another element type of the same layout (the
+/// same type with another lifetime): the vector is emptied and collected in place, which the
+/// standard library does without allocating.
+fn relife<A, B>(mut v: Vec<A>) -> Vec<B> {
+    v.clear();
+    v.into_iter().filter_map(|_| None).collect()
+}
+
+/// One tensor a call touches.
+#[derive(Clone, Copy, Debug)]
+struct Use {
+    value: u32,
+    access: Access,
+    /// Index of its region in the sorted region list, if it lives in method memory.
+    region: Option<u32>,
+}
+
+/// What a call writes back into the value table afterwards.
+#[derive(Clone, Copy, Debug)]
+enum Post {
+    Shape(u32, Shape),
+    Scalar(u32, Scalar),
+    View { value: u32, shape: Shape, of: u32 },
+}
+
+/// Reusable per-call vectors.
+#[derive(Default)]
+pub(crate) struct Scratch {
+    uses: Vec<Use>,
+    /// (buffer, start, end, access, use index), sorted by buffer then start.
+    entries: Vec<(u32, usize, usize, Access, u32)>,
+    regions: Vec<Region>,
+    identity: Vec<usize>,
+    /// Per argument position: range in `uses`/`ints`.
+    pos: Vec<(u32, u32)>,
+    ints: Vec<i64>,
+    post: Vec<Post>,
+    borrowed: Vec<Option<Borrowed<'static>>>,
+    refs: Vec<TensorRef<'static>>,
+    opt_refs: Vec<Option<TensorRef<'static>>>,
+    singles: Vec<Option<TensorMut<'static>>>,
+    lists: Vec<TensorMut<'static>>,
+    args: Vec<Arg<'static>>,
+    outs: Vec<kiln_kernels::Out<'static, 'static>>,
+}
+
+impl Scratch {
+    /// Scratch sized for the largest call of `chains`.
+    pub(crate) fn for_steps(chains: &[Vec<Step>], values: &[Val]) -> Scratch {
+        let mut max_args = 0;
+        let mut max_uses = 0;
+        let mut max_ints = 0;
+        for step in chains.iter().flatten() {
+            let Step::Call(c) = step else { continue };
+            max_args = max_args.max(c.args.len());
+            let mut uses = 0;
+            let mut ints = 0;
+            for &a in c.args.iter() {
+                match values.get(a as usize) {
+                    Some(Val::Tensor(_)) => uses += 1,
+                    Some(Val::TensorList(l)) => uses += l.len(),
+                    Some(Val::OptionalTensorList(l)) => uses += l.len(),
+                    Some(Val::IntList(l)) => ints += l.len(),
+                    _ => {}
+                }
+            }
+            max_uses = max_uses.max(uses);
+            max_ints = max_ints.max(ints);
+        }
+        Scratch {
+            uses: Vec::with_capacity(max_uses),
+            entries: Vec::with_capacity(max_uses),
+            regions: Vec::with_capacity(max_uses),
+            identity: Vec::with_capacity(max_uses),
+            pos: Vec::with_capacity(max_args),
+            ints: Vec::with_capacity(max_ints),
+            post: Vec::with_capacity(max_uses + max_args),
+            borrowed: Vec::with_capacity(max_uses),
+            refs: Vec::with_capacity(max_uses),
+            opt_refs: Vec::with_capacity(max_uses),
+            singles: Vec::with_capacity(max_uses),
+            lists: Vec::with_capacity(max_uses),
+            args: Vec::with_capacity(max_args),
+            outs: Vec::with_capacity(max_args),
+        }
+    }
+}
+
+fn bytes_of(buf: &[u128]) -> &[u8] {
+    bytemuck::cast_slice(buf)
+}
+
+impl Method {
+    fn exec_err(&self, instruction: usize, op: &str, reason: impl Into<String>) -> Error {
+        Error::Execution {
+            method: self.plan.name.clone(),
+            instruction,
+            op: op.to_string(),
+            reason: reason.into(),
+        }
+    }
+
+    /// Runs the method on `inputs` and returns copies of its outputs.
+    pub fn execute(&mut self, inputs: &[Input<'_>]) -> Result<Vec<Output>> {
+        self.run(inputs)?;
+        (0..self.plan.outputs.len()).map(|i| self.output(i)).collect()
+    }
+
+    /// Runs the method on `inputs`; read the results with [`Method::output`].
+    pub fn run(&mut self, inputs: &[Input<'_>]) -> Result<()> {
+        // Every run starts from the loaded value table (shapes, moved handles, sym ints).
+        self.values.clone_from_slice(&self.initial);
+        self.set_inputs(inputs)?;
+        let mut executed: u64 = 0;
+        for c in 0..self.chains.len() {
+            let mut pc = 0usize;
+            while pc < self.chains[c].len() {
+                executed += 1;
+                if executed > self.instruction_limit {
+                    return Err(Error::InstructionLimit {
+                        method: self.plan.name.clone(),
+                        limit: self.instruction_limit,
+                    });
+                }
+                pc = self.step(c, pc)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs instruction `pc` of chain `c`; returns the next instruction index.
+    fn step(&mut self, c: usize, pc: usize) -> Result<usize> {
+        match &self.chains[c][pc] {
+            Step::Call(_) => {
+                self.call(c, pc)?;
+                Ok(pc + 1)
+            }
+            &Step::Move { from, to } => {
+                let v = self.values.get(from as usize).cloned().unwrap_or(Val::None);
+                if let Some(slot) = self.values.get_mut(to as usize) {
+                    *slot = v;
+                }
+                Ok(pc + 1)
+            }
+            &Step::JumpFalse { cond, destination } => {
+                let truth = match self.values.get(cond as usize) {
+                    Some(Val::Bool(b)) => *b,
+                    Some(Val::Tensor(t)) => {
+                        if t.dtype != kiln_kernels::DType::Bool {
+                            return Err(self.exec_err(
+                                pc,
+                                "JumpFalseCall",
+                                format!("condition tensor values[{cond}] has dtype {}, not bool", t.dtype.name()),
+                            ));
+                        }
+                        let bytes = self.tensor_bytes(t).ok_or_else(|| {
+                            self.exec_err(pc, "JumpFalseCall", format!("condition values[{cond}] has no data"))
+                        })?;
+                        bytes.iter().all(|&b| b != 0)
+                    }
+                    other => {
+                        let tag = other.map_or("missing", Val::tag);
+                        return Err(self.exec_err(pc, "JumpFalseCall", format!("condition values[{cond}] is {tag}")));
+                    }
+                };
+                Ok(if truth { pc + 1 } else { destination })
+            }
+            &Step::Free { value } => {
+                if let Some(Val::Tensor(t)) = self.values.get_mut(value as usize) {
+                    t.storage = Storage::Empty;
+                }
+                Ok(pc + 1)
+            }
+        }
+    }
+
+    /// The bytes of tensor `t` at its current shape, if it has data.
+    fn tensor_bytes(&self, t: &TensorSlot) -> Option<&[u8]> {
+        let n = t.nbytes();
+        match t.storage {
+            Storage::Buf { buf, offset } => bytes_of(self.buffers.get(buf as usize)?).get(offset..offset.checked_add(n)?),
+            Storage::File { offset } => self.program.inner.file.bytes().get(offset..offset.checked_add(n)?),
+            Storage::Ext { source, offset } => {
+                self.program.inner.sources.get(source as usize)?.bytes().get(offset..offset.checked_add(n)?)
+            }
+            Storage::Empty => None,
+        }
+    }
+
+    fn set_inputs(&mut self, inputs: &[Input<'_>]) -> Result<()> {
+        let method = self.plan.name.clone();
+        if inputs.len() != self.plan.inputs.len() {
+            return Err(Error::InputCount { method, expected: self.plan.inputs.len(), actual: inputs.len() });
+        }
+        for (index, input) in inputs.iter().enumerate() {
+            let v = self.plan.inputs[index] as usize;
+            let mismatch = |expected: String, actual: String| Error::Input {
+                method: method.clone(),
+                index,
+                expected,
+                actual,
+            };
+            let given = |i: &Input<'_>| match i {
+                Input::Tensor(t) => describe_tensor(t.dtype, t.sizes),
+                Input::Int(x) => format!("Int {x}"),
+                Input::Double(x) => format!("Double {x}"),
+                Input::Bool(x) => format!("Bool {x}"),
+                Input::None => "None".into(),
+            };
+            match (self.values.get(v).cloned(), input) {
+                (Some(Val::Tensor(slot)), Input::Tensor(t)) => {
+                    let expected = || {
+                        let bound = if slot.capacity == Capacity::Static { "" } else { " (upper bounds)" };
+                        format!("{}{bound}", describe_tensor(slot.dtype, slot.shape.sizes()))
+                    };
+                    if t.dtype != slot.dtype {
+                        return Err(mismatch(expected(), given(input)));
+                    }
+                    let shape = slot.shape.with_sizes(t.sizes).map_err(|_| {
+                        mismatch(format!("{} (rank {})", expected(), slot.shape.rank()), given(input))
+                    })?;
+                    match slot.capacity {
+                        Capacity::Static if shape.sizes() != slot.shape.sizes() => {
+                            return Err(mismatch(expected(), given(input)))
+                        }
+                        Capacity::Bound(n) if shape.numel() > n => {
+                            return Err(mismatch(
+                                format!("{} with at most {n} elements", expected()),
+                                given(input),
+                            ))
+                        }
+                        _ => {}
+                    }
+                    let nbytes = shape.numel() * slot.dtype.size();
+                    if t.data.len() != nbytes {
+                        return Err(mismatch(
+                            format!("{nbytes} data bytes for {}", describe_tensor(t.dtype, t.sizes)),
+                            format!("{} bytes", t.data.len()),
+                        ));
+                    }
+                    let Storage::Buf { buf, offset } = slot.storage else {
+                        return Err(mismatch("a tensor kiln can write".into(), "a constant input".into()));
+                    };
+                    let dst = self
+                        .buffers
+                        .get_mut(buf as usize)
+                        .map(|b| bytemuck::cast_slice_mut::<u128, u8>(b))
+                        .and_then(|b| b.get_mut(offset..offset + nbytes))
+                        .ok_or_else(|| mismatch("planned input memory".into(), "out of range".into()))?;
+                    if shape.is_dense_row_major() {
+                        dst.copy_from_slice(t.data);
+                    } else {
+                        crate::layout::contiguous_to_strided(t.data, dst, &shape, slot.dtype.size());
+                    }
+                    if let Some(Val::Tensor(s)) = self.values.get_mut(v) {
+                        s.shape = shape;
+                    }
+                }
+                (Some(Val::Int(a)), Input::Int(b)) if a == *b => {}
+                (Some(Val::Bool(a)), Input::Bool(b)) if a == *b => {}
+                (Some(Val::Double(a)), Input::Double(b)) if doubles_match(a, *b) => {}
+                (Some(Val::None), Input::None) => {}
+                (Some(Val::Int(a)), _) => return Err(mismatch(format!("Int {a} (the traced value)"), given(input))),
+                (Some(Val::Bool(a)), _) => return Err(mismatch(format!("Bool {a} (the traced value)"), given(input))),
+                (Some(Val::Double(a)), _) => {
+                    return Err(mismatch(format!("Double {a} (the traced value)"), given(input)))
+                }
+                (Some(Val::Tensor(s)), _) => {
+                    return Err(mismatch(describe_tensor(s.dtype, s.shape.sizes()), given(input)))
+                }
+                (other, _) => {
+                    return Err(mismatch(other.map_or("a value", |v| v.tag()).to_string(), given(input)))
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Output `i` of the last run, copied (tensors in contiguous order).
+    pub fn output(&self, i: usize) -> Result<Output> {
+        let method = self.plan.name.clone();
+        let v = *self.plan.outputs.get(i).ok_or_else(|| Error::InvalidProgram {
+            method: method.clone(),
+            location: format!("outputs[{i}]"),
+            reason: format!("the method has {} outputs", self.plan.outputs.len()),
+        })? as usize;
+        Ok(match self.values.get(v) {
+            Some(Val::Tensor(t)) => {
+                let bytes = self.tensor_bytes(t).ok_or_else(|| Error::InvalidProgram {
+                    method,
+                    location: format!("outputs[{i}] (values[{v}])"),
+                    reason: "the output tensor has no data".into(),
+                })?;
+                let data = if t.shape.is_dense_row_major() {
+                    bytes.to_vec()
+                } else {
+                    let mut out = vec![0u8; bytes.len()];
+                    crate::layout::strided_to_contiguous(bytes, &mut out, &t.shape, t.dtype.size());
+                    out
+                };
+                Output::Tensor(OutputTensor { dtype: t.dtype, sizes: t.shape.sizes().to_vec(), data })
+            }
+            Some(Val::Int(x)) => Output::Int(*x),
+            Some(Val::Double(x)) => Output::Double(*x),
+            Some(Val::Bool(x)) => Output::Bool(*x),
+            Some(Val::String(s)) => Output::String(s.to_string()),
+            _ => Output::None,
+        })
+    }
+
+    /// Runs the call at instruction `pc` of chain `c`.
+    fn call(&mut self, c: usize, pc: usize) -> Result<()> {
+        let Method { program, plan, buffers, values, chains, delegates, ctx, scratch, .. } = self;
+        let Some(Step::Call(call)) = chains.get(c).and_then(|ch| ch.get(pc)) else { return Ok(()) };
+        let fail = |reason: String| Error::Execution {
+            method: plan.name.clone(),
+            instruction: pc,
+            op: call.name.to_string(),
+            reason,
+        };
+        collect_uses(call, values, scratch).map_err(&fail)?;
+        let file = program.inner.file.bytes();
+        let sources = &program.inner.sources;
+        let result = invoke(call, values, buffers, file, sources, scratch, ctx, delegates);
+        match result {
+            Ok(()) => {}
+            Err(CallError::Kernel(source)) => {
+                return Err(Error::Kernel { method: plan.name.clone(), instruction: pc, op: call.name.to_string(), source })
+            }
+            Err(CallError::Delegate(d, reason)) => {
+                return Err(Error::Delegate {
+                    method: plan.name.clone(),
+                    instruction: Some(pc),
+                    delegate: d,
+                    backend: call.name.to_string(),
+                    reason,
+                })
+            }
+            Err(CallError::Other(reason)) => return Err(fail(reason)),
+        }
+        apply_post(values, scratch).map_err(fail)
+    }
+}
+
+fn doubles_match(a: f64, b: f64) -> bool {
+    if a.is_nan() || b.is_nan() {
+        return a.is_nan() && b.is_nan();
+    }
+    if a.is_infinite() || b.is_infinite() {
+        return a == b;
+    }
+    (a - b).abs() <= 1e-4 + 1e-5 * b.abs()
+}
+
+enum CallError {
+    Kernel(kiln_kernels::KernelError),
+    Delegate(usize, String),
+    Other(String),
+}
+
+fn slot_of(values: &[Val], v: u32) -> std::result::Result<&TensorSlot, String> {
+    match values.get(v as usize) {
+        Some(Val::Tensor(t)) => Ok(t),
+        Some(other) => Err(format!("values[{v}] is {}, expected a Tensor", other.tag())),
+        None => Err(format!("values[{v}] does not exist")),
+    }
+}
+
+/// Lists the tensors the call reads and writes (reads in position order, then writes in the
+/// callee's out order) and their memory regions, sorted by buffer and start.
+fn collect_uses(call: &Call, values: &[Val], s: &mut Scratch) -> std::result::Result<(), String> {
+    s.uses.clear();
+    s.entries.clear();
+    s.pos.clear();
+    s.ints.clear();
+    let push = |s: &mut Scratch, v: u32, access: Access| -> std::result::Result<(), String> {
+        let t = slot_of(values, v)?;
+        let u = s.uses.len() as u32;
+        let region = match (t.storage, access) {
+            (Storage::Buf { buf, offset }, _) => {
+                let len = if access == Access::Write { t.cap_bytes } else { t.nbytes() };
+                let end = offset.checked_add(len).ok_or("tensor region overflows")?;
+                s.entries.push((buf, offset, end, access, u));
+                Some(0)
+            }
+            (Storage::Empty, _) => return Err(format!("tensor values[{v}] has no data (freed)")),
+            (_, Access::Write) => return Err(format!("tensor values[{v}] is a constant and cannot be written")),
+            (_, Access::Read) => None,
+        };
+        s.uses.push(Use { value: v, access, region });
+        Ok(())
+    };
+    for (p, (&v, role)) in call.args.iter().zip(call.roles.iter()).enumerate() {
+        let start = s.uses.len() as u32;
+        let istart = s.ints.len() as u32;
+        if *role == Role::In {
+            match values.get(v as usize) {
+                Some(Val::Tensor(_)) => push(s, v, Access::Read)?,
+                Some(Val::TensorList(items)) => {
+                    for &i in items.iter() {
+                        push(s, i, Access::Read)?;
+                    }
+                }
+                Some(Val::OptionalTensorList(items)) => {
+                    for &i in items.iter().flatten() {
+                        if let Some(Val::Tensor(_)) = values.get(i as usize) {
+                            push(s, i, Access::Read)?;
+                        }
+                    }
+                }
+                Some(Val::IntList(items)) => {
+                    for &i in items.iter() {
+                        match values.get(i as usize) {
+                            Some(Val::Int(x)) => s.ints.push(*x),
+                            other => {
+                                return Err(format!(
+                                    "argument {p}: int list item values[{i}] is {}, not Int",
+                                    other.map_or("missing", Val::tag)
+                                ))
+                            }
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        let (a, b) = if matches!(values.get(v as usize), Some(Val::IntList(_))) {
+            (istart, s.ints.len() as u32)
+        } else {
+            (start, s.uses.len() as u32)
+        };
+        s.pos.push((a, b));
+    }
+    for &(p, kind) in call.outs.iter() {
+        let v = call.args.get(p as usize).copied().ok_or("out position outside the call")?;
+        match kind {
+            OutKind::Tensor => push(s, v, Access::Write)?,
+            OutKind::TensorList => match values.get(v as usize) {
+                Some(Val::TensorList(items)) => {
+                    for &i in items.iter() {
+                        push(s, i, Access::Write)?;
+                    }
+                }
+                _ => return Err(format!("argument {p}: expected an output TensorList")),
+            },
+            OutKind::Scalar | OutKind::View(_) => {}
+        }
+    }
+    s.entries.sort_unstable_by_key(|e| (e.0, e.1));
+    for (k, e) in s.entries.iter().enumerate() {
+        if let Some(u) = s.uses.get_mut(e.4 as usize) {
+            u.region = Some(k as u32);
+        }
+    }
+    s.regions.clear();
+    s.regions.extend(s.entries.iter().map(|e| Region { range: e.1..e.2, access: e.3 }));
+    s.identity.clear();
+    s.identity.extend(0..s.entries.len());
+    Ok(())
+}
+
+/// Borrows the call's tensors, builds the argument and out lists, calls the kernel or
+/// delegate, and records shapes and scalars to write back.
+#[allow(clippy::too_many_arguments)]
+fn invoke(
+    call: &Call,
+    values: &[Val],
+    buffers: &mut [Vec<u128>],
+    file: &[u8],
+    sources: &[std::sync::Arc<dyn crate::data::NamedDataSource>],
+    s: &mut Scratch,
+    ctx: &mut kiln_kernels::KernelContext,
+    delegates: &mut [Box<dyn crate::delegate::DelegateHandle>],
+) -> std::result::Result<(), CallError> {
+    let other = CallError::Other;
+    // Split each touched buffer into the call's regions.
+    let mut borrowed: Vec<Option<Borrowed<'_>>> = relife(std::mem::take(&mut s.borrowed));
+    borrowed.resize_with(s.regions.len(), || None);
+    {
+        let mut k = 0;
+        let mut rest: &mut [Vec<u128>] = buffers;
+        let mut rest_base = 0u32;
+        while k < s.entries.len() {
+            let buf = s.entries[k].0;
+            let mut end = k;
+            while end < s.entries.len() && s.entries[end].0 == buf {
+                end += 1;
+            }
+            let skip = (buf - rest_base) as usize;
+            let taken = std::mem::take(&mut rest);
+            if skip >= taken.len() {
+                return Err(other(format!("buffer {buf} does not exist")));
+            }
+            let (_, tail) = taken.split_at_mut(skip);
+            let (one, tail) = tail.split_at_mut(1);
+            rest = tail;
+            rest_base = buf + 1;
+            let arena: &mut [u8] = bytemuck::cast_slice_mut(one[0].as_mut_slice());
+            split_regions(arena, &s.regions[k..end], &s.identity[..end - k], &mut borrowed[k..end])
+                .map_err(|e| other(format!("memory plan: {e}")))?;
+            k = end;
+        }
+    }
+    // Views of every use, in use order: reads into `refs`, writes into `singles`/`lists`.
+    let mut refs: Vec<TensorRef<'_>> = relife(std::mem::take(&mut s.refs));
+    let mut singles: Vec<Option<TensorMut<'_>>> = relife(std::mem::take(&mut s.singles));
+    let mut lists: Vec<TensorMut<'_>> = relife(std::mem::take(&mut s.lists));
+    // Position of each read use inside `refs` equals its use index (reads come first).
+    for u in s.uses.iter() {
+        let t = slot_of(values, u.value).map_err(other)?;
+        match u.access {
+            Access::Read => {
+                let data: &[u8] = match (u.region, t.storage) {
+                    (Some(r), _) => {
+                        match borrowed.get(r as usize) {
+                            Some(Some(Borrowed::Read(d))) => *d,
+                            _ => return Err(other(format!("values[{}] was not borrowed", u.value))),
+                        }
+                    }
+                    (None, Storage::File { offset }) => file
+                        .get(offset..offset.saturating_add(t.nbytes()))
+                        .ok_or_else(|| other(format!("constant values[{}] is outside the file", u.value)))?,
+                    (None, Storage::Ext { source, offset }) => sources
+                        .get(source as usize)
+                        .and_then(|src| src.bytes().get(offset..offset.saturating_add(t.nbytes())))
+                        .ok_or_else(|| other(format!("external values[{}] is outside its data", u.value)))?,
+                    _ => return Err(other(format!("values[{}] has no data", u.value))),
+                };
+                let r = TensorRef::new(t.dtype, t.shape, data)
+                    .map_err(|e| other(format!("values[{}]: {e}", u.value)))?;
+                refs.push(r);
+            }
+            Access::Write => {
+                let Some(r) = u.region else { return Err(other(format!("values[{}] is not writable", u.value))) };
+                let data = match borrowed.get_mut(r as usize).and_then(Option::take) {
+                    Some(Borrowed::Write(w)) => w,
+                    _ => return Err(other(format!("values[{}] was not borrowed for writing", u.value))),
+                };
+                let data_len = t.cap_bytes.min(data.len());
+                let m = TensorMut::new(t.dtype, t.shape, t.capacity, &mut data[..data_len])
+                    .map_err(|e| other(format!("values[{}]: {e}", u.value)))?;
+                singles.push(Some(m));
+            }
+        }
+    }
+    // Optional lists need `Option` items.
+    let mut opt_refs: Vec<Option<TensorRef<'_>>> = relife(std::mem::take(&mut s.opt_refs));
+    // Build args.
+    let mut args: Vec<Arg<'_>> = relife(std::mem::take(&mut s.args));
+    // First pass: fill `opt_refs` so later slices into it stay valid.
+    for (p, (&v, role)) in call.args.iter().zip(call.roles.iter()).enumerate() {
+        if *role != Role::In {
+            continue;
+        }
+        if let Some(Val::OptionalTensorList(items)) = values.get(v as usize) {
+            let (mut k, _) = s.pos[p];
+            for item in items.iter() {
+                match item.and_then(|i| values.get(i as usize)) {
+                    Some(Val::Tensor(_)) => {
+                        opt_refs.push(refs.get(k as usize).copied());
+                        k += 1;
+                    }
+                    _ => opt_refs.push(None),
+                }
+            }
+        }
+    }
+    let mut opt_cursor = 0usize;
+    for (p, (&v, role)) in call.args.iter().zip(call.roles.iter()).enumerate() {
+        if *role != Role::In {
+            args.push(Arg::Output);
+            continue;
+        }
+        let (a, b) = s.pos[p];
+        let (a, b) = (a as usize, b as usize);
+        args.push(match values.get(v as usize) {
+            Some(Val::None) | None => Arg::None,
+            Some(Val::Int(x)) => Arg::Int(*x),
+            Some(Val::Double(x)) => Arg::Double(*x),
+            Some(Val::Bool(x)) => Arg::Bool(*x),
+            Some(Val::String(st)) => Arg::String(st),
+            Some(Val::Tensor(_)) => Arg::Tensor(*refs.get(a).ok_or_else(|| other("tensor argument missing".into()))?),
+            Some(Val::TensorList(_)) => Arg::TensorList(refs.get(a..b).unwrap_or(&[])),
+            Some(Val::OptionalTensorList(items)) => {
+                let n = items.len();
+                let sl = opt_refs.get(opt_cursor..opt_cursor + n).unwrap_or(&[]);
+                opt_cursor += n;
+                Arg::OptionalTensorList(sl)
+            }
+            Some(Val::IntList(_)) => Arg::IntList(s.ints.get(a..b).unwrap_or(&[])),
+            Some(Val::DoubleList(l)) => Arg::DoubleList(l),
+            Some(Val::BoolList(l)) => Arg::BoolList(l),
+        });
+    }
+    // Build outs in the callee's order. Writes were pushed in the same order: singles for
+    // Tensor outs, and list outs' items (moved to `lists`).
+    let mut outs: Vec<kiln_kernels::Out<'_, '_>> = relife(std::mem::take(&mut s.outs));
+    {
+        // Move list items out of `singles` into `lists`, in order.
+        let mut cursor = 0usize;
+        for &(p, kind) in call.outs.iter() {
+            match kind {
+                OutKind::Tensor => cursor += 1,
+                OutKind::TensorList => {
+                    let n = match values.get(call.args[p as usize] as usize) {
+                        Some(Val::TensorList(items)) => items.len(),
+                        _ => 0,
+                    };
+                    for k in cursor..cursor + n {
+                        if let Some(m) = singles.get_mut(k).and_then(Option::take) {
+                            lists.push(m);
+                        }
+                    }
+                    cursor += n;
+                }
+                _ => {}
+            }
+        }
+        let mut cursor = 0usize;
+        let mut rest: &mut [TensorMut<'_>] = &mut lists;
+        for &(p, kind) in call.outs.iter() {
+            let v = call.args[p as usize];
+            match kind {
+                OutKind::Tensor => {
+                    let m = singles.get_mut(cursor).and_then(Option::take).ok_or_else(|| other("output tensor missing".into()))?;
+                    cursor += 1;
+                    outs.push(kiln_kernels::Out::Tensor(m));
+                }
+                OutKind::TensorList => {
+                    let n = match values.get(v as usize) {
+                        Some(Val::TensorList(items)) => items.len(),
+                        _ => 0,
+                    };
+                    cursor += n;
+                    let taken = std::mem::take(&mut rest);
+                    if n > taken.len() {
+                        return Err(other("output tensor list missing".into()));
+                    }
+                    let (head, tail) = taken.split_at_mut(n);
+                    rest = tail;
+                    outs.push(kiln_kernels::Out::TensorList(head));
+                }
+                OutKind::Scalar => outs.push(kiln_kernels::Out::Scalar(match values.get(v as usize) {
+                    Some(Val::Double(x)) => Scalar::Double(*x),
+                    Some(Val::Bool(x)) => Scalar::Bool(*x),
+                    Some(Val::Int(x)) => Scalar::Int(*x),
+                    _ => Scalar::Int(0),
+                })),
+                OutKind::View(_) => {
+                    let t = slot_of(values, v).map_err(other)?;
+                    outs.push(kiln_kernels::Out::View(ViewOut { dtype: t.dtype, shape: t.shape, capacity: t.capacity }));
+                }
+            }
+        }
+    }
+    // Call.
+    let result = match call.callee {
+        Callee::Kernel(def) => {
+            ctx.op = def.name;
+            (def.run)(ctx, &args, &mut outs).map_err(CallError::Kernel)
+        }
+        Callee::Delegate(d) => match delegates.get_mut(d) {
+            Some(h) => h.execute(ctx, &args, &mut outs).map_err(|e| CallError::Delegate(d, e)),
+            None => Err(other(format!("delegate {d} does not exist"))),
+        },
+    };
+    // Record what to write back.
+    s.post.clear();
+    if result.is_ok() {
+        for (o, &(p, kind)) in outs.iter().zip(call.outs.iter()) {
+            let v = call.args[p as usize];
+            match (o, kind) {
+                (kiln_kernels::Out::Tensor(m), _) => s.post.push(Post::Shape(v, *m.shape())),
+                (kiln_kernels::Out::TensorList(l), _) => {
+                    if let Some(Val::TensorList(items)) = values.get(v as usize) {
+                        for (m, &i) in l.iter().zip(items.iter()) {
+                            s.post.push(Post::Shape(i, *m.shape()));
+                        }
+                    }
+                }
+                (kiln_kernels::Out::Scalar(x), _) => s.post.push(Post::Scalar(v, *x)),
+                (kiln_kernels::Out::View(view), OutKind::View(q)) => {
+                    if let Some(&of) = call.args.get(q as usize) {
+                        s.post.push(Post::View { value: v, shape: view.shape, of });
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    s.outs = relife(outs);
+    s.args = relife(args);
+    s.lists = relife(lists);
+    s.singles = relife(singles);
+    s.borrowed = relife(borrowed);
+    s.refs = relife(refs);
+    s.opt_refs = relife(opt_refs);
+    result
+}
+
+fn apply_post(values: &mut [Val], s: &Scratch) -> std::result::Result<(), String> {
+    for p in &s.post {
+        match *p {
+            Post::Shape(v, shape) => {
+                if let Some(Val::Tensor(t)) = values.get_mut(v as usize) {
+                    t.shape = shape;
+                }
+            }
+            Post::Scalar(v, x) => {
+                if let Some(slot) = values.get_mut(v as usize) {
+                    *slot = match x {
+                        Scalar::Int(i) => Val::Int(i),
+                        Scalar::Double(d) => Val::Double(d),
+                        Scalar::Bool(b) => Val::Bool(b),
+                    };
+                }
+            }
+            Post::View { value, shape, of } => {
+                let src = *slot_of(values, of)?;
+                let need = shape.numel() * src.dtype.size();
+                if need > src.cap_bytes {
+                    return Err(format!(
+                        "view values[{value}] of {need} bytes is larger than its source values[{of}] ({} bytes)",
+                        src.cap_bytes
+                    ));
+                }
+                if let Some(Val::Tensor(t)) = values.get_mut(value as usize) {
+                    t.shape = shape;
+                    t.storage = src.storage;
+                    t.cap_bytes = src.cap_bytes;
+                    t.writable = src.writable;
+                    t.dtype = src.dtype;
+                }
+            }
+        }
+    }
+    Ok(())
+}

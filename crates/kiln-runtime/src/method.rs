@@ -1,0 +1,507 @@
+//! [`Method`]: a loaded method with its memory plan, value table and resolved steps.
+
+use std::sync::Arc;
+
+use kiln_kernels::{Capacity, KernelContext, KernelDef, OutKind};
+
+use crate::delegate::{DelegateHandle, DelegateInit};
+use crate::error::{Error, Result};
+use crate::exec::Scratch;
+use crate::io::ValueMeta;
+use crate::plan::{DataDef, InstrDef, MethodPlan, TensorDef, ValueDef};
+use crate::program::{meta, Program};
+use crate::value::{Storage, TensorSlot, Val};
+
+/// How a call uses one of its argument positions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// Read.
+    In,
+    /// Written, of this kind.
+    Out(OutKind),
+    /// The trailing return value (or an out of a list the kernel writes through another slot).
+    Ret,
+}
+
+/// What a call step invokes.
+pub(crate) enum Callee {
+    Kernel(&'static KernelDef),
+    Delegate(usize),
+}
+
+/// A kernel or delegate call, resolved at load.
+pub(crate) struct Call {
+    pub callee: Callee,
+    /// Operator name or backend id, for errors.
+    pub name: Arc<str>,
+    /// Value index per argument position.
+    pub args: Box<[u32]>,
+    /// Role per argument position.
+    pub roles: Box<[Role]>,
+    /// Written positions in the order the callee receives them.
+    pub outs: Box<[(u32, OutKind)]>,
+}
+
+/// One instruction, resolved.
+pub(crate) enum Step {
+    Call(Call),
+    Move { from: u32, to: u32 },
+    JumpFalse { cond: u32, destination: usize },
+    Free { value: u32 },
+}
+
+/// A loaded method, ready to [`execute`](Method::execute). Owns its memory (planned arenas,
+/// input and runtime buffers) and delegate handles; shares the program's mapped file.
+/// `Send`: each thread loads and runs its own.
+pub struct Method {
+    pub(crate) program: Program,
+    pub(crate) plan: Arc<MethodPlan>,
+    /// Planned arenas (memory_id 1.. at 0..), then owned buffers; 16-byte aligned words.
+    pub(crate) buffers: Vec<Vec<u128>>,
+    pub(crate) initial: Vec<Val>,
+    pub(crate) values: Vec<Val>,
+    pub(crate) chains: Vec<Vec<Step>>,
+    pub(crate) delegates: Vec<Box<dyn DelegateHandle>>,
+    pub(crate) ctx: KernelContext,
+    pub(crate) scratch: Scratch,
+    pub(crate) instruction_limit: u64,
+}
+
+impl std::fmt::Debug for Method {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Method")
+            .field("name", &self.plan.name)
+            .field("values", &self.values.len())
+            .field("buffers", &self.buffers.len())
+            .finish()
+    }
+}
+
+struct Loader<'p> {
+    plan: &'p MethodPlan,
+    program: &'p Program,
+    buffers: Vec<Vec<u128>>,
+    used: u64,
+    limit: u64,
+}
+
+impl Loader<'_> {
+    fn method(&self) -> String {
+        self.plan.name.clone()
+    }
+
+    fn invalid(&self, location: String, reason: impl Into<String>) -> Error {
+        Error::InvalidProgram { method: self.method(), location, reason: reason.into() }
+    }
+
+    /// A new zeroed buffer of `bytes`, counted against the memory limit.
+    fn alloc(&mut self, bytes: u64, what: impl FnOnce() -> String) -> Result<u32> {
+        let what = what();
+        let what = || what.clone();
+        let over = |what: String, limit| Error::Memory { method: self.method(), what, bytes, limit };
+        let total = self.used.checked_add(bytes).filter(|t| *t <= self.limit);
+        let Some(total) = total else { return Err(over(what(), self.limit)) };
+        let words = usize::try_from(bytes.div_ceil(16)).map_err(|_| over(what(), self.limit))?;
+        let mut v: Vec<u128> = Vec::new();
+        if v.try_reserve_exact(words).is_err() {
+            return Err(Error::Memory { method: self.method(), what: what(), bytes, limit: self.used });
+        }
+        v.resize(words, 0);
+        self.used = total;
+        let id = self.buffers.len() as u32;
+        self.buffers.push(v);
+        Ok(id)
+    }
+
+    fn bytes_mut(&mut self, buf: u32) -> &mut [u8] {
+        match self.buffers.get_mut(buf as usize) {
+            Some(b) => bytemuck::cast_slice_mut(b.as_mut_slice()),
+            None => &mut [],
+        }
+    }
+
+    /// Storage in arena `memory_id` at `offset` for `nbytes`, checked.
+    fn planned(&self, i: usize, memory_id: u32, offset: u64, nbytes: usize) -> Result<Storage> {
+        let loc = || format!("values[{i}].tensor.allocation_info");
+        let arena = (memory_id as usize).checked_sub(1).filter(|a| *a < self.plan.arena_sizes.len());
+        let Some(arena) = arena else {
+            return Err(self.invalid(
+                loc(),
+                format!(
+                    "memory_id {memory_id} is not one of the {} planned arenas (ids are 1-based)",
+                    self.plan.arena_sizes.len()
+                ),
+            ));
+        };
+        let size = self.plan.arena_sizes[arena];
+        let fits = offset.checked_add(nbytes as u64).is_some_and(|end| end <= size);
+        if !fits {
+            return Err(self.invalid(
+                loc(),
+                format!("offset {offset} + {nbytes} bytes is outside arena {memory_id} of {size} bytes"),
+            ));
+        }
+        Ok(Storage::Buf { buf: arena as u32, offset: offset as usize })
+    }
+
+    fn copy_into(&mut self, storage: Storage, data: &[u8]) {
+        if let Storage::Buf { buf, offset } = storage {
+            if let Some(dst) = self.bytes_mut(buf).get_mut(offset..offset + data.len()) {
+                dst.copy_from_slice(data);
+            }
+        }
+    }
+
+    /// Storage for zero-copy bytes at `offset` of `base`, or an aligned owned copy when the
+    /// bytes are not aligned to the element size.
+    fn borrowed(&mut self, i: usize, base: &[u8], offset: usize, t: &TensorDef, zero_copy: Storage) -> Result<(Storage, bool)> {
+        let addr = (base.as_ptr() as usize).wrapping_add(offset);
+        if addr % t.dtype.size() == 0 {
+            return Ok((zero_copy, false));
+        }
+        let n = t.nbytes();
+        let buf = self.alloc(n as u64, || format!("values[{i}] (aligned copy of a constant)"))?;
+        let storage = Storage::Buf { buf, offset: 0 };
+        let data = base.get(offset..offset + n).unwrap_or(&[]).to_vec();
+        self.copy_into(storage, &data);
+        Ok((storage, true))
+    }
+
+    fn external(&self, i: usize, fqn: &str, t: &TensorDef) -> Result<(u32, usize)> {
+        let err = |reason: String| Error::ExternalData {
+            method: self.method(),
+            value: i,
+            fqn: fqn.to_string(),
+            reason,
+        };
+        let sources = &self.program.inner.sources;
+        if sources.is_empty() {
+            return Err(err("the program names external data but none was given (a .ptd file)".into()));
+        }
+        for (s, source) in sources.iter().enumerate() {
+            let Some(entry) = source.entry(fqn) else { continue };
+            if let Some(layout) = &entry.layout {
+                let same = i64::from(layout.scalar_type.to_i8()) == i64::from(t.dtype.code())
+                    && layout.sizes.len() == t.shape.rank()
+                    && layout.sizes.iter().zip(t.shape.sizes()).all(|(a, b)| usize::try_from(*a) == Ok(*b))
+                    && layout.dim_order == t.shape.dim_order();
+                if !same {
+                    return Err(err(format!(
+                        "{} has {} {:?} dim_order {:?}, the program expects {} {:?} dim_order {:?}",
+                        source.describe(),
+                        layout.scalar_type,
+                        layout.sizes,
+                        layout.dim_order,
+                        t.dtype.name(),
+                        t.shape.sizes(),
+                        t.shape.dim_order()
+                    )));
+                }
+            }
+            if entry.range.len() < t.nbytes() {
+                return Err(err(format!(
+                    "{} holds {} bytes, the tensor needs {}",
+                    source.describe(),
+                    entry.range.len(),
+                    t.nbytes()
+                )));
+            }
+            return Ok((s as u32, entry.range.start));
+        }
+        let names: Vec<String> = sources.iter().map(|s| s.describe()).collect();
+        Err(err(format!("not found in {}", names.join(", "))))
+    }
+
+    fn tensor(&mut self, i: usize, t: &TensorDef) -> Result<TensorSlot> {
+        let nbytes = t.nbytes();
+        let file = self.program.inner.file.bytes();
+        let (storage, writable) = match &t.data {
+            DataDef::Runtime => {
+                let buf = self.alloc(nbytes as u64, || format!("values[{i}] (runtime tensor)"))?;
+                (Storage::Buf { buf, offset: 0 }, true)
+            }
+            DataDef::Planned { memory_id, offset } => (self.planned(i, *memory_id, *offset, nbytes)?, true),
+            DataDef::PlannedInit { memory_id, offset, init } => {
+                let s = self.planned(i, *memory_id, *offset, nbytes)?;
+                let program = self.program.clone();
+                let data = program.inner.file.bytes().get(init.clone()).unwrap_or(&[]);
+                self.copy_into(s, data.get(..nbytes).unwrap_or(data));
+                (s, true)
+            }
+            DataDef::Constant(range) => {
+                if range.len() < nbytes || file.get(range.clone()).is_none() {
+                    return Err(self.invalid(format!("values[{i}].tensor"), "constant data is too short"));
+                }
+                let program = self.program.clone();
+                let (s, _) = self.borrowed(i, program.inner.file.bytes(), range.start, t, Storage::File { offset: range.start })?;
+                (s, false)
+            }
+            DataDef::External(fqn) => {
+                let (src, offset) = self.external(i, fqn, t)?;
+                let program = self.program.clone();
+                let bytes = program.inner.sources[src as usize].bytes();
+                let (s, _) = self.borrowed(i, bytes, offset, t, Storage::Ext { source: src, offset })?;
+                (s, false)
+            }
+            DataDef::ExternalPlanned { fqn, memory_id, offset } => {
+                let s = self.planned(i, *memory_id, *offset, nbytes)?;
+                let (src, off) = self.external(i, fqn, t)?;
+                let program = self.program.clone();
+                let bytes = program.inner.sources[src as usize].bytes();
+                self.copy_into(s, bytes.get(off..off + nbytes).unwrap_or(&[]));
+                (s, true)
+            }
+        };
+        let capacity = if t.dynamic { Capacity::Bound(t.shape.numel()) } else { Capacity::Static };
+        Ok(TensorSlot { dtype: t.dtype, shape: t.shape, capacity, cap_bytes: nbytes, storage, writable })
+    }
+}
+
+impl Method {
+    pub(crate) fn load(program: Program, plan: Arc<MethodPlan>) -> Result<Method> {
+        let options = &program.inner.options;
+        let mut loader = Loader {
+            plan: &plan,
+            program: &program,
+            buffers: Vec::new(),
+            used: 0,
+            limit: options.memory_limit,
+        };
+        // Resolve every operator and delegate first, so the error lists all that are missing.
+        let mut defs: Vec<Option<&'static KernelDef>> = Vec::with_capacity(plan.operators.len());
+        let mut missing_ops: Vec<String> = Vec::new();
+        for op in &plan.operators {
+            let def = options.kernels.get(op);
+            if def.is_none() && !missing_ops.contains(op) {
+                missing_ops.push(op.clone());
+            }
+            defs.push(def);
+        }
+        let mut missing_delegates: Vec<String> = Vec::new();
+        for d in &plan.delegates {
+            if options.backends.get(&d.id).is_none() && !missing_delegates.contains(&d.id) {
+                missing_delegates.push(d.id.clone());
+            }
+        }
+        if !missing_ops.is_empty() || !missing_delegates.is_empty() {
+            return Err(Error::Missing {
+                method: plan.name.clone(),
+                operators: missing_ops,
+                delegates: missing_delegates,
+            });
+        }
+        // Memory plan.
+        for (a, &size) in plan.arena_sizes.iter().enumerate() {
+            loader.alloc(size, || format!("planned arena {}", a + 1))?;
+        }
+        let mut values = Vec::with_capacity(plan.values.len());
+        for (i, v) in plan.values.iter().enumerate() {
+            values.push(match v {
+                ValueDef::None => Val::None,
+                ValueDef::Int(x) => Val::Int(*x),
+                ValueDef::Double(x) => Val::Double(*x),
+                ValueDef::Bool(x) => Val::Bool(*x),
+                ValueDef::String(s) => Val::String(s.clone()),
+                ValueDef::Tensor(t) => Val::Tensor(loader.tensor(i, t)?),
+                ValueDef::IntList(l) => Val::IntList(l.clone()),
+                ValueDef::DoubleList(l) => Val::DoubleList(l.clone()),
+                ValueDef::BoolList(l) => Val::BoolList(l.clone()),
+                ValueDef::TensorList(l) => {
+                    if let Some(bad) = l.iter().find(|&&x| !matches!(values.get(x as usize), Some(Val::Tensor(_)))) {
+                        return Err(loader.invalid(
+                            format!("values[{i}].tensor_list"),
+                            format!("item values[{bad}] is not an earlier Tensor value"),
+                        ));
+                    }
+                    Val::TensorList(l.clone())
+                }
+                ValueDef::OptionalTensorList(l) => {
+                    let bad = l.iter().flatten().find(|&&x| {
+                        !matches!(values.get(x as usize), Some(Val::Tensor(_) | Val::None))
+                    });
+                    if let Some(bad) = bad {
+                        return Err(loader.invalid(
+                            format!("values[{i}].optional_tensor_list"),
+                            format!("item values[{bad}] is not an earlier Tensor or None value"),
+                        ));
+                    }
+                    Val::OptionalTensorList(l.clone())
+                }
+            });
+        }
+        // Delegates.
+        let mut delegates: Vec<Box<dyn DelegateHandle>> = Vec::with_capacity(plan.delegates.len());
+        for (index, d) in plan.delegates.iter().enumerate() {
+            let derr = |reason: String| Error::Delegate {
+                method: plan.name.clone(),
+                instruction: None,
+                delegate: index,
+                backend: d.id.clone(),
+                reason,
+            };
+            let backend = options.backends.get(&d.id).ok_or_else(|| derr("no backend".into()))?;
+            let processed = program.inner.file.bytes().get(d.processed.clone()).unwrap_or(&[]);
+            let init = DelegateInit { method: &plan.name, index, processed, compile_specs: &d.compile_specs };
+            delegates.push(backend.init(&init).map_err(derr)?);
+        }
+        // Steps.
+        let mut chains = Vec::with_capacity(plan.chains.len());
+        for chain in &plan.chains {
+            let mut steps = Vec::with_capacity(chain.len());
+            for (k, ins) in chain.iter().enumerate() {
+                steps.push(resolve(&plan, &values, &defs, &delegates, k, ins)?);
+            }
+            chains.push(steps);
+        }
+        let buffers = loader.buffers;
+        let scratch = Scratch::for_steps(&chains, &values);
+        Ok(Method {
+            program: program.clone(),
+            plan: plan.clone(),
+            buffers,
+            initial: values.clone(),
+            values,
+            chains,
+            delegates,
+            ctx: KernelContext::new(""),
+            scratch,
+            instruction_limit: options.instruction_limit,
+        })
+    }
+
+    /// The method name.
+    pub fn name(&self) -> &str {
+        &self.plan.name
+    }
+
+    /// The declared inputs.
+    pub fn inputs(&self) -> Vec<ValueMeta> {
+        self.plan.inputs.iter().map(|&i| meta(&self.plan, i)).collect()
+    }
+
+    /// The declared outputs.
+    pub fn outputs(&self) -> Vec<ValueMeta> {
+        self.plan.outputs.iter().map(|&i| meta(&self.plan, i)).collect()
+    }
+
+    /// Bytes of memory this method owns (planned arenas and runtime buffers).
+    pub fn memory_bytes(&self) -> usize {
+        self.buffers.iter().map(|b| b.len() * 16).sum()
+    }
+
+    /// Number of instructions over all chains.
+    pub fn num_instructions(&self) -> usize {
+        self.chains.iter().map(Vec::len).sum()
+    }
+}
+
+fn resolve(
+    plan: &MethodPlan,
+    values: &[Val],
+    defs: &[Option<&'static KernelDef>],
+    delegates: &[Box<dyn DelegateHandle>],
+    k: usize,
+    ins: &InstrDef,
+) -> Result<Step> {
+    let bad = |name: &str, reason: String| Error::InvalidProgram {
+        method: plan.name.clone(),
+        location: format!("instruction {k} ({name})"),
+        reason,
+    };
+    let val = |i: u32| values.get(i as usize).unwrap_or(&Val::None);
+    Ok(match ins {
+        InstrDef::Kernel { op, args } => {
+            let name = plan.operators.get(*op).map_or("?", String::as_str);
+            let def = defs.get(*op).copied().flatten().ok_or_else(|| bad(name, "operator has no kernel".into()))?;
+            if args.len() != def.arity as usize {
+                return Err(bad(
+                    name,
+                    format!("the kernel takes {} argument values, the instruction has {}", def.arity, args.len()),
+                ));
+            }
+            let mut roles = vec![Role::In; args.len()];
+            if let Some(last) = roles.last_mut() {
+                *last = Role::Ret;
+            }
+            for o in def.outs {
+                let p = o.position as usize;
+                let Some(&v) = args.get(p) else {
+                    return Err(bad(name, format!("kernel writes argument {p}, the instruction has {}", args.len())));
+                };
+                check_out(val(v), o.kind, args, values).map_err(|r| bad(name, format!("argument {p}: {r}")))?;
+                roles[p] = Role::Out(o.kind);
+            }
+            Step::Call(Call {
+                callee: Callee::Kernel(def),
+                name: Arc::from(name),
+                args: args.clone().into_boxed_slice(),
+                roles: roles.into_boxed_slice(),
+                outs: def.outs.iter().map(|o| (u32::from(o.position), o.kind)).collect(),
+            })
+        }
+        InstrDef::Delegate { delegate, args } => {
+            let id = plan.delegates.get(*delegate).map_or("?", |d| d.id.as_str());
+            let handle = delegates.get(*delegate).ok_or_else(|| bad(id, "delegate index out of range".into()))?;
+            let n_out = handle.num_outputs();
+            let first_out = args.len().checked_sub(n_out).ok_or_else(|| {
+                bad(id, format!("the backend reports {n_out} outputs, the call has {} values", args.len()))
+            })?;
+            let mut roles = vec![Role::In; args.len()];
+            let mut outs = Vec::with_capacity(n_out);
+            for (p, &v) in args.iter().enumerate().skip(first_out) {
+                let kind = match val(v) {
+                    Val::Tensor(t) if t.writable => OutKind::Tensor,
+                    Val::Int(_) | Val::Double(_) | Val::Bool(_) => OutKind::Scalar,
+                    other => return Err(bad(id, format!("output argument {p} is a {} value", other.tag()))),
+                };
+                roles[p] = Role::Out(kind);
+                outs.push((p as u32, kind));
+            }
+            Step::Call(Call {
+                callee: Callee::Delegate(*delegate),
+                name: Arc::from(id),
+                args: args.clone().into_boxed_slice(),
+                roles: roles.into_boxed_slice(),
+                outs: outs.into_boxed_slice(),
+            })
+        }
+        InstrDef::Move { from, to } => Step::Move { from: *from, to: *to },
+        InstrDef::JumpFalse { cond, destination } => {
+            if !matches!(val(*cond), Val::Bool(_) | Val::Tensor(_)) {
+                return Err(bad("JumpFalseCall", format!("condition values[{cond}] is a {} value, not Bool", val(*cond).tag())));
+            }
+            Step::JumpFalse { cond: *cond, destination: *destination }
+        }
+        InstrDef::Free { value } => {
+            if !matches!(val(*value), Val::Tensor(_)) {
+                return Err(bad("FreeCall", format!("values[{value}] is a {} value, not a Tensor", val(*value).tag())));
+            }
+            Step::Free { value: *value }
+        }
+    })
+}
+
+fn check_out(v: &Val, kind: OutKind, args: &[u32], values: &[Val]) -> std::result::Result<(), String> {
+    let tensor_ok = |v: &Val| match v {
+        Val::Tensor(t) if t.writable => Ok(()),
+        Val::Tensor(_) => Err("the kernel would write a constant tensor".to_string()),
+        other => Err(format!("expected an output Tensor, got {}", other.tag())),
+    };
+    match kind {
+        OutKind::Tensor => tensor_ok(v),
+        OutKind::TensorList => match v {
+            Val::TensorList(items) => {
+                items.iter().try_for_each(|&i| tensor_ok(values.get(i as usize).unwrap_or(&Val::None)))
+            }
+            other => Err(format!("expected an output TensorList, got {}", other.tag())),
+        },
+        OutKind::Scalar => match v {
+            Val::Int(_) | Val::Double(_) | Val::Bool(_) => Ok(()),
+            other => Err(format!("expected an Int, Double or Bool result, got {}", other.tag())),
+        },
+        OutKind::View(p) => match (v, args.get(p as usize).and_then(|&i| values.get(i as usize))) {
+            (Val::Tensor(_), Some(Val::Tensor(_))) => Ok(()),
+            _ => Err(format!("a view needs Tensor values for the output and argument {p}")),
+        },
+    }
+}

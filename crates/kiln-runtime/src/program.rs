@@ -1,0 +1,203 @@
+//! [`Program`]: a verified, memory-mapped `.pte`, shareable across threads.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::data::{NamedDataSource, PtdFile};
+use crate::delegate::BackendRegistry;
+use crate::error::{Error, Result};
+use crate::io::{TensorMeta, ValueMeta};
+use crate::mapped::MappedFile;
+use crate::method::Method;
+use crate::plan::{self, MethodPlan, ValueDef};
+use crate::registry::KernelRegistry;
+
+/// Default cap on the memory one loaded method may allocate (planned arenas plus owned
+/// tensors): 8 GiB.
+pub const DEFAULT_MEMORY_LIMIT: u64 = 8 << 30;
+/// ExecuTorch's `ET_MAX_INSTRUCTIONS`: instructions one `execute` may run.
+pub const DEFAULT_INSTRUCTION_LIMIT: u64 = 10_000_000;
+
+/// Options for loading methods.
+#[derive(Clone, Debug)]
+pub struct LoadOptions {
+    /// Kernels to resolve operators against.
+    pub kernels: KernelRegistry,
+    /// Backends for delegates.
+    pub backends: BackendRegistry,
+    /// Most bytes a loaded method may allocate.
+    pub memory_limit: u64,
+    /// Most instructions one `execute` may run.
+    pub instruction_limit: u64,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions {
+            kernels: KernelRegistry::builtin().clone(),
+            backends: BackendRegistry::new(),
+            memory_limit: DEFAULT_MEMORY_LIMIT,
+            instruction_limit: DEFAULT_INSTRUCTION_LIMIT,
+        }
+    }
+}
+
+pub(crate) struct ProgramInner {
+    pub file: MappedFile,
+    pub sources: Vec<Arc<dyn NamedDataSource>>,
+    /// Each method decoded at load (or why it could not be).
+    pub methods: Vec<(String, std::result::Result<Arc<MethodPlan>, String>)>,
+    pub options: LoadOptions,
+}
+
+/// A loaded program: the mapped file, verified by `kiln-format`, with every method decoded.
+/// Cheap to clone (an `Arc`); `Send + Sync`, so threads can share one and each load its own
+/// [`Method`].
+#[derive(Clone)]
+pub struct Program {
+    pub(crate) inner: Arc<ProgramInner>,
+}
+
+impl std::fmt::Debug for Program {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Program")
+            .field("path", &self.inner.file.path())
+            .field("methods", &self.method_names())
+            .finish()
+    }
+}
+
+/// Builds a [`Program`] with external data and options.
+#[derive(Debug, Default)]
+pub struct ProgramBuilder {
+    sources: Vec<Arc<dyn NamedDataSource>>,
+    options: LoadOptions,
+}
+
+impl ProgramBuilder {
+    /// Adds external data from a `.ptd` file.
+    pub fn ptd(mut self, path: impl AsRef<Path>) -> Result<Self> {
+        self.sources.push(Arc::new(PtdFile::open(path)?));
+        Ok(self)
+    }
+
+    /// Adds any named data source (searched in the order added).
+    pub fn data_source(mut self, source: Arc<dyn NamedDataSource>) -> Self {
+        self.sources.push(source);
+        self
+    }
+
+    /// Sets the load options (kernels, backends, limits).
+    pub fn options(mut self, options: LoadOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Maps, verifies and decodes the program.
+    pub fn load(self, path: impl AsRef<Path>) -> Result<Program> {
+        let path = path.as_ref();
+        let file = MappedFile::open(path)?;
+        Program::from_file(file, self.sources, self.options)
+    }
+}
+
+impl Program {
+    /// Maps and fully verifies `path` (no external data, default options).
+    pub fn load(path: impl AsRef<Path>) -> Result<Program> {
+        Program::builder().load(path)
+    }
+
+    /// Maps `path` with external constants from the `.ptd` file `ptd`.
+    pub fn load_with_data(path: impl AsRef<Path>, ptd: impl AsRef<Path>) -> Result<Program> {
+        Program::builder().ptd(ptd)?.load(path)
+    }
+
+    /// A builder for external data sources and options.
+    pub fn builder() -> ProgramBuilder {
+        ProgramBuilder::default()
+    }
+
+    fn from_file(
+        file: MappedFile,
+        sources: Vec<Arc<dyn NamedDataSource>>,
+        options: LoadOptions,
+    ) -> Result<Program> {
+        let path = file.path().display().to_string();
+        let methods = {
+            let pte = kiln_format::pte::Program::open(file.bytes())
+                .map_err(|source| Error::Format { path: path.clone(), source })?;
+            pte.methods()
+                .map(|m| {
+                    let plan = plan::decode(&pte, &m, &path).map(Arc::new).map_err(|e| e.to_string());
+                    (m.name().to_string(), plan)
+                })
+                .collect()
+        };
+        Ok(Program { inner: Arc::new(ProgramInner { file, sources, methods, options }) })
+    }
+
+    /// Method names in file order.
+    pub fn method_names(&self) -> Vec<&str> {
+        self.inner.methods.iter().map(|(n, _)| n.as_str()).collect()
+    }
+
+    pub(crate) fn plan(&self, name: &str) -> Result<Arc<MethodPlan>> {
+        match self.inner.methods.iter().find(|(n, _)| n == name) {
+            Some((_, Ok(plan))) => Ok(plan.clone()),
+            Some((_, Err(reason))) => Err(Error::InvalidProgram {
+                method: name.to_string(),
+                location: "method".into(),
+                reason: reason.clone(),
+            }),
+            None => Err(Error::MethodNotFound {
+                name: name.to_string(),
+                available: self.method_names().iter().map(|s| s.to_string()).collect(),
+            }),
+        }
+    }
+
+    /// Loads method `name`: memory plan, constants, resolved kernels and delegates.
+    pub fn method(&self, name: &str) -> Result<Method> {
+        Method::load(self.clone(), self.plan(name)?)
+    }
+
+    /// The declared inputs of method `name`.
+    pub fn method_inputs(&self, name: &str) -> Result<Vec<ValueMeta>> {
+        let plan = self.plan(name)?;
+        Ok(plan.inputs.iter().map(|&i| meta(&plan, i)).collect())
+    }
+
+    /// The declared outputs of method `name`.
+    pub fn method_outputs(&self, name: &str) -> Result<Vec<ValueMeta>> {
+        let plan = self.plan(name)?;
+        Ok(plan.outputs.iter().map(|&i| meta(&plan, i)).collect())
+    }
+
+    /// Operators of method `name` (`name.overload`) that have no kernel in the program's
+    /// registry.
+    pub fn missing_operators(&self, name: &str) -> Result<Vec<String>> {
+        let plan = self.plan(name)?;
+        Ok(plan.operators.iter().filter(|o| !self.inner.options.kernels.contains(o)).cloned().collect())
+    }
+}
+
+pub(crate) fn meta(plan: &MethodPlan, i: u32) -> ValueMeta {
+    match plan.values.get(i as usize) {
+        Some(ValueDef::Tensor(t)) => ValueMeta::Tensor(TensorMeta {
+            dtype: t.dtype,
+            sizes: t.shape.sizes().to_vec(),
+            dim_order: t.shape.dim_order().to_vec(),
+            dynamic: t.dynamic,
+        }),
+        Some(ValueDef::Int(_)) => ValueMeta::Int,
+        Some(ValueDef::Double(_)) => ValueMeta::Double,
+        Some(ValueDef::Bool(_)) => ValueMeta::Bool,
+        Some(ValueDef::String(_)) => ValueMeta::String,
+        Some(ValueDef::None) | None => ValueMeta::None,
+        Some(ValueDef::IntList(_)) => ValueMeta::List("int_list"),
+        Some(ValueDef::DoubleList(_)) => ValueMeta::List("double_list"),
+        Some(ValueDef::BoolList(_)) => ValueMeta::List("bool_list"),
+        Some(ValueDef::TensorList(_)) => ValueMeta::List("tensor_list"),
+        Some(ValueDef::OptionalTensorList(_)) => ValueMeta::List("optional_tensor_list"),
+    }
+}

@@ -1,0 +1,134 @@
+//! Acceptance: every ExecuTorch fixture of `tests/fixtures/pte` runs with the recorded inputs
+//! and matches ExecuTorch's recorded outputs (float32 within 1e-4, everything else exactly).
+//! A method whose operators are not all implemented must fail at load with exactly the
+//! missing operators (computed here from the fixture's own operator list), and a delegated
+//! method with "no backend for <id>": never a wrong answer.
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use common::{compare, pte_dir, read_npy};
+use kiln_runtime::{Error, Input, KernelRegistry, Program, TensorInput, ValueMeta};
+use serde_json::Value;
+
+#[derive(Debug)]
+enum Outcome {
+    Matched { max_diff: f64 },
+    MissingOps(Vec<String>),
+    NoBackend(Vec<String>),
+}
+
+fn run_fixture(name: &str, expected: &Value) -> Vec<(String, Outcome)> {
+    let dir = pte_dir();
+    let files = &expected["files"];
+    let pte = dir.join(files["pte"].as_str().unwrap());
+    let program = match files.get("ptd").and_then(Value::as_str) {
+        Some(ptd) => Program::load_with_data(&pte, dir.join(ptd)).unwrap(),
+        None => Program::load(&pte).unwrap(),
+    };
+    let mut results = Vec::new();
+    for m in expected["inspect"]["methods"].as_array().unwrap() {
+        let method = m["name"].as_str().unwrap();
+        let ops: Vec<String> = m["operators"].as_array().unwrap().iter().map(|o| o.as_str().unwrap().to_string()).collect();
+        let delegates: Vec<String> = m["delegates"].as_array().unwrap().iter().map(|o| o.as_str().unwrap().to_string()).collect();
+        let registry = KernelRegistry::builtin();
+        let mut want_missing: Vec<String> = Vec::new();
+        for o in &ops {
+            if !registry.contains(o) && !want_missing.contains(o) {
+                want_missing.push(o.clone());
+            }
+        }
+        let loaded = program.method(method);
+        if !want_missing.is_empty() || !delegates.is_empty() {
+            match loaded {
+                Err(Error::Missing { operators, delegates: missing_delegates, .. }) => {
+                    assert_eq!(operators, want_missing, "{name}.{method}: missing operators");
+                    let want_d: BTreeSet<_> = delegates.iter().cloned().collect();
+                    let got_d: BTreeSet<_> = missing_delegates.iter().cloned().collect();
+                    assert_eq!(got_d, want_d, "{name}.{method}: delegates without backend");
+                    let outcome = if delegates.is_empty() {
+                        Outcome::MissingOps(operators)
+                    } else {
+                        Outcome::NoBackend(missing_delegates)
+                    };
+                    results.push((method.to_string(), outcome));
+                }
+                Err(e) => panic!("{name}.{method}: expected a missing-operator error, got: {e}"),
+                Ok(_) => panic!("{name}.{method}: loaded although operators {want_missing:?} have no kernel"),
+            }
+            continue;
+        }
+        let mut method_obj = loaded.unwrap_or_else(|e| panic!("{name}.{method}: {e}"));
+        let metas = method_obj.inputs();
+        let mut runs = vec![expected["runs"][method].clone()];
+        if let Some(extra) = expected.get("extra_runs").and_then(|e| e.get(method)).and_then(Value::as_array) {
+            runs.extend(extra.iter().cloned());
+        }
+        let mut max_diff = 0f64;
+        for (r, run) in runs.iter().enumerate() {
+            let arrays: Vec<_> = run["inputs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .zip(&metas)
+                .map(|(f, meta)| {
+                    let want = match meta {
+                        ValueMeta::Tensor(t) => Some(t.dtype),
+                        _ => None,
+                    };
+                    (read_npy(&dir.join(f.as_str().unwrap()), want), meta.clone())
+                })
+                .collect();
+            let inputs: Vec<Input<'_>> = arrays
+                .iter()
+                .map(|(a, meta)| match meta {
+                    ValueMeta::Tensor(_) => Input::Tensor(TensorInput { dtype: a.dtype, sizes: &a.sizes, data: &a.data }),
+                    ValueMeta::Int => Input::Int(i64::from_le_bytes(a.data[..8].try_into().unwrap())),
+                    ValueMeta::Double => Input::Double(f64::from_le_bytes(a.data[..8].try_into().unwrap())),
+                    ValueMeta::Bool => Input::Bool(a.data[0] != 0),
+                    _ => Input::None,
+                })
+                .collect();
+            let outputs = method_obj.execute(&inputs).unwrap_or_else(|e| panic!("{name}.{method} run {r}: {e}"));
+            let want_files = run["outputs"].as_array().unwrap();
+            assert_eq!(outputs.len(), want_files.len(), "{name}.{method} run {r}: output count");
+            for (k, (got, f)) in outputs.iter().zip(want_files).enumerate() {
+                let want = read_npy(&dir.join(f.as_str().unwrap()), None);
+                let d = compare(&format!("{name}.{method} run {r} output {k}"), got, &want, 1e-4)
+                    .unwrap_or_else(|e| panic!("{e}"));
+                max_diff = max_diff.max(d);
+            }
+        }
+        results.push((method.to_string(), Outcome::Matched { max_diff }));
+    }
+    results
+}
+
+#[test]
+fn every_fixture_matches_executorch_or_names_its_missing_operators() {
+    let mut names: Vec<String> = std::fs::read_dir(pte_dir())
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter_map(|f| f.strip_suffix(".expected.json").map(str::to_string))
+        .collect();
+    names.sort();
+    assert!(names.len() >= 7, "fixtures missing: {names:?}");
+    let mut matched = 0;
+    for name in &names {
+        let text = std::fs::read_to_string(pte_dir().join(format!("{name}.expected.json"))).unwrap();
+        let expected: Value = serde_json::from_str(&text).unwrap();
+        for (method, outcome) in run_fixture(name, &expected) {
+            match &outcome {
+                Outcome::Matched { max_diff } => {
+                    matched += 1;
+                    println!("MATCH    {name}.{method}: max abs diff {max_diff:e}");
+                }
+                Outcome::MissingOps(ops) => println!("MISSING  {name}.{method}: {}", ops.join(", ")),
+                Outcome::NoBackend(ids) => println!("DELEGATE {name}.{method}: no backend for {}", ids.join(", ")),
+            }
+        }
+    }
+    // The constant methods need no kernel at all, so at least those always run.
+    assert!(matched >= 5, "only {matched} methods ran");
+}
