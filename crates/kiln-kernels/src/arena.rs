@@ -70,7 +70,11 @@ pub enum AliasError {
 
 /// Checks the regions of one call: all inside an arena of `arena_len` bytes, no written region
 /// overlapping another. `order` lists region indices sorted by range start.
-pub fn check_regions(arena_len: usize, regions: &[Region], order: &[usize]) -> Result<(), AliasError> {
+pub fn check_regions(
+    arena_len: usize,
+    regions: &[Region],
+    order: &[usize],
+) -> Result<(), AliasError> {
     if order.len() != regions.len() {
         return Err(AliasError::BadOrder);
     }
@@ -82,11 +86,7 @@ pub fn check_regions(arena_len: usize, regions: &[Region], order: &[usize]) -> R
         }
         prev_start = r.range.start;
         if r.range.start > r.range.end || r.range.end > arena_len {
-            return Err(AliasError::OutOfBounds {
-                index: i,
-                range: r.range.clone(),
-                arena_len,
-            });
+            return Err(AliasError::OutOfBounds { index: i, range: r.range.clone(), arena_len });
         }
         // Compare with later regions that start before this one ends.
         for &j in &order[k + 1..] {
@@ -160,10 +160,7 @@ mod tests {
     use super::*;
 
     fn reg(a: usize, b: usize, w: bool) -> Region {
-        Region {
-            range: a..b,
-            access: if w { Access::Write } else { Access::Read },
-        }
+        Region { range: a..b, access: if w { Access::Write } else { Access::Read } }
     }
 
     #[test]

@@ -143,10 +143,7 @@ impl DType {
 
     /// Integer types kernels compute with (not bool, not quantized storage types).
     pub fn is_int(self) -> bool {
-        matches!(
-            self,
-            DType::Byte | DType::Char | DType::Short | DType::Int | DType::Long
-        )
+        matches!(self, DType::Byte | DType::Char | DType::Short | DType::Int | DType::Long)
     }
 
     /// Types arithmetic kernels handle: the integer types, bool and the float types.

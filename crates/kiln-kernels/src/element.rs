@@ -267,33 +267,10 @@ macro_rules! float_element {
     };
 }
 
-float_element!(
-    f32,
-    Float,
-    f32,
-    |v| v,
-    |v| v,
-    |v: f64| v as f32,
-    |v: f32| v as f64
-);
-float_element!(
-    f64,
-    Double,
-    f64,
-    |v| v,
-    |v| v,
-    |v: f64| v,
-    |v: f64| v
-);
-float_element!(
-    f16,
-    Half,
-    f32,
-    |v: f16| v.to_f32(),
-    f16::from_f32,
-    f16::from_f64,
-    |v: f16| v.to_f64()
-);
+float_element!(f32, Float, f32, |v| v, |v| v, |v: f64| v as f32, |v: f32| v as f64);
+float_element!(f64, Double, f64, |v| v, |v| v, |v: f64| v, |v: f64| v);
+float_element!(f16, Half, f32, |v: f16| v.to_f32(), f16::from_f32, f16::from_f64, |v: f16| v
+    .to_f64());
 float_element!(
     bf16,
     BFloat16,
@@ -311,16 +288,46 @@ float_element!(
 macro_rules! dispatch_all {
     ($dtype:expr, $T:ident => $body:expr, _ => $other:expr) => {
         match $dtype {
-            $crate::DType::Byte => { type $T = u8; $body }
-            $crate::DType::Char => { type $T = i8; $body }
-            $crate::DType::Short => { type $T = i16; $body }
-            $crate::DType::Int => { type $T = i32; $body }
-            $crate::DType::Long => { type $T = i64; $body }
-            $crate::DType::Bool => { type $T = $crate::element::Bool; $body }
-            $crate::DType::Half => { type $T = half::f16; $body }
-            $crate::DType::BFloat16 => { type $T = half::bf16; $body }
-            $crate::DType::Float => { type $T = f32; $body }
-            $crate::DType::Double => { type $T = f64; $body }
+            $crate::DType::Byte => {
+                type $T = u8;
+                $body
+            }
+            $crate::DType::Char => {
+                type $T = i8;
+                $body
+            }
+            $crate::DType::Short => {
+                type $T = i16;
+                $body
+            }
+            $crate::DType::Int => {
+                type $T = i32;
+                $body
+            }
+            $crate::DType::Long => {
+                type $T = i64;
+                $body
+            }
+            $crate::DType::Bool => {
+                type $T = $crate::element::Bool;
+                $body
+            }
+            $crate::DType::Half => {
+                type $T = half::f16;
+                $body
+            }
+            $crate::DType::BFloat16 => {
+                type $T = half::bf16;
+                $body
+            }
+            $crate::DType::Float => {
+                type $T = f32;
+                $body
+            }
+            $crate::DType::Double => {
+                type $T = f64;
+                $body
+            }
             #[allow(unreachable_patterns)]
             _ => $other,
         }
@@ -333,10 +340,22 @@ macro_rules! dispatch_all {
 macro_rules! dispatch_float {
     ($dtype:expr, $T:ident => $body:expr, _ => $other:expr) => {
         match $dtype {
-            $crate::DType::Half => { type $T = half::f16; $body }
-            $crate::DType::BFloat16 => { type $T = half::bf16; $body }
-            $crate::DType::Float => { type $T = f32; $body }
-            $crate::DType::Double => { type $T = f64; $body }
+            $crate::DType::Half => {
+                type $T = half::f16;
+                $body
+            }
+            $crate::DType::BFloat16 => {
+                type $T = half::bf16;
+                $body
+            }
+            $crate::DType::Float => {
+                type $T = f32;
+                $body
+            }
+            $crate::DType::Double => {
+                type $T = f64;
+                $body
+            }
             #[allow(unreachable_patterns)]
             _ => $other,
         }
@@ -349,11 +368,26 @@ macro_rules! dispatch_float {
 macro_rules! dispatch_int {
     ($dtype:expr, $T:ident => $body:expr, _ => $other:expr) => {
         match $dtype {
-            $crate::DType::Byte => { type $T = u8; $body }
-            $crate::DType::Char => { type $T = i8; $body }
-            $crate::DType::Short => { type $T = i16; $body }
-            $crate::DType::Int => { type $T = i32; $body }
-            $crate::DType::Long => { type $T = i64; $body }
+            $crate::DType::Byte => {
+                type $T = u8;
+                $body
+            }
+            $crate::DType::Char => {
+                type $T = i8;
+                $body
+            }
+            $crate::DType::Short => {
+                type $T = i16;
+                $body
+            }
+            $crate::DType::Int => {
+                type $T = i32;
+                $body
+            }
+            $crate::DType::Long => {
+                type $T = i64;
+                $body
+            }
             #[allow(unreachable_patterns)]
             _ => $other,
         }

@@ -76,11 +76,7 @@ pub struct KernelContext {
 impl KernelContext {
     /// A context for operator `op`.
     pub fn new(op: &'static str) -> KernelContext {
-        KernelContext {
-            op,
-            scratch_f32: Vec::new(),
-            scratch_f64: Vec::new(),
-        }
+        KernelContext { op, scratch_f32: Vec::new(), scratch_f64: Vec::new() }
     }
 
     /// An error for this operator.
@@ -90,28 +86,27 @@ impl KernelContext {
 
     /// An [`ErrorKind::Invalid`] error.
     pub fn invalid(&self, arg: &'static str, reason: impl Into<String>) -> KernelError {
-        self.err(ErrorKind::Invalid {
-            arg,
-            reason: reason.into(),
-        })
+        self.err(ErrorKind::Invalid { arg, reason: reason.into() })
     }
 
     /// An [`ErrorKind::DType`] error.
-    pub fn dtype_err(&self, arg: &'static str, expected: impl Into<String>, actual: DType) -> KernelError {
-        self.err(ErrorKind::DType {
-            arg,
-            expected: expected.into(),
-            actual,
-        })
+    pub fn dtype_err(
+        &self,
+        arg: &'static str,
+        expected: impl Into<String>,
+        actual: DType,
+    ) -> KernelError {
+        self.err(ErrorKind::DType { arg, expected: expected.into(), actual })
     }
 
     /// An [`ErrorKind::Shape`] error.
-    pub fn shape_err(&self, arg: &'static str, expected: impl Into<String>, actual: &[usize]) -> KernelError {
-        self.err(ErrorKind::Shape {
-            arg,
-            expected: expected.into(),
-            actual: actual.to_vec(),
-        })
+    pub fn shape_err(
+        &self,
+        arg: &'static str,
+        expected: impl Into<String>,
+        actual: &[usize],
+    ) -> KernelError {
+        self.err(ErrorKind::Shape { arg, expected: expected.into(), actual: actual.to_vec() })
     }
 
     /// An [`ErrorKind::Tensor`] error.
@@ -124,10 +119,7 @@ impl KernelContext {
         if args == def.arity as usize {
             Ok(())
         } else {
-            Err(self.err(ErrorKind::Arity {
-                expected: def.arity as usize,
-                actual: args,
-            }))
+            Err(self.err(ErrorKind::Arity { expected: def.arity as usize, actual: args }))
         }
     }
 }

@@ -64,10 +64,7 @@ impl Shape {
             return Err(ShapeError::Rank(rank));
         }
         if dim_order.len() != rank {
-            return Err(ShapeError::DimOrderLength {
-                rank,
-                dim_order: dim_order.len(),
-            });
+            return Err(ShapeError::DimOrderLength { rank, dim_order: dim_order.len() });
         }
         let mut seen = [false; MAX_RANK];
         for &d in dim_order {
@@ -85,11 +82,7 @@ impl Shape {
         if numel > (isize::MAX as usize) / 8 {
             return Err(ShapeError::Overflow);
         }
-        let mut shape = Shape {
-            rank: rank as u8,
-            sizes: [0; MAX_RANK],
-            dim_order: [0; MAX_RANK],
-        };
+        let mut shape = Shape { rank: rank as u8, sizes: [0; MAX_RANK], dim_order: [0; MAX_RANK] };
         shape.sizes[..rank].copy_from_slice(sizes);
         shape.dim_order[..rank].copy_from_slice(dim_order);
         Ok(shape)
@@ -109,11 +102,7 @@ impl Shape {
 
     /// A 0-dimensional (scalar) shape.
     pub fn scalar() -> Shape {
-        Shape {
-            rank: 0,
-            sizes: [0; MAX_RANK],
-            dim_order: [0; MAX_RANK],
-        }
+        Shape { rank: 0, sizes: [0; MAX_RANK], dim_order: [0; MAX_RANK] }
     }
 
     /// Number of dimensions.
@@ -149,10 +138,7 @@ impl Shape {
 
     /// Whether the dim order is `[0, 1, .., n-1]`.
     pub fn is_contiguous(&self) -> bool {
-        self.dim_order()
-            .iter()
-            .enumerate()
-            .all(|(i, &d)| d as usize == i)
+        self.dim_order().iter().enumerate().all(|(i, &d)| d as usize == i)
     }
 
     /// Whether the memory layout equals the contiguous one (true for contiguous dim orders and

@@ -57,12 +57,7 @@ pub enum TensorError {
 fn check_data(dtype: DType, shape: &Shape, numel: usize, data: &[u8]) -> Result<(), TensorError> {
     let needed = numel * dtype.size();
     if data.len() < needed {
-        return Err(TensorError::DataTooShort {
-            dtype,
-            shape: *shape,
-            needed,
-            actual: data.len(),
-        });
+        return Err(TensorError::DataTooShort { dtype, shape: *shape, needed, actual: data.len() });
     }
     let align = dtype.size();
     let addr = data.as_ptr() as usize;
@@ -76,10 +71,7 @@ fn dtype_check<T: Element>(dtype: DType) -> Result<(), TensorError> {
     if T::DTYPE == dtype {
         Ok(())
     } else {
-        Err(TensorError::DType {
-            expected: T::DTYPE,
-            actual: dtype,
-        })
+        Err(TensorError::DType { expected: T::DTYPE, actual: dtype })
     }
 }
 
@@ -100,20 +92,12 @@ impl<'a> TensorRef<'a> {
     pub fn new(dtype: DType, shape: Shape, data: &'a [u8]) -> Result<Self, TensorError> {
         check_data(dtype, &shape, shape.numel(), data)?;
         let len = shape.numel() * dtype.size();
-        Ok(TensorRef {
-            dtype,
-            shape,
-            data: &data[..len],
-        })
+        Ok(TensorRef { dtype, shape, data: &data[..len] })
     }
 
     /// A contiguous view over a typed slice (convenient for tests and callers).
     pub fn from_slice<T: Element>(sizes: &[usize], data: &'a [T]) -> Result<Self, TensorError> {
-        TensorRef::new(
-            T::DTYPE,
-            Shape::contiguous(sizes)?,
-            bytemuck::cast_slice(data),
-        )
+        TensorRef::new(T::DTYPE, Shape::contiguous(sizes)?, bytemuck::cast_slice(data))
     }
 
     /// The dtype.
@@ -200,12 +184,7 @@ impl<'a> TensorMut<'a> {
             Capacity::Bound(n) => n.max(shape.numel()),
         };
         check_data(dtype, &shape, cap, data)?;
-        Ok(TensorMut {
-            dtype,
-            shape,
-            capacity,
-            data,
-        })
+        Ok(TensorMut { dtype, shape, capacity, data })
     }
 
     /// A static contiguous output over a typed slice.
@@ -265,11 +244,7 @@ impl<'a> TensorMut<'a> {
             Capacity::Static => Err(refuse("static", String::new(), self.shape)),
             Capacity::Bound(bound) => {
                 if sizes.len() != self.shape.rank() {
-                    return Err(refuse(
-                        "dynamic-bound",
-                        ", rank is fixed".to_string(),
-                        self.shape,
-                    ));
+                    return Err(refuse("dynamic-bound", ", rank is fixed".to_string(), self.shape));
                 }
                 let new = self.shape.with_sizes(sizes)?;
                 let cap = bound.min(self.data.len() / self.dtype.size().max(1));
@@ -314,10 +289,6 @@ impl<'a> TensorMut<'a> {
     /// A read-only view of the current contents.
     pub fn as_ref(&self) -> TensorRef<'_> {
         let len = self.shape.numel() * self.dtype.size();
-        TensorRef {
-            dtype: self.dtype,
-            shape: self.shape,
-            data: &self.data[..len],
-        }
+        TensorRef { dtype: self.dtype, shape: self.shape, data: &self.data[..len] }
     }
 }

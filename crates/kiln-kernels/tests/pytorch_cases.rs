@@ -5,7 +5,8 @@ use std::path::PathBuf;
 
 use kiln_kernels::element::{Bool, Element};
 use kiln_kernels::{
-    find_kernel, Arg, Capacity, DType, KernelContext, Out, OutKind, Scalar, Shape, TensorMut, TensorRef, ViewOut,
+    find_kernel, Arg, Capacity, DType, KernelContext, Out, OutKind, Scalar, Shape, TensorMut,
+    TensorRef, ViewOut,
 };
 use serde_json::Value;
 
@@ -120,7 +121,8 @@ impl Owned {
             Some(b) => Capacity::Bound(b),
             None => Capacity::Static,
         };
-        TensorMut::new(self.dtype, self.shape, cap, bytemuck::cast_slice_mut(&mut self.store)).expect("view_mut")
+        TensorMut::new(self.dtype, self.shape, cap, bytemuck::cast_slice_mut(&mut self.store))
+            .expect("view_mut")
     }
 }
 
@@ -138,13 +140,21 @@ fn parse_arg(v: &Value) -> OwnedArg {
     let (k, x) = v.as_object().expect("arg object").iter().next().expect("arg");
     match k.as_str() {
         "tensor" => OwnedArg::Tensor(owned(x, None)),
-        "tensors" => OwnedArg::Tensors(x.as_array().expect("list").iter().map(|t| owned(t, None)).collect()),
+        "tensors" => {
+            OwnedArg::Tensors(x.as_array().expect("list").iter().map(|t| owned(t, None)).collect())
+        }
         "opt_tensors" => OwnedArg::OptTensors(
-            x.as_array().expect("list").iter().map(|t| (!t.is_null()).then(|| owned(t, None))).collect(),
+            x.as_array()
+                .expect("list")
+                .iter()
+                .map(|t| (!t.is_null()).then(|| owned(t, None)))
+                .collect(),
         ),
         "ints" => OwnedArg::Ints(x.as_array().expect("list").iter().map(int).collect()),
         "doubles" => OwnedArg::Doubles(x.as_array().expect("list").iter().map(num).collect()),
-        "bools" => OwnedArg::Bools(x.as_array().expect("list").iter().map(|b| b.as_bool().expect("bool")).collect()),
+        "bools" => OwnedArg::Bools(
+            x.as_array().expect("list").iter().map(|b| b.as_bool().expect("bool")).collect(),
+        ),
         _ => OwnedArg::Plain(v.clone()),
     }
 }
@@ -160,7 +170,9 @@ fn make_lists(args: &[OwnedArg]) -> Vec<ListViews<'_>> {
     args.iter()
         .map(|a| match a {
             OwnedArg::Tensors(v) => ListViews::Tensors(v.iter().map(Owned::view).collect()),
-            OwnedArg::OptTensors(v) => ListViews::Opt(v.iter().map(|t| t.as_ref().map(Owned::view)).collect()),
+            OwnedArg::OptTensors(v) => {
+                ListViews::Opt(v.iter().map(|t| t.as_ref().map(Owned::view)).collect())
+            }
             _ => ListViews::None,
         })
         .collect()
@@ -199,7 +211,13 @@ fn logical_values(t: &TensorRef<'_>) -> (Vec<f64>, Vec<i64>) {
     }, _ => panic!("dtype"))
 }
 
-fn check_tensor(case: &str, what: &str, got: &TensorRef<'_>, exp: &Value, tol: Option<f64>) -> Result<(), String> {
+fn check_tensor(
+    case: &str,
+    what: &str,
+    got: &TensorRef<'_>,
+    exp: &Value,
+    tol: Option<f64>,
+) -> Result<(), String> {
     let dt = dtype_of(exp["dtype"].as_str().expect("dtype"));
     if got.dtype() != dt {
         return Err(format!("{case} {what}: dtype {} != expected {}", got.dtype(), dt));
@@ -244,9 +262,11 @@ fn run_case(case: &Value) -> Result<(), String> {
     let op = case["op"].as_str().expect("op");
     let name = format!("{op} [{}]", case["name"].as_str().expect("name"));
     let def = find_kernel(op).ok_or_else(|| format!("{name}: no kernel"))?;
-    let owned_args: Vec<OwnedArg> = case["args"].as_array().expect("args").iter().map(parse_arg).collect();
+    let owned_args: Vec<OwnedArg> =
+        case["args"].as_array().expect("args").iter().map(parse_arg).collect();
     let lists = make_lists(&owned_args);
-    let mut args: Vec<Arg<'_>> = owned_args.iter().zip(&lists).map(|(a, l)| make_arg(a, l)).collect();
+    let mut args: Vec<Arg<'_>> =
+        owned_args.iter().zip(&lists).map(|(a, l)| make_arg(a, l)).collect();
     // The trailing return value.
     if args.len() + 1 == def.arity as usize {
         args.push(Arg::Output);
@@ -283,7 +303,9 @@ fn run_case(case: &Value) -> Result<(), String> {
     let mut outs: Vec<Out<'_, '_>> = Vec::new();
     for ((spec, single), slot) in out_specs.iter().zip(singles).zip(def.outs) {
         let out = match slot.kind {
-            OutKind::Tensor => Out::Tensor(single.ok_or_else(|| format!("{name}: out spec not a tensor"))?),
+            OutKind::Tensor => {
+                Out::Tensor(single.ok_or_else(|| format!("{name}: out spec not a tensor"))?)
+            }
             OutKind::TensorList => Out::TensorList(lists_iter.next().ok_or("list")?),
             OutKind::Scalar => Out::Scalar(Scalar::Int(0)),
             OutKind::View(_) => {
@@ -316,10 +338,14 @@ fn run_case(case: &Value) -> Result<(), String> {
     }
     result.map_err(|e| format!("{name}: kernel failed: {e}"))?;
     let tol = case.get("tol").and_then(Value::as_f64);
-    for (i, (exp, out)) in case["expected"].as_array().expect("expected").iter().zip(&outs).enumerate() {
+    for (i, (exp, out)) in
+        case["expected"].as_array().expect("expected").iter().zip(&outs).enumerate()
+    {
         let what = format!("out{i}");
         match (exp, out) {
-            (e, Out::Tensor(t)) if e.get("tensor").is_some() => check_tensor(&name, &what, &t.as_ref(), &e["tensor"], tol)?,
+            (e, Out::Tensor(t)) if e.get("tensor").is_some() => {
+                check_tensor(&name, &what, &t.as_ref(), &e["tensor"], tol)?
+            }
             (e, Out::TensorList(ts)) if e.get("tensors").is_some() => {
                 let exps = e["tensors"].as_array().expect("list");
                 if exps.len() != ts.len() {
@@ -332,7 +358,9 @@ fn run_case(case: &Value) -> Result<(), String> {
             (e, Out::Scalar(s)) => {
                 let ok = match (e.as_object().and_then(|o| o.iter().next()), s) {
                     (Some((k, v)), Scalar::Int(g)) if k == "int" => int(v) == *g,
-                    (Some((k, v)), Scalar::Double(g)) if k == "double" => (num(v) - g).abs() <= 1e-9 * g.abs().max(1.0),
+                    (Some((k, v)), Scalar::Double(g)) if k == "double" => {
+                        (num(v) - g).abs() <= 1e-9 * g.abs().max(1.0)
+                    }
                     (Some((k, v)), Scalar::Bool(g)) if k == "bool" => v.as_bool() == Some(*g),
                     _ => false,
                 };

@@ -167,17 +167,28 @@ impl Method {
                             return Err(self.exec_err(
                                 pc,
                                 "JumpFalseCall",
-                                format!("condition tensor values[{cond}] has dtype {}, not bool", t.dtype.name()),
+                                format!(
+                                    "condition tensor values[{cond}] has dtype {}, not bool",
+                                    t.dtype.name()
+                                ),
                             ));
                         }
                         let bytes = self.tensor_bytes(t).ok_or_else(|| {
-                            self.exec_err(pc, "JumpFalseCall", format!("condition values[{cond}] has no data"))
+                            self.exec_err(
+                                pc,
+                                "JumpFalseCall",
+                                format!("condition values[{cond}] has no data"),
+                            )
                         })?;
                         bytes.iter().all(|&b| b != 0)
                     }
                     other => {
                         let tag = other.map_or("missing", Val::tag);
-                        return Err(self.exec_err(pc, "JumpFalseCall", format!("condition values[{cond}] is {tag}")));
+                        return Err(self.exec_err(
+                            pc,
+                            "JumpFalseCall",
+                            format!("condition values[{cond}] is {tag}"),
+                        ));
                     }
                 };
                 Ok(if truth { pc + 1 } else { destination })
@@ -195,11 +206,19 @@ impl Method {
     fn tensor_bytes(&self, t: &TensorSlot) -> Option<&[u8]> {
         let n = t.nbytes();
         match t.storage {
-            Storage::Buf { buf, offset } => bytes_of(self.buffers.get(buf as usize)?).get(offset..offset.checked_add(n)?),
-            Storage::File { offset } => self.program.inner.file.bytes().get(offset..offset.checked_add(n)?),
-            Storage::Ext { source, offset } => {
-                self.program.inner.sources.get(source as usize)?.bytes().get(offset..offset.checked_add(n)?)
+            Storage::Buf { buf, offset } => {
+                bytes_of(self.buffers.get(buf as usize)?).get(offset..offset.checked_add(n)?)
             }
+            Storage::File { offset } => {
+                self.program.inner.file.bytes().get(offset..offset.checked_add(n)?)
+            }
+            Storage::Ext { source, offset } => self
+                .program
+                .inner
+                .sources
+                .get(source as usize)?
+                .bytes()
+                .get(offset..offset.checked_add(n)?),
             Storage::Empty => None,
         }
     }
@@ -207,7 +226,11 @@ impl Method {
     fn set_inputs(&mut self, inputs: &[Input<'_>]) -> Result<()> {
         let method = self.plan.name.clone();
         if inputs.len() != self.plan.inputs.len() {
-            return Err(Error::InputCount { method, expected: self.plan.inputs.len(), actual: inputs.len() });
+            return Err(Error::InputCount {
+                method,
+                expected: self.plan.inputs.len(),
+                actual: inputs.len(),
+            });
         }
         for (index, input) in inputs.iter().enumerate() {
             let v = self.plan.inputs[index] as usize;
@@ -227,14 +250,18 @@ impl Method {
             match (self.values.get(v).cloned(), input) {
                 (Some(Val::Tensor(slot)), Input::Tensor(t)) => {
                     let expected = || {
-                        let bound = if slot.capacity == Capacity::Static { "" } else { " (upper bounds)" };
+                        let bound =
+                            if slot.capacity == Capacity::Static { "" } else { " (upper bounds)" };
                         format!("{}{bound}", describe_tensor(slot.dtype, slot.shape.sizes()))
                     };
                     if t.dtype != slot.dtype {
                         return Err(mismatch(expected(), given(input)));
                     }
                     let shape = slot.shape.with_sizes(t.sizes).map_err(|_| {
-                        mismatch(format!("{} (rank {})", expected(), slot.shape.rank()), given(input))
+                        mismatch(
+                            format!("{} (rank {})", expected(), slot.shape.rank()),
+                            given(input),
+                        )
                     })?;
                     match slot.capacity {
                         Capacity::Static if shape.sizes() != slot.shape.sizes() => {
@@ -251,23 +278,36 @@ impl Method {
                     let nbytes = shape.numel() * slot.dtype.size();
                     if t.data.len() != nbytes {
                         return Err(mismatch(
-                            format!("{nbytes} data bytes for {}", describe_tensor(t.dtype, t.sizes)),
+                            format!(
+                                "{nbytes} data bytes for {}",
+                                describe_tensor(t.dtype, t.sizes)
+                            ),
                             format!("{} bytes", t.data.len()),
                         ));
                     }
                     let Storage::Buf { buf, offset } = slot.storage else {
-                        return Err(mismatch("a tensor kiln can write".into(), "a constant input".into()));
+                        return Err(mismatch(
+                            "a tensor kiln can write".into(),
+                            "a constant input".into(),
+                        ));
                     };
                     let dst = self
                         .buffers
                         .get_mut(buf as usize)
                         .map(|b| bytemuck::cast_slice_mut::<u128, u8>(b))
                         .and_then(|b| b.get_mut(offset..offset + nbytes))
-                        .ok_or_else(|| mismatch("planned input memory".into(), "out of range".into()))?;
+                        .ok_or_else(|| {
+                            mismatch("planned input memory".into(), "out of range".into())
+                        })?;
                     if shape.is_dense_row_major() {
                         dst.copy_from_slice(t.data);
                     } else {
-                        crate::layout::contiguous_to_strided(t.data, dst, &shape, slot.dtype.size());
+                        crate::layout::contiguous_to_strided(
+                            t.data,
+                            dst,
+                            &shape,
+                            slot.dtype.size(),
+                        );
                     }
                     if let Some(Val::Tensor(s)) = self.values.get_mut(v) {
                         s.shape = shape;
@@ -277,8 +317,12 @@ impl Method {
                 (Some(Val::Bool(a)), Input::Bool(b)) if a == *b => {}
                 (Some(Val::Double(a)), Input::Double(b)) if doubles_match(a, *b) => {}
                 (Some(Val::None), Input::None) => {}
-                (Some(Val::Int(a)), _) => return Err(mismatch(format!("Int {a} (the traced value)"), given(input))),
-                (Some(Val::Bool(a)), _) => return Err(mismatch(format!("Bool {a} (the traced value)"), given(input))),
+                (Some(Val::Int(a)), _) => {
+                    return Err(mismatch(format!("Int {a} (the traced value)"), given(input)))
+                }
+                (Some(Val::Bool(a)), _) => {
+                    return Err(mismatch(format!("Bool {a} (the traced value)"), given(input)))
+                }
                 (Some(Val::Double(a)), _) => {
                     return Err(mismatch(format!("Double {a} (the traced value)"), given(input)))
                 }
@@ -286,7 +330,10 @@ impl Method {
                     return Err(mismatch(describe_tensor(s.dtype, s.shape.sizes()), given(input)))
                 }
                 (other, _) => {
-                    return Err(mismatch(other.map_or("a value", |v| v.tag()).to_string(), given(input)))
+                    return Err(mismatch(
+                        other.map_or("a value", |v| v.tag()).to_string(),
+                        given(input),
+                    ))
                 }
             }
         }
@@ -315,7 +362,11 @@ impl Method {
                     crate::layout::strided_to_contiguous(bytes, &mut out, &t.shape, t.dtype.size());
                     out
                 };
-                Output::Tensor(OutputTensor { dtype: t.dtype, sizes: t.shape.sizes().to_vec(), data })
+                Output::Tensor(OutputTensor {
+                    dtype: t.dtype,
+                    sizes: t.shape.sizes().to_vec(),
+                    data,
+                })
             }
             Some(Val::Int(x)) => Output::Int(*x),
             Some(Val::Double(x)) => Output::Double(*x),
@@ -342,7 +393,12 @@ impl Method {
         match result {
             Ok(()) => {}
             Err(CallError::Kernel(source)) => {
-                return Err(Error::Kernel { method: plan.name.clone(), instruction: pc, op: call.name.to_string(), source })
+                return Err(Error::Kernel {
+                    method: plan.name.clone(),
+                    instruction: pc,
+                    op: call.name.to_string(),
+                    source,
+                })
             }
             Err(CallError::Delegate(d, reason)) => {
                 return Err(Error::Delegate {
@@ -401,7 +457,9 @@ fn collect_uses(call: &Call, values: &[Val], s: &mut Scratch) -> std::result::Re
                 Some(0)
             }
             (Storage::Empty, _) => return Err(format!("tensor values[{v}] has no data (freed)")),
-            (_, Access::Write) => return Err(format!("tensor values[{v}] is a constant and cannot be written")),
+            (_, Access::Write) => {
+                return Err(format!("tensor values[{v}] is a constant and cannot be written"))
+            }
             (_, Access::Read) => None,
         };
         s.uses.push(Use { value: v, access, region });
@@ -528,19 +586,21 @@ fn invoke(
         match u.access {
             Access::Read => {
                 let data: &[u8] = match (u.region, t.storage) {
-                    (Some(r), _) => {
-                        match borrowed.get(r as usize) {
-                            Some(Some(Borrowed::Read(d))) => *d,
-                            _ => return Err(other(format!("values[{}] was not borrowed", u.value))),
-                        }
+                    (Some(r), _) => match borrowed.get(r as usize) {
+                        Some(Some(Borrowed::Read(d))) => *d,
+                        _ => return Err(other(format!("values[{}] was not borrowed", u.value))),
+                    },
+                    (None, Storage::File { offset }) => {
+                        file.get(offset..offset.saturating_add(t.nbytes())).ok_or_else(|| {
+                            other(format!("constant values[{}] is outside the file", u.value))
+                        })?
                     }
-                    (None, Storage::File { offset }) => file
-                        .get(offset..offset.saturating_add(t.nbytes()))
-                        .ok_or_else(|| other(format!("constant values[{}] is outside the file", u.value)))?,
                     (None, Storage::Ext { source, offset }) => sources
                         .get(source as usize)
                         .and_then(|src| src.bytes().get(offset..offset.saturating_add(t.nbytes())))
-                        .ok_or_else(|| other(format!("external values[{}] is outside its data", u.value)))?,
+                        .ok_or_else(|| {
+                            other(format!("external values[{}] is outside its data", u.value))
+                        })?,
                     _ => return Err(other(format!("values[{}] has no data", u.value))),
                 };
                 let r = TensorRef::new(t.dtype, t.shape, data)
@@ -548,10 +608,17 @@ fn invoke(
                 refs.push(r);
             }
             Access::Write => {
-                let Some(r) = u.region else { return Err(other(format!("values[{}] is not writable", u.value))) };
+                let Some(r) = u.region else {
+                    return Err(other(format!("values[{}] is not writable", u.value)));
+                };
                 let data = match borrowed.get_mut(r as usize).and_then(Option::take) {
                     Some(Borrowed::Write(w)) => w,
-                    _ => return Err(other(format!("values[{}] was not borrowed for writing", u.value))),
+                    _ => {
+                        return Err(other(format!(
+                            "values[{}] was not borrowed for writing",
+                            u.value
+                        )))
+                    }
                 };
                 let data_len = t.cap_bytes.min(data.len());
                 let m = TensorMut::new(t.dtype, t.shape, t.capacity, &mut data[..data_len])
@@ -596,7 +663,9 @@ fn invoke(
             Some(Val::Double(x)) => Arg::Double(*x),
             Some(Val::Bool(x)) => Arg::Bool(*x),
             Some(Val::String(st)) => Arg::String(st),
-            Some(Val::Tensor(_)) => Arg::Tensor(*refs.get(a).ok_or_else(|| other("tensor argument missing".into()))?),
+            Some(Val::Tensor(_)) => {
+                Arg::Tensor(*refs.get(a).ok_or_else(|| other("tensor argument missing".into()))?)
+            }
             Some(Val::TensorList(_)) => Arg::TensorList(refs.get(a..b).unwrap_or(&[])),
             Some(Val::OptionalTensorList(items)) => {
                 let n = items.len();
@@ -639,7 +708,10 @@ fn invoke(
             let v = call.args[p as usize];
             match kind {
                 OutKind::Tensor => {
-                    let m = singles.get_mut(cursor).and_then(Option::take).ok_or_else(|| other("output tensor missing".into()))?;
+                    let m = singles
+                        .get_mut(cursor)
+                        .and_then(Option::take)
+                        .ok_or_else(|| other("output tensor missing".into()))?;
                     cursor += 1;
                     outs.push(kiln_kernels::Out::Tensor(m));
                 }
@@ -657,15 +729,21 @@ fn invoke(
                     rest = tail;
                     outs.push(kiln_kernels::Out::TensorList(head));
                 }
-                OutKind::Scalar => outs.push(kiln_kernels::Out::Scalar(match values.get(v as usize) {
-                    Some(Val::Double(x)) => Scalar::Double(*x),
-                    Some(Val::Bool(x)) => Scalar::Bool(*x),
-                    Some(Val::Int(x)) => Scalar::Int(*x),
-                    _ => Scalar::Int(0),
-                })),
+                OutKind::Scalar => {
+                    outs.push(kiln_kernels::Out::Scalar(match values.get(v as usize) {
+                        Some(Val::Double(x)) => Scalar::Double(*x),
+                        Some(Val::Bool(x)) => Scalar::Bool(*x),
+                        Some(Val::Int(x)) => Scalar::Int(*x),
+                        _ => Scalar::Int(0),
+                    }))
+                }
                 OutKind::View(_) => {
                     let t = slot_of(values, v).map_err(other)?;
-                    outs.push(kiln_kernels::Out::View(ViewOut { dtype: t.dtype, shape: t.shape, capacity: t.capacity }));
+                    outs.push(kiln_kernels::Out::View(ViewOut {
+                        dtype: t.dtype,
+                        shape: t.shape,
+                        capacity: t.capacity,
+                    }));
                 }
             }
         }

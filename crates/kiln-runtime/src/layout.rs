@@ -27,7 +27,9 @@ fn for_each_offset(shape: &Shape, mut f: impl FnMut(usize, usize)) {
 /// Copies row-major `src` into `dst` laid out by `shape`'s dim order (elements of `elem` bytes).
 pub(crate) fn contiguous_to_strided(src: &[u8], dst: &mut [u8], shape: &Shape, elem: usize) {
     for_each_offset(shape, |l, o| {
-        if let (Some(s), Some(d)) = (src.get(l * elem..(l + 1) * elem), dst.get_mut(o * elem..(o + 1) * elem)) {
+        if let (Some(s), Some(d)) =
+            (src.get(l * elem..(l + 1) * elem), dst.get_mut(o * elem..(o + 1) * elem))
+        {
             d.copy_from_slice(s);
         }
     });
@@ -36,7 +38,9 @@ pub(crate) fn contiguous_to_strided(src: &[u8], dst: &mut [u8], shape: &Shape, e
 /// Copies `src` laid out by `shape`'s dim order into row-major `dst`.
 pub(crate) fn strided_to_contiguous(src: &[u8], dst: &mut [u8], shape: &Shape, elem: usize) {
     for_each_offset(shape, |l, o| {
-        if let (Some(s), Some(d)) = (src.get(o * elem..(o + 1) * elem), dst.get_mut(l * elem..(l + 1) * elem)) {
+        if let (Some(s), Some(d)) =
+            (src.get(o * elem..(o + 1) * elem), dst.get_mut(l * elem..(l + 1) * elem))
+        {
             d.copy_from_slice(s);
         }
     });

@@ -98,13 +98,19 @@ impl Loader<'_> {
     fn alloc(&mut self, bytes: u64, what: impl FnOnce() -> String) -> Result<u32> {
         let what = what();
         let what = || what.clone();
-        let over = |what: String, limit| Error::Memory { method: self.method(), what, bytes, limit };
+        let over =
+            |what: String, limit| Error::Memory { method: self.method(), what, bytes, limit };
         let total = self.used.checked_add(bytes).filter(|t| *t <= self.limit);
         let Some(total) = total else { return Err(over(what(), self.limit)) };
         let words = usize::try_from(bytes.div_ceil(16)).map_err(|_| over(what(), self.limit))?;
         let mut v: Vec<u128> = Vec::new();
         if v.try_reserve_exact(words).is_err() {
-            return Err(Error::Memory { method: self.method(), what: what(), bytes, limit: self.used });
+            return Err(Error::Memory {
+                method: self.method(),
+                what: what(),
+                bytes,
+                limit: self.used,
+            });
         }
         v.resize(words, 0);
         self.used = total;
@@ -123,7 +129,8 @@ impl Loader<'_> {
     /// Storage in arena `memory_id` at `offset` for `nbytes`, checked.
     fn planned(&self, i: usize, memory_id: u32, offset: u64, nbytes: usize) -> Result<Storage> {
         let loc = || format!("values[{i}].tensor.allocation_info");
-        let arena = (memory_id as usize).checked_sub(1).filter(|a| *a < self.plan.arena_sizes.len());
+        let arena =
+            (memory_id as usize).checked_sub(1).filter(|a| *a < self.plan.arena_sizes.len());
         let Some(arena) = arena else {
             return Err(self.invalid(
                 loc(),
@@ -138,7 +145,9 @@ impl Loader<'_> {
         if !fits {
             return Err(self.invalid(
                 loc(),
-                format!("offset {offset} + {nbytes} bytes is outside arena {memory_id} of {size} bytes"),
+                format!(
+                    "offset {offset} + {nbytes} bytes is outside arena {memory_id} of {size} bytes"
+                ),
             ));
         }
         Ok(Storage::Buf { buf: arena as u32, offset: offset as usize })
@@ -154,7 +163,14 @@ impl Loader<'_> {
 
     /// Storage for zero-copy bytes at `offset` of `base`, or an aligned owned copy when the
     /// bytes are not aligned to the element size.
-    fn borrowed(&mut self, i: usize, base: &[u8], offset: usize, t: &TensorDef, zero_copy: Storage) -> Result<(Storage, bool)> {
+    fn borrowed(
+        &mut self,
+        i: usize,
+        base: &[u8],
+        offset: usize,
+        t: &TensorDef,
+        zero_copy: Storage,
+    ) -> Result<(Storage, bool)> {
         let addr = (base.as_ptr() as usize).wrapping_add(offset);
         if addr % t.dtype.size() == 0 {
             return Ok((zero_copy, false));
@@ -176,14 +192,20 @@ impl Loader<'_> {
         };
         let sources = &self.program.inner.sources;
         if sources.is_empty() {
-            return Err(err("the program names external data but none was given (a .ptd file)".into()));
+            return Err(err(
+                "the program names external data but none was given (a .ptd file)".into()
+            ));
         }
         for (s, source) in sources.iter().enumerate() {
             let Some(entry) = source.entry(fqn) else { continue };
             if let Some(layout) = &entry.layout {
                 let same = i64::from(layout.scalar_type.to_i8()) == i64::from(t.dtype.code())
                     && layout.sizes.len() == t.shape.rank()
-                    && layout.sizes.iter().zip(t.shape.sizes()).all(|(a, b)| usize::try_from(*a) == Ok(*b))
+                    && layout
+                        .sizes
+                        .iter()
+                        .zip(t.shape.sizes())
+                        .all(|(a, b)| usize::try_from(*a) == Ok(*b))
                     && layout.dim_order == t.shape.dim_order();
                 if !same {
                     return Err(err(format!(
@@ -220,7 +242,9 @@ impl Loader<'_> {
                 let buf = self.alloc(nbytes as u64, || format!("values[{i}] (runtime tensor)"))?;
                 (Storage::Buf { buf, offset: 0 }, true)
             }
-            DataDef::Planned { memory_id, offset } => (self.planned(i, *memory_id, *offset, nbytes)?, true),
+            DataDef::Planned { memory_id, offset } => {
+                (self.planned(i, *memory_id, *offset, nbytes)?, true)
+            }
             DataDef::PlannedInit { memory_id, offset, init } => {
                 let s = self.planned(i, *memory_id, *offset, nbytes)?;
                 let program = self.program.clone();
@@ -230,17 +254,26 @@ impl Loader<'_> {
             }
             DataDef::Constant(range) => {
                 if range.len() < nbytes || file.get(range.clone()).is_none() {
-                    return Err(self.invalid(format!("values[{i}].tensor"), "constant data is too short"));
+                    return Err(
+                        self.invalid(format!("values[{i}].tensor"), "constant data is too short")
+                    );
                 }
                 let program = self.program.clone();
-                let (s, _) = self.borrowed(i, program.inner.file.bytes(), range.start, t, Storage::File { offset: range.start })?;
+                let (s, _) = self.borrowed(
+                    i,
+                    program.inner.file.bytes(),
+                    range.start,
+                    t,
+                    Storage::File { offset: range.start },
+                )?;
                 (s, false)
             }
             DataDef::External(fqn) => {
                 let (src, offset) = self.external(i, fqn, t)?;
                 let program = self.program.clone();
                 let bytes = program.inner.sources[src as usize].bytes();
-                let (s, _) = self.borrowed(i, bytes, offset, t, Storage::Ext { source: src, offset })?;
+                let (s, _) =
+                    self.borrowed(i, bytes, offset, t, Storage::Ext { source: src, offset })?;
                 (s, false)
             }
             DataDef::ExternalPlanned { fqn, memory_id, offset } => {
@@ -253,7 +286,14 @@ impl Loader<'_> {
             }
         };
         let capacity = if t.dynamic { Capacity::Bound(t.shape.numel()) } else { Capacity::Static };
-        Ok(TensorSlot { dtype: t.dtype, shape: t.shape, capacity, cap_bytes: nbytes, storage, writable })
+        Ok(TensorSlot {
+            dtype: t.dtype,
+            shape: t.shape,
+            capacity,
+            cap_bytes: nbytes,
+            storage,
+            writable,
+        })
     }
 }
 
@@ -307,7 +347,9 @@ impl Method {
                 ValueDef::DoubleList(l) => Val::DoubleList(l.clone()),
                 ValueDef::BoolList(l) => Val::BoolList(l.clone()),
                 ValueDef::TensorList(l) => {
-                    if let Some(bad) = l.iter().find(|&&x| !matches!(values.get(x as usize), Some(Val::Tensor(_)))) {
+                    if let Some(bad) =
+                        l.iter().find(|&&x| !matches!(values.get(x as usize), Some(Val::Tensor(_))))
+                    {
                         return Err(loader.invalid(
                             format!("values[{i}].tensor_list"),
                             format!("item values[{bad}] is not an earlier Tensor value"),
@@ -341,7 +383,12 @@ impl Method {
             };
             let backend = options.backends.get(&d.id).ok_or_else(|| derr("no backend".into()))?;
             let processed = program.inner.file.bytes().get(d.processed.clone()).unwrap_or(&[]);
-            let init = DelegateInit { method: &plan.name, index, processed, compile_specs: &d.compile_specs };
+            let init = DelegateInit {
+                method: &plan.name,
+                index,
+                processed,
+                compile_specs: &d.compile_specs,
+            };
             delegates.push(backend.init(&init).map_err(derr)?);
         }
         // Steps.
@@ -412,11 +459,19 @@ fn resolve(
     Ok(match ins {
         InstrDef::Kernel { op, args } => {
             let name = plan.operators.get(*op).map_or("?", String::as_str);
-            let def = defs.get(*op).copied().flatten().ok_or_else(|| bad(name, "operator has no kernel".into()))?;
+            let def = defs
+                .get(*op)
+                .copied()
+                .flatten()
+                .ok_or_else(|| bad(name, "operator has no kernel".into()))?;
             if args.len() != def.arity as usize {
                 return Err(bad(
                     name,
-                    format!("the kernel takes {} argument values, the instruction has {}", def.arity, args.len()),
+                    format!(
+                        "the kernel takes {} argument values, the instruction has {}",
+                        def.arity,
+                        args.len()
+                    ),
                 ));
             }
             let mut roles = vec![Role::In; args.len()];
@@ -426,9 +481,13 @@ fn resolve(
             for o in def.outs {
                 let p = o.position as usize;
                 let Some(&v) = args.get(p) else {
-                    return Err(bad(name, format!("kernel writes argument {p}, the instruction has {}", args.len())));
+                    return Err(bad(
+                        name,
+                        format!("kernel writes argument {p}, the instruction has {}", args.len()),
+                    ));
                 };
-                check_out(val(v), o.kind, args, values).map_err(|r| bad(name, format!("argument {p}: {r}")))?;
+                check_out(val(v), o.kind, args, values)
+                    .map_err(|r| bad(name, format!("argument {p}: {r}")))?;
                 roles[p] = Role::Out(o.kind);
             }
             Step::Call(Call {
@@ -441,10 +500,18 @@ fn resolve(
         }
         InstrDef::Delegate { delegate, args } => {
             let id = plan.delegates.get(*delegate).map_or("?", |d| d.id.as_str());
-            let handle = delegates.get(*delegate).ok_or_else(|| bad(id, "delegate index out of range".into()))?;
+            let handle = delegates
+                .get(*delegate)
+                .ok_or_else(|| bad(id, "delegate index out of range".into()))?;
             let n_out = handle.num_outputs();
             let first_out = args.len().checked_sub(n_out).ok_or_else(|| {
-                bad(id, format!("the backend reports {n_out} outputs, the call has {} values", args.len()))
+                bad(
+                    id,
+                    format!(
+                        "the backend reports {n_out} outputs, the call has {} values",
+                        args.len()
+                    ),
+                )
             })?;
             let mut roles = vec![Role::In; args.len()];
             let mut outs = Vec::with_capacity(n_out);
@@ -452,7 +519,12 @@ fn resolve(
                 let kind = match val(v) {
                     Val::Tensor(t) if t.writable => OutKind::Tensor,
                     Val::Int(_) | Val::Double(_) | Val::Bool(_) => OutKind::Scalar,
-                    other => return Err(bad(id, format!("output argument {p} is a {} value", other.tag()))),
+                    other => {
+                        return Err(bad(
+                            id,
+                            format!("output argument {p} is a {} value", other.tag()),
+                        ))
+                    }
                 };
                 roles[p] = Role::Out(kind);
                 outs.push((p as u32, kind));
@@ -468,20 +540,31 @@ fn resolve(
         InstrDef::Move { from, to } => Step::Move { from: *from, to: *to },
         InstrDef::JumpFalse { cond, destination } => {
             if !matches!(val(*cond), Val::Bool(_) | Val::Tensor(_)) {
-                return Err(bad("JumpFalseCall", format!("condition values[{cond}] is a {} value, not Bool", val(*cond).tag())));
+                return Err(bad(
+                    "JumpFalseCall",
+                    format!("condition values[{cond}] is a {} value, not Bool", val(*cond).tag()),
+                ));
             }
             Step::JumpFalse { cond: *cond, destination: *destination }
         }
         InstrDef::Free { value } => {
             if !matches!(val(*value), Val::Tensor(_)) {
-                return Err(bad("FreeCall", format!("values[{value}] is a {} value, not a Tensor", val(*value).tag())));
+                return Err(bad(
+                    "FreeCall",
+                    format!("values[{value}] is a {} value, not a Tensor", val(*value).tag()),
+                ));
             }
             Step::Free { value: *value }
         }
     })
 }
 
-fn check_out(v: &Val, kind: OutKind, args: &[u32], values: &[Val]) -> std::result::Result<(), String> {
+fn check_out(
+    v: &Val,
+    kind: OutKind,
+    args: &[u32],
+    values: &[Val],
+) -> std::result::Result<(), String> {
     let tensor_ok = |v: &Val| match v {
         Val::Tensor(t) if t.writable => Ok(()),
         Val::Tensor(_) => Err("the kernel would write a constant tensor".to_string()),
@@ -490,9 +573,9 @@ fn check_out(v: &Val, kind: OutKind, args: &[u32], values: &[Val]) -> std::resul
     match kind {
         OutKind::Tensor => tensor_ok(v),
         OutKind::TensorList => match v {
-            Val::TensorList(items) => {
-                items.iter().try_for_each(|&i| tensor_ok(values.get(i as usize).unwrap_or(&Val::None)))
-            }
+            Val::TensorList(items) => items
+                .iter()
+                .try_for_each(|&i| tensor_ok(values.get(i as usize).unwrap_or(&Val::None))),
             other => Err(format!("expected an output TensorList, got {}", other.tag())),
         },
         OutKind::Scalar => match v {

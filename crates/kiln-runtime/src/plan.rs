@@ -99,7 +99,11 @@ fn range_in(file: &[u8], part: &[u8]) -> Range<usize> {
 }
 
 /// Decodes method `m` of `program`; `path` names the file in errors.
-pub(crate) fn decode(program: &pte::Program<'_>, m: &pte::Method<'_>, path: &str) -> Result<MethodPlan> {
+pub(crate) fn decode(
+    program: &pte::Program<'_>,
+    m: &pte::Method<'_>,
+    path: &str,
+) -> Result<MethodPlan> {
     let name = m.name().to_string();
     let file = program.bytes();
     let fmt = |source| Error::Format { path: path.to_string(), source };
@@ -113,10 +117,9 @@ pub(crate) fn decode(program: &pte::Program<'_>, m: &pte::Method<'_>, path: &str
     for i in 0..n {
         let v = m.value(i).map_err(fmt)?;
         let idx = |x: i64, what: &str| -> Result<u32> {
-            u32::try_from(x)
-                .ok()
-                .filter(|&u| (u as usize) < n)
-                .ok_or_else(|| bad(format!("values[{i}].{what}"), format!("index {x} out of range")))
+            u32::try_from(x).ok().filter(|&u| (u as usize) < n).ok_or_else(|| {
+                bad(format!("values[{i}].{what}"), format!("index {x} out of range"))
+            })
         };
         values.push(match v {
             Value::Null => ValueDef::None,
@@ -135,15 +138,23 @@ pub(crate) fn decode(program: &pte::Program<'_>, m: &pte::Method<'_>, path: &str
             Value::OptionalTensorList(items) => ValueDef::OptionalTensorList(
                 items
                     .iter()
-                    .map(|x| if x < 0 { Ok(None) } else { idx(x.into(), "optional_tensor_list").map(Some) })
+                    .map(|x| {
+                        if x < 0 {
+                            Ok(None)
+                        } else {
+                            idx(x.into(), "optional_tensor_list").map(Some)
+                        }
+                    })
                     .collect::<Result<_>>()?,
             ),
             Value::Tensor(t) => {
                 let loc = || format!("values[{i}].tensor");
-                let dtype = DType::from_code(i64::from(t.dtype().to_i8())).ok_or_else(|| Error::NotSupported {
-                    method: name.clone(),
-                    location: loc(),
-                    reason: format!("dtype {}", t.dtype()),
+                let dtype = DType::from_code(i64::from(t.dtype().to_i8())).ok_or_else(|| {
+                    Error::NotSupported {
+                        method: name.clone(),
+                        location: loc(),
+                        reason: format!("dtype {}", t.dtype()),
+                    }
                 })?;
                 if t.dynamism() == ShapeDynamism::DynamicUnbound {
                     return Err(Error::NotSupported {
@@ -157,7 +168,9 @@ pub(crate) fn decode(program: &pte::Program<'_>, m: &pte::Method<'_>, path: &str
                     Shape::new(&t.shape(), &dim_order).map_err(|e| bad(loc(), e.to_string()))?;
                 let data = match t.data() {
                     TensorData::Runtime => DataDef::Runtime,
-                    TensorData::Planned(a) => DataDef::Planned { memory_id: a.memory_id, offset: a.offset },
+                    TensorData::Planned(a) => {
+                        DataDef::Planned { memory_id: a.memory_id, offset: a.offset }
+                    }
                     TensorData::Constant(idx) => {
                         let bytes = program.constant_data(idx as usize, t.nbytes()).map_err(fmt)?;
                         DataDef::Constant(range_in(file, bytes))
@@ -195,11 +208,15 @@ pub(crate) fn decode(program: &pte::Program<'_>, m: &pte::Method<'_>, path: &str
         for ins in chain.instructions() {
             let args = |a: pte::Vector<'_, i32>| a.iter().map(|x| x as u32).collect::<Vec<u32>>();
             instrs.push(match ins.map_err(fmt)? {
-                Instruction::Kernel { op_index, args: a } => InstrDef::Kernel { op: op_index, args: args(a) },
+                Instruction::Kernel { op_index, args: a } => {
+                    InstrDef::Kernel { op: op_index, args: args(a) }
+                }
                 Instruction::Delegate { delegate_index, args: a } => {
                     InstrDef::Delegate { delegate: delegate_index, args: args(a) }
                 }
-                Instruction::Move { from, to } => InstrDef::Move { from: from as u32, to: to as u32 },
+                Instruction::Move { from, to } => {
+                    InstrDef::Move { from: from as u32, to: to as u32 }
+                }
                 Instruction::JumpFalse { cond, destination } => {
                     InstrDef::JumpFalse { cond: cond as u32, destination }
                 }
@@ -220,7 +237,11 @@ pub(crate) fn decode(program: &pte::Program<'_>, m: &pte::Method<'_>, path: &str
         delegates.push(DelegateDef {
             id: d.id.to_string(),
             processed: range_in(file, processed),
-            compile_specs: d.compile_specs.iter().map(|c| (c.key.to_string(), c.value.to_vec())).collect(),
+            compile_specs: d
+                .compile_specs
+                .iter()
+                .map(|c| (c.key.to_string(), c.value.to_vec()))
+                .collect(),
         });
     }
     Ok(MethodPlan {

@@ -128,7 +128,8 @@ impl Program {
                 .map_err(|source| Error::Format { path: path.clone(), source })?;
             pte.methods()
                 .map(|m| {
-                    let plan = plan::decode(&pte, &m, &path).map(Arc::new).map_err(|e| e.to_string());
+                    let plan =
+                        plan::decode(&pte, &m, &path).map(Arc::new).map_err(|e| e.to_string());
                     (m.name().to_string(), plan)
                 })
                 .collect()
@@ -177,7 +178,12 @@ impl Program {
     /// registry.
     pub fn missing_operators(&self, name: &str) -> Result<Vec<String>> {
         let plan = self.plan(name)?;
-        Ok(plan.operators.iter().filter(|o| !self.inner.options.kernels.contains(o)).cloned().collect())
+        Ok(plan
+            .operators
+            .iter()
+            .filter(|o| !self.inner.options.kernels.contains(o))
+            .cloned()
+            .collect())
     }
 }
 

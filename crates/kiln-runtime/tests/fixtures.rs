@@ -30,8 +30,18 @@ fn run_fixture(name: &str, expected: &Value) -> Vec<(String, Outcome)> {
     let mut results = Vec::new();
     for m in expected["inspect"]["methods"].as_array().unwrap() {
         let method = m["name"].as_str().unwrap();
-        let ops: Vec<String> = m["operators"].as_array().unwrap().iter().map(|o| o.as_str().unwrap().to_string()).collect();
-        let delegates: Vec<String> = m["delegates"].as_array().unwrap().iter().map(|o| o.as_str().unwrap().to_string()).collect();
+        let ops: Vec<String> = m["operators"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o.as_str().unwrap().to_string())
+            .collect();
+        let delegates: Vec<String> = m["delegates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o.as_str().unwrap().to_string())
+            .collect();
         let registry = KernelRegistry::builtin();
         let mut want_missing: Vec<String> = Vec::new();
         for o in &ops {
@@ -55,14 +65,18 @@ fn run_fixture(name: &str, expected: &Value) -> Vec<(String, Outcome)> {
                     results.push((method.to_string(), outcome));
                 }
                 Err(e) => panic!("{name}.{method}: expected a missing-operator error, got: {e}"),
-                Ok(_) => panic!("{name}.{method}: loaded although operators {want_missing:?} have no kernel"),
+                Ok(_) => panic!(
+                    "{name}.{method}: loaded although operators {want_missing:?} have no kernel"
+                ),
             }
             continue;
         }
         let mut method_obj = loaded.unwrap_or_else(|e| panic!("{name}.{method}: {e}"));
         let metas = method_obj.inputs();
         let mut runs = vec![expected["runs"][method].clone()];
-        if let Some(extra) = expected.get("extra_runs").and_then(|e| e.get(method)).and_then(Value::as_array) {
+        if let Some(extra) =
+            expected.get("extra_runs").and_then(|e| e.get(method)).and_then(Value::as_array)
+        {
             runs.extend(extra.iter().cloned());
         }
         let mut max_diff = 0f64;
@@ -83,14 +97,24 @@ fn run_fixture(name: &str, expected: &Value) -> Vec<(String, Outcome)> {
             let inputs: Vec<Input<'_>> = arrays
                 .iter()
                 .map(|(a, meta)| match meta {
-                    ValueMeta::Tensor(_) => Input::Tensor(TensorInput { dtype: a.dtype, sizes: &a.sizes, data: &a.data }),
-                    ValueMeta::Int => Input::Int(i64::from_le_bytes(a.data[..8].try_into().unwrap())),
-                    ValueMeta::Double => Input::Double(f64::from_le_bytes(a.data[..8].try_into().unwrap())),
+                    ValueMeta::Tensor(_) => Input::Tensor(TensorInput {
+                        dtype: a.dtype,
+                        sizes: &a.sizes,
+                        data: &a.data,
+                    }),
+                    ValueMeta::Int => {
+                        Input::Int(i64::from_le_bytes(a.data[..8].try_into().unwrap()))
+                    }
+                    ValueMeta::Double => {
+                        Input::Double(f64::from_le_bytes(a.data[..8].try_into().unwrap()))
+                    }
                     ValueMeta::Bool => Input::Bool(a.data[0] != 0),
                     _ => Input::None,
                 })
                 .collect();
-            let outputs = method_obj.execute(&inputs).unwrap_or_else(|e| panic!("{name}.{method} run {r}: {e}"));
+            let outputs = method_obj
+                .execute(&inputs)
+                .unwrap_or_else(|e| panic!("{name}.{method} run {r}: {e}"));
             let want_files = run["outputs"].as_array().unwrap();
             assert_eq!(outputs.len(), want_files.len(), "{name}.{method} run {r}: output count");
             for (k, (got, f)) in outputs.iter().zip(want_files).enumerate() {
@@ -116,7 +140,8 @@ fn every_fixture_matches_executorch_or_names_its_missing_operators() {
     assert!(names.len() >= 7, "fixtures missing: {names:?}");
     let mut matched = 0;
     for name in &names {
-        let text = std::fs::read_to_string(pte_dir().join(format!("{name}.expected.json"))).unwrap();
+        let text =
+            std::fs::read_to_string(pte_dir().join(format!("{name}.expected.json"))).unwrap();
         let expected: Value = serde_json::from_str(&text).unwrap();
         for (method, outcome) in run_fixture(name, &expected) {
             match &outcome {
@@ -124,8 +149,12 @@ fn every_fixture_matches_executorch_or_names_its_missing_operators() {
                     matched += 1;
                     println!("MATCH    {name}.{method}: max abs diff {max_diff:e}");
                 }
-                Outcome::MissingOps(ops) => println!("MISSING  {name}.{method}: {}", ops.join(", ")),
-                Outcome::NoBackend(ids) => println!("DELEGATE {name}.{method}: no backend for {}", ids.join(", ")),
+                Outcome::MissingOps(ops) => {
+                    println!("MISSING  {name}.{method}: {}", ops.join(", "))
+                }
+                Outcome::NoBackend(ids) => {
+                    println!("DELEGATE {name}.{method}: no backend for {}", ids.join(", "))
+                }
             }
         }
     }

@@ -29,7 +29,12 @@ pub struct Geometry {
 
 /// Gathers patches of `input` (channel, row, column strides `cs`, `hs`, `ws`) into `col`
 /// (`[c*kh*kw, oh*ow]`, row-major); padding taps are zero.
-pub fn im2col<T: Copy + Default>(g: &Geometry, input: &[T], [cs, hs, ws]: [usize; 3], col: &mut [T]) {
+pub fn im2col<T: Copy + Default>(
+    g: &Geometry,
+    input: &[T],
+    [cs, hs, ws]: [usize; 3],
+    col: &mut [T],
+) {
     let plane = g.oh * g.ow;
     let mut row = 0;
     for ci in 0..g.c {
@@ -62,7 +67,12 @@ pub fn im2col<T: Copy + Default>(g: &Geometry, input: &[T], [cs, hs, ws]: [usize
 /// Scatter-adds `col` (`[c*kh*kw, oh*ow]` over the *input* grid `h x w` of a transposed
 /// convolution) into `out` (channel, row, column strides), the adjoint of [`im2col`]: here
 /// `g.h, g.w` is the transposed conv's input size and `g.oh, g.ow` its output size.
-pub fn col2im<T: Copy + std::ops::AddAssign>(g: &Geometry, col: &[T], out: &mut [T], [cs, hs, ws]: [usize; 3]) {
+pub fn col2im<T: Copy + std::ops::AddAssign>(
+    g: &Geometry,
+    col: &[T],
+    out: &mut [T],
+    [cs, hs, ws]: [usize; 3],
+) {
     let plane = g.h * g.w;
     let mut row = 0;
     for ci in 0..g.c {
@@ -98,8 +108,10 @@ pub fn conv_ref(g: &Geometry, oc: usize, input: &[f64], weight: &[f64], out: &mu
                 for c in 0..g.c {
                     for ky in 0..g.kh {
                         for kx in 0..g.kw {
-                            let iy = (oy * g.stride[0] + ky * g.dil[0]) as isize - g.pad[0] as isize;
-                            let ix = (ox * g.stride[1] + kx * g.dil[1]) as isize - g.pad[1] as isize;
+                            let iy =
+                                (oy * g.stride[0] + ky * g.dil[0]) as isize - g.pad[0] as isize;
+                            let ix =
+                                (ox * g.stride[1] + kx * g.dil[1]) as isize - g.pad[1] as isize;
                             if iy >= 0 && ix >= 0 && (iy as usize) < g.h && (ix as usize) < g.w {
                                 acc += weight[((o * g.c + c) * g.kh + ky) * g.kw + kx]
                                     * input[(c * g.h + iy as usize) * g.w + ix as usize];

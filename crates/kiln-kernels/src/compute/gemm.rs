@@ -34,7 +34,14 @@ fn extent(rows: usize, cols: usize, rs: usize, cs: usize) -> Option<usize> {
 }
 
 /// Whether the operands of an `m x k` by `k x n` product into `m x n` fit their slices.
-pub fn fits<T, U>(m: usize, n: usize, k: usize, a: &Mat<'_, T>, b: &Mat<'_, T>, c: &MatMut<'_, U>) -> bool {
+pub fn fits<T, U>(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: &Mat<'_, T>,
+    b: &Mat<'_, T>,
+    c: &MatMut<'_, U>,
+) -> bool {
     let ok = |e: Option<usize>, len: usize| e.is_some_and(|e| e <= len);
     ok(extent(m, k, a.rs, a.cs), a.data.len())
         && ok(extent(k, n, b.rs, b.cs), b.data.len())
@@ -42,7 +49,15 @@ pub fn fits<T, U>(m: usize, n: usize, k: usize, a: &Mat<'_, T>, b: &Mat<'_, T>, 
 }
 
 /// Reference: `c = (accumulate ? c : 0) + a * b` in the calc type, any element type.
-pub fn gemm_ref<C: Calc>(m: usize, n: usize, k: usize, a: Mat<'_, C>, b: Mat<'_, C>, c: MatMut<'_, C>, accumulate: bool) -> bool {
+pub fn gemm_ref<C: Calc>(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: Mat<'_, C>,
+    b: Mat<'_, C>,
+    c: MatMut<'_, C>,
+    accumulate: bool,
+) -> bool {
     if !fits(m, n, k, &a, &b, &c) {
         return false;
     }
@@ -63,14 +78,30 @@ pub fn gemm_ref<C: Calc>(m: usize, n: usize, k: usize, a: Mat<'_, C>, b: Mat<'_,
 pub trait FastGemm: Calc {
     /// `c = (accumulate ? c : 0) + a * b`; returns `false` (nothing written) when the operands do
     /// not fit their slices.
-    fn gemm(m: usize, n: usize, k: usize, a: Mat<'_, Self>, b: Mat<'_, Self>, c: MatMut<'_, Self>, accumulate: bool) -> bool;
+    fn gemm(
+        m: usize,
+        n: usize,
+        k: usize,
+        a: Mat<'_, Self>,
+        b: Mat<'_, Self>,
+        c: MatMut<'_, Self>,
+        accumulate: bool,
+    ) -> bool;
 }
 
 macro_rules! fast_gemm {
     ($t:ty) => {
         impl FastGemm for $t {
             #[allow(unsafe_code)]
-            fn gemm(m: usize, n: usize, k: usize, a: Mat<'_, $t>, b: Mat<'_, $t>, c: MatMut<'_, $t>, accumulate: bool) -> bool {
+            fn gemm(
+                m: usize,
+                n: usize,
+                k: usize,
+                a: Mat<'_, $t>,
+                b: Mat<'_, $t>,
+                c: MatMut<'_, $t>,
+                accumulate: bool,
+            ) -> bool {
                 if !fits(m, n, k, &a, &b, &c) {
                     return false;
                 }
@@ -145,8 +176,24 @@ mod tests {
             let acc = rng.bool();
             let mut c1 = init.clone();
             let mut c2 = init.clone();
-            assert!(f32::gemm(m, n, k, Mat { data: &a, rs: ars, cs: acs }, Mat { data: &b, rs: brs, cs: bcs }, MatMut { data: &mut c1, rs: n, cs: 1 }, acc));
-            assert!(gemm_ref(m, n, k, Mat { data: &a, rs: ars, cs: acs }, Mat { data: &b, rs: brs, cs: bcs }, MatMut { data: &mut c2, rs: n, cs: 1 }, acc));
+            assert!(f32::gemm(
+                m,
+                n,
+                k,
+                Mat { data: &a, rs: ars, cs: acs },
+                Mat { data: &b, rs: brs, cs: bcs },
+                MatMut { data: &mut c1, rs: n, cs: 1 },
+                acc
+            ));
+            assert!(gemm_ref(
+                m,
+                n,
+                k,
+                Mat { data: &a, rs: ars, cs: acs },
+                Mat { data: &b, rs: brs, cs: bcs },
+                MatMut { data: &mut c2, rs: n, cs: 1 },
+                acc
+            ));
             for (x, y) in c1.iter().zip(&c2) {
                 assert!((x - y).abs() <= 1e-4 * (1.0 + y.abs()), "{m}x{n}x{k}: {x} vs {y}");
             }
@@ -157,6 +204,14 @@ mod tests {
     fn rejects_out_of_bounds_operands() {
         let a = [1.0f32; 4];
         let mut c = [0.0f32; 4];
-        assert!(!f32::gemm(2, 2, 3, Mat { data: &a, rs: 2, cs: 1 }, Mat { data: &a, rs: 2, cs: 1 }, MatMut { data: &mut c, rs: 2, cs: 1 }, false));
+        assert!(!f32::gemm(
+            2,
+            2,
+            3,
+            Mat { data: &a, rs: 2, cs: 1 },
+            Mat { data: &a, rs: 2, cs: 1 },
+            MatMut { data: &mut c, rs: 2, cs: 1 },
+            false
+        ));
     }
 }

@@ -7,7 +7,11 @@ use crate::shape::MAX_RANK;
 ///
 /// Dimensions of size 1 are skipped and the innermost dimension runs as a tight loop.
 #[inline]
-pub fn walk<const N: usize>(sizes: &[usize], strides: [&[usize]; N], mut f: impl FnMut([usize; N])) {
+pub fn walk<const N: usize>(
+    sizes: &[usize],
+    strides: [&[usize]; N],
+    mut f: impl FnMut([usize; N]),
+) {
     let rank = sizes.len();
     if sizes.contains(&0) {
         return;
@@ -66,7 +70,11 @@ pub fn walk<const N: usize>(sizes: &[usize], strides: [&[usize]; N], mut f: impl
 
 /// Strides of an operand of shape `in_sizes` (with element strides `in_strides`) broadcast to
 /// `out_sizes` (right-aligned; broadcast dims get stride 0).
-pub fn broadcast_strides(in_sizes: &[usize], in_strides: &[usize], out_sizes: &[usize]) -> [usize; MAX_RANK] {
+pub fn broadcast_strides(
+    in_sizes: &[usize],
+    in_strides: &[usize],
+    out_sizes: &[usize],
+) -> [usize; MAX_RANK] {
     let mut s = [0usize; MAX_RANK];
     let off = out_sizes.len() - in_sizes.len();
     for (d, (&sz, &st)) in in_sizes.iter().zip(in_strides).enumerate() {

@@ -28,13 +28,14 @@ impl<'c, 'x> Args<'c, 'x> {
         })
     }
 
-    fn wrong(&self, pos: usize, name: &'static str, expected: &'static str, a: &Arg<'_>) -> KernelError {
-        self.ctx.err(ErrorKind::ArgType {
-            arg: name,
-            position: pos,
-            expected,
-            actual: a.tag(),
-        })
+    fn wrong(
+        &self,
+        pos: usize,
+        name: &'static str,
+        expected: &'static str,
+        a: &Arg<'_>,
+    ) -> KernelError {
+        self.ctx.err(ErrorKind::ArgType { arg: name, position: pos, expected, actual: a.tag() })
     }
 
     pub fn tensor(&self, pos: usize, name: &'static str) -> Result<TensorRef<'x>, KernelError> {
@@ -44,7 +45,11 @@ impl<'c, 'x> Args<'c, 'x> {
         }
     }
 
-    pub fn opt_tensor(&self, pos: usize, name: &'static str) -> Result<Option<TensorRef<'x>>, KernelError> {
+    pub fn opt_tensor(
+        &self,
+        pos: usize,
+        name: &'static str,
+    ) -> Result<Option<TensorRef<'x>>, KernelError> {
         match self.get(pos, name)? {
             Arg::Tensor(t) => Ok(Some(*t)),
             Arg::None => Ok(None),
@@ -91,7 +96,11 @@ impl<'c, 'x> Args<'c, 'x> {
         }
     }
 
-    pub fn opt_scalar(&self, pos: usize, name: &'static str) -> Result<Option<Scalar>, KernelError> {
+    pub fn opt_scalar(
+        &self,
+        pos: usize,
+        name: &'static str,
+    ) -> Result<Option<Scalar>, KernelError> {
         match self.get(pos, name)? {
             Arg::None => Ok(None),
             _ => self.scalar(pos, name).map(Some),
@@ -105,7 +114,11 @@ impl<'c, 'x> Args<'c, 'x> {
         }
     }
 
-    pub fn opt_string(&self, pos: usize, name: &'static str) -> Result<Option<&'x str>, KernelError> {
+    pub fn opt_string(
+        &self,
+        pos: usize,
+        name: &'static str,
+    ) -> Result<Option<&'x str>, KernelError> {
         match self.get(pos, name)? {
             Arg::String(s) => Ok(Some(s)),
             Arg::None => Ok(None),
@@ -120,7 +133,11 @@ impl<'c, 'x> Args<'c, 'x> {
         }
     }
 
-    pub fn opt_int_list(&self, pos: usize, name: &'static str) -> Result<Option<&'x [i64]>, KernelError> {
+    pub fn opt_int_list(
+        &self,
+        pos: usize,
+        name: &'static str,
+    ) -> Result<Option<&'x [i64]>, KernelError> {
         match self.get(pos, name)? {
             Arg::IntList(v) => Ok(Some(v)),
             Arg::None => Ok(None),
@@ -128,7 +145,11 @@ impl<'c, 'x> Args<'c, 'x> {
         }
     }
 
-    pub fn opt_double_list(&self, pos: usize, name: &'static str) -> Result<Option<&'x [f64]>, KernelError> {
+    pub fn opt_double_list(
+        &self,
+        pos: usize,
+        name: &'static str,
+    ) -> Result<Option<&'x [f64]>, KernelError> {
         match self.get(pos, name)? {
             Arg::DoubleList(v) => Ok(Some(v)),
             Arg::None => Ok(None),
@@ -136,7 +157,11 @@ impl<'c, 'x> Args<'c, 'x> {
         }
     }
 
-    pub fn tensor_list(&self, pos: usize, name: &'static str) -> Result<&'x [TensorRef<'x>], KernelError> {
+    pub fn tensor_list(
+        &self,
+        pos: usize,
+        name: &'static str,
+    ) -> Result<&'x [TensorRef<'x>], KernelError> {
         match self.get(pos, name)? {
             Arg::TensorList(v) => Ok(v),
             a => Err(self.wrong(pos, name, "TensorList", a)),
@@ -157,7 +182,8 @@ impl<'c, 'x> Args<'c, 'x> {
     /// A `ScalarType` argument.
     pub fn dtype(&self, pos: usize, name: &'static str) -> Result<DType, KernelError> {
         let code = self.int(pos, name)?;
-        DType::from_code(code).ok_or_else(|| self.ctx.invalid(name, format!("unknown ScalarType {code}")))
+        DType::from_code(code)
+            .ok_or_else(|| self.ctx.invalid(name, format!("unknown ScalarType {code}")))
     }
 
     pub fn opt_dtype(&self, pos: usize, name: &'static str) -> Result<Option<DType>, KernelError> {
@@ -171,7 +197,9 @@ impl<'c, 'x> Args<'c, 'x> {
     pub fn sizes(&self, pos: usize, name: &'static str) -> Result<Vec<usize>, KernelError> {
         self.int_list(pos, name)?
             .iter()
-            .map(|&v| usize::try_from(v).map_err(|_| self.ctx.invalid(name, format!("negative size {v}"))))
+            .map(|&v| {
+                usize::try_from(v).map_err(|_| self.ctx.invalid(name, format!("negative size {v}")))
+            })
             .collect()
     }
 }
@@ -252,7 +280,10 @@ pub(crate) fn out_scalar<'o>(
 }
 
 /// The view output.
-pub(crate) fn out_view<'o>(ctx: &KernelContext, outs: &'o mut [Out<'_, '_>]) -> Result<&'o mut ViewOut, KernelError> {
+pub(crate) fn out_view<'o>(
+    ctx: &KernelContext,
+    outs: &'o mut [Out<'_, '_>],
+) -> Result<&'o mut ViewOut, KernelError> {
     match outs.get_mut(0) {
         Some(Out::View(v)) => Ok(v),
         other => Err(ctx.err(ErrorKind::ArgType {

@@ -8,8 +8,8 @@ use crate::element::{Bool, Calc, Element};
 use crate::error::KernelError;
 use crate::kernel::{KernelContext, KernelDef};
 use crate::ops::args::{out_tensor, Args};
-use crate::ops::pointwise::{map1, map2, result_type, Operand};
 use crate::ops::out1;
+use crate::ops::pointwise::{map1, map2, result_type, Operand};
 use crate::tensor::TensorMut;
 use crate::value::{Arg, Out, Scalar};
 
@@ -173,7 +173,9 @@ fn arith_typed<T: Element>(
 ) -> Result<(), KernelError> {
     let is_float = T::DTYPE.is_float();
     let bits = (T::DTYPE.size() * 8) as i64;
-    let fl = |f: fn(f64, f64) -> f64| move |x: T::Calc, y: T::Calc| T::from_calc(T::Calc::of_f64(f(x.as_f64(), y.as_f64())));
+    let fl = |f: fn(f64, f64) -> f64| {
+        move |x: T::Calc, y: T::Calc| T::from_calc(T::Calc::of_f64(f(x.as_f64(), y.as_f64())))
+    };
     // Integer division by zero is an error, as in PyTorch.
     let zero_div = |b: &Operand<'_>| -> bool {
         !is_float
@@ -182,7 +184,9 @@ fn arith_typed<T: Element>(
                 Operand::Tensor(t) => crate::ops::pointwise::cast_to::<i64>(t).contains(&0),
             }
     };
-    if matches!(op, Arith::DivTrunc | Arith::DivFloor | Arith::Remainder | Arith::Fmod) && zero_div(&b) {
+    if matches!(op, Arith::DivTrunc | Arith::DivFloor | Arith::Remainder | Arith::Fmod)
+        && zero_div(&b)
+    {
         return Err(ctx.invalid("other", "integer division by zero"));
     }
     match op {
@@ -196,7 +200,9 @@ fn arith_typed<T: Element>(
         }
         Arith::Mul => apply2::<T, T>(ctx, a, b, out, true, |x, y| T::from_calc(x.mul(y))),
         Arith::Div => apply2::<T, T>(ctx, a, b, out, true, fl(|x, y| x / y)),
-        Arith::DivTrunc if is_float => apply2::<T, T>(ctx, a, b, out, true, fl(|x, y| (x / y).trunc())),
+        Arith::DivTrunc if is_float => {
+            apply2::<T, T>(ctx, a, b, out, true, fl(|x, y| (x / y).trunc()))
+        }
         Arith::DivTrunc => apply2::<T, T>(ctx, a, b, out, true, |x, y| {
             T::from_i64(T::from_calc(x).to_i64().wrapping_div(T::from_calc(y).to_i64()))
         }),
@@ -204,14 +210,21 @@ fn arith_typed<T: Element>(
         Arith::DivFloor => apply2::<T, T>(ctx, a, b, out, true, |x, y| {
             T::from_i64(div_floor_i(T::from_calc(x).to_i64(), T::from_calc(y).to_i64()))
         }),
-        Arith::Remainder if is_float => apply2::<T, T>(ctx, a, b, out, true, fl(|x, y| {
-            let m = x % y;
-            if m != 0.0 && (y < 0.0) != (m < 0.0) {
-                m + y
-            } else {
-                m
-            }
-        })),
+        Arith::Remainder if is_float => apply2::<T, T>(
+            ctx,
+            a,
+            b,
+            out,
+            true,
+            fl(|x, y| {
+                let m = x % y;
+                if m != 0.0 && (y < 0.0) != (m < 0.0) {
+                    m + y
+                } else {
+                    m
+                }
+            }),
+        ),
         Arith::Remainder => apply2::<T, T>(ctx, a, b, out, true, |x, y| {
             let (x, y) = (T::from_calc(x).to_i64(), T::from_calc(y).to_i64());
             let r = x.wrapping_rem(y);
@@ -225,7 +238,10 @@ fn arith_typed<T: Element>(
         Arith::Pow => {
             if let Operand::Scalar(s) = b {
                 if s.to_i64() < 0 {
-                    return Err(ctx.invalid("exponent", "integers to negative integer powers are not allowed"));
+                    return Err(ctx.invalid(
+                        "exponent",
+                        "integers to negative integer powers are not allowed",
+                    ));
                 }
             }
             apply2::<T, T>(ctx, a, b, out, true, |x, y| {
@@ -235,7 +251,9 @@ fn arith_typed<T: Element>(
         Arith::Maximum | Arith::Minimum => {
             let max = op == Arith::Maximum;
             if is_float {
-                apply2::<T, T>(ctx, a, b, out, true, move |x, y| T::from_f64(max_nan(x.as_f64(), y.as_f64(), max)))
+                apply2::<T, T>(ctx, a, b, out, true, move |x, y| {
+                    T::from_f64(max_nan(x.as_f64(), y.as_f64(), max))
+                })
             } else {
                 apply2::<T, T>(ctx, a, b, out, true, move |x, y| {
                     T::from_calc(if (x > y) == max { x } else { y })
@@ -291,7 +309,11 @@ pub(crate) fn arith(
         ct = DType::Float;
     }
     if op == Arith::Sub && ct == DType::Bool {
-        return Err(ctx.dtype_err("self", "a non-bool dtype (subtraction of bools is not supported)", ct));
+        return Err(ctx.dtype_err(
+            "self",
+            "a non-bool dtype (subtraction of bools is not supported)",
+            ct,
+        ));
     }
     if !ct.is_float() && alpha.is_float() {
         return Err(ctx.invalid("alpha", "a floating alpha needs a floating result dtype"));
@@ -310,9 +332,16 @@ fn operand_dtype(o: &Operand<'_>) -> DType {
 }
 
 /// Shared body of the comparison kernels.
-pub(crate) fn compare(ctx: &KernelContext, op: Cmp, a: Operand<'_>, b: Operand<'_>, out: &mut TensorMut<'_>) -> Result<(), KernelError> {
-    let ct = result_type(&[a, b])
-        .ok_or_else(|| ctx.dtype_err("other", "a dtype that promotes with self", operand_dtype(&b)))?;
+pub(crate) fn compare(
+    ctx: &KernelContext,
+    op: Cmp,
+    a: Operand<'_>,
+    b: Operand<'_>,
+    out: &mut TensorMut<'_>,
+) -> Result<(), KernelError> {
+    let ct = result_type(&[a, b]).ok_or_else(|| {
+        ctx.dtype_err("other", "a dtype that promotes with self", operand_dtype(&b))
+    })?;
     crate::dispatch_all!(ct, T => apply2::<T, Bool>(ctx, a, b, out, false, move |x: <T as Element>::Calc, y| {
         Bool(match op {
             Cmp::Eq => x == y,
@@ -326,7 +355,12 @@ pub(crate) fn compare(ctx: &KernelContext, op: Cmp, a: Operand<'_>, b: Operand<'
 }
 
 /// Shared body of the logical kernels (any input dtypes, truthiness).
-fn logical(ctx: &KernelContext, op: Logic, args: &[Arg<'_>], outs: &mut [Out<'_, '_>]) -> Result<(), KernelError> {
+fn logical(
+    ctx: &KernelContext,
+    op: Logic,
+    args: &[Arg<'_>],
+    outs: &mut [Out<'_, '_>],
+) -> Result<(), KernelError> {
     let a = Args::new(ctx, args);
     let x = a.tensor(0, "self")?;
     let y = a.tensor(1, "other")?;
@@ -342,7 +376,10 @@ fn logical(ctx: &KernelContext, op: Logic, args: &[Arg<'_>], outs: &mut [Out<'_,
     })
 }
 
-fn operands<'x>(a: &Args<'_, 'x>, scalar_other: bool) -> Result<(Operand<'x>, Operand<'x>), KernelError> {
+fn operands<'x>(
+    a: &Args<'_, 'x>,
+    scalar_other: bool,
+) -> Result<(Operand<'x>, Operand<'x>), KernelError> {
     let x = Operand::Tensor(a.tensor(0, "self")?);
     let y = if scalar_other {
         Operand::Scalar(a.scalar(1, "other")?)
@@ -352,7 +389,14 @@ fn operands<'x>(a: &Args<'_, 'x>, scalar_other: bool) -> Result<(Operand<'x>, Op
     Ok((x, y))
 }
 
-fn arith_kernel(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>], op: Arith, scalar_other: bool, alpha_pos: Option<usize>) -> Result<(), KernelError> {
+fn arith_kernel(
+    ctx: &KernelContext,
+    args: &[Arg<'_>],
+    outs: &mut [Out<'_, '_>],
+    op: Arith,
+    scalar_other: bool,
+    alpha_pos: Option<usize>,
+) -> Result<(), KernelError> {
     let a = Args::new(ctx, args);
     let (x, y) = operands(&a, scalar_other)?;
     let alpha = match alpha_pos {
@@ -363,20 +407,36 @@ fn arith_kernel(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>],
     arith(ctx, op, x, y, alpha, out)
 }
 
-fn div_mode(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>], scalar_other: bool) -> Result<(), KernelError> {
+fn div_mode(
+    ctx: &KernelContext,
+    args: &[Arg<'_>],
+    outs: &mut [Out<'_, '_>],
+    scalar_other: bool,
+) -> Result<(), KernelError> {
     let a = Args::new(ctx, args);
     let (x, y) = operands(&a, scalar_other)?;
     let op = match a.opt_string(2, "rounding_mode")? {
         None => Arith::Div,
         Some("trunc") => Arith::DivTrunc,
         Some("floor") => Arith::DivFloor,
-        Some(m) => return Err(ctx.invalid("rounding_mode", format!("expected None, \"trunc\" or \"floor\", got {m:?}"))),
+        Some(m) => {
+            return Err(ctx.invalid(
+                "rounding_mode",
+                format!("expected None, \"trunc\" or \"floor\", got {m:?}"),
+            ))
+        }
     };
     let out = out_tensor(ctx, outs, 0, "out")?;
     arith(ctx, op, x, y, Scalar::Int(1), out)
 }
 
-fn cmp_kernel(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>], op: Cmp, scalar_other: bool) -> Result<(), KernelError> {
+fn cmp_kernel(
+    ctx: &KernelContext,
+    args: &[Arg<'_>],
+    outs: &mut [Out<'_, '_>],
+    op: Cmp,
+    scalar_other: bool,
+) -> Result<(), KernelError> {
     let a = Args::new(ctx, args);
     let (x, y) = operands(&a, scalar_other)?;
     let out = out_tensor(ctx, outs, 0, "out")?;

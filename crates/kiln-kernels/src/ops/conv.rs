@@ -52,10 +52,18 @@ fn nchw_strides(shape: &crate::Shape) -> [usize; 4] {
     }
 }
 
-fn param(ctx: &KernelContext, list: &[i64], i: usize, name: &'static str, min: i64) -> Result<usize, KernelError> {
+fn param(
+    ctx: &KernelContext,
+    list: &[i64],
+    i: usize,
+    name: &'static str,
+    min: i64,
+) -> Result<usize, KernelError> {
     let v = match list.len() {
         1 => list[0],
-        _ => *list.get(i).ok_or_else(|| ctx.invalid(name, format!("expected 1 or {} values, got {:?}", i + 1, list)))?,
+        _ => *list.get(i).ok_or_else(|| {
+            ctx.invalid(name, format!("expected 1 or {} values, got {:?}", i + 1, list))
+        })?,
     };
     if v < min {
         return Err(ctx.invalid(name, format!("value {v} is below {min}")));
@@ -113,7 +121,9 @@ fn compute<C: ConvCalc>(
                         for c in 0..cg_in {
                             for yy in 0..g.h {
                                 for xx in 0..g.w {
-                                    v.push(x[n * isn + (gi * cg_in + c) * isc + yy * ish + xx * isw]);
+                                    v.push(
+                                        x[n * isn + (gi * cg_in + c) * isc + yy * ish + xx * isw],
+                                    );
                                 }
                             }
                         }
@@ -122,7 +132,15 @@ fn compute<C: ConvCalc>(
                     };
                     // col = W_g^T [rows, cg_in] @ X_g [cg_in, plane]
                     let wg = w.get(gi * cg_in * rows..).unwrap_or(&[]);
-                    ok &= C::gemm(rows, plane, cg_in, Mat { data: wg, rs: 1, cs: rows }, Mat { data: xdata, rs: xcs, cs: xps }, MatMut { data: &mut scratch, rs: plane, cs: 1 }, false);
+                    ok &= C::gemm(
+                        rows,
+                        plane,
+                        cg_in,
+                        Mat { data: wg, rs: 1, cs: rows },
+                        Mat { data: xdata, rs: xcs, cs: xps },
+                        MatMut { data: &mut scratch, rs: plane, cs: 1 },
+                        false,
+                    );
                     let base = n * osn + gi * cg_out * osc;
                     let Some(region) = dst.get_mut(base..) else {
                         ok = false;
@@ -144,13 +162,15 @@ fn compute<C: ConvCalc>(
         } else {
             let plane = g.oh * g.ow;
             let rows = cg_in * kk;
-            let direct = kk == 1 && g.stride == [1, 1] && g.pad == [0, 0] && (g.h == 1 || ish == isw * g.w);
+            let direct =
+                kk == 1 && g.stride == [1, 1] && g.pad == [0, 0] && (g.h == 1 || ish == isw * g.w);
             if !direct {
                 scratch.clear();
                 scratch.resize(rows * plane, C::default());
             }
             let out_uniform = g.oh == 1 || osh == osw * g.ow;
-            let mut tmp: Vec<C> = if out_uniform { Vec::new() } else { vec![C::default(); cg_out * plane] };
+            let mut tmp: Vec<C> =
+                if out_uniform { Vec::new() } else { vec![C::default(); cg_out * plane] };
             for n in 0..p.n {
                 for gi in 0..p.groups {
                     let xbase = n * isn + gi * cg_in * isc;
@@ -172,13 +192,30 @@ fn compute<C: ConvCalc>(
                     let obase = n * osn + gi * cg_out * osc;
                     if out_uniform {
                         let region = dst.get_mut(obase..).unwrap_or(&mut []);
-                        ok &= C::gemm(cg_out, plane, rows, a, b, MatMut { data: region, rs: osc, cs: osw }, false);
+                        ok &= C::gemm(
+                            cg_out,
+                            plane,
+                            rows,
+                            a,
+                            b,
+                            MatMut { data: region, rs: osc, cs: osw },
+                            false,
+                        );
                     } else {
-                        ok &= C::gemm(cg_out, plane, rows, a, b, MatMut { data: &mut tmp, rs: plane, cs: 1 }, false);
+                        ok &= C::gemm(
+                            cg_out,
+                            plane,
+                            rows,
+                            a,
+                            b,
+                            MatMut { data: &mut tmp, rs: plane, cs: 1 },
+                            false,
+                        );
                         for o in 0..cg_out {
                             for yy in 0..g.oh {
                                 for xx in 0..g.ow {
-                                    dst[obase + o * osc + yy * osh + xx * osw] = tmp[o * plane + yy * g.ow + xx];
+                                    dst[obase + o * osc + yy * osh + xx * osw] =
+                                        tmp[o * plane + yy * g.ow + xx];
                                 }
                             }
                         }
@@ -208,7 +245,11 @@ fn compute<C: ConvCalc>(
     }
 }
 
-fn convolution(ctx: &mut KernelContext, args: &[crate::Arg<'_>], outs: &mut [crate::Out<'_, '_>]) -> Result<(), KernelError> {
+fn convolution(
+    ctx: &mut KernelContext,
+    args: &[crate::Arg<'_>],
+    outs: &mut [crate::Out<'_, '_>],
+) -> Result<(), KernelError> {
     let r = Args::new(ctx, args);
     let input = r.tensor(0, "input")?;
     let weight = r.tensor(1, "weight")?;
@@ -221,12 +262,19 @@ fn convolution(ctx: &mut KernelContext, args: &[crate::Arg<'_>], outs: &mut [cra
     let groups = r.int(8, "groups")?;
     let rank = input.rank();
     if rank != 3 && rank != 4 {
-        return Err(ctx.shape_err("input", "a 3-D (N, C, L) or 4-D (N, C, H, W) tensor", input.sizes()));
+        return Err(ctx.shape_err(
+            "input",
+            "a 3-D (N, C, L) or 4-D (N, C, H, W) tensor",
+            input.sizes(),
+        ));
     }
     if weight.rank() != rank {
         return Err(ctx.shape_err("weight", format!("a {rank}-D tensor"), weight.sizes()));
     }
-    let groups = usize::try_from(groups).ok().filter(|&g| g > 0).ok_or_else(|| ctx.invalid("groups", format!("{groups} is not positive")))?;
+    let groups = usize::try_from(groups)
+        .ok()
+        .filter(|&g| g > 0)
+        .ok_or_else(|| ctx.invalid("groups", format!("{groups} is not positive")))?;
     let sp = rank - 2;
     let mut st = [1usize; 2];
     let mut pd = [0usize; 2];
@@ -247,22 +295,35 @@ fn convolution(ctx: &mut KernelContext, args: &[crate::Arg<'_>], outs: &mut [cra
     let (h, w) = if rank == 4 { (is[2], is[3]) } else { (1, is[2]) };
     let (kh, kw) = if rank == 4 { (ws[2], ws[3]) } else { (1, ws[2]) };
     if c_in % groups != 0 {
-        return Err(ctx.invalid("groups", format!("{groups} does not divide the {c_in} input channels")));
+        return Err(
+            ctx.invalid("groups", format!("{groups} does not divide the {c_in} input channels"))
+        );
     }
     let (c_out, w_in) = if transposed { (ws[1] * groups, ws[0]) } else { (ws[0], ws[1] * groups) };
     if w_in != c_in || c_out % groups != 0 {
-        return Err(ctx.shape_err("weight", format!("a weight for {c_in} input channels in {groups} groups"), ws));
+        return Err(ctx.shape_err(
+            "weight",
+            format!("a weight for {c_in} input channels in {groups} groups"),
+            ws,
+        ));
     }
     let span = |k: usize, d: usize| (k.max(1) - 1) * d;
     let (oh, ow) = if transposed {
-        let o = |i: usize, k: usize, j: usize| ((i.max(1) - 1) * st[j] + span(k, dl[j]) + op[j] + 1).checked_sub(2 * pd[j]);
+        let o = |i: usize, k: usize, j: usize| {
+            ((i.max(1) - 1) * st[j] + span(k, dl[j]) + op[j] + 1).checked_sub(2 * pd[j])
+        };
         (o(h, kh, 0), o(w, kw, 1))
     } else {
-        let o = |i: usize, k: usize, j: usize| (i + 2 * pd[j]).checked_sub(span(k, dl[j]) + 1).map(|v| v / st[j] + 1);
+        let o = |i: usize, k: usize, j: usize| {
+            (i + 2 * pd[j]).checked_sub(span(k, dl[j]) + 1).map(|v| v / st[j] + 1)
+        };
         (o(h, kh, 0), o(w, kw, 1))
     };
     let (Some(oh), Some(ow)) = (oh, ow) else {
-        return Err(ctx.invalid("input", format!("input {is:?} is smaller than the kernel {ws:?} after padding")));
+        return Err(ctx.invalid(
+            "input",
+            format!("input {is:?} is smaller than the kernel {ws:?} after padding"),
+        ));
     };
     if let Some(b) = &bias {
         if b.numel() != c_out {
@@ -283,11 +344,17 @@ fn convolution(ctx: &mut KernelContext, args: &[crate::Arg<'_>], outs: &mut [cra
         os: nchw_strides(out.shape()),
     };
     if weight.dtype() != input.dtype() {
-        return Err(ctx.dtype_err("weight", format!("{} (the input dtype)", input.dtype()), weight.dtype()));
+        return Err(ctx.dtype_err(
+            "weight",
+            format!("{} (the input dtype)", input.dtype()),
+            weight.dtype(),
+        ));
     }
     let mut ctx2 = std::mem::take(ctx);
     let r = match input.dtype() {
-        DType::Float | DType::Half | DType::BFloat16 => compute::<f32>(&mut ctx2, &p, &input, &weight, bias.as_ref(), out),
+        DType::Float | DType::Half | DType::BFloat16 => {
+            compute::<f32>(&mut ctx2, &p, &input, &weight, bias.as_ref(), out)
+        }
         DType::Double => compute::<f64>(&mut ctx2, &p, &input, &weight, bias.as_ref(), out),
         d => Err(ctx2.dtype_err("input", "a floating dtype", d)),
     };
@@ -338,7 +405,8 @@ mod tests {
                 Arg::Output,
                 Arg::Output,
             ];
-            let mut outs = [Out::Tensor(TensorMut::from_slice(&[1, oc, oh, ow], &mut out).unwrap())];
+            let mut outs =
+                [Out::Tensor(TensorMut::from_slice(&[1, oc, oh, ow], &mut out).unwrap())];
             (def.run)(&mut KernelContext::new(def.name), &args, &mut outs).unwrap();
             let g = Geometry { c, h, w, kh, kw, oh, ow, stride: st, pad: pd, dil: dl };
             let mut r = vec![0f64; oc * oh * ow];

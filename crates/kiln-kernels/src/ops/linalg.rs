@@ -15,23 +15,51 @@ use crate::value::Scalar;
 
 /// A calc type matrix products run in.
 pub(crate) trait MmCalc: Calc + Element {
-    fn product(m: usize, n: usize, k: usize, a: Mat<'_, Self>, b: Mat<'_, Self>, c: MatMut<'_, Self>) -> bool;
+    fn product(
+        m: usize,
+        n: usize,
+        k: usize,
+        a: Mat<'_, Self>,
+        b: Mat<'_, Self>,
+        c: MatMut<'_, Self>,
+    ) -> bool;
 }
 
 impl MmCalc for f32 {
-    fn product(m: usize, n: usize, k: usize, a: Mat<'_, f32>, b: Mat<'_, f32>, c: MatMut<'_, f32>) -> bool {
+    fn product(
+        m: usize,
+        n: usize,
+        k: usize,
+        a: Mat<'_, f32>,
+        b: Mat<'_, f32>,
+        c: MatMut<'_, f32>,
+    ) -> bool {
         f32::gemm(m, n, k, a, b, c, false)
     }
 }
 
 impl MmCalc for f64 {
-    fn product(m: usize, n: usize, k: usize, a: Mat<'_, f64>, b: Mat<'_, f64>, c: MatMut<'_, f64>) -> bool {
+    fn product(
+        m: usize,
+        n: usize,
+        k: usize,
+        a: Mat<'_, f64>,
+        b: Mat<'_, f64>,
+        c: MatMut<'_, f64>,
+    ) -> bool {
         f64::gemm(m, n, k, a, b, c, false)
     }
 }
 
 impl MmCalc for i64 {
-    fn product(m: usize, n: usize, k: usize, a: Mat<'_, i64>, b: Mat<'_, i64>, c: MatMut<'_, i64>) -> bool {
+    fn product(
+        m: usize,
+        n: usize,
+        k: usize,
+        a: Mat<'_, i64>,
+        b: Mat<'_, i64>,
+        c: MatMut<'_, i64>,
+    ) -> bool {
         gemm_ref(m, n, k, a, b, c, false)
     }
 }
@@ -127,14 +155,21 @@ fn dispatch(
         return Err(ctx.dtype_err("mat2", format!("{} (the dtype of self)", a.dtype()), b.dtype()));
     }
     match a.dtype() {
-        DType::Float | DType::Half | DType::BFloat16 => product::<f32>(ctx, a, b, out, dims, bias, alpha),
+        DType::Float | DType::Half | DType::BFloat16 => {
+            product::<f32>(ctx, a, b, out, dims, bias, alpha)
+        }
         DType::Double => product::<f64>(ctx, a, b, out, dims, bias, alpha),
         d if d.is_int() => product::<i64>(ctx, a, b, out, dims, bias, alpha),
         d => Err(ctx.dtype_err("self", "a numeric dtype", d)),
     }
 }
 
-fn check_rank(ctx: &KernelContext, t: &TensorRef<'_>, rank: usize, name: &'static str) -> Result<(), KernelError> {
+fn check_rank(
+    ctx: &KernelContext,
+    t: &TensorRef<'_>,
+    rank: usize,
+    name: &'static str,
+) -> Result<(), KernelError> {
     if t.rank() == rank {
         Ok(())
     } else {
@@ -142,12 +177,23 @@ fn check_rank(ctx: &KernelContext, t: &TensorRef<'_>, rank: usize, name: &'stati
     }
 }
 
-fn mm(ctx: &KernelContext, a: &TensorRef<'_>, b: &TensorRef<'_>, out: &mut TensorMut<'_>, bias: Option<(&TensorRef<'_>, Scalar)>, alpha: Scalar) -> Result<(), KernelError> {
+fn mm(
+    ctx: &KernelContext,
+    a: &TensorRef<'_>,
+    b: &TensorRef<'_>,
+    out: &mut TensorMut<'_>,
+    bias: Option<(&TensorRef<'_>, Scalar)>,
+    alpha: Scalar,
+) -> Result<(), KernelError> {
     check_rank(ctx, a, 2, "mat1")?;
     check_rank(ctx, b, 2, "mat2")?;
     let (m, k, n) = (a.sizes()[0], a.sizes()[1], b.sizes()[1]);
     if b.sizes()[0] != k {
-        return Err(ctx.shape_err("mat2", format!("[{k}, N] to multiply {:?}", a.sizes()), b.sizes()));
+        return Err(ctx.shape_err(
+            "mat2",
+            format!("[{k}, N] to multiply {:?}", a.sizes()),
+            b.sizes(),
+        ));
     }
     resize(ctx, out, "out", &[m, n])?;
     dispatch(ctx, a, b, out, [1, m, n, k], bias, alpha)
@@ -168,7 +214,16 @@ pub(crate) fn kernels() -> Vec<KernelDef> {
             let beta = r.scalar(3, "beta")?;
             let alpha = r.scalar(4, "alpha")?;
             let out = out_tensor(c, o, 0, "out")?;
-            if bias.rank() > 2 || crate::compute::strided::broadcast_shape(bias.sizes(), &[x.sizes().first().copied().unwrap_or(0), y.sizes().get(1).copied().unwrap_or(0)]).is_none() {
+            if bias.rank() > 2
+                || crate::compute::strided::broadcast_shape(
+                    bias.sizes(),
+                    &[
+                        x.sizes().first().copied().unwrap_or(0),
+                        y.sizes().get(1).copied().unwrap_or(0),
+                    ],
+                )
+                .is_none()
+            {
                 return Err(c.shape_err("self", "broadcastable to [M, N]", bias.sizes()));
             }
             mm(c, &x, &y, out, Some((&bias, beta)), alpha)

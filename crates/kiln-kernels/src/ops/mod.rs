@@ -7,9 +7,9 @@ pub(crate) mod args;
 pub(crate) mod pointwise;
 
 pub(crate) mod binary;
-pub(crate) mod unary;
-pub(crate) mod linalg;
 pub(crate) mod conv;
+pub(crate) mod linalg;
+pub(crate) mod unary;
 
 const fn slots<const N: usize, const P: usize>(kind: OutKind) -> [[OutSlot; N]; P] {
     let mut t = [[OutSlot { position: 0, kind: OutKind::Tensor }; N]; P];
@@ -17,10 +17,7 @@ const fn slots<const N: usize, const P: usize>(kind: OutKind) -> [[OutSlot; N]; 
     while p < P {
         let mut k = 0;
         while k < N {
-            t[p][k] = OutSlot {
-                position: (p + k) as u8,
-                kind,
-            };
+            t[p][k] = OutSlot { position: (p + k) as u8, kind };
             k += 1;
         }
         p += 1;
@@ -49,64 +46,34 @@ const fn view_slots() -> [[OutSlot; 1]; MAX_POS] {
 /// A `.out` kernel: `inputs` schema inputs, then one out tensor, then the return value (the
 /// same value as the out).
 pub(crate) fn out1(name: &'static str, inputs: usize, run: KernelFn) -> KernelDef {
-    KernelDef {
-        name,
-        arity: (inputs + 2) as u8,
-        outs: &TENSOR1[inputs],
-        run,
-    }
+    KernelDef { name, arity: (inputs + 2) as u8, outs: &TENSOR1[inputs], run }
 }
 
 /// A kernel with `n` (2 or 3) out tensors after `inputs` inputs, then a TensorList return.
 pub(crate) fn out_n(name: &'static str, inputs: usize, n: usize, run: KernelFn) -> KernelDef {
     let outs: &'static [OutSlot] = if n == 2 { &TENSOR2[inputs] } else { &TENSOR3[inputs] };
-    KernelDef {
-        name,
-        arity: (inputs + n + 1) as u8,
-        outs,
-        run,
-    }
+    KernelDef { name, arity: (inputs + n + 1) as u8, outs, run }
 }
 
 /// A kernel whose out is a TensorList after `inputs` inputs, then a TensorList return.
 pub(crate) fn out_list(name: &'static str, inputs: usize, run: KernelFn) -> KernelDef {
-    KernelDef {
-        name,
-        arity: (inputs + 2) as u8,
-        outs: &LIST1[inputs],
-        run,
-    }
+    KernelDef { name, arity: (inputs + 2) as u8, outs: &LIST1[inputs], run }
 }
 
 /// A kernel returning a scalar: `inputs` inputs, then the return value it writes.
 pub(crate) fn ret_scalar(name: &'static str, inputs: usize, run: KernelFn) -> KernelDef {
-    KernelDef {
-        name,
-        arity: (inputs + 1) as u8,
-        outs: &SCALAR1[inputs],
-        run,
-    }
+    KernelDef { name, arity: (inputs + 1) as u8, outs: &SCALAR1[inputs], run }
 }
 
 /// A view kernel: `inputs` inputs, then the returned view of input 0.
 pub(crate) fn ret_view(name: &'static str, inputs: usize, run: KernelFn) -> KernelDef {
-    KernelDef {
-        name,
-        arity: (inputs + 1) as u8,
-        outs: &VIEW1[inputs],
-        run,
-    }
+    KernelDef { name, arity: (inputs + 1) as u8, outs: &VIEW1[inputs], run }
 }
 
 /// An in-place kernel mutating schema position 0 (`self`), with `inputs` schema arguments
 /// (self included) and a return value (self again).
 pub(crate) fn in_place(name: &'static str, inputs: usize, run: KernelFn) -> KernelDef {
-    KernelDef {
-        name,
-        arity: (inputs + 1) as u8,
-        outs: &TENSOR1[0],
-        run,
-    }
+    KernelDef { name, arity: (inputs + 1) as u8, outs: &TENSOR1[0], run }
 }
 
 /// Every kernel of every family.

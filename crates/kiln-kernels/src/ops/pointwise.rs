@@ -27,7 +27,11 @@ pub(crate) fn cast_to<'a, T: Element>(t: &TensorRef<'a>) -> Cow<'a, [T]> {
 }
 
 /// Copies `src` (in `out`'s storage order) into `out`, converting to its dtype.
-pub(crate) fn store_cast<T: Element>(ctx: &KernelContext, src: &[T], out: &mut TensorMut<'_>) -> Result<(), KernelError> {
+pub(crate) fn store_cast<T: Element>(
+    ctx: &KernelContext,
+    src: &[T],
+    out: &mut TensorMut<'_>,
+) -> Result<(), KernelError> {
     let dt = out.dtype();
     crate::dispatch_all!(dt, U => {
         let dst = out.as_mut_slice::<U>().map_err(|e| ctx.tensor_err("out", e))?;
@@ -51,7 +55,8 @@ pub(crate) fn with_out<O: Element>(
         f(s);
         return Ok(());
     }
-    if !out.dtype().is_computable() || check_cast && !crate::dtype::can_cast(O::DTYPE, out.dtype()) {
+    if !out.dtype().is_computable() || check_cast && !crate::dtype::can_cast(O::DTYPE, out.dtype())
+    {
         return Err(ctx.dtype_err(
             "out",
             format!("a dtype {} can be cast to", O::DTYPE),
@@ -64,7 +69,12 @@ pub(crate) fn with_out<O: Element>(
 }
 
 /// Resizes `out` to `sizes`, naming the argument on failure.
-pub(crate) fn resize(ctx: &KernelContext, out: &mut TensorMut<'_>, name: &'static str, sizes: &[usize]) -> Result<(), KernelError> {
+pub(crate) fn resize(
+    ctx: &KernelContext,
+    out: &mut TensorMut<'_>,
+    name: &'static str,
+    sizes: &[usize],
+) -> Result<(), KernelError> {
     out.resize(sizes).map_err(|e| ctx.tensor_err(name, e))
 }
 
@@ -81,7 +91,9 @@ pub(crate) fn map1<T: Element, O: Element>(
     let src = cast_to::<T>(a);
     let out_shape = *out.shape();
     with_out::<O>(ctx, out, check_cast, |dst| {
-        if out_shape.dim_order() == a.shape().dim_order() || a.shape().is_dense_row_major() && out_shape.is_dense_row_major() {
+        if out_shape.dim_order() == a.shape().dim_order()
+            || a.shape().is_dense_row_major() && out_shape.is_dense_row_major()
+        {
             for (d, &s) in dst.iter_mut().zip(src.iter()) {
                 *d = f(s);
             }
@@ -111,7 +123,11 @@ pub(crate) fn map2<T: Element, O: Element>(
     let xb = cast_to::<T>(b);
     let out_shape = *out.shape();
     with_out::<O>(ctx, out, check_cast, |dst| {
-        let same = |t: &TensorRef<'_>| t.sizes() == &shape[..] && (t.shape().dim_order() == out_shape.dim_order() || t.shape().is_dense_row_major() && out_shape.is_dense_row_major());
+        let same = |t: &TensorRef<'_>| {
+            t.sizes() == &shape[..]
+                && (t.shape().dim_order() == out_shape.dim_order()
+                    || t.shape().is_dense_row_major() && out_shape.is_dense_row_major())
+        };
         if same(a) && same(b) {
             for ((d, &x), &y) in dst.iter_mut().zip(xa.iter()).zip(xb.iter()) {
                 *d = f(x, y);
@@ -126,7 +142,9 @@ pub(crate) fn map2<T: Element, O: Element>(
             let sa = broadcast_strides(a.sizes(), &a.shape().strides()[..a.rank()], &shape);
             let sb = broadcast_strides(b.sizes(), &b.shape().strides()[..b.rank()], &shape);
             let so = out_shape.strides();
-            walk(&shape, [&sa[..r], &sb[..r], &so[..r]], |[ia, ib, io]| dst[io] = f(xa[ia], xb[ib]));
+            walk(&shape, [&sa[..r], &sb[..r], &so[..r]], |[ia, ib, io]| {
+                dst[io] = f(xa[ia], xb[ib])
+            });
         }
     })
 }
@@ -140,8 +158,9 @@ pub(crate) fn map3<A: Element, T: Element, O: Element>(
     out: &mut TensorMut<'_>,
     f: impl Fn(A, T, T) -> O,
 ) -> Result<(), KernelError> {
-    let ab = broadcast_shape(a.sizes(), b.sizes())
-        .ok_or_else(|| ctx.shape_err("self", format!("broadcastable with {:?}", a.sizes()), b.sizes()))?;
+    let ab = broadcast_shape(a.sizes(), b.sizes()).ok_or_else(|| {
+        ctx.shape_err("self", format!("broadcastable with {:?}", a.sizes()), b.sizes())
+    })?;
     let shape = broadcast_shape(&ab, c.sizes())
         .ok_or_else(|| ctx.shape_err("other", format!("broadcastable with {ab:?}"), c.sizes()))?;
     resize(ctx, out, "out", &shape)?;
@@ -225,12 +244,14 @@ pub(crate) fn scalar_elem<T: Element>(s: Scalar) -> [T; 1] {
 
 /// A 0-dim tensor view over a one-element array.
 pub(crate) fn scalar_view<T: Element>(v: &[T; 1]) -> TensorRef<'_> {
-    TensorRef::new(T::DTYPE, Shape::scalar(), bytemuck::cast_slice(v)).unwrap_or_else(|_| unreachable_view())
+    TensorRef::new(T::DTYPE, Shape::scalar(), bytemuck::cast_slice(v))
+        .unwrap_or_else(|_| unreachable_view())
 }
 
 /// Used only where a view over a local, correctly sized array cannot fail.
 fn unreachable_view<'a>() -> TensorRef<'a> {
-    TensorRef::new(DType::Byte, Shape::scalar(), &[0u8]).unwrap_or_else(|_| unreachable!("1-byte scalar view"))
+    TensorRef::new(DType::Byte, Shape::scalar(), &[0u8])
+        .unwrap_or_else(|_| unreachable!("1-byte scalar view"))
 }
 
 /// Category check helper: the lowest category among dtypes.

@@ -15,7 +15,12 @@ use crate::value::{Arg, Out, Scalar};
 type KResult = Result<(), KernelError>;
 
 /// A floating unary op: integer and bool inputs compute in `float32`; the out must be floating.
-fn float_unary(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>], f: impl Fn(f64) -> f64) -> KResult {
+fn float_unary(
+    ctx: &KernelContext,
+    args: &[Arg<'_>],
+    outs: &mut [Out<'_, '_>],
+    f: impl Fn(f64) -> f64,
+) -> KResult {
     let a = Args::new(ctx, args);
     let x = a.tensor(0, "self")?;
     let out = out_tensor(ctx, outs, 0, "out")?;
@@ -53,7 +58,12 @@ fn same_unary(
 }
 
 /// A predicate producing a bool tensor.
-fn predicate(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>], f: impl Fn(f64) -> bool) -> KResult {
+fn predicate(
+    ctx: &KernelContext,
+    args: &[Arg<'_>],
+    outs: &mut [Out<'_, '_>],
+    f: impl Fn(f64) -> bool,
+) -> KResult {
     let a = Args::new(ctx, args);
     let x = a.tensor(0, "self")?;
     let out = out_tensor(ctx, outs, 0, "out")?;
@@ -70,12 +80,16 @@ fn gelu(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>]) -> KRes
     let a = Args::new(ctx, args);
     let approx = a.string(1, "approximate")?;
     match approx {
-        "none" => float_unary(ctx, args, outs, |x| 0.5 * x * (1.0 + erf(x * std::f64::consts::FRAC_1_SQRT_2))),
+        "none" => float_unary(ctx, args, outs, |x| {
+            0.5 * x * (1.0 + erf(x * std::f64::consts::FRAC_1_SQRT_2))
+        }),
         "tanh" => float_unary(ctx, args, outs, |x| {
             let k = (2.0 / std::f64::consts::PI).sqrt();
             0.5 * x * (1.0 + (k * (x + 0.044715 * x * x * x)).tanh())
         }),
-        other => Err(ctx.invalid("approximate", format!("expected \"none\" or \"tanh\", got {other:?}"))),
+        other => {
+            Err(ctx.invalid("approximate", format!("expected \"none\" or \"tanh\", got {other:?}")))
+        }
     }
 }
 
@@ -100,11 +114,18 @@ fn nan_clamp(x: f64, lo: Option<f64>, hi: Option<f64>) -> f64 {
 }
 
 /// `clamp` with optional scalar bounds, in the promoted dtype of self and the bounds.
-fn clamp_scalars(ctx: &KernelContext, x: &crate::TensorRef<'_>, lo: Option<Scalar>, hi: Option<Scalar>, out: &mut crate::TensorMut<'_>) -> KResult {
+fn clamp_scalars(
+    ctx: &KernelContext,
+    x: &crate::TensorRef<'_>,
+    lo: Option<Scalar>,
+    hi: Option<Scalar>,
+    out: &mut crate::TensorMut<'_>,
+) -> KResult {
     let mut ops = vec![Operand::Tensor(*x)];
     ops.extend(lo.map(Operand::Scalar));
     ops.extend(hi.map(Operand::Scalar));
-    let ct = result_type(&ops).ok_or_else(|| ctx.dtype_err("min", "a dtype promotable with self", x.dtype()))?;
+    let ct = result_type(&ops)
+        .ok_or_else(|| ctx.dtype_err("min", "a dtype promotable with self", x.dtype()))?;
     if ct == DType::Bool {
         return Err(ctx.dtype_err("self", "a non-bool dtype", ct));
     }
@@ -133,7 +154,8 @@ fn clamp_tensor(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>])
     let mut ops = vec![Operand::Tensor(x)];
     ops.extend(lo.map(Operand::Tensor));
     ops.extend(hi.map(Operand::Tensor));
-    let ct = result_type(&ops).ok_or_else(|| ctx.dtype_err("min", "a dtype promotable with self", x.dtype()))?;
+    let ct = result_type(&ops)
+        .ok_or_else(|| ctx.dtype_err("min", "a dtype promotable with self", x.dtype()))?;
     let f = |v: f64, l: Option<f64>, h: Option<f64>| nan_clamp(v, l, h);
     crate::dispatch_all!(ct, T => match (lo, hi) {
         (Some(l), Some(h)) => map3::<T, T, T>(ctx, &x, &l, &h, out, |v, l, h| <T as Element>::from_f64(f(Element::to_f64(v), Some(Element::to_f64(l)), Some(Element::to_f64(h))))),
@@ -177,14 +199,24 @@ pub(crate) fn kernels() -> Vec<KernelDef> {
         "aten::erf.out" => erf;
         "aten::sigmoid.out" => sigmoid;
     );
-    v.push(out1("aten::abs.out", 1, |c, a, o| same_unary(c, a, o, false, i64::wrapping_abs, f64::abs)));
-    v.push(out1("aten::neg.out", 1, |c, a, o| same_unary(c, a, o, false, i64::wrapping_neg, |x| -x)));
-    v.push(out1("aten::sign.out", 1, |c, a, o| same_unary(c, a, o, true, i64::signum, |x| ((0.0 < x) as i8 - (x < 0.0) as i8) as f64)));
+    v.push(out1("aten::abs.out", 1, |c, a, o| {
+        same_unary(c, a, o, false, i64::wrapping_abs, f64::abs)
+    }));
+    v.push(out1("aten::neg.out", 1, |c, a, o| {
+        same_unary(c, a, o, false, i64::wrapping_neg, |x| -x)
+    }));
+    v.push(out1("aten::sign.out", 1, |c, a, o| {
+        same_unary(c, a, o, true, i64::signum, |x| ((0.0 < x) as i8 - (x < 0.0) as i8) as f64)
+    }));
     v.push(out1("aten::floor.out", 1, |c, a, o| same_unary(c, a, o, false, |x| x, f64::floor)));
     v.push(out1("aten::ceil.out", 1, |c, a, o| same_unary(c, a, o, false, |x| x, f64::ceil)));
     v.push(out1("aten::trunc.out", 1, |c, a, o| same_unary(c, a, o, false, |x| x, f64::trunc)));
-    v.push(out1("aten::round.out", 1, |c, a, o| same_unary(c, a, o, false, |x| x, f64::round_ties_even)));
-    v.push(out1("aten::relu.out", 1, |c, a, o| same_unary(c, a, o, false, |x| x.max(0), |x| if x.is_nan() { x } else { x.max(0.0) })));
+    v.push(out1("aten::round.out", 1, |c, a, o| {
+        same_unary(c, a, o, false, |x| x, f64::round_ties_even)
+    }));
+    v.push(out1("aten::relu.out", 1, |c, a, o| {
+        same_unary(c, a, o, false, |x| x.max(0), |x| if x.is_nan() { x } else { x.max(0.0) })
+    }));
     v.push(out1("aten::bitwise_not.out", 1, |c, a, o| {
         let x = Args::new(c, a).tensor(0, "self")?;
         if x.dtype().is_float() {

@@ -50,8 +50,12 @@ pub fn read_npy(path: &std::path::Path, want: Option<DType>) -> Array {
 
 fn f64s(dtype: DType, data: &[u8]) -> Vec<f64> {
     match dtype {
-        DType::Float => data.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap()) as f64).collect(),
-        DType::Double => data.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect(),
+        DType::Float => {
+            data.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap()) as f64).collect()
+        }
+        DType::Double => {
+            data.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect()
+        }
         DType::Half => data
             .chunks_exact(2)
             .map(|c| half::f16::from_le_bytes(c.try_into().unwrap()).to_f64())
@@ -69,8 +73,12 @@ fn f64s(dtype: DType, data: &[u8]) -> Vec<f64> {
 pub fn compare(what: &str, got: &Output, want: &Array, tol: f64) -> Result<f64, String> {
     let t = match got {
         Output::Tensor(t) => t.clone(),
-        Output::Int(x) => OutputTensor { dtype: DType::Long, sizes: vec![], data: x.to_le_bytes().to_vec() },
-        Output::Double(x) => OutputTensor { dtype: DType::Double, sizes: vec![], data: x.to_le_bytes().to_vec() },
+        Output::Int(x) => {
+            OutputTensor { dtype: DType::Long, sizes: vec![], data: x.to_le_bytes().to_vec() }
+        }
+        Output::Double(x) => {
+            OutputTensor { dtype: DType::Double, sizes: vec![], data: x.to_le_bytes().to_vec() }
+        }
         Output::Bool(x) => OutputTensor { dtype: DType::Bool, sizes: vec![], data: vec![*x as u8] },
         other => return Err(format!("{what}: unexpected output {other:?}")),
     };
