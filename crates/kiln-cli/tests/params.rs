@@ -267,3 +267,58 @@ fn failures_leave_no_output_and_exit_1() {
     let r = kiln(&["verify", bad.to_str().unwrap()]);
     assert_eq!(r.status.code(), Some(1));
 }
+
+#[test]
+fn convert_of_executorch_files_matches_iree_archives() {
+    for (case, source) in [
+        ("from_ptd_external_constants", "../pte/external_constants.ptd"),
+        ("from_pte_xnnpack_cnn", "../pte/xnnpack_cnn.pte"),
+        ("from_pte_mobilenet_v2_xnnpack", "../pte/mobilenet_v2_xnnpack.pte"),
+    ] {
+        let out = tmp(&format!("{case}.irpa"));
+        let out_s = out.display().to_string();
+        ok(&["params", "convert", source, "-o", &out_s]);
+        ok(&["verify", &out_s]);
+        // iree-dump-parameters' table of IREE's archive of the same tensors.
+        let expected = std::fs::read(fixtures().join(format!("{case}.irpa.dump.txt"))).unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&ok(&["params", "dump", &out_s])),
+            String::from_utf8_lossy(&expected),
+            "{case}"
+        );
+        if let Ok(iree) = std::fs::read(fixtures().join(format!("{case}.irpa"))) {
+            assert!(std::fs::read(&out).unwrap() == iree, "{case}: not IREE's bytes");
+        }
+    }
+}
+
+#[test]
+fn extract_and_append_take_ptd_tensors() {
+    let ptd = "../pte/external_constants.ptd";
+    let raw = tmp("fc1.weight.bin");
+    ok(&["params", "extract", ptd, "fc1.weight", "-o", &raw.display().to_string()]);
+    let from_iree = tmp("fc1.weight.iree.bin");
+    ok(&[
+        "params",
+        "extract",
+        "from_ptd_external_constants.irpa",
+        "fc1.weight",
+        "-o",
+        &from_iree.display().to_string(),
+    ]);
+    let bytes = std::fs::read(&raw).unwrap();
+    assert_eq!(bytes.len(), 2048);
+    assert!(bytes == std::fs::read(&from_iree).unwrap());
+    let appended = tmp("appended.irpa");
+    let appended_s = appended.display().to_string();
+    ok(&["params", "append", "splats.irpa", "--from", ptd, "-o", &appended_s]);
+    ok(&["verify", &appended_s]);
+    let v: serde_json::Value =
+        serde_json::from_slice(&ok(&["params", "dump", "--json", &appended_s])).unwrap();
+    let keys: Vec<&str> =
+        v["entries"].as_array().unwrap().iter().map(|e| e["key"].as_str().unwrap()).collect();
+    assert_eq!(
+        keys,
+        ["p1", "p2", "p4", "p8", "p16", "fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"]
+    );
+}

@@ -22,8 +22,9 @@ pub struct Args {
     /// deterministic random inputs of the declared shapes.
     #[arg(long = "input", value_name = "FILE.npy")]
     pub inputs: Vec<PathBuf>,
-    /// External constants (.ptd).
-    #[arg(long, value_name = "FILE.ptd")]
+    /// External constants: an ExecuTorch .ptd or an IREE parameter archive (.irpa) keyed by
+    /// the tensors' fully qualified names (detected from the file's magic).
+    #[arg(long, value_name = "FILE.ptd|FILE.irpa")]
     pub data: Option<PathBuf>,
     /// Write each output as DIR/output<i>.npy.
     #[arg(long, value_name = "DIR")]
@@ -178,12 +179,35 @@ fn preview(t: &OutputTensor, max: usize) -> Vec<String> {
         .collect()
 }
 
+/// Adds the external data file `path` (a .ptd or an .irpa, by its magic) for `model`.
+fn add_data(
+    builder: kiln_runtime::ProgramBuilder,
+    path: &Path,
+    model: &Path,
+) -> Result<kiln_runtime::ProgramBuilder> {
+    let mut head = Vec::with_capacity(16);
+    std::fs::File::open(path)
+        .and_then(|f| std::io::Read::read_to_end(&mut std::io::Read::take(f, 16), &mut head))
+        .with_context(|| path.display().to_string())?;
+    match kiln_format::detect(&head) {
+        Some(kiln_format::Kind::Irpa) => Ok(kiln_runtime::irpa_sources(path, model)?
+            .into_iter()
+            .fold(builder, |b, s| b.data_source(s))),
+        Some(kiln_format::Kind::Ptd) => Ok(builder.ptd(path)?),
+        kind => bail!(
+            "{}: --data takes a .ptd or an .irpa file, not {}",
+            path.display(),
+            kind.map_or("an unrecognised file".to_string(), |k| format!("a {k} file"))
+        ),
+    }
+}
+
 /// Runs `kiln run`.
 pub fn run(args: Args) -> Result<ExitCode> {
     let started = Instant::now();
     let mut builder = Program::builder();
-    if let Some(ptd) = &args.data {
-        builder = builder.ptd(ptd)?;
+    if let Some(data) = &args.data {
+        builder = add_data(builder, data, &args.model)?;
     }
     let program = builder.load(&args.model)?;
     let mut method = program.method(&args.method)?;

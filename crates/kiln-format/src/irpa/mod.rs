@@ -12,9 +12,11 @@
 //! - [`builder`]: lays out and streams a new archive exactly as IREE's writer does.
 //! - [`source`]: the [`ParamSource`] trait every importable format implements.
 //! - [`edit`]: in-place edits (erase) and header linking (append, concat).
+//! - [`executorch`]: `.ptd` tensors and `.pte` named constants as parameter sources.
 
 pub mod builder;
 pub mod edit;
+pub mod executorch;
 pub mod reader;
 pub mod source;
 pub mod transform;

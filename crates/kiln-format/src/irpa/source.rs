@@ -3,8 +3,8 @@
 //! edit commands work on those lists only.
 //!
 //! Payloads are borrowed from the source's bytes (normally a memory map), so converting a
-//! multi-gigabyte file copies nothing until the output is written. Adding a format (e.g.
-//! ExecuTorch `.ptd` or the named constants of a `.pte`) is one `impl ParamSource` that maps
+//! multi-gigabyte file copies nothing until the output is written. Adding a format (as
+//! [`super::executorch`] does for `.ptd` and `.pte`) is one `impl ParamSource` that maps
 //! its tensors to [`SourceEntry::data`].
 
 use std::borrow::Cow;

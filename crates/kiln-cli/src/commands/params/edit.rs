@@ -125,7 +125,7 @@ pub enum EditCommand {
         output: PathBuf,
         #[command(flatten)]
         new: NewEntries,
-        /// Also add every entry of this parameter file (.irpa, .safetensors, .gguf).
+        /// Also add every entry of this parameter file (.irpa, .safetensors, .gguf, .ptd, .pte).
         #[arg(long, value_name = "FILE")]
         from: Vec<PathBuf>,
     },

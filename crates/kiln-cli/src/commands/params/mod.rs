@@ -40,7 +40,7 @@ pub struct Args {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Print the entry table of parameter files (.irpa, .safetensors, .gguf) like
+    /// Print the entry table of parameter files (.irpa, .safetensors, .gguf, .ptd, .pte) like
     /// iree-dump-parameters: start, end, length, key.
     Dump {
         /// Files to dump; their entries are listed together, in order.
@@ -58,7 +58,7 @@ enum Command {
         #[command(flatten)]
         new: edit::NewEntries,
     },
-    /// Convert and merge .irpa, .safetensors and .gguf files into one archive
+    /// Convert and merge .irpa, .safetensors, .gguf, .ptd and .pte files into one archive
     /// (the flags of iree-convert-parameters).
     Convert {
         /// Input files, in order.

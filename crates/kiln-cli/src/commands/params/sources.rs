@@ -6,6 +6,8 @@ use anyhow::{bail, Context, Result};
 use kiln_format::gguf::Gguf;
 use kiln_format::irpa::source::ParamSource;
 use kiln_format::irpa::{Archive, SourceEntry};
+use kiln_format::ptd::FlatTensor;
+use kiln_format::pte::Program;
 use kiln_format::safetensors::SafeTensors;
 use kiln_format::Kind;
 
@@ -19,6 +21,10 @@ pub enum Parsed<'a> {
     Safetensors(SafeTensors<'a>),
     /// A GGUF file.
     Gguf(Gguf<'a>),
+    /// An ExecuTorch `.ptd` (named tensors).
+    Ptd(FlatTensor<'a>),
+    /// An ExecuTorch `.pte` (named data and named constants).
+    Pte(Program<'a>),
 }
 
 impl<'a> Parsed<'a> {
@@ -36,8 +42,15 @@ impl<'a> Parsed<'a> {
             Kind::Gguf => {
                 Parsed::Gguf(Gguf::parse(bytes).with_context(|| path.display().to_string())?)
             }
+            Kind::Ptd => {
+                Parsed::Ptd(FlatTensor::open(bytes).with_context(|| path.display().to_string())?)
+            }
+            Kind::Pte => {
+                Parsed::Pte(Program::open(bytes).with_context(|| path.display().to_string())?)
+            }
             kind => bail!(
-                "{}: {kind} files are not a parameter source (irpa, safetensors and gguf are)",
+                "{}: {kind} files are not a parameter source (irpa, safetensors, gguf, ptd and \
+                 pte are)",
                 path.display()
             ),
         })
@@ -49,6 +62,8 @@ impl<'a> Parsed<'a> {
             Parsed::Irpa(a) => a,
             Parsed::Safetensors(s) => s,
             Parsed::Gguf(g) => g,
+            Parsed::Ptd(f) => f,
+            Parsed::Pte(p) => p,
         }
     }
 }

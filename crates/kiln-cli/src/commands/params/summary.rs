@@ -68,6 +68,8 @@ pub fn inspect(input: &Input, as_json: bool) -> Result<ExitCode> {
                 .map(|kv| String::from_utf8_lossy(kv.key))
                 .collect::<Vec<_>>());
         }
+        Parsed::Ptd(f) => summary["version"] = json!(f.version()),
+        Parsed::Pte(p) => summary["version"] = json!(p.version()),
     }
     if as_json {
         summary["tensors"] = Value::Array(list);
@@ -101,6 +103,8 @@ pub fn inspect(input: &Input, as_json: bool) -> Result<ExitCode> {
             g.alignment,
             g.metadata.len()
         ),
+        Parsed::Ptd(f) => println!("  FlatTensor v{}", f.version()),
+        Parsed::Pte(p) => println!("  Program v{}", p.version()),
     }
     println!();
     print!("{}", table.render());
@@ -131,6 +135,8 @@ pub fn verify_outcome(input: &Input) -> Result<(), String> {
 pub fn dump_json(input: &Input) -> Result<ExitCode> {
     let parsed = Parsed::new(input)?;
     let value = match &parsed {
+        Parsed::Ptd(f) => f.dump(),
+        Parsed::Pte(p) => kiln_format::pte::dump::dump(p),
         Parsed::Irpa(a) => json!({
             "kind": "irpa",
             "headers": a.headers(),
