@@ -2,9 +2,10 @@
 //!
 //! Exit codes: 0 success, 1 invalid input or failed check, 2 usage error.
 
+#[macro_use]
+mod output;
 mod commands;
 mod input;
-mod output;
 
 use std::process::ExitCode;
 

@@ -1,12 +1,46 @@
 //! Shared printing: JSON for scripts, aligned tables for people.
+//!
+//! All standard output goes through [`outln!`] / [`out!`] or [`print_json`], so a reader that
+//! closes the pipe early (`kiln inspect X | head`) ends kiln quietly instead of panicking the
+//! way `println!` does.
+
+use std::io::{self, Write};
 
 use anyhow::Result;
 use serde::Serialize;
 
+/// Like `println!`, but a closed standard output ends kiln quietly (see [`write_stdout`]).
+macro_rules! outln {
+    () => {
+        $crate::output::write_stdout(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::output::write_stdout(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// Like `print!`, but a closed standard output ends kiln quietly (see [`write_stdout`]).
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::output::write_stdout(format_args!($($arg)*))
+    };
+}
+
+/// Writes to standard output. When the reader has gone (broken pipe) there is nobody left to
+/// tell, so kiln exits with status 0 at once; any other write error exits 1 with a message.
+pub fn write_stdout(args: std::fmt::Arguments<'_>) {
+    if let Err(err) = io::stdout().lock().write_fmt(args) {
+        if err.kind() == io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("kiln: error: writing to standard output: {err}");
+        std::process::exit(1);
+    }
+}
+
 /// Prints `value` as pretty JSON on stdout. A closed pipe (`kiln dump X | head`) ends the
 /// output quietly instead of panicking.
 pub fn print_json<T: Serialize + ?Sized>(value: &T) -> Result<()> {
-    use std::io::Write;
     let mut out = std::io::stdout().lock();
     let written = serde_json::to_writer_pretty(&mut out, value)
         .map_err(std::io::Error::from)

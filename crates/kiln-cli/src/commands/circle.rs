@@ -68,7 +68,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             if json {
                 print_json(&tables_json(&tables))?;
             } else {
-                print!("{}", tables_text(&tables));
+                out!("{}", tables_text(&tables));
             }
         }
         Command::Origins { command: OriginsCommand::Set { file, output, sources, ops } } => {
@@ -320,7 +320,7 @@ pub fn inspect(input: &Input, json: bool) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let m = model.model();
-    println!(
+    outln!(
         "Circle model, schema version {}, description {:?}, {} buffers, {}",
         m.version(),
         m.description().unwrap_or_default(),
@@ -328,7 +328,7 @@ pub fn inspect(input: &Input, json: bool) -> Result<ExitCode> {
         human_bytes(input.bytes().len() as u64)
     );
     for (s, sg) in m.subgraphs().iter().flatten().enumerate() {
-        println!(
+        outln!(
             "\nsubgraph {s} {:?}: {} operators, inputs {:?}, outputs {:?}",
             sg.name().unwrap_or_default(),
             sg.operators().map_or(0, |o| o.len()),
@@ -348,30 +348,30 @@ pub fn inspect(input: &Input, json: bool) -> Result<ExitCode> {
                 if data == 0 { "-".to_string() } else { human_bytes(data as u64) },
             ]);
         }
-        print!("{}", table.render());
+        out!("{}", table.render());
     }
-    println!("\noperators:");
+    outln!("\noperators:");
     let mut table = Table::new(["operator", "count"]);
     if let Some(h) = summary["operator_histogram"].as_object() {
         for (name, count) in h {
             table.row([name.clone(), count.to_string()]);
         }
     }
-    print!("{}", table.render());
+    out!("{}", table.render());
     let metadata = model.metadata();
     if metadata.is_empty() {
-        println!("\nmetadata: none");
+        outln!("\nmetadata: none");
     } else {
-        println!("\nmetadata:");
+        outln!("\nmetadata:");
         for e in &metadata {
             let size = model.buffer_data(e.buffer).map_or(0, <[u8]>::len);
-            println!("  {} (buffer {}, {})", e.name, e.buffer, human_bytes(size as u64));
+            outln!("  {} (buffer {}, {})", e.name, e.buffer, human_bytes(size as u64));
         }
     }
     let tables = read_tables(&model)?;
     if tables.source_table.is_some() || tables.op_table.is_some() {
-        println!("\norigins:");
-        print!("{}", tables_text(&tables));
+        outln!("\norigins:");
+        out!("{}", tables_text(&tables));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -381,7 +381,7 @@ fn extract(a: &ExtractArgs) -> Result<ExitCode> {
         }
     }
     for (path, len) in &written {
-        println!("{:>10}  {}", len, path.display());
+        outln!("{:>10}  {}", len, path.display());
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -435,7 +435,7 @@ fn link(a: &LinkArgs) -> Result<ExitCode> {
             let path = a.out_dir.join(format!("exe{ei}_chunk{ci}.linked.bin"));
             write_bytes_atomic(&path, b)?;
             if !a.json {
-                println!("wrote {} ({} bytes)", path.display(), b.len());
+                outln!("wrote {} ({} bytes)", path.display(), b.len());
             }
         }
         let row = |fo: &link::Field, value: Option<u32>, reason: Option<&String>| JsonLinkField {
@@ -467,9 +467,9 @@ fn link(a: &LinkArgs) -> Result<ExitCode> {
             r.value.clone().or_else(|| r.reason.clone()).unwrap_or_default(),
         ]);
     }
-    print!("{}", t.render());
+    out!("{}", t.render());
     let unpatched = rows.iter().filter(|r| r.value.is_none()).count();
-    println!("{} field(s) patched, {unpatched} left unpatched", rows.len() - unpatched);
+    outln!("{} field(s) patched, {unpatched} left unpatched", rows.len() - unpatched);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -511,7 +511,7 @@ fn relayout(a: &RelayoutArgs) -> Result<ExitCode> {
         numerics::transform_signed(&mut dense, layer.data_type())?;
         npy::write(&out, npy_descr(layer.data_type()), &shape, &dense)?;
     }
-    println!("wrote {} (shape {:?})", out.display(), shape);
+    outln!("wrote {} (shape {:?})", out.display(), shape);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -551,7 +551,7 @@ fn pack(a: &PackArgs) -> Result<ExitCode> {
         eprintln!("kiln: warning: {w}");
     }
     write_bytes_atomic(&a.output, &bytes)?;
-    println!("wrote {} ({} executables, {} bytes)", a.output.display(), blobs.len(), bytes.len());
+    outln!("wrote {} ({} executables, {} bytes)", a.output.display(), blobs.len(), bytes.len());
     Ok(ExitCode::SUCCESS)
 }
 
@@ -756,7 +756,7 @@ pub fn inspect(input: &Input, json: bool) -> Result<ExitCode> {
         print_json(&JsonModel { packages })?;
         return Ok(ExitCode::SUCCESS);
     }
-    print!("{}", render_text(path, &model, &found));
+    out!("{}", render_text(path, &model, &found));
     Ok(ExitCode::SUCCESS)
 }
 

@@ -24,24 +24,27 @@ pub fn inspect_pte(input: &Input, json: bool) -> Result<ExitCode> {
         print_json(&summary)?;
         return Ok(ExitCode::SUCCESS);
     }
-    println!(
+    outln!(
         "{}: ExecuTorch program (.pte), {} ({} bytes), {}",
         input.file.path().display(),
         human_bytes(summary.file_size),
         summary.file_size,
         if summary.extended_header { "eh00 header" } else { "no extended header" }
     );
-    println!(
+    outln!(
         "constants: {} in {} buffers; named data: {} entries",
         human_bytes(summary.constants_size),
         summary.constant_buffers,
         summary.named_data.len()
     );
     for (m, ms) in program.methods().zip(&summary.methods) {
-        println!();
-        println!(
+        outln!();
+        outln!(
             "method {:?}: {} values, {} instructions, planned arenas {:?}",
-            ms.name, ms.values, ms.instructions, ms.planned_buffers
+            ms.name,
+            ms.values,
+            ms.instructions,
+            ms.planned_buffers
         );
         let mut io = Table::new(["", "#", "dtype", "shape"]);
         for (dir, list) in [("input", &ms.inputs), ("output", &ms.outputs)] {
@@ -53,7 +56,7 @@ pub fn inspect_pte(input: &Input, json: bool) -> Result<ExitCode> {
                 io.row([dir.to_string(), i.to_string(), v.dtype.clone(), shape]);
             }
         }
-        print!("{}", indent(&io.render()));
+        out!("{}", indent(&io.render()));
         let mut calls: BTreeMap<usize, usize> = BTreeMap::new();
         let mut delegate_calls: BTreeMap<usize, usize> = BTreeMap::new();
         for chain in m.chains() {
@@ -81,12 +84,12 @@ pub fn inspect_pte(input: &Input, json: bool) -> Result<ExitCode> {
             for (count, name) in rows {
                 ops.row([count.to_string(), name.clone()]);
             }
-            print!("{}", indent(&ops.render()));
+            out!("{}", indent(&ops.render()));
         }
         for (i, d) in m.delegates().enumerate() {
             let d = d?;
             let blob = program.delegate_data(&d)?;
-            println!(
+            outln!(
                 "  delegate {i}: {} ({}, {} calls, {} compile specs)",
                 d.id,
                 human_bytes(blob.len() as u64),
@@ -96,13 +99,13 @@ pub fn inspect_pte(input: &Input, json: bool) -> Result<ExitCode> {
         }
     }
     if !summary.segments.is_empty() {
-        println!();
-        println!("segments (base offset {}):", summary.segment_base_offset);
+        outln!();
+        outln!("segments (base offset {}):", summary.segment_base_offset);
         let mut t = Table::new(["#", "offset", "size", "size (human)"]);
         for (i, s) in summary.segments.iter().enumerate() {
             t.row([i.to_string(), s.offset.to_string(), s.size.to_string(), human_bytes(s.size)]);
         }
-        print!("{}", indent(&t.render()));
+        out!("{}", indent(&t.render()));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -151,7 +154,7 @@ pub fn inspect_ptd(input: &Input, json: bool) -> Result<ExitCode> {
         }))?;
         return Ok(ExitCode::SUCCESS);
     }
-    println!(
+    outln!(
         "{}: ExecuTorch external data (.ptd), {} ({} bytes), {} entries in {} segments",
         input.file.path().display(),
         human_bytes(input.bytes().len() as u64),
@@ -174,7 +177,7 @@ pub fn inspect_ptd(input: &Input, json: bool) -> Result<ExitCode> {
             e.data.len().to_string(),
         ]);
     }
-    print!("{}", indent(&t.render()));
+    out!("{}", indent(&t.render()));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -216,7 +219,7 @@ fn rewrite(input: &Path, output: &Path) -> Result<ExitCode> {
     // Never write a file kiln itself would reject.
     Program::open(&bytes).context("the rewritten program does not verify")?;
     kiln_format::io::write_bytes_atomic(output, &bytes)?;
-    println!("{}: wrote {} bytes", output.display(), bytes.len());
+    outln!("{}: wrote {} bytes", output.display(), bytes.len());
     Ok(ExitCode::SUCCESS)
 }
 

@@ -330,12 +330,15 @@ pub fn run(args: Args) -> Result<ExitCode> {
     if args.json {
         crate::output::print_json(&summary)?;
     } else {
-        println!(
+        outln!(
             "{} {} ({:.2} ms load, {:.2} ms execute)",
-            summary.model, summary.method, load_ms, execute_ms
+            summary.model,
+            summary.method,
+            load_ms,
+            execute_ms
         );
         for (i, name) in summary.inputs.iter().enumerate() {
-            println!("  input {i}: {name}");
+            outln!("  input {i}: {name}");
         }
         for o in &summary.outputs {
             let shape = o.shape.as_ref().map(|s| format!("{s:?}")).unwrap_or_default();
@@ -343,7 +346,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 Some(s) if s.iter().product::<usize>() > o.preview.len() => ", ...",
                 _ => "",
             };
-            println!(
+            outln!(
                 "  output {}: {} {}{} [{}{}]",
                 o.index,
                 o.kind,
@@ -353,7 +356,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 more
             );
             if let Some(f) = &o.file {
-                println!("    written to {f}");
+                outln!("    written to {f}");
             }
         }
     }

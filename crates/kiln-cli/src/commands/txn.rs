@@ -160,17 +160,12 @@ fn show(txn: &Txn, json: bool) -> Result<()> {
         return print_json(&to_json(txn, false)?);
     }
     let h = &txn.header;
-    println!(
+    outln!(
         "AIE transaction v{}.{}  dev_gen {}  {} rows × {} cols ({} memory-tile rows)  {} ops  {} bytes",
         h.major, h.minor, h.dev_gen, h.num_rows, h.num_cols, h.num_mem_tile_rows, h.num_ops, h.txn_size
     );
     for op in &txn.ops {
-        println!(
-            "{:#07x}  {:<14} {}",
-            op.offset,
-            op.kind.name(),
-            describe(op, h.num_mem_tile_rows)
-        );
+        outln!("{:#07x}  {:<14} {}", op.offset, op.kind.name(), describe(op, h.num_mem_tile_rows));
     }
     Ok(())
 }

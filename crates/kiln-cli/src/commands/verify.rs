@@ -31,11 +31,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
     };
     match outcome {
         Ok(()) => {
-            println!("{}: ok ({})", args.file.display(), input.kind);
+            outln!("{}: ok ({})", args.file.display(), input.kind);
             Ok(ExitCode::SUCCESS)
         }
         Err(reason) => {
-            println!("{}: invalid: {reason}", args.file.display());
+            outln!("{}: invalid: {reason}", args.file.display());
             Ok(ExitCode::from(1))
         }
     }

@@ -244,10 +244,10 @@ fn verify(files: &[PathBuf], json: bool) -> Result<ExitCode> {
             for f in &found {
                 let sev = if f.severity == Severity::Error { "error" } else { "warning" };
                 let at = f.offset.map(|o| format!(" at offset {o}")).unwrap_or_default();
-                println!("{}: {sev}: {}{at}: {}", path.display(), f.field, f.message);
+                outln!("{}: {sev}: {}{at}: {}", path.display(), f.field, f.message);
             }
             if !found.iter().any(|f| f.severity == Severity::Error) {
-                println!("{}: ok ({})", path.display(), input.kind);
+                outln!("{}: ok ({})", path.display(), input.kind);
             }
         }
         report.push(serde_json::json!({ "file": path, "kind": input.kind, "findings": found }));

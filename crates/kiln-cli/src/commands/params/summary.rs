@@ -76,7 +76,7 @@ pub fn inspect(input: &Input, as_json: bool) -> Result<ExitCode> {
         print_json(&summary)?;
         return Ok(ExitCode::SUCCESS);
     }
-    println!(
+    outln!(
         "{}: {} ({}), {} entries",
         input.file.path().display(),
         input.kind,
@@ -84,30 +84,30 @@ pub fn inspect(input: &Input, as_json: bool) -> Result<ExitCode> {
         entries.len()
     );
     for (k, (n, b)) in &kinds {
-        println!("  {k}: {n} entries, {}", human_bytes(*b));
+        outln!("  {k}: {n} entries, {}", human_bytes(*b));
     }
     match &parsed {
-        Parsed::Irpa(a) => println!(
+        Parsed::Irpa(a) => outln!(
             "  headers: {}, skipped entries: {}",
             a.headers().len(),
             a.entries().len() - a.live_entries().count()
         ),
         Parsed::Safetensors(s) => {
             for (k, v) in &s.metadata {
-                println!("  metadata {k}: {v}");
+                outln!("  metadata {k}: {v}");
             }
         }
-        Parsed::Gguf(g) => println!(
+        Parsed::Gguf(g) => outln!(
             "  GGUF v{}, alignment {}, {} metadata keys",
             g.version,
             g.alignment,
             g.metadata.len()
         ),
-        Parsed::Ptd(f) => println!("  FlatTensor v{}", f.version()),
-        Parsed::Pte(p) => println!("  Program v{}", p.version()),
+        Parsed::Ptd(f) => outln!("  FlatTensor v{}", f.version()),
+        Parsed::Pte(p) => outln!("  Program v{}", p.version()),
     }
-    println!();
-    print!("{}", table.render());
+    outln!();
+    out!("{}", table.render());
     Ok(ExitCode::SUCCESS)
 }
 
