@@ -103,6 +103,25 @@ pub fn align_up(value: u64, alignment: u64) -> Option<u64> {
     }
 }
 
+/// The first pair of overlapping byte ranges, as `(later, earlier)` labels plus the later
+/// range's start offset. `ranges` holds `(start, end, label)` with `end` exclusive; it is sorted
+/// in place. Empty ranges never overlap anything.
+pub fn first_overlap<L: Ord + Copy>(ranges: &mut [(u64, u64, L)]) -> Option<(L, L, u64)> {
+    ranges.sort_unstable();
+    let mut prev: Option<(u64, L)> = None;
+    for &(start, end, label) in ranges.iter().filter(|r| r.0 < r.1) {
+        if let Some((prev_end, prev_label)) = prev {
+            if start < prev_end {
+                return Some((label, prev_label, start));
+            }
+        }
+        if prev.is_none_or(|(prev_end, _)| end > prev_end) {
+            prev = Some((end, label));
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -126,5 +145,14 @@ mod tests {
         assert_eq!(align_up(10, 12), Some(12));
         assert_eq!(align_up(u64::MAX, 16), None);
         assert_eq!(align_up(5, 0), None);
+    }
+
+    #[test]
+    fn first_overlap_finds_shared_bytes_and_ignores_empty_and_adjacent_ranges() {
+        assert_eq!(first_overlap(&mut [(10, 20, 1), (0, 10, 0), (20, 30, 2)]), None);
+        assert_eq!(first_overlap(&mut [(5, 5, 1), (0, 10, 0)]), None);
+        assert_eq!(first_overlap(&mut [(0, 100, 0), (10, 20, 1), (50, 60, 2)]), Some((1, 0, 10)));
+        assert_eq!(first_overlap(&mut [(30, 40, 'b'), (0, 31, 'a')]), Some(('b', 'a', 30)));
+        assert_eq!(first_overlap::<u8>(&mut []), None);
     }
 }

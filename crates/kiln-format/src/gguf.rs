@@ -10,7 +10,7 @@
 
 use std::borrow::Cow;
 
-use crate::bytes::{align_up, ByteReader};
+use crate::bytes::{align_up, first_overlap, ByteReader};
 use crate::error::{Error, Result};
 use crate::irpa::source::{ParamSource, SourceEntry, TensorType};
 
@@ -399,22 +399,17 @@ impl<'a> Gguf<'a> {
                     ),
                 ));
             }
-            if !t.data.is_empty() {
-                ranges.push((t.offset, t.offset + t.data.len() as u64, i));
-            }
+            ranges.push((t.offset, t.offset + t.data.len() as u64, i));
         }
-        ranges.sort();
-        for w in ranges.windows(2) {
-            if w[1].0 < w[0].1 {
-                return Err(Error::invalid(
-                    FORMAT,
-                    format!("tensors[{}]", w[1].2),
-                    Some(w[1].0),
-                    format!("overlaps tensors[{}]", w[0].2),
-                ));
-            }
+        match first_overlap(&mut ranges) {
+            Some((later, earlier, at)) => Err(Error::invalid(
+                FORMAT,
+                format!("tensors[{later}]"),
+                Some(at),
+                format!("overlaps tensors[{earlier}]"),
+            )),
+            None => Ok(()),
         }
-        Ok(())
     }
 }
 

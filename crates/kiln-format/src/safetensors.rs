@@ -9,7 +9,7 @@
 
 use std::borrow::Cow;
 
-use crate::bytes::ByteReader;
+use crate::bytes::{first_overlap, ByteReader};
 use crate::error::{Error, Result};
 use crate::irpa::source::{ParamSource, SourceEntry, TensorType};
 
@@ -177,21 +177,17 @@ impl<'a> SafeTensors<'a> {
         let mut ranges: Vec<(u64, u64, &str)> = self
             .tensors
             .iter()
-            .filter(|t| !t.data.is_empty())
             .map(|t| (t.offset, t.offset + t.data.len() as u64, t.name.as_str()))
             .collect();
-        ranges.sort();
-        for w in ranges.windows(2) {
-            if w[1].0 < w[0].1 {
-                return Err(Error::invalid(
-                    FORMAT,
-                    format!("{}.data_offsets", w[1].2),
-                    Some(w[1].0),
-                    format!("overlaps {}", w[0].2),
-                ));
-            }
+        match first_overlap(&mut ranges) {
+            Some((later, earlier, at)) => Err(Error::invalid(
+                FORMAT,
+                format!("{later}.data_offsets"),
+                Some(at),
+                format!("overlaps {earlier}"),
+            )),
+            None => Ok(()),
         }
-        Ok(())
     }
 }
 
