@@ -189,3 +189,65 @@ fn plain_inspect_recognises_edgetpu_models() {
     assert!(stdout.contains("STAND_ALONE"), "{stdout}");
     assert!(stdout.contains("30x30x16"), "{stdout}");
 }
+
+/// A sample with its custom op renamed (`edgetpu-custom-op` -> `edgetpu-custom-oq`, same
+/// length) is a plain TFLite model: `kiln inspect --json` and `kiln verify` take the TFLite arm,
+/// and its subgraph summary agrees with the independent decoder's facts.
+#[test]
+fn plain_tflite_inspect_agrees_with_facts() {
+    let Some(dir) = testdata("plain_tflite_inspect_agrees_with_facts") else { return };
+    let facts: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("facts.json")).unwrap()).unwrap();
+    let tmp = std::env::temp_dir().join(format!("kiln-plain-tflite-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    for (name, fact) in facts.as_object().unwrap() {
+        let mut bytes = std::fs::read(dir.join(name)).unwrap();
+        let at = bytes.windows(17).position(|w| w == b"edgetpu-custom-op").unwrap();
+        bytes[at + 16] = b'q';
+        let path = tmp.join(name);
+        std::fs::write(&path, &bytes).unwrap();
+        let p = path.to_str().unwrap();
+        let (code, stdout, stderr) = kiln(&["verify", p]);
+        assert_eq!(code, 0, "{name}: {stdout}{stderr}");
+        assert!(stdout.contains("ok (tflite)"), "{name}: {stdout}");
+        let (code, stdout, stderr) = kiln(&["inspect", "--json", p]);
+        assert_eq!(code, 0, "{name}: {stderr}");
+        let ours: Value = serde_json::from_str(&stdout).unwrap();
+        assert_eq!(ours["version"], fact["schema_version"], "{name}");
+        assert_eq!(ours["description"], fact["description"], "{name}");
+        assert_eq!(ours["buffers"], fact["n_buffers"], "{name}");
+        let (sgs, fact_sgs) = (ours["subgraphs"].as_array().unwrap(), &fact["subgraphs"]);
+        assert_eq!(sgs.len(), fact_sgs.as_array().unwrap().len(), "{name}");
+        for (sg, f) in sgs.iter().zip(fact_sgs.as_array().unwrap()) {
+            assert_eq!(sg["tensors"], f["n_tensors"], "{name}");
+            assert_eq!(sg["operators"], f["n_ops"], "{name}");
+            let counts = sg["operator_counts"].as_object().unwrap();
+            assert_eq!(counts.len(), 1, "{name}: {counts:?}");
+            assert_eq!(counts["CUSTOM:edgetpu-custom-oq"], f["n_ops"], "{name}");
+            for (io, key) in [("inputs", "inputs"), ("outputs", "outputs")] {
+                let ours: Vec<&Value> =
+                    sg[io].as_array().unwrap().iter().map(|t| &t["index"]).collect();
+                let theirs: Vec<&Value> = f[key].as_array().unwrap().iter().collect();
+                assert_eq!(ours, theirs, "{name}: {io}");
+            }
+        }
+        // The node tensors the decoder recorded carry names, shapes and quantization.
+        let io: Vec<&Value> = ["inputs", "outputs"]
+            .iter()
+            .flat_map(|k| ours["subgraphs"][0][k].as_array().unwrap())
+            .collect();
+        for t in fact["edgetpu_ops"][0]["node_tensors"].as_array().unwrap() {
+            let Some(ours) = io.iter().find(|o| o["index"] == t["idx"]) else { continue };
+            assert_eq!(ours["name"], t["name"], "{name}");
+            assert_eq!(ours["shape"], t["shape"], "{name}");
+            assert_eq!(ours["zero_point"], t["zp"], "{name}");
+            let scale: Vec<f32> = ours["scale"].as_array().unwrap().iter().map(f32_of).collect();
+            let fact_scale: Vec<f32> = t["scale"].as_array().unwrap().iter().map(f32_of).collect();
+            assert_eq!(scale, fact_scale, "{name}");
+        }
+        let (code, stdout, _) = kiln(&["inspect", p]);
+        assert_eq!(code, 0);
+        assert!(stdout.contains("CUSTOM:edgetpu-custom-oq"), "{name}: {stdout}");
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+}

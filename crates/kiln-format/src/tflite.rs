@@ -121,6 +121,16 @@ pub struct TensorInfo<'a> {
     pub zero_point: Vec<i64>,
 }
 
+/// The name of a TFLite builtin operator code (`CONV_2D`, `FULLY_CONNECTED`, ...), or `None`
+/// for a code this schema does not know. Circle keeps TFLite's numbering for every code >= 0
+/// (its own operators are negative), so its generated enum names TFLite's operators.
+pub fn builtin_operator_name(code: i32) -> Option<&'static str> {
+    if code < 0 {
+        return None;
+    }
+    kiln_schema::circle::circle::BuiltinOperator(code).variant_name()
+}
+
 /// The name of a TFLite `TensorType` code.
 pub fn tensor_type_name(code: i8) -> &'static str {
     match code {

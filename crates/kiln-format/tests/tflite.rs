@@ -221,3 +221,24 @@ fn wrong_identifier_and_mutated_real_files() {
         }
     }
 }
+
+/// Builtin operator names follow TFLite's `schema.fbs` numbering (codes from that schema).
+#[test]
+fn builtin_operator_names_follow_tflite_numbering() {
+    use kiln_format::tflite::builtin_operator_name;
+    for (code, name) in [
+        (0, "ADD"),
+        (3, "CONV_2D"),
+        (4, "DEPTHWISE_CONV_2D"),
+        (6, "DEQUANTIZE"),
+        (9, "FULLY_CONNECTED"),
+        (22, "RESHAPE"),
+        (25, "SOFTMAX"),
+        (32, "CUSTOM"),
+        (114, "QUANTIZE"),
+    ] {
+        assert_eq!(builtin_operator_name(code), Some(name), "code {code}");
+    }
+    assert_eq!(builtin_operator_name(-2), None, "Circle-only codes are not TFLite's");
+    assert_eq!(builtin_operator_name(100_000), None);
+}

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 
 use kiln_format::Kind;
 
@@ -30,6 +30,6 @@ pub fn run(args: Args) -> Result<ExitCode> {
         Kind::Irpa | Kind::Safetensors | Kind::Gguf => super::params::inspect(&input, args.json),
         Kind::Circle => super::circle::inspect(&input, args.json),
         Kind::Txn => super::txn::inspect(&input, args.json),
-        kind => bail!("{}: inspecting {kind} files is not supported yet", args.file.display()),
+        Kind::Tflite => super::tflite::inspect(&input, args.json),
     }
 }

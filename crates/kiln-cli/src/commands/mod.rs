@@ -7,5 +7,6 @@ pub mod executorch;
 pub mod inspect;
 pub mod params;
 pub mod run;
+pub mod tflite;
 pub mod txn;
 pub mod verify;

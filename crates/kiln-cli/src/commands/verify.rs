@@ -27,7 +27,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         Kind::Irpa | Kind::Safetensors | Kind::Gguf => super::params::verify_outcome(&input),
         Kind::Circle => super::circle::verify(&input),
         Kind::Txn => super::txn::verify(&input),
-        kind => Err(format!("verifying {kind} files is not supported yet")),
+        Kind::Tflite => super::tflite::verify(&input),
     };
     match outcome {
         Ok(()) => {
