@@ -41,7 +41,9 @@ fn checked_view(
     out: &mut TensorMut<'_>,
 ) -> KResult {
     same_dtype(ctx, x, out)?;
-    if sizes.iter().product::<usize>() > 0 {
+    let numel = sizes.iter().try_fold(1usize, |n, &s| n.checked_mul(s));
+    let numel = numel.ok_or_else(|| ctx.invalid("size", format!("{sizes:?} overflows")))?;
+    if numel > 0 {
         let mut last = Some(base);
         for (&s, &st) in sizes.iter().zip(strides) {
             last = last.and_then(|l| (s - 1).checked_mul(st).and_then(|v| v.checked_add(l)));
