@@ -171,8 +171,8 @@ fn topk_ties_keep_input_order_and_indices_select_values() {
     let data = [3.0f32, 1.0, 3.0, f32::NAN, 2.0, 3.0, f32::NAN, 1.0];
     let x = TensorRef::from_slice(&[8], &data).unwrap();
     for (largest, k) in [(true, 5usize), (false, 8)] {
-        let mut vals = vec![0f32; 8];
-        let mut idx = vec![0i64; 8];
+        let mut vals = [0f32; 8];
+        let mut idx = [0i64; 8];
         let v = TensorMut::from_slice(&[k], &mut vals[..k]).unwrap();
         let i = TensorMut::from_slice(&[k], &mut idx[..k]).unwrap();
         let mut outs = [Out::Tensor(v), Out::Tensor(i)];
@@ -191,7 +191,6 @@ fn topk_ties_keep_input_order_and_indices_select_values() {
             &mut outs,
         )
         .unwrap();
-        drop(outs);
         let (vals, idx) = (&vals[..k], &idx[..k]);
         for (v, &i) in vals.iter().zip(idx) {
             let src = data[i as usize];
