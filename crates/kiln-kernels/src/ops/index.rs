@@ -258,13 +258,13 @@ fn scatter(
 
 /// Advanced indexing plan for `index.Tensor` / `index_put`: the indexed dims (a contiguous
 /// run starting at `first`), the broadcast index shape and per-position source offsets.
-struct IndexPlan {
-    out_sizes: Vec<usize>,
+pub(crate) struct IndexPlan {
+    pub(crate) out_sizes: Vec<usize>,
     /// For each output logical position: the input element offset.
-    offsets: Vec<usize>,
+    pub(crate) offsets: Vec<usize>,
 }
 
-fn index_plan(
+pub(crate) fn index_plan(
     ctx: &KernelContext,
     x: &TensorRef<'_>,
     idx: &[Option<TensorRef<'_>>],

@@ -18,6 +18,13 @@ pub(crate) mod reduce;
 pub(crate) mod shape;
 pub(crate) mod unary;
 
+pub(crate) mod activation;
+pub(crate) mod moments;
+pub(crate) mod movement;
+pub(crate) mod pad;
+pub(crate) mod scatter;
+pub(crate) mod sort;
+
 const fn slots<const N: usize, const P: usize>(kind: OutKind) -> [[OutSlot; N]; P] {
     let mut t = [[OutSlot { position: 0, kind: OutKind::Tensor }; N]; P];
     let mut p = 0;
@@ -97,5 +104,11 @@ pub(crate) fn all() -> Vec<KernelDef> {
     v.extend(index::kernels());
     v.extend(prim::kernels());
     v.extend(quant::kernels());
+    v.extend(pad::kernels());
+    v.extend(sort::kernels());
+    v.extend(scatter::kernels());
+    v.extend(movement::kernels());
+    v.extend(activation::kernels());
+    v.extend(moments::kernels());
     v
 }
