@@ -4,6 +4,7 @@
 use crate::kernel::{KernelDef, KernelFn, OutKind, OutSlot};
 
 pub(crate) mod args;
+pub(crate) mod dense;
 pub(crate) mod pointwise;
 
 pub(crate) mod binary;
@@ -17,6 +18,13 @@ pub(crate) mod quant;
 pub(crate) mod reduce;
 pub(crate) mod shape;
 pub(crate) mod unary;
+
+pub(crate) mod distance;
+pub(crate) mod norm_stats;
+pub(crate) mod quant_token;
+pub(crate) mod quant_weight;
+pub(crate) mod random;
+pub(crate) mod sample;
 
 const fn slots<const N: usize, const P: usize>(kind: OutKind) -> [[OutSlot; N]; P] {
     let mut t = [[OutSlot { position: 0, kind: OutKind::Tensor }; N]; P];
@@ -97,5 +105,11 @@ pub(crate) fn all() -> Vec<KernelDef> {
     v.extend(index::kernels());
     v.extend(prim::kernels());
     v.extend(quant::kernels());
+    v.extend(norm_stats::kernels());
+    v.extend(sample::kernels());
+    v.extend(distance::kernels());
+    v.extend(quant_token::kernels());
+    v.extend(quant_weight::kernels());
+    v.extend(random::kernels());
     v
 }
