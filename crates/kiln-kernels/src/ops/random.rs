@@ -159,3 +159,88 @@ pub(crate) fn kernels() -> Vec<KernelDef> {
         out1("aten::randn.out", 1, |c, a, o| fill(c, a, o, true)),
     ]
 }
+
+#[cfg(test)]
+mod tests {
+    //! Distribution checks (values are random, so bands are 7 or more standard deviations
+    //! wide: a correct generator fails them with probability below 1e-11).
+    use crate::{find_kernel, Arg, KernelContext, KernelError, Out, TensorMut, TensorRef};
+
+    const N: usize = 20_000;
+
+    fn run<'x>(name: &str, args: &[Arg<'x>], outs: &mut [Out<'_, 'x>]) -> Result<(), KernelError> {
+        let def = find_kernel(name).expect("registered");
+        let mut ctx = KernelContext::new(def.name);
+        (def.run)(&mut ctx, args, outs)
+    }
+
+    fn draw(name: &str) -> Vec<f32> {
+        let mut data = vec![0f32; N];
+        let size = [100i64, (N / 100) as i64];
+        let out = TensorMut::from_slice(&[100, N / 100], &mut data).expect("out");
+        run(name, &[Arg::IntList(&size), Arg::Output], &mut [Out::Tensor(out)]).expect("run");
+        data
+    }
+
+    fn mean_var(v: &[f32]) -> (f64, f64) {
+        let n = v.len() as f64;
+        let m = v.iter().map(|&x| x as f64).sum::<f64>() / n;
+        (m, v.iter().map(|&x| (x as f64 - m).powi(2)).sum::<f64>() / n)
+    }
+
+    fn fraction(v: &[f32], f: impl Fn(f32) -> bool) -> f64 {
+        v.iter().filter(|&&x| f(x)).count() as f64 / v.len() as f64
+    }
+
+    #[test]
+    fn rand_is_uniform_on_the_unit_interval() {
+        let v = draw("aten::rand.out");
+        assert!(v.iter().all(|&x| (0.0..1.0).contains(&x)));
+        let (m, var) = mean_var(&v);
+        assert!((m - 0.5).abs() < 0.015, "mean {m}");
+        assert!((var - 1.0 / 12.0).abs() < 0.006, "variance {var}");
+        assert!((fraction(&v, |x| x < 0.25) - 0.25).abs() < 0.025);
+        assert_ne!(v, draw("aten::rand.out"), "two calls gave the same values");
+    }
+
+    #[test]
+    fn rand_half_never_rounds_to_one() {
+        let mut data = vec![half::f16::ZERO; N];
+        let size = [N as i64];
+        let out = TensorMut::from_slice(&[N], &mut data).expect("out");
+        run("aten::rand.out", &[Arg::IntList(&size), Arg::Output], &mut [Out::Tensor(out)])
+            .expect("run");
+        assert!(data.iter().all(|x| (0.0..1.0).contains(&x.to_f32())));
+        assert!(data.iter().any(|x| x.to_f32() > 0.99));
+    }
+
+    #[test]
+    fn randn_is_standard_normal() {
+        let v = draw("aten::randn.out");
+        let (m, var) = mean_var(&v);
+        assert!(m.abs() < 0.05, "mean {m}");
+        assert!((var - 1.0).abs() < 0.07, "variance {var}");
+        assert!((fraction(&v, |x| x.abs() < 1.0) - 0.6827).abs() < 0.025);
+        assert!((fraction(&v, |x| x > 1.96) - 0.025).abs() < 0.008);
+    }
+
+    #[test]
+    fn dropout_keeps_one_minus_p_and_rescales() {
+        let x = vec![2.0f32; N];
+        let mut out = vec![0f32; N];
+        let mut mask = vec![crate::element::Bool(0); N];
+        let input = TensorRef::from_slice(&[N], &x).expect("input");
+        let o = TensorMut::from_slice(&[N], &mut out).expect("out");
+        let mk = TensorMut::from_slice(&[N], &mut mask).expect("mask");
+        let args =
+            [Arg::Tensor(input), Arg::Double(0.3), Arg::Bool(true), Arg::Output, Arg::Output];
+        run("aten::native_dropout.out", &args, &mut [Out::Tensor(o), Out::Tensor(mk)])
+            .expect("run");
+        let kept = 2.0f32 * (1.0 / 0.7f64) as f32;
+        for (v, m) in out.iter().zip(&mask) {
+            assert_eq!(*v, if m.0 != 0 { kept } else { 0.0 });
+        }
+        let frac = mask.iter().filter(|m| m.0 != 0).count() as f64 / N as f64;
+        assert!((frac - 0.7).abs() < 0.025, "kept fraction {frac}");
+    }
+}
