@@ -507,3 +507,35 @@ fn activation() {
 fn moments() {
     run_family("moments");
 }
+
+// Families written by `tools/fixtures/kernels/gen_kernel_cases_more.py`.
+
+#[test]
+fn norm_stats() {
+    run_family("norm_stats");
+}
+
+#[test]
+fn sample() {
+    run_family("sample");
+}
+
+#[test]
+fn distance() {
+    run_family("distance");
+}
+
+#[test]
+fn quant_token() {
+    run_family("quant_token");
+}
+
+#[test]
+fn quant_weight() {
+    run_family("quant_weight");
+}
+
+#[test]
+fn random() {
+    run_family("random");
+}

@@ -4,6 +4,7 @@
 use crate::kernel::{KernelDef, KernelFn, OutKind, OutSlot};
 
 pub(crate) mod args;
+pub(crate) mod dense;
 pub(crate) mod pointwise;
 
 pub(crate) mod binary;
@@ -24,6 +25,12 @@ pub(crate) mod movement;
 pub(crate) mod pad;
 pub(crate) mod scatter;
 pub(crate) mod sort;
+pub(crate) mod distance;
+pub(crate) mod norm_stats;
+pub(crate) mod quant_token;
+pub(crate) mod quant_weight;
+pub(crate) mod random;
+pub(crate) mod sample;
 
 const fn slots<const N: usize, const P: usize>(kind: OutKind) -> [[OutSlot; N]; P] {
     let mut t = [[OutSlot { position: 0, kind: OutKind::Tensor }; N]; P];
@@ -110,5 +117,11 @@ pub(crate) fn all() -> Vec<KernelDef> {
     v.extend(movement::kernels());
     v.extend(activation::kernels());
     v.extend(moments::kernels());
+    v.extend(norm_stats::kernels());
+    v.extend(sample::kernels());
+    v.extend(distance::kernels());
+    v.extend(quant_token::kernels());
+    v.extend(quant_weight::kernels());
+    v.extend(random::kernels());
     v
 }

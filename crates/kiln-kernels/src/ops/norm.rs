@@ -12,7 +12,7 @@ use crate::value::{Arg, Out};
 
 type KResult = Result<(), KernelError>;
 
-fn float_check(ctx: &KernelContext, x: &TensorRef<'_>) -> KResult {
+pub(crate) fn float_check(ctx: &KernelContext, x: &TensorRef<'_>) -> KResult {
     if x.dtype().is_float() {
         Ok(())
     } else {
@@ -21,7 +21,7 @@ fn float_check(ctx: &KernelContext, x: &TensorRef<'_>) -> KResult {
 }
 
 /// Logical-order values of an optional per-feature tensor (checked to have `n` elements).
-fn per_feature(
+pub(crate) fn per_feature(
     ctx: &KernelContext,
     t: Option<TensorRef<'_>>,
     n: usize,
@@ -109,7 +109,7 @@ fn layer_norm(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>]) -
 }
 
 /// Per-channel affine normalisation `y = (x - mean[c]) * scale[c] + shift[c]` over dim 1.
-fn channel_affine(
+pub(crate) fn channel_affine(
     ctx: &KernelContext,
     x: &TensorRef<'_>,
     out: &mut TensorMut<'_>,
@@ -138,7 +138,11 @@ fn channel_affine(
     })
 }
 
-fn batch_norm(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>]) -> KResult {
+pub(crate) fn batch_norm(
+    ctx: &KernelContext,
+    args: &[Arg<'_>],
+    outs: &mut [Out<'_, '_>],
+) -> KResult {
     let a = Args::new(ctx, args);
     let x = a.tensor(0, "input")?;
     let w = a.opt_tensor(1, "weight")?;
