@@ -122,7 +122,7 @@ def _models() -> Dict[str, Callable[[], Spec]]:
 
         def forward(self, tgt, memory):
             mask = nn.Transformer.generate_square_subsequent_mask(tgt.shape[1])
-            return self.dec(tgt, memory, tgt_mask=mask)
+            return self.dec(tgt, memory, tgt_mask=mask, tgt_is_causal=True)
 
     def transformer_decoder() -> Spec:
         return Decoder(), (randn(2, 6, 32), randn(2, 9, 32)), None, None
@@ -422,30 +422,32 @@ def export_one(name: str, work: Path) -> None:
         pte = d / "model.pte"
         pte.write_bytes(prog.buffer)
         export_s = time.time() - t0
-        stage = "executorch run"
         run = list(run_inputs if run_inputs is not None else inputs)
-        t0 = time.time()
-        outs = fixturelib.Runner(pte).run("forward", run)
-        run_s = time.time() - t0
         for f in d.glob("*.npy"):
             f.unlink()
         for i, a in enumerate(run):
             fixturelib.save_npy(d / f"in{i}.npy", fixturelib.to_numpy(a))
-        for i, a in enumerate(outs):
-            fixturelib.save_npy(d / f"ref{i}.npy", a)
         # PyTorch eager on the same inputs: tells a kiln bug from a documented divergence of
-        # ExecuTorch's portable kernels (kiln follows eager there).
+        # ExecuTorch's portable kernels (kiln follows eager there), and is the only reference
+        # when ExecuTorch's runtime cannot run the program.
+        stage = "eager run"
         with torch.no_grad():
             eager = m(*run)
         eager = list(eager) if isinstance(eager, (tuple, list)) else [eager]
         for i, a in enumerate(eager):
             fixturelib.save_npy(d / f"eager{i}.npy", fixturelib.to_numpy(a))
         info = fixturelib.inspect_pte(pte.read_bytes())["methods"][0]
-        out_dtypes = [o["dtype"] for o in info["outputs"]]
-        finish(ok=True, export_s=round(export_s, 1), executorch_run_s=round(run_s, 2),
-               pte_bytes=pte.stat().st_size, inputs=len(run), outputs=len(outs),
-               output_dtypes=out_dtypes, operators=sorted(set(info["operators"])),
-               delegates=info["delegates"])
+        status.update(export_s=round(export_s, 1), pte_bytes=pte.stat().st_size,
+                      inputs=len(run), outputs=len(eager),
+                      output_dtypes=[o["dtype"] for o in info["outputs"]],
+                      operators=sorted(set(info["operators"])), delegates=info["delegates"])
+        stage = "executorch run"
+        t0 = time.time()
+        outs = fixturelib.Runner(pte).run("forward", run)
+        run_s = time.time() - t0
+        for i, a in enumerate(outs):
+            fixturelib.save_npy(d / f"ref{i}.npy", a)
+        finish(ok=True, executorch_run_s=round(run_s, 2), outputs=len(outs))
     except Exception as e:  # ExecuTorch (or torch.export) refused the model
         lines = str(e).strip().splitlines()
         first = next((ln for ln in lines if ln.strip()), "")[:300]
@@ -467,9 +469,9 @@ def compare(got, ref, dtype: str) -> Tuple[bool, float, str]:
     import numpy as np
 
     if got.shape != ref.shape:
-        return False, math.inf, f"shape {list(got.shape)}, ExecuTorch {list(ref.shape)}"
+        return False, math.inf, f"shape {list(got.shape)}, reference {list(ref.shape)}"
     if got.dtype != ref.dtype:
-        return False, math.inf, f"dtype {got.dtype}, ExecuTorch {ref.dtype}"
+        return False, math.inf, f"dtype {got.dtype}, reference {ref.dtype}"
     if dtype == "bfloat16":
         got, ref = bf16_to_f32(got), bf16_to_f32(ref)
     if got.dtype.kind == "f":
@@ -485,14 +487,14 @@ def compare(got, ref, dtype: str) -> Tuple[bool, float, str]:
         if worst > tol:
             i = int(np.argmax(diff))
             return False, worst, (f"max abs diff {worst:.3g} > {tol:.3g} at flat index {i}: "
-                                  f"kiln {g64.flat[i]!r}, ExecuTorch {r64.flat[i]!r}")
+                                  f"kiln {g64.flat[i]!r}, reference {r64.flat[i]!r}")
         return True, worst, ""
     if np.array_equal(got, ref):
         return True, 0.0, ""
     bad = int(np.count_nonzero(got != ref))
     i = int(np.argmax((got != ref).reshape(-1)))
     return False, math.inf, (f"{bad} of {got.size} elements differ; first at flat index {i}: "
-                             f"kiln {got.flat[i]!r}, ExecuTorch {ref.flat[i]!r}")
+                             f"kiln {got.flat[i]!r}, reference {ref.flat[i]!r}")
 
 
 def parse_missing(stderr: str) -> Optional[List[str]]:
@@ -505,7 +507,10 @@ def parse_missing(stderr: str) -> Optional[List[str]]:
     return ops or None
 
 
-def run_kiln(kiln: Path, d: Path, status: dict, timeout: float) -> Dict[str, object]:
+def run_kiln(kiln: Path, d: Path, status: dict, timeout: float, ref: str = "ref"
+             ) -> Dict[str, object]:
+    """Runs kiln on the model's inputs and compares with the `ref` arrays (ExecuTorch's, or
+    PyTorch eager's when ExecuTorch could not run the program)."""
     import numpy as np
 
     outdir = d / "kiln_out"
@@ -537,19 +542,19 @@ def run_kiln(kiln: Path, d: Path, status: dict, timeout: float) -> Dict[str, obj
     except (ValueError, AttributeError):
         pass
     for i, dtype in enumerate(status["output_dtypes"]):
-        ref = np.load(d / f"ref{i}.npy")
+        want = np.load(d / f"{ref}{i}.npy")
         gf = outdir / f"output{i}.npy"
         if not gf.exists():
             problems.append(f"output {i}: not written")
             continue
         got = np.load(gf)
-        ok, diff, msg = compare(got, ref, dtype)
+        ok, diff, msg = compare(got, want, dtype)
         if not ok:
             ef = d / f"eager{i}.npy"
-            if ef.exists():
+            if ef.exists() and ref != "eager":
                 eager = np.load(ef)
                 kiln_eager, _, _ = compare(got, eager, dtype)
-                et_eager, _, _ = compare(ref, eager, dtype)
+                et_eager, _, _ = compare(want, eager, dtype)
                 if kiln_eager and not et_eager:
                     eager_notes.append(f"output {i} ({dtype}): {msg}")
                     continue
@@ -610,7 +615,18 @@ def main() -> int:
             status = json.loads(sf.read_text())
         row: Dict[str, object] = {"model": name}
         if not status.get("ok"):
-            row.update(verdict="SKIPPED", detail=f"{status.get('stage')}: {status.get('reason')}")
+            why = f"{status.get('stage')}: {status.get('reason')}"
+            row.update(verdict="SKIPPED", detail=why)
+            if status.get("stage") == "executorch run":
+                # ExecuTorch cannot run the program: kiln must then refuse it or agree with
+                # PyTorch eager; a different answer is still a wrong answer.
+                k = run_kiln(args.kiln, d, status, args.timeout, ref="eager")
+                row.update(operators=status["operators"], kiln_vs_eager=k)
+                if k["verdict"] in ("WRONG", "CRASH"):
+                    row.update(verdict=k["verdict"], detail=f"{k['detail']} (vs PyTorch eager; "
+                               f"ExecuTorch: {why})")
+                else:
+                    row["detail"] = f"{why}; kiln vs PyTorch eager: {k['verdict']} {k['detail']}"
         else:
             row.update(operators=status["operators"], pte_bytes=status["pte_bytes"],
                        executorch_run_s=status["executorch_run_s"])

@@ -480,3 +480,9 @@ fn prim() {
 fn quant() {
     run_family("quant");
 }
+
+/// Regression cases from the ExecuTorch model sweep (`tools/crosscheck/executorch_models.py`).
+#[test]
+fn sweep() {
+    run_family("sweep");
+}
