@@ -266,3 +266,32 @@ fn every_op_fixture_matches_executorch() {
         failures.join("\n")
     );
 }
+
+/// A kernel argument of a dtype kiln's kernels do not compute with (here the int32 input of
+/// `add_int_float_promote`'s int -> float `_to_dim_order_copy`, rewritten as uint16) is refused
+/// when the method loads, naming the instruction and the value: before, the conversion read the
+/// unreadable input as zeros.
+#[test]
+fn uncomputable_argument_dtype_is_refused_at_load() {
+    use kiln_format::pte::model::{ProgramModel, ValueModel};
+    use kiln_format::pte::{writer::write, Program as PteFile, ScalarType};
+
+    let bytes = std::fs::read(ops_dir().join("elementwise.pte")).unwrap();
+    let mut model = ProgramModel::from_program(&PteFile::open(&bytes).unwrap()).unwrap();
+    let method = model.methods.iter_mut().find(|m| m.name == "add_int_float_promote").unwrap();
+    let input = method.inputs[0] as usize;
+    match &mut method.values[input] {
+        ValueModel::Tensor(t) => {
+            assert_eq!(t.scalar_type, ScalarType::Int);
+            t.scalar_type = ScalarType::UInt16;
+        }
+        other => panic!("input is {other:?}"),
+    }
+    let program = Program::builder().load_bytes("edited.pte", write(&model).unwrap()).unwrap();
+    let err = program.method("add_int_float_promote").unwrap_err().to_string();
+    assert!(
+        err.contains("dim_order_ops::_to_dim_order_copy.out")
+            && err.contains(&format!("values[{input}] has dtype uint16")),
+        "{err}"
+    );
+}
