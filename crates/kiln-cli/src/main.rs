@@ -57,8 +57,22 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("kiln: error: {err:#}");
+            eprintln!("kiln: error: {}", error_chain(&err));
             ExitCode::from(1)
         }
     }
+}
+
+/// The error and its causes joined by ": ", leaving out a cause whose text the message already
+/// holds (library errors such as kiln-runtime's print their source inline).
+fn error_chain(err: &anyhow::Error) -> String {
+    let mut msg = err.to_string();
+    for cause in err.chain().skip(1) {
+        let c = cause.to_string();
+        if !msg.contains(&c) {
+            msg.push_str(": ");
+            msg.push_str(&c);
+        }
+    }
+    msg
 }

@@ -407,12 +407,41 @@ fn run_case(case: &Value) -> Result<(), String> {
     Ok(())
 }
 
+/// Output elements where kiln deliberately gives ExecuTorch's result instead of PyTorch
+/// eager's (case name, output element, kiln's value, why): `tests/fixtures/ops` records
+/// ExecuTorch's value for the same input.
+const DEPARTURES: &[(&str, usize, &str, &str)] = &[(
+    "sign_f32",
+    7,
+    "nan",
+    "sign(NaN) is NaN in ExecuTorch (and NumPy): a NaN input must not turn into 0",
+)];
+
+/// Replaces the PyTorch-eager expectation of the elements listed in [`DEPARTURES`].
+fn depart_from_pytorch(case: &mut Value) {
+    let name = case["name"].as_str().unwrap_or_default().to_string();
+    for &(n, i, value, why) in DEPARTURES {
+        if n == name {
+            let slot = &mut case["expected"][0]["tensor"]["data"][i];
+            assert!(slot.is_number(), "{n} ({why}): element {i} is not a number: {slot}");
+            *slot = Value::String(value.to_string());
+        }
+    }
+}
+
 fn run_family(family: &str) {
     let path = fixture_dir().join(format!("{family}.json"));
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let doc: Value = serde_json::from_str(&text).expect("json");
     let cases = doc["cases"].as_array().expect("cases");
-    let failures: Vec<String> = cases.iter().filter_map(|c| run_case(c).err()).collect();
+    let failures: Vec<String> = cases
+        .iter()
+        .filter_map(|c| {
+            let mut c = c.clone();
+            depart_from_pytorch(&mut c);
+            run_case(&c).err()
+        })
+        .collect();
     assert!(
         failures.is_empty(),
         "{} of {} {family} cases failed:\n{}",
@@ -538,4 +567,10 @@ fn quant_weight() {
 #[test]
 fn random() {
     run_family("random");
+}
+
+/// Regression cases from the ExecuTorch model sweep (`tools/crosscheck/executorch_models.py`).
+#[test]
+fn sweep() {
+    run_family("sweep");
 }

@@ -474,6 +474,32 @@ fn resolve(
                     ),
                 ));
             }
+            // Kernels compute with the integer, bool and float dtypes only: a tensor of any
+            // other dtype (uint16/32/64, complex, quantized, bits) is refused here, at load,
+            // rather than reaching a kernel that could not read it.
+            for (p, &v) in args.iter().enumerate() {
+                let tensors: Vec<u32> = match val(v) {
+                    Val::Tensor(_) => vec![v],
+                    Val::TensorList(l) => l.to_vec(),
+                    Val::OptionalTensorList(l) => l.iter().flatten().copied().collect(),
+                    _ => Vec::new(),
+                };
+                for t in tensors {
+                    if let Val::Tensor(slot) = val(t) {
+                        if !slot.dtype.is_computable() {
+                            return Err(Error::NotSupported {
+                                method: plan.name.clone(),
+                                location: format!("instruction {k} ({name}) argument {p}"),
+                                reason: format!(
+                                    "values[{t}] has dtype {}; kiln's kernels compute with \
+                                     bool, integer and float dtypes only",
+                                    slot.dtype.name()
+                                ),
+                            });
+                        }
+                    }
+                }
+            }
             let mut roles = vec![Role::In; args.len()];
             if let Some(last) = roles.last_mut() {
                 *last = Role::Ret;

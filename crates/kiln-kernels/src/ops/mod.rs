@@ -20,17 +20,17 @@ pub(crate) mod shape;
 pub(crate) mod unary;
 
 pub(crate) mod activation;
+pub(crate) mod distance;
 pub(crate) mod moments;
 pub(crate) mod movement;
-pub(crate) mod pad;
-pub(crate) mod scatter;
-pub(crate) mod sort;
-pub(crate) mod distance;
 pub(crate) mod norm_stats;
+pub(crate) mod pad;
 pub(crate) mod quant_token;
 pub(crate) mod quant_weight;
 pub(crate) mod random;
 pub(crate) mod sample;
+pub(crate) mod scatter;
+pub(crate) mod sort;
 
 const fn slots<const N: usize, const P: usize>(kind: OutKind) -> [[OutSlot; N]; P] {
     let mut t = [[OutSlot { position: 0, kind: OutKind::Tensor }; N]; P];

@@ -1,4 +1,4 @@
-//! Rearranging and creating ops: `roll`, `tril`, `diagonal_copy`, `as_strided_copy`,
+//! Rearranging and creating ops: `roll`, `tril`, `diagonal_copy`,
 //! `pixel_unshuffle`, `unfold_copy`, `repeat_interleave.Tensor_out`, `empty` and
 //! `dim_order_ops::_empty_dim_order`. Outputs keep the input dtype; any dim order works.
 
@@ -170,22 +170,6 @@ fn diagonal_copy(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>]
     checked_view(ctx, &x, &sizes, &strides, base, out)
 }
 
-fn as_strided_copy(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>]) -> KResult {
-    let (a, x) = one(ctx, args)?;
-    let sizes = a.sizes(1, "size")?;
-    let strides = a.sizes(2, "stride")?;
-    let offset = a.opt_int(3, "storage_offset")?.unwrap_or(0);
-    let out = out_tensor(ctx, outs, 0, "out")?;
-    if sizes.len() != strides.len() {
-        return Err(
-            ctx.invalid("stride", format!("{} strides for {} sizes", strides.len(), sizes.len()))
-        );
-    }
-    let offset = usize::try_from(offset)
-        .map_err(|_| ctx.invalid("storage_offset", format!("negative offset {offset}")))?;
-    checked_view(ctx, &x, &sizes, &strides, offset, out)
-}
-
 fn pixel_unshuffle(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>]) -> KResult {
     let (a, x) = one(ctx, args)?;
     let f = a.int(1, "downscale_factor")?;
@@ -348,7 +332,6 @@ pub(crate) fn kernels() -> Vec<KernelDef> {
         out1("aten::roll.out", 3, |c, a, o| roll(c, a, o)),
         out1("aten::tril.out", 2, |c, a, o| tril(c, a, o)),
         out1("aten::diagonal_copy.out", 4, |c, a, o| diagonal_copy(c, a, o)),
-        out1("aten::as_strided_copy.out", 4, |c, a, o| as_strided_copy(c, a, o)),
         out1("aten::pixel_unshuffle.out", 2, |c, a, o| pixel_unshuffle(c, a, o)),
         out1("aten::unfold_copy.out", 4, |c, a, o| unfold_copy(c, a, o)),
         out1("aten::repeat_interleave.Tensor_out", 2, |c, a, o| repeat_interleave(c, a, o)),

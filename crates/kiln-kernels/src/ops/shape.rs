@@ -77,6 +77,56 @@ pub(crate) fn copy_view(
     }, _ => Err(ctx.dtype_err("out", "a computable dtype", dt)))
 }
 
+/// `as_strided`: the view `(sizes, strides, offset)` over `x`'s storage (its elements in memory
+/// order, whatever its dim order), as ExecuTorch and PyTorch define it for a tensor that owns
+/// its storage. Negative sizes, strides or offset, and views reaching past the storage, are
+/// errors.
+fn as_strided(
+    ctx: &KernelContext,
+    x: &TensorRef<'_>,
+    sizes: &[i64],
+    strides: &[i64],
+    offset: i64,
+    out: &mut TensorMut<'_>,
+) -> KResult {
+    if sizes.len() != strides.len() || sizes.len() > MAX_RANK {
+        return Err(ctx.invalid(
+            "stride",
+            format!("{} strides for {} sizes (at most {MAX_RANK})", strides.len(), sizes.len()),
+        ));
+    }
+    let non_negative = |v: &[i64], name: &'static str| -> Result<Vec<usize>, KernelError> {
+        v.iter()
+            .map(|&d| usize::try_from(d).map_err(|_| ctx.invalid(name, format!("{v:?}: {d} < 0"))))
+            .collect()
+    };
+    let (sizes, strides) = (non_negative(sizes, "size")?, non_negative(strides, "stride")?);
+    let base = usize::try_from(offset)
+        .map_err(|_| ctx.invalid("storage_offset", format!("{offset} < 0")))?;
+    let mut last = Some(base);
+    for (&n, &st) in sizes.iter().zip(&strides) {
+        last = last
+            .zip(n.checked_sub(1).map_or(Some(0), |m| m.checked_mul(st)))
+            .and_then(|(l, span)| l.checked_add(span));
+    }
+    let numel = sizes.iter().try_fold(1usize, |acc, &n| acc.checked_mul(n));
+    match (last, numel) {
+        (_, Some(0)) => {}
+        (Some(l), Some(_)) if l < x.numel() => {}
+        _ => {
+            return Err(ctx.invalid(
+                "size",
+                format!(
+                    "view {sizes:?} strides {strides:?} offset {base} reaches past the input's \
+                     {} elements",
+                    x.numel()
+                ),
+            ))
+        }
+    }
+    copy_view(ctx, x, &sizes, &strides, base, out)
+}
+
 /// The full view of `x` (its sizes and strides).
 fn whole(x: &TensorRef<'_>) -> ([usize; MAX_RANK], usize) {
     (x.shape().strides(), x.rank())
@@ -509,6 +559,14 @@ pub(crate) fn kernels() -> Vec<KernelDef> {
                 let start = a.opt_int(2, "start")?.unwrap_or(0);
                 let end = a.opt_int(3, "end")?.unwrap_or(i64::MAX);
                 slice(c, &x, d, start, end, a.int(4, "step")?, out)
+            })
+        }),
+        out1("aten::as_strided_copy.out", 4, |c, a, o| {
+            one(c, a, o, |a, x, out| {
+                let (sizes, strides) = (a.int_list(1, "size")?, a.int_list(2, "stride")?);
+                let offset = a.opt_int(3, "storage_offset")?.unwrap_or(0);
+                same_dtype(c, &x, out)?;
+                as_strided(c, &x, sizes, strides, offset, out)
             })
         }),
         out1("aten::narrow_copy.out", 4, |c, a, o| {

@@ -182,7 +182,6 @@ pub(crate) fn kernels() -> Vec<KernelDef> {
         "aten::log10.out" => f64::log10;
         "aten::log1p.out" => f64::ln_1p;
         "aten::sqrt.out" => f64::sqrt;
-        "aten::rsqrt.out" => |x| 1.0 / x.sqrt();
         "aten::reciprocal.out" => |x| 1.0 / x;
         "aten::sin.out" => f64::sin;
         "aten::cos.out" => f64::cos;
@@ -205,8 +204,23 @@ pub(crate) fn kernels() -> Vec<KernelDef> {
     v.push(out1("aten::neg.out", 1, |c, a, o| {
         same_unary(c, a, o, false, i64::wrapping_neg, |x| -x)
     }));
+    v.push(out1("aten::rsqrt.out", 1, |c, a, o| {
+        if Args::new(c, a).tensor(0, "self")?.dtype() == DType::Double {
+            return float_unary(c, a, o, |x| 1.0 / x.sqrt());
+        }
+        // float32 arithmetic, as PyTorch and ExecuTorch compute it: the square root rounded to
+        // float32 before the division (rsqrt(1e-7) is 3162.2778, not 3162.2776).
+        float_unary(c, a, o, |x| 1.0 / f64::from(x.sqrt() as f32))
+    }));
+    // sign(NaN) is NaN, as in ExecuTorch (and NumPy); PyTorch eager gives 0.
     v.push(out1("aten::sign.out", 1, |c, a, o| {
-        same_unary(c, a, o, true, i64::signum, |x| ((0.0 < x) as i8 - (x < 0.0) as i8) as f64)
+        same_unary(c, a, o, true, i64::signum, |x| {
+            if x.is_nan() {
+                x
+            } else {
+                ((0.0 < x) as i8 - (x < 0.0) as i8) as f64
+            }
+        })
     }));
     v.push(out1("aten::floor.out", 1, |c, a, o| same_unary(c, a, o, false, |x| x, f64::floor)));
     v.push(out1("aten::ceil.out", 1, |c, a, o| same_unary(c, a, o, false, |x| x, f64::ceil)));

@@ -48,7 +48,7 @@ pub fn read_npy(path: &std::path::Path, want: Option<DType>) -> Array {
     }
 }
 
-fn f64s(dtype: DType, data: &[u8]) -> Vec<f64> {
+pub fn f64s(dtype: DType, data: &[u8]) -> Vec<f64> {
     match dtype {
         DType::Float => {
             data.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap()) as f64).collect()
