@@ -23,6 +23,8 @@ struct Cli {
 enum Command {
     /// Run a method of an ExecuTorch program (`kiln run model.pte`; random inputs by default).
     Run(commands::run::Args),
+    /// Time a method of an ExecuTorch program: median/min/p90 latency, per-operator profile.
+    Bench(commands::bench::Args),
     /// Summarise any supported file (kind detected from its magic bytes).
     Inspect(commands::inspect::Args),
     /// Verify any supported file: exit 0 when valid, 1 with a one-line reason when not.
@@ -53,6 +55,7 @@ fn main() -> ExitCode {
         Command::Circle(args) => commands::circle::run(args),
         Command::Txn(args) => commands::txn::run(args),
         Command::Run(args) => commands::run::run(args),
+        Command::Bench(args) => commands::bench::run(args),
     };
     match result {
         Ok(code) => code,

@@ -128,7 +128,14 @@ pub fn split_regions<'a>(
     let mut k = 0;
     while k < order.len() {
         let first = &regions[order[k]];
-        // Gather the run of regions overlapping the first one (all reads, by the check).
+        if first.range.is_empty() {
+            // An empty region borrows nothing, wherever it lies.
+            out[order[k]] = Some(empty(first.access));
+            k += 1;
+            continue;
+        }
+        // Gather the run of regions overlapping the first one: reads, or empty regions of
+        // either kind (by the check, a non-empty written region overlaps nothing else).
         let mut end = first.range.end;
         let mut k_end = k + 1;
         while k_end < order.len() && regions[order[k_end]].range.start < end {
@@ -141,18 +148,33 @@ pub fn split_regions<'a>(
         let (chunk, tail) = tail.split_at_mut(end.max(start) - start);
         rest = tail;
         rest_start = end.max(start);
+        for &i in &order[k + 1..k_end] {
+            if regions[i].range.is_empty() {
+                out[i] = Some(empty(regions[i].access));
+            }
+        }
         if first.access == Access::Write {
             out[order[k]] = Some(Borrowed::Write(chunk));
         } else {
             let shared: &'a [u8] = chunk;
             for &i in &order[k..k_end] {
                 let r = &regions[i].range;
-                out[i] = Some(Borrowed::Read(&shared[r.start - start..r.end - start]));
+                if !r.is_empty() {
+                    out[i] = Some(Borrowed::Read(&shared[r.start - start..r.end - start]));
+                }
             }
         }
         k = k_end;
     }
     Ok(())
+}
+
+/// An empty borrow of the given kind.
+fn empty<'a>(access: Access) -> Borrowed<'a> {
+    match access {
+        Access::Read => Borrowed::Read(&[]),
+        Access::Write => Borrowed::Write(&mut []),
+    }
 }
 
 #[cfg(test)]
@@ -181,6 +203,53 @@ mod tests {
             other => panic!("unexpected {other:?}"),
         }
         assert_eq!(arena[16], 1 + 5);
+    }
+
+    #[test]
+    fn empty_regions_get_empty_borrows_of_their_kind() {
+        let mut arena: Vec<u8> = (0..32).collect();
+        // An empty write inside a read run, an empty read inside a written region, an empty
+        // write at the start of a read and one at the arena's end.
+        let regions = [
+            reg(0, 16, false),
+            reg(8, 8, true),
+            reg(4, 12, false),
+            reg(16, 24, true),
+            reg(20, 20, false),
+            reg(24, 24, true),
+            reg(24, 32, false),
+            reg(32, 32, true),
+        ];
+        let order = [0, 2, 1, 3, 4, 5, 6, 7];
+        let mut out: [Option<Borrowed<'_>>; 8] = Default::default();
+        split_regions(&mut arena, &regions, &order, &mut out).unwrap();
+        let lens: Vec<(bool, usize)> = out
+            .iter()
+            .map(|b| match b {
+                Some(Borrowed::Read(d)) => (false, d.len()),
+                Some(Borrowed::Write(d)) => (true, d.len()),
+                None => panic!("region not borrowed"),
+            })
+            .collect();
+        assert_eq!(
+            lens,
+            [
+                (false, 16),
+                (true, 0),
+                (false, 8),
+                (true, 8),
+                (false, 0),
+                (true, 0),
+                (false, 8),
+                (true, 0)
+            ]
+        );
+        match (&out[2], &out[6]) {
+            (Some(Borrowed::Read(a)), Some(Borrowed::Read(b))) => {
+                assert_eq!((a[0], b[0]), (4, 24));
+            }
+            other => panic!("unexpected {other:?}"),
+        }
     }
 
     #[test]

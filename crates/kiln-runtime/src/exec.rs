@@ -139,7 +139,17 @@ impl Method {
                         limit: self.instruction_limit,
                     });
                 }
-                pc = self.step(c, pc)?;
+                pc = match self.profile.is_some() {
+                    false => self.step(c, pc)?,
+                    true => {
+                        let start = std::time::Instant::now();
+                        let next = self.step(c, pc)?;
+                        if let Some(p) = &mut self.profile {
+                            p.record(c, pc, start);
+                        }
+                        next
+                    }
+                };
             }
         }
         Ok(())
@@ -452,12 +462,6 @@ fn collect_uses(call: &Call, values: &[Val], s: &mut Scratch) -> std::result::Re
         let region = match (t.storage, access) {
             (Storage::Buf { buf, offset }, _) => {
                 let len = if access == Access::Write { t.cap_bytes } else { t.nbytes() };
-                if len == 0 {
-                    // Zero-byte tensors (e.g. batch norm's unused `[0]` mean/rstd outputs) may
-                    // sit at an offset inside another region; they borrow nothing.
-                    s.uses.push(Use { value: v, access, region: None });
-                    return Ok(());
-                }
                 let end = offset.checked_add(len).ok_or("tensor region overflows")?;
                 s.entries.push((buf, offset, end, access, u));
                 Some(0)
@@ -607,7 +611,6 @@ fn invoke(
                         .ok_or_else(|| {
                             other(format!("external values[{}] is outside its data", u.value))
                         })?,
-                    (None, Storage::Buf { .. }) if t.nbytes() == 0 => &[],
                     _ => return Err(other(format!("values[{}] has no data", u.value))),
                 };
                 let r = TensorRef::new(t.dtype, t.shape, data)
@@ -616,12 +619,6 @@ fn invoke(
             }
             Access::Write => {
                 let Some(r) = u.region else {
-                    if matches!(t.storage, Storage::Buf { .. }) && t.cap_bytes == 0 {
-                        let m = TensorMut::new(t.dtype, t.shape, t.capacity, &mut [])
-                            .map_err(|e| other(format!("values[{}]: {e}", u.value)))?;
-                        singles.push(Some(m));
-                        continue;
-                    }
                     return Err(other(format!("values[{}] is not writable", u.value)));
                 };
                 let data = match borrowed.get_mut(r as usize).and_then(Option::take) {

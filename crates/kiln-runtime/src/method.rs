@@ -65,6 +65,8 @@ pub struct Method {
     pub(crate) ctx: KernelContext,
     pub(crate) scratch: Scratch,
     pub(crate) instruction_limit: u64,
+    /// Per-instruction timing, when on.
+    pub(crate) profile: Option<Box<crate::profile::Counters>>,
 }
 
 impl std::fmt::Debug for Method {
@@ -413,6 +415,7 @@ impl Method {
             ctx: KernelContext::new(""),
             scratch,
             instruction_limit: options.instruction_limit,
+            profile: None,
         })
     }
 

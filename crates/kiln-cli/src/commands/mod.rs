@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod bench;
 pub mod circle;
 pub mod dump;
 pub mod edgetpu;

@@ -202,6 +202,81 @@ fn add_data(
     }
 }
 
+/// A method's inputs, read from .npy files or generated, kept for repeated executes.
+pub(crate) struct Inputs {
+    arrays: Vec<Array>,
+    metas: Vec<ValueMeta>,
+    /// A label per input: its file, or "random <dtype><sizes>".
+    pub names: Vec<String>,
+    /// Whether the inputs were generated.
+    pub random: bool,
+}
+
+impl Inputs {
+    /// Reads `paths` (one per method input) or, when there are none, makes deterministic
+    /// random inputs of the declared shapes.
+    pub(crate) fn prepare(
+        method: &kiln_runtime::Method,
+        name: &str,
+        paths: &[PathBuf],
+    ) -> Result<Inputs> {
+        let metas = method.inputs();
+        let random = paths.is_empty() && !metas.is_empty();
+        if !paths.is_empty() && paths.len() != metas.len() {
+            bail!(
+                "method {} takes {} inputs, {} --input files given",
+                name,
+                metas.len(),
+                paths.len()
+            );
+        }
+        let mut rng = Rng(0x6b69_6c6e);
+        let mut arrays: Vec<Array> = Vec::new();
+        let mut input_names = Vec::new();
+        for (i, meta) in metas.iter().enumerate() {
+            let want = match meta {
+                ValueMeta::Tensor(t) => Some(t.dtype),
+                _ => None,
+            };
+            if let Some(path) = paths.get(i) {
+                arrays.push(read_input(path, want)?);
+                input_names.push(path.display().to_string());
+            } else if let ValueMeta::Tensor(t) = meta {
+                arrays.push(random_tensor(t, &mut rng));
+                input_names.push(format!("random {}{:?}", t.dtype.name(), t.sizes));
+            } else {
+                bail!("method {name} input {i} is a {meta:?} value: give it with --input");
+            }
+        }
+        Ok(Inputs { arrays, metas, names: input_names, random })
+    }
+
+    /// The inputs as the runtime takes them.
+    pub(crate) fn as_inputs(&self) -> Result<Vec<Input<'_>>> {
+        self.arrays
+            .iter()
+            .zip(&self.metas)
+            .map(|(a, meta)| {
+                Ok(match meta {
+                    ValueMeta::Tensor(_) => Input::Tensor(TensorInput {
+                        dtype: a.dtype,
+                        sizes: &a.sizes,
+                        data: &a.data,
+                    }),
+                    ValueMeta::Int => Input::Int(i64::from_le_bytes(
+                        a.data.get(..8).context("Int input")?.try_into()?,
+                    )),
+                    ValueMeta::Double => Input::Double(f64::from_le_bytes(
+                        a.data.get(..8).context("Double input")?.try_into()?,
+                    )),
+                    ValueMeta::Bool => Input::Bool(a.data.first().is_some_and(|&b| b != 0)),
+                    _ => Input::None,
+                })
+            })
+            .collect::<Result<_>>()
+    }
+}
+
 /// Runs `kiln run`.
 pub fn run(args: Args) -> Result<ExitCode> {
     let started = Instant::now();
@@ -212,54 +287,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let program = builder.load(&args.model)?;
     let mut method = program.method(&args.method)?;
     let load_ms = started.elapsed().as_secs_f64() * 1e3;
-    let metas = method.inputs();
-    let random = args.inputs.is_empty() && !metas.is_empty();
-    if !args.inputs.is_empty() && args.inputs.len() != metas.len() {
-        bail!(
-            "method {} takes {} inputs, {} --input files given",
-            args.method,
-            metas.len(),
-            args.inputs.len()
-        );
-    }
-    let mut rng = Rng(0x6b69_6c6e);
-    let mut arrays: Vec<Option<Array>> = Vec::new();
-    let mut input_names = Vec::new();
-    for (i, meta) in metas.iter().enumerate() {
-        let want = match meta {
-            ValueMeta::Tensor(t) => Some(t.dtype),
-            _ => None,
-        };
-        if let Some(path) = args.inputs.get(i) {
-            arrays.push(Some(read_input(path, want)?));
-            input_names.push(path.display().to_string());
-        } else if let ValueMeta::Tensor(t) = meta {
-            arrays.push(Some(random_tensor(t, &mut rng)));
-            input_names.push(format!("random {}{:?}", t.dtype.name(), t.sizes));
-        } else {
-            bail!("method {} input {i} is a {meta:?} value: give it with --input", args.method);
-        }
-    }
-    let inputs: Vec<Input<'_>> = arrays
-        .iter()
-        .zip(&metas)
-        .map(|(a, meta)| {
-            let a = a.as_ref().context("missing input")?;
-            Ok(match meta {
-                ValueMeta::Tensor(_) => {
-                    Input::Tensor(TensorInput { dtype: a.dtype, sizes: &a.sizes, data: &a.data })
-                }
-                ValueMeta::Int => Input::Int(i64::from_le_bytes(
-                    a.data.get(..8).context("Int input")?.try_into()?,
-                )),
-                ValueMeta::Double => Input::Double(f64::from_le_bytes(
-                    a.data.get(..8).context("Double input")?.try_into()?,
-                )),
-                ValueMeta::Bool => Input::Bool(a.data.first().is_some_and(|&b| b != 0)),
-                _ => Input::None,
-            })
-        })
-        .collect::<Result<_>>()?;
+    let prepared = Inputs::prepare(&method, &args.method, &args.inputs)?;
+    let inputs = prepared.as_inputs()?;
+    let (input_names, random) = (prepared.names.clone(), prepared.random);
     let exec_start = Instant::now();
     let outputs = method.execute(&inputs)?;
     let execute_ms = exec_start.elapsed().as_secs_f64() * 1e3;

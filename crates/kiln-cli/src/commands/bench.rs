@@ -1,0 +1,248 @@
+//! `kiln bench MODEL.pte`: latency of a method (median, min, p90 over timed executes) and, with
+//! `--profile`, where the time goes per operator.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use kiln_runtime::{InstructionTime, Program};
+use serde::Serialize;
+
+use super::run::Inputs;
+use crate::output::Table;
+
+/// Arguments of `kiln bench`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// The program (.pte).
+    pub model: PathBuf,
+    /// Method to run.
+    #[arg(long, default_value = "forward")]
+    pub method: String,
+    /// Timed executes.
+    #[arg(long, default_value_t = 50)]
+    pub iters: usize,
+    /// Untimed executes before the timed ones.
+    #[arg(long, default_value_t = 5)]
+    pub warmup: usize,
+    /// Input arrays (.npy), one per method input in order. Without any, kiln makes the same
+    /// deterministic random inputs as `kiln run`.
+    #[arg(long = "input", value_name = "FILE.npy")]
+    pub inputs: Vec<PathBuf>,
+    /// Print a JSON summary instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// After the timed executes, run `--iters` more with per-instruction timing on and print
+    /// the time per operator (the latency figures come from the unprofiled executes).
+    #[arg(long)]
+    pub profile: bool,
+}
+
+/// Time of one operator over the profiled executes.
+#[derive(Serialize)]
+struct OpTime {
+    op: String,
+    /// Calls over all profiled executes.
+    count: u64,
+    total_ms: f64,
+    /// Share of the summed instruction time, in percent.
+    share: f64,
+}
+
+#[derive(Serialize)]
+struct Summary {
+    model: String,
+    method: String,
+    inputs: Vec<String>,
+    warmup: usize,
+    iters: usize,
+    load_ms: f64,
+    median_ms: f64,
+    min_ms: f64,
+    p90_ms: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    profile: Option<Vec<OpTime>>,
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// Nearest-rank percentile `q` (0-100) of sorted samples.
+fn percentile(sorted: &[Duration], q: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let rank = ((q / 100.0 * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+/// Median of sorted samples (mean of the middle two for an even count).
+fn median(sorted: &[Duration]) -> Duration {
+    match sorted.len() {
+        0 => Duration::ZERO,
+        n if n % 2 == 1 => sorted[n / 2],
+        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2,
+    }
+}
+
+/// Sums instruction times per operator, largest total first.
+fn per_operator(times: &[InstructionTime]) -> Vec<OpTime> {
+    let mut by_op: HashMap<&str, (u64, Duration)> = HashMap::new();
+    for t in times {
+        let e = by_op.entry(t.op.as_str()).or_default();
+        e.0 += t.count;
+        e.1 += t.total;
+    }
+    let all: Duration = by_op.values().map(|e| e.1).sum();
+    let mut ops: Vec<OpTime> = by_op
+        .into_iter()
+        .map(|(op, (count, total))| OpTime {
+            op: op.to_string(),
+            count,
+            total_ms: ms(total),
+            share: if all.is_zero() {
+                0.0
+            } else {
+                total.as_secs_f64() / all.as_secs_f64() * 100.0
+            },
+        })
+        .collect();
+    ops.sort_by(|a, b| b.total_ms.total_cmp(&a.total_ms).then_with(|| a.op.cmp(&b.op)));
+    ops
+}
+
+fn progress(len: usize, what: &str) -> ProgressBar {
+    let bar = ProgressBar::new(len as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar.set_message(what.to_string());
+    bar
+}
+
+/// Runs `kiln bench`.
+pub fn run(args: Args) -> Result<ExitCode> {
+    if args.iters == 0 {
+        bail!("--iters must be at least 1");
+    }
+    let started = Instant::now();
+    let program = Program::load(&args.model)?;
+    let mut method = program.method(&args.method)?;
+    let load_ms = ms(started.elapsed());
+    let prepared = Inputs::prepare(&method, &args.method, &args.inputs)?;
+    let inputs = prepared.as_inputs()?;
+    for _ in 0..args.warmup {
+        method.run(&inputs)?;
+    }
+    let bar = progress(args.iters, "timing");
+    let mut samples = Vec::with_capacity(args.iters);
+    for _ in 0..args.iters {
+        let start = Instant::now();
+        method.run(&inputs)?;
+        samples.push(start.elapsed());
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    samples.sort_unstable();
+    let profile = if args.profile {
+        method.set_profiling(true);
+        let bar = progress(args.iters, "profiling");
+        for _ in 0..args.iters {
+            method.run(&inputs)?;
+            bar.inc(1);
+        }
+        bar.finish_and_clear();
+        Some(per_operator(&method.profile()))
+    } else {
+        None
+    };
+    let summary = Summary {
+        model: args.model.display().to_string(),
+        method: args.method.clone(),
+        inputs: prepared.names.clone(),
+        warmup: args.warmup,
+        iters: args.iters,
+        load_ms,
+        median_ms: ms(median(&samples)),
+        min_ms: ms(samples[0]),
+        p90_ms: ms(percentile(&samples, 90.0)),
+        profile,
+    };
+    if args.json {
+        crate::output::print_json(&summary)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    outln!(
+        "{} {}: median {:.3} ms, min {:.3} ms, p90 {:.3} ms ({} iters, {} warmup; load {:.2} ms)",
+        summary.model,
+        summary.method,
+        summary.median_ms,
+        summary.min_ms,
+        summary.p90_ms,
+        summary.iters,
+        summary.warmup,
+        summary.load_ms
+    );
+    for (i, name) in summary.inputs.iter().enumerate() {
+        outln!("  input {i}: {name}");
+    }
+    if let Some(ops) = &summary.profile {
+        let mut table = Table::new(["operator", "count", "total ms", "mean us", "share"]);
+        for o in ops {
+            table.row([
+                o.op.clone(),
+                o.count.to_string(),
+                format!("{:.3}", o.total_ms),
+                format!("{:.2}", o.total_ms * 1e3 / o.count.max(1) as f64),
+                format!("{:.1}%", o.share),
+            ]);
+        }
+        outln!("per operator over {} profiled executes:", summary.iters);
+        out!("{}", table.render());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn d(ms: u64) -> Duration {
+        Duration::from_millis(ms)
+    }
+
+    #[test]
+    fn statistics_follow_nearest_rank() {
+        let s: Vec<Duration> = (1..=10).map(d).collect();
+        assert_eq!(median(&s), Duration::from_micros(5500));
+        assert_eq!(percentile(&s, 90.0), d(9));
+        assert_eq!(percentile(&s, 100.0), d(10));
+        assert_eq!(median(&s[..3]), d(2));
+        assert_eq!(percentile(&s[..1], 90.0), d(1));
+    }
+
+    #[test]
+    fn operators_are_summed_and_ranked() {
+        let t = |op: &str, count, total| InstructionTime {
+            chain: 0,
+            instruction: 0,
+            op: op.into(),
+            count,
+            total: d(total),
+        };
+        let ops = per_operator(&[
+            t("aten::add.out", 2, 1),
+            t("aten::mm.out", 2, 6),
+            t("aten::add.out", 2, 1),
+        ]);
+        assert_eq!(ops.len(), 2);
+        assert_eq!((ops[0].op.as_str(), ops[0].count), ("aten::mm.out", 2));
+        assert_eq!((ops[1].op.as_str(), ops[1].count), ("aten::add.out", 4));
+        assert!((ops[0].share - 75.0).abs() < 1e-9 && (ops[1].share - 25.0).abs() < 1e-9);
+    }
+}
