@@ -2,7 +2,8 @@
 //!
 //! # Layers
 //! - [`ops`](self) (private): operator semantics, one module per family (binary, unary,
-//!   linalg, conv, reduce, norm, shape, pool, index, prim, quant): argument decoding,
+//!   linalg, conv, reduce, norm, shape, pool, index, prim, quant, norm_stats, sample,
+//!   distance, quant_token, quant_weight, random): argument decoding,
 //!   broadcasting, PyTorch type promotion (`result_type` with the dimensioned / 0-dim / scalar
 //!   priority classes), dtype dispatch, output resizing, NaN semantics.
 //! - [`compute`]: raw loops: strided walks, GEMM (the `gemm` crate's packed AVX2/AVX-512 path

@@ -29,7 +29,7 @@ const SMALL_SCALE: f32 = 6.1e-5;
 fn scale_and_zero_point(min: f32, max: f32, qmin: i32, qmax: i32) -> (f64, i64) {
     let mut min = min.min(0.0);
     let mut max = max.max(0.0);
-    let span = (qmax - qmin) as f64;
+    let span = (qmax as i64 - qmin as i64) as f64;
     let mut scale = (max as f64 - min as f64) / span;
     if scale as f32 == 0.0 || (1.0f32 / scale as f32).is_infinite() {
         scale = 0.1;
@@ -38,9 +38,9 @@ fn scale_and_zero_point(min: f32, max: f32, qmin: i32, qmax: i32) -> (f64, i64) 
         let org = scale as f32;
         scale = SMALL_SCALE as f64;
         if min == 0.0 {
-            max = SMALL_SCALE * (qmax - qmin) as f32;
+            max = SMALL_SCALE * span as f32;
         } else if max == 0.0 {
-            min = -SMALL_SCALE * (qmax - qmin) as f32;
+            min = -SMALL_SCALE * span as f32;
         } else {
             let amp = SMALL_SCALE / org;
             min *= amp;

@@ -68,7 +68,7 @@ fn area_scale(input: usize, output: usize, align_corners: bool, scale: Option<f6
 fn aa_taps(i: usize, input: usize, scale: f64) -> (usize, Vec<f64>) {
     let support = if scale >= 1.0 { scale } else { 1.0 };
     let invscale = if scale >= 1.0 { 1.0 / scale } else { 1.0 };
-    let max_taps = (support.ceil() as i64) * 2 + 1;
+    let max_taps = (support.ceil() as i64).saturating_mul(2).saturating_add(1);
     let center = scale * (i as f64 + 0.5);
     // `static_cast<int64_t>` truncates toward zero.
     let xmin = ((center - support + 0.5) as i64).max(0);
