@@ -656,6 +656,7 @@ def main() -> int:
             status = {"ok": False, "stage": "export", "reason":
                       f"export + ExecuTorch run did not finish (timeout {args.timeout:.0f} s "
                       "or the process died)"}
+            sf.write_text(json.dumps(status, indent=1) + "\n")  # cached like any other result
         else:
             status = json.loads(sf.read_text())
         row: Dict[str, object] = {"model": name}
