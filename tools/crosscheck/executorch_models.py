@@ -316,6 +316,14 @@ def _models() -> Dict[str, Callable[[], Spec]]:
         from torchvision.models.vision_transformer import VisionTransformer
         m = VisionTransformer(image_size=64, patch_size=16, num_layers=2, num_heads=4,
                               hidden_dim=64, mlp_dim=128, num_classes=10)
+        with torch.no_grad():  # torchvision zero-initializes the head: outputs would be all 0
+            m.heads.head.weight.copy_(torch.randn(m.heads.head.weight.shape, generator=g) * 0.1)
+        return m, (img(),), None, None
+
+    def small_swin() -> Spec:
+        from torchvision.models.swin_transformer import SwinTransformer
+        m = SwinTransformer(patch_size=[4, 4], embed_dim=32, depths=[2, 2], num_heads=[2, 4],
+                            window_size=[4, 4], stochastic_depth_prob=0.0, num_classes=10)
         return m, (img(),), None, None
 
     def maxvit() -> Spec:
@@ -348,6 +356,7 @@ def _models() -> Dict[str, Callable[[], Spec]]:
         "densenet121": tv(tvm.densenet121),
         "convnext_tiny": tv(tvm.convnext_tiny),
         "swin_t": tv(tvm.swin_t),
+        "swin_small": small_swin,
         "vit_small": small_vit,
         "maxvit_small": maxvit,
         "deeplabv3_mobilenet_v3_large": seg(tvm.segmentation.deeplabv3_mobilenet_v3_large),
@@ -381,7 +390,8 @@ def _models() -> Dict[str, Callable[[], Spec]]:
 MODEL_NAMES = [
     "resnet18", "mobilenet_v3_small", "efficientnet_b0", "squeezenet1_1", "shufflenet_v2_x0_5",
     "mnasnet0_5", "regnet_y_400mf", "googlenet", "densenet121", "convnext_tiny", "swin_t",
-    "vit_small", "maxvit_small", "deeplabv3_mobilenet_v3_large", "lraspp_mobilenet_v3_large",
+    "swin_small", "vit_small", "maxvit_small", "deeplabv3_mobilenet_v3_large",
+    "lraspp_mobilenet_v3_large",
     "transformer_encoder", "transformer_decoder", "mha_masks", "conv1d_audio", "conv3d",
     "conv_transpose2d", "gru_bidir_2layer", "lstm_bidir_2layer", "embedding_lstm", "norms",
     "pixel_shuffle", "sdpa_causal", "int_bool_outputs", "float16_cnn", "float16_mlp",
@@ -572,12 +582,47 @@ def run_kiln(kiln: Path, d: Path, status: dict, timeout: float, ref: str = "ref"
     return res
 
 
+def write_markdown(path: Path, results: List[dict], missing: Dict[str, List[str]],
+                   counts: Dict[str, int]) -> None:
+    from importlib.metadata import version
+
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|").replace("\n", " ")
+
+    lines = [
+        "# kiln run vs ExecuTorch on models kiln's tests never saw",
+        "",
+        f"Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}. ExecuTorch "
+        f"{version('executorch')}, torch {version('torch')}, torchvision "
+        f"{version('torchvision')}. Made by `tools/crosscheck/executorch_models.py` (portable "
+        "export, no delegate; random-init weights, deterministic inputs; reference = "
+        "ExecuTorch's runtime on the written .pte).",
+        "",
+        "Verdicts: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) + ".",
+        "",
+        "| model | verdict | detail |",
+        "|---|---|---|",
+    ]
+    for r in results:
+        lines.append(f"| {r['model']} | {r['verdict']} | {cell(str(r.get('detail', '')))} |")
+    lines += ["", "## Missing operators (models needing each)", ""]
+    if missing:
+        lines += ["| operator | models | which |", "|---|---|---|"]
+        for op, ms in sorted(missing.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+            lines.append(f"| `{op}` | {len(ms)} | {', '.join(ms)} |")
+    else:
+        lines.append("None.")
+    path.write_text("\n".join(lines) + "\n")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("models", nargs="*", help="subset of the models (default: all)")
     ap.add_argument("--kiln", type=Path, default=REPO_ROOT / "target/release/kiln")
     ap.add_argument("--work", type=Path, default=Path("/tmp/sweep"))
     ap.add_argument("--json", action="store_true", help="print the results as JSON")
+    ap.add_argument("--markdown", type=Path, metavar="FILE",
+                    help="also write the table as Markdown (tools/crosscheck/executorch_models.md)")
     ap.add_argument("--reexport", action="store_true", help="export again even if cached")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per step and model")
     ap.add_argument("--export-one", metavar="MODEL", help=argparse.SUPPRESS)
@@ -611,6 +656,7 @@ def main() -> int:
             status = {"ok": False, "stage": "export", "reason":
                       f"export + ExecuTorch run did not finish (timeout {args.timeout:.0f} s "
                       "or the process died)"}
+            sf.write_text(json.dumps(status, indent=1) + "\n")  # cached like any other result
         else:
             status = json.loads(sf.read_text())
         row: Dict[str, object] = {"model": name}
@@ -651,6 +697,8 @@ def main() -> int:
             print("missing operators (models needing each):")
             for op, ms in sorted(missing.items(), key=lambda kv: (-len(kv[1]), kv[0])):
                 print(f"  {op:45} {len(ms):2}  {' '.join(ms)}")
+    if args.markdown:
+        write_markdown(args.markdown, results, missing, counts)
     bad = [r for r in results if r["verdict"] in ("WRONG", "ERROR", "CRASH")]
     return 1 if bad else 0
 
