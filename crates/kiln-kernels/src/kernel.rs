@@ -71,12 +71,14 @@ pub struct KernelContext {
     pub op: &'static str,
     pub(crate) scratch_f32: Vec<f32>,
     pub(crate) scratch_f64: Vec<f64>,
+    /// When set, kernels skip their fast paths (tests compare fast and general paths).
+    pub(crate) general_only: bool,
 }
 
 impl KernelContext {
     /// A context for operator `op`.
     pub fn new(op: &'static str) -> KernelContext {
-        KernelContext { op, scratch_f32: Vec::new(), scratch_f64: Vec::new() }
+        KernelContext { op, scratch_f32: Vec::new(), scratch_f64: Vec::new(), general_only: false }
     }
 
     /// An error for this operator.

@@ -2,6 +2,7 @@
 //! Inputs and outputs may be contiguous or channels-last; half and bfloat16 compute in float32.
 
 use crate::compute::conv::{col2im, im2col, Geometry};
+use crate::compute::depthwise::depthwise;
 use crate::compute::gemm::{FastGemm, Mat, MatMut};
 use crate::dtype::DType;
 use crate::element::Element;
@@ -13,7 +14,9 @@ use crate::ops::pointwise::{cast_to, resize, with_out};
 use crate::tensor::{TensorMut, TensorRef};
 
 /// Calc types with a scratch buffer in the context.
-pub(crate) trait ConvCalc: FastGemm + Element + Default + std::ops::AddAssign {
+pub(crate) trait ConvCalc:
+    FastGemm + Element + Default + std::ops::AddAssign + std::ops::Mul<Output = Self>
+{
     fn scratch(ctx: &mut KernelContext) -> &mut Vec<Self>;
 }
 
@@ -82,20 +85,21 @@ fn compute<C: ConvCalc>(
 ) -> Result<(), KernelError> {
     let g = p.g;
     let x = cast_to::<C>(input);
-    // Weight as a contiguous [rows, C*KH*KW] matrix.
-    let w: Vec<C> = {
+    // Weight as a contiguous [rows, C*KH*KW] matrix (borrowed when it already is one).
+    let w: std::borrow::Cow<'_, [C]> = {
         let wv = cast_to::<C>(weight);
         if weight.shape().is_dense_row_major() {
-            wv.into_owned()
+            wv
         } else {
             let s = weight.shape().strides();
             let sz = weight.sizes();
             let mut v = Vec::with_capacity(weight.numel());
             let r = weight.rank();
             crate::compute::strided::walk(sz, [&s[..r]], |[i]| v.push(wv[i]));
-            v
+            std::borrow::Cow::Owned(v)
         }
     };
+    let fast = !ctx.general_only;
     let bv = bias.map(|b| cast_to::<C>(b));
     let mut scratch = std::mem::take(C::scratch(ctx));
     let (cg_in, cg_out) = (p.c_in / p.groups, p.c_out / p.groups);
@@ -158,6 +162,14 @@ fn compute<C: ConvCalc>(
                     let geo = Geometry { c: cg_out, ..g };
                     col2im(&geo, &scratch, region, [osc, osh, osw]);
                 }
+            }
+        } else if fast && cg_in == 1 && cg_out == 1 && p.groups > 1 {
+            // Depthwise: one direct loop per channel instead of a GEMM per group.
+            let geo = Geometry { c: p.groups, ..g };
+            for n in 0..p.n {
+                let xn = x.get(n * isn..).unwrap_or(&[]);
+                let on = dst.get_mut(n * osn..).unwrap_or(&mut []);
+                ok &= depthwise(&geo, xn, [isc, ish, isw], &w, on, [osc, osh, osw], &mut scratch);
             }
         } else {
             let plane = g.oh * g.ow;
@@ -370,7 +382,73 @@ pub(crate) fn kernels() -> Vec<KernelDef> {
 #[cfg(test)]
 mod tests {
     use crate::compute::conv::{conv_ref, Geometry};
-    use crate::{find_kernel, Arg, KernelContext, Out, TensorMut, TensorRef};
+    use crate::{
+        find_kernel, Arg, Capacity, DType, KernelContext, Out, Shape, TensorMut, TensorRef,
+    };
+
+    /// Property test: the depthwise fast path equals the general im2col + GEMM path through
+    /// the kernel (grouped, one channel per group), contiguous and channels-last.
+    #[test]
+    fn depthwise_fast_path_equals_general_path() {
+        let mut rng = fastrand::Rng::with_seed(5);
+        let def = find_kernel("aten::convolution.out").expect("conv");
+        let mut checked = 0;
+        for case in 0..60 {
+            let (n, c) = (rng.usize(1..3), rng.usize(2..7));
+            let (h, w) = (rng.usize(2..10), rng.usize(2..10));
+            let (kh, kw) = (rng.usize(1..4), rng.usize(1..4));
+            let st = [rng.usize(1..3), rng.usize(1..3)];
+            let pd = [rng.usize(0..2), rng.usize(0..2)];
+            let dl = [rng.usize(1..3), rng.usize(1..3)];
+            let oh = (h + 2 * pd[0]).checked_sub((kh - 1) * dl[0] + 1).map(|v| v / st[0] + 1);
+            let ow = (w + 2 * pd[1]).checked_sub((kw - 1) * dl[1] + 1).map(|v| v / st[1] + 1);
+            let (Some(oh), Some(ow)) = (oh, ow) else { continue };
+            let x: Vec<f32> = (0..n * c * h * w).map(|_| rng.f32() - 0.5).collect();
+            let wt: Vec<f32> = (0..c * kh * kw).map(|_| rng.f32() - 0.5).collect();
+            let bias: Vec<f32> = (0..c).map(|_| rng.f32() - 0.5).collect();
+            let cl = case % 2 == 1;
+            let order: &[u8] = if cl { &[0, 2, 3, 1] } else { &[0, 1, 2, 3] };
+            let ints = |v: [usize; 2]| v.map(|x| x as i64);
+            let (s, p, d) = (ints(st), ints(pd), ints(dl));
+            let run = |general: bool| {
+                let mut out = vec![0f32; n * c * oh * ow];
+                let xs = Shape::new(&[n, c, h, w], order).unwrap();
+                let xr = TensorRef::new(DType::Float, xs, bytemuck::cast_slice(&x)).unwrap();
+                let args = [
+                    Arg::Tensor(xr),
+                    Arg::Tensor(TensorRef::from_slice(&[c, 1, kh, kw], &wt).unwrap()),
+                    Arg::Tensor(TensorRef::from_slice(&[c], &bias).unwrap()),
+                    Arg::IntList(&s),
+                    Arg::IntList(&p),
+                    Arg::IntList(&d),
+                    Arg::Bool(false),
+                    Arg::IntList(&[0, 0]),
+                    Arg::Int(c as i64),
+                    Arg::Output,
+                    Arg::Output,
+                ];
+                let os = Shape::new(&[n, c, oh, ow], order).unwrap();
+                let om = TensorMut::new(
+                    DType::Float,
+                    os,
+                    Capacity::Static,
+                    bytemuck::cast_slice_mut(&mut out),
+                )
+                .unwrap();
+                let mut outs = [Out::Tensor(om)];
+                let mut ctx = KernelContext::new(def.name);
+                ctx.general_only = general;
+                (def.run)(&mut ctx, &args, &mut outs).unwrap();
+                out
+            };
+            let (fast, general) = (run(false), run(true));
+            for (a, b) in fast.iter().zip(&general) {
+                assert!((a - b).abs() <= 1e-6 * (1.0 + b.abs()), "case {case}: {a} vs {b}");
+            }
+            checked += 1;
+        }
+        assert!(checked > 20);
+    }
 
     /// Property test: the im2col + GEMM path equals the direct reference convolution.
     #[test]

@@ -9,6 +9,7 @@ pub(crate) mod pointwise;
 
 pub(crate) mod binary;
 pub(crate) mod conv;
+pub(crate) mod fast;
 pub(crate) mod index;
 pub(crate) mod linalg;
 pub(crate) mod norm;

@@ -34,6 +34,9 @@ fn copy_same<P: bytemuck::Pod>(
     else {
         return false;
     };
+    if let Some(ok) = crate::ops::fast::copy_runs(s, d, sizes, strides, base, os) {
+        return ok;
+    }
     walk(sizes, [strides, os], |[i, o]| d[o] = s[base + i]);
     true
 }

@@ -1,0 +1,260 @@
+//! Fast paths the general kernels try first: the same arithmetic (in the same precision and
+//! order, so the results are bit-identical) over float32 tensors in a common dense layout,
+//! without the general path's casts to temporary `f64` buffers and strided walks. Each
+//! returns `false` when its layout or dtype conditions do not hold; the caller then runs the
+//! general path.
+
+use crate::dtype::DType;
+use crate::tensor::{TensorMut, TensorRef};
+
+/// Per-channel affine `out = (x - mean[c]) * scale[c] + shift[c]` over dim 1 (batch norm),
+/// computed in `f64` like the general path, for float32 `x` and `out` that are both
+/// contiguous or both channels-last. `out` must already have `x`'s sizes.
+pub(crate) fn channel_affine_f32(
+    x: &TensorRef<'_>,
+    out: &mut TensorMut<'_>,
+    mean: &[f64],
+    scale: &[f64],
+    shift: &[f64],
+) -> bool {
+    if x.dtype() != DType::Float || out.dtype() != DType::Float || x.rank() < 2 {
+        return false;
+    }
+    let sizes = x.sizes();
+    let c = sizes[1];
+    if out.sizes() != sizes || mean.len() != c || scale.len() != c || shift.len() != c {
+        return false;
+    }
+    let contiguous = x.shape().is_dense_row_major() && out.shape().is_dense_row_major();
+    let channels_last = x.shape().dim_order() == out.shape().dim_order()
+        && x.shape().is_channels_last()
+        && x.rank() > 2;
+    if !contiguous && !channels_last {
+        return false;
+    }
+    let Ok(src) = x.as_slice::<f32>() else { return false };
+    let Ok(dst) = out.as_mut_slice::<f32>() else { return false };
+    if src.len() != dst.len() || c == 0 {
+        return true;
+    }
+    let inner: usize = sizes[2..].iter().product();
+    let affine = |v: f32, k: usize| ((v as f64 - mean[k]) * scale[k] + shift[k]) as f32;
+    if contiguous {
+        // [n][c][inner]
+        if inner == 0 {
+            return true;
+        }
+        for (k, (d, s)) in dst.chunks_exact_mut(inner).zip(src.chunks_exact(inner)).enumerate() {
+            let ch = k % c;
+            for (o, &v) in d.iter_mut().zip(s) {
+                *o = affine(v, ch);
+            }
+        }
+    } else {
+        // [n][inner][c]
+        for (d, s) in dst.chunks_exact_mut(c).zip(src.chunks_exact(c)) {
+            for (k, (o, &v)) in d.iter_mut().zip(s).enumerate() {
+                *o = affine(v, k);
+            }
+        }
+    }
+    true
+}
+
+/// Copies the strided view `(sizes, strides, base)` of `src` into `dst` (element strides `os`)
+/// as contiguous runs: trailing dimensions that are dense in both operands are merged into one
+/// run copied with `copy_from_slice`. Returns `None`, writing nothing, when the runs would be
+/// shorter than 8 elements (the element-wise walk is as fast then), else whether every run lay
+/// inside both operands.
+pub(crate) fn copy_runs<P: Copy>(
+    src: &[P],
+    dst: &mut [P],
+    sizes: &[usize],
+    strides: &[usize],
+    base: usize,
+    os: &[usize],
+) -> Option<bool> {
+    let mut k = sizes.len();
+    let mut run = 1usize;
+    // Merge trailing dims whose strides are the run length in both operands (size-1 dims
+    // merge whatever their strides).
+    while k > 0 && (sizes[k - 1] == 1 || strides[k - 1] == run && os[k - 1] == run) {
+        run *= sizes[k - 1];
+        k -= 1;
+    }
+    if run < 8 {
+        return None;
+    }
+    let mut ok = true;
+    crate::compute::strided::walk(&sizes[..k], [&strides[..k], &os[..k]], |[i, o]| {
+        let from = base + i;
+        match (dst.get_mut(o..o + run), src.get(from..from + run)) {
+            (Some(d), Some(s)) => d.copy_from_slice(s),
+            _ => ok = false,
+        }
+    });
+    Some(ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{
+        find_kernel, Arg, Capacity, DType, KernelContext, Out, Shape, TensorMut, TensorRef,
+    };
+
+    fn f32_ref<'a>(sizes: &[usize], order: &[u8], data: &'a [f32]) -> TensorRef<'a> {
+        TensorRef::new(DType::Float, Shape::new(sizes, order).unwrap(), bytemuck::cast_slice(data))
+            .unwrap()
+    }
+
+    /// Runs batch norm with the fast paths on or off; returns the out's storage.
+    #[allow(clippy::too_many_arguments)]
+    fn batch_norm(
+        general: bool,
+        sizes: &[usize],
+        x_order: &[u8],
+        out_order: &[u8],
+        x: &[f32],
+        params: &[Vec<f32>; 4],
+        affine: bool,
+    ) -> Vec<f32> {
+        let def = find_kernel("aten::_native_batch_norm_legit_no_training.out").unwrap();
+        let c = sizes[1];
+        let mut out = vec![f32::NAN; x.len()];
+        let (mut m, mut r) = ([0f32; 0], [0f32; 0]);
+        let [w, b, rm, rv] = params;
+        fn opt<'a>(affine: bool, c: usize, v: &'a [f32]) -> Arg<'a> {
+            if affine {
+                Arg::Tensor(f32_ref(&[c], &[0], v))
+            } else {
+                Arg::None
+            }
+        }
+        let args = [
+            Arg::Tensor(f32_ref(sizes, x_order, x)),
+            opt(affine, c, w),
+            opt(affine, c, b),
+            Arg::Tensor(f32_ref(&[c], &[0], rm)),
+            Arg::Tensor(f32_ref(&[c], &[0], rv)),
+            Arg::Double(0.1),
+            Arg::Double(1e-5),
+            Arg::Output,
+            Arg::Output,
+            Arg::Output,
+            Arg::Output,
+        ];
+        let os = Shape::new(sizes, out_order).unwrap();
+        fn bound(d: &mut [f32]) -> TensorMut<'_> {
+            let s = Shape::new(&[0], &[0]).unwrap();
+            TensorMut::new(DType::Float, s, Capacity::Bound(0), bytemuck::cast_slice_mut(d))
+                .unwrap()
+        }
+        let mut outs = [
+            Out::Tensor(
+                TensorMut::new(
+                    DType::Float,
+                    os,
+                    Capacity::Static,
+                    bytemuck::cast_slice_mut(&mut out),
+                )
+                .unwrap(),
+            ),
+            Out::Tensor(bound(&mut m)),
+            Out::Tensor(bound(&mut r)),
+        ];
+        let mut ctx = KernelContext::new(def.name);
+        ctx.general_only = general;
+        (def.run)(&mut ctx, &args, &mut outs).unwrap();
+        out
+    }
+
+    /// Property test: the float32 batch-norm fast path is bit-identical to the general path
+    /// on random shapes (rank 2-5), contiguous, channels-last and mixed dim orders, with and
+    /// without affine parameters, including NaN and infinite inputs.
+    #[test]
+    fn batch_norm_fast_path_is_bit_identical() {
+        let mut rng = fastrand::Rng::with_seed(7);
+        for case in 0..150 {
+            let rank = rng.usize(2..6);
+            let sizes: Vec<usize> = (0..rank).map(|_| rng.usize(1..5)).collect();
+            let n: usize = sizes.iter().product();
+            let c = sizes[1];
+            let contiguous: Vec<u8> = (0..rank as u8).collect();
+            let mut cl = vec![0u8];
+            cl.extend(2..rank as u8);
+            cl.push(1);
+            let orders = [&contiguous, &cl];
+            let x_order = orders[case % 2];
+            let out_order = orders[(case / 2) % 2];
+            let mut x: Vec<f32> = (0..n).map(|_| (rng.f32() - 0.5) * 8.0).collect();
+            if case % 5 == 0 {
+                x[0] = f32::NAN;
+                x[n - 1] = f32::INFINITY;
+            }
+            let mut p = |lo: f32| (0..c).map(|_| lo + rng.f32()).collect::<Vec<f32>>();
+            let params = [p(0.5), p(-0.5), p(-0.5), p(0.1)];
+            let affine = case % 3 != 0;
+            let fast = batch_norm(false, &sizes, x_order, out_order, &x, &params, affine);
+            let general = batch_norm(true, &sizes, x_order, out_order, &x, &params, affine);
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            assert_eq!(
+                bits(&fast),
+                bits(&general),
+                "case {case}: {sizes:?} {x_order:?} {out_order:?}"
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod copy_tests {
+    use super::copy_runs;
+
+    /// Property test: run copies equal the element-wise strided walk on random views
+    /// (slices, expands with zero strides, permuted outputs, size-1 dims).
+    #[test]
+    fn copy_runs_equals_elementwise_walk() {
+        let mut rng = fastrand::Rng::with_seed(9);
+        let mut taken = 0;
+        for _ in 0..400 {
+            let rank = rng.usize(1..5);
+            let sizes: Vec<usize> = (0..rank).map(|_| rng.usize(1..10)).collect();
+            // Source: a larger contiguous tensor; the view takes a sub-box, maybe broadcast.
+            let full: Vec<usize> =
+                sizes.iter().map(|&s| s + if rng.bool() { 0 } else { rng.usize(0..3) }).collect();
+            let mut fs = vec![1usize; rank];
+            for d in (0..rank.saturating_sub(1)).rev() {
+                fs[d] = fs[d + 1] * full[d + 1];
+            }
+            let strides: Vec<usize> =
+                (0..rank).map(|d| if rng.u8(0..8) == 0 { 0 } else { fs[d] }).collect();
+            let base = (0..rank).map(|d| rng.usize(0..=full[d] - sizes[d]) * fs[d]).sum::<usize>();
+            let src: Vec<u32> = (0..full.iter().product::<usize>() as u32).collect();
+            // Destination: contiguous or a permuted dense layout.
+            let mut order: Vec<usize> = (0..rank).collect();
+            if rng.u8(0..3) == 0 {
+                rng.shuffle(&mut order);
+            }
+            let mut os = vec![0usize; rank];
+            let mut acc = 1;
+            for &d in order.iter().rev() {
+                os[d] = acc;
+                acc *= sizes[d];
+            }
+            let n: usize = sizes.iter().product();
+            let mut want = vec![u32::MAX; n];
+            crate::compute::strided::walk(&sizes, [&strides[..], &os[..]], |[i, o]| {
+                want[o] = src[base + i]
+            });
+            let mut got = vec![u32::MAX; n];
+            if let Some(ok) = copy_runs(&src, &mut got, &sizes, &strides, base, &os) {
+                assert!(ok);
+                assert_eq!(got, want, "{sizes:?} {strides:?} {os:?} base {base}");
+                taken += 1;
+            } else {
+                assert!(got.iter().all(|&v| v == u32::MAX), "refused but wrote");
+            }
+        }
+        assert!(taken > 40, "only {taken} cases took the run path");
+    }
+}
