@@ -64,7 +64,18 @@ pub fn f64s(dtype: DType, data: &[u8]) -> Vec<f64> {
             .chunks_exact(2)
             .map(|c| half::bf16::from_le_bytes(c.try_into().unwrap()).to_f64())
             .collect(),
-        _ => unreachable!(),
+        DType::Byte | DType::Bool => data.iter().map(|&b| f64::from(b)).collect(),
+        DType::Char => data.iter().map(|&b| f64::from(b as i8)).collect(),
+        DType::Short => {
+            data.chunks_exact(2).map(|c| i16::from_le_bytes(c.try_into().unwrap()).into()).collect()
+        }
+        DType::Int => {
+            data.chunks_exact(4).map(|c| i32::from_le_bytes(c.try_into().unwrap()).into()).collect()
+        }
+        DType::Long => {
+            data.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap()) as f64).collect()
+        }
+        other => panic!("no numeric reading of {other:?}"),
     }
 }
 
