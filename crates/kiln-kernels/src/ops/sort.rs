@@ -45,8 +45,7 @@ fn topk_typed<T: Element>(
     let xs = x.shape().strides();
     let vs = values.shape().strides();
     let is = indices.shape().strides();
-    // Lines along `d`: walk the other dims (size 1 at `d`).
-    // A 0-dim input has one line of one element (and k = 0 still yields its 0-dim copy, as
+    // Lines along `d`: walk the other dims (size 1 at `d`). A 0-dim input has one line of one element (and k = 0 still yields its 0-dim copy, as
     // in PyTorch).
     let (outer, size, step, vstep, istep) = if rank == 0 {
         (Vec::new(), 1, 0, 0, 0)
@@ -69,8 +68,8 @@ fn topk_typed<T: Element>(
         } else {
             line.sort_by(|a, b| nan_last(a.0, b.0));
         }
-        for (j, &(v, i)) in line.iter().take(k).enumerate() {
-            vdst[vb + j * vstep] = T::from_calc(v);
+        for (j, &(_, i)) in line.iter().take(k).enumerate() {
+            vdst[vb + j * vstep] = src[xb + i * step];
             idst[ib + j * istep] = i as i64;
         }
     });
