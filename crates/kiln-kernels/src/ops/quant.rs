@@ -73,7 +73,7 @@ fn quantize(
         for (i, (d, &val)) in dst.iter_mut().zip(v.iter()).enumerate() {
             let c = if q.axis.is_some() { ch[i] } else { 0 };
             let inv = 1.0f32 / q.scales[c] as f32;
-            let qv = q.zps[c] + (val * inv).round_ties_even() as i64;
+            let qv = q.zps[c].saturating_add((val * inv).round_ties_even() as i64);
             *d = qv.clamp(qmin, qmax);
         }
     })
