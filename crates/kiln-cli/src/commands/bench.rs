@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use indicatif::{ProgressBar, ProgressStyle};
 use kiln_runtime::{InstructionTime, Program};
 use serde::Serialize;
@@ -22,8 +22,9 @@ pub struct Args {
     /// Method to run.
     #[arg(long, default_value = "forward")]
     pub method: String,
-    /// Timed executes.
-    #[arg(long, default_value_t = 50)]
+    /// Timed executes (at least 1).
+    #[arg(long, default_value_t = 50,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub iters: usize,
     /// Untimed executes before the timed ones.
     #[arg(long, default_value_t = 5)]
@@ -127,9 +128,6 @@ fn progress(len: usize, what: &str) -> ProgressBar {
 
 /// Runs `kiln bench`.
 pub fn run(args: Args) -> Result<ExitCode> {
-    if args.iters == 0 {
-        bail!("--iters must be at least 1");
-    }
     let started = Instant::now();
     let program = Program::load(&args.model)?;
     let mut method = program.method(&args.method)?;
