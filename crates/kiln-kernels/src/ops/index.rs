@@ -443,6 +443,20 @@ fn index_put(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>]) ->
     {
         return Err(ctx.invalid("out", "index_put needs out with the dim order of self"));
     }
+    put_indexed(ctx, out, &p, &values, accumulate, "out")
+}
+
+/// Writes (or with `accumulate` adds) `values`, broadcast to the plan's shape, at the plan's
+/// offsets of `out`: the shared tail of `index_put.out` and `index_put_`. `out_name` names
+/// `out` in errors.
+pub(crate) fn put_indexed(
+    ctx: &KernelContext,
+    out: &mut TensorMut<'_>,
+    p: &IndexPlan,
+    values: &TensorRef<'_>,
+    accumulate: bool,
+    out_name: &'static str,
+) -> KResult {
     if broadcast_shape(values.sizes(), &p.out_sizes).as_deref() != Some(&p.out_sizes[..]) {
         return Err(ctx.shape_err(
             "values",
@@ -454,13 +468,16 @@ fn index_put(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>]) ->
     let st = broadcast_strides(values.sizes(), &vs[..values.rank()], &p.out_sizes);
     let dt = out.dtype();
     crate::dispatch_all!(dt, T => {
-        let v = cast_to::<T>(&values);
-        let dst = out.as_mut_slice::<T>().map_err(|e| ctx.tensor_err("out", e))?;
+        let v = cast_to::<T>(values);
+        let dst = out.as_mut_slice::<T>().map_err(|e| ctx.tensor_err(out_name, e))?;
         let mut k = 0;
         let mut put = |i: usize| {
-            let o = p.offsets[k];
+            if let (Some(&o), Some(&val)) = (p.offsets.get(k), v.get(i)) {
+                if let Some(slot) = dst.get_mut(o) {
+                    *slot = if accumulate { T::from_calc(crate::element::Calc::add(slot.to_calc(), val.to_calc())) } else { val };
+                }
+            }
             k += 1;
-            dst[o] = if accumulate { T::from_calc(crate::element::Calc::add(dst[o].to_calc(), v[i].to_calc())) } else { v[i] };
         };
         if p.out_sizes.is_empty() {
             put(0);
@@ -468,7 +485,7 @@ fn index_put(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>]) ->
             walk(&p.out_sizes, [&st[..p.out_sizes.len()]], |[i]| put(i));
         }
         Ok(())
-    }, _ => Err(ctx.dtype_err("out", "a computable dtype", dt)))
+    }, _ => Err(ctx.dtype_err(out_name, "a computable dtype", dt)))
 }
 
 fn where_(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>]) -> KResult {

@@ -6,11 +6,11 @@
 
 use crate::compute::strided::{broadcast_shape, broadcast_strides, walk};
 use crate::dtype::DType;
-use crate::element::{Bool, Calc, Element};
+use crate::element::{Bool, Element};
 use crate::error::KernelError;
 use crate::kernel::{KernelContext, KernelDef};
 use crate::ops::args::{out_tensor, Args};
-use crate::ops::index::index_plan;
+use crate::ops::index::{index_plan, put_indexed};
 use crate::ops::pointwise::{cast_to, resize};
 use crate::ops::shape::copy_view;
 use crate::ops::{in_place, out1};
@@ -283,35 +283,7 @@ fn index_put_in_place(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_,
         ));
     }
     let p = index_plan(ctx, &out.as_ref(), idx)?;
-    if broadcast_shape(values.sizes(), &p.out_sizes).as_deref() != Some(&p.out_sizes[..]) {
-        return Err(ctx.shape_err(
-            "values",
-            format!("broadcastable to {:?}", p.out_sizes),
-            values.sizes(),
-        ));
-    }
-    let vs = values.shape().strides();
-    let st = broadcast_strides(values.sizes(), &vs[..values.rank()], &p.out_sizes);
-    let dt = out.dtype();
-    crate::dispatch_all!(dt, T => {
-        let v = cast_to::<T>(&values);
-        let dst = out.as_mut_slice::<T>().map_err(|e| ctx.tensor_err("self", e))?;
-        let mut k = 0;
-        let mut put = |i: usize| {
-            if let (Some(&o), Some(&val)) = (p.offsets.get(k), v.get(i)) {
-                if let Some(slot) = dst.get_mut(o) {
-                    *slot = if accumulate { T::from_calc(slot.to_calc().add(val.to_calc())) } else { val };
-                }
-            }
-            k += 1;
-        };
-        if p.out_sizes.is_empty() {
-            put(0);
-        } else {
-            walk(&p.out_sizes, [&st[..p.out_sizes.len()]], |[i]| put(i));
-        }
-        Ok(())
-    }, _ => Err(ctx.dtype_err("self", "a computable dtype", dt)))
+    put_indexed(ctx, out, &p, &values, accumulate, "self")
 }
 
 /// `et_copy_index(copy_to, copy_from, index)`: resizes `copy_to` to
