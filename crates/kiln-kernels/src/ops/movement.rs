@@ -10,19 +10,15 @@ use crate::ops::args::{out_tensor, Args};
 use crate::ops::out1;
 use crate::ops::pad::remap;
 use crate::ops::pointwise::{cast_to, resize};
-use crate::ops::shape::copy_view;
-use crate::shape::{normalize_dim, MAX_RANK};
+use crate::ops::shape::{copy_view, dim};
+use crate::shape::MAX_RANK;
 use crate::tensor::{TensorMut, TensorRef};
 use crate::value::{Arg, Out, Scalar};
 
 type KResult = Result<(), KernelError>;
 
-fn dim(ctx: &KernelContext, d: i64, rank: usize, name: &'static str) -> Result<usize, KernelError> {
-    normalize_dim(d, rank)
-        .ok_or_else(|| ctx.invalid(name, format!("dim {d} out of range for rank {rank}")))
-}
-
-fn same_dtype(ctx: &KernelContext, x: &TensorRef<'_>, out: &TensorMut<'_>) -> KResult {
+/// `out` has `x`'s dtype, or an error naming both.
+pub(crate) fn same_dtype(ctx: &KernelContext, x: &TensorRef<'_>, out: &TensorMut<'_>) -> KResult {
     if x.dtype() == out.dtype() {
         Ok(())
     } else {

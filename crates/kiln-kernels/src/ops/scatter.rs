@@ -11,6 +11,7 @@ use crate::error::KernelError;
 use crate::kernel::{KernelContext, KernelDef};
 use crate::ops::args::{out_tensor, Args};
 use crate::ops::index::{index_plan, put_indexed};
+use crate::ops::movement::same_dtype;
 use crate::ops::pointwise::{cast_to, resize};
 use crate::ops::shape::copy_view;
 use crate::ops::{in_place, out1};
@@ -26,14 +27,6 @@ fn dim(ctx: &KernelContext, d: i64, rank: usize) -> Result<usize, KernelError> {
     }
     normalize_dim(d, rank)
         .ok_or_else(|| ctx.invalid("dim", format!("dim {d} out of range for rank {rank}")))
-}
-
-fn same_dtype(ctx: &KernelContext, x: &TensorRef<'_>, out: &TensorMut<'_>) -> KResult {
-    if x.dtype() == out.dtype() {
-        Ok(())
-    } else {
-        Err(ctx.dtype_err("out", format!("{} (the dtype of self)", x.dtype()), out.dtype()))
-    }
 }
 
 /// Writes `src` (cast to the out dtype) into `out` at storage offsets

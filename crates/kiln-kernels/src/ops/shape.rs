@@ -16,7 +16,13 @@ use crate::value::{Arg, Out};
 
 type KResult = Result<(), KernelError>;
 
-fn dim(ctx: &KernelContext, d: i64, rank: usize, name: &'static str) -> Result<usize, KernelError> {
+/// `d` normalized against `rank`, or an error naming argument `name`.
+pub(crate) fn dim(
+    ctx: &KernelContext,
+    d: i64,
+    rank: usize,
+    name: &'static str,
+) -> Result<usize, KernelError> {
     normalize_dim(d, rank)
         .ok_or_else(|| ctx.invalid(name, format!("dim {d} out of range for rank {rank}")))
 }
