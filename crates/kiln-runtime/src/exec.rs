@@ -125,8 +125,11 @@ impl Method {
 
     /// Runs the method on `inputs`; read the results with [`Method::output`].
     pub fn run(&mut self, inputs: &[Input<'_>]) -> Result<()> {
-        // Every run starts from the loaded value table (shapes, moved handles, sym ints).
-        self.values.clone_from_slice(&self.initial);
+        // Every run starts from the loaded value table (shapes, moved handles, sym ints): only
+        // the values a run can change are reset.
+        for &v in self.resets.iter() {
+            self.values[v as usize].clone_from(&self.initial[v as usize]);
+        }
         self.set_inputs(inputs)?;
         let mut executed: u64 = 0;
         for c in 0..self.chains.len() {
@@ -388,24 +391,37 @@ impl Method {
 
     /// Runs the call at instruction `pc` of chain `c`.
     fn call(&mut self, c: usize, pc: usize) -> Result<()> {
-        let Method { program, plan, buffers, values, chains, delegates, ctx, scratch, .. } = self;
+        let Method {
+            program,
+            plan,
+            buffers,
+            values,
+            chains,
+            delegates,
+            prepared,
+            ctx,
+            scratch,
+            ..
+        } = self;
         let Some(Step::Call(call)) = chains.get(c).and_then(|ch| ch.get(pc)) else { return Ok(()) };
+        let instruction = call.instruction as usize;
         let fail = |reason: String| Error::Execution {
             method: plan.name.clone(),
-            instruction: pc,
+            instruction,
             op: call.name.to_string(),
             reason,
         };
         collect_uses(call, values, scratch).map_err(&fail)?;
         let file = program.inner.file.bytes();
         let sources = &program.inner.sources;
-        let result = invoke(call, values, buffers, file, sources, scratch, ctx, delegates);
+        let result =
+            invoke(call, values, buffers, file, sources, scratch, ctx, delegates, prepared);
         match result {
             Ok(()) => {}
             Err(CallError::Kernel(source)) => {
                 return Err(Error::Kernel {
                     method: plan.name.clone(),
-                    instruction: pc,
+                    instruction,
                     op: call.name.to_string(),
                     source,
                 })
@@ -413,7 +429,7 @@ impl Method {
             Err(CallError::Delegate(d, reason)) => {
                 return Err(Error::Delegate {
                     method: plan.name.clone(),
-                    instruction: Some(pc),
+                    instruction: Some(instruction),
                     delegate: d,
                     backend: call.name.to_string(),
                     reason,
@@ -556,6 +572,7 @@ fn invoke(
     s: &mut Scratch,
     ctx: &mut kiln_kernels::KernelContext,
     delegates: &mut [Box<dyn crate::delegate::DelegateHandle>],
+    prepared: &mut [Box<dyn crate::compile::PreparedKernel>],
 ) -> std::result::Result<(), CallError> {
     let other = CallError::Other;
     // Split each touched buffer into the call's regions.
@@ -764,6 +781,10 @@ fn invoke(
             ctx.op = def.name;
             (def.run)(ctx, &args, &mut outs).map_err(|e| CallError::Kernel(Box::new(e)))
         }
+        Callee::Prepared(p) => match prepared.get_mut(p) {
+            Some(k) => k.run(ctx, &args, &mut outs).map_err(|e| CallError::Kernel(Box::new(e))),
+            None => Err(other(format!("prepared kernel {p} does not exist"))),
+        },
         Callee::Delegate(d) => match delegates.get_mut(d) {
             Some(h) => h.execute(ctx, &args, &mut outs).map_err(|e| CallError::Delegate(d, e)),
             None => Err(other(format!("delegate {d} does not exist"))),

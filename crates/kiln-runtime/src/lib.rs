@@ -24,6 +24,7 @@
 //!   for delegates). Loading a method that uses an operator without a kernel or a delegate
 //!   without a backend fails with [`Error::Missing`] listing all of them.
 
+mod compile;
 pub mod data;
 pub mod delegate;
 pub mod error;
@@ -39,6 +40,7 @@ pub mod program;
 pub mod registry;
 mod value;
 
+pub use compile::CompiledNode;
 pub use data::{NamedDataSource, NamedEntry, PtdFile};
 pub use delegate::{Backend, BackendRegistry, DelegateHandle, DelegateInit};
 pub use error::{Error, Result};

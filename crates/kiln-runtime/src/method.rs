@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use kiln_kernels::{Capacity, KernelContext, KernelDef, OutKind};
 
+use crate::compile::{self, lower_node, CompiledNode, Graph, NodeOp, PreparedKernel};
 use crate::delegate::{DelegateHandle, DelegateInit};
 use crate::error::{Error, Result};
 use crate::exec::Scratch;
@@ -27,6 +28,8 @@ pub(crate) enum Role {
 pub(crate) enum Callee {
     Kernel(&'static KernelDef),
     Delegate(usize),
+    /// A prepared kernel of the compile stage, by index in [`Method::prepared`].
+    Prepared(usize),
 }
 
 /// A kernel or delegate call, resolved at load.
@@ -34,6 +37,8 @@ pub(crate) struct Call {
     pub callee: Callee,
     /// Operator name or backend id, for errors.
     pub name: Arc<str>,
+    /// The original instruction (the first of those a fused step stands for), for errors.
+    pub instruction: u32,
     /// Value index per argument position.
     pub args: Box<[u32]>,
     /// Role per argument position.
@@ -60,8 +65,15 @@ pub struct Method {
     pub(crate) buffers: Vec<Vec<u128>>,
     pub(crate) initial: Vec<Val>,
     pub(crate) values: Vec<Val>,
+    /// The values a run may change (inputs and everything a step writes), reset from
+    /// `initial` before each run; the others never change.
+    pub(crate) resets: Box<[u32]>,
     pub(crate) chains: Vec<Vec<Step>>,
+    /// What each step of `chains` stands for.
+    pub(crate) compiled: Vec<CompiledNode>,
     pub(crate) delegates: Vec<Box<dyn DelegateHandle>>,
+    /// The compile stage's prepared kernels.
+    pub(crate) prepared: Vec<Box<dyn PreparedKernel>>,
     pub(crate) ctx: KernelContext,
     pub(crate) scratch: Scratch,
     pub(crate) instruction_limit: u64,
@@ -393,25 +405,77 @@ impl Method {
             };
             delegates.push(backend.init(&init).map_err(derr)?);
         }
-        // Steps.
+        // Compile: one graph per chain, optimized, lowered to steps.
         let mut chains = Vec::with_capacity(plan.chains.len());
-        for chain in &plan.chains {
-            let mut steps = Vec::with_capacity(chain.len());
-            for (k, ins) in chain.iter().enumerate() {
-                steps.push(resolve(&plan, &values, &defs, &delegates, k, ins)?);
+        let mut compiled = Vec::new();
+        let mut prepared: Vec<Box<dyn PreparedKernel>> = Vec::new();
+        let file = program.inner.file.bytes();
+        let sources = &program.inner.sources;
+        let const_bytes = |t: &TensorSlot| -> Option<&[u8]> {
+            match t.storage {
+                Storage::File { offset } => file.get(offset..),
+                Storage::Ext { source, offset } => {
+                    sources.get(source as usize)?.bytes().get(offset..)
+                }
+                _ => None,
+            }
+        };
+        let aliases = if options.compile { compile::aliases(&plan, &values, &defs) } else { None };
+        for c in 0..plan.chains.len() {
+            let mut g = Graph::of_chain(&plan, &values, &defs, aliases.as_ref(), c);
+            if options.compile {
+                compile::optimize(&mut g);
+            }
+            let mut steps = Vec::with_capacity(g.nodes.len());
+            for n in 0..g.nodes.len() {
+                let step = match g.nodes[n].op {
+                    NodeOp::Removed => continue,
+                    NodeOp::Instr(k) => resolve(&plan, &values, &defs, &delegates, k, &g.chain[k])?,
+                    _ => {
+                        let (call, kernel) = lower_node(&g, n, prepared.len(), &const_bytes)?;
+                        prepared.push(kernel);
+                        Step::Call(call)
+                    }
+                };
+                compiled.push(describe_step(&g, n, c, &step));
+                steps.push(step);
             }
             chains.push(steps);
         }
+        if let Some(aliases) = &aliases {
+            let new_buf = loader.buffers.len() as u32;
+            if let Some(size) = compile::replan(&plan, &mut values, aliases, &chains[0], new_buf) {
+                loader.alloc(size as u64, || "the compiled memory plan".to_string())?;
+                // Planned arenas no value lives in any more are released.
+                let mut used = vec![false; plan.arena_sizes.len()];
+                for v in &values {
+                    if let Val::Tensor(TensorSlot { storage: Storage::Buf { buf, .. }, .. }) = v {
+                        if let Some(u) = used.get_mut(*buf as usize) {
+                            *u = true;
+                        }
+                    }
+                }
+                for (a, u) in used.iter().enumerate() {
+                    if !u {
+                        loader.buffers[a] = Vec::new();
+                    }
+                }
+            }
+        }
         let buffers = loader.buffers;
         let scratch = Scratch::for_steps(&chains, &values);
+        let resets = written_values(&plan, &chains, &values);
         Ok(Method {
             program: program.clone(),
             plan: plan.clone(),
             buffers,
             initial: values.clone(),
             values,
+            resets,
             chains,
+            compiled,
             delegates,
+            prepared,
             ctx: KernelContext::new(""),
             scratch,
             instruction_limit: options.instruction_limit,
@@ -441,7 +505,67 @@ impl Method {
 
     /// Number of instructions over all chains.
     pub fn num_instructions(&self) -> usize {
-        self.chains.iter().map(Vec::len).sum()
+        self.plan.chains.iter().map(Vec::len).sum()
+    }
+
+    /// The compiled steps, in execution order per chain: what each runs and which original
+    /// instructions it stands for.
+    pub fn compiled(&self) -> &[CompiledNode] {
+        &self.compiled
+    }
+}
+
+/// The values a run may change: the method's inputs, every value a call writes (list items
+/// included), and the targets of moves and frees; sorted, without repeats.
+fn written_values(plan: &MethodPlan, chains: &[Vec<Step>], values: &[Val]) -> Box<[u32]> {
+    let mut out: Vec<u32> = plan.inputs.clone();
+    for step in chains.iter().flatten() {
+        match step {
+            Step::Call(call) => {
+                for &(p, _) in call.outs.iter() {
+                    let Some(&v) = call.args.get(p as usize) else { continue };
+                    out.push(v);
+                    if let Some(Val::TensorList(items)) = values.get(v as usize) {
+                        out.extend(items.iter().copied());
+                    }
+                }
+                if let Some(&ret) = call.args.last() {
+                    out.push(ret);
+                }
+            }
+            Step::Move { to, .. } => out.push(*to),
+            Step::Free { value } => out.push(*value),
+            Step::JumpFalse { .. } => {}
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out.retain(|&v| (v as usize) < values.len());
+    out.into_boxed_slice()
+}
+
+/// What step `step` (node `n` of chain `c`'s graph) stands for.
+fn describe_step(g: &Graph<'_>, n: usize, c: usize, step: &Step) -> CompiledNode {
+    let origins = g.origin_ids(n);
+    let operators = origins
+        .iter()
+        .filter_map(|&k| g.chain.get(k as usize))
+        .map(|ins| crate::compile::instruction_name(g.plan, ins))
+        .collect();
+    CompiledNode { chain: c, kind: step_kind(step), operators, origins }
+}
+
+/// The name a step is shown by: the operator, `delegate:<id>`, the compiled kernel, or the
+/// instruction kind.
+pub(crate) fn step_kind(step: &Step) -> String {
+    match step {
+        Step::Call(call) => match call.callee {
+            Callee::Kernel(_) | Callee::Prepared(_) => call.name.to_string(),
+            Callee::Delegate(_) => format!("delegate:{}", call.name),
+        },
+        Step::Move { .. } => "MoveCall".into(),
+        Step::JumpFalse { .. } => "JumpFalseCall".into(),
+        Step::Free { .. } => "FreeCall".into(),
     }
 }
 
@@ -522,6 +646,7 @@ fn resolve(
             Step::Call(Call {
                 callee: Callee::Kernel(def),
                 name: Arc::from(name),
+                instruction: k as u32,
                 args: args.clone().into_boxed_slice(),
                 roles: roles.into_boxed_slice(),
                 outs: def.outs.iter().map(|o| (u32::from(o.position), o.kind)).collect(),
@@ -561,6 +686,7 @@ fn resolve(
             Step::Call(Call {
                 callee: Callee::Delegate(*delegate),
                 name: Arc::from(id),
+                instruction: k as u32,
                 args: args.clone().into_boxed_slice(),
                 roles: roles.into_boxed_slice(),
                 outs: outs.into_boxed_slice(),

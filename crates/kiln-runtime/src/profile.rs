@@ -1,21 +1,27 @@
-//! Optional per-instruction timing: [`Method::set_profiling`] turns it on, every executed
-//! instruction then adds its wall time to its own counter, and [`Method::profile`] reads the
-//! counters. When profiling is off the step loop pays one branch per instruction.
+//! Optional per-step timing: [`Method::set_profiling`] turns it on, every executed step of the
+//! compiled method then adds its wall time to its own counter, and [`Method::profile`] reads
+//! the counters with the original instructions each step stands for. When profiling is off
+//! the step loop pays one branch per step.
 
 use std::time::{Duration, Instant};
 
-use crate::method::{Callee, Method, Step};
+use crate::method::{Method, Step};
 
-/// Accumulated time of one instruction.
+/// Accumulated time of one step of the compiled method.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InstructionTime {
     /// Chain index.
     pub chain: usize,
-    /// Instruction index in the chain.
+    /// The first original instruction the step stands for (its index in the chain).
     pub instruction: usize,
-    /// What the instruction runs: the operator `name.overload`, `delegate:<backend id>`, or
-    /// the instruction kind (`MoveCall`, `JumpFalseCall`, `FreeCall`).
+    /// What the step runs: the operator `name.overload`, a compiled kernel
+    /// (`conv2d[convolution.out+hardtanh.out]`), `delegate:<backend id>`, or the instruction
+    /// kind (`MoveCall`, `JumpFalseCall`, `FreeCall`).
     pub op: String,
+    /// The original instructions the step stands for, ascending.
+    pub origins: Vec<u32>,
+    /// Their operators, in the same order.
+    pub operators: Vec<String>,
     /// How many times it ran.
     pub count: u64,
     /// Total wall time over those runs.
@@ -45,18 +51,6 @@ impl Counters {
     }
 }
 
-fn step_name(step: &Step) -> String {
-    match step {
-        Step::Call(call) => match call.callee {
-            Callee::Kernel(_) => call.name.to_string(),
-            Callee::Delegate(_) => format!("delegate:{}", call.name),
-        },
-        Step::Move { .. } => "MoveCall".into(),
-        Step::JumpFalse { .. } => "JumpFalseCall".into(),
-        Step::Free { .. } => "FreeCall".into(),
-    }
-}
-
 impl Method {
     /// Turns per-instruction timing on (counters start at zero) or off (counters dropped).
     pub fn set_profiling(&mut self, on: bool) {
@@ -73,13 +67,18 @@ impl Method {
     pub fn profile(&self) -> Vec<InstructionTime> {
         let Some(counters) = &self.profile else { return Vec::new() };
         let mut out = Vec::new();
+        let mut compiled = self.compiled.iter();
         for (c, (chain, steps)) in counters.per_step.iter().zip(&self.chains).enumerate() {
-            for (pc, (&(count, nanos), step)) in chain.iter().zip(steps).enumerate() {
+            for (&(count, nanos), step) in chain.iter().zip(steps) {
+                let node = compiled.next();
                 if count > 0 {
+                    let origins = node.map(|n| n.origins.clone()).unwrap_or_default();
                     out.push(InstructionTime {
                         chain: c,
-                        instruction: pc,
-                        op: step_name(step),
+                        instruction: origins.first().map_or(0, |&o| o as usize),
+                        op: crate::method::step_kind(step),
+                        origins,
+                        operators: node.map(|n| n.operators.clone()).unwrap_or_default(),
                         count,
                         total: Duration::from_nanos(nanos),
                     });

@@ -29,6 +29,9 @@ pub struct LoadOptions {
     pub memory_limit: u64,
     /// Most instructions one `execute` may run.
     pub instruction_limit: u64,
+    /// Whether methods go through the compile stage's rewrites (fusion, folding, prepared
+    /// kernels); off runs every instruction as the interpreter does, for bisecting.
+    pub compile: bool,
 }
 
 impl Default for LoadOptions {
@@ -38,6 +41,7 @@ impl Default for LoadOptions {
             backends: BackendRegistry::new(),
             memory_limit: DEFAULT_MEMORY_LIMIT,
             instruction_limit: DEFAULT_INSTRUCTION_LIMIT,
+            compile: true,
         }
     }
 }

@@ -40,6 +40,10 @@ pub struct Args {
     /// the time per operator (the latency figures come from the unprofiled executes).
     #[arg(long)]
     pub profile: bool,
+    /// Run every instruction as written, without the compile stage's fusions and prepared
+    /// kernels.
+    #[arg(long)]
+    pub no_compile: bool,
 }
 
 /// Time of one operator over the profiled executes.
@@ -129,7 +133,8 @@ fn progress(len: usize, what: &str) -> ProgressBar {
 /// Runs `kiln bench`.
 pub fn run(args: Args) -> Result<ExitCode> {
     let started = Instant::now();
-    let program = Program::load(&args.model)?;
+    let program =
+        Program::builder().options(super::run::load_options(args.no_compile)).load(&args.model)?;
     let mut method = program.method(&args.method)?;
     let load_ms = ms(started.elapsed());
     let prepared = Inputs::prepare(&method, &args.method, &args.inputs)?;
@@ -230,6 +235,8 @@ mod tests {
             chain: 0,
             instruction: 0,
             op: op.into(),
+            origins: vec![0],
+            operators: vec![op.into()],
             count,
             total: d(total),
         };

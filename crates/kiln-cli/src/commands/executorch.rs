@@ -16,6 +16,70 @@ fn open_pte(input: &Input) -> Result<Program<'_>> {
     Program::open(input.bytes()).with_context(|| input.file.path().display().to_string())
 }
 
+/// One method's compiled steps, for `kiln inspect --compiled --json`.
+#[derive(serde::Serialize)]
+struct CompiledMethod {
+    name: String,
+    /// Instructions of the method as written.
+    instructions: usize,
+    steps: Vec<CompiledStep>,
+}
+
+#[derive(serde::Serialize)]
+struct CompiledStep {
+    chain: usize,
+    kind: String,
+    operators: Vec<String>,
+    origins: Vec<u32>,
+}
+
+/// `kiln inspect --compiled`: each method (or `method`) loaded through the compile stage.
+pub fn inspect_compiled(path: &Path, method: Option<&str>, json: bool) -> Result<ExitCode> {
+    let program = kiln_runtime::Program::load(path)?;
+    let names: Vec<String> = match method {
+        Some(m) => vec![m.to_string()],
+        None => program.method_names().iter().map(|s| s.to_string()).collect(),
+    };
+    let mut methods = Vec::new();
+    for name in names {
+        let m = program.method(&name)?;
+        let steps = m
+            .compiled()
+            .iter()
+            .map(|n| CompiledStep {
+                chain: n.chain,
+                kind: n.kind.clone(),
+                operators: n.operators.clone(),
+                origins: n.origins.clone(),
+            })
+            .collect();
+        methods.push(CompiledMethod { name, instructions: m.num_instructions(), steps });
+    }
+    if json {
+        print_json(&serde_json::json!({ "methods": methods }))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    for (i, m) in methods.iter().enumerate() {
+        if i > 0 {
+            outln!();
+        }
+        outln!(
+            "method {:?}: {} instructions compiled to {} steps",
+            m.name,
+            m.instructions,
+            m.steps.len()
+        );
+        let mut t = Table::new(["step", "kernel", "fuses", "origins"]);
+        for (k, s) in m.steps.iter().enumerate() {
+            let fuses = if s.operators.len() > 1 { s.operators.join(" + ") } else { String::new() };
+            let origins: Vec<String> = s.origins.iter().map(u32::to_string).collect();
+            t.row([k.to_string(), s.kind.clone(), fuses, origins.join(",")]);
+        }
+        out!("{}", t.render());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 /// `kiln inspect` for a `.pte`.
 pub fn inspect_pte(input: &Input, json: bool) -> Result<ExitCode> {
     let program = open_pte(input)?;

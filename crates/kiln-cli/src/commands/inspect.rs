@@ -17,13 +17,30 @@ pub struct Args {
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
+    /// For a .pte: load each method (or `--method`) through the compile stage and print its
+    /// compiled steps, the operators each fuses and their original instruction indices.
+    #[arg(long)]
+    pub compiled: bool,
+    /// With `--compiled`: only this method.
+    #[arg(long, requires = "compiled")]
+    pub method: Option<String>,
 }
 
 /// Runs `kiln inspect`.
 pub fn run(args: Args) -> Result<ExitCode> {
     let input = Input::open(&args.file)?;
+    if args.compiled && input.kind != Kind::Pte {
+        eprintln!(
+            "kiln: error: --compiled needs an ExecuTorch program (.pte); {} is not one",
+            args.file.display()
+        );
+        return Ok(ExitCode::from(2));
+    }
     match input.kind {
         // Each format registers its summary here.
+        Kind::Pte if args.compiled => {
+            super::executorch::inspect_compiled(&args.file, args.method.as_deref(), args.json)
+        }
         Kind::Pte => super::executorch::inspect_pte(&input, args.json),
         Kind::Ptd => super::executorch::inspect_ptd(&input, args.json),
         Kind::Edgetpu => super::edgetpu::inspect(&input, args.json),

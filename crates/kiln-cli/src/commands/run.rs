@@ -7,7 +7,9 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use kiln_format::npy::Npy;
 use kiln_kernels::DType;
-use kiln_runtime::{Input, Output, OutputTensor, Program, TensorInput, TensorMeta, ValueMeta};
+use kiln_runtime::{
+    Input, LoadOptions, Output, OutputTensor, Program, TensorInput, TensorMeta, ValueMeta,
+};
 use serde::Serialize;
 
 /// Arguments of `kiln run`.
@@ -32,6 +34,10 @@ pub struct Args {
     /// Print a JSON summary instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Run every instruction as written, without the compile stage's fusions and prepared
+    /// kernels (for bisecting a difference).
+    #[arg(long)]
+    pub no_compile: bool,
 }
 
 #[derive(Serialize)]
@@ -277,10 +283,15 @@ impl Inputs {
     }
 }
 
+/// Load options for `--no-compile`.
+pub fn load_options(no_compile: bool) -> LoadOptions {
+    LoadOptions { compile: !no_compile, ..LoadOptions::default() }
+}
+
 /// Runs `kiln run`.
 pub fn run(args: Args) -> Result<ExitCode> {
     let started = Instant::now();
-    let mut builder = Program::builder();
+    let mut builder = Program::builder().options(load_options(args.no_compile));
     if let Some(data) = &args.data {
         builder = add_data(builder, data, &args.model)?;
     }

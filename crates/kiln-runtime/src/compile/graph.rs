@@ -1,0 +1,302 @@
+//! The compile stage's dataflow IR: one [`Graph`] per instruction chain, whose nodes are either
+//! original instructions kept as they are or fused nodes that stand for several of them, each
+//! with its origins (the original instruction indices it stands for).
+
+use kiln_format::origins::{Origin, OriginMap};
+use kiln_kernels::{DType, KernelDef};
+
+use crate::plan::{InstrDef, MethodPlan};
+use crate::value::{Storage, TensorSlot, Val};
+
+use super::{Activation, Aliases, ConvNode, LinearNode};
+
+/// What a node computes.
+#[derive(Clone, Debug)]
+pub(crate) enum NodeOp {
+    /// Original instruction `index` of the chain, run as the interpreter runs it.
+    Instr(usize),
+    /// A 2-D convolution with constant weights and a fused epilogue.
+    Conv(ConvNode),
+    /// A matrix product with a constant right operand and a fused epilogue.
+    Linear(LinearNode),
+    /// Nothing left to do: the node was absorbed into another.
+    Removed,
+}
+
+/// One node of a [`Graph`], in execution order.
+#[derive(Clone, Debug)]
+pub(crate) struct Node {
+    pub op: NodeOp,
+}
+
+/// One chain of a method as a dataflow graph over the method's value table.
+///
+/// Nodes read and write values by index, exactly as instructions do; a fused node writes only
+/// the value its last absorbed instruction wrote, and the intermediate values it skips are
+/// never written. `origins` maps node index -> the original instructions it stands for
+/// (source id = instruction index, name = operator), kept with the absorb / fuse / replace
+/// rules of [`kiln_format::origins`].
+pub(crate) struct Graph<'m> {
+    pub plan: &'m MethodPlan,
+    /// The chain's instructions; `NodeOp::Instr` indexes them.
+    pub chain: &'m [InstrDef],
+    pub values: &'m [Val],
+    pub nodes: Vec<Node>,
+    pub origins: OriginMap<usize>,
+    /// Per value: how many times it is read over all chains, plus one if it is a method output.
+    reads: Vec<u32>,
+    /// Whether the method may be rewritten: its aliases are known, and its steps then get
+    /// their own memory plan (so the program's placement does not constrain fusions).
+    rewritable: bool,
+}
+
+impl<'m> Graph<'m> {
+    /// The graph of chain `chain`: one node per instruction, each its own origin.
+    pub fn of_chain(
+        plan: &'m MethodPlan,
+        values: &'m [Val],
+        defs: &[Option<&'static KernelDef>],
+        aliases: Option<&Aliases>,
+        chain: usize,
+    ) -> Graph<'m> {
+        let instructions = plan.chains.get(chain).map_or(&[][..], Vec::as_slice);
+        let mut origins = OriginMap::new();
+        let mut nodes = Vec::with_capacity(instructions.len());
+        for (k, ins) in instructions.iter().enumerate() {
+            origins.set(k, Origin::single(k as u32, instruction_name(plan, ins)));
+            nodes.push(Node { op: NodeOp::Instr(k) });
+        }
+        Graph {
+            plan,
+            chain: instructions,
+            values,
+            nodes,
+            origins,
+            reads: count_reads(plan, values, defs, aliases),
+            rewritable: aliases.is_some(),
+        }
+    }
+
+    /// Whether the passes may rewrite this graph.
+    pub fn rewritable(&self) -> bool {
+        self.rewritable
+    }
+
+    /// The original instruction of node `n`, if the node is one.
+    pub fn instruction(&self, n: usize) -> Option<&'m InstrDef> {
+        match self.nodes.get(n)?.op {
+            NodeOp::Instr(k) => self.chain.get(k),
+            _ => None,
+        }
+    }
+
+    /// The operator name of an original kernel instruction (`name.overload`).
+    pub fn operator(&self, ins: &InstrDef) -> Option<&'m str> {
+        match ins {
+            InstrDef::Kernel { op, .. } => self.plan.operators.get(*op).map(String::as_str),
+            _ => None,
+        }
+    }
+
+    /// The next node after `n` that is not removed.
+    pub fn next_live(&self, n: usize) -> Option<usize> {
+        (n + 1..self.nodes.len()).find(|&m| !matches!(self.nodes[m].op, NodeOp::Removed))
+    }
+
+    /// Whether value `v` is read exactly once in the whole method and is not a method output.
+    pub fn read_once(&self, v: u32) -> bool {
+        self.reads.get(v as usize) == Some(&1)
+    }
+
+    /// Whether value `v` is never read and is not a method output.
+    pub fn unread(&self, v: u32) -> bool {
+        self.reads.get(v as usize) == Some(&0)
+    }
+
+    /// The tensor slot of value `v`.
+    pub fn tensor(&self, v: u32) -> Option<&'m TensorSlot> {
+        match self.values.get(v as usize)? {
+            Val::Tensor(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// A float32 tensor of static shape laid out contiguously, in method memory (an
+    /// activation the compiled kernels may read or write).
+    pub fn dense_f32(&self, v: u32) -> Option<&'m TensorSlot> {
+        let t = self.tensor(v)?;
+        let ok = t.dtype == DType::Float
+            && t.shape.is_dense_row_major()
+            && matches!(t.storage, Storage::Buf { .. });
+        ok.then_some(t)
+    }
+
+    /// A float32 constant (file or external data), contiguous.
+    pub fn const_f32(&self, v: u32) -> Option<&'m TensorSlot> {
+        let t = self.tensor(v)?;
+        let ok = t.dtype == DType::Float
+            && !t.writable
+            && t.shape.is_dense_row_major()
+            && matches!(t.storage, Storage::File { .. } | Storage::Ext { .. });
+        ok.then_some(t)
+    }
+
+    /// The value of an Int argument.
+    pub fn int(&self, v: u32) -> Option<i64> {
+        match self.values.get(v as usize)? {
+            Val::Int(x) => Some(*x),
+            _ => None,
+        }
+    }
+
+    /// The value of an Int or Double argument as f64.
+    pub fn number(&self, v: u32) -> Option<f64> {
+        match self.values.get(v as usize)? {
+            Val::Int(x) => Some(*x as f64),
+            Val::Double(x) => Some(*x),
+            _ => None,
+        }
+    }
+
+    /// Whether value `v` is None.
+    pub fn is_none(&self, v: u32) -> bool {
+        matches!(self.values.get(v as usize), Some(Val::None))
+    }
+
+    /// The items of an IntList argument (constant Int values only).
+    pub fn ints(&self, v: u32) -> Option<Vec<i64>> {
+        match self.values.get(v as usize)? {
+            Val::IntList(items) => items.iter().map(|&i| self.int(i)).collect(),
+            _ => None,
+        }
+    }
+
+    /// Whether the memory regions of `a` and `b` may overlap when the compiled steps run: never
+    /// under the compile stage's own memory plan (values alive in the same step get disjoint
+    /// regions); under the program's plan when both are in the same buffer with intersecting
+    /// byte ranges at their capacities.
+    pub fn may_overlap(&self, a: u32, b: u32) -> bool {
+        if self.rewritable {
+            return false;
+        }
+        let (Some(x), Some(y)) = (self.tensor(a), self.tensor(b)) else { return true };
+        match (x.storage, y.storage) {
+            (Storage::Buf { buf: bx, offset: ox }, Storage::Buf { buf: by, offset: oy }) => {
+                bx == by && ox < oy + y.cap_bytes && oy < ox + x.cap_bytes
+            }
+            _ => false,
+        }
+    }
+
+    /// Node `absorbing` takes over node `absorbed` (origin rule 1); `absorbed` is removed.
+    pub fn absorb(&mut self, absorbing: usize, absorbed: usize) {
+        self.origins.absorb(&absorbing, &absorbed);
+        self.origins.remove(&absorbed);
+        self.nodes[absorbed].op = NodeOp::Removed;
+    }
+
+    /// Node `n` is replaced by a new op standing for the same instructions (origin rule 3: the
+    /// key stays, so the origin is kept).
+    pub fn replace(&mut self, n: usize, op: NodeOp) {
+        self.nodes[n].op = op;
+    }
+
+    /// The original instruction indices node `n` stands for, ascending.
+    pub fn origin_ids(&self, n: usize) -> Vec<u32> {
+        self.origins.get(&n).map(|o| o.ids().into_iter().collect()).unwrap_or_default()
+    }
+
+    /// The activation a node of operator `op` applies, if it is a unary activation kiln fuses.
+    pub fn activation_of(&self, op: &str, args: &[u32]) -> Option<Activation> {
+        match op {
+            "aten::relu.out" => Some(Activation::Clamp { min: 0.0, max: f32::INFINITY }),
+            "aten::hardtanh.out" => {
+                let (lo, hi) = (self.number(*args.get(1)?)?, self.number(*args.get(2)?)?);
+                Some(Activation::Clamp { min: lo as f32, max: hi as f32 })
+            }
+            "aten::clamp.out" => {
+                let bound = |v: u32, none: f32| -> Option<f32> {
+                    if self.is_none(v) {
+                        Some(none)
+                    } else {
+                        self.number(v).map(|x| x as f32)
+                    }
+                };
+                let lo = bound(*args.get(1)?, f32::NEG_INFINITY)?;
+                let hi = bound(*args.get(2)?, f32::INFINITY)?;
+                Some(Activation::Clamp { min: lo, max: hi })
+            }
+            "aten::hardswish.out" => Some(Activation::Hardswish),
+            "aten::sigmoid.out" => Some(Activation::Sigmoid),
+            "aten::silu.out" => Some(Activation::Silu),
+            _ => None,
+        }
+    }
+}
+
+/// The name an original instruction is known by in origins and profiles.
+pub(crate) fn instruction_name(plan: &MethodPlan, ins: &InstrDef) -> String {
+    match ins {
+        InstrDef::Kernel { op, .. } => plan.operators.get(*op).cloned().unwrap_or_default(),
+        InstrDef::Delegate { delegate, .. } => {
+            format!("delegate:{}", plan.delegates.get(*delegate).map_or("?", |d| d.id.as_str()))
+        }
+        InstrDef::Move { .. } => "MoveCall".into(),
+        InstrDef::JumpFalse { .. } => "JumpFalseCall".into(),
+        InstrDef::Free { .. } => "FreeCall".into(),
+    }
+}
+
+/// Per value, the number of reads over every chain (each input position of a kernel call that
+/// names it, as itself or as a list item; every argument of other instructions) plus one for
+/// each time it is a method output. Only the positions a kernel writes are left out, so the
+/// count never falls below the true number of reads: an over-count only prevents a fusion.
+fn count_reads(
+    plan: &MethodPlan,
+    values: &[Val],
+    defs: &[Option<&'static KernelDef>],
+    aliases: Option<&Aliases>,
+) -> Vec<u32> {
+    let mut reads = vec![0u32; values.len()];
+    // A read of an alias is a read of the value it aliases too.
+    let mut bump = |v: u32| {
+        let root = aliases.map_or(v, |a| a.root(v).0);
+        for x in [v, root] {
+            if let Some(r) = reads.get_mut(x as usize) {
+                *r = r.saturating_add(1);
+            }
+            if root == v {
+                break;
+            }
+        }
+    };
+    for &o in &plan.outputs {
+        bump(o);
+    }
+    for ins in plan.chains.iter().flatten() {
+        let def = match ins {
+            InstrDef::Kernel { op, .. } => defs.get(*op).copied().flatten(),
+            _ => None,
+        };
+        let args: &[u32] = match ins {
+            InstrDef::Kernel { args, .. } | InstrDef::Delegate { args, .. } => args,
+            InstrDef::Move { from, .. } => std::slice::from_ref(from),
+            InstrDef::JumpFalse { cond, .. } => std::slice::from_ref(cond),
+            InstrDef::Free { value } => std::slice::from_ref(value),
+        };
+        for (p, &a) in args.iter().enumerate() {
+            if def.is_some_and(|d| !d.is_input(p)) {
+                continue;
+            }
+            match values.get(a as usize) {
+                Some(Val::TensorList(items)) => items.iter().for_each(|&i| bump(i)),
+                Some(Val::OptionalTensorList(items)) => {
+                    items.iter().flatten().for_each(|&i| bump(i))
+                }
+                _ => {}
+            }
+            bump(a);
+        }
+    }
+    reads
+}

@@ -1,0 +1,126 @@
+//! The compile stage, between decoding a method and executing it.
+//!
+//! ```text
+//! MethodPlan chain --> Graph (one node per instruction, each its own origin)
+//!                  --> passes: lift (convolution/addmm/mm with constant weights become
+//!                      Conv/Linear nodes, a constant weight's permute_copy folded away),
+//!                      fold batch norm into the convolution, fuse the epilogue
+//!                      (residual add, relu/hardtanh/clamp/hardswish/sigmoid/silu)
+//!                  --> lower: one step per live node; fused nodes get a prepared kernel
+//!                      (weights folded and laid out once, here) behind Callee::Prepared
+//! ```
+//!
+//! Every rewrite keeps origins with the rules of [`kiln_format::origins`]: a lifted node
+//! replaces its instruction (rule 3), a node that takes in its consumer absorbs it (rule 1),
+//! so each compiled step knows the original instructions it stands for
+//! ([`CompiledNode::origins`], `kiln inspect --compiled`).
+//!
+//! Fused nodes run at the position of their first instruction and write the value the last
+//! absorbed instruction wrote; the values in between are never written. A fusion is made only
+//! when each skipped value is read exactly once (by the absorbed instruction) and is no method
+//! output (reads of its [`alias`]es included), and the absorbed instruction comes right after
+//! the node. Only straight-line methods of kernel calls are rewritten, and they get a new
+//! memory plan for the compiled order ([`memory`]).
+
+mod alias;
+mod graph;
+mod memory;
+mod passes;
+mod prepared;
+
+pub(crate) use alias::{aliases, Aliases};
+pub(crate) use graph::{instruction_name, Graph, NodeOp};
+pub(crate) use memory::replan;
+pub(crate) use prepared::{lower_node, PreparedKernel};
+
+/// An activation applied to a fused node's output, after the bias and the residual.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Activation {
+    /// None.
+    None,
+    /// `min(max(x, min), max)` (relu is `[0, inf]`, relu6/hardtanh a finite range); NaN stays
+    /// NaN as in PyTorch's clamp.
+    Clamp {
+        /// Lower bound.
+        min: f32,
+        /// Upper bound.
+        max: f32,
+    },
+    /// `x * min(max(x + 3, 0), 6) / 6`.
+    Hardswish,
+    /// `1 / (1 + exp(-x))`.
+    Sigmoid,
+    /// `x / (1 + exp(-x))`.
+    Silu,
+}
+
+/// Batch norm (inference) folded into a convolution: per output channel
+/// `scale = weight / sqrt(var + eps)`, `shift = bias - mean * scale`.
+#[derive(Clone, Debug)]
+pub(crate) struct BatchNorm {
+    pub weight: Option<u32>,
+    pub bias: Option<u32>,
+    pub mean: u32,
+    pub var: u32,
+    pub eps: f64,
+}
+
+/// A 2-D convolution (NCHW, float32) with a constant weight and a fused epilogue.
+#[derive(Clone, Debug)]
+pub(crate) struct ConvNode {
+    pub input: u32,
+    pub weight: u32,
+    pub bias: Option<u32>,
+    pub stride: [usize; 2],
+    pub padding: [usize; 2],
+    pub dilation: [usize; 2],
+    pub groups: usize,
+    pub bn: Option<BatchNorm>,
+    pub residual: Option<u32>,
+    pub act: Activation,
+    pub output: u32,
+    /// The operators this node stands for, in order.
+    pub fused: Vec<String>,
+}
+
+/// `out = input @ W (+ bias)` (float32, input [M, K]) with a constant W and a fused epilogue.
+#[derive(Clone, Debug)]
+pub(crate) struct LinearNode {
+    pub input: u32,
+    /// The constant weight value.
+    pub weight: u32,
+    /// Whether `weight` is stored [N, K] (a `permute_copy` of it was folded away) rather than
+    /// [K, N].
+    pub weight_is_nk: bool,
+    pub bias: Option<u32>,
+    pub residual: Option<u32>,
+    pub act: Activation,
+    pub output: u32,
+    pub fused: Vec<String>,
+}
+
+/// One step of a compiled method, for `kiln inspect --compiled`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompiledNode {
+    /// Chain index.
+    pub chain: usize,
+    /// What the step runs: an operator `name.overload`, `delegate:<id>`, an instruction kind,
+    /// or a compiled kernel (`conv2d`, `linear`).
+    pub kind: String,
+    /// The original operators it stands for, in order (one for an unchanged instruction).
+    pub operators: Vec<String>,
+    /// The original instruction indices it stands for, ascending.
+    pub origins: Vec<u32>,
+}
+
+/// Runs the passes over the graph of one chain; only methods whose aliases are known
+/// (straight-line kernel calls) are rewritten.
+pub(crate) fn optimize(g: &mut Graph<'_>) {
+    if !g.rewritable() {
+        return;
+    }
+    passes::fold_weight_permutes_into_linear(g);
+    passes::lift_convolutions(g);
+    passes::fold_batch_norms(g);
+    passes::fuse_epilogues(g);
+}

@@ -1,0 +1,300 @@
+//! The rewrites of the compile stage, each over a whole [`Graph`]. See the module docs of
+//! [`crate::compile`] for when a fusion is allowed.
+
+use kiln_kernels::Capacity;
+
+use crate::plan::InstrDef;
+use crate::value::Val;
+
+use super::graph::{Graph, NodeOp};
+use super::{Activation, BatchNorm, ConvNode, LinearNode};
+
+/// The kernel instruction of node `n`: its operator and arguments.
+fn kernel_call<'m>(g: &Graph<'m>, n: usize) -> Option<(&'m str, &'m [u32])> {
+    match g.instruction(n)? {
+        ins @ InstrDef::Kernel { args, .. } => Some((g.operator(ins)?, args.as_slice())),
+        _ => None,
+    }
+}
+
+/// The written tensor of a single-output `.out` kernel call: the position before the
+/// trailing return value.
+fn out_arg(args: &[u32]) -> Option<u32> {
+    args.len().checked_sub(2).and_then(|p| args.get(p).copied())
+}
+
+fn sizes_of(g: &Graph<'_>, v: u32) -> Option<Vec<usize>> {
+    g.tensor(v).map(|t| t.shape.sizes().to_vec())
+}
+
+fn pair(g: &Graph<'_>, v: u32, min: i64) -> Option<[usize; 2]> {
+    let l = g.ints(v)?;
+    let get = |i: usize| -> Option<usize> {
+        let x = match l.len() {
+            1 => l[0],
+            2 => l[i],
+            _ => return None,
+        };
+        (x >= min).then(|| usize::try_from(x).ok()).flatten()
+    };
+    Some([get(0)?, get(1)?])
+}
+
+/// `aten::addmm.out(bias, x, permute_copy(W, [1, 0]), 1, 1)` and `aten::mm.out(x, ...)` with a
+/// constant `W` become [`NodeOp::Linear`]; the weight's `permute_copy` is absorbed (its result
+/// is then never computed: the prepared kernel lays the constant out once at load).
+pub(crate) fn fold_weight_permutes_into_linear(g: &mut Graph<'_>) {
+    for n in 0..g.nodes.len() {
+        let Some((op, args)) = kernel_call(g, n) else { continue };
+        let (bias, x, w) = match (op, args) {
+            ("aten::addmm.out", &[bias, x, w, beta, alpha, _, _]) => {
+                if g.number(beta) != Some(1.0) || g.number(alpha) != Some(1.0) {
+                    continue;
+                }
+                (Some(bias), x, w)
+            }
+            ("aten::mm.out", &[x, w, _, _]) => (None, x, w),
+            _ => continue,
+        };
+        let Some(out) = out_arg(args) else { continue };
+        let (Some(xt), Some(ot)) = (g.dense_f32(x), g.dense_f32(out)) else { continue };
+        if xt.shape.rank() != 2 || ot.shape.rank() != 2 {
+            continue;
+        }
+        // The weight: a constant [K, N], or a constant [N, K] through a permute read only here.
+        let (weight, weight_is_nk, permute) = match g.const_f32(w) {
+            Some(_) => (w, false, None),
+            None => {
+                let Some(p) = producer(g, n, w) else { continue };
+                let Some(("aten::permute_copy.out", &[src, dims, _, _])) = kernel_call(g, p) else {
+                    continue;
+                };
+                if g.ints(dims).as_deref() != Some(&[1, 0]) || !g.read_once(w) {
+                    continue;
+                }
+                if g.const_f32(src).is_none() {
+                    continue;
+                }
+                (src, true, Some(p))
+            }
+        };
+        let Some(ws) = sizes_of(g, weight).filter(|s| s.len() == 2) else { continue };
+        let (k, nn) = if weight_is_nk { (ws[1], ws[0]) } else { (ws[0], ws[1]) };
+        if xt.shape.sizes()[1] != k || ot.shape.sizes()[1] != nn {
+            continue;
+        }
+        if let Some(b) = bias {
+            match g.const_f32(b) {
+                Some(bt) if bt.shape.sizes() == [nn] => {}
+                _ => continue,
+            }
+        }
+        let mut fused = Vec::new();
+        if permute.is_some() {
+            fused.push("aten::permute_copy.out".to_string());
+        }
+        fused.push(op.to_string());
+        g.replace(
+            n,
+            NodeOp::Linear(LinearNode {
+                input: x,
+                weight,
+                weight_is_nk,
+                bias,
+                residual: None,
+                act: Activation::None,
+                output: out,
+                fused,
+            }),
+        );
+        if let Some(p) = permute {
+            g.absorb(n, p);
+        }
+    }
+}
+
+/// The node before `n` whose kernel writes `v`, if it is an unchanged instruction.
+fn producer(g: &Graph<'_>, n: usize, v: u32) -> Option<usize> {
+    (0..n).rev().find(|&m| kernel_call(g, m).and_then(|(_, args)| out_arg(args)) == Some(v))
+}
+
+/// `aten::convolution.out` over a float32 NCHW activation with a constant 4-D weight (not
+/// transposed, static shapes) becomes [`NodeOp::Conv`].
+pub(crate) fn lift_convolutions(g: &mut Graph<'_>) {
+    for n in 0..g.nodes.len() {
+        let Some(("aten::convolution.out", args)) = kernel_call(g, n) else { continue };
+        let &[x, w, bias, stride, padding, dilation, transposed, _, groups, out, _] = args else {
+            continue;
+        };
+        let (Some(xt), Some(ot), Some(wt)) = (g.dense_f32(x), g.dense_f32(out), g.const_f32(w))
+        else {
+            continue;
+        };
+        let static_shapes = xt.capacity == Capacity::Static && ot.capacity == Capacity::Static;
+        if !static_shapes || xt.shape.rank() != 4 || ot.shape.rank() != 4 || wt.shape.rank() != 4 {
+            continue;
+        }
+        if !matches!(g.values.get(transposed as usize), Some(Val::Bool(false))) {
+            continue;
+        }
+        let c_out = wt.shape.sizes()[0];
+        let bias = if g.is_none(bias) {
+            None
+        } else {
+            match g.const_f32(bias) {
+                Some(bt) if bt.shape.sizes() == [c_out] => Some(bias),
+                _ => continue,
+            }
+        };
+        let (Some(stride), Some(padding), Some(dilation)) =
+            (pair(g, stride, 1), pair(g, padding, 0), pair(g, dilation, 1))
+        else {
+            continue;
+        };
+        let Some(groups) = g.int(groups).and_then(|v| usize::try_from(v).ok()).filter(|&v| v > 0)
+        else {
+            continue;
+        };
+        g.replace(
+            n,
+            NodeOp::Conv(ConvNode {
+                input: x,
+                weight: w,
+                bias,
+                stride,
+                padding,
+                dilation,
+                groups,
+                bn: None,
+                residual: None,
+                act: Activation::None,
+                output: out,
+                fused: vec!["aten::convolution.out".to_string()],
+            }),
+        );
+    }
+}
+
+/// A float32 per-channel constant of `c` elements, or None (an absent optional).
+fn channel_const(g: &Graph<'_>, v: u32, c: usize) -> Option<Option<u32>> {
+    if g.is_none(v) {
+        return Some(None);
+    }
+    g.const_f32(v).filter(|t| t.shape.sizes() == [c]).map(|_| Some(v))
+}
+
+/// `_native_batch_norm_legit_no_training` right after a convolution, reading only its
+/// output, is absorbed into it (the prepared kernel folds the statistics into the weights).
+pub(crate) fn fold_batch_norms(g: &mut Graph<'_>) {
+    for n in 0..g.nodes.len() {
+        let NodeOp::Conv(conv) = &g.nodes[n].op else { continue };
+        if conv.bn.is_some() || conv.act != Activation::None || conv.residual.is_some() {
+            continue;
+        }
+        let Some(next) = g.next_live(n) else { continue };
+        let Some(("aten::_native_batch_norm_legit_no_training.out", args)) = kernel_call(g, next)
+        else {
+            continue;
+        };
+        let &[x, weight, bias, mean, var, _, eps, out, save_mean, save_invstd, _] = args else {
+            continue;
+        };
+        if x != conv.output || !g.read_once(x) || !g.unread(save_mean) || !g.unread(save_invstd) {
+            continue;
+        }
+        let c = sizes_of(g, x).map_or(0, |s| s[1]);
+        let (Some(weight), Some(bias), Some(Some(mean)), Some(Some(var)), Some(eps)) = (
+            channel_const(g, weight, c),
+            channel_const(g, bias, c),
+            channel_const(g, mean, c),
+            channel_const(g, var, c),
+            g.number(eps),
+        ) else {
+            continue;
+        };
+        if g.dense_f32(out).is_none() || sizes_of(g, out) != sizes_of(g, x) {
+            continue;
+        }
+        if g.may_overlap(out, conv.input) {
+            continue;
+        }
+        let mut conv = conv.clone();
+        conv.bn = Some(BatchNorm { weight, bias, mean, var, eps });
+        conv.output = out;
+        conv.fused.push("aten::_native_batch_norm_legit_no_training.out".to_string());
+        g.replace(n, NodeOp::Conv(conv));
+        g.absorb(n, next);
+    }
+}
+
+/// The parts of a Conv or Linear node the epilogue fusion changes.
+struct Tail {
+    input: u32,
+    residual: Option<u32>,
+    act: Activation,
+    output: u32,
+}
+
+fn tail(op: &NodeOp) -> Option<Tail> {
+    match op {
+        NodeOp::Conv(c) => {
+            Some(Tail { input: c.input, residual: c.residual, act: c.act, output: c.output })
+        }
+        NodeOp::Linear(l) => {
+            Some(Tail { input: l.input, residual: l.residual, act: l.act, output: l.output })
+        }
+        _ => None,
+    }
+}
+
+fn set_tail(op: &mut NodeOp, t: Tail, operator: &str) {
+    let (residual, act, output, fused) = match op {
+        NodeOp::Conv(c) => (&mut c.residual, &mut c.act, &mut c.output, &mut c.fused),
+        NodeOp::Linear(l) => (&mut l.residual, &mut l.act, &mut l.output, &mut l.fused),
+        _ => return,
+    };
+    *residual = t.residual;
+    *act = t.act;
+    *output = t.output;
+    fused.push(operator.to_string());
+}
+
+/// The node right after a Conv or Linear node that reads only its output is absorbed into
+/// its epilogue, as often as it applies: a residual `add` (alpha 1, same shape, before any
+/// activation) and then one activation.
+pub(crate) fn fuse_epilogues(g: &mut Graph<'_>) {
+    for n in 0..g.nodes.len() {
+        while let Some(t) = tail(&g.nodes[n].op) {
+            let Some(next) = g.next_live(n) else { break };
+            let Some((op, args)) = kernel_call(g, next) else { break };
+            let Some(out) = out_arg(args) else { break };
+            let y = t.output;
+            if !g.read_once(y) || g.dense_f32(out).is_none() || sizes_of(g, out) != sizes_of(g, y) {
+                break;
+            }
+            let fused = if let ("aten::add.out", &[a, b, alpha, _, _]) = (op, args) {
+                let other = if a == y { b } else { a };
+                let ok = (a == y) != (b == y)
+                    && t.act == Activation::None
+                    && t.residual.is_none()
+                    && g.number(alpha) == Some(1.0)
+                    && g.dense_f32(other).is_some()
+                    && sizes_of(g, other) == sizes_of(g, y)
+                    && !g.may_overlap(out, other);
+                ok.then_some(Tail { residual: Some(other), output: out, ..t })
+            } else if args.first() == Some(&y) && t.act == Activation::None {
+                g.activation_of(op, args).map(|act| Tail { act, output: out, ..t })
+            } else {
+                None
+            };
+            let Some(fused) = fused else { break };
+            let reads_overlap = g.may_overlap(out, fused.input)
+                || fused.residual.is_some_and(|r| g.may_overlap(out, r));
+            if reads_overlap {
+                break;
+            }
+            set_tail(&mut g.nodes[n].op, fused, op);
+            g.absorb(n, next);
+        }
+    }
+}

@@ -1,0 +1,180 @@
+//! The compile stage on the ExecuTorch fixtures: every compiled step stands for original
+//! instructions whose operators are those the file holds, every instruction is stood for
+//! exactly once, batch norms after convolutions are folded away, and a compiled method gives
+//! the interpreter's results (the interpreter's results are checked against ExecuTorch's in
+//! `fixtures.rs`, the compiled ones there too, since compiling is the default).
+
+mod common;
+
+use common::{pte_dir, read_npy};
+use kiln_runtime::{Input, LoadOptions, Output, Program, TensorInput, ValueMeta};
+use serde_json::Value;
+
+const BATCH_NORM: &str = "aten::_native_batch_norm_legit_no_training.out";
+
+/// The operator of every instruction of method `name`, per chain, read from the file with
+/// kiln-format's reader (not the runtime).
+fn file_operators(bytes: &[u8], name: &str) -> Vec<Vec<String>> {
+    use kiln_format::pte::{Instruction, Program};
+    let program = Program::open(bytes).unwrap();
+    let m = program.method_by_name(name).unwrap();
+    let ops: Vec<String> = m.operators().map(|o| o.unwrap().full_name()).collect();
+    m.chains()
+        .map(|c| {
+            c.instructions()
+                .map(|i| match i.unwrap() {
+                    Instruction::Kernel { op_index, .. } => ops[op_index].clone(),
+                    Instruction::Delegate { .. } => "delegate".into(),
+                    Instruction::Move { .. } => "MoveCall".into(),
+                    Instruction::JumpFalse { .. } => "JumpFalseCall".into(),
+                    Instruction::Free { .. } => "FreeCall".into(),
+                })
+                .collect()
+        })
+        .collect()
+}
+
+fn load(name: &str, expected: &Value, compile: bool) -> Program {
+    let dir = pte_dir();
+    let files = &expected["files"];
+    let mut builder = Program::builder().options(LoadOptions { compile, ..LoadOptions::default() });
+    if let Some(ptd) = files.get("ptd").and_then(Value::as_str) {
+        builder = builder.ptd(dir.join(ptd)).unwrap();
+    }
+    builder.load(dir.join(files["pte"].as_str().unwrap())).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+fn fixtures() -> Vec<(String, Value)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(pte_dir()).unwrap() {
+        let path = entry.unwrap().path();
+        let file = path.file_name().unwrap().to_string_lossy().to_string();
+        if let Some(stem) = file.strip_suffix(".expected.json") {
+            let v: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+            out.push((stem.to_string(), v));
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+#[test]
+fn compiled_steps_stand_for_every_instruction_once() {
+    let mut folded = 0;
+    for (name, expected) in fixtures() {
+        let program = load(&name, &expected, true);
+        let bytes =
+            std::fs::read(pte_dir().join(expected["files"]["pte"].as_str().unwrap())).unwrap();
+        for m in expected["inspect"]["methods"].as_array().unwrap() {
+            let method = m["name"].as_str().unwrap();
+            let Ok(loaded) = program.method(method) else { continue };
+            let file_ops = file_operators(&bytes, method);
+            let total: usize = file_ops.iter().map(Vec::len).sum();
+            assert_eq!(total as u64, m["instructions"].as_u64().unwrap(), "{name}.{method}");
+            let mut seen: Vec<Vec<u32>> = vec![Vec::new(); file_ops.len()];
+            for step in loaded.compiled() {
+                assert!(!step.origins.is_empty(), "{name}.{method}: a step without origins");
+                let want: Vec<String> = step
+                    .origins
+                    .iter()
+                    .map(|&k| file_ops[step.chain][k as usize].clone())
+                    .collect();
+                // The file names a delegate call "delegate", the runtime "delegate:<backend>".
+                let got: Vec<&str> = step
+                    .operators
+                    .iter()
+                    .map(|o| if o.starts_with("delegate:") { "delegate" } else { o.as_str() })
+                    .collect();
+                assert_eq!(got, want, "{name}.{method}: operators of {step:?}");
+                seen[step.chain].extend(&step.origins);
+                assert_ne!(step.kind, BATCH_NORM, "{name}.{method}: batch norm left unfolded");
+            }
+            for (c, s) in seen.iter_mut().enumerate() {
+                s.sort_unstable();
+                let all: Vec<u32> = (0..file_ops[c].len() as u32).collect();
+                assert_eq!(*s, all, "{name}.{method} chain {c}: instructions stood for");
+            }
+            folded += file_ops.iter().flatten().filter(|o| *o == BATCH_NORM).count();
+        }
+    }
+    // mobilenet_v2 and resnet_small hold batch norms after convolutions.
+    assert!(folded > 0, "no fixture had a batch norm to fold");
+}
+
+fn inputs_of(run: &Value, metas: &[ValueMeta]) -> Vec<common::Array> {
+    run["inputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(metas)
+        .map(|(f, meta)| {
+            let want = match meta {
+                ValueMeta::Tensor(t) => Some(t.dtype),
+                _ => None,
+            };
+            read_npy(&pte_dir().join(f.as_str().unwrap()), want)
+        })
+        .collect()
+}
+
+fn as_f64(out: &Output) -> Vec<f64> {
+    match out {
+        Output::Tensor(t) => common::f64s(t.dtype, &t.data),
+        Output::Int(x) => vec![*x as f64],
+        Output::Double(x) => vec![*x],
+        Output::Bool(x) => vec![f64::from(u8::from(*x))],
+        _ => Vec::new(),
+    }
+}
+
+#[test]
+fn compiled_methods_give_the_interpreters_results() {
+    for (name, expected) in fixtures() {
+        let compiled = load(&name, &expected, true);
+        let interpreted = load(&name, &expected, false);
+        for m in expected["inspect"]["methods"].as_array().unwrap() {
+            let method = m["name"].as_str().unwrap();
+            let (Ok(mut a), Ok(mut b)) = (compiled.method(method), interpreted.method(method))
+            else {
+                continue;
+            };
+            let Some(run) = expected["runs"].get(method) else { continue };
+            let metas = a.inputs();
+            let arrays = inputs_of(run, &metas);
+            let inputs: Vec<Input<'_>> = arrays
+                .iter()
+                .zip(&metas)
+                .map(|(x, meta)| match meta {
+                    ValueMeta::Tensor(_) => Input::Tensor(TensorInput {
+                        dtype: x.dtype,
+                        sizes: &x.sizes,
+                        data: &x.data,
+                    }),
+                    ValueMeta::Int => {
+                        Input::Int(i64::from_le_bytes(x.data[..8].try_into().unwrap()))
+                    }
+                    ValueMeta::Double => {
+                        Input::Double(f64::from_le_bytes(x.data[..8].try_into().unwrap()))
+                    }
+                    ValueMeta::Bool => Input::Bool(x.data[0] != 0),
+                    _ => Input::None,
+                })
+                .collect();
+            // Twice: the second run starts from the state the first left.
+            for r in 0..2 {
+                let got = a.execute(&inputs).unwrap_or_else(|e| panic!("{name}.{method}: {e}"));
+                let want = b.execute(&inputs).unwrap();
+                assert_eq!(got.len(), want.len());
+                for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+                    let (g, w) = (as_f64(g), as_f64(w));
+                    assert_eq!(g.len(), w.len(), "{name}.{method} output {k}");
+                    for (x, y) in g.iter().zip(&w) {
+                        let close =
+                            (x - y).abs() <= 1e-5 + 1e-5 * y.abs() || (x.is_nan() && y.is_nan());
+                        assert!(close, "{name}.{method} run {r} output {k}: {x} vs {y}");
+                    }
+                }
+            }
+        }
+    }
+}
