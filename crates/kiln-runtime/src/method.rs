@@ -420,9 +420,10 @@ impl Method {
                 _ => None,
             }
         };
-        let aliases = if options.compile { compile::aliases(&plan, &values, &defs) } else { None };
+        let mut aliases =
+            if options.compile { compile::aliases(&plan, &values, &defs) } else { None };
         for c in 0..plan.chains.len() {
-            let mut g = Graph::of_chain(&plan, &values, &defs, aliases.as_ref(), c);
+            let mut g = Graph::of_chain(&plan, &values, &defs, aliases.take(), c);
             if options.compile {
                 compile::optimize(&mut g);
             }
@@ -441,6 +442,7 @@ impl Method {
                 steps.push(step);
             }
             chains.push(steps);
+            aliases = g.aliases.take();
         }
         if let Some(aliases) = &aliases {
             let new_buf = loader.buffers.len() as u32;

@@ -18,6 +18,13 @@ pub(crate) struct Aliases {
 }
 
 impl Aliases {
+    /// Makes `v` an alias of `of` at byte offset `delta` inside it.
+    pub fn add(&mut self, v: u32, of: u32, delta: usize) {
+        if let Some(slot) = self.of.get_mut(v as usize) {
+            *slot = Some((of, delta));
+        }
+    }
+
     /// The value `v`'s bytes live in, and where: `(v, 0)` for a value of its own.
     pub fn root(&self, mut v: u32) -> (u32, usize) {
         let mut delta = 0usize;

@@ -5,7 +5,7 @@
 use kiln_format::origins::{Origin, OriginMap};
 use kiln_kernels::{DType, KernelDef};
 
-use crate::plan::{InstrDef, MethodPlan};
+use crate::plan::{DataDef, InstrDef, MethodPlan, ValueDef};
 use crate::value::{Storage, TensorSlot, Val};
 
 use super::{Activation, Aliases, ConvNode, LinearNode};
@@ -45,9 +45,11 @@ pub(crate) struct Graph<'m> {
     pub origins: OriginMap<usize>,
     /// Per value: how many times it is read over all chains, plus one if it is a method output.
     reads: Vec<u32>,
-    /// Whether the method may be rewritten: its aliases are known, and its steps then get
+    /// Per value: how many times an instruction writes it.
+    writes: Vec<u32>,
+    /// The method's aliases, when known: then the graph may be rewritten, and its steps get
     /// their own memory plan (so the program's placement does not constrain fusions).
-    rewritable: bool,
+    pub aliases: Option<Aliases>,
 }
 
 impl<'m> Graph<'m> {
@@ -56,7 +58,7 @@ impl<'m> Graph<'m> {
         plan: &'m MethodPlan,
         values: &'m [Val],
         defs: &[Option<&'static KernelDef>],
-        aliases: Option<&Aliases>,
+        aliases: Option<Aliases>,
         chain: usize,
     ) -> Graph<'m> {
         let instructions = plan.chains.get(chain).map_or(&[][..], Vec::as_slice);
@@ -72,14 +74,46 @@ impl<'m> Graph<'m> {
             values,
             nodes,
             origins,
-            reads: count_reads(plan, values, defs, aliases),
-            rewritable: aliases.is_some(),
+            reads: count_reads(plan, values, defs, aliases.as_ref()),
+            writes: count_writes(plan, values, defs),
+            aliases,
         }
     }
 
     /// Whether the passes may rewrite this graph.
     pub fn rewritable(&self) -> bool {
-        self.rewritable
+        self.aliases.is_some()
+    }
+
+    /// Whether value `v` is written by at most one instruction.
+    pub fn written_once(&self, v: u32) -> bool {
+        self.writes.get(v as usize).is_some_and(|&w| w <= 1)
+    }
+
+    /// Whether `v` is a tensor the program places in a planned arena with no initial contents
+    /// (so the compiled memory plan may place it anywhere).
+    pub fn planned(&self, v: u32) -> bool {
+        matches!(
+            self.plan.values.get(v as usize),
+            Some(ValueDef::Tensor(t)) if matches!(t.data, DataDef::Planned { .. })
+        ) && matches!(self.tensor(v).map(|t| t.storage), Some(Storage::Buf { .. }))
+    }
+
+    /// Makes `v` share the bytes of `of` from byte `delta` on: no step writes `v` any more, and
+    /// its reads become reads of `of`.
+    pub fn alias(&mut self, v: u32, of: u32, delta: usize) {
+        let Some(aliases) = &mut self.aliases else { return };
+        aliases.add(v, of, delta);
+        let extra = self.reads.get(v as usize).copied().unwrap_or(0);
+        let root = aliases.root(of).0;
+        for x in [of, root] {
+            if let Some(r) = self.reads.get_mut(x as usize) {
+                *r = r.saturating_add(extra);
+            }
+            if root == of {
+                break;
+            }
+        }
     }
 
     /// The original instruction of node `n`, if the node is one.
@@ -176,7 +210,7 @@ impl<'m> Graph<'m> {
     /// regions); under the program's plan when both are in the same buffer with intersecting
     /// byte ranges at their capacities.
     pub fn may_overlap(&self, a: u32, b: u32) -> bool {
-        if self.rewritable {
+        if self.rewritable() {
             return false;
         }
         let (Some(x), Some(y)) = (self.tensor(a), self.tensor(b)) else { return true };
@@ -245,6 +279,36 @@ pub(crate) fn instruction_name(plan: &MethodPlan, ins: &InstrDef) -> String {
         InstrDef::JumpFalse { .. } => "JumpFalseCall".into(),
         InstrDef::Free { .. } => "FreeCall".into(),
     }
+}
+
+/// Per value, the number of times a kernel call writes it (out positions, list items
+/// included); other instructions count as writes of every argument.
+fn count_writes(plan: &MethodPlan, values: &[Val], defs: &[Option<&'static KernelDef>]) -> Vec<u32> {
+    let mut writes = vec![0u32; values.len()];
+    let mut bump = |v: u32| {
+        if let Some(w) = writes.get_mut(v as usize) {
+            *w = w.saturating_add(1);
+        }
+    };
+    for ins in plan.chains.iter().flatten() {
+        let (def, args): (Option<&KernelDef>, &[u32]) = match ins {
+            InstrDef::Kernel { op, args } => (defs.get(*op).copied().flatten(), args),
+            InstrDef::Delegate { args, .. } => (None, args),
+            InstrDef::Move { to, .. } => (None, std::slice::from_ref(to)),
+            InstrDef::Free { value } => (None, std::slice::from_ref(value)),
+            InstrDef::JumpFalse { .. } => continue,
+        };
+        for (p, &a) in args.iter().enumerate() {
+            if def.is_some_and(|d| !d.is_out(p)) {
+                continue;
+            }
+            if let Some(Val::TensorList(items)) = values.get(a as usize) {
+                items.iter().for_each(|&i| bump(i));
+            }
+            bump(a);
+        }
+    }
+    writes
 }
 
 /// Per value, the number of reads over every chain (each input position of a kernel call that

@@ -127,9 +127,19 @@ pub(crate) fn replan(
     }
     for v in 0..n {
         let (r, delta) = aliases.root(v as u32);
-        let Some(base) = offset_of.get(r as usize).copied().flatten() else { continue };
+        let storage = match offset_of.get(r as usize).copied().flatten() {
+            Some(base) => Storage::Buf { buf: new_buf, offset: base + delta },
+            // A root that stays keeps its aliases inside it.
+            None => match values.get(r as usize) {
+                Some(Val::Tensor(t)) if r as usize != v => match t.storage {
+                    Storage::Buf { buf, offset } => Storage::Buf { buf, offset: offset + delta },
+                    _ => continue,
+                },
+                _ => continue,
+            },
+        };
         if let Some(Val::Tensor(t)) = values.get_mut(v) {
-            t.storage = Storage::Buf { buf: new_buf, offset: base + delta };
+            t.storage = storage;
         }
     }
     Some(size)

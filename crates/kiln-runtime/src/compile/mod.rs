@@ -2,7 +2,9 @@
 //!
 //! ```text
 //! MethodPlan chain --> Graph (one node per instruction, each its own origin)
-//!                  --> passes: lift (convolution/addmm/mm with constant weights become
+//!                  --> passes: alias copies (contiguous views, squeezes, clones and outer
+//!                      slices become aliases placed by the memory plan),
+//!                      lift (convolution/addmm/mm with constant weights become
 //!                      Conv/Linear nodes, a constant weight's permute_copy folded away),
 //!                      fold batch norm into the convolution, fuse the epilogue
 //!                      (residual add, relu/hardtanh/clamp/hardswish/sigmoid/silu)
@@ -119,6 +121,7 @@ pub(crate) fn optimize(g: &mut Graph<'_>) {
     if !g.rewritable() {
         return;
     }
+    passes::alias_copies(g);
     passes::fold_weight_permutes_into_linear(g);
     passes::lift_convolutions(g);
     passes::fold_batch_norms(g);

@@ -40,6 +40,124 @@ fn pair(g: &Graph<'_>, v: u32, min: i64) -> Option<[usize; 2]> {
     Some([get(0)?, get(1)?])
 }
 
+/// Copies whose output has the bytes of a contiguous part of their input
+/// (`view_copy`, `_unsafe_view`, `squeeze_copy`, `unsqueeze_copy`, `alias_copy`, `clone`,
+/// and `slice_copy`/`select_copy` along the outermost dimension that is not 1) are removed:
+/// the output becomes an alias of the input at the right byte offset, so the memory plan puts
+/// it there and nothing is copied. Both must be planned, contiguous, of static shape, and
+/// written by one instruction each (so neither changes while the other is read). The removed
+/// node's origin goes to the node before it (or after it, for the first).
+pub(crate) fn alias_copies(g: &mut Graph<'_>) {
+    for n in 0..g.nodes.len() {
+        let Some((op, args)) = kernel_call(g, n) else { continue };
+        let (Some(&x), Some(y)) = (args.first(), out_arg(args)) else { continue };
+        let (Some(xt), Some(yt)) = (g.tensor(x), g.tensor(y)) else { continue };
+        let ok = xt.dtype == yt.dtype
+            && xt.shape.is_dense_row_major()
+            && yt.shape.is_dense_row_major()
+            && xt.capacity == Capacity::Static
+            && yt.capacity == Capacity::Static
+            && g.planned(x)
+            && g.planned(y)
+            && g.written_once(y)
+            && g.written_once(x)
+            && x != y;
+        if !ok {
+            continue;
+        }
+        let sizes = xt.shape.sizes();
+        let elem = xt.dtype.size();
+        let delta = match (op, args) {
+            (
+                "aten::view_copy.out"
+                | "aten::_unsafe_view.out"
+                | "aten::squeeze_copy.dim_out"
+                | "aten::squeeze_copy.dims_out"
+                | "aten::squeeze_copy.out"
+                | "aten::unsqueeze_copy.out"
+                | "aten::alias_copy.out"
+                | "aten::clone.out",
+                _,
+            ) => (xt.shape.numel() == yt.shape.numel()).then_some(0),
+            ("aten::slice_copy.Tensor_out", &[_, dim, start, end, step, _, _]) => {
+                outer_range(g, sizes, dim, Some((start, end, step))).and_then(|(d, lo, hi)| {
+                    let inner: usize = sizes[d + 1..].iter().product();
+                    let want = (hi - lo) * inner;
+                    (yt.shape.numel() == want).then_some(lo * inner * elem)
+                })
+            }
+            ("aten::select_copy.int_out", &[_, dim, index, _, _]) => {
+                outer_index(g, sizes, dim, index).and_then(|(d, i)| {
+                    let inner: usize = sizes[d + 1..].iter().product();
+                    (yt.shape.numel() == inner).then_some(i * inner * elem)
+                })
+            }
+            _ => None,
+        };
+        let Some(delta) = delta else { continue };
+        g.alias(y, x, delta);
+        let into = (0..n)
+            .rev()
+            .find(|&m| !matches!(g.nodes[m].op, NodeOp::Removed))
+            .or_else(|| g.next_live(n));
+        match into {
+            Some(m) => g.absorb(m, n),
+            None => continue,
+        }
+    }
+}
+
+/// A dimension index of `sizes`, normalized.
+fn dim_of(g: &Graph<'_>, sizes: &[usize], dim: u32) -> Option<usize> {
+    let d = g.int(dim)?;
+    let rank = sizes.len() as i64;
+    let d = if d < 0 { d + rank } else { d };
+    usize::try_from(d).ok().filter(|&d| d < sizes.len())
+}
+
+/// Whether every dimension before `d` has size 1 (a block of dimension `d` is contiguous).
+fn outermost(sizes: &[usize], d: usize) -> bool {
+    sizes[..d].iter().all(|&s| s == 1)
+}
+
+/// `slice(dim, start, end, step 1)` on a dimension with only 1s before it: the dimension and
+/// the clamped `start..end`, as PyTorch normalizes them.
+fn outer_range(
+    g: &Graph<'_>,
+    sizes: &[usize],
+    dim: u32,
+    range: Option<(u32, u32, u32)>,
+) -> Option<(usize, usize, usize)> {
+    let d = dim_of(g, sizes, dim)?;
+    let (start, end, step) = range?;
+    if !outermost(sizes, d) || g.int(step) != Some(1) {
+        return None;
+    }
+    let size = sizes[d] as i64;
+    let bound = |v: u32, none: i64| -> Option<i64> {
+        if g.is_none(v) {
+            return Some(none);
+        }
+        let x = g.int(v)?;
+        Some(if x < 0 { (x + size).max(0) } else { x.min(size) })
+    };
+    let lo = bound(start, 0)?;
+    let hi = bound(end, size)?.max(lo);
+    Some((d, usize::try_from(lo).ok()?, usize::try_from(hi).ok()?))
+}
+
+/// `select(dim, index)` on a dimension with only 1s before it: the dimension and the index.
+fn outer_index(g: &Graph<'_>, sizes: &[usize], dim: u32, index: u32) -> Option<(usize, usize)> {
+    let d = dim_of(g, sizes, dim)?;
+    if !outermost(sizes, d) {
+        return None;
+    }
+    let size = sizes[d] as i64;
+    let i = g.int(index)?;
+    let i = if i < 0 { i + size } else { i };
+    Some((d, usize::try_from(i).ok().filter(|&i| (i as i64) < size)?))
+}
+
 /// `aten::addmm.out(bias, x, permute_copy(W, [1, 0]), 1, 1)` and `aten::mm.out(x, ...)` with a
 /// constant `W` become [`NodeOp::Linear`]; the weight's `permute_copy` is absorbed (its result
 /// is then never computed: the prepared kernel lays the constant out once at load).
