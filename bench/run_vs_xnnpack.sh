@@ -47,6 +47,10 @@ if [ "${1:-}" = --json ]; then
 fi
 K=${1:-5}
 shift || true
+if ! [[ $K =~ ^[1-9][0-9]*$ ]]; then
+  echo "K must be a positive number of rounds, not '$K' (usage: $0 [--json] [K] [MODEL ...])" >&2
+  exit 2
+fi
 MODELS=("$@")
 if [ ${#MODELS[@]} -eq 0 ]; then
   MODELS=(mobilenet_v2 resnet18_96 resnet18_224 transformer_encoder vit_small lstm gru)
@@ -68,7 +72,7 @@ if [ -n "${ET_THREADS:-}" ]; then
   et_threads_args=(--threads "$ET_THREADS")
 fi
 kiln_threads_args=()
-if "$KILN" bench --help | grep -q -- '--threads'; then
+if grep -q -- '--threads' <<<"$("$KILN" bench --help)"; then
   kiln_threads=${KILN_THREADS:-default}
   if [ -n "${KILN_THREADS:-}" ]; then
     kiln_threads_args=(--threads "$KILN_THREADS")
@@ -184,7 +188,7 @@ for m in "${MODELS[@]}"; do
                                 else ($kiln | tonumber) / ($port | tonumber) end),
         max_abs_diff_vs_et_portable: (if $dp == "inf" then $dp else ($dp | tonumber) end),
         max_abs_diff_vs_et_xnnpack: (if $dx == "inf" then $dx else ($dx | tonumber) end),
-        check: $check, xnnpack_delegates: $delegates, kiln_threads: $kt,
+        check: $check, xnnpack_delegates: $delegates, kiln_threads: ($kt | tonumber? // $kt),
         et_threads: ($et | tonumber), load_start: $load}'
   fi
 done
