@@ -136,7 +136,7 @@ for m in "${MODELS[@]}"; do
   diffs=$("$PY" "$ROOT/bench/compare_outputs.py" "$d" "$out" 2>/dev/null) || diffs="inf inf"
   read -r diff_port diff_xnn <<<"$diffs"
   check=$(awk -v a="$diff_port" -v b="$diff_xnn" -v t="$DIFF_TOL" \
-    'BEGIN {print (a + 0 <= t + 0 && b + 0 <= t + 0) ? "ok" : "WRONG"}')
+    'BEGIN {ok = a != "inf" && b != "inf" && a + 0 <= t + 0 && b + 0 <= t + 0; print ok ? "ok" : "WRONG"}')
 
   # (3) interleaved timing.
   kiln_runs=()
