@@ -7,6 +7,8 @@ Loads the program once through `executorch.runtime` (the pybindings, `_C` linked
 `libexecutorch_kernels_optimized.so`: ExecuTorch's optimized CPU kernels where they exist,
 portable kernels for every other operator), runs `--warmup` untimed executes, then `--iters`
 timed ones, and prints median/min/p90 in milliseconds (the same statistics as `kiln bench`).
+XNNPACK-delegated programs run through the XnnpackBackend the pybindings register; `--threads`
+resizes the threadpool that backend (and the optimized kernels) use.
 Only `method.execute(...)` is timed; the inputs are converted to tensors once, beforehand.
 """
 
@@ -39,8 +41,7 @@ def main():
     ap.add_argument(
         "--threads",
         type=int,
-        default=1,
-        help="ExecuTorch threadpool size (default 1: kiln runs single-threaded)",
+        help="ExecuTorch threadpool size (default: ExecuTorch's own, one thread per core)",
     )
     args = ap.parse_args()
 
@@ -51,7 +52,8 @@ def main():
     from executorch.extension.pybindings import portable_lib
 
     torch.set_num_threads(1)
-    portable_lib._unsafe_reset_threadpool(args.threads)
+    if args.threads is not None:
+        portable_lib._unsafe_reset_threadpool(args.threads)
     runtime = Runtime.get()
     program = runtime.load_program(args.model, verification=Verification.Minimal)
     method = program.load_method(args.method)

@@ -10,8 +10,12 @@
 #   below). ITERS (default 20), WARMUP (default 3), ET_THREADS (default 1, ExecuTorch's
 #   threadpool size; kiln is single-threaded) from the environment.
 #   Needs a release build of kiln (cargo build --release -p kiln-cli) and the ~/peers venv.
+#   For issue 10's measure (kiln on the portable export vs ExecuTorch on the XNNPACK export of
+#   the same model) see bench/run_vs_xnnpack.sh and bench/README.md.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/lib.sh
+source "$ROOT/bench/lib.sh"
 KILN=${KILN:-$ROOT/target/release/kiln}
 PY=${PY:-$HOME/peers/bin/python}
 K=${1:-5}
@@ -24,8 +28,6 @@ ITERS=${ITERS:-20}
 WARMUP=${WARMUP:-3}
 ET_THREADS=${ET_THREADS:-1}
 FIX=$ROOT/tests/fixtures/pte
-
-median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
 
 printf '%-24s %12s %16s %10s\n' model "kiln ms" "executorch ms" "ET/kiln"
 for m in "${MODELS[@]}"; do

@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""Exports the kiln-vs-ExecuTorch(XNNPACK) benchmark models into a cache directory.
+
+Run with the peers venv: ~/peers/bin/python bench/export_models.py [--out DIR] [--force] [MODEL ...]
+
+Every model is built once from seeded weights and exported twice, both through
+tools/fixtures/export_pte.py's `single` (torch.export.export -> to_edge_transform_and_lower ->
+to_executorch):
+  portable.pte  no partitioner: every operator is a kernel call (what kiln runs)
+  xnnpack.pte   XnnpackPartitioner: the supported subgraphs are XnnpackBackend delegates (what
+                ExecuTorch runs fastest on a CPU)
+plus one seeded input per method input (in0.npy, ...), shared by both, and ExecuTorch's outputs
+for that input from each program (et_portable.out0.npy, et_xnnpack.out0.npy, ...), so a harness
+can compare kiln's output with both without loading ExecuTorch again. manifest.json records the
+tool versions, per program the delegate ids with their counts and the operators left outside
+delegates (read back with ExecuTorch's deserializer), the output files and the max abs diff
+between the two ExecuTorch outputs.
+
+A model is skipped when its manifest exists, was written by this very script (same sha256) and
+lists files that all exist; --force exports again. The default cache is bench/.models/
+(git-ignored). Prints one line per model: `name: cached` or `name: exported in S s`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import time
+from collections import Counter
+import warnings
+from pathlib import Path
+from typing import Callable, Dict, List, Tuple
+
+import numpy as np
+import torch
+from torch import nn
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH.parent / "tools/fixtures"))
+import export_pte  # noqa: E402  (model definitions and the export path of the fixtures)
+import fixturelib  # noqa: E402
+
+Spec = Tuple[nn.Module, Tuple[torch.Tensor, ...]]
+
+SEED = 20261123
+
+
+def mobilenet_v2() -> Spec:
+    """torchvision mobilenet_v2 at 224x224, the committed fixture's model and input."""
+    return export_pte._mobilenet(), (export_pte.randn(export_pte.gen(11), 1, 3, 224, 224),)
+
+
+def _resnet18(size: int) -> Callable[[], Spec]:
+    def build() -> Spec:
+        import torchvision
+
+        m = torchvision.models.resnet18(weights=None)
+        export_pte._randomize_bn(m, export_pte.gen(12))
+        return m, (export_pte.randn(export_pte.gen(13), 1, 3, size, size),)
+
+    return build
+
+
+def transformer_encoder() -> Spec:
+    """nn.TransformerEncoder: 2 post-norm layers, d_model 64, 4 heads, ffn 128; 32 tokens."""
+    layer = nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, batch_first=True)
+    m = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+    return m, (export_pte.randn(export_pte.gen(21), 1, 32, 64),)
+
+
+def vit_small() -> Spec:
+    """The committed fixture's ViT: 32x32 image, 8x8 patches, d 64, 2 pre-norm layers."""
+    return export_pte.VitSmall(), (export_pte.randn(export_pte.gen(16), 1, 3, 32, 32),)
+
+
+def lstm() -> Spec:
+    """2-layer LSTM, 16 features in, 24 hidden, 32 steps, linear head on the last step."""
+    m = export_pte.LstmModel(nn.LSTM(16, 24, num_layers=2, batch_first=True), 24)
+    return m, (export_pte.randn(export_pte.gen(22), 1, 32, 16),)
+
+
+def gru() -> Spec:
+    """2-layer GRU, 16 features in, 24 hidden, 32 steps, linear head on the last step."""
+    m = export_pte.LstmModel(nn.GRU(16, 24, num_layers=2, batch_first=True), 24)
+    return m, (export_pte.randn(export_pte.gen(23), 1, 32, 16),)
+
+
+MODELS: Dict[str, Callable[[], Spec]] = {
+    "mobilenet_v2": mobilenet_v2,
+    "resnet18_96": _resnet18(96),
+    "resnet18_224": _resnet18(224),
+    "transformer_encoder": transformer_encoder,
+    "vit_small": vit_small,
+    "lstm": lstm,
+    "gru": gru,
+}
+
+
+def script_digest() -> str:
+    """sha256 of this script and of the fixture module whose models and export path it uses."""
+    h = hashlib.sha256()
+    for p in (Path(__file__).resolve(), Path(export_pte.__file__).resolve()):
+        h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def is_cached(d: Path, digest: str) -> bool:
+    mf = d / "manifest.json"
+    if not mf.exists():
+        return False
+    try:
+        man = json.loads(mf.read_text())
+    except ValueError:
+        return False
+    if man.get("script_sha256") != digest:
+        return False
+    names = ["portable.pte", "xnnpack.pte", *man.get("inputs", [])]
+    for v in ("portable", "xnnpack"):
+        names += man.get("outputs", {}).get(v, [])
+    return all((d / n).exists() for n in names)
+
+
+def export_model(name: str, d: Path, digest: str) -> None:
+    fixturelib.seed_everything(SEED)
+    model, inputs = MODELS[name]()
+    model.eval()
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "manifest.json").unlink(missing_ok=True)  # written last: marks a complete export
+    for f in d.glob("*.npy"):
+        f.unlink()
+    manifest: Dict[str, object] = {
+        "model": name,
+        "script_sha256": digest,
+        "tool": fixturelib.tool_versions(),
+        "seed": SEED,
+        "inputs": [],
+        "outputs": {},
+        "delegates": {},
+        "operators": {},
+    }
+    for i, t in enumerate(inputs):
+        fixturelib.save_npy(d / f"in{i}.npy", fixturelib.to_numpy(t))
+        manifest["inputs"].append(f"in{i}.npy")
+    outs: Dict[str, List[np.ndarray]] = {}
+    for variant, xnnpack in (("portable", False), ("xnnpack", True)):
+        prog, _, _ = export_pte.single(model, inputs, xnnpack=xnnpack)
+        pte = d / f"{variant}.pte"
+        pte.write_bytes(prog.buffer)
+        info = fixturelib.inspect_pte(pte.read_bytes())["methods"][0]
+        manifest["delegates"][variant] = dict(Counter(info["delegates"]))
+        manifest["operators"][variant] = info["operators"]
+        outs[variant] = fixturelib.Runner(pte).run("forward", list(inputs))
+        names = []
+        for i, a in enumerate(outs[variant]):
+            fixturelib.save_npy(d / f"et_{variant}.out{i}.npy", a)
+            names.append(f"et_{variant}.out{i}.npy")
+        manifest["outputs"][variant] = names
+    if len(outs["portable"]) != len(outs["xnnpack"]):
+        raise RuntimeError(f"{name}: the two programs return different numbers of outputs")
+    manifest["et_portable_vs_xnnpack_max_abs_diff"] = max(
+        fixturelib.max_abs_diff(a, b) for a, b in zip(outs["portable"], outs["xnnpack"])
+    )
+    (d / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=BENCH / ".models", help="cache directory")
+    ap.add_argument("--force", action="store_true", help="export again even if cached")
+    ap.add_argument("models", nargs="*", help=f"subset of: {' '.join(MODELS)}")
+    args = ap.parse_args()
+    unknown = [n for n in args.models if n not in MODELS]
+    if unknown:
+        ap.error(f"unknown models: {' '.join(unknown)} (known: {' '.join(MODELS)})")
+    warnings.simplefilter("ignore")
+    digest = script_digest()
+    failed = []
+    for name in args.models or list(MODELS):
+        d = args.out / name
+        if not args.force and is_cached(d, digest):
+            print(f"{name}: cached", flush=True)
+            continue
+        t0 = time.time()
+        try:
+            export_model(name, d, digest)
+        except Exception as e:  # report every model, then fail
+            failed.append(name)
+            print(f"{name}: FAILED {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+            continue
+        print(f"{name}: exported in {time.time() - t0:.0f} s", flush=True)
+    if failed:
+        print(f"failed: {' '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
