@@ -283,7 +283,11 @@ pub(crate) fn instruction_name(plan: &MethodPlan, ins: &InstrDef) -> String {
 
 /// Per value, the number of times a kernel call writes it (out positions, list items
 /// included); other instructions count as writes of every argument.
-fn count_writes(plan: &MethodPlan, values: &[Val], defs: &[Option<&'static KernelDef>]) -> Vec<u32> {
+fn count_writes(
+    plan: &MethodPlan,
+    values: &[Val],
+    defs: &[Option<&'static KernelDef>],
+) -> Vec<u32> {
     let mut writes = vec![0u32; values.len()];
     let mut bump = |v: u32| {
         if let Some(w) = writes.get_mut(v as usize) {

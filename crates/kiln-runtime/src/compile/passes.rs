@@ -50,18 +50,18 @@ fn pair(g: &Graph<'_>, v: u32, min: i64) -> Option<[usize; 2]> {
 pub(crate) fn alias_copies(g: &mut Graph<'_>) {
     for n in 0..g.nodes.len() {
         let Some((op, args)) = kernel_call(g, n) else { continue };
+        if op == "aten::split_with_sizes_copy.out" {
+            if let Some(parts) = outer_split(g, args) {
+                for (item, delta) in parts {
+                    g.alias(item, args[0], delta);
+                }
+                absorb_into_neighbour(g, n);
+            }
+            continue;
+        }
         let (Some(&x), Some(y)) = (args.first(), out_arg(args)) else { continue };
         let (Some(xt), Some(yt)) = (g.tensor(x), g.tensor(y)) else { continue };
-        let ok = xt.dtype == yt.dtype
-            && xt.shape.is_dense_row_major()
-            && yt.shape.is_dense_row_major()
-            && xt.capacity == Capacity::Static
-            && yt.capacity == Capacity::Static
-            && g.planned(x)
-            && g.planned(y)
-            && g.written_once(y)
-            && g.written_once(x)
-            && x != y;
+        let ok = xt.dtype == yt.dtype && aliasable(g, x) && aliasable(g, y) && x != y;
         if !ok {
             continue;
         }
@@ -96,15 +96,66 @@ pub(crate) fn alias_copies(g: &mut Graph<'_>) {
         };
         let Some(delta) = delta else { continue };
         g.alias(y, x, delta);
-        let into = (0..n)
-            .rev()
-            .find(|&m| !matches!(g.nodes[m].op, NodeOp::Removed))
-            .or_else(|| g.next_live(n));
-        match into {
-            Some(m) => g.absorb(m, n),
-            None => continue,
-        }
+        absorb_into_neighbour(g, n);
     }
+}
+
+/// A removed node's origin goes to the live node before it, or after it for the first.
+fn absorb_into_neighbour(g: &mut Graph<'_>, n: usize) {
+    let into = (0..n)
+        .rev()
+        .find(|&m| !matches!(g.nodes[m].op, NodeOp::Removed))
+        .or_else(|| g.next_live(n));
+    if let Some(m) = into {
+        g.absorb(m, n);
+    }
+}
+
+/// Whether tensor `v` may become an alias: planned, contiguous, static, written once.
+fn aliasable(g: &Graph<'_>, v: u32) -> bool {
+    g.tensor(v).is_some_and(|t| t.shape.is_dense_row_major() && t.capacity == Capacity::Static)
+        && g.planned(v)
+        && g.written_once(v)
+}
+
+/// `split_with_sizes_copy(x, sizes, dim, out)` along a dimension with only 1s before it:
+/// each output item with its byte offset in `x`.
+fn outer_split(g: &Graph<'_>, args: &[u32]) -> Option<Vec<(u32, usize)>> {
+    let &[x, split, dim, out, _] = args else { return None };
+    let xt = g.tensor(x)?;
+    if !aliasable(g, x) {
+        return None;
+    }
+    let sizes = xt.shape.sizes();
+    let d = dim_of(g, sizes, dim)?;
+    if !outermost(sizes, d) {
+        return None;
+    }
+    let Some(Val::TensorList(items)) = g.values.get(out as usize) else { return None };
+    let split = g.ints(split)?;
+    if split.len() != items.len() || split.iter().map(|&s| s.max(0)).sum::<i64>() != sizes[d] as i64
+    {
+        return None;
+    }
+    let inner: usize = sizes[d + 1..].iter().product();
+    let elem = xt.dtype.size();
+    let mut at = 0usize;
+    let mut parts = Vec::with_capacity(items.len());
+    for (&item, &len) in items.iter().zip(&split) {
+        let len = usize::try_from(len).ok()?;
+        let t = g.tensor(item)?;
+        let ok = aliasable(g, item)
+            && item != x
+            && t.dtype == xt.dtype
+            && t.shape.numel() == len * inner
+            && !parts.iter().any(|&(p, _)| p == item);
+        if !ok {
+            return None;
+        }
+        parts.push((item, at * inner * elem));
+        at += len;
+    }
+    Some(parts)
 }
 
 /// A dimension index of `sizes`, normalized.
