@@ -263,6 +263,11 @@ impl<'m> Graph<'m> {
             "aten::hardswish.out" => Some(Activation::Hardswish),
             "aten::sigmoid.out" => Some(Activation::Sigmoid),
             "aten::silu.out" => Some(Activation::Silu),
+            "aten::gelu.out" => match self.values.get(*args.get(1)? as usize)? {
+                Val::String(s) if &**s == "none" => Some(Activation::Gelu),
+                Val::String(s) if &**s == "tanh" => Some(Activation::GeluTanh),
+                _ => None,
+            },
             _ => None,
         }
     }

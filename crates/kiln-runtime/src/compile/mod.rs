@@ -54,6 +54,10 @@ pub(crate) enum Activation {
     Sigmoid,
     /// `x / (1 + exp(-x))`.
     Silu,
+    /// `0.5 x (1 + erf(x / sqrt 2))`, in f64 as kiln's `gelu` kernel computes it.
+    Gelu,
+    /// `0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))`, in f64 likewise.
+    GeluTanh,
 }
 
 /// Batch norm (inference) folded into a convolution: per output channel

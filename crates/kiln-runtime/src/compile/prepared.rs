@@ -4,6 +4,7 @@
 use kiln_kernels::compute::conv::{im2col, Geometry};
 use kiln_kernels::compute::depthwise::depthwise;
 use kiln_kernels::compute::gemm::{FastGemm, Mat, MatMut};
+use kiln_kernels::compute::special::erf;
 use kiln_kernels::{Arg, KernelContext, KernelError, Out, OutKind, TensorRef};
 
 use crate::error::{Error, Result};
@@ -124,6 +125,19 @@ fn epilogue(out: &mut [f32], residual: Option<&[f32]>, act: Activation) {
         Activation::Silu => {
             for o in out.iter_mut() {
                 *o /= 1.0 + (-*o).exp();
+            }
+        }
+        Activation::Gelu => {
+            for o in out.iter_mut() {
+                let x = f64::from(*o);
+                *o = (0.5 * x * (1.0 + erf(x * std::f64::consts::FRAC_1_SQRT_2))) as f32;
+            }
+        }
+        Activation::GeluTanh => {
+            let k = (2.0 / std::f64::consts::PI).sqrt();
+            for o in out.iter_mut() {
+                let x = f64::from(*o);
+                *o = (0.5 * x * (1.0 + (k * (x + 0.044715 * x * x * x)).tanh())) as f32;
             }
         }
     }
