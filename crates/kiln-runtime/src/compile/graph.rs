@@ -8,7 +8,7 @@ use kiln_kernels::{DType, KernelDef};
 use crate::plan::{DataDef, InstrDef, MethodPlan, ValueDef};
 use crate::value::{Storage, TensorSlot, Val};
 
-use super::{Activation, Aliases, ConvNode, LinearNode};
+use super::{Activation, Aliases, ConvNode, LinearNode, MapNode};
 
 /// What a node computes.
 #[derive(Clone, Debug)]
@@ -19,6 +19,8 @@ pub(crate) enum NodeOp {
     Conv(ConvNode),
     /// A matrix product with a constant right operand and a fused epilogue.
     Linear(LinearNode),
+    /// A chain of elementwise operators.
+    Map(MapNode),
     /// Nothing left to do: the node was absorbed into another.
     Removed,
 }

@@ -7,7 +7,8 @@
 //!                      lift (convolution/addmm/mm with constant weights become
 //!                      Conv/Linear nodes, a constant weight's permute_copy folded away),
 //!                      fold batch norm into the convolution, fuse the epilogue
-//!                      (residual add, relu/hardtanh/clamp/hardswish/sigmoid/silu)
+//!                      (residual add, relu/hardtanh/clamp/hardswish/sigmoid/silu/gelu),
+//!                      chains of float32 elementwise operators fused into one map
 //!                  --> lower: one step per live node; fused nodes get a prepared kernel
 //!                      (weights folded and laid out once, here) behind Callee::Prepared
 //! ```
@@ -105,6 +106,45 @@ pub(crate) struct LinearNode {
     pub fused: Vec<String>,
 }
 
+/// A unary elementwise operator a [`MapNode`] applies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Unary {
+    Sigmoid,
+    Tanh,
+}
+
+/// A binary elementwise operator a [`MapNode`] applies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Binary {
+    Add,
+    Sub,
+    Mul,
+    Div,
+}
+
+/// One operator of a [`MapNode`], applied to the running value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum MapOp {
+    Unary(Unary),
+    /// With `inputs[operand]`; `left` when the running value is the left operand.
+    Binary {
+        op: Binary,
+        operand: usize,
+        left: bool,
+    },
+}
+
+/// A chain of float32 elementwise operators over same-shape tensors, run as one step: the
+/// running value starts as `inputs[0]`, each op updates it, the last result is `output`.
+/// Every op rounds to float32, as the separate kernels do, so results are the same.
+#[derive(Clone, Debug)]
+pub(crate) struct MapNode {
+    pub inputs: Vec<u32>,
+    pub ops: Vec<MapOp>,
+    pub output: u32,
+    pub fused: Vec<String>,
+}
+
 /// One step of a compiled method, for `kiln inspect --compiled`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CompiledNode {
@@ -130,4 +170,5 @@ pub(crate) fn optimize(g: &mut Graph<'_>) {
     passes::lift_convolutions(g);
     passes::fold_batch_norms(g);
     passes::fuse_epilogues(g);
+    passes::fuse_elementwise(g);
 }

@@ -7,7 +7,7 @@ use crate::plan::InstrDef;
 use crate::value::Val;
 
 use super::graph::{Graph, NodeOp};
-use super::{Activation, BatchNorm, ConvNode, LinearNode};
+use super::{Activation, BatchNorm, Binary, ConvNode, LinearNode, MapNode, MapOp, Unary};
 
 /// The kernel instruction of node `n`: its operator and arguments.
 fn kernel_call<'m>(g: &Graph<'m>, n: usize) -> Option<(&'m str, &'m [u32])> {
@@ -464,6 +464,100 @@ pub(crate) fn fuse_epilogues(g: &mut Graph<'_>) {
             }
             set_tail(&mut g.nodes[n].op, fused, op);
             g.absorb(n, next);
+        }
+    }
+}
+
+/// One elementwise operator call: its op, the running value's operand and the other one.
+struct Elementwise {
+    op: MapOp,
+    /// The operand that may be the running value (the unary input, or a binary's left).
+    first: u32,
+    /// A binary's right operand.
+    second: Option<u32>,
+    output: u32,
+}
+
+/// A float32 elementwise call over same-shape static dense tensors, if node `n` is one.
+fn elementwise(g: &Graph<'_>, n: usize) -> Option<Elementwise> {
+    let (op, args) = kernel_call(g, n)?;
+    let output = out_arg(args)?;
+    let (map, first, second) = match (op, args) {
+        ("aten::sigmoid.out", &[x, _, _]) => (MapOp::Unary(Unary::Sigmoid), x, None),
+        ("aten::tanh.out", &[x, _, _]) => (MapOp::Unary(Unary::Tanh), x, None),
+        ("aten::add.out" | "aten::sub.out", &[a, b, alpha, _, _]) => {
+            if g.number(alpha) != Some(1.0) {
+                return None;
+            }
+            let op = if op == "aten::add.out" { Binary::Add } else { Binary::Sub };
+            (MapOp::Binary { op, operand: 0, left: true }, a, Some(b))
+        }
+        ("aten::mul.out" | "aten::div.out", &[a, b, _, _]) => {
+            let op = if op == "aten::mul.out" { Binary::Mul } else { Binary::Div };
+            (MapOp::Binary { op, operand: 0, left: true }, a, Some(b))
+        }
+        _ => return None,
+    };
+    let shape = sizes_of(g, output)?;
+    let same = |v: u32| {
+        g.tensor(v).is_some_and(|t| {
+            t.dtype == kiln_kernels::DType::Float
+                && t.shape.is_dense_row_major()
+                && t.capacity == Capacity::Static
+                && t.shape.sizes() == shape.as_slice()
+        })
+    };
+    let ok =
+        same(first) && second.is_none_or(same) && same(output) && g.dense_f32(output).is_some();
+    ok.then_some(Elementwise { op: map, first, second, output })
+}
+
+/// Runs of float32 elementwise calls where each reads the previous one's result (read only
+/// there) become one [`NodeOp::Map`] step.
+pub(crate) fn fuse_elementwise(g: &mut Graph<'_>) {
+    for n in 0..g.nodes.len() {
+        let Some(e) = elementwise(g, n) else { continue };
+        let mut inputs = vec![e.first];
+        let mut ops = Vec::new();
+        let push = |inputs: &mut Vec<u32>, op: MapOp, other: Option<u32>, left: bool| match op {
+            MapOp::Binary { op, .. } => {
+                inputs.push(other.unwrap_or_default());
+                MapOp::Binary { op, operand: inputs.len() - 1, left }
+            }
+            unary => unary,
+        };
+        ops.push(push(&mut inputs, e.op, e.second, true));
+        let mut output = e.output;
+        let mut fused = vec![kernel_call(g, n).map_or(String::new(), |(o, _)| o.to_string())];
+        let mut absorbed = Vec::new();
+        let mut at = n;
+        while let Some(next) = g.next_live(at) {
+            let Some(f) = elementwise(g, next) else { break };
+            if !g.read_once(output) {
+                break;
+            }
+            let op = match (f.op, f.second) {
+                (MapOp::Unary(_), _) if f.first == output => push(&mut inputs, f.op, None, true),
+                (MapOp::Binary { .. }, Some(b)) if f.first == output && b != output => {
+                    push(&mut inputs, f.op, Some(b), true)
+                }
+                (MapOp::Binary { .. }, Some(b)) if b == output && f.first != output => {
+                    push(&mut inputs, f.op, Some(f.first), false)
+                }
+                _ => break,
+            };
+            ops.push(op);
+            fused.push(kernel_call(g, next).map_or(String::new(), |(o, _)| o.to_string()));
+            output = f.output;
+            absorbed.push(next);
+            at = next;
+        }
+        if absorbed.is_empty() {
+            continue;
+        }
+        g.replace(n, NodeOp::Map(MapNode { inputs, ops, output, fused }));
+        for m in absorbed {
+            g.absorb(n, m);
         }
     }
 }

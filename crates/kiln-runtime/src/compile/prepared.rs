@@ -12,7 +12,7 @@ use crate::method::{Call, Callee, Role};
 use crate::value::TensorSlot;
 
 use super::graph::{Graph, NodeOp};
-use super::{Activation, ConvNode, LinearNode};
+use super::{Activation, Binary, ConvNode, LinearNode, MapOp, Unary};
 
 /// A fused node's kernel, prepared at load. The executor passes the node's read tensors in
 /// order as `args` (then `Arg::Output` for the written one) and its output as `outs[0]`.
@@ -55,6 +55,10 @@ pub(crate) fn lower_node(
                 let k = PreparedLinear::new(g, l, bytes).map_err(err)?;
                 let reads = std::iter::once(l.input).chain(l.residual).collect();
                 (describe("linear", &l.fused), reads, l.output, Box::new(k))
+            }
+            NodeOp::Map(m) => {
+                let k = PreparedMap { ops: m.ops.clone() };
+                (describe("map", &m.fused), m.inputs.clone(), m.output, Box::new(k))
             }
             _ => return Err(err("only fused nodes have prepared kernels".into())),
         };
@@ -432,6 +436,67 @@ impl PreparedKernel for PreparedLinear {
         let r = residual.map(|r| r.as_slice::<f32>()).transpose();
         let r = r.map_err(|e| ctx.tensor_err("residual", e))?;
         epilogue(o, r, self.act);
+        Ok(())
+    }
+}
+
+/// A chain of elementwise operators, each computed in f64 and rounded to float32 like the
+/// separate kernels.
+struct PreparedMap {
+    ops: Vec<MapOp>,
+}
+
+impl PreparedKernel for PreparedMap {
+    fn run(
+        &mut self,
+        ctx: &mut KernelContext,
+        args: &[Arg<'_>],
+        outs: &mut [Out<'_, '_>],
+    ) -> std::result::Result<(), KernelError> {
+        let operand = |i: usize| -> std::result::Result<&[f32], KernelError> {
+            match args.get(i) {
+                Some(Arg::Tensor(t)) => t.as_slice::<f32>().map_err(|e| ctx.tensor_err("input", e)),
+                _ => Err(ctx.invalid("input", "expected a tensor")),
+            }
+        };
+        let first = operand(0)?;
+        let Some(Out::Tensor(out)) = outs.first_mut() else {
+            return Err(ctx.invalid("out", "expected an output tensor"));
+        };
+        let o = out.as_mut_slice::<f32>().map_err(|e| ctx.tensor_err("out", e))?;
+        if first.len() != o.len() {
+            return Err(ctx.invalid("input", "operands differ in size from the output"));
+        }
+        o.copy_from_slice(first);
+        for op in &self.ops {
+            match *op {
+                MapOp::Unary(Unary::Sigmoid) => {
+                    for v in o.iter_mut() {
+                        *v = (1.0 / (1.0 + (-f64::from(*v)).exp())) as f32;
+                    }
+                }
+                MapOp::Unary(Unary::Tanh) => {
+                    for v in o.iter_mut() {
+                        *v = f64::from(*v).tanh() as f32;
+                    }
+                }
+                MapOp::Binary { op, operand: k, left } => {
+                    let other = operand(k)?;
+                    if other.len() != o.len() {
+                        return Err(ctx.invalid("input", "operands differ in size from the output"));
+                    }
+                    let f = |a: f32, b: f32| match op {
+                        Binary::Add => a + b,
+                        Binary::Sub => a - b,
+                        Binary::Mul => a * b,
+                        Binary::Div => a / b,
+                    };
+                    for (v, &w) in o.iter_mut().zip(other) {
+                        *v = if left { f(*v, w) } else { f(w, *v) };
+                    }
+                }
+            }
+        }
         Ok(())
     }
 }
