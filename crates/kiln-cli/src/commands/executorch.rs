@@ -71,13 +71,46 @@ pub fn inspect_compiled(path: &Path, method: Option<&str>, json: bool) -> Result
         );
         let mut t = Table::new(["step", "kernel", "fuses", "origins"]);
         for (k, s) in m.steps.iter().enumerate() {
-            let fuses = if s.operators.len() > 1 { s.operators.join(" + ") } else { String::new() };
-            let origins: Vec<String> = s.origins.iter().map(u32::to_string).collect();
-            t.row([k.to_string(), s.kind.clone(), fuses, origins.join(",")]);
+            let fuses = if s.operators.len() > 1 { fused_list(&s.operators) } else { String::new() };
+            // A compiled kernel's kind lists what it fuses; the table shows that in "fuses".
+            let kernel = s.kind.split('[').next().unwrap_or(&s.kind).to_string();
+            t.row([k.to_string(), kernel, fuses, ranges(&s.origins)]);
         }
         out!("{}", t.render());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Operators in order, `aten::` dropped, runs of one operator counted: `a + b x3 + c`.
+fn fused_list(ops: &[String]) -> String {
+    let mut parts: Vec<(String, usize)> = Vec::new();
+    for o in ops {
+        let name = o.strip_prefix("aten::").unwrap_or(o).to_string();
+        match parts.last_mut() {
+            Some((last, n)) if *last == name => *n += 1,
+            _ => parts.push((name, 1)),
+        }
+    }
+    let shown: Vec<String> = parts
+        .into_iter()
+        .map(|(name, n)| if n > 1 { format!("{name} x{n}") } else { name })
+        .collect();
+    shown.join(" + ")
+}
+
+/// Ascending indices as ranges: `0,3-7,9`.
+fn ranges(ids: &[u32]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < ids.len() {
+        let mut j = i;
+        while j + 1 < ids.len() && ids[j + 1] == ids[j] + 1 {
+            j += 1;
+        }
+        out.push(if j > i { format!("{}-{}", ids[i], ids[j]) } else { ids[i].to_string() });
+        i = j + 1;
+    }
+    out.join(",")
 }
 
 /// `kiln inspect` for a `.pte`.
