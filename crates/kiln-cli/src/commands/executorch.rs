@@ -71,7 +71,8 @@ pub fn inspect_compiled(path: &Path, method: Option<&str>, json: bool) -> Result
         );
         let mut t = Table::new(["step", "kernel", "fuses", "origins"]);
         for (k, s) in m.steps.iter().enumerate() {
-            let fuses = if s.operators.len() > 1 { fused_list(&s.operators) } else { String::new() };
+            let fuses =
+                if s.operators.len() > 1 { fused_list(&s.operators) } else { String::new() };
             // A compiled kernel's kind lists what it fuses; the table shows that in "fuses".
             let kernel = s.kind.split('[').next().unwrap_or(&s.kind).to_string();
             t.row([k.to_string(), kernel, fuses, ranges(&s.origins)]);

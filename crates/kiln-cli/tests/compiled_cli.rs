@@ -1,0 +1,96 @@
+//! `kiln inspect --compiled`, `kiln run --no-compile`: the compiled plan of a shipped program,
+//! its JSON shape, and the usage errors.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use serde_json::Value;
+
+fn fixture(name: &str) -> String {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/pte").join(name);
+    p.to_string_lossy().into_owned()
+}
+
+fn kiln(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_kiln")).args(args).output().expect("run kiln");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn compiled_plan_of_resnet_stands_for_every_instruction() {
+    let pte = fixture("resnet_small.pte");
+    let (code, stdout, stderr) = kiln(&["inspect", "--compiled", "--json", &pte]);
+    assert_eq!(code, 0, "{stderr}");
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    let m = &v["methods"][0];
+    assert_eq!(m["name"], "forward");
+    // The instruction count ExecuTorch's deserializer reports for this fixture.
+    let expected: Value =
+        serde_json::from_slice(&std::fs::read(fixture("resnet_small.expected.json")).unwrap())
+            .unwrap();
+    let n = expected["inspect"]["methods"][0]["instructions"].as_u64().unwrap();
+    assert_eq!(m["instructions"].as_u64(), Some(n));
+    let steps = m["steps"].as_array().unwrap();
+    assert!((steps.len() as u64) < n, "nothing was fused");
+    let mut origins: Vec<u64> = steps
+        .iter()
+        .flat_map(|s| s["origins"].as_array().unwrap().iter().map(|o| o.as_u64().unwrap()))
+        .collect();
+    origins.sort_unstable();
+    assert_eq!(origins, (0..n).collect::<Vec<_>>());
+    for s in steps {
+        assert_eq!(
+            s["operators"].as_array().unwrap().len(),
+            s["origins"].as_array().unwrap().len()
+        );
+    }
+    let (code, text, _) = kiln(&["inspect", "--compiled", &pte]);
+    assert_eq!(code, 0);
+    assert!(text.contains("conv2d") && text.contains("origins"), "{text}");
+}
+
+#[test]
+fn compiled_needs_a_program_and_method_needs_compiled() {
+    let ptd = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/pte/external_constants.ptd");
+    let (code, _, stderr) = kiln(&["inspect", "--compiled", &ptd.to_string_lossy()]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--compiled needs an ExecuTorch program"), "{stderr}");
+    let (code, _, _) = kiln(&["inspect", "--method", "forward", &fixture("tiny_cnn.pte")]);
+    assert_eq!(code, 2);
+    let (code, _, stderr) =
+        kiln(&["inspect", "--compiled", "--method", "nope", &fixture("tiny_cnn.pte")]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("nope"), "{stderr}");
+}
+
+#[test]
+fn run_with_and_without_the_compile_stage_agree() {
+    let pte = fixture("tiny_cnn.pte");
+    let input = fixture("tiny_cnn.forward.in0.npy");
+    let out = |extra: &[&str]| {
+        let mut args = vec!["run", pte.as_str(), "--input", input.as_str(), "--json"];
+        args.extend_from_slice(extra);
+        let (code, stdout, stderr) = kiln(&args);
+        assert_eq!(code, 0, "{stderr}");
+        serde_json::from_str::<Value>(&stdout).unwrap()
+    };
+    let (a, b) = (out(&[]), out(&["--no-compile"]));
+    let preview = |v: &Value| -> Vec<f64> {
+        v["outputs"][0]["preview"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_str().unwrap().parse().unwrap())
+            .collect()
+    };
+    let (pa, pb) = (preview(&a), preview(&b));
+    assert!(!pa.is_empty() && pa.len() == pb.len());
+    for (x, y) in pa.iter().zip(&pb) {
+        assert!((x - y).abs() <= 2e-6, "{pa:?} vs {pb:?}");
+    }
+}
