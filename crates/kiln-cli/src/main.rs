@@ -25,6 +25,8 @@ enum Command {
     Run(commands::run::Args),
     /// Time a method of an ExecuTorch program: median/min/p90 latency, per-operator profile.
     Bench(commands::bench::Args),
+    /// Packed f32 GEMM throughput against the FMA peak and the `gemm` crate.
+    BenchGemm(commands::bench_gemm::Args),
     /// Summarise any supported file (kind detected from its magic bytes).
     Inspect(commands::inspect::Args),
     /// Verify any supported file: exit 0 when valid, 1 with a one-line reason when not.
@@ -56,6 +58,7 @@ fn main() -> ExitCode {
         Command::Txn(args) => commands::txn::run(args),
         Command::Run(args) => commands::run::run(args),
         Command::Bench(args) => commands::bench::run(args),
+        Command::BenchGemm(args) => commands::bench_gemm::run(args),
     };
     match result {
         Ok(code) => code,

@@ -66,7 +66,7 @@ fn check_data(dtype: DType, shape: &Shape, numel: usize, data: &[u8]) -> Result<
     }
     let align = dtype.size();
     let addr = data.as_ptr() as usize;
-    if needed > 0 && addr % align != 0 {
+    if needed > 0 && !addr.is_multiple_of(align) {
         return Err(TensorError::Misaligned { dtype, addr, align });
     }
     Ok(())

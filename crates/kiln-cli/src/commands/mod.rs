@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod bench;
+pub mod bench_gemm;
 pub mod circle;
 pub mod dump;
 pub mod edgetpu;

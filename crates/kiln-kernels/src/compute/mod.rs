@@ -1,7 +1,12 @@
-//! Raw loops the ops call: strided walks, GEMM, convolution lowering.
+//! Raw loops the ops call: strided walks, GEMM, convolution lowering; and the prepared
+//! (packed-at-load) f32 kernels of the compile stage: [`sgemm`], [`conv2d`], [`linear`].
 
 pub mod conv;
+pub mod conv2d;
 pub mod depthwise;
 pub mod gemm;
+pub mod linear;
+pub mod peak;
+pub mod sgemm;
 pub mod special;
 pub mod strided;

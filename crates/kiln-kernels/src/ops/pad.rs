@@ -112,7 +112,7 @@ fn pad_pairs(
     pad: &[i64],
     name: &'static str,
 ) -> Result<Vec<(usize, i64, i64)>, KernelError> {
-    if pad.len() % 2 != 0 || pad.len() / 2 > x.rank() {
+    if !pad.len().is_multiple_of(2) || pad.len() / 2 > x.rank() {
         return Err(ctx.invalid(
             name,
             format!(

@@ -32,7 +32,7 @@ type KResult = Result<(), KernelError>;
 fn unpack(row: &[u8], k: usize, nbit: usize) -> i32 {
     if nbit == 2 {
         ((row[k / 4] >> (2 * (k % 4))) & 3) as i32 - 2
-    } else if k % 2 == 0 {
+    } else if k.is_multiple_of(2) {
         (row[k / 2] >> 4) as i32 - 8
     } else {
         (row[k / 2] & 0x0F) as i32 - 8
@@ -78,7 +78,7 @@ fn embedding_xbit(
     out_float(ctx, scales.dtype(), "weight_scales")?;
     let groups = match scales.sizes() {
         [r] if *r == rows => 1,
-        [r, g] if *r == rows && *g > 0 && dim % *g == 0 => *g,
+        [r, g] if *r == rows && *g > 0 && dim.is_multiple_of(*g) => *g,
         other => {
             return Err(ctx.shape_err(
                 "weight_scales",

@@ -207,7 +207,7 @@ fn infer_sizes(ctx: &KernelContext, size: &[i64], numel: usize) -> Result<Vec<us
         }
     }
     if let Some(i) = infer {
-        if known == 0 || numel % known != 0 {
+        if known == 0 || !numel.is_multiple_of(known) {
             return Err(ctx.invalid(
                 "size",
                 format!("cannot infer a dimension of {size:?} for {numel} elements"),

@@ -1,0 +1,482 @@
+//! Prepared 2-D convolution (NCHW, f32): weights packed once at construction, fused bias,
+//! residual and activation. Lowering per image and group:
+//! `out[Cout_g x OH*OW] = W[Cout_g x Cin_g*kh*kw] * B[Cin_g*kh*kw x OH*OW]`, so the packed
+//! weights are the A operand and the output rows are exactly the NCHW planes. `B` is the input
+//! itself for 1x1 / stride 1 / no padding, else the implicit im2col matrix packed straight from
+//! the input. Depthwise layers (`groups == Cin == Cout`) use a direct kernel per channel plane.
+
+use crate::compute::sgemm::{
+    gemm_packed_a, out_len, Activation, Bias, Epilogue, GemmError, GemmScratch, Im2col, MatRef,
+    PackB, PackedA,
+};
+
+/// Shape parameters of a convolution (PyTorch `conv2d` arguments).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Conv2dGeometry {
+    /// Input channels.
+    pub in_channels: usize,
+    /// Input height.
+    pub in_h: usize,
+    /// Input width.
+    pub in_w: usize,
+    /// Output channels.
+    pub out_channels: usize,
+    /// Kernel height.
+    pub kh: usize,
+    /// Kernel width.
+    pub kw: usize,
+    /// Stride (height, width).
+    pub stride: [usize; 2],
+    /// Zero padding on both sides (height, width).
+    pub padding: [usize; 2],
+    /// Dilation (height, width).
+    pub dilation: [usize; 2],
+    /// Groups; divides both channel counts.
+    pub groups: usize,
+}
+
+/// Reusable buffers of [`PackedConv2d::run`].
+#[derive(Debug, Default)]
+pub struct ConvScratch {
+    gemm: GemmScratch,
+    row: Vec<f32>,
+}
+
+/// How the convolution runs.
+#[derive(Debug)]
+enum Plan {
+    /// One packed weight matrix per group; `pointwise` when B is the input itself.
+    Gemm { groups: Vec<PackedA>, pointwise: bool },
+    /// Direct per-channel kernel; weights `[C, kh, kw]` contiguous.
+    Depthwise { weight: Vec<f32> },
+}
+
+/// A convolution with its weights prepared for repeated runs.
+#[derive(Debug)]
+pub struct PackedConv2d {
+    g: Conv2dGeometry,
+    oh: usize,
+    ow: usize,
+    plan: Plan,
+    bias: Option<Vec<f32>>,
+    act: Activation,
+}
+
+/// `a * b`, an error on overflow.
+fn mul(a: usize, b: usize) -> Result<usize, GemmError> {
+    a.checked_mul(b).ok_or(GemmError::Overflow("conv2d"))
+}
+
+impl PackedConv2d {
+    /// Prepares the convolution: `weight` is `[Cout, Cin/groups, kh, kw]` contiguous (PyTorch
+    /// layout), `bias` has `Cout` values. An error when a size is zero, the groups do not
+    /// divide the channels, the kernel does not fit the padded input, a size overflows, or a
+    /// slice has the wrong length.
+    pub fn new(
+        g: Conv2dGeometry,
+        weight: &[f32],
+        bias: Option<&[f32]>,
+        act: Activation,
+    ) -> Result<Self, GemmError> {
+        if [g.in_channels, g.in_h, g.in_w, g.out_channels, g.kh, g.kw, g.groups].contains(&0) {
+            return Err(GemmError::Invalid("conv2d: zero size"));
+        }
+        if !g.in_channels.is_multiple_of(g.groups) || !g.out_channels.is_multiple_of(g.groups) {
+            return Err(GemmError::Invalid("conv2d: groups do not divide the channels"));
+        }
+        if let Activation::Clamp { min, max } = act {
+            if min.is_nan() || max.is_nan() {
+                return Err(GemmError::Invalid("conv2d: clamp bound is NaN"));
+            }
+        }
+        let oh = out_len(g.in_h, g.kh, g.stride[0], g.padding[0], g.dilation[0]);
+        let ow = out_len(g.in_w, g.kw, g.stride[1], g.padding[1], g.dilation[1]);
+        let (Some(oh), Some(ow)) = (oh, ow) else {
+            return Err(GemmError::Invalid("conv2d: kernel, stride or dilation does not fit"));
+        };
+        let (cin_g, cout_g) = (g.in_channels / g.groups, g.out_channels / g.groups);
+        let kdim = mul(mul(cin_g, g.kh)?, g.kw)?;
+        // Sizes `run` computes per image must not overflow either.
+        mul(mul(g.in_channels, g.in_h)?, g.in_w)?;
+        mul(mul(g.out_channels, oh)?, ow)?;
+        let wlen = mul(g.out_channels, kdim)?;
+        if weight.len() != wlen {
+            return Err(GemmError::Short { what: "conv2d weight", need: wlen, len: weight.len() });
+        }
+        if let Some(b) = bias {
+            if b.len() != g.out_channels {
+                return Err(GemmError::Short {
+                    what: "conv2d bias",
+                    need: g.out_channels,
+                    len: b.len(),
+                });
+            }
+        }
+        let plan = if g.groups > 1 && cin_g == 1 && cout_g == 1 {
+            Plan::Depthwise { weight: weight.to_vec() }
+        } else {
+            let groups = weight
+                .chunks_exact(cout_g * kdim)
+                .map(|w| PackedA::new(MatRef::new(w, cout_g, kdim, kdim, 1)?))
+                .collect::<Result<Vec<_>, _>>()?;
+            let pointwise = g.kh == 1 && g.kw == 1 && g.stride == [1, 1] && g.padding == [0, 0];
+            Plan::Gemm { groups, pointwise }
+        };
+        Ok(PackedConv2d { g, oh, ow, plan, bias: bias.map(<[f32]>::to_vec), act })
+    }
+
+    /// Output height and width.
+    pub fn out_hw(&self) -> (usize, usize) {
+        (self.oh, self.ow)
+    }
+
+    /// Runs the convolution: `input` is NCHW contiguous `[batch, Cin, H, W]`, `out` NCHW
+    /// contiguous `[batch, Cout, OH, OW]`; `residual` (if any) has the shape of `out` and is
+    /// added before the activation. An error (nothing written) when a slice is short or a size
+    /// overflows.
+    pub fn run(
+        &self,
+        batch: usize,
+        input: &[f32],
+        residual: Option<&[f32]>,
+        out: &mut [f32],
+        scratch: &mut ConvScratch,
+    ) -> Result<(), GemmError> {
+        let g = &self.g;
+        let in_img = g.in_channels * g.in_h * g.in_w;
+        let ohw = self.oh * self.ow;
+        let out_img = g.out_channels * ohw;
+        let need_in = mul(batch, in_img)?;
+        let need_out = mul(batch, out_img)?;
+        let short = |what, need: usize, len: usize| {
+            if len < need {
+                Err(GemmError::Short { what, need, len })
+            } else {
+                Ok(())
+            }
+        };
+        short("conv2d input", need_in, input.len())?;
+        short("conv2d output", need_out, out.len())?;
+        if let Some(r) = residual {
+            short("conv2d residual", need_out, r.len())?;
+        }
+        let (cin_g, cout_g) = (g.in_channels / g.groups, g.out_channels / g.groups);
+        let (in_grp, out_grp) = (cin_g * g.in_h * g.in_w, cout_g * ohw);
+        for b in 0..batch {
+            for gi in 0..g.groups {
+                let x = &input[b * in_img + gi * in_grp..][..in_grp];
+                let at = b * out_img + gi * out_grp;
+                let y = &mut out[at..][..out_grp];
+                let res = residual.map(|r| &r[at..][..out_grp]);
+                let bias = self.bias.as_ref().map(|v| &v[gi * cout_g..][..cout_g]);
+                match &self.plan {
+                    Plan::Gemm { groups, pointwise } => {
+                        let ep = Epilogue {
+                            bias: bias.map_or(Bias::None, Bias::PerRow),
+                            residual: res,
+                            act: self.act,
+                        };
+                        let src: &dyn PackB;
+                        let dense;
+                        let lazy;
+                        if *pointwise {
+                            dense = MatRef::new(x, cin_g, ohw, ohw, 1)?;
+                            src = &dense;
+                        } else {
+                            lazy = Im2col::new(
+                                x,
+                                [cin_g, g.in_h, g.in_w],
+                                [g.kh, g.kw],
+                                g.stride,
+                                g.padding,
+                                g.dilation,
+                            )?;
+                            src = &lazy;
+                        }
+                        gemm_packed_a(&groups[gi], src, y, ohw, &ep, &mut scratch.gemm)?;
+                    }
+                    Plan::Depthwise { weight } => {
+                        let kk = g.kh * g.kw;
+                        let plane = Plane {
+                            g,
+                            oh: self.oh,
+                            ow: self.ow,
+                            weight: &weight[gi * kk..][..kk],
+                            bias: bias.map_or(0.0, |v| v[0]),
+                            act: self.act,
+                        };
+                        plane.run(x, res, y, &mut scratch.row);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One channel plane of a depthwise convolution.
+struct Plane<'a> {
+    g: &'a Conv2dGeometry,
+    oh: usize,
+    ow: usize,
+    /// `[kh, kw]` taps.
+    weight: &'a [f32],
+    bias: f32,
+    act: Activation,
+}
+
+impl Plane<'_> {
+    /// Output columns `ox` whose tap `kx` reads inside the input row: `lo..hi`.
+    fn valid_cols(&self, kx: usize) -> (usize, usize) {
+        let g = self.g;
+        let (s, p, off) = (g.stride[1], g.padding[1], kx * g.dilation[1]);
+        let lo = if p > off { (p - off).div_ceil(s) } else { 0 }.min(self.ow);
+        let hi = if g.in_w + p > off { ((g.in_w - 1 + p - off) / s + 1).min(self.ow) } else { 0 };
+        (lo, hi.max(lo))
+    }
+
+    /// `out[oy, ox] = act(sum_{ky, kx} w[ky, kx] * x[oy*s + ky*d - p, ox*s + kx*d - p]
+    /// plus bias plus residual[oy, ox])`, a row at a time in `acc` (contiguous row slices,
+    /// which the compiler vectorizes for stride 1).
+    fn run(&self, x: &[f32], res: Option<&[f32]>, out: &mut [f32], acc: &mut Vec<f32>) {
+        let g = self.g;
+        let (h, w, ow) = (g.in_h, g.in_w, self.ow);
+        acc.clear();
+        acc.resize(ow, 0.0);
+        for oy in 0..self.oh {
+            acc.fill(0.0);
+            for ky in 0..g.kh {
+                let iy = (oy * g.stride[0] + ky * g.dilation[0]).checked_sub(g.padding[0]);
+                let Some(iy) = iy.filter(|&iy| iy < h) else { continue };
+                let row = &x[iy * w..][..w];
+                for kx in 0..g.kw {
+                    let (lo, hi) = self.valid_cols(kx);
+                    if lo >= hi {
+                        continue;
+                    }
+                    let wv = self.weight[ky * g.kw + kx];
+                    // In range by `valid_cols`: lo * s + kx * d >= pad.
+                    let first = lo * g.stride[1] + kx * g.dilation[1] - g.padding[1];
+                    if g.stride[1] == 1 {
+                        for (a, &v) in acc[lo..hi].iter_mut().zip(&row[first..]) {
+                            *a += wv * v;
+                        }
+                    } else {
+                        let src = row[first..].iter().step_by(g.stride[1]);
+                        for (a, &v) in acc[lo..hi].iter_mut().zip(src) {
+                            *a += wv * v;
+                        }
+                    }
+                }
+            }
+            let dst = &mut out[oy * ow..][..ow];
+            match res {
+                Some(r) => {
+                    for ((d, &a), &r) in dst.iter_mut().zip(acc.iter()).zip(&r[oy * ow..][..ow]) {
+                        *d = self.act.apply(a + self.bias + r);
+                    }
+                }
+                None => {
+                    for (d, &a) in dst.iter_mut().zip(acc.iter()) {
+                        *d = self.act.apply(a + self.bias);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compute::sgemm::tests::act_ref;
+
+    /// Naive f64 grouped convolution + bias + residual (before the activation), NCHW.
+    fn conv_ref(
+        g: &Conv2dGeometry,
+        (oh, ow): (usize, usize),
+        batch: usize,
+        x: &[f32],
+        w: &[f32],
+        bias: Option<&[f32]>,
+        res: Option<&[f32]>,
+    ) -> (Vec<f64>, Vec<f64>) {
+        let (cin_g, cout_g) = (g.in_channels / g.groups, g.out_channels / g.groups);
+        let n = batch * g.out_channels * oh * ow;
+        let (mut out, mut mag) = (vec![0f64; n], vec![0f64; n]);
+        for b in 0..batch {
+            for co in 0..g.out_channels {
+                let gi = co / cout_g;
+                for oy in 0..oh {
+                    for ox in 0..ow {
+                        let (mut s, mut m) = (0f64, 0f64);
+                        for ci in 0..cin_g {
+                            let c = gi * cin_g + ci;
+                            for ky in 0..g.kh {
+                                for kx in 0..g.kw {
+                                    let iy = (oy * g.stride[0] + ky * g.dilation[0]) as isize
+                                        - g.padding[0] as isize;
+                                    let ix = (ox * g.stride[1] + kx * g.dilation[1]) as isize
+                                        - g.padding[1] as isize;
+                                    if iy < 0
+                                        || ix < 0
+                                        || iy as usize >= g.in_h
+                                        || ix as usize >= g.in_w
+                                    {
+                                        continue;
+                                    }
+                                    let xv = x[((b * g.in_channels + c) * g.in_h + iy as usize)
+                                        * g.in_w
+                                        + ix as usize];
+                                    let wv = w[((co * cin_g + ci) * g.kh + ky) * g.kw + kx];
+                                    let t = f64::from(xv) * f64::from(wv);
+                                    s += t;
+                                    m += t.abs();
+                                }
+                            }
+                        }
+                        let at = ((b * g.out_channels + co) * oh + oy) * ow + ox;
+                        let extra = [bias.map_or(0.0, |v| v[co]), res.map_or(0.0, |r| r[at])];
+                        for e in extra {
+                            s += f64::from(e);
+                            m += f64::from(e.abs());
+                        }
+                        out[at] = s;
+                        mag[at] = m;
+                    }
+                }
+            }
+        }
+        (out, mag)
+    }
+
+    fn random_geometry(rng: &mut fastrand::Rng) -> Conv2dGeometry {
+        let k = [1, 3, 5, 7][rng.usize(0..4)];
+        let groups = [1, 1, 2, 3, 4, 0][rng.usize(0..6)]; // 0: depthwise
+        let (cin, cout) = if groups == 0 {
+            let c = rng.usize(1..9);
+            (c, c)
+        } else {
+            (groups * rng.usize(1..5), groups * rng.usize(1..7))
+        };
+        Conv2dGeometry {
+            in_channels: cin,
+            in_h: rng.usize(1..14),
+            in_w: rng.usize(1..14),
+            out_channels: cout,
+            kh: k,
+            kw: if rng.bool() { k } else { [1, 3, 5][rng.usize(0..3)] },
+            stride: [rng.usize(1..3), rng.usize(1..3)],
+            padding: [rng.usize(0..4), rng.usize(0..4)],
+            dilation: [rng.usize(1..3), rng.usize(1..3)],
+            groups: if groups == 0 { cin } else { groups },
+        }
+    }
+
+    #[test]
+    fn packed_conv_matches_direct_reference() {
+        let mut rng = fastrand::Rng::with_seed(0xc0);
+        let acts = [
+            Activation::None,
+            Activation::RELU,
+            Activation::Clamp { min: 0.0, max: 6.0 },
+            Activation::Hardswish,
+            Activation::Silu,
+            Activation::Gelu,
+        ];
+        let (mut tested, mut depthwise, mut pointwise) = (0, 0, 0);
+        let mut scratch = ConvScratch::default();
+        while tested < 300 {
+            let mut g = random_geometry(&mut rng);
+            if rng.usize(0..6) == 0 {
+                (g.kh, g.kw, g.stride, g.padding) = (1, 1, [1, 1], [0, 0]);
+            }
+            let wlen = g.out_channels * (g.in_channels / g.groups) * g.kh * g.kw;
+            let w: Vec<f32> = (0..wlen).map(|_| rng.f32() - 0.5).collect();
+            let bias: Vec<f32> = (0..g.out_channels).map(|_| rng.f32() - 0.5).collect();
+            let act = acts[rng.usize(0..acts.len())];
+            let bias = if rng.bool() { Some(&bias[..]) } else { None };
+            let conv = match PackedConv2d::new(g, &w, bias, act) {
+                Ok(c) => c,
+                Err(GemmError::Invalid(_)) => continue, // kernel larger than the padded input
+                Err(e) => panic!("{g:?}: {e}"),
+            };
+            depthwise += matches!(conv.plan, Plan::Depthwise { .. }) as usize;
+            pointwise += matches!(conv.plan, Plan::Gemm { pointwise: true, .. }) as usize;
+            let batch = rng.usize(1..3);
+            let (oh, ow) = conv.out_hw();
+            let x: Vec<f32> =
+                (0..batch * g.in_channels * g.in_h * g.in_w).map(|_| rng.f32() - 0.5).collect();
+            let n = batch * g.out_channels * oh * ow;
+            let res: Vec<f32> = (0..n).map(|_| rng.f32() - 0.5).collect();
+            let res = if rng.bool() { Some(&res[..]) } else { None };
+            let mut out = vec![f32::NAN; n];
+            conv.run(batch, &x, res, &mut out, &mut scratch).unwrap();
+            let (want, mag) = conv_ref(&g, (oh, ow), batch, &x, &w, bias, res);
+            for i in 0..n {
+                let k = (g.in_channels / g.groups) * g.kh * g.kw;
+                let tol = 3.0 * f64::from(f32::EPSILON) * (k as f64 + 2.0) * mag[i] + 1e-30;
+                let want = act_ref(act, want[i]);
+                let got = f64::from(out[i]);
+                // Every activation is at most 1.5-Lipschitz (hardswish at 3); rounding adds an ulp.
+                let tol = 1.5 * tol + f64::from(f32::EPSILON) * want.abs();
+                assert!((got - want).abs() <= tol, "{g:?} {act:?} [{i}]: {got} vs {want}");
+            }
+            tested += 1;
+        }
+        assert!(depthwise > 20 && pointwise > 10, "{depthwise} depthwise, {pointwise} 1x1");
+    }
+
+    #[test]
+    fn hostile_geometry_is_an_error() {
+        let ok = Conv2dGeometry {
+            in_channels: 2,
+            in_h: 4,
+            in_w: 4,
+            out_channels: 2,
+            kh: 3,
+            kw: 3,
+            stride: [1, 1],
+            padding: [1, 1],
+            dilation: [1, 1],
+            groups: 1,
+        };
+        let w = vec![0.5f32; 2 * 2 * 9];
+        let act = Activation::None;
+        let big = usize::MAX / 2;
+        for g in [
+            Conv2dGeometry { in_channels: 0, ..ok },
+            Conv2dGeometry { kh: 0, ..ok },
+            Conv2dGeometry { groups: 0, ..ok },
+            Conv2dGeometry { groups: 3, ..ok },
+            Conv2dGeometry { stride: [0, 1], ..ok },
+            Conv2dGeometry { dilation: [1, 0], ..ok },
+            Conv2dGeometry { kh: 9, padding: [0, 0], ..ok },
+            Conv2dGeometry { in_h: big, in_w: big, ..ok },
+            Conv2dGeometry { padding: [usize::MAX, 1], ..ok },
+            Conv2dGeometry { kh: usize::MAX, dilation: [2, 1], ..ok },
+            Conv2dGeometry { out_channels: big, ..ok },
+        ] {
+            assert!(PackedConv2d::new(g, &w, None, act).is_err(), "{g:?}");
+        }
+        assert!(PackedConv2d::new(ok, &w[1..], None, act).is_err());
+        assert!(PackedConv2d::new(ok, &w, Some(&[0.0]), act).is_err());
+        let nan = Activation::Clamp { min: f32::NAN, max: 0.0 };
+        assert!(PackedConv2d::new(ok, &w, None, nan).is_err());
+
+        let conv = PackedConv2d::new(ok, &w, None, act).unwrap();
+        let mut s = ConvScratch::default();
+        let x = vec![1.0f32; 2 * 16];
+        let mut out = vec![0.0f32; 2 * 16];
+        assert!(conv.run(1, &x[1..], None, &mut out, &mut s).is_err());
+        assert!(conv.run(1, &x, None, &mut out[1..], &mut s).is_err());
+        assert!(conv.run(1, &x, Some(&x[1..]), &mut out, &mut s).is_err());
+        assert!(conv.run(2, &x, None, &mut out, &mut s).is_err());
+        assert!(conv.run(usize::MAX, &x, None, &mut out, &mut s).is_err());
+        assert!(out.iter().all(|&v| v == 0.0));
+        conv.run(0, &x, None, &mut out, &mut s).unwrap();
+        conv.run(1, &x, None, &mut out, &mut s).unwrap();
+        // Centre pixel: all 2 * 9 taps inside, each 0.5 * 1.0.
+        assert_eq!(out[5], 9.0);
+    }
+}

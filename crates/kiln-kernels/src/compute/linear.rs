@@ -1,0 +1,134 @@
+//! Prepared linear layer (f32): the weight packed once at construction, fused bias, residual
+//! and activation.
+
+use crate::compute::sgemm::{
+    gemm_packed_b, Activation, Bias, Epilogue, GemmError, GemmScratch, MatRef, PackedB,
+};
+
+/// A linear layer `y = act(x * weight^T + bias + residual)` with the weight packed once.
+#[derive(Debug)]
+pub struct PackedLinear {
+    weight: PackedB,
+    bias: Option<Vec<f32>>,
+    act: Activation,
+}
+
+impl PackedLinear {
+    /// Prepares the layer: `weight` is `[out_features, in_features]` row-major (PyTorch
+    /// `linear`), `bias` has `out_features` values. An error when a slice has the wrong
+    /// length, a size overflows, or a clamp bound is NaN.
+    pub fn new(
+        in_features: usize,
+        out_features: usize,
+        weight: &[f32],
+        bias: Option<&[f32]>,
+        act: Activation,
+    ) -> Result<Self, GemmError> {
+        let wlen =
+            in_features.checked_mul(out_features).ok_or(GemmError::Overflow("linear weight"))?;
+        if weight.len() != wlen {
+            return Err(GemmError::Short { what: "linear weight", need: wlen, len: weight.len() });
+        }
+        if let Some(b) = bias {
+            if b.len() != out_features {
+                return Err(GemmError::Short {
+                    what: "linear bias",
+                    need: out_features,
+                    len: b.len(),
+                });
+            }
+        }
+        if let Activation::Clamp { min, max } = act {
+            if min.is_nan() || max.is_nan() {
+                return Err(GemmError::Invalid("linear: clamp bound is NaN"));
+            }
+        }
+        // weight^T: element (k, n) at weight[n * in_features + k].
+        let wt = MatRef::new(weight, in_features, out_features, 1, in_features)?;
+        let weight = PackedB::new(wt)?;
+        Ok(PackedLinear { weight, bias: bias.map(<[f32]>::to_vec), act })
+    }
+
+    /// `out[m, N] = act(x[m, K] * weight^T + bias + residual)`, all row-major; `residual` (if
+    /// any) has the shape of `out`. An error (nothing written) when a slice is short.
+    pub fn run(
+        &self,
+        m: usize,
+        x: &[f32],
+        residual: Option<&[f32]>,
+        out: &mut [f32],
+        scratch: &mut GemmScratch,
+    ) -> Result<(), GemmError> {
+        let (k, n) = (self.weight.k(), self.weight.n());
+        let a = MatRef::new(x, m, k, k, 1)?;
+        let ep = Epilogue {
+            bias: self.bias.as_deref().map_or(Bias::None, Bias::PerCol),
+            residual,
+            act: self.act,
+        };
+        gemm_packed_b(a, &self.weight, out, n, &ep, scratch)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compute::sgemm::tests::act_ref;
+
+    #[test]
+    fn packed_linear_matches_naive_loop() {
+        let mut rng = fastrand::Rng::with_seed(0x11);
+        let mut scratch = GemmScratch::default();
+        for case in 0..80 {
+            let m = if case % 4 == 0 { 1 } else { rng.usize(1..40) };
+            let (k, n) = (rng.usize(0..300), rng.usize(1..150));
+            let w: Vec<f32> = (0..n * k).map(|_| rng.f32() - 0.5).collect();
+            let b: Vec<f32> = (0..n).map(|_| rng.f32() - 0.5).collect();
+            let x: Vec<f32> = (0..m * k).map(|_| rng.f32() - 0.5).collect();
+            let r: Vec<f32> = (0..m * n).map(|_| rng.f32() - 0.5).collect();
+            let bias = if rng.bool() { Some(&b[..]) } else { None };
+            let res = if rng.bool() { Some(&r[..]) } else { None };
+            let act = [Activation::None, Activation::RELU, Activation::GeluTanh][case % 3];
+            let lin = PackedLinear::new(k, n, &w, bias, act).unwrap();
+            let mut out = vec![f32::NAN; m * n];
+            lin.run(m, &x, res, &mut out, &mut scratch).unwrap();
+            for i in 0..m {
+                for j in 0..n {
+                    let (mut s, mut mag) = (0f64, 0f64);
+                    for p in 0..k {
+                        let t = f64::from(x[i * k + p]) * f64::from(w[j * k + p]);
+                        s += t;
+                        mag += t.abs();
+                    }
+                    for e in [bias.map_or(0.0, |b| b[j]), res.map_or(0.0, |r| r[i * n + j])] {
+                        s += f64::from(e);
+                        mag += f64::from(e.abs());
+                    }
+                    let want = act_ref(act, s);
+                    let tol = 3.0 * f64::from(f32::EPSILON) * ((k + 2) as f64 * mag + want.abs());
+                    let got = f64::from(out[i * n + j]);
+                    assert!((got - want).abs() <= tol + 1e-30, "{m}x{k}x{n} ({i},{j})");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn hostile_linear_is_an_error() {
+        let w = [1.0f32; 6];
+        let act = Activation::None;
+        assert!(PackedLinear::new(3, 3, &w, None, act).is_err());
+        assert!(PackedLinear::new(usize::MAX, 2, &w, None, act).is_err());
+        assert!(PackedLinear::new(3, 2, &w, Some(&[1.0]), act).is_err());
+        let lin = PackedLinear::new(3, 2, &w, None, act).unwrap();
+        let mut s = GemmScratch::default();
+        let mut out = [0.0f32; 4];
+        assert!(lin.run(2, &[1.0; 5], None, &mut out, &mut s).is_err());
+        assert!(lin.run(2, &[1.0; 6], None, &mut out[..3], &mut s).is_err());
+        assert!(lin.run(2, &[1.0; 6], Some(&[0.0; 3]), &mut out, &mut s).is_err());
+        assert!(lin.run(usize::MAX, &[1.0; 6], None, &mut out, &mut s).is_err());
+        assert_eq!(out, [0.0; 4]);
+        lin.run(2, &[1.0; 6], None, &mut out, &mut s).unwrap();
+        assert_eq!(out, [3.0; 4]);
+    }
+}

@@ -1,0 +1,153 @@
+//! The register-tile microkernels and the once-per-process choice among them.
+//!
+//! A microkernel computes one `rows x cols` tile of C (`rows <= mr`, `cols <= nr`) from an A
+//! panel (for each k: `mr` values, rows beyond `rows` ignored) and a B panel (for each k: `nr`
+//! values, columns beyond `cols` ignored), then applies the tile epilogue in registers:
+//! `c = (accumulate ? c : 0) + acc (+ row bias) (+ col bias) (+ residual)`, then the clamp.
+
+use std::sync::OnceLock;
+
+/// Blocking and dispatch data of one microkernel.
+#[derive(Debug)]
+pub struct Kernel {
+    /// Name for reports, e.g. `"avx512 14x32"`.
+    pub name: &'static str,
+    /// Rows of the register tile (A panel height).
+    pub mr: usize,
+    /// Columns of the register tile (B panel width).
+    pub nr: usize,
+    /// Depth of one cache block (the B micro-panel `kc x nr` stays in L1).
+    pub kc: usize,
+    /// Rows of one A cache block (`mc x kc` stays in L2); a multiple of `mr`.
+    pub mc: usize,
+    /// Columns of one B cache block; a multiple of `nr`.
+    pub nc: usize,
+    pub(crate) run: fn(&mut Tile<'_>),
+}
+
+/// One microkernel call. The driver guarantees the slice lengths documented on each field;
+/// [`Tile::check`] verifies them before any unchecked access.
+pub(crate) struct Tile<'a> {
+    /// Depth of the product (may be 0).
+    pub kc: usize,
+    /// A panel: `kc * mr` values.
+    pub a: &'a [f32],
+    /// B panel: `kc * nr` values.
+    pub b: &'a [f32],
+    /// C tile origin: at least `(rows - 1) * ldc + cols` values.
+    pub c: &'a mut [f32],
+    /// Row stride of C (and of the residual).
+    pub ldc: usize,
+    /// Rows to compute, `1..=mr`.
+    pub rows: usize,
+    /// Columns to compute, `1..=nr`.
+    pub cols: usize,
+    /// Add the existing C (a later K block) instead of overwriting it.
+    pub accumulate: bool,
+    /// Bias per row: at least `rows` values.
+    pub row_bias: Option<&'a [f32]>,
+    /// Bias per column: at least `cols` values.
+    pub col_bias: Option<&'a [f32]>,
+    /// Residual with the layout of C: at least `(rows - 1) * ldc + cols` values.
+    pub residual: Option<&'a [f32]>,
+    /// `min(max(x, lo), hi)`, NaN propagating.
+    pub clamp: Option<(f32, f32)>,
+}
+
+impl Tile<'_> {
+    /// Whether every slice covers what the kernel of tile size `mr x nr` reads or writes.
+    pub fn check(&self, mr: usize, nr: usize) -> bool {
+        if !(1..=mr).contains(&self.rows) || !(1..=nr).contains(&self.cols) {
+            return false;
+        }
+        let span = (self.rows - 1).checked_mul(self.ldc).and_then(|v| v.checked_add(self.cols));
+        let Some(span) = span else { return false };
+        self.kc.checked_mul(mr).is_some_and(|v| v <= self.a.len())
+            && self.kc.checked_mul(nr).is_some_and(|v| v <= self.b.len())
+            && (self.rows == 1 || self.ldc >= self.cols)
+            && span <= self.c.len()
+            && self.row_bias.is_none_or(|b| b.len() >= self.rows)
+            && self.col_bias.is_none_or(|b| b.len() >= self.cols)
+            && self.residual.is_none_or(|r| r.len() >= span)
+    }
+}
+
+/// NaN-propagating clamp (PyTorch `clamp`/`hardtanh`/`relu` semantics).
+#[inline]
+pub(crate) fn clamp1(x: f32, lo: f32, hi: f32) -> f32 {
+    if x.is_nan() {
+        x
+    } else {
+        x.max(lo).min(hi)
+    }
+}
+
+const PORTABLE_MR: usize = 4;
+const PORTABLE_NR: usize = 8;
+
+/// Portable microkernel: a `4 x 8` accumulator array the compiler keeps in registers. It
+/// multiplies and adds separately (no `mul_add`, which is a slow library call without FMA).
+fn portable(t: &mut Tile<'_>) {
+    assert!(t.check(PORTABLE_MR, PORTABLE_NR), "sgemm: portable tile out of bounds");
+    let mut acc = [[0f32; PORTABLE_NR]; PORTABLE_MR];
+    for (a, b) in t.a.chunks_exact(PORTABLE_MR).zip(t.b.chunks_exact(PORTABLE_NR)).take(t.kc) {
+        for i in 0..PORTABLE_MR {
+            for j in 0..PORTABLE_NR {
+                acc[i][j] += a[i] * b[j];
+            }
+        }
+    }
+    for (i, row) in acc.iter().enumerate().take(t.rows) {
+        for (j, &v) in row.iter().enumerate().take(t.cols) {
+            let at = i * t.ldc + j;
+            let mut x = if t.accumulate { t.c[at] + v } else { v };
+            if let Some(rb) = t.row_bias {
+                x += rb[i];
+            }
+            if let Some(cb) = t.col_bias {
+                x += cb[j];
+            }
+            if let Some(r) = t.residual {
+                x += r[at];
+            }
+            if let Some((lo, hi)) = t.clamp {
+                x = clamp1(x, lo, hi);
+            }
+            t.c[at] = x;
+        }
+    }
+}
+
+/// The portable kernel (always available).
+pub static PORTABLE: Kernel = Kernel {
+    name: "portable 4x8",
+    mr: PORTABLE_MR,
+    nr: PORTABLE_NR,
+    kc: 256,
+    mc: 128,
+    nc: 2048,
+    run: portable,
+};
+
+/// Every kernel this CPU can run, fastest first (the first is [`selected`]).
+pub fn available() -> Vec<&'static Kernel> {
+    let mut v = Vec::new();
+    #[cfg(target_arch = "x86_64")]
+    {
+        if super::x86::has_avx512() {
+            v.push(&super::x86::AVX512);
+        }
+        if super::x86::has_avx2() {
+            v.push(&super::x86::AVX2);
+        }
+    }
+    v.push(&PORTABLE);
+    v
+}
+
+/// The kernel of this process: chosen once from the CPU features, the same for every call so
+/// that results do not depend on which call site ran first.
+pub fn selected() -> &'static Kernel {
+    static CHOICE: OnceLock<&'static Kernel> = OnceLock::new();
+    CHOICE.get_or_init(|| available()[0])
+}

@@ -1,0 +1,362 @@
+//! Packed single-precision GEMM with fused epilogues, for operands known at load time.
+//!
+//! `c = act(a * b + bias + residual)` with BLIS-style blocking: for each `nc` column block of
+//! B and `kc` depth block, B is packed into `nr`-column panels; for each `mc` row block of A,
+//! A is packed into `mr`-row panels; a register-tile microkernel ([`Kernel`]) computes each
+//! `mr x nr` tile of C. A constant operand ([`PackedA`], [`PackedB`]) is packed once over its
+//! whole depth and reused by every call; the other operand is packed per call into a reusable
+//! [`GemmScratch`], from a dense strided matrix ([`MatRef`]) or straight from a convolution
+//! input ([`Im2col`], "lazy im2col"). The epilogue (bias, residual, clamp) is applied in
+//! registers on the last depth block; other activations run over the finished tile while it
+//! is in cache. One thread; the depth is summed in the same order for every tile, so results
+//! are deterministic for a given [`Kernel`], and one kernel is used per process.
+
+mod epilogue;
+mod kernel;
+mod pack;
+#[cfg(target_arch = "x86_64")]
+mod x86;
+
+#[cfg(test)]
+pub(crate) mod tests;
+
+pub use epilogue::{Activation, Bias, Epilogue};
+pub use kernel::{available, selected, Kernel};
+pub use pack::{Im2col, MatRef, PackB};
+
+pub(crate) use pack::out_len;
+
+use epilogue::activate_tile;
+use kernel::Tile;
+use pack::{aligned_offset, aligned_window};
+
+/// Why a GEMM was refused (nothing is written).
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum GemmError {
+    /// A size computation overflowed.
+    #[error("{0}: size overflows")]
+    Overflow(&'static str),
+    /// A slice is shorter than its shape needs.
+    #[error("{what} has {len} elements, needs {need}")]
+    Short {
+        /// Which operand.
+        what: &'static str,
+        /// Elements needed.
+        need: usize,
+        /// Elements present.
+        len: usize,
+    },
+    /// Shapes or parameters that do not fit together.
+    #[error("{0}")]
+    Invalid(&'static str),
+}
+
+/// Per-call packing buffers, reused across calls (grown only when a call needs more).
+#[derive(Debug, Default)]
+pub struct GemmScratch {
+    a: Vec<f32>,
+    b: Vec<f32>,
+}
+
+/// Packs `src` (`depth x width`) over its whole depth into panels of `w` columns, 64-byte
+/// aligned: returns the buffer and the offset of the first panel.
+fn pack_whole(src: &MatRef<'_>, w: usize) -> Result<(Vec<f32>, usize), GemmError> {
+    let (depth, width) = (src.k(), src.n());
+    let len = width
+        .div_ceil(w)
+        .checked_mul(w)
+        .and_then(|v| v.checked_mul(depth))
+        .ok_or(GemmError::Overflow("packed operand"))?;
+    let mut buf = Vec::new();
+    let off = {
+        let win = aligned_window(&mut buf, len);
+        if depth > 0 && width > 0 {
+            src.pack(0, depth, 0, width, w, win);
+        }
+        aligned_offset(&buf)
+    };
+    Ok((buf, off))
+}
+
+/// A constant `m x k` left operand (e.g. convolution weights `[Cout, Cin*kh*kw]`), packed
+/// once into `mr`-row panels over the whole depth.
+#[derive(Debug)]
+pub struct PackedA {
+    kernel: &'static Kernel,
+    m: usize,
+    k: usize,
+    data: Vec<f32>,
+    off: usize,
+}
+
+impl PackedA {
+    /// Packs `a` for the [`selected`] kernel.
+    pub fn new(a: MatRef<'_>) -> Result<Self, GemmError> {
+        Self::with_kernel(selected(), a)
+    }
+
+    pub(crate) fn with_kernel(kernel: &'static Kernel, a: MatRef<'_>) -> Result<Self, GemmError> {
+        let (data, off) = pack_whole(&a.t(), kernel.mr)?;
+        Ok(PackedA { kernel, m: a.rows(), k: a.cols(), data, off })
+    }
+
+    /// Rows.
+    pub fn m(&self) -> usize {
+        self.m
+    }
+
+    /// Depth.
+    pub fn k(&self) -> usize {
+        self.k
+    }
+}
+
+/// A constant `k x n` right operand (e.g. a linear weight `[N, K]` viewed transposed), packed
+/// once into `nr`-column panels over the whole depth.
+#[derive(Debug)]
+pub struct PackedB {
+    kernel: &'static Kernel,
+    k: usize,
+    n: usize,
+    data: Vec<f32>,
+    off: usize,
+}
+
+impl PackedB {
+    /// Packs `b` for the [`selected`] kernel.
+    pub fn new(b: MatRef<'_>) -> Result<Self, GemmError> {
+        Self::with_kernel(selected(), b)
+    }
+
+    pub(crate) fn with_kernel(kernel: &'static Kernel, b: MatRef<'_>) -> Result<Self, GemmError> {
+        let (data, off) = pack_whole(&b, kernel.nr)?;
+        Ok(PackedB { kernel, k: b.rows(), n: b.cols(), data, off })
+    }
+
+    /// Depth.
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    /// Columns.
+    pub fn n(&self) -> usize {
+        self.n
+    }
+}
+
+/// Where the A panels come from.
+enum ASrc<'a> {
+    Packed(&'a PackedA),
+    Dense(MatRef<'a>),
+}
+
+/// Where the B panels come from.
+enum BSrc<'a> {
+    Packed(&'a PackedB),
+    Lazy(&'a dyn PackB),
+}
+
+/// `c = act(a * b + bias + residual)` with `a` packed once; `b` (`a.k() x n`) is packed per
+/// call into `scratch`. `c` has row stride `ldc`.
+pub fn gemm_packed_a(
+    a: &PackedA,
+    b: &dyn PackB,
+    c: &mut [f32],
+    ldc: usize,
+    ep: &Epilogue<'_>,
+    scratch: &mut GemmScratch,
+) -> Result<(), GemmError> {
+    if b.k() != a.k {
+        return Err(GemmError::Invalid("gemm: depth of B differs from A"));
+    }
+    drive(a.kernel, a.m, b.n(), a.k, ASrc::Packed(a), BSrc::Lazy(b), c, ldc, ep, scratch)
+}
+
+/// `c = act(a * b + bias + residual)` with `b` packed once; `a` (`m x b.k()`) is packed per
+/// call into `scratch`. `c` has row stride `ldc`.
+pub fn gemm_packed_b(
+    a: MatRef<'_>,
+    b: &PackedB,
+    c: &mut [f32],
+    ldc: usize,
+    ep: &Epilogue<'_>,
+    scratch: &mut GemmScratch,
+) -> Result<(), GemmError> {
+    if a.cols() != b.k {
+        return Err(GemmError::Invalid("gemm: depth of A differs from B"));
+    }
+    drive(b.kernel, a.rows(), b.n, b.k, ASrc::Dense(a), BSrc::Packed(b), c, ldc, ep, scratch)
+}
+
+/// `c = act(a * b + bias + residual)` with both operands packed per call (products of two
+/// activations: matmul, bmm), on the [`selected`] kernel.
+pub fn gemm(
+    a: MatRef<'_>,
+    b: MatRef<'_>,
+    c: &mut [f32],
+    ldc: usize,
+    ep: &Epilogue<'_>,
+    scratch: &mut GemmScratch,
+) -> Result<(), GemmError> {
+    gemm_on(selected(), a, b, c, ldc, ep, scratch)
+}
+
+/// [`gemm`] on a given kernel.
+pub(crate) fn gemm_on(
+    kernel: &'static Kernel,
+    a: MatRef<'_>,
+    b: MatRef<'_>,
+    c: &mut [f32],
+    ldc: usize,
+    ep: &Epilogue<'_>,
+    scratch: &mut GemmScratch,
+) -> Result<(), GemmError> {
+    if a.cols() != b.rows() {
+        return Err(GemmError::Invalid("gemm: depth of A differs from B"));
+    }
+    drive(kernel, a.rows(), b.cols(), a.cols(), ASrc::Dense(a), BSrc::Lazy(&b), c, ldc, ep, scratch)
+}
+
+/// Checks C, bias, residual and activation against an `m x n` product.
+fn check_epilogue(
+    m: usize,
+    n: usize,
+    c: &[f32],
+    ldc: usize,
+    ep: &Epilogue<'_>,
+) -> Result<(), GemmError> {
+    if m > 1 && ldc < n {
+        return Err(GemmError::Invalid("gemm: row stride of C is below its width"));
+    }
+    let span = if m == 0 || n == 0 {
+        0
+    } else {
+        (m - 1)
+            .checked_mul(ldc)
+            .and_then(|v| v.checked_add(n))
+            .ok_or(GemmError::Overflow("gemm output"))?
+    };
+    let need = |what, need: usize, len: usize| {
+        if len < need {
+            Err(GemmError::Short { what, need, len })
+        } else {
+            Ok(())
+        }
+    };
+    need("gemm output", span, c.len())?;
+    match ep.bias {
+        Bias::None => {}
+        Bias::PerRow(b) => need("row bias", m, b.len())?,
+        Bias::PerCol(b) => need("column bias", n, b.len())?,
+    }
+    if let Some(r) = ep.residual {
+        need("residual", span, r.len())?;
+    }
+    if let Activation::Clamp { min, max } = ep.act {
+        if min.is_nan() || max.is_nan() {
+            return Err(GemmError::Invalid("gemm: clamp bound is NaN"));
+        }
+    }
+    Ok(())
+}
+
+/// The blocked loop nest shared by every entry point.
+#[allow(clippy::too_many_arguments)]
+fn drive(
+    kernel: &'static Kernel,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: ASrc<'_>,
+    b: BSrc<'_>,
+    c: &mut [f32],
+    ldc: usize,
+    ep: &Epilogue<'_>,
+    scratch: &mut GemmScratch,
+) -> Result<(), GemmError> {
+    check_epilogue(m, n, c, ldc, ep)?;
+    if m == 0 || n == 0 {
+        return Ok(());
+    }
+    let (mr, nr) = (kernel.mr, kernel.nr);
+    // Per-call buffers: one kc x nc block of B, one mc x kc block of A.
+    let kc_max = kernel.kc.min(k);
+    let b_len = n.min(kernel.nc).div_ceil(nr) * nr * kc_max;
+    let a_len = m.min(kernel.mc).div_ceil(mr) * mr * kc_max;
+    let GemmScratch { a: a_buf, b: b_buf } = scratch;
+    let clamp = ep.act.clamp();
+    for jc in (0..n).step_by(kernel.nc) {
+        let nc = kernel.nc.min(n - jc);
+        let mut pc = 0;
+        loop {
+            let kc = kernel.kc.min(k - pc);
+            let (first, last) = (pc == 0, pc + kc >= k);
+            // B panels of this block: (slice, stride between panels, offset of depth pc).
+            let (b_blk, b_stride, b_at): (&[f32], usize, usize) = match &b {
+                BSrc::Packed(p) => (&p.data[p.off..], nr * k, (jc / nr) * nr * k + pc * nr),
+                BSrc::Lazy(src) => {
+                    let win = aligned_window(b_buf, b_len);
+                    if kc > 0 {
+                        src.pack(pc, kc, jc, nc, nr, win);
+                    }
+                    (win, nr * kc, 0)
+                }
+            };
+            for ic in (0..m).step_by(kernel.mc) {
+                let mc = kernel.mc.min(m - ic);
+                let (a_blk, a_stride, a_at): (&[f32], usize, usize) = match &a {
+                    ASrc::Packed(p) => (&p.data[p.off..], mr * k, (ic / mr) * mr * k + pc * mr),
+                    ASrc::Dense(src) => {
+                        let win = aligned_window(a_buf, a_len);
+                        if kc > 0 {
+                            src.t().pack(pc, kc, ic, mc, mr, win);
+                        }
+                        (win, mr * kc, 0)
+                    }
+                };
+                for jr in (0..nc).step_by(nr) {
+                    let cols = nr.min(nc - jr);
+                    let bp = &b_blk[b_at + (jr / nr) * b_stride..][..kc * nr];
+                    for ir in (0..mc).step_by(mr) {
+                        let rows = mr.min(mc - ir);
+                        let ap = &a_blk[a_at + (ir / mr) * a_stride..][..kc * mr];
+                        let (i, j) = (ic + ir, jc + jr);
+                        let at = i * ldc + j;
+                        let mut tile = Tile {
+                            kc,
+                            a: ap,
+                            b: bp,
+                            c: &mut c[at..],
+                            ldc,
+                            rows,
+                            cols,
+                            accumulate: !first,
+                            row_bias: None,
+                            col_bias: None,
+                            residual: None,
+                            clamp: None,
+                        };
+                        if last {
+                            match ep.bias {
+                                Bias::None => {}
+                                Bias::PerRow(rb) => tile.row_bias = Some(&rb[i..]),
+                                Bias::PerCol(cb) => tile.col_bias = Some(&cb[j..]),
+                            }
+                            tile.residual = ep.residual.map(|r| &r[at..]);
+                            tile.clamp = clamp;
+                        }
+                        (kernel.run)(&mut tile);
+                        if last && ep.act.is_pointwise_pass() {
+                            activate_tile(c, at, ldc, rows, cols, ep.act);
+                        }
+                    }
+                }
+            }
+            pc += kc;
+            if pc >= k {
+                break;
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,245 @@
+//! Packing into panels: the layouts the microkernels read.
+//!
+//! A panel of width `w` holds, for each k of its depth, `w` consecutive values (zero beyond
+//! the matrix edge). B is packed in panels of `nr` columns; A in panels of `mr` rows, which
+//! is the same layout as packing `A^T` in column panels.
+
+use super::GemmError;
+
+/// Floats of slack that let a buffer start on a 64-byte boundary.
+const ALIGN_SLACK: usize = 16;
+
+/// Offset (in elements) of the first 64-byte aligned element of `v` (at most 15).
+pub(crate) fn aligned_offset(v: &[f32]) -> usize {
+    v.as_ptr().align_offset(64).min(ALIGN_SLACK - 1)
+}
+
+/// A 64-byte aligned window of `len` elements of `v`, growing `v` only when it is too short.
+pub(crate) fn aligned_window(v: &mut Vec<f32>, len: usize) -> &mut [f32] {
+    if v.len() < len + ALIGN_SLACK {
+        v.resize(len + ALIGN_SLACK, 0.0);
+    }
+    let off = aligned_offset(v);
+    &mut v[off..off + len]
+}
+
+/// A source of B panels: a `k x n` matrix that may exist only implicitly (im2col).
+pub trait PackB {
+    /// Rows (the depth of the product).
+    fn k(&self) -> usize;
+    /// Columns.
+    fn n(&self) -> usize;
+    /// Packs rows `k0..k0 + kc` and columns `n0..n0 + nc` (inside the matrix) into
+    /// `nc.div_ceil(nr)` panels of `nr * kc` values each, in order: panel `q`, row `kk` holds
+    /// columns `n0 + q * nr ..` at `dst[q * nr * kc + kk * nr ..][..nr]`, zero past column
+    /// `n0 + nc`. `dst` holds at least `nc.div_ceil(nr) * nr * kc` values.
+    fn pack(&self, k0: usize, kc: usize, n0: usize, nc: usize, nr: usize, dst: &mut [f32]);
+}
+
+/// A dense strided matrix view whose extent was checked against its slice.
+#[derive(Clone, Copy, Debug)]
+pub struct MatRef<'a> {
+    data: &'a [f32],
+    rows: usize,
+    cols: usize,
+    rs: usize,
+    cs: usize,
+}
+
+impl<'a> MatRef<'a> {
+    /// A `rows x cols` view with element `(i, j)` at `data[i * rs + j * cs]`; an error when
+    /// the last element lies outside `data` or the index overflows.
+    pub fn new(
+        data: &'a [f32],
+        rows: usize,
+        cols: usize,
+        rs: usize,
+        cs: usize,
+    ) -> Result<Self, GemmError> {
+        let need = if rows == 0 || cols == 0 {
+            Some(0)
+        } else {
+            (rows - 1)
+                .checked_mul(rs)
+                .and_then(|r| r.checked_add((cols - 1).checked_mul(cs)?))
+                .and_then(|v| v.checked_add(1))
+        };
+        let need = need.ok_or(GemmError::Overflow("matrix extent"))?;
+        if need > data.len() {
+            return Err(GemmError::Short { what: "matrix", need, len: data.len() });
+        }
+        Ok(MatRef { data, rows, cols, rs, cs })
+    }
+
+    /// Rows.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Columns.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// The transposed view (no copy).
+    pub fn t(self) -> Self {
+        MatRef { rows: self.cols, cols: self.rows, rs: self.cs, cs: self.rs, ..self }
+    }
+}
+
+impl PackB for MatRef<'_> {
+    fn k(&self) -> usize {
+        self.rows
+    }
+
+    fn n(&self) -> usize {
+        self.cols
+    }
+
+    fn pack(&self, k0: usize, kc: usize, n0: usize, nc: usize, nr: usize, dst: &mut [f32]) {
+        for (q, panel) in dst.chunks_exact_mut(nr * kc).take(nc.div_ceil(nr)).enumerate() {
+            let j0 = n0 + q * nr;
+            let w = nr.min(n0 + nc - j0);
+            for (kk, row) in panel.chunks_exact_mut(nr).enumerate() {
+                let base = (k0 + kk) * self.rs + j0 * self.cs;
+                if self.cs == 1 {
+                    row[..w].copy_from_slice(&self.data[base..base + w]);
+                } else {
+                    for (j, d) in row[..w].iter_mut().enumerate() {
+                        *d = self.data[base + j * self.cs];
+                    }
+                }
+                row[w..].fill(0.0);
+            }
+        }
+    }
+}
+
+/// The implicit im2col matrix of one image (and group) of an NCHW convolution, packed straight
+/// from the input: row `(c * kh + ky) * kw + kx`, column `oy * ow + ox` holds
+/// `input[c, oy * stride[0] + ky * dilation[0] - padding[0], ox * stride[1] + kx * dilation[1]
+/// - padding[1]]`, zero outside the image. The rows match PyTorch's `[Cout, Cin, kh, kw]`
+/// weight layout flattened to `[Cout, Cin * kh * kw]`.
+#[derive(Clone, Copy, Debug)]
+pub struct Im2col<'a> {
+    input: &'a [f32],
+    c: usize,
+    h: usize,
+    w: usize,
+    kh: usize,
+    kw: usize,
+    stride: [usize; 2],
+    pad: [usize; 2],
+    dil: [usize; 2],
+    oh: usize,
+    ow: usize,
+}
+
+/// Output size along one axis, `None` when the kernel does not fit or on overflow.
+pub(crate) fn out_len(len: usize, k: usize, s: usize, p: usize, d: usize) -> Option<usize> {
+    let span = k.checked_sub(1)?.checked_mul(d)?.checked_add(1)?;
+    let padded = len.checked_add(p.checked_mul(2)?)?;
+    if s == 0 || d == 0 || padded < span {
+        return None;
+    }
+    Some((padded - span) / s + 1)
+}
+
+impl<'a> Im2col<'a> {
+    /// The im2col view of `input` (`[c, h, w]` contiguous); an error when a size is zero, the
+    /// kernel does not fit the padded image, a size overflows, or `input` is short.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        input: &'a [f32],
+        [c, h, w]: [usize; 3],
+        [kh, kw]: [usize; 2],
+        stride: [usize; 2],
+        pad: [usize; 2],
+        dil: [usize; 2],
+    ) -> Result<Self, GemmError> {
+        if [c, h, w, kh, kw].contains(&0) {
+            return Err(GemmError::Invalid("im2col: zero size"));
+        }
+        let oh = out_len(h, kh, stride[0], pad[0], dil[0]);
+        let ow = out_len(w, kw, stride[1], pad[1], dil[1]);
+        let (Some(oh), Some(ow)) = (oh, ow) else {
+            return Err(GemmError::Invalid("im2col: kernel, stride or dilation does not fit"));
+        };
+        let need = c.checked_mul(h).and_then(|v| v.checked_mul(w));
+        let k = c.checked_mul(kh).and_then(|v| v.checked_mul(kw));
+        let n = oh.checked_mul(ow);
+        let (Some(need), Some(_), Some(_)) = (need, k, n) else {
+            return Err(GemmError::Overflow("im2col"));
+        };
+        if input.len() < need {
+            return Err(GemmError::Short { what: "im2col input", need, len: input.len() });
+        }
+        Ok(Im2col { input, c, h, w, kh, kw, stride, pad, dil, oh, ow })
+    }
+
+    /// Output columns `ox` whose tap `kx` reads inside the input row: `lo..hi`.
+    fn valid_cols(&self, kx: usize) -> (usize, usize) {
+        let (s, p, off) = (self.stride[1], self.pad[1], kx * self.dil[1]);
+        let lo = if p > off { (p - off).div_ceil(s) } else { 0 }.min(self.ow);
+        let hi = if self.w + p > off { ((self.w - 1 + p - off) / s + 1).min(self.ow) } else { 0 };
+        (lo, hi.max(lo))
+    }
+
+    /// Writes columns `ox0..ox0 + dst.len()` of output row `oy` for tap `(ci, ky, kx)`.
+    fn fill(&self, dst: &mut [f32], ci: usize, ky: usize, kx: usize, oy: usize, ox0: usize) {
+        let iy = (oy * self.stride[0] + ky * self.dil[0]).checked_sub(self.pad[0]);
+        let Some(iy) = iy.filter(|&iy| iy < self.h) else {
+            dst.fill(0.0);
+            return;
+        };
+        let (lo, hi) = self.valid_cols(kx);
+        let end = ox0 + dst.len();
+        let (a, b) = (lo.clamp(ox0, end), hi.clamp(ox0, end));
+        dst[..a - ox0].fill(0.0);
+        dst[b - ox0..].fill(0.0);
+        if a < b {
+            let row = &self.input[(ci * self.h + iy) * self.w..][..self.w];
+            // In range by `valid_cols`: a * s + kx * d >= pad.
+            let first = a * self.stride[1] + kx * self.dil[1] - self.pad[1];
+            let out = &mut dst[a - ox0..b - ox0];
+            if self.stride[1] == 1 {
+                out.copy_from_slice(&row[first..first + out.len()]);
+            } else {
+                for (d, x) in out.iter_mut().zip(row[first..].iter().step_by(self.stride[1])) {
+                    *d = *x;
+                }
+            }
+        }
+    }
+}
+
+impl PackB for Im2col<'_> {
+    fn k(&self) -> usize {
+        self.c * self.kh * self.kw
+    }
+
+    fn n(&self) -> usize {
+        self.oh * self.ow
+    }
+
+    fn pack(&self, k0: usize, kc: usize, n0: usize, nc: usize, nr: usize, dst: &mut [f32]) {
+        let taps = self.kh * self.kw;
+        for (q, panel) in dst.chunks_exact_mut(nr * kc).take(nc.div_ceil(nr)).enumerate() {
+            let j0 = n0 + q * nr;
+            let w = nr.min(n0 + nc - j0);
+            for (kk, row) in panel.chunks_exact_mut(nr).enumerate() {
+                let kidx = k0 + kk;
+                let (ci, r) = (kidx / taps, kidx % taps);
+                let (ky, kx) = (r / self.kw, r % self.kw);
+                let mut j = 0;
+                while j < w {
+                    let (oy, ox) = ((j0 + j) / self.ow, (j0 + j) % self.ow);
+                    let len = (self.ow - ox).min(w - j);
+                    self.fill(&mut row[j..j + len], ci, ky, kx, oy, ox);
+                    j += len;
+                }
+                row[w..].fill(0.0);
+            }
+        }
+    }
+}

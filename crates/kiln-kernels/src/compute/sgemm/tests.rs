@@ -1,0 +1,254 @@
+//! Every available microkernel against a naive f64 reference.
+
+use super::*;
+use crate::compute::special::erf;
+
+/// Independent f64 reference of an activation.
+pub(crate) fn act_ref(act: Activation, x: f64) -> f64 {
+    match act {
+        Activation::None => x,
+        Activation::Clamp { min, max } => {
+            if x.is_nan() {
+                x
+            } else {
+                x.max(f64::from(min)).min(f64::from(max))
+            }
+        }
+        Activation::Hardswish => x * (x + 3.0).clamp(0.0, 6.0) / 6.0,
+        Activation::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+        Activation::Silu => x * (1.0 / (1.0 + (-x).exp())),
+        Activation::Gelu => 0.5 * x * (1.0 + erf(x / std::f64::consts::SQRT_2)),
+        Activation::GeluTanh => {
+            let inner = (2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x.powi(3));
+            0.5 * x * (1.0 + inner.tanh())
+        }
+    }
+}
+
+const ACTS: [Activation; 8] = [
+    Activation::None,
+    Activation::RELU,
+    Activation::Clamp { min: -0.5, max: 0.75 },
+    Activation::Hardswish,
+    Activation::Sigmoid,
+    Activation::Silu,
+    Activation::Gelu,
+    Activation::GeluTanh,
+];
+
+/// A random `rows x cols` matrix stored row-major or column-major (with padding).
+struct Stored {
+    data: Vec<f32>,
+    rs: usize,
+    cs: usize,
+}
+
+fn stored(rng: &mut fastrand::Rng, rows: usize, cols: usize) -> Stored {
+    let pad = rng.usize(0..3);
+    let (rs, cs, len) = if rng.bool() {
+        (cols + pad, 1, rows * (cols + pad))
+    } else {
+        (1, rows + pad, cols * (rows + pad))
+    };
+    let data = (0..len.max(1)).map(|_| rng.f32() * 2.0 - 1.0).collect();
+    Stored { data, rs, cs }
+}
+
+impl Stored {
+    fn at(&self, i: usize, j: usize) -> f32 {
+        self.data[i * self.rs + j * self.cs]
+    }
+}
+
+/// Checks `got` (row stride `ldc`) against the reference of `act(a*b + bias + residual)`;
+/// tolerance scaled with the depth and the magnitude of the summed terms.
+#[allow(clippy::too_many_arguments)]
+fn check(
+    what: &str,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: &Stored,
+    b: &Stored,
+    ep: &Epilogue<'_>,
+    got: &[f32],
+    ldc: usize,
+) {
+    for i in 0..m {
+        for j in 0..n {
+            let (mut s, mut mag) = (0f64, 0f64);
+            for p in 0..k {
+                let t = f64::from(a.at(i, p)) * f64::from(b.at(p, j));
+                s += t;
+                mag += t.abs();
+            }
+            let bias = match ep.bias {
+                Bias::None => 0.0,
+                Bias::PerRow(v) => v[i],
+                Bias::PerCol(v) => v[j],
+            };
+            let res = ep.residual.map_or(0.0, |r| r[i * ldc + j]);
+            s += f64::from(bias) + f64::from(res);
+            mag += f64::from(bias.abs()) + f64::from(res.abs());
+            let want = act_ref(ep.act, s);
+            let tol = 2.0 * f64::from(f32::EPSILON) * ((k + 2) as f64 * mag + want.abs()) + 1e-30;
+            let g = f64::from(got[i * ldc + j]);
+            assert!(
+                (g - want).abs() <= tol,
+                "{what} {m}x{n}x{k} {:?} ({i},{j}): got {g}, want {want}, tol {tol}",
+                ep.act
+            );
+        }
+    }
+}
+
+/// One random case on `kernel`, through all three entry points.
+fn case(rng: &mut fastrand::Rng, kernel: &'static Kernel, m: usize, n: usize, k: usize) {
+    let a = stored(rng, m, k);
+    let b = stored(rng, k, n);
+    let ldc = n + rng.usize(0..3);
+    let c_len = if m == 0 { 0 } else { (m - 1) * ldc + n };
+    let row_bias: Vec<f32> = (0..m).map(|_| rng.f32() - 0.5).collect();
+    let col_bias: Vec<f32> = (0..n).map(|_| rng.f32() - 0.5).collect();
+    let residual: Vec<f32> = (0..c_len).map(|_| rng.f32() - 0.5).collect();
+    let bias = match rng.usize(0..3) {
+        0 => Bias::None,
+        1 => Bias::PerRow(&row_bias),
+        _ => Bias::PerCol(&col_bias),
+    };
+    let ep = Epilogue {
+        bias,
+        residual: if rng.bool() { Some(&residual) } else { None },
+        act: ACTS[rng.usize(0..ACTS.len())],
+    };
+    let am = MatRef::new(&a.data, m, k, a.rs, a.cs).unwrap();
+    let bm = MatRef::new(&b.data, k, n, b.rs, b.cs).unwrap();
+    let mut scratch = GemmScratch::default();
+
+    let mut c = vec![f32::NAN; c_len];
+    gemm_on(kernel, am, bm, &mut c, ldc, &ep, &mut scratch).unwrap();
+    check(kernel.name, m, n, k, &a, &b, &ep, &c, ldc);
+
+    let pa = PackedA::with_kernel(kernel, am).unwrap();
+    let mut c = vec![f32::NAN; c_len];
+    gemm_packed_a(&pa, &bm, &mut c, ldc, &ep, &mut scratch).unwrap();
+    check(kernel.name, m, n, k, &a, &b, &ep, &c, ldc);
+
+    let pb = PackedB::with_kernel(kernel, bm).unwrap();
+    let mut c = vec![f32::NAN; c_len];
+    gemm_packed_b(am, &pb, &mut c, ldc, &ep, &mut scratch).unwrap();
+    check(kernel.name, m, n, k, &a, &b, &ep, &c, ldc);
+}
+
+#[test]
+fn every_kernel_matches_reference() {
+    let mut rng = fastrand::Rng::with_seed(0x5eed);
+    for kernel in available() {
+        // Edges: below one tile, exactly one tile, k = 0 and 1.
+        for (m, n, k) in [
+            (1, 1, 0),
+            (1, 1, 1),
+            (kernel.mr, kernel.nr, 1),
+            (kernel.mr - 1, kernel.nr - 1, 0),
+            (kernel.mr + 1, kernel.nr + 1, 7),
+            (2, 3, kernel.kc * 2 + 5),
+        ] {
+            case(&mut rng, kernel, m, n, k);
+        }
+        for _ in 0..60 {
+            let (m, n, k) = (rng.usize(1..50), rng.usize(1..80), rng.usize(0..300));
+            case(&mut rng, kernel, m, n, k);
+        }
+        // Several row, column and depth blocks.
+        case(&mut rng, kernel, kernel.mc + 5, 40, kernel.kc + 3);
+        case(&mut rng, kernel, 3, kernel.nc + 7, 9);
+    }
+}
+
+#[test]
+fn every_activation_on_every_kernel() {
+    let mut rng = fastrand::Rng::with_seed(3);
+    for kernel in available() {
+        for act in ACTS {
+            let (m, n, k) = (kernel.mr + 2, kernel.nr + 3, 17);
+            let a = stored(&mut rng, m, k);
+            let b = stored(&mut rng, k, n);
+            let bias: Vec<f32> = (0..m).map(|_| rng.f32() * 4.0 - 2.0).collect();
+            let ep = Epilogue { bias: Bias::PerRow(&bias), residual: None, act };
+            let am = MatRef::new(&a.data, m, k, a.rs, a.cs).unwrap();
+            let bm = MatRef::new(&b.data, k, n, b.rs, b.cs).unwrap();
+            let mut c = vec![0.0; m * n];
+            gemm_on(kernel, am, bm, &mut c, n, &ep, &mut GemmScratch::default()).unwrap();
+            check(kernel.name, m, n, k, &a, &b, &ep, &c, n);
+        }
+    }
+}
+
+#[test]
+fn clamp_propagates_nan() {
+    for kernel in available() {
+        let a = [f32::NAN, 1.0];
+        let b = [1.0f32; 3];
+        let am = MatRef::new(&a, 2, 1, 1, 1).unwrap();
+        let bm = MatRef::new(&b, 1, 3, 3, 1).unwrap();
+        let ep = Epilogue { act: Activation::RELU, ..Epilogue::NONE };
+        let mut c = [0.0; 6];
+        gemm_on(kernel, am, bm, &mut c, 3, &ep, &mut GemmScratch::default()).unwrap();
+        assert!(c[..3].iter().all(|x| x.is_nan()), "{}", kernel.name);
+        assert_eq!(c[3..], [1.0; 3], "{}", kernel.name);
+    }
+}
+
+#[test]
+fn steady_state_does_not_grow_scratch() {
+    let (m, n, k) = (37, 300, 290);
+    let a = vec![0.5f32; m * k];
+    let b = vec![0.25f32; k * n];
+    let am = MatRef::new(&a, m, k, k, 1).unwrap();
+    let bm = MatRef::new(&b, k, n, n, 1).unwrap();
+    let mut c = vec![0.0; m * n];
+    let mut s = GemmScratch::default();
+    gemm(am, bm, &mut c, n, &Epilogue::NONE, &mut s).unwrap();
+    let caps = (s.a.capacity(), s.b.capacity(), s.a.as_ptr(), s.b.as_ptr());
+    gemm(am, bm, &mut c, n, &Epilogue::NONE, &mut s).unwrap();
+    assert_eq!(caps, (s.a.capacity(), s.b.capacity(), s.a.as_ptr(), s.b.as_ptr()));
+    assert!(c.iter().all(|&x| x == 0.125 * k as f32));
+}
+
+#[test]
+fn hostile_shapes_are_errors() {
+    let v = [1.0f32; 8];
+    assert!(matches!(MatRef::new(&v, 3, 3, 3, 1), Err(GemmError::Short { .. })));
+    assert!(matches!(MatRef::new(&v, usize::MAX, 2, usize::MAX, 1), Err(GemmError::Overflow(_))));
+    assert!(MatRef::new(&v, 0, usize::MAX, 5, 1).is_ok());
+    let a = MatRef::new(&v, 2, 4, 4, 1).unwrap();
+    let b3 = MatRef::new(&v, 3, 2, 2, 1).unwrap();
+    let b4 = MatRef::new(&v, 4, 2, 2, 1).unwrap();
+    let mut s = GemmScratch::default();
+    let mut c = [0.0f32; 4];
+    let ep = Epilogue::NONE;
+    assert!(matches!(gemm(a, b3, &mut c, 2, &ep, &mut s), Err(GemmError::Invalid(_))));
+    assert!(matches!(gemm(a, b4, &mut c[..3], 2, &ep, &mut s), Err(GemmError::Short { .. })));
+    assert!(matches!(gemm(a, b4, &mut c, 1, &ep, &mut s), Err(GemmError::Invalid(_))));
+    assert!(matches!(gemm(a, b4, &mut c, usize::MAX, &ep, &mut s), Err(GemmError::Overflow(_))));
+    let short = [0.0f32; 1];
+    for bias in [Bias::PerRow(&short), Bias::PerCol(&short)] {
+        let ep = Epilogue { bias, ..Epilogue::NONE };
+        assert!(matches!(gemm(a, b4, &mut c, 2, &ep, &mut s), Err(GemmError::Short { .. })));
+    }
+    let ep = Epilogue { residual: Some(&short), ..Epilogue::NONE };
+    assert!(matches!(gemm(a, b4, &mut c, 2, &ep, &mut s), Err(GemmError::Short { .. })));
+    let ep = Epilogue { act: Activation::Clamp { min: f32::NAN, max: 1.0 }, ..Epilogue::NONE };
+    assert!(matches!(gemm(a, b4, &mut c, 2, &ep, &mut s), Err(GemmError::Invalid(_))));
+    let pa = PackedA::new(a).unwrap();
+    assert!(matches!(
+        gemm_packed_a(&pa, &b3, &mut c, 2, &Epilogue::NONE, &mut s),
+        Err(GemmError::Invalid(_))
+    ));
+    let pb = PackedB::new(b3).unwrap();
+    assert!(matches!(
+        gemm_packed_b(a, &pb, &mut c, 2, &Epilogue::NONE, &mut s),
+        Err(GemmError::Invalid(_))
+    ));
+    assert_eq!(c, [0.0; 4]);
+}

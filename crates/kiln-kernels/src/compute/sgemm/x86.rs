@@ -1,0 +1,233 @@
+//! x86_64 microkernels: AVX-512F `14 x 32` (two zmm per B row, one broadcast per A row, 28
+//! accumulators) and AVX2+FMA `6 x 16` (12 ymm accumulators). Partial tiles use masked loads
+//! and stores, so edge tiles need no temporary buffer.
+#![allow(unsafe_code)]
+
+use std::arch::x86_64::*;
+use std::sync::OnceLock;
+
+use super::kernel::{Kernel, Tile};
+
+/// Whether the CPU has AVX-512F (cached).
+pub(crate) fn has_avx512() -> bool {
+    static F: OnceLock<bool> = OnceLock::new();
+    *F.get_or_init(|| is_x86_feature_detected!("avx512f"))
+}
+
+/// Whether the CPU has AVX2 and FMA (cached).
+pub(crate) fn has_avx2() -> bool {
+    static F: OnceLock<bool> = OnceLock::new();
+    *F.get_or_init(|| is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"))
+}
+
+/// Calls `$f::<R>($t)` for the runtime row count `$rows` in `1..=$max`.
+macro_rules! by_rows {
+    ($rows:expr, $f:ident, $t:expr, [$($r:literal)*]) => {
+        match $rows {
+            $($r => $f::<$r>($t),)*
+            _ => unreachable!("Tile::check bounds the rows"),
+        }
+    };
+}
+
+const MR512: usize = 14;
+const NR512: usize = 32;
+
+/// The AVX-512 kernel.
+pub static AVX512: Kernel = Kernel {
+    name: "avx512 14x32",
+    mr: MR512,
+    nr: NR512,
+    kc: 256,
+    mc: MR512 * 24,
+    nc: NR512 * 128,
+    run: avx512,
+};
+
+fn avx512(t: &mut Tile<'_>) {
+    assert!(has_avx512() && t.check(MR512, NR512), "sgemm: avx512 tile out of bounds");
+    // SAFETY: the CPU has AVX-512F (checked above, the only feature the tile function
+    // enables) and `check` verified every slice covers the reads and writes of the tile.
+    unsafe { by_rows!(t.rows, avx512_tile, t, [1 2 3 4 5 6 7 8 9 10 11 12 13 14]) }
+}
+
+/// Lanes `0..n` of a 16-lane mask (`n` clamped to 16).
+#[inline]
+fn mask16(n: usize) -> __mmask16 {
+    ((1u32 << n.min(16)) - 1) as __mmask16
+}
+
+/// # Safety
+/// AVX-512F available; `t.check(MR512, NR512)` holds and `t.rows == R`.
+#[target_feature(enable = "avx512f")]
+unsafe fn avx512_tile<const R: usize>(t: &mut Tile<'_>) {
+    let a = t.a.as_ptr();
+    let b = t.b.as_ptr();
+    let mut acc0 = [_mm512_setzero_ps(); R];
+    let mut acc1 = [_mm512_setzero_ps(); R];
+    for p in 0..t.kc {
+        // SAFETY: p < kc, and `check` proved kc * NR512 <= b.len() and kc * MR512 <= a.len();
+        // rows R <= MR512.
+        unsafe {
+            let b0 = _mm512_loadu_ps(b.add(p * NR512));
+            let b1 = _mm512_loadu_ps(b.add(p * NR512 + 16));
+            let ap = a.add(p * MR512);
+            for i in 0..R {
+                let ai = _mm512_set1_ps(*ap.add(i));
+                acc0[i] = _mm512_fmadd_ps(ai, b0, acc0[i]);
+                acc1[i] = _mm512_fmadd_ps(ai, b1, acc1[i]);
+            }
+        }
+    }
+    let (m0, m1) = (mask16(t.cols), mask16(t.cols.saturating_sub(16)));
+    let c = t.c.as_mut_ptr();
+    // Masked loads and stores touch only lanes below `cols`; `wrapping_add` keeps the pointer
+    // arithmetic defined when the second half is fully masked off.
+    // SAFETY (all blocks below): lanes j < cols of row i < R are at i * ldc + j < span, which
+    // `check` proved inside `c`, `residual`, and `col_bias` (cols values); row_bias has R values.
+    let (cb0, cb1) = match t.col_bias {
+        Some(cb) => unsafe {
+            let p = cb.as_ptr();
+            (_mm512_maskz_loadu_ps(m0, p), _mm512_maskz_loadu_ps(m1, p.wrapping_add(16)))
+        },
+        None => (_mm512_setzero_ps(), _mm512_setzero_ps()),
+    };
+    for i in 0..R {
+        let ci = c.wrapping_add(i * t.ldc);
+        let (mut x0, mut x1) = (acc0[i], acc1[i]);
+        if t.accumulate {
+            unsafe {
+                x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, ci));
+                x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, ci.wrapping_add(16)));
+            }
+        }
+        if let Some(rb) = t.row_bias {
+            let v = _mm512_set1_ps(rb[i]);
+            x0 = _mm512_add_ps(x0, v);
+            x1 = _mm512_add_ps(x1, v);
+        }
+        if t.col_bias.is_some() {
+            x0 = _mm512_add_ps(x0, cb0);
+            x1 = _mm512_add_ps(x1, cb1);
+        }
+        if let Some(r) = t.residual {
+            let ri = r.as_ptr().wrapping_add(i * t.ldc);
+            unsafe {
+                x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, ri));
+                x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, ri.wrapping_add(16)));
+            }
+        }
+        if let Some((lo, hi)) = t.clamp {
+            // max/min return their second operand when one is NaN: NaN propagates.
+            let (lo, hi) = (_mm512_set1_ps(lo), _mm512_set1_ps(hi));
+            x0 = _mm512_min_ps(hi, _mm512_max_ps(lo, x0));
+            x1 = _mm512_min_ps(hi, _mm512_max_ps(lo, x1));
+        }
+        unsafe {
+            _mm512_mask_storeu_ps(ci, m0, x0);
+            _mm512_mask_storeu_ps(ci.wrapping_add(16), m1, x1);
+        }
+    }
+}
+
+const MR256: usize = 6;
+const NR256: usize = 16;
+
+/// The AVX2+FMA kernel.
+pub static AVX2: Kernel = Kernel {
+    name: "avx2 6x16",
+    mr: MR256,
+    nr: NR256,
+    kc: 256,
+    mc: MR256 * 40,
+    nc: NR256 * 256,
+    run: avx2,
+};
+
+fn avx2(t: &mut Tile<'_>) {
+    assert!(has_avx2() && t.check(MR256, NR256), "sgemm: avx2 tile out of bounds");
+    // SAFETY: the CPU has AVX2 and FMA (checked above) and `check` verified every slice
+    // covers the reads and writes of the tile.
+    unsafe { by_rows!(t.rows, avx2_tile, t, [1 2 3 4 5 6]) }
+}
+
+/// Lane mask (all bits set in lanes `0..n`) of an 8-lane vector for `n` as i32 (may be <= 0).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn mask8(n: i32) -> __m256i {
+    _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7))
+}
+
+/// # Safety
+/// AVX2 and FMA available; `t.check(MR256, NR256)` holds and `t.rows == R`.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn avx2_tile<const R: usize>(t: &mut Tile<'_>) {
+    let a = t.a.as_ptr();
+    let b = t.b.as_ptr();
+    let mut acc0 = [_mm256_setzero_ps(); R];
+    let mut acc1 = [_mm256_setzero_ps(); R];
+    for p in 0..t.kc {
+        // SAFETY: p < kc, and `check` proved kc * NR256 <= b.len() and kc * MR256 <= a.len();
+        // rows R <= MR256.
+        unsafe {
+            let b0 = _mm256_loadu_ps(b.add(p * NR256));
+            let b1 = _mm256_loadu_ps(b.add(p * NR256 + 8));
+            let ap = a.add(p * MR256);
+            for i in 0..R {
+                let ai = _mm256_set1_ps(*ap.add(i));
+                acc0[i] = _mm256_fmadd_ps(ai, b0, acc0[i]);
+                acc1[i] = _mm256_fmadd_ps(ai, b1, acc1[i]);
+            }
+        }
+    }
+    // cols <= 16, so the casts cannot wrap.
+    let (m0, m1) = (mask8(t.cols as i32), mask8(t.cols as i32 - 8));
+    let c = t.c.as_mut_ptr();
+    // SAFETY (all blocks below): maskload/maskstore touch only lanes j < cols, and lanes
+    // j < cols of row i < R are at i * ldc + j < span, which `check` proved inside `c`,
+    // `residual` and `col_bias` (cols values); `wrapping_add` keeps fully masked-off pointers
+    // defined.
+    let (cb0, cb1) = match t.col_bias {
+        Some(cb) => unsafe {
+            let p = cb.as_ptr();
+            (_mm256_maskload_ps(p, m0), _mm256_maskload_ps(p.wrapping_add(8), m1))
+        },
+        None => (_mm256_setzero_ps(), _mm256_setzero_ps()),
+    };
+    for i in 0..R {
+        let ci = c.wrapping_add(i * t.ldc);
+        let (mut x0, mut x1) = (acc0[i], acc1[i]);
+        if t.accumulate {
+            unsafe {
+                x0 = _mm256_add_ps(x0, _mm256_maskload_ps(ci, m0));
+                x1 = _mm256_add_ps(x1, _mm256_maskload_ps(ci.wrapping_add(8), m1));
+            }
+        }
+        if let Some(rb) = t.row_bias {
+            let v = _mm256_set1_ps(rb[i]);
+            x0 = _mm256_add_ps(x0, v);
+            x1 = _mm256_add_ps(x1, v);
+        }
+        if t.col_bias.is_some() {
+            x0 = _mm256_add_ps(x0, cb0);
+            x1 = _mm256_add_ps(x1, cb1);
+        }
+        if let Some(r) = t.residual {
+            let ri = r.as_ptr().wrapping_add(i * t.ldc);
+            unsafe {
+                x0 = _mm256_add_ps(x0, _mm256_maskload_ps(ri, m0));
+                x1 = _mm256_add_ps(x1, _mm256_maskload_ps(ri.wrapping_add(8), m1));
+            }
+        }
+        if let Some((lo, hi)) = t.clamp {
+            // max/min return their second operand when one is NaN: NaN propagates.
+            let (lo, hi) = (_mm256_set1_ps(lo), _mm256_set1_ps(hi));
+            x0 = _mm256_min_ps(hi, _mm256_max_ps(lo, x0));
+            x1 = _mm256_min_ps(hi, _mm256_max_ps(lo, x1));
+        }
+        unsafe {
+            _mm256_maskstore_ps(ci, m0, x0);
+            _mm256_maskstore_ps(ci.wrapping_add(8), m1, x1);
+        }
+    }
+}
