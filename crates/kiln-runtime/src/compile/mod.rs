@@ -36,30 +36,9 @@ pub(crate) use graph::{instruction_name, Graph, NodeOp};
 pub(crate) use memory::replan;
 pub(crate) use prepared::{lower_node, PreparedKernel};
 
-/// An activation applied to a fused node's output, after the bias and the residual.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) enum Activation {
-    /// None.
-    None,
-    /// `min(max(x, min), max)` (relu is `[0, inf]`, relu6/hardtanh a finite range); NaN stays
-    /// NaN as in PyTorch's clamp.
-    Clamp {
-        /// Lower bound.
-        min: f32,
-        /// Upper bound.
-        max: f32,
-    },
-    /// `x * min(max(x + 3, 0), 6) / 6`.
-    Hardswish,
-    /// `1 / (1 + exp(-x))`.
-    Sigmoid,
-    /// `x / (1 + exp(-x))`.
-    Silu,
-    /// `0.5 x (1 + erf(x / sqrt 2))`, in f64 as kiln's `gelu` kernel computes it.
-    Gelu,
-    /// `0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))`, in f64 likewise.
-    GeluTanh,
-}
+/// An activation applied to a fused node's output, after the bias and the residual: the
+/// packed kernels' own, applied in registers (clamp) or over the finished tile.
+pub(crate) use kiln_kernels::compute::sgemm::Activation;
 
 /// Batch norm (inference) folded into a convolution: per output channel
 /// `scale = weight / sqrt(var + eps)`, `shift = bias - mean * scale`.

@@ -1,10 +1,9 @@
 //! Lowering fused nodes to prepared kernels: the node's constants folded and laid out once,
 //! at load, and a run function the executor calls with the node's tensors.
 
-use kiln_kernels::compute::conv::{im2col, Geometry};
-use kiln_kernels::compute::depthwise::depthwise;
-use kiln_kernels::compute::gemm::{FastGemm, Mat, MatMut};
-use kiln_kernels::compute::special::erf;
+use kiln_kernels::compute::conv2d::{Conv2dGeometry, ConvScratch, PackedConv2d};
+use kiln_kernels::compute::linear::PackedLinear;
+use kiln_kernels::compute::sgemm::GemmScratch;
 use kiln_kernels::{Arg, KernelContext, KernelError, Out, OutKind, TensorRef};
 
 use crate::error::{Error, Result};
@@ -12,7 +11,7 @@ use crate::method::{Call, Callee, Role};
 use crate::value::TensorSlot;
 
 use super::graph::{Graph, NodeOp};
-use super::{Activation, Binary, ConvNode, LinearNode, MapOp, Unary};
+use super::{Binary, ConvNode, LinearNode, MapOp, Unary};
 
 /// A fused node's kernel, prepared at load. The executor passes the node's read tensors in
 /// order as `args` (then `Arg::Output` for the written one) and its output as `outs[0]`.
@@ -97,56 +96,6 @@ fn const_f32(
     Ok(b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
 }
 
-/// Residual add and activation over a finished output.
-fn epilogue(out: &mut [f32], residual: Option<&[f32]>, act: Activation) {
-    if let Some(r) = residual {
-        for (o, &r) in out.iter_mut().zip(r) {
-            *o += r;
-        }
-    }
-    match act {
-        Activation::None => {}
-        Activation::Clamp { min, max } => {
-            // Comparisons keep NaN, as PyTorch's clamp does.
-            for o in out.iter_mut() {
-                if *o < min {
-                    *o = min;
-                } else if *o > max {
-                    *o = max;
-                }
-            }
-        }
-        Activation::Hardswish => {
-            for o in out.iter_mut() {
-                *o = *o * (*o + 3.0).clamp(0.0, 6.0) / 6.0;
-            }
-        }
-        Activation::Sigmoid => {
-            for o in out.iter_mut() {
-                *o = 1.0 / (1.0 + (-*o).exp());
-            }
-        }
-        Activation::Silu => {
-            for o in out.iter_mut() {
-                *o /= 1.0 + (-*o).exp();
-            }
-        }
-        Activation::Gelu => {
-            for o in out.iter_mut() {
-                let x = f64::from(*o);
-                *o = (0.5 * x * (1.0 + erf(x * std::f64::consts::FRAC_1_SQRT_2))) as f32;
-            }
-        }
-        Activation::GeluTanh => {
-            let k = (2.0 / std::f64::consts::PI).sqrt();
-            for o in out.iter_mut() {
-                let x = f64::from(*o);
-                *o = (0.5 * x * (1.0 + (k * (x + 0.044715 * x * x * x)).tanh())) as f32;
-            }
-        }
-    }
-}
-
 /// The read tensor at position `i` of a prepared call.
 fn tensor_arg<'a>(
     ctx: &KernelContext,
@@ -160,21 +109,11 @@ fn tensor_arg<'a>(
     }
 }
 
-/// A convolution with batch norm folded into its weight and bias.
+/// A convolution with batch norm folded into its weight and bias, packed once.
 struct PreparedConv {
-    /// `[Cout, Cin / groups, kh, kw]`.
-    weight: Vec<f32>,
-    weight_sizes: [usize; 4],
-    /// Per output channel (the folded batch norm shift included).
-    bias: Option<Vec<f32>>,
-    stride: [usize; 2],
-    padding: [usize; 2],
-    dilation: [usize; 2],
-    groups: usize,
+    conv: PackedConv2d,
     residual: bool,
-    act: Activation,
-    /// im2col and row scratch, reused across runs.
-    col: Vec<f32>,
+    scratch: ConvScratch,
 }
 
 impl PreparedConv {
@@ -185,12 +124,10 @@ impl PreparedConv {
     ) -> std::result::Result<PreparedConv, String> {
         let mut weight = const_f32(g, c.weight, bytes)?;
         let ws = g.tensor(c.weight).map(|t| t.shape.sizes().to_vec()).unwrap_or_default();
-        let weight_sizes: [usize; 4] =
-            ws.as_slice().try_into().map_err(|_| "the weight is not 4-D".to_string())?;
-        let c_out = weight_sizes[0];
-        if c.groups == 0 || c_out % c.groups != 0 {
-            return Err(format!("{c_out} output channels do not split into {} groups", c.groups));
-        }
+        let [c_out, _, kh, kw] = ws.as_slice() else { return Err("the weight is not 4-D".into()) };
+        let (c_out, kh, kw) = (*c_out, *kh, *kw);
+        let xs = g.tensor(c.input).map(|t| t.shape.sizes().to_vec()).unwrap_or_default();
+        let [_, c_in, h, w] = xs.as_slice() else { return Err("the input is not 4-D".into()) };
         let mut bias = c.bias.map(|b| const_f32(g, b, bytes)).transpose()?;
         if let Some(bn) = &c.bn {
             // Fold in f64, rounding once: w' = w * s, b' = (b - mean) * s + beta with
@@ -214,94 +151,26 @@ impl PreparedConv {
             }
             bias = Some(folded);
         }
-        Ok(PreparedConv {
-            weight,
-            weight_sizes,
-            bias,
+        let geometry = Conv2dGeometry {
+            in_channels: *c_in,
+            in_h: *h,
+            in_w: *w,
+            out_channels: c_out,
+            kh,
+            kw,
             stride: c.stride,
             padding: c.padding,
             dilation: c.dilation,
             groups: c.groups,
-            residual: c.residual.is_some(),
-            act: c.act,
-            col: Vec::new(),
-        })
-    }
-
-    /// The convolution of one image `x` (`[C, H, W]`) into `out` (`[Cout, OH, OW]`), bias
-    /// included. Returns `false` when an operand does not fit.
-    fn image(
-        &mut self,
-        x: &[f32],
-        [c, h, w]: [usize; 3],
-        out: &mut [f32],
-        [oh, ow]: [usize; 2],
-    ) -> bool {
-        let [c_out, cg, kh, kw] = self.weight_sizes;
-        let groups = self.groups;
-        let cog = c_out / groups;
-        if cg * groups != c {
-            return false;
-        }
-        let plane = oh * ow;
-        let geo = Geometry {
-            c: cg,
-            h,
-            w,
-            kh,
-            kw,
-            oh,
-            ow,
-            stride: self.stride,
-            pad: self.padding,
-            dil: self.dilation,
         };
-        if cg == 1 && cog == 1 {
-            let all = Geometry { c, ..geo };
-            let ok =
-                depthwise(&all, x, [h * w, w, 1], &self.weight, out, [plane, ow, 1], &mut self.col);
-            if let (true, Some(b)) = (ok, &self.bias) {
-                for (row, &b) in out.chunks_exact_mut(plane.max(1)).zip(b) {
-                    row.iter_mut().for_each(|o| *o += b);
-                }
-            }
-            return ok;
+        let conv = PackedConv2d::new(geometry, &weight, bias.as_deref(), c.act)
+            .map_err(|e| format!("convolution: {e}"))?;
+        let out = g.tensor(c.output).map(|t| t.shape.sizes().to_vec()).unwrap_or_default();
+        let (oh, ow) = conv.out_hw();
+        if out.get(1..) != Some(&[c_out, oh, ow][..]) {
+            return Err(format!("the output {out:?} is not [N, {c_out}, {oh}, {ow}]"));
         }
-        if let Some(b) = &self.bias {
-            for (row, &b) in out.chunks_exact_mut(plane.max(1)).zip(b) {
-                row.fill(b);
-            }
-        }
-        let k = cg * kh * kw;
-        let direct =
-            kh == 1 && kw == 1 && self.stride == [1, 1] && self.padding == [0, 0] && plane == h * w;
-        for gi in 0..groups {
-            let Some(xg) = x.get(gi * cg * h * w..(gi + 1) * cg * h * w) else { return false };
-            let cols: &[f32] = if direct {
-                xg
-            } else {
-                self.col.resize(k * plane, 0.0);
-                im2col(&geo, xg, [h * w, w, 1], &mut self.col);
-                &self.col
-            };
-            let wg = &self.weight[gi * cog * k..(gi + 1) * cog * k];
-            let Some(og) = out.get_mut(gi * cog * plane..(gi + 1) * cog * plane) else {
-                return false;
-            };
-            let ok = f32::gemm(
-                cog,
-                plane,
-                k,
-                Mat { data: wg, rs: k, cs: 1 },
-                Mat { data: cols, rs: plane, cs: 1 },
-                MatMut { data: og, rs: plane, cs: 1 },
-                self.bias.is_some(),
-            );
-            if !ok {
-                return false;
-            }
-        }
-        true
+        Ok(PreparedConv { conv, residual: c.residual.is_some(), scratch: ConvScratch::default() })
     }
 }
 
@@ -319,12 +188,7 @@ impl PreparedKernel for PreparedConv {
         let Some(Out::Tensor(out)) = outs.first_mut() else {
             return Err(ctx.invalid("out", "expected an output tensor"));
         };
-        let (&[n, c, h, w], &[on, _, oh, ow]) = (x.sizes(), out.sizes()) else {
-            return Err(ctx.shape_err("input", "4-D input and output", x.sizes()));
-        };
-        if on != n {
-            return Err(ctx.shape_err("out", format!("batch {n}"), out.sizes()));
-        }
+        let batch = x.sizes().first().copied().unwrap_or(0);
         let xs = x.as_slice::<f32>().map_err(|e| ctx.tensor_err("input", e))?;
         let r = residual.map(|r| r.as_slice::<f32>()).transpose();
         let r = r.map_err(|e| ctx.tensor_err("residual", e))?;
@@ -332,33 +196,20 @@ impl PreparedKernel for PreparedConv {
         if r.is_some_and(|r| r.len() != o.len()) {
             return Err(ctx.invalid("residual", "the residual's size differs from the output's"));
         }
-        let (xi, oi) = (c * h * w, o.len() / n.max(1));
-        for b in 0..n {
-            let ok = self.image(
-                &xs[b * xi..(b + 1) * xi],
-                [c, h, w],
-                &mut o[b * oi..(b + 1) * oi],
-                [oh, ow],
-            );
-            if !ok {
-                return Err(ctx.invalid("input", "operands do not match the prepared convolution"));
-            }
-        }
-        epilogue(o, r, self.act);
-        Ok(())
+        self.conv
+            .run(batch, xs, r, o, &mut self.scratch)
+            .map_err(|e| ctx.invalid("input", e.to_string()))
     }
 }
 
-/// `x @ W (+ bias)` with W laid out [K, N] once.
+/// `x @ W (+ bias)` with W packed once.
 struct PreparedLinear {
-    /// W as [K, N], row-major.
-    weight: Vec<f32>,
+    linear: PackedLinear,
     k: usize,
     n: usize,
-    bias: Option<Vec<f32>>,
     residual: bool,
-    act: Activation,
     name: &'static str,
+    scratch: GemmScratch,
 }
 
 impl PreparedLinear {
@@ -371,21 +222,30 @@ impl PreparedLinear {
         let ws = g.tensor(l.weight).map(|t| t.shape.sizes().to_vec()).unwrap_or_default();
         let [r, c] = ws.as_slice() else { return Err("the weight is not 2-D".into()) };
         let (k, n) = if l.weight_is_nk { (*c, *r) } else { (*r, *c) };
+        // PackedLinear takes PyTorch's [N, K] layout.
         let weight = if l.weight_is_nk {
-            // [N, K] -> [K, N]
+            w
+        } else {
             let mut t = vec![0f32; w.len()];
-            for i in 0..n {
-                for j in 0..k {
-                    t[j * n + i] = w[i * k + j];
+            for i in 0..k {
+                for j in 0..n {
+                    t[j * k + i] = w[i * n + j];
                 }
             }
             t
-        } else {
-            w
         };
         let bias = l.bias.map(|b| const_f32(g, b, bytes)).transpose()?;
+        let linear = PackedLinear::new(k, n, &weight, bias.as_deref(), l.act)
+            .map_err(|e| format!("linear: {e}"))?;
         let name = if l.bias.is_some() { "aten::addmm.out" } else { "aten::mm.out" };
-        Ok(PreparedLinear { weight, k, n, bias, residual: l.residual.is_some(), act: l.act, name })
+        Ok(PreparedLinear {
+            linear,
+            k,
+            n,
+            residual: l.residual.is_some(),
+            name,
+            scratch: GemmScratch::default(),
+        })
     }
 }
 
@@ -415,28 +275,12 @@ impl PreparedKernel for PreparedLinear {
             }
         }
         let xs = x.as_slice::<f32>().map_err(|e| ctx.tensor_err("input", e))?;
-        let o = out.as_mut_slice::<f32>().map_err(|e| ctx.tensor_err("out", e))?;
-        if let Some(b) = &self.bias {
-            for row in o.chunks_exact_mut(n.max(1)) {
-                row.copy_from_slice(b);
-            }
-        }
-        let done = f32::gemm(
-            m,
-            n,
-            k,
-            Mat { data: xs, rs: k, cs: 1 },
-            Mat { data: &self.weight, rs: n, cs: 1 },
-            MatMut { data: o, rs: n, cs: 1 },
-            self.bias.is_some(),
-        );
-        if !done {
-            return Err(ctx.invalid("input", "operands do not fit their data"));
-        }
         let r = residual.map(|r| r.as_slice::<f32>()).transpose();
         let r = r.map_err(|e| ctx.tensor_err("residual", e))?;
-        epilogue(o, r, self.act);
-        Ok(())
+        let o = out.as_mut_slice::<f32>().map_err(|e| ctx.tensor_err("out", e))?;
+        self.linear
+            .run(m, xs, r, o, &mut self.scratch)
+            .map_err(|e| ctx.invalid("input", e.to_string()))
     }
 }
 
