@@ -16,8 +16,11 @@ use crate::method::{Call, Callee, Method, Role, Step};
 use crate::value::{Storage, TensorSlot, Val};
 
 /// Moves a vector's allocation to a vector of another element type of the same layout (the
-/// same type with another lifetime): the vector is emptied and collected in place, which the
-/// standard library does without allocating.
+/// same type with another lifetime): the vector is emptied and collected in place. The
+/// standard library reuses the allocation when source and target elements have the same size
+/// and alignment (its in-place collect); that is an optimization, not a documented guarantee,
+/// so the test `relife_keeps_the_allocation` checks it for every element type used here: if a
+/// future std stopped doing it, execution would allocate again and that test would fail.
 fn relife<A, B>(mut v: Vec<A>) -> Vec<B> {
     v.clear();
     v.into_iter().filter_map(|_| None).collect()
@@ -861,4 +864,40 @@ fn apply_post(values: &mut [Val], s: &Scratch) -> std::result::Result<(), String
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keeps<A, B>(make: impl Fn() -> A) {
+        let mut v: Vec<A> = Vec::with_capacity(8);
+        v.push(make());
+        let (ptr, cap) = (v.as_ptr() as usize, v.capacity());
+        let w: Vec<B> = relife(v);
+        assert_eq!(
+            (w.as_ptr() as usize, w.capacity()),
+            (ptr, cap),
+            "{}",
+            std::any::type_name::<B>()
+        );
+        assert!(w.is_empty());
+    }
+
+    #[test]
+    fn relife_keeps_the_allocation() {
+        let data = [0u8; 16];
+        let t = || {
+            TensorRef::new(kiln_kernels::DType::Byte, Shape::contiguous(&[4]).unwrap(), &data)
+                .unwrap()
+        };
+        keeps::<TensorRef<'_>, TensorRef<'_>>(t);
+        keeps::<Option<TensorRef<'_>>, Option<TensorRef<'_>>>(|| Some(t()));
+        keeps::<Arg<'_>, Arg<'_>>(|| Arg::Int(1));
+        keeps::<Option<Borrowed<'_>>, Option<Borrowed<'_>>>(|| None);
+        keeps::<Option<TensorMut<'_>>, Option<TensorMut<'_>>>(|| None);
+        keeps::<kiln_kernels::Out<'_, '_>, kiln_kernels::Out<'_, '_>>(|| {
+            kiln_kernels::Out::Scalar(Scalar::Int(0))
+        });
+    }
 }
