@@ -12,7 +12,7 @@ use kiln_kernels::{Arg, Capacity, OutKind, Scalar, Shape, TensorMut, TensorRef, 
 
 use crate::error::{describe_tensor, Error, Result};
 use crate::io::{Input, Output, OutputTensor};
-use crate::method::{Call, Callee, Method, Role, Step};
+use crate::method::{Call, Callee, Compiled, Method, Role, State, Step};
 use crate::value::{Storage, TensorSlot, Val};
 
 /// Moves a vector's allocation to a vector of another element type of the same layout (the
@@ -113,7 +113,7 @@ fn bytes_of(buf: &[u128]) -> &[u8] {
 impl Method {
     fn exec_err(&self, instruction: usize, op: &str, reason: impl Into<String>) -> Error {
         Error::Execution {
-            method: self.plan.name.clone(),
+            method: self.fixed.plan.name.clone(),
             instruction,
             op: op.to_string(),
             reason: reason.into(),
@@ -123,34 +123,34 @@ impl Method {
     /// Runs the method on `inputs` and returns copies of its outputs.
     pub fn execute(&mut self, inputs: &[Input<'_>]) -> Result<Vec<Output>> {
         self.run(inputs)?;
-        (0..self.plan.outputs.len()).map(|i| self.output(i)).collect()
+        (0..self.fixed.plan.outputs.len()).map(|i| self.output(i)).collect()
     }
 
     /// Runs the method on `inputs`; read the results with [`Method::output`].
     pub fn run(&mut self, inputs: &[Input<'_>]) -> Result<()> {
         // Every run starts from the loaded value table (shapes, moved handles, sym ints): only
         // the values a run can change are reset.
-        for &v in self.resets.iter() {
-            self.values[v as usize].clone_from(&self.initial[v as usize]);
+        for &v in self.fixed.resets.iter() {
+            self.state.values[v as usize].clone_from(&self.fixed.initial[v as usize]);
         }
         self.set_inputs(inputs)?;
         let mut executed: u64 = 0;
-        for c in 0..self.chains.len() {
+        for c in 0..self.fixed.chains.len() {
             let mut pc = 0usize;
-            while pc < self.chains[c].len() {
+            while pc < self.fixed.chains[c].len() {
                 executed += 1;
-                if executed > self.instruction_limit {
+                if executed > self.fixed.instruction_limit {
                     return Err(Error::InstructionLimit {
-                        method: self.plan.name.clone(),
-                        limit: self.instruction_limit,
+                        method: self.fixed.plan.name.clone(),
+                        limit: self.fixed.instruction_limit,
                     });
                 }
-                pc = match self.profile.is_some() {
+                pc = match self.state.profile.is_some() {
                     false => self.step(c, pc)?,
                     true => {
                         let start = std::time::Instant::now();
                         let next = self.step(c, pc)?;
-                        if let Some(p) = &mut self.profile {
+                        if let Some(p) = &mut self.state.profile {
                             p.record(c, pc, start);
                         }
                         next
@@ -163,20 +163,20 @@ impl Method {
 
     /// Runs instruction `pc` of chain `c`; returns the next instruction index.
     fn step(&mut self, c: usize, pc: usize) -> Result<usize> {
-        match &self.chains[c][pc] {
+        match &self.fixed.chains[c][pc] {
             Step::Call(_) => {
                 self.call(c, pc)?;
                 Ok(pc + 1)
             }
             &Step::Move { from, to } => {
-                let v = self.values.get(from as usize).cloned().unwrap_or(Val::None);
-                if let Some(slot) = self.values.get_mut(to as usize) {
+                let v = self.state.values.get(from as usize).cloned().unwrap_or(Val::None);
+                if let Some(slot) = self.state.values.get_mut(to as usize) {
                     *slot = v;
                 }
                 Ok(pc + 1)
             }
             &Step::JumpFalse { cond, destination } => {
-                let truth = match self.values.get(cond as usize) {
+                let truth = match self.state.values.get(cond as usize) {
                     Some(Val::Bool(b)) => *b,
                     Some(Val::Tensor(t)) => {
                         if t.dtype != kiln_kernels::DType::Bool {
@@ -210,7 +210,7 @@ impl Method {
                 Ok(if truth { pc + 1 } else { destination })
             }
             &Step::Free { value } => {
-                if let Some(Val::Tensor(t)) = self.values.get_mut(value as usize) {
+                if let Some(Val::Tensor(t)) = self.state.values.get_mut(value as usize) {
                     t.storage = Storage::Empty;
                 }
                 Ok(pc + 1)
@@ -223,12 +223,13 @@ impl Method {
         let n = t.nbytes();
         match t.storage {
             Storage::Buf { buf, offset } => {
-                bytes_of(self.buffers.get(buf as usize)?).get(offset..offset.checked_add(n)?)
+                bytes_of(self.state.buffers.get(buf as usize)?).get(offset..offset.checked_add(n)?)
             }
             Storage::File { offset } => {
-                self.program.inner.file.bytes().get(offset..offset.checked_add(n)?)
+                self.fixed.program.inner.file.bytes().get(offset..offset.checked_add(n)?)
             }
             Storage::Ext { source, offset } => self
+                .fixed
                 .program
                 .inner
                 .sources
@@ -240,16 +241,16 @@ impl Method {
     }
 
     fn set_inputs(&mut self, inputs: &[Input<'_>]) -> Result<()> {
-        let method = self.plan.name.clone();
-        if inputs.len() != self.plan.inputs.len() {
+        let method = self.fixed.plan.name.clone();
+        if inputs.len() != self.fixed.plan.inputs.len() {
             return Err(Error::InputCount {
                 method,
-                expected: self.plan.inputs.len(),
+                expected: self.fixed.plan.inputs.len(),
                 actual: inputs.len(),
             });
         }
         for (index, input) in inputs.iter().enumerate() {
-            let v = self.plan.inputs[index] as usize;
+            let v = self.fixed.plan.inputs[index] as usize;
             let mismatch = |expected: String, actual: String| Error::Input {
                 method: method.clone(),
                 index,
@@ -263,7 +264,7 @@ impl Method {
                 Input::Bool(x) => format!("Bool {x}"),
                 Input::None => "None".into(),
             };
-            match (self.values.get(v).cloned(), input) {
+            match (self.state.values.get(v).cloned(), input) {
                 (Some(Val::Tensor(slot)), Input::Tensor(t)) => {
                     let expected = || {
                         let bound =
@@ -308,6 +309,7 @@ impl Method {
                         ));
                     };
                     let dst = self
+                        .state
                         .buffers
                         .get_mut(buf as usize)
                         .map(|b| bytemuck::cast_slice_mut::<u128, u8>(b))
@@ -325,7 +327,7 @@ impl Method {
                             slot.dtype.size(),
                         );
                     }
-                    if let Some(Val::Tensor(s)) = self.values.get_mut(v) {
+                    if let Some(Val::Tensor(s)) = self.state.values.get_mut(v) {
                         s.shape = shape;
                     }
                 }
@@ -358,13 +360,13 @@ impl Method {
 
     /// Output `i` of the last run, copied (tensors in contiguous order).
     pub fn output(&self, i: usize) -> Result<Output> {
-        let method = self.plan.name.clone();
-        let v = *self.plan.outputs.get(i).ok_or_else(|| Error::InvalidProgram {
+        let method = self.fixed.plan.name.clone();
+        let v = *self.fixed.plan.outputs.get(i).ok_or_else(|| Error::InvalidProgram {
             method: method.clone(),
             location: format!("outputs[{i}]"),
-            reason: format!("the method has {} outputs", self.plan.outputs.len()),
+            reason: format!("the method has {} outputs", self.fixed.plan.outputs.len()),
         })? as usize;
-        Ok(match self.values.get(v) {
+        Ok(match self.state.values.get(v) {
             Some(Val::Tensor(t)) => {
                 let bytes = self.tensor_bytes(t).ok_or_else(|| Error::InvalidProgram {
                     method,
@@ -394,18 +396,9 @@ impl Method {
 
     /// Runs the call at instruction `pc` of chain `c`.
     fn call(&mut self, c: usize, pc: usize) -> Result<()> {
-        let Method {
-            program,
-            plan,
-            buffers,
-            values,
-            chains,
-            delegates,
-            prepared,
-            ctx,
-            scratch,
-            ..
-        } = self;
+        let Method { fixed, state } = self;
+        let Compiled { program, plan, chains, .. } = fixed;
+        let State { buffers, values, delegates, prepared, ctx, scratch, .. } = state;
         let Some(Step::Call(call)) = chains.get(c).and_then(|ch| ch.get(pc)) else { return Ok(()) };
         let instruction = call.instruction as usize;
         let fail = |reason: String| Error::Execution {

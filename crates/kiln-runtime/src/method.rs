@@ -58,35 +58,52 @@ pub(crate) enum Step {
 /// A loaded method, ready to [`execute`](Method::execute). Owns its memory (planned arenas,
 /// input and runtime buffers) and delegate handles; shares the program's mapped file.
 /// `Send`: each thread loads and runs its own.
+///
+/// Two halves: [`Compiled`] is what loading decided and never changes afterwards; [`State`] is
+/// what a run reads and writes.
 pub struct Method {
-    pub(crate) program: Program,
-    pub(crate) plan: Arc<MethodPlan>,
-    /// Planned arenas (memory_id 1.. at 0..), then owned buffers; 16-byte aligned words.
-    pub(crate) buffers: Vec<Vec<u128>>,
-    pub(crate) initial: Vec<Val>,
-    pub(crate) values: Vec<Val>,
+    pub(crate) fixed: Compiled,
+    pub(crate) state: State,
+}
+
+/// What loading decided: the compiled steps, what they stand for, and where every run
+/// starts.
+pub(crate) struct Compiled {
+    pub program: Program,
+    pub plan: Arc<MethodPlan>,
+    /// One list of steps per chain.
+    pub chains: Vec<Vec<Step>>,
+    /// What each step of `chains` stands for, in the same order.
+    pub compiled: Vec<CompiledNode>,
+    /// The value table every run starts from.
+    pub initial: Vec<Val>,
     /// The values a run may change (inputs and everything a step writes), reset from
     /// `initial` before each run; the others never change.
-    pub(crate) resets: Box<[u32]>,
-    pub(crate) chains: Vec<Vec<Step>>,
-    /// What each step of `chains` stands for.
-    pub(crate) compiled: Vec<CompiledNode>,
-    pub(crate) delegates: Vec<Box<dyn DelegateHandle>>,
-    /// The compile stage's prepared kernels.
-    pub(crate) prepared: Vec<Box<dyn PreparedKernel>>,
-    pub(crate) ctx: KernelContext,
-    pub(crate) scratch: Scratch,
-    pub(crate) instruction_limit: u64,
-    /// Per-instruction timing, when on.
-    pub(crate) profile: Option<Box<crate::profile::Counters>>,
+    pub resets: Box<[u32]>,
+    pub instruction_limit: u64,
+}
+
+/// What a run reads and writes.
+pub(crate) struct State {
+    /// Planned arenas (memory_id 1.. at 0..), owned buffers, then the compiled memory plan's
+    /// buffer; 16-byte aligned words.
+    pub buffers: Vec<Vec<u128>>,
+    pub values: Vec<Val>,
+    pub delegates: Vec<Box<dyn DelegateHandle>>,
+    /// The compile stage's prepared kernels (they keep scratch memory).
+    pub prepared: Vec<Box<dyn PreparedKernel>>,
+    pub ctx: KernelContext,
+    pub scratch: Scratch,
+    /// Per-step timing, when on.
+    pub profile: Option<Box<crate::profile::Counters>>,
 }
 
 impl std::fmt::Debug for Method {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Method")
-            .field("name", &self.plan.name)
-            .field("values", &self.values.len())
-            .field("buffers", &self.buffers.len())
+            .field("name", &self.fixed.plan.name)
+            .field("values", &self.state.values.len())
+            .field("buffers", &self.state.buffers.len())
             .finish()
     }
 }
@@ -468,52 +485,56 @@ impl Method {
         let scratch = Scratch::for_steps(&chains, &values);
         let resets = written_values(&plan, &chains, &values);
         Ok(Method {
-            program: program.clone(),
-            plan: plan.clone(),
-            buffers,
-            initial: values.clone(),
-            values,
-            resets,
-            chains,
-            compiled,
-            delegates,
-            prepared,
-            ctx: KernelContext::new(""),
-            scratch,
-            instruction_limit: options.instruction_limit,
-            profile: None,
+            fixed: Compiled {
+                program: program.clone(),
+                plan: plan.clone(),
+                chains,
+                compiled,
+                initial: values.clone(),
+                resets,
+                instruction_limit: options.instruction_limit,
+            },
+            state: State {
+                buffers,
+                values,
+                delegates,
+                prepared,
+                ctx: KernelContext::new(""),
+                scratch,
+                profile: None,
+            },
         })
     }
 
     /// The method name.
     pub fn name(&self) -> &str {
-        &self.plan.name
+        &self.fixed.plan.name
     }
 
     /// The declared inputs.
     pub fn inputs(&self) -> Vec<ValueMeta> {
-        self.plan.inputs.iter().map(|&i| meta(&self.plan, i)).collect()
+        self.fixed.plan.inputs.iter().map(|&i| meta(&self.fixed.plan, i)).collect()
     }
 
     /// The declared outputs.
     pub fn outputs(&self) -> Vec<ValueMeta> {
-        self.plan.outputs.iter().map(|&i| meta(&self.plan, i)).collect()
+        self.fixed.plan.outputs.iter().map(|&i| meta(&self.fixed.plan, i)).collect()
     }
 
     /// Bytes of memory this method owns (planned arenas and runtime buffers).
     pub fn memory_bytes(&self) -> usize {
-        self.buffers.iter().map(|b| b.len() * 16).sum()
+        self.state.buffers.iter().map(|b| b.len() * 16).sum()
     }
 
     /// Number of instructions over all chains.
     pub fn num_instructions(&self) -> usize {
-        self.plan.chains.iter().map(Vec::len).sum()
+        self.fixed.plan.chains.iter().map(Vec::len).sum()
     }
 
     /// The compiled steps, in execution order per chain: what each runs and which original
     /// instructions it stands for.
     pub fn compiled(&self) -> &[CompiledNode] {
-        &self.compiled
+        &self.fixed.compiled
     }
 }
 

@@ -54,21 +54,21 @@ impl Counters {
 impl Method {
     /// Turns per-instruction timing on (counters start at zero) or off (counters dropped).
     pub fn set_profiling(&mut self, on: bool) {
-        self.profile = on.then(|| Box::new(Counters::for_chains(&self.chains)));
+        self.state.profile = on.then(|| Box::new(Counters::for_chains(&self.fixed.chains)));
     }
 
     /// Whether per-instruction timing is on.
     pub fn is_profiling(&self) -> bool {
-        self.profile.is_some()
+        self.state.profile.is_some()
     }
 
     /// The accumulated time of every instruction that ran since profiling was turned on, in
     /// chain and instruction order; empty when profiling is off.
     pub fn profile(&self) -> Vec<InstructionTime> {
-        let Some(counters) = &self.profile else { return Vec::new() };
+        let Some(counters) = &self.state.profile else { return Vec::new() };
         let mut out = Vec::new();
-        let mut compiled = self.compiled.iter();
-        for (c, (chain, steps)) in counters.per_step.iter().zip(&self.chains).enumerate() {
+        let mut compiled = self.fixed.compiled.iter();
+        for (c, (chain, steps)) in counters.per_step.iter().zip(&self.fixed.chains).enumerate() {
             for (&(count, nanos), step) in chain.iter().zip(steps) {
                 let node = compiled.next();
                 if count > 0 {
