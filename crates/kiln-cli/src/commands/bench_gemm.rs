@@ -26,7 +26,7 @@ pub struct Args {
     #[arg(long, default_value_t = 512,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=16384))]
     pub k: usize,
-    /// Timed calls of each GEMM (the median is reported).
+    /// Timed calls of each GEMM, alternating between the two (the medians are reported).
     #[arg(long, default_value_t = 20,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub iters: usize,
@@ -53,18 +53,29 @@ struct Summary {
     packed_of_peak: f64,
 }
 
-/// Median of `iters` timed calls of `f` after two untimed ones.
-fn median_time(iters: usize, mut f: impl FnMut() -> Result<()>) -> Result<Duration> {
-    f()?;
-    f()?;
-    let mut t = Vec::with_capacity(iters);
+/// Medians of `iters` timed calls of `f` and of `g`, alternating call by call so that both
+/// see the same machine load; two untimed calls of each first.
+fn interleaved_medians(
+    iters: usize,
+    mut f: impl FnMut() -> Result<()>,
+    mut g: impl FnMut() -> Result<()>,
+) -> Result<(Duration, Duration)> {
+    for _ in 0..2 {
+        f()?;
+        g()?;
+    }
+    let (mut tf, mut tg) = (Vec::with_capacity(iters), Vec::with_capacity(iters));
     for _ in 0..iters {
         let start = Instant::now();
         f()?;
-        t.push(start.elapsed());
+        tf.push(start.elapsed());
+        let start = Instant::now();
+        g()?;
+        tg.push(start.elapsed());
     }
-    t.sort_unstable();
-    Ok(t[t.len() / 2])
+    tf.sort_unstable();
+    tg.sort_unstable();
+    Ok((tf[iters / 2], tg[iters / 2]))
 }
 
 /// Runs `kiln bench-gemm`.
@@ -90,22 +101,26 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let am = MatRef::new(&a, m, k, k, 1)?;
     let pb = PackedB::new(MatRef::new(&b, k, n, n, 1)?)?;
     let mut scratch = GemmScratch::default();
-    let packed = median_time(args.iters, || {
-        sgemm::gemm_packed_b(am, &pb, &mut c, n, &Epilogue::NONE, &mut scratch)?;
-        Ok(())
-    })?;
-    let crate_time = median_time(args.iters, || {
-        let ok = f32::gemm(
-            m,
-            n,
-            k,
-            Mat { data: &a, rs: k, cs: 1 },
-            Mat { data: &b, rs: n, cs: 1 },
-            MatMut { data: &mut c, rs: n, cs: 1 },
-            false,
-        );
-        ok.then_some(()).ok_or_else(|| anyhow!("gemm crate refused the operands"))
-    })?;
+    let mut c2 = c.clone();
+    let (packed, crate_time) = interleaved_medians(
+        args.iters,
+        || {
+            sgemm::gemm_packed_b(am, &pb, &mut c, n, &Epilogue::NONE, &mut scratch)?;
+            Ok(())
+        },
+        || {
+            let ok = f32::gemm(
+                m,
+                n,
+                k,
+                Mat { data: &a, rs: k, cs: 1 },
+                Mat { data: &b, rs: n, cs: 1 },
+                MatMut { data: &mut c2, rs: n, cs: 1 },
+                false,
+            );
+            ok.then_some(()).ok_or_else(|| anyhow!("gemm crate refused the operands"))
+        },
+    )?;
     let after = fma_gflops(probe);
 
     let flops = 2.0 * (m * n * k) as f64;
@@ -130,7 +145,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         crate::output::print_json(&s)?;
         return Ok(ExitCode::SUCCESS);
     }
-    outln!("sgemm {m}x{n}x{k}, kernel {}, median of {} calls", s.kernel, s.iters);
+    outln!("sgemm {m}x{n}x{k}, kernel {}, median of {} interleaved calls", s.kernel, s.iters);
     outln!("  FMA peak ({}) before: {:7.1} GFLOP/s", s.peak_isa, s.peak_before_gflops);
     outln!(
         "  packed GEMM (B packed once): {:7.1} GFLOP/s ({:.3} ms)",

@@ -6,8 +6,8 @@
 //! the input. Depthwise layers (`groups == Cin == Cout`) use a direct kernel per channel plane.
 
 use crate::compute::sgemm::{
-    gemm_packed_a, out_len, Activation, Bias, Epilogue, GemmError, GemmScratch, Im2col, MatRef,
-    PackB, PackedA,
+    clamp1, gemm_packed_a, out_len, Activation, Bias, Epilogue, GemmError, GemmScratch, Im2col,
+    MatRef, PackB, PackedA,
 };
 
 /// Shape parameters of a convolution (PyTorch `conv2d` arguments).
@@ -47,8 +47,9 @@ pub struct ConvScratch {
 enum Plan {
     /// One packed weight matrix per group; `pointwise` when B is the input itself.
     Gemm { groups: Vec<PackedA>, pointwise: bool },
-    /// Direct per-channel kernel; weights `[C, kh, kw]` contiguous.
-    Depthwise { weight: Vec<f32> },
+    /// Direct per-channel kernel; weights `[C, kh, kw]` contiguous; `cols[kx]` are the
+    /// output columns whose tap `kx` reads inside the input row.
+    Depthwise { weight: Vec<f32>, cols: Vec<(usize, usize)> },
 }
 
 /// A convolution with its weights prepared for repeated runs.
@@ -113,7 +114,8 @@ impl PackedConv2d {
             }
         }
         let plan = if g.groups > 1 && cin_g == 1 && cout_g == 1 {
-            Plan::Depthwise { weight: weight.to_vec() }
+            let cols = (0..g.kw).map(|kx| valid_cols(&g, ow, kx)).collect();
+            Plan::Depthwise { weight: weight.to_vec(), cols }
         } else {
             let groups = weight
                 .chunks_exact(cout_g * kdim)
@@ -195,13 +197,14 @@ impl PackedConv2d {
                         }
                         gemm_packed_a(&groups[gi], src, y, ohw, &ep, &mut scratch.gemm)?;
                     }
-                    Plan::Depthwise { weight } => {
+                    Plan::Depthwise { weight, cols } => {
                         let kk = g.kh * g.kw;
                         let plane = Plane {
                             g,
                             oh: self.oh,
                             ow: self.ow,
                             weight: &weight[gi * kk..][..kk],
+                            cols,
                             bias: bias.map_or(0.0, |v| v[0]),
                             act: self.act,
                         };
@@ -214,6 +217,14 @@ impl PackedConv2d {
     }
 }
 
+/// Output columns `ox` (of `ow`) whose tap `kx` reads inside the input row: `lo..hi`.
+fn valid_cols(g: &Conv2dGeometry, ow: usize, kx: usize) -> (usize, usize) {
+    let (s, p, off) = (g.stride[1], g.padding[1], kx * g.dilation[1]);
+    let lo = if p > off { (p - off).div_ceil(s) } else { 0 }.min(ow);
+    let hi = if g.in_w + p > off { ((g.in_w - 1 + p - off) / s + 1).min(ow) } else { 0 };
+    (lo, hi.max(lo))
+}
+
 /// One channel plane of a depthwise convolution.
 struct Plane<'a> {
     g: &'a Conv2dGeometry,
@@ -221,20 +232,13 @@ struct Plane<'a> {
     ow: usize,
     /// `[kh, kw]` taps.
     weight: &'a [f32],
+    /// Valid output columns per `kx`.
+    cols: &'a [(usize, usize)],
     bias: f32,
     act: Activation,
 }
 
 impl Plane<'_> {
-    /// Output columns `ox` whose tap `kx` reads inside the input row: `lo..hi`.
-    fn valid_cols(&self, kx: usize) -> (usize, usize) {
-        let g = self.g;
-        let (s, p, off) = (g.stride[1], g.padding[1], kx * g.dilation[1]);
-        let lo = if p > off { (p - off).div_ceil(s) } else { 0 }.min(self.ow);
-        let hi = if g.in_w + p > off { ((g.in_w - 1 + p - off) / s + 1).min(self.ow) } else { 0 };
-        (lo, hi.max(lo))
-    }
-
     /// `out[oy, ox] = act(sum_{ky, kx} w[ky, kx] * x[oy*s + ky*d - p, ox*s + kx*d - p]
     /// plus bias plus residual[oy, ox])`, a row at a time in `acc` (contiguous row slices,
     /// which the compiler vectorizes for stride 1).
@@ -250,7 +254,7 @@ impl Plane<'_> {
                 let Some(iy) = iy.filter(|&iy| iy < h) else { continue };
                 let row = &x[iy * w..][..w];
                 for kx in 0..g.kw {
-                    let (lo, hi) = self.valid_cols(kx);
+                    let (lo, hi) = self.cols[kx];
                     if lo >= hi {
                         continue;
                     }
@@ -273,12 +277,25 @@ impl Plane<'_> {
             match res {
                 Some(r) => {
                     for ((d, &a), &r) in dst.iter_mut().zip(acc.iter()).zip(&r[oy * ow..][..ow]) {
-                        *d = self.act.apply(a + self.bias + r);
+                        *d = a + self.bias + r;
                     }
                 }
                 None => {
                     for (d, &a) in dst.iter_mut().zip(acc.iter()) {
-                        *d = self.act.apply(a + self.bias);
+                        *d = a + self.bias;
+                    }
+                }
+            }
+            match self.act {
+                Activation::None => {}
+                Activation::Clamp { min, max } => {
+                    for d in dst.iter_mut() {
+                        *d = clamp1(*d, min, max);
+                    }
+                }
+                act => {
+                    for d in dst.iter_mut() {
+                        *d = act.apply(*d);
                     }
                 }
             }

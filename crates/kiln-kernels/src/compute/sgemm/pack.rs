@@ -185,14 +185,24 @@ impl<'a> Im2col<'a> {
         (lo, hi.max(lo))
     }
 
-    /// Writes columns `ox0..ox0 + dst.len()` of output row `oy` for tap `(ci, ky, kx)`.
-    fn fill(&self, dst: &mut [f32], ci: usize, ky: usize, kx: usize, oy: usize, ox0: usize) {
+    /// Writes columns `ox0..ox0 + dst.len()` of output row `oy` for tap `(ci, ky, kx)`, whose
+    /// in-row output columns are `cols` (from `valid_cols(kx)`).
+    #[allow(clippy::too_many_arguments)]
+    fn fill(
+        &self,
+        dst: &mut [f32],
+        ci: usize,
+        ky: usize,
+        kx: usize,
+        (lo, hi): (usize, usize),
+        oy: usize,
+        ox0: usize,
+    ) {
         let iy = (oy * self.stride[0] + ky * self.dil[0]).checked_sub(self.pad[0]);
         let Some(iy) = iy.filter(|&iy| iy < self.h) else {
             dst.fill(0.0);
             return;
         };
-        let (lo, hi) = self.valid_cols(kx);
         let end = ox0 + dst.len();
         let (a, b) = (lo.clamp(ox0, end), hi.clamp(ox0, end));
         dst[..a - ox0].fill(0.0);
@@ -223,22 +233,37 @@ impl PackB for Im2col<'_> {
     }
 
     fn pack(&self, k0: usize, kc: usize, n0: usize, nc: usize, nr: usize, dst: &mut [f32]) {
+        // Row by row, so the tap is decoded once per row and the output position advances
+        // without divisions.
         let taps = self.kh * self.kw;
-        for (q, panel) in dst.chunks_exact_mut(nr * kc).take(nc.div_ceil(nr)).enumerate() {
-            let j0 = n0 + q * nr;
-            let w = nr.min(n0 + nc - j0);
-            for (kk, row) in panel.chunks_exact_mut(nr).enumerate() {
-                let kidx = k0 + kk;
-                let (ci, r) = (kidx / taps, kidx % taps);
-                let (ky, kx) = (r / self.kw, r % self.kw);
+        let (mut ci, mut ky, mut kx) = (k0 / taps, (k0 % taps) / self.kw, k0 % self.kw);
+        let (oy0, ox0) = (n0 / self.ow, n0 % self.ow);
+        for kk in 0..kc {
+            let cols = self.valid_cols(kx);
+            let (mut oy, mut ox) = (oy0, ox0);
+            for (q, panel) in dst.chunks_exact_mut(nr * kc).take(nc.div_ceil(nr)).enumerate() {
+                let row = &mut panel[kk * nr..][..nr];
+                let w = nr.min(nc - q * nr);
                 let mut j = 0;
                 while j < w {
-                    let (oy, ox) = ((j0 + j) / self.ow, (j0 + j) % self.ow);
                     let len = (self.ow - ox).min(w - j);
-                    self.fill(&mut row[j..j + len], ci, ky, kx, oy, ox);
+                    self.fill(&mut row[j..j + len], ci, ky, kx, cols, oy, ox);
                     j += len;
+                    ox += len;
+                    if ox == self.ow {
+                        (oy, ox) = (oy + 1, 0);
+                    }
                 }
                 row[w..].fill(0.0);
+            }
+            kx += 1;
+            if kx == self.kw {
+                kx = 0;
+                ky += 1;
+                if ky == self.kh {
+                    ky = 0;
+                    ci += 1;
+                }
             }
         }
     }

@@ -252,3 +252,52 @@ fn hostile_shapes_are_errors() {
     ));
     assert_eq!(c, [0.0; 4]);
 }
+
+/// The im2col packer against the explicit im2col matrix, on random sub-blocks (any `k0`, `n0`,
+/// partial panels).
+#[test]
+fn im2col_blocks_match_explicit_matrix() {
+    let mut rng = fastrand::Rng::with_seed(0x12c);
+    let mut done = 0;
+    while done < 200 {
+        let (c, h, w) = (rng.usize(1..5), rng.usize(1..12), rng.usize(1..12));
+        let (kh, kw) = (rng.usize(1..6), rng.usize(1..6));
+        let st = [rng.usize(1..4), rng.usize(1..4)];
+        let pd = [rng.usize(0..4), rng.usize(0..4)];
+        let dl = [rng.usize(1..3), rng.usize(1..3)];
+        let x: Vec<f32> = (0..c * h * w).map(|_| rng.f32() + 0.5).collect();
+        let Ok(im) = Im2col::new(&x, [c, h, w], [kh, kw], st, pd, dl) else { continue };
+        let (k, n) = (im.k(), im.n());
+        let ow = n / out_len(h, kh, st[0], pd[0], dl[0]).unwrap();
+        // Explicit im2col value of row r, column j.
+        let at = |r: usize, j: usize| -> f32 {
+            let (ci, ky, kx) = (r / (kh * kw), r / kw % kh, r % kw);
+            let (oy, ox) = (j / ow, j % ow);
+            let iy = (oy * st[0] + ky * dl[0]) as isize - pd[0] as isize;
+            let ix = (ox * st[1] + kx * dl[1]) as isize - pd[1] as isize;
+            if iy < 0 || ix < 0 || iy as usize >= h || ix as usize >= w {
+                0.0
+            } else {
+                x[(ci * h + iy as usize) * w + ix as usize]
+            }
+        };
+        let nr = [4, 8, 16, 32][rng.usize(0..4)];
+        let k0 = rng.usize(0..k);
+        let kc = rng.usize(1..=k - k0);
+        let n0 = rng.usize(0..n);
+        let nc = rng.usize(1..=n - n0);
+        let mut dst = vec![f32::NAN; nc.div_ceil(nr) * nr * kc];
+        im.pack(k0, kc, n0, nc, nr, &mut dst);
+        for q in 0..nc.div_ceil(nr) {
+            for kk in 0..kc {
+                for jj in 0..nr {
+                    let got = dst[q * nr * kc + kk * nr + jj];
+                    let j = q * nr + jj;
+                    let want = if j < nc { at(k0 + kk, n0 + j) } else { 0.0 };
+                    assert_eq!(got, want, "c{c} {h}x{w} k{kh}x{kw} rows {k0}+{kc} cols {n0}+{nc}");
+                }
+            }
+        }
+        done += 1;
+    }
+}
