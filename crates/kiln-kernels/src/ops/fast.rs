@@ -2,8 +2,24 @@
 //! order, so the results are bit-identical) over float32 tensors in a common dense layout,
 //! without the general path's casts to temporary `f64` buffers and strided walks. Each
 //! returns `false` when its layout or dtype conditions do not hold; the caller then runs the
-//! general path.
-
+//! general path. This module holds batch norm's per-channel affine and the run copies of
+//! movement ops; [`crate::ops::fast_pointwise`] the elementwise ops and
+//! [`crate::ops::fast_reduce`] `mean` and softmax.
+//!
+//! # Numerics policy for float32
+//! The general paths are the reference: most compute a float32 op in `f64` and round once.
+//! A fast path keeps that result bit for bit where `f32` arithmetic gives it anyway, and
+//! otherwise computes the way PyTorch's and ExecuTorch's float kernels do, in `f32`:
+//! - bit-identical, `f32` arithmetic: `relu`, `hardtanh`, `clamp` (comparisons are exact),
+//!   `neg`, `abs`, `sqrt`, `rsqrt` and `add`/`sub`/`mul`/`div` (a correctly rounded `f64`
+//!   `+ - * / sqrt` of `f32` operands rounds to the `f32` result; `add`/`sub` already compute
+//!   `x + alpha * y` in `f32` on the general path);
+//! - bit-identical, `f64` kept: batch norm's affine (below) and `mean` (one `f64` accumulator
+//!   in index order, as the general path);
+//! - `f32`, within a few ulp of the general path: `exp`, `tanh`, `sigmoid` (platform
+//!   `expf`/`tanhf`), `leaky_relu` (slope rounded to `f32`, as PyTorch), softmax and
+//!   log-softmax (`f32` max, `x - max`, `exp` and division as ExecuTorch's portable kernel,
+//!   with the sum of exponentials in `f64` lanes, more accurate than PyTorch's `f32` lanes).
 use crate::dtype::DType;
 use crate::tensor::{TensorMut, TensorRef};
 

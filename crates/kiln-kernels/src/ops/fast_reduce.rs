@@ -135,3 +135,110 @@ fn sum_f64(v: &[f32]) -> f64 {
     ((lanes[0] + lanes[4]) + (lanes[2] + lanes[6]))
         + ((lanes[1] + lanes[5]) + (lanes[3] + lanes[7]))
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::{
+        find_kernel, Arg, Capacity, DType, KernelContext, Out, Shape, TensorMut, TensorRef,
+    };
+
+    /// Runs kernel `name` on `args` with the fast paths on or off into a bound float32 out of
+    /// rank `out_rank` (the kernel resizes it); returns the out's elements and sizes.
+    fn run(name: &str, general: bool, args: &[Arg<'_>], out_rank: usize) -> (Vec<f32>, Vec<usize>) {
+        let def = find_kernel(name).unwrap();
+        let cap = 1024;
+        let mut out = vec![f32::NAN; cap];
+        let shape = Shape::contiguous(&vec![1; out_rank]).unwrap();
+        let om = TensorMut::new(
+            DType::Float,
+            shape,
+            Capacity::Bound(cap),
+            bytemuck::cast_slice_mut(&mut out),
+        )
+        .unwrap();
+        let mut outs = [Out::Tensor(om)];
+        let mut ctx = KernelContext::new(def.name);
+        ctx.general_only = general;
+        (def.run)(&mut ctx, args, &mut outs).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let Out::Tensor(t) = &outs[0] else { unreachable!() };
+        let sizes = t.sizes().to_vec();
+        let n: usize = sizes.iter().product();
+        (out[..n].to_vec(), sizes)
+    }
+
+    fn tensor<'a>(sizes: &[usize], data: &'a [f32]) -> Arg<'a> {
+        Arg::Tensor(TensorRef::from_slice(sizes, data).unwrap())
+    }
+
+    /// Property test: float32 `mean` over trailing dims (with and without keepdim, and over
+    /// dim lists the fast path refuses) is bit-identical to the general path.
+    #[test]
+    fn mean_fast_path_is_bit_identical() {
+        let mut rng = fastrand::Rng::with_seed(21);
+        for case in 0..300 {
+            let rank = rng.usize(1..5);
+            let sizes: Vec<usize> = (0..rank).map(|_| rng.usize(1..7)).collect();
+            let n: usize = sizes.iter().product();
+            let x: Vec<f32> = (0..n).map(|_| (rng.f32() - 0.5) * 100.0).collect();
+            // Trailing dims (negative or positive indices), or a random subset.
+            let dims: Vec<i64> = if case % 3 == 0 {
+                (0..rank as i64).filter(|_| rng.bool()).collect()
+            } else {
+                let k = rng.usize(1..=rank);
+                (rank - k..rank)
+                    .map(|d| if rng.bool() { d as i64 } else { d as i64 - rank as i64 })
+                    .collect()
+            };
+            let keep = rng.bool();
+            let out_rank = match (keep, dims.is_empty()) {
+                (true, _) => rank,
+                // An empty dim list reduces every dim.
+                (false, true) => 0,
+                (false, false) => rank - dims.len(),
+            };
+            let args =
+                [tensor(&sizes, &x), Arg::IntList(&dims), Arg::Bool(keep), Arg::None, Arg::Output];
+            let fast = run("aten::mean.out", false, &args, out_rank);
+            let general = run("aten::mean.out", true, &args, out_rank);
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            assert_eq!(fast.1, general.1, "case {case}");
+            assert_eq!(bits(&fast.0), bits(&general.0), "case {case} {sizes:?} {dims:?} {keep}");
+        }
+    }
+
+    /// Property test: float32 softmax and log-softmax over any dim stay within a few f32 ulp
+    /// (relative 4e-6, absolute 1e-30 near zero) of the f64 general path, on random shapes
+    /// with large ranges, infinities and NaN.
+    #[test]
+    fn softmax_fast_path_is_close_to_general_path() {
+        let mut rng = fastrand::Rng::with_seed(22);
+        for case in 0..300 {
+            let rank = rng.usize(0..4);
+            let sizes: Vec<usize> = (0..rank).map(|_| rng.usize(1..9)).collect();
+            let n: usize = sizes.iter().product();
+            let scale = [1.0, 10.0, 60.0][case % 3];
+            let mut x: Vec<f32> = (0..n).map(|_| (rng.f32() - 0.5) * scale).collect();
+            if case % 11 == 0 && n > 1 {
+                x[0] = f32::NEG_INFINITY;
+            }
+            if case % 13 == 0 {
+                x[n - 1] = f32::NAN;
+            }
+            let dim = if rank == 0 { 0 } else { rng.i64(-(rank as i64)..rank as i64) };
+            let log = case % 2 == 1;
+            let name = if log { "aten::_log_softmax.out" } else { "aten::_softmax.out" };
+            let args = [tensor(&sizes, &x), Arg::Int(dim), Arg::Bool(false), Arg::Output];
+            let (fast, _) = run(name, false, &args, rank);
+            let (general, _) = run(name, true, &args, rank);
+            for (i, (&f, &g)) in fast.iter().zip(&general).enumerate() {
+                let ok = f.is_nan() && g.is_nan()
+                    || f == g
+                    || (f - g).abs() <= 4e-6 * g.abs().max(if log { 1.0 } else { 0.0 }) + 1e-30;
+                assert!(
+                    ok,
+                    "{name} case {case} {sizes:?} dim {dim} [{i}]: fast {f:e} general {g:e}"
+                );
+            }
+        }
+    }
+}
