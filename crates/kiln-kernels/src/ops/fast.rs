@@ -17,7 +17,8 @@
 //! - bit-identical, `f64` kept: `mean` (one `f64` accumulator in index order, as the general
 //!   path);
 //! - `f32`, within a few ulp of the general path: `exp`, `tanh`, `sigmoid` (platform
-//!   `expf`/`tanhf`), `leaky_relu` (slope rounded to `f32`, as PyTorch), softmax and
+//!   `expf`/`tanhf`), `gelu` (PyTorch's vectorized `erf` formula, absolute error below 6e-7,
+//!   or `tanhf` for the tanh approximation), `leaky_relu` (slope rounded to `f32`, as PyTorch), softmax and
 //!   log-softmax (`f32` max, `x - max`, `exp` and division as ExecuTorch's portable kernel,
 //!   with the sum of exponentials in `f64` lanes, more accurate than PyTorch's `f32` lanes),
 //!   batch norm's affine `(x - mean) * scale + shift` (the per-channel `f64` constants rounded
