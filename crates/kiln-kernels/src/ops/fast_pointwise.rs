@@ -1,15 +1,16 @@
-//! Float32 fast paths for elementwise ops: unary maps (activations, clamps, `neg`, `abs`,
-//! `sqrt`, `rsqrt`) and the binary arithmetic `add`/`sub`/`mul`/`div`, over tensors whose
-//! storage orders line up. Each returns `false`, having written nothing, when its dtype or
-//! layout conditions do not hold; the caller then runs the general path.
+//! Float32 fast paths for elementwise ops: unary maps (`relu`, `hardtanh`, `clamp`,
+//! `leaky_relu`, `neg`, `abs`, `sqrt`, `rsqrt`, `exp`, `tanh`, `sigmoid`, `gelu`; the closures
+//! live with their kernels in `unary.rs`) and the binary arithmetic `add`/`sub`/`mul`/`div`,
+//! over tensors whose storage orders line up. Each returns `false`, having written nothing but
+//! possibly `out`'s (valid) new sizes, when its dtype or layout conditions do not hold; the
+//! caller then runs the general path.
 //!
 //! # Numerics
-//! The closures passed here are plain `f32` loops the compiler auto-vectorizes. They give the
-//! general path's result bit for bit: the general path computes `+ - *` in `f32` (the float
-//! opmath type) and `/`, `sqrt` and the clamp comparisons in `f64` before rounding to `f32`,
-//! and for these operations rounding the `f64` result of `f32` operands equals the `f32`
-//! operation (`f64` has more than `2 * 24 + 2` significand bits), while comparisons are exact
-//! in either width.
+//! The loops here are plain `f32` loops the compiler auto-vectorizes (except where a closure
+//! calls `expf`/`tanhf`). Which ops are bit-identical to the general path and which are
+//! within a few ulp is listed in the policy of [`crate::ops::fast`]; the binary arithmetic is
+//! bit-identical: the general path computes `x + alpha * y` and `x * y` in `f32` (the float
+//! opmath type) and `x / y` in `f64` rounded to `f32`, which equals the `f32` quotient.
 
 use crate::dtype::DType;
 use crate::tensor::{TensorMut, TensorRef};
