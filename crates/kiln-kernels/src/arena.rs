@@ -6,8 +6,8 @@
 //! `split_at_mut`, hands out each written region mutably and each run of read regions as shared
 //! sub-slices of one downgraded chunk (so the same tensor may be read twice). A written region
 //! that overlaps any other region of the call is in-place aliasing and is reported as
-//! [`AliasError`] instead of being borrowed; since planned offsets are fixed at load, a runtime
-//! can run this check once per instruction at load time.
+//! [`AliasError`] instead of being borrowed. A zero-length region borrows nothing: it gets an
+//! empty slice of its own access kind wherever it lies, even inside a run of reads.
 
 use std::ops::Range;
 
@@ -111,7 +111,7 @@ pub fn check_regions(
 
 /// Borrows every region of `regions` from `arena` into `out[i]` (same index as the region).
 ///
-/// `order` lists the region indices sorted by range start (precomputed at load). Fails, without
+/// `order` lists the region indices sorted by range start. Fails, without
 /// borrowing anything, when [`check_regions`] fails.
 pub fn split_regions<'a>(
     arena: &'a mut [u8],

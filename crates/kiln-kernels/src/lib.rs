@@ -52,11 +52,14 @@
 //! Inputs borrow shared, outputs exclusively. Planned tensors of one call usually live in the
 //! same arena: [`arena::split_regions`] walks the call's regions in address order with
 //! `split_at_mut`, handing out written regions mutably and overlapping read regions as shared
-//! sub-slices, without allocating (the caller supplies the slot array and the sorted order,
-//! both computable at load since planned offsets are fixed). A written region overlapping any
-//! other region of the call is in-place aliasing: [`arena::check_regions`] reports it (at load
-//! time), and the runtime then copies that input to scratch memory before the call. Schema
-//! in-place ops (`aten::copy_`) declare `self` as their out (position 0), so they never alias.
+//! sub-slices, without allocating (the caller supplies the slot array and the sorted order).
+//! kiln-runtime builds the regions on every call (reads span the tensor's current bytes,
+//! writes its planned capacity), sorts them by buffer and start, and splits each buffer; a
+//! zero-length region gets an empty borrow of its own kind wherever it lies. A written region
+//! overlapping any other region of the call is in-place aliasing: [`arena::check_regions`]
+//! reports it as [`arena::AliasError`] and the call fails with a memory-plan error (the
+//! runtime does not copy aliased inputs aside). Schema in-place ops (`aten::copy_`) declare
+//! `self` as their out (position 0), so they never alias.
 //! Constants borrow from the mapped file; data must be element-aligned (the runtime copies a
 //! misaligned constant once at load; [`TensorRef::new`] rejects misaligned data).
 #![deny(unsafe_code)]

@@ -1,21 +1,20 @@
 //! Acceptance: every ExecuTorch fixture of `tests/fixtures/pte` runs with the recorded inputs
 //! and matches ExecuTorch's recorded outputs (float32 within 1e-4, everything else exactly).
-//! A method whose operators are not all implemented must fail at load with exactly the
-//! missing operators (computed here from the fixture's own operator list), and a delegated
-//! method with "no backend for <id>": never a wrong answer.
+//! Every operator of every fixture has a kernel: a method without delegates must load and
+//! match, so a removed kernel fails this test. A delegated method must fail at load naming
+//! exactly its delegates ("no backend for <id>") and no missing operator: never a wrong answer.
 
 mod common;
 
 use std::collections::BTreeSet;
 
 use common::{compare, pte_dir, read_npy};
-use kiln_runtime::{Error, Input, KernelRegistry, Program, TensorInput, ValueMeta};
+use kiln_runtime::{Error, Input, Program, TensorInput, ValueMeta};
 use serde_json::Value;
 
 #[derive(Debug)]
 enum Outcome {
     Matched { max_diff: f64 },
-    MissingOps(Vec<String>),
     NoBackend(Vec<String>),
 }
 
@@ -42,32 +41,21 @@ fn run_fixture(name: &str, expected: &Value) -> Vec<(String, Outcome)> {
             .iter()
             .map(|o| o.as_str().unwrap().to_string())
             .collect();
-        let registry = KernelRegistry::builtin();
-        let mut want_missing: Vec<String> = Vec::new();
-        for o in &ops {
-            if !registry.contains(o) && !want_missing.contains(o) {
-                want_missing.push(o.clone());
-            }
-        }
         let loaded = program.method(method);
-        if !want_missing.is_empty() || !delegates.is_empty() {
+        if !delegates.is_empty() {
             match loaded {
                 Err(Error::Missing { operators, delegates: missing_delegates, .. }) => {
-                    assert_eq!(operators, want_missing, "{name}.{method}: missing operators");
+                    assert!(
+                        operators.is_empty(),
+                        "{name}.{method}: operators without a kernel: {operators:?} (of {ops:?})"
+                    );
                     let want_d: BTreeSet<_> = delegates.iter().cloned().collect();
                     let got_d: BTreeSet<_> = missing_delegates.iter().cloned().collect();
                     assert_eq!(got_d, want_d, "{name}.{method}: delegates without backend");
-                    let outcome = if delegates.is_empty() {
-                        Outcome::MissingOps(operators)
-                    } else {
-                        Outcome::NoBackend(missing_delegates)
-                    };
-                    results.push((method.to_string(), outcome));
+                    results.push((method.to_string(), Outcome::NoBackend(missing_delegates)));
                 }
-                Err(e) => panic!("{name}.{method}: expected a missing-operator error, got: {e}"),
-                Ok(_) => panic!(
-                    "{name}.{method}: loaded although operators {want_missing:?} have no kernel"
-                ),
+                Err(e) => panic!("{name}.{method}: expected a missing-delegate error, got: {e}"),
+                Ok(_) => panic!("{name}.{method}: loaded although {delegates:?} have no backend"),
             }
             continue;
         }
@@ -130,7 +118,7 @@ fn run_fixture(name: &str, expected: &Value) -> Vec<(String, Outcome)> {
 }
 
 #[test]
-fn every_fixture_matches_executorch_or_names_its_missing_operators() {
+fn every_fixture_matches_executorch_or_names_its_missing_delegates() {
     let mut names: Vec<String> = std::fs::read_dir(pte_dir())
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
@@ -148,9 +136,6 @@ fn every_fixture_matches_executorch_or_names_its_missing_operators() {
                 Outcome::Matched { max_diff } => {
                     matched += 1;
                     println!("MATCH    {name}.{method}: max abs diff {max_diff:e}");
-                }
-                Outcome::MissingOps(ops) => {
-                    println!("MISSING  {name}.{method}: {}", ops.join(", "))
                 }
                 Outcome::NoBackend(ids) => {
                     println!("DELEGATE {name}.{method}: no backend for {}", ids.join(", "))

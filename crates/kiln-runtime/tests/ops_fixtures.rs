@@ -2,8 +2,8 @@
 //! kernel family, one method per case, made by `tools/fixtures/export_ops.py`) runs through
 //! kiln's runtime with the recorded inputs and matches ExecuTorch's recorded outputs: float32
 //! and float64 within 1e-4 max abs diff, half/bfloat16 within one unit in the last place of the
-//! output, integer and bool outputs exactly. A method whose operators are not all implemented
-//! must fail at load naming exactly the missing operators: never a wrong answer.
+//! output, integer and bool outputs exactly. Every case must load (all its operators have
+//! kernels), so a removed kernel fails the test.
 //!
 //! Where ExecuTorch's portable kernel gives a mathematically wrong answer and kiln follows
 //! PyTorch eager instead ([`FOLLOWS_PYTORCH`]), the test asserts that the two runtimes do differ
@@ -21,7 +21,7 @@ use std::path::PathBuf;
 
 use common::{compare, read_npy};
 use kiln_kernels::DType;
-use kiln_runtime::{Error, Input, KernelRegistry, Output, Program, TensorInput, ValueMeta};
+use kiln_runtime::{Input, Output, Program, TensorInput, ValueMeta};
 use serde_json::Value;
 
 fn ops_dir() -> PathBuf {
@@ -183,7 +183,6 @@ enum Outcome {
     Matched(f64),
     /// Differs from ExecuTorch where listed in [`FOLLOWS_PYTORCH`] and matches the definition.
     FollowsPytorch(&'static str),
-    Missing(Vec<String>),
     Failed(String),
 }
 
@@ -195,24 +194,7 @@ fn run_method(
     run: &Value,
 ) -> Outcome {
     let method = m["name"].as_str().unwrap();
-    let registry = KernelRegistry::builtin();
-    let mut want_missing: Vec<String> = Vec::new();
-    for o in m["operators"].as_array().unwrap() {
-        let o = o.as_str().unwrap().to_string();
-        if !registry.contains(&o) && !want_missing.contains(&o) {
-            want_missing.push(o);
-        }
-    }
     let loaded = program.method(method);
-    if !want_missing.is_empty() {
-        return match loaded {
-            Err(Error::Missing { operators, .. }) if operators == want_missing => {
-                Outcome::Missing(operators)
-            }
-            Err(e) => Outcome::Failed(format!("expected missing {want_missing:?}, got: {e}")),
-            Ok(_) => Outcome::Failed(format!("loaded although {want_missing:?} have no kernel")),
-        };
-    }
     let mut method_obj = match loaded {
         Ok(m) => m,
         Err(e) => return Outcome::Failed(format!("load: {e}")),
@@ -296,7 +278,7 @@ fn every_op_fixture_matches_executorch() {
     families.sort();
     assert_eq!(families.len(), 16, "op families: {families:?}");
     let mut failures = Vec::new();
-    let (mut matched, mut followed, mut missing) = (0, 0, 0);
+    let (mut matched, mut followed) = (0, 0);
     for family in &families {
         let text = std::fs::read_to_string(dir.join(format!("{family}.expected.json"))).unwrap();
         let expected: Value = serde_json::from_str(&text).unwrap();
@@ -316,10 +298,6 @@ fn every_op_fixture_matches_executorch() {
                         "PYTORCH  {family}.{method}: differs from ExecuTorch on purpose: {why}"
                     );
                 }
-                Outcome::Missing(ops) => {
-                    missing += 1;
-                    println!("MISSING  {family}.{method}: {}", ops.join(", "));
-                }
                 Outcome::Failed(e) => {
                     println!("FAILED   {family}.{method}: {e}");
                     failures.push(format!("{family}.{method}: {e}"));
@@ -327,11 +305,7 @@ fn every_op_fixture_matches_executorch() {
             }
         }
     }
-    println!(
-        "{matched} matched, {followed} follow PyTorch on purpose, {missing} missing operators, \
-         {} failed",
-        failures.len()
-    );
+    println!("{matched} matched, {followed} follow PyTorch on purpose, {} failed", failures.len());
     assert_eq!(followed, FOLLOWS_PYTORCH.len(), "every listed divergence must be exercised");
     assert!(
         failures.is_empty(),

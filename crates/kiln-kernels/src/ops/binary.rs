@@ -3,11 +3,13 @@
 //! `remainder`, `fmod`, `pow`, `maximum`, `minimum`, `atan2`, `eq`..`ge`, `logical_*`,
 //! `bitwise_*`).
 
+use crate::compute::strided::broadcast_shape;
 use crate::dtype::DType;
 use crate::element::{Bool, Calc, Element};
 use crate::error::KernelError;
 use crate::kernel::{KernelContext, KernelDef};
 use crate::ops::args::{out_tensor, Args};
+use crate::ops::fast_pointwise::{binary_f32, unary_f32};
 use crate::ops::out1;
 use crate::ops::pointwise::{map1, map2, result_type, Operand};
 use crate::tensor::TensorMut;
@@ -293,6 +295,43 @@ fn arith_typed<T: Element>(
     }
 }
 
+/// The float32 fast path of `add`/`sub`/`mul`/`div` ([`binary_f32`]): the general path's
+/// arithmetic (`x + y * alpha` and `x * y` in f32, `x / y` in f64 rounded, which equals the
+/// f32 quotient). `false` when it does not apply.
+fn arith_f32(
+    op: Arith,
+    a: Operand<'_>,
+    b: Operand<'_>,
+    alpha: Scalar,
+    out: &mut TensorMut<'_>,
+) -> bool {
+    let al = scalar_calc::<f32>(alpha);
+    let f = move |x: f32, y: f32| match op {
+        Arith::Add => x + y * al,
+        Arith::Sub => x - y * al,
+        Arith::Mul => x * y,
+        _ => x / y,
+    };
+    if !matches!(op, Arith::Add | Arith::Sub | Arith::Mul | Arith::Div) {
+        return false;
+    }
+    match (a, b) {
+        (Operand::Tensor(x), Operand::Tensor(y)) => {
+            let Some(shape) = broadcast_shape(x.sizes(), y.sizes()) else { return false };
+            binary_f32(&x, &y, &shape, out, f)
+        }
+        (Operand::Tensor(x), Operand::Scalar(s)) => {
+            let c = scalar_calc::<f32>(s);
+            unary_f32(&x, out, |v| f(v, c))
+        }
+        (Operand::Scalar(s), Operand::Tensor(y)) => {
+            let c = scalar_calc::<f32>(s);
+            unary_f32(&y, out, |v| f(c, v))
+        }
+        (Operand::Scalar(_), Operand::Scalar(_)) => false,
+    }
+}
+
 /// Shared body of the arithmetic kernels.
 pub(crate) fn arith(
     ctx: &KernelContext,
@@ -317,6 +356,9 @@ pub(crate) fn arith(
     }
     if !ct.is_float() && alpha.is_float() {
         return Err(ctx.invalid("alpha", "a floating alpha needs a floating result dtype"));
+    }
+    if ct == DType::Float && !ctx.general_only && arith_f32(op, a, b, alpha, out) {
+        return Ok(());
     }
     crate::dispatch_all!(ct, T => arith_typed::<T>(ctx, op, a, b, alpha, out),
         _ => Err(ctx.dtype_err("self", "a computable dtype", ct)))

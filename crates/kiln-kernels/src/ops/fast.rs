@@ -1,15 +1,35 @@
-//! Fast paths the general kernels try first: the same arithmetic (in the same precision and
-//! order, so the results are bit-identical) over float32 tensors in a common dense layout,
-//! without the general path's casts to temporary `f64` buffers and strided walks. Each
+//! Fast paths the general kernels try first: float32 tensors in a common dense layout, without
+//! the general path's casts to temporary `f64` buffers and strided walks, computed as the
+//! numerics policy below says. Each
 //! returns `false` when its layout or dtype conditions do not hold; the caller then runs the
-//! general path.
-
+//! general path. This module holds batch norm's per-channel affine and the run copies of
+//! movement ops; [`crate::ops::fast_pointwise`] the elementwise ops and
+//! [`crate::ops::fast_reduce`] `mean` and softmax.
+//!
+//! # Numerics policy for float32
+//! The general paths are the reference: most compute a float32 op in `f64` and round once.
+//! A fast path keeps that result bit for bit where `f32` arithmetic gives it anyway, and
+//! otherwise computes the way PyTorch's and ExecuTorch's float kernels do, in `f32`:
+//! - bit-identical, `f32` arithmetic: `relu`, `hardtanh`, `clamp` (comparisons are exact),
+//!   `neg`, `abs`, `sqrt`, `rsqrt` and `add`/`sub`/`mul`/`div` (a correctly rounded `f64`
+//!   `+ - * / sqrt` of `f32` operands rounds to the `f32` result; `add`/`sub` already compute
+//!   `x + alpha * y` in `f32` on the general path);
+//! - bit-identical, `f64` kept: `mean` (one `f64` accumulator in index order, as the general
+//!   path);
+//! - `f32`, within a few ulp of the general path: `exp`, `tanh`, `sigmoid` (platform
+//!   `expf`/`tanhf`), `gelu` (PyTorch's vectorized `erf` formula, absolute error below 6e-7,
+//!   or `tanhf` for the tanh approximation), `leaky_relu` (slope rounded to `f32`, as PyTorch), softmax and
+//!   log-softmax (`f32` max, `x - max`, `exp` and division as ExecuTorch's portable kernel,
+//!   with the sum of exponentials in `f64` lanes, more accurate than PyTorch's `f32` lanes),
+//!   batch norm's affine `(x - mean) * scale + shift` (the per-channel `f64` constants rounded
+//!   to `f32` once, then `f32` arithmetic as ExecuTorch's portable kernel).
 use crate::dtype::DType;
 use crate::tensor::{TensorMut, TensorRef};
 
-/// Per-channel affine `out = (x - mean[c]) * scale[c] + shift[c]` over dim 1 (batch norm),
-/// computed in `f64` like the general path, for float32 `x` and `out` that are both
-/// contiguous or both channels-last. `out` must already have `x`'s sizes.
+/// Per-channel affine `out = (x - mean[c]) * scale[c] + shift[c]` over dim 1 (batch norm)
+/// for float32 `x` and `out` that are both contiguous or both channels-last, in `f32` with the
+/// `f64` per-channel constants rounded to `f32` (within a few ulp of the general path's `f64`
+/// arithmetic). `out` must already have `x`'s sizes.
 pub(crate) fn channel_affine_f32(
     x: &TensorRef<'_>,
     out: &mut TensorMut<'_>,
@@ -38,7 +58,8 @@ pub(crate) fn channel_affine_f32(
         return true;
     }
     let inner: usize = sizes[2..].iter().product();
-    let affine = |v: f32, k: usize| ((v as f64 - mean[k]) * scale[k] + shift[k]) as f32;
+    let to_f32 = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
+    let (mean, scale, shift) = (to_f32(mean), to_f32(scale), to_f32(shift));
     if contiguous {
         // [n][c][inner]
         if inner == 0 {
@@ -46,15 +67,18 @@ pub(crate) fn channel_affine_f32(
         }
         for (k, (d, s)) in dst.chunks_exact_mut(inner).zip(src.chunks_exact(inner)).enumerate() {
             let ch = k % c;
+            let (m, sc, sh) = (mean[ch], scale[ch], shift[ch]);
             for (o, &v) in d.iter_mut().zip(s) {
-                *o = affine(v, ch);
+                *o = (v - m) * sc + sh;
             }
         }
     } else {
         // [n][inner][c]
         for (d, s) in dst.chunks_exact_mut(c).zip(src.chunks_exact(c)) {
-            for (k, (o, &v)) in d.iter_mut().zip(s).enumerate() {
-                *o = affine(v, k);
+            for ((((o, &v), &m), &sc), &sh) in
+                d.iter_mut().zip(s).zip(&mean).zip(&scale).zip(&shift)
+            {
+                *o = (v - m) * sc + sh;
             }
         }
     }
@@ -168,11 +192,12 @@ mod tests {
         out
     }
 
-    /// Property test: the float32 batch-norm fast path is bit-identical to the general path
-    /// on random shapes (rank 2-5), contiguous, channels-last and mixed dim orders, with and
+    /// Property test: the float32 batch-norm fast path stays within a few f32 roundings of the
+    /// f64 general path (relative to the magnitudes of `(x - mean) * scale` and `shift`) on
+    /// random shapes (rank 2-5), contiguous, channels-last and mixed dim orders, with and
     /// without affine parameters, including NaN and infinite inputs.
     #[test]
-    fn batch_norm_fast_path_is_bit_identical() {
+    fn batch_norm_fast_path_is_close_to_general_path() {
         let mut rng = fastrand::Rng::with_seed(7);
         for case in 0..150 {
             let rank = rng.usize(2..6);
@@ -196,12 +221,15 @@ mod tests {
             let affine = case % 3 != 0;
             let fast = batch_norm(false, &sizes, x_order, out_order, &x, &params, affine);
             let general = batch_norm(true, &sizes, x_order, out_order, &x, &params, affine);
-            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
-            assert_eq!(
-                bits(&fast),
-                bits(&general),
-                "case {case}: {sizes:?} {x_order:?} {out_order:?}"
-            );
+            // |x| <= 4, |mean|, |bias| <= 1.5, scale <= |w| / sqrt(var) <= 1.5 / sqrt(0.1):
+            // terms below 50, so a few f32 roundings stay under 50 * 2^-21.
+            let tol = 50.0 * 2f32.powi(-21);
+            for (i, (&f, &g)) in fast.iter().zip(&general).enumerate() {
+                assert!(
+                    f.is_nan() && g.is_nan() || f == g || (f - g).abs() <= tol,
+                    "case {case}: {sizes:?} {x_order:?} {out_order:?} [{i}]: {f:e} vs {g:e}"
+                );
+            }
         }
     }
 }

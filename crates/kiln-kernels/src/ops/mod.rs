@@ -10,6 +10,8 @@ pub(crate) mod pointwise;
 pub(crate) mod binary;
 pub(crate) mod conv;
 pub(crate) mod fast;
+pub(crate) mod fast_pointwise;
+pub(crate) mod fast_reduce;
 pub(crate) mod index;
 pub(crate) mod linalg;
 pub(crate) mod norm;

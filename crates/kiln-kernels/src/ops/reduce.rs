@@ -1,6 +1,7 @@
 //! Reductions and scans: `sum`, `mean`, `prod`, `amax`, `amin`, `argmax`, `argmin`,
 //! `max.dim`, `min.dim`, `max`/`min` (all), `var`, `any`, `cumsum`, `_softmax`,
-//! `_log_softmax`. Floats accumulate in `f64`.
+//! `_log_softmax`. Floats accumulate in `f64`; float32 `mean` over trailing dims and softmax
+//! first try the fast paths of [`crate::ops::fast_reduce`].
 
 use crate::compute::strided::walk;
 use crate::dtype::DType;
@@ -8,6 +9,7 @@ use crate::element::{Bool, Element};
 use crate::error::KernelError;
 use crate::kernel::{KernelContext, KernelDef};
 use crate::ops::args::{out_tensor, out_tensors2, Args};
+use crate::ops::fast_reduce::{mean_trailing_f32, softmax_f32};
 use crate::ops::pointwise::{cast_to, resize, with_out};
 use crate::ops::{out1, out_n};
 use crate::shape::{normalize_dim, MAX_RANK};
@@ -135,6 +137,13 @@ fn accumulate(
         if out.dtype() != d {
             return Err(ctx.dtype_err("out", format!("{d} (the dtype argument)"), out.dtype()));
         }
+    }
+    if kind == Acc::Mean
+        && rt == DType::Float
+        && !ctx.general_only
+        && mean_trailing_f32(&x, |d| p.mask[d], out)
+    {
+        return Ok(());
     }
     let shape = *out.shape();
     if rt.is_float() {
@@ -308,12 +317,15 @@ fn softmax(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>], log:
     }
     let p = plan(ctx, &x, Some(&[dim]), true)?;
     resize(ctx, out, "out", x.sizes())?;
+    let d = normalize_dim(dim, x.rank()).unwrap_or(0);
+    if !ctx.general_only && softmax_f32(&x, d, out, log) {
+        return Ok(());
+    }
     let shape = *out.shape();
     let v = cast_to::<f64>(&x);
     // Output offsets follow the output's own strides: map via a second plan walk.
     let xs = x.shape().strides();
     let os = shape.strides();
-    let d = normalize_dim(dim, x.rank()).unwrap_or(0);
     let (xstride, ostride) = if x.rank() == 0 { (0, 0) } else { (xs[d], os[d]) };
     let len = if x.rank() == 0 { 1 } else { x.sizes()[d] };
     with_out::<f64>(ctx, out, true, |dst| {

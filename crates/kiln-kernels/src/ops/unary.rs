@@ -8,6 +8,7 @@ use crate::element::{Bool, Calc, Element};
 use crate::error::KernelError;
 use crate::kernel::{KernelContext, KernelDef};
 use crate::ops::args::{out_tensor, Args};
+use crate::ops::fast_pointwise::{clamp_f32, erf_f32, unary_f32};
 use crate::ops::out1;
 use crate::ops::pointwise::{map1, map2, map3, result_type, Operand};
 use crate::value::{Arg, Out, Scalar};
@@ -30,6 +31,22 @@ fn float_unary(
     let ct = if x.dtype().is_float() { x.dtype() } else { DType::Float };
     crate::dispatch_float!(ct, T => map1::<T, T>(ctx, &x, out, true, |v| <T as Element>::from_f64(f(Element::to_f64(v)))),
         _ => Err(ctx.dtype_err("self", "a computable dtype", x.dtype())))
+}
+
+/// Runs `f` through the float32 fast path ([`unary_f32`]) unless the context asks for the
+/// general path; `false` when it did not apply (nothing was written).
+fn fast_unary(
+    ctx: &KernelContext,
+    args: &[Arg<'_>],
+    outs: &mut [Out<'_, '_>],
+    f: impl Fn(f32) -> f32,
+) -> bool {
+    if ctx.general_only {
+        return false;
+    }
+    let Ok(x) = Args::new(ctx, args).tensor(0, "self") else { return false };
+    let Ok(out) = out_tensor(ctx, outs, 0, "out") else { return false };
+    unary_f32(&x, out, f)
 }
 
 /// A dtype-preserving unary op with separate integer and float definitions.
@@ -79,7 +96,24 @@ fn sigmoid(x: f64) -> f64 {
 fn gelu(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>]) -> KResult {
     let a = Args::new(ctx, args);
     let approx = a.string(1, "approximate")?;
+    // float32 fast paths compute in f32 as PyTorch's vectorized GELU does: its erf formula
+    // (absolute error below 6e-7), `tanhf` for the tanh approximation.
     match approx {
+        "none"
+            if fast_unary(ctx, args, outs, |x| {
+                0.5 * x * (1.0 + erf_f32(x * std::f32::consts::FRAC_1_SQRT_2))
+            }) =>
+        {
+            Ok(())
+        }
+        "tanh"
+            if fast_unary(ctx, args, outs, |x| {
+                let k = (2.0 / std::f32::consts::PI).sqrt();
+                0.5 * x * (1.0 + (k * (x + 0.044715 * x * x * x)).tanh())
+            }) =>
+        {
+            Ok(())
+        }
         "none" => float_unary(ctx, args, outs, |x| {
             0.5 * x * (1.0 + erf(x * std::f64::consts::FRAC_1_SQRT_2))
         }),
@@ -129,6 +163,14 @@ fn clamp_scalars(
     if ct == DType::Bool {
         return Err(ctx.dtype_err("self", "a non-bool dtype", ct));
     }
+    if ct == DType::Float && !ctx.general_only {
+        // The bounds round to float32 as in the general path; NaN bounds take that path.
+        let l = lo.map_or(f32::NEG_INFINITY, |s| s.to_f64() as f32);
+        let h = hi.map_or(f32::INFINITY, |s| s.to_f64() as f32);
+        if !l.is_nan() && !h.is_nan() && unary_f32(x, out, |v| clamp_f32(v, l, h)) {
+            return Ok(());
+        }
+    }
     crate::dispatch_all!(ct, T => {
         if ct.is_float() {
             let (l, h) = (lo.map(|s| <T as Element>::Calc::of_f64(s.to_f64()).as_f64()), hi.map(|s| <T as Element>::Calc::of_f64(s.to_f64()).as_f64()));
@@ -175,13 +217,11 @@ macro_rules! float_defs {
 pub(crate) fn kernels() -> Vec<KernelDef> {
     let mut v = Vec::new();
     float_defs!(v;
-        "aten::exp.out" => f64::exp;
         "aten::expm1.out" => f64::exp_m1;
         "aten::log.out" => f64::ln;
         "aten::log2.out" => f64::log2;
         "aten::log10.out" => f64::log10;
         "aten::log1p.out" => f64::ln_1p;
-        "aten::sqrt.out" => f64::sqrt;
         "aten::reciprocal.out" => |x| 1.0 / x;
         "aten::sin.out" => f64::sin;
         "aten::cos.out" => f64::cos;
@@ -191,22 +231,57 @@ pub(crate) fn kernels() -> Vec<KernelDef> {
         "aten::atan.out" => f64::atan;
         "aten::sinh.out" => f64::sinh;
         "aten::cosh.out" => f64::cosh;
-        "aten::tanh.out" => f64::tanh;
         "aten::asinh.out" => f64::asinh;
         "aten::acosh.out" => f64::acosh;
         "aten::atanh.out" => f64::atanh;
         "aten::erf.out" => erf;
-        "aten::sigmoid.out" => sigmoid;
     );
+    // Float32 fast paths: `sqrt` is bit-identical to the f64 general path (a correctly rounded
+    // f64 square root of an f32 rounds to the f32 square root); `exp`, `tanh` and `sigmoid`
+    // compute in f32 with the platform's `expf`/`tanhf`, as PyTorch's and ExecuTorch's float
+    // kernels do, within a few ulp of the f64 general path.
+    v.push(out1("aten::exp.out", 1, |c, a, o| {
+        if fast_unary(c, a, o, f32::exp) {
+            return Ok(());
+        }
+        float_unary(c, a, o, f64::exp)
+    }));
+    v.push(out1("aten::sqrt.out", 1, |c, a, o| {
+        if fast_unary(c, a, o, f32::sqrt) {
+            return Ok(());
+        }
+        float_unary(c, a, o, f64::sqrt)
+    }));
+    v.push(out1("aten::tanh.out", 1, |c, a, o| {
+        if fast_unary(c, a, o, f32::tanh) {
+            return Ok(());
+        }
+        float_unary(c, a, o, f64::tanh)
+    }));
+    v.push(out1("aten::sigmoid.out", 1, |c, a, o| {
+        if fast_unary(c, a, o, |x| 1.0 / (1.0 + (-x).exp())) {
+            return Ok(());
+        }
+        float_unary(c, a, o, sigmoid)
+    }));
     v.push(out1("aten::abs.out", 1, |c, a, o| {
+        if fast_unary(c, a, o, f32::abs) {
+            return Ok(());
+        }
         same_unary(c, a, o, false, i64::wrapping_abs, f64::abs)
     }));
     v.push(out1("aten::neg.out", 1, |c, a, o| {
+        if fast_unary(c, a, o, |x| -x) {
+            return Ok(());
+        }
         same_unary(c, a, o, false, i64::wrapping_neg, |x| -x)
     }));
     v.push(out1("aten::rsqrt.out", 1, |c, a, o| {
         if Args::new(c, a).tensor(0, "self")?.dtype() == DType::Double {
             return float_unary(c, a, o, |x| 1.0 / x.sqrt());
+        }
+        if fast_unary(c, a, o, |x| 1.0 / x.sqrt()) {
+            return Ok(());
         }
         // float32 arithmetic, as PyTorch and ExecuTorch compute it: the square root rounded to
         // float32 before the division (rsqrt(1e-7) is 3162.2778, not 3162.2776).
@@ -229,6 +304,10 @@ pub(crate) fn kernels() -> Vec<KernelDef> {
         same_unary(c, a, o, false, |x| x, f64::round_ties_even)
     }));
     v.push(out1("aten::relu.out", 1, |c, a, o| {
+        // NaN < 0 is false, so NaN passes through as in the general path.
+        if fast_unary(c, a, o, |x| if x < 0.0 { 0.0 } else { x }) {
+            return Ok(());
+        }
         same_unary(c, a, o, false, |x| x.max(0), |x| if x.is_nan() { x } else { x.max(0.0) })
     }));
     v.push(out1("aten::bitwise_not.out", 1, |c, a, o| {
@@ -267,6 +346,11 @@ pub(crate) fn kernels() -> Vec<KernelDef> {
     v.push(out1("aten::clamp.Tensor_out", 3, |c, a, o| clamp_tensor(c, a, o)));
     v.push(out1("aten::leaky_relu.out", 2, |c, a, o| {
         let s = Args::new(c, a).scalar(1, "negative_slope")?.to_f64();
+        // float32: the slope rounded to f32 and `x * slope` in f32, as PyTorch computes it.
+        let s32 = s as f32;
+        if fast_unary(c, a, o, |x| if x > 0.0 { x } else { x * s32 }) {
+            return Ok(());
+        }
         float_unary(c, a, o, move |x| if x > 0.0 { x } else { x * s })
     }));
     v.push(out1("aten::elu.out", 4, |c, a, o| {
