@@ -2,6 +2,7 @@
 //! `upsample_nearest2d`, `upsample_bilinear2d`. Inputs are `[N, C, H, W]` or `[C, H, W]`, in
 //! any dim order; values accumulate in `f64`.
 
+use crate::dtype::DType;
 use crate::error::KernelError;
 use crate::kernel::{KernelContext, KernelDef};
 use crate::ops::args::{out_tensor, out_tensors2, Args};
@@ -120,6 +121,10 @@ fn max_pool(
     let sizes = out_sizes(&x, oh, ow);
     resize(ctx, out, "out", &sizes)?;
     resize(ctx, idx, "indices", &sizes)?;
+    let geo = Window { k, s, p, d, oh, ow };
+    if !ctx.general_only && max_pool_f32(&x, &g, &geo, out, idx) {
+        return Ok(());
+    }
     let v = cast_to::<f64>(&x);
     let os = out_planes(out);
     let is = out_planes(idx);
@@ -166,6 +171,78 @@ fn max_pool(
     }
     with_out::<f64>(ctx, out, true, |dst| picks.iter().for_each(|p| dst[p.0] = p.2))?;
     with_out::<i64>(ctx, idx, false, |dst| picks.iter().for_each(|p| dst[p.1] = p.3))
+}
+
+/// A pooling window: kernel, stride, padding, dilation (h, w) and the output size.
+struct Window {
+    k: [usize; 2],
+    s: [usize; 2],
+    p: [usize; 2],
+    d: [usize; 2],
+    oh: usize,
+    ow: usize,
+}
+
+/// Fast path of `max_pool2d_with_indices` for float32 input and dense outputs: the general
+/// path's walk and comparisons in f32 (exact, as f32 -> f64 is), written straight into the
+/// outputs without the f64 copy and the list of picks. `false` when it does not apply.
+fn max_pool_f32(
+    x: &TensorRef<'_>,
+    g: &Planes,
+    w: &Window,
+    out: &mut TensorMut<'_>,
+    idx: &mut TensorMut<'_>,
+) -> bool {
+    let dense = out.shape().is_dense_row_major() && idx.shape().is_dense_row_major();
+    if x.dtype() != DType::Float || out.dtype() != DType::Float || !dense {
+        return false;
+    }
+    let (Ok(v), Ok(o), Ok(ix)) =
+        (x.as_slice::<f32>(), out.as_mut_slice::<f32>(), idx.as_mut_slice::<i64>())
+    else {
+        return false;
+    };
+    let (k, s, p, d) = (w.k, w.s, w.p, w.d);
+    let mut at = 0usize;
+    for n in 0..g.n {
+        for c in 0..g.c {
+            let base = n * g.st[0] + c * g.st[1];
+            for y in 0..w.oh {
+                let mut hs = (y * s[0]) as isize - p[0] as isize;
+                let he = (hs + ((k[0] - 1) * d[0] + 1) as isize).min(g.h as isize);
+                while hs < 0 {
+                    hs += d[0] as isize;
+                }
+                for xo in 0..w.ow {
+                    let mut ws = (xo * s[1]) as isize - p[1] as isize;
+                    let we = (ws + ((k[1] - 1) * d[1] + 1) as isize).min(g.w as isize);
+                    while ws < 0 {
+                        ws += d[1] as isize;
+                    }
+                    let mut best = f32::NEG_INFINITY;
+                    let mut bi = hs as usize * g.w + ws as usize;
+                    let mut yy = hs;
+                    while yy < he {
+                        let row = base + yy as usize * g.st[2];
+                        let mut xx = ws;
+                        while xx < we {
+                            let val = v[row + xx as usize * g.st[3]];
+                            if val > best || val.is_nan() {
+                                best = val;
+                                bi = yy as usize * g.w + xx as usize;
+                            }
+                            xx += d[1] as isize;
+                        }
+                        yy += d[0] as isize;
+                    }
+                    o[at] = best;
+                    ix[at] = bi as i64;
+                    at += 1;
+                }
+            }
+        }
+    }
+    true
 }
 
 fn avg_pool(
@@ -413,4 +490,112 @@ pub(crate) fn kernels() -> Vec<KernelDef> {
         out1("aten::upsample_nearest2d.vec_out", 3, |c, a, o| upsample_nearest(c, a, o)),
         out1("aten::upsample_bilinear2d.vec_out", 4, |c, a, o| upsample_bilinear(c, a, o)),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{
+        find_kernel, Arg, Capacity, DType, KernelContext, Out, Shape, TensorMut, TensorRef,
+    };
+
+    /// `max_pool2d_with_indices` with the fast path on or off: (values, indices).
+    fn run(
+        general: bool,
+        sizes: &[usize],
+        x: &[f32],
+        win: [[i64; 2]; 4],
+        ceil: bool,
+    ) -> (Vec<f32>, Vec<i64>) {
+        let def = find_kernel("aten::max_pool2d_with_indices.out").unwrap();
+        let xr = TensorRef::new(
+            DType::Float,
+            Shape::contiguous(sizes).unwrap(),
+            bytemuck::cast_slice(x),
+        )
+        .unwrap();
+        let [k, s, p, d] = win;
+        let args = [
+            Arg::Tensor(xr),
+            Arg::IntList(&k),
+            Arg::IntList(&s),
+            Arg::IntList(&p),
+            Arg::IntList(&d),
+            Arg::Bool(ceil),
+            Arg::Output,
+            Arg::Output,
+            Arg::Output,
+        ];
+        // Padding and ceil mode can make the output larger than the input.
+        let cap = 16 * x.len() + 64;
+        let mut vals = vec![f32::NAN; cap];
+        let mut idx = vec![-1i64; cap];
+        let shape = Shape::contiguous(&vec![0; sizes.len()]).unwrap();
+        let mut outs = [
+            Out::Tensor(
+                TensorMut::new(
+                    DType::Float,
+                    shape,
+                    Capacity::Bound(cap),
+                    bytemuck::cast_slice_mut(&mut vals),
+                )
+                .unwrap(),
+            ),
+            Out::Tensor(
+                TensorMut::new(
+                    DType::Long,
+                    shape,
+                    Capacity::Bound(cap),
+                    bytemuck::cast_slice_mut(&mut idx),
+                )
+                .unwrap(),
+            ),
+        ];
+        let mut ctx = KernelContext::new(def.name);
+        ctx.general_only = general;
+        (def.run)(&mut ctx, &args, &mut outs).unwrap();
+        let n = match &outs[0] {
+            Out::Tensor(t) => t.numel(),
+            _ => 0,
+        };
+        (vals[..n].to_vec(), idx[..n].to_vec())
+    }
+
+    /// Property test: the float32 fast path gives the general path's values and indices bit
+    /// for bit on random shapes, windows and inputs with NaN, infinities and ties.
+    #[test]
+    fn max_pool_fast_path_equals_general_path() {
+        let mut rng = fastrand::Rng::with_seed(0x9001);
+        for case in 0..300 {
+            let (kh, kw) = (rng.usize(1..4), rng.usize(1..4));
+            let (dh, dw) = (rng.usize(1..3), rng.usize(1..3));
+            let (h, w) = (rng.usize(kh * dh..kh * dh + 9), rng.usize(kw * dw..kw * dw + 9));
+            let sizes: Vec<usize> = if rng.bool() {
+                vec![rng.usize(1..3), rng.usize(1..4), h, w]
+            } else {
+                vec![rng.usize(1..4), h, w]
+            };
+            let n: usize = sizes.iter().product();
+            let x: Vec<f32> = (0..n)
+                .map(|_| match rng.u8(0..20) {
+                    0 => f32::NAN,
+                    1 => f32::INFINITY,
+                    2 => f32::NEG_INFINITY,
+                    3..=6 => 1.0,
+                    _ => rng.f32() * 4.0 - 2.0,
+                })
+                .collect();
+            let win = [
+                [kh as i64, kw as i64],
+                [rng.i64(1..4), rng.i64(1..4)],
+                [rng.i64(0..=(kh as i64 / 2)), rng.i64(0..=(kw as i64 / 2))],
+                [dh as i64, dw as i64],
+            ];
+            let ceil = rng.bool();
+            let (fv, fi) = run(false, &sizes, &x, win, ceil);
+            let (gv, gi) = run(true, &sizes, &x, win, ceil);
+            assert_eq!(fi, gi, "case {case}: indices");
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&fv), bits(&gv), "case {case}: values");
+        }
+    }
 }
