@@ -3,7 +3,7 @@
 //! numerics policy below says. Each
 //! returns `false` when its layout or dtype conditions do not hold; the caller then runs the
 //! general path. This module holds batch norm's per-channel affine and the run copies of
-//! movement ops; [`crate::ops::fast_pointwise`] the elementwise ops and
+//! movement ops and layer norm's rows; [`crate::ops::fast_pointwise`] the elementwise ops and
 //! [`crate::ops::fast_reduce`] `mean` and softmax.
 //!
 //! # Numerics policy for float32
@@ -15,7 +15,8 @@
 //!   `+ - * / sqrt` of `f32` operands rounds to the `f32` result; `add`/`sub` already compute
 //!   `x + alpha * y` in `f32` on the general path);
 //! - bit-identical, `f64` kept: `mean` (one `f64` accumulator in index order, as the general
-//!   path);
+//!   path) and `native_layer_norm` (the general path's `f64` statistics and affine, row by
+//!   row without its `f64` copy of the input);
 //! - `f32`, within a few ulp of the general path: `exp`, `tanh`, `sigmoid` (platform
 //!   `expf`/`tanhf`), `gelu` (PyTorch's vectorized `erf` formula, absolute error below 6e-7,
 //!   or `tanhf` for the tanh approximation), `leaky_relu` (slope rounded to `f32`, as PyTorch), softmax and
@@ -81,6 +82,67 @@ pub(crate) fn channel_affine_f32(
                 *o = (v - m) * sc + sh;
             }
         }
+    }
+    true
+}
+
+/// `native_layer_norm` over rows of `inner` contiguous elements of float32 `x` into float32
+/// `out`, `mean_out` and `rstd_out` (all dense row-major, already resized), with the general
+/// path's `f64` arithmetic in the same order (bit-identical): mean and two-pass variance
+/// summed in index order, `rstd = 1 / sqrt(var + eps)`, `y = (x - mean) * rstd * w + b`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn layer_norm_rows_f32(
+    x: &TensorRef<'_>,
+    inner: usize,
+    eps: f64,
+    w: Option<&[f64]>,
+    b: Option<&[f64]>,
+    out: &mut TensorMut<'_>,
+    mean_out: &mut TensorMut<'_>,
+    rstd_out: &mut TensorMut<'_>,
+) -> bool {
+    let all_f32 =
+        [out.dtype(), mean_out.dtype(), rstd_out.dtype()].iter().all(|&d| d == DType::Float);
+    let dense = x.shape().is_dense_row_major()
+        && out.shape().is_dense_row_major()
+        && mean_out.shape().is_dense_row_major()
+        && rstd_out.shape().is_dense_row_major();
+    if x.dtype() != DType::Float || !all_f32 || !dense || inner == 0 {
+        return false;
+    }
+    if w.is_some_and(|w| w.len() != inner) || b.is_some_and(|b| b.len() != inner) {
+        return false;
+    }
+    let Ok(src) = x.as_slice::<f32>() else { return false };
+    let Ok(dst) = out.as_mut_slice::<f32>() else { return false };
+    let Ok(means) = mean_out.as_mut_slice::<f32>() else { return false };
+    let Ok(rstds) = rstd_out.as_mut_slice::<f32>() else { return false };
+    let rows = src.len() / inner;
+    if dst.len() != src.len()
+        || src.len() % inner != 0
+        || means.len() != rows
+        || rstds.len() != rows
+    {
+        return false;
+    }
+    let rows_iter = dst.chunks_exact_mut(inner).zip(src.chunks_exact(inner));
+    for ((d, s), (m_out, r_out)) in rows_iter.zip(means.iter_mut().zip(rstds.iter_mut())) {
+        let n = inner as f64;
+        let mean = s.iter().map(|&v| f64::from(v)).sum::<f64>() / n;
+        let var = s.iter().map(|&v| (f64::from(v) - mean).powi(2)).sum::<f64>() / n;
+        let rstd = 1.0 / (var + eps).sqrt();
+        for (k, (o, &v)) in d.iter_mut().zip(s).enumerate() {
+            let mut y = (f64::from(v) - mean) * rstd;
+            if let Some(w) = w {
+                y *= w[k];
+            }
+            if let Some(b) = b {
+                y += b[k];
+            }
+            *o = y as f32;
+        }
+        *m_out = mean as f32;
+        *r_out = rstd as f32;
     }
     true
 }
@@ -229,6 +291,93 @@ mod tests {
                     f.is_nan() && g.is_nan() || f == g || (f - g).abs() <= tol,
                     "case {case}: {sizes:?} {x_order:?} {out_order:?} [{i}]: {f:e} vs {g:e}"
                 );
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod layer_norm_tests {
+    use crate::{
+        find_kernel, Arg, Capacity, DType, KernelContext, Out, Shape, TensorMut, TensorRef,
+    };
+
+    /// Runs `native_layer_norm` with the fast paths on or off; returns out, mean and rstd.
+    fn layer_norm(
+        general: bool,
+        sizes: &[usize],
+        k: usize,
+        x: &[f32],
+        w: Option<&[f32]>,
+        b: Option<&[f32]>,
+    ) -> [Vec<f32>; 3] {
+        let def = find_kernel("aten::native_layer_norm.out").unwrap();
+        let r = sizes.len();
+        let norm: Vec<i64> = sizes[r - k..].iter().map(|&s| s as i64).collect();
+        let inner: usize = sizes[r - k..].iter().product();
+        let mut stat_sizes = sizes[..r - k].to_vec();
+        stat_sizes.extend(std::iter::repeat_n(1, k));
+        fn feature(inner: usize, v: Option<&[f32]>) -> Arg<'_> {
+            match v {
+                Some(v) => Arg::Tensor(TensorRef::from_slice(&[inner], v).unwrap()),
+                None => Arg::None,
+            }
+        }
+        let args = [
+            Arg::Tensor(TensorRef::from_slice(sizes, x).unwrap()),
+            Arg::IntList(&norm),
+            feature(inner, w),
+            feature(inner, b),
+            Arg::Double(1e-5),
+            Arg::Output,
+            Arg::Output,
+            Arg::Output,
+        ];
+        let rows: usize = stat_sizes.iter().product();
+        let mut bufs = [vec![f32::NAN; x.len()], vec![f32::NAN; rows], vec![f32::NAN; rows]];
+        {
+            let [o, m, s] = &mut bufs;
+            fn mk<'a>(sz: &[usize], d: &'a mut [f32]) -> Out<'a, 'a> {
+                let shape = Shape::contiguous(sz).unwrap();
+                let bytes = bytemuck::cast_slice_mut(d);
+                Out::Tensor(TensorMut::new(DType::Float, shape, Capacity::Static, bytes).unwrap())
+            }
+            let mut outs = [mk(sizes, o), mk(&stat_sizes, m), mk(&stat_sizes, s)];
+            let mut ctx = KernelContext::new(def.name);
+            ctx.general_only = general;
+            (def.run)(&mut ctx, &args, &mut outs).unwrap();
+        }
+        bufs
+    }
+
+    /// Property test: the float32 layer-norm fast path is bit-identical to the general path
+    /// (out, mean and rstd) on random shapes, normalized over 1-3 trailing dims, with and
+    /// without weight and bias, including NaN inputs.
+    #[test]
+    fn layer_norm_fast_path_is_bit_identical() {
+        let mut rng = fastrand::Rng::with_seed(31);
+        for case in 0..200 {
+            let rank = rng.usize(1..5);
+            let sizes: Vec<usize> = (0..rank).map(|_| rng.usize(1..7)).collect();
+            let k = rng.usize(1..=rank.min(3));
+            let n: usize = sizes.iter().product();
+            let inner: usize = sizes[rank - k..].iter().product();
+            let mut x: Vec<f32> = (0..n).map(|_| (rng.f32() - 0.3) * 20.0).collect();
+            if case % 9 == 0 {
+                x[n / 2] = f32::NAN;
+            }
+            let w: Vec<f32> = (0..inner).map(|_| rng.f32() + 0.5).collect();
+            let b: Vec<f32> = (0..inner).map(|_| rng.f32() - 0.5).collect();
+            let (w, b) = ((case % 2 == 0).then_some(&w[..]), (case % 3 != 0).then_some(&b[..]));
+            let fast = layer_norm(false, &sizes, k, &x, w, b);
+            let general = layer_norm(true, &sizes, k, &x, w, b);
+            let bits = |v: &[f32]| {
+                v.iter()
+                    .map(|f| if f.is_nan() { u32::MAX } else { f.to_bits() })
+                    .collect::<Vec<_>>()
+            };
+            for (f, g) in fast.iter().zip(&general) {
+                assert_eq!(bits(f), bits(g), "case {case}: {sizes:?} k={k}");
             }
         }
     }

@@ -65,6 +65,20 @@ fn layer_norm(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>]) -
     resize(ctx, out, "out", x.sizes())?;
     resize(ctx, mean_out, "mean", &p.out_sizes)?;
     resize(ctx, rstd_out, "rstd", &p.out_sizes)?;
+    if !ctx.general_only
+        && crate::ops::fast::layer_norm_rows_f32(
+            &x,
+            inner,
+            eps,
+            wv.as_deref(),
+            bv.as_deref(),
+            out,
+            mean_out,
+            rstd_out,
+        )
+    {
+        return Ok(());
+    }
     let v = cast_to::<f64>(&x);
     let stat_shape = *mean_out.shape();
     // Per group: (stat offset, input base, mean, rstd).
