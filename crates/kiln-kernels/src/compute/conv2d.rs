@@ -5,6 +5,7 @@
 //! itself for 1x1 / stride 1 / no padding, else the implicit im2col matrix packed straight from
 //! the input. Depthwise layers (`groups == Cin == Cout`) use a direct kernel per channel plane.
 
+use crate::compute::rowops;
 use crate::compute::sgemm::{
     clamp1, gemm_packed_a, out_len, Activation, Bias, Epilogue, GemmError, GemmScratch, Im2col,
     MatRef, PackB, PackedA,
@@ -240,19 +241,33 @@ struct Plane<'a> {
 
 impl Plane<'_> {
     /// `out[oy, ox] = act(sum_{ky, kx} w[ky, kx] * x[oy*s + ky*d - p, ox*s + kx*d - p]
-    /// plus bias plus residual[oy, ox])`, a row at a time in `acc` (contiguous row slices,
-    /// which the compiler vectorizes for stride 1).
-    fn run(&self, x: &[f32], res: Option<&[f32]>, out: &mut [f32], acc: &mut Vec<f32>) {
+    /// plus bias plus residual[oy, ox])`, a row at a time in an accumulator row held in
+    /// `scratch`, each tap one vectorized `acc += w * row` ([`rowops`]).
+    fn run(&self, x: &[f32], res: Option<&[f32]>, out: &mut [f32], scratch: &mut Vec<f32>) {
+        rowops::with_widest_vectors(|| self.run_rows(x, res, out, scratch));
+    }
+
+    #[inline(always)]
+    fn run_rows(&self, x: &[f32], res: Option<&[f32]>, out: &mut [f32], scratch: &mut Vec<f32>) {
         let g = self.g;
         let (h, w, ow) = (g.in_h, g.in_w, self.ow);
-        acc.clear();
-        acc.resize(ow, 0.0);
+        // A stride-2 row is split into its even and odd columns, so each tap reads contiguous
+        // memory (vectorized) instead of every second element.
+        let split = g.stride[1] == 2;
+        let half = w.div_ceil(2);
+        scratch.clear();
+        scratch.resize(ow + if split { 2 * half } else { 0 }, 0.0);
+        let (acc, parts) = scratch.split_at_mut(ow);
+        let (even, odd) = parts.split_at_mut(if split { half } else { 0 });
         for oy in 0..self.oh {
             acc.fill(0.0);
             for ky in 0..g.kh {
                 let iy = (oy * g.stride[0] + ky * g.dilation[0]).checked_sub(g.padding[0]);
                 let Some(iy) = iy.filter(|&iy| iy < h) else { continue };
                 let row = &x[iy * w..][..w];
+                if split {
+                    rowops::split_even_odd(row, even, odd);
+                }
                 for kx in 0..g.kw {
                     let (lo, hi) = self.cols[kx];
                     if lo >= hi {
@@ -262,9 +277,11 @@ impl Plane<'_> {
                     // In range by `valid_cols`: lo * s + kx * d >= pad.
                     let first = lo * g.stride[1] + kx * g.dilation[1] - g.padding[1];
                     if g.stride[1] == 1 {
-                        for (a, &v) in acc[lo..hi].iter_mut().zip(&row[first..]) {
-                            *a += wv * v;
-                        }
+                        rowops::axpy(&mut acc[lo..hi], wv, &row[first..]);
+                    } else if split {
+                        let src =
+                            if first % 2 == 0 { &even[first / 2..] } else { &odd[first / 2..] };
+                        rowops::axpy(&mut acc[lo..hi], wv, src);
                     } else {
                         let src = row[first..].iter().step_by(g.stride[1]);
                         for (a, &v) in acc[lo..hi].iter_mut().zip(src) {
