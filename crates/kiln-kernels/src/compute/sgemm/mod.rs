@@ -280,8 +280,14 @@ fn drive(
         return Ok(());
     }
     let (mr, nr) = (kernel.mr, kernel.nr);
+    // Depth block. With one row panel and B packed at load, each B panel is read exactly
+    // once, so blocking the depth would only split its stream and re-read C: take all of it.
+    let kc_block = match b {
+        BSrc::Packed(_) if m <= mr => k.max(1),
+        _ => kernel.kc,
+    };
     // Per-call buffers: one kc x nc block of B, one mc x kc block of A.
-    let kc_max = kernel.kc.min(k);
+    let kc_max = kc_block.min(k);
     let b_len = n.min(kernel.nc).div_ceil(nr) * nr * kc_max;
     let a_len = m.min(kernel.mc).div_ceil(mr) * mr * kc_max;
     let GemmScratch { a: a_buf, b: b_buf } = scratch;
@@ -290,7 +296,7 @@ fn drive(
         let nc = kernel.nc.min(n - jc);
         let mut pc = 0;
         loop {
-            let kc = kernel.kc.min(k - pc);
+            let kc = kc_block.min(k - pc);
             let (first, last) = (pc == 0, pc + kc >= k);
             // B panels of this block: (slice, stride between panels, offset of depth pc).
             let (b_blk, b_stride, b_at): (&[f32], usize, usize) = match &b {
