@@ -203,7 +203,7 @@ impl Loader<'_> {
         zero_copy: Storage,
     ) -> Result<(Storage, bool)> {
         let addr = (base.as_ptr() as usize).wrapping_add(offset);
-        if addr % t.dtype.size() == 0 {
+        if addr.is_multiple_of(t.dtype.size()) {
             return Ok((zero_copy, false));
         }
         let n = t.nbytes();

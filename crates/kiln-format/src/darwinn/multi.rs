@@ -29,7 +29,7 @@ pub struct MultiExecutable<'a> {
 }
 
 fn aligned(pos: u64, field: &str) -> Result<()> {
-    if pos % 4 == 0 {
+    if pos.is_multiple_of(4) {
         Ok(())
     } else {
         Err(Error::invalid(FORMAT, field, Some(pos), "not 4-byte aligned"))

@@ -27,7 +27,7 @@ pub fn transform_signed(data: &mut [u8], t: DataType) -> Result<()> {
         return Ok(());
     }
     let dts = data_type_size(t).unwrap_or(1);
-    if data.len() % dts != 0 {
+    if !data.len().is_multiple_of(dts) {
         return Err(Error::invalid(
             FORMAT,
             "data",
@@ -51,7 +51,7 @@ pub fn dequantize(layer: &Layer<'_>, data: &[u8]) -> Result<Vec<f32>> {
     let dts = data_type_size(t).ok_or_else(|| {
         Error::invalid(FORMAT, "data_type", None, format!("unknown data type {}", t.0))
     })?;
-    if data.len() % dts != 0 {
+    if !data.len().is_multiple_of(dts) {
         return Err(Error::invalid(
             FORMAT,
             "data",

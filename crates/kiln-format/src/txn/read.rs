@@ -279,7 +279,7 @@ fn parse_custom(
         }),
         opcode::READ_REGS => {
             let count = u64::from(r.u32(0, field)?);
-            if len < 8 || (len - 8) / 8 != count || (len - 8) % 8 != 0 {
+            if len < 8 || (len - 8) / 8 != count || !(len - 8).is_multiple_of(8) {
                 return wrong(&format!("8 + 8 × count ({count})"));
             }
             let addresses = (0..count).map(|i| r.u64(8 + 8 * i, field)).collect::<Result<_>>()?;

@@ -71,7 +71,7 @@ fn dma_name(
     mm2s_base: u64,
     mm2s: u64,
 ) -> Option<String> {
-    if offset % 4 != 0 {
+    if !offset.is_multiple_of(4) {
         return None;
     }
     if (bd_base..bd_base + bds * 0x20).contains(&offset) {
@@ -82,7 +82,7 @@ fn dma_name(
     for (dir, base, count) in [("s2mm", s2mm_base, s2mm), ("mm2s", mm2s_base, mm2s)] {
         if (base..base + count * 8).contains(&offset) {
             let ch = (offset - base) / 8;
-            let reg = if (offset - base) % 8 == 0 { "ctrl" } else { "task_queue" };
+            let reg = if (offset - base).is_multiple_of(8) { "ctrl" } else { "task_queue" };
             return Some(format!("{prefix}_dma_{dir}_{ch}_{reg}"));
         }
     }

@@ -37,7 +37,7 @@ pub fn from_hex_text(text: &str) -> Result<Vec<u8>> {
 /// Formats `bytes` (a whole number of little-endian words) as one upper-case 8-digit hex word
 /// per line, the form mlir-aie writes.
 pub fn to_hex_text(bytes: &[u8]) -> Result<String> {
-    if bytes.len() % 4 != 0 {
+    if !bytes.len().is_multiple_of(4) {
         return Err(Error::invalid(
             FORMAT,
             "txn_size",

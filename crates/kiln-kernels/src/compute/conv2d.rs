@@ -279,8 +279,11 @@ impl Plane<'_> {
                     if g.stride[1] == 1 {
                         rowops::axpy(&mut acc[lo..hi], wv, &row[first..]);
                     } else if split {
-                        let src =
-                            if first % 2 == 0 { &even[first / 2..] } else { &odd[first / 2..] };
+                        let src = if first.is_multiple_of(2) {
+                            &even[first / 2..]
+                        } else {
+                            &odd[first / 2..]
+                        };
                         rowops::axpy(&mut acc[lo..hi], wv, src);
                     } else {
                         let src = row[first..].iter().step_by(g.stride[1]);

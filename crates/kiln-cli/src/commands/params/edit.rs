@@ -52,7 +52,7 @@ impl NewEntries {
                 len.parse().with_context(|| format!("--splat {s:?}: bad length {len:?}"))?;
             let pattern = hex(pat).with_context(|| format!("--splat {s:?}"))?;
             check_pattern(&pattern).with_context(|| format!("--splat {s:?}"))?;
-            if length % pattern.len() as u64 != 0 {
+            if !length.is_multiple_of(pattern.len() as u64) {
                 bail!(
                     "--splat {s:?}: length {length} is not a multiple of the {}-byte pattern",
                     pattern.len()

@@ -171,7 +171,7 @@ fn parse_splat_key(s: &str) -> Result<(Vec<u8>, Vec<u8>)> {
 
 /// Decodes an even-length hex string.
 fn hex(s: &str) -> Result<Vec<u8>> {
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         bail!("hex {s:?} has an odd number of digits");
     }
     (0..s.len())
