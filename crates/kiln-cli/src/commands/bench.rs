@@ -40,6 +40,10 @@ pub struct Args {
     /// the time per operator (the latency figures come from the unprofiled executes).
     #[arg(long)]
     pub profile: bool,
+    /// With `--profile`: one row per compiled step (named by its kernel and the original
+    /// instructions it stands for) instead of one per operator.
+    #[arg(long, requires = "profile")]
+    pub by_step: bool,
     /// Run every instruction as written, without the compile stage's fusions and prepared
     /// kernels.
     #[arg(long)]
@@ -94,11 +98,21 @@ fn median(sorted: &[Duration]) -> Duration {
     }
 }
 
-/// Sums instruction times per operator, largest total first.
-fn per_operator(times: &[InstructionTime]) -> Vec<OpTime> {
-    let mut by_op: HashMap<&str, (u64, Duration)> = HashMap::new();
+/// Sums step times per operator (or per step, named `[origins] kernel`), largest total first.
+fn per_operator(times: &[InstructionTime], by_step: bool) -> Vec<OpTime> {
+    let mut by_op: HashMap<String, (u64, Duration)> = HashMap::new();
     for t in times {
-        let e = by_op.entry(t.op.as_str()).or_default();
+        let key = if by_step {
+            let (first, last) = (t.origins.first(), t.origins.last());
+            match (first, last) {
+                (Some(a), Some(b)) if a != b => format!("[{a}-{b}] {}", t.op),
+                (Some(a), _) => format!("[{a}] {}", t.op),
+                _ => t.op.clone(),
+            }
+        } else {
+            t.op.clone()
+        };
+        let e = by_op.entry(key).or_default();
         e.0 += t.count;
         e.1 += t.total;
     }
@@ -106,7 +120,7 @@ fn per_operator(times: &[InstructionTime]) -> Vec<OpTime> {
     let mut ops: Vec<OpTime> = by_op
         .into_iter()
         .map(|(op, (count, total))| OpTime {
-            op: op.to_string(),
+            op,
             count,
             total_ms: ms(total),
             share: if all.is_zero() {
@@ -160,7 +174,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             bar.inc(1);
         }
         bar.finish_and_clear();
-        Some(per_operator(&method.profile()))
+        Some(per_operator(&method.profile(), args.by_step))
     } else {
         None
     };
@@ -240,11 +254,8 @@ mod tests {
             count,
             total: d(total),
         };
-        let ops = per_operator(&[
-            t("aten::add.out", 2, 1),
-            t("aten::mm.out", 2, 6),
-            t("aten::add.out", 2, 1),
-        ]);
+        let times = [t("aten::add.out", 2, 1), t("aten::mm.out", 2, 6), t("aten::add.out", 2, 1)];
+        let ops = per_operator(&times, false);
         assert_eq!(ops.len(), 2);
         assert_eq!((ops[0].op.as_str(), ops[0].count), ("aten::mm.out", 2));
         assert_eq!((ops[1].op.as_str(), ops[1].count), ("aten::add.out", 4));
