@@ -4,7 +4,7 @@
 use kiln_kernels::compute::conv2d::{Conv2dGeometry, ConvScratch, PackedConv2d};
 use kiln_kernels::compute::linear::PackedLinear;
 use kiln_kernels::compute::sgemm::GemmScratch;
-use kiln_kernels::{Arg, KernelContext, KernelError, Out, OutKind, TensorRef};
+use kiln_kernels::{Arg, KernelContext, KernelError, Out, OutKind, TensorMut, TensorRef};
 
 use crate::error::{Error, Result};
 use crate::method::{Call, Callee, Role};
@@ -109,6 +109,24 @@ fn tensor_arg<'a>(
     }
 }
 
+/// The tensors of a Conv or Linear step: the input, the residual when the node has one, and
+/// the output.
+#[allow(clippy::type_complexity)]
+fn fused_io<'a, 'o, 'x>(
+    ctx: &KernelContext,
+    args: &[Arg<'a>],
+    outs: &'o mut [Out<'_, 'x>],
+    residual: bool,
+) -> std::result::Result<(TensorRef<'a>, Option<TensorRef<'a>>, &'o mut TensorMut<'x>), KernelError>
+{
+    let x = tensor_arg(ctx, args, 0, "input")?;
+    let r = if residual { Some(tensor_arg(ctx, args, 1, "residual")?) } else { None };
+    match outs.first_mut() {
+        Some(Out::Tensor(out)) => Ok((x, r, out)),
+        _ => Err(ctx.invalid("out", "expected an output tensor")),
+    }
+}
+
 /// A convolution with batch norm folded into its weight and bias, packed once.
 struct PreparedConv {
     conv: PackedConv2d,
@@ -182,12 +200,7 @@ impl PreparedKernel for PreparedConv {
         outs: &mut [Out<'_, '_>],
     ) -> std::result::Result<(), KernelError> {
         ctx.op = "aten::convolution.out";
-        let x = tensor_arg(ctx, args, 0, "input")?;
-        let residual =
-            if self.residual { Some(tensor_arg(ctx, args, 1, "residual")?) } else { None };
-        let Some(Out::Tensor(out)) = outs.first_mut() else {
-            return Err(ctx.invalid("out", "expected an output tensor"));
-        };
+        let (x, residual, out) = fused_io(ctx, args, outs, self.residual)?;
         let batch = x.sizes().first().copied().unwrap_or(0);
         let xs = x.as_slice::<f32>().map_err(|e| ctx.tensor_err("input", e))?;
         let r = residual.map(|r| r.as_slice::<f32>()).transpose();
@@ -257,12 +270,7 @@ impl PreparedKernel for PreparedLinear {
         outs: &mut [Out<'_, '_>],
     ) -> std::result::Result<(), KernelError> {
         ctx.op = self.name;
-        let x = tensor_arg(ctx, args, 0, "input")?;
-        let residual =
-            if self.residual { Some(tensor_arg(ctx, args, 1, "residual")?) } else { None };
-        let Some(Out::Tensor(out)) = outs.first_mut() else {
-            return Err(ctx.invalid("out", "expected an output tensor"));
-        };
+        let (x, residual, out) = fused_io(ctx, args, outs, self.residual)?;
         let (k, n) = (self.k, self.n);
         let m = match x.sizes() {
             &[m, xk] if xk == k => m,
