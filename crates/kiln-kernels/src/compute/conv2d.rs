@@ -5,10 +5,11 @@
 //! itself for 1x1 / stride 1 / no padding, else the implicit im2col matrix packed straight from
 //! the input. Depthwise layers (`groups == Cin == Cout`) use a direct kernel per channel plane.
 
+use crate::compute::conv::{im2col, Geometry};
 use crate::compute::rowops;
 use crate::compute::sgemm::{
-    clamp1, gemm_packed_a, out_len, Activation, Bias, Epilogue, GemmError, GemmScratch, Im2col,
-    MatRef, PackB, PackedA,
+    clamp1, gemm_packed_a, gemm_packed_b, out_len, Activation, Bias, Epilogue, GemmError,
+    GemmScratch, Im2col, MatRef, PackB, PackedA, PackedB,
 };
 
 /// Shape parameters of a convolution (PyTorch `conv2d` arguments).
@@ -41,6 +42,9 @@ pub struct Conv2dGeometry {
 pub struct ConvScratch {
     gemm: GemmScratch,
     row: Vec<f32>,
+    /// The im2col matrix and the transposed product of [`Plan::FewPixels`].
+    col: Vec<f32>,
+    product: Vec<f32>,
 }
 
 /// How the convolution runs.
@@ -51,7 +55,15 @@ enum Plan {
     /// Direct per-channel kernel; weights `[C, kh, kw]` contiguous; `cols[kx]` are the
     /// output columns whose tap `kx` reads inside the input row.
     Depthwise { weight: Vec<f32>, cols: Vec<(usize, usize)> },
+    /// One group and fewer output pixels than a register tile is wide (the last layers of a
+    /// CNN at low resolution): the product is computed transposed, pixels as rows and the
+    /// packed weights as the right operand, so the tile's width runs over output channels;
+    /// the result is transposed into NCHW.
+    FewPixels { weight: PackedB },
 }
+
+/// Most output pixels for [`Plan::FewPixels`]: below the narrowest register tile (16).
+const FEW_PIXELS: usize = 16;
 
 /// A convolution with its weights prepared for repeated runs.
 #[derive(Debug)]
@@ -117,6 +129,10 @@ impl PackedConv2d {
         let plan = if g.groups > 1 && cin_g == 1 && cout_g == 1 {
             let cols = (0..g.kw).map(|kx| valid_cols(&g, ow, kx)).collect();
             Plan::Depthwise { weight: weight.to_vec(), cols }
+        } else if g.groups == 1 && oh * ow <= FEW_PIXELS {
+            // weight^T: element (k, c) at weight[c * kdim + k].
+            let wt = MatRef::new(weight, kdim, g.out_channels, 1, kdim)?;
+            Plan::FewPixels { weight: PackedB::new(wt)? }
         } else {
             let groups = weight
                 .chunks_exact(cout_g * kdim)
@@ -197,6 +213,47 @@ impl PackedConv2d {
                             src = &lazy;
                         }
                         gemm_packed_a(&groups[gi], src, y, ohw, &ep, &mut scratch.gemm)?;
+                    }
+                    Plan::FewPixels { weight } => {
+                        let cs = &mut *scratch;
+                        let geo = Geometry {
+                            c: cin_g,
+                            h: g.in_h,
+                            w: g.in_w,
+                            kh: g.kh,
+                            kw: g.kw,
+                            oh: self.oh,
+                            ow: self.ow,
+                            stride: g.stride,
+                            pad: g.padding,
+                            dil: g.dilation,
+                        };
+                        let kdim = weight.k();
+                        cs.col.clear();
+                        cs.col.resize(kdim * ohw, 0.0);
+                        im2col(&geo, x, [g.in_h * g.in_w, g.in_w, 1], &mut cs.col);
+                        // Rows are pixels: element (p, k) of the transposed im2col matrix.
+                        let a = MatRef::new(&cs.col, ohw, kdim, 1, ohw)?;
+                        cs.product.clear();
+                        cs.product.resize(ohw * cout_g, 0.0);
+                        // The residual is laid out NCHW, so it and the activation after it are
+                        // applied while transposing.
+                        let ep = Epilogue {
+                            bias: bias.map_or(Bias::None, Bias::PerCol),
+                            residual: None,
+                            act: if res.is_some() { Activation::None } else { self.act },
+                        };
+                        gemm_packed_b(a, weight, &mut cs.product, cout_g, &ep, &mut cs.gemm)?;
+                        for (c, row) in y.chunks_exact_mut(ohw).enumerate() {
+                            for (p, o) in row.iter_mut().enumerate() {
+                                *o = cs.product[p * cout_g + c];
+                            }
+                            if let Some(r) = res {
+                                for (o, &r) in row.iter_mut().zip(&r[c * ohw..][..ohw]) {
+                                    *o = self.act.apply(*o + r);
+                                }
+                            }
+                        }
                     }
                     Plan::Depthwise { weight, cols } => {
                         let kk = g.kh * g.kw;
