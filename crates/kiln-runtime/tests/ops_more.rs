@@ -62,6 +62,12 @@ fn sampling_family_matches_executorch() {
 }
 
 #[test]
+fn lone_copies_match_executorch() {
+    // Methods made of one contiguous copy: the compile stage must keep the copy as a step.
+    assert_eq!(run_family("lone_copies"), 6);
+}
+
+#[test]
 fn pt2e_quantized_linear_models_match_executorch() {
     assert_eq!(run_family("pt2e_quant"), 3);
 }

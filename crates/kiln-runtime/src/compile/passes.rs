@@ -50,12 +50,15 @@ fn pair(g: &Graph<'_>, v: u32, min: i64) -> Option<[usize; 2]> {
 pub(crate) fn alias_copies(g: &mut Graph<'_>) {
     for n in 0..g.nodes.len() {
         let Some((op, args)) = kernel_call(g, n) else { continue };
+        // The removed node's origin must go to a neighbour: a method of this one instruction
+        // keeps it.
+        let Some(into) = neighbour(g, n) else { continue };
         if op == "aten::split_with_sizes_copy.out" {
             if let Some(parts) = outer_split(g, args) {
                 for (item, delta) in parts {
                     g.alias(item, args[0], delta);
                 }
-                absorb_into_neighbour(g, n);
+                g.absorb(into, n);
             }
             continue;
         }
@@ -96,19 +99,14 @@ pub(crate) fn alias_copies(g: &mut Graph<'_>) {
         };
         let Some(delta) = delta else { continue };
         g.alias(y, x, delta);
-        absorb_into_neighbour(g, n);
+        g.absorb(into, n);
     }
 }
 
-/// A removed node's origin goes to the live node before it, or after it for the first.
-fn absorb_into_neighbour(g: &mut Graph<'_>, n: usize) {
-    let into = (0..n)
-        .rev()
-        .find(|&m| !matches!(g.nodes[m].op, NodeOp::Removed))
-        .or_else(|| g.next_live(n));
-    if let Some(m) = into {
-        g.absorb(m, n);
-    }
+/// The node a removed node's origin goes to: the live node before it, or after it for the
+/// first.
+fn neighbour(g: &Graph<'_>, n: usize) -> Option<usize> {
+    (0..n).rev().find(|&m| !matches!(g.nodes[m].op, NodeOp::Removed)).or_else(|| g.next_live(n))
 }
 
 /// Whether tensor `v` may become an alias: planned, contiguous, static, written once.
