@@ -157,6 +157,11 @@ impl<'m> Graph<'m> {
         }
     }
 
+    /// The sizes of tensor `v` (its declared, or upper-bound, sizes), if it is a tensor.
+    pub fn sizes(&self, v: u32) -> Option<Vec<usize>> {
+        self.tensor(v).map(|t| t.shape.sizes().to_vec())
+    }
+
     /// A float32 tensor of static shape laid out contiguously, in method memory (an
     /// activation the compiled kernels may read or write).
     pub fn dense_f32(&self, v: u32) -> Option<&'m TensorSlot> {

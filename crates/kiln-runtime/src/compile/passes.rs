@@ -23,10 +23,6 @@ fn out_arg(args: &[u32]) -> Option<u32> {
     args.len().checked_sub(2).and_then(|p| args.get(p).copied())
 }
 
-fn sizes_of(g: &Graph<'_>, v: u32) -> Option<Vec<usize>> {
-    g.tensor(v).map(|t| t.shape.sizes().to_vec())
-}
-
 fn pair(g: &Graph<'_>, v: u32, min: i64) -> Option<[usize; 2]> {
     let l = g.ints(v)?;
     let get = |i: usize| -> Option<usize> {
@@ -245,7 +241,7 @@ pub(crate) fn fold_weight_permutes_into_linear(g: &mut Graph<'_>) {
                 (src, true, Some(p))
             }
         };
-        let Some(ws) = sizes_of(g, weight).filter(|s| s.len() == 2) else { continue };
+        let Some(ws) = g.sizes(weight).filter(|s| s.len() == 2) else { continue };
         let (k, nn) = if weight_is_nk { (ws[1], ws[0]) } else { (ws[0], ws[1]) };
         if xt.shape.sizes()[1] != k || ot.shape.sizes()[1] != nn {
             continue;
@@ -369,7 +365,7 @@ pub(crate) fn fold_batch_norms(g: &mut Graph<'_>) {
         if x != conv.output || !g.read_once(x) || !g.unread(save_mean) || !g.unread(save_invstd) {
             continue;
         }
-        let c = sizes_of(g, x).map_or(0, |s| s[1]);
+        let c = g.sizes(x).map_or(0, |s| s[1]);
         let (Some(weight), Some(bias), Some(Some(mean)), Some(Some(var)), Some(eps)) = (
             channel_const(g, weight, c),
             channel_const(g, bias, c),
@@ -379,7 +375,7 @@ pub(crate) fn fold_batch_norms(g: &mut Graph<'_>) {
         ) else {
             continue;
         };
-        if g.dense_f32(out).is_none() || sizes_of(g, out) != sizes_of(g, x) {
+        if g.dense_f32(out).is_none() || g.sizes(out) != g.sizes(x) {
             continue;
         }
         if g.may_overlap(out, conv.input) {
@@ -436,7 +432,7 @@ pub(crate) fn fuse_epilogues(g: &mut Graph<'_>) {
             let Some((op, args)) = kernel_call(g, next) else { break };
             let Some(out) = out_arg(args) else { break };
             let y = t.output;
-            if !g.read_once(y) || g.dense_f32(out).is_none() || sizes_of(g, out) != sizes_of(g, y) {
+            if !g.read_once(y) || g.dense_f32(out).is_none() || g.sizes(out) != g.sizes(y) {
                 break;
             }
             let fused = if let ("aten::add.out", &[a, b, alpha, _, _]) = (op, args) {
@@ -446,7 +442,7 @@ pub(crate) fn fuse_epilogues(g: &mut Graph<'_>) {
                     && t.residual.is_none()
                     && g.number(alpha) == Some(1.0)
                     && g.dense_f32(other).is_some()
-                    && sizes_of(g, other) == sizes_of(g, y)
+                    && g.sizes(other) == g.sizes(y)
                     && !g.may_overlap(out, other);
                 ok.then_some(Tail { residual: Some(other), output: out, ..t })
             } else if args.first() == Some(&y) && t.act == Activation::None {
@@ -496,7 +492,7 @@ fn elementwise(g: &Graph<'_>, n: usize) -> Option<Elementwise> {
         }
         _ => return None,
     };
-    let shape = sizes_of(g, output)?;
+    let shape = g.sizes(output)?;
     let same = |v: u32| {
         g.tensor(v).is_some_and(|t| {
             t.dtype == kiln_kernels::DType::Float

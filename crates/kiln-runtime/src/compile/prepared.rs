@@ -141,10 +141,10 @@ impl PreparedConv {
         bytes: &ConstBytes<'_>,
     ) -> std::result::Result<PreparedConv, String> {
         let mut weight = const_f32(g, c.weight, bytes)?;
-        let ws = g.tensor(c.weight).map(|t| t.shape.sizes().to_vec()).unwrap_or_default();
+        let ws = g.sizes(c.weight).unwrap_or_default();
         let [c_out, _, kh, kw] = ws.as_slice() else { return Err("the weight is not 4-D".into()) };
         let (c_out, kh, kw) = (*c_out, *kh, *kw);
-        let xs = g.tensor(c.input).map(|t| t.shape.sizes().to_vec()).unwrap_or_default();
+        let xs = g.sizes(c.input).unwrap_or_default();
         let [_, c_in, h, w] = xs.as_slice() else { return Err("the input is not 4-D".into()) };
         let mut bias = c.bias.map(|b| const_f32(g, b, bytes)).transpose()?;
         if let Some(bn) = &c.bn {
@@ -183,7 +183,7 @@ impl PreparedConv {
         };
         let conv = PackedConv2d::new(geometry, &weight, bias.as_deref(), c.act)
             .map_err(|e| format!("convolution: {e}"))?;
-        let out = g.tensor(c.output).map(|t| t.shape.sizes().to_vec()).unwrap_or_default();
+        let out = g.sizes(c.output).unwrap_or_default();
         let (oh, ow) = conv.out_hw();
         if out.get(1..) != Some(&[c_out, oh, ow][..]) {
             return Err(format!("the output {out:?} is not [N, {c_out}, {oh}, {ow}]"));
@@ -232,7 +232,7 @@ impl PreparedLinear {
         bytes: &ConstBytes<'_>,
     ) -> std::result::Result<PreparedLinear, String> {
         let w = const_f32(g, l.weight, bytes)?;
-        let ws = g.tensor(l.weight).map(|t| t.shape.sizes().to_vec()).unwrap_or_default();
+        let ws = g.sizes(l.weight).unwrap_or_default();
         let [r, c] = ws.as_slice() else { return Err("the weight is not 2-D".into()) };
         let (k, n) = if l.weight_is_nk { (*c, *r) } else { (*r, *c) };
         // PackedLinear takes PyTorch's [N, K] layout.
