@@ -6,11 +6,11 @@
 //! the input. Depthwise layers (`groups == Cin == Cout`) use a direct kernel per channel plane.
 
 use crate::compute::conv::{im2col, Geometry};
-use crate::compute::rowops;
 use crate::compute::sgemm::{
-    clamp1, gemm_packed_a, gemm_packed_b, out_len, Activation, Bias, Epilogue, GemmError,
-    GemmScratch, Im2col, MatRef, PackB, PackedA, PackedB,
+    gemm_packed_a, gemm_packed_b, out_len, Activation, Bias, Epilogue, GemmError, GemmScratch,
+    Im2col, MatRef, PackB, PackedA, PackedB,
 };
+use crate::compute::taps::{row_spans, sum_taps, RowSpan, TapEpilogue, TapPlane, LANES};
 
 /// Shape parameters of a convolution (PyTorch `conv2d` arguments).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,9 +52,8 @@ pub struct ConvScratch {
 enum Plan {
     /// One packed weight matrix per group; `pointwise` when B is the input itself.
     Gemm { groups: Vec<PackedA>, pointwise: bool },
-    /// Direct per-channel kernel; weights `[C, kh, kw]` contiguous; `cols[kx]` are the
-    /// output columns whose tap `kx` reads inside the input row.
-    Depthwise { weight: Vec<f32>, cols: Vec<(usize, usize)> },
+    /// Direct per-channel kernel; weights `[C, kh, kw]` contiguous; see [`Phases`].
+    Depthwise { weight: Vec<f32>, phases: Phases },
     /// One group and fewer output pixels than a register tile is wide (the last layers of a
     /// CNN at low resolution): the product is computed transposed, pixels as rows and the
     /// packed weights as the right operand, so the tile's width runs over output channels;
@@ -127,8 +126,7 @@ impl PackedConv2d {
             }
         }
         let plan = if g.groups > 1 && cin_g == 1 && cout_g == 1 {
-            let cols = (0..g.kw).map(|kx| valid_cols(&g, ow, kx)).collect();
-            Plan::Depthwise { weight: weight.to_vec(), cols }
+            Plan::Depthwise { weight: weight.to_vec(), phases: Phases::new(&g, oh, ow)? }
         } else if g.groups == 1 && oh * ow <= FEW_PIXELS {
             // weight^T: element (k, c) at weight[c * kdim + k].
             let wt = MatRef::new(weight, kdim, g.out_channels, 1, kdim)?;
@@ -255,14 +253,14 @@ impl PackedConv2d {
                             }
                         }
                     }
-                    Plan::Depthwise { weight, cols } => {
+                    Plan::Depthwise { weight, phases } => {
                         let kk = g.kh * g.kw;
                         let plane = Plane {
                             g,
                             oh: self.oh,
                             ow: self.ow,
                             weight: &weight[gi * kk..][..kk],
-                            cols,
+                            phases,
                             bias: bias.map_or(0.0, |v| v[0]),
                             act: self.act,
                         };
@@ -275,12 +273,70 @@ impl PackedConv2d {
     }
 }
 
-/// Output columns `ox` (of `ow`) whose tap `kx` reads inside the input row: `lo..hi`.
-fn valid_cols(g: &Conv2dGeometry, ow: usize, kx: usize) -> (usize, usize) {
-    let (s, p, off) = (g.stride[1], g.padding[1], kx * g.dilation[1]);
-    let lo = if p > off { (p - off).div_ceil(s) } else { 0 }.min(ow);
-    let hi = if g.in_w + p > off { ((g.in_w - 1 + p - off) / s + 1).min(ow) } else { 0 };
-    (lo, hi.max(lo))
+/// How a depthwise convolution lays out an input row so that every tap reads `LANES`
+/// contiguous values. The row, zero-padded, is split into its `stride` phases: phase `ph`
+/// holds padded columns `ph, ph + s, ph + 2s, ...` (`len` values, zeros beyond the row). Tap
+/// `kx` of output column `ox` reads padded column `ox * s + kx * d`, which is element
+/// `ox + (kx * d) / s` of phase `(kx * d) % s`: `taps[kx]` is that element's offset for
+/// `ox = 0` in the row's phases laid end to end. `spans[oy]` are the input rows output row
+/// `oy` reads.
+#[derive(Debug)]
+struct Phases {
+    len: usize,
+    taps: Vec<usize>,
+    spans: Vec<RowSpan>,
+}
+
+impl Phases {
+    fn new(g: &Conv2dGeometry, oh: usize, ow: usize) -> Result<Phases, GemmError> {
+        let (s, d) = (g.stride[1], g.dilation[1]);
+        let reach = mul(g.kw - 1, d)?;
+        let len = mul(ow.div_ceil(LANES), LANES)?
+            .checked_add(reach / s)
+            .ok_or(GemmError::Overflow("conv2d"))?;
+        mul(mul(len, s)?, g.in_h)?;
+        let taps = (0..g.kw).map(|kx| (kx * d % s) * len + kx * d / s).collect();
+        let (sh, dh, ph) = (g.stride[0], g.dilation[0], g.padding[0]);
+        let spans = row_spans(g.in_h, oh, g.kh, sh, dh, ph);
+        Ok(Phases { len, taps, spans })
+    }
+
+    /// Values of one phased row.
+    fn row_len(&self, g: &Conv2dGeometry) -> usize {
+        self.len * g.stride[1]
+    }
+
+    /// Lays `row` (one input row) out as its phases in `dst` (`row_len` values).
+    fn fill(&self, g: &Conv2dGeometry, row: &[f32], dst: &mut [f32]) {
+        let (s, p) = (g.stride[1], g.padding[1]);
+        dst.fill(0.0);
+        for (ph, dst) in dst.chunks_exact_mut(self.len).enumerate() {
+            // The first element of this phase inside the row: j * s + ph >= p.
+            let j0 = p.saturating_sub(ph).div_ceil(s);
+            let c0 = j0 * s + ph - p;
+            if j0 >= self.len || c0 >= row.len() {
+                continue;
+            }
+            if s == 1 {
+                let n = (self.len - j0).min(row.len() - c0);
+                dst[j0..j0 + n].copy_from_slice(&row[c0..c0 + n]);
+            } else if s == 2 {
+                let (src, dst) = (&row[c0..], &mut dst[j0..]);
+                for (d, pair) in dst.iter_mut().zip(src.chunks_exact(2)) {
+                    *d = pair[0];
+                }
+                if let (Some(d), [.., last]) = (dst.get_mut(src.len() / 2), src) {
+                    if src.len() % 2 == 1 {
+                        *d = *last;
+                    }
+                }
+            } else {
+                for (d, &v) in dst[j0..].iter_mut().zip(row[c0..].iter().step_by(s)) {
+                    *d = v;
+                }
+            }
+        }
+    }
 }
 
 /// One channel plane of a depthwise convolution.
@@ -290,91 +346,42 @@ struct Plane<'a> {
     ow: usize,
     /// `[kh, kw]` taps.
     weight: &'a [f32],
-    /// Valid output columns per `kx`.
-    cols: &'a [(usize, usize)],
+    phases: &'a Phases,
     bias: f32,
     act: Activation,
 }
 
 impl Plane<'_> {
     /// `out[oy, ox] = act(sum_{ky, kx} w[ky, kx] * x[oy*s + ky*d - p, ox*s + kx*d - p]
-    /// plus bias plus residual[oy, ox])`, a row at a time in an accumulator row held in
-    /// `scratch`, each tap one vectorized `acc += w * row` ([`rowops`]).
+    /// plus bias plus residual[oy, ox])`, summed in `ky`, `kx` order (taps in the padding
+    /// add zero; rows in the padding are skipped). The input rows are first laid out as
+    /// [`Phases`] in `scratch`, so each output value is a [`sum_taps`] of contiguous runs.
     fn run(&self, x: &[f32], res: Option<&[f32]>, out: &mut [f32], scratch: &mut Vec<f32>) {
-        rowops::with_widest_vectors(|| self.run_rows(x, res, out, scratch));
-    }
-
-    #[inline(always)]
-    fn run_rows(&self, x: &[f32], res: Option<&[f32]>, out: &mut [f32], scratch: &mut Vec<f32>) {
         let g = self.g;
         let (h, w, ow) = (g.in_h, g.in_w, self.ow);
-        // A stride-2 row is split into its even and odd columns, so each tap reads contiguous
-        // memory (vectorized) instead of every second element.
-        let split = g.stride[1] == 2;
-        let half = w.div_ceil(2);
+        let row_len = self.phases.row_len(g);
         scratch.clear();
-        scratch.resize(ow + if split { 2 * half } else { 0 }, 0.0);
-        let (acc, parts) = scratch.split_at_mut(ow);
-        let (even, odd) = parts.split_at_mut(if split { half } else { 0 });
-        for oy in 0..self.oh {
-            acc.fill(0.0);
-            for ky in 0..g.kh {
-                let iy = (oy * g.stride[0] + ky * g.dilation[0]).checked_sub(g.padding[0]);
-                let Some(iy) = iy.filter(|&iy| iy < h) else { continue };
-                let row = &x[iy * w..][..w];
-                if split {
-                    rowops::split_even_odd(row, even, odd);
-                }
-                for kx in 0..g.kw {
-                    let (lo, hi) = self.cols[kx];
-                    if lo >= hi {
-                        continue;
-                    }
-                    let wv = self.weight[ky * g.kw + kx];
-                    // In range by `valid_cols`: lo * s + kx * d >= pad.
-                    let first = lo * g.stride[1] + kx * g.dilation[1] - g.padding[1];
-                    if g.stride[1] == 1 {
-                        rowops::axpy(&mut acc[lo..hi], wv, &row[first..]);
-                    } else if split {
-                        let src = if first.is_multiple_of(2) {
-                            &even[first / 2..]
-                        } else {
-                            &odd[first / 2..]
-                        };
-                        rowops::axpy(&mut acc[lo..hi], wv, src);
-                    } else {
-                        let src = row[first..].iter().step_by(g.stride[1]);
-                        for (a, &v) in acc[lo..hi].iter_mut().zip(src) {
-                            *a += wv * v;
-                        }
-                    }
-                }
-            }
-            let dst = &mut out[oy * ow..][..ow];
-            match res {
-                Some(r) => {
-                    for ((d, &a), &r) in dst.iter_mut().zip(acc.iter()).zip(&r[oy * ow..][..ow]) {
-                        *d = a + self.bias + r;
-                    }
-                }
-                None => {
-                    for (d, &a) in dst.iter_mut().zip(acc.iter()) {
-                        *d = a + self.bias;
-                    }
-                }
-            }
-            match self.act {
-                Activation::None => {}
-                Activation::Clamp { min, max } => {
-                    for d in dst.iter_mut() {
-                        *d = clamp1(*d, min, max);
-                    }
-                }
-                act => {
-                    for d in dst.iter_mut() {
-                        *d = act.apply(*d);
-                    }
-                }
+        scratch.resize(h * row_len, 0.0);
+        for (row, dst) in x.chunks_exact(w).zip(scratch.chunks_exact_mut(row_len)) {
+            self.phases.fill(g, row, dst);
+        }
+        let plane = TapPlane {
+            plane: &scratch[..],
+            row_len,
+            spans: &self.phases.spans,
+            dilation: g.dilation[0],
+            weights: self.weight,
+            taps: &self.phases.taps,
+        };
+        let clamp = match self.act {
+            Activation::Clamp { min, max } => Some((min, max)),
+            _ => None,
+        };
+        let out = &mut out[..self.oh * ow];
+        sum_taps(out, ow, plane, TapEpilogue { bias: self.bias, residual: res, clamp });
+        if !matches!(self.act, Activation::None | Activation::Clamp { .. }) {
+            for d in out.iter_mut() {
+                *d = self.act.apply(*d);
             }
         }
     }

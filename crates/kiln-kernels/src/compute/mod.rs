@@ -7,7 +7,7 @@ pub mod depthwise;
 pub mod gemm;
 pub mod linear;
 pub mod peak;
-pub mod rowops;
 pub mod sgemm;
 pub mod special;
 pub mod strided;
+pub(crate) mod taps;

@@ -15,7 +15,7 @@ mod epilogue;
 mod kernel;
 mod pack;
 #[cfg(target_arch = "x86_64")]
-mod x86;
+pub(crate) mod x86;
 
 #[cfg(test)]
 pub(crate) mod tests;
@@ -24,7 +24,6 @@ pub use epilogue::{Activation, Bias, Epilogue};
 pub use kernel::{available, selected, Kernel};
 pub use pack::{Im2col, MatRef, PackB};
 
-pub(crate) use kernel::clamp1;
 pub(crate) use pack::out_len;
 
 use epilogue::activate_tile;
