@@ -94,3 +94,36 @@ fn run_with_and_without_the_compile_stage_agree() {
         assert!((x - y).abs() <= 2e-6, "{pa:?} vs {pb:?}");
     }
 }
+
+#[test]
+fn threads_are_chosen_reported_and_do_not_change_outputs() {
+    let pte = fixture("resnet_small.pte");
+    let input = fixture("resnet_small.forward.in0.npy");
+    let mut outputs = Vec::new();
+    for threads in ["1", "3"] {
+        let dir =
+            std::env::temp_dir().join(format!("kiln-threads-{}-{threads}", std::process::id()));
+        let dir_s = dir.to_string_lossy().into_owned();
+        let args = ["run", "--threads", threads, "--input", &input, "--output-dir", &dir_s, &pte];
+        let (code, _, stderr) = kiln(&args);
+        assert_eq!(code, 0, "{stderr}");
+        outputs.push(std::fs::read(dir.join("output0.npy")).unwrap());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+    assert!(outputs[0] == outputs[1], "1 and 3 threads gave different outputs");
+    let (code, stdout, stderr) =
+        kiln(&["bench", "--threads", "2", "--iters", "1", "--warmup", "0", "--json", &pte]);
+    assert_eq!(code, 0, "{stderr}");
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["threads"], 2);
+    let out = Command::new(env!("CARGO_BIN_EXE_kiln"))
+        .args(["bench", "--iters", "1", "--warmup", "0", &pte])
+        .env("KILN_THREADS", "1")
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("1 thread;"));
+    for bad in ["0", "257", "two"] {
+        let (code, _, stderr) = kiln(&["bench", "--threads", bad, &pte]);
+        assert_eq!(code, 2, "--threads {bad}: {stderr}");
+    }
+}

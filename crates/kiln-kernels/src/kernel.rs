@@ -1,5 +1,6 @@
 //! The kernel calling convention: [`KernelFn`], [`KernelDef`] and [`KernelContext`].
 
+use crate::compute::threads::Threads;
 use crate::dtype::DType;
 use crate::error::{ErrorKind, KernelError};
 use crate::tensor::TensorError;
@@ -59,7 +60,8 @@ impl KernelDef {
     }
 }
 
-/// Per-call context: the operator name (for errors) and reusable scratch memory.
+/// Per-call context: the operator name (for errors), reusable scratch memory and the threads
+/// kernels may split their work over.
 ///
 /// The runtime keeps one context per executing method and sets [`KernelContext::op`] before
 /// each call; scratch buffers grow to the largest need and are then reused, so steady-state
@@ -73,12 +75,25 @@ pub struct KernelContext {
     pub(crate) scratch_f64: Vec<f64>,
     /// When set, kernels skip their fast paths (tests compare fast and general paths).
     pub(crate) general_only: bool,
+    /// The worker threads of the executing method (none by default).
+    pub threads: Threads,
 }
 
 impl KernelContext {
-    /// A context for operator `op`.
+    /// A context for operator `op`, without worker threads.
     pub fn new(op: &'static str) -> KernelContext {
-        KernelContext { op, scratch_f32: Vec::new(), scratch_f64: Vec::new(), general_only: false }
+        KernelContext {
+            op,
+            scratch_f32: Vec::new(),
+            scratch_f64: Vec::new(),
+            general_only: false,
+            threads: Threads::default(),
+        }
+    }
+
+    /// This context with `threads` as its worker threads.
+    pub fn with_threads(self, threads: Threads) -> KernelContext {
+        KernelContext { threads, ..self }
     }
 
     /// An error for this operator.

@@ -499,7 +499,7 @@ impl Method {
                 values,
                 delegates,
                 prepared,
-                ctx: KernelContext::new(""),
+                ctx: KernelContext::new("").with_threads(options.threads.clone()),
                 scratch,
                 profile: None,
             },

@@ -1,7 +1,9 @@
 //! [`Program`]: a verified, memory-mapped `.pte`, shareable across threads.
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+
+use kiln_kernels::compute::threads::Threads;
 
 use crate::data::{NamedDataSource, PtdFile};
 use crate::delegate::BackendRegistry;
@@ -32,6 +34,27 @@ pub struct LoadOptions {
     /// Whether methods go through the compile stage's rewrites (fusion, folding, prepared
     /// kernels); off runs every instruction as the interpreter does, for bisecting.
     pub compile: bool,
+    /// The threads loaded methods split large kernels over. The default is one pool shared
+    /// by the process, of [`default_thread_count`] threads.
+    pub threads: Threads,
+}
+
+/// Threads a method uses unless told otherwise: the cores this process may run on, at most
+/// [`DEFAULT_MAX_THREADS`].
+pub fn default_thread_count() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get()).min(DEFAULT_MAX_THREADS)
+}
+
+/// The cap of [`default_thread_count`], as measured on the 2-core development machine (see
+/// `bench/RESULTS.md`): two threads beat one on the convolutional models and cost nothing on
+/// the others. More threads were never measured, so they are only used when asked for.
+pub const DEFAULT_MAX_THREADS: usize = 2;
+
+/// The process-wide pool of [`LoadOptions::default`], started on first use (no pool if the
+/// system refuses the threads).
+fn default_threads() -> Threads {
+    static POOL: OnceLock<Threads> = OnceLock::new();
+    POOL.get_or_init(|| Threads::new(default_thread_count()).unwrap_or_default()).clone()
 }
 
 impl Default for LoadOptions {
@@ -42,6 +65,7 @@ impl Default for LoadOptions {
             memory_limit: DEFAULT_MEMORY_LIMIT,
             instruction_limit: DEFAULT_INSTRUCTION_LIMIT,
             compile: true,
+            threads: default_threads(),
         }
     }
 }

@@ -44,10 +44,8 @@ pub struct Args {
     /// instructions it stands for) instead of one per operator.
     #[arg(long, requires = "profile")]
     pub by_step: bool,
-    /// Run every instruction as written, without the compile stage's fusions and prepared
-    /// kernels.
-    #[arg(long)]
-    pub no_compile: bool,
+    #[command(flatten)]
+    pub engine: super::run::EngineArgs,
 }
 
 /// Time of one operator over the profiled executes.
@@ -68,6 +66,8 @@ struct Summary {
     inputs: Vec<String>,
     warmup: usize,
     iters: usize,
+    /// Threads kernels split their work over, the calling thread included.
+    threads: usize,
     load_ms: f64,
     median_ms: f64,
     min_ms: f64,
@@ -147,8 +147,9 @@ fn progress(len: usize, what: &str) -> ProgressBar {
 /// Runs `kiln bench`.
 pub fn run(args: Args) -> Result<ExitCode> {
     let started = Instant::now();
-    let program =
-        Program::builder().options(super::run::load_options(args.no_compile)).load(&args.model)?;
+    let options = super::run::load_options(&args.engine)?;
+    let threads = options.threads.count();
+    let program = Program::builder().options(options).load(&args.model)?;
     let mut method = program.method(&args.method)?;
     let load_ms = ms(started.elapsed());
     let prepared = Inputs::prepare(&method, &args.method, &args.inputs)?;
@@ -184,6 +185,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         inputs: prepared.names.clone(),
         warmup: args.warmup,
         iters: args.iters,
+        threads,
         load_ms,
         median_ms: ms(median(&samples)),
         min_ms: ms(samples[0]),
@@ -195,7 +197,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     outln!(
-        "{} {}: median {:.3} ms, min {:.3} ms, p90 {:.3} ms ({} iters, {} warmup; load {:.2} ms)",
+        "{} {}: median {:.3} ms, min {:.3} ms, p90 {:.3} ms ({} iters, {} warmup, {} thread{}; \
+         load {:.2} ms)",
         summary.model,
         summary.method,
         summary.median_ms,
@@ -203,6 +206,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
         summary.p90_ms,
         summary.iters,
         summary.warmup,
+        summary.threads,
+        if summary.threads == 1 { "" } else { "s" },
         summary.load_ms
     );
     for (i, name) in summary.inputs.iter().enumerate() {

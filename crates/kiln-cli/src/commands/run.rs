@@ -8,7 +8,7 @@ use anyhow::{bail, Context, Result};
 use kiln_format::npy::Npy;
 use kiln_kernels::DType;
 use kiln_runtime::{
-    Input, LoadOptions, Output, OutputTensor, Program, TensorInput, TensorMeta, ValueMeta,
+    Input, LoadOptions, Output, OutputTensor, Program, TensorInput, TensorMeta, Threads, ValueMeta,
 };
 use serde::Serialize;
 
@@ -34,10 +34,22 @@ pub struct Args {
     /// Print a JSON summary instead of text.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+/// How `run` and `bench` execute: the compile stage and the threads.
+#[derive(clap::Args, Debug)]
+pub struct EngineArgs {
     /// Run every instruction as written, without the compile stage's fusions and prepared
     /// kernels (for bisecting a difference).
     #[arg(long)]
     pub no_compile: bool,
+    /// Threads large kernels split their work over, the calling thread included [default:
+    /// the cores available, at most 2]. Outputs are bit-identical for a given count.
+    #[arg(long, env = "KILN_THREADS", value_name = "N",
+          value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub threads: Option<u16>,
 }
 
 #[derive(Serialize)]
@@ -283,15 +295,19 @@ impl Inputs {
     }
 }
 
-/// Load options for `--no-compile`.
-pub fn load_options(no_compile: bool) -> LoadOptions {
-    LoadOptions { compile: !no_compile, ..LoadOptions::default() }
+/// Load options for `--no-compile` and `--threads`.
+pub fn load_options(engine: &EngineArgs) -> Result<LoadOptions> {
+    let mut options = LoadOptions { compile: !engine.no_compile, ..LoadOptions::default() };
+    if let Some(n) = engine.threads {
+        options.threads = Threads::new(usize::from(n))?;
+    }
+    Ok(options)
 }
 
 /// Runs `kiln run`.
 pub fn run(args: Args) -> Result<ExitCode> {
     let started = Instant::now();
-    let mut builder = Program::builder().options(load_options(args.no_compile));
+    let mut builder = Program::builder().options(load_options(&args.engine)?);
     if let Some(data) = &args.data {
         builder = add_data(builder, data, &args.model)?;
     }

@@ -3,14 +3,19 @@
 //! `out[Cout_g x OH*OW] = W[Cout_g x Cin_g*kh*kw] * B[Cin_g*kh*kw x OH*OW]`, so the packed
 //! weights are the A operand and the output rows are exactly the NCHW planes. `B` is the input
 //! itself for 1x1 / stride 1 / no padding, else the implicit im2col matrix packed straight from
-//! the input. Depthwise layers (`groups == Cin == Cout`) use a direct kernel per channel plane.
+//! the input. Depthwise layers (`groups == Cin == Cout`) use a direct kernel per channel plane
+//! ([`super::taps`]). Large layers split over the method's threads: depthwise layers by
+//! channels, GEMMs by output channels or by pixels (see [`PackedConv2d::run`]).
 
 use crate::compute::conv::{im2col, Geometry};
+use std::ops::Range;
+
 use crate::compute::sgemm::{
-    gemm_packed_a, gemm_packed_b, out_len, Activation, Bias, Epilogue, GemmError, GemmScratch,
-    Im2col, MatRef, PackB, PackedA, PackedB,
+    gemm_packed_a_rows, gemm_packed_b, out_len, Activation, Bias, ColumnsOf, Epilogue, GemmError,
+    GemmScratch, Im2col, MatRef, PackB, PackedA, PackedB,
 };
 use crate::compute::taps::{row_spans, sum_taps, RowSpan, TapEpilogue, TapPlane, LANES};
+use crate::compute::threads::{split, Threads};
 
 /// Shape parameters of a convolution (PyTorch `conv2d` arguments).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,15 +42,47 @@ pub struct Conv2dGeometry {
     pub groups: usize,
 }
 
-/// Reusable buffers of [`PackedConv2d::run`].
+/// Reusable buffers of [`PackedConv2d::run`]: one set per thread, and those of
+/// [`Plan::FewPixels`].
 #[derive(Debug, Default)]
 pub struct ConvScratch {
+    parts: Vec<PartScratch>,
+    few: FewPixelsScratch,
+}
+
+/// The buffers of one thread's part of a convolution, and its outcome.
+#[derive(Debug)]
+struct PartScratch {
     gemm: GemmScratch,
+    /// A depthwise channel's phased rows.
     row: Vec<f32>,
-    /// The im2col matrix and the transposed product of [`Plan::FewPixels`].
+    /// The part's columns of a product split by pixels.
+    out: Vec<f32>,
+    result: Result<(), GemmError>,
+}
+
+impl Default for PartScratch {
+    fn default() -> Self {
+        PartScratch {
+            gemm: GemmScratch::default(),
+            row: Vec::new(),
+            out: Vec::new(),
+            result: Ok(()),
+        }
+    }
+}
+
+/// The im2col matrix and the transposed product of [`Plan::FewPixels`].
+#[derive(Debug, Default)]
+struct FewPixelsScratch {
+    gemm: GemmScratch,
     col: Vec<f32>,
     product: Vec<f32>,
 }
+
+/// Multiply-adds per image from which a convolution splits over threads (below, waking the
+/// workers costs more than they save).
+const PARALLEL_MACS: usize = 1 << 20;
 
 /// How the convolution runs.
 #[derive(Debug)]
@@ -149,8 +186,9 @@ impl PackedConv2d {
 
     /// Runs the convolution: `input` is NCHW contiguous `[batch, Cin, H, W]`, `out` NCHW
     /// contiguous `[batch, Cout, OH, OW]`; `residual` (if any) has the shape of `out` and is
-    /// added before the activation. An error (nothing written) when a slice is short or a size
-    /// overflows.
+    /// added before the activation. Large layers split their output channels over `threads`
+    /// (the same bits for any thread count). An error (nothing written) when a slice is short
+    /// or a size overflows.
     pub fn run(
         &self,
         batch: usize,
@@ -158,6 +196,7 @@ impl PackedConv2d {
         residual: Option<&[f32]>,
         out: &mut [f32],
         scratch: &mut ConvScratch,
+        threads: &Threads,
     ) -> Result<(), GemmError> {
         let g = &self.g;
         let in_img = g.in_channels * g.in_h * g.in_w;
@@ -179,98 +218,244 @@ impl PackedConv2d {
         }
         let (cin_g, cout_g) = (g.in_channels / g.groups, g.out_channels / g.groups);
         let (in_grp, out_grp) = (cin_g * g.in_h * g.in_w, cout_g * ohw);
+        let kk = g.kh * g.kw;
+        // Multiply-adds per image, to decide whether splitting pays.
+        let macs = out_img.saturating_mul(cin_g * kk);
+        let parts = if macs >= PARALLEL_MACS { threads.count() } else { 1 };
+        if scratch.parts.len() < parts {
+            scratch.parts.resize_with(parts, PartScratch::default);
+        }
         for b in 0..batch {
-            for gi in 0..g.groups {
-                let x = &input[b * in_img + gi * in_grp..][..in_grp];
-                let at = b * out_img + gi * out_grp;
-                let y = &mut out[at..][..out_grp];
-                let res = residual.map(|r| &r[at..][..out_grp]);
-                let bias = self.bias.as_ref().map(|v| &v[gi * cout_g..][..cout_g]);
-                match &self.plan {
-                    Plan::Gemm { groups, pointwise } => {
-                        let ep = Epilogue {
-                            bias: bias.map_or(Bias::None, Bias::PerRow),
-                            residual: res,
-                            act: self.act,
-                        };
-                        let src: &dyn PackB;
-                        let dense;
-                        let lazy;
-                        if *pointwise {
-                            dense = MatRef::new(x, cin_g, ohw, ohw, 1)?;
-                            src = &dense;
-                        } else {
-                            lazy = Im2col::new(
-                                x,
-                                [cin_g, g.in_h, g.in_w],
-                                [g.kh, g.kw],
-                                g.stride,
-                                g.padding,
-                                g.dilation,
-                            )?;
-                            src = &lazy;
-                        }
-                        gemm_packed_a(&groups[gi], src, y, ohw, &ep, &mut scratch.gemm)?;
-                    }
-                    Plan::FewPixels { weight } => {
-                        let cs = &mut *scratch;
-                        let geo = Geometry {
-                            c: cin_g,
-                            h: g.in_h,
-                            w: g.in_w,
-                            kh: g.kh,
-                            kw: g.kw,
-                            oh: self.oh,
-                            ow: self.ow,
-                            stride: g.stride,
-                            pad: g.padding,
-                            dil: g.dilation,
-                        };
-                        let kdim = weight.k();
-                        cs.col.clear();
-                        cs.col.resize(kdim * ohw, 0.0);
-                        im2col(&geo, x, [g.in_h * g.in_w, g.in_w, 1], &mut cs.col);
-                        // Rows are pixels: element (p, k) of the transposed im2col matrix.
-                        let a = MatRef::new(&cs.col, ohw, kdim, 1, ohw)?;
-                        cs.product.clear();
-                        cs.product.resize(ohw * cout_g, 0.0);
-                        // The residual is laid out NCHW, so it and the activation after it are
-                        // applied while transposing.
-                        let ep = Epilogue {
-                            bias: bias.map_or(Bias::None, Bias::PerCol),
-                            residual: None,
-                            act: if res.is_some() { Activation::None } else { self.act },
-                        };
-                        gemm_packed_b(a, weight, &mut cs.product, cout_g, &ep, &mut cs.gemm)?;
-                        for (c, row) in y.chunks_exact_mut(ohw).enumerate() {
-                            for (p, o) in row.iter_mut().enumerate() {
-                                *o = cs.product[p * cout_g + c];
-                            }
-                            if let Some(r) = res {
-                                for (o, &r) in row.iter_mut().zip(&r[c * ohw..][..ohw]) {
-                                    *o = self.act.apply(*o + r);
-                                }
-                            }
-                        }
-                    }
-                    Plan::Depthwise { weight, phases } => {
-                        let kk = g.kh * g.kw;
+            let x_img = &input[b * in_img..][..in_img];
+            let y_img = &mut out[b * out_img..][..out_img];
+            let r_img = residual.map(|r| &r[b * out_img..][..out_img]);
+            if let Plan::Depthwise { weight, phases } = &self.plan {
+                // Channel planes are independent: each part takes a run of them.
+                let runs = split(g.groups, 1, parts);
+                let tasks = with_pieces(runs, y_img, ohw).zip(&mut scratch.parts);
+                threads.for_each(tasks, |((chans, y), part)| {
+                    for (i, c) in chans.enumerate() {
                         let plane = Plane {
                             g,
                             oh: self.oh,
                             ow: self.ow,
-                            weight: &weight[gi * kk..][..kk],
+                            weight: &weight[c * kk..][..kk],
                             phases,
-                            bias: bias.map_or(0.0, |v| v[0]),
+                            bias: self.bias.as_ref().map_or(0.0, |v| v[c]),
                             act: self.act,
                         };
-                        plane.run(x, res, y, &mut scratch.row);
+                        let x = &x_img[c * in_grp..][..in_grp];
+                        let res = r_img.map(|r| &r[c * ohw..][..ohw]);
+                        plane.run(x, res, &mut y[i * ohw..][..ohw], &mut part.row);
                     }
+                });
+                continue;
+            }
+            for gi in 0..g.groups {
+                let x = &x_img[gi * in_grp..][..in_grp];
+                let y = &mut y_img[gi * out_grp..][..out_grp];
+                let res = r_img.map(|r| &r[gi * out_grp..][..out_grp]);
+                let bias = self.bias.as_ref().map(|v| &v[gi * cout_g..][..cout_g]);
+                let io = GroupIo { x, res, y, bias };
+                match &self.plan {
+                    Plan::Gemm { groups, pointwise } => {
+                        let a = &groups[gi];
+                        let (mr, kdim) = (a.panel_rows(), a.k());
+                        // Splitting the output channels makes every part pack the whole
+                        // input; splitting the pixels makes every part compute into its own
+                        // buffer, copied into place after. Channels split when the input is
+                        // no bigger than the output and each part gets two row panels.
+                        if parts > 1 && *pointwise && cout_g >= kdim && cout_g >= 2 * mr * parts {
+                            self.split_channels(a, io, parts, scratch, threads)?;
+                        } else {
+                            let cols = parts.min(ohw.div_ceil(a.tile_cols()));
+                            self.split_pixels(a, *pointwise, io, cols, scratch, threads)?;
+                        }
+                    }
+                    Plan::FewPixels { weight } => {
+                        self.few_pixels(weight, io, &mut scratch.few)?;
+                    }
+                    Plan::Depthwise { .. } => unreachable!("handled per image above"),
                 }
             }
         }
         Ok(())
     }
+
+    /// The right operand of one group's product: the input itself (pointwise) or its lazy
+    /// im2col, handed to `f`.
+    fn with_source<R>(
+        &self,
+        x: &[f32],
+        pointwise: bool,
+        f: impl FnOnce(&dyn PackB) -> Result<R, GemmError>,
+    ) -> Result<R, GemmError> {
+        let g = &self.g;
+        let (cin_g, ohw) = (g.in_channels / g.groups, self.oh * self.ow);
+        if pointwise {
+            f(&MatRef::new(x, cin_g, ohw, ohw, 1)?)
+        } else {
+            let geometry = [cin_g, g.in_h, g.in_w];
+            f(&Im2col::new(x, geometry, [g.kh, g.kw], g.stride, g.padding, g.dilation)?)
+        }
+    }
+
+    /// One group's GEMM with its output channels split into `parts` runs of whole panels,
+    /// each part packing the input for itself and writing its rows of `y` in place.
+    fn split_channels(
+        &self,
+        a: &PackedA,
+        io: GroupIo<'_>,
+        parts: usize,
+        scratch: &mut ConvScratch,
+        threads: &Threads,
+    ) -> Result<(), GemmError> {
+        let GroupIo { x, res, y, bias } = io;
+        let ohw = self.oh * self.ow;
+        let runs = split(a.m(), a.panel_rows(), parts);
+        let tasks = with_pieces(runs, y, ohw).zip(&mut scratch.parts);
+        threads.for_each(tasks, |((rows, y), part)| {
+            let ep = Epilogue {
+                bias: bias.map_or(Bias::None, |v| Bias::PerRow(&v[rows.clone()])),
+                residual: res.map(|r| &r[rows.start * ohw..rows.end * ohw]),
+                act: self.act,
+            };
+            part.result = self.with_source(x, true, |src| {
+                gemm_packed_a_rows(a, rows, src, y, ohw, &ep, &mut part.gemm)
+            });
+        });
+        scratch.parts.iter_mut().try_for_each(|p| std::mem::replace(&mut p.result, Ok(())))
+    }
+
+    /// One group's GEMM with its output pixels split into `parts` runs of whole register
+    /// tiles, each part packing its columns of the input and computing them into its own
+    /// buffer; the buffers are then copied into `y`, adding the residual and applying the
+    /// activation after it on the way (the same operations, in the same order, as the fused
+    /// epilogue). One part computes straight into `y`.
+    fn split_pixels(
+        &self,
+        a: &PackedA,
+        pointwise: bool,
+        io: GroupIo<'_>,
+        parts: usize,
+        scratch: &mut ConvScratch,
+        threads: &Threads,
+    ) -> Result<(), GemmError> {
+        let GroupIo { x, res, y, bias } = io;
+        let (m, ohw) = (a.m(), self.oh * self.ow);
+        let bias = bias.map_or(Bias::None, Bias::PerRow);
+        if parts <= 1 {
+            let ep = Epilogue { bias, residual: res, act: self.act };
+            let gemm = &mut scratch.parts[0].gemm;
+            return self.with_source(x, pointwise, |src| {
+                gemm_packed_a_rows(a, 0..m, src, y, ohw, &ep, gemm)
+            });
+        }
+        let act = if res.is_some() { Activation::None } else { self.act };
+        let ep = Epilogue { bias, residual: None, act };
+        let runs = split(ohw, a.tile_cols(), parts);
+        threads.for_each(runs.zip(&mut scratch.parts), |(cols, part)| {
+            let w = cols.len();
+            if part.out.len() < m * w {
+                part.out.resize(m * w, 0.0);
+            }
+            let out = &mut part.out[..m * w];
+            part.result = self.with_source(x, pointwise, |src| {
+                let src = ColumnsOf::new(src, cols)?;
+                gemm_packed_a_rows(a, 0..m, &src, out, w, &ep, &mut part.gemm)
+            });
+        });
+        for (cols, part) in split(ohw, a.tile_cols(), parts).zip(&mut scratch.parts) {
+            std::mem::replace(&mut part.result, Ok(()))?;
+            let w = cols.len();
+            for (c, src) in part.out[..m * w].chunks_exact(w).enumerate() {
+                let dst = &mut y[c * ohw + cols.start..][..w];
+                match res {
+                    Some(r) => {
+                        let r = &r[c * ohw + cols.start..][..w];
+                        for ((d, &s), &r) in dst.iter_mut().zip(src).zip(r) {
+                            *d = self.act.apply(s + r);
+                        }
+                    }
+                    None => dst.copy_from_slice(src),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Plan::FewPixels`] on one group: the product transposed, then transposed into NCHW.
+    fn few_pixels(
+        &self,
+        weight: &PackedB,
+        io: GroupIo<'_>,
+        cs: &mut FewPixelsScratch,
+    ) -> Result<(), GemmError> {
+        let GroupIo { x, res, y, bias } = io;
+        let g = &self.g;
+        let (ohw, cout_g) = (self.oh * self.ow, y.len() / (self.oh * self.ow).max(1));
+        let geo = Geometry {
+            c: g.in_channels / g.groups,
+            h: g.in_h,
+            w: g.in_w,
+            kh: g.kh,
+            kw: g.kw,
+            oh: self.oh,
+            ow: self.ow,
+            stride: g.stride,
+            pad: g.padding,
+            dil: g.dilation,
+        };
+        let kdim = weight.k();
+        cs.col.clear();
+        cs.col.resize(kdim * ohw, 0.0);
+        im2col(&geo, x, [g.in_h * g.in_w, g.in_w, 1], &mut cs.col);
+        // Rows are pixels: element (p, k) of the transposed im2col matrix.
+        let a = MatRef::new(&cs.col, ohw, kdim, 1, ohw)?;
+        cs.product.clear();
+        cs.product.resize(ohw * cout_g, 0.0);
+        // The residual is laid out NCHW, so it and the activation after it are applied while
+        // transposing.
+        let ep = Epilogue {
+            bias: bias.map_or(Bias::None, Bias::PerCol),
+            residual: None,
+            act: if res.is_some() { Activation::None } else { self.act },
+        };
+        gemm_packed_b(a, weight, &mut cs.product, cout_g, &ep, &mut cs.gemm)?;
+        for (c, row) in y.chunks_exact_mut(ohw).enumerate() {
+            for (p, o) in row.iter_mut().enumerate() {
+                *o = cs.product[p * cout_g + c];
+            }
+            if let Some(r) = res {
+                for (o, &r) in row.iter_mut().zip(&r[c * ohw..][..ohw]) {
+                    *o = self.act.apply(*o + r);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One group's input, residual, output and bias.
+struct GroupIo<'a> {
+    x: &'a [f32],
+    res: Option<&'a [f32]>,
+    y: &'a mut [f32],
+    bias: Option<&'a [f32]>,
+}
+
+/// Pairs each run of `runs` (consecutive from 0) with its piece of `slice`: `unit` values
+/// per item of the run.
+fn with_pieces(
+    runs: impl Iterator<Item = Range<usize>>,
+    slice: &mut [f32],
+    unit: usize,
+) -> impl Iterator<Item = (Range<usize>, &mut [f32])> {
+    runs.scan(slice, move |rest, r| {
+        let (piece, tail) = std::mem::take(rest).split_at_mut(r.len() * unit);
+        *rest = tail;
+        Some((r, piece))
+    })
 }
 
 /// How a depthwise convolution lays out an input row so that every tap reads `LANES`
@@ -309,30 +494,32 @@ impl Phases {
     /// Lays `row` (one input row) out as its phases in `dst` (`row_len` values).
     fn fill(&self, g: &Conv2dGeometry, row: &[f32], dst: &mut [f32]) {
         let (s, p) = (g.stride[1], g.padding[1]);
-        dst.fill(0.0);
         for (ph, dst) in dst.chunks_exact_mut(self.len).enumerate() {
-            // The first element of this phase inside the row: j * s + ph >= p.
-            let j0 = p.saturating_sub(ph).div_ceil(s);
+            // Elements j0..j0 + n of this phase lie inside the row (from column c0 on), the
+            // others in the padding.
+            let j0 = p.saturating_sub(ph).div_ceil(s).min(self.len);
             let c0 = j0 * s + ph - p;
-            if j0 >= self.len || c0 >= row.len() {
-                continue;
-            }
-            if s == 1 {
-                let n = (self.len - j0).min(row.len() - c0);
-                dst[j0..j0 + n].copy_from_slice(&row[c0..c0 + n]);
-            } else if s == 2 {
-                let (src, dst) = (&row[c0..], &mut dst[j0..]);
-                for (d, pair) in dst.iter_mut().zip(src.chunks_exact(2)) {
-                    *d = pair[0];
-                }
-                if let (Some(d), [.., last]) = (dst.get_mut(src.len() / 2), src) {
-                    if src.len() % 2 == 1 {
-                        *d = *last;
+            let n =
+                if c0 < row.len() { (self.len - j0).min((row.len() - c0).div_ceil(s)) } else { 0 };
+            let (pad, rest) = dst.split_at_mut(j0);
+            let (inside, tail) = rest.split_at_mut(n);
+            pad.fill(0.0);
+            tail.fill(0.0);
+            let src = &row[c0.min(row.len())..];
+            match s {
+                1 => inside.copy_from_slice(&src[..n]),
+                2 => {
+                    for (d, pair) in inside.iter_mut().zip(src.chunks_exact(2)) {
+                        *d = pair[0];
+                    }
+                    if let (Some(d), [.., last]) = (inside.get_mut(src.len() / 2), src) {
+                        *d = *last; // an odd row's last column
                     }
                 }
-            } else {
-                for (d, &v) in dst[j0..].iter_mut().zip(row[c0..].iter().step_by(s)) {
-                    *d = v;
+                _ => {
+                    for (d, &v) in inside.iter_mut().zip(src.iter().step_by(s)) {
+                        *d = v;
+                    }
                 }
             }
         }
@@ -360,8 +547,11 @@ impl Plane<'_> {
         let g = self.g;
         let (h, w, ow) = (g.in_h, g.in_w, self.ow);
         let row_len = self.phases.row_len(g);
-        scratch.clear();
-        scratch.resize(h * row_len, 0.0);
+        // Every value is written by `fill`: the buffer only grows.
+        if scratch.len() < h * row_len {
+            scratch.resize(h * row_len, 0.0);
+        }
+        let scratch = &mut scratch[..h * row_len];
         for (row, dst) in x.chunks_exact(w).zip(scratch.chunks_exact_mut(row_len)) {
             self.phases.fill(g, row, dst);
         }
@@ -487,6 +677,7 @@ mod tests {
         ];
         let (mut tested, mut depthwise, mut pointwise) = (0, 0, 0);
         let mut scratch = ConvScratch::default();
+        let threads = Threads::default();
         while tested < 300 {
             let mut g = random_geometry(&mut rng);
             if rng.usize(0..6) == 0 {
@@ -512,7 +703,7 @@ mod tests {
             let res: Vec<f32> = (0..n).map(|_| rng.f32() - 0.5).collect();
             let res = if rng.bool() { Some(&res[..]) } else { None };
             let mut out = vec![f32::NAN; n];
-            conv.run(batch, &x, res, &mut out, &mut scratch).unwrap();
+            conv.run(batch, &x, res, &mut out, &mut scratch, &threads).unwrap();
             let (want, mag) = conv_ref(&g, (oh, ow), batch, &x, &w, bias, res);
             for i in 0..n {
                 let k = (g.in_channels / g.groups) * g.kh * g.kw;
@@ -526,6 +717,64 @@ mod tests {
             tested += 1;
         }
         assert!(depthwise > 20 && pointwise > 10, "{depthwise} depthwise, {pointwise} 1x1");
+    }
+
+    #[test]
+    fn large_layers_give_the_same_bits_on_any_thread_count() {
+        let mut rng = fastrand::Rng::with_seed(0x7d);
+        let base = Conv2dGeometry {
+            in_channels: 32,
+            in_h: 24,
+            in_w: 24,
+            out_channels: 61,
+            kh: 3,
+            kw: 3,
+            stride: [1, 1],
+            padding: [1, 1],
+            dilation: [1, 1],
+            groups: 1,
+        };
+        let depthwise = Conv2dGeometry {
+            in_channels: 67,
+            in_h: 97,
+            in_w: 95,
+            out_channels: 67,
+            stride: [2, 2],
+            groups: 67,
+            ..base
+        };
+        let pointwise = Conv2dGeometry { kh: 1, kw: 1, padding: [0, 0], in_h: 40, ..base };
+        let pools: Vec<Threads> = [1, 2, 3].map(|n| Threads::new(n).unwrap()).into();
+        for g in [base, depthwise, pointwise] {
+            let wlen = g.out_channels * (g.in_channels / g.groups) * g.kh * g.kw;
+            let w: Vec<f32> = (0..wlen).map(|_| rng.f32() - 0.5).collect();
+            let bias: Vec<f32> = (0..g.out_channels).map(|_| rng.f32() - 0.5).collect();
+            let act = Activation::Clamp { min: 0.0, max: 6.0 };
+            let conv = PackedConv2d::new(g, &w, Some(&bias), act).unwrap();
+            let (oh, ow) = conv.out_hw();
+            let macs = g.out_channels * oh * ow * (g.in_channels / g.groups) * g.kh * g.kw;
+            assert!(macs >= PARALLEL_MACS, "{g:?} is too small to split");
+            let x: Vec<f32> = (0..g.in_channels * g.in_h * g.in_w).map(|_| rng.f32()).collect();
+            let n = g.out_channels * oh * ow;
+            let res: Vec<f32> = (0..n).map(|_| rng.f32() - 0.5).collect();
+            let (want, mag) = conv_ref(&g, (oh, ow), 1, &x, &w, Some(&bias), Some(&res));
+            let mut first: Option<Vec<u32>> = None;
+            for threads in &pools {
+                let mut out = vec![f32::NAN; n];
+                let mut scratch = ConvScratch::default();
+                conv.run(1, &x, Some(&res), &mut out, &mut scratch, threads).unwrap();
+                for i in 0..n {
+                    let want = act_ref(act, want[i]);
+                    let tol = 1e-5 * mag[i] + 1e-6;
+                    assert!((f64::from(out[i]) - want).abs() <= tol, "{g:?} [{i}]");
+                }
+                let bits: Vec<u32> = out.iter().map(|v| v.to_bits()).collect();
+                match &first {
+                    None => first = Some(bits),
+                    Some(f) => assert!(*f == bits, "{g:?}: {} threads differ", threads.count()),
+                }
+            }
+        }
     }
 
     #[test]
@@ -567,16 +816,17 @@ mod tests {
 
         let conv = PackedConv2d::new(ok, &w, None, act).unwrap();
         let mut s = ConvScratch::default();
+        let t = Threads::default();
         let x = vec![1.0f32; 2 * 16];
         let mut out = vec![0.0f32; 2 * 16];
-        assert!(conv.run(1, &x[1..], None, &mut out, &mut s).is_err());
-        assert!(conv.run(1, &x, None, &mut out[1..], &mut s).is_err());
-        assert!(conv.run(1, &x, Some(&x[1..]), &mut out, &mut s).is_err());
-        assert!(conv.run(2, &x, None, &mut out, &mut s).is_err());
-        assert!(conv.run(usize::MAX, &x, None, &mut out, &mut s).is_err());
+        assert!(conv.run(1, &x[1..], None, &mut out, &mut s, &t).is_err());
+        assert!(conv.run(1, &x, None, &mut out[1..], &mut s, &t).is_err());
+        assert!(conv.run(1, &x, Some(&x[1..]), &mut out, &mut s, &t).is_err());
+        assert!(conv.run(2, &x, None, &mut out, &mut s, &t).is_err());
+        assert!(conv.run(usize::MAX, &x, None, &mut out, &mut s, &t).is_err());
         assert!(out.iter().all(|&v| v == 0.0));
-        conv.run(0, &x, None, &mut out, &mut s).unwrap();
-        conv.run(1, &x, None, &mut out, &mut s).unwrap();
+        conv.run(0, &x, None, &mut out, &mut s, &t).unwrap();
+        conv.run(1, &x, None, &mut out, &mut s, &t).unwrap();
         // Centre pixel: all 2 * 9 taps inside, each 0.5 * 1.0.
         assert_eq!(out[5], 9.0);
     }

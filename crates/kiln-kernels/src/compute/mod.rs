@@ -1,5 +1,6 @@
-//! Raw loops the ops call: strided walks, GEMM, convolution lowering; and the prepared
-//! (packed-at-load) f32 kernels of the compile stage: [`sgemm`], [`conv2d`], [`linear`].
+//! Raw loops the ops call: strided walks, GEMM, convolution lowering; the prepared
+//! (packed-at-load) f32 kernels of the compile stage: [`sgemm`], [`conv2d`], [`linear`]; and
+//! the worker threads they split large layers over ([`threads`]).
 
 pub mod conv;
 pub mod conv2d;
@@ -11,3 +12,4 @@ pub mod sgemm;
 pub mod special;
 pub mod strided;
 pub(crate) mod taps;
+pub mod threads;

@@ -1,8 +1,8 @@
 //! The inner loops of the direct depthwise convolution ([`super::conv2d`]): each output value
 //! a sum of shifted input rows plus an epilogue. For output row `oy`, column `j`:
 //! `s = sum_ky sum_t weights[ky][t] * row(oy * stride + ky * dilation - padding)[taps[t] + j]`
-//! over the rows inside the plane, summed in `ky`, `t` order from zero, one multiply then one
-//! add per term; then `out = clamp((s + bias) + residual)` (NaN passes the clamp). The
+//! over the rows inside the plane, summed in `ky`, `t` order from zero, one fused multiply-add
+//! per term; then `out = clamp((s + bias) + residual)` (NaN passes the clamp). The
 //! AVX-512F, AVX2 and portable versions give the same bits.
 #![allow(unsafe_code)]
 
@@ -143,7 +143,7 @@ pub(crate) fn sum_taps(out: &mut [f32], ow: usize, plane: TapPlane<'_>, ep: TapE
             return unsafe { x86::sum_taps_avx512(out, ow, plane, ep) };
         }
         if has_avx2() {
-            // SAFETY: the CPU has AVX2, the only feature the function enables.
+            // SAFETY: the CPU has AVX2 and FMA, the features the function enables.
             return unsafe { x86::sum_taps_avx2(out, ow, plane, ep) };
         }
     }
@@ -185,7 +185,7 @@ fn sum_row_portable(out: &mut [f32], rows: TapRows<'_>, ep: TapEpilogue<'_>) {
         for r in 0..rows.rows {
             for (&tap, &w) in rows.taps.iter().zip(rows.row_weights(r)) {
                 for (v, &x) in v.iter_mut().zip(rows.values(r, tap, c)) {
-                    *v += w * x;
+                    *v = w.mul_add(x, *v);
                 }
             }
         }
@@ -247,7 +247,7 @@ mod x86 {
                             // SAFETY: `covers` checked that row `r` of this span holds
                             // `tap + 16` values from the chunk's start.
                             let x = unsafe { _mm512_loadu_ps(p.add(r * step + tap)) };
-                            *v = _mm512_add_ps(*v, _mm512_mul_ps(w, x));
+                            *v = _mm512_fmadd_ps(w, x, *v);
                         }
                     }
                 }
@@ -263,7 +263,7 @@ mod x86 {
                         for (&tap, &w) in plane.taps.iter().zip(wr) {
                             // SAFETY: as above.
                             let x = unsafe { _mm512_loadu_ps(p.add(r * step + tap)) };
-                            v = _mm512_add_ps(v, _mm512_mul_ps(_mm512_set1_ps(w), x));
+                            v = _mm512_fmadd_ps(_mm512_set1_ps(w), x, v);
                         }
                     }
                     // SAFETY: the caller's CPU has AVX-512F.
@@ -305,8 +305,8 @@ mod x86 {
     }
 
     /// # Safety
-    /// The CPU must have AVX2.
-    #[target_feature(enable = "avx2")]
+    /// The CPU must have AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn sum_taps_avx2(
         out: &mut [f32],
         ow: usize,
@@ -314,14 +314,14 @@ mod x86 {
         ep: TapEpilogue<'_>,
     ) {
         for (oy, out) in out.chunks_exact_mut(ow).enumerate() {
-            // SAFETY: the caller's CPU has AVX2.
+            // SAFETY: the caller's CPU has AVX2 and FMA.
             unsafe { row_avx2(out, plane.rows_of(oy), row_residual(ep, oy, ow)) };
         }
     }
 
     /// # Safety
-    /// The CPU must have AVX2.
-    #[target_feature(enable = "avx2")]
+    /// The CPU must have AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
     #[inline]
     unsafe fn row_avx2(out: &mut [f32], rows: TapRows<'_>, ep: TapEpilogue<'_>) {
         for (c, out) in out.chunks_mut(LANES).enumerate() {
@@ -333,8 +333,8 @@ mod x86 {
                     // SAFETY: `x` holds 16 values, two loads of 8.
                     let (xl, xh) =
                         unsafe { (_mm256_loadu_ps(x.as_ptr()), _mm256_loadu_ps(x[8..].as_ptr())) };
-                    lo = _mm256_add_ps(lo, _mm256_mul_ps(w, xl));
-                    hi = _mm256_add_ps(hi, _mm256_mul_ps(w, xh));
+                    lo = _mm256_fmadd_ps(w, xl, lo);
+                    hi = _mm256_fmadd_ps(w, xh, hi);
                 }
             }
             let mut sums = [0f32; LANES];
@@ -398,7 +398,8 @@ mod tests {
                         continue;
                     }
                     for t in 0..kw {
-                        s += weights[ky * kw + t] * plane[iy as usize * row_len + taps[t] + j];
+                        let x = plane[iy as usize * row_len + taps[t] + j];
+                        s = weights[ky * kw + t].mul_add(x, s);
                     }
                 }
                 s += ep.bias;
@@ -419,7 +420,7 @@ mod tests {
             #[cfg(target_arch = "x86_64")]
             if crate::compute::sgemm::x86::has_avx2() {
                 got.fill(f32::INFINITY);
-                // SAFETY: the CPU has AVX2 (checked above).
+                // SAFETY: the CPU has AVX2 and FMA (checked above).
                 unsafe { x86::sum_taps_avx2(&mut got, ow, tp, ep) };
                 assert!(same(&got, &want), "{got:?} vs {want:?}");
             }

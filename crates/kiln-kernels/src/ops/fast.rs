@@ -24,6 +24,11 @@
 //!   with the sum of exponentials in `f64` lanes, more accurate than PyTorch's `f32` lanes),
 //!   batch norm's affine `(x - mean) * scale + shift` (the per-channel `f64` constants rounded
 //!   to `f32` once, then `f32` arithmetic as ExecuTorch's portable kernel).
+//!
+//! The compile stage's prepared kernels ([`crate::compute::sgemm`], [`crate::compute::conv2d`]
+//! with its depthwise sums) compute in `f32` with fused multiply-adds, as XNNPACK's and
+//! PyTorch's CPU convolutions do; their property tests bound the error against `f64`
+//! references. Their summation order does not depend on the thread count.
 use crate::dtype::DType;
 use crate::tensor::{TensorMut, TensorRef};
 

@@ -210,7 +210,7 @@ impl PreparedKernel for PreparedConv {
             return Err(ctx.invalid("residual", "the residual's size differs from the output's"));
         }
         self.conv
-            .run(batch, xs, r, o, &mut self.scratch)
+            .run(batch, xs, r, o, &mut self.scratch, &ctx.threads)
             .map_err(|e| ctx.invalid("input", e.to_string()))
     }
 }

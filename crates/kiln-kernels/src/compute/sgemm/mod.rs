@@ -8,8 +8,10 @@
 //! [`GemmScratch`], from a dense strided matrix ([`MatRef`]) or straight from a convolution
 //! input ([`Im2col`], "lazy im2col"). The epilogue (bias, residual, clamp) is applied in
 //! registers on the last depth block; other activations run over the finished tile while it
-//! is in cache. One thread; the depth is summed in the same order for every tile, so results
-//! are deterministic for a given [`Kernel`], and one kernel is used per process.
+//! is in cache. A call runs on one thread; callers split a product over threads by output rows
+//! ([`gemm_packed_a_rows`]) or columns ([`ColumnsOf`]). The depth is summed in the same order
+//! for every tile, so every output element has the same bits whatever the split, for a given
+//! [`Kernel`], and one kernel is used per process.
 
 mod epilogue;
 mod kernel;
@@ -22,7 +24,7 @@ pub(crate) mod tests;
 
 pub use epilogue::{Activation, Bias, Epilogue};
 pub use kernel::{available, selected, Kernel};
-pub use pack::{Im2col, MatRef, PackB};
+pub use pack::{ColumnsOf, Im2col, MatRef, PackB};
 
 pub(crate) use pack::out_len;
 
@@ -109,6 +111,16 @@ impl PackedA {
     pub fn k(&self) -> usize {
         self.k
     }
+
+    /// Rows per packed panel: a row range [`gemm_packed_a_rows`] takes starts at a multiple.
+    pub fn panel_rows(&self) -> usize {
+        self.kernel.mr
+    }
+
+    /// Columns of the register tile its kernel computes.
+    pub fn tile_cols(&self) -> usize {
+        self.kernel.nr
+    }
 }
 
 /// A constant `k x n` right operand (e.g. a linear weight `[N, K]` viewed transposed), packed
@@ -146,7 +158,8 @@ impl PackedB {
 
 /// Where the A panels come from.
 enum ASrc<'a> {
-    Packed(&'a PackedA),
+    /// Rows from `row0` on of a packed operand.
+    Packed(&'a PackedA, usize),
     Dense(MatRef<'a>),
 }
 
@@ -166,10 +179,29 @@ pub fn gemm_packed_a(
     ep: &Epilogue<'_>,
     scratch: &mut GemmScratch,
 ) -> Result<(), GemmError> {
+    gemm_packed_a_rows(a, 0..a.m, b, c, ldc, ep, scratch)
+}
+
+/// Rows `rows` of [`gemm_packed_a`]'s product: `c`, the bias and the residual hold those rows
+/// only (row `rows.start` of the product is row 0 of `c`). `rows.start` must be a multiple of
+/// [`PackedA::panel_rows`]. Threads compute disjoint row ranges of one product this way.
+pub fn gemm_packed_a_rows(
+    a: &PackedA,
+    rows: std::ops::Range<usize>,
+    b: &dyn PackB,
+    c: &mut [f32],
+    ldc: usize,
+    ep: &Epilogue<'_>,
+    scratch: &mut GemmScratch,
+) -> Result<(), GemmError> {
     if b.k() != a.k {
         return Err(GemmError::Invalid("gemm: depth of B differs from A"));
     }
-    drive(a.kernel, a.m, b.n(), a.k, ASrc::Packed(a), BSrc::Lazy(b), c, ldc, ep, scratch)
+    if rows.start > rows.end || rows.end > a.m || !rows.start.is_multiple_of(a.kernel.mr) {
+        return Err(GemmError::Invalid("gemm: row range outside A or not on a panel"));
+    }
+    let (m, k) = (rows.len(), a.k);
+    drive(a.kernel, m, b.n(), k, ASrc::Packed(a, rows.start), BSrc::Lazy(b), c, ldc, ep, scratch)
 }
 
 /// `c = act(a * b + bias + residual)` with `b` packed once; `a` (`m x b.k()`) is packed per
@@ -311,7 +343,9 @@ fn drive(
             for ic in (0..m).step_by(kernel.mc) {
                 let mc = kernel.mc.min(m - ic);
                 let (a_blk, a_stride, a_at): (&[f32], usize, usize) = match &a {
-                    ASrc::Packed(p) => (&p.data[p.off..], mr * k, (ic / mr) * mr * k + pc * mr),
+                    ASrc::Packed(p, row0) => {
+                        (&p.data[p.off..], mr * k, ((row0 + ic) / mr) * mr * k + pc * mr)
+                    }
                     ASrc::Dense(src) => {
                         let win = aligned_window(a_buf, a_len);
                         if kc > 0 {

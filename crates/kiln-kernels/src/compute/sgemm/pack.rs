@@ -36,6 +36,39 @@ pub trait PackB {
     fn pack(&self, k0: usize, kc: usize, n0: usize, nc: usize, nr: usize, dst: &mut [f32]);
 }
 
+/// Columns `start..start + n` of another right operand, as an operand of its own (threads
+/// computing disjoint column ranges of one product each pack their own columns).
+#[derive(Clone, Copy)]
+pub struct ColumnsOf<'a> {
+    inner: &'a dyn PackB,
+    start: usize,
+    n: usize,
+}
+
+impl<'a> ColumnsOf<'a> {
+    /// Columns `range` of `inner`; an error when the range is not inside it.
+    pub fn new(inner: &'a dyn PackB, range: std::ops::Range<usize>) -> Result<Self, GemmError> {
+        if range.start > range.end || range.end > inner.n() {
+            return Err(GemmError::Invalid("gemm: column range outside B"));
+        }
+        Ok(ColumnsOf { inner, start: range.start, n: range.len() })
+    }
+}
+
+impl PackB for ColumnsOf<'_> {
+    fn k(&self) -> usize {
+        self.inner.k()
+    }
+
+    fn n(&self) -> usize {
+        self.n
+    }
+
+    fn pack(&self, k0: usize, kc: usize, n0: usize, nc: usize, nr: usize, dst: &mut [f32]) {
+        self.inner.pack(k0, kc, self.start + n0, nc, nr, dst);
+    }
+}
+
 /// A dense strided matrix view whose extent was checked against its slice.
 #[derive(Clone, Copy, Debug)]
 pub struct MatRef<'a> {
@@ -102,6 +135,16 @@ impl PackB for MatRef<'_> {
             let w = nr.min(n0 + nc - j0);
             for (kk, row) in panel.chunks_exact_mut(nr).enumerate() {
                 let base = (k0 + kk) * self.rs + j0 * self.cs;
+                if self.cs == 1 && w == 32 {
+                    // A whole AVX-512 panel row: a fixed-size copy instead of a `memcpy` call.
+                    if let (Ok(d), Ok(s)) = (
+                        <&mut [f32; 32]>::try_from(&mut row[..]),
+                        <&[f32; 32]>::try_from(&self.data[base..base + 32]),
+                    ) {
+                        *d = *s;
+                        continue;
+                    }
+                }
                 if self.cs == 1 {
                     row[..w].copy_from_slice(&self.data[base..base + w]);
                 } else {
@@ -214,6 +257,15 @@ impl<'a> Im2col<'a> {
             let out = &mut dst[a - ox0..b - ox0];
             if self.stride[1] == 1 {
                 out.copy_from_slice(&row[first..first + out.len()]);
+            } else if self.stride[1] == 2 {
+                // Pairs vectorize where `step_by` would not.
+                let src = &row[first..];
+                for (d, pair) in out.iter_mut().zip(src.chunks_exact(2)) {
+                    *d = pair[0];
+                }
+                if let (Some(d), [.., last]) = (out.get_mut(src.len() / 2), src) {
+                    *d = *last; // the row's last column, an odd one out
+                }
             } else {
                 for (d, x) in out.iter_mut().zip(row[first..].iter().step_by(self.stride[1])) {
                     *d = *x;

@@ -40,7 +40,7 @@ pub static AVX512: Kernel = Kernel {
     nr: NR512,
     kc: 256,
     mc: MR512 * 24,
-    nc: NR512 * 128,
+    nc: NR512 * 32,
     run: avx512,
 };
 
