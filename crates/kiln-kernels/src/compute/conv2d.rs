@@ -82,7 +82,7 @@ struct FewPixelsScratch {
 
 /// Multiply-adds per image from which a convolution splits over threads (below, waking the
 /// workers costs more than they save).
-const PARALLEL_MACS: usize = 1 << 20;
+const PARALLEL_MACS: usize = 1 << 18;
 
 /// How the convolution runs.
 #[derive(Debug)]

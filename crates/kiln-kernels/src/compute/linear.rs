@@ -2,8 +2,19 @@
 //! and activation.
 
 use crate::compute::sgemm::{
-    gemm_packed_b, Activation, Bias, Epilogue, GemmError, GemmScratch, MatRef, PackedB,
+    gemm_packed_b, gemm_packed_b_cols, Activation, Bias, Epilogue, GemmError, GemmScratch, MatRef,
+    PackedB,
 };
+use crate::compute::threads::{split, Threads};
+
+/// Multiply-adds from which a linear layer splits over threads.
+const PARALLEL_MACS: usize = 1 << 18;
+
+/// Reusable buffers of [`PackedLinear::run`]: one GEMM scratch and outcome per thread.
+#[derive(Debug, Default)]
+pub struct LinearScratch {
+    parts: Vec<(GemmScratch, Result<(), GemmError>)>,
+}
 
 /// A linear layer `y = act(x * weight^T + bias + residual)` with the weight packed once.
 #[derive(Debug)]
@@ -50,23 +61,55 @@ impl PackedLinear {
     }
 
     /// `out[m, N] = act(x[m, K] * weight^T + bias + residual)`, all row-major; `residual` (if
-    /// any) has the shape of `out`. An error (nothing written) when a slice is short.
+    /// any) has the shape of `out`. A large one-row product (a classifier) splits its output
+    /// features over `threads` (the same bits for any thread count). An error (nothing
+    /// written) when a slice is short.
     pub fn run(
         &self,
         m: usize,
         x: &[f32],
         residual: Option<&[f32]>,
         out: &mut [f32],
-        scratch: &mut GemmScratch,
+        scratch: &mut LinearScratch,
+        threads: &Threads,
     ) -> Result<(), GemmError> {
         let (k, n) = (self.weight.k(), self.weight.n());
         let a = MatRef::new(x, m, k, k, 1)?;
-        let ep = Epilogue {
-            bias: self.bias.as_deref().map_or(Bias::None, Bias::PerCol),
-            residual,
-            act: self.act,
-        };
-        gemm_packed_b(a, &self.weight, out, n, &ep, scratch)
+        let bias = self.bias.as_deref();
+        let macs = m.saturating_mul(k).saturating_mul(n);
+        let nr = self.weight.panel_cols();
+        let parts = if m == 1 && macs >= PARALLEL_MACS { threads.count() } else { 1 };
+        let parts = parts.min(n.div_ceil(nr)).max(1);
+        if scratch.parts.len() < parts {
+            scratch.parts.resize_with(parts, || (GemmScratch::default(), Ok(())));
+        }
+        if parts == 1 {
+            let ep =
+                Epilogue { bias: bias.map_or(Bias::None, Bias::PerCol), residual, act: self.act };
+            return gemm_packed_b(a, &self.weight, out, n, &ep, &mut scratch.parts[0].0);
+        }
+        if out.len() < n {
+            return Err(GemmError::Short { what: "linear output", need: n, len: out.len() });
+        }
+        if let Some(r) = residual.filter(|r| r.len() < n) {
+            return Err(GemmError::Short { what: "linear residual", need: n, len: r.len() });
+        }
+        // One row: each part's output features are a contiguous piece of it.
+        let pieces = split(n, nr, parts).scan(&mut out[..n], |rest, cols| {
+            let (piece, tail) = std::mem::take(rest).split_at_mut(cols.len());
+            *rest = tail;
+            Some((cols, piece))
+        });
+        threads.for_each(pieces.zip(&mut scratch.parts), |((cols, piece), (gemm, result))| {
+            let ep = Epilogue {
+                bias: bias.map_or(Bias::None, |b| Bias::PerCol(&b[cols.clone()])),
+                residual: residual.map(|r| &r[cols.clone()]),
+                act: self.act,
+            };
+            let w = cols.len();
+            *result = gemm_packed_b_cols(a, &self.weight, cols, piece, w, &ep, gemm);
+        });
+        scratch.parts.iter_mut().try_for_each(|p| std::mem::replace(&mut p.1, Ok(())))
     }
 }
 
@@ -78,7 +121,8 @@ mod tests {
     #[test]
     fn packed_linear_matches_naive_loop() {
         let mut rng = fastrand::Rng::with_seed(0x11);
-        let mut scratch = GemmScratch::default();
+        let mut scratch = LinearScratch::default();
+        let threads = Threads::default();
         for case in 0..80 {
             let m = if case % 4 == 0 { 1 } else { rng.usize(1..40) };
             let (k, n) = (rng.usize(0..300), rng.usize(1..150));
@@ -91,7 +135,7 @@ mod tests {
             let act = [Activation::None, Activation::RELU, Activation::GeluTanh][case % 3];
             let lin = PackedLinear::new(k, n, &w, bias, act).unwrap();
             let mut out = vec![f32::NAN; m * n];
-            lin.run(m, &x, res, &mut out, &mut scratch).unwrap();
+            lin.run(m, &x, res, &mut out, &mut scratch, &threads).unwrap();
             for i in 0..m {
                 for j in 0..n {
                     let (mut s, mut mag) = (0f64, 0f64);
@@ -114,6 +158,33 @@ mod tests {
     }
 
     #[test]
+    fn a_classifier_gives_the_same_bits_on_any_thread_count() {
+        let mut rng = fastrand::Rng::with_seed(0x12);
+        let (k, n) = (1280, 1000);
+        assert!(k * n >= PARALLEL_MACS);
+        let w: Vec<f32> = (0..n * k).map(|_| rng.f32() - 0.5).collect();
+        let b: Vec<f32> = (0..n).map(|_| rng.f32() - 0.5).collect();
+        let x: Vec<f32> = (0..k).map(|_| rng.f32() - 0.5).collect();
+        let r: Vec<f32> = (0..n).map(|_| rng.f32() - 0.5).collect();
+        let lin = PackedLinear::new(k, n, &w, Some(&b), Activation::RELU).unwrap();
+        let mut first: Option<Vec<u32>> = None;
+        for threads in [1, 2, 3].map(|t| Threads::new(t).unwrap()) {
+            let mut out = vec![f32::NAN; n];
+            lin.run(1, &x, Some(&r), &mut out, &mut LinearScratch::default(), &threads).unwrap();
+            for j in 0..n {
+                let dot: f64 = (0..k).map(|i| f64::from(x[i]) * f64::from(w[j * k + i])).sum();
+                let want = (dot + f64::from(b[j]) + f64::from(r[j])).max(0.0);
+                assert!((f64::from(out[j]) - want).abs() < 1e-4, "[{j}] {} vs {want}", out[j]);
+            }
+            let bits: Vec<u32> = out.iter().map(|v| v.to_bits()).collect();
+            match &first {
+                None => first = Some(bits),
+                Some(f) => assert!(*f == bits, "{} threads differ", threads.count()),
+            }
+        }
+    }
+
+    #[test]
     fn hostile_linear_is_an_error() {
         let w = [1.0f32; 6];
         let act = Activation::None;
@@ -121,14 +192,15 @@ mod tests {
         assert!(PackedLinear::new(usize::MAX, 2, &w, None, act).is_err());
         assert!(PackedLinear::new(3, 2, &w, Some(&[1.0]), act).is_err());
         let lin = PackedLinear::new(3, 2, &w, None, act).unwrap();
-        let mut s = GemmScratch::default();
+        let mut s = LinearScratch::default();
+        let t = Threads::default();
         let mut out = [0.0f32; 4];
-        assert!(lin.run(2, &[1.0; 5], None, &mut out, &mut s).is_err());
-        assert!(lin.run(2, &[1.0; 6], None, &mut out[..3], &mut s).is_err());
-        assert!(lin.run(2, &[1.0; 6], Some(&[0.0; 3]), &mut out, &mut s).is_err());
-        assert!(lin.run(usize::MAX, &[1.0; 6], None, &mut out, &mut s).is_err());
+        assert!(lin.run(2, &[1.0; 5], None, &mut out, &mut s, &t).is_err());
+        assert!(lin.run(2, &[1.0; 6], None, &mut out[..3], &mut s, &t).is_err());
+        assert!(lin.run(2, &[1.0; 6], Some(&[0.0; 3]), &mut out, &mut s, &t).is_err());
+        assert!(lin.run(usize::MAX, &[1.0; 6], None, &mut out, &mut s, &t).is_err());
         assert_eq!(out, [0.0; 4]);
-        lin.run(2, &[1.0; 6], None, &mut out, &mut s).unwrap();
+        lin.run(2, &[1.0; 6], None, &mut out, &mut s, &t).unwrap();
         assert_eq!(out, [3.0; 4]);
     }
 }

@@ -2,8 +2,7 @@
 //! at load, and a run function the executor calls with the node's tensors.
 
 use kiln_kernels::compute::conv2d::{Conv2dGeometry, ConvScratch, PackedConv2d};
-use kiln_kernels::compute::linear::PackedLinear;
-use kiln_kernels::compute::sgemm::GemmScratch;
+use kiln_kernels::compute::linear::{LinearScratch, PackedLinear};
 use kiln_kernels::{Arg, KernelContext, KernelError, Out, OutKind, TensorMut, TensorRef};
 
 use crate::error::{Error, Result};
@@ -222,7 +221,7 @@ struct PreparedLinear {
     n: usize,
     residual: bool,
     name: &'static str,
-    scratch: GemmScratch,
+    scratch: LinearScratch,
 }
 
 impl PreparedLinear {
@@ -257,7 +256,7 @@ impl PreparedLinear {
             n,
             residual: l.residual.is_some(),
             name,
-            scratch: GemmScratch::default(),
+            scratch: LinearScratch::default(),
         })
     }
 }
@@ -287,7 +286,7 @@ impl PreparedKernel for PreparedLinear {
         let r = r.map_err(|e| ctx.tensor_err("residual", e))?;
         let o = out.as_mut_slice::<f32>().map_err(|e| ctx.tensor_err("out", e))?;
         self.linear
-            .run(m, xs, r, o, &mut self.scratch)
+            .run(m, xs, r, o, &mut self.scratch, &ctx.threads)
             .map_err(|e| ctx.invalid("input", e.to_string()))
     }
 }

@@ -154,6 +154,12 @@ impl PackedB {
     pub fn n(&self) -> usize {
         self.n
     }
+
+    /// Columns per packed panel: a column range [`gemm_packed_b_cols`] takes starts at a
+    /// multiple.
+    pub fn panel_cols(&self) -> usize {
+        self.kernel.nr
+    }
 }
 
 /// Where the A panels come from.
@@ -165,7 +171,8 @@ enum ASrc<'a> {
 
 /// Where the B panels come from.
 enum BSrc<'a> {
-    Packed(&'a PackedB),
+    /// Columns from `col0` on of a packed operand.
+    Packed(&'a PackedB, usize),
     Lazy(&'a dyn PackB),
 }
 
@@ -214,10 +221,41 @@ pub fn gemm_packed_b(
     ep: &Epilogue<'_>,
     scratch: &mut GemmScratch,
 ) -> Result<(), GemmError> {
+    gemm_packed_b_cols(a, b, 0..b.n, c, ldc, ep, scratch)
+}
+
+/// Columns `cols` of [`gemm_packed_b`]'s product: `c`, the column bias and the residual hold
+/// those columns only (column `cols.start` of the product is column 0 of `c`, whose row
+/// stride is `ldc`). `cols.start` must be a multiple of [`PackedB::panel_cols`]. Threads
+/// compute disjoint column ranges of a one-row product this way.
+pub fn gemm_packed_b_cols(
+    a: MatRef<'_>,
+    b: &PackedB,
+    cols: std::ops::Range<usize>,
+    c: &mut [f32],
+    ldc: usize,
+    ep: &Epilogue<'_>,
+    scratch: &mut GemmScratch,
+) -> Result<(), GemmError> {
     if a.cols() != b.k {
         return Err(GemmError::Invalid("gemm: depth of A differs from B"));
     }
-    drive(b.kernel, a.rows(), b.n, b.k, ASrc::Dense(a), BSrc::Packed(b), c, ldc, ep, scratch)
+    if cols.start > cols.end || cols.end > b.n || !cols.start.is_multiple_of(b.kernel.nr) {
+        return Err(GemmError::Invalid("gemm: column range outside B or not on a panel"));
+    }
+    let (n, k) = (cols.len(), b.k);
+    drive(
+        b.kernel,
+        a.rows(),
+        n,
+        k,
+        ASrc::Dense(a),
+        BSrc::Packed(b, cols.start),
+        c,
+        ldc,
+        ep,
+        scratch,
+    )
 }
 
 /// `c = act(a * b + bias + residual)` with both operands packed per call (products of two
@@ -314,7 +352,7 @@ fn drive(
     // Depth block. With one row panel and B packed at load, each B panel is read exactly
     // once, so blocking the depth would only split its stream and re-read C: take all of it.
     let kc_block = match b {
-        BSrc::Packed(_) if m <= mr => k.max(1),
+        BSrc::Packed(..) if m <= mr => k.max(1),
         _ => kernel.kc,
     };
     // Per-call buffers: one kc x nc block of B, one mc x kc block of A.
@@ -331,7 +369,9 @@ fn drive(
             let (first, last) = (pc == 0, pc + kc >= k);
             // B panels of this block: (slice, stride between panels, offset of depth pc).
             let (b_blk, b_stride, b_at): (&[f32], usize, usize) = match &b {
-                BSrc::Packed(p) => (&p.data[p.off..], nr * k, (jc / nr) * nr * k + pc * nr),
+                BSrc::Packed(p, col0) => {
+                    (&p.data[p.off..], nr * k, ((col0 + jc) / nr) * nr * k + pc * nr)
+                }
                 BSrc::Lazy(src) => {
                     let win = aligned_window(b_buf, b_len);
                     if kc > 0 {
