@@ -11,8 +11,8 @@ use crate::compute::conv::{im2col, Geometry};
 use std::ops::Range;
 
 use crate::compute::sgemm::{
-    gemm_packed_a_rows, gemm_packed_b, out_len, Activation, Bias, ColumnsOf, Epilogue, GemmError,
-    GemmScratch, Im2col, MatRef, PackB, PackedA, PackedB,
+    gemm_packed_a_rows, gemm_packed_b_cols, out_len, Activation, Bias, ColumnsOf, Epilogue,
+    GemmError, GemmScratch, Im2col, MatRef, PackB, PackedA, PackedB,
 };
 use crate::compute::taps::{row_spans, sum_taps, RowSpan, TapEpilogue, TapPlane, LANES};
 use crate::compute::threads::{split, Threads};
@@ -42,12 +42,12 @@ pub struct Conv2dGeometry {
     pub groups: usize,
 }
 
-/// Reusable buffers of [`PackedConv2d::run`]: one set per thread, and those of
+/// Reusable buffers of [`PackedConv2d::run`]: one set per thread, and the im2col matrix of
 /// [`Plan::FewPixels`].
 #[derive(Debug, Default)]
 pub struct ConvScratch {
     parts: Vec<PartScratch>,
-    few: FewPixelsScratch,
+    col: Vec<f32>,
 }
 
 /// The buffers of one thread's part of a convolution, and its outcome.
@@ -56,7 +56,8 @@ struct PartScratch {
     gemm: GemmScratch,
     /// A depthwise channel's phased rows.
     row: Vec<f32>,
-    /// The part's columns of a product split by pixels.
+    /// The part's columns of a product split by pixels, or its transposed product of
+    /// [`Plan::FewPixels`].
     out: Vec<f32>,
     result: Result<(), GemmError>,
 }
@@ -70,14 +71,6 @@ impl Default for PartScratch {
             result: Ok(()),
         }
     }
-}
-
-/// The im2col matrix and the transposed product of [`Plan::FewPixels`].
-#[derive(Debug, Default)]
-struct FewPixelsScratch {
-    gemm: GemmScratch,
-    col: Vec<f32>,
-    product: Vec<f32>,
 }
 
 /// Multiply-adds per image from which a convolution splits over threads (below, waking the
@@ -273,7 +266,8 @@ impl PackedConv2d {
                         }
                     }
                     Plan::FewPixels { weight } => {
-                        self.few_pixels(weight, io, &mut scratch.few)?;
+                        let parts = parts.min(weight.n().div_ceil(weight.panel_cols()));
+                        self.few_pixels(weight, io, parts, scratch, threads)?;
                     }
                     Plan::Depthwise { .. } => unreachable!("handled per image above"),
                 }
@@ -384,16 +378,20 @@ impl PackedConv2d {
         Ok(())
     }
 
-    /// [`Plan::FewPixels`] on one group: the product transposed, then transposed into NCHW.
+    /// [`Plan::FewPixels`] on one group: the product transposed (pixels as rows), computed
+    /// by `parts` threads over runs of output channels, each transposing its channels into
+    /// NCHW `y` with the residual and the activation after it.
     fn few_pixels(
         &self,
         weight: &PackedB,
         io: GroupIo<'_>,
-        cs: &mut FewPixelsScratch,
+        parts: usize,
+        scratch: &mut ConvScratch,
+        threads: &Threads,
     ) -> Result<(), GemmError> {
         let GroupIo { x, res, y, bias } = io;
         let g = &self.g;
-        let (ohw, cout_g) = (self.oh * self.ow, y.len() / (self.oh * self.ow).max(1));
+        let ohw = self.oh * self.ow;
         let geo = Geometry {
             c: g.in_channels / g.groups,
             h: g.in_h,
@@ -407,32 +405,42 @@ impl PackedConv2d {
             dil: g.dilation,
         };
         let kdim = weight.k();
-        cs.col.clear();
-        cs.col.resize(kdim * ohw, 0.0);
-        im2col(&geo, x, [g.in_h * g.in_w, g.in_w, 1], &mut cs.col);
+        let col = &mut scratch.col;
+        col.clear();
+        col.resize(kdim * ohw, 0.0);
+        im2col(&geo, x, [g.in_h * g.in_w, g.in_w, 1], col);
         // Rows are pixels: element (p, k) of the transposed im2col matrix.
-        let a = MatRef::new(&cs.col, ohw, kdim, 1, ohw)?;
-        cs.product.clear();
-        cs.product.resize(ohw * cout_g, 0.0);
+        let a = MatRef::new(col, ohw, kdim, 1, ohw)?;
         // The residual is laid out NCHW, so it and the activation after it are applied while
         // transposing.
-        let ep = Epilogue {
-            bias: bias.map_or(Bias::None, Bias::PerCol),
-            residual: None,
-            act: if res.is_some() { Activation::None } else { self.act },
-        };
-        gemm_packed_b(a, weight, &mut cs.product, cout_g, &ep, &mut cs.gemm)?;
-        for (c, row) in y.chunks_exact_mut(ohw).enumerate() {
-            for (p, o) in row.iter_mut().enumerate() {
-                *o = cs.product[p * cout_g + c];
+        let act = if res.is_some() { Activation::None } else { self.act };
+        let runs = split(weight.n(), weight.panel_cols(), parts);
+        let tasks = with_pieces(runs, y, ohw).zip(&mut scratch.parts);
+        threads.for_each(tasks, |((chans, y), part)| {
+            let w = chans.len();
+            if part.out.len() < ohw * w {
+                part.out.resize(ohw * w, 0.0);
             }
-            if let Some(r) = res {
-                for (o, &r) in row.iter_mut().zip(&r[c * ohw..][..ohw]) {
-                    *o = self.act.apply(*o + r);
+            let product = &mut part.out[..ohw * w];
+            let ep = Epilogue {
+                bias: bias.map_or(Bias::None, |b| Bias::PerCol(&b[chans.clone()])),
+                residual: None,
+                act,
+            };
+            let start = chans.start;
+            part.result = gemm_packed_b_cols(a, weight, chans, product, w, &ep, &mut part.gemm);
+            for (c, row) in y.chunks_exact_mut(ohw).enumerate() {
+                for (p, o) in row.iter_mut().enumerate() {
+                    *o = product[p * w + c];
+                }
+                if let Some(r) = res {
+                    for (o, &r) in row.iter_mut().zip(&r[(start + c) * ohw..][..ohw]) {
+                        *o = self.act.apply(*o + r);
+                    }
                 }
             }
-        }
-        Ok(())
+        });
+        scratch.parts.iter_mut().try_for_each(|p| std::mem::replace(&mut p.result, Ok(())))
     }
 }
 
@@ -744,13 +752,22 @@ mod tests {
             ..base
         };
         let pointwise = Conv2dGeometry { kh: 1, kw: 1, padding: [0, 0], in_h: 40, ..base };
+        let few_pixels = Conv2dGeometry {
+            in_channels: 256,
+            in_h: 6,
+            in_w: 6,
+            out_channels: 97,
+            stride: [2, 2],
+            ..base
+        };
         let pools: Vec<Threads> = [1, 2, 3].map(|n| Threads::new(n).unwrap()).into();
-        for g in [base, depthwise, pointwise] {
+        for g in [base, depthwise, pointwise, few_pixels] {
             let wlen = g.out_channels * (g.in_channels / g.groups) * g.kh * g.kw;
             let w: Vec<f32> = (0..wlen).map(|_| rng.f32() - 0.5).collect();
             let bias: Vec<f32> = (0..g.out_channels).map(|_| rng.f32() - 0.5).collect();
             let act = Activation::Clamp { min: 0.0, max: 6.0 };
             let conv = PackedConv2d::new(g, &w, Some(&bias), act).unwrap();
+            assert_eq!(g == few_pixels, matches!(conv.plan, Plan::FewPixels { .. }));
             let (oh, ow) = conv.out_hw();
             let macs = g.out_channels * oh * ow * (g.in_channels / g.groups) * g.kh * g.kw;
             assert!(macs >= PARALLEL_MACS, "{g:?} is too small to split");

@@ -2,6 +2,7 @@
 //! `upsample_nearest2d`, `upsample_bilinear2d`. Inputs are `[N, C, H, W]` or `[C, H, W]`, in
 //! any dim order; values accumulate in `f64`.
 
+use crate::compute::threads::{split, Threads};
 use crate::dtype::DType;
 use crate::error::KernelError;
 use crate::kernel::{KernelContext, KernelDef};
@@ -122,7 +123,7 @@ fn max_pool(
     resize(ctx, out, "out", &sizes)?;
     resize(ctx, idx, "indices", &sizes)?;
     let geo = Window { k, s, p, d, oh, ow };
-    if !ctx.general_only && max_pool_f32(&x, &g, &geo, out, idx) {
+    if !ctx.general_only && max_pool_f32(&x, &g, &geo, out, idx, &ctx.threads) {
         return Ok(());
     }
     let v = cast_to::<f64>(&x);
@@ -185,13 +186,15 @@ struct Window {
 
 /// Fast path of `max_pool2d_with_indices` for float32 input and dense outputs: the general
 /// path's walk and comparisons in f32 (exact, as f32 -> f64 is), written straight into the
-/// outputs without the f64 copy and the list of picks. `false` when it does not apply.
+/// outputs without the f64 copy and the list of picks; large inputs split their planes over
+/// `threads`. `false` when it does not apply.
 fn max_pool_f32(
     x: &TensorRef<'_>,
     g: &Planes,
     w: &Window,
     out: &mut TensorMut<'_>,
     idx: &mut TensorMut<'_>,
+    threads: &Threads,
 ) -> bool {
     let dense = out.shape().is_dense_row_major() && idx.shape().is_dense_row_major();
     if x.dtype() != DType::Float || out.dtype() != DType::Float || !dense {
@@ -203,10 +206,21 @@ fn max_pool_f32(
         return false;
     };
     let (k, s, p, d) = (w.k, w.s, w.p, w.d);
-    let mut at = 0usize;
-    for n in 0..g.n {
-        for c in 0..g.c {
-            let base = n * g.st[0] + c * g.st[1];
+    let (planes, ohw) = (g.n * g.c, w.oh * w.ow);
+    let compares = (planes * ohw).saturating_mul(k[0] * k[1]);
+    let parts = if compares >= PARALLEL_COMPARES { threads.count() } else { 1 };
+    // Each part takes a run of planes and their pieces of both outputs.
+    let (o, ix) = (&mut o[..planes * ohw], &mut ix[..planes * ohw]);
+    let tasks = split(planes, 1, parts).scan((o, ix), |(o, ix), run| {
+        let (mine_o, rest_o) = std::mem::take(o).split_at_mut(run.len() * ohw);
+        let (mine_i, rest_i) = std::mem::take(ix).split_at_mut(run.len() * ohw);
+        (*o, *ix) = (rest_o, rest_i);
+        Some((run, mine_o, mine_i))
+    });
+    threads.for_each(tasks, |(run, o, ix)| {
+        let mut at = 0usize;
+        for plane in run {
+            let base = plane / g.c * g.st[0] + plane % g.c * g.st[1];
             for y in 0..w.oh {
                 let mut hs = (y * s[0]) as isize - p[0] as isize;
                 let he = (hs + ((k[0] - 1) * d[0] + 1) as isize).min(g.h as isize);
@@ -241,9 +255,12 @@ fn max_pool_f32(
                 }
             }
         }
-    }
+    });
     true
 }
+
+/// Window comparisons from which [`max_pool_f32`] splits over threads.
+const PARALLEL_COMPARES: usize = 1 << 16;
 
 fn avg_pool(
     ctx: &KernelContext,
@@ -494,12 +511,25 @@ pub(crate) fn kernels() -> Vec<KernelDef> {
 
 #[cfg(test)]
 mod tests {
+    use crate::compute::threads::Threads;
     use crate::{
         find_kernel, Arg, Capacity, DType, KernelContext, Out, Shape, TensorMut, TensorRef,
     };
 
     /// `max_pool2d_with_indices` with the fast path on or off: (values, indices).
     fn run(
+        general: bool,
+        sizes: &[usize],
+        x: &[f32],
+        win: [[i64; 2]; 4],
+        ceil: bool,
+    ) -> (Vec<f32>, Vec<i64>) {
+        run_on(&Threads::default(), general, sizes, x, win, ceil)
+    }
+
+    /// [`run`] with worker threads.
+    fn run_on(
+        threads: &Threads,
         general: bool,
         sizes: &[usize],
         x: &[f32],
@@ -550,7 +580,7 @@ mod tests {
                 .unwrap(),
             ),
         ];
-        let mut ctx = KernelContext::new(def.name);
+        let mut ctx = KernelContext::new(def.name).with_threads(threads.clone());
         ctx.general_only = general;
         (def.run)(&mut ctx, &args, &mut outs).unwrap();
         let n = match &outs[0] {
@@ -597,5 +627,12 @@ mod tests {
             let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&fv), bits(&gv), "case {case}: values");
         }
+        // Large enough to split over threads: the same values and indices.
+        let sizes = [2usize, 37, 30, 31];
+        let x: Vec<f32> = (0..sizes.iter().product()).map(|_| rng.f32() * 4.0 - 2.0).collect();
+        let win = [[3, 3], [2, 2], [1, 1], [1, 1]];
+        let threads = Threads::new(3).unwrap();
+        let fast = run_on(&threads, false, &sizes, &x, win, false);
+        assert_eq!(fast, run(true, &sizes, &x, win, false));
     }
 }
