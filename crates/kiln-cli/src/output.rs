@@ -1,6 +1,6 @@
 //! Shared printing: JSON for scripts, aligned tables for people.
 //!
-//! All standard output goes through [`outln!`] / [`out!`] or [`print_json`], so a reader that
+//! All standard output goes through `outln!` / `out!` or [`print_json`], so a reader that
 //! closes the pipe early (`kiln inspect X | head`) ends kiln quietly instead of panicking the
 //! way `println!` does.
 

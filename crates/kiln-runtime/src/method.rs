@@ -59,7 +59,7 @@ pub(crate) enum Step {
 /// input and runtime buffers) and delegate handles; shares the program's mapped file.
 /// `Send`: each thread loads and runs its own.
 ///
-/// Two halves: [`Compiled`] is what loading decided and never changes afterwards; [`State`] is
+/// Two halves: `Compiled` is what loading decided and never changes afterwards; `State` is
 /// what a run reads and writes.
 pub struct Method {
     pub(crate) fixed: Compiled,

@@ -28,7 +28,7 @@ pub struct Args {
     /// the tensors' fully qualified names (detected from the file's magic).
     #[arg(long, value_name = "FILE.ptd|FILE.irpa")]
     pub data: Option<PathBuf>,
-    /// Write each output as DIR/output<i>.npy.
+    /// Write the outputs as DIR/output0.npy, DIR/output1.npy, ...
     #[arg(long, value_name = "DIR")]
     pub output_dir: Option<PathBuf>,
     /// Print a JSON summary instead of text.
@@ -224,7 +224,7 @@ fn add_data(
 pub(crate) struct Inputs {
     arrays: Vec<Array>,
     metas: Vec<ValueMeta>,
-    /// A label per input: its file, or "random <dtype><sizes>".
+    /// A label per input: its file, or `"random <dtype><sizes>"`.
     pub names: Vec<String>,
     /// Whether the inputs were generated.
     pub random: bool,

@@ -4,7 +4,7 @@
 //! weights are the A operand and the output rows are exactly the NCHW planes. `B` is the input
 //! itself for 1x1 / stride 1 / no padding, else the implicit im2col matrix packed straight from
 //! the input. Depthwise layers (`groups == Cin == Cout`) use a direct kernel per channel plane
-//! ([`super::taps`]). Large layers split over the method's threads: depthwise layers by
+//! (`compute/taps.rs`). Large layers split over the method's threads: depthwise layers by
 //! channels, GEMMs by output channels or by pixels (see [`PackedConv2d::run`]).
 
 use crate::compute::conv::{im2col, Geometry};
@@ -42,8 +42,8 @@ pub struct Conv2dGeometry {
     pub groups: usize,
 }
 
-/// Reusable buffers of [`PackedConv2d::run`]: one set per thread, and the im2col matrix of
-/// [`Plan::FewPixels`].
+/// Reusable buffers of [`PackedConv2d::run`]: one set per thread, and the im2col matrix of a
+/// convolution with few output pixels.
 #[derive(Debug, Default)]
 pub struct ConvScratch {
     parts: Vec<PartScratch>,

@@ -159,9 +159,9 @@ impl PackB for MatRef<'_> {
 }
 
 /// The implicit im2col matrix of one image (and group) of an NCHW convolution, packed straight
-/// from the input: row `(c * kh + ky) * kw + kx`, column `oy * ow + ox` holds
-/// `input[c, oy * stride[0] + ky * dilation[0] - padding[0], ox * stride[1] + kx * dilation[1]
-/// - padding[1]]`, zero outside the image. The rows match PyTorch's `[Cout, Cin, kh, kw]`
+/// from the input: row `(c * kh + ky) * kw + kx`, column `oy * ow + ox` holds the input at
+/// channel `c`, row `oy * stride[0] + ky * dilation[0] - padding[0]`, column
+/// `ox * stride[1] + kx * dilation[1] - padding[1]`, zero outside the image. The rows match PyTorch's `[Cout, Cin, kh, kw]`
 /// weight layout flattened to `[Cout, Cin * kh * kw]`.
 #[derive(Clone, Copy, Debug)]
 pub struct Im2col<'a> {
