@@ -165,7 +165,9 @@ impl Threads {
 
     /// Runs `f` on every task and returns when all are done. The calling thread and the
     /// workers take tasks in turn; which thread runs which task varies. A panic in `f` is
-    /// raised again on the calling thread once every thread has stopped.
+    /// raised again on the calling thread once every thread has stopped. Calls on one pool
+    /// run one at a time, so `f` must not call `for_each` on the same pool (it would wait for
+    /// itself); kernels split one level only.
     pub fn for_each<I>(&self, tasks: I, f: impl Fn(I::Item) + Sync)
     where
         I: IntoIterator,
