@@ -8,14 +8,13 @@
 //! channels, GEMMs by output channels or by pixels (see [`PackedConv2d::run`]).
 
 use crate::compute::conv::{im2col, Geometry};
-use std::ops::Range;
 
 use crate::compute::sgemm::{
-    gemm_packed_a_rows, gemm_packed_b_cols, out_len, Activation, Bias, ColumnsOf, Epilogue,
+    gemm_packed_a_rows, gemm_packed_b_cols, need, out_len, Activation, Bias, ColumnsOf, Epilogue,
     GemmError, GemmScratch, Im2col, MatRef, PackB, PackedA, PackedB,
 };
 use crate::compute::taps::{row_spans, sum_taps, RowSpan, TapEpilogue, TapPlane, LANES};
-use crate::compute::threads::{split, Threads};
+use crate::compute::threads::{split, with_pieces, Threads};
 
 /// Shape parameters of a convolution (PyTorch `conv2d` arguments).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,6 +41,24 @@ pub struct Conv2dGeometry {
     pub groups: usize,
 }
 
+impl Conv2dGeometry {
+    /// The geometry of one group's im2col for output size `oh x ow`.
+    fn per_group(&self, oh: usize, ow: usize) -> Geometry {
+        Geometry {
+            c: self.in_channels / self.groups,
+            h: self.in_h,
+            w: self.in_w,
+            kh: self.kh,
+            kw: self.kw,
+            oh,
+            ow,
+            stride: self.stride,
+            pad: self.padding,
+            dil: self.dilation,
+        }
+    }
+}
+
 /// Reusable buffers of [`PackedConv2d::run`]: one set per thread, and the im2col matrix of a
 /// convolution with few output pixels.
 #[derive(Debug, Default)]
@@ -60,6 +77,13 @@ struct PartScratch {
     /// [`Plan::FewPixels`].
     out: Vec<f32>,
     result: Result<(), GemmError>,
+}
+
+impl ConvScratch {
+    /// The first error a part met in the last split (clearing them all).
+    fn outcome(&mut self) -> Result<(), GemmError> {
+        self.parts.iter_mut().try_for_each(|p| std::mem::replace(&mut p.result, Ok(())))
+    }
 }
 
 impl Default for PartScratch {
@@ -197,17 +221,10 @@ impl PackedConv2d {
         let out_img = g.out_channels * ohw;
         let need_in = mul(batch, in_img)?;
         let need_out = mul(batch, out_img)?;
-        let short = |what, need: usize, len: usize| {
-            if len < need {
-                Err(GemmError::Short { what, need, len })
-            } else {
-                Ok(())
-            }
-        };
-        short("conv2d input", need_in, input.len())?;
-        short("conv2d output", need_out, out.len())?;
+        need("conv2d input", need_in, input.len())?;
+        need("conv2d output", need_out, out.len())?;
         if let Some(r) = residual {
-            short("conv2d residual", need_out, r.len())?;
+            need("conv2d residual", need_out, r.len())?;
         }
         let (cin_g, cout_g) = (g.in_channels / g.groups, g.out_channels / g.groups);
         let (in_grp, out_grp) = (cin_g * g.in_h * g.in_w, cout_g * ohw);
@@ -222,37 +239,37 @@ impl PackedConv2d {
             let x_img = &input[b * in_img..][..in_img];
             let y_img = &mut out[b * out_img..][..out_img];
             let r_img = residual.map(|r| &r[b * out_img..][..out_img]);
-            if let Plan::Depthwise { weight, phases } = &self.plan {
-                // Channel planes are independent: each part takes a run of them.
-                let runs = split(g.groups, 1, parts);
-                let tasks = with_pieces(runs, y_img, ohw).zip(&mut scratch.parts);
-                threads.for_each(tasks, |((chans, y), part)| {
-                    for (i, c) in chans.enumerate() {
-                        let plane = Plane {
-                            g,
-                            oh: self.oh,
-                            ow: self.ow,
-                            weight: &weight[c * kk..][..kk],
-                            phases,
-                            bias: self.bias.as_ref().map_or(0.0, |v| v[c]),
-                            act: self.act,
-                        };
-                        let x = &x_img[c * in_grp..][..in_grp];
-                        let res = r_img.map(|r| &r[c * ohw..][..ohw]);
-                        plane.run(x, res, &mut y[i * ohw..][..ohw], &mut part.row);
-                    }
-                });
-                continue;
-            }
-            for gi in 0..g.groups {
-                let x = &x_img[gi * in_grp..][..in_grp];
-                let y = &mut y_img[gi * out_grp..][..out_grp];
-                let res = r_img.map(|r| &r[gi * out_grp..][..out_grp]);
-                let bias = self.bias.as_ref().map(|v| &v[gi * cout_g..][..cout_g]);
-                let io = GroupIo { x, res, y, bias };
-                match &self.plan {
-                    Plan::Gemm { groups, pointwise } => {
-                        let a = &groups[gi];
+            // Group `gi`'s input, residual, output and bias.
+            let groups = y_img.chunks_exact_mut(out_grp).enumerate().map(|(gi, y)| GroupIo {
+                x: &x_img[gi * in_grp..][..in_grp],
+                res: r_img.map(|r| &r[gi * out_grp..][..out_grp]),
+                y,
+                bias: self.bias.as_ref().map(|v| &v[gi * cout_g..][..cout_g]),
+            });
+            match &self.plan {
+                Plan::Depthwise { weight, phases } => {
+                    // Channel planes are independent: each part takes a run of them.
+                    let runs = split(g.groups, 1, parts);
+                    let tasks = with_pieces(runs, y_img, ohw).zip(&mut scratch.parts);
+                    threads.for_each(tasks, |((chans, y), part)| {
+                        for (i, c) in chans.enumerate() {
+                            let plane = Plane {
+                                g,
+                                oh: self.oh,
+                                ow: self.ow,
+                                weight: &weight[c * kk..][..kk],
+                                phases,
+                                bias: self.bias.as_ref().map_or(0.0, |v| v[c]),
+                                act: self.act,
+                            };
+                            let x = &x_img[c * in_grp..][..in_grp];
+                            let res = r_img.map(|r| &r[c * ohw..][..ohw]);
+                            plane.run(x, res, &mut y[i * ohw..][..ohw], &mut part.row);
+                        }
+                    });
+                }
+                Plan::Gemm { groups: packed, pointwise } => {
+                    for (a, io) in packed.iter().zip(groups) {
                         let (mr, kdim) = (a.panel_rows(), a.k());
                         // Splitting the output channels makes every part pack the whole
                         // input; splitting the pixels makes every part compute into its own
@@ -265,11 +282,12 @@ impl PackedConv2d {
                             self.split_pixels(a, *pointwise, io, cols, scratch, threads)?;
                         }
                     }
-                    Plan::FewPixels { weight } => {
-                        let parts = parts.min(weight.n().div_ceil(weight.panel_cols()));
+                }
+                Plan::FewPixels { weight } => {
+                    let parts = parts.min(weight.n().div_ceil(weight.panel_cols()));
+                    for io in groups {
                         self.few_pixels(weight, io, parts, scratch, threads)?;
                     }
-                    Plan::Depthwise { .. } => unreachable!("handled per image above"),
                 }
             }
         }
@@ -318,7 +336,7 @@ impl PackedConv2d {
                 gemm_packed_a_rows(a, rows, src, y, ohw, &ep, &mut part.gemm)
             });
         });
-        scratch.parts.iter_mut().try_for_each(|p| std::mem::replace(&mut p.result, Ok(())))
+        scratch.outcome()
     }
 
     /// One group's GEMM with its output pixels split into `parts` runs of whole register
@@ -359,8 +377,8 @@ impl PackedConv2d {
                 gemm_packed_a_rows(a, 0..m, &src, out, w, &ep, &mut part.gemm)
             });
         });
-        for (cols, part) in split(ohw, a.tile_cols(), parts).zip(&mut scratch.parts) {
-            std::mem::replace(&mut part.result, Ok(()))?;
+        scratch.outcome()?;
+        for (cols, part) in split(ohw, a.tile_cols(), parts).zip(&scratch.parts) {
             let w = cols.len();
             for (c, src) in part.out[..m * w].chunks_exact(w).enumerate() {
                 let dst = &mut y[c * ohw + cols.start..][..w];
@@ -392,18 +410,7 @@ impl PackedConv2d {
         let GroupIo { x, res, y, bias } = io;
         let g = &self.g;
         let ohw = self.oh * self.ow;
-        let geo = Geometry {
-            c: g.in_channels / g.groups,
-            h: g.in_h,
-            w: g.in_w,
-            kh: g.kh,
-            kw: g.kw,
-            oh: self.oh,
-            ow: self.ow,
-            stride: g.stride,
-            pad: g.padding,
-            dil: g.dilation,
-        };
+        let geo = g.per_group(self.oh, self.ow);
         let kdim = weight.k();
         let col = &mut scratch.col;
         col.clear();
@@ -440,7 +447,7 @@ impl PackedConv2d {
                 }
             }
         });
-        scratch.parts.iter_mut().try_for_each(|p| std::mem::replace(&mut p.result, Ok(())))
+        scratch.outcome()
     }
 }
 
@@ -450,20 +457,6 @@ struct GroupIo<'a> {
     res: Option<&'a [f32]>,
     y: &'a mut [f32],
     bias: Option<&'a [f32]>,
-}
-
-/// Pairs each run of `runs` (consecutive from 0) with its piece of `slice`: `unit` values
-/// per item of the run.
-fn with_pieces(
-    runs: impl Iterator<Item = Range<usize>>,
-    slice: &mut [f32],
-    unit: usize,
-) -> impl Iterator<Item = (Range<usize>, &mut [f32])> {
-    runs.scan(slice, move |rest, r| {
-        let (piece, tail) = std::mem::take(rest).split_at_mut(r.len() * unit);
-        *rest = tail;
-        Some((r, piece))
-    })
 }
 
 /// How a depthwise convolution lays out an input row so that every tap reads `LANES`

@@ -2,10 +2,10 @@
 //! and activation.
 
 use crate::compute::sgemm::{
-    gemm_packed_b, gemm_packed_b_cols, Activation, Bias, Epilogue, GemmError, GemmScratch, MatRef,
-    PackedB,
+    gemm_packed_b, gemm_packed_b_cols, need, Activation, Bias, Epilogue, GemmError, GemmScratch,
+    MatRef, PackedB,
 };
-use crate::compute::threads::{split, Threads};
+use crate::compute::threads::{split, with_pieces, Threads};
 
 /// Multiply-adds from which a linear layer splits over threads.
 const PARALLEL_MACS: usize = 1 << 18;
@@ -88,18 +88,12 @@ impl PackedLinear {
                 Epilogue { bias: bias.map_or(Bias::None, Bias::PerCol), residual, act: self.act };
             return gemm_packed_b(a, &self.weight, out, n, &ep, &mut scratch.parts[0].0);
         }
-        if out.len() < n {
-            return Err(GemmError::Short { what: "linear output", need: n, len: out.len() });
-        }
-        if let Some(r) = residual.filter(|r| r.len() < n) {
-            return Err(GemmError::Short { what: "linear residual", need: n, len: r.len() });
+        need("linear output", n, out.len())?;
+        if let Some(r) = residual {
+            need("linear residual", n, r.len())?;
         }
         // One row: each part's output features are a contiguous piece of it.
-        let pieces = split(n, nr, parts).scan(&mut out[..n], |rest, cols| {
-            let (piece, tail) = std::mem::take(rest).split_at_mut(cols.len());
-            *rest = tail;
-            Some((cols, piece))
-        });
+        let pieces = with_pieces(split(n, nr, parts), &mut out[..n], 1);
         threads.for_each(pieces.zip(&mut scratch.parts), |((cols, piece), (gemm, result))| {
             let ep = Epilogue {
                 bias: bias.map_or(Bias::None, |b| Bias::PerCol(&b[cols.clone()])),

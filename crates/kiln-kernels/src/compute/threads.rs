@@ -3,7 +3,7 @@
 //!
 //! [`Threads::for_each`] hands a call's tasks to the calling thread and the workers alike; the
 //! call returns when every task is done. Workers spin for [`SPIN`] after a call before they
-//! sleep: the layers of a network arrive tens of microseconds apart, and waking a sleeping
+//! sleep (a new pool's workers sleep until the first call): the layers of a network arrive tens of microseconds apart, and waking a sleeping
 //! thread costs about as much here (20-30 us measured with rayon's pool on the 2-core
 //! development machine, which made splitting a 300 us layer slower, not faster).
 //!
@@ -95,6 +95,8 @@ fn worker(shared: &Shared) {
     // The epoch a pool starts at: a call published before this thread got to run is still
     // ahead of it.
     let mut seen = 0;
+    // Spinning pays between the calls of a run, not before the first: a new worker sleeps.
+    let mut spin = Duration::ZERO;
     loop {
         let idle = Instant::now();
         let mut spins = 0u32;
@@ -103,7 +105,7 @@ fn worker(shared: &Shared) {
                 break;
             }
             spins = spins.wrapping_add(1);
-            if !spins.is_multiple_of(256) || idle.elapsed() < SPIN {
+            if !spins.is_multiple_of(256) || idle.elapsed() < spin {
                 std::hint::spin_loop();
                 continue;
             }
@@ -118,6 +120,7 @@ fn worker(shared: &Shared) {
             shared.sleepers.fetch_sub(1, Ordering::SeqCst);
         }
         seen = shared.epoch.load(Ordering::SeqCst);
+        spin = SPIN;
         if shared.shutdown.load(Ordering::SeqCst) {
             return;
         }
@@ -226,6 +229,20 @@ pub fn split(
         let (lo, hi) = (p * units / parts, (p + 1) * units / parts);
         let range = (lo * unit).min(len)..(hi * unit).min(len);
         (!range.is_empty()).then_some(range)
+    })
+}
+
+/// Pairs each run of `runs` (consecutive from 0, as [`split`] gives them) with its piece of
+/// `slice`: `unit` values per item of the run.
+pub fn with_pieces<T>(
+    runs: impl Iterator<Item = std::ops::Range<usize>>,
+    slice: &mut [T],
+    unit: usize,
+) -> impl Iterator<Item = (std::ops::Range<usize>, &mut [T])> {
+    runs.scan(slice, move |rest, r| {
+        let (piece, tail) = std::mem::take(rest).split_at_mut(r.len() * unit);
+        *rest = tail;
+        Some((r, piece))
     })
 }
 

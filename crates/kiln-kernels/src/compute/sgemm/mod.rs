@@ -287,6 +287,15 @@ pub(crate) fn gemm_on(
     drive(kernel, a.rows(), b.cols(), a.cols(), ASrc::Dense(a), BSrc::Lazy(&b), c, ldc, ep, scratch)
 }
 
+/// An error when an operand (`what`) has `len` elements but needs `need`.
+pub(crate) fn need(what: &'static str, need: usize, len: usize) -> Result<(), GemmError> {
+    if len < need {
+        Err(GemmError::Short { what, need, len })
+    } else {
+        Ok(())
+    }
+}
+
 /// Checks C, bias, residual and activation against an `m x n` product.
 fn check_epilogue(
     m: usize,
@@ -305,13 +314,6 @@ fn check_epilogue(
             .checked_mul(ldc)
             .and_then(|v| v.checked_add(n))
             .ok_or(GemmError::Overflow("gemm output"))?
-    };
-    let need = |what, need: usize, len: usize| {
-        if len < need {
-            Err(GemmError::Short { what, need, len })
-        } else {
-            Ok(())
-        }
     };
     need("gemm output", span, c.len())?;
     match ep.bias {

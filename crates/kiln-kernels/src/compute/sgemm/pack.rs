@@ -5,6 +5,7 @@
 //! is the same layout as packing `A^T` in column panels.
 
 use super::GemmError;
+use crate::compute::conv::Geometry;
 
 /// Floats of slack that let a buffer start on a 64-byte boundary.
 const ALIGN_SLACK: usize = 16;
@@ -161,21 +162,12 @@ impl PackB for MatRef<'_> {
 /// The implicit im2col matrix of one image (and group) of an NCHW convolution, packed straight
 /// from the input: row `(c * kh + ky) * kw + kx`, column `oy * ow + ox` holds the input at
 /// channel `c`, row `oy * stride[0] + ky * dilation[0] - padding[0]`, column
-/// `ox * stride[1] + kx * dilation[1] - padding[1]`, zero outside the image. The rows match PyTorch's `[Cout, Cin, kh, kw]`
-/// weight layout flattened to `[Cout, Cin * kh * kw]`.
+/// `ox * stride[1] + kx * dilation[1] - padding[1]`, zero outside the image. The rows match
+/// PyTorch's `[Cout, Cin, kh, kw]` weight layout flattened to `[Cout, Cin * kh * kw]`.
 #[derive(Clone, Copy, Debug)]
 pub struct Im2col<'a> {
     input: &'a [f32],
-    c: usize,
-    h: usize,
-    w: usize,
-    kh: usize,
-    kw: usize,
-    stride: [usize; 2],
-    pad: [usize; 2],
-    dil: [usize; 2],
-    oh: usize,
-    ow: usize,
+    g: Geometry,
 }
 
 /// Output size along one axis, `None` when the kernel does not fit or on overflow.
@@ -217,14 +209,15 @@ impl<'a> Im2col<'a> {
         if input.len() < need {
             return Err(GemmError::Short { what: "im2col input", need, len: input.len() });
         }
-        Ok(Im2col { input, c, h, w, kh, kw, stride, pad, dil, oh, ow })
+        Ok(Im2col { input, g: Geometry { c, h, w, kh, kw, oh, ow, stride, pad, dil } })
     }
 
     /// Output columns `ox` whose tap `kx` reads inside the input row: `lo..hi`.
     fn valid_cols(&self, kx: usize) -> (usize, usize) {
-        let (s, p, off) = (self.stride[1], self.pad[1], kx * self.dil[1]);
-        let lo = if p > off { (p - off).div_ceil(s) } else { 0 }.min(self.ow);
-        let hi = if self.w + p > off { ((self.w - 1 + p - off) / s + 1).min(self.ow) } else { 0 };
+        let (s, p, off) = (self.g.stride[1], self.g.pad[1], kx * self.g.dil[1]);
+        let lo = if p > off { (p - off).div_ceil(s) } else { 0 }.min(self.g.ow);
+        let hi =
+            if self.g.w + p > off { ((self.g.w - 1 + p - off) / s + 1).min(self.g.ow) } else { 0 };
         (lo, hi.max(lo))
     }
 
@@ -241,8 +234,8 @@ impl<'a> Im2col<'a> {
         oy: usize,
         ox0: usize,
     ) {
-        let iy = (oy * self.stride[0] + ky * self.dil[0]).checked_sub(self.pad[0]);
-        let Some(iy) = iy.filter(|&iy| iy < self.h) else {
+        let iy = (oy * self.g.stride[0] + ky * self.g.dil[0]).checked_sub(self.g.pad[0]);
+        let Some(iy) = iy.filter(|&iy| iy < self.g.h) else {
             dst.fill(0.0);
             return;
         };
@@ -251,13 +244,13 @@ impl<'a> Im2col<'a> {
         dst[..a - ox0].fill(0.0);
         dst[b - ox0..].fill(0.0);
         if a < b {
-            let row = &self.input[(ci * self.h + iy) * self.w..][..self.w];
+            let row = &self.input[(ci * self.g.h + iy) * self.g.w..][..self.g.w];
             // In range by `valid_cols`: a * s + kx * d >= pad.
-            let first = a * self.stride[1] + kx * self.dil[1] - self.pad[1];
+            let first = a * self.g.stride[1] + kx * self.g.dil[1] - self.g.pad[1];
             let out = &mut dst[a - ox0..b - ox0];
-            if self.stride[1] == 1 {
+            if self.g.stride[1] == 1 {
                 out.copy_from_slice(&row[first..first + out.len()]);
-            } else if self.stride[1] == 2 {
+            } else if self.g.stride[1] == 2 {
                 // Pairs vectorize where `step_by` would not.
                 let src = &row[first..];
                 for (d, pair) in out.iter_mut().zip(src.chunks_exact(2)) {
@@ -267,7 +260,7 @@ impl<'a> Im2col<'a> {
                     *d = *last; // the row's last column, an odd one out
                 }
             } else {
-                for (d, x) in out.iter_mut().zip(row[first..].iter().step_by(self.stride[1])) {
+                for (d, x) in out.iter_mut().zip(row[first..].iter().step_by(self.g.stride[1])) {
                     *d = *x;
                 }
             }
@@ -277,19 +270,19 @@ impl<'a> Im2col<'a> {
 
 impl PackB for Im2col<'_> {
     fn k(&self) -> usize {
-        self.c * self.kh * self.kw
+        self.g.c * self.g.kh * self.g.kw
     }
 
     fn n(&self) -> usize {
-        self.oh * self.ow
+        self.g.oh * self.g.ow
     }
 
     fn pack(&self, k0: usize, kc: usize, n0: usize, nc: usize, nr: usize, dst: &mut [f32]) {
         // Row by row, so the tap is decoded once per row and the output position advances
         // without divisions.
-        let taps = self.kh * self.kw;
-        let (mut ci, mut ky, mut kx) = (k0 / taps, (k0 % taps) / self.kw, k0 % self.kw);
-        let (oy0, ox0) = (n0 / self.ow, n0 % self.ow);
+        let taps = self.g.kh * self.g.kw;
+        let (mut ci, mut ky, mut kx) = (k0 / taps, (k0 % taps) / self.g.kw, k0 % self.g.kw);
+        let (oy0, ox0) = (n0 / self.g.ow, n0 % self.g.ow);
         for kk in 0..kc {
             let cols = self.valid_cols(kx);
             let (mut oy, mut ox) = (oy0, ox0);
@@ -298,21 +291,21 @@ impl PackB for Im2col<'_> {
                 let w = nr.min(nc - q * nr);
                 let mut j = 0;
                 while j < w {
-                    let len = (self.ow - ox).min(w - j);
+                    let len = (self.g.ow - ox).min(w - j);
                     self.fill(&mut row[j..j + len], ci, ky, kx, cols, oy, ox);
                     j += len;
                     ox += len;
-                    if ox == self.ow {
+                    if ox == self.g.ow {
                         (oy, ox) = (oy + 1, 0);
                     }
                 }
                 row[w..].fill(0.0);
             }
             kx += 1;
-            if kx == self.kw {
+            if kx == self.g.kw {
                 kx = 0;
                 ky += 1;
-                if ky == self.kh {
+                if ky == self.g.kh {
                     ky = 0;
                     ci += 1;
                 }
