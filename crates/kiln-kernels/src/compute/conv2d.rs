@@ -4,14 +4,16 @@
 //! weights are the A operand and the output rows are exactly the NCHW planes. `B` is the input
 //! itself for 1x1 / stride 1 / no padding, else the implicit im2col matrix packed straight from
 //! the input. Depthwise layers (`groups == Cin == Cout`) use a direct kernel per channel plane
-//! (`compute/taps.rs`). Large layers split over the method's threads: depthwise layers by
+//! (`compute/taps.rs`), or, when the output is narrow, per block of 16 channels laid out
+//! channels-last (`compute/channel_taps.rs`). Large layers split over the method's threads: depthwise layers by
 //! channels, GEMMs by output channels or by pixels (see [`PackedConv2d::run`]).
 
 use crate::compute::conv::{im2col, Geometry};
 
+use crate::compute::channel_taps::{sum_channels, ChannelPlane, BLOCK};
 use crate::compute::sgemm::{
-    gemm_packed_a_rows, gemm_packed_b_cols, need, out_len, Activation, Bias, ColumnsOf, Epilogue,
-    GemmError, GemmScratch, Im2col, MatRef, PackB, PackedA, PackedB,
+    clamp1, gemm_packed_a_rows, gemm_packed_b_cols, need, out_len, Activation, Bias, ColumnsOf,
+    Epilogue, GemmError, GemmScratch, Im2col, MatRef, PackB, PackedA, PackedB,
 };
 use crate::compute::taps::{row_spans, sum_taps, RowSpan, TapEpilogue, TapPlane, LANES};
 use crate::compute::threads::{split, with_pieces, Threads};
@@ -106,14 +108,19 @@ const PARALLEL_MACS: usize = 1 << 18;
 enum Plan {
     /// One packed weight matrix per group; `pointwise` when B is the input itself.
     Gemm { groups: Vec<PackedA>, pointwise: bool },
-    /// Direct per-channel kernel; weights `[C, kh, kw]` contiguous; see [`Phases`].
-    Depthwise { weight: Vec<f32>, phases: Phases },
+    /// Direct per-channel kernel; weights `[C, kh, kw]` contiguous; see [`Phases`]. Narrow
+    /// outputs run on `blocks` instead.
+    Depthwise { weight: Vec<f32>, phases: Phases, blocks: Option<ChannelBlocks> },
     /// One group and fewer output pixels than a register tile is wide (the last layers of a
     /// CNN at low resolution): the product is computed transposed, pixels as rows and the
     /// packed weights as the right operand, so the tile's width runs over output channels;
     /// the result is transposed into NCHW.
     FewPixels { weight: PackedB },
 }
+
+/// Widest output for which a depthwise convolution runs on [`ChannelBlocks`]: below it, a
+/// row of the per-plane kernel fills a fraction of its vectors (measured on mobilenet_v2).
+const CHANNEL_BLOCKS_MAX_OW: usize = 14;
 
 /// Most output pixels for [`Plan::FewPixels`]: below the narrowest register tile (16).
 const FEW_PIXELS: usize = 16;
@@ -180,7 +187,10 @@ impl PackedConv2d {
             }
         }
         let plan = if g.groups > 1 && cin_g == 1 && cout_g == 1 {
-            Plan::Depthwise { weight: weight.to_vec(), phases: Phases::new(&g, oh, ow)? }
+            let blocks = (ow <= CHANNEL_BLOCKS_MAX_OW)
+                .then(|| ChannelBlocks::new(&g, ow, weight, bias))
+                .transpose()?;
+            Plan::Depthwise { weight: weight.to_vec(), phases: Phases::new(&g, oh, ow)?, blocks }
         } else if g.groups == 1 && oh * ow <= FEW_PIXELS {
             // weight^T: element (k, c) at weight[c * kdim + k].
             let wt = MatRef::new(weight, kdim, g.out_channels, 1, kdim)?;
@@ -247,7 +257,18 @@ impl PackedConv2d {
                 bias: self.bias.as_ref().map(|v| &v[gi * cout_g..][..cout_g]),
             });
             match &self.plan {
-                Plan::Depthwise { weight, phases } => {
+                Plan::Depthwise { phases, blocks: Some(blocks), .. } => {
+                    // Each part takes a run of whole blocks.
+                    let runs = split(g.groups, BLOCK, parts);
+                    let tasks = with_pieces(runs, y_img, ohw).zip(&mut scratch.parts);
+                    threads.for_each(tasks, |((chans, y), part)| {
+                        for (y, c0) in y.chunks_mut(BLOCK * ohw).zip(chans.step_by(BLOCK)) {
+                            let block = Block { conv: self, blocks, spans: &phases.spans, c0 };
+                            block.run(x_img, r_img, y, &mut part.row);
+                        }
+                    });
+                }
+                Plan::Depthwise { weight, phases, blocks: None } => {
                     // Channel planes are independent: each part takes a run of them.
                     let runs = split(g.groups, 1, parts);
                     let tasks = with_pieces(runs, y_img, ohw).zip(&mut scratch.parts);
@@ -384,10 +405,7 @@ impl PackedConv2d {
                 let dst = &mut y[c * ohw + cols.start..][..w];
                 match res {
                     Some(r) => {
-                        let r = &r[c * ohw + cols.start..][..w];
-                        for ((d, &s), &r) in dst.iter_mut().zip(src).zip(r) {
-                            *d = self.act.apply(s + r);
-                        }
+                        add_then_activate(dst, src, &r[c * ohw + cols.start..][..w], self.act)
                     }
                     None => dst.copy_from_slice(src),
                 }
@@ -448,6 +466,19 @@ impl PackedConv2d {
             }
         });
         scratch.outcome()
+    }
+}
+
+/// `dst = act(src + residual)`, the activation matched once so that the common ones (none,
+/// clamp) vectorize.
+fn add_then_activate(dst: &mut [f32], src: &[f32], residual: &[f32], act: Activation) {
+    let sums = dst.iter_mut().zip(src.iter().zip(residual));
+    match act {
+        Activation::None => sums.for_each(|(d, (&s, &r))| *d = s + r),
+        Activation::Clamp { min, max } => {
+            sums.for_each(|(d, (&s, &r))| *d = clamp1(s + r, min, max))
+        }
+        _ => sums.for_each(|(d, (&s, &r))| *d = act.apply(s + r)),
     }
 }
 
@@ -578,6 +609,121 @@ impl Plane<'_> {
     }
 }
 
+/// Depthwise weights and bias regrouped for [`sum_channels`]: block `b` holds channels
+/// `b * BLOCK ..`, as `[kh][kw][BLOCK]` weights and `BLOCK` biases (zero past the last
+/// channel); an input row is laid out as `cols` pixels.
+#[derive(Debug)]
+struct ChannelBlocks {
+    weights: Vec<f32>,
+    bias: Vec<f32>,
+    cols: usize,
+}
+
+impl ChannelBlocks {
+    fn new(
+        g: &Conv2dGeometry,
+        ow: usize,
+        weight: &[f32],
+        bias: Option<&[f32]>,
+    ) -> Result<ChannelBlocks, GemmError> {
+        let (c, kk) = (g.groups, g.kh * g.kw);
+        let blocks = c.div_ceil(BLOCK);
+        let mut weights = vec![0f32; mul(mul(blocks, kk)?, BLOCK)?];
+        for (ch, taps) in weight.chunks_exact(kk).enumerate() {
+            let (b, l) = (ch / BLOCK, ch % BLOCK);
+            for (t, &w) in taps.iter().enumerate() {
+                weights[(b * kk + t) * BLOCK + l] = w;
+            }
+        }
+        let mut padded = vec![0f32; blocks * BLOCK];
+        if let Some(bias) = bias {
+            padded[..c].copy_from_slice(bias);
+        }
+        let cols = mul(ow - 1, g.stride[1])?
+            .checked_add(mul(g.kw - 1, g.dilation[1])?)
+            .and_then(|v| v.checked_add(1))
+            .ok_or(GemmError::Overflow("conv2d"))?;
+        mul(mul(cols, BLOCK)?, g.in_h)?;
+        Ok(ChannelBlocks { weights, bias: padded, cols })
+    }
+}
+
+/// One block of a depthwise convolution on [`ChannelBlocks`]: channels `c0..` (at most
+/// [`BLOCK`], as many as its output holds planes).
+struct Block<'a> {
+    conv: &'a PackedConv2d,
+    blocks: &'a ChannelBlocks,
+    spans: &'a [RowSpan],
+    c0: usize,
+}
+
+impl Block<'_> {
+    /// Lays the block's input planes out channels-last in `scratch`, sums them, and writes
+    /// the planes of `out` (NCHW) with the residual and activation.
+    fn run(&self, x: &[f32], res: Option<&[f32]>, out: &mut [f32], scratch: &mut Vec<f32>) {
+        let (conv, blocks) = (self.conv, self.blocks);
+        let g = &conv.g;
+        let (h, w, ohw) = (g.in_h, g.in_w, conv.oh * conv.ow);
+        let (cols, pad) = (blocks.cols, g.padding[1]);
+        let n = out.len() / ohw;
+        let (plane_len, out_len) = (h * cols * BLOCK, ohw * BLOCK);
+        // Every value read is written first (lanes past `n` are never stored): only grows.
+        if scratch.len() < plane_len + out_len {
+            scratch.resize(plane_len + out_len, 0.0);
+        }
+        let (plane, sums) = scratch.split_at_mut(plane_len);
+        let sums = &mut sums[..out_len];
+        // Input columns inside the padded row (the ones past it are never read).
+        let inside = w.min(cols.saturating_sub(pad));
+        for (r, row) in plane.chunks_exact_mut(cols * BLOCK).enumerate() {
+            row[..pad.min(cols) * BLOCK].fill(0.0);
+            row[(pad + inside).min(cols) * BLOCK..].fill(0.0);
+            for c in 0..n {
+                let src = &x[((self.c0 + c) * h + r) * w..][..inside];
+                for (px, &v) in row[pad * BLOCK..].chunks_exact_mut(BLOCK).zip(src) {
+                    px[c] = v;
+                }
+            }
+        }
+        let b = self.c0 / BLOCK;
+        let kk = g.kh * g.kw;
+        let channel_plane = ChannelPlane {
+            data: plane,
+            cols,
+            spans: self.spans,
+            dilation_h: g.dilation[0],
+            stride_w: g.stride[1],
+            dilation_w: g.dilation[1],
+            weights: &blocks.weights[b * kk * BLOCK..][..kk * BLOCK],
+            kw: g.kw,
+        };
+        let bias: &[f32; BLOCK] =
+            blocks.bias[b * BLOCK..][..BLOCK].try_into().expect("BLOCK biases per block");
+        let clamp = match conv.act {
+            Activation::Clamp { min, max } => Some((min, max)),
+            _ => None,
+        };
+        // With a residual, the clamp comes after it, below.
+        sum_channels(sums, conv.ow, &channel_plane, bias, clamp.filter(|_| res.is_none()));
+        for (c, y) in out.chunks_exact_mut(ohw).enumerate() {
+            for (o, px) in y.iter_mut().zip(sums.chunks_exact(BLOCK)) {
+                *o = px[c];
+            }
+            if let Some(r) = res {
+                for (o, &r) in y.iter_mut().zip(&r[(self.c0 + c) * ohw..][..ohw]) {
+                    let v = *o + r;
+                    *o = clamp.map_or(v, |(lo, hi)| clamp1(v, lo, hi));
+                }
+            }
+            if !matches!(conv.act, Activation::None | Activation::Clamp { .. }) {
+                for o in y.iter_mut() {
+                    *o = conv.act.apply(*o);
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -646,7 +792,7 @@ mod tests {
         let k = [1, 3, 5, 7][rng.usize(0..4)];
         let groups = [1, 1, 2, 3, 4, 0][rng.usize(0..6)]; // 0: depthwise
         let (cin, cout) = if groups == 0 {
-            let c = rng.usize(1..9);
+            let c = rng.usize(1..40); // channel blocks of 16 and a partial one
             (c, c)
         } else {
             (groups * rng.usize(1..5), groups * rng.usize(1..7))
@@ -665,6 +811,17 @@ mod tests {
         }
     }
 
+    impl PackedConv2d {
+        /// The same convolution with a depthwise plan on channel blocks (`on`) or on planes.
+        fn with_channel_blocks(mut self, on: bool) -> Self {
+            let PackedConv2d { g, ow, plan, bias, .. } = &mut self;
+            if let Plan::Depthwise { weight, blocks, .. } = plan {
+                *blocks = on.then(|| ChannelBlocks::new(g, *ow, weight, bias.as_deref()).unwrap());
+            }
+            self
+        }
+    }
+
     #[test]
     fn packed_conv_matches_direct_reference() {
         let mut rng = fastrand::Rng::with_seed(0xc0);
@@ -676,7 +833,7 @@ mod tests {
             Activation::Silu,
             Activation::Gelu,
         ];
-        let (mut tested, mut depthwise, mut pointwise) = (0, 0, 0);
+        let (mut tested, mut depthwise, mut pointwise, mut on_blocks) = (0, 0, 0, 0);
         let mut scratch = ConvScratch::default();
         let threads = Threads::default();
         while tested < 300 {
@@ -705,6 +862,16 @@ mod tests {
             let res = if rng.bool() { Some(&res[..]) } else { None };
             let mut out = vec![f32::NAN; n];
             conv.run(batch, &x, res, &mut out, &mut scratch, &threads).unwrap();
+            if let Plan::Depthwise { blocks, .. } = &conv.plan {
+                // Both depthwise kernels give the same bits.
+                let on = blocks.is_none();
+                let other = conv.with_channel_blocks(on);
+                let mut again = vec![f32::NAN; n];
+                other.run(batch, &x, res, &mut again, &mut scratch, &threads).unwrap();
+                let same = out.iter().zip(&again).all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "{g:?} {act:?}: channel blocks and planes differ");
+                on_blocks += 1;
+            }
             let (want, mag) = conv_ref(&g, (oh, ow), batch, &x, &w, bias, res);
             for i in 0..n {
                 let k = (g.in_channels / g.groups) * g.kh * g.kw;
@@ -718,6 +885,7 @@ mod tests {
             tested += 1;
         }
         assert!(depthwise > 20 && pointwise > 10, "{depthwise} depthwise, {pointwise} 1x1");
+        assert_eq!(on_blocks, depthwise);
     }
 
     #[test]
@@ -744,6 +912,15 @@ mod tests {
             groups: 67,
             ..base
         };
+        // On channel blocks, the last one partial.
+        let narrow_depthwise = Conv2dGeometry {
+            in_channels: 601,
+            out_channels: 601,
+            groups: 601,
+            in_h: 14,
+            in_w: 14,
+            ..depthwise
+        };
         let pointwise = Conv2dGeometry { kh: 1, kw: 1, padding: [0, 0], in_h: 40, ..base };
         let few_pixels = Conv2dGeometry {
             in_channels: 256,
@@ -754,13 +931,15 @@ mod tests {
             ..base
         };
         let pools: Vec<Threads> = [1, 2, 3].map(|n| Threads::new(n).unwrap()).into();
-        for g in [base, depthwise, pointwise, few_pixels] {
+        for g in [base, depthwise, narrow_depthwise, pointwise, few_pixels] {
             let wlen = g.out_channels * (g.in_channels / g.groups) * g.kh * g.kw;
             let w: Vec<f32> = (0..wlen).map(|_| rng.f32() - 0.5).collect();
             let bias: Vec<f32> = (0..g.out_channels).map(|_| rng.f32() - 0.5).collect();
             let act = Activation::Clamp { min: 0.0, max: 6.0 };
             let conv = PackedConv2d::new(g, &w, Some(&bias), act).unwrap();
             assert_eq!(g == few_pixels, matches!(conv.plan, Plan::FewPixels { .. }));
+            let on_blocks = matches!(conv.plan, Plan::Depthwise { blocks: Some(_), .. });
+            assert_eq!(g == narrow_depthwise, on_blocks);
             let (oh, ow) = conv.out_hw();
             let macs = g.out_channels * oh * ow * (g.in_channels / g.groups) * g.kh * g.kw;
             assert!(macs >= PARALLEL_MACS, "{g:?} is too small to split");

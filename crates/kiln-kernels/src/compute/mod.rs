@@ -2,6 +2,7 @@
 //! (packed-at-load) f32 kernels of the compile stage: [`sgemm`], [`conv2d`], [`linear`]; and
 //! the worker threads they split large layers over ([`threads`]).
 
+pub(crate) mod channel_taps;
 pub mod conv;
 pub mod conv2d;
 pub mod depthwise;

@@ -26,6 +26,7 @@ pub use epilogue::{Activation, Bias, Epilogue};
 pub use kernel::{available, selected, Kernel};
 pub use pack::{ColumnsOf, Im2col, MatRef, PackB};
 
+pub(crate) use kernel::clamp1;
 pub(crate) use pack::out_len;
 
 use epilogue::activate_tile;
