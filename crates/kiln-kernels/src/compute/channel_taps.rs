@@ -9,7 +9,7 @@
 //! One body, compiled for AVX-512F, for AVX2+FMA and portably, gives the same bits on each.
 #![allow(unsafe_code)]
 
-use super::taps::RowSpan;
+use super::taps::{clamp_as_vectors, RowSpan};
 
 /// Channels per block: one AVX-512 vector.
 pub(crate) const BLOCK: usize = 16;
@@ -176,9 +176,7 @@ fn sum_pixels<const N: usize>(
         for l in 0..BLOCK {
             let mut v = acc[l] + bias[l];
             if let Some((lo, hi)) = clamp {
-                // As `_mm512_max_ps(lo, v)` then `_mm512_min_ps(hi, v)`: NaN passes.
-                v = if lo > v { lo } else { v };
-                v = if hi < v { hi } else { v };
+                v = clamp_as_vectors(v, lo, hi);
             }
             out[l] = v;
         }

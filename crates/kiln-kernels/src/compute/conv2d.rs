@@ -15,7 +15,9 @@ use crate::compute::sgemm::{
     clamp1, gemm_packed_a_rows, gemm_packed_b_cols, need, out_len, Activation, Bias, ColumnsOf,
     Epilogue, GemmError, GemmScratch, Im2col, MatRef, PackB, PackedA, PackedB,
 };
-use crate::compute::taps::{row_spans, sum_taps, RowSpan, TapEpilogue, TapPlane, LANES};
+use crate::compute::taps::{
+    clamp_as_vectors, row_spans, sum_taps, RowSpan, TapEpilogue, TapPlane, LANES,
+};
 use crate::compute::threads::{split, with_pieces, Threads};
 
 /// Shape parameters of a convolution (PyTorch `conv2d` arguments).
@@ -595,13 +597,10 @@ impl Plane<'_> {
             weights: self.weight,
             taps: &self.phases.taps,
         };
-        let clamp = match self.act {
-            Activation::Clamp { min, max } => Some((min, max)),
-            _ => None,
-        };
+        let clamp = self.act.clamp();
         let out = &mut out[..self.oh * ow];
         sum_taps(out, ow, plane, TapEpilogue { bias: self.bias, residual: res, clamp });
-        if !matches!(self.act, Activation::None | Activation::Clamp { .. }) {
+        if self.act.is_pointwise_pass() {
             for d in out.iter_mut() {
                 *d = self.act.apply(*d);
             }
@@ -699,10 +698,7 @@ impl Block<'_> {
         };
         let bias: &[f32; BLOCK] =
             blocks.bias[b * BLOCK..][..BLOCK].try_into().expect("BLOCK biases per block");
-        let clamp = match conv.act {
-            Activation::Clamp { min, max } => Some((min, max)),
-            _ => None,
-        };
+        let clamp = conv.act.clamp();
         // With a residual, the clamp comes after it, below.
         sum_channels(sums, conv.ow, &channel_plane, bias, clamp.filter(|_| res.is_none()));
         for (c, y) in out.chunks_exact_mut(ohw).enumerate() {
@@ -712,10 +708,10 @@ impl Block<'_> {
             if let Some(r) = res {
                 for (o, &r) in y.iter_mut().zip(&r[(self.c0 + c) * ohw..][..ohw]) {
                     let v = *o + r;
-                    *o = clamp.map_or(v, |(lo, hi)| clamp1(v, lo, hi));
+                    *o = clamp.map_or(v, |(lo, hi)| clamp_as_vectors(v, lo, hi));
                 }
             }
-            if !matches!(conv.act, Activation::None | Activation::Clamp { .. }) {
+            if conv.act.is_pointwise_pass() {
                 for o in y.iter_mut() {
                     *o = conv.act.apply(*o);
                 }

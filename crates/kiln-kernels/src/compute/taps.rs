@@ -150,6 +150,19 @@ pub(crate) fn sum_taps(out: &mut [f32], ow: usize, plane: TapPlane<'_>, ep: TapE
     sum_taps_portable(out, ow, plane, ep)
 }
 
+/// `min(max(v, lo), hi)` exactly as `_mm512_max_ps(lo, v)` then `_mm512_min_ps(hi, v)`
+/// compute it (each returns its second operand when the comparison fails): NaN passes, and
+/// the scalar paths give the vector paths' bits, signed zeros included.
+#[inline(always)]
+pub(crate) fn clamp_as_vectors(v: f32, lo: f32, hi: f32) -> f32 {
+    let v = if lo > v { lo } else { v };
+    if hi < v {
+        hi
+    } else {
+        v
+    }
+}
+
 /// The residual of output row `oy`.
 #[inline(always)]
 fn row_residual<'a>(ep: TapEpilogue<'a>, oy: usize, ow: usize) -> TapEpilogue<'a> {
@@ -165,9 +178,7 @@ fn finish(sums: &[f32; LANES], c: usize, out: &mut [f32], ep: TapEpilogue<'_>) {
             v += r[c * LANES + j];
         }
         if let Some((lo, hi)) = ep.clamp {
-            // As `_mm512_max_ps(lo, v)` then `_mm512_min_ps(hi, v)`: NaN passes.
-            v = if lo > v { lo } else { v };
-            v = if hi < v { hi } else { v };
+            v = clamp_as_vectors(v, lo, hi);
         }
         *o = v;
     }
