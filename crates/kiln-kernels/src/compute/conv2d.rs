@@ -10,10 +10,11 @@
 
 use crate::compute::conv::{im2col, Geometry};
 
-use crate::compute::channel_taps::{sum_channels, ChannelPlane, BLOCK};
+use crate::compute::channel_taps::{sum_channels, ChannelOut, ChannelPlane, BLOCK};
 use crate::compute::sgemm::{
-    clamp1, gemm_packed_a_rows, gemm_packed_b_cols, need, out_len, Activation, Bias, ColumnsOf,
-    Epilogue, GemmError, GemmScratch, Im2col, MatRef, PackB, PackedA, PackedB,
+    clamp1, gemm_packed_a_rows, gemm_packed_b_at, gemm_packed_b_cols, need, out_len, selected,
+    Activation, Bias, ColumnsOf, Epilogue, GemmError, GemmScratch, Im2col, MatRef, PackB, PackedA,
+    PackedB,
 };
 use crate::compute::taps::{
     clamp_as_vectors, row_spans, sum_taps, RowSpan, TapEpilogue, TapPlane, LANES,
@@ -61,6 +62,25 @@ impl Conv2dGeometry {
             dil: self.dilation,
         }
     }
+}
+
+/// How the values of an `[N, C, H, W]` activation lie in memory.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Layout {
+    /// Channel planes (PyTorch's contiguous layout).
+    #[default]
+    Nchw,
+    /// Channels-last: the channels of each pixel together.
+    Nhwc,
+}
+
+/// The layouts a convolution reads its input and writes its output (and residual) in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Layouts {
+    /// The input's layout.
+    pub input: Layout,
+    /// The output's (and the residual's) layout.
+    pub output: Layout,
 }
 
 /// Reusable buffers of [`PackedConv2d::run`]: one set per thread, and the im2col matrix of a
@@ -118,6 +138,9 @@ enum Plan {
     /// packed weights as the right operand, so the tile's width runs over output channels;
     /// the result is transposed into NCHW.
     FewPixels { weight: PackedB },
+    /// One group written channels-last: the product with pixels as rows and the packed
+    /// weights as the right operand is the NHWC output itself.
+    PixelRows { weight: PackedB },
 }
 
 /// Widest output for which a depthwise convolution runs on [`ChannelBlocks`]: below it, a
@@ -134,8 +157,19 @@ pub struct PackedConv2d {
     oh: usize,
     ow: usize,
     plan: Plan,
+    layouts: Layouts,
     bias: Option<Vec<f32>>,
     act: Activation,
+}
+
+/// A 1x1 convolution whose product's right operand is the input itself.
+fn is_pointwise(g: &Conv2dGeometry) -> bool {
+    g.kh == 1 && g.kw == 1 && g.stride == [1, 1] && g.padding == [0, 0]
+}
+
+/// One input and one output channel per group.
+fn is_depthwise(g: &Conv2dGeometry) -> bool {
+    g.groups > 1 && g.in_channels == g.groups && g.out_channels == g.groups
 }
 
 /// `a * b`, an error on overflow.
@@ -153,6 +187,33 @@ impl PackedConv2d {
         weight: &[f32],
         bias: Option<&[f32]>,
         act: Activation,
+    ) -> Result<Self, GemmError> {
+        Self::with_layouts(g, weight, bias, act, Layouts::default())
+    }
+
+    /// Whether a convolution of geometry `g` can run with `layouts`. Every convolution runs
+    /// NCHW to NCHW. A pointwise one (1x1, stride 1, no padding, one group) takes and writes
+    /// either layout; any other one-group convolution reads NCHW and writes either; a
+    /// depthwise one whose channels fill whole blocks of 16 runs NHWC to NHWC.
+    pub fn supports(g: &Conv2dGeometry, layouts: Layouts) -> bool {
+        match layouts {
+            Layouts { input: Layout::Nchw, output: Layout::Nchw } => true,
+            _ if g.groups == 1 => is_pointwise(g) || layouts.input == Layout::Nchw,
+            Layouts { input: Layout::Nhwc, output: Layout::Nhwc } => {
+                is_depthwise(g) && g.groups.is_multiple_of(BLOCK)
+            }
+            _ => false,
+        }
+    }
+
+    /// [`PackedConv2d::new`] for activations in `layouts`; an error when the convolution does
+    /// not [support](PackedConv2d::supports) them.
+    pub fn with_layouts(
+        g: Conv2dGeometry,
+        weight: &[f32],
+        bias: Option<&[f32]>,
+        act: Activation,
+        layouts: Layouts,
     ) -> Result<Self, GemmError> {
         if [g.in_channels, g.in_h, g.in_w, g.out_channels, g.kh, g.kw, g.groups].contains(&0) {
             return Err(GemmError::Invalid("conv2d: zero size"));
@@ -188,13 +249,19 @@ impl PackedConv2d {
                 });
             }
         }
-        let plan = if g.groups > 1 && cin_g == 1 && cout_g == 1 {
-            let blocks = (ow <= CHANNEL_BLOCKS_MAX_OW)
+        if !Self::supports(&g, layouts) {
+            return Err(GemmError::Invalid("conv2d: layouts this convolution does not support"));
+        }
+        let plan = if is_depthwise(&g) {
+            let blocks = (ow <= CHANNEL_BLOCKS_MAX_OW || layouts.input == Layout::Nhwc)
                 .then(|| ChannelBlocks::new(&g, ow, weight, bias))
                 .transpose()?;
             Plan::Depthwise { weight: weight.to_vec(), phases: Phases::new(&g, oh, ow)?, blocks }
-        } else if g.groups == 1 && oh * ow <= FEW_PIXELS {
+        } else if g.groups == 1 && layouts.output == Layout::Nhwc {
             // weight^T: element (k, c) at weight[c * kdim + k].
+            let wt = MatRef::new(weight, kdim, g.out_channels, 1, kdim)?;
+            Plan::PixelRows { weight: PackedB::new(wt)? }
+        } else if g.groups == 1 && oh * ow <= FEW_PIXELS && layouts.input == Layout::Nchw {
             let wt = MatRef::new(weight, kdim, g.out_channels, 1, kdim)?;
             Plan::FewPixels { weight: PackedB::new(wt)? }
         } else {
@@ -202,10 +269,9 @@ impl PackedConv2d {
                 .chunks_exact(cout_g * kdim)
                 .map(|w| PackedA::new(MatRef::new(w, cout_g, kdim, kdim, 1)?))
                 .collect::<Result<Vec<_>, _>>()?;
-            let pointwise = g.kh == 1 && g.kw == 1 && g.stride == [1, 1] && g.padding == [0, 0];
-            Plan::Gemm { groups, pointwise }
+            Plan::Gemm { groups, pointwise: is_pointwise(&g) }
         };
-        Ok(PackedConv2d { g, oh, ow, plan, bias: bias.map(<[f32]>::to_vec), act })
+        Ok(PackedConv2d { g, oh, ow, plan, layouts, bias: bias.map(<[f32]>::to_vec), act })
     }
 
     /// Output height and width.
@@ -213,10 +279,10 @@ impl PackedConv2d {
         (self.oh, self.ow)
     }
 
-    /// Runs the convolution: `input` is NCHW contiguous `[batch, Cin, H, W]`, `out` NCHW
-    /// contiguous `[batch, Cout, OH, OW]`; `residual` (if any) has the shape of `out` and is
-    /// added before the activation. Large layers split their output channels over `threads`
-    /// (the same bits for any thread count). An error (nothing written) when a slice is short
+    /// Runs the convolution: `input` is `[batch, Cin, H, W]`, `out` `[batch, Cout, OH, OW]`,
+    /// each contiguous in its layout of [`PackedConv2d::with_layouts`]; `residual` (if any) is
+    /// laid out as `out` and added before the activation. Large layers split their work over
+    /// `threads` (the same bits for any thread count). An error (nothing written) when a slice is short
     /// or a size overflows.
     pub fn run(
         &self,
@@ -259,6 +325,23 @@ impl PackedConv2d {
                 bias: self.bias.as_ref().map(|v| &v[gi * cout_g..][..cout_g]),
             });
             match &self.plan {
+                Plan::Depthwise { phases, blocks: Some(blocks), .. }
+                    if self.layouts.input == Layout::Nhwc =>
+                {
+                    // Each part takes a run of output rows, every block of them.
+                    let runs = split(self.oh, 1, parts);
+                    let tasks = with_pieces(runs, y_img, self.ow * g.groups);
+                    threads.for_each(tasks, |(rows, y)| {
+                        self.depthwise_rows(
+                            blocks,
+                            &phases.spans[rows.clone()],
+                            x_img,
+                            r_img,
+                            rows.start,
+                            y,
+                        )
+                    });
+                }
                 Plan::Depthwise { phases, blocks: Some(blocks), .. } => {
                     // Each part takes a run of whole blocks.
                     let runs = split(g.groups, BLOCK, parts);
@@ -306,6 +389,21 @@ impl PackedConv2d {
                         }
                     }
                 }
+                Plan::PixelRows { weight } => {
+                    let (cout, mr) = (g.out_channels, selected().mr);
+                    let runs = split(ohw, mr, parts.min(ohw.div_ceil(mr)));
+                    let tasks = with_pieces(runs, y_img, cout).zip(&mut scratch.parts);
+                    let bias = self.bias.as_deref().map_or(Bias::None, Bias::PerCol);
+                    threads.for_each(tasks, |((rows, y), part)| {
+                        let res = r_img.map(|r| &r[rows.start * cout..][..rows.len() * cout]);
+                        let ep = Epilogue { bias, residual: res, act: self.act };
+                        part.result = self.with_source(x_img, is_pointwise(g), |src| {
+                            let at = ColumnsOf::new(src, rows)?;
+                            gemm_packed_b_at(&at, weight, y, cout, &ep, &mut part.gemm)
+                        });
+                    });
+                    scratch.outcome()?;
+                }
                 Plan::FewPixels { weight } => {
                     let parts = parts.min(weight.n().div_ceil(weight.panel_cols()));
                     for io in groups {
@@ -315,6 +413,50 @@ impl PackedConv2d {
             }
         }
         Ok(())
+    }
+
+    /// Output rows `row0..` of an NHWC depthwise convolution into `y` (those rows), every
+    /// block of channels in turn; `spans` are those rows' input rows.
+    fn depthwise_rows(
+        &self,
+        blocks: &ChannelBlocks,
+        spans: &[RowSpan],
+        x: &[f32],
+        res: Option<&[f32]>,
+        row0: usize,
+        y: &mut [f32],
+    ) {
+        let g = &self.g;
+        let (c, kk) = (g.groups, g.kh * g.kw);
+        let clamp = self.act.clamp();
+        for b in 0..c / BLOCK {
+            let plane = ChannelPlane {
+                data: &x[b * BLOCK..],
+                row_stride: g.in_w * c,
+                pixel_stride: c,
+                cols: g.in_w,
+                pad: g.padding[1],
+                spans,
+                dilation_h: g.dilation[0],
+                stride_w: g.stride[1],
+                dilation_w: g.dilation[1],
+                weights: &blocks.weights[b * kk * BLOCK..][..kk * BLOCK],
+                kw: g.kw,
+            };
+            let bias = blocks.bias[b * BLOCK..][..BLOCK].try_into().expect("BLOCK biases");
+            let out = ChannelOut {
+                out: &mut y[b * BLOCK..],
+                residual: res.map(|r| &r[row0 * self.ow * c + b * BLOCK..]),
+                pixel_stride: c,
+                ow: self.ow,
+            };
+            sum_channels(out, &plane, bias, clamp);
+        }
+        if self.act.is_pointwise_pass() {
+            for o in y.iter_mut() {
+                *o = self.act.apply(*o);
+            }
+        }
     }
 
     /// The right operand of one group's product: the input itself (pointwise) or its lazy
@@ -327,7 +469,10 @@ impl PackedConv2d {
     ) -> Result<R, GemmError> {
         let g = &self.g;
         let (cin_g, ohw) = (g.in_channels / g.groups, self.oh * self.ow);
-        if pointwise {
+        if pointwise && self.layouts.input == Layout::Nhwc {
+            // Channel `c` of pixel `p` at x[p * Cin + c].
+            f(&MatRef::new(x, cin_g, ohw, 1, cin_g)?)
+        } else if pointwise {
             f(&MatRef::new(x, cin_g, ohw, ohw, 1)?)
         } else {
             let geometry = [cin_g, g.in_h, g.in_w];
@@ -688,7 +833,10 @@ impl Block<'_> {
         let kk = g.kh * g.kw;
         let channel_plane = ChannelPlane {
             data: plane,
+            row_stride: cols * BLOCK,
+            pixel_stride: BLOCK,
             cols,
+            pad: 0,
             spans: self.spans,
             dilation_h: g.dilation[0],
             stride_w: g.stride[1],
@@ -700,7 +848,9 @@ impl Block<'_> {
             blocks.bias[b * BLOCK..][..BLOCK].try_into().expect("BLOCK biases per block");
         let clamp = conv.act.clamp();
         // With a residual, the clamp comes after it, below.
-        sum_channels(sums, conv.ow, &channel_plane, bias, clamp.filter(|_| res.is_none()));
+        let sums = ChannelOut { out: sums, residual: None, pixel_stride: BLOCK, ow: conv.ow };
+        sum_channels(sums, &channel_plane, bias, clamp.filter(|_| res.is_none()));
+        let sums = &scratch[plane_len..][..out_len];
         for (c, y) in out.chunks_exact_mut(ohw).enumerate() {
             for (o, px) in y.iter_mut().zip(sums.chunks_exact(BLOCK)) {
                 *o = px[c];
@@ -829,7 +979,7 @@ mod tests {
             Activation::Silu,
             Activation::Gelu,
         ];
-        let (mut tested, mut depthwise, mut pointwise, mut on_blocks) = (0, 0, 0, 0);
+        let (mut tested, mut depthwise, mut pointwise, mut on_blocks, mut nhwc) = (0, 0, 0, 0, 0);
         let mut scratch = ConvScratch::default();
         let threads = Threads::default();
         while tested < 300 {
@@ -837,16 +987,27 @@ mod tests {
             if rng.usize(0..6) == 0 {
                 (g.kh, g.kw, g.stride, g.padding) = (1, 1, [1, 1], [0, 0]);
             }
+            let act = acts[rng.usize(0..acts.len())];
+            // Depthwise layers with whole blocks of channels, so NHWC ones are made.
+            if g.groups > 1 && g.groups == g.in_channels && rng.usize(0..3) == 0 {
+                let c = BLOCK * rng.usize(1..3);
+                (g.in_channels, g.out_channels, g.groups) = (c, c, c);
+            }
             let wlen = g.out_channels * (g.in_channels / g.groups) * g.kh * g.kw;
             let w: Vec<f32> = (0..wlen).map(|_| rng.f32() - 0.5).collect();
             let bias: Vec<f32> = (0..g.out_channels).map(|_| rng.f32() - 0.5).collect();
-            let act = acts[rng.usize(0..acts.len())];
             let bias = if rng.bool() { Some(&bias[..]) } else { None };
-            let conv = match PackedConv2d::new(g, &w, bias, act) {
+            let layouts = [Layout::Nchw, Layout::Nhwc]
+                .map(|l| [l, Layout::Nchw, Layout::Nhwc].map(|o| Layouts { input: l, output: o }));
+            let supported: Vec<Layouts> =
+                layouts.into_iter().flatten().filter(|l| PackedConv2d::supports(&g, *l)).collect();
+            let layout = supported[rng.usize(0..supported.len())];
+            let conv = match PackedConv2d::with_layouts(g, &w, bias, act, layout) {
                 Ok(c) => c,
                 Err(GemmError::Invalid(_)) => continue, // kernel larger than the padded input
                 Err(e) => panic!("{g:?}: {e}"),
             };
+            nhwc += (layout != Layouts::default()) as usize;
             depthwise += matches!(conv.plan, Plan::Depthwise { .. }) as usize;
             pointwise += matches!(conv.plan, Plan::Gemm { pointwise: true, .. }) as usize;
             let batch = rng.usize(1..3);
@@ -857,8 +1018,23 @@ mod tests {
             let res: Vec<f32> = (0..n).map(|_| rng.f32() - 0.5).collect();
             let res = if rng.bool() { Some(&res[..]) } else { None };
             let mut out = vec![f32::NAN; n];
-            conv.run(batch, &x, res, &mut out, &mut scratch, &threads).unwrap();
-            if let Plan::Depthwise { blocks, .. } = &conv.plan {
+            let (cin, cout) = (g.in_channels, g.out_channels);
+            if layout.output == Layout::Nhwc {
+                let x = if layout.input == Layout::Nhwc {
+                    to_nhwc(&x, cin, g.in_h * g.in_w)
+                } else {
+                    x.clone()
+                };
+                let r = res.map(|r| to_nhwc(r, cout, oh * ow));
+                conv.run(batch, &x, r.as_deref(), &mut out, &mut scratch, &threads).unwrap();
+                out = to_nchw(&out, cout, oh * ow);
+            } else if layout.input == Layout::Nhwc {
+                let x = to_nhwc(&x, cin, g.in_h * g.in_w);
+                conv.run(batch, &x, res, &mut out, &mut scratch, &threads).unwrap();
+            } else {
+                conv.run(batch, &x, res, &mut out, &mut scratch, &threads).unwrap();
+            }
+            if let (Plan::Depthwise { blocks, .. }, Layout::Nchw) = (&conv.plan, layout.input) {
                 // Both depthwise kernels give the same bits.
                 let on = blocks.is_none();
                 let other = conv.with_channel_blocks(on);
@@ -881,7 +1057,33 @@ mod tests {
             tested += 1;
         }
         assert!(depthwise > 20 && pointwise > 10, "{depthwise} depthwise, {pointwise} 1x1");
-        assert_eq!(on_blocks, depthwise);
+        assert!(on_blocks > 20 && nhwc > 50, "{on_blocks} on blocks, {nhwc} NHWC");
+    }
+
+    /// Images `[n, c, p]` (`p` pixels) as `[n, p, c]`.
+    fn to_nhwc(x: &[f32], c: usize, p: usize) -> Vec<f32> {
+        let mut y = vec![0f32; x.len()];
+        for (img, out) in x.chunks_exact(c * p).zip(y.chunks_exact_mut(c * p)) {
+            for ch in 0..c {
+                for px in 0..p {
+                    out[px * c + ch] = img[ch * p + px];
+                }
+            }
+        }
+        y
+    }
+
+    /// Images `[n, p, c]` as `[n, c, p]`.
+    fn to_nchw(x: &[f32], c: usize, p: usize) -> Vec<f32> {
+        let mut y = vec![0f32; x.len()];
+        for (img, out) in x.chunks_exact(c * p).zip(y.chunks_exact_mut(c * p)) {
+            for ch in 0..c {
+                for px in 0..p {
+                    out[ch * p + px] = img[px * c + ch];
+                }
+            }
+        }
+        y
     }
 
     #[test]

@@ -8,6 +8,7 @@ pub mod conv2d;
 pub mod depthwise;
 pub mod gemm;
 pub mod linear;
+pub mod max_pool;
 pub mod peak;
 pub mod sgemm;
 pub mod special;

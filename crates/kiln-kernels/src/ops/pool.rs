@@ -2,6 +2,7 @@
 //! `upsample_nearest2d`, `upsample_bilinear2d`. Inputs are `[N, C, H, W]` or `[C, H, W]`, in
 //! any dim order; values accumulate in `f64`.
 
+use crate::compute::max_pool::pool_len;
 use crate::compute::threads::{split, Threads};
 use crate::dtype::DType;
 use crate::error::KernelError;
@@ -73,7 +74,7 @@ fn pair(
     Ok([p[0] as usize, p[1] as usize])
 }
 
-/// PyTorch's `pooling_output_shape`.
+/// PyTorch's `pooling_output_shape` ([`pool_len`]), with the error it raises.
 fn pool_out(
     ctx: &KernelContext,
     input: usize,
@@ -83,21 +84,13 @@ fn pool_out(
     dil: usize,
     ceil: bool,
 ) -> Result<usize, KernelError> {
-    let span = dil * (k - 1) + 1;
-    let num = (input + 2 * pad).checked_sub(span).ok_or_else(|| {
+    pool_len(input, k, pad, stride, dil, ceil).ok_or_else(|| {
+        let span = dil.saturating_mul(k.saturating_sub(1)).saturating_add(1);
         ctx.invalid(
             "kernel_size",
             format!("kernel span {span} exceeds padded input {}", input + 2 * pad),
         )
-    })?;
-    let mut out = num / stride + 1;
-    if ceil && num % stride != 0 {
-        out += 1;
-        if (out - 1) * stride >= input + pad {
-            out -= 1;
-        }
-    }
-    Ok(out)
+    })
 }
 
 fn max_pool(
@@ -217,6 +210,9 @@ fn max_pool_f32(
         (*o, *ix) = (rest_o, rest_i);
         Some((run, mine_o, mine_i))
     });
+    // Output columns whose windows lie inside the row: they run LANES at a time.
+    let inner_end = (g.w + p[1]).checked_sub((k[1] - 1) * d[1] + 1).map_or(0, |v| v / s[1] + 1);
+    let inner = p[1].div_ceil(s[1]).min(w.ow)..inner_end.min(w.ow);
     threads.for_each(tasks, |(run, o, ix)| {
         let mut at = 0usize;
         for plane in run {
@@ -227,36 +223,108 @@ fn max_pool_f32(
                 while hs < 0 {
                     hs += d[0] as isize;
                 }
-                for xo in 0..w.ow {
+                let rows = (hs as usize..he.max(hs) as usize).step_by(d[0]);
+                let mut xo = 0;
+                while xo < w.ow {
+                    if inner.contains(&xo) && xo + LANES <= inner.end {
+                        let (o, ix) = (&mut o[at..][..LANES], &mut ix[at..][..LANES]);
+                        window_lanes(v, base, g, w, hs as usize, rows.clone(), xo, o, ix);
+                        (xo, at) = (xo + LANES, at + LANES);
+                        continue;
+                    }
                     let mut ws = (xo * s[1]) as isize - p[1] as isize;
                     let we = (ws + ((k[1] - 1) * d[1] + 1) as isize).min(g.w as isize);
                     while ws < 0 {
                         ws += d[1] as isize;
                     }
-                    let mut best = f32::NEG_INFINITY;
-                    let mut bi = hs as usize * g.w + ws as usize;
-                    let mut yy = hs;
-                    while yy < he {
-                        let row = base + yy as usize * g.st[2];
+                    let mut m = WindowMax::new(hs as usize * g.w + ws as usize);
+                    for yy in rows.clone() {
+                        let row = base + yy * g.st[2];
                         let mut xx = ws;
                         while xx < we {
-                            let val = v[row + xx as usize * g.st[3]];
-                            if val > best || val.is_nan() {
-                                best = val;
-                                bi = yy as usize * g.w + xx as usize;
-                            }
+                            m.visit(v[row + xx as usize * g.st[3]], yy * g.w + xx as usize);
                             xx += d[1] as isize;
                         }
-                        yy += d[0] as isize;
                     }
-                    o[at] = best;
-                    ix[at] = bi as i64;
-                    at += 1;
+                    (o[at], ix[at]) = m.result();
+                    (xo, at) = (xo + 1, at + 1);
                 }
             }
         }
     });
     true
+}
+
+/// Output columns [`window_lanes`] computes side by side.
+const LANES: usize = 8;
+
+/// The maxima and their indices of `LANES` adjacent output columns from `xo` on, whose windows
+/// lie inside the input row, over input `rows` (the first is `top`): one independent
+/// [`WindowMax`] per column instead of one long chain through every window.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn window_lanes(
+    v: &[f32],
+    base: usize,
+    g: &Planes,
+    w: &Window,
+    top: usize,
+    rows: std::iter::StepBy<std::ops::Range<usize>>,
+    xo: usize,
+    o: &mut [f32],
+    ix: &mut [i64],
+) {
+    let (k, s, p, d) = (w.k[1], w.s[1], w.p[1], w.d[1]);
+    // Input column of lane `l`'s first tap.
+    let x0 = |l: usize| (xo + l) * s - p;
+    let mut m: [WindowMax; LANES] = std::array::from_fn(|l| WindowMax::new(top * g.w + x0(l)));
+    for yy in rows {
+        let row = base + yy * g.st[2];
+        for kx in 0..k {
+            for (l, m) in m.iter_mut().enumerate() {
+                let xx = x0(l) + kx * d;
+                m.visit(v[row + xx * g.st[3]], yy * g.w + xx);
+            }
+        }
+    }
+    for ((o, ix), m) in o.iter_mut().zip(ix).zip(m) {
+        (*o, *ix) = m.result();
+    }
+}
+
+/// The running maximum of one window, visited in the scalar walk's order, with the walk's
+/// result: the first of the largest values and its index, or, when the window holds a NaN,
+/// the last NaN and its index. The comparison that decides the maximum is the plain `>` the
+/// compiler turns into `maxss` and a conditional move; NaNs take a separate, rarely taken
+/// branch, so random data costs no mispredicted jumps.
+#[derive(Clone, Copy)]
+struct WindowMax {
+    best: f32,
+    at: usize,
+    nan: Option<(f32, usize)>,
+}
+
+impl WindowMax {
+    /// Before any element: `at` is the index reported when no element beats -inf.
+    #[inline(always)]
+    fn new(at: usize) -> Self {
+        WindowMax { best: f32::NEG_INFINITY, at, nan: None }
+    }
+
+    #[inline(always)]
+    fn visit(&mut self, val: f32, at: usize) {
+        if val.is_nan() {
+            self.nan = Some((val, at));
+        }
+        self.at = if val > self.best { at } else { self.at };
+        self.best = if val > self.best { val } else { self.best };
+    }
+
+    #[inline(always)]
+    fn result(self) -> (f32, i64) {
+        let (v, at) = self.nan.unwrap_or((self.best, self.at));
+        (v, at as i64)
+    }
 }
 
 /// Window comparisons from which [`max_pool_f32`] splits over threads.
@@ -598,7 +666,9 @@ mod tests {
         for case in 0..300 {
             let (kh, kw) = (rng.usize(1..4), rng.usize(1..4));
             let (dh, dw) = (rng.usize(1..3), rng.usize(1..3));
-            let (h, w) = (rng.usize(kh * dh..kh * dh + 9), rng.usize(kw * dw..kw * dw + 9));
+            // Rows wide enough for several runs of LANES columns, and narrow ones.
+            let wide = if rng.bool() { 40 } else { 9 };
+            let (h, w) = (rng.usize(kh * dh..kh * dh + 9), rng.usize(kw * dw..kw * dw + wide));
             let sizes: Vec<usize> = if rng.bool() {
                 vec![rng.usize(1..3), rng.usize(1..4), h, w]
             } else {

@@ -8,7 +8,7 @@ use kiln_kernels::{DType, KernelDef};
 use crate::plan::{DataDef, InstrDef, MethodPlan, ValueDef};
 use crate::value::{Storage, TensorSlot, Val};
 
-use super::{Activation, Aliases, ConvNode, LinearNode, MapNode};
+use super::{Activation, Aliases, ConvNode, LinearNode, MapNode, MaxPoolNode};
 
 /// What a node computes.
 #[derive(Clone, Debug)]
@@ -21,6 +21,8 @@ pub(crate) enum NodeOp {
     Linear(LinearNode),
     /// A chain of elementwise operators.
     Map(MapNode),
+    /// Max pooling without indices.
+    MaxPool(MaxPoolNode),
     /// Nothing left to do: the node was absorbed into another.
     Removed,
 }
@@ -142,6 +144,11 @@ impl<'m> Graph<'m> {
     /// Whether value `v` is read exactly once in the whole method and is not a method output.
     pub fn read_once(&self, v: u32) -> bool {
         self.reads.get(v as usize) == Some(&1)
+    }
+
+    /// How many times value `v` is read (at least; plus one if it is a method output).
+    pub fn reads(&self, v: u32) -> u32 {
+        self.reads.get(v as usize).copied().unwrap_or(u32::MAX)
     }
 
     /// Whether value `v` is never read and is not a method output.

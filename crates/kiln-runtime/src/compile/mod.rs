@@ -5,10 +5,12 @@
 //!                  --> passes: alias copies (contiguous views, squeezes, clones and outer
 //!                      slices become aliases placed by the memory plan),
 //!                      lift (convolution/addmm/mm with constant weights become
-//!                      Conv/Linear nodes, a constant weight's permute_copy folded away),
+//!                      Conv/Linear nodes, a constant weight's permute_copy folded away,
+//!                      max pooling whose indices nothing reads becomes MaxPool),
 //!                      fold batch norm into the convolution, fuse the epilogue
 //!                      (residual add, relu/hardtanh/clamp/hardswish/sigmoid/silu/gelu),
-//!                      chains of float32 elementwise operators fused into one map
+//!                      chains of float32 elementwise operators fused into one map,
+//!                      channels-last activations between convolutions ([`layout`])
 //!                  --> lower: one step per live node; fused nodes get a prepared kernel
 //!                      (weights folded and laid out once, here) behind Callee::Prepared
 //! ```
@@ -27,6 +29,7 @@
 
 mod alias;
 mod graph;
+mod layout;
 mod memory;
 mod passes;
 mod prepared;
@@ -39,6 +42,9 @@ pub(crate) use prepared::{lower_node, PreparedKernel};
 /// An activation applied to a fused node's output, after the bias and the residual: the
 /// packed kernels' own, applied in registers (clamp) or over the finished tile.
 pub(crate) use kiln_kernels::compute::sgemm::Activation;
+
+/// The memory layouts of a convolution's activations.
+pub(crate) use kiln_kernels::compute::conv2d::{Layout, Layouts};
 
 /// Batch norm (inference) folded into a convolution: per output channel
 /// `scale = weight / sqrt(var + eps)`, `shift = bias - mean * scale`.
@@ -65,6 +71,8 @@ pub(crate) struct ConvNode {
     pub residual: Option<u32>,
     pub act: Activation,
     pub output: u32,
+    /// How the input and the output (and residual) are laid out ([`layout`]).
+    pub layouts: Layouts,
     /// The operators this node stands for, in order.
     pub fused: Vec<String>,
 }
@@ -81,6 +89,20 @@ pub(crate) struct LinearNode {
     pub bias: Option<u32>,
     pub residual: Option<u32>,
     pub act: Activation,
+    pub output: u32,
+    pub fused: Vec<String>,
+}
+
+/// `max_pool2d_with_indices` (float32, NCHW, static shapes) whose indices nothing reads:
+/// values only.
+#[derive(Clone, Debug)]
+pub(crate) struct MaxPoolNode {
+    pub input: u32,
+    pub kernel: [usize; 2],
+    pub stride: [usize; 2],
+    pub padding: [usize; 2],
+    pub dilation: [usize; 2],
+    pub ceil: bool,
     pub output: u32,
     pub fused: Vec<String>,
 }
@@ -147,7 +169,9 @@ pub(crate) fn optimize(g: &mut Graph<'_>) {
     passes::alias_copies(g);
     passes::fold_weight_permutes_into_linear(g);
     passes::lift_convolutions(g);
+    passes::lift_max_pools(g);
     passes::fold_batch_norms(g);
     passes::fuse_epilogues(g);
     passes::fuse_elementwise(g);
+    layout::choose_layouts(g);
 }

@@ -7,7 +7,10 @@ use crate::plan::InstrDef;
 use crate::value::Val;
 
 use super::graph::{Graph, NodeOp};
-use super::{Activation, BatchNorm, Binary, ConvNode, LinearNode, MapNode, MapOp, Unary};
+use super::{
+    Activation, BatchNorm, Binary, ConvNode, Layouts, LinearNode, MapNode, MapOp, MaxPoolNode,
+    Unary,
+};
 
 /// The kernel instruction of node `n`: its operator and arguments.
 fn kernel_call<'m>(g: &Graph<'m>, n: usize) -> Option<(&'m str, &'m [u32])> {
@@ -332,7 +335,56 @@ pub(crate) fn lift_convolutions(g: &mut Graph<'_>) {
                 residual: None,
                 act: Activation::None,
                 output: out,
+                layouts: Layouts::default(),
                 fused: vec!["aten::convolution.out".to_string()],
+            }),
+        );
+    }
+}
+
+/// `aten::max_pool2d_with_indices.out` over a float32 NCHW (or CHW) tensor of static shape
+/// becomes [`NodeOp::MaxPool`] when nothing reads its indices (nor its returned tuple), so
+/// they are never computed.
+pub(crate) fn lift_max_pools(g: &mut Graph<'_>) {
+    for n in 0..g.nodes.len() {
+        let Some(("aten::max_pool2d_with_indices.out", args)) = kernel_call(g, n) else {
+            continue;
+        };
+        let &[x, kernel, stride, padding, dilation, ceil, out, indices, ref rest @ ..] = args
+        else {
+            continue;
+        };
+        if std::iter::once(&indices).chain(rest).any(|&v| g.reads(v) != 0) {
+            continue;
+        }
+        let (Some(xt), Some(ot)) = (g.dense_f32(x), g.dense_f32(out)) else { continue };
+        let static_shapes = xt.capacity == Capacity::Static && ot.capacity == Capacity::Static;
+        if !static_shapes || !(3..=4).contains(&xt.shape.rank()) {
+            continue;
+        }
+        let Some(kernel) = pair(g, kernel, 1) else { continue };
+        // An empty stride means the kernel size, as in PyTorch.
+        let stride = match g.ints(stride) {
+            Some(s) if s.is_empty() => Some(kernel),
+            _ => pair(g, stride, 1),
+        };
+        let (Some(stride), Some(padding), Some(dilation)) =
+            (stride, pair(g, padding, 0), pair(g, dilation, 1))
+        else {
+            continue;
+        };
+        let Some(Val::Bool(ceil)) = g.values.get(ceil as usize) else { continue };
+        g.replace(
+            n,
+            NodeOp::MaxPool(MaxPoolNode {
+                input: x,
+                kernel,
+                stride,
+                padding,
+                dilation,
+                ceil: *ceil,
+                output: out,
+                fused: vec!["aten::max_pool2d_with_indices.out".to_string()],
             }),
         );
     }

@@ -3,6 +3,7 @@
 
 use kiln_kernels::compute::conv2d::{Conv2dGeometry, ConvScratch, PackedConv2d};
 use kiln_kernels::compute::linear::{LinearScratch, PackedLinear};
+use kiln_kernels::compute::max_pool::MaxPool2d;
 use kiln_kernels::{Arg, KernelContext, KernelError, Out, OutKind, TensorMut, TensorRef};
 
 use crate::error::{Error, Result};
@@ -10,7 +11,7 @@ use crate::method::{Call, Callee, Role};
 use crate::value::TensorSlot;
 
 use super::graph::{Graph, NodeOp};
-use super::{Binary, ConvNode, LinearNode, MapOp, Unary};
+use super::{Binary, ConvNode, LinearNode, MapOp, MaxPoolNode, Unary};
 
 /// A fused node's kernel, prepared at load. The executor passes the node's read tensors in
 /// order as `args` (then `Arg::Output` for the written one) and its output as `outs[0]`.
@@ -53,6 +54,10 @@ pub(crate) fn lower_node(
                 let k = PreparedLinear::new(g, l, bytes).map_err(err)?;
                 let reads = std::iter::once(l.input).chain(l.residual).collect();
                 (describe("linear", &l.fused), reads, l.output, Box::new(k))
+            }
+            NodeOp::MaxPool(m) => {
+                let k = PreparedMaxPool::new(g, m).map_err(err)?;
+                (describe("max_pool2d", &m.fused), vec![m.input], m.output, Box::new(k))
             }
             NodeOp::Map(m) => {
                 let k = PreparedMap { ops: m.ops.clone() };
@@ -126,6 +131,29 @@ fn fused_io<'a, 'o, 'x>(
     }
 }
 
+/// The geometry of convolution node `c`, from its input's and weight's sizes.
+pub(crate) fn conv_geometry(
+    g: &Graph<'_>,
+    c: &ConvNode,
+) -> std::result::Result<Conv2dGeometry, String> {
+    let ws = g.sizes(c.weight).unwrap_or_default();
+    let [c_out, _, kh, kw] = ws.as_slice() else { return Err("the weight is not 4-D".into()) };
+    let xs = g.sizes(c.input).unwrap_or_default();
+    let [_, c_in, h, w] = xs.as_slice() else { return Err("the input is not 4-D".into()) };
+    Ok(Conv2dGeometry {
+        in_channels: *c_in,
+        in_h: *h,
+        in_w: *w,
+        out_channels: *c_out,
+        kh: *kh,
+        kw: *kw,
+        stride: c.stride,
+        padding: c.padding,
+        dilation: c.dilation,
+        groups: c.groups,
+    })
+}
+
 /// A convolution with batch norm folded into its weight and bias, packed once.
 struct PreparedConv {
     conv: PackedConv2d,
@@ -140,11 +168,8 @@ impl PreparedConv {
         bytes: &ConstBytes<'_>,
     ) -> std::result::Result<PreparedConv, String> {
         let mut weight = const_f32(g, c.weight, bytes)?;
-        let ws = g.sizes(c.weight).unwrap_or_default();
-        let [c_out, _, kh, kw] = ws.as_slice() else { return Err("the weight is not 4-D".into()) };
-        let (c_out, kh, kw) = (*c_out, *kh, *kw);
-        let xs = g.sizes(c.input).unwrap_or_default();
-        let [_, c_in, h, w] = xs.as_slice() else { return Err("the input is not 4-D".into()) };
+        let geometry = conv_geometry(g, c)?;
+        let c_out = geometry.out_channels;
         let mut bias = c.bias.map(|b| const_f32(g, b, bytes)).transpose()?;
         if let Some(bn) = &c.bn {
             // Fold in f64, rounding once: w' = w * s, b' = (b - mean) * s + beta with
@@ -168,19 +193,7 @@ impl PreparedConv {
             }
             bias = Some(folded);
         }
-        let geometry = Conv2dGeometry {
-            in_channels: *c_in,
-            in_h: *h,
-            in_w: *w,
-            out_channels: c_out,
-            kh,
-            kw,
-            stride: c.stride,
-            padding: c.padding,
-            dilation: c.dilation,
-            groups: c.groups,
-        };
-        let conv = PackedConv2d::new(geometry, &weight, bias.as_deref(), c.act)
+        let conv = PackedConv2d::with_layouts(geometry, &weight, bias.as_deref(), c.act, c.layouts)
             .map_err(|e| format!("convolution: {e}"))?;
         let out = g.sizes(c.output).unwrap_or_default();
         let (oh, ow) = conv.out_hw();
@@ -211,6 +224,46 @@ impl PreparedKernel for PreparedConv {
         self.conv
             .run(batch, xs, r, o, &mut self.scratch, &ctx.threads)
             .map_err(|e| ctx.invalid("input", e.to_string()))
+    }
+}
+
+/// Max pooling without indices, its geometry checked once.
+struct PreparedMaxPool {
+    pool: MaxPool2d,
+}
+
+impl PreparedMaxPool {
+    fn new(g: &Graph<'_>, m: &MaxPoolNode) -> std::result::Result<PreparedMaxPool, String> {
+        let xs = g.sizes(m.input).unwrap_or_default();
+        let Some((&[h, w], outer)) = xs.split_last_chunk::<2>().map(|(o, l)| (l, o)) else {
+            return Err(format!("max_pool2d: the input {xs:?} has fewer than 2 dimensions"));
+        };
+        let planes = outer.iter().product();
+        let pool =
+            MaxPool2d::new(planes, [h, w], m.kernel, m.stride, m.padding, m.dilation, m.ceil)
+                .ok_or_else(|| format!("max_pool2d: the window does not fit the input {xs:?}"))?;
+        let [oh, ow] = pool.out_size();
+        let want: Vec<usize> = outer.iter().copied().chain([oh, ow]).collect();
+        let out = g.sizes(m.output).unwrap_or_default();
+        if out != want {
+            return Err(format!("max_pool2d: the output {out:?} is not {want:?}"));
+        }
+        Ok(PreparedMaxPool { pool })
+    }
+}
+
+impl PreparedKernel for PreparedMaxPool {
+    fn run(
+        &mut self,
+        ctx: &mut KernelContext,
+        args: &[Arg<'_>],
+        outs: &mut [Out<'_, '_>],
+    ) -> std::result::Result<(), KernelError> {
+        ctx.op = "aten::max_pool2d_with_indices.out";
+        let (x, _, out) = fused_io(ctx, args, outs, false)?;
+        let xs = x.as_slice::<f32>().map_err(|e| ctx.tensor_err("self", e))?;
+        let o = out.as_mut_slice::<f32>().map_err(|e| ctx.tensor_err("out", e))?;
+        self.pool.run(xs, o, &ctx.threads).map_err(|e| ctx.invalid("self", e.to_string()))
     }
 }
 

@@ -1,8 +1,9 @@
 //! The register-tile microkernels and the once-per-process choice among them.
 //!
-//! A microkernel computes one `rows x cols` tile of C (`rows <= mr`, `cols <= nr`) from an A
-//! panel (for each k: `mr` values, rows beyond `rows` ignored) and a B panel (for each k: `nr`
-//! values, columns beyond `cols` ignored), then applies the tile epilogue in registers:
+//! A microkernel computes one `rows x cols` tile of C (`rows <= mr`, `cols <= nr`) from A
+//! (a packed panel, for each k `mr` values, rows beyond `rows` ignored; or `rows` rows read
+//! where they lie) and a B panel (for each k: `nr` values, columns beyond `cols` ignored),
+//! then applies the tile epilogue in registers:
 //! `c = (accumulate ? c : 0) + acc (+ row bias) (+ col bias) (+ residual)`, then the clamp.
 
 use std::sync::OnceLock;
@@ -30,8 +31,12 @@ pub struct Kernel {
 pub(crate) struct Tile<'a> {
     /// Depth of the product (may be 0).
     pub kc: usize,
-    /// A panel: `kc * mr` values.
+    /// A: element `(i, p)` at `a[i * a_rs + p * a_ks]`, every one of the `rows x kc` inside.
     pub a: &'a [f32],
+    /// A's row stride: 1 in a packed panel, the row stride of a matrix read in place.
+    pub a_rs: usize,
+    /// A's depth stride: `mr` in a packed panel, 1 in a matrix read in place.
+    pub a_ks: usize,
     /// B panel: `kc * nr` values.
     pub b: &'a [f32],
     /// C tile origin: at least `(rows - 1) * ldc + cols` values.
@@ -62,7 +67,11 @@ impl Tile<'_> {
         }
         let span = (self.rows - 1).checked_mul(self.ldc).and_then(|v| v.checked_add(self.cols));
         let Some(span) = span else { return false };
-        self.kc.checked_mul(mr).is_some_and(|v| v <= self.a.len())
+        let a_end = |kc: usize| {
+            let last = (self.rows - 1).checked_mul(self.a_rs)?;
+            last.checked_add((kc - 1).checked_mul(self.a_ks)?)
+        };
+        (self.kc == 0 || a_end(self.kc).is_some_and(|v| v < self.a.len()))
             && self.kc.checked_mul(nr).is_some_and(|v| v <= self.b.len())
             && (self.rows == 1 || self.ldc >= self.cols)
             && span <= self.c.len()
@@ -90,10 +99,11 @@ const PORTABLE_NR: usize = 8;
 fn portable(t: &mut Tile<'_>) {
     assert!(t.check(PORTABLE_MR, PORTABLE_NR), "sgemm: portable tile out of bounds");
     let mut acc = [[0f32; PORTABLE_NR]; PORTABLE_MR];
-    for (a, b) in t.a.chunks_exact(PORTABLE_MR).zip(t.b.chunks_exact(PORTABLE_NR)).take(t.kc) {
-        for i in 0..PORTABLE_MR {
+    for (p, b) in t.b.chunks_exact(PORTABLE_NR).take(t.kc).enumerate() {
+        for (i, acc) in acc.iter_mut().enumerate().take(t.rows) {
+            let a = t.a[i * t.a_rs + p * t.a_ks];
             for j in 0..PORTABLE_NR {
-                acc[i][j] += a[i] * b[j];
+                acc[j] += a * b[j];
             }
         }
     }

@@ -6,7 +6,9 @@
 //! `mr x nr` tile of C. A constant operand ([`PackedA`], [`PackedB`]) is packed once over its
 //! whole depth and reused by every call; the other operand is packed per call into a reusable
 //! [`GemmScratch`], from a dense strided matrix ([`MatRef`]) or straight from a convolution
-//! input ([`Im2col`], "lazy im2col"). The epilogue (bias, residual, clamp) is applied in
+//! input ([`Im2col`], "lazy im2col"), except a left operand whose rows are contiguous (a
+//! row-major matrix, a channels-last image): the microkernel reads its rows where they lie,
+//! as XNNPACK's GEMMs do, and nothing is copied. The epilogue (bias, residual, clamp) is applied in
 //! registers on the last depth block; other activations run over the finished tile while it
 //! is in cache. A call runs on one thread; callers split a product over threads by output rows
 //! ([`gemm_packed_a_rows`]) or columns ([`ColumnsOf`]). The depth is summed in the same order
@@ -167,7 +169,9 @@ impl PackedB {
 enum ASrc<'a> {
     /// Rows from `row0` on of a packed operand.
     Packed(&'a PackedA, usize),
-    Dense(MatRef<'a>),
+    /// A transposed: `A^T` (`k x m`), packed per call as column panels of `A^T`, or read in
+    /// place when its columns are contiguous ([`PackB::columns_in_place`]).
+    Lazy(&'a dyn PackB),
 }
 
 /// Where the B panels come from.
@@ -250,13 +254,30 @@ pub fn gemm_packed_b_cols(
         a.rows(),
         n,
         k,
-        ASrc::Dense(a),
+        ASrc::Lazy(&a.t()),
         BSrc::Packed(b, cols.start),
         c,
         ldc,
         ep,
         scratch,
     )
+}
+
+/// [`gemm_packed_b`] with the left operand given transposed and possibly implicit: the
+/// product `at^T * b`, `at` being `b.k() x m` (an im2col matrix makes the rows of the product
+/// output pixels, so `c` is a channels-last image).
+pub fn gemm_packed_b_at(
+    at: &dyn PackB,
+    b: &PackedB,
+    c: &mut [f32],
+    ldc: usize,
+    ep: &Epilogue<'_>,
+    scratch: &mut GemmScratch,
+) -> Result<(), GemmError> {
+    if at.k() != b.k {
+        return Err(GemmError::Invalid("gemm: depth of A differs from B"));
+    }
+    drive(b.kernel, at.n(), b.n, b.k, ASrc::Lazy(at), BSrc::Packed(b, 0), c, ldc, ep, scratch)
 }
 
 /// `c = act(a * b + bias + residual)` with both operands packed per call (products of two
@@ -285,7 +306,18 @@ pub(crate) fn gemm_on(
     if a.cols() != b.rows() {
         return Err(GemmError::Invalid("gemm: depth of A differs from B"));
     }
-    drive(kernel, a.rows(), b.cols(), a.cols(), ASrc::Dense(a), BSrc::Lazy(&b), c, ldc, ep, scratch)
+    drive(
+        kernel,
+        a.rows(),
+        b.cols(),
+        a.cols(),
+        ASrc::Lazy(&a.t()),
+        BSrc::Lazy(&b),
+        c,
+        ldc,
+        ep,
+        scratch,
+    )
 }
 
 /// An error when an operand (`what`) has `len` elements but needs `need`.
@@ -363,6 +395,10 @@ fn drive(
     let b_len = n.min(kernel.nc).div_ceil(nr) * nr * kc_max;
     let a_len = m.min(kernel.mc).div_ceil(mr) * mr * kc_max;
     let GemmScratch { a: a_buf, b: b_buf } = scratch;
+    let a_in_place = match &a {
+        ASrc::Lazy(at) => at.columns_in_place(),
+        ASrc::Packed(..) => None,
+    };
     let clamp = ep.act.clamp();
     for jc in (0..n).step_by(kernel.nc) {
         let nc = kernel.nc.min(n - jc);
@@ -385,29 +421,38 @@ fn drive(
             };
             for ic in (0..m).step_by(kernel.mc) {
                 let mc = kernel.mc.min(m - ic);
-                let (a_blk, a_stride, a_at): (&[f32], usize, usize) = match &a {
-                    ASrc::Packed(p, row0) => {
-                        (&p.data[p.off..], mr * k, ((row0 + ic) / mr) * mr * k + pc * mr)
-                    }
-                    ASrc::Dense(src) => {
-                        let win = aligned_window(a_buf, a_len);
-                        if kc > 0 {
-                            src.t().pack(pc, kc, ic, mc, mr, win);
+                // A rows of this block: (slice, stride between row panels, offset of row
+                // ic and depth pc, row stride, depth stride).
+                let (a_blk, a_stride, a_at, a_rs, a_ks): (&[f32], usize, usize, usize, usize) =
+                    match (&a, a_in_place) {
+                        (ASrc::Packed(p, row0), _) => {
+                            let at = ((row0 + ic) / mr) * mr * k + pc * mr;
+                            (&p.data[p.off..], mr * k, at, 1, mr)
                         }
-                        (win, mr * kc, 0)
-                    }
-                };
+                        (ASrc::Lazy(_), Some((data, lda))) => {
+                            (data, mr * lda, ic * lda + pc, lda, 1)
+                        }
+                        (ASrc::Lazy(at), None) => {
+                            let win = aligned_window(a_buf, a_len);
+                            if kc > 0 {
+                                at.pack(pc, kc, ic, mc, mr, win);
+                            }
+                            (win, mr * kc, 0, 1, mr)
+                        }
+                    };
                 for jr in (0..nc).step_by(nr) {
                     let cols = nr.min(nc - jr);
                     let bp = &b_blk[b_at + (jr / nr) * b_stride..][..kc * nr];
                     for ir in (0..mc).step_by(mr) {
                         let rows = mr.min(mc - ir);
-                        let ap = &a_blk[a_at + (ir / mr) * a_stride..][..kc * mr];
+                        let ap = &a_blk[a_at + (ir / mr) * a_stride..];
                         let (i, j) = (ic + ir, jc + jr);
                         let at = i * ldc + j;
                         let mut tile = Tile {
                             kc,
                             a: ap,
+                            a_rs,
+                            a_ks,
                             b: bp,
                             c: &mut c[at..],
                             ldc,

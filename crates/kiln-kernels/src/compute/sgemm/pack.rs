@@ -35,6 +35,13 @@ pub trait PackB {
     /// columns `n0 + q * nr ..` at `dst[q * nr * kc + kk * nr ..][..nr]`, zero past column
     /// `n0 + nc`. `dst` holds at least `nc.div_ceil(nr) * nr * kc` values.
     fn pack(&self, k0: usize, kc: usize, n0: usize, nc: usize, nr: usize, dst: &mut [f32]);
+
+    /// When every column is contiguous (element `(kk, j)` at `data[j * stride + kk]`), the
+    /// data and `stride`: the transposed product can then read this matrix's columns as the
+    /// rows of its left operand where they lie, with no packing.
+    fn columns_in_place(&self) -> Option<(&[f32], usize)> {
+        None
+    }
 }
 
 /// Columns `start..start + n` of another right operand, as an operand of its own (threads
@@ -67,6 +74,11 @@ impl PackB for ColumnsOf<'_> {
 
     fn pack(&self, k0: usize, kc: usize, n0: usize, nc: usize, nr: usize, dst: &mut [f32]) {
         self.inner.pack(k0, kc, self.start + n0, nc, nr, dst);
+    }
+
+    fn columns_in_place(&self) -> Option<(&[f32], usize)> {
+        let (data, stride) = self.inner.columns_in_place()?;
+        Some((data.get(self.start.checked_mul(stride)?..)?, stride))
     }
 }
 
@@ -156,6 +168,10 @@ impl PackB for MatRef<'_> {
                 row[w..].fill(0.0);
             }
         }
+    }
+
+    fn columns_in_place(&self) -> Option<(&[f32], usize)> {
+        (self.rs == 1).then_some((self.data, self.cs))
     }
 }
 

@@ -20,11 +20,13 @@ pub(crate) fn has_avx2() -> bool {
     *F.get_or_init(|| is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"))
 }
 
-/// Calls `$f::<R>($t)` for the runtime row count `$rows` in `1..=$max`.
+/// Calls `$f::<R, PACKED>($t)` for the runtime row count `$rows` (one of the listed) and
+/// whether A is a packed panel of `$mr` rows (unit row stride, depth stride `$mr`).
 macro_rules! by_rows {
-    ($rows:expr, $f:ident, $t:expr, [$($r:literal)*]) => {
-        match $rows {
-            $($r => $f::<$r>($t),)*
+    ($t:expr, $f:ident, $mr:expr, [$($r:literal)*]) => {
+        match ($t.rows, $t.a_rs == 1 && $t.a_ks == $mr) {
+            $(($r, true) => $f::<$r, true>($t),)*
+            $(($r, false) => $f::<$r, false>($t),)*
             _ => unreachable!("Tile::check bounds the rows"),
         }
     };
@@ -48,7 +50,7 @@ fn avx512(t: &mut Tile<'_>) {
     assert!(has_avx512() && t.check(MR512, NR512), "sgemm: avx512 tile out of bounds");
     // SAFETY: the CPU has AVX-512F (checked above, the only feature the tile function
     // enables) and `check` verified every slice covers the reads and writes of the tile.
-    unsafe { by_rows!(t.rows, avx512_tile, t, [1 2 3 4 5 6 7 8 9 10 11 12 13 14]) }
+    unsafe { by_rows!(t, avx512_tile, MR512, [1 2 3 4 5 6 7 8 9 10 11 12 13 14]) }
 }
 
 /// Lanes `0..n` of a 16-lane mask (`n` clamped to 16).
@@ -58,22 +60,25 @@ fn mask16(n: usize) -> __mmask16 {
 }
 
 /// # Safety
-/// AVX-512F available; `t.check(MR512, NR512)` holds and `t.rows == R`.
+/// AVX-512F available; `t.check(MR512, NR512)` holds, `t.rows == R`, and when `PACKED`
+/// A is a packed panel (`a_rs == 1`, `a_ks == MR512`).
 #[target_feature(enable = "avx512f")]
-unsafe fn avx512_tile<const R: usize>(t: &mut Tile<'_>) {
+unsafe fn avx512_tile<const R: usize, const PACKED: bool>(t: &mut Tile<'_>) {
     let a = t.a.as_ptr();
     let b = t.b.as_ptr();
     let mut acc0 = [_mm512_setzero_ps(); R];
     let mut acc1 = [_mm512_setzero_ps(); R];
+    // A's strides, constants for a packed panel.
+    let (rs, ks) = if PACKED { (1, MR512) } else { (t.a_rs, t.a_ks) };
     for p in 0..t.kc {
-        // SAFETY: p < kc, and `check` proved kc * NR512 <= b.len() and kc * MR512 <= a.len();
-        // rows R <= MR512.
+        // SAFETY: p < kc, and `check` proved kc * NR512 <= b.len() and that every
+        // (R - 1) * rs + p * ks lies inside a.
         unsafe {
             let b0 = _mm512_loadu_ps(b.add(p * NR512));
             let b1 = _mm512_loadu_ps(b.add(p * NR512 + 16));
-            let ap = a.add(p * MR512);
+            let ap = a.add(p * ks);
             for i in 0..R {
-                let ai = _mm512_set1_ps(*ap.add(i));
+                let ai = _mm512_set1_ps(*ap.add(i * rs));
                 acc0[i] = _mm512_fmadd_ps(ai, b0, acc0[i]);
                 acc1[i] = _mm512_fmadd_ps(ai, b1, acc1[i]);
             }
@@ -148,7 +153,7 @@ fn avx2(t: &mut Tile<'_>) {
     assert!(has_avx2() && t.check(MR256, NR256), "sgemm: avx2 tile out of bounds");
     // SAFETY: the CPU has AVX2 and FMA (checked above) and `check` verified every slice
     // covers the reads and writes of the tile.
-    unsafe { by_rows!(t.rows, avx2_tile, t, [1 2 3 4 5 6]) }
+    unsafe { by_rows!(t, avx2_tile, MR256, [1 2 3 4 5 6]) }
 }
 
 /// Lane mask (all bits set in lanes `0..n`) of an 8-lane vector for `n` as i32 (may be <= 0).
@@ -159,22 +164,25 @@ fn mask8(n: i32) -> __m256i {
 }
 
 /// # Safety
-/// AVX2 and FMA available; `t.check(MR256, NR256)` holds and `t.rows == R`.
+/// AVX2 and FMA available; `t.check(MR256, NR256)` holds, `t.rows == R`, and when `PACKED`
+/// A is a packed panel (`a_rs == 1`, `a_ks == MR256`).
 #[target_feature(enable = "avx2,fma")]
-unsafe fn avx2_tile<const R: usize>(t: &mut Tile<'_>) {
+unsafe fn avx2_tile<const R: usize, const PACKED: bool>(t: &mut Tile<'_>) {
     let a = t.a.as_ptr();
     let b = t.b.as_ptr();
     let mut acc0 = [_mm256_setzero_ps(); R];
     let mut acc1 = [_mm256_setzero_ps(); R];
+    // A's strides, constants for a packed panel.
+    let (rs, ks) = if PACKED { (1, MR256) } else { (t.a_rs, t.a_ks) };
     for p in 0..t.kc {
-        // SAFETY: p < kc, and `check` proved kc * NR256 <= b.len() and kc * MR256 <= a.len();
-        // rows R <= MR256.
+        // SAFETY: p < kc, and `check` proved kc * NR256 <= b.len() and that every
+        // (R - 1) * rs + p * ks lies inside a.
         unsafe {
             let b0 = _mm256_loadu_ps(b.add(p * NR256));
             let b1 = _mm256_loadu_ps(b.add(p * NR256 + 8));
-            let ap = a.add(p * MR256);
+            let ap = a.add(p * ks);
             for i in 0..R {
-                let ai = _mm256_set1_ps(*ap.add(i));
+                let ai = _mm256_set1_ps(*ap.add(i * rs));
                 acc0[i] = _mm256_fmadd_ps(ai, b0, acc0[i]);
                 acc1[i] = _mm256_fmadd_ps(ai, b1, acc1[i]);
             }

@@ -1,0 +1,258 @@
+//! 2-D max pooling of float32 NCHW planes, values only: what the compiled graph runs for a
+//! `max_pool2d_with_indices` whose indices nobody reads.
+//!
+//! The result is the value `max_pool2d_with_indices` reports, bit for bit: walking the
+//! window row by row, the first of the largest values, or the last NaN when the window holds
+//! one. That walk is a left fold of [`pick`], which is associative, so each window is
+//! folded row by row ("horizontal" partials of every input row, computed once per plane and
+//! shared by the overlapping windows of adjacent output rows) and then down the rows: long
+//! independent loops the compiler vectorizes, instead of one dependent chain per window.
+
+use super::sgemm::GemmError;
+use super::threads::{split, with_pieces, Threads};
+
+/// PyTorch's `pooling_output_shape`: the output length of an axis of `input` elements, or
+/// `None` when the kernel span exceeds the padded input, the stride is zero, or a size
+/// overflows.
+pub fn pool_len(
+    input: usize,
+    k: usize,
+    pad: usize,
+    stride: usize,
+    dil: usize,
+    ceil: bool,
+) -> Option<usize> {
+    let span = dil.checked_mul(k.checked_sub(1)?)?.checked_add(1)?;
+    let padded = input.checked_add(pad.checked_mul(2)?)?;
+    let num = padded.checked_sub(span)?;
+    if stride == 0 {
+        return None;
+    }
+    let mut out = num / stride + 1;
+    if ceil && num % stride != 0 {
+        out += 1;
+        if (out - 1) * stride >= input + pad {
+            out -= 1;
+        }
+    }
+    Some(out)
+}
+
+/// The window walk's step: `b` follows `a`. The later value wins when it is a NaN, or when it
+/// is larger and the earlier is not a NaN.
+#[inline(always)]
+fn pick(a: f32, b: f32) -> f32 {
+    if b.is_nan() || (b > a && !a.is_nan()) {
+        b
+    } else {
+        a
+    }
+}
+
+/// The geometry of one max pooling over `planes` planes of `h x w` (kernel, stride, padding
+/// and dilation as (rows, columns)), checked once.
+#[derive(Clone, Debug)]
+pub struct MaxPool2d {
+    planes: usize,
+    h: usize,
+    w: usize,
+    k: [usize; 2],
+    s: [usize; 2],
+    p: [usize; 2],
+    d: [usize; 2],
+    oh: usize,
+    ow: usize,
+}
+
+/// Output elements from which a pooling splits its planes over threads.
+const PARALLEL_OUTPUTS: usize = 1 << 14;
+
+impl MaxPool2d {
+    /// The pooling, or `None` when PyTorch would reject it: a zero size, stride or
+    /// dilation, padding above half the kernel, or a kernel wider than the padded input.
+    pub fn new(
+        planes: usize,
+        [h, w]: [usize; 2],
+        k: [usize; 2],
+        s: [usize; 2],
+        p: [usize; 2],
+        d: [usize; 2],
+        ceil: bool,
+    ) -> Option<Self> {
+        if [planes, h, w, k[0], k[1], d[0], d[1]].contains(&0) || p[0] * 2 > k[0] {
+            return None;
+        }
+        if p[1] * 2 > k[1] {
+            return None;
+        }
+        let oh = pool_len(h, k[0], p[0], s[0], d[0], ceil)?;
+        let ow = pool_len(w, k[1], p[1], s[1], d[1], ceil)?;
+        planes.checked_mul(h)?.checked_mul(w)?;
+        planes.checked_mul(oh)?.checked_mul(ow)?;
+        Some(MaxPool2d { planes, h, w, k, s, p, d, oh, ow })
+    }
+
+    /// Output rows and columns.
+    pub fn out_size(&self) -> [usize; 2] {
+        [self.oh, self.ow]
+    }
+
+    /// Pools the planes of `x` (`planes x h x w`, contiguous) into `y` (`planes x oh x ow`).
+    pub fn run(&self, x: &[f32], y: &mut [f32], threads: &Threads) -> Result<(), GemmError> {
+        let (hw, ohw) = (self.h * self.w, self.oh * self.ow);
+        if x.len() != self.planes * hw || y.len() != self.planes * ohw {
+            return Err(GemmError::Invalid("max_pool2d: tensor sizes differ from the geometry"));
+        }
+        let parts = if y.len() >= PARALLEL_OUTPUTS { threads.count() } else { 1 };
+        let tasks = with_pieces(split(self.planes, 1, parts), y, ohw);
+        threads.for_each(tasks, |(run, y)| {
+            let mut rows = vec![0f32; self.h * self.ow];
+            for (plane, y) in run.zip(y.chunks_exact_mut(ohw)) {
+                self.plane(&x[plane * hw..][..hw], y, &mut rows);
+            }
+        });
+        Ok(())
+    }
+
+    /// One plane; `rows` holds the horizontal partials (`h x ow`).
+    fn plane(&self, x: &[f32], y: &mut [f32], rows: &mut [f32]) {
+        for (row, partial) in x.chunks_exact(self.w).zip(rows.chunks_exact_mut(self.ow)) {
+            self.across(row, partial);
+        }
+        let (k, s, p, d) = (self.k[0], self.s[0], self.p[0], self.d[0]);
+        for (oy, out) in y.chunks_exact_mut(self.ow).enumerate() {
+            out.fill(f32::NEG_INFINITY);
+            for ky in 0..k {
+                let Some(iy) = (oy * s + ky * d).checked_sub(p).filter(|&iy| iy < self.h) else {
+                    continue;
+                };
+                for (o, &v) in out.iter_mut().zip(&rows[iy * self.ow..][..self.ow]) {
+                    *o = pick(*o, v);
+                }
+            }
+        }
+    }
+
+    /// The fold of each output column's window over one input row into `out` (`ow` values).
+    fn across(&self, row: &[f32], out: &mut [f32]) {
+        let (k, s, p, d) = (self.k[1], self.s[1], self.p[1], self.d[1]);
+        out.fill(f32::NEG_INFINITY);
+        // Columns whose whole window lies inside the row, then the clipped ones at the edges.
+        let span = (k - 1) * d;
+        let first = p.div_ceil(s).min(self.ow);
+        let end = (self.w + p).checked_sub(span + 1).map_or(0, |v| v / s + 1).clamp(first, self.ow);
+        for kx in 0..k {
+            let inner = &mut out[first..end];
+            // The input column of output column `first + i` at this tap.
+            let at = |i: usize| (first + i) * s + kx * d - p;
+            match s {
+                _ if inner.is_empty() => {}
+                1 => inner.iter_mut().zip(&row[at(0)..]).for_each(|(o, &v)| *o = pick(*o, v)),
+                2 => {
+                    // Exact pairs (the last window's tap may end the row: its pair is cut).
+                    let n = inner.len();
+                    let (pairs, last) = row[at(0)..][..2 * n - 1].split_at(2 * (n - 1));
+                    let (head, tail) = inner.split_at_mut(n - 1);
+                    for (o, v) in head.iter_mut().zip(pairs.chunks_exact(2)) {
+                        *o = pick(*o, v[0]);
+                    }
+                    tail[0] = pick(tail[0], last[0]);
+                }
+                _ => inner.iter_mut().enumerate().for_each(|(i, o)| *o = pick(*o, row[at(i)])),
+            }
+            for xo in (0..first).chain(end..self.ow) {
+                if let Some(ix) = (xo * s + kx * d).checked_sub(p).filter(|&ix| ix < self.w) {
+                    out[xo] = pick(out[xo], row[ix]);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The definition: the window walked row by row, as `max_pool2d_with_indices` walks it.
+    fn walk(m: &MaxPool2d, x: &[f32]) -> Vec<f32> {
+        let mut y = Vec::new();
+        for plane in x.chunks_exact(m.h * m.w) {
+            for oy in 0..m.oh {
+                for ox in 0..m.ow {
+                    let mut best = f32::NEG_INFINITY;
+                    for ky in 0..m.k[0] {
+                        let Some(iy) = (oy * m.s[0] + ky * m.d[0]).checked_sub(m.p[0]) else {
+                            continue;
+                        };
+                        for kx in 0..m.k[1] {
+                            let Some(ix) = (ox * m.s[1] + kx * m.d[1]).checked_sub(m.p[1]) else {
+                                continue;
+                            };
+                            if iy < m.h && ix < m.w {
+                                let v = plane[iy * m.w + ix];
+                                if v > best || v.is_nan() {
+                                    best = v;
+                                }
+                            }
+                        }
+                    }
+                    y.push(best);
+                }
+            }
+        }
+        y
+    }
+
+    /// Property test: random geometries (strides 1, 2 and 3, dilation, padding, ceil mode)
+    /// and inputs with NaNs of two payloads, infinities, signed zeros and ties give the walk's
+    /// bits, on one thread and split over three.
+    #[test]
+    fn pooling_gives_the_walks_bits() {
+        let mut rng = fastrand::Rng::with_seed(0x3a7);
+        let threads = Threads::new(3).unwrap();
+        let mut tested = 0;
+        while tested < 400 {
+            let (kh, kw) = (rng.usize(1..4), rng.usize(1..4));
+            let (h, w) = (rng.usize(1..12), rng.usize(1..40));
+            let s = [rng.usize(1..4), rng.usize(1..4)];
+            let d = [rng.usize(1..3), rng.usize(1..3)];
+            let p = [rng.usize(0..=kh / 2), rng.usize(0..=kw / 2)];
+            let planes = rng.usize(1..4);
+            let Some(m) = MaxPool2d::new(planes, [h, w], [kh, kw], s, p, d, rng.bool()) else {
+                continue;
+            };
+            let x: Vec<f32> = (0..planes * h * w)
+                .map(|_| match rng.u8(0..24) {
+                    0 => f32::NAN,
+                    1 => f32::from_bits(0x7fc0_0123),
+                    2 => f32::INFINITY,
+                    3 => f32::NEG_INFINITY,
+                    4 => 0.0,
+                    5 => -0.0,
+                    6..=8 => 1.0,
+                    _ => rng.f32() * 4.0 - 2.0,
+                })
+                .collect();
+            let want: Vec<u32> = walk(&m, &x).iter().map(|v| v.to_bits()).collect();
+            for t in [&Threads::new(1).unwrap(), &threads] {
+                let mut y = vec![0.5; planes * m.oh * m.ow];
+                m.run(&x, &mut y, t).unwrap();
+                let got: Vec<u32> = y.iter().map(|v| v.to_bits()).collect();
+                assert_eq!(got, want, "{m:?}");
+            }
+            tested += 1;
+        }
+    }
+
+    #[test]
+    fn rejects_what_pytorch_rejects() {
+        let ok = |k, p, s| MaxPool2d::new(1, [4, 4], [k, k], [s, s], [p, p], [1, 1], false);
+        assert!(ok(3, 1, 2).is_some());
+        assert!(ok(3, 2, 2).is_none(), "padding above half the kernel");
+        assert!(ok(3, 1, 0).is_none(), "zero stride");
+        assert!(ok(7, 0, 1).is_none(), "kernel wider than the input");
+        let mut y = [0.0; 4];
+        let m = ok(3, 1, 2).unwrap();
+        assert!(m.run(&[0.0; 15], &mut y, &Threads::new(1).unwrap()).is_err());
+    }
+}
