@@ -16,7 +16,10 @@ use super::taps::{clamp_as_vectors, RowSpan};
 /// Channels per block: one AVX-512 vector.
 pub(crate) const BLOCK: usize = 16;
 
-/// Output pixels summed side by side (independent accumulator chains).
+/// Output pixels summed side by side (independent accumulator chains): as many as the
+/// registers hold with the weights and an input block beside them.
+#[cfg(target_arch = "x86_64")]
+const PIXELS_AVX512: usize = 8;
 const PIXELS: usize = 4;
 
 /// The input of one block of channels, channels-last: pixel `(r, x)` of the block is
@@ -122,7 +125,7 @@ pub(crate) fn sum_channels(
         }
     }
     // SAFETY: the portable lanes need no CPU feature.
-    unsafe { sum_body::<[f32; BLOCK]>(out, oh, plane, bias, clamp) }
+    unsafe { sum_body::<[f32; BLOCK], PIXELS>(out, oh, plane, bias, clamp) }
 }
 
 /// [`sum_body`] on AVX-512 registers.
@@ -139,7 +142,7 @@ unsafe fn sum_avx512(
     clamp: Option<(f32, f32)>,
 ) {
     // SAFETY: the CPU has AVX-512F (this function's contract), all `__m512` lanes need.
-    unsafe { sum_body::<x86::Avx512>(out, oh, plane, bias, clamp) }
+    unsafe { sum_body::<x86::Avx512, PIXELS_AVX512>(out, oh, plane, bias, clamp) }
 }
 
 /// [`sum_body`] on AVX2 registers.
@@ -156,7 +159,7 @@ unsafe fn sum_avx2(
     clamp: Option<(f32, f32)>,
 ) {
     // SAFETY: the CPU has AVX2 and FMA (this function's contract), all `Avx2` lanes need.
-    unsafe { sum_body::<x86::Avx2>(out, oh, plane, bias, clamp) }
+    unsafe { sum_body::<x86::Avx2, PIXELS>(out, oh, plane, bias, clamp) }
 }
 
 /// One block of channels held in registers: the operations of a sum, lane by lane, with
@@ -293,10 +296,13 @@ mod x86 {
     }
 }
 
+/// The sums, `P` output pixels side by side where their taps lie inside the row (then 2,
+/// then 1).
+///
 /// # Safety
 /// The CPU has the instructions `V` uses.
 #[inline(always)]
-unsafe fn sum_body<V: Lanes>(
+unsafe fn sum_body<V: Lanes, const P: usize>(
     out: ChannelOut<'_>,
     oh: usize,
     plane: &ChannelPlane<'_>,
@@ -314,9 +320,12 @@ unsafe fn sum_body<V: Lanes>(
             let o = &mut out.out[at..];
             // SAFETY: the CPU has the instructions of `V` (this function's contract).
             unsafe {
-                if ow - ox >= PIXELS && plane.inside(ox, PIXELS) {
-                    sum_pixels::<V, PIXELS, true>(o, res, ps, ox, span, plane, ep);
-                    ox += PIXELS;
+                if ow - ox >= P && plane.inside(ox, P) {
+                    sum_pixels::<V, P, true>(o, res, ps, ox, span, plane, ep);
+                    ox += P;
+                } else if ow - ox >= 2 && plane.inside(ox, 2) {
+                    sum_pixels::<V, 2, true>(o, res, ps, ox, span, plane, ep);
+                    ox += 2;
                 } else {
                     sum_pixels::<V, 1, false>(o, res, ps, ox, span, plane, ep);
                     ox += 1;
@@ -356,24 +365,38 @@ unsafe fn sum_pixels<V: Lanes, const N: usize, const INSIDE: bool>(
 ) {
     // SAFETY (every `V` call below): the CPU has the instructions of `V`.
     let mut acc = [unsafe { V::zero() }; N];
+    let ps_in = plane.pixel_stride;
     for r in 0..span.ky1 - span.ky0 {
         let row = (span.first + r * plane.dilation_h) * plane.row_stride;
         let weights = &plane.weights[(span.ky0 + r) * plane.kw * BLOCK..][..plane.kw * BLOCK];
+        if INSIDE {
+            // Every tap of these pixels is inside the row (`ChannelPlane::inside`) and the
+            // row inside the plane (`ChannelPlane::covers`): pixel q's first tap, then one
+            // step per tap.
+            let at: [usize; N] =
+                std::array::from_fn(|q| row + ((ox0 + q) * plane.stride_w - plane.pad) * ps_in);
+            let (step, data) = (plane.dilation_w * ps_in, plane.data);
+            for kx in 0..plane.kw {
+                let w = unsafe { V::load(block_at(weights, kx * BLOCK)) };
+                for (q, acc) in acc.iter_mut().enumerate() {
+                    let i = at[q] + kx * step;
+                    debug_assert!(i + BLOCK <= data.len());
+                    // SAFETY: tap kx of pixel q is column `(ox0 + q) * stride_w + kx *
+                    // dilation_w - pad < cols` of a row `covers` proved inside `data`, so
+                    // its BLOCK values are too.
+                    let x = unsafe { &*data.as_ptr().add(i).cast::<[f32; BLOCK]>() };
+                    *acc = unsafe { V::mul_add(w, V::load(x), *acc) };
+                }
+            }
+            continue;
+        }
         for kx in 0..plane.kw {
             let w = unsafe { V::load(block_at(weights, kx * BLOCK)) };
             for (q, acc) in acc.iter_mut().enumerate() {
                 let pc = (ox0 + q) * plane.stride_w + kx * plane.dilation_w;
-                let x = if INSIDE {
-                    // Every tap of these pixels is inside the row (`ChannelPlane::inside`).
-                    Some(pc - plane.pad)
-                } else {
-                    pc.checked_sub(plane.pad).filter(|&x| x < plane.cols)
-                };
                 // Taps in the horizontal padding multiply zero, as the definition does.
-                let x = match x {
-                    Some(x) => unsafe {
-                        V::load(block_at(plane.data, row + x * plane.pixel_stride))
-                    },
+                let x = match pc.checked_sub(plane.pad).filter(|&x| x < plane.cols) {
+                    Some(x) => unsafe { V::load(block_at(plane.data, row + x * ps_in)) },
                     None => unsafe { V::zero() },
                 };
                 *acc = unsafe { V::mul_add(w, x, *acc) };
@@ -444,7 +467,8 @@ mod tests {
                 out
             };
             // SAFETY: the portable lanes need no CPU feature.
-            let want = run(&|o| unsafe { sum_body::<[f32; BLOCK]>(o, oh, &plane, &bias, clamp) });
+            let want =
+                run(&|o| unsafe { sum_body::<[f32; BLOCK], PIXELS>(o, oh, &plane, &bias, clamp) });
             // The definition, summed in the documented order.
             for oy in 0..oh {
                 for ox in 0..ow {
