@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use kiln_kernels::{Capacity, KernelContext, KernelDef, OutKind};
 
-use crate::compile::{self, lower_node, CompiledNode, Graph, NodeOp, PreparedKernel};
+use crate::compile::{self, lower_node, CompiledNode, Graph, Layout, NodeOp, PreparedKernel};
 use crate::delegate::{DelegateHandle, DelegateInit};
 use crate::error::{Error, Result};
 use crate::exec::Scratch;
@@ -575,7 +575,17 @@ fn describe_step(g: &Graph<'_>, n: usize, c: usize, step: &Step) -> CompiledNode
         .filter_map(|&k| g.chain.get(k as usize))
         .map(|ins| crate::compile::instruction_name(g.plan, ins))
         .collect();
-    CompiledNode { chain: c, kind: step_kind(step), operators, origins }
+    let layout = match &g.nodes[n].op {
+        NodeOp::Conv(conv) => {
+            let name = |l: Layout| match l {
+                Layout::Nchw => "nchw",
+                Layout::Nhwc => "nhwc",
+            };
+            Some(format!("{}>{}", name(conv.layouts.input), name(conv.layouts.output)))
+        }
+        _ => None,
+    };
+    CompiledNode { chain: c, kind: step_kind(step), operators, origins, layout }
 }
 
 /// The name a step is shown by: the operator, `delegate:<id>`, the compiled kernel, or the

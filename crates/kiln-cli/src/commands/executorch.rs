@@ -31,6 +31,8 @@ struct CompiledStep {
     kind: String,
     operators: Vec<String>,
     origins: Vec<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    layout: Option<String>,
 }
 
 /// `kiln inspect --compiled`: each method (or `method`) loaded through the compile stage.
@@ -51,6 +53,7 @@ pub fn inspect_compiled(path: &Path, method: Option<&str>, json: bool) -> Result
                 kind: n.kind.clone(),
                 operators: n.operators.clone(),
                 origins: n.origins.clone(),
+                layout: n.layout.clone(),
             })
             .collect();
         methods.push(CompiledMethod { name, instructions: m.num_instructions(), steps });
@@ -69,13 +72,14 @@ pub fn inspect_compiled(path: &Path, method: Option<&str>, json: bool) -> Result
             m.instructions,
             m.steps.len()
         );
-        let mut t = Table::new(["step", "kernel", "fuses", "origins"]);
+        let mut t = Table::new(["step", "kernel", "layout", "fuses", "origins"]);
         for (k, s) in m.steps.iter().enumerate() {
             let fuses =
                 if s.operators.len() > 1 { fused_list(&s.operators) } else { String::new() };
             // A compiled kernel's kind lists what it fuses; the table shows that in "fuses".
             let kernel = s.kind.split('[').next().unwrap_or(&s.kind).to_string();
-            t.row([k.to_string(), kernel, fuses, ranges(&s.origins)]);
+            let layout = s.layout.clone().unwrap_or_default();
+            t.row([k.to_string(), kernel, layout, fuses, ranges(&s.origins)]);
         }
         out!("{}", t.render());
     }

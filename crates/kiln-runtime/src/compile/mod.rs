@@ -158,6 +158,8 @@ pub struct CompiledNode {
     pub operators: Vec<String>,
     /// The original instruction indices it stands for, ascending.
     pub origins: Vec<u32>,
+    /// A convolution's activation layouts, input then output: `"nchw>nhwc"`.
+    pub layout: Option<String>,
 }
 
 /// Runs the passes over the graph of one chain; only methods whose aliases are known
