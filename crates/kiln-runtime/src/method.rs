@@ -575,14 +575,15 @@ fn describe_step(g: &Graph<'_>, n: usize, c: usize, step: &Step) -> CompiledNode
         .filter_map(|&k| g.chain.get(k as usize))
         .map(|ins| crate::compile::instruction_name(g.plan, ins))
         .collect();
+    let name = |l: Layout| match l {
+        Layout::Nchw => "nchw",
+        Layout::Nhwc => "nhwc",
+    };
     let layout = match &g.nodes[n].op {
         NodeOp::Conv(conv) => {
-            let name = |l: Layout| match l {
-                Layout::Nchw => "nchw",
-                Layout::Nhwc => "nhwc",
-            };
             Some(format!("{}>{}", name(conv.layouts.input), name(conv.layouts.output)))
         }
+        NodeOp::Mean(mean) => Some(name(mean.layout).to_string()),
         _ => None,
     };
     CompiledNode { chain: c, kind: step_kind(step), operators, origins, layout }

@@ -7,6 +7,7 @@ pub mod conv;
 pub mod conv2d;
 pub mod depthwise;
 pub mod gemm;
+pub mod global_pool;
 pub mod linear;
 pub mod max_pool;
 pub mod peak;

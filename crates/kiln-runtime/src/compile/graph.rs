@@ -8,7 +8,7 @@ use kiln_kernels::{DType, KernelDef};
 use crate::plan::{DataDef, InstrDef, MethodPlan, ValueDef};
 use crate::value::{Storage, TensorSlot, Val};
 
-use super::{Activation, Aliases, ConvNode, LinearNode, MapNode, MaxPoolNode};
+use super::{Activation, Aliases, ConvNode, LinearNode, MapNode, MaxPoolNode, MeanNode};
 
 /// What a node computes.
 #[derive(Clone, Debug)]
@@ -23,6 +23,8 @@ pub(crate) enum NodeOp {
     Map(MapNode),
     /// Max pooling without indices.
     MaxPool(MaxPoolNode),
+    /// The mean over height and width.
+    Mean(MeanNode),
     /// Nothing left to do: the node was absorbed into another.
     Removed,
 }

@@ -1,9 +1,9 @@
-//! The activation layout of each convolution: channels-last (NHWC) where a value passes only
-//! between convolutions, NCHW everywhere else.
+//! The activation layout of each convolution (and global mean): channels-last (NHWC) where a
+//! value passes only between convolutions (or into a mean), NCHW everywhere else.
 //!
 //! A convolution's output is NHWC when every read of it (aliases and method outputs count as
-//! reads) is a convolution's input or residual, and every such reader, and its producer, can
-//! run with that layout ([`PackedConv2d::supports`]): a pointwise convolution reads and
+//! reads) is a convolution's input or residual or a mean over height and width (which reads
+//! either layout), and every such convolution, and its producer, can run with that layout ([`PackedConv2d::supports`]): a pointwise convolution reads and
 //! writes either layout, another one-group convolution reads NCHW and writes either, a
 //! depthwise one runs NHWC to NHWC when its channels fill blocks of 16, and a residual is
 //! laid out as its reader's output. So a chain of convolutions starts from the NCHW input of
@@ -18,7 +18,8 @@ use super::graph::{Graph, NodeOp};
 use super::prepared::conv_geometry;
 use super::{ConvNode, Layout, Layouts};
 
-/// Sets [`ConvNode::layouts`] of every convolution of `g`.
+/// Sets [`ConvNode::layouts`] of every convolution of `g` and
+/// [`MeanNode::layout`](super::MeanNode::layout) of every mean.
 pub(crate) fn choose_layouts(g: &mut Graph<'_>) {
     let convs: Vec<(usize, ConvNode, Conv2dGeometry)> = (0..g.nodes.len())
         .filter_map(|n| match &g.nodes[n].op {
@@ -26,18 +27,27 @@ pub(crate) fn choose_layouts(g: &mut Graph<'_>) {
             _ => None,
         })
         .collect();
-    let mut conv_reads: HashMap<u32, u32> = HashMap::new();
-    for (_, c, _) in &convs {
-        for v in std::iter::once(c.input).chain(c.residual) {
-            *conv_reads.entry(v).or_default() += 1;
-        }
+    let means: Vec<(usize, u32)> = (0..g.nodes.len())
+        .filter_map(|n| match &g.nodes[n].op {
+            NodeOp::Mean(m) => Some((n, m.input)),
+            _ => None,
+        })
+        .collect();
+    // Reads by nodes that can take NHWC: convolutions (input, residual) and means.
+    let mut layout_reads: HashMap<u32, u32> = HashMap::new();
+    let read_values = convs
+        .iter()
+        .flat_map(|(_, c, _)| std::iter::once(c.input).chain(c.residual))
+        .chain(means.iter().map(|&(_, v)| v));
+    for v in read_values {
+        *layout_reads.entry(v).or_default() += 1;
     }
-    // Outputs only convolutions read, then demoted until every convolution supports its
-    // layouts (each pass only demotes, so this ends).
+    // Outputs only such nodes read, then demoted until every convolution supports its
+    // layouts (each pass only demotes, so this ends; a mean reads either layout).
     let mut nhwc: HashSet<u32> = convs
         .iter()
         .map(|(_, c, _)| c.output)
-        .filter(|v| conv_reads.get(v).is_some_and(|&r| r == g.reads(*v)))
+        .filter(|v| layout_reads.get(v).is_some_and(|&r| r == g.reads(*v)))
         .collect();
     let layout = |nhwc: &HashSet<u32>, v: u32| {
         if nhwc.contains(&v) {
@@ -71,6 +81,11 @@ pub(crate) fn choose_layouts(g: &mut Graph<'_>) {
         if let NodeOp::Conv(node) = &mut g.nodes[n].op {
             node.layouts =
                 Layouts { input: layout(&nhwc, c.input), output: layout(&nhwc, c.output) };
+        }
+    }
+    for (n, input) in means {
+        if let NodeOp::Mean(node) = &mut g.nodes[n].op {
+            node.layout = layout(&nhwc, input);
         }
     }
 }

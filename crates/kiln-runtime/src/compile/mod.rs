@@ -6,7 +6,8 @@
 //!                      slices become aliases placed by the memory plan),
 //!                      lift (convolution/addmm/mm with constant weights become
 //!                      Conv/Linear nodes, a constant weight's permute_copy folded away,
-//!                      max pooling whose indices nothing reads becomes MaxPool),
+//!                      max pooling whose indices nothing reads becomes MaxPool, a mean
+//!                      over height and width becomes Mean),
 //!                      fold batch norm into the convolution, fuse the epilogue
 //!                      (residual add, relu/hardtanh/clamp/hardswish/sigmoid/silu/gelu),
 //!                      chains of float32 elementwise operators fused into one map,
@@ -107,6 +108,17 @@ pub(crate) struct MaxPoolNode {
     pub fused: Vec<String>,
 }
 
+/// `mean` of a float32 `[N, C, H, W]` activation over `H` and `W` (global average pooling),
+/// read in `layout` ([`layout`] may make it channels-last); the output `[N, C, 1, 1]` (or
+/// `[N, C]`) is the same bytes in either layout.
+#[derive(Clone, Debug)]
+pub(crate) struct MeanNode {
+    pub input: u32,
+    pub layout: Layout,
+    pub output: u32,
+    pub fused: Vec<String>,
+}
+
 /// A unary elementwise operator a [`MapNode`] applies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Unary {
@@ -158,7 +170,8 @@ pub struct CompiledNode {
     pub operators: Vec<String>,
     /// The original instruction indices it stands for, ascending.
     pub origins: Vec<u32>,
-    /// A convolution's activation layouts, input then output: `"nchw>nhwc"`.
+    /// A convolution's activation layouts, input then output (`"nchw>nhwc"`), or the layout a
+    /// mean reads (`"nhwc"`).
     pub layout: Option<String>,
 }
 
@@ -172,6 +185,7 @@ pub(crate) fn optimize(g: &mut Graph<'_>) {
     passes::fold_weight_permutes_into_linear(g);
     passes::lift_convolutions(g);
     passes::lift_max_pools(g);
+    passes::lift_means(g);
     passes::fold_batch_norms(g);
     passes::fuse_epilogues(g);
     passes::fuse_elementwise(g);

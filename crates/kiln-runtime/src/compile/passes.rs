@@ -8,8 +8,8 @@ use crate::value::Val;
 
 use super::graph::{Graph, NodeOp};
 use super::{
-    Activation, BatchNorm, Binary, ConvNode, Layouts, LinearNode, MapNode, MapOp, MaxPoolNode,
-    Unary,
+    Activation, BatchNorm, Binary, ConvNode, Layout, Layouts, LinearNode, MapNode, MapOp,
+    MaxPoolNode, MeanNode, Unary,
 };
 
 /// The kernel instruction of node `n`: its operator and arguments.
@@ -385,6 +385,38 @@ pub(crate) fn lift_max_pools(g: &mut Graph<'_>) {
                 ceil: *ceil,
                 output: out,
                 fused: vec!["aten::max_pool2d_with_indices.out".to_string()],
+            }),
+        );
+    }
+}
+
+/// `aten::mean.out` over dims 2 and 3 (or -1 and -2) of a float32 4-D tensor of static shape,
+/// with no dtype, becomes [`NodeOp::Mean`].
+pub(crate) fn lift_means(g: &mut Graph<'_>) {
+    for n in 0..g.nodes.len() {
+        let Some(("aten::mean.out", &[x, dims, _keepdim, dtype, out, _])) = kernel_call(g, n)
+        else {
+            continue;
+        };
+        let (Some(xt), Some(ot)) = (g.dense_f32(x), g.dense_f32(out)) else { continue };
+        let static_shapes = xt.capacity == Capacity::Static && ot.capacity == Capacity::Static;
+        if !static_shapes || xt.shape.rank() != 4 || !g.is_none(dtype) {
+            continue;
+        }
+        let Some(mut dims) = g.ints(dims) else { continue };
+        dims.iter_mut().for_each(|d| *d = d.rem_euclid(4));
+        dims.sort_unstable();
+        let sizes = xt.shape.sizes();
+        if dims != [2, 3] || ot.shape.sizes().iter().product::<usize>() != sizes[0] * sizes[1] {
+            continue;
+        }
+        g.replace(
+            n,
+            NodeOp::Mean(MeanNode {
+                input: x,
+                layout: Layout::Nchw,
+                output: out,
+                fused: vec!["aten::mean.out".to_string()],
             }),
         );
     }

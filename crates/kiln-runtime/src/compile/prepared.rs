@@ -2,6 +2,7 @@
 //! at load, and a run function the executor calls with the node's tensors.
 
 use kiln_kernels::compute::conv2d::{Conv2dGeometry, ConvScratch, PackedConv2d};
+use kiln_kernels::compute::global_pool::mean_pixels;
 use kiln_kernels::compute::linear::{LinearScratch, PackedLinear};
 use kiln_kernels::compute::max_pool::MaxPool2d;
 use kiln_kernels::{Arg, KernelContext, KernelError, Out, OutKind, TensorMut, TensorRef};
@@ -11,7 +12,7 @@ use crate::method::{Call, Callee, Role};
 use crate::value::TensorSlot;
 
 use super::graph::{Graph, NodeOp};
-use super::{Binary, ConvNode, LinearNode, MapOp, MaxPoolNode, Unary};
+use super::{Binary, ConvNode, Layout, LinearNode, MapOp, MaxPoolNode, MeanNode, Unary};
 
 /// A fused node's kernel, prepared at load. The executor passes the node's read tensors in
 /// order as `args` (then `Arg::Output` for the written one) and its output as `outs[0]`.
@@ -58,6 +59,10 @@ pub(crate) fn lower_node(
             NodeOp::MaxPool(m) => {
                 let k = PreparedMaxPool::new(g, m).map_err(err)?;
                 (describe("max_pool2d", &m.fused), vec![m.input], m.output, Box::new(k))
+            }
+            NodeOp::Mean(m) => {
+                let k = PreparedMean::new(g, m).map_err(err)?;
+                (describe("mean", &m.fused), vec![m.input], m.output, Box::new(k))
             }
             NodeOp::Map(m) => {
                 let k = PreparedMap { ops: m.ops.clone() };
@@ -264,6 +269,41 @@ impl PreparedKernel for PreparedMaxPool {
         let xs = x.as_slice::<f32>().map_err(|e| ctx.tensor_err("self", e))?;
         let o = out.as_mut_slice::<f32>().map_err(|e| ctx.tensor_err("out", e))?;
         self.pool.run(xs, o, &ctx.threads).map_err(|e| ctx.invalid("self", e.to_string()))
+    }
+}
+
+/// Global average pooling of an NCHW or NHWC activation.
+struct PreparedMean {
+    sizes: [usize; 3],
+    layout: Layout,
+}
+
+impl PreparedMean {
+    fn new(g: &Graph<'_>, m: &MeanNode) -> std::result::Result<PreparedMean, String> {
+        let xs = g.sizes(m.input).unwrap_or_default();
+        let &[n, c, h, w] = xs.as_slice() else {
+            return Err(format!("mean: the input {xs:?} is not 4-D"));
+        };
+        let out = g.sizes(m.output).unwrap_or_default();
+        if out.iter().product::<usize>() != n * c {
+            return Err(format!("mean: the output {out:?} does not hold [{n}, {c}]"));
+        }
+        Ok(PreparedMean { sizes: [n, c, h * w], layout: m.layout })
+    }
+}
+
+impl PreparedKernel for PreparedMean {
+    fn run(
+        &mut self,
+        ctx: &mut KernelContext,
+        args: &[Arg<'_>],
+        outs: &mut [Out<'_, '_>],
+    ) -> std::result::Result<(), KernelError> {
+        ctx.op = "aten::mean.out";
+        let (x, _, out) = fused_io(ctx, args, outs, false)?;
+        let xs = x.as_slice::<f32>().map_err(|e| ctx.tensor_err("self", e))?;
+        let o = out.as_mut_slice::<f32>().map_err(|e| ctx.tensor_err("out", e))?;
+        mean_pixels(xs, self.sizes, self.layout, o).map_err(|e| ctx.invalid("self", e.to_string()))
     }
 }
 
