@@ -136,6 +136,17 @@ fn fused_io<'a, 'o, 'x>(
     }
 }
 
+/// The float32 values of a one-input step (`self`) and of its output.
+fn f32_io<'a, 'o>(
+    ctx: &KernelContext,
+    args: &[Arg<'a>],
+    outs: &'o mut [Out<'_, '_>],
+) -> std::result::Result<(&'a [f32], &'o mut [f32]), KernelError> {
+    let (x, _, out) = fused_io(ctx, args, outs, false)?;
+    let x = x.as_slice::<f32>().map_err(|e| ctx.tensor_err("self", e))?;
+    Ok((x, out.as_mut_slice::<f32>().map_err(|e| ctx.tensor_err("out", e))?))
+}
+
 /// The geometry of convolution node `c`, from its input's and weight's sizes.
 pub(crate) fn conv_geometry(
     g: &Graph<'_>,
@@ -265,10 +276,8 @@ impl PreparedKernel for PreparedMaxPool {
         outs: &mut [Out<'_, '_>],
     ) -> std::result::Result<(), KernelError> {
         ctx.op = "aten::max_pool2d_with_indices.out";
-        let (x, _, out) = fused_io(ctx, args, outs, false)?;
-        let xs = x.as_slice::<f32>().map_err(|e| ctx.tensor_err("self", e))?;
-        let o = out.as_mut_slice::<f32>().map_err(|e| ctx.tensor_err("out", e))?;
-        self.pool.run(xs, o, &ctx.threads).map_err(|e| ctx.invalid("self", e.to_string()))
+        let (x, y) = f32_io(ctx, args, outs)?;
+        self.pool.run(x, y, &ctx.threads).map_err(|e| ctx.invalid("self", e.to_string()))
     }
 }
 
@@ -300,10 +309,8 @@ impl PreparedKernel for PreparedMean {
         outs: &mut [Out<'_, '_>],
     ) -> std::result::Result<(), KernelError> {
         ctx.op = "aten::mean.out";
-        let (x, _, out) = fused_io(ctx, args, outs, false)?;
-        let xs = x.as_slice::<f32>().map_err(|e| ctx.tensor_err("self", e))?;
-        let o = out.as_mut_slice::<f32>().map_err(|e| ctx.tensor_err("out", e))?;
-        mean_pixels(xs, self.sizes, self.layout, o).map_err(|e| ctx.invalid("self", e.to_string()))
+        let (x, y) = f32_io(ctx, args, outs)?;
+        mean_pixels(x, self.sizes, self.layout, y).map_err(|e| ctx.invalid("self", e.to_string()))
     }
 }
 
