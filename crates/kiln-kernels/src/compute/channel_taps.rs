@@ -22,11 +22,12 @@ pub(crate) const BLOCK: usize = 16;
 const PIXELS_AVX512: usize = 8;
 const PIXELS: usize = 4;
 
-/// The input of one block of channels, channels-last: pixel `(r, x)` of the block is
-/// `data[r * row_stride + x * pixel_stride..][..BLOCK]`.
+/// The input of `blocks` blocks of channels side by side, channels-last: pixel `(r, x)` of
+/// block `b` is `data[r * row_stride + x * pixel_stride + b * BLOCK..][..BLOCK]`.
 #[derive(Clone, Copy)]
 pub(crate) struct ChannelPlane<'a> {
     pub data: &'a [f32],
+    pub blocks: usize,
     pub row_stride: usize,
     pub pixel_stride: usize,
     /// Columns present: padded column `pc` is column `pc - pad`, zero outside `0..cols`.
@@ -39,14 +40,14 @@ pub(crate) struct ChannelPlane<'a> {
     /// Horizontal stride and dilation.
     pub stride_w: usize,
     pub dilation_w: usize,
-    /// `[kh][kw][BLOCK]` weights.
+    /// `[blocks][kh][kw][BLOCK]` weights.
     pub weights: &'a [f32],
     /// Taps per kernel row.
     pub kw: usize,
 }
 
-/// Where the sums of one block go: output pixel `(oy, ox)` (and its residual, when there is
-/// one) is `[(oy * ow + ox) * pixel_stride..][..BLOCK]`.
+/// Where the sums go: output pixel `(oy, ox)` of block `b` (and its residual, when there is
+/// one) is `[(oy * ow + ox) * pixel_stride + b * BLOCK..][..BLOCK]`.
 pub(crate) struct ChannelOut<'a> {
     pub out: &'a mut [f32],
     pub residual: Option<&'a [f32]>,
@@ -59,11 +60,12 @@ impl ChannelPlane<'_> {
     fn covers(&self, oh: usize) -> bool {
         let reach = || -> Option<bool> {
             let pixel_end = self.cols.checked_sub(1)?.checked_mul(self.pixel_stride)?;
-            let pixel_end = pixel_end.checked_add(BLOCK)?;
-            let mut ok = self.spans.len() >= oh;
+            let pixel_end = pixel_end.checked_add(self.blocks.checked_mul(BLOCK)?)?;
+            let per_block = self.block_weights();
+            let mut ok = self.spans.len() >= oh && per_block * self.blocks == self.weights.len();
             for span in self.spans.iter().take(oh) {
                 ok &= span.ky0 <= span.ky1
-                    && span.ky1.checked_mul(self.kw)?.checked_mul(BLOCK)? <= self.weights.len();
+                    && span.ky1.checked_mul(self.kw)?.checked_mul(BLOCK)? <= per_block;
                 if span.ky1 > span.ky0 {
                     let last_row = span.first + (span.ky1 - span.ky0 - 1) * self.dilation_h;
                     let end = last_row.checked_mul(self.row_stride)?.checked_add(pixel_end)?;
@@ -72,7 +74,12 @@ impl ChannelPlane<'_> {
             }
             Some(ok)
         };
-        self.kw > 0 && reach() == Some(true)
+        self.kw > 0 && self.blocks > 0 && reach() == Some(true)
+    }
+
+    /// Weights per block.
+    fn block_weights(&self) -> usize {
+        self.weights.len() / self.blocks.max(1)
     }
 
     /// Whether every tap of output columns `ox0..ox0 + n` reads a column inside the row.
@@ -85,13 +92,15 @@ impl ChannelPlane<'_> {
 }
 
 impl ChannelOut<'_> {
-    /// Output rows, `None` when a pixel would lie outside the output or residual.
-    fn rows(&self) -> Option<usize> {
-        let pixels = self.out.len().checked_sub(BLOCK)? / self.pixel_stride.max(1) + 1;
+    /// Output rows of `blocks` blocks, `None` when a pixel would lie outside the output or
+    /// residual.
+    fn rows(&self, blocks: usize) -> Option<usize> {
+        let width = blocks.checked_mul(BLOCK)?;
+        let pixels = self.out.len().checked_sub(width)? / self.pixel_stride.max(1) + 1;
         let rows = pixels / self.ow.max(1);
-        let end = (rows * self.ow).checked_sub(1)? * self.pixel_stride + BLOCK;
+        let end = (rows * self.ow).checked_sub(1)? * self.pixel_stride + width;
         let fits = |len: usize| end <= len;
-        (self.pixel_stride >= BLOCK
+        (self.pixel_stride >= width
             && fits(self.out.len())
             && self.residual.is_none_or(|r| fits(r.len())))
         .then_some(rows)
@@ -104,14 +113,15 @@ impl ChannelOut<'_> {
 pub(crate) fn sum_channels(
     out: ChannelOut<'_>,
     plane: &ChannelPlane<'_>,
-    bias: &[f32; BLOCK],
+    bias: &[f32],
     clamp: Option<(f32, f32)>,
 ) {
     if out.ow == 0 {
         return;
     }
-    let oh = out.rows().expect("depthwise: output pixels outside the output");
+    let oh = out.rows(plane.blocks).expect("depthwise: output pixels outside the output");
     assert!(plane.covers(oh), "depthwise: taps outside the channel plane");
+    assert!(bias.len() >= plane.blocks * BLOCK, "depthwise: a bias per channel");
     #[cfg(target_arch = "x86_64")]
     {
         use crate::compute::sgemm::x86::{has_avx2, has_avx512};
@@ -138,7 +148,7 @@ unsafe fn sum_avx512(
     out: ChannelOut<'_>,
     oh: usize,
     plane: &ChannelPlane<'_>,
-    bias: &[f32; BLOCK],
+    bias: &[f32],
     clamp: Option<(f32, f32)>,
 ) {
     // SAFETY: the CPU has AVX-512F (this function's contract), all `__m512` lanes need.
@@ -155,7 +165,7 @@ unsafe fn sum_avx2(
     out: ChannelOut<'_>,
     oh: usize,
     plane: &ChannelPlane<'_>,
-    bias: &[f32; BLOCK],
+    bias: &[f32],
     clamp: Option<(f32, f32)>,
 ) {
     // SAFETY: the CPU has AVX2 and FMA (this function's contract), all `Avx2` lanes need.
@@ -306,31 +316,39 @@ unsafe fn sum_body<V: Lanes, const P: usize>(
     out: ChannelOut<'_>,
     oh: usize,
     plane: &ChannelPlane<'_>,
-    bias: &[f32; BLOCK],
+    bias: &[f32],
     clamp: Option<(f32, f32)>,
 ) {
     let (ow, ps) = (out.ow, out.pixel_stride);
-    let ep = Epilogue { bias, clamp };
     for oy in 0..oh {
         let span = plane.spans[oy];
         let mut ox = 0;
         while ox < ow {
-            let at = (oy * ow + ox) * ps;
-            let res = out.residual.map(|r| &r[at..]);
-            let o = &mut out.out[at..];
-            // SAFETY: the CPU has the instructions of `V` (this function's contract).
-            unsafe {
-                if ow - ox >= P && plane.inside(ox, P) {
-                    sum_pixels::<V, P, true>(o, res, ps, ox, span, plane, ep);
-                    ox += P;
-                } else if ow - ox >= 2 && plane.inside(ox, 2) {
-                    sum_pixels::<V, 2, true>(o, res, ps, ox, span, plane, ep);
-                    ox += 2;
-                } else {
-                    sum_pixels::<V, 1, false>(o, res, ps, ox, span, plane, ep);
-                    ox += 1;
+            let n = if ow - ox >= P && plane.inside(ox, P) {
+                P
+            } else if ow - ox >= 2 && plane.inside(ox, 2) {
+                2
+            } else {
+                1
+            };
+            // Every block of these pixels in turn: their input rows stay in cache.
+            for b in 0..plane.blocks {
+                let at = (oy * ow + ox) * ps + b * BLOCK;
+                let res = out.residual.map(|r| &r[at..]);
+                let o = &mut out.out[at..];
+                let bias = bias[b * BLOCK..][..BLOCK].try_into().expect("BLOCK");
+                let ep = Epilogue { bias, clamp };
+                let at = ox;
+                // SAFETY: the CPU has the instructions of `V` (this function's contract).
+                unsafe {
+                    match n {
+                        1 => sum_pixels::<V, 1, false>(o, res, ps, at, b, span, plane, ep),
+                        2 => sum_pixels::<V, 2, true>(o, res, ps, at, b, span, plane, ep),
+                        _ => sum_pixels::<V, P, true>(o, res, ps, at, b, span, plane, ep),
+                    }
                 }
             }
+            ox += n;
         }
     }
 }
@@ -348,17 +366,19 @@ fn block_at(data: &[f32], at: usize) -> &[f32; BLOCK] {
     data[at..][..BLOCK].try_into().expect("BLOCK")
 }
 
-/// The `N` output pixels from column `ox0` on of the output row whose inputs are `span`,
-/// into `out` (and from `residual`) with pixels `ps` apart.
+/// The `N` output pixels from column `ox0` on of block `b` of the output row whose inputs are
+/// `span`, into `out` (and from `residual`) with pixels `ps` apart.
 ///
 /// # Safety
 /// The CPU has the instructions `V` uses.
+#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 unsafe fn sum_pixels<V: Lanes, const N: usize, const INSIDE: bool>(
     out: &mut [f32],
     residual: Option<&[f32]>,
     ps: usize,
     ox0: usize,
+    b: usize,
     span: RowSpan,
     plane: &ChannelPlane<'_>,
     ep: Epilogue<'_>,
@@ -366,9 +386,10 @@ unsafe fn sum_pixels<V: Lanes, const N: usize, const INSIDE: bool>(
     // SAFETY (every `V` call below): the CPU has the instructions of `V`.
     let mut acc = [unsafe { V::zero() }; N];
     let ps_in = plane.pixel_stride;
+    let block_weights = &plane.weights[b * plane.block_weights()..];
     for r in 0..span.ky1 - span.ky0 {
-        let row = (span.first + r * plane.dilation_h) * plane.row_stride;
-        let weights = &plane.weights[(span.ky0 + r) * plane.kw * BLOCK..][..plane.kw * BLOCK];
+        let row = (span.first + r * plane.dilation_h) * plane.row_stride + b * BLOCK;
+        let weights = &block_weights[(span.ky0 + r) * plane.kw * BLOCK..][..plane.kw * BLOCK];
         if INSIDE {
             // Every tap of these pixels is inside the row (`ChannelPlane::inside`) and the
             // row inside the plane (`ChannelPlane::covers`): pixel q's first tap, then one
@@ -382,8 +403,8 @@ unsafe fn sum_pixels<V: Lanes, const N: usize, const INSIDE: bool>(
                     let i = at[q] + kx * step;
                     debug_assert!(i + BLOCK <= data.len());
                     // SAFETY: tap kx of pixel q is column `(ox0 + q) * stride_w + kx *
-                    // dilation_w - pad < cols` of a row `covers` proved inside `data`, so
-                    // its BLOCK values are too.
+                    // dilation_w - pad < cols` of a row whose columns `covers` proved inside
+                    // `data` for all `blocks` blocks, so block b's BLOCK values are too.
                     let x = unsafe { &*data.as_ptr().add(i).cast::<[f32; BLOCK]>() };
                     *acc = unsafe { V::mul_add(w, V::load(x), *acc) };
                 }
@@ -437,18 +458,23 @@ mod tests {
             else {
                 continue;
             };
-            // Pixels of a wider channels-last image, or of the block alone.
-            let ps = BLOCK * rng.usize(1..3);
+            // One to three blocks side by side, in pixels of a wider channels-last image or
+            // of the blocks alone.
+            let blocks = rng.usize(1..4);
+            let width = blocks * BLOCK;
+            let ps = width + BLOCK * rng.usize(0..2);
             let spans = row_spans(h, oh, kh, sh, dh, ph);
             let mut data: Vec<f32> = (0..h * w * ps).map(|_| rng.f32() - 0.5).collect();
             let nan_at = rng.usize(0..data.len());
             data[nan_at] = f32::NAN;
-            let weights: Vec<f32> = (0..kh * kw * BLOCK).map(|_| rng.f32() - 0.5).collect();
-            let bias: [f32; BLOCK] = std::array::from_fn(|_| rng.f32() - 0.5);
+            let weights: Vec<f32> =
+                (0..blocks * kh * kw * BLOCK).map(|_| rng.f32() - 0.5).collect();
+            let bias: Vec<f32> = (0..width).map(|_| rng.f32() - 0.5).collect();
             let residual: Vec<f32> = (0..oh * ow * ps).map(|_| rng.f32() - 0.5).collect();
             let residual = rng.bool().then_some(&residual[..]);
             let plane = ChannelPlane {
                 data: &data,
+                blocks,
                 row_stride: w * ps,
                 pixel_stride: ps,
                 cols: w,
@@ -472,7 +498,9 @@ mod tests {
             // The definition, summed in the documented order.
             for oy in 0..oh {
                 for ox in 0..ow {
-                    for l in 0..BLOCK {
+                    for l in 0..width {
+                        let (b, lane) = (l / BLOCK, l % BLOCK);
+                        let w_at = |ky: usize, kx: usize| ((b * kh + ky) * kw + kx) * BLOCK + lane;
                         let mut s = 0f32;
                         for ky in 0..kh {
                             let Some(iy) = (oy * sh + ky * dh).checked_sub(ph).filter(|&y| y < h)
@@ -482,7 +510,7 @@ mod tests {
                             for kx in 0..kw {
                                 let ix = (ox * sw + kx * dw).checked_sub(pw).filter(|&x| x < w);
                                 let x = ix.map_or(0.0, |ix| data[(iy * w + ix) * ps + l]);
-                                s = weights[(ky * kw + kx) * BLOCK + l].mul_add(x, s);
+                                s = weights[w_at(ky, kx)].mul_add(x, s);
                             }
                         }
                         let at = (oy * ow + ox) * ps + l;
@@ -500,7 +528,7 @@ mod tests {
             let same = |got: Vec<f32>| {
                 let lanes = |v: &[f32]| -> Vec<u32> {
                     v.chunks_exact(ps)
-                        .flat_map(|p| p[..BLOCK].iter().map(|x| x.to_bits()))
+                        .flat_map(|p| p[..width].iter().map(|x| x.to_bits()))
                         .collect()
                 };
                 assert_eq!(lanes(&got), lanes(&want));

@@ -143,10 +143,6 @@ enum Plan {
     PixelRows { weight: PackedB },
 }
 
-/// Output rows an NHWC depthwise convolution computes for every block of channels before
-/// moving on.
-const NHWC_DEPTHWISE_ROWS: usize = 2;
-
 /// Widest output for which a depthwise convolution runs on [`ChannelBlocks`]: below it, a
 /// row of the per-plane kernel fills a fraction of its vectors (measured on mobilenet_v2).
 const CHANNEL_BLOCKS_MAX_OW: usize = 14;
@@ -420,8 +416,7 @@ impl PackedConv2d {
     }
 
     /// Output rows `row0..` of an NHWC depthwise convolution into `y` (those rows);
-    /// `spans` are those rows' input rows. A few output rows at a time, every block of
-    /// channels over them, so the input rows they read stay in cache from block to block.
+    /// `spans` are those rows' input rows.
     fn depthwise_rows(
         &self,
         blocks: &ChannelBlocks,
@@ -434,34 +429,27 @@ impl PackedConv2d {
         let g = &self.g;
         let (c, kk) = (g.groups, g.kh * g.kw);
         let clamp = self.act.clamp();
-        let row_len = self.ow * c;
-        for (i, y) in y.chunks_mut(NHWC_DEPTHWISE_ROWS * row_len).enumerate() {
-            let r0 = i * NHWC_DEPTHWISE_ROWS;
-            let spans = &spans[r0..][..y.len() / row_len];
-            for b in 0..c / BLOCK {
-                let plane = ChannelPlane {
-                    data: &x[b * BLOCK..],
-                    row_stride: g.in_w * c,
-                    pixel_stride: c,
-                    cols: g.in_w,
-                    pad: g.padding[1],
-                    spans,
-                    dilation_h: g.dilation[0],
-                    stride_w: g.stride[1],
-                    dilation_w: g.dilation[1],
-                    weights: &blocks.weights[b * kk * BLOCK..][..kk * BLOCK],
-                    kw: g.kw,
-                };
-                let bias = blocks.bias[b * BLOCK..][..BLOCK].try_into().expect("BLOCK biases");
-                let out = ChannelOut {
-                    out: &mut y[b * BLOCK..],
-                    residual: res.map(|r| &r[(row0 + r0) * row_len + b * BLOCK..]),
-                    pixel_stride: c,
-                    ow: self.ow,
-                };
-                sum_channels(out, &plane, bias, clamp);
-            }
-        }
+        let plane = ChannelPlane {
+            data: x,
+            blocks: c / BLOCK,
+            row_stride: g.in_w * c,
+            pixel_stride: c,
+            cols: g.in_w,
+            pad: g.padding[1],
+            spans,
+            dilation_h: g.dilation[0],
+            stride_w: g.stride[1],
+            dilation_w: g.dilation[1],
+            weights: &blocks.weights[..c / BLOCK * kk * BLOCK],
+            kw: g.kw,
+        };
+        let out = ChannelOut {
+            out: y,
+            residual: res.map(|r| &r[row0 * self.ow * c..]),
+            pixel_stride: c,
+            ow: self.ow,
+        };
+        sum_channels(out, &plane, &blocks.bias, clamp);
         if self.act.is_pointwise_pass() {
             for o in y.iter_mut() {
                 *o = self.act.apply(*o);
@@ -843,6 +831,7 @@ impl Block<'_> {
         let kk = g.kh * g.kw;
         let channel_plane = ChannelPlane {
             data: plane,
+            blocks: 1,
             row_stride: cols * BLOCK,
             pixel_stride: BLOCK,
             cols,
