@@ -1,6 +1,7 @@
 //! x86_64 microkernels: AVX-512F `14 x 32` (two zmm per B row, one broadcast per A row, 28
 //! accumulators) and AVX2+FMA `6 x 16` (12 ymm accumulators). Partial tiles use masked loads
-//! and stores, so edge tiles need no temporary buffer.
+//! and stores, so edge tiles need no temporary buffer; a tile whose columns fit the first
+//! vector computes only that one (16-channel layers, the last panel of a product).
 #![allow(unsafe_code)]
 
 use std::arch::x86_64::*;
@@ -20,13 +21,16 @@ pub(crate) fn has_avx2() -> bool {
     *F.get_or_init(|| is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"))
 }
 
-/// Calls `$f::<R, PACKED>($t)` for the runtime row count `$rows` (one of the listed) and
-/// whether A is a packed panel of `$mr` rows (unit row stride, depth stride `$mr`).
+/// Calls `$f::<R, PACKED, WIDE>($t)` for the runtime row count (one of the listed), whether A
+/// is a packed panel of `$mr` rows (unit row stride, depth stride `$mr`), and whether the
+/// tile has columns in the second of its two vectors (more than `$half`).
 macro_rules! by_rows {
-    ($t:expr, $f:ident, $mr:expr, [$($r:literal)*]) => {
-        match ($t.rows, $t.a_rs == 1 && $t.a_ks == $mr) {
-            $(($r, true) => $f::<$r, true>($t),)*
-            $(($r, false) => $f::<$r, false>($t),)*
+    ($t:expr, $f:ident, $mr:expr, $half:expr, [$($r:literal)*]) => {
+        match ($t.rows, $t.a_rs == 1 && $t.a_ks == $mr, $t.cols > $half) {
+            $(($r, true, true) => $f::<$r, true, true>($t),)*
+            $(($r, false, true) => $f::<$r, false, true>($t),)*
+            $(($r, true, false) => $f::<$r, true, false>($t),)*
+            $(($r, false, false) => $f::<$r, false, false>($t),)*
             _ => unreachable!("Tile::check bounds the rows"),
         }
     };
@@ -50,7 +54,7 @@ fn avx512(t: &mut Tile<'_>) {
     assert!(has_avx512() && t.check(MR512, NR512), "sgemm: avx512 tile out of bounds");
     // SAFETY: the CPU has AVX-512F (checked above, the only feature the tile function
     // enables) and `check` verified every slice covers the reads and writes of the tile.
-    unsafe { by_rows!(t, avx512_tile, MR512, [1 2 3 4 5 6 7 8 9 10 11 12 13 14]) }
+    unsafe { by_rows!(t, avx512_tile, MR512, 16, [1 2 3 4 5 6 7 8 9 10 11 12 13 14]) }
 }
 
 /// Lanes `0..n` of a 16-lane mask (`n` clamped to 16).
@@ -60,10 +64,11 @@ fn mask16(n: usize) -> __mmask16 {
 }
 
 /// # Safety
-/// AVX-512F available; `t.check(MR512, NR512)` holds, `t.rows == R`, and when `PACKED`
-/// A is a packed panel (`a_rs == 1`, `a_ks == MR512`).
+/// AVX-512F available; `t.check(MR512, NR512)` holds, `t.rows == R`, when `PACKED` A is a
+/// packed panel (`a_rs == 1`, `a_ks == MR512`), and unless `WIDE` `t.cols <= 16` (the second
+/// vector of columns is neither computed nor stored).
 #[target_feature(enable = "avx512f")]
-unsafe fn avx512_tile<const R: usize, const PACKED: bool>(t: &mut Tile<'_>) {
+unsafe fn avx512_tile<const R: usize, const PACKED: bool, const WIDE: bool>(t: &mut Tile<'_>) {
     let a = t.a.as_ptr();
     let b = t.b.as_ptr();
     let mut acc0 = [_mm512_setzero_ps(); R];
@@ -75,12 +80,19 @@ unsafe fn avx512_tile<const R: usize, const PACKED: bool>(t: &mut Tile<'_>) {
         // (R - 1) * rs + p * ks lies inside a.
         unsafe {
             let b0 = _mm512_loadu_ps(b.add(p * NR512));
-            let b1 = _mm512_loadu_ps(b.add(p * NR512 + 16));
             let ap = a.add(p * ks);
-            for i in 0..R {
-                let ai = _mm512_set1_ps(*ap.add(i * rs));
-                acc0[i] = _mm512_fmadd_ps(ai, b0, acc0[i]);
-                acc1[i] = _mm512_fmadd_ps(ai, b1, acc1[i]);
+            if WIDE {
+                let b1 = _mm512_loadu_ps(b.add(p * NR512 + 16));
+                for i in 0..R {
+                    let ai = _mm512_set1_ps(*ap.add(i * rs));
+                    acc0[i] = _mm512_fmadd_ps(ai, b0, acc0[i]);
+                    acc1[i] = _mm512_fmadd_ps(ai, b1, acc1[i]);
+                }
+            } else {
+                for i in 0..R {
+                    let ai = _mm512_set1_ps(*ap.add(i * rs));
+                    acc0[i] = _mm512_fmadd_ps(ai, b0, acc0[i]);
+                }
             }
         }
     }
@@ -153,7 +165,7 @@ fn avx2(t: &mut Tile<'_>) {
     assert!(has_avx2() && t.check(MR256, NR256), "sgemm: avx2 tile out of bounds");
     // SAFETY: the CPU has AVX2 and FMA (checked above) and `check` verified every slice
     // covers the reads and writes of the tile.
-    unsafe { by_rows!(t, avx2_tile, MR256, [1 2 3 4 5 6]) }
+    unsafe { by_rows!(t, avx2_tile, MR256, 8, [1 2 3 4 5 6]) }
 }
 
 /// Lane mask (all bits set in lanes `0..n`) of an 8-lane vector for `n` as i32 (may be <= 0).
@@ -164,10 +176,11 @@ fn mask8(n: i32) -> __m256i {
 }
 
 /// # Safety
-/// AVX2 and FMA available; `t.check(MR256, NR256)` holds, `t.rows == R`, and when `PACKED`
-/// A is a packed panel (`a_rs == 1`, `a_ks == MR256`).
+/// AVX2 and FMA available; `t.check(MR256, NR256)` holds, `t.rows == R`, when `PACKED` A is
+/// a packed panel (`a_rs == 1`, `a_ks == MR256`), and unless `WIDE` `t.cols <= 8` (the second
+/// vector of columns is neither computed nor stored).
 #[target_feature(enable = "avx2,fma")]
-unsafe fn avx2_tile<const R: usize, const PACKED: bool>(t: &mut Tile<'_>) {
+unsafe fn avx2_tile<const R: usize, const PACKED: bool, const WIDE: bool>(t: &mut Tile<'_>) {
     let a = t.a.as_ptr();
     let b = t.b.as_ptr();
     let mut acc0 = [_mm256_setzero_ps(); R];
@@ -179,12 +192,19 @@ unsafe fn avx2_tile<const R: usize, const PACKED: bool>(t: &mut Tile<'_>) {
         // (R - 1) * rs + p * ks lies inside a.
         unsafe {
             let b0 = _mm256_loadu_ps(b.add(p * NR256));
-            let b1 = _mm256_loadu_ps(b.add(p * NR256 + 8));
             let ap = a.add(p * ks);
-            for i in 0..R {
-                let ai = _mm256_set1_ps(*ap.add(i * rs));
-                acc0[i] = _mm256_fmadd_ps(ai, b0, acc0[i]);
-                acc1[i] = _mm256_fmadd_ps(ai, b1, acc1[i]);
+            if WIDE {
+                let b1 = _mm256_loadu_ps(b.add(p * NR256 + 8));
+                for i in 0..R {
+                    let ai = _mm256_set1_ps(*ap.add(i * rs));
+                    acc0[i] = _mm256_fmadd_ps(ai, b0, acc0[i]);
+                    acc1[i] = _mm256_fmadd_ps(ai, b1, acc1[i]);
+                }
+            } else {
+                for i in 0..R {
+                    let ai = _mm256_set1_ps(*ap.add(i * rs));
+                    acc0[i] = _mm256_fmadd_ps(ai, b0, acc0[i]);
+                }
             }
         }
     }
