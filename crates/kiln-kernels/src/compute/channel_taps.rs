@@ -1,14 +1,15 @@
-//! Depthwise sums with the channels in the vector lanes: a block of [`BLOCK`] channels laid
-//! out channels-last (pixel by pixel, the block's channels contiguous), so every tap of every
+//! Depthwise sums with the channels in the vector lanes: blocks of [`BLOCK`] channels laid
+//! out channels-last (pixel by pixel, a block's channels contiguous), so every tap of every
 //! output pixel is one vector multiply-add however narrow the plane. This suits the small
 //! planes of a CNN's later layers, where a row of [`super::taps`] fills a fraction of a
-//! vector. The arithmetic is that of `taps`, so both give the same bits: for output pixel
+//! vector, and channels-last activations of any size. The arithmetic is that of `taps`, so both give the same bits: for output pixel
 //! `(oy, ox)` and each channel, `s = sum_ky sum_kx w[ky][kx] * x[...]` in `ky`, `kx` order
 //! from zero, one fused multiply-add per term (taps in the horizontal padding multiply zero,
 //! rows in the vertical padding are skipped), then `clamp((s + bias) + residual)` (NaN passes
-//! the clamp). The input and output may be a channels-last image with more channels than the
-//! block (pixels further apart than [`BLOCK`]), or a block laid out on its own.
-//! One body, compiled for AVX-512F, for AVX2+FMA and portably, gives the same bits on each.
+//! the clamp). The input and output may be a channels-last image whose blocks lie side by
+//! side in each pixel (all of them summed, a group of output pixels at a time), or a block
+//! laid out on its own. One body, written over [`Lanes`] (one zmm, two ymm, or a plain
+//! array), gives the same bits on AVX-512F, AVX2+FMA and portably.
 #![allow(unsafe_code)]
 
 use super::taps::{clamp_as_vectors, RowSpan};

@@ -1,12 +1,15 @@
-//! Prepared 2-D convolution (NCHW, f32): weights packed once at construction, fused bias,
-//! residual and activation. Lowering per image and group:
-//! `out[Cout_g x OH*OW] = W[Cout_g x Cin_g*kh*kw] * B[Cin_g*kh*kw x OH*OW]`, so the packed
-//! weights are the A operand and the output rows are exactly the NCHW planes. `B` is the input
-//! itself for 1x1 / stride 1 / no padding, else the implicit im2col matrix packed straight from
-//! the input. Depthwise layers (`groups == Cin == Cout`) use a direct kernel per channel plane
-//! (`compute/taps.rs`), or, when the output is narrow, per block of 16 channels laid out
-//! channels-last (`compute/channel_taps.rs`). Large layers split over the method's threads: depthwise layers by
-//! channels, GEMMs by output channels or by pixels (see [`PackedConv2d::run`]).
+//! Prepared 2-D convolution (f32, NCHW or channels-last activations, [`Layouts`]): weights
+//! packed once at construction, fused bias, residual and activation. NCHW output, per image
+//! and group: `out[Cout_g x OH*OW] = W[Cout_g x Cin_g*kh*kw] * B[Cin_g*kh*kw x OH*OW]`, so
+//! the packed weights are the A operand and the output rows are exactly the NCHW planes. `B`
+//! is the input itself for 1x1 / stride 1 / no padding, else the implicit im2col matrix packed
+//! straight from the input. NHWC output swaps the operands: pixels are the product's rows (a
+//! channels-last input read where it lies), the packed weights its right operand
+//! (`Plan::PixelRows`). Depthwise layers (`groups == Cin == Cout`) use a direct kernel per
+//! channel plane (`compute/taps.rs`), or blocks of 16 channels laid out channels-last
+//! (`compute/channel_taps.rs`) when the output is narrow or the activations NHWC. Large
+//! layers split over the method's threads: depthwise layers by channels or output rows, GEMMs
+//! by output channels or by pixels (see [`PackedConv2d::run`]).
 
 use crate::compute::conv::{im2col, Geometry};
 

@@ -3,7 +3,7 @@
 //!
 //! The result is the value `max_pool2d_with_indices` reports, bit for bit: walking the
 //! window row by row, the first of the largest values, or the last NaN when the window holds
-//! one. That walk is a left fold of [`pick`], which is associative, so each window is
+//! one. That walk is a left fold of `pick`, which is associative, so each window is
 //! folded row by row ("horizontal" partials of every input row, computed once per plane and
 //! shared by the overlapping windows of adjacent output rows) and then down the rows: long
 //! independent loops the compiler vectorizes, instead of one dependent chain per window.
