@@ -339,13 +339,12 @@ unsafe fn sum_body<V: Lanes, const P: usize>(
                 let o = &mut out.out[at..];
                 let bias = bias[b * BLOCK..][..BLOCK].try_into().expect("BLOCK");
                 let ep = Epilogue { bias, clamp };
-                let at = ox;
                 // SAFETY: the CPU has the instructions of `V` (this function's contract).
                 unsafe {
                     match n {
-                        1 => sum_pixels::<V, 1, false>(o, res, ps, at, b, span, plane, ep),
-                        2 => sum_pixels::<V, 2, true>(o, res, ps, at, b, span, plane, ep),
-                        _ => sum_pixels::<V, P, true>(o, res, ps, at, b, span, plane, ep),
+                        1 => sum_pixels::<V, 1, false>(o, res, ps, ox, b, span, plane, ep),
+                        2 => sum_pixels::<V, 2, true>(o, res, ps, ox, b, span, plane, ep),
+                        _ => sum_pixels::<V, P, true>(o, res, ps, ox, b, span, plane, ep),
                     }
                 }
             }

@@ -80,18 +80,14 @@ unsafe fn avx512_tile<const R: usize, const PACKED: bool, const WIDE: bool>(t: &
         // (R - 1) * rs + p * ks lies inside a.
         unsafe {
             let b0 = _mm512_loadu_ps(b.add(p * NR512));
+            let b1 =
+                if WIDE { _mm512_loadu_ps(b.add(p * NR512 + 16)) } else { _mm512_setzero_ps() };
             let ap = a.add(p * ks);
-            if WIDE {
-                let b1 = _mm512_loadu_ps(b.add(p * NR512 + 16));
-                for i in 0..R {
-                    let ai = _mm512_set1_ps(*ap.add(i * rs));
-                    acc0[i] = _mm512_fmadd_ps(ai, b0, acc0[i]);
+            for i in 0..R {
+                let ai = _mm512_set1_ps(*ap.add(i * rs));
+                acc0[i] = _mm512_fmadd_ps(ai, b0, acc0[i]);
+                if WIDE {
                     acc1[i] = _mm512_fmadd_ps(ai, b1, acc1[i]);
-                }
-            } else {
-                for i in 0..R {
-                    let ai = _mm512_set1_ps(*ap.add(i * rs));
-                    acc0[i] = _mm512_fmadd_ps(ai, b0, acc0[i]);
                 }
             }
         }
@@ -192,18 +188,13 @@ unsafe fn avx2_tile<const R: usize, const PACKED: bool, const WIDE: bool>(t: &mu
         // (R - 1) * rs + p * ks lies inside a.
         unsafe {
             let b0 = _mm256_loadu_ps(b.add(p * NR256));
+            let b1 = if WIDE { _mm256_loadu_ps(b.add(p * NR256 + 8)) } else { _mm256_setzero_ps() };
             let ap = a.add(p * ks);
-            if WIDE {
-                let b1 = _mm256_loadu_ps(b.add(p * NR256 + 8));
-                for i in 0..R {
-                    let ai = _mm256_set1_ps(*ap.add(i * rs));
-                    acc0[i] = _mm256_fmadd_ps(ai, b0, acc0[i]);
+            for i in 0..R {
+                let ai = _mm256_set1_ps(*ap.add(i * rs));
+                acc0[i] = _mm256_fmadd_ps(ai, b0, acc0[i]);
+                if WIDE {
                     acc1[i] = _mm256_fmadd_ps(ai, b1, acc1[i]);
-                }
-            } else {
-                for i in 0..R {
-                    let ai = _mm256_set1_ps(*ap.add(i * rs));
-                    acc0[i] = _mm256_fmadd_ps(ai, b0, acc0[i]);
                 }
             }
         }
