@@ -584,6 +584,7 @@ fn describe_step(g: &Graph<'_>, n: usize, c: usize, step: &Step) -> CompiledNode
             Some(format!("{}>{}", name(conv.layouts.input), name(conv.layouts.output)))
         }
         NodeOp::Mean(mean) => Some(name(mean.layout).to_string()),
+        NodeOp::MaxPool(pool) => Some(name(pool.layout).to_string()),
         _ => None,
     };
     CompiledNode { chain: c, kind: step_kind(step), operators, origins, layout }

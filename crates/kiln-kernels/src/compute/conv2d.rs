@@ -3,21 +3,24 @@
 //! and group: `out[Cout_g x OH*OW] = W[Cout_g x Cin_g*kh*kw] * B[Cin_g*kh*kw x OH*OW]`, so
 //! the packed weights are the A operand and the output rows are exactly the NCHW planes. `B`
 //! is the input itself for 1x1 / stride 1 / no padding, else the implicit im2col matrix packed
-//! straight from the input. NHWC output swaps the operands: pixels are the product's rows (a
-//! channels-last input read where it lies), the packed weights its right operand
-//! (`Plan::PixelRows`). Depthwise layers (`groups == Cin == Cout`) use a direct kernel per
-//! channel plane (`compute/taps.rs`), or blocks of 16 channels laid out channels-last
-//! (`compute/channel_taps.rs`) when the output is narrow or the activations NHWC. Large
-//! layers split over the method's threads: depthwise layers by channels or output rows, GEMMs
-//! by output channels or by pixels (see [`PackedConv2d::run`]).
+//! straight from the input. NHWC output swaps the operands: pixels are the product's rows and
+//! the packed weights its right operand. A pointwise convolution reads its input where it
+//! lies (`Plan::PixelRows`); any other reads a channels-last image through an indirection
+//! buffer of one offset per output pixel and tap (`Plan::Indirect`, XNNPACK's IGEMM), with no
+//! im2col matrix, an NCHW input being first copied channels-last. Depthwise layers
+//! (`groups == Cin == Cout`) use a direct kernel per channel plane (`compute/taps.rs`), or
+//! blocks of 16 channels laid out channels-last (`compute/channel_taps.rs`) when the output
+//! is narrow or the activations NHWC. Large layers split over the method's threads:
+//! depthwise layers by channels or output rows, GEMMs by output channels or by pixels (see
+//! [`PackedConv2d::run`]).
 
 use crate::compute::conv::{im2col, Geometry};
 
 use crate::compute::channel_taps::{sum_channels, ChannelOut, ChannelPlane, BLOCK};
 use crate::compute::sgemm::{
-    clamp1, gemm_packed_a_rows, gemm_packed_b_at, gemm_packed_b_cols, need, out_len, selected,
-    Activation, Bias, ColumnsOf, Epilogue, GemmError, GemmScratch, Im2col, MatRef, PackB, PackedA,
-    PackedB,
+    clamp1, gemm_indirect, gemm_packed_a_rows, gemm_packed_b_at, gemm_packed_b_cols, need, out_len,
+    selected, Activation, Bias, ColumnsOf, Epilogue, GemmError, GemmScratch, Im2col, Indirection,
+    MatRef, PackB, PackedA, PackedB,
 };
 use crate::compute::taps::{
     clamp_as_vectors, row_spans, sum_taps, RowSpan, TapEpilogue, TapPlane, LANES,
@@ -109,8 +112,13 @@ struct PartScratch {
 impl ConvScratch {
     /// The first error a part met in the last split (clearing them all).
     fn outcome(&mut self) -> Result<(), GemmError> {
-        self.parts.iter_mut().try_for_each(|p| std::mem::replace(&mut p.result, Ok(())))
+        first_error(&mut self.parts)
     }
+}
+
+/// The first error one of `parts` met in the last split (clearing them all).
+fn first_error(parts: &mut [PartScratch]) -> Result<(), GemmError> {
+    parts.iter_mut().try_for_each(|p| std::mem::replace(&mut p.result, Ok(())))
 }
 
 impl Default for PartScratch {
@@ -141,9 +149,16 @@ enum Plan {
     /// packed weights as the right operand, so the tile's width runs over output channels;
     /// the result is transposed into NCHW.
     FewPixels { weight: PackedB },
-    /// One group written channels-last: the product with pixels as rows and the packed
-    /// weights as the right operand is the NHWC output itself.
+    /// A pointwise convolution written channels-last: the product with pixels as rows (the
+    /// input, NCHW or NHWC, read where it lies) and the packed weights as the right operand
+    /// is the NHWC output itself.
     PixelRows { weight: PackedB },
+    /// One group written channels-last, not pointwise: [`Plan::PixelRows`] with a
+    /// channels-last input read where it lies through an indirection buffer, and the weights
+    /// packed in its depth order, taps outer and channels inner.
+    /// An NCHW input is first copied channels-last with `copy` zeros around it (rows,
+    /// columns).
+    Indirect { weight: PackedB, ind: Indirection, copy: Option<[usize; 2]> },
 }
 
 /// Widest output for which a depthwise convolution runs on [`ChannelBlocks`]: below it, a
@@ -196,12 +211,14 @@ impl PackedConv2d {
 
     /// Whether a convolution of geometry `g` can run with `layouts`. Every convolution runs
     /// NCHW to NCHW. A pointwise one (1x1, stride 1, no padding, one group) takes and writes
-    /// either layout; any other one-group convolution reads NCHW and writes either; a
-    /// depthwise one whose channels fill whole blocks of 16 runs NHWC to NHWC.
+    /// either layout; any other one-group convolution reads NCHW and writes either, or runs
+    /// NHWC to NHWC; a depthwise one whose channels fill whole blocks of 16 runs NHWC to NHWC.
     pub fn supports(g: &Conv2dGeometry, layouts: Layouts) -> bool {
         match layouts {
             Layouts { input: Layout::Nchw, output: Layout::Nchw } => true,
-            _ if g.groups == 1 => is_pointwise(g) || layouts.input == Layout::Nchw,
+            _ if g.groups == 1 => {
+                is_pointwise(g) || layouts.input == Layout::Nchw || layouts.output == Layout::Nhwc
+            }
             Layouts { input: Layout::Nhwc, output: Layout::Nhwc } => {
                 is_depthwise(g) && g.groups.is_multiple_of(BLOCK)
             }
@@ -260,6 +277,29 @@ impl PackedConv2d {
                 .then(|| ChannelBlocks::new(&g, ow, weight, bias))
                 .transpose()?;
             Plan::Depthwise { weight: weight.to_vec(), phases: Phases::new(&g, oh, ow)?, blocks }
+        } else if g.groups == 1 && layouts.output == Layout::Nhwc && !is_pointwise(&g) {
+            // Depth (ky, kx, c): element (k, o) at wt[k * Cout + o].
+            let (cin, kk) = (g.in_channels, g.kh * g.kw);
+            let mut wt = vec![0f32; wlen];
+            for (o, filter) in weight.chunks_exact(kdim).enumerate() {
+                for (c, taps) in filter.chunks_exact(kk).enumerate() {
+                    for (t, &v) in taps.iter().enumerate() {
+                        wt[(t * cin + c) * g.out_channels + o] = v;
+                    }
+                }
+            }
+            let weight = PackedB::new(MatRef::new(&wt, kdim, g.out_channels, g.out_channels, 1)?)?;
+            let (geometry, mr) = (g.per_group(oh, ow), selected().ind_mr);
+            // An NCHW input is copied channels-last, padded when a kernel row's pixels lie
+            // side by side.
+            let (ind, copy) = match layouts.input {
+                Layout::Nhwc => (Indirection::new(&geometry, mr)?, None),
+                Layout::Nchw if g.dilation[1] == 1 => {
+                    (Indirection::padded(&geometry, mr)?, Some(g.padding))
+                }
+                Layout::Nchw => (Indirection::new(&geometry, mr)?, Some([0, 0])),
+            };
+            Plan::Indirect { weight, ind, copy }
         } else if g.groups == 1 && layouts.output == Layout::Nhwc {
             // weight^T: element (k, c) at weight[c * kdim + k].
             let wt = MatRef::new(weight, kdim, g.out_channels, 1, kdim)?;
@@ -393,19 +433,45 @@ impl PackedConv2d {
                     }
                 }
                 Plan::PixelRows { weight } => {
-                    let (cout, mr) = (g.out_channels, selected().mr);
-                    let runs = split(ohw, mr, parts.min(ohw.div_ceil(mr)));
-                    let tasks = with_pieces(runs, y_img, cout).zip(&mut scratch.parts);
-                    let bias = self.bias.as_deref().map_or(Bias::None, Bias::PerCol);
-                    threads.for_each(tasks, |((rows, y), part)| {
-                        let res = r_img.map(|r| &r[rows.start * cout..][..rows.len() * cout]);
-                        let ep = Epilogue { bias, residual: res, act: self.act };
-                        part.result = self.with_source(x_img, is_pointwise(g), |src| {
-                            let at = ColumnsOf::new(src, rows)?;
-                            gemm_packed_b_at(&at, weight, y, cout, &ep, &mut part.gemm)
-                        });
-                    });
-                    scratch.outcome()?;
+                    let (mr, parts_scratch) = (selected().mr, &mut scratch.parts);
+                    self.pixel_rows(
+                        r_img,
+                        y_img,
+                        mr,
+                        parts,
+                        parts_scratch,
+                        threads,
+                        |rows, y, ep, gemm| {
+                            self.with_source(x_img, true, |src| {
+                                let at = ColumnsOf::new(src, rows)?;
+                                gemm_packed_b_at(&at, weight, y, g.out_channels, ep, gemm)
+                            })
+                        },
+                    )?;
+                }
+                Plan::Indirect { weight, ind, copy } => {
+                    let x_img = match copy {
+                        Some(pad) => {
+                            let dims = [g.in_channels, g.in_h, g.in_w];
+                            channels_last(x_img, dims, *pad, &mut scratch.col, parts, threads);
+                            &scratch.col[..]
+                        }
+                        None => x_img,
+                    };
+                    let (cout, mr) = (g.out_channels, ind.panel_rows());
+                    // `scratch.col` holds the copy: the parts take the rest of the scratch.
+                    let parts_scratch = &mut scratch.parts;
+                    self.pixel_rows(
+                        r_img,
+                        y_img,
+                        mr,
+                        parts,
+                        parts_scratch,
+                        threads,
+                        |rows, y, ep, gemm| {
+                            gemm_indirect(ind, x_img, rows, weight, 0..cout, y, cout, ep, gemm)
+                        },
+                    )?;
                 }
                 Plan::FewPixels { weight } => {
                     let parts = parts.min(weight.n().div_ceil(weight.panel_cols()));
@@ -416,6 +482,39 @@ impl PackedConv2d {
             }
         }
         Ok(())
+    }
+
+    /// A product whose rows are the output pixels (an NHWC output `y`), split over `parts`
+    /// threads in runs of whole panels of `mr` rows: `product(rows, y, ep, gemm)` computes
+    /// pixels `rows` into `y` (their outputs) with `ep` (the bias per channel, those pixels'
+    /// residual, the activation).
+    #[allow(clippy::too_many_arguments)]
+    fn pixel_rows(
+        &self,
+        residual: Option<&[f32]>,
+        y: &mut [f32],
+        mr: usize,
+        parts: usize,
+        scratch: &mut [PartScratch],
+        threads: &Threads,
+        product: impl Fn(
+                std::ops::Range<usize>,
+                &mut [f32],
+                &Epilogue<'_>,
+                &mut GemmScratch,
+            ) -> Result<(), GemmError>
+            + Sync,
+    ) -> Result<(), GemmError> {
+        let (cout, ohw) = (self.g.out_channels, self.oh * self.ow);
+        let runs = split(ohw, mr, parts.min(ohw.div_ceil(mr)));
+        let tasks = with_pieces(runs, y, cout).zip(scratch.iter_mut());
+        let bias = self.bias.as_deref().map_or(Bias::None, Bias::PerCol);
+        threads.for_each(tasks, |((rows, y), part)| {
+            let res = residual.map(|r| &r[rows.start * cout..][..rows.len() * cout]);
+            let ep = Epilogue { bias, residual: res, act: self.act };
+            part.result = product(rows, y, &ep, &mut part.gemm);
+        });
+        first_error(scratch)
     }
 
     /// Output rows `row0..` of an NHWC depthwise convolution into `y` (those rows);
@@ -615,6 +714,41 @@ impl PackedConv2d {
         });
         scratch.outcome()
     }
+}
+
+/// `x` (`[c, h, w]`) channels-last into `out`, with `pad` zero rows above and below and
+/// zero columns left and right; the rows split into `parts` runs over `threads`.
+fn channels_last(
+    x: &[f32],
+    [c, h, w]: [usize; 3],
+    pad: [usize; 2],
+    out: &mut Vec<f32>,
+    parts: usize,
+    threads: &Threads,
+) {
+    let line = (w + 2 * pad[1]) * c;
+    let len = (h + 2 * pad[0]) * line;
+    if out.len() < len {
+        out.resize(len, 0.0);
+    }
+    let (top, rest) = out[..len].split_at_mut(pad[0] * line);
+    let (inside, bottom) = rest.split_at_mut(h * line);
+    top.fill(0.0);
+    bottom.fill(0.0);
+    threads.for_each(with_pieces(split(h, 1, parts), inside, line), |(rows, lines)| {
+        for (y, line) in rows.zip(lines.chunks_exact_mut(line)) {
+            let (left, rest) = line.split_at_mut(pad[1] * c);
+            let (pixels, right) = rest.split_at_mut(w * c);
+            left.fill(0.0);
+            right.fill(0.0);
+            for ch in 0..c {
+                let row = &x[(ch * h + y) * w..][..w];
+                for (o, &v) in pixels.iter_mut().skip(ch).step_by(c).zip(row) {
+                    *o = v;
+                }
+            }
+        }
+    });
 }
 
 /// `dst = act(src + residual)`, the activation matched once so that the common ones (none,
@@ -1088,6 +1222,9 @@ mod tests {
         y
     }
 
+    /// Channels-last in and out.
+    const NHWC: Layouts = Layouts { input: Layout::Nhwc, output: Layout::Nhwc };
+
     #[test]
     fn large_layers_give_the_same_bits_on_any_thread_count() {
         let mut rng = fastrand::Rng::with_seed(0x7d);
@@ -1131,13 +1268,26 @@ mod tests {
             ..base
         };
         let pools: Vec<Threads> = [1, 2, 3].map(|n| Threads::new(n).unwrap()).into();
-        for g in [base, depthwise, narrow_depthwise, pointwise, few_pixels] {
+        let nchw = Layouts::default();
+        for (g, layouts) in [
+            (base, nchw),
+            (depthwise, nchw),
+            (narrow_depthwise, nchw),
+            (pointwise, nchw),
+            (few_pixels, nchw),
+            (base, NHWC),
+            (few_pixels, NHWC),
+            (base, Layouts { input: Layout::Nchw, output: Layout::Nhwc }),
+        ] {
             let wlen = g.out_channels * (g.in_channels / g.groups) * g.kh * g.kw;
             let w: Vec<f32> = (0..wlen).map(|_| rng.f32() - 0.5).collect();
             let bias: Vec<f32> = (0..g.out_channels).map(|_| rng.f32() - 0.5).collect();
             let act = Activation::Clamp { min: 0.0, max: 6.0 };
-            let conv = PackedConv2d::new(g, &w, Some(&bias), act).unwrap();
-            assert_eq!(g == few_pixels, matches!(conv.plan, Plan::FewPixels { .. }));
+            let conv = PackedConv2d::with_layouts(g, &w, Some(&bias), act, layouts).unwrap();
+            let few = g == few_pixels && layouts == nchw;
+            assert_eq!(few, matches!(conv.plan, Plan::FewPixels { .. }));
+            let indirect = matches!(conv.plan, Plan::Indirect { .. });
+            assert_eq!(layouts.output == Layout::Nhwc, indirect);
             let on_blocks = matches!(conv.plan, Plan::Depthwise { blocks: Some(_), .. });
             assert_eq!(g == narrow_depthwise, on_blocks);
             let (oh, ow) = conv.out_hw();
@@ -1147,11 +1297,21 @@ mod tests {
             let n = g.out_channels * oh * ow;
             let res: Vec<f32> = (0..n).map(|_| rng.f32() - 0.5).collect();
             let (want, mag) = conv_ref(&g, (oh, ow), 1, &x, &w, Some(&bias), Some(&res));
+            let (cin, cout, ohw) = (g.in_channels, g.out_channels, oh * ow);
+            let nhwc = |l: Layout, v: Vec<f32>, c: usize, p: usize| match l {
+                Layout::Nhwc => to_nhwc(&v, c, p),
+                Layout::Nchw => v,
+            };
+            let x = nhwc(layouts.input, x, cin, g.in_h * g.in_w);
+            let res = nhwc(layouts.output, res, cout, ohw);
             let mut first: Option<Vec<u32>> = None;
             for threads in &pools {
                 let mut out = vec![f32::NAN; n];
                 let mut scratch = ConvScratch::default();
                 conv.run(1, &x, Some(&res), &mut out, &mut scratch, threads).unwrap();
+                if layouts.output == Layout::Nhwc {
+                    out = to_nchw(&out, cout, ohw);
+                }
                 for i in 0..n {
                     let want = act_ref(act, want[i]);
                     let tol = 1e-5 * mag[i] + 1e-6;

@@ -1,5 +1,5 @@
-//! 2-D max pooling of float32 NCHW planes, values only: what the compiled graph runs for a
-//! `max_pool2d_with_indices` whose indices nobody reads.
+//! 2-D max pooling of float32 NCHW planes or channels-last images, values only: what the
+//! compiled graph runs for a `max_pool2d_with_indices` whose indices nobody reads.
 //!
 //! The result is the value `max_pool2d_with_indices` reports, bit for bit: walking the
 //! window row by row, the first of the largest values, or the last NaN when the window holds
@@ -7,6 +7,8 @@
 //! folded row by row ("horizontal" partials of every input row, computed once per plane and
 //! shared by the overlapping windows of adjacent output rows) and then down the rows: long
 //! independent loops the compiler vectorizes, instead of one dependent chain per window.
+
+#![allow(unsafe_code)]
 
 use super::sgemm::GemmError;
 use super::threads::{split, with_pieces, Threads};
@@ -112,6 +114,76 @@ impl MaxPool2d {
             }
         });
         Ok(())
+    }
+
+    /// Pools channels-last images: `x` is `[planes / channels, h, w, channels]`, `y`
+    /// `[planes / channels, oh, ow, channels]`. Each output pixel folds its window's pixels,
+    /// all channels side by side, in the walk's order.
+    pub fn run_nhwc(
+        &self,
+        channels: usize,
+        x: &[f32],
+        y: &mut [f32],
+        threads: &Threads,
+    ) -> Result<(), GemmError> {
+        if channels == 0 || !self.planes.is_multiple_of(channels) {
+            return Err(GemmError::Invalid("max_pool2d: the channels do not divide the planes"));
+        }
+        if x.len() != self.planes * self.h * self.w || y.len() != self.planes * self.oh * self.ow {
+            return Err(GemmError::Invalid("max_pool2d: tensor sizes differ from the geometry"));
+        }
+        let (image, row) = (self.h * self.w * channels, self.ow * channels);
+        let rows = self.planes / channels * self.oh;
+        let parts = if y.len() >= PARALLEL_OUTPUTS { threads.count() } else { 1 };
+        threads.for_each(with_pieces(split(rows, 1, parts), y, row), |(rows, y)| {
+            for (r, out) in rows.zip(y.chunks_exact_mut(row)) {
+                self.nhwc_row(channels, &x[r / self.oh * image..][..image], r % self.oh, out);
+            }
+        });
+        Ok(())
+    }
+
+    /// Output row `oy` of channels-last image `x` into `out` (`ow x c`), on 16-lane vectors
+    /// where the CPU has them.
+    fn nhwc_row(&self, c: usize, x: &[f32], oy: usize, out: &mut [f32]) {
+        #[cfg(target_arch = "x86_64")]
+        if crate::compute::sgemm::x86::has_avx512() {
+            // SAFETY: the CPU has AVX-512F, the only feature the function enables.
+            return unsafe { self.nhwc_row_avx512(c, x, oy, out) };
+        }
+        self.nhwc_row_body(c, x, oy, out)
+    }
+
+    /// [`MaxPool2d::nhwc_row_body`] compiled for AVX-512 (the compiler vectorizes the fold
+    /// over channels; the baseline build has 4-lane vectors).
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn nhwc_row_avx512(&self, c: usize, x: &[f32], oy: usize, out: &mut [f32]) {
+        self.nhwc_row_body(c, x, oy, out)
+    }
+
+    /// The body of [`MaxPool2d::nhwc_row`].
+    #[inline(always)]
+    fn nhwc_row_body(&self, c: usize, x: &[f32], oy: usize, out: &mut [f32]) {
+        out.fill(f32::NEG_INFINITY);
+        let inside = |o: usize, k: usize, axis: usize, len: usize| {
+            (o * self.s[axis] + k * self.d[axis]).checked_sub(self.p[axis]).filter(|&i| i < len)
+        };
+        for ky in 0..self.k[0] {
+            let Some(iy) = inside(oy, ky, 0, self.h) else { continue };
+            let line = &x[iy * self.w * c..][..self.w * c];
+            for (ox, o) in out.chunks_exact_mut(c).enumerate() {
+                for kx in 0..self.k[1] {
+                    let Some(ix) = inside(ox, kx, 1, self.w) else { continue };
+                    for (o, &v) in o.iter_mut().zip(&line[ix * c..][..c]) {
+                        *o = pick(*o, v);
+                    }
+                }
+            }
+        }
     }
 
     /// One plane; `rows` holds the horizontal partials (`h x ow`).
@@ -234,11 +306,21 @@ mod tests {
                 })
                 .collect();
             let want: Vec<u32> = walk(&m, &x).iter().map(|v| v.to_bits()).collect();
+            // The same planes as channels-last images of `c` channels.
+            let c = if planes == 2 { [1, 2][rng.usize(0..2)] } else { planes };
+            let (hw, ohw) = (h * w, m.oh * m.ow);
+            let x_nhwc: Vec<f32> =
+                (0..x.len()).map(|i| x[(i / (hw * c) * c + i % c) * hw + i / c % hw]).collect();
             for t in [&Threads::new(1).unwrap(), &threads] {
-                let mut y = vec![0.5; planes * m.oh * m.ow];
+                let mut y = vec![0.5; planes * ohw];
                 m.run(&x, &mut y, t).unwrap();
                 let got: Vec<u32> = y.iter().map(|v| v.to_bits()).collect();
                 assert_eq!(got, want, "{m:?}");
+                m.run_nhwc(c, &x_nhwc, &mut y, t).unwrap();
+                let got: Vec<u32> = (0..y.len())
+                    .map(|i| y[(i / (ohw * c) * ohw + i % ohw) * c + i / ohw % c].to_bits())
+                    .collect();
+                assert_eq!(got, want, "{m:?} channels-last, {c} channels");
             }
             tested += 1;
         }
@@ -253,6 +335,9 @@ mod tests {
         assert!(ok(7, 0, 1).is_none(), "kernel wider than the input");
         let mut y = [0.0; 4];
         let m = ok(3, 1, 2).unwrap();
-        assert!(m.run(&[0.0; 15], &mut y, &Threads::new(1).unwrap()).is_err());
+        let one = Threads::new(1).unwrap();
+        assert!(m.run(&[0.0; 15], &mut y, &one).is_err());
+        assert!(m.run_nhwc(0, &[0.0; 16], &mut y, &one).is_err(), "no channels");
+        assert!(m.run_nhwc(2, &[0.0; 16], &mut y, &one).is_err(), "2 channels of 1 plane");
     }
 }

@@ -1,14 +1,16 @@
-//! The activation layout of each convolution (and global mean): channels-last (NHWC) where a
-//! value passes only between convolutions (or into a mean), NCHW everywhere else.
+//! The activation layout of each convolution, max pooling and global mean: channels-last
+//! (NHWC) where a value passes only between them, NCHW everywhere else.
 //!
-//! A convolution's output is NHWC when every read of it (aliases and method outputs count as
-//! reads) is a convolution's input or residual or a mean over height and width (which reads
-//! either layout), and every such convolution, and its producer, can run with that layout ([`PackedConv2d::supports`]): a pointwise convolution reads and
-//! writes either layout, another one-group convolution reads NCHW and writes either, a
-//! depthwise one runs NHWC to NHWC when its channels fill blocks of 16, and a residual is
-//! laid out as its reader's output. So a chain of convolutions starts from the NCHW input of
-//! its first, and its last writes NCHW for whatever reads it next: no conversion steps.
-//! No other step ever sees an NHWC value.
+//! A convolution's or max pooling's output is NHWC when every read of it (aliases and method
+//! outputs count as reads) is a convolution's input or residual, a max pooling's input or a
+//! mean over height and width (which reads either layout), and every such reader, and its
+//! producer, can run with that layout. A convolution can when [`PackedConv2d::supports`] its
+//! layouts: a pointwise convolution reads and writes either layout, another one-group
+//! convolution reads NCHW and writes either, or runs NHWC to NHWC, a depthwise one runs NHWC
+//! to NHWC when its channels fill blocks of 16, and a residual is laid out as its reader's
+//! output. A max pooling runs NCHW to NCHW or NHWC to NHWC. So a chain starts from the NCHW
+//! input of its first convolution, and its last step writes NCHW for whatever reads it next:
+//! no conversion steps. No other step ever sees an NHWC value.
 
 use std::collections::{HashMap, HashSet};
 
@@ -18,8 +20,9 @@ use super::graph::{Graph, NodeOp};
 use super::prepared::conv_geometry;
 use super::{ConvNode, Layout, Layouts};
 
-/// Sets [`ConvNode::layouts`] of every convolution of `g` and
-/// [`MeanNode::layout`](super::MeanNode::layout) of every mean.
+/// Sets [`ConvNode::layouts`] of every convolution of `g`, and the layout of every max
+/// pooling ([`MaxPoolNode::layout`](super::MaxPoolNode::layout)) and mean
+/// ([`MeanNode::layout`](super::MeanNode::layout)).
 pub(crate) fn choose_layouts(g: &mut Graph<'_>) {
     let convs: Vec<(usize, ConvNode, Conv2dGeometry)> = (0..g.nodes.len())
         .filter_map(|n| match &g.nodes[n].op {
@@ -33,20 +36,33 @@ pub(crate) fn choose_layouts(g: &mut Graph<'_>) {
             _ => None,
         })
         .collect();
-    // Reads by nodes that can take NHWC: convolutions (input, residual) and means.
+    // Max poolings of 4-D activations: (node, input, output).
+    let pools: Vec<(usize, u32, u32)> = (0..g.nodes.len())
+        .filter_map(|n| match &g.nodes[n].op {
+            NodeOp::MaxPool(m) if g.sizes(m.input).is_some_and(|s| s.len() == 4) => {
+                Some((n, m.input, m.output))
+            }
+            _ => None,
+        })
+        .collect();
+    // Reads by nodes that can take NHWC: convolutions (input, residual), max poolings and
+    // means.
     let mut layout_reads: HashMap<u32, u32> = HashMap::new();
     let read_values = convs
         .iter()
         .flat_map(|(_, c, _)| std::iter::once(c.input).chain(c.residual))
+        .chain(pools.iter().map(|&(_, x, _)| x))
         .chain(means.iter().map(|&(_, v)| v));
     for v in read_values {
         *layout_reads.entry(v).or_default() += 1;
     }
     // Outputs only such nodes read, then demoted until every convolution supports its
-    // layouts (each pass only demotes, so this ends; a mean reads either layout).
+    // layouts and every max pooling reads the layout it writes (each pass only demotes, so
+    // this ends; a mean reads either layout).
     let mut nhwc: HashSet<u32> = convs
         .iter()
         .map(|(_, c, _)| c.output)
+        .chain(pools.iter().map(|&(_, _, y)| y))
         .filter(|v| layout_reads.get(v).is_some_and(|&r| r == g.reads(*v)))
         .collect();
     let layout = |nhwc: &HashSet<u32>, v: u32| {
@@ -73,6 +89,13 @@ pub(crate) fn choose_layouts(g: &mut Graph<'_>) {
                 nhwc.remove(&c.input);
             }
         }
+        for &(_, x, y) in &pools {
+            if nhwc.contains(&x) != nhwc.contains(&y) {
+                changed = true;
+                nhwc.remove(&x);
+                nhwc.remove(&y);
+            }
+        }
         if !changed {
             break;
         }
@@ -81,6 +104,11 @@ pub(crate) fn choose_layouts(g: &mut Graph<'_>) {
         if let NodeOp::Conv(node) = &mut g.nodes[n].op {
             node.layouts =
                 Layouts { input: layout(&nhwc, c.input), output: layout(&nhwc, c.output) };
+        }
+    }
+    for (n, x, _) in pools {
+        if let NodeOp::MaxPool(node) = &mut g.nodes[n].op {
+            node.layout = layout(&nhwc, x);
         }
     }
     for (n, input) in means {

@@ -94,11 +94,13 @@ pub(crate) struct LinearNode {
     pub fused: Vec<String>,
 }
 
-/// `max_pool2d_with_indices` (float32, NCHW, static shapes) whose indices nothing reads:
-/// values only.
+/// `max_pool2d_with_indices` (float32, static shapes) whose indices nothing reads: values
+/// only, over NCHW planes or, when [`layout`] makes its 4-D input and output channels-last,
+/// NHWC images.
 #[derive(Clone, Debug)]
 pub(crate) struct MaxPoolNode {
     pub input: u32,
+    pub layout: Layout,
     pub kernel: [usize; 2],
     pub stride: [usize; 2],
     pub padding: [usize; 2],
@@ -171,7 +173,7 @@ pub struct CompiledNode {
     /// The original instruction indices it stands for, ascending.
     pub origins: Vec<u32>,
     /// A convolution's activation layouts, input then output (`"nchw>nhwc"`), or the layout a
-    /// mean reads (`"nhwc"`).
+    /// mean reads or a max pooling runs in (`"nhwc"`).
     pub layout: Option<String>,
 }
 

@@ -378,6 +378,7 @@ pub(crate) fn lift_max_pools(g: &mut Graph<'_>) {
             n,
             NodeOp::MaxPool(MaxPoolNode {
                 input: x,
+                layout: Layout::Nchw,
                 kernel,
                 stride,
                 padding,

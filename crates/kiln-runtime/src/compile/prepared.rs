@@ -243,9 +243,11 @@ impl PreparedKernel for PreparedConv {
     }
 }
 
-/// Max pooling without indices, its geometry checked once.
+/// Max pooling without indices, its geometry checked once; channels-last images of
+/// `channels` when set.
 struct PreparedMaxPool {
     pool: MaxPool2d,
+    channels: Option<usize>,
 }
 
 impl PreparedMaxPool {
@@ -264,7 +266,12 @@ impl PreparedMaxPool {
         if out != want {
             return Err(format!("max_pool2d: the output {out:?} is not {want:?}"));
         }
-        Ok(PreparedMaxPool { pool })
+        let channels = match (m.layout, xs.as_slice()) {
+            (Layout::Nchw, _) => None,
+            (Layout::Nhwc, &[_, c, _, _]) => Some(c),
+            (Layout::Nhwc, _) => return Err(format!("max_pool2d: NHWC input {xs:?} is not 4-D")),
+        };
+        Ok(PreparedMaxPool { pool, channels })
     }
 }
 
@@ -277,7 +284,11 @@ impl PreparedKernel for PreparedMaxPool {
     ) -> std::result::Result<(), KernelError> {
         ctx.op = "aten::max_pool2d_with_indices.out";
         let (x, y) = f32_io(ctx, args, outs)?;
-        self.pool.run(x, y, &ctx.threads).map_err(|e| ctx.invalid("self", e.to_string()))
+        match self.channels {
+            None => self.pool.run(x, y, &ctx.threads),
+            Some(c) => self.pool.run_nhwc(c, x, y, &ctx.threads),
+        }
+        .map_err(|e| ctx.invalid("self", e.to_string()))
     }
 }
 

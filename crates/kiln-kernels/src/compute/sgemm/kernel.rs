@@ -1,8 +1,9 @@
 //! The register-tile microkernels and the once-per-process choice among them.
 //!
 //! A microkernel computes one `rows x cols` tile of C (`rows <= mr`, `cols <= nr`) from A
-//! (a packed panel, for each k `mr` values, rows beyond `rows` ignored; or `rows` rows read
-//! where they lie) and a B panel (for each k: `nr` values, columns beyond `cols` ignored),
+//! (a packed panel, for each k `mr` values, rows beyond `rows` ignored; `rows` rows read
+//! where they lie; or, through an indirection buffer, runs of a channels-last image, see
+//! [`Indirect`]) and a B panel (for each k: `nr` values, columns beyond `cols` ignored),
 //! then applies the tile epilogue in registers:
 //! `c = (accumulate ? c : 0) + acc (+ row bias) (+ col bias) (+ residual)`, then the clamp.
 
@@ -15,6 +16,9 @@ pub struct Kernel {
     pub name: &'static str,
     /// Rows of the register tile (A panel height).
     pub mr: usize,
+    /// Rows of a tile whose A is read through an indirection buffer ([`Indirect`]); at most
+    /// `mr`, and `mc` is a multiple.
+    pub ind_mr: usize,
     /// Columns of the register tile (B panel width).
     pub nr: usize,
     /// Depth of one cache block (the B micro-panel `kc x nr` stays in L1).
@@ -57,6 +61,61 @@ pub(crate) struct Tile<'a> {
     pub residual: Option<&'a [f32]>,
     /// `min(max(x, lo), hi)`, NaN propagating.
     pub clamp: Option<(f32, f32)>,
+    /// When set, A is read through it and `a_rs`, `a_ks` are unused.
+    pub ind: Option<Indirect<'a>>,
+}
+
+/// A tile's A read through an indirection buffer (XNNPACK's IGEMM: a convolution over a
+/// channels-last image with no im2col). The depth is `kc / channels` taps of `channels`
+/// values each; row `i`'s values of tap `t` are the `channels` values of `a` from
+/// `offsets[t * stride + i]`, or `zeros` where that offset is [`ZERO_ROW`] (a tap in the
+/// padding).
+#[derive(Clone, Copy)]
+pub(crate) struct Indirect<'a> {
+    /// Per tap, `stride` offsets into A, the first `rows` used.
+    pub offsets: &'a [usize],
+    /// Offsets per tap.
+    pub stride: usize,
+    /// Values per tap (at least 1).
+    pub channels: usize,
+    /// At least `channels` zeros.
+    pub zeros: &'a [f32],
+}
+
+/// The offset of a row that reads [`Indirect::zeros`].
+pub(crate) const ZERO_ROW: usize = usize::MAX;
+
+impl Indirect<'_> {
+    /// Taps of a tile of depth `kc`, when `kc` is whole taps.
+    fn taps(&self, kc: usize) -> Option<usize> {
+        (self.channels > 0 && kc.is_multiple_of(self.channels)).then(|| kc / self.channels)
+    }
+
+    /// Whether every offset the `rows x kc` tile reads is in `offsets` and points at
+    /// `channels` values inside `a` (or is [`ZERO_ROW`]), and `zeros` is long enough.
+    fn covers(&self, a: &[f32], rows: usize, kc: usize) -> bool {
+        let Some(taps) = self.taps(kc) else { return false };
+        if taps == 0 {
+            return true;
+        }
+        // The last offset that leaves `channels` values of `a` (none: only ZERO_ROW fits).
+        let last = a.len().checked_sub(self.channels);
+        let in_a = |&o: &usize| o == ZERO_ROW || last.is_some_and(|l| o <= l);
+        let span = (taps - 1).checked_mul(self.stride).and_then(|v| v.checked_add(rows));
+        self.zeros.len() >= self.channels
+            && rows <= self.stride
+            && span.is_some_and(|s| s <= self.offsets.len())
+            && self.offsets.chunks(self.stride).take(taps).all(|o| o[..rows].iter().all(in_a))
+    }
+
+    /// Row `i`'s values of tap `t` (valid after [`Indirect::covers`]).
+    #[inline]
+    pub fn row<'s>(&'s self, a: &'s [f32], t: usize, i: usize) -> &'s [f32] {
+        match self.offsets[t * self.stride + i] {
+            ZERO_ROW => &self.zeros[..self.channels],
+            o => &a[o..][..self.channels],
+        }
+    }
 }
 
 impl Tile<'_> {
@@ -71,8 +130,11 @@ impl Tile<'_> {
             let last = (self.rows - 1).checked_mul(self.a_rs)?;
             last.checked_add((kc - 1).checked_mul(self.a_ks)?)
         };
-        (self.kc == 0 || a_end(self.kc).is_some_and(|v| v < self.a.len()))
-            && self.kc.checked_mul(nr).is_some_and(|v| v <= self.b.len())
+        let a_ok = match &self.ind {
+            Some(ind) => ind.covers(self.a, self.rows, self.kc),
+            None => self.kc == 0 || a_end(self.kc).is_some_and(|v| v < self.a.len()),
+        };
+        a_ok && self.kc.checked_mul(nr).is_some_and(|v| v <= self.b.len())
             && (self.rows == 1 || self.ldc >= self.cols)
             && span <= self.c.len()
             && self.row_bias.is_none_or(|b| b.len() >= self.rows)
@@ -97,13 +159,29 @@ const PORTABLE_NR: usize = 8;
 /// Portable microkernel: a `4 x 8` accumulator array the compiler keeps in registers. It
 /// multiplies and adds separately (no `mul_add`, which is a slow library call without FMA).
 fn portable(t: &mut Tile<'_>) {
-    assert!(t.check(PORTABLE_MR, PORTABLE_NR), "sgemm: portable tile out of bounds");
+    let mr = if t.ind.is_some() { PORTABLE.ind_mr } else { PORTABLE_MR };
+    assert!(t.check(mr, PORTABLE_NR), "sgemm: portable tile out of bounds");
     let mut acc = [[0f32; PORTABLE_NR]; PORTABLE_MR];
-    for (p, b) in t.b.chunks_exact(PORTABLE_NR).take(t.kc).enumerate() {
-        for (i, acc) in acc.iter_mut().enumerate().take(t.rows) {
-            let a = t.a[i * t.a_rs + p * t.a_ks];
-            for j in 0..PORTABLE_NR {
-                acc[j] += a * b[j];
+    let mut add = |i: usize, a: f32, b: &[f32]| {
+        for j in 0..PORTABLE_NR {
+            acc[i][j] += a * b[j];
+        }
+    };
+    let b_rows = t.b.chunks_exact(PORTABLE_NR).take(t.kc);
+    match &t.ind {
+        Some(ind) => {
+            for (p, b) in b_rows.enumerate() {
+                let (tap, c) = (p / ind.channels, p % ind.channels);
+                for i in 0..t.rows {
+                    add(i, ind.row(t.a, tap, i)[c], b);
+                }
+            }
+        }
+        None => {
+            for (p, b) in b_rows.enumerate() {
+                for i in 0..t.rows {
+                    add(i, t.a[i * t.a_rs + p * t.a_ks], b);
+                }
             }
         }
     }
@@ -132,6 +210,7 @@ fn portable(t: &mut Tile<'_>) {
 pub static PORTABLE: Kernel = Kernel {
     name: "portable 4x8",
     mr: PORTABLE_MR,
+    ind_mr: PORTABLE_MR,
     nr: PORTABLE_NR,
     kc: 256,
     mc: 128,

@@ -8,7 +8,9 @@
 //! [`GemmScratch`], from a dense strided matrix ([`MatRef`]) or straight from a convolution
 //! input ([`Im2col`], "lazy im2col"), except a left operand whose rows are contiguous (a
 //! row-major matrix, a channels-last image): the microkernel reads its rows where they lie,
-//! as XNNPACK's GEMMs do, and nothing is copied. The epilogue (bias, residual, clamp) is applied in
+//! as XNNPACK's GEMMs do, and nothing is copied. A convolution over a channels-last image
+//! reads it where it lies too, through an [`Indirection`] buffer of one offset per output
+//! pixel and tap ([`gemm_indirect`], XNNPACK's IGEMM). The epilogue (bias, residual, clamp) is applied in
 //! registers on the last depth block; other activations run over the finished tile while it
 //! is in cache. A call runs on one thread; callers split a product over threads by output rows
 //! ([`gemm_packed_a_rows`]) or columns ([`ColumnsOf`]). The depth is summed in the same order
@@ -16,6 +18,7 @@
 //! [`Kernel`], and one kernel is used per process.
 
 mod epilogue;
+mod indirect;
 mod kernel;
 mod pack;
 #[cfg(target_arch = "x86_64")]
@@ -25,6 +28,7 @@ pub(crate) mod x86;
 pub(crate) mod tests;
 
 pub use epilogue::{Activation, Bias, Epilogue};
+pub use indirect::Indirection;
 pub use kernel::{available, selected, Kernel};
 pub use pack::{ColumnsOf, Im2col, MatRef, PackB};
 
@@ -163,6 +167,15 @@ impl PackedB {
     pub fn panel_cols(&self) -> usize {
         self.kernel.nr
     }
+
+    /// An error unless `cols` is a range of its columns starting on a panel.
+    fn check_cols(&self, cols: &std::ops::Range<usize>) -> Result<(), GemmError> {
+        if cols.start > cols.end || cols.end > self.n || !cols.start.is_multiple_of(self.kernel.nr)
+        {
+            return Err(GemmError::Invalid("gemm: column range outside B or not on a panel"));
+        }
+        Ok(())
+    }
 }
 
 /// Where the A panels come from.
@@ -172,6 +185,8 @@ enum ASrc<'a> {
     /// A transposed: `A^T` (`k x m`), packed per call as column panels of `A^T`, or read in
     /// place when its columns are contiguous ([`PackB::columns_in_place`]).
     Lazy(&'a dyn PackB),
+    /// Rows from `row0` on of a channels-last image read through its indirection buffer.
+    Indirect(&'a Indirection, &'a [f32], usize),
 }
 
 /// Where the B panels come from.
@@ -245,9 +260,7 @@ pub fn gemm_packed_b_cols(
     if a.cols() != b.k {
         return Err(GemmError::Invalid("gemm: depth of A differs from B"));
     }
-    if cols.start > cols.end || cols.end > b.n || !cols.start.is_multiple_of(b.kernel.nr) {
-        return Err(GemmError::Invalid("gemm: column range outside B or not on a panel"));
-    }
+    b.check_cols(&cols)?;
     let (n, k) = (cols.len(), b.k);
     drive(
         b.kernel,
@@ -278,6 +291,42 @@ pub fn gemm_packed_b_at(
         return Err(GemmError::Invalid("gemm: depth of A differs from B"));
     }
     drive(b.kernel, at.n(), b.n, b.k, ASrc::Lazy(at), BSrc::Packed(b, 0), c, ldc, ep, scratch)
+}
+
+/// Rows `rows` and columns `cols` of the convolution `act(image * b + bias + residual)`,
+/// the left operand being `image` (a channels-last image, [`Indirection::image_len`] values)
+/// read through `ind`, whose depth order `b` was packed in. `c`, the residual and a per-row
+/// bias hold those rows and columns only (element `(rows.start, cols.start)` of the product
+/// is `c[0]`, row stride `ldc`; a per-column bias starts at column `cols.start`).
+/// `rows.start` must be a multiple of [`Indirection::panel_rows`], `cols.start` of
+/// [`PackedB::panel_cols`]. Threads compute disjoint blocks of one product this way.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_indirect(
+    ind: &Indirection,
+    image: &[f32],
+    rows: std::ops::Range<usize>,
+    b: &PackedB,
+    cols: std::ops::Range<usize>,
+    c: &mut [f32],
+    ldc: usize,
+    ep: &Epilogue<'_>,
+    scratch: &mut GemmScratch,
+) -> Result<(), GemmError> {
+    if ind.depth() != b.k {
+        return Err(GemmError::Invalid("gemm: depth of the image's taps differs from B"));
+    }
+    if ind.panel_rows() != b.kernel.ind_mr {
+        return Err(GemmError::Invalid("gemm: indirection panels differ from the kernel's"));
+    }
+    need("convolution image", ind.image_len(), image.len())?;
+    let mr = b.kernel.ind_mr;
+    if rows.start > rows.end || rows.end > ind.rows() || !rows.start.is_multiple_of(mr) {
+        return Err(GemmError::Invalid("gemm: row range outside the image or not on a panel"));
+    }
+    b.check_cols(&cols)?;
+    let a = ASrc::Indirect(ind, image, rows.start);
+    let (m, n) = (rows.len(), cols.len());
+    drive(b.kernel, m, n, b.k, a, BSrc::Packed(b, cols.start), c, ldc, ep, scratch)
 }
 
 /// `c = act(a * b + bias + residual)` with both operands packed per call (products of two
@@ -383,11 +432,17 @@ fn drive(
     if m == 0 || n == 0 {
         return Ok(());
     }
-    let (mr, nr) = (kernel.mr, kernel.nr);
+    let mr = match a {
+        ASrc::Indirect(..) => kernel.ind_mr,
+        _ => kernel.mr,
+    };
+    let nr = kernel.nr;
     // Depth block. With one row panel and B packed at load, each B panel is read exactly
     // once, so blocking the depth would only split its stream and re-read C: take all of it.
-    let kc_block = match b {
-        BSrc::Packed(..) if m <= mr => k.max(1),
+    // An indirect A is read tap by tap by the microkernel, over the whole depth.
+    let kc_block = match (&a, &b) {
+        (ASrc::Indirect(..), _) => k.max(1),
+        (_, BSrc::Packed(..)) if m <= mr => k.max(1),
         _ => kernel.kc,
     };
     // Per-call buffers: one kc x nc block of B, one mc x kc block of A.
@@ -397,7 +452,7 @@ fn drive(
     let GemmScratch { a: a_buf, b: b_buf } = scratch;
     let a_in_place = match &a {
         ASrc::Lazy(at) => at.columns_in_place(),
-        ASrc::Packed(..) => None,
+        ASrc::Packed(..) | ASrc::Indirect(..) => None,
     };
     let clamp = ep.act.clamp();
     for jc in (0..n).step_by(kernel.nc) {
@@ -432,6 +487,8 @@ fn drive(
                         (ASrc::Lazy(_), Some((data, lda))) => {
                             (data, mr * lda, ic * lda + pc, lda, 1)
                         }
+                        // The image itself; each tile takes its panel of the buffer.
+                        (ASrc::Indirect(_, image, _), _) => (image, 0, 0, 0, 0),
                         (ASrc::Lazy(at), None) => {
                             let win = aligned_window(a_buf, a_len);
                             if kc > 0 {
@@ -447,6 +504,10 @@ fn drive(
                         let rows = mr.min(mc - ir);
                         let ap = &a_blk[a_at + (ir / mr) * a_stride..];
                         let (i, j) = (ic + ir, jc + jr);
+                        let ind = match &a {
+                            ASrc::Indirect(ind, _, row0) => Some(ind.panel(row0 + i)),
+                            _ => None,
+                        };
                         let at = i * ldc + j;
                         let mut tile = Tile {
                             kc,
@@ -463,6 +524,7 @@ fn drive(
                             col_bias: None,
                             residual: None,
                             clamp: None,
+                            ind,
                         };
                         if last {
                             match ep.bias {

@@ -301,3 +301,97 @@ fn im2col_blocks_match_explicit_matrix() {
         done += 1;
     }
 }
+
+/// The convolution read through an indirection buffer (of the image, or of a padded copy),
+/// on every kernel, against the product of the explicit channels-last im2col matrix, computed
+/// in up to four blocks of whole panels (as threads split it).
+#[test]
+fn indirect_convolution_matches_reference() {
+    use crate::compute::conv::Geometry;
+    let mut rng = fastrand::Rng::with_seed(0x16e);
+    for kernel in available() {
+        let (mr, nr) = (kernel.ind_mr, kernel.nr);
+        let mut done = 0;
+        while done < 40 {
+            let (c, h, w) = (rng.usize(1..20), rng.usize(1..10), rng.usize(1..10));
+            let (kh, kw) = (rng.usize(1..4), rng.usize(1..4));
+            let stride = [rng.usize(1..3), rng.usize(1..3)];
+            let pad = [rng.usize(0..kh), rng.usize(0..kw)];
+            let dil = [rng.usize(1..3), rng.usize(1..3)];
+            let oh = out_len(h, kh, stride[0], pad[0], dil[0]);
+            let ow = out_len(w, kw, stride[1], pad[1], dil[1]);
+            let (Some(oh), Some(ow)) = (oh, ow) else { continue };
+            let g = Geometry { c, h, w, kh, kw, oh, ow, stride, pad, dil };
+            let image: Vec<f32> = (0..h * w * c).map(|_| rng.f32() * 2.0 - 1.0).collect();
+            let (m, k, n) = (oh * ow, kh * kw * c, rng.usize(1..70));
+            // Row: output pixel; depth: (ky, kx, channel); zero in the padding.
+            let mut cols = vec![0f32; m * k];
+            for (p, row) in cols.chunks_exact_mut(k).enumerate() {
+                for (t, tap) in row.chunks_exact_mut(c).enumerate() {
+                    let iy = (p / ow * stride[0] + t / kw * dil[0]) as isize - pad[0] as isize;
+                    let ix = (p % ow * stride[1] + t % kw * dil[1]) as isize - pad[1] as isize;
+                    if iy >= 0 && ix >= 0 && (iy as usize) < h && (ix as usize) < w {
+                        let px = iy as usize * w + ix as usize;
+                        tap.copy_from_slice(&image[px * c..][..c]);
+                    }
+                }
+            }
+            let a = Stored { data: cols, rs: k, cs: 1 };
+            let b = stored(&mut rng, k, n);
+            let pb = PackedB::with_kernel(kernel, MatRef::new(&b.data, k, n, b.rs, b.cs).unwrap())
+                .unwrap();
+            // Half the cases read a copy padded with zeros, a kernel row per tap.
+            let (ind, image) = if dil[1] == 1 && rng.bool() {
+                let (hp, wp) = (h + 2 * pad[0], w + 2 * pad[1]);
+                let mut padded = vec![0f32; hp * wp * c];
+                for (px, v) in image.chunks_exact(c).enumerate() {
+                    let at = ((px / w + pad[0]) * wp + px % w + pad[1]) * c;
+                    padded[at..][..c].copy_from_slice(v);
+                }
+                (Indirection::padded(&g, mr).unwrap(), padded)
+            } else {
+                (Indirection::new(&g, mr).unwrap(), image)
+            };
+            let ldc = n + rng.usize(0..3);
+            let c_len = (m - 1) * ldc + n;
+            let bias: Vec<f32> = (0..n).map(|_| rng.f32() - 0.5).collect();
+            let residual: Vec<f32> = (0..c_len).map(|_| rng.f32() - 0.5).collect();
+            let with_residual = rng.bool();
+            let act = ACTS[rng.usize(0..ACTS.len())];
+            let (row_cut, col_cut) = (rng.usize(0..=m / mr) * mr, rng.usize(0..=n / nr) * nr);
+            let mut got = vec![f32::NAN; c_len];
+            let mut scratch = GemmScratch::default();
+            for rows in [0..row_cut, row_cut..m] {
+                for cols in [0..col_cut, col_cut..n] {
+                    if rows.is_empty() || cols.is_empty() {
+                        continue;
+                    }
+                    let at = rows.start * ldc + cols.start;
+                    let ep = Epilogue {
+                        bias: Bias::PerCol(&bias[cols.start..]),
+                        residual: with_residual.then(|| &residual[at..]),
+                        act,
+                    };
+                    let out = &mut got[at..];
+                    let rows = rows.clone();
+                    gemm_indirect(&ind, &image, rows, &pb, cols, out, ldc, &ep, &mut scratch)
+                        .unwrap();
+                }
+            }
+            let residual = with_residual.then_some(&residual[..]);
+            let ep = Epilogue { bias: Bias::PerCol(&bias), residual, act };
+            check(kernel.name, m, n, k, &a, &b, &ep, &got, ldc);
+            // Refusals: a short image, a row range off its panels.
+            let ep = Epilogue::NONE;
+            let short = &image[..image.len() - 1];
+            let r = gemm_indirect(&ind, short, 0..m, &pb, 0..n, &mut got, ldc, &ep, &mut scratch);
+            assert!(matches!(r, Err(GemmError::Short { .. })));
+            if m > 1 {
+                let r =
+                    gemm_indirect(&ind, &image, 1..m, &pb, 0..n, &mut got, ldc, &ep, &mut scratch);
+                assert!(matches!(r, Err(GemmError::Invalid(_))));
+            }
+            done += 1;
+        }
+    }
+}

@@ -1,5 +1,6 @@
 //! x86_64 microkernels: AVX-512F `14 x 32` (two zmm per B row, one broadcast per A row, 28
-//! accumulators) and AVX2+FMA `6 x 16` (12 ymm accumulators). Partial tiles use masked loads
+//! accumulators) and AVX2+FMA `6 x 16` (12 ymm accumulators), each for A packed or strided
+//! and for A read through an indirection buffer (one pointer per row and tap). Partial tiles use masked loads
 //! and stores, so edge tiles need no temporary buffer; a tile whose columns fit the first
 //! vector computes only that one (16-channel layers, the last panel of a product).
 #![allow(unsafe_code)]
@@ -7,7 +8,7 @@
 use std::arch::x86_64::*;
 use std::sync::OnceLock;
 
-use super::kernel::{Kernel, Tile};
+use super::kernel::{Kernel, Tile, ZERO_ROW};
 
 /// Whether the CPU has AVX-512F (cached).
 pub(crate) fn has_avx512() -> bool {
@@ -23,8 +24,16 @@ pub(crate) fn has_avx2() -> bool {
 
 /// Calls `$f::<R, PACKED, WIDE>($t)` for the runtime row count (one of the listed), whether A
 /// is a packed panel of `$mr` rows (unit row stride, depth stride `$mr`), and whether the
-/// tile has columns in the second of its two vectors (more than `$half`).
+/// tile has columns in the second of its two vectors (more than `$half`); without `$mr`,
+/// `$f::<R, WIDE>($t)`.
 macro_rules! by_rows {
+    ($t:expr, $f:ident, $half:expr, [$($r:literal)*]) => {
+        match ($t.rows, $t.cols > $half) {
+            $(($r, true) => $f::<$r, true>($t),)*
+            $(($r, false) => $f::<$r, false>($t),)*
+            _ => unreachable!("Tile::check bounds the rows"),
+        }
+    };
     ($t:expr, $f:ident, $mr:expr, $half:expr, [$($r:literal)*]) => {
         match ($t.rows, $t.a_rs == 1 && $t.a_ks == $mr, $t.cols > $half) {
             $(($r, true, true) => $f::<$r, true, true>($t),)*
@@ -36,13 +45,136 @@ macro_rules! by_rows {
     };
 }
 
+/// The epilogue of an AVX-512 tile: accumulated C, biases, residual and clamp added to the
+/// accumulators of `R` rows, then the masked store.
+/// A macro, not a function: accumulators handed to a function are kept in memory through
+/// the loop that sums them. Expands in an `unsafe` function with the tile's target features
+/// where `t.check` holds and `t.rows == R`.
+macro_rules! avx512_store {
+    ($acc0:ident, $acc1:ident, $t:ident) => {{
+        let (m0, m1) = (mask16($t.cols), mask16($t.cols.saturating_sub(16)));
+        let c = $t.c.as_mut_ptr();
+        // Masked loads and stores touch only lanes below `cols`; `wrapping_add` keeps the pointer
+        // arithmetic defined when the second half is fully masked off.
+        // SAFETY (all blocks below): lanes j < cols of row i < R are at i * ldc + j < span, which
+        // `check` proved inside `c`, `residual`, and `col_bias` (cols values); row_bias has R values.
+        let (cb0, cb1) = match $t.col_bias {
+            Some(cb) => unsafe {
+                let p = cb.as_ptr();
+                (_mm512_maskz_loadu_ps(m0, p), _mm512_maskz_loadu_ps(m1, p.wrapping_add(16)))
+            },
+            None => (_mm512_setzero_ps(), _mm512_setzero_ps()),
+        };
+        for i in 0..R {
+            let ci = c.wrapping_add(i * $t.ldc);
+            let (mut x0, mut x1) = ($acc0[i], $acc1[i]);
+            if $t.accumulate {
+                unsafe {
+                    x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, ci));
+                    x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, ci.wrapping_add(16)));
+                }
+            }
+            if let Some(rb) = $t.row_bias {
+                let v = _mm512_set1_ps(rb[i]);
+                x0 = _mm512_add_ps(x0, v);
+                x1 = _mm512_add_ps(x1, v);
+            }
+            if $t.col_bias.is_some() {
+                x0 = _mm512_add_ps(x0, cb0);
+                x1 = _mm512_add_ps(x1, cb1);
+            }
+            if let Some(r) = $t.residual {
+                let ri = r.as_ptr().wrapping_add(i * $t.ldc);
+                unsafe {
+                    x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, ri));
+                    x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, ri.wrapping_add(16)));
+                }
+            }
+            if let Some((lo, hi)) = $t.clamp {
+                // max/min return their second operand when one is NaN: NaN propagates.
+                let (lo, hi) = (_mm512_set1_ps(lo), _mm512_set1_ps(hi));
+                x0 = _mm512_min_ps(hi, _mm512_max_ps(lo, x0));
+                x1 = _mm512_min_ps(hi, _mm512_max_ps(lo, x1));
+            }
+            unsafe {
+                _mm512_mask_storeu_ps(ci, m0, x0);
+                _mm512_mask_storeu_ps(ci.wrapping_add(16), m1, x1);
+            }
+        }
+    }};
+}
+
+/// The epilogue of an AVX2 tile: accumulated C, biases, residual and clamp added to the
+/// accumulators of `R` rows, then the masked store.
+/// A macro, not a function: accumulators handed to a function are kept in memory through
+/// the loop that sums them. Expands in an `unsafe` function with the tile's target features
+/// where `t.check` holds and `t.rows == R`.
+macro_rules! avx2_store {
+    ($acc0:ident, $acc1:ident, $t:ident) => {{
+        // cols <= 16, so the casts cannot wrap.
+        let (m0, m1) = (mask8($t.cols as i32), mask8($t.cols as i32 - 8));
+        let c = $t.c.as_mut_ptr();
+        // SAFETY (all blocks below): maskload/maskstore touch only lanes j < cols, and lanes
+        // j < cols of row i < R are at i * ldc + j < span, which `check` proved inside `c`,
+        // `residual` and `col_bias` (cols values); `wrapping_add` keeps fully masked-off pointers
+        // defined.
+        let (cb0, cb1) = match $t.col_bias {
+            Some(cb) => unsafe {
+                let p = cb.as_ptr();
+                (_mm256_maskload_ps(p, m0), _mm256_maskload_ps(p.wrapping_add(8), m1))
+            },
+            None => (_mm256_setzero_ps(), _mm256_setzero_ps()),
+        };
+        for i in 0..R {
+            let ci = c.wrapping_add(i * $t.ldc);
+            let (mut x0, mut x1) = ($acc0[i], $acc1[i]);
+            if $t.accumulate {
+                unsafe {
+                    x0 = _mm256_add_ps(x0, _mm256_maskload_ps(ci, m0));
+                    x1 = _mm256_add_ps(x1, _mm256_maskload_ps(ci.wrapping_add(8), m1));
+                }
+            }
+            if let Some(rb) = $t.row_bias {
+                let v = _mm256_set1_ps(rb[i]);
+                x0 = _mm256_add_ps(x0, v);
+                x1 = _mm256_add_ps(x1, v);
+            }
+            if $t.col_bias.is_some() {
+                x0 = _mm256_add_ps(x0, cb0);
+                x1 = _mm256_add_ps(x1, cb1);
+            }
+            if let Some(r) = $t.residual {
+                let ri = r.as_ptr().wrapping_add(i * $t.ldc);
+                unsafe {
+                    x0 = _mm256_add_ps(x0, _mm256_maskload_ps(ri, m0));
+                    x1 = _mm256_add_ps(x1, _mm256_maskload_ps(ri.wrapping_add(8), m1));
+                }
+            }
+            if let Some((lo, hi)) = $t.clamp {
+                // max/min return their second operand when one is NaN: NaN propagates.
+                let (lo, hi) = (_mm256_set1_ps(lo), _mm256_set1_ps(hi));
+                x0 = _mm256_min_ps(hi, _mm256_max_ps(lo, x0));
+                x1 = _mm256_min_ps(hi, _mm256_max_ps(lo, x1));
+            }
+            unsafe {
+                _mm256_maskstore_ps(ci, m0, x0);
+                _mm256_maskstore_ps(ci.wrapping_add(8), m1, x1);
+            }
+        }
+    }};
+}
+
 const MR512: usize = 14;
 const NR512: usize = 32;
+/// Rows of an indirect tile: each row's pointer takes a general register, and with 14 of
+/// them the accumulators were stored to memory at every step.
+const IND_MR512: usize = 7;
 
 /// The AVX-512 kernel.
 pub static AVX512: Kernel = Kernel {
     name: "avx512 14x32",
     mr: MR512,
+    ind_mr: IND_MR512,
     nr: NR512,
     kc: 256,
     mc: MR512 * 24,
@@ -51,10 +183,17 @@ pub static AVX512: Kernel = Kernel {
 };
 
 fn avx512(t: &mut Tile<'_>) {
-    assert!(has_avx512() && t.check(MR512, NR512), "sgemm: avx512 tile out of bounds");
+    let mr = if t.ind.is_some() { IND_MR512 } else { MR512 };
+    assert!(has_avx512() && t.check(mr, NR512), "sgemm: avx512 tile out of bounds");
     // SAFETY: the CPU has AVX-512F (checked above, the only feature the tile function
     // enables) and `check` verified every slice covers the reads and writes of the tile.
-    unsafe { by_rows!(t, avx512_tile, MR512, 16, [1 2 3 4 5 6 7 8 9 10 11 12 13 14]) }
+    unsafe {
+        if t.ind.is_some() {
+            by_rows!(t, avx512_indirect, 16, [1 2 3 4 5 6 7])
+        } else {
+            by_rows!(t, avx512_tile, MR512, 16, [1 2 3 4 5 6 7 8 9 10 11 12 13 14])
+        }
+    }
 }
 
 /// Lanes `0..n` of a 16-lane mask (`n` clamped to 16).
@@ -92,55 +231,53 @@ unsafe fn avx512_tile<const R: usize, const PACKED: bool, const WIDE: bool>(t: &
             }
         }
     }
-    let (m0, m1) = (mask16(t.cols), mask16(t.cols.saturating_sub(16)));
-    let c = t.c.as_mut_ptr();
-    // Masked loads and stores touch only lanes below `cols`; `wrapping_add` keeps the pointer
-    // arithmetic defined when the second half is fully masked off.
-    // SAFETY (all blocks below): lanes j < cols of row i < R are at i * ldc + j < span, which
-    // `check` proved inside `c`, `residual`, and `col_bias` (cols values); row_bias has R values.
-    let (cb0, cb1) = match t.col_bias {
-        Some(cb) => unsafe {
-            let p = cb.as_ptr();
-            (_mm512_maskz_loadu_ps(m0, p), _mm512_maskz_loadu_ps(m1, p.wrapping_add(16)))
-        },
-        None => (_mm512_setzero_ps(), _mm512_setzero_ps()),
-    };
-    for i in 0..R {
-        let ci = c.wrapping_add(i * t.ldc);
-        let (mut x0, mut x1) = (acc0[i], acc1[i]);
-        if t.accumulate {
-            unsafe {
-                x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, ci));
-                x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, ci.wrapping_add(16)));
+    avx512_store!(acc0, acc1, t)
+}
+
+/// [`avx512_tile`] for A read through `t.ind`.
+///
+/// # Safety
+/// AVX-512F available; `t.check(IND_MR512, NR512)` holds with `t.ind` set, `t.rows == R`, and
+/// unless `WIDE` `t.cols <= 16`.
+#[target_feature(enable = "avx512f")]
+unsafe fn avx512_indirect<const R: usize, const WIDE: bool>(t: &mut Tile<'_>) {
+    let Some(ind) = t.ind else { unreachable!("avx512 dispatches only indirect tiles here") };
+    let (a, z) = (t.a.as_ptr(), ind.zeros.as_ptr());
+    let mut b = t.b.as_ptr();
+    let mut acc0 = [_mm512_setzero_ps(); R];
+    let mut acc1 = [_mm512_setzero_ps(); R];
+    // One loop over the depth, the row pointers moving to the next tap every `channels`
+    // steps.
+    let mut taps = ind.offsets.chunks(ind.stride);
+    let mut rows = [z; R];
+    let mut c = ind.channels;
+    for _ in 0..t.kc {
+        if c == ind.channels {
+            c = 0;
+            let Some(offsets) = taps.next() else { unreachable!("check counted the taps") };
+            for i in 0..R {
+                // SAFETY: `check` proved each of the first R offsets of every tap ZERO_ROW
+                // (then `zeros` holds `channels` values) or `channels` values inside `a`.
+                rows[i] = if offsets[i] == ZERO_ROW { z } else { unsafe { a.add(offsets[i]) } };
             }
         }
-        if let Some(rb) = t.row_bias {
-            let v = _mm512_set1_ps(rb[i]);
-            x0 = _mm512_add_ps(x0, v);
-            x1 = _mm512_add_ps(x1, v);
-        }
-        if t.col_bias.is_some() {
-            x0 = _mm512_add_ps(x0, cb0);
-            x1 = _mm512_add_ps(x1, cb1);
-        }
-        if let Some(r) = t.residual {
-            let ri = r.as_ptr().wrapping_add(i * t.ldc);
-            unsafe {
-                x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, ri));
-                x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, ri.wrapping_add(16)));
-            }
-        }
-        if let Some((lo, hi)) = t.clamp {
-            // max/min return their second operand when one is NaN: NaN propagates.
-            let (lo, hi) = (_mm512_set1_ps(lo), _mm512_set1_ps(hi));
-            x0 = _mm512_min_ps(hi, _mm512_max_ps(lo, x0));
-            x1 = _mm512_min_ps(hi, _mm512_max_ps(lo, x1));
-        }
+        // SAFETY: c < channels (see above); `b` advances NR512 per depth step, kc steps in
+        // all, and `check` proved kc * NR512 <= b.len().
         unsafe {
-            _mm512_mask_storeu_ps(ci, m0, x0);
-            _mm512_mask_storeu_ps(ci.wrapping_add(16), m1, x1);
+            let b0 = _mm512_loadu_ps(b);
+            let b1 = if WIDE { _mm512_loadu_ps(b.add(16)) } else { _mm512_setzero_ps() };
+            b = b.add(NR512);
+            for i in 0..R {
+                let ai = _mm512_set1_ps(*rows[i].add(c));
+                acc0[i] = _mm512_fmadd_ps(ai, b0, acc0[i]);
+                if WIDE {
+                    acc1[i] = _mm512_fmadd_ps(ai, b1, acc1[i]);
+                }
+            }
         }
+        c += 1;
     }
+    avx512_store!(acc0, acc1, t)
 }
 
 const MR256: usize = 6;
@@ -150,6 +287,7 @@ const NR256: usize = 16;
 pub static AVX2: Kernel = Kernel {
     name: "avx2 6x16",
     mr: MR256,
+    ind_mr: MR256,
     nr: NR256,
     kc: 256,
     mc: MR256 * 40,
@@ -161,7 +299,13 @@ fn avx2(t: &mut Tile<'_>) {
     assert!(has_avx2() && t.check(MR256, NR256), "sgemm: avx2 tile out of bounds");
     // SAFETY: the CPU has AVX2 and FMA (checked above) and `check` verified every slice
     // covers the reads and writes of the tile.
-    unsafe { by_rows!(t, avx2_tile, MR256, 8, [1 2 3 4 5 6]) }
+    unsafe {
+        if t.ind.is_some() {
+            by_rows!(t, avx2_indirect, 8, [1 2 3 4 5 6])
+        } else {
+            by_rows!(t, avx2_tile, MR256, 8, [1 2 3 4 5 6])
+        }
+    }
 }
 
 /// Lane mask (all bits set in lanes `0..n`) of an 8-lane vector for `n` as i32 (may be <= 0).
@@ -199,54 +343,51 @@ unsafe fn avx2_tile<const R: usize, const PACKED: bool, const WIDE: bool>(t: &mu
             }
         }
     }
-    // cols <= 16, so the casts cannot wrap.
-    let (m0, m1) = (mask8(t.cols as i32), mask8(t.cols as i32 - 8));
-    let c = t.c.as_mut_ptr();
-    // SAFETY (all blocks below): maskload/maskstore touch only lanes j < cols, and lanes
-    // j < cols of row i < R are at i * ldc + j < span, which `check` proved inside `c`,
-    // `residual` and `col_bias` (cols values); `wrapping_add` keeps fully masked-off pointers
-    // defined.
-    let (cb0, cb1) = match t.col_bias {
-        Some(cb) => unsafe {
-            let p = cb.as_ptr();
-            (_mm256_maskload_ps(p, m0), _mm256_maskload_ps(p.wrapping_add(8), m1))
-        },
-        None => (_mm256_setzero_ps(), _mm256_setzero_ps()),
-    };
-    for i in 0..R {
-        let ci = c.wrapping_add(i * t.ldc);
-        let (mut x0, mut x1) = (acc0[i], acc1[i]);
-        if t.accumulate {
-            unsafe {
-                x0 = _mm256_add_ps(x0, _mm256_maskload_ps(ci, m0));
-                x1 = _mm256_add_ps(x1, _mm256_maskload_ps(ci.wrapping_add(8), m1));
+    avx2_store!(acc0, acc1, t)
+}
+
+/// [`avx2_tile`] for A read through `t.ind`.
+///
+/// # Safety
+/// AVX2 and FMA available; `t.check(MR256, NR256)` holds with `t.ind` set, `t.rows == R`,
+/// and unless `WIDE` `t.cols <= 8`.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn avx2_indirect<const R: usize, const WIDE: bool>(t: &mut Tile<'_>) {
+    let Some(ind) = t.ind else { unreachable!("avx2 dispatches only indirect tiles here") };
+    let (a, z) = (t.a.as_ptr(), ind.zeros.as_ptr());
+    let mut b = t.b.as_ptr();
+    let mut acc0 = [_mm256_setzero_ps(); R];
+    let mut acc1 = [_mm256_setzero_ps(); R];
+    // One loop over the depth, the row pointers moving to the next tap every `channels`
+    // steps.
+    let mut taps = ind.offsets.chunks(ind.stride);
+    let mut rows = [z; R];
+    let mut c = ind.channels;
+    for _ in 0..t.kc {
+        if c == ind.channels {
+            c = 0;
+            let Some(offsets) = taps.next() else { unreachable!("check counted the taps") };
+            for i in 0..R {
+                // SAFETY: `check` proved each of the first R offsets of every tap ZERO_ROW
+                // (then `zeros` holds `channels` values) or `channels` values inside `a`.
+                rows[i] = if offsets[i] == ZERO_ROW { z } else { unsafe { a.add(offsets[i]) } };
             }
         }
-        if let Some(rb) = t.row_bias {
-            let v = _mm256_set1_ps(rb[i]);
-            x0 = _mm256_add_ps(x0, v);
-            x1 = _mm256_add_ps(x1, v);
-        }
-        if t.col_bias.is_some() {
-            x0 = _mm256_add_ps(x0, cb0);
-            x1 = _mm256_add_ps(x1, cb1);
-        }
-        if let Some(r) = t.residual {
-            let ri = r.as_ptr().wrapping_add(i * t.ldc);
-            unsafe {
-                x0 = _mm256_add_ps(x0, _mm256_maskload_ps(ri, m0));
-                x1 = _mm256_add_ps(x1, _mm256_maskload_ps(ri.wrapping_add(8), m1));
-            }
-        }
-        if let Some((lo, hi)) = t.clamp {
-            // max/min return their second operand when one is NaN: NaN propagates.
-            let (lo, hi) = (_mm256_set1_ps(lo), _mm256_set1_ps(hi));
-            x0 = _mm256_min_ps(hi, _mm256_max_ps(lo, x0));
-            x1 = _mm256_min_ps(hi, _mm256_max_ps(lo, x1));
-        }
+        // SAFETY: c < channels (see above); `b` advances NR256 per depth step, kc steps in
+        // all, and `check` proved kc * NR256 <= b.len().
         unsafe {
-            _mm256_maskstore_ps(ci, m0, x0);
-            _mm256_maskstore_ps(ci.wrapping_add(8), m1, x1);
+            let b0 = _mm256_loadu_ps(b);
+            let b1 = if WIDE { _mm256_loadu_ps(b.add(8)) } else { _mm256_setzero_ps() };
+            b = b.add(NR256);
+            for i in 0..R {
+                let ai = _mm256_set1_ps(*rows[i].add(c));
+                acc0[i] = _mm256_fmadd_ps(ai, b0, acc0[i]);
+                if WIDE {
+                    acc1[i] = _mm256_fmadd_ps(ai, b1, acc1[i]);
+                }
+            }
         }
+        c += 1;
     }
+    avx2_store!(acc0, acc1, t)
 }
