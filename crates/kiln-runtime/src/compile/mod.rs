@@ -11,7 +11,8 @@
 //!                      fold batch norm into the convolution, fuse the epilogue
 //!                      (residual add, relu/hardtanh/clamp/hardswish/sigmoid/silu/gelu),
 //!                      chains of float32 elementwise operators fused into one map,
-//!                      channels-last activations between convolutions ([`layout`])
+//!                      channels-last activations between convolutions and max
+//!                      poolings ([`layout`])
 //!                  --> lower: one step per live node; fused nodes get a prepared kernel
 //!                      (weights folded and laid out once, here) behind Callee::Prepared
 //! ```
