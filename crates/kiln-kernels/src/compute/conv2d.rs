@@ -461,6 +461,14 @@ impl PackedConv2d {
                     let (cout, mr) = (g.out_channels, ind.panel_rows());
                     // `scratch.col` holds the copy: the parts take the rest of the scratch.
                     let parts_scratch = &mut scratch.parts;
+                    let col_panels = cout.div_ceil(weight.panel_cols());
+                    if parts > 1 && ohw.div_ceil(mr) < 4 * parts && col_panels >= parts {
+                        // Few pixels: each part streams its share of the weights instead of
+                        // all of them.
+                        let io = (x_img, r_img, y_img);
+                        self.indirect_channels(weight, ind, io, parts, parts_scratch, threads)?;
+                        continue;
+                    }
                     self.pixel_rows(
                         r_img,
                         y_img,
@@ -515,6 +523,48 @@ impl PackedConv2d {
             part.result = product(rows, y, &ep, &mut part.gemm);
         });
         first_error(scratch)
+    }
+
+    /// [`Plan::Indirect`] with the output channels split into `parts` runs of whole panels,
+    /// each part computing every pixel of its channels into its own buffer; the buffers are
+    /// then copied into `y`, adding the residual and applying the activation after it on the
+    /// way (the same operations, in the same order, as the fused epilogue).
+    fn indirect_channels(
+        &self,
+        weight: &PackedB,
+        ind: &Indirection,
+        (x, res, y): (&[f32], Option<&[f32]>, &mut [f32]),
+        parts: usize,
+        scratch: &mut [PartScratch],
+        threads: &Threads,
+    ) -> Result<(), GemmError> {
+        let (cout, ohw) = (self.g.out_channels, self.oh * self.ow);
+        let act = if res.is_some() { Activation::None } else { self.act };
+        let runs = || split(cout, weight.panel_cols(), parts);
+        threads.for_each(runs().zip(scratch.iter_mut()), |(cols, part)| {
+            let w = cols.len();
+            if part.out.len() < ohw * w {
+                part.out.resize(ohw * w, 0.0);
+            }
+            let bias = self.bias.as_deref().map_or(Bias::None, |b| Bias::PerCol(&b[cols.start..]));
+            let ep = Epilogue { bias, residual: None, act };
+            let out = &mut part.out[..ohw * w];
+            part.result = gemm_indirect(ind, x, 0..ohw, weight, cols, out, w, &ep, &mut part.gemm);
+        });
+        first_error(scratch)?;
+        for (cols, part) in runs().zip(scratch.iter()) {
+            let w = cols.len();
+            for (p, src) in part.out[..ohw * w].chunks_exact(w).enumerate() {
+                let dst = &mut y[p * cout + cols.start..][..w];
+                match res {
+                    Some(r) => {
+                        add_then_activate(dst, src, &r[p * cout + cols.start..][..w], self.act)
+                    }
+                    None => dst.copy_from_slice(src),
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Output rows `row0..` of an NHWC depthwise convolution into `y` (those rows);
