@@ -2,7 +2,7 @@
 """Per-layer times of ExecuTorch's own runtime on a .pte, the peer of `kiln bench --profile`.
 
 Run with the peers venv:
-    ~/peers/bin/python bench/executorch_layers.py MODEL.pte INPUT.npy [--iters N]
+    ~/peers/bin/python bench/executorch_layers.py MODEL.pte INPUT.npy [--iters N] [--threads N]
 
 Loads the program through the pybindings with ETDump enabled, runs `--iters` executes, and
 prints the median time of every profiled event in execution order: for an XNNPACK-delegated
@@ -23,6 +23,7 @@ def main():
     ap.add_argument("model")
     ap.add_argument("input", help="the method's one input, .npy")
     ap.add_argument("--iters", type=int, default=30)
+    ap.add_argument("--threads", type=int, help="XNNPACK's thread pool size (default: ExecuTorch's)")
     args = ap.parse_args()
 
     warnings.simplefilter("ignore")
@@ -31,6 +32,8 @@ def main():
     from executorch.devtools import Inspector
     from executorch.extension.pybindings import portable_lib
 
+    if args.threads is not None:
+        portable_lib._unsafe_reset_threadpool(args.threads)
     module = portable_lib._load_for_executorch(args.model, enable_etdump=True, debug_buffer_size=0)
     x = torch.from_numpy(np.load(args.input))
     for _ in range(args.iters):

@@ -321,6 +321,7 @@ unsafe fn sum_body<V: Lanes, const P: usize>(
     clamp: Option<(f32, f32)>,
 ) {
     let (ow, ps) = (out.ow, out.pixel_stride);
+    let per_block = plane.block_weights();
     for oy in 0..oh {
         let span = plane.spans[oy];
         let mut ox = 0;
@@ -339,12 +340,13 @@ unsafe fn sum_body<V: Lanes, const P: usize>(
                 let o = &mut out.out[at..];
                 let bias = bias[b * BLOCK..][..BLOCK].try_into().expect("BLOCK");
                 let ep = Epilogue { bias, clamp };
+                let w = &plane.weights[b * per_block..][..per_block];
                 // SAFETY: the CPU has the instructions of `V` (this function's contract).
                 unsafe {
                     match n {
-                        1 => sum_pixels::<V, 1, false>(o, res, ps, ox, b, span, plane, ep),
-                        2 => sum_pixels::<V, 2, true>(o, res, ps, ox, b, span, plane, ep),
-                        _ => sum_pixels::<V, P, true>(o, res, ps, ox, b, span, plane, ep),
+                        1 => sum_pixels::<V, 1, false>(o, res, ps, ox, b, w, span, plane, ep),
+                        2 => sum_pixels::<V, 2, true>(o, res, ps, ox, b, w, span, plane, ep),
+                        _ => sum_pixels::<V, P, true>(o, res, ps, ox, b, w, span, plane, ep),
                     }
                 }
             }
@@ -366,8 +368,9 @@ fn block_at(data: &[f32], at: usize) -> &[f32; BLOCK] {
     data[at..][..BLOCK].try_into().expect("BLOCK")
 }
 
-/// The `N` output pixels from column `ox0` on of block `b` of the output row whose inputs are
-/// `span`, into `out` (and from `residual`) with pixels `ps` apart.
+/// The `N` output pixels from column `ox0` on of block `b` (its `[kh][kw][BLOCK]` weights
+/// `block_weights`) of the output row whose inputs are `span`, into `out` (and from
+/// `residual`) with pixels `ps` apart.
 ///
 /// # Safety
 /// The CPU has the instructions `V` uses.
@@ -379,6 +382,7 @@ unsafe fn sum_pixels<V: Lanes, const N: usize, const INSIDE: bool>(
     ps: usize,
     ox0: usize,
     b: usize,
+    block_weights: &[f32],
     span: RowSpan,
     plane: &ChannelPlane<'_>,
     ep: Epilogue<'_>,
@@ -386,7 +390,6 @@ unsafe fn sum_pixels<V: Lanes, const N: usize, const INSIDE: bool>(
     // SAFETY (every `V` call below): the CPU has the instructions of `V`.
     let mut acc = [unsafe { V::zero() }; N];
     let ps_in = plane.pixel_stride;
-    let block_weights = &plane.weights[b * plane.block_weights()..];
     for r in 0..span.ky1 - span.ky0 {
         let row = (span.first + r * plane.dilation_h) * plane.row_stride + b * BLOCK;
         let weights = &block_weights[(span.ky0 + r) * plane.kw * BLOCK..][..plane.kw * BLOCK];
