@@ -12,7 +12,7 @@ use kiln_kernels::{Arg, Capacity, OutKind, Scalar, Shape, TensorMut, TensorRef, 
 
 use crate::error::{describe_tensor, Error, Result};
 use crate::io::{Input, Output, OutputTensor};
-use crate::method::{Call, Callee, Compiled, Method, Role, State, Step};
+use crate::method::{Call, Callee, Compiled, Line, Method, Role, State, Step};
 use crate::value::{Storage, TensorSlot, Val};
 
 /// Moves a vector's allocation to a vector of another element type of the same layout (the
@@ -106,7 +106,7 @@ impl Scratch {
     }
 }
 
-fn bytes_of(buf: &[u128]) -> &[u8] {
+fn bytes_of(buf: &[Line]) -> &[u8] {
     bytemuck::cast_slice(buf)
 }
 
@@ -312,7 +312,7 @@ impl Method {
                         .state
                         .buffers
                         .get_mut(buf as usize)
-                        .map(|b| bytemuck::cast_slice_mut::<u128, u8>(b))
+                        .map(|b| bytemuck::cast_slice_mut::<Line, u8>(b))
                         .and_then(|b| b.get_mut(offset..offset + nbytes))
                         .ok_or_else(|| {
                             mismatch("planned input memory".into(), "out of range".into())
@@ -562,7 +562,7 @@ fn collect_uses(call: &Call, values: &[Val], s: &mut Scratch) -> std::result::Re
 fn invoke(
     call: &Call,
     values: &[Val],
-    buffers: &mut [Vec<u128>],
+    buffers: &mut [Vec<Line>],
     file: &[u8],
     sources: &[std::sync::Arc<dyn crate::data::NamedDataSource>],
     s: &mut Scratch,
@@ -576,7 +576,7 @@ fn invoke(
     borrowed.resize_with(s.regions.len(), || None);
     {
         let mut k = 0;
-        let mut rest: &mut [Vec<u128>] = buffers;
+        let mut rest: &mut [Vec<Line>] = buffers;
         let mut rest_base = 0u32;
         while k < s.entries.len() {
             let buf = s.entries[k].0;

@@ -2,6 +2,8 @@
 
 use std::sync::Arc;
 
+use bytemuck::Zeroable;
+
 use kiln_kernels::{Capacity, KernelContext, KernelDef, OutKind};
 
 use crate::compile::{self, lower_node, CompiledNode, Graph, Layout, NodeOp, PreparedKernel};
@@ -12,6 +14,17 @@ use crate::io::ValueMeta;
 use crate::plan::{DataDef, InstrDef, MethodPlan, TensorDef, ValueDef};
 use crate::program::{meta, Program};
 use crate::value::{Storage, TensorSlot, Val};
+
+/// Bytes of a [`Line`].
+pub(crate) const LINE: usize = 64;
+
+/// One cache line of a method's memory: buffers are vectors of these, so a tensor the memory
+/// plan places at a multiple of 64 bytes starts on a cache line and a kernel's 64-byte vector
+/// loads do not straddle two lines (with 16-byte alignment, three tensors in four were split:
+/// a channels-last depthwise layer ran 25% slower).
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+#[repr(C, align(64))]
+pub(crate) struct Line([u8; LINE]);
 
 /// How a call uses one of its argument positions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,8 +99,8 @@ pub(crate) struct Compiled {
 /// What a run reads and writes.
 pub(crate) struct State {
     /// Planned arenas (memory_id 1.. at 0..), owned buffers, then the compiled memory plan's
-    /// buffer; 16-byte aligned words.
-    pub buffers: Vec<Vec<u128>>,
+    /// buffer; cache lines.
+    pub buffers: Vec<Vec<Line>>,
     pub values: Vec<Val>,
     pub delegates: Vec<Box<dyn DelegateHandle>>,
     /// The compile stage's prepared kernels (they keep scratch memory).
@@ -111,7 +124,7 @@ impl std::fmt::Debug for Method {
 struct Loader<'p> {
     plan: &'p MethodPlan,
     program: &'p Program,
-    buffers: Vec<Vec<u128>>,
+    buffers: Vec<Vec<Line>>,
     used: u64,
     limit: u64,
 }
@@ -133,8 +146,9 @@ impl Loader<'_> {
             |what: String, limit| Error::Memory { method: self.method(), what, bytes, limit };
         let total = self.used.checked_add(bytes).filter(|t| *t <= self.limit);
         let Some(total) = total else { return Err(over(what(), self.limit)) };
-        let words = usize::try_from(bytes.div_ceil(16)).map_err(|_| over(what(), self.limit))?;
-        let mut v: Vec<u128> = Vec::new();
+        let words =
+            usize::try_from(bytes.div_ceil(LINE as u64)).map_err(|_| over(what(), self.limit))?;
+        let mut v: Vec<Line> = Vec::new();
         if v.try_reserve_exact(words).is_err() {
             return Err(Error::Memory {
                 method: self.method(),
@@ -143,7 +157,7 @@ impl Loader<'_> {
                 limit: self.used,
             });
         }
-        v.resize(words, 0);
+        v.resize(words, Line::zeroed());
         self.used = total;
         let id = self.buffers.len() as u32;
         self.buffers.push(v);
@@ -523,7 +537,7 @@ impl Method {
 
     /// Bytes of memory this method owns (planned arenas and runtime buffers).
     pub fn memory_bytes(&self) -> usize {
-        self.state.buffers.iter().map(|b| b.len() * 16).sum()
+        self.state.buffers.iter().map(|b| b.len() * LINE).sum()
     }
 
     /// Number of instructions over all chains.
