@@ -553,16 +553,8 @@ impl PackedConv2d {
         });
         first_error(scratch)?;
         for (cols, part) in runs().zip(scratch.iter()) {
-            let w = cols.len();
-            for (p, src) in part.out[..ohw * w].chunks_exact(w).enumerate() {
-                let dst = &mut y[p * cout + cols.start..][..w];
-                match res {
-                    Some(r) => {
-                        add_then_activate(dst, src, &r[p * cout + cols.start..][..w], self.act)
-                    }
-                    None => dst.copy_from_slice(src),
-                }
-            }
+            let block = &part.out[..ohw * cols.len()];
+            place_columns(block, cols, y, cout, res, self.act);
         }
         Ok(())
     }
@@ -697,16 +689,8 @@ impl PackedConv2d {
         });
         scratch.outcome()?;
         for (cols, part) in split(ohw, a.tile_cols(), parts).zip(&scratch.parts) {
-            let w = cols.len();
-            for (c, src) in part.out[..m * w].chunks_exact(w).enumerate() {
-                let dst = &mut y[c * ohw + cols.start..][..w];
-                match res {
-                    Some(r) => {
-                        add_then_activate(dst, src, &r[c * ohw + cols.start..][..w], self.act)
-                    }
-                    None => dst.copy_from_slice(src),
-                }
-            }
+            let block = &part.out[..m * cols.len()];
+            place_columns(block, cols, y, ohw, res, self.act);
         }
         Ok(())
     }
@@ -799,6 +783,29 @@ fn channels_last(
             }
         }
     });
+}
+
+/// Copies `block` (a part's rows of `cols.len()` values, row-major) into columns `cols` of
+/// `y` (row stride `ld`): with a residual (laid out as `y`), `act(block + residual)`, the
+/// operations of the fused epilogue after a part computed without them; without one, as is
+/// (the part applied the activation).
+fn place_columns(
+    block: &[f32],
+    cols: std::ops::Range<usize>,
+    y: &mut [f32],
+    ld: usize,
+    res: Option<&[f32]>,
+    act: Activation,
+) {
+    let w = cols.len();
+    for (row, src) in block.chunks_exact(w).enumerate() {
+        let at = row * ld + cols.start;
+        let dst = &mut y[at..][..w];
+        match res {
+            Some(r) => add_then_activate(dst, src, &r[at..][..w], act),
+            None => dst.copy_from_slice(src),
+        }
+    }
 }
 
 /// `dst = act(src + residual)`, the activation matched once so that the common ones (none,
