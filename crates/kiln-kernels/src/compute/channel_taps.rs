@@ -83,12 +83,13 @@ impl ChannelPlane<'_> {
         self.weights.len() / self.blocks.max(1)
     }
 
-    /// Whether every tap of output columns `ox0..ox0 + n` reads a column inside the row.
-    #[inline(always)]
-    fn inside(&self, ox0: usize, n: usize) -> bool {
-        let first = ox0 * self.stride_w;
-        let last = (ox0 + n - 1) * self.stride_w + (self.kw - 1) * self.dilation_w;
-        first >= self.pad && last < self.pad + self.cols
+    /// The output columns `lo..hi` of `ow` whose taps all read columns inside the row: those
+    /// left of `lo` reach into the left padding, those from `hi` on into the right.
+    fn interior(&self, ow: usize) -> (usize, usize) {
+        let lo = self.pad.div_ceil(self.stride_w).min(ow);
+        let reach = (self.kw - 1) * self.dilation_w;
+        let hi = (self.pad + self.cols).saturating_sub(reach).div_ceil(self.stride_w);
+        (lo, hi.clamp(lo, ow))
     }
 }
 
@@ -307,58 +308,83 @@ mod x86 {
     }
 }
 
-/// The sums, `P` output pixels side by side where their taps lie inside the row (then 2,
-/// then 1).
+/// The sums, output pixels side by side in groups of `P`, then 4, 2 and 1: the columns
+/// whose taps reach into the padding one at a time, so the groups between them read every
+/// tap unchecked. Groups of one or two pixels sum several blocks at once, so enough
+/// independent accumulator chains hide the latency of the multiply-adds.
 ///
 /// # Safety
 /// The CPU has the instructions `V` uses.
 #[inline(always)]
 unsafe fn sum_body<V: Lanes, const P: usize>(
-    out: ChannelOut<'_>,
+    mut out: ChannelOut<'_>,
     oh: usize,
     plane: &ChannelPlane<'_>,
     bias: &[f32],
     clamp: Option<(f32, f32)>,
 ) {
-    let (ow, ps) = (out.ow, out.pixel_stride);
-    let per_block = plane.block_weights();
+    let ow = out.ow;
+    let (lo, hi) = plane.interior(ow);
     for oy in 0..oh {
         let span = plane.spans[oy];
         let mut ox = 0;
         while ox < ow {
-            let n = if ow - ox >= P && plane.inside(ox, P) {
-                P
-            } else if ow - ox >= 2 && plane.inside(ox, 2) {
-                2
-            } else {
-                1
+            let (n, inside) = match ox {
+                _ if ox < lo || ox >= hi => (1, false),
+                _ => ([P, 4, 2].into_iter().find(|&n| n <= hi - ox).unwrap_or(1), true),
             };
-            // Every block of these pixels in turn: their input rows stay in cache.
-            for b in 0..plane.blocks {
-                let at = (oy * ow + ox) * ps + b * BLOCK;
-                let res = out.residual.map(|r| &r[at..]);
-                let o = &mut out.out[at..];
-                let bias = bias[b * BLOCK..][..BLOCK].try_into().expect("BLOCK");
-                let ep = Epilogue { bias, clamp };
-                let w = &plane.weights[b * per_block..][..per_block];
+            let mut b = 0;
+            while b < plane.blocks {
+                let left = plane.blocks - b;
+                let g = Group { ox0: ox, oy, b, span };
+                let o = Epilogue { bias, clamp };
                 // SAFETY: the CPU has the instructions of `V` (this function's contract).
-                unsafe {
-                    match n {
-                        1 => sum_pixels::<V, 1, false>(o, res, ps, ox, b, w, span, plane, ep),
-                        2 => sum_pixels::<V, 2, true>(o, res, ps, ox, b, w, span, plane, ep),
-                        _ => sum_pixels::<V, P, true>(o, res, ps, ox, b, w, span, plane, ep),
+                b += unsafe {
+                    match (n, inside) {
+                        (1, false) if left >= 4 => {
+                            sum_pixels::<V, 1, 4, false>(&mut out, g, plane, o)
+                        }
+                        (1, false) => sum_pixels::<V, 1, 1, false>(&mut out, g, plane, o),
+                        (1, _) if left >= 4 => sum_pixels::<V, 1, 4, true>(&mut out, g, plane, o),
+                        (1, _) => sum_pixels::<V, 1, 1, true>(&mut out, g, plane, o),
+                        (2, _) if left >= 2 => sum_pixels::<V, 2, 2, true>(&mut out, g, plane, o),
+                        (2, _) => sum_pixels::<V, 2, 1, true>(&mut out, g, plane, o),
+                        (4, _) => sum_pixels::<V, 4, 1, true>(&mut out, g, plane, o),
+                        _ => sum_pixels::<V, P, 1, true>(&mut out, g, plane, o),
                     }
-                }
+                };
             }
             ox += n;
         }
     }
 }
 
-/// What is added to each sum, and the clamp after it.
+/// Which sums a call of [`sum_pixels`] makes: output pixels from column `ox0` on, of row
+/// `oy` (whose inputs are `span`), in blocks from `b` on.
+#[derive(Clone, Copy)]
+struct Group {
+    ox0: usize,
+    oy: usize,
+    b: usize,
+    span: RowSpan,
+}
+
+/// The block of `data` from `i` on, unchecked (a closure here would not inherit the caller's
+/// target features, and every load would become a call).
+///
+/// # Safety
+/// `i + BLOCK <= data.len()`, and the CPU has the instructions `V` uses.
+#[inline(always)]
+unsafe fn load_at<V: Lanes>(data: &[f32], i: usize) -> V {
+    debug_assert!(i + BLOCK <= data.len());
+    // SAFETY: the caller's contract.
+    unsafe { V::load(&*data.as_ptr().add(i).cast::<[f32; BLOCK]>()) }
+}
+
+/// The bias (per channel) added to each sum, and the clamp after it.
 #[derive(Clone, Copy)]
 struct Epilogue<'a> {
-    bias: &'a [f32; BLOCK],
+    bias: &'a [f32],
     clamp: Option<(f32, f32)>,
 }
 
@@ -368,77 +394,80 @@ fn block_at(data: &[f32], at: usize) -> &[f32; BLOCK] {
     data[at..][..BLOCK].try_into().expect("BLOCK")
 }
 
-/// The `N` output pixels from column `ox0` on of block `b` (its `[kh][kw][BLOCK]` weights
-/// `block_weights`) of the output row whose inputs are `span`, into `out` (and from
-/// `residual`) with pixels `ps` apart.
+/// The `N` output pixels of group `g` in its `M` blocks (each with its `[kh][kw][BLOCK]`
+/// weights), into `out`; returns `M`. `INSIDE`: every tap of these pixels reads a column
+/// inside the row ([`ChannelPlane::interior`]); otherwise each tap is checked, and taps in
+/// the padding multiply zero.
 ///
 /// # Safety
 /// The CPU has the instructions `V` uses.
-#[allow(clippy::too_many_arguments)]
 #[inline(always)]
-unsafe fn sum_pixels<V: Lanes, const N: usize, const INSIDE: bool>(
-    out: &mut [f32],
-    residual: Option<&[f32]>,
-    ps: usize,
-    ox0: usize,
-    b: usize,
-    block_weights: &[f32],
-    span: RowSpan,
+unsafe fn sum_pixels<V: Lanes, const N: usize, const M: usize, const INSIDE: bool>(
+    out: &mut ChannelOut<'_>,
+    g: Group,
     plane: &ChannelPlane<'_>,
     ep: Epilogue<'_>,
-) {
+) -> usize {
     // SAFETY (every `V` call below): the CPU has the instructions of `V`.
-    let mut acc = [unsafe { V::zero() }; N];
-    let ps_in = plane.pixel_stride;
+    let mut acc = [[unsafe { V::zero() }; N]; M];
+    let (ps_in, data, span) = (plane.pixel_stride, plane.data, g.span);
+    let step = plane.dilation_w * ps_in;
+    let per_block = plane.block_weights();
+    let weights: [&[f32]; M] = std::array::from_fn(|m| &plane.weights[(g.b + m) * per_block..]);
+    // Padded column of pixel q's first tap.
+    let first: [usize; N] = std::array::from_fn(|q| (g.ox0 + q) * plane.stride_w);
     for r in 0..span.ky1 - span.ky0 {
-        let row = (span.first + r * plane.dilation_h) * plane.row_stride + b * BLOCK;
-        let weights = &block_weights[(span.ky0 + r) * plane.kw * BLOCK..][..plane.kw * BLOCK];
+        let row = (span.first + r * plane.dilation_h) * plane.row_stride + g.b * BLOCK;
+        let taps = (span.ky0 + r) * plane.kw * BLOCK;
+        // SAFETY (the `load_at`s): each reads column `x < cols` (checked below, or for every
+        // tap of an `INSIDE` group by `interior`) of a row whose columns `covers` proved
+        // inside `data` for all `blocks` blocks, so blocks `b..b + M` are inside too.
         if INSIDE {
-            // Every tap of these pixels is inside the row (`ChannelPlane::inside`) and the
-            // row inside the plane (`ChannelPlane::covers`): pixel q's first tap, then one
-            // step per tap.
-            let at: [usize; N] =
-                std::array::from_fn(|q| row + ((ox0 + q) * plane.stride_w - plane.pad) * ps_in);
-            let (step, data) = (plane.dilation_w * ps_in, plane.data);
+            let at: [usize; N] = std::array::from_fn(|q| row + (first[q] - plane.pad) * ps_in);
             for kx in 0..plane.kw {
-                let w = unsafe { V::load(block_at(weights, kx * BLOCK)) };
-                for (q, acc) in acc.iter_mut().enumerate() {
-                    let i = at[q] + kx * step;
-                    debug_assert!(i + BLOCK <= data.len());
-                    // SAFETY: tap kx of pixel q is column `(ox0 + q) * stride_w + kx *
-                    // dilation_w - pad < cols` of a row whose columns `covers` proved inside
-                    // `data` for all `blocks` blocks, so block b's BLOCK values are too.
-                    let x = unsafe { &*data.as_ptr().add(i).cast::<[f32; BLOCK]>() };
-                    *acc = unsafe { V::mul_add(w, V::load(x), *acc) };
+                for (m, acc) in acc.iter_mut().enumerate() {
+                    let w = unsafe { V::load(block_at(weights[m], taps + kx * BLOCK)) };
+                    for (q, acc) in acc.iter_mut().enumerate() {
+                        let x = unsafe { load_at(data, at[q] + kx * step + m * BLOCK) };
+                        *acc = unsafe { V::mul_add(w, x, *acc) };
+                    }
                 }
             }
             continue;
         }
         for kx in 0..plane.kw {
-            let w = unsafe { V::load(block_at(weights, kx * BLOCK)) };
-            for (q, acc) in acc.iter_mut().enumerate() {
-                let pc = (ox0 + q) * plane.stride_w + kx * plane.dilation_w;
-                // Taps in the horizontal padding multiply zero, as the definition does.
-                let x = match pc.checked_sub(plane.pad).filter(|&x| x < plane.cols) {
-                    Some(x) => unsafe { V::load(block_at(plane.data, row + x * ps_in)) },
-                    None => unsafe { V::zero() },
-                };
-                *acc = unsafe { V::mul_add(w, x, *acc) };
+            for (m, acc) in acc.iter_mut().enumerate() {
+                let w = unsafe { V::load(block_at(weights[m], taps + kx * BLOCK)) };
+                for (q, acc) in acc.iter_mut().enumerate() {
+                    // Column of tap kx of pixel q; in the padding it wraps past `cols`.
+                    let x = (first[q] + kx * plane.dilation_w).wrapping_sub(plane.pad);
+                    let x = if x < plane.cols {
+                        unsafe { load_at(data, row + x * ps_in + m * BLOCK) }
+                    } else {
+                        unsafe { V::zero() }
+                    };
+                    *acc = unsafe { V::mul_add(w, x, *acc) };
+                }
             }
         }
     }
-    let bias = unsafe { V::load(ep.bias) };
-    for (q, &acc) in acc.iter().enumerate() {
-        let mut v = unsafe { V::add(acc, bias) };
-        if let Some(r) = residual {
-            v = unsafe { V::add(v, V::load(block_at(r, q * ps))) };
+    for (m, acc) in acc.iter().enumerate() {
+        let c = (g.b + m) * BLOCK;
+        let bias = unsafe { V::load(block_at(ep.bias, c)) };
+        for (q, &acc) in acc.iter().enumerate() {
+            let at = (g.oy * out.ow + g.ox0 + q) * out.pixel_stride + c;
+            let mut v = unsafe { V::add(acc, bias) };
+            if let Some(r) = out.residual {
+                v = unsafe { V::add(v, V::load(block_at(r, at))) };
+            }
+            if let Some((lo, hi)) = ep.clamp {
+                v = unsafe { V::clamp(v, lo, hi) };
+            }
+            let o: &mut [f32; BLOCK] = (&mut out.out[at..][..BLOCK]).try_into().expect("BLOCK");
+            unsafe { V::store(v, o) };
         }
-        if let Some((lo, hi)) = ep.clamp {
-            v = unsafe { V::clamp(v, lo, hi) };
-        }
-        let o: &mut [f32; BLOCK] = (&mut out[q * ps..][..BLOCK]).try_into().expect("BLOCK");
-        unsafe { V::store(v, o) };
     }
+    M
 }
 
 #[cfg(test)]
@@ -461,9 +490,10 @@ mod tests {
             else {
                 continue;
             };
-            // One to three blocks side by side, in pixels of a wider channels-last image or
+            // One to five blocks side by side (four or more take the paths that sum four
+            // blocks at once), in pixels of a wider channels-last image or
             // of the blocks alone.
-            let blocks = rng.usize(1..4);
+            let blocks = rng.usize(1..6);
             let width = blocks * BLOCK;
             let ps = width + BLOCK * rng.usize(0..2);
             let spans = row_spans(h, oh, kh, sh, dh, ph);

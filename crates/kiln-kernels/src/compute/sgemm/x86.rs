@@ -54,51 +54,63 @@ macro_rules! avx512_store {
     ($acc0:ident, $acc1:ident, $t:ident) => {{
         let (m0, m1) = (mask16($t.cols), mask16($t.cols.saturating_sub(16)));
         let c = $t.c.as_mut_ptr();
+        // One pass over the rows per operation, each decided once per tile: every pass unrolls
+        // and the accumulators stay in registers (one loop testing each operation per row kept
+        // them in memory). Per value the order is that of the definition: accumulated C, row
+        // bias, column bias, residual, clamp.
         // Masked loads and stores touch only lanes below `cols`; `wrapping_add` keeps the pointer
         // arithmetic defined when the second half is fully masked off.
         // SAFETY (all blocks below): lanes j < cols of row i < R are at i * ldc + j < span, which
         // `check` proved inside `c`, `residual`, and `col_bias` (cols values); row_bias has R values.
-        let (cb0, cb1) = match $t.col_bias {
-            Some(cb) => unsafe {
-                let p = cb.as_ptr();
-                (_mm512_maskz_loadu_ps(m0, p), _mm512_maskz_loadu_ps(m1, p.wrapping_add(16)))
-            },
-            None => (_mm512_setzero_ps(), _mm512_setzero_ps()),
-        };
-        for i in 0..R {
-            let ci = c.wrapping_add(i * $t.ldc);
-            let (mut x0, mut x1) = ($acc0[i], $acc1[i]);
-            if $t.accumulate {
+        let row = |i: usize| c.wrapping_add(i * $t.ldc);
+        if $t.accumulate {
+            for i in 0..R {
                 unsafe {
-                    x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, ci));
-                    x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, ci.wrapping_add(16)));
+                    $acc0[i] = _mm512_add_ps($acc0[i], _mm512_maskz_loadu_ps(m0, row(i)));
+                    let hi = _mm512_maskz_loadu_ps(m1, row(i).wrapping_add(16));
+                    $acc1[i] = _mm512_add_ps($acc1[i], hi);
                 }
             }
-            if let Some(rb) = $t.row_bias {
+        }
+        if let Some(rb) = $t.row_bias {
+            for i in 0..R {
                 let v = _mm512_set1_ps(rb[i]);
-                x0 = _mm512_add_ps(x0, v);
-                x1 = _mm512_add_ps(x1, v);
+                $acc0[i] = _mm512_add_ps($acc0[i], v);
+                $acc1[i] = _mm512_add_ps($acc1[i], v);
             }
-            if $t.col_bias.is_some() {
-                x0 = _mm512_add_ps(x0, cb0);
-                x1 = _mm512_add_ps(x1, cb1);
+        }
+        if let Some(cb) = $t.col_bias {
+            let p = cb.as_ptr();
+            let (cb0, cb1) = unsafe {
+                (_mm512_maskz_loadu_ps(m0, p), _mm512_maskz_loadu_ps(m1, p.wrapping_add(16)))
+            };
+            for i in 0..R {
+                $acc0[i] = _mm512_add_ps($acc0[i], cb0);
+                $acc1[i] = _mm512_add_ps($acc1[i], cb1);
             }
-            if let Some(r) = $t.residual {
+        }
+        if let Some(r) = $t.residual {
+            for i in 0..R {
                 let ri = r.as_ptr().wrapping_add(i * $t.ldc);
                 unsafe {
-                    x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, ri));
-                    x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, ri.wrapping_add(16)));
+                    $acc0[i] = _mm512_add_ps($acc0[i], _mm512_maskz_loadu_ps(m0, ri));
+                    let hi = _mm512_maskz_loadu_ps(m1, ri.wrapping_add(16));
+                    $acc1[i] = _mm512_add_ps($acc1[i], hi);
                 }
             }
-            if let Some((lo, hi)) = $t.clamp {
-                // max/min return their second operand when one is NaN: NaN propagates.
-                let (lo, hi) = (_mm512_set1_ps(lo), _mm512_set1_ps(hi));
-                x0 = _mm512_min_ps(hi, _mm512_max_ps(lo, x0));
-                x1 = _mm512_min_ps(hi, _mm512_max_ps(lo, x1));
+        }
+        if let Some((lo, hi)) = $t.clamp {
+            // max/min return their second operand when one is NaN: NaN propagates.
+            let (lo, hi) = (_mm512_set1_ps(lo), _mm512_set1_ps(hi));
+            for i in 0..R {
+                $acc0[i] = _mm512_min_ps(hi, _mm512_max_ps(lo, $acc0[i]));
+                $acc1[i] = _mm512_min_ps(hi, _mm512_max_ps(lo, $acc1[i]));
             }
+        }
+        for i in 0..R {
             unsafe {
-                _mm512_mask_storeu_ps(ci, m0, x0);
-                _mm512_mask_storeu_ps(ci.wrapping_add(16), m1, x1);
+                _mm512_mask_storeu_ps(row(i), m0, $acc0[i]);
+                _mm512_mask_storeu_ps(row(i).wrapping_add(16), m1, $acc1[i]);
             }
         }
     }};
@@ -114,51 +126,59 @@ macro_rules! avx2_store {
         // cols <= 16, so the casts cannot wrap.
         let (m0, m1) = (mask8($t.cols as i32), mask8($t.cols as i32 - 8));
         let c = $t.c.as_mut_ptr();
+        // One pass per operation, as in `avx512_store`.
         // SAFETY (all blocks below): maskload/maskstore touch only lanes j < cols, and lanes
         // j < cols of row i < R are at i * ldc + j < span, which `check` proved inside `c`,
         // `residual` and `col_bias` (cols values); `wrapping_add` keeps fully masked-off pointers
         // defined.
-        let (cb0, cb1) = match $t.col_bias {
-            Some(cb) => unsafe {
-                let p = cb.as_ptr();
-                (_mm256_maskload_ps(p, m0), _mm256_maskload_ps(p.wrapping_add(8), m1))
-            },
-            None => (_mm256_setzero_ps(), _mm256_setzero_ps()),
-        };
-        for i in 0..R {
-            let ci = c.wrapping_add(i * $t.ldc);
-            let (mut x0, mut x1) = ($acc0[i], $acc1[i]);
-            if $t.accumulate {
+        let row = |i: usize| c.wrapping_add(i * $t.ldc);
+        if $t.accumulate {
+            for i in 0..R {
                 unsafe {
-                    x0 = _mm256_add_ps(x0, _mm256_maskload_ps(ci, m0));
-                    x1 = _mm256_add_ps(x1, _mm256_maskload_ps(ci.wrapping_add(8), m1));
+                    $acc0[i] = _mm256_add_ps($acc0[i], _mm256_maskload_ps(row(i), m0));
+                    let hi = _mm256_maskload_ps(row(i).wrapping_add(8), m1);
+                    $acc1[i] = _mm256_add_ps($acc1[i], hi);
                 }
             }
-            if let Some(rb) = $t.row_bias {
+        }
+        if let Some(rb) = $t.row_bias {
+            for i in 0..R {
                 let v = _mm256_set1_ps(rb[i]);
-                x0 = _mm256_add_ps(x0, v);
-                x1 = _mm256_add_ps(x1, v);
+                $acc0[i] = _mm256_add_ps($acc0[i], v);
+                $acc1[i] = _mm256_add_ps($acc1[i], v);
             }
-            if $t.col_bias.is_some() {
-                x0 = _mm256_add_ps(x0, cb0);
-                x1 = _mm256_add_ps(x1, cb1);
+        }
+        if let Some(cb) = $t.col_bias {
+            let p = cb.as_ptr();
+            let (cb0, cb1) =
+                unsafe { (_mm256_maskload_ps(p, m0), _mm256_maskload_ps(p.wrapping_add(8), m1)) };
+            for i in 0..R {
+                $acc0[i] = _mm256_add_ps($acc0[i], cb0);
+                $acc1[i] = _mm256_add_ps($acc1[i], cb1);
             }
-            if let Some(r) = $t.residual {
+        }
+        if let Some(r) = $t.residual {
+            for i in 0..R {
                 let ri = r.as_ptr().wrapping_add(i * $t.ldc);
                 unsafe {
-                    x0 = _mm256_add_ps(x0, _mm256_maskload_ps(ri, m0));
-                    x1 = _mm256_add_ps(x1, _mm256_maskload_ps(ri.wrapping_add(8), m1));
+                    $acc0[i] = _mm256_add_ps($acc0[i], _mm256_maskload_ps(ri, m0));
+                    let hi = _mm256_maskload_ps(ri.wrapping_add(8), m1);
+                    $acc1[i] = _mm256_add_ps($acc1[i], hi);
                 }
             }
-            if let Some((lo, hi)) = $t.clamp {
-                // max/min return their second operand when one is NaN: NaN propagates.
-                let (lo, hi) = (_mm256_set1_ps(lo), _mm256_set1_ps(hi));
-                x0 = _mm256_min_ps(hi, _mm256_max_ps(lo, x0));
-                x1 = _mm256_min_ps(hi, _mm256_max_ps(lo, x1));
+        }
+        if let Some((lo, hi)) = $t.clamp {
+            // max/min return their second operand when one is NaN: NaN propagates.
+            let (lo, hi) = (_mm256_set1_ps(lo), _mm256_set1_ps(hi));
+            for i in 0..R {
+                $acc0[i] = _mm256_min_ps(hi, _mm256_max_ps(lo, $acc0[i]));
+                $acc1[i] = _mm256_min_ps(hi, _mm256_max_ps(lo, $acc1[i]));
             }
+        }
+        for i in 0..R {
             unsafe {
-                _mm256_maskstore_ps(ci, m0, x0);
-                _mm256_maskstore_ps(ci.wrapping_add(8), m1, x1);
+                _mm256_maskstore_ps(row(i), m0, $acc0[i]);
+                _mm256_maskstore_ps(row(i).wrapping_add(8), m1, $acc1[i]);
             }
         }
     }};
