@@ -597,6 +597,11 @@ fn describe_step(g: &Graph<'_>, n: usize, c: usize, step: &Step) -> CompiledNode
         NodeOp::Conv(conv) => {
             Some(format!("{}>{}", name(conv.layouts.input), name(conv.layouts.output)))
         }
+        NodeOp::PointwiseDepthwise(pair) => Some(format!(
+            "{}>{}",
+            name(pair.pointwise.layouts.input),
+            name(pair.depthwise.layouts.output)
+        )),
         NodeOp::Mean(mean) => Some(name(mean.layout).to_string()),
         NodeOp::MaxPool(pool) => Some(name(pool.layout).to_string()),
         _ => None,

@@ -27,6 +27,9 @@ use crate::compute::taps::{
 };
 use crate::compute::threads::{split, with_pieces, Threads};
 
+mod pointwise_depthwise;
+pub use pointwise_depthwise::PointwiseDepthwise;
+
 /// Shape parameters of a convolution (PyTorch `conv2d` arguments).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Conv2dGeometry {
@@ -104,8 +107,10 @@ struct PartScratch {
     /// A depthwise channel's phased rows.
     row: Vec<f32>,
     /// The part's columns of a product split by pixels, or its transposed product of
-    /// [`Plan::FewPixels`].
+    /// [`Plan::FewPixels`], or the expanded rows of a [`PointwiseDepthwise`].
     out: Vec<f32>,
+    /// The rows a [`PointwiseDepthwise`] part's depthwise step reads, in its buffer.
+    spans: Vec<RowSpan>,
     result: Result<(), GemmError>,
 }
 
@@ -127,6 +132,7 @@ impl Default for PartScratch {
             gemm: GemmScratch::default(),
             row: Vec::new(),
             out: Vec::new(),
+            spans: Vec::new(),
             result: Ok(()),
         }
     }
@@ -441,12 +447,7 @@ impl PackedConv2d {
                         parts,
                         parts_scratch,
                         threads,
-                        |rows, y, ep, gemm| {
-                            self.with_source(x_img, true, |src| {
-                                let at = ColumnsOf::new(src, rows)?;
-                                gemm_packed_b_at(&at, weight, y, g.out_channels, ep, gemm)
-                            })
-                        },
+                        |rows, y, ep, gemm| self.pixels_of(weight, x_img, rows, y, ep, gemm),
                     )?;
                 }
                 Plan::Indirect { weight, ind, copy } => {
@@ -599,6 +600,38 @@ impl PackedConv2d {
                 *o = self.act.apply(*o);
             }
         }
+    }
+
+    /// Output pixels `pixels` of a [`Plan::PixelRows`] convolution (`weight` its packed
+    /// weights) of the image `x` into `y` (those pixels' outputs), with `ep`.
+    fn pixels_of(
+        &self,
+        weight: &PackedB,
+        x: &[f32],
+        pixels: std::ops::Range<usize>,
+        y: &mut [f32],
+        ep: &Epilogue<'_>,
+        gemm: &mut GemmScratch,
+    ) -> Result<(), GemmError> {
+        self.with_source(x, true, |src| {
+            let at = ColumnsOf::new(src, pixels)?;
+            gemm_packed_b_at(&at, weight, y, self.g.out_channels, ep, gemm)
+        })
+    }
+
+    /// [`PackedConv2d::pixels_of`] with the convolution's own bias and activation and no
+    /// residual.
+    fn pointwise_pixels(
+        &self,
+        weight: &PackedB,
+        x: &[f32],
+        pixels: std::ops::Range<usize>,
+        y: &mut [f32],
+        gemm: &mut GemmScratch,
+    ) -> Result<(), GemmError> {
+        let bias = self.bias.as_deref().map_or(Bias::None, Bias::PerCol);
+        let ep = Epilogue { bias, residual: None, act: self.act };
+        self.pixels_of(weight, x, pixels, y, &ep, gemm)
     }
 
     /// The right operand of one group's product: the input itself (pointwise) or its lazy

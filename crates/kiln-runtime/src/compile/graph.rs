@@ -8,7 +8,10 @@ use kiln_kernels::{DType, KernelDef};
 use crate::plan::{DataDef, InstrDef, MethodPlan, ValueDef};
 use crate::value::{Storage, TensorSlot, Val};
 
-use super::{Activation, Aliases, ConvNode, LinearNode, MapNode, MaxPoolNode, MeanNode};
+use super::{
+    Activation, Aliases, ConvNode, LinearNode, MapNode, MaxPoolNode, MeanNode,
+    PointwiseDepthwiseNode,
+};
 
 /// What a node computes.
 #[derive(Clone, Debug)]
@@ -19,6 +22,8 @@ pub(crate) enum NodeOp {
     Conv(ConvNode),
     /// A matrix product with a constant right operand and a fused epilogue.
     Linear(LinearNode),
+    /// A pointwise convolution and the depthwise one reading its output, as one step.
+    PointwiseDepthwise(Box<PointwiseDepthwiseNode>),
     /// A chain of elementwise operators.
     Map(MapNode),
     /// Max pooling without indices.

@@ -12,7 +12,8 @@
 //!                      (residual add, relu/hardtanh/clamp/hardswish/sigmoid/silu/gelu),
 //!                      chains of float32 elementwise operators fused into one map,
 //!                      channels-last activations between convolutions and max
-//!                      poolings ([`layout`])
+//!                      poolings ([`layout`]), a pointwise convolution fused with the
+//!                      depthwise one reading its large output
 //!                  --> lower: one step per live node; fused nodes get a prepared kernel
 //!                      (weights folded and laid out once, here) behind Callee::Prepared
 //! ```
@@ -77,6 +78,16 @@ pub(crate) struct ConvNode {
     pub layouts: Layouts,
     /// The operators this node stands for, in order.
     pub fused: Vec<String>,
+}
+
+/// A pointwise convolution whose output only the depthwise convolution right after it reads,
+/// run as one step a few rows at a time
+/// ([`PointwiseDepthwise`](kiln_kernels::compute::conv2d::PointwiseDepthwise)): the expanded
+/// activation between them is never written.
+#[derive(Clone, Debug)]
+pub(crate) struct PointwiseDepthwiseNode {
+    pub pointwise: ConvNode,
+    pub depthwise: ConvNode,
 }
 
 /// `out = input @ W (+ bias)` (float32, input [M, K]) with a constant W and a fused epilogue.
@@ -193,4 +204,5 @@ pub(crate) fn optimize(g: &mut Graph<'_>) {
     passes::fuse_epilogues(g);
     passes::fuse_elementwise(g);
     layout::choose_layouts(g);
+    passes::fuse_pointwise_depthwise(g);
 }

@@ -1,15 +1,17 @@
 //! The rewrites of the compile stage, each over a whole [`Graph`]. See the module docs of
 //! [`crate::compile`] for when a fusion is allowed.
 
+use kiln_kernels::compute::conv2d::PointwiseDepthwise;
 use kiln_kernels::Capacity;
 
 use crate::plan::InstrDef;
 use crate::value::Val;
 
 use super::graph::{Graph, NodeOp};
+use super::prepared::conv_geometry;
 use super::{
     Activation, BatchNorm, Binary, ConvNode, Layout, Layouts, LinearNode, MapNode, MapOp,
-    MaxPoolNode, MeanNode, Unary,
+    MaxPoolNode, MeanNode, PointwiseDepthwiseNode, Unary,
 };
 
 /// The kernel instruction of node `n`: its operator and arguments.
@@ -638,5 +640,32 @@ pub(crate) fn fuse_elementwise(g: &mut Graph<'_>) {
         for m in absorbed {
             g.absorb(n, m);
         }
+    }
+}
+
+/// A pointwise convolution (no residual) and the depthwise convolution right after it that is
+/// the only reader of its output become one step, when the kernels run the pair fused
+/// ([`PointwiseDepthwise::supports`]: channels-last between them, and an expanded activation
+/// large enough to pay). The pointwise node is replaced and absorbs the depthwise one.
+pub(crate) fn fuse_pointwise_depthwise(g: &mut Graph<'_>) {
+    for n in 0..g.nodes.len() {
+        let NodeOp::Conv(pw) = &g.nodes[n].op else { continue };
+        let Some(next) = g.next_live(n) else { continue };
+        let NodeOp::Conv(dw) = &g.nodes[next].op else { continue };
+        let (Ok(pw_g), Ok(dw_g)) = (conv_geometry(g, pw), conv_geometry(g, dw)) else { continue };
+        let ok = pw.residual.is_none()
+            && dw.input == pw.output
+            && g.read_once(pw.output)
+            && pw.layouts.output == Layout::Nhwc
+            && dw.layouts == Layouts { input: Layout::Nhwc, output: Layout::Nhwc }
+            && PointwiseDepthwise::supports(&pw_g, pw.layouts.input, &dw_g)
+            && !g.may_overlap(dw.output, pw.input)
+            && dw.residual.is_none_or(|r| !g.may_overlap(dw.output, r));
+        if !ok {
+            continue;
+        }
+        let node = PointwiseDepthwiseNode { pointwise: pw.clone(), depthwise: dw.clone() };
+        g.replace(n, NodeOp::PointwiseDepthwise(Box::new(node)));
+        g.absorb(n, next);
     }
 }

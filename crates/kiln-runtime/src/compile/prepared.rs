@@ -1,7 +1,9 @@
 //! Lowering fused nodes to prepared kernels: the node's constants folded and laid out once,
 //! at load, and a run function the executor calls with the node's tensors.
 
-use kiln_kernels::compute::conv2d::{Conv2dGeometry, ConvScratch, PackedConv2d};
+use kiln_kernels::compute::conv2d::{
+    Conv2dGeometry, ConvScratch, PackedConv2d, PointwiseDepthwise,
+};
 use kiln_kernels::compute::global_pool::mean_pixels;
 use kiln_kernels::compute::linear::{LinearScratch, PackedLinear};
 use kiln_kernels::compute::max_pool::MaxPool2d;
@@ -12,7 +14,10 @@ use crate::method::{Call, Callee, Role};
 use crate::value::TensorSlot;
 
 use super::graph::{Graph, NodeOp};
-use super::{Binary, ConvNode, Layout, LinearNode, MapOp, MaxPoolNode, MeanNode, Unary};
+use super::{
+    Binary, ConvNode, Layout, LinearNode, MapOp, MaxPoolNode, MeanNode, PointwiseDepthwiseNode,
+    Unary,
+};
 
 /// A fused node's kernel, prepared at load. The executor passes the node's read tensors in
 /// order as `args` (then `Arg::Output` for the written one) and its output as `outs[0]`.
@@ -29,7 +34,7 @@ pub(crate) trait PreparedKernel: Send {
 /// The bytes of a constant tensor, from the mapped file or an external source.
 pub(crate) type ConstBytes<'a> = dyn Fn(&TensorSlot) -> Option<&'a [u8]> + 'a;
 
-/// The call and prepared kernel of fused node `n` (a Conv or Linear node); `index` is the
+/// The call and prepared kernel of fused node `n` (any node but an instruction); `index` is the
 /// kernel's index in the method's prepared kernels.
 pub(crate) fn lower_node(
     g: &Graph<'_>,
@@ -50,6 +55,13 @@ pub(crate) fn lower_node(
                 let k = PreparedConv::new(g, c, bytes).map_err(err)?;
                 let reads = std::iter::once(c.input).chain(c.residual).collect();
                 (describe("conv2d", &c.fused), reads, c.output, Box::new(k))
+            }
+            NodeOp::PointwiseDepthwise(pair) => {
+                let k = PreparedPointwiseDepthwise::new(g, pair, bytes).map_err(err)?;
+                let (pw, dw) = (&pair.pointwise, &pair.depthwise);
+                let reads = std::iter::once(pw.input).chain(dw.residual).collect();
+                let fused: Vec<String> = pw.fused.iter().chain(&dw.fused).cloned().collect();
+                (describe("conv2d+depthwise", &fused), reads, dw.output, Box::new(k))
             }
             NodeOp::Linear(l) => {
                 let k = PreparedLinear::new(g, l, bytes).map_err(err)?;
@@ -177,45 +189,55 @@ struct PreparedConv {
     scratch: ConvScratch,
 }
 
+/// Convolution node `c` prepared: batch norm folded into its weight and bias, packed once.
+fn packed_conv(
+    g: &Graph<'_>,
+    c: &ConvNode,
+    bytes: &ConstBytes<'_>,
+) -> std::result::Result<PackedConv2d, String> {
+    let mut weight = const_f32(g, c.weight, bytes)?;
+    let geometry = conv_geometry(g, c)?;
+    let c_out = geometry.out_channels;
+    let mut bias = c.bias.map(|b| const_f32(g, b, bytes)).transpose()?;
+    if let Some(bn) = &c.bn {
+        // Fold in f64, rounding once: w' = w * s, b' = (b - mean) * s + beta with
+        // s = gamma / sqrt(var + eps).
+        let opt = |v: Option<u32>| v.map(|v| const_f32(g, v, bytes)).transpose();
+        let gamma = opt(bn.weight)?;
+        let beta = opt(bn.bias)?;
+        let mean = const_f32(g, bn.mean, bytes)?;
+        let var = const_f32(g, bn.var, bytes)?;
+        let per = weight.len().checked_div(c_out).unwrap_or(0);
+        let mut folded = vec![0f32; c_out];
+        for o in 0..c_out {
+            let gm = gamma.as_ref().map_or(1.0, |v| f64::from(v[o]));
+            let bt = beta.as_ref().map_or(0.0, |v| f64::from(v[o]));
+            let s = gm / (f64::from(var[o]) + bn.eps).sqrt();
+            for w in &mut weight[o * per..(o + 1) * per] {
+                *w = (f64::from(*w) * s) as f32;
+            }
+            let b0 = bias.as_ref().map_or(0.0, |b| f64::from(b[o]));
+            folded[o] = ((b0 - f64::from(mean[o])) * s + bt) as f32;
+        }
+        bias = Some(folded);
+    }
+    let conv = PackedConv2d::with_layouts(geometry, &weight, bias.as_deref(), c.act, c.layouts)
+        .map_err(|e| format!("convolution: {e}"))?;
+    let out = g.sizes(c.output).unwrap_or_default();
+    let (oh, ow) = conv.out_hw();
+    if out.get(1..) != Some(&[c_out, oh, ow][..]) {
+        return Err(format!("the output {out:?} is not [N, {c_out}, {oh}, {ow}]"));
+    }
+    Ok(conv)
+}
+
 impl PreparedConv {
     fn new(
         g: &Graph<'_>,
         c: &ConvNode,
         bytes: &ConstBytes<'_>,
     ) -> std::result::Result<PreparedConv, String> {
-        let mut weight = const_f32(g, c.weight, bytes)?;
-        let geometry = conv_geometry(g, c)?;
-        let c_out = geometry.out_channels;
-        let mut bias = c.bias.map(|b| const_f32(g, b, bytes)).transpose()?;
-        if let Some(bn) = &c.bn {
-            // Fold in f64, rounding once: w' = w * s, b' = (b - mean) * s + beta with
-            // s = gamma / sqrt(var + eps).
-            let opt = |v: Option<u32>| v.map(|v| const_f32(g, v, bytes)).transpose();
-            let gamma = opt(bn.weight)?;
-            let beta = opt(bn.bias)?;
-            let mean = const_f32(g, bn.mean, bytes)?;
-            let var = const_f32(g, bn.var, bytes)?;
-            let per = weight.len().checked_div(c_out).unwrap_or(0);
-            let mut folded = vec![0f32; c_out];
-            for o in 0..c_out {
-                let gm = gamma.as_ref().map_or(1.0, |v| f64::from(v[o]));
-                let bt = beta.as_ref().map_or(0.0, |v| f64::from(v[o]));
-                let s = gm / (f64::from(var[o]) + bn.eps).sqrt();
-                for w in &mut weight[o * per..(o + 1) * per] {
-                    *w = (f64::from(*w) * s) as f32;
-                }
-                let b0 = bias.as_ref().map_or(0.0, |b| f64::from(b[o]));
-                folded[o] = ((b0 - f64::from(mean[o])) * s + bt) as f32;
-            }
-            bias = Some(folded);
-        }
-        let conv = PackedConv2d::with_layouts(geometry, &weight, bias.as_deref(), c.act, c.layouts)
-            .map_err(|e| format!("convolution: {e}"))?;
-        let out = g.sizes(c.output).unwrap_or_default();
-        let (oh, ow) = conv.out_hw();
-        if out.get(1..) != Some(&[c_out, oh, ow][..]) {
-            return Err(format!("the output {out:?} is not [N, {c_out}, {oh}, {ow}]"));
-        }
+        let conv = packed_conv(g, c, bytes)?;
         Ok(PreparedConv { conv, residual: c.residual.is_some(), scratch: ConvScratch::default() })
     }
 }
@@ -228,16 +250,67 @@ impl PreparedKernel for PreparedConv {
         outs: &mut [Out<'_, '_>],
     ) -> std::result::Result<(), KernelError> {
         ctx.op = "aten::convolution.out";
-        let (x, residual, out) = fused_io(ctx, args, outs, self.residual)?;
-        let batch = x.sizes().first().copied().unwrap_or(0);
-        let xs = x.as_slice::<f32>().map_err(|e| ctx.tensor_err("input", e))?;
-        let r = residual.map(|r| r.as_slice::<f32>()).transpose();
-        let r = r.map_err(|e| ctx.tensor_err("residual", e))?;
-        let o = out.as_mut_slice::<f32>().map_err(|e| ctx.tensor_err("out", e))?;
-        if r.is_some_and(|r| r.len() != o.len()) {
-            return Err(ctx.invalid("residual", "the residual's size differs from the output's"));
-        }
+        let (batch, xs, r, o) = conv_io(ctx, args, outs, self.residual)?;
         self.conv
+            .run(batch, xs, r, o, &mut self.scratch, &ctx.threads)
+            .map_err(|e| ctx.invalid("input", e.to_string()))
+    }
+}
+
+/// The batch size and float32 values of a convolution step's input, residual (when it has
+/// one) and output.
+#[allow(clippy::type_complexity)]
+fn conv_io<'a, 'o>(
+    ctx: &KernelContext,
+    args: &[Arg<'a>],
+    outs: &'o mut [Out<'_, '_>],
+    residual: bool,
+) -> std::result::Result<(usize, &'a [f32], Option<&'a [f32]>, &'o mut [f32]), KernelError> {
+    let (x, residual, out) = fused_io(ctx, args, outs, residual)?;
+    let batch = x.sizes().first().copied().unwrap_or(0);
+    let xs = x.as_slice::<f32>().map_err(|e| ctx.tensor_err("input", e))?;
+    let r = residual.map(|r| r.as_slice::<f32>()).transpose();
+    let r = r.map_err(|e| ctx.tensor_err("residual", e))?;
+    let o = out.as_mut_slice::<f32>().map_err(|e| ctx.tensor_err("out", e))?;
+    if r.is_some_and(|r| r.len() != o.len()) {
+        return Err(ctx.invalid("residual", "the residual's size differs from the output's"));
+    }
+    Ok((batch, xs, r, o))
+}
+
+/// A pointwise convolution and the depthwise one reading its output, each prepared as
+/// [`PreparedConv`], run as one fused step.
+struct PreparedPointwiseDepthwise {
+    pair: PointwiseDepthwise,
+    residual: bool,
+    scratch: ConvScratch,
+}
+
+impl PreparedPointwiseDepthwise {
+    fn new(
+        g: &Graph<'_>,
+        node: &PointwiseDepthwiseNode,
+        bytes: &ConstBytes<'_>,
+    ) -> std::result::Result<PreparedPointwiseDepthwise, String> {
+        let pointwise = packed_conv(g, &node.pointwise, bytes)?;
+        let depthwise = packed_conv(g, &node.depthwise, bytes)?;
+        let pair = PointwiseDepthwise::new(pointwise, depthwise)
+            .map_err(|e| format!("convolution: {e}"))?;
+        let residual = node.depthwise.residual.is_some();
+        Ok(PreparedPointwiseDepthwise { pair, residual, scratch: ConvScratch::default() })
+    }
+}
+
+impl PreparedKernel for PreparedPointwiseDepthwise {
+    fn run(
+        &mut self,
+        ctx: &mut KernelContext,
+        args: &[Arg<'_>],
+        outs: &mut [Out<'_, '_>],
+    ) -> std::result::Result<(), KernelError> {
+        ctx.op = "aten::convolution.out";
+        let (batch, xs, r, o) = conv_io(ctx, args, outs, self.residual)?;
+        self.pair
             .run(batch, xs, r, o, &mut self.scratch, &ctx.threads)
             .map_err(|e| ctx.invalid("input", e.to_string()))
     }

@@ -37,7 +37,8 @@ pub(crate) use pack::out_len;
 
 use epilogue::activate_tile;
 use kernel::Tile;
-use pack::{aligned_offset, aligned_window};
+use pack::aligned_offset;
+pub(crate) use pack::aligned_window;
 
 /// Why a GEMM was refused (nothing is written).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
