@@ -808,10 +808,20 @@ fn channels_last(
             let (pixels, right) = rest.split_at_mut(w * c);
             left.fill(0.0);
             right.fill(0.0);
-            for ch in 0..c {
-                let row = &x[(ch * h + y) * w..][..w];
-                for (o, &v) in pixels.iter_mut().skip(ch).step_by(c).zip(row) {
-                    *o = v;
+            let row = |ch: usize| &x[(ch * h + y) * w..][..w];
+            if c == 3 {
+                // An image's three colours: pixel by pixel, one sequential write.
+                let rgb = row(0).iter().zip(row(1)).zip(row(2));
+                for (px, ((&r, &g), &b)) in pixels.chunks_exact_mut(3).zip(rgb) {
+                    px.copy_from_slice(&[r, g, b]);
+                }
+            } else {
+                // Channel by channel, each value to its pixel's slot (one pass per channel
+                // over the output row, which stays in cache).
+                for ch in 0..c {
+                    for (px, &v) in pixels.chunks_exact_mut(c).zip(row(ch)) {
+                        px[ch] = v;
+                    }
                 }
             }
         }

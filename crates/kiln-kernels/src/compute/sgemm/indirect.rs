@@ -21,6 +21,9 @@ pub struct Indirection {
     channels: usize,
     rows: usize,
     image_len: usize,
+    /// The end of the farthest run any offset reads: `o + channels <= reach` for every `o`
+    /// but [`ZERO_ROW`].
+    reach: usize,
     zeros: Vec<f32>,
 }
 
@@ -93,8 +96,13 @@ impl Indirection {
                 }
             }
         }
+        let mut ends = offsets.iter().filter(|&&o| o != ZERO_ROW).map(|&o| o.checked_add(channels));
+        let reach = ends.try_fold(0, |m, e| Some(m.max(e?))).ok_or_else(overflow)?;
+        if reach > image_len {
+            return Err(GemmError::Invalid("conv2d indirection: a tap reads past the image"));
+        }
         let zeros = vec![0.0; channels];
-        Ok(Indirection { offsets, mr, taps, channels, rows, image_len, zeros })
+        Ok(Indirection { offsets, mr, taps, channels, rows, image_len, reach, zeros })
     }
 
     /// Output pixels (rows of the product).
@@ -124,6 +132,7 @@ impl Indirection {
             offsets: &self.offsets[(row / self.mr) * per_panel..][..per_panel],
             stride: self.mr,
             channels: self.channels,
+            reach: self.reach,
             zeros: &self.zeros,
         }
     }

@@ -78,6 +78,9 @@ pub(crate) struct Indirect<'a> {
     pub stride: usize,
     /// Values per tap (at least 1).
     pub channels: usize,
+    /// `o + channels <= reach` for every offset `o` of `offsets` but [`ZERO_ROW`] (the
+    /// [`Indirection`](super::Indirection) it comes from checked them all once).
+    pub reach: usize,
     /// At least `channels` zeros.
     pub zeros: &'a [f32],
 }
@@ -92,20 +95,18 @@ impl Indirect<'_> {
     }
 
     /// Whether every offset the `rows x kc` tile reads is in `offsets` and points at
-    /// `channels` values inside `a` (or is [`ZERO_ROW`]), and `zeros` is long enough.
+    /// `channels` values inside `a` (or is [`ZERO_ROW`]), and `zeros` is long enough: each
+    /// offset is below `reach`, so `reach <= a.len()` answers for all of them at once.
     fn covers(&self, a: &[f32], rows: usize, kc: usize) -> bool {
         let Some(taps) = self.taps(kc) else { return false };
         if taps == 0 {
             return true;
         }
-        // The last offset that leaves `channels` values of `a` (none: only ZERO_ROW fits).
-        let last = a.len().checked_sub(self.channels);
-        let in_a = |&o: &usize| o == ZERO_ROW || last.is_some_and(|l| o <= l);
         let span = (taps - 1).checked_mul(self.stride).and_then(|v| v.checked_add(rows));
         self.zeros.len() >= self.channels
             && rows <= self.stride
             && span.is_some_and(|s| s <= self.offsets.len())
-            && self.offsets.chunks(self.stride).take(taps).all(|o| o[..rows].iter().all(in_a))
+            && self.reach <= a.len()
     }
 
     /// Row `i`'s values of tap `t` (valid after [`Indirect::covers`]).
