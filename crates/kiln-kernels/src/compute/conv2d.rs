@@ -154,7 +154,8 @@ enum Plan {
     /// One packed weight matrix per group; `pointwise` when B is the input itself.
     Gemm { groups: Vec<PackedA>, pointwise: bool },
     /// Direct per-channel kernel; weights `[C, kh, kw]` contiguous; see [`Phases`]. Narrow
-    /// outputs run on `blocks` instead.
+    /// outputs run on `blocks` instead, and channels-last ones only on them (their `weight`
+    /// is then empty).
     Depthwise { weight: Vec<f32>, phases: Phases, blocks: Option<ChannelBlocks> },
     /// One group and fewer output pixels than a register tile is wide (the last layers of a
     /// CNN at low resolution): the product is computed transposed, pixels as rows and the
@@ -288,7 +289,11 @@ impl PackedConv2d {
             let blocks = (ow <= CHANNEL_BLOCKS_MAX_OW || layouts.input == Layout::Nhwc)
                 .then(|| ChannelBlocks::new(&g, ow, weight, bias))
                 .transpose()?;
-            Plan::Depthwise { weight: weight.to_vec(), phases: Phases::new(&g, oh, ow)?, blocks }
+            let per_plane = match layouts.input {
+                Layout::Nchw => weight.to_vec(),
+                Layout::Nhwc => Vec::new(),
+            };
+            Plan::Depthwise { weight: per_plane, phases: Phases::new(&g, oh, ow)?, blocks }
         } else if g.groups == 1 && layouts.output == Layout::Nhwc && !is_pointwise(&g) {
             // Depth (ky, kx, c): element (k, o) at wt[k * Cout + o].
             let (cin, kk) = (g.in_channels, g.kh * g.kw);
