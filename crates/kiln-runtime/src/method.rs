@@ -593,15 +593,12 @@ fn describe_step(g: &Graph<'_>, n: usize, c: usize, step: &Step) -> CompiledNode
         Layout::Nchw => "nchw",
         Layout::Nhwc => "nhwc",
     };
+    let between = |input: Layout, output: Layout| format!("{}>{}", name(input), name(output));
     let layout = match &g.nodes[n].op {
-        NodeOp::Conv(conv) => {
-            Some(format!("{}>{}", name(conv.layouts.input), name(conv.layouts.output)))
+        NodeOp::Conv(conv) => Some(between(conv.layouts.input, conv.layouts.output)),
+        NodeOp::PointwiseDepthwise(pair) => {
+            Some(between(pair.pointwise.layouts.input, pair.depthwise.layouts.output))
         }
-        NodeOp::PointwiseDepthwise(pair) => Some(format!(
-            "{}>{}",
-            name(pair.pointwise.layouts.input),
-            name(pair.depthwise.layouts.output)
-        )),
         NodeOp::Mean(mean) => Some(name(mean.layout).to_string()),
         NodeOp::MaxPool(pool) => Some(name(pool.layout).to_string()),
         _ => None,

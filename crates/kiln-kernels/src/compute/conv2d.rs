@@ -357,13 +357,7 @@ impl PackedConv2d {
         let in_img = g.in_channels * g.in_h * g.in_w;
         let ohw = self.oh * self.ow;
         let out_img = g.out_channels * ohw;
-        let need_in = mul(batch, in_img)?;
-        let need_out = mul(batch, out_img)?;
-        need("conv2d input", need_in, input.len())?;
-        need("conv2d output", need_out, out.len())?;
-        if let Some(r) = residual {
-            need("conv2d residual", need_out, r.len())?;
-        }
+        check_images(batch, [in_img, out_img], input, residual, out)?;
         let (cin_g, cout_g) = (g.in_channels / g.groups, g.out_channels / g.groups);
         let (in_grp, out_grp) = (cin_g * g.in_h * g.in_w, cout_g * ohw);
         let kk = g.kh * g.kw;
@@ -838,6 +832,24 @@ fn channels_last(
             }
         }
     });
+}
+
+/// Whether `input` holds `batch` images of `in_img` values, and `out` (and the residual) of
+/// `out_img`: an error naming the short one.
+fn check_images(
+    batch: usize,
+    [in_img, out_img]: [usize; 2],
+    input: &[f32],
+    residual: Option<&[f32]>,
+    out: &[f32],
+) -> Result<(), GemmError> {
+    let need_out = mul(batch, out_img)?;
+    need("conv2d input", mul(batch, in_img)?, input.len())?;
+    need("conv2d output", need_out, out.len())?;
+    if let Some(r) = residual {
+        need("conv2d residual", need_out, r.len())?;
+    }
+    Ok(())
 }
 
 /// Copies `block` (a part's rows of `cols.len()` values, row-major) into columns `cols` of

@@ -57,7 +57,7 @@ pub(crate) fn lower_node(
                 (describe("conv2d", &c.fused), reads, c.output, Box::new(k))
             }
             NodeOp::PointwiseDepthwise(pair) => {
-                let k = PreparedPointwiseDepthwise::new(g, pair, bytes).map_err(err)?;
+                let k = PreparedConv::pair(g, pair, bytes).map_err(err)?;
                 let (pw, dw) = (&pair.pointwise, &pair.depthwise);
                 let reads = std::iter::once(pw.input).chain(dw.residual).collect();
                 let fused: Vec<String> = pw.fused.iter().chain(&dw.fused).cloned().collect();
@@ -182,11 +182,20 @@ pub(crate) fn conv_geometry(
     })
 }
 
-/// A convolution with batch norm folded into its weight and bias, packed once.
+/// A convolution, or a pointwise convolution fused with the depthwise one reading its
+/// output, with batch norm folded into the weights and bias, packed once.
 struct PreparedConv {
-    conv: PackedConv2d,
+    kernel: ConvKernel,
     residual: bool,
     scratch: ConvScratch,
+}
+
+/// The packed kernel a [`PreparedConv`] runs (one per step, and the step is boxed: the size
+/// of its variants does not matter).
+#[allow(clippy::large_enum_variant)]
+enum ConvKernel {
+    One(PackedConv2d),
+    PointwiseDepthwise(PointwiseDepthwise),
 }
 
 /// Convolution node `c` prepared: batch norm folded into its weight and bias, packed once.
@@ -237,8 +246,23 @@ impl PreparedConv {
         c: &ConvNode,
         bytes: &ConstBytes<'_>,
     ) -> std::result::Result<PreparedConv, String> {
-        let conv = packed_conv(g, c, bytes)?;
-        Ok(PreparedConv { conv, residual: c.residual.is_some(), scratch: ConvScratch::default() })
+        let kernel = ConvKernel::One(packed_conv(g, c, bytes)?);
+        Ok(PreparedConv { kernel, residual: c.residual.is_some(), scratch: ConvScratch::default() })
+    }
+
+    /// The fused pair of `node`, each convolution prepared as [`PreparedConv::new`] does.
+    fn pair(
+        g: &Graph<'_>,
+        node: &PointwiseDepthwiseNode,
+        bytes: &ConstBytes<'_>,
+    ) -> std::result::Result<PreparedConv, String> {
+        let pointwise = packed_conv(g, &node.pointwise, bytes)?;
+        let depthwise = packed_conv(g, &node.depthwise, bytes)?;
+        let pair = PointwiseDepthwise::new(pointwise, depthwise)
+            .map_err(|e| format!("convolution: {e}"))?;
+        let residual = node.depthwise.residual.is_some();
+        let kernel = ConvKernel::PointwiseDepthwise(pair);
+        Ok(PreparedConv { kernel, residual, scratch: ConvScratch::default() })
     }
 }
 
@@ -250,69 +274,21 @@ impl PreparedKernel for PreparedConv {
         outs: &mut [Out<'_, '_>],
     ) -> std::result::Result<(), KernelError> {
         ctx.op = "aten::convolution.out";
-        let (batch, xs, r, o) = conv_io(ctx, args, outs, self.residual)?;
-        self.conv
-            .run(batch, xs, r, o, &mut self.scratch, &ctx.threads)
-            .map_err(|e| ctx.invalid("input", e.to_string()))
-    }
-}
-
-/// The batch size and float32 values of a convolution step's input, residual (when it has
-/// one) and output.
-#[allow(clippy::type_complexity)]
-fn conv_io<'a, 'o>(
-    ctx: &KernelContext,
-    args: &[Arg<'a>],
-    outs: &'o mut [Out<'_, '_>],
-    residual: bool,
-) -> std::result::Result<(usize, &'a [f32], Option<&'a [f32]>, &'o mut [f32]), KernelError> {
-    let (x, residual, out) = fused_io(ctx, args, outs, residual)?;
-    let batch = x.sizes().first().copied().unwrap_or(0);
-    let xs = x.as_slice::<f32>().map_err(|e| ctx.tensor_err("input", e))?;
-    let r = residual.map(|r| r.as_slice::<f32>()).transpose();
-    let r = r.map_err(|e| ctx.tensor_err("residual", e))?;
-    let o = out.as_mut_slice::<f32>().map_err(|e| ctx.tensor_err("out", e))?;
-    if r.is_some_and(|r| r.len() != o.len()) {
-        return Err(ctx.invalid("residual", "the residual's size differs from the output's"));
-    }
-    Ok((batch, xs, r, o))
-}
-
-/// A pointwise convolution and the depthwise one reading its output, each prepared as
-/// [`PreparedConv`], run as one fused step.
-struct PreparedPointwiseDepthwise {
-    pair: PointwiseDepthwise,
-    residual: bool,
-    scratch: ConvScratch,
-}
-
-impl PreparedPointwiseDepthwise {
-    fn new(
-        g: &Graph<'_>,
-        node: &PointwiseDepthwiseNode,
-        bytes: &ConstBytes<'_>,
-    ) -> std::result::Result<PreparedPointwiseDepthwise, String> {
-        let pointwise = packed_conv(g, &node.pointwise, bytes)?;
-        let depthwise = packed_conv(g, &node.depthwise, bytes)?;
-        let pair = PointwiseDepthwise::new(pointwise, depthwise)
-            .map_err(|e| format!("convolution: {e}"))?;
-        let residual = node.depthwise.residual.is_some();
-        Ok(PreparedPointwiseDepthwise { pair, residual, scratch: ConvScratch::default() })
-    }
-}
-
-impl PreparedKernel for PreparedPointwiseDepthwise {
-    fn run(
-        &mut self,
-        ctx: &mut KernelContext,
-        args: &[Arg<'_>],
-        outs: &mut [Out<'_, '_>],
-    ) -> std::result::Result<(), KernelError> {
-        ctx.op = "aten::convolution.out";
-        let (batch, xs, r, o) = conv_io(ctx, args, outs, self.residual)?;
-        self.pair
-            .run(batch, xs, r, o, &mut self.scratch, &ctx.threads)
-            .map_err(|e| ctx.invalid("input", e.to_string()))
+        let (x, residual, out) = fused_io(ctx, args, outs, self.residual)?;
+        let batch = x.sizes().first().copied().unwrap_or(0);
+        let xs = x.as_slice::<f32>().map_err(|e| ctx.tensor_err("input", e))?;
+        let r = residual.map(|r| r.as_slice::<f32>()).transpose();
+        let r = r.map_err(|e| ctx.tensor_err("residual", e))?;
+        let o = out.as_mut_slice::<f32>().map_err(|e| ctx.tensor_err("out", e))?;
+        if r.is_some_and(|r| r.len() != o.len()) {
+            return Err(ctx.invalid("residual", "the residual's size differs from the output's"));
+        }
+        let (threads, scratch) = (&ctx.threads, &mut self.scratch);
+        match &self.kernel {
+            ConvKernel::One(conv) => conv.run(batch, xs, r, o, scratch, threads),
+            ConvKernel::PointwiseDepthwise(pair) => pair.run(batch, xs, r, o, scratch, threads),
+        }
+        .map_err(|e| ctx.invalid("input", e.to_string()))
     }
 }
 

@@ -9,7 +9,7 @@
 use std::ops::Range;
 
 use super::{
-    first_error, is_depthwise, is_pointwise, mul, need, Conv2dGeometry, ConvScratch, Layout,
+    check_images, first_error, is_depthwise, is_pointwise, Conv2dGeometry, ConvScratch, Layout,
     PackedConv2d, PartScratch, Plan,
 };
 use crate::compute::sgemm::{aligned_window, GemmError};
@@ -79,11 +79,6 @@ impl PointwiseDepthwise {
         Ok(PointwiseDepthwise { pointwise, depthwise, buffer_bytes: BUFFER_BYTES })
     }
 
-    /// Output height and width (the depthwise convolution's).
-    pub fn out_hw(&self) -> (usize, usize) {
-        self.depthwise.out_hw()
-    }
-
     /// Runs the pair: `input` is `[batch, Cin, H, W]` in the pointwise convolution's input
     /// layout, `out` `[batch, C, OH, OW]` channels-last, `residual` (if any) laid out as
     /// `out` and added before the depthwise activation. The output rows are split over
@@ -101,13 +96,10 @@ impl PointwiseDepthwise {
         threads: &Threads,
     ) -> Result<(), GemmError> {
         let (pw, dw) = (&self.pointwise, &self.depthwise);
-        let in_img = mul(mul(pw.g.in_channels, pw.g.in_h)?, pw.g.in_w)?;
-        let out_img = mul(mul(dw.g.out_channels, dw.oh)?, dw.ow)?;
-        need("conv2d input", mul(batch, in_img)?, input.len())?;
-        need("conv2d output", mul(batch, out_img)?, out.len())?;
-        if let Some(r) = residual {
-            need("conv2d residual", mul(batch, out_img)?, r.len())?;
-        }
+        // Neither overflows: `PackedConv2d::with_layouts` checked both sizes.
+        let in_img = pw.g.in_channels * pw.g.in_h * pw.g.in_w;
+        let out_img = dw.g.out_channels * dw.oh * dw.ow;
+        check_images(batch, [in_img, out_img], input, residual, out)?;
         let parts = threads.count().min(dw.oh).max(1);
         if scratch.parts.len() < parts {
             scratch.parts.resize_with(parts, PartScratch::default);
