@@ -6,6 +6,9 @@
 //! [`Indirect`]) and a B panel (for each k: `nr` values, columns beyond `cols` ignored),
 //! then applies the tile epilogue in registers:
 //! `c = (accumulate ? c : 0) + acc (+ row bias) (+ col bias) (+ residual)`, then the clamp.
+//! One call may compute a strip of such tiles side by side (the same rows of A, consecutive B
+//! panels): with short depths the epilogue and the call between tiles are a large share of
+//! the time, and a strip runs its tiles back to back in one loop.
 
 use std::sync::OnceLock;
 
@@ -41,23 +44,28 @@ pub(crate) struct Tile<'a> {
     pub a_rs: usize,
     /// A's depth stride: `mr` in a packed panel, 1 in a matrix read in place.
     pub a_ks: usize,
-    /// B panel: `kc * nr` values.
+    /// B panels: `kc * nr` values each, the first at 0, panel `q` at `q * b_stride`.
     pub b: &'a [f32],
-    /// C tile origin: at least `(rows - 1) * ldc + cols` values.
+    /// Values from one B panel to the next (unused with one panel).
+    pub b_stride: usize,
+    /// C tile origin: at least [`Tile::span`] values.
     pub c: &'a mut [f32],
     /// Row stride of C (and of the residual).
     pub ldc: usize,
     /// Rows to compute, `1..=mr`.
     pub rows: usize,
-    /// Columns to compute, `1..=nr`.
+    /// Tiles side by side (at least 1), tile `q` computing C's columns from `q * nr` with B
+    /// panel `q`: a strip of tiles sharing their rows of A, computed in one call.
+    pub panels: usize,
+    /// Columns of each tile, `1..=nr`; `nr` when there are several.
     pub cols: usize,
     /// Add the existing C (a later K block) instead of overwriting it.
     pub accumulate: bool,
     /// Bias per row: at least `rows` values.
     pub row_bias: Option<&'a [f32]>,
-    /// Bias per column: at least `cols` values.
+    /// Bias per column: at least [`Tile::width`] values.
     pub col_bias: Option<&'a [f32]>,
-    /// Residual with the layout of C: at least `(rows - 1) * ldc + cols` values.
+    /// Residual with the layout of C: at least [`Tile::span`] values.
     pub residual: Option<&'a [f32]>,
     /// `min(max(x, lo), hi)`, NaN propagating.
     pub clamp: Option<(f32, f32)>,
@@ -119,14 +127,31 @@ impl Indirect<'_> {
     }
 }
 
-impl Tile<'_> {
+impl<'a> Tile<'a> {
+    /// Columns of the strip: `(panels - 1) * nr + cols` (saturating; `check` bounds it).
+    pub fn width(&self, nr: usize) -> usize {
+        self.panels.saturating_sub(1).saturating_mul(nr).saturating_add(self.cols)
+    }
+
+    /// Values of C the strip spans: `(rows - 1) * ldc + width`, `None` on overflow.
+    pub fn span(&self, nr: usize) -> Option<usize> {
+        let width = self.panels.checked_sub(1)?.checked_mul(nr)?.checked_add(self.cols)?;
+        self.rows.checked_sub(1)?.checked_mul(self.ldc)?.checked_add(width)
+    }
+
     /// Whether every slice covers what the kernel of tile size `mr x nr` reads or writes.
     pub fn check(&self, mr: usize, nr: usize) -> bool {
-        if !(1..=mr).contains(&self.rows) || !(1..=nr).contains(&self.cols) {
+        if !(1..=mr).contains(&self.rows) || !(1..=nr).contains(&self.cols) || self.panels == 0 {
             return false;
         }
-        let span = (self.rows - 1).checked_mul(self.ldc).and_then(|v| v.checked_add(self.cols));
-        let Some(span) = span else { return false };
+        if self.panels > 1 && self.cols != nr {
+            return false;
+        }
+        let Some(span) = self.span(nr) else { return false };
+        let width = self.width(nr);
+        let b_need = (self.panels - 1)
+            .checked_mul(self.b_stride)
+            .and_then(|v| v.checked_add(self.kc.checked_mul(nr)?));
         let a_end = |kc: usize| {
             let last = (self.rows - 1).checked_mul(self.a_rs)?;
             last.checked_add((kc - 1).checked_mul(self.a_ks)?)
@@ -135,12 +160,40 @@ impl Tile<'_> {
             Some(ind) => ind.covers(self.a, self.rows, self.kc),
             None => self.kc == 0 || a_end(self.kc).is_some_and(|v| v < self.a.len()),
         };
-        a_ok && self.kc.checked_mul(nr).is_some_and(|v| v <= self.b.len())
-            && (self.rows == 1 || self.ldc >= self.cols)
+        a_ok && b_need.is_some_and(|v| v <= self.b.len())
+            && (self.rows == 1 || self.ldc >= width)
             && span <= self.c.len()
             && self.row_bias.is_none_or(|b| b.len() >= self.rows)
-            && self.col_bias.is_none_or(|b| b.len() >= self.cols)
+            && self.col_bias.is_none_or(|b| b.len() >= width)
             && self.residual.is_none_or(|r| r.len() >= span)
+    }
+
+    /// Runs `run` on each tile of a strip in turn, as a strip of one (for kernels without a
+    /// strip loop of their own).
+    pub fn each_panel(&mut self, nr: usize, run: fn(&mut Tile<'_>)) {
+        for q in 0..self.panels {
+            let (j, bq) = (q * nr, q * self.b_stride);
+            let mut tile = Tile {
+                kc: self.kc,
+                a: self.a,
+                a_rs: self.a_rs,
+                a_ks: self.a_ks,
+                b: self.b.get(bq..).unwrap_or_default(),
+                b_stride: 0,
+                c: self.c.get_mut(j..).unwrap_or_default(),
+                ldc: self.ldc,
+                rows: self.rows,
+                panels: 1,
+                cols: self.cols,
+                accumulate: self.accumulate,
+                row_bias: self.row_bias,
+                col_bias: self.col_bias.map(|b| b.get(j..).unwrap_or_default()),
+                residual: self.residual.map(|r| r.get(j..).unwrap_or_default()),
+                clamp: self.clamp,
+                ind: self.ind,
+            };
+            run(&mut tile);
+        }
     }
 }
 
@@ -160,6 +213,9 @@ const PORTABLE_NR: usize = 8;
 /// Portable microkernel: a `4 x 8` accumulator array the compiler keeps in registers. It
 /// multiplies and adds separately (no `mul_add`, which is a slow library call without FMA).
 fn portable(t: &mut Tile<'_>) {
+    if t.panels > 1 {
+        return t.each_panel(PORTABLE_NR, portable);
+    }
     let mr = if t.ind.is_some() { PORTABLE.ind_mr } else { PORTABLE_MR };
     assert!(t.check(mr, PORTABLE_NR), "sgemm: portable tile out of bounds");
     let mut acc = [[0f32; PORTABLE_NR]; PORTABLE_MR];

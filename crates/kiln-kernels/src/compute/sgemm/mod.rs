@@ -415,6 +415,9 @@ fn check_epilogue(
     Ok(())
 }
 
+/// Largest block of B (bytes) walked in strips: every row panel reads all of it again.
+const STRIP_B_BYTES: usize = 256 << 10;
+
 /// The blocked loop nest shared by every entry point.
 #[allow(clippy::too_many_arguments)]
 fn drive(
@@ -456,6 +459,11 @@ fn drive(
         ASrc::Packed(..) | ASrc::Indirect(..) => None,
     };
     let clamp = ep.act.clamp();
+    // Strips of tiles (each row panel across the block's columns) when the block of B stays
+    // in cache between row panels, or there is one row panel; an indirect A goes tile by
+    // tile (its rows are read through per-tile offsets).
+    let b_block_bytes = kc_max.saturating_mul(n.min(kernel.nc)).saturating_mul(4);
+    let strips = !matches!(a, ASrc::Indirect(..)) && (m <= mr || b_block_bytes <= STRIP_B_BYTES);
     for jc in (0..n).step_by(kernel.nc) {
         let nc = kernel.nc.min(n - jc);
         let mut pc = 0;
@@ -498,47 +506,67 @@ fn drive(
                             (win, mr * kc, 0, 1, mr)
                         }
                     };
-                for jr in (0..nc).step_by(nr) {
-                    let cols = nr.min(nc - jr);
-                    let bp = &b_blk[b_at + (jr / nr) * b_stride..][..kc * nr];
-                    for ir in (0..mc).step_by(mr) {
-                        let rows = mr.min(mc - ir);
-                        let ap = &a_blk[a_at + (ir / mr) * a_stride..];
-                        let (i, j) = (ic + ir, jc + jr);
-                        let ind = match &a {
-                            ASrc::Indirect(ind, _, row0) => Some(ind.panel(row0 + i)),
-                            _ => None,
-                        };
-                        let at = i * ldc + j;
-                        let mut tile = Tile {
-                            kc,
-                            a: ap,
-                            a_rs,
-                            a_ks,
-                            b: bp,
-                            c: &mut c[at..],
-                            ldc,
-                            rows,
-                            cols,
-                            accumulate: !first,
-                            row_bias: None,
-                            col_bias: None,
-                            residual: None,
-                            clamp: None,
-                            ind,
-                        };
-                        if last {
-                            match ep.bias {
-                                Bias::None => {}
-                                Bias::PerRow(rb) => tile.row_bias = Some(&rb[i..]),
-                                Bias::PerCol(cb) => tile.col_bias = Some(&cb[j..]),
-                            }
-                            tile.residual = ep.residual.map(|r| &r[at..]);
-                            tile.clamp = clamp;
+                // One call: the row panel at `ir`, `panels` tiles from column `jr`.
+                let mut run = |ir: usize, jr: usize, panels: usize, cols: usize| {
+                    let rows = mr.min(mc - ir);
+                    let bp = &b_blk[b_at + (jr / nr) * b_stride..];
+                    let ap = &a_blk[a_at + (ir / mr) * a_stride..];
+                    let (i, j) = (ic + ir, jc + jr);
+                    let ind = match &a {
+                        ASrc::Indirect(ind, _, row0) => Some(ind.panel(row0 + i)),
+                        _ => None,
+                    };
+                    let at = i * ldc + j;
+                    let mut tile = Tile {
+                        kc,
+                        a: ap,
+                        a_rs,
+                        a_ks,
+                        b: bp,
+                        b_stride,
+                        c: &mut c[at..],
+                        ldc,
+                        rows,
+                        panels,
+                        cols,
+                        accumulate: !first,
+                        row_bias: None,
+                        col_bias: None,
+                        residual: None,
+                        clamp: None,
+                        ind,
+                    };
+                    if last {
+                        match ep.bias {
+                            Bias::None => {}
+                            Bias::PerRow(rb) => tile.row_bias = Some(&rb[i..]),
+                            Bias::PerCol(cb) => tile.col_bias = Some(&cb[j..]),
                         }
-                        (kernel.run)(&mut tile);
-                        if last && ep.act.is_pointwise_pass() {
-                            activate_tile(c, at, ldc, rows, cols, ep.act);
+                        tile.residual = ep.residual.map(|r| &r[at..]);
+                        tile.clamp = clamp;
+                    }
+                    (kernel.run)(&mut tile);
+                    if last && ep.act.is_pointwise_pass() {
+                        let width = (panels - 1) * nr + cols;
+                        activate_tile(c, at, ldc, rows, width, ep.act);
+                    }
+                };
+                if strips {
+                    // Each row panel across the block: all whole column panels in one call
+                    // (they share the rows of A), then the narrower last one.
+                    let (whole, rest) = (nc / nr, nc % nr);
+                    for ir in (0..mc).step_by(mr) {
+                        if whole > 0 {
+                            run(ir, 0, whole, nr);
+                        }
+                        if rest > 0 {
+                            run(ir, whole * nr, 1, rest);
+                        }
+                    }
+                } else {
+                    for jr in (0..nc).step_by(nr) {
+                        for ir in (0..mc).step_by(mr) {
+                            run(ir, jr, 1, nr.min(nc - jr));
                         }
                     }
                 }

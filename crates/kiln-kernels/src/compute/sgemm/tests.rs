@@ -161,6 +161,9 @@ fn every_kernel_matches_reference() {
         }
         // Several row, column and depth blocks.
         case(&mut rng, kernel, kernel.mc + 5, 40, kernel.kc + 3);
+        // Strips: row panels across several whole column panels and a narrower last one,
+        // over two depth blocks (the second accumulating).
+        case(&mut rng, kernel, 2 * kernel.mr + 3, 4 * kernel.nr + 5, kernel.kc + 9);
         case(&mut rng, kernel, 3, kernel.nc + 7, 9);
     }
 }
@@ -213,6 +216,46 @@ fn steady_state_does_not_grow_scratch() {
     gemm(am, bm, &mut c, n, &Epilogue::NONE, &mut s).unwrap();
     assert_eq!(caps, (s.a.capacity(), s.b.capacity(), s.a.as_ptr(), s.b.as_ptr()));
     assert!(c.iter().all(|&x| x == 0.125 * k as f32));
+}
+
+/// A tile of `panels` x `cols` over buffers sized for exactly `panels` whole panels.
+fn strip_tile<'a>(b: &'a [f32], c: &'a mut [f32], panels: usize, cols: usize) -> Tile<'a> {
+    Tile {
+        kc: 2,
+        a: &[0.0; 2],
+        a_rs: 1,
+        a_ks: 1,
+        b,
+        b_stride: 2 * 8,
+        c,
+        ldc: 3 * 8,
+        rows: 1,
+        panels,
+        cols,
+        accumulate: false,
+        row_bias: None,
+        col_bias: None,
+        residual: None,
+        clamp: None,
+        ind: None,
+    }
+}
+
+#[test]
+fn strip_bounds_are_checked() {
+    let (b, mut c) = ([0.0f32; 3 * 2 * 8], [0.0f32; 3 * 8]);
+    assert!(strip_tile(&b, &mut c, 3, 8).check(1, 8));
+    assert!(strip_tile(&b, &mut c, 1, 5).check(1, 8));
+    // No tiles; several tiles not all whole; more tiles than B panels or C columns.
+    assert!(!strip_tile(&b, &mut c, 0, 8).check(1, 8));
+    assert!(!strip_tile(&b, &mut c, 2, 7).check(1, 8));
+    assert!(!strip_tile(&b[..b.len() - 1], &mut c, 3, 8).check(1, 8));
+    assert!(!strip_tile(&b, &mut c[..3 * 8 - 1], 3, 8).check(1, 8));
+    assert!(!strip_tile(&b, &mut c, usize::MAX, 8).check(1, 8));
+    let bias = [0.0f32; 3 * 8 - 1];
+    let mut t = strip_tile(&b, &mut c, 3, 8);
+    t.col_bias = Some(&bias);
+    assert!(!t.check(1, 8));
 }
 
 #[test]

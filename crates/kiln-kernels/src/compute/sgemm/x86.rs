@@ -51,17 +51,18 @@ macro_rules! by_rows {
 /// the loop that sums them. Expands in an `unsafe` function with the tile's target features
 /// where `t.check` holds and `t.rows == R`.
 macro_rules! avx512_store {
-    ($acc0:ident, $acc1:ident, $t:ident) => {{
+    ($acc0:ident, $acc1:ident, $t:ident, $j0:expr) => {{
         let (m0, m1) = (mask16($t.cols), mask16($t.cols.saturating_sub(16)));
-        let c = $t.c.as_mut_ptr();
+        let c = $t.c.as_mut_ptr().wrapping_add($j0);
         // One pass over the rows per operation, each decided once per tile: every pass unrolls
         // and the accumulators stay in registers (one loop testing each operation per row kept
         // them in memory). Per value the order is that of the definition: accumulated C, row
         // bias, column bias, residual, clamp.
         // Masked loads and stores touch only lanes below `cols`; `wrapping_add` keeps the pointer
         // arithmetic defined when the second half is fully masked off.
-        // SAFETY (all blocks below): lanes j < cols of row i < R are at i * ldc + j < span, which
-        // `check` proved inside `c`, `residual`, and `col_bias` (cols values); row_bias has R values.
+        // SAFETY (all blocks below): `$j0` is `q * NR512` for a tile q of the strip, and lanes
+        // j < cols of its row i < R are at i * ldc + j0 + j < span, which `check` proved inside
+        // `c` and `residual` (and j0 + j < width inside `col_bias`); row_bias has R values.
         let row = |i: usize| c.wrapping_add(i * $t.ldc);
         if $t.accumulate {
             for i in 0..R {
@@ -80,7 +81,7 @@ macro_rules! avx512_store {
             }
         }
         if let Some(cb) = $t.col_bias {
-            let p = cb.as_ptr();
+            let p = cb.as_ptr().wrapping_add($j0);
             let (cb0, cb1) = unsafe {
                 (_mm512_maskz_loadu_ps(m0, p), _mm512_maskz_loadu_ps(m1, p.wrapping_add(16)))
             };
@@ -91,7 +92,7 @@ macro_rules! avx512_store {
         }
         if let Some(r) = $t.residual {
             for i in 0..R {
-                let ri = r.as_ptr().wrapping_add(i * $t.ldc);
+                let ri = r.as_ptr().wrapping_add(i * $t.ldc + $j0);
                 unsafe {
                     $acc0[i] = _mm512_add_ps($acc0[i], _mm512_maskz_loadu_ps(m0, ri));
                     let hi = _mm512_maskz_loadu_ps(m1, ri.wrapping_add(16));
@@ -122,15 +123,15 @@ macro_rules! avx512_store {
 /// the loop that sums them. Expands in an `unsafe` function with the tile's target features
 /// where `t.check` holds and `t.rows == R`.
 macro_rules! avx2_store {
-    ($acc0:ident, $acc1:ident, $t:ident) => {{
+    ($acc0:ident, $acc1:ident, $t:ident, $j0:expr) => {{
         // cols <= 16, so the casts cannot wrap.
         let (m0, m1) = (mask8($t.cols as i32), mask8($t.cols as i32 - 8));
-        let c = $t.c.as_mut_ptr();
+        let c = $t.c.as_mut_ptr().wrapping_add($j0);
         // One pass per operation, as in `avx512_store`.
-        // SAFETY (all blocks below): maskload/maskstore touch only lanes j < cols, and lanes
-        // j < cols of row i < R are at i * ldc + j < span, which `check` proved inside `c`,
-        // `residual` and `col_bias` (cols values); `wrapping_add` keeps fully masked-off pointers
-        // defined.
+        // SAFETY (all blocks below): maskload/maskstore touch only lanes j < cols; `$j0` is
+        // `q * NR256` for a tile q of the strip, and lanes j < cols of its row i < R are at
+        // i * ldc + j0 + j < span, which `check` proved inside `c` and `residual` (and j0 + j <
+        // width inside `col_bias`); `wrapping_add` keeps fully masked-off pointers defined.
         let row = |i: usize| c.wrapping_add(i * $t.ldc);
         if $t.accumulate {
             for i in 0..R {
@@ -149,7 +150,7 @@ macro_rules! avx2_store {
             }
         }
         if let Some(cb) = $t.col_bias {
-            let p = cb.as_ptr();
+            let p = cb.as_ptr().wrapping_add($j0);
             let (cb0, cb1) =
                 unsafe { (_mm256_maskload_ps(p, m0), _mm256_maskload_ps(p.wrapping_add(8), m1)) };
             for i in 0..R {
@@ -159,7 +160,7 @@ macro_rules! avx2_store {
         }
         if let Some(r) = $t.residual {
             for i in 0..R {
-                let ri = r.as_ptr().wrapping_add(i * $t.ldc);
+                let ri = r.as_ptr().wrapping_add(i * $t.ldc + $j0);
                 unsafe {
                     $acc0[i] = _mm256_add_ps($acc0[i], _mm256_maskload_ps(ri, m0));
                     let hi = _mm256_maskload_ps(ri.wrapping_add(8), m1);
@@ -203,6 +204,9 @@ pub static AVX512: Kernel = Kernel {
 };
 
 fn avx512(t: &mut Tile<'_>) {
+    if t.ind.is_some() && t.panels > 1 {
+        return t.each_panel(NR512, avx512);
+    }
     let mr = if t.ind.is_some() { IND_MR512 } else { MR512 };
     assert!(has_avx512() && t.check(mr, NR512), "sgemm: avx512 tile out of bounds");
     // SAFETY: the CPU has AVX-512F (checked above, the only feature the tile function
@@ -229,29 +233,34 @@ fn mask16(n: usize) -> __mmask16 {
 #[target_feature(enable = "avx512f")]
 unsafe fn avx512_tile<const R: usize, const PACKED: bool, const WIDE: bool>(t: &mut Tile<'_>) {
     let a = t.a.as_ptr();
-    let b = t.b.as_ptr();
-    let mut acc0 = [_mm512_setzero_ps(); R];
-    let mut acc1 = [_mm512_setzero_ps(); R];
     // A's strides, constants for a packed panel.
     let (rs, ks) = if PACKED { (1, MR512) } else { (t.a_rs, t.a_ks) };
-    for p in 0..t.kc {
-        // SAFETY: p < kc, and `check` proved kc * NR512 <= b.len() and that every
-        // (R - 1) * rs + p * ks lies inside a.
-        unsafe {
-            let b0 = _mm512_loadu_ps(b.add(p * NR512));
-            let b1 =
-                if WIDE { _mm512_loadu_ps(b.add(p * NR512 + 16)) } else { _mm512_setzero_ps() };
-            let ap = a.add(p * ks);
-            for i in 0..R {
-                let ai = _mm512_set1_ps(*ap.add(i * rs));
-                acc0[i] = _mm512_fmadd_ps(ai, b0, acc0[i]);
-                if WIDE {
-                    acc1[i] = _mm512_fmadd_ps(ai, b1, acc1[i]);
+    // The tiles of the strip one after the other: no call between them.
+    for q in 0..t.panels {
+        let j0 = q * NR512;
+        // SAFETY: `check` proved (panels - 1) * b_stride + kc * NR512 <= b.len().
+        let b = unsafe { t.b.as_ptr().add(q * t.b_stride) };
+        let mut acc0 = [_mm512_setzero_ps(); R];
+        let mut acc1 = [_mm512_setzero_ps(); R];
+        for p in 0..t.kc {
+            // SAFETY: p < kc, and `check` proved panel q's kc * NR512 values inside b and that every
+            // (R - 1) * rs + p * ks lies inside a.
+            unsafe {
+                let b0 = _mm512_loadu_ps(b.add(p * NR512));
+                let b1 =
+                    if WIDE { _mm512_loadu_ps(b.add(p * NR512 + 16)) } else { _mm512_setzero_ps() };
+                let ap = a.add(p * ks);
+                for i in 0..R {
+                    let ai = _mm512_set1_ps(*ap.add(i * rs));
+                    acc0[i] = _mm512_fmadd_ps(ai, b0, acc0[i]);
+                    if WIDE {
+                        acc1[i] = _mm512_fmadd_ps(ai, b1, acc1[i]);
+                    }
                 }
             }
         }
+        avx512_store!(acc0, acc1, t, j0)
     }
-    avx512_store!(acc0, acc1, t)
 }
 
 /// [`avx512_tile`] for A read through `t.ind`.
@@ -297,7 +306,7 @@ unsafe fn avx512_indirect<const R: usize, const WIDE: bool>(t: &mut Tile<'_>) {
         }
         c += 1;
     }
-    avx512_store!(acc0, acc1, t)
+    avx512_store!(acc0, acc1, t, 0)
 }
 
 const MR256: usize = 6;
@@ -316,6 +325,9 @@ pub static AVX2: Kernel = Kernel {
 };
 
 fn avx2(t: &mut Tile<'_>) {
+    if t.ind.is_some() && t.panels > 1 {
+        return t.each_panel(NR256, avx2);
+    }
     assert!(has_avx2() && t.check(MR256, NR256), "sgemm: avx2 tile out of bounds");
     // SAFETY: the CPU has AVX2 and FMA (checked above) and `check` verified every slice
     // covers the reads and writes of the tile.
@@ -342,28 +354,34 @@ fn mask8(n: i32) -> __m256i {
 #[target_feature(enable = "avx2,fma")]
 unsafe fn avx2_tile<const R: usize, const PACKED: bool, const WIDE: bool>(t: &mut Tile<'_>) {
     let a = t.a.as_ptr();
-    let b = t.b.as_ptr();
-    let mut acc0 = [_mm256_setzero_ps(); R];
-    let mut acc1 = [_mm256_setzero_ps(); R];
     // A's strides, constants for a packed panel.
     let (rs, ks) = if PACKED { (1, MR256) } else { (t.a_rs, t.a_ks) };
-    for p in 0..t.kc {
-        // SAFETY: p < kc, and `check` proved kc * NR256 <= b.len() and that every
-        // (R - 1) * rs + p * ks lies inside a.
-        unsafe {
-            let b0 = _mm256_loadu_ps(b.add(p * NR256));
-            let b1 = if WIDE { _mm256_loadu_ps(b.add(p * NR256 + 8)) } else { _mm256_setzero_ps() };
-            let ap = a.add(p * ks);
-            for i in 0..R {
-                let ai = _mm256_set1_ps(*ap.add(i * rs));
-                acc0[i] = _mm256_fmadd_ps(ai, b0, acc0[i]);
-                if WIDE {
-                    acc1[i] = _mm256_fmadd_ps(ai, b1, acc1[i]);
+    // The tiles of the strip one after the other: no call between them.
+    for q in 0..t.panels {
+        let j0 = q * NR256;
+        // SAFETY: `check` proved (panels - 1) * b_stride + kc * NR256 <= b.len().
+        let b = unsafe { t.b.as_ptr().add(q * t.b_stride) };
+        let mut acc0 = [_mm256_setzero_ps(); R];
+        let mut acc1 = [_mm256_setzero_ps(); R];
+        for p in 0..t.kc {
+            // SAFETY: p < kc, and `check` proved panel q's kc * NR256 values inside b and that every
+            // (R - 1) * rs + p * ks lies inside a.
+            unsafe {
+                let b0 = _mm256_loadu_ps(b.add(p * NR256));
+                let b1 =
+                    if WIDE { _mm256_loadu_ps(b.add(p * NR256 + 8)) } else { _mm256_setzero_ps() };
+                let ap = a.add(p * ks);
+                for i in 0..R {
+                    let ai = _mm256_set1_ps(*ap.add(i * rs));
+                    acc0[i] = _mm256_fmadd_ps(ai, b0, acc0[i]);
+                    if WIDE {
+                        acc1[i] = _mm256_fmadd_ps(ai, b1, acc1[i]);
+                    }
                 }
             }
         }
+        avx2_store!(acc0, acc1, t, j0)
     }
-    avx2_store!(acc0, acc1, t)
 }
 
 /// [`avx2_tile`] for A read through `t.ind`.
@@ -409,5 +427,5 @@ unsafe fn avx2_indirect<const R: usize, const WIDE: bool>(t: &mut Tile<'_>) {
         }
         c += 1;
     }
-    avx2_store!(acc0, acc1, t)
+    avx2_store!(acc0, acc1, t, 0)
 }
