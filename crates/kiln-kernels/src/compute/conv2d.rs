@@ -445,13 +445,14 @@ impl PackedConv2d {
                     }
                 }
                 Plan::PixelRows { weight } => {
-                    let (mr, parts_scratch) = (selected().mr, &mut scratch.parts);
+                    // Any row count makes a tile (A is read in place): the parts split the
+                    // pixels evenly, to a row (7x7 pixels: 25 and 24, not 28 and 21).
                     self.pixel_rows(
                         r_img,
                         y_img,
-                        mr,
+                        1,
                         parts,
-                        parts_scratch,
+                        &mut scratch.parts,
                         threads,
                         |rows, y, ep, gemm| self.pixels_of(weight, x_img, rows, y, ep, gemm),
                     )?;
@@ -500,7 +501,7 @@ impl PackedConv2d {
     }
 
     /// A product whose rows are the output pixels (an NHWC output `y`), split over `parts`
-    /// threads in runs of whole panels of `mr` rows: `product(rows, y, ep, gemm)` computes
+    /// threads in runs of whole units of `unit` rows: `product(rows, y, ep, gemm)` computes
     /// pixels `rows` into `y` (their outputs) with `ep` (the bias per channel, those pixels'
     /// residual, the activation).
     #[allow(clippy::too_many_arguments)]
@@ -508,7 +509,7 @@ impl PackedConv2d {
         &self,
         residual: Option<&[f32]>,
         y: &mut [f32],
-        mr: usize,
+        unit: usize,
         parts: usize,
         scratch: &mut [PartScratch],
         threads: &Threads,
@@ -521,7 +522,7 @@ impl PackedConv2d {
             + Sync,
     ) -> Result<(), GemmError> {
         let (cout, ohw) = (self.g.out_channels, self.oh * self.ow);
-        let runs = split(ohw, mr, parts.min(ohw.div_ceil(mr)));
+        let runs = split(ohw, unit, parts.min(ohw.div_ceil(unit)));
         let tasks = with_pieces(runs, y, cout).zip(scratch.iter_mut());
         let bias = self.bias.as_deref().map_or(Bias::None, Bias::PerCol);
         threads.for_each(tasks, |((rows, y), part)| {
@@ -1391,6 +1392,10 @@ mod tests {
             stride: [2, 2],
             ..base
         };
+        // Channels-last pointwise, deeper than a depth block, on few pixels: a part of a split
+        // gets fewer rows than a register tile.
+        let deep_pointwise =
+            Conv2dGeometry { in_channels: 320, in_h: 5, in_w: 5, out_channels: 64, ..pointwise };
         let pools: Vec<Threads> = [1, 2, 3].map(|n| Threads::new(n).unwrap()).into();
         let nchw = Layouts::default();
         for (g, layouts) in [
@@ -1402,6 +1407,7 @@ mod tests {
             (base, NHWC),
             (few_pixels, NHWC),
             (base, Layouts { input: Layout::Nchw, output: Layout::Nhwc }),
+            (deep_pointwise, NHWC),
         ] {
             let wlen = g.out_channels * (g.in_channels / g.groups) * g.kh * g.kw;
             let w: Vec<f32> = (0..wlen).map(|_| rng.f32() - 0.5).collect();
@@ -1411,7 +1417,7 @@ mod tests {
             let few = g == few_pixels && layouts == nchw;
             assert_eq!(few, matches!(conv.plan, Plan::FewPixels { .. }));
             let indirect = matches!(conv.plan, Plan::Indirect { .. });
-            assert_eq!(layouts.output == Layout::Nhwc, indirect);
+            assert_eq!(layouts.output == Layout::Nhwc && !is_pointwise(&g), indirect);
             let on_blocks = matches!(conv.plan, Plan::Depthwise { blocks: Some(_), .. });
             assert_eq!(g == narrow_depthwise, on_blocks);
             let (oh, ow) = conv.out_hw();

@@ -441,12 +441,12 @@ fn drive(
         _ => kernel.mr,
     };
     let nr = kernel.nr;
-    // Depth block. With one row panel and B packed at load, each B panel is read exactly
-    // once, so blocking the depth would only split its stream and re-read C: take all of it.
-    // An indirect A is read tap by tap by the microkernel, over the whole depth.
+    // Depth block. B packed at load is read panel by panel in one stream over the whole
+    // depth (as XNNPACK's kernels do): blocking it only re-reads C, measured no faster, and
+    // would make the bits depend on how many rows a call gets (a split over threads). An
+    // indirect A is read tap by tap by the microkernel, over the whole depth.
     let kc_block = match (&a, &b) {
-        (ASrc::Indirect(..), _) => k.max(1),
-        (_, BSrc::Packed(..)) if m <= mr => k.max(1),
+        (ASrc::Indirect(..), _) | (_, BSrc::Packed(..)) => k.max(1),
         _ => kernel.kc,
     };
     // Per-call buffers: one kc x nc block of B, one mc x kc block of A.
