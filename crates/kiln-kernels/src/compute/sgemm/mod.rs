@@ -21,6 +21,7 @@ mod epilogue;
 mod indirect;
 mod kernel;
 mod pack;
+mod packed_buf;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
 
@@ -39,6 +40,7 @@ use epilogue::activate_tile;
 use kernel::Tile;
 use pack::aligned_offset;
 pub(crate) use pack::aligned_window;
+use packed_buf::PackedBuf;
 
 /// Why a GEMM was refused (nothing is written).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -69,23 +71,19 @@ pub struct GemmScratch {
 }
 
 /// Packs `src` (`depth x width`) over its whole depth into panels of `w` columns, 64-byte
-/// aligned: returns the buffer and the offset of the first panel.
-fn pack_whole(src: &MatRef<'_>, w: usize) -> Result<(Vec<f32>, usize), GemmError> {
+/// aligned.
+fn pack_whole(src: &MatRef<'_>, w: usize) -> Result<PackedBuf, GemmError> {
     let (depth, width) = (src.k(), src.n());
     let len = width
         .div_ceil(w)
         .checked_mul(w)
         .and_then(|v| v.checked_mul(depth))
         .ok_or(GemmError::Overflow("packed operand"))?;
-    let mut buf = Vec::new();
-    let off = {
-        let win = aligned_window(&mut buf, len);
-        if depth > 0 && width > 0 {
-            src.pack(0, depth, 0, width, w, win);
-        }
-        aligned_offset(&buf)
-    };
-    Ok((buf, off))
+    let mut buf = PackedBuf::zeroed(len)?;
+    if depth > 0 && width > 0 {
+        src.pack(0, depth, 0, width, w, buf.values_mut());
+    }
+    Ok(buf)
 }
 
 /// A constant `m x k` left operand (e.g. convolution weights `[Cout, Cin*kh*kw]`), packed
@@ -95,8 +93,7 @@ pub struct PackedA {
     kernel: &'static Kernel,
     m: usize,
     k: usize,
-    data: Vec<f32>,
-    off: usize,
+    data: PackedBuf,
 }
 
 impl PackedA {
@@ -106,8 +103,8 @@ impl PackedA {
     }
 
     pub(crate) fn with_kernel(kernel: &'static Kernel, a: MatRef<'_>) -> Result<Self, GemmError> {
-        let (data, off) = pack_whole(&a.t(), kernel.mr)?;
-        Ok(PackedA { kernel, m: a.rows(), k: a.cols(), data, off })
+        let data = pack_whole(&a.t(), kernel.mr)?;
+        Ok(PackedA { kernel, m: a.rows(), k: a.cols(), data })
     }
 
     /// Rows.
@@ -138,8 +135,7 @@ pub struct PackedB {
     kernel: &'static Kernel,
     k: usize,
     n: usize,
-    data: Vec<f32>,
-    off: usize,
+    data: PackedBuf,
 }
 
 impl PackedB {
@@ -149,8 +145,8 @@ impl PackedB {
     }
 
     pub(crate) fn with_kernel(kernel: &'static Kernel, b: MatRef<'_>) -> Result<Self, GemmError> {
-        let (data, off) = pack_whole(&b, kernel.nr)?;
-        Ok(PackedB { kernel, k: b.rows(), n: b.cols(), data, off })
+        let data = pack_whole(&b, kernel.nr)?;
+        Ok(PackedB { kernel, k: b.rows(), n: b.cols(), data })
     }
 
     /// Depth.
@@ -473,7 +469,7 @@ fn drive(
             // B panels of this block: (slice, stride between panels, offset of depth pc).
             let (b_blk, b_stride, b_at): (&[f32], usize, usize) = match &b {
                 BSrc::Packed(p, col0) => {
-                    (&p.data[p.off..], nr * k, ((col0 + jc) / nr) * nr * k + pc * nr)
+                    (p.data.values(), nr * k, ((col0 + jc) / nr) * nr * k + pc * nr)
                 }
                 BSrc::Lazy(src) => {
                     let win = aligned_window(b_buf, b_len);
@@ -491,7 +487,7 @@ fn drive(
                     match (&a, a_in_place) {
                         (ASrc::Packed(p, row0), _) => {
                             let at = ((row0 + ic) / mr) * mr * k + pc * mr;
-                            (&p.data[p.off..], mr * k, at, 1, mr)
+                            (p.data.values(), mr * k, at, 1, mr)
                         }
                         (ASrc::Lazy(_), Some((data, lda))) => {
                             (data, mr * lda, ic * lda + pc, lda, 1)
