@@ -541,9 +541,9 @@ fn drive(
                         tile.residual = ep.residual.map(|r| &r[at..]);
                         tile.clamp = clamp;
                     }
+                    let width = tile.width(nr);
                     (kernel.run)(&mut tile);
                     if last && ep.act.is_pointwise_pass() {
-                        let width = (panels - 1) * nr + cols;
                         activate_tile(c, at, ldc, rows, width, ep.act);
                     }
                 };

@@ -40,10 +40,10 @@ impl PackedBuf {
                 // Advice only: without transparent huge pages the mapping works as it is.
                 #[cfg(target_os = "linux")]
                 let _ = map.advise(memmap2::Advice::HugePage);
-                let buf = PackedBuf::Mapped { map, len };
-                // A mapping starts on a page, so the cast cannot fail; checked all the same.
-                if bytemuck::try_cast_slice::<u8, f32>(buf.bytes()).is_ok() {
-                    return Ok(buf);
+                // A mapping starts on a page, so the cast cannot fail; checked all the same
+                // (`values` casts without a fallback).
+                if bytemuck::try_cast_slice::<u8, f32>(&map).is_ok() {
+                    return Ok(PackedBuf::Mapped { map, len });
                 }
             }
         }
@@ -51,13 +51,6 @@ impl PackedBuf {
         aligned_window(&mut buf, len);
         let off = aligned_offset(&buf);
         Ok(PackedBuf::Heap { buf, off, len })
-    }
-
-    fn bytes(&self) -> &[u8] {
-        match self {
-            PackedBuf::Heap { .. } => &[],
-            PackedBuf::Mapped { map, .. } => map,
-        }
     }
 
     /// The values.
