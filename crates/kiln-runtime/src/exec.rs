@@ -10,6 +10,7 @@
 use kiln_kernels::arena::{split_regions, Access, Borrowed, Region};
 use kiln_kernels::{Arg, Capacity, OutKind, Scalar, Shape, TensorMut, TensorRef, ViewOut};
 
+use crate::bound::BoundError;
 use crate::error::{describe_tensor, Error, Result};
 use crate::io::{Input, Output, OutputTensor};
 use crate::method::{Call, Callee, Compiled, Line, Method, Role, State, Step};
@@ -407,9 +408,25 @@ impl Method {
             op: call.name.to_string(),
             reason,
         };
-        collect_uses(call, values, scratch).map_err(&fail)?;
         let file = program.inner.file.bytes();
         let sources = &program.inner.sources;
+        if let (Some(b), Callee::Prepared(p)) = (&call.bound, &call.callee) {
+            let Some(kernel) = prepared.get_mut(*p).and_then(|k| k.as_bound()) else {
+                return Err(fail(format!("prepared kernel {p} cannot run bound")));
+            };
+            return crate::bound::run(b, kernel, ctx, buffers, file, sources).map_err(
+                |e| match e {
+                    BoundError::Kernel(source) => Error::Kernel {
+                        method: plan.name.clone(),
+                        instruction,
+                        op: call.name.to_string(),
+                        source: Box::new(source),
+                    },
+                    BoundError::Memory(reason) => fail(reason),
+                },
+            );
+        }
+        collect_uses(call, values, scratch).map_err(&fail)?;
         let result =
             invoke(call, values, buffers, file, sources, scratch, ctx, delegates, prepared);
         match result {

@@ -24,6 +24,7 @@
 //!   for delegates). Loading a method that uses an operator without a kernel or a delegate
 //!   without a backend fails with [`Error::Missing`] listing all of them.
 
+mod bound;
 mod compile;
 pub mod data;
 pub mod delegate;

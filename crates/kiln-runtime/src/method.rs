@@ -58,6 +58,9 @@ pub(crate) struct Call {
     pub roles: Box<[Role]>,
     /// Written positions in the order the callee receives them.
     pub outs: Box<[(u32, OutKind)]>,
+    /// Where the tensors of a prepared call live, when loading could resolve them
+    /// ([`crate::bound`]).
+    pub bound: Option<Box<crate::bound::Binding>>,
 }
 
 /// One instruction, resolved.
@@ -496,6 +499,14 @@ impl Method {
             }
         }
         let buffers = loader.buffers;
+        for step in chains.iter_mut().flatten() {
+            if let Step::Call(call) = step {
+                let Callee::Prepared(p) = call.callee else { continue };
+                if prepared.get_mut(p).is_some_and(|k| k.as_bound().is_some()) {
+                    call.bound = crate::bound::bind(call, &values, &buffers, file, sources);
+                }
+            }
+        }
         let scratch = Scratch::for_steps(&chains, &values);
         let resets = written_values(&plan, &chains, &values);
         Ok(Method {
@@ -701,6 +712,7 @@ fn resolve(
                 args: args.clone().into_boxed_slice(),
                 roles: roles.into_boxed_slice(),
                 outs: def.outs.iter().map(|o| (u32::from(o.position), o.kind)).collect(),
+                bound: None,
             })
         }
         InstrDef::Delegate { delegate, args } => {
@@ -741,6 +753,7 @@ fn resolve(
                 args: args.clone().into_boxed_slice(),
                 roles: roles.into_boxed_slice(),
                 outs: outs.into_boxed_slice(),
+                bound: None,
             })
         }
         InstrDef::Move { from, to } => Step::Move { from: *from, to: *to },

@@ -101,6 +101,56 @@ fn compiled_steps_stand_for_every_instruction_once() {
     assert!(folded > 0, "no fixture had a batch norm to fold");
 }
 
+/// ExecuTorch unrolls `torch.nn.LSTM` and `GRU` into one gate block per time step and layer.
+/// Every float32 gate operator of the file (`sigmoid`, `tanh`, `mul`, and the adds and subs
+/// among them) runs inside a map step, one map per cell: as many maps as the file has cells
+/// (three sigmoids per LSTM cell, two per GRU cell, counted in the file with kiln-format's
+/// reader).
+#[test]
+fn recurrent_cells_compile_to_one_map_each() {
+    for (name, sigmoids_per_cell) in [("lstm", 3), ("gru", 2)] {
+        let expected: Value = serde_json::from_slice(
+            &std::fs::read(pte_dir().join(format!("{name}.expected.json"))).unwrap(),
+        )
+        .unwrap();
+        let program = load(name, &expected, true);
+        let bytes = std::fs::read(pte_dir().join(format!("{name}.pte"))).unwrap();
+        let file_ops = file_operators(&bytes, "forward");
+        let gates = ["aten::sigmoid.out", "aten::tanh.out", "aten::mul.out"];
+        let gate_count = file_ops[0].iter().filter(|o| gates.contains(&o.as_str())).count();
+        let sigmoids = file_ops[0].iter().filter(|o| *o == "aten::sigmoid.out").count();
+        assert!(sigmoids > 0 && sigmoids % sigmoids_per_cell == 0, "{name}: {sigmoids}");
+        let method = program.method("forward").unwrap();
+        let maps: Vec<_> = method.compiled().iter().filter(|s| s.kind.starts_with("map")).collect();
+        assert_eq!(maps.len(), sigmoids / sigmoids_per_cell, "{name}: map steps");
+        let in_maps =
+            maps.iter().flat_map(|s| &s.operators).filter(|o| gates.contains(&o.as_str())).count();
+        assert_eq!(in_maps, gate_count, "{name}: gate operators inside maps");
+    }
+}
+
+/// Concatenations along the outermost dimension (stacked RNN states, a ViT's class token
+/// before its patches, a U-Net's skip connection at batch one) run as no step: their inputs
+/// are written in place inside the output. These fixtures' outputs match ExecuTorch's
+/// (`fixtures.rs`) with the concatenations removed.
+#[test]
+fn outer_concatenations_are_removed() {
+    for name in ["lstm", "gru", "vit_small", "upsample_concat"] {
+        let expected: Value = serde_json::from_slice(
+            &std::fs::read(pte_dir().join(format!("{name}.expected.json"))).unwrap(),
+        )
+        .unwrap();
+        let program = load(name, &expected, true);
+        let bytes = std::fs::read(pte_dir().join(format!("{name}.pte"))).unwrap();
+        let cats =
+            file_operators(&bytes, "forward")[0].iter().filter(|o| *o == "aten::cat.out").count();
+        assert!(cats > 0, "{name} has no cat");
+        let method = program.method("forward").unwrap();
+        let steps = method.compiled();
+        assert!(steps.iter().all(|s| s.kind != "aten::cat.out"), "{name}: a cat step is left");
+    }
+}
+
 fn inputs_of(run: &Value, metas: &[ValueMeta]) -> Vec<common::Array> {
     run["inputs"]
         .as_array()

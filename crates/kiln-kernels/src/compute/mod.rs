@@ -1,11 +1,14 @@
 //! Raw loops the ops call: strided walks, GEMM, convolution lowering; the prepared
-//! (packed-at-load) f32 kernels of the compile stage: [`sgemm`], [`conv2d`], [`linear`]; and
-//! the worker threads they split large layers over ([`threads`]).
+//! (packed-at-load) f32 kernels of the compile stage: [`sgemm`], [`conv2d`], [`linear`],
+//! fused elementwise groups ([`elementwise`]) and the vectorized activations they use
+//! ([`activation`]); and the worker threads they split large layers over ([`threads`]).
 
+pub mod activation;
 pub(crate) mod channel_taps;
 pub mod conv;
 pub mod conv2d;
 pub mod depthwise;
+pub mod elementwise;
 pub mod gemm;
 pub mod global_pool;
 pub mod linear;

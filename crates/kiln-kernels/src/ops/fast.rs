@@ -17,8 +17,9 @@
 //! - bit-identical, `f64` kept: `mean` (one `f64` accumulator in index order, as the general
 //!   path) and `native_layer_norm` (the general path's `f64` statistics and affine, row by
 //!   row without its `f64` copy of the input);
-//! - `f32`, within a few ulp of the general path: `exp`, `tanh`, `sigmoid` (platform
-//!   `expf`/`tanhf`), `gelu` (PyTorch's vectorized `erf` formula, absolute error below 6e-7,
+//! - `f32`, within a few ulp of the general path: `exp` (platform `expf`), `tanh` and
+//!   `sigmoid` (vectorized, [`crate::compute::activation`], as PyTorch's CPU kernels vectorize
+//!   theirs), `gelu` (PyTorch's vectorized `erf` formula, absolute error below 6e-7,
 //!   or `tanhf` for the tanh approximation), `leaky_relu` (slope rounded to `f32`, as PyTorch), softmax and
 //!   log-softmax (`f32` max, `x - max`, `exp` and division as ExecuTorch's portable kernel,
 //!   with the sum of exponentials in `f64` lanes, more accurate than PyTorch's `f32` lanes),

@@ -23,6 +23,20 @@ pub(crate) fn unary_f32(
     out: &mut TensorMut<'_>,
     f: impl Fn(f32) -> f32,
 ) -> bool {
+    unary_f32_slice(x, out, |src, dst| {
+        for (d, &s) in dst.iter_mut().zip(src) {
+            *d = f(s);
+        }
+    })
+}
+
+/// [`unary_f32`] with a function over the whole slice (`apply(src, dst)`, equal lengths), for
+/// maps with their own vector loops ([`crate::compute::activation`]).
+pub(crate) fn unary_f32_slice(
+    x: &TensorRef<'_>,
+    out: &mut TensorMut<'_>,
+    apply: impl FnOnce(&[f32], &mut [f32]),
+) -> bool {
     if x.dtype() != DType::Float || out.dtype() != DType::Float || out.resize(x.sizes()).is_err() {
         return false;
     }
@@ -34,9 +48,7 @@ pub(crate) fn unary_f32(
     if src.len() != dst.len() {
         return false;
     }
-    for (d, &s) in dst.iter_mut().zip(src) {
-        *d = f(s);
-    }
+    apply(src, dst);
     true
 }
 

@@ -2,13 +2,14 @@
 //! `tanh`, `erf`, rounding, `abs`, `neg`, `sign`, `relu`, `gelu`, `hardtanh`, `leaky_relu`,
 //! `elu`, `clamp`, `isnan`, `isinf`, `logical_not`, `bitwise_not`.
 
+use crate::compute::activation;
 use crate::compute::special::erf;
 use crate::dtype::DType;
 use crate::element::{Bool, Calc, Element};
 use crate::error::KernelError;
 use crate::kernel::{KernelContext, KernelDef};
 use crate::ops::args::{out_tensor, Args};
-use crate::ops::fast_pointwise::{clamp_f32, erf_f32, unary_f32};
+use crate::ops::fast_pointwise::{clamp_f32, erf_f32, unary_f32, unary_f32_slice};
 use crate::ops::out1;
 use crate::ops::pointwise::{map1, map2, map3, result_type, Operand};
 use crate::value::{Arg, Out, Scalar};
@@ -41,12 +42,26 @@ fn fast_unary(
     outs: &mut [Out<'_, '_>],
     f: impl Fn(f32) -> f32,
 ) -> bool {
+    fast_unary_slice(ctx, args, outs, |src, dst| {
+        for (d, &s) in dst.iter_mut().zip(src) {
+            *d = f(s);
+        }
+    })
+}
+
+/// [`fast_unary`] with a function over the whole slice (`apply(src, dst)`).
+fn fast_unary_slice(
+    ctx: &KernelContext,
+    args: &[Arg<'_>],
+    outs: &mut [Out<'_, '_>],
+    apply: impl FnOnce(&[f32], &mut [f32]),
+) -> bool {
     if ctx.general_only {
         return false;
     }
     let Ok(x) = Args::new(ctx, args).tensor(0, "self") else { return false };
     let Ok(out) = out_tensor(ctx, outs, 0, "out") else { return false };
-    unary_f32(&x, out, f)
+    unary_f32_slice(&x, out, apply)
 }
 
 /// A dtype-preserving unary op with separate integer and float definitions.
@@ -253,13 +268,13 @@ pub(crate) fn kernels() -> Vec<KernelDef> {
         float_unary(c, a, o, f64::sqrt)
     }));
     v.push(out1("aten::tanh.out", 1, |c, a, o| {
-        if fast_unary(c, a, o, f32::tanh) {
+        if fast_unary_slice(c, a, o, activation::tanh_slice) {
             return Ok(());
         }
         float_unary(c, a, o, f64::tanh)
     }));
     v.push(out1("aten::sigmoid.out", 1, |c, a, o| {
-        if fast_unary(c, a, o, |x| 1.0 / (1.0 + (-x).exp())) {
+        if fast_unary_slice(c, a, o, activation::sigmoid_slice) {
             return Ok(());
         }
         float_unary(c, a, o, sigmoid)

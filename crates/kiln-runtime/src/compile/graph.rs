@@ -127,6 +127,12 @@ impl<'m> Graph<'m> {
         }
     }
 
+    /// The value whose bytes `v` shares and its byte offset inside it (`(v, 0)` for a value of
+    /// its own, or when the aliases are unknown).
+    pub fn root(&self, v: u32) -> (u32, usize) {
+        self.aliases.as_ref().map_or((v, 0), |a| a.root(v))
+    }
+
     /// The original instruction of node `n`, if the node is one.
     pub fn instruction(&self, n: usize) -> Option<&'m InstrDef> {
         match self.nodes.get(n)?.op {

@@ -10,10 +10,12 @@
 //!                      over height and width becomes Mean),
 //!                      fold batch norm into the convolution, fuse the epilogue
 //!                      (residual add, relu/hardtanh/clamp/hardswish/sigmoid/silu/gelu),
-//!                      chains of float32 elementwise operators fused into one map,
+//!                      groups of float32 elementwise operators fused into one map
+//!                      (a cell's gates: several inputs and outputs),
 //!                      channels-last activations between convolutions and max
 //!                      poolings ([`layout`]), a pointwise convolution fused with the
-//!                      depthwise one reading its large output
+//!                      depthwise one reading its large output, outer concatenations
+//!                      removed (their inputs written in place inside the output)
 //!                  --> lower: one step per live node; fused nodes get a prepared kernel
 //!                      (weights folded and laid out once, here) behind Callee::Prepared
 //! ```
@@ -27,7 +29,8 @@
 //! absorbed instruction wrote; the values in between are never written. A fusion is made only
 //! when each skipped value is read exactly once (by the absorbed instruction) and is no method
 //! output (reads of its [`alias`]es included), and the absorbed instruction comes right after
-//! the node. Only straight-line methods of kernel calls are rewritten, and they get a new
+//! the node. A map is the one exception to the single written value: it writes every value of
+//! its group that something after it reads, and skips only those read inside the group. Only straight-line methods of kernel calls are rewritten, and they get a new
 //! memory plan for the compiled order ([`memory`]).
 
 mod alias;
@@ -40,7 +43,7 @@ mod prepared;
 pub(crate) use alias::{aliases, Aliases};
 pub(crate) use graph::{instruction_name, Graph, NodeOp};
 pub(crate) use memory::replan;
-pub(crate) use prepared::{lower_node, PreparedKernel};
+pub(crate) use prepared::{lower_node, BoundKernel, PreparedKernel};
 
 /// An activation applied to a fused node's output, after the bias and the residual: the
 /// packed kernels' own, applied in registers (clamp) or over the finished tile.
@@ -48,6 +51,9 @@ pub(crate) use kiln_kernels::compute::sgemm::Activation;
 
 /// The memory layouts of a convolution's activations.
 pub(crate) use kiln_kernels::compute::conv2d::{Layout, Layouts};
+
+/// The instructions of a [`MapNode`].
+pub(crate) use kiln_kernels::compute::elementwise::{BinaryOp, MapInstr, UnaryOp};
 
 /// Batch norm (inference) folded into a convolution: per output channel
 /// `scale = weight / sqrt(var + eps)`, `shift = bias - mean * scale`.
@@ -133,42 +139,18 @@ pub(crate) struct MeanNode {
     pub fused: Vec<String>,
 }
 
-/// A unary elementwise operator a [`MapNode`] applies.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Unary {
-    Sigmoid,
-    Tanh,
-}
-
-/// A binary elementwise operator a [`MapNode`] applies.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Binary {
-    Add,
-    Sub,
-    Mul,
-    Div,
-}
-
-/// One operator of a [`MapNode`], applied to the running value.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum MapOp {
-    Unary(Unary),
-    /// With `inputs[operand]`; `left` when the running value is the left operand.
-    Binary {
-        op: Binary,
-        operand: usize,
-        left: bool,
-    },
-}
-
-/// A chain of float32 elementwise operators over same-shape tensors, run as one step: the
-/// running value starts as `inputs[0]`, each op updates it, the last result is `output`.
-/// Every op rounds to float32, as the separate kernels do, so results are the same.
+/// Float32 elementwise operators over tensors of one shape, run as one step
+/// ([`MapProgram`](kiln_kernels::compute::elementwise::MapProgram)): registers `0..inputs.len()`
+/// hold the read tensors, instruction `i` writes register `inputs.len() + i`, and each output
+/// copies one register into its value. Only the values read after the step (or returned by the
+/// method) are outputs; the others never leave the step. Every instruction rounds to float32 as
+/// the separate kernels do, so results are the same bits.
 #[derive(Clone, Debug)]
 pub(crate) struct MapNode {
     pub inputs: Vec<u32>,
-    pub ops: Vec<MapOp>,
-    pub output: u32,
+    pub instrs: Vec<MapInstr>,
+    /// (register, value written).
+    pub outputs: Vec<(usize, u32)>,
     pub fused: Vec<String>,
 }
 
@@ -205,4 +187,5 @@ pub(crate) fn optimize(g: &mut Graph<'_>) {
     passes::fuse_elementwise(g);
     layout::choose_layouts(g);
     passes::fuse_pointwise_depthwise(g);
+    passes::alias_concat_inputs(g);
 }

@@ -2,6 +2,7 @@
 //! [`crate::compile`] for when a fusion is allowed.
 
 use kiln_kernels::compute::conv2d::PointwiseDepthwise;
+use kiln_kernels::compute::elementwise::{MapProgram, MAX_OPERANDS};
 use kiln_kernels::Capacity;
 
 use crate::plan::InstrDef;
@@ -10,8 +11,8 @@ use crate::value::Val;
 use super::graph::{Graph, NodeOp};
 use super::prepared::conv_geometry;
 use super::{
-    Activation, BatchNorm, Binary, ConvNode, Layout, Layouts, LinearNode, MapNode, MapOp,
-    MaxPoolNode, MeanNode, PointwiseDepthwiseNode, Unary,
+    Activation, BatchNorm, BinaryOp, ConvNode, Layout, Layouts, LinearNode, MapInstr, MapNode,
+    MaxPoolNode, MeanNode, PointwiseDepthwiseNode, UnaryOp,
 };
 
 /// The kernel instruction of node `n`: its operator and arguments.
@@ -155,6 +156,76 @@ fn outer_split(g: &Graph<'_>, args: &[u32]) -> Option<Vec<(u32, usize)>> {
         at += len;
     }
     Some(parts)
+}
+
+/// `cat(items, dim, out)` along a dimension with only 1s before it, where every item can live
+/// inside `out`: each item is its own planned, static, dense tensor written once (directly,
+/// or through a view of all its bytes), none repeats, and none is written channels-last.
+/// Each item's root value with its byte offset in `out`.
+fn outer_cat(g: &Graph<'_>, args: &[u32]) -> Option<Vec<(u32, usize)>> {
+    let &[list, dim, out, _] = args else { return None };
+    let ot = g.tensor(out)?;
+    if !aliasable(g, out) || g.root(out).1 != 0 {
+        return None;
+    }
+    let sizes = ot.shape.sizes();
+    let d = dim_of(g, sizes, dim)?;
+    if !outermost(sizes, d) {
+        return None;
+    }
+    let Some(Val::TensorList(items)) = g.values.get(list as usize) else { return None };
+    let out_root = g.root(out).0;
+    let mut at = 0usize;
+    let mut parts: Vec<(u32, usize)> = Vec::with_capacity(items.len());
+    for &item in items.iter() {
+        let t = g.tensor(item)?;
+        let (root, delta) = g.root(item);
+        let rt = g.tensor(root)?;
+        let ok = aliasable(g, root)
+            && delta == 0
+            && rt.cap_bytes == t.nbytes()
+            && t.dtype == ot.dtype
+            && t.shape.is_dense_row_major()
+            && t.capacity == Capacity::Static
+            && root != out_root
+            && !writes_channels_last(g, root)
+            && !parts.iter().any(|&(p, _)| p == root);
+        if !ok {
+            return None;
+        }
+        parts.push((root, at));
+        at += t.nbytes();
+    }
+    (at == ot.nbytes()).then_some(parts)
+}
+
+/// Whether a compiled node writes `v` channels-last (its bytes are then not NCHW).
+fn writes_channels_last(g: &Graph<'_>, v: u32) -> bool {
+    g.nodes.iter().any(|node| match &node.op {
+        NodeOp::Conv(c) => c.output == v && c.layouts.output == Layout::Nhwc,
+        NodeOp::PointwiseDepthwise(p) => {
+            p.depthwise.output == v && p.depthwise.layouts.output == Layout::Nhwc
+        }
+        NodeOp::MaxPool(m) => m.output == v && m.layout == Layout::Nhwc,
+        _ => false,
+    })
+}
+
+/// A `cat` along its outermost dimension (an RNN's stacked hidden states, channels of a batch
+/// of one) is removed: each item's producer writes it in place inside the output (the item
+/// becomes an alias of the output at its offset), so nothing is copied. Runs after the
+/// layouts are chosen, so no item is written channels-last.
+pub(crate) fn alias_concat_inputs(g: &mut Graph<'_>) {
+    for n in 0..g.nodes.len() {
+        let Some(("aten::cat.out", args)) = kernel_call(g, n) else { continue };
+        let Some(into) = neighbour(g, n) else { continue };
+        let Some(parts) = outer_cat(g, args) else { continue };
+        let Some(out) = out_arg(args) else { continue };
+        for (root, delta) in parts {
+            g.alias(root, out, delta);
+        }
+        g.absorb(into, n);
+    }
 }
 
 /// A dimension index of `sizes`, normalized.
@@ -519,20 +590,31 @@ pub(crate) fn fuse_epilogues(g: &mut Graph<'_>) {
             let Some((op, args)) = kernel_call(g, next) else { break };
             let Some(out) = out_arg(args) else { break };
             let y = t.output;
-            if !g.read_once(y) || g.dense_f32(out).is_none() || g.sizes(out) != g.sizes(y) {
+            // A linear's output may be read through a view of other sizes with the same
+            // elements (ExecuTorch leaves `[M, N]` -> `[1, M, N]` views as shared memory).
+            let linear = matches!(g.nodes[n].op, NodeOp::Linear(_));
+            let same_shape = |v: u32| match (g.sizes(v), g.sizes(y)) {
+                (Some(a), Some(b)) if linear => {
+                    squeezed(&a) == squeezed(&b)
+                        && g.tensor(v).is_some_and(|t| t.capacity == Capacity::Static)
+                }
+                (a, b) => a.is_some() && a == b,
+            };
+            let is_y = |v: u32| v == y || linear && g.root(v) == (y, 0) && same_shape(v);
+            if !g.read_once(y) || g.dense_f32(out).is_none() || !same_shape(out) {
                 break;
             }
             let fused = if let ("aten::add.out", &[a, b, alpha, _, _]) = (op, args) {
-                let other = if a == y { b } else { a };
-                let ok = (a == y) != (b == y)
+                let other = if is_y(a) { b } else { a };
+                let ok = is_y(a) != is_y(b)
                     && t.act == Activation::None
                     && t.residual.is_none()
                     && g.number(alpha) == Some(1.0)
                     && g.dense_f32(other).is_some()
-                    && g.sizes(other) == g.sizes(y)
+                    && same_shape(other)
                     && !g.may_overlap(out, other);
                 ok.then_some(Tail { residual: Some(other), output: out, ..t })
-            } else if args.first() == Some(&y) && t.act == Activation::None {
+            } else if args.first().is_some_and(|&x| is_y(x)) && t.act == Activation::None {
                 g.activation_of(op, args).map(|act| Tail { act, output: out, ..t })
             } else {
                 None
@@ -549,97 +631,199 @@ pub(crate) fn fuse_epilogues(g: &mut Graph<'_>) {
     }
 }
 
-/// One elementwise operator call: its op, the running value's operand and the other one.
+/// One float32 elementwise call: its instruction over its operands (as values), and the value
+/// it writes.
 struct Elementwise {
-    op: MapOp,
-    /// The operand that may be the running value (the unary input, or a binary's left).
-    first: u32,
-    /// A binary's right operand.
-    second: Option<u32>,
+    op: ElemOp,
+    /// The operands (a unary call's twice).
+    operands: [u32; 2],
     output: u32,
+    /// The sizes every operand and the output share, leading 1s left out.
+    shape: Vec<usize>,
 }
 
-/// A float32 elementwise call over same-shape static dense tensors, if node `n` is one.
+/// The operator of an elementwise call.
+#[derive(Clone, Copy)]
+enum ElemOp {
+    Unary(UnaryOp),
+    Binary(BinaryOp),
+}
+
+/// Sizes without their leading 1s: tensors whose sizes differ only there hold their elements
+/// in the same order, and an elementwise operator between them needs no broadcast.
+fn squeezed(sizes: &[usize]) -> &[usize] {
+    let lead = sizes.iter().take_while(|&&d| d == 1).count();
+    &sizes[lead..]
+}
+
+/// A float32 elementwise call over static dense tensors of one shape (up to leading 1s) that
+/// writes a planned value written nowhere else, if node `n` is one.
 fn elementwise(g: &Graph<'_>, n: usize) -> Option<Elementwise> {
     let (op, args) = kernel_call(g, n)?;
     let output = out_arg(args)?;
-    let (map, first, second) = match (op, args) {
-        ("aten::sigmoid.out", &[x, _, _]) => (MapOp::Unary(Unary::Sigmoid), x, None),
-        ("aten::tanh.out", &[x, _, _]) => (MapOp::Unary(Unary::Tanh), x, None),
+    let (op, operands) = match (op, args) {
+        ("aten::sigmoid.out", &[x, _, _]) => (ElemOp::Unary(UnaryOp::Sigmoid), [x, x]),
+        ("aten::tanh.out", &[x, _, _]) => (ElemOp::Unary(UnaryOp::Tanh), [x, x]),
         ("aten::add.out" | "aten::sub.out", &[a, b, alpha, _, _]) => {
             if g.number(alpha) != Some(1.0) {
                 return None;
             }
-            let op = if op == "aten::add.out" { Binary::Add } else { Binary::Sub };
-            (MapOp::Binary { op, operand: 0, left: true }, a, Some(b))
+            let op = if op == "aten::add.out" { BinaryOp::Add } else { BinaryOp::Sub };
+            (ElemOp::Binary(op), [a, b])
         }
-        ("aten::mul.out" | "aten::div.out", &[a, b, _, _]) => {
-            let op = if op == "aten::mul.out" { Binary::Mul } else { Binary::Div };
-            (MapOp::Binary { op, operand: 0, left: true }, a, Some(b))
-        }
+        ("aten::mul.out", &[a, b, _, _]) => (ElemOp::Binary(BinaryOp::Mul), [a, b]),
+        ("aten::div.out", &[a, b, _, _]) => (ElemOp::Binary(BinaryOp::Div), [a, b]),
         _ => return None,
     };
-    let shape = g.sizes(output)?;
+    let sizes = g.sizes(output)?;
+    let shape = squeezed(&sizes);
     let same = |v: u32| {
         g.tensor(v).is_some_and(|t| {
             t.dtype == kiln_kernels::DType::Float
                 && t.shape.is_dense_row_major()
                 && t.capacity == Capacity::Static
-                && t.shape.sizes() == shape.as_slice()
+                && squeezed(t.shape.sizes()) == shape
         })
     };
-    let ok =
-        same(first) && second.is_none_or(same) && same(output) && g.dense_f32(output).is_some();
-    ok.then_some(Elementwise { op: map, first, second, output })
+    let ok = operands.iter().all(|&v| same(v))
+        && same(output)
+        && g.dense_f32(output).is_some()
+        && g.written_once(output);
+    let shape = shape.to_vec();
+    ok.then_some(Elementwise { op, operands, output, shape })
 }
 
-/// Runs of float32 elementwise calls where each reads the previous one's result (read only
-/// there) become one [`NodeOp::Map`] step.
-pub(crate) fn fuse_elementwise(g: &mut Graph<'_>) {
-    for n in 0..g.nodes.len() {
-        let Some(e) = elementwise(g, n) else { continue };
-        let mut inputs = vec![e.first];
-        let mut ops = Vec::new();
-        let push = |inputs: &mut Vec<u32>, op: MapOp, other: Option<u32>, left: bool| match op {
-            MapOp::Binary { op, .. } => {
-                inputs.push(other.unwrap_or_default());
-                MapOp::Binary { op, operand: inputs.len() - 1, left }
-            }
-            unary => unary,
-        };
-        ops.push(push(&mut inputs, e.op, e.second, true));
-        let mut output = e.output;
-        let mut fused = vec![kernel_call(g, n).map_or(String::new(), |(o, _)| o.to_string())];
-        let mut absorbed = Vec::new();
-        let mut at = n;
-        while let Some(next) = g.next_live(at) {
-            let Some(f) = elementwise(g, next) else { break };
-            if !g.read_once(output) {
-                break;
-            }
-            let op = match (f.op, f.second) {
-                (MapOp::Unary(_), _) if f.first == output => push(&mut inputs, f.op, None, true),
-                (MapOp::Binary { .. }, Some(b)) if f.first == output && b != output => {
-                    push(&mut inputs, f.op, Some(b), true)
-                }
-                (MapOp::Binary { .. }, Some(b)) if b == output && f.first != output => {
-                    push(&mut inputs, f.op, Some(f.first), false)
-                }
-                _ => break,
-            };
-            ops.push(op);
-            fused.push(kernel_call(g, next).map_or(String::new(), |(o, _)| o.to_string()));
-            output = f.output;
-            absorbed.push(next);
-            at = next;
+/// Instructions at most in one map (its scratch is a block per instruction).
+const MAP_INSTRS: usize = 64;
+
+/// An operand inside a [`MapGroup`]: one of its inputs, or the result of one of its calls.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Reg {
+    Input(usize),
+    Result(usize),
+}
+
+/// A group of elementwise calls being gathered into one map.
+#[derive(Default)]
+struct MapGroup {
+    /// The nodes, in order.
+    members: Vec<usize>,
+    inputs: Vec<u32>,
+    /// Per call: its operator, operands, and the value it writes.
+    calls: Vec<(ElemOp, [Reg; 2], u32)>,
+    /// Per read of a value inside the group, that value.
+    reads: Vec<u32>,
+    fused: Vec<String>,
+}
+
+impl MapGroup {
+    /// Adds call `e` (node `n`) to the group, or returns `false` leaving the group as it was:
+    /// when an operand shares bytes with a result of the group without being it (the step
+    /// writes only its outputs), when the result shares bytes with an input, or when the group
+    /// is full.
+    fn add(&mut self, g: &Graph<'_>, n: usize, e: &Elementwise) -> bool {
+        if self.calls.len() == MAP_INSTRS {
+            return false;
         }
-        if absorbed.is_empty() {
+        let result_root = |v: u32| self.calls.iter().any(|c| g.root(c.2).0 == g.root(v).0);
+        let out_root = g.root(e.output).0;
+        if result_root(e.output) || self.inputs.iter().any(|&i| g.root(i).0 == out_root) {
+            return false;
+        }
+        let used = if let ElemOp::Unary(_) = e.op { &e.operands[..1] } else { &e.operands[..] };
+        let mut regs = [Reg::Input(0); 2];
+        let mut inputs = self.inputs.clone();
+        for (reg, &v) in regs.iter_mut().zip(used) {
+            *reg = match self.calls.iter().position(|c| c.2 == v) {
+                Some(i) => Reg::Result(i),
+                None if result_root(v) || g.root(v).0 == out_root => return false,
+                None => match inputs.iter().position(|&i| i == v) {
+                    Some(k) => Reg::Input(k),
+                    None => {
+                        inputs.push(v);
+                        Reg::Input(inputs.len() - 1)
+                    }
+                },
+            };
+        }
+        if inputs.len() > MAX_OPERANDS {
+            return false;
+        }
+        self.inputs = inputs;
+        self.reads.extend_from_slice(used);
+        self.calls.push((e.op, regs, e.output));
+        self.members.push(n);
+        self.fused.push(kernel_call(g, n).map_or(String::new(), |(o, _)| o.to_string()));
+        true
+    }
+
+    /// The map's instructions, over registers `0..inputs` then one per call.
+    fn instrs(&self) -> Vec<MapInstr> {
+        let reg = |r: Reg| match r {
+            Reg::Input(k) => k,
+            Reg::Result(i) => self.inputs.len() + i,
+        };
+        self.calls
+            .iter()
+            .map(|&(op, [a, b], _)| match op {
+                ElemOp::Unary(op) => MapInstr::Unary { op, a: reg(a) },
+                ElemOp::Binary(op) => MapInstr::Binary { op, a: reg(a), b: reg(b) },
+            })
+            .collect()
+    }
+
+    /// The results something after the group reads (or the method returns), as (register,
+    /// value).
+    fn outputs(&self, g: &Graph<'_>) -> Vec<(usize, u32)> {
+        self.calls
+            .iter()
+            .enumerate()
+            .filter(|&(_, c)| {
+                let inside = self.reads.iter().filter(|&&r| r == c.2).count() as u64;
+                u64::from(g.reads(c.2)) > inside
+            })
+            .map(|(i, c)| (self.inputs.len() + i, c.2))
+            .collect()
+    }
+}
+
+/// Runs of consecutive float32 elementwise calls over tensors of one shape become one
+/// [`NodeOp::Map`] step: a group's results read only inside it are never written, the others
+/// are its outputs (an LSTM cell's gates become one step writing the new cell and hidden
+/// states).
+pub(crate) fn fuse_elementwise(g: &mut Graph<'_>) {
+    let mut n = 0;
+    while n < g.nodes.len() {
+        let Some(first) = elementwise(g, n) else {
+            n += 1;
+            continue;
+        };
+        let mut group = MapGroup::default();
+        if !group.add(g, n, &first) {
+            n += 1;
             continue;
         }
-        g.replace(n, NodeOp::Map(MapNode { inputs, ops, output, fused }));
-        for m in absorbed {
-            g.absorb(n, m);
+        let mut at = n;
+        while let Some(next) = g.next_live(at) {
+            let Some(e) = elementwise(g, next) else { break };
+            if e.shape != first.shape || !group.add(g, next, &e) {
+                break;
+            }
+            at = next;
         }
+        let outputs = group.outputs(g);
+        let instrs = group.instrs();
+        let regs = outputs.iter().map(|&(r, _)| r).collect();
+        if group.members.len() >= 2
+            && MapProgram::new(group.inputs.len(), instrs.clone(), regs).is_ok()
+        {
+            let MapGroup { members, inputs, fused, .. } = group;
+            g.replace(n, NodeOp::Map(MapNode { inputs, instrs, outputs, fused }));
+            for &m in &members[1..] {
+                g.absorb(n, m);
+            }
+        }
+        n = at + 1;
     }
 }
 

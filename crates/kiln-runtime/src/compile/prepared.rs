@@ -4,6 +4,7 @@
 use kiln_kernels::compute::conv2d::{
     Conv2dGeometry, ConvScratch, PackedConv2d, PointwiseDepthwise,
 };
+use kiln_kernels::compute::elementwise::{MapProgram, MAX_OPERANDS};
 use kiln_kernels::compute::global_pool::mean_pixels;
 use kiln_kernels::compute::linear::{LinearScratch, PackedLinear};
 use kiln_kernels::compute::max_pool::MaxPool2d;
@@ -14,13 +15,11 @@ use crate::method::{Call, Callee, Role};
 use crate::value::TensorSlot;
 
 use super::graph::{Graph, NodeOp};
-use super::{
-    Binary, ConvNode, Layout, LinearNode, MapOp, MaxPoolNode, MeanNode, PointwiseDepthwiseNode,
-    Unary,
-};
+use super::{ConvNode, Layout, LinearNode, MaxPoolNode, MeanNode, PointwiseDepthwiseNode};
 
 /// A fused node's kernel, prepared at load. The executor passes the node's read tensors in
-/// order as `args` (then `Arg::Output` for the written one) and its output as `outs[0]`.
+/// order as `args` (then an `Arg::Output` for each written one) and its outputs in order as
+/// `outs` (one, except for a map).
 pub(crate) trait PreparedKernel: Send {
     /// Runs the node.
     fn run(
@@ -28,6 +27,25 @@ pub(crate) trait PreparedKernel: Send {
         ctx: &mut KernelContext,
         args: &[Arg<'_>],
         outs: &mut [Out<'_, '_>],
+    ) -> std::result::Result<(), KernelError>;
+
+    /// This kernel as a [`BoundKernel`], if it can run on its tensors' data alone.
+    fn as_bound(&mut self) -> Option<&mut dyn BoundKernel> {
+        None
+    }
+}
+
+/// A prepared kernel that runs on its tensors' float32 data alone. When every tensor of its
+/// step has a static shape and a fixed place, loading binds the step ([`crate::bound`]): a run
+/// borrows the bytes and passes them straight through, with no views, shapes or argument lists
+/// built. The reads and writes come in the step's order.
+pub(crate) trait BoundKernel {
+    /// Runs the node.
+    fn run_bound(
+        &mut self,
+        ctx: &mut KernelContext,
+        reads: &[&[f32]],
+        writes: &mut [&mut [f32]],
     ) -> std::result::Result<(), KernelError>;
 }
 
@@ -49,51 +67,56 @@ pub(crate) fn lower_node(
         location: format!("instruction {first}"),
         reason,
     };
-    let (name, reads, output, kernel): (String, Vec<u32>, u32, Box<dyn PreparedKernel>) =
+    let (name, reads, output, kernel): (String, Vec<u32>, Vec<u32>, Box<dyn PreparedKernel>) =
         match &g.nodes[n].op {
             NodeOp::Conv(c) => {
                 let k = PreparedConv::new(g, c, bytes).map_err(err)?;
                 let reads = std::iter::once(c.input).chain(c.residual).collect();
-                (describe("conv2d", &c.fused), reads, c.output, Box::new(k))
+                (describe("conv2d", &c.fused), reads, vec![c.output], Box::new(k))
             }
             NodeOp::PointwiseDepthwise(pair) => {
                 let k = PreparedConv::pair(g, pair, bytes).map_err(err)?;
                 let (pw, dw) = (&pair.pointwise, &pair.depthwise);
                 let reads = std::iter::once(pw.input).chain(dw.residual).collect();
                 let fused: Vec<String> = pw.fused.iter().chain(&dw.fused).cloned().collect();
-                (describe("conv2d+depthwise", &fused), reads, dw.output, Box::new(k))
+                (describe("conv2d+depthwise", &fused), reads, vec![dw.output], Box::new(k))
             }
             NodeOp::Linear(l) => {
                 let k = PreparedLinear::new(g, l, bytes).map_err(err)?;
                 let reads = std::iter::once(l.input).chain(l.residual).collect();
-                (describe("linear", &l.fused), reads, l.output, Box::new(k))
+                (describe("linear", &l.fused), reads, vec![l.output], Box::new(k))
             }
             NodeOp::MaxPool(m) => {
                 let k = PreparedMaxPool::new(g, m).map_err(err)?;
-                (describe("max_pool2d", &m.fused), vec![m.input], m.output, Box::new(k))
+                (describe("max_pool2d", &m.fused), vec![m.input], vec![m.output], Box::new(k))
             }
             NodeOp::Mean(m) => {
                 let k = PreparedMean::new(g, m).map_err(err)?;
-                (describe("mean", &m.fused), vec![m.input], m.output, Box::new(k))
+                (describe("mean", &m.fused), vec![m.input], vec![m.output], Box::new(k))
             }
             NodeOp::Map(m) => {
-                let k = PreparedMap { ops: m.ops.clone() };
-                (describe("map", &m.fused), m.inputs.clone(), m.output, Box::new(k))
+                let regs = m.outputs.iter().map(|&(r, _)| r).collect();
+                let program = MapProgram::new(m.inputs.len(), m.instrs.clone(), regs)
+                    .map_err(|e| err(format!("map: {e}")))?;
+                let k = PreparedMap { program, scratch: Vec::new() };
+                let writes = m.outputs.iter().map(|&(_, v)| v).collect();
+                (describe("map", &m.fused), m.inputs.clone(), writes, Box::new(k))
             }
             _ => return Err(err("only fused nodes have prepared kernels".into())),
         };
+    let mut roles = vec![Role::In; reads.len()];
+    roles.resize(reads.len() + output.len(), Role::Out(OutKind::Tensor));
+    let outs = (reads.len()..roles.len()).map(|p| (p as u32, OutKind::Tensor)).collect();
     let mut args = reads;
-    args.push(output);
-    let mut roles = vec![Role::In; args.len()];
-    let last = args.len() - 1;
-    roles[last] = Role::Out(OutKind::Tensor);
+    args.extend(output);
     let call = Call {
         callee: Callee::Prepared(index),
         name: name.into(),
         instruction: first,
         args: args.into_boxed_slice(),
         roles: roles.into_boxed_slice(),
-        outs: Box::new([(last as u32, OutKind::Tensor)]),
+        outs,
+        bound: None,
     };
     Ok((call, kernel))
 }
@@ -435,9 +458,15 @@ impl PreparedKernel for PreparedLinear {
             &[m, xk] if xk == k => m,
             s => return Err(ctx.shape_err("input", format!("[M, {k}]"), s)),
         };
-        out.resize(&[m, n]).map_err(|e| ctx.tensor_err("out", e))?;
+        // A 2-D output follows M; another rank (an absorbed add's `[1, M, N]`) is static and
+        // must already hold M * N elements.
+        if out.shape().rank() == 2 {
+            out.resize(&[m, n]).map_err(|e| ctx.tensor_err("out", e))?;
+        } else if out.shape().numel() != m * n {
+            return Err(ctx.shape_err("out", format!("{} elements", m * n), out.sizes()));
+        }
         if let Some(r) = &residual {
-            if r.sizes() != [m, n] {
+            if r.shape().numel() != m * n {
                 return Err(ctx.shape_err("residual", format!("[{m}, {n}]"), r.sizes()));
             }
         }
@@ -449,12 +478,43 @@ impl PreparedKernel for PreparedLinear {
             .run(m, xs, r, o, &mut self.scratch, &ctx.threads)
             .map_err(|e| ctx.invalid("input", e.to_string()))
     }
+
+    fn as_bound(&mut self) -> Option<&mut dyn BoundKernel> {
+        Some(self)
+    }
 }
 
-/// A chain of elementwise operators, each computed in f64 and rounded to float32 like the
-/// separate kernels.
+impl BoundKernel for PreparedLinear {
+    fn run_bound(
+        &mut self,
+        ctx: &mut KernelContext,
+        reads: &[&[f32]],
+        writes: &mut [&mut [f32]],
+    ) -> std::result::Result<(), KernelError> {
+        ctx.op = self.name;
+        let (&[x, ref rest @ ..], [o]) = (reads, writes) else {
+            return Err(ctx.invalid("input", "the step's tensors do not match its linear"));
+        };
+        let m = x.len() / self.k.max(1);
+        let r = rest.first().copied();
+        let fits = x.len() == m * self.k
+            && o.len() == m * self.n
+            && r.is_none_or(|r| r.len() == o.len())
+            && r.is_some() == self.residual;
+        if !fits {
+            return Err(ctx.invalid("input", "the step's tensors do not match its linear"));
+        }
+        self.linear
+            .run(m, x, r, o, &mut self.scratch, &ctx.threads)
+            .map_err(|e| ctx.invalid("input", e.to_string()))
+    }
+}
+
+/// A group of elementwise operators run as one pass ([`MapProgram`]); `scratch` holds its
+/// registers' blocks from run to run.
 struct PreparedMap {
-    ops: Vec<MapOp>,
+    program: MapProgram,
+    scratch: Vec<f32>,
 }
 
 impl PreparedKernel for PreparedMap {
@@ -464,50 +524,39 @@ impl PreparedKernel for PreparedMap {
         args: &[Arg<'_>],
         outs: &mut [Out<'_, '_>],
     ) -> std::result::Result<(), KernelError> {
-        let operand = |i: usize| -> std::result::Result<&[f32], KernelError> {
-            match args.get(i) {
-                Some(Arg::Tensor(t)) => t.as_slice::<f32>().map_err(|e| ctx.tensor_err("input", e)),
-                _ => Err(ctx.invalid("input", "expected a tensor")),
-            }
-        };
-        let first = operand(0)?;
-        let Some(Out::Tensor(out)) = outs.first_mut() else {
-            return Err(ctx.invalid("out", "expected an output tensor"));
-        };
-        let o = out.as_mut_slice::<f32>().map_err(|e| ctx.tensor_err("out", e))?;
-        if first.len() != o.len() {
-            return Err(ctx.invalid("input", "operands differ in size from the output"));
+        let (n_in, n_out) = (self.program.inputs(), self.program.outputs());
+        if args.len() < n_in || outs.len() != n_out {
+            return Err(ctx.invalid("input", "the step's tensors do not match its map"));
         }
-        o.copy_from_slice(first);
-        for op in &self.ops {
-            match *op {
-                MapOp::Unary(Unary::Sigmoid) => {
-                    for v in o.iter_mut() {
-                        *v = (1.0 / (1.0 + (-f64::from(*v)).exp())) as f32;
-                    }
-                }
-                MapOp::Unary(Unary::Tanh) => {
-                    for v in o.iter_mut() {
-                        *v = f64::from(*v).tanh() as f32;
-                    }
-                }
-                MapOp::Binary { op, operand: k, left } => {
-                    let other = operand(k)?;
-                    if other.len() != o.len() {
-                        return Err(ctx.invalid("input", "operands differ in size from the output"));
-                    }
-                    let f = |a: f32, b: f32| match op {
-                        Binary::Add => a + b,
-                        Binary::Sub => a - b,
-                        Binary::Mul => a * b,
-                        Binary::Div => a / b,
-                    };
-                    for (v, &w) in o.iter_mut().zip(other) {
-                        *v = if left { f(*v, w) } else { f(w, *v) };
-                    }
-                }
-            }
+        let mut inputs: [&[f32]; MAX_OPERANDS] = Default::default();
+        for (slot, i) in inputs.iter_mut().zip(0..n_in) {
+            let t = tensor_arg(ctx, args, i, "input")?;
+            *slot = t.as_slice::<f32>().map_err(|e| ctx.tensor_err("input", e))?;
         }
-        Ok(())
+        let mut outputs: [&mut [f32]; MAX_OPERANDS] = Default::default();
+        for (slot, out) in outputs.iter_mut().zip(outs.iter_mut()) {
+            let Out::Tensor(t) = out else {
+                return Err(ctx.invalid("out", "expected an output tensor"));
+            };
+            *slot = t.as_mut_slice::<f32>().map_err(|e| ctx.tensor_err("out", e))?;
+        }
+        self.run_bound(ctx, &inputs[..n_in], &mut outputs[..n_out])
+    }
+
+    fn as_bound(&mut self) -> Option<&mut dyn BoundKernel> {
+        Some(self)
+    }
+}
+
+impl BoundKernel for PreparedMap {
+    fn run_bound(
+        &mut self,
+        ctx: &mut KernelContext,
+        reads: &[&[f32]],
+        writes: &mut [&mut [f32]],
+    ) -> std::result::Result<(), KernelError> {
+        self.program
+            .run(reads, writes, &mut self.scratch)
+            .map_err(|e| ctx.invalid("input", e.to_string()))
     }
 }
