@@ -54,7 +54,8 @@
 //! `split_at_mut`, handing out written regions mutably and overlapping read regions as shared
 //! sub-slices, without allocating (the caller supplies the slot array and the sorted order).
 //! kiln-runtime builds the regions on every call (reads span the tensor's current bytes,
-//! writes its planned capacity), sorts them by buffer and start, and splits each buffer; a
+//! writes its planned capacity), sorts them by buffer and start, and splits each buffer
+//! (compiled steps of static shapes have theirs built, sorted and checked once at load); a
 //! zero-length region gets an empty borrow of its own kind wherever it lies. A written region
 //! overlapping any other region of the call is in-place aliasing: [`arena::check_regions`]
 //! reports it as [`arena::AliasError`] and the call fails with a memory-plan error (the

@@ -71,19 +71,6 @@ pub(crate) fn clamp_f32(x: f32, lo: f32, hi: f32) -> f32 {
     }
 }
 
-/// `erf(x)` in `f32` by the formula of PyTorch's vectorized CPU `erf` (Abramowitz and Stegun
-/// 7.1.26: `sign(x) * (1 - t * r(t) * exp(-x * x))` with `t = 1 / (1 + 0.3275911 * |x|)`),
-/// absolute error below `6e-7` in `f32` arithmetic (1.5e-7 for the formula itself); `gelu`'s
-/// float32 fast path uses it as PyTorch's does.
-pub(crate) fn erf_f32(x: f32) -> f32 {
-    let a = x.abs();
-    let t = 1.0 / (0.327_591_1 * a + 1.0);
-    let r =
-        (((1.061_405_4 * t - 1.453_152) * t + 1.421_413_8) * t - 0.284_496_72) * t + 0.254_829_6;
-    let e = 1.0 - r * t * (-(a * a)).exp();
-    e.copysign(x)
-}
-
 /// The position of operand `t` in the block-broadcast pattern over `shape`: its sizes (left
 /// padded with 1s to `shape`'s rank) are 1 outside one run of dims `[p, q)` and equal to
 /// `shape` inside it. Returns `(inner, period)`: element `i` of the row-major broadcast result
@@ -212,7 +199,7 @@ fn broadcast_rows(
 
 #[cfg(test)]
 mod tests {
-    use super::{block_pattern, erf_f32};
+    use super::block_pattern;
     use crate::{
         find_kernel, Arg, Capacity, DType, KernelContext, Out, Shape, TensorMut, TensorRef,
     };
@@ -394,22 +381,6 @@ mod tests {
             let general = run(&name, true, &args, &full, &fo);
             assert_eq!(bits(&fast), bits(&general), "{name} case {case} {full:?}");
         }
-    }
-
-    /// `erf_f32` stays within 6e-7 of the f64 `erf` over [-6, 6] (every 1e-4) and at the
-    /// special values.
-    #[test]
-    fn erf_f32_is_within_6e7_of_f64_erf() {
-        let mut worst = 0f64;
-        for i in -60_000..=60_000 {
-            let x = i as f32 * 1e-4;
-            let d = (f64::from(erf_f32(x)) - crate::compute::special::erf(f64::from(x))).abs();
-            worst = worst.max(d);
-        }
-        assert!(worst < 6e-7, "max error {worst:e}");
-        assert_eq!(erf_f32(f32::INFINITY), 1.0);
-        assert_eq!(erf_f32(f32::NEG_INFINITY), -1.0);
-        assert!(erf_f32(f32::NAN).is_nan());
     }
 
     /// Property test: float32 `gelu` (`none` and `tanh`) on the fast path stays within

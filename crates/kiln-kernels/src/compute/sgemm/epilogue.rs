@@ -1,7 +1,7 @@
 //! The fused epilogue: bias, residual and activation applied to each finished tile.
 
 use super::kernel::clamp1;
-use crate::compute::special::erf;
+use crate::compute::activation;
 
 /// The activation applied last, after bias and residual.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -45,23 +45,20 @@ impl Activation {
         !matches!(self, Activation::None | Activation::Clamp { .. })
     }
 
-    /// The activation of one value. The formulas are evaluated in f64 and rounded once, as
-    /// kiln's unary operators do, so a fused activation equals the separate operator.
+    /// The activation of one value, in `f32` with the functions of
+    /// [`crate::compute::activation`] that kiln's float32 operators use, so a fused activation
+    /// equals the separate operator.
+    #[inline(always)]
     pub fn apply(self, x: f32) -> f32 {
-        let v = f64::from(x);
-        let r = match self {
-            Activation::None => return x,
-            Activation::Clamp { min, max } => return clamp1(x, min, max),
-            Activation::Hardswish => v * (v + 3.0).clamp(0.0, 6.0) / 6.0,
-            Activation::Sigmoid => 1.0 / (1.0 + (-v).exp()),
-            Activation::Silu => v / (1.0 + (-v).exp()),
-            Activation::Gelu => 0.5 * v * (1.0 + erf(v * std::f64::consts::FRAC_1_SQRT_2)),
-            Activation::GeluTanh => {
-                let k = (2.0 / std::f64::consts::PI).sqrt();
-                0.5 * v * (1.0 + (k * (v + 0.044715 * v * v * v)).tanh())
-            }
-        };
-        r as f32
+        match self {
+            Activation::None => x,
+            Activation::Clamp { min, max } => clamp1(x, min, max),
+            Activation::Hardswish => activation::hardswish(x),
+            Activation::Sigmoid => activation::sigmoid(x),
+            Activation::Silu => activation::silu(x),
+            Activation::Gelu => activation::gelu(x),
+            Activation::GeluTanh => activation::gelu_tanh(x),
+        }
     }
 }
 
@@ -104,8 +101,17 @@ pub(crate) fn activate_tile(
     act: Activation,
 ) {
     for i in 0..rows {
-        for x in &mut c[at + i * ldc..][..cols] {
-            *x = act.apply(*x);
+        let row = &mut c[at + i * ldc..][..cols];
+        match act {
+            Activation::None => {}
+            Activation::Clamp { min, max } => {
+                row.iter_mut().for_each(|x| *x = clamp1(*x, min, max))
+            }
+            Activation::Hardswish => activation::hardswish_in_place(row),
+            Activation::Sigmoid => activation::sigmoid_in_place(row),
+            Activation::Silu => activation::silu_in_place(row),
+            Activation::Gelu => activation::gelu_in_place(row),
+            Activation::GeluTanh => activation::gelu_tanh_in_place(row),
         }
     }
 }
