@@ -46,8 +46,8 @@ impl Activation {
     }
 
     /// The activation of one value, in `f32` with the functions of
-    /// [`crate::compute::activation`] that kiln's float32 operators use, so a fused activation
-    /// equals the separate operator.
+    /// [`crate::compute::activation`]; kiln's float32 `sigmoid` and `gelu` operators use the
+    /// same ones, so fusing them changes no bits.
     #[inline(always)]
     pub fn apply(self, x: f32) -> f32 {
         match self {
