@@ -4,7 +4,8 @@
 //! method buffer, or constants) needs nothing from the value table at run time. Loading
 //! records each tensor's byte range, sorts the step's buffer regions and checks once that no
 //! written region overlaps another; a run then only splits the buffers along those regions and
-//! hands the float32 slices to the kernel ([`BoundKernel`]). The general path builds a view
+//! hands the float32 slices to the kernel
+//! ([`PreparedKernel::run_bound`]). The general path builds a view
 //! (sizes, strides, dim order) of every tensor, an argument list and an output list per call,
 //! and writes the shapes back after it: for the small steps of recurrent models that costs more
 //! than the arithmetic.
@@ -18,7 +19,7 @@ use std::sync::Arc;
 use kiln_kernels::arena::{check_regions, split_regions, Access, Borrowed, Region};
 use kiln_kernels::{Capacity, DType, KernelContext, OutKind};
 
-use crate::compile::BoundKernel;
+use crate::compile::PreparedKernel;
 use crate::data::NamedDataSource;
 use crate::method::{Call, Line, Role};
 use crate::value::{Storage, Val};
@@ -165,7 +166,7 @@ pub(crate) enum BoundError {
 /// Runs `kernel` on the tensors of binding `b`.
 pub(crate) fn run(
     b: &Binding,
-    kernel: &mut dyn BoundKernel,
+    kernel: &mut dyn PreparedKernel,
     ctx: &mut KernelContext,
     buffers: &mut [Vec<Line>],
     file: &[u8],
@@ -245,11 +246,13 @@ mod tests {
         (0..n).flat_map(|i| (2.0 * (i as f32 * 0.77).sin()).to_le_bytes()).collect()
     }
 
-    /// The recurrent fixtures' linear and map steps are bound, and give the same bits as the
-    /// general path that builds views and argument lists (the binding removed).
+    /// Prepared steps of every kind are bound (linear layers and maps in the recurrent
+    /// fixtures; convolutions, a max pooling and a mean in resnet_stem; the fused
+    /// pointwise+depthwise pairs in mobilenet_v2) and give the same bits as the general path
+    /// that builds views and argument lists (the binding removed).
     #[test]
     fn bound_steps_equal_the_general_path() {
-        for name in ["lstm.pte", "gru.pte"] {
+        for name in ["lstm.pte", "gru.pte", "resnet_stem.pte", "mobilenet_v2_portable.pte"] {
             let program = fixture(name);
             let mut bound = program.method("forward").unwrap();
             let mut general = program.method("forward").unwrap();

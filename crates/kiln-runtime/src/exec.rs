@@ -411,10 +411,10 @@ impl Method {
         let file = program.inner.file.bytes();
         let sources = &program.inner.sources;
         if let (Some(b), Callee::Prepared(p)) = (&call.bound, &call.callee) {
-            let Some(kernel) = prepared.get_mut(*p).and_then(|k| k.as_bound()) else {
-                return Err(fail(format!("prepared kernel {p} cannot run bound")));
+            let Some(kernel) = prepared.get_mut(*p) else {
+                return Err(fail(format!("prepared kernel {p} does not exist")));
             };
-            return crate::bound::run(b, kernel, ctx, buffers, file, sources).map_err(
+            return crate::bound::run(b, kernel.as_mut(), ctx, buffers, file, sources).map_err(
                 |e| match e {
                     BoundError::Kernel(source) => Error::Kernel {
                         method: plan.name.clone(),

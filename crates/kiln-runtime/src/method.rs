@@ -500,11 +500,8 @@ impl Method {
         }
         let buffers = loader.buffers;
         for step in chains.iter_mut().flatten() {
-            if let Step::Call(call) = step {
-                let Callee::Prepared(p) = call.callee else { continue };
-                if prepared.get_mut(p).is_some_and(|k| k.as_bound().is_some()) {
-                    call.bound = crate::bound::bind(call, &values, &buffers, file, sources);
-                }
+            if let Step::Call(call @ Call { callee: Callee::Prepared(_), .. }) = step {
+                call.bound = crate::bound::bind(call, &values, &buffers, file, sources);
             }
         }
         let scratch = Scratch::for_steps(&chains, &values);

@@ -29,18 +29,10 @@ pub(crate) trait PreparedKernel: Send {
         outs: &mut [Out<'_, '_>],
     ) -> std::result::Result<(), KernelError>;
 
-    /// This kernel as a [`BoundKernel`], if it can run on its tensors' data alone.
-    fn as_bound(&mut self) -> Option<&mut dyn BoundKernel> {
-        None
-    }
-}
-
-/// A prepared kernel that runs on its tensors' float32 data alone. When every tensor of its
-/// step has a static shape and a fixed place, loading binds the step ([`crate::bound`]): a run
-/// borrows the bytes and passes them straight through, with no views, shapes or argument lists
-/// built. The reads and writes come in the step's order.
-pub(crate) trait BoundKernel {
-    /// Runs the node.
+    /// Runs the node on its tensors' float32 data alone, reads then writes in the step's
+    /// order. When every tensor of a step has a static shape and a fixed place, loading binds
+    /// the step ([`crate::bound`]): a run borrows the bytes and passes them straight through,
+    /// with no views, shapes or argument lists built.
     fn run_bound(
         &mut self,
         ctx: &mut KernelContext,
@@ -210,6 +202,8 @@ pub(crate) fn conv_geometry(
 struct PreparedConv {
     kernel: ConvKernel,
     residual: bool,
+    /// The batch of the input's declared sizes: a bound step's (its shapes are static).
+    batch: usize,
     scratch: ConvScratch,
 }
 
@@ -270,7 +264,9 @@ impl PreparedConv {
         bytes: &ConstBytes<'_>,
     ) -> std::result::Result<PreparedConv, String> {
         let kernel = ConvKernel::One(packed_conv(g, c, bytes)?);
-        Ok(PreparedConv { kernel, residual: c.residual.is_some(), scratch: ConvScratch::default() })
+        let residual = c.residual.is_some();
+        let batch = declared_batch(g, c.input);
+        Ok(PreparedConv { kernel, residual, batch, scratch: ConvScratch::default() })
     }
 
     /// The fused pair of `node`, each convolution prepared as [`PreparedConv::new`] does.
@@ -285,8 +281,35 @@ impl PreparedConv {
             .map_err(|e| format!("convolution: {e}"))?;
         let residual = node.depthwise.residual.is_some();
         let kernel = ConvKernel::PointwiseDepthwise(pair);
-        Ok(PreparedConv { kernel, residual, scratch: ConvScratch::default() })
+        let batch = declared_batch(g, node.pointwise.input);
+        Ok(PreparedConv { kernel, residual, batch, scratch: ConvScratch::default() })
     }
+
+    /// Runs the convolution (or pair) over `batch` images.
+    fn compute(
+        &mut self,
+        ctx: &mut KernelContext,
+        batch: usize,
+        xs: &[f32],
+        r: Option<&[f32]>,
+        o: &mut [f32],
+    ) -> std::result::Result<(), KernelError> {
+        ctx.op = "aten::convolution.out";
+        if r.is_some() != self.residual || r.is_some_and(|r| r.len() != o.len()) {
+            return Err(ctx.invalid("residual", "the residual's size differs from the output's"));
+        }
+        let (threads, scratch) = (&ctx.threads, &mut self.scratch);
+        match &self.kernel {
+            ConvKernel::One(conv) => conv.run(batch, xs, r, o, scratch, threads),
+            ConvKernel::PointwiseDepthwise(pair) => pair.run(batch, xs, r, o, scratch, threads),
+        }
+        .map_err(|e| ctx.invalid("input", e.to_string()))
+    }
+}
+
+/// The first declared size of value `v` (its batch), 0 when it has none.
+fn declared_batch(g: &Graph<'_>, v: u32) -> usize {
+    g.sizes(v).and_then(|s| s.first().copied()).unwrap_or(0)
 }
 
 impl PreparedKernel for PreparedConv {
@@ -303,15 +326,20 @@ impl PreparedKernel for PreparedConv {
         let r = residual.map(|r| r.as_slice::<f32>()).transpose();
         let r = r.map_err(|e| ctx.tensor_err("residual", e))?;
         let o = out.as_mut_slice::<f32>().map_err(|e| ctx.tensor_err("out", e))?;
-        if r.is_some_and(|r| r.len() != o.len()) {
-            return Err(ctx.invalid("residual", "the residual's size differs from the output's"));
-        }
-        let (threads, scratch) = (&ctx.threads, &mut self.scratch);
-        match &self.kernel {
-            ConvKernel::One(conv) => conv.run(batch, xs, r, o, scratch, threads),
-            ConvKernel::PointwiseDepthwise(pair) => pair.run(batch, xs, r, o, scratch, threads),
-        }
-        .map_err(|e| ctx.invalid("input", e.to_string()))
+        self.compute(ctx, batch, xs, r, o)
+    }
+
+    fn run_bound(
+        &mut self,
+        ctx: &mut KernelContext,
+        reads: &[&[f32]],
+        writes: &mut [&mut [f32]],
+    ) -> std::result::Result<(), KernelError> {
+        let (&[x, ref rest @ ..], [o]) = (reads, writes) else {
+            return Err(ctx.invalid("input", "the step's tensors do not match its convolution"));
+        };
+        let batch = self.batch;
+        self.compute(ctx, batch, x, rest.first().copied(), o)
     }
 }
 
@@ -354,8 +382,20 @@ impl PreparedKernel for PreparedMaxPool {
         args: &[Arg<'_>],
         outs: &mut [Out<'_, '_>],
     ) -> std::result::Result<(), KernelError> {
-        ctx.op = "aten::max_pool2d_with_indices.out";
         let (x, y) = f32_io(ctx, args, outs)?;
+        self.run_bound(ctx, &[x], &mut [y])
+    }
+
+    fn run_bound(
+        &mut self,
+        ctx: &mut KernelContext,
+        reads: &[&[f32]],
+        writes: &mut [&mut [f32]],
+    ) -> std::result::Result<(), KernelError> {
+        ctx.op = "aten::max_pool2d_with_indices.out";
+        let (&[x], [y]) = (reads, writes) else {
+            return Err(ctx.invalid("self", "the step's tensors do not match its max pooling"));
+        };
         match self.channels {
             None => self.pool.run(x, y, &ctx.threads),
             Some(c) => self.pool.run_nhwc(c, x, y, &ctx.threads),
@@ -391,8 +431,20 @@ impl PreparedKernel for PreparedMean {
         args: &[Arg<'_>],
         outs: &mut [Out<'_, '_>],
     ) -> std::result::Result<(), KernelError> {
-        ctx.op = "aten::mean.out";
         let (x, y) = f32_io(ctx, args, outs)?;
+        self.run_bound(ctx, &[x], &mut [y])
+    }
+
+    fn run_bound(
+        &mut self,
+        ctx: &mut KernelContext,
+        reads: &[&[f32]],
+        writes: &mut [&mut [f32]],
+    ) -> std::result::Result<(), KernelError> {
+        ctx.op = "aten::mean.out";
+        let (&[x], [y]) = (reads, writes) else {
+            return Err(ctx.invalid("self", "the step's tensors do not match its mean"));
+        };
         mean_pixels(x, self.sizes, self.layout, y).map_err(|e| ctx.invalid("self", e.to_string()))
     }
 }
@@ -479,12 +531,6 @@ impl PreparedKernel for PreparedLinear {
             .map_err(|e| ctx.invalid("input", e.to_string()))
     }
 
-    fn as_bound(&mut self) -> Option<&mut dyn BoundKernel> {
-        Some(self)
-    }
-}
-
-impl BoundKernel for PreparedLinear {
     fn run_bound(
         &mut self,
         ctx: &mut KernelContext,
@@ -543,12 +589,6 @@ impl PreparedKernel for PreparedMap {
         self.run_bound(ctx, &inputs[..n_in], &mut outputs[..n_out])
     }
 
-    fn as_bound(&mut self) -> Option<&mut dyn BoundKernel> {
-        Some(self)
-    }
-}
-
-impl BoundKernel for PreparedMap {
     fn run_bound(
         &mut self,
         ctx: &mut KernelContext,
