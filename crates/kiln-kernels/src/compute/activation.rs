@@ -178,6 +178,13 @@ macro_rules! in_place {
 }
 
 in_place!(
+    /// `x[i] = exp(x[i])`.
+    exp_in_place,
+    exp,
+    exp_avx512,
+    exp_avx2
+);
+in_place!(
     /// `x[i] = sigmoid(x[i])`.
     sigmoid_in_place,
     sigmoid,
@@ -341,7 +348,8 @@ mod tests {
     fn vector_loops_equal_the_scalar_functions() {
         let xs = inputs();
         type Pair = (fn(&mut [f32]), fn(f32) -> f32, &'static str);
-        let pairs: [Pair; 6] = [
+        let pairs: [Pair; 7] = [
+            (exp_in_place, exp, "exp"),
             (sigmoid_in_place, sigmoid, "sigmoid"),
             (tanh_in_place, tanh, "tanh"),
             (gelu_in_place, gelu, "gelu"),

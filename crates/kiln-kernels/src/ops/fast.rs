@@ -21,7 +21,7 @@
 //!   `sigmoid` (vectorized, [`crate::compute::activation`], as PyTorch's CPU kernels vectorize
 //!   theirs), `gelu` (PyTorch's vectorized `erf` formula, absolute error below 6e-7,
 //!   or `tanhf` for the tanh approximation), `leaky_relu` (slope rounded to `f32`, as PyTorch), softmax and
-//!   log-softmax (`f32` max, `x - max`, `exp` and division as ExecuTorch's portable kernel,
+//!   log-softmax (`f32` max, `x - max`, vectorized `exp` and division as ExecuTorch's portable kernel,
 //!   with the sum of exponentials in `f64` lanes, more accurate than PyTorch's `f32` lanes),
 //!   batch norm's affine `(x - mean) * scale + shift` (the per-channel `f64` constants rounded
 //!   to `f32` once, then `f32` arithmetic as ExecuTorch's portable kernel).
