@@ -44,7 +44,9 @@ fn pair(g: &Graph<'_>, v: u32, min: i64) -> Option<[usize; 2]> {
 
 /// Copies whose output has the bytes of a contiguous part of their input
 /// (`view_copy`, `_unsafe_view`, `squeeze_copy`, `unsqueeze_copy`, `alias_copy`, `clone`,
-/// and `slice_copy`/`select_copy` along the outermost dimension that is not 1) are removed:
+/// `_clone_dim_order` and `expand_copy` that change no element count (between contiguous
+/// tensors), and `slice_copy`/`select_copy` along the outermost dimension that is not 1) are
+/// removed:
 /// the output becomes an alias of the input at the right byte offset, so the memory plan puts
 /// it there and nothing is copied. Both must be planned, contiguous, of static shape, and
 /// written by one instruction each (so neither changes while the other is read). The removed
@@ -81,7 +83,9 @@ pub(crate) fn alias_copies(g: &mut Graph<'_>) {
                 | "aten::squeeze_copy.out"
                 | "aten::unsqueeze_copy.out"
                 | "aten::alias_copy.out"
-                | "aten::clone.out",
+                | "aten::clone.out"
+                | "dim_order_ops::_clone_dim_order.out"
+                | "aten::expand_copy.out",
                 _,
             ) => (xt.shape.numel() == yt.shape.numel()).then_some(0),
             ("aten::slice_copy.Tensor_out", &[_, dim, start, end, step, _, _]) => {
