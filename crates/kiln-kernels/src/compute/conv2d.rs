@@ -18,9 +18,9 @@ use crate::compute::conv::{im2col, Geometry};
 
 use crate::compute::channel_taps::{sum_channels, ChannelOut, ChannelPlane, BLOCK};
 use crate::compute::sgemm::{
-    clamp1, gemm_indirect, gemm_packed_a_rows, gemm_packed_b_at, gemm_packed_b_cols, need, out_len,
-    selected, Activation, Bias, ColumnsOf, Epilogue, GemmError, GemmScratch, Im2col, Indirection,
-    MatRef, PackB, PackedA, PackedB,
+    clamp1, gemm_indirect, gemm_packed_a_rows, gemm_packed_b_at, gemm_packed_b_cols,
+    indirection_fits, need, out_len, selected, Activation, Bias, ColumnsOf, Epilogue, GemmError,
+    GemmScratch, Im2col, Indirection, MatRef, PackB, PackedA, PackedB,
 };
 use crate::compute::taps::{
     clamp_as_vectors, row_spans, sum_taps, RowSpan, TapEpilogue, TapPlane, LANES,
@@ -225,12 +225,22 @@ impl PackedConv2d {
     /// Whether a convolution of geometry `g` can run with `layouts`. Every convolution runs
     /// NCHW to NCHW. A pointwise one (1x1, stride 1, no padding, one group) takes and writes
     /// either layout; any other one-group convolution reads NCHW and writes either, or runs
-    /// NHWC to NHWC; a depthwise one whose channels fill whole blocks of 16 runs NHWC to NHWC.
+    /// NHWC to NHWC, when its indirection buffer stays within
+    /// [`MAX_INDIRECTION_OFFSETS`](crate::compute::sgemm::MAX_INDIRECTION_OFFSETS); a depthwise one whose channels fill
+    /// whole blocks of 16 runs NHWC to NHWC.
     pub fn supports(g: &Conv2dGeometry, layouts: Layouts) -> bool {
         match layouts {
             Layouts { input: Layout::Nchw, output: Layout::Nchw } => true,
+            _ if g.groups == 1 && is_pointwise(g) => true,
+            // Channels-last output reads through an indirection buffer, which must stay within
+            // its cap.
             _ if g.groups == 1 => {
-                is_pointwise(g) || layouts.input == Layout::Nchw || layouts.output == Layout::Nhwc
+                let oh = out_len(g.in_h, g.kh, g.stride[0], g.padding[0], g.dilation[0]);
+                let ow = out_len(g.in_w, g.kw, g.stride[1], g.padding[1], g.dilation[1]);
+                let pixels = oh.zip(ow).and_then(|(h, w)| h.checked_mul(w));
+                let taps = g.kh.checked_mul(g.kw);
+                let fits = pixels.zip(taps).is_some_and(|(p, t)| indirection_fits(p, t));
+                (layouts.input == Layout::Nchw || layouts.output == Layout::Nhwc) && fits
             }
             Layouts { input: Layout::Nhwc, output: Layout::Nhwc } => {
                 is_depthwise(g) && g.groups.is_multiple_of(BLOCK)
@@ -1488,6 +1498,15 @@ mod tests {
         ] {
             assert!(PackedConv2d::new(g, &w, None, act).is_err(), "{g:?}");
         }
+        // An image whose indirection buffer (pixels x taps) would pass its cap: channels-last
+        // output is not supported (the layout pass keeps it NCHW), and asking for it anyway
+        // is an error, not an allocation the file's sizes decide.
+        let tall = Conv2dGeometry { in_h: 1 << 24, ..ok };
+        let nhwc_out = Layouts { input: Layout::Nchw, output: Layout::Nhwc };
+        assert!(!PackedConv2d::supports(&tall, nhwc_out));
+        assert!(PackedConv2d::supports(&ok, nhwc_out));
+        let tall_w = PackedConv2d::with_layouts(tall, &w, None, act, nhwc_out);
+        assert!(tall_w.is_err());
         assert!(PackedConv2d::new(ok, &w[1..], None, act).is_err());
         assert!(PackedConv2d::new(ok, &w, Some(&[0.0]), act).is_err());
         let nan = Activation::Clamp { min: f32::NAN, max: 0.0 };

@@ -27,6 +27,17 @@ pub struct Indirection {
     zeros: Vec<f32>,
 }
 
+/// At most this many offsets in one buffer (512 MiB): output pixels times taps, which the
+/// file's sizes decide. [`fits`] tells beforehand whether a convolution stays under it.
+pub const MAX_OFFSETS: usize = 1 << 26;
+
+/// Whether the indirection buffer of a convolution with `pixels` output pixels and `taps`
+/// kernel taps (an upper bound for either kind of buffer) stays within [`MAX_OFFSETS`].
+pub fn fits(pixels: usize, taps: usize) -> bool {
+    // Panels round the pixels up to at most 64 rows more.
+    pixels.checked_add(64).and_then(|p| p.checked_mul(taps)).is_some_and(|n| n <= MAX_OFFSETS)
+}
+
 impl Indirection {
     /// The buffer of convolution `g` (one group, `g.c` channels per pixel) for panels of `mr`
     /// rows; an error when a size is zero or overflows. A tap is one input pixel.
@@ -86,7 +97,13 @@ impl Indirection {
             .checked_mul(mr)
             .and_then(|v| v.checked_mul(taps))
             .ok_or_else(overflow)?;
-        let mut offsets = Vec::with_capacity(len);
+        if len > MAX_OFFSETS {
+            return Err(GemmError::Invalid("conv2d indirection: more than 2^26 offsets"));
+        }
+        let mut offsets = Vec::new();
+        offsets
+            .try_reserve_exact(len)
+            .map_err(|_| GemmError::Invalid("conv2d indirection: out of memory"))?;
         // The last panel's rows past the last pixel repeat its offsets (no tile reads them).
         for panel in 0..rows.div_ceil(mr) {
             for t in 0..taps {

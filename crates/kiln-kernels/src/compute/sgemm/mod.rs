@@ -29,7 +29,7 @@ pub(crate) mod x86;
 pub(crate) mod tests;
 
 pub use epilogue::{Activation, Bias, Epilogue};
-pub use indirect::Indirection;
+pub use indirect::{fits as indirection_fits, Indirection, MAX_OFFSETS as MAX_INDIRECTION_OFFSETS};
 pub use kernel::{available, selected, Kernel};
 pub use pack::{ColumnsOf, Im2col, MatRef, PackB};
 
