@@ -233,6 +233,12 @@ fn packed_conv(
         let beta = opt(bn.bias)?;
         let mean = const_f32(g, bn.mean, bytes)?;
         let var = const_f32(g, bn.var, bytes)?;
+        let per_channel = [gamma.as_deref(), beta.as_deref(), Some(&mean), Some(&var)];
+        let short =
+            per_channel.iter().chain([&bias.as_deref()]).flatten().any(|v| v.len() != c_out);
+        if short {
+            return Err(format!("batch norm: a per-channel constant does not hold {c_out} values"));
+        }
         let per = weight.len().checked_div(c_out).unwrap_or(0);
         let mut folded = vec![0f32; c_out];
         for o in 0..c_out {
