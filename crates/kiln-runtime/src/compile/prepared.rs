@@ -4,12 +4,13 @@
 use kiln_kernels::compute::conv2d::{
     Conv2dGeometry, ConvScratch, PackedConv2d, PointwiseDepthwise,
 };
-use kiln_kernels::compute::elementwise::{MapProgram, MAX_OPERANDS};
+use kiln_kernels::compute::elementwise::MapProgram;
 use kiln_kernels::compute::global_pool::mean_pixels;
 use kiln_kernels::compute::linear::{LinearScratch, PackedLinear};
 use kiln_kernels::compute::max_pool::MaxPool2d;
 use kiln_kernels::{Arg, KernelContext, KernelError, Out, OutKind, TensorMut, TensorRef};
 
+use crate::bound::MAX_TENSORS;
 use crate::error::{Error, Result};
 use crate::method::{Call, Callee, Role};
 use crate::value::TensorSlot;
@@ -21,13 +22,36 @@ use super::{ConvNode, Layout, LinearNode, MaxPoolNode, MeanNode, PointwiseDepthw
 /// order as `args` (then an `Arg::Output` for each written one) and its outputs in order as
 /// `outs` (one, except for a map).
 pub(crate) trait PreparedKernel: Send {
-    /// Runs the node.
+    /// Runs the node: by default, on its tensors' float32 data through
+    /// [`PreparedKernel::run_bound`]. Kernels whose work follows the tensors' run-time shapes
+    /// (a linear layer's rows, a convolution's batch) override it.
     fn run(
         &mut self,
         ctx: &mut KernelContext,
         args: &[Arg<'_>],
         outs: &mut [Out<'_, '_>],
-    ) -> std::result::Result<(), KernelError>;
+    ) -> std::result::Result<(), KernelError> {
+        let too_many = |ctx: &KernelContext| ctx.invalid("input", "more tensors than a step takes");
+        let mut reads: [&[f32]; MAX_TENSORS] = Default::default();
+        let mut n_reads = 0;
+        for t in args.iter().filter_map(|a| if let Arg::Tensor(t) = a { Some(t) } else { None }) {
+            let slot = reads.get_mut(n_reads).ok_or_else(|| too_many(ctx))?;
+            *slot = t.as_slice::<f32>().map_err(|e| ctx.tensor_err("input", e))?;
+            n_reads += 1;
+        }
+        let n_writes = outs.len();
+        if n_writes > MAX_TENSORS {
+            return Err(too_many(ctx));
+        }
+        let mut writes: [&mut [f32]; MAX_TENSORS] = Default::default();
+        for (slot, out) in writes.iter_mut().zip(outs.iter_mut()) {
+            let Out::Tensor(t) = out else {
+                return Err(ctx.invalid("out", "expected an output tensor"));
+            };
+            *slot = t.as_mut_slice::<f32>().map_err(|e| ctx.tensor_err("out", e))?;
+        }
+        self.run_bound(ctx, &reads[..n_reads], &mut writes[..n_writes])
+    }
 
     /// Runs the node on its tensors' float32 data alone, reads then writes in the step's
     /// order. When every tensor of a step has a static shape and a fixed place, loading binds
@@ -161,17 +185,6 @@ fn fused_io<'a, 'o, 'x>(
         Some(Out::Tensor(out)) => Ok((x, r, out)),
         _ => Err(ctx.invalid("out", "expected an output tensor")),
     }
-}
-
-/// The float32 values of a one-input step (`self`) and of its output.
-fn f32_io<'a, 'o>(
-    ctx: &KernelContext,
-    args: &[Arg<'a>],
-    outs: &'o mut [Out<'_, '_>],
-) -> std::result::Result<(&'a [f32], &'o mut [f32]), KernelError> {
-    let (x, _, out) = fused_io(ctx, args, outs, false)?;
-    let x = x.as_slice::<f32>().map_err(|e| ctx.tensor_err("self", e))?;
-    Ok((x, out.as_mut_slice::<f32>().map_err(|e| ctx.tensor_err("out", e))?))
 }
 
 /// The geometry of convolution node `c`, from its input's and weight's sizes.
@@ -382,16 +395,6 @@ impl PreparedMaxPool {
 }
 
 impl PreparedKernel for PreparedMaxPool {
-    fn run(
-        &mut self,
-        ctx: &mut KernelContext,
-        args: &[Arg<'_>],
-        outs: &mut [Out<'_, '_>],
-    ) -> std::result::Result<(), KernelError> {
-        let (x, y) = f32_io(ctx, args, outs)?;
-        self.run_bound(ctx, &[x], &mut [y])
-    }
-
     fn run_bound(
         &mut self,
         ctx: &mut KernelContext,
@@ -431,16 +434,6 @@ impl PreparedMean {
 }
 
 impl PreparedKernel for PreparedMean {
-    fn run(
-        &mut self,
-        ctx: &mut KernelContext,
-        args: &[Arg<'_>],
-        outs: &mut [Out<'_, '_>],
-    ) -> std::result::Result<(), KernelError> {
-        let (x, y) = f32_io(ctx, args, outs)?;
-        self.run_bound(ctx, &[x], &mut [y])
-    }
-
     fn run_bound(
         &mut self,
         ctx: &mut KernelContext,
@@ -570,31 +563,6 @@ struct PreparedMap {
 }
 
 impl PreparedKernel for PreparedMap {
-    fn run(
-        &mut self,
-        ctx: &mut KernelContext,
-        args: &[Arg<'_>],
-        outs: &mut [Out<'_, '_>],
-    ) -> std::result::Result<(), KernelError> {
-        let (n_in, n_out) = (self.program.inputs(), self.program.outputs());
-        if args.len() < n_in || outs.len() != n_out {
-            return Err(ctx.invalid("input", "the step's tensors do not match its map"));
-        }
-        let mut inputs: [&[f32]; MAX_OPERANDS] = Default::default();
-        for (slot, i) in inputs.iter_mut().zip(0..n_in) {
-            let t = tensor_arg(ctx, args, i, "input")?;
-            *slot = t.as_slice::<f32>().map_err(|e| ctx.tensor_err("input", e))?;
-        }
-        let mut outputs: [&mut [f32]; MAX_OPERANDS] = Default::default();
-        for (slot, out) in outputs.iter_mut().zip(outs.iter_mut()) {
-            let Out::Tensor(t) = out else {
-                return Err(ctx.invalid("out", "expected an output tensor"));
-            };
-            *slot = t.as_mut_slice::<f32>().map_err(|e| ctx.tensor_err("out", e))?;
-        }
-        self.run_bound(ctx, &inputs[..n_in], &mut outputs[..n_out])
-    }
-
     fn run_bound(
         &mut self,
         ctx: &mut KernelContext,
