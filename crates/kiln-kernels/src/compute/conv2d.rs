@@ -7,7 +7,9 @@
 //! the packed weights its right operand. A pointwise convolution reads its input where it
 //! lies (`Plan::PixelRows`); any other reads a channels-last image through an indirection
 //! buffer of one offset per output pixel and tap (`Plan::Indirect`, XNNPACK's IGEMM), with no
-//! im2col matrix, an NCHW input being first copied channels-last. Depthwise layers
+//! im2col matrix, an NCHW input being first copied channels-last; a channels-last 3x3
+//! stride-1 one with enough channels and pixels runs as Winograd F(2x2, 3x3) instead
+//! (`Plan::Winograd`, `conv2d/winograd.rs`). Depthwise layers
 //! (`groups == Cin == Cout`) use a direct kernel per channel plane (`compute/taps.rs`), or
 //! blocks of 16 channels laid out channels-last (`compute/channel_taps.rs`) when the output
 //! is narrow or the activations NHWC. Large layers split over the method's threads:
@@ -28,7 +30,9 @@ use crate::compute::taps::{
 use crate::compute::threads::{split, with_pieces, Threads};
 
 mod pointwise_depthwise;
+mod winograd;
 pub use pointwise_depthwise::PointwiseDepthwise;
+use winograd::Winograd;
 
 /// Shape parameters of a convolution (PyTorch `conv2d` arguments).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -172,7 +176,13 @@ enum Plan {
     /// An NCHW input is first copied channels-last with `copy` zeros around it (rows,
     /// columns).
     Indirect { weight: PackedB, ind: Indirection, copy: Option<[usize; 2]> },
+    /// A 3x3 stride-1 convolution of one group, channels-last in and out, with enough
+    /// channels and output pixels: Winograd F(2x2, 3x3) (see [`Winograd`]).
+    Winograd(Winograd),
 }
+
+/// Channels-last in and out.
+const NHWC: Layouts = Layouts { input: Layout::Nhwc, output: Layout::Nhwc };
 
 /// Widest output for which a depthwise convolution runs on [`ChannelBlocks`]: below it, a
 /// row of the per-plane kernel fills a fraction of its vectors (measured on mobilenet_v2).
@@ -304,6 +314,8 @@ impl PackedConv2d {
                 Layout::Nhwc => Vec::new(),
             };
             Plan::Depthwise { weight: per_plane, phases: Phases::new(&g, oh, ow)?, blocks }
+        } else if layouts == NHWC && Winograd::supports(&g, oh, ow) {
+            Plan::Winograd(Winograd::new(&g, oh, ow, weight)?)
         } else if g.groups == 1 && layouts.output == Layout::Nhwc && !is_pointwise(&g) {
             // Depth (ky, kx, c): element (k, o) at wt[k * Cout + o].
             let (cin, kk) = (g.in_channels, g.kh * g.kw);
@@ -498,6 +510,11 @@ impl PackedConv2d {
                             gemm_indirect(ind, x_img, rows, weight, 0..cout, y, cout, ep, gemm)
                         },
                     )?;
+                }
+                Plan::Winograd(w) => {
+                    let bias = self.bias.as_deref();
+                    w.run(x_img, r_img, y_img, bias, self.act, parts, &mut scratch.parts, threads);
+                    first_error(&mut scratch.parts)?;
                 }
                 Plan::FewPixels { weight } => {
                     let parts = parts.min(weight.n().div_ceil(weight.panel_cols()));
@@ -1357,9 +1374,6 @@ mod tests {
         y
     }
 
-    /// Channels-last in and out.
-    const NHWC: Layouts = Layouts { input: Layout::Nhwc, output: Layout::Nhwc };
-
     #[test]
     fn large_layers_give_the_same_bits_on_any_thread_count() {
         let mut rng = fastrand::Rng::with_seed(0x7d);
@@ -1426,8 +1440,9 @@ mod tests {
             let conv = PackedConv2d::with_layouts(g, &w, Some(&bias), act, layouts).unwrap();
             let few = g == few_pixels && layouts == nchw;
             assert_eq!(few, matches!(conv.plan, Plan::FewPixels { .. }));
-            let indirect = matches!(conv.plan, Plan::Indirect { .. });
+            let indirect = matches!(conv.plan, Plan::Indirect { .. } | Plan::Winograd(_));
             assert_eq!(layouts.output == Layout::Nhwc && !is_pointwise(&g), indirect);
+            assert_eq!(layouts == NHWC && g == base, matches!(conv.plan, Plan::Winograd(_)));
             let on_blocks = matches!(conv.plan, Plan::Depthwise { blocks: Some(_), .. });
             assert_eq!(g == narrow_depthwise, on_blocks);
             let (oh, ow) = conv.out_hw();
@@ -1462,6 +1477,56 @@ mod tests {
                     None => first = Some(bits),
                     Some(f) => assert!(*f == bits, "{g:?}: {} threads differ", threads.count()),
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn winograd_matches_direct_reference() {
+        let mut rng = fastrand::Rng::with_seed(0x3a3);
+        let acts = [Activation::None, Activation::RELU, Activation::Silu];
+        let mut scratch = ConvScratch::default();
+        let threads = Threads::default();
+        for case in 0..40 {
+            let pad = rng.usize(0..3);
+            let g = Conv2dGeometry {
+                in_channels: rng.usize(16..40),
+                // Outputs of 14 to 27 pixels: odd sizes make partial tiles.
+                in_h: rng.usize(16..26),
+                in_w: rng.usize(16..26),
+                out_channels: rng.usize(16..40),
+                kh: 3,
+                kw: 3,
+                stride: [1, 1],
+                padding: [pad, pad],
+                dilation: [1, 1],
+                groups: 1,
+            };
+            let act = acts[case % acts.len()];
+            let w: Vec<f32> =
+                (0..g.out_channels * g.in_channels * 9).map(|_| rng.f32() - 0.5).collect();
+            let bias: Vec<f32> = (0..g.out_channels).map(|_| rng.f32() - 0.5).collect();
+            let bias = rng.bool().then_some(&bias[..]);
+            let conv = PackedConv2d::with_layouts(g, &w, bias, act, NHWC).unwrap();
+            assert!(matches!(conv.plan, Plan::Winograd(_)), "{g:?}");
+            let (oh, ow) = conv.out_hw();
+            let batch = rng.usize(1..3);
+            let (cin, cout) = (g.in_channels, g.out_channels);
+            let x: Vec<f32> = (0..batch * cin * g.in_h * g.in_w).map(|_| rng.f32() - 0.5).collect();
+            let n = batch * cout * oh * ow;
+            let res: Vec<f32> = (0..n).map(|_| rng.f32() - 0.5).collect();
+            let res = rng.bool().then_some(&res[..]);
+            let xl = to_nhwc(&x, cin, g.in_h * g.in_w);
+            let rl = res.map(|r| to_nhwc(r, cout, oh * ow));
+            let mut out = vec![f32::NAN; n];
+            conv.run(batch, &xl, rl.as_deref(), &mut out, &mut scratch, &threads).unwrap();
+            let out = to_nchw(&out, cout, oh * ow);
+            let (want, mag) = conv_ref(&g, (oh, ow), batch, &x, &w, bias, res);
+            for i in 0..n {
+                let want = act_ref(act, want[i]);
+                let tol = 1e-5 * mag[i] + 1e-6;
+                let got = f64::from(out[i]);
+                assert!((got - want).abs() <= tol, "{g:?} {act:?} [{i}]: {got} vs {want}");
             }
         }
     }

@@ -7,8 +7,9 @@
 //! then applies the tile epilogue in registers:
 //! `c = (accumulate ? c : 0) + acc (+ row bias) (+ col bias) (+ residual)`, then the clamp.
 //! One call may compute a strip of such tiles side by side (the same rows of A, consecutive B
-//! panels): with short depths the epilogue and the call between tiles are a large share of
-//! the time, and a strip runs its tiles back to back in one loop.
+//! panels), and a stack of such strips one under the other (the next `rows` rows of A and
+//! C): with short depths the epilogue and the call between tiles are a large share of the
+//! time, and one call runs its tiles back to back in one loop.
 
 use std::sync::OnceLock;
 
@@ -52,8 +53,13 @@ pub(crate) struct Tile<'a> {
     pub c: &'a mut [f32],
     /// Row stride of C (and of the residual).
     pub ldc: usize,
-    /// Rows to compute, `1..=mr`.
+    /// Rows to compute per strip, `1..=mr`.
     pub rows: usize,
+    /// Strips stacked one under the other (at least 1): strip `s` computes C's rows from
+    /// `s * rows` from A's values from `s * a_stack` on. Only without an indirection buffer.
+    pub stack: usize,
+    /// Values of A from one stacked strip to the next (unused with one strip).
+    pub a_stack: usize,
     /// Tiles side by side (at least 1), tile `q` computing C's columns from `q * nr` with B
     /// panel `q`: a strip of tiles sharing their rows of A, computed in one call.
     pub panels: usize,
@@ -133,10 +139,15 @@ impl<'a> Tile<'a> {
         self.panels.saturating_sub(1).saturating_mul(nr).saturating_add(self.cols)
     }
 
-    /// Values of C the strip spans: `(rows - 1) * ldc + width`, `None` on overflow.
+    /// Rows of C the call computes, `stack * rows`, `None` on overflow.
+    pub fn total_rows(&self) -> Option<usize> {
+        self.stack.checked_mul(self.rows)
+    }
+
+    /// Values of C the call spans: `(total_rows - 1) * ldc + width`, `None` on overflow.
     pub fn span(&self, nr: usize) -> Option<usize> {
         let width = self.panels.checked_sub(1)?.checked_mul(nr)?.checked_add(self.cols)?;
-        self.rows.checked_sub(1)?.checked_mul(self.ldc)?.checked_add(width)
+        self.total_rows()?.checked_sub(1)?.checked_mul(self.ldc)?.checked_add(width)
     }
 
     /// Whether every slice covers what the kernel of tile size `mr x nr` reads or writes.
@@ -147,13 +158,17 @@ impl<'a> Tile<'a> {
         if self.panels > 1 && self.cols != nr {
             return false;
         }
-        let Some(span) = self.span(nr) else { return false };
+        if self.stack == 0 || (self.stack > 1 && self.ind.is_some()) {
+            return false;
+        }
+        let (Some(span), Some(rows)) = (self.span(nr), self.total_rows()) else { return false };
         let width = self.width(nr);
         let b_need = (self.panels - 1)
             .checked_mul(self.b_stride)
             .and_then(|v| v.checked_add(self.kc.checked_mul(nr)?));
         let a_end = |kc: usize| {
-            let last = (self.rows - 1).checked_mul(self.a_rs)?;
+            let last = (self.stack - 1).checked_mul(self.a_stack)?;
+            let last = last.checked_add((self.rows - 1).checked_mul(self.a_rs)?)?;
             last.checked_add((kc - 1).checked_mul(self.a_ks)?)
         };
         let a_ok = match &self.ind {
@@ -161,38 +176,44 @@ impl<'a> Tile<'a> {
             None => self.kc == 0 || a_end(self.kc).is_some_and(|v| v < self.a.len()),
         };
         a_ok && b_need.is_some_and(|v| v <= self.b.len())
-            && (self.rows == 1 || self.ldc >= width)
+            && (rows == 1 || self.ldc >= width)
             && span <= self.c.len()
-            && self.row_bias.is_none_or(|b| b.len() >= self.rows)
+            && self.row_bias.is_none_or(|b| b.len() >= rows)
             && self.col_bias.is_none_or(|b| b.len() >= width)
             && self.residual.is_none_or(|r| r.len() >= span)
     }
 
-    /// Runs `run` on each tile of a strip in turn, as a strip of one (for kernels without a
-    /// strip loop of their own).
-    pub fn each_panel(&mut self, nr: usize, run: fn(&mut Tile<'_>)) {
-        for q in 0..self.panels {
-            let (j, bq) = (q * nr, q * self.b_stride);
-            let mut tile = Tile {
-                kc: self.kc,
-                a: self.a,
-                a_rs: self.a_rs,
-                a_ks: self.a_ks,
-                b: self.b.get(bq..).unwrap_or_default(),
-                b_stride: 0,
-                c: self.c.get_mut(j..).unwrap_or_default(),
-                ldc: self.ldc,
-                rows: self.rows,
-                panels: 1,
-                cols: self.cols,
-                accumulate: self.accumulate,
-                row_bias: self.row_bias,
-                col_bias: self.col_bias.map(|b| b.get(j..).unwrap_or_default()),
-                residual: self.residual.map(|r| r.get(j..).unwrap_or_default()),
-                clamp: self.clamp,
-                ind: self.ind,
-            };
-            run(&mut tile);
+    /// Runs `run` on each tile of the call in turn, as a call of one tile (for kernels without
+    /// a strip or stack loop of their own).
+    pub fn each_tile(&mut self, nr: usize, run: fn(&mut Tile<'_>)) {
+        for st in 0..self.stack {
+            let (i, a_at) = (st * self.rows, st * self.a_stack);
+            for q in 0..self.panels {
+                let (j, bq) = (q * nr, q * self.b_stride);
+                let at = i * self.ldc + j;
+                let mut tile = Tile {
+                    kc: self.kc,
+                    a: self.a.get(a_at..).unwrap_or_default(),
+                    a_rs: self.a_rs,
+                    a_ks: self.a_ks,
+                    b: self.b.get(bq..).unwrap_or_default(),
+                    b_stride: 0,
+                    c: self.c.get_mut(at..).unwrap_or_default(),
+                    ldc: self.ldc,
+                    rows: self.rows,
+                    stack: 1,
+                    a_stack: 0,
+                    panels: 1,
+                    cols: self.cols,
+                    accumulate: self.accumulate,
+                    row_bias: self.row_bias.map(|b| b.get(i..).unwrap_or_default()),
+                    col_bias: self.col_bias.map(|b| b.get(j..).unwrap_or_default()),
+                    residual: self.residual.map(|r| r.get(at..).unwrap_or_default()),
+                    clamp: self.clamp,
+                    ind: self.ind,
+                };
+                run(&mut tile);
+            }
         }
     }
 }
@@ -213,8 +234,8 @@ const PORTABLE_NR: usize = 8;
 /// Portable microkernel: a `4 x 8` accumulator array the compiler keeps in registers. It
 /// multiplies and adds separately (no `mul_add`, which is a slow library call without FMA).
 fn portable(t: &mut Tile<'_>) {
-    if t.panels > 1 {
-        return t.each_panel(PORTABLE_NR, portable);
+    if t.panels > 1 || t.stack > 1 {
+        return t.each_tile(PORTABLE_NR, portable);
     }
     let mr = if t.ind.is_some() { PORTABLE.ind_mr } else { PORTABLE_MR };
     assert!(t.check(mr, PORTABLE_NR), "sgemm: portable tile out of bounds");

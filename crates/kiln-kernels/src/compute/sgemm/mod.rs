@@ -36,7 +36,7 @@ pub use pack::{ColumnsOf, Im2col, MatRef, PackB};
 pub(crate) use kernel::clamp1;
 pub(crate) use pack::out_len;
 
-use epilogue::activate_tile;
+pub(crate) use epilogue::activate_tile;
 use kernel::Tile;
 use pack::aligned_offset;
 pub(crate) use pack::aligned_window;
@@ -502,9 +502,14 @@ fn drive(
                             (win, mr * kc, 0, 1, mr)
                         }
                     };
-                // One call: the row panel at `ir`, `panels` tiles from column `jr`.
-                let mut run = |ir: usize, jr: usize, panels: usize, cols: usize| {
-                    let rows = mr.min(mc - ir);
+                // One call: `stack` row panels of `rows` rows from row `ir`, each `panels`
+                // tiles from column `jr`.
+                let mut run = |ir: usize,
+                               rows: usize,
+                               stack: usize,
+                               jr: usize,
+                               panels: usize,
+                               cols: usize| {
                     let bp = &b_blk[b_at + (jr / nr) * b_stride..];
                     let ap = &a_blk[a_at + (ir / mr) * a_stride..];
                     let (i, j) = (ic + ir, jc + jr);
@@ -523,6 +528,8 @@ fn drive(
                         c: &mut c[at..],
                         ldc,
                         rows,
+                        stack,
+                        a_stack: a_stride,
                         panels,
                         cols,
                         accumulate: !first,
@@ -544,25 +551,30 @@ fn drive(
                     let width = tile.width(nr);
                     (kernel.run)(&mut tile);
                     if last && ep.act.is_pointwise_pass() {
-                        activate_tile(c, at, ldc, rows, width, ep.act);
+                        activate_tile(c, at, ldc, rows * stack, width, ep.act);
                     }
                 };
                 if strips {
-                    // Each row panel across the block: all whole column panels in one call
-                    // (they share the rows of A), then the narrower last one.
+                    // The whole row panels stacked, each across the block: all whole column
+                    // panels in one call (they share the rows of A), then the narrower last
+                    // one; then the same for the short last row panel.
                     let (whole, rest) = (nc / nr, nc % nr);
-                    for ir in (0..mc).step_by(mr) {
+                    let (full, tail) = (mc / mr, mc % mr);
+                    for (ir, rows, stack) in [(0, mr, full), (full * mr, tail, 1)] {
+                        if rows == 0 || stack == 0 {
+                            continue;
+                        }
                         if whole > 0 {
-                            run(ir, 0, whole, nr);
+                            run(ir, rows, stack, 0, whole, nr);
                         }
                         if rest > 0 {
-                            run(ir, whole * nr, 1, rest);
+                            run(ir, rows, stack, whole * nr, 1, rest);
                         }
                     }
                 } else {
                     for jr in (0..nc).step_by(nr) {
                         for ir in (0..mc).step_by(mr) {
-                            run(ir, jr, 1, nr.min(nc - jr));
+                            run(ir, mr.min(mc - ir), 1, jr, 1, nr.min(nc - jr));
                         }
                     }
                 }

@@ -230,6 +230,8 @@ fn strip_tile<'a>(b: &'a [f32], c: &'a mut [f32], panels: usize, cols: usize) ->
         c,
         ldc: 3 * 8,
         rows: 1,
+        stack: 1,
+        a_stack: 0,
         panels,
         cols,
         accumulate: false,
@@ -256,6 +258,40 @@ fn strip_bounds_are_checked() {
     let mut t = strip_tile(&b, &mut c, 3, 8);
     t.col_bias = Some(&bias);
     assert!(!t.check(1, 8));
+}
+
+/// `stack` strips of 2 rows of depth 2, A's rows in place (2 values apart, 4 per strip).
+fn stacked_tile<'a>(a: &'a [f32], b: &'a [f32], c: &'a mut [f32], stack: usize) -> Tile<'a> {
+    let tile = strip_tile(b, c, 1, 8);
+    Tile { a, a_rs: 2, b_stride: 0, ldc: 8, rows: 2, stack, a_stack: 4, ..tile }
+}
+
+#[test]
+fn stack_bounds_are_checked() {
+    let (a, b, mut c) = ([0.0f32; 3 * 4], [0.0f32; 2 * 8], [0.0f32; 6 * 8]);
+    assert!(stacked_tile(&a, &b, &mut c, 3).check(2, 8));
+    // No strips; A or C one value short of the last strip; a stack past usize.
+    assert!(!stacked_tile(&a, &b, &mut c, 0).check(2, 8));
+    assert!(!stacked_tile(&a[..a.len() - 1], &b, &mut c, 3).check(2, 8));
+    assert!(!stacked_tile(&a, &b, &mut c[..6 * 8 - 1], 3).check(2, 8));
+    assert!(!stacked_tile(&a, &b, &mut c, usize::MAX).check(2, 8));
+    let bias = [0.0f32; 6 - 1];
+    let mut t = stacked_tile(&a, &b, &mut c, 3);
+    t.row_bias = Some(&bias);
+    assert!(!t.check(2, 8));
+    // An indirection buffer goes tile by tile.
+    let (offsets, zeros) = ([0usize; 2 * 2], [0.0f32; 1]);
+    let mut t = stacked_tile(&a, &b, &mut c, 2);
+    t.ind = Some(kernel::Indirect {
+        offsets: &offsets,
+        stride: 2,
+        channels: 1,
+        reach: 1,
+        zeros: &zeros,
+    });
+    assert!(!t.check(2, 8));
+    t.stack = 1;
+    assert!(t.check(2, 8));
 }
 
 #[test]

@@ -49,35 +49,41 @@ macro_rules! by_rows {
 /// accumulators of `R` rows, then the masked store.
 /// A macro, not a function: accumulators handed to a function are kept in memory through
 /// the loop that sums them. Expands in an `unsafe` function with the tile's target features
-/// where `t.check` holds and `t.rows == R`.
+/// where `t.check` holds and `t.rows == R`; the second vector of columns (`$acc1`) is loaded,
+/// summed and stored only when that function's `WIDE` is set.
 macro_rules! avx512_store {
-    ($acc0:ident, $acc1:ident, $t:ident, $j0:expr) => {{
+    ($acc0:ident, $acc1:ident, $t:ident, $i0:expr, $j0:expr) => {{
         let (m0, m1) = (mask16($t.cols), mask16($t.cols.saturating_sub(16)));
-        let c = $t.c.as_mut_ptr().wrapping_add($j0);
+        let c = $t.c.as_mut_ptr().wrapping_add($i0 * $t.ldc + $j0);
         // One pass over the rows per operation, each decided once per tile: every pass unrolls
         // and the accumulators stay in registers (one loop testing each operation per row kept
         // them in memory). Per value the order is that of the definition: accumulated C, row
         // bias, column bias, residual, clamp.
         // Masked loads and stores touch only lanes below `cols`; `wrapping_add` keeps the pointer
         // arithmetic defined when the second half is fully masked off.
-        // SAFETY (all blocks below): `$j0` is `q * NR512` for a tile q of the strip, and lanes
-        // j < cols of its row i < R are at i * ldc + j0 + j < span, which `check` proved inside
-        // `c` and `residual` (and j0 + j < width inside `col_bias`); row_bias has R values.
+        // SAFETY (all blocks below): `$i0` is `s * R` for a strip s of the stack, `$j0` is
+        // `q * NR512` for a tile q of the strip, and lanes j < cols of its row i < R are at
+        // (i0 + i) * ldc + j0 + j < span, which `check` proved inside `c` and `residual` (and
+        // j0 + j < width inside `col_bias`); row_bias has stack * R values.
         let row = |i: usize| c.wrapping_add(i * $t.ldc);
         if $t.accumulate {
             for i in 0..R {
                 unsafe {
                     $acc0[i] = _mm512_add_ps($acc0[i], _mm512_maskz_loadu_ps(m0, row(i)));
-                    let hi = _mm512_maskz_loadu_ps(m1, row(i).wrapping_add(16));
-                    $acc1[i] = _mm512_add_ps($acc1[i], hi);
+                    if WIDE {
+                        let hi = _mm512_maskz_loadu_ps(m1, row(i).wrapping_add(16));
+                        $acc1[i] = _mm512_add_ps($acc1[i], hi);
+                    }
                 }
             }
         }
         if let Some(rb) = $t.row_bias {
             for i in 0..R {
-                let v = _mm512_set1_ps(rb[i]);
+                let v = _mm512_set1_ps(rb[$i0 + i]);
                 $acc0[i] = _mm512_add_ps($acc0[i], v);
-                $acc1[i] = _mm512_add_ps($acc1[i], v);
+                if WIDE {
+                    $acc1[i] = _mm512_add_ps($acc1[i], v);
+                }
             }
         }
         if let Some(cb) = $t.col_bias {
@@ -87,16 +93,20 @@ macro_rules! avx512_store {
             };
             for i in 0..R {
                 $acc0[i] = _mm512_add_ps($acc0[i], cb0);
-                $acc1[i] = _mm512_add_ps($acc1[i], cb1);
+                if WIDE {
+                    $acc1[i] = _mm512_add_ps($acc1[i], cb1);
+                }
             }
         }
         if let Some(r) = $t.residual {
             for i in 0..R {
-                let ri = r.as_ptr().wrapping_add(i * $t.ldc + $j0);
+                let ri = r.as_ptr().wrapping_add(($i0 + i) * $t.ldc + $j0);
                 unsafe {
                     $acc0[i] = _mm512_add_ps($acc0[i], _mm512_maskz_loadu_ps(m0, ri));
-                    let hi = _mm512_maskz_loadu_ps(m1, ri.wrapping_add(16));
-                    $acc1[i] = _mm512_add_ps($acc1[i], hi);
+                    if WIDE {
+                        let hi = _mm512_maskz_loadu_ps(m1, ri.wrapping_add(16));
+                        $acc1[i] = _mm512_add_ps($acc1[i], hi);
+                    }
                 }
             }
         }
@@ -105,13 +115,17 @@ macro_rules! avx512_store {
             let (lo, hi) = (_mm512_set1_ps(lo), _mm512_set1_ps(hi));
             for i in 0..R {
                 $acc0[i] = _mm512_min_ps(hi, _mm512_max_ps(lo, $acc0[i]));
-                $acc1[i] = _mm512_min_ps(hi, _mm512_max_ps(lo, $acc1[i]));
+                if WIDE {
+                    $acc1[i] = _mm512_min_ps(hi, _mm512_max_ps(lo, $acc1[i]));
+                }
             }
         }
         for i in 0..R {
             unsafe {
                 _mm512_mask_storeu_ps(row(i), m0, $acc0[i]);
-                _mm512_mask_storeu_ps(row(i).wrapping_add(16), m1, $acc1[i]);
+                if WIDE {
+                    _mm512_mask_storeu_ps(row(i).wrapping_add(16), m1, $acc1[i]);
+                }
             }
         }
     }};
@@ -121,32 +135,38 @@ macro_rules! avx512_store {
 /// accumulators of `R` rows, then the masked store.
 /// A macro, not a function: accumulators handed to a function are kept in memory through
 /// the loop that sums them. Expands in an `unsafe` function with the tile's target features
-/// where `t.check` holds and `t.rows == R`.
+/// where `t.check` holds and `t.rows == R`; the second vector of columns (`$acc1`) is loaded,
+/// summed and stored only when that function's `WIDE` is set.
 macro_rules! avx2_store {
-    ($acc0:ident, $acc1:ident, $t:ident, $j0:expr) => {{
+    ($acc0:ident, $acc1:ident, $t:ident, $i0:expr, $j0:expr) => {{
         // cols <= 16, so the casts cannot wrap.
         let (m0, m1) = (mask8($t.cols as i32), mask8($t.cols as i32 - 8));
-        let c = $t.c.as_mut_ptr().wrapping_add($j0);
+        let c = $t.c.as_mut_ptr().wrapping_add($i0 * $t.ldc + $j0);
         // One pass per operation, as in `avx512_store`.
-        // SAFETY (all blocks below): maskload/maskstore touch only lanes j < cols; `$j0` is
-        // `q * NR256` for a tile q of the strip, and lanes j < cols of its row i < R are at
-        // i * ldc + j0 + j < span, which `check` proved inside `c` and `residual` (and j0 + j <
-        // width inside `col_bias`); `wrapping_add` keeps fully masked-off pointers defined.
+        // SAFETY (all blocks below): maskload/maskstore touch only lanes j < cols; `$i0` is
+        // `s * R` for a strip s of the stack, `$j0` is `q * NR256` for a tile q of the strip,
+        // and lanes j < cols of its row i < R are at (i0 + i) * ldc + j0 + j < span, which
+        // `check` proved inside `c` and `residual` (and j0 + j < width inside `col_bias`);
+        // row_bias has stack * R values; `wrapping_add` keeps fully masked-off pointers defined.
         let row = |i: usize| c.wrapping_add(i * $t.ldc);
         if $t.accumulate {
             for i in 0..R {
                 unsafe {
                     $acc0[i] = _mm256_add_ps($acc0[i], _mm256_maskload_ps(row(i), m0));
-                    let hi = _mm256_maskload_ps(row(i).wrapping_add(8), m1);
-                    $acc1[i] = _mm256_add_ps($acc1[i], hi);
+                    if WIDE {
+                        let hi = _mm256_maskload_ps(row(i).wrapping_add(8), m1);
+                        $acc1[i] = _mm256_add_ps($acc1[i], hi);
+                    }
                 }
             }
         }
         if let Some(rb) = $t.row_bias {
             for i in 0..R {
-                let v = _mm256_set1_ps(rb[i]);
+                let v = _mm256_set1_ps(rb[$i0 + i]);
                 $acc0[i] = _mm256_add_ps($acc0[i], v);
-                $acc1[i] = _mm256_add_ps($acc1[i], v);
+                if WIDE {
+                    $acc1[i] = _mm256_add_ps($acc1[i], v);
+                }
             }
         }
         if let Some(cb) = $t.col_bias {
@@ -155,16 +175,20 @@ macro_rules! avx2_store {
                 unsafe { (_mm256_maskload_ps(p, m0), _mm256_maskload_ps(p.wrapping_add(8), m1)) };
             for i in 0..R {
                 $acc0[i] = _mm256_add_ps($acc0[i], cb0);
-                $acc1[i] = _mm256_add_ps($acc1[i], cb1);
+                if WIDE {
+                    $acc1[i] = _mm256_add_ps($acc1[i], cb1);
+                }
             }
         }
         if let Some(r) = $t.residual {
             for i in 0..R {
-                let ri = r.as_ptr().wrapping_add(i * $t.ldc + $j0);
+                let ri = r.as_ptr().wrapping_add(($i0 + i) * $t.ldc + $j0);
                 unsafe {
                     $acc0[i] = _mm256_add_ps($acc0[i], _mm256_maskload_ps(ri, m0));
-                    let hi = _mm256_maskload_ps(ri.wrapping_add(8), m1);
-                    $acc1[i] = _mm256_add_ps($acc1[i], hi);
+                    if WIDE {
+                        let hi = _mm256_maskload_ps(ri.wrapping_add(8), m1);
+                        $acc1[i] = _mm256_add_ps($acc1[i], hi);
+                    }
                 }
             }
         }
@@ -173,13 +197,17 @@ macro_rules! avx2_store {
             let (lo, hi) = (_mm256_set1_ps(lo), _mm256_set1_ps(hi));
             for i in 0..R {
                 $acc0[i] = _mm256_min_ps(hi, _mm256_max_ps(lo, $acc0[i]));
-                $acc1[i] = _mm256_min_ps(hi, _mm256_max_ps(lo, $acc1[i]));
+                if WIDE {
+                    $acc1[i] = _mm256_min_ps(hi, _mm256_max_ps(lo, $acc1[i]));
+                }
             }
         }
         for i in 0..R {
             unsafe {
                 _mm256_maskstore_ps(row(i), m0, $acc0[i]);
-                _mm256_maskstore_ps(row(i).wrapping_add(8), m1, $acc1[i]);
+                if WIDE {
+                    _mm256_maskstore_ps(row(i).wrapping_add(8), m1, $acc1[i]);
+                }
             }
         }
     }};
@@ -204,8 +232,8 @@ pub static AVX512: Kernel = Kernel {
 };
 
 fn avx512(t: &mut Tile<'_>) {
-    if t.ind.is_some() && t.panels > 1 {
-        return t.each_panel(NR512, avx512);
+    if t.ind.is_some() && (t.panels > 1 || t.stack > 1) {
+        return t.each_tile(NR512, avx512);
     }
     let mr = if t.ind.is_some() { IND_MR512 } else { MR512 };
     assert!(has_avx512() && t.check(mr, NR512), "sgemm: avx512 tile out of bounds");
@@ -232,34 +260,40 @@ fn mask16(n: usize) -> __mmask16 {
 /// vector of columns is neither computed nor stored).
 #[target_feature(enable = "avx512f")]
 unsafe fn avx512_tile<const R: usize, const PACKED: bool, const WIDE: bool>(t: &mut Tile<'_>) {
-    let a = t.a.as_ptr();
     // A's strides, constants for a packed panel.
     let (rs, ks) = if PACKED { (1, MR512) } else { (t.a_rs, t.a_ks) };
-    // The tiles of the strip one after the other: no call between them.
-    for q in 0..t.panels {
-        let j0 = q * NR512;
-        // SAFETY: `check` proved (panels - 1) * b_stride + kc * NR512 <= b.len().
-        let b = unsafe { t.b.as_ptr().add(q * t.b_stride) };
-        let mut acc0 = [_mm512_setzero_ps(); R];
-        let mut acc1 = [_mm512_setzero_ps(); R];
-        for p in 0..t.kc {
-            // SAFETY: p < kc, and `check` proved panel q's kc * NR512 values inside b and that every
-            // (R - 1) * rs + p * ks lies inside a.
-            unsafe {
-                let b0 = _mm512_loadu_ps(b.add(p * NR512));
-                let b1 =
-                    if WIDE { _mm512_loadu_ps(b.add(p * NR512 + 16)) } else { _mm512_setzero_ps() };
-                let ap = a.add(p * ks);
-                for i in 0..R {
-                    let ai = _mm512_set1_ps(*ap.add(i * rs));
-                    acc0[i] = _mm512_fmadd_ps(ai, b0, acc0[i]);
-                    if WIDE {
-                        acc1[i] = _mm512_fmadd_ps(ai, b1, acc1[i]);
+    // The strips of the stack and the tiles of each strip one after the other: no call
+    // between them.
+    for st in 0..t.stack {
+        let a = t.a.as_ptr().wrapping_add(st * t.a_stack);
+        for q in 0..t.panels {
+            let j0 = q * NR512;
+            // SAFETY: `check` proved (panels - 1) * b_stride + kc * NR512 <= b.len().
+            let b = unsafe { t.b.as_ptr().add(q * t.b_stride) };
+            let mut acc0 = [_mm512_setzero_ps(); R];
+            let mut acc1 = [_mm512_setzero_ps(); R];
+            for p in 0..t.kc {
+                // SAFETY: p < kc, and `check` proved panel q's kc * NR512 values inside b and that every
+                // st * a_stack + (R - 1) * rs + p * ks (st < stack) lies inside a.
+                unsafe {
+                    let b0 = _mm512_loadu_ps(b.add(p * NR512));
+                    let b1 = if WIDE {
+                        _mm512_loadu_ps(b.add(p * NR512 + 16))
+                    } else {
+                        _mm512_setzero_ps()
+                    };
+                    let ap = a.add(p * ks);
+                    for i in 0..R {
+                        let ai = _mm512_set1_ps(*ap.add(i * rs));
+                        acc0[i] = _mm512_fmadd_ps(ai, b0, acc0[i]);
+                        if WIDE {
+                            acc1[i] = _mm512_fmadd_ps(ai, b1, acc1[i]);
+                        }
                     }
                 }
             }
+            avx512_store!(acc0, acc1, t, st * R, j0)
         }
-        avx512_store!(acc0, acc1, t, j0)
     }
 }
 
@@ -275,38 +309,31 @@ unsafe fn avx512_indirect<const R: usize, const WIDE: bool>(t: &mut Tile<'_>) {
     let mut b = t.b.as_ptr();
     let mut acc0 = [_mm512_setzero_ps(); R];
     let mut acc1 = [_mm512_setzero_ps(); R];
-    // One loop over the depth, the row pointers moving to the next tap every `channels`
-    // steps.
-    let mut taps = ind.offsets.chunks(ind.stride);
-    let mut rows = [z; R];
-    let mut c = ind.channels;
-    for _ in 0..t.kc {
-        if c == ind.channels {
-            c = 0;
-            let Some(offsets) = taps.next() else { unreachable!("check counted the taps") };
-            for i in 0..R {
-                // SAFETY: `check` proved each of the first R offsets of every tap ZERO_ROW
-                // (then `zeros` holds `channels` values) or `channels` values inside `a`.
-                rows[i] = if offsets[i] == ZERO_ROW { z } else { unsafe { a.add(offsets[i]) } };
-            }
-        }
-        // SAFETY: c < channels (see above); `b` advances NR512 per depth step, kc steps in
-        // all, and `check` proved kc * NR512 <= b.len().
-        unsafe {
-            let b0 = _mm512_loadu_ps(b);
-            let b1 = if WIDE { _mm512_loadu_ps(b.add(16)) } else { _mm512_setzero_ps() };
-            b = b.add(NR512);
-            for i in 0..R {
-                let ai = _mm512_set1_ps(*rows[i].add(c));
-                acc0[i] = _mm512_fmadd_ps(ai, b0, acc0[i]);
-                if WIDE {
-                    acc1[i] = _mm512_fmadd_ps(ai, b1, acc1[i]);
+    // Per tap: the row pointers, then the tap's `channels` depth steps.
+    let taps = t.kc / ind.channels;
+    for offsets in ind.offsets.chunks_exact(ind.stride).take(taps) {
+        let offsets: &[usize; R] = offsets[..R].try_into().expect("check: rows <= stride");
+        // SAFETY: `check` proved each of the first R offsets of every tap ZERO_ROW (then
+        // `zeros` holds `channels` values) or `channels` values inside `a`.
+        let rows = offsets.map(|o| if o == ZERO_ROW { z } else { unsafe { a.add(o) } });
+        for c in 0..ind.channels {
+            // SAFETY: c < channels; `b` advances NR512 per depth step, kc steps in all, and
+            // `check` proved kc * NR512 <= b.len().
+            unsafe {
+                let b0 = _mm512_loadu_ps(b);
+                let b1 = if WIDE { _mm512_loadu_ps(b.add(16)) } else { _mm512_setzero_ps() };
+                b = b.add(NR512);
+                for i in 0..R {
+                    let ai = _mm512_set1_ps(*rows[i].add(c));
+                    acc0[i] = _mm512_fmadd_ps(ai, b0, acc0[i]);
+                    if WIDE {
+                        acc1[i] = _mm512_fmadd_ps(ai, b1, acc1[i]);
+                    }
                 }
             }
         }
-        c += 1;
     }
-    avx512_store!(acc0, acc1, t, 0)
+    avx512_store!(acc0, acc1, t, 0, 0)
 }
 
 const MR256: usize = 6;
@@ -325,8 +352,8 @@ pub static AVX2: Kernel = Kernel {
 };
 
 fn avx2(t: &mut Tile<'_>) {
-    if t.ind.is_some() && t.panels > 1 {
-        return t.each_panel(NR256, avx2);
+    if t.ind.is_some() && (t.panels > 1 || t.stack > 1) {
+        return t.each_tile(NR256, avx2);
     }
     assert!(has_avx2() && t.check(MR256, NR256), "sgemm: avx2 tile out of bounds");
     // SAFETY: the CPU has AVX2 and FMA (checked above) and `check` verified every slice
@@ -353,34 +380,40 @@ fn mask8(n: i32) -> __m256i {
 /// vector of columns is neither computed nor stored).
 #[target_feature(enable = "avx2,fma")]
 unsafe fn avx2_tile<const R: usize, const PACKED: bool, const WIDE: bool>(t: &mut Tile<'_>) {
-    let a = t.a.as_ptr();
     // A's strides, constants for a packed panel.
     let (rs, ks) = if PACKED { (1, MR256) } else { (t.a_rs, t.a_ks) };
-    // The tiles of the strip one after the other: no call between them.
-    for q in 0..t.panels {
-        let j0 = q * NR256;
-        // SAFETY: `check` proved (panels - 1) * b_stride + kc * NR256 <= b.len().
-        let b = unsafe { t.b.as_ptr().add(q * t.b_stride) };
-        let mut acc0 = [_mm256_setzero_ps(); R];
-        let mut acc1 = [_mm256_setzero_ps(); R];
-        for p in 0..t.kc {
-            // SAFETY: p < kc, and `check` proved panel q's kc * NR256 values inside b and that every
-            // (R - 1) * rs + p * ks lies inside a.
-            unsafe {
-                let b0 = _mm256_loadu_ps(b.add(p * NR256));
-                let b1 =
-                    if WIDE { _mm256_loadu_ps(b.add(p * NR256 + 8)) } else { _mm256_setzero_ps() };
-                let ap = a.add(p * ks);
-                for i in 0..R {
-                    let ai = _mm256_set1_ps(*ap.add(i * rs));
-                    acc0[i] = _mm256_fmadd_ps(ai, b0, acc0[i]);
-                    if WIDE {
-                        acc1[i] = _mm256_fmadd_ps(ai, b1, acc1[i]);
+    // The strips of the stack and the tiles of each strip one after the other: no call
+    // between them.
+    for st in 0..t.stack {
+        let a = t.a.as_ptr().wrapping_add(st * t.a_stack);
+        for q in 0..t.panels {
+            let j0 = q * NR256;
+            // SAFETY: `check` proved (panels - 1) * b_stride + kc * NR256 <= b.len().
+            let b = unsafe { t.b.as_ptr().add(q * t.b_stride) };
+            let mut acc0 = [_mm256_setzero_ps(); R];
+            let mut acc1 = [_mm256_setzero_ps(); R];
+            for p in 0..t.kc {
+                // SAFETY: p < kc, and `check` proved panel q's kc * NR256 values inside b and that every
+                // st * a_stack + (R - 1) * rs + p * ks (st < stack) lies inside a.
+                unsafe {
+                    let b0 = _mm256_loadu_ps(b.add(p * NR256));
+                    let b1 = if WIDE {
+                        _mm256_loadu_ps(b.add(p * NR256 + 8))
+                    } else {
+                        _mm256_setzero_ps()
+                    };
+                    let ap = a.add(p * ks);
+                    for i in 0..R {
+                        let ai = _mm256_set1_ps(*ap.add(i * rs));
+                        acc0[i] = _mm256_fmadd_ps(ai, b0, acc0[i]);
+                        if WIDE {
+                            acc1[i] = _mm256_fmadd_ps(ai, b1, acc1[i]);
+                        }
                     }
                 }
             }
+            avx2_store!(acc0, acc1, t, st * R, j0)
         }
-        avx2_store!(acc0, acc1, t, j0)
     }
 }
 
@@ -396,36 +429,29 @@ unsafe fn avx2_indirect<const R: usize, const WIDE: bool>(t: &mut Tile<'_>) {
     let mut b = t.b.as_ptr();
     let mut acc0 = [_mm256_setzero_ps(); R];
     let mut acc1 = [_mm256_setzero_ps(); R];
-    // One loop over the depth, the row pointers moving to the next tap every `channels`
-    // steps.
-    let mut taps = ind.offsets.chunks(ind.stride);
-    let mut rows = [z; R];
-    let mut c = ind.channels;
-    for _ in 0..t.kc {
-        if c == ind.channels {
-            c = 0;
-            let Some(offsets) = taps.next() else { unreachable!("check counted the taps") };
-            for i in 0..R {
-                // SAFETY: `check` proved each of the first R offsets of every tap ZERO_ROW
-                // (then `zeros` holds `channels` values) or `channels` values inside `a`.
-                rows[i] = if offsets[i] == ZERO_ROW { z } else { unsafe { a.add(offsets[i]) } };
-            }
-        }
-        // SAFETY: c < channels (see above); `b` advances NR256 per depth step, kc steps in
-        // all, and `check` proved kc * NR256 <= b.len().
-        unsafe {
-            let b0 = _mm256_loadu_ps(b);
-            let b1 = if WIDE { _mm256_loadu_ps(b.add(8)) } else { _mm256_setzero_ps() };
-            b = b.add(NR256);
-            for i in 0..R {
-                let ai = _mm256_set1_ps(*rows[i].add(c));
-                acc0[i] = _mm256_fmadd_ps(ai, b0, acc0[i]);
-                if WIDE {
-                    acc1[i] = _mm256_fmadd_ps(ai, b1, acc1[i]);
+    // Per tap: the row pointers, then the tap's `channels` depth steps.
+    let taps = t.kc / ind.channels;
+    for offsets in ind.offsets.chunks_exact(ind.stride).take(taps) {
+        let offsets: &[usize; R] = offsets[..R].try_into().expect("check: rows <= stride");
+        // SAFETY: `check` proved each of the first R offsets of every tap ZERO_ROW (then
+        // `zeros` holds `channels` values) or `channels` values inside `a`.
+        let rows = offsets.map(|o| if o == ZERO_ROW { z } else { unsafe { a.add(o) } });
+        for c in 0..ind.channels {
+            // SAFETY: c < channels; `b` advances NR256 per depth step, kc steps in all, and
+            // `check` proved kc * NR256 <= b.len().
+            unsafe {
+                let b0 = _mm256_loadu_ps(b);
+                let b1 = if WIDE { _mm256_loadu_ps(b.add(8)) } else { _mm256_setzero_ps() };
+                b = b.add(NR256);
+                for i in 0..R {
+                    let ai = _mm256_set1_ps(*rows[i].add(c));
+                    acc0[i] = _mm256_fmadd_ps(ai, b0, acc0[i]);
+                    if WIDE {
+                        acc1[i] = _mm256_fmadd_ps(ai, b1, acc1[i]);
+                    }
                 }
             }
         }
-        c += 1;
     }
-    avx2_store!(acc0, acc1, t, 0)
+    avx2_store!(acc0, acc1, t, 0, 0)
 }
