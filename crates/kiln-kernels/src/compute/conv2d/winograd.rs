@@ -303,7 +303,7 @@ fn output_tile(m: &[&[f32]; XI], out: &Out<'_>, y: &mut [f32], n: usize) {
 }
 
 /// Whether the CPU has AVX-512F, which the transforms are written for.
-fn has_avx512() -> bool {
+pub(super) fn has_avx512() -> bool {
     #[cfg(target_arch = "x86_64")]
     return crate::compute::sgemm::x86::has_avx512();
     #[cfg(not(target_arch = "x86_64"))]
