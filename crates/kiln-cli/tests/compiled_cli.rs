@@ -56,10 +56,17 @@ fn compiled_plan_of_resnet_stands_for_every_instruction() {
             let l = layout.unwrap_or_else(|| panic!("{s}"));
             let (a, b) = l.split_once('>').unwrap_or_else(|| panic!("{l}"));
             assert!(names.contains(&a) && names.contains(&b), "{l}");
+            // And how they compute.
+            let algorithms = ["gemm", "im2col", "igemm", "winograd", "few-pixels"];
+            let algorithm = s["algorithm"].as_str().unwrap_or_else(|| panic!("{s}"));
+            assert!(algorithms.contains(&algorithm), "{s}");
         } else if kind.starts_with("mean[") {
             assert!(names.contains(&layout.unwrap_or_else(|| panic!("{s}"))), "{s}");
         } else {
             assert_eq!(layout, None, "{s}");
+        }
+        if !kind.starts_with("conv2d") {
+            assert_eq!(s["algorithm"].as_str(), None, "{s}");
         }
     }
     // The program's input is NCHW, and the last convolution feeds the final mean.
@@ -73,6 +80,7 @@ fn compiled_plan_of_resnet_stands_for_every_instruction() {
     assert_eq!(code, 0);
     assert!(text.contains("conv2d") && text.contains("origins"), "{text}");
     assert!(text.contains("layout") && text.contains("nchw>"), "{text}");
+    assert!(text.contains("algorithm") && text.contains("gemm"), "{text}");
 }
 
 #[test]

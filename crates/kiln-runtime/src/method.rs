@@ -463,16 +463,18 @@ impl Method {
             }
             let mut steps = Vec::with_capacity(g.nodes.len());
             for n in 0..g.nodes.len() {
+                let mut algorithm = None;
                 let step = match g.nodes[n].op {
                     NodeOp::Removed => continue,
                     NodeOp::Instr(k) => resolve(&plan, &values, &defs, &delegates, k, &g.chain[k])?,
                     _ => {
                         let (call, kernel) = lower_node(&g, n, prepared.len(), &const_bytes)?;
+                        algorithm = kernel.algorithm();
                         prepared.push(kernel);
                         Step::Call(call)
                     }
                 };
-                compiled.push(describe_step(&g, n, c, &step));
+                compiled.push(describe_step(&g, n, c, &step, algorithm));
                 steps.push(step);
             }
             chains.push(steps);
@@ -589,8 +591,14 @@ fn written_values(plan: &MethodPlan, chains: &[Vec<Step>], values: &[Val]) -> Bo
     out.into_boxed_slice()
 }
 
-/// What step `step` (node `n` of chain `c`'s graph) stands for.
-fn describe_step(g: &Graph<'_>, n: usize, c: usize, step: &Step) -> CompiledNode {
+/// What step `step` (node `n` of chain `c`'s graph, computed by `algorithm`) stands for.
+fn describe_step(
+    g: &Graph<'_>,
+    n: usize,
+    c: usize,
+    step: &Step,
+    algorithm: Option<&str>,
+) -> CompiledNode {
     let origins = g.origin_ids(n);
     let operators = origins
         .iter()
@@ -611,7 +619,8 @@ fn describe_step(g: &Graph<'_>, n: usize, c: usize, step: &Step) -> CompiledNode
         NodeOp::MaxPool(pool) => Some(name(pool.layout).to_string()),
         _ => None,
     };
-    CompiledNode { chain: c, kind: step_kind(step), operators, origins, layout }
+    let algorithm = algorithm.map(str::to_string);
+    CompiledNode { chain: c, kind: step_kind(step), operators, origins, layout, algorithm }
 }
 
 /// The name a step is shown by: the operator, `delegate:<id>`, the compiled kernel, or the

@@ -33,6 +33,8 @@ struct CompiledStep {
     origins: Vec<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     layout: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    algorithm: Option<String>,
 }
 
 /// `kiln inspect --compiled`: each method (or `method`) loaded through the compile stage.
@@ -54,6 +56,7 @@ pub fn inspect_compiled(path: &Path, method: Option<&str>, json: bool) -> Result
                 operators: n.operators.clone(),
                 origins: n.origins.clone(),
                 layout: n.layout.clone(),
+                algorithm: n.algorithm.clone(),
             })
             .collect();
         methods.push(CompiledMethod { name, instructions: m.num_instructions(), steps });
@@ -72,14 +75,15 @@ pub fn inspect_compiled(path: &Path, method: Option<&str>, json: bool) -> Result
             m.instructions,
             m.steps.len()
         );
-        let mut t = Table::new(["step", "kernel", "layout", "fuses", "origins"]);
+        let mut t = Table::new(["step", "kernel", "layout", "algorithm", "fuses", "origins"]);
         for (k, s) in m.steps.iter().enumerate() {
             let fuses =
                 if s.operators.len() > 1 { fused_list(&s.operators) } else { String::new() };
             // A compiled kernel's kind lists what it fuses; the table shows that in "fuses".
             let kernel = s.kind.split('[').next().unwrap_or(&s.kind).to_string();
             let layout = s.layout.clone().unwrap_or_default();
-            t.row([k.to_string(), kernel, layout, fuses, ranges(&s.origins)]);
+            let algorithm = s.algorithm.clone().unwrap_or_default();
+            t.row([k.to_string(), kernel, layout, algorithm, fuses, ranges(&s.origins)]);
         }
         out!("{}", t.render());
     }

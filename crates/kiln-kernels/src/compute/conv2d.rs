@@ -356,6 +356,22 @@ impl PackedConv2d {
         Ok(PackedConv2d { g, oh, ow, plan, layouts, bias: bias.map(<[f32]>::to_vec), act })
     }
 
+    /// How the convolution computes, for reports: `gemm` (a 1x1 convolution as one product),
+    /// `im2col` (a product over lazily packed im2col panels), `igemm` (through an indirection
+    /// buffer), `winograd` (F(2x2, 3x3)), `few-pixels` (the product transposed),
+    /// `depthwise` (per channel plane) or `depthwise-blocks` (16 channels at a time).
+    pub fn algorithm(&self) -> &'static str {
+        match &self.plan {
+            Plan::Gemm { pointwise: true, .. } | Plan::PixelRows { .. } => "gemm",
+            Plan::Gemm { pointwise: false, .. } => "im2col",
+            Plan::Depthwise { blocks: Some(_), .. } => "depthwise-blocks",
+            Plan::Depthwise { blocks: None, .. } => "depthwise",
+            Plan::FewPixels { .. } => "few-pixels",
+            Plan::Indirect { .. } => "igemm",
+            Plan::Winograd(_) => "winograd",
+        }
+    }
+
     /// Output height and width.
     pub fn out_hw(&self) -> (usize, usize) {
         (self.oh, self.ow)

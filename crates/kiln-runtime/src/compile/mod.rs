@@ -169,6 +169,10 @@ pub struct CompiledNode {
     /// A convolution's activation layouts, input then output (`"nchw>nhwc"`), or the layout a
     /// mean reads or a max pooling runs in (`"nhwc"`).
     pub layout: Option<String>,
+    /// How a compiled kernel with a choice computes: a convolution's `gemm`, `im2col`,
+    /// `igemm`, `winograd`, `few-pixels`, `depthwise`, `depthwise-blocks` or
+    /// `gemm+depthwise-blocks` (chosen at load from the geometry and the CPU).
+    pub algorithm: Option<String>,
 }
 
 /// Runs the passes over the graph of one chain; only methods whose aliases are known

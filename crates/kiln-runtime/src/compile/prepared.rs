@@ -63,6 +63,12 @@ pub(crate) trait PreparedKernel: Send {
         reads: &[&[f32]],
         writes: &mut [&mut [f32]],
     ) -> std::result::Result<(), KernelError>;
+
+    /// How the kernel computes, for reports, where it has a choice (a convolution's
+    /// `winograd`, `igemm`, ...; see [`PackedConv2d::algorithm`]).
+    fn algorithm(&self) -> Option<&'static str> {
+        None
+    }
 }
 
 /// The bytes of a constant tensor, from the mapped file or an external source.
@@ -332,6 +338,14 @@ fn declared_batch(g: &Graph<'_>, v: u32) -> usize {
 }
 
 impl PreparedKernel for PreparedConv {
+    fn algorithm(&self) -> Option<&'static str> {
+        Some(match &self.kernel {
+            ConvKernel::One(conv) => conv.algorithm(),
+            // The pointwise convolution writes rows the depthwise one reads on channel blocks.
+            ConvKernel::PointwiseDepthwise(_) => "gemm+depthwise-blocks",
+        })
+    }
+
     fn run(
         &mut self,
         ctx: &mut KernelContext,
