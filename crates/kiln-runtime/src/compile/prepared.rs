@@ -341,8 +341,7 @@ impl PreparedKernel for PreparedConv {
     fn algorithm(&self) -> Option<&'static str> {
         Some(match &self.kernel {
             ConvKernel::One(conv) => conv.algorithm(),
-            // The pointwise convolution writes rows the depthwise one reads on channel blocks.
-            ConvKernel::PointwiseDepthwise(_) => "gemm+depthwise-blocks",
+            ConvKernel::PointwiseDepthwise(pair) => pair.algorithm(),
         })
     }
 

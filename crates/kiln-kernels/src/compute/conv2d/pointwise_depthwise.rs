@@ -74,6 +74,12 @@ impl PointwiseDepthwise {
         Ok(PointwiseDepthwise { pointwise, depthwise, buffer_bytes: BUFFER_BYTES })
     }
 
+    /// How the pair computes, for reports (in the terms of [`PackedConv2d::algorithm`]): the
+    /// pointwise product's rows feed the depthwise sums on channel blocks.
+    pub fn algorithm(&self) -> &'static str {
+        "gemm+depthwise-blocks"
+    }
+
     /// Runs the pair: `input` is `[batch, Cin, H, W]` in the pointwise convolution's input
     /// layout, `out` `[batch, C, OH, OW]` channels-last, `residual` (if any) laid out as
     /// `out` and added before the depthwise activation. The output rows are split over

@@ -210,7 +210,13 @@ impl<'a> Tile<'a> {
                     col_bias: self.col_bias.map(|b| b.get(j..).unwrap_or_default()),
                     residual: self.residual.map(|r| r.get(at..).unwrap_or_default()),
                     clamp: self.clamp,
-                    ind: self.ind,
+                    // An indirect call is never stacked (`check` refuses it): stacked tiles get
+                    // no offsets, so they fail their check too instead of rereading the first
+                    // tile's rows.
+                    ind: self.ind.map(|ind| match self.stack {
+                        1 => ind,
+                        _ => Indirect { offsets: &[], ..ind },
+                    }),
                 };
                 run(&mut tile);
             }

@@ -292,6 +292,21 @@ fn stack_bounds_are_checked() {
     assert!(!t.check(2, 8));
     t.stack = 1;
     assert!(t.check(2, 8));
+    // No kernel computes a stacked indirect call, not even one that splits it tile by tile.
+    for kernel in available() {
+        let (b, mut c) = ([0.0f32; 2 * 32], [0.0f32; 6 * 32]);
+        let mut t = stacked_tile(&a, &b, &mut c, 2);
+        (t.ldc, t.cols) = (32, 1);
+        t.ind = Some(kernel::Indirect {
+            offsets: &offsets,
+            stride: 2,
+            channels: 1,
+            reach: 1,
+            zeros: &zeros,
+        });
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (kernel.run)(&mut t)));
+        assert!(run.is_err(), "{}", kernel.name);
+    }
 }
 
 #[test]

@@ -232,7 +232,7 @@ pub static AVX512: Kernel = Kernel {
 };
 
 fn avx512(t: &mut Tile<'_>) {
-    if t.ind.is_some() && (t.panels > 1 || t.stack > 1) {
+    if t.ind.is_some() && t.panels > 1 {
         return t.each_tile(NR512, avx512);
     }
     let mr = if t.ind.is_some() { IND_MR512 } else { MR512 };
@@ -352,7 +352,7 @@ pub static AVX2: Kernel = Kernel {
 };
 
 fn avx2(t: &mut Tile<'_>) {
-    if t.ind.is_some() && (t.panels > 1 || t.stack > 1) {
+    if t.ind.is_some() && t.panels > 1 {
         return t.each_tile(NR256, avx2);
     }
     assert!(has_avx2() && t.check(MR256, NR256), "sgemm: avx2 tile out of bounds");
