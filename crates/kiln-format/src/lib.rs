@@ -25,6 +25,7 @@ pub mod pte;
 pub mod safetensors;
 pub mod tflite;
 pub mod txn;
+pub mod xnnpack;
 
 pub use detect::{detect, Kind};
 pub use error::{Error, Result};

@@ -584,7 +584,7 @@ fn invoke(
     sources: &[std::sync::Arc<dyn crate::data::NamedDataSource>],
     s: &mut Scratch,
     ctx: &mut kiln_kernels::KernelContext,
-    delegates: &mut [Box<dyn crate::delegate::DelegateHandle>],
+    delegates: &mut [Option<Box<dyn crate::delegate::DelegateHandle>>],
     prepared: &mut [Box<dyn crate::compile::PreparedKernel>],
 ) -> std::result::Result<(), CallError> {
     let other = CallError::Other;
@@ -798,7 +798,7 @@ fn invoke(
             Some(k) => k.run(ctx, &args, &mut outs).map_err(|e| CallError::Kernel(Box::new(e))),
             None => Err(other(format!("prepared kernel {p} does not exist"))),
         },
-        Callee::Delegate(d) => match delegates.get_mut(d) {
+        Callee::Delegate(d) => match delegates.get_mut(d).and_then(Option::as_mut) {
             Some(h) => h.execute(ctx, &args, &mut outs).map_err(|e| CallError::Delegate(d, e)),
             None => Err(other(format!("delegate {d} does not exist"))),
         },

@@ -40,6 +40,7 @@ pub mod profile;
 pub mod program;
 pub mod registry;
 mod value;
+pub mod xnnpack;
 
 pub use compile::CompiledNode;
 pub use data::{NamedDataSource, NamedEntry, PtdFile};

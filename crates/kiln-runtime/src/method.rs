@@ -105,7 +105,8 @@ pub(crate) struct State {
     /// buffer; cache lines.
     pub buffers: Vec<Vec<Line>>,
     pub values: Vec<Val>,
-    pub delegates: Vec<Box<dyn DelegateHandle>>,
+    /// Per delegate, its handle (`None` for one inlined at decode, which no call names).
+    pub delegates: Vec<Option<Box<dyn DelegateHandle>>>,
     /// The compile stage's prepared kernels (they keep scratch memory).
     pub prepared: Vec<Box<dyn PreparedKernel>>,
     pub ctx: KernelContext,
@@ -324,6 +325,13 @@ impl Loader<'_> {
                     self.borrowed(i, bytes, offset, t, Storage::Ext { source: src, offset })?;
                 (s, false)
             }
+            DataDef::Owned(bytes) => {
+                let buf =
+                    self.alloc(nbytes as u64, || format!("values[{i}] (a delegate's constant)"))?;
+                let s = Storage::Buf { buf, offset: 0 };
+                self.copy_into(s, bytes.get(..nbytes).unwrap_or(bytes));
+                (s, false)
+            }
             DataDef::ExternalPlanned { fqn, memory_id, offset } => {
                 let s = self.planned(i, *memory_id, *offset, nbytes)?;
                 let (src, off) = self.external(i, fqn, t)?;
@@ -366,7 +374,7 @@ impl Method {
             defs.push(def);
         }
         let mut missing_delegates: Vec<String> = Vec::new();
-        for d in &plan.delegates {
+        for d in plan.delegates.iter().filter(|d| !d.inlined) {
             if options.backends.get(&d.id).is_none() && !missing_delegates.contains(&d.id) {
                 missing_delegates.push(d.id.clone());
             }
@@ -420,8 +428,13 @@ impl Method {
             });
         }
         // Delegates.
-        let mut delegates: Vec<Box<dyn DelegateHandle>> = Vec::with_capacity(plan.delegates.len());
+        let mut delegates: Vec<Option<Box<dyn DelegateHandle>>> =
+            Vec::with_capacity(plan.delegates.len());
         for (index, d) in plan.delegates.iter().enumerate() {
+            if d.inlined {
+                delegates.push(None);
+                continue;
+            }
             let derr = |reason: String| Error::Delegate {
                 method: plan.name.clone(),
                 instruction: None,
@@ -437,7 +450,7 @@ impl Method {
                 processed,
                 compile_specs: &d.compile_specs,
             };
-            delegates.push(backend.init(&init).map_err(derr)?);
+            delegates.push(Some(backend.init(&init).map_err(derr)?));
         }
         // Compile: one graph per chain, optimized, lowered to steps.
         let mut chains = Vec::with_capacity(plan.chains.len());
@@ -445,9 +458,14 @@ impl Method {
         let mut prepared: Vec<Box<dyn PreparedKernel>> = Vec::new();
         let file = program.inner.file.bytes();
         let sources = &program.inner.sources;
+        let owned = &loader.buffers;
         let const_bytes = |t: &TensorSlot| -> Option<&[u8]> {
             match t.storage {
                 Storage::File { offset } => file.get(offset..),
+                Storage::Buf { buf, offset } if !t.writable => {
+                    let b: &[u8] = bytemuck::cast_slice(owned.get(buf as usize)?.as_slice());
+                    b.get(offset..)
+                }
                 Storage::Ext { source, offset } => {
                     sources.get(source as usize)?.bytes().get(offset..)
                 }
@@ -641,7 +659,7 @@ fn resolve(
     plan: &MethodPlan,
     values: &[Val],
     defs: &[Option<&'static KernelDef>],
-    delegates: &[Box<dyn DelegateHandle>],
+    delegates: &[Option<Box<dyn DelegateHandle>>],
     k: usize,
     ins: &InstrDef,
 ) -> Result<Step> {
@@ -725,6 +743,7 @@ fn resolve(
             let id = plan.delegates.get(*delegate).map_or("?", |d| d.id.as_str());
             let handle = delegates
                 .get(*delegate)
+                .and_then(Option::as_ref)
                 .ok_or_else(|| bad(id, "delegate index out of range".into()))?;
             let n_out = handle.num_outputs();
             let first_out = args.len().checked_sub(n_out).ok_or_else(|| {

@@ -25,6 +25,8 @@ pub(crate) enum DataDef {
     External(Arc<str>),
     /// Planned, loaded from external data by name.
     ExternalPlanned { fqn: Arc<str>, memory_id: u32, offset: u64 },
+    /// Constant bytes made at load (a delegate's weights rearranged for kiln's kernels).
+    Owned(Arc<[u8]>),
 }
 
 /// A tensor value as declared.
@@ -77,6 +79,9 @@ pub(crate) struct DelegateDef {
     /// The processed blob's bytes in the file.
     pub processed: Range<usize>,
     pub compile_specs: Vec<(String, Vec<u8>)>,
+    /// Whether its calls were replaced by kernel calls at decode ([`crate::xnnpack`]), so no
+    /// backend runs it.
+    pub inlined: bool,
 }
 
 /// One decoded method.
@@ -91,6 +96,24 @@ pub(crate) struct MethodPlan {
     pub delegates: Vec<DelegateDef>,
     /// `non_const_buffer_sizes` without the reserved entry 0: arena `memory_id - 1`.
     pub arena_sizes: Vec<u64>,
+    /// Per chain, the original instruction each instruction comes from, when delegates were
+    /// inlined (empty: every instruction is its own).
+    pub origins: Vec<Vec<u32>>,
+}
+
+impl MethodPlan {
+    /// The original instruction index of instruction `k` of chain `chain`.
+    pub fn origin(&self, chain: usize, k: usize) -> u32 {
+        self.origins.get(chain).and_then(|o| o.get(k)).copied().unwrap_or(k as u32)
+    }
+
+    /// Records the original instruction of each instruction of chain `chain`.
+    pub fn set_origins(&mut self, chain: usize, origins: Vec<u32>) {
+        if self.origins.len() <= chain {
+            self.origins.resize(chain + 1, Vec::new());
+        }
+        self.origins[chain] = origins;
+    }
 }
 
 fn range_in(file: &[u8], part: &[u8]) -> Range<usize> {
@@ -242,6 +265,7 @@ pub(crate) fn decode(
                 .iter()
                 .map(|c| (c.key.to_string(), c.value.to_vec()))
                 .collect(),
+            inlined: false,
         });
     }
     Ok(MethodPlan {
@@ -253,5 +277,6 @@ pub(crate) fn decode(
         operators,
         delegates,
         arena_sizes: m.planned_buffer_sizes(),
+        origins: Vec::new(),
     })
 }

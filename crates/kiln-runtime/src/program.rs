@@ -185,8 +185,18 @@ impl Program {
                 .map_err(|source| Error::Format { path: path.clone(), source })?;
             pte.methods()
                 .map(|m| {
-                    let plan =
-                        plan::decode(&pte, &m, &path).map(Arc::new).map_err(|e| e.to_string());
+                    let plan = plan::decode(&pte, &m, &path).map_err(|e| e.to_string());
+                    // XNNPACK delegates run as kiln kernels unless a backend is registered
+                    // for them.
+                    let inline = options.backends.get(crate::xnnpack::BACKEND_ID).is_none();
+                    let plan = plan
+                        .and_then(|mut p| {
+                            if inline {
+                                crate::xnnpack::inline_delegates(&mut p, &pte, &sources)?;
+                            }
+                            Ok(p)
+                        })
+                        .map(Arc::new);
                     (m.name().to_string(), plan)
                 })
                 .collect()

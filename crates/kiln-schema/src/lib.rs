@@ -36,3 +36,8 @@ pub mod tflite;
 #[rustfmt::skip]
 #[path = "generated/circle/mod.rs"]
 pub mod circle;
+/// ExecuTorch's XNNPACK delegate payload (`schema/xnnpack.fbs`, identifiers `XN01` and the
+/// legacy `XN00`, namespace `fb_xnnpack`).
+#[rustfmt::skip]
+#[path = "generated/xnnpack/mod.rs"]
+pub mod xnnpack;

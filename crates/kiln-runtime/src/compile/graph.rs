@@ -76,7 +76,7 @@ impl<'m> Graph<'m> {
         let mut origins = OriginMap::new();
         let mut nodes = Vec::with_capacity(instructions.len());
         for (k, ins) in instructions.iter().enumerate() {
-            origins.set(k, Origin::single(k as u32, instruction_name(plan, ins)));
+            origins.set(k, Origin::single(plan.origin(chain, k), instruction_name(plan, ins)));
             nodes.push(Node { op: NodeOp::Instr(k) });
         }
         Graph {
@@ -192,13 +192,16 @@ impl<'m> Graph<'m> {
         ok.then_some(t)
     }
 
-    /// A float32 constant (file or external data), contiguous.
+    /// A float32 constant (file or external data, or bytes made at load), contiguous.
     pub fn const_f32(&self, v: u32) -> Option<&'m TensorSlot> {
         let t = self.tensor(v)?;
         let ok = t.dtype == DType::Float
             && !t.writable
             && t.shape.is_dense_row_major()
-            && matches!(t.storage, Storage::File { .. } | Storage::Ext { .. });
+            && matches!(
+                t.storage,
+                Storage::File { .. } | Storage::Ext { .. } | Storage::Buf { .. }
+            );
         ok.then_some(t)
     }
 

@@ -1,0 +1,97 @@
+//! ExecuTorch's XNNPACK delegate, run on kiln's own kernels: each `XnnpackBackend` delegate
+//! call of a method is replaced, when the method is decoded, by the kernel calls its graph
+//! stands for ([`lower`]), so the compile stage sees one method and applies the same passes to
+//! delegated and portable code (convolution lifting and packing, epilogue fusion, channels-last
+//! layouts, the memory plan).
+//!
+//! The payload is parsed and verified by [`kiln_format::xnnpack`]; constants come from the
+//! payload's constant region or from the program's named data (the `.pte`'s named segments or
+//! a `.ptd`/`.irpa` source).
+
+mod lower;
+
+use std::sync::Arc;
+
+use kiln_format::pte;
+
+use crate::data::NamedDataSource;
+use crate::plan::{InstrDef, MethodPlan};
+
+/// The delegate id this backend handles.
+pub const BACKEND_ID: &str = "XnnpackBackend";
+
+/// Where named constants are: the program's own named data, then the external sources in the
+/// order they were given.
+pub(crate) struct NamedData<'a> {
+    pub program: &'a pte::Program<'a>,
+    pub sources: &'a [Arc<dyn NamedDataSource>],
+}
+
+impl<'a> NamedData<'a> {
+    /// The bytes under `key`, and whether they are inside the program file (so a tensor can
+    /// borrow them by file range).
+    pub fn get(&self, key: &str) -> Option<(&'a [u8], bool)> {
+        if let Ok(b) = self.program.named_data_bytes(key) {
+            return Some((b, true));
+        }
+        self.sources.iter().find_map(|s| {
+            let e = s.entry(key)?;
+            Some((s.bytes().get(e.range.clone())?, false))
+        })
+    }
+}
+
+/// Replaces every `XnnpackBackend` delegate call of `plan` by the kernel calls of its graph.
+/// Errors name the delegate and the node.
+pub(crate) fn inline_delegates(
+    plan: &mut MethodPlan,
+    program: &pte::Program<'_>,
+    sources: &[Arc<dyn NamedDataSource>],
+) -> Result<(), String> {
+    if !plan.delegates.iter().any(|d| d.id == BACKEND_ID) {
+        return Ok(());
+    }
+    let named = NamedData { program, sources };
+    let file = program.bytes();
+    for c in 0..plan.chains.len() {
+        let chain = std::mem::take(&mut plan.chains[c]);
+        let mut out = Vec::with_capacity(chain.len());
+        let mut origins = Vec::with_capacity(chain.len());
+        // Where each old instruction starts in the new chain, for jump destinations.
+        let mut start = Vec::with_capacity(chain.len() + 1);
+        for (k, ins) in chain.into_iter().enumerate() {
+            start.push(out.len());
+            let k = plan.origin(c, k);
+            let InstrDef::Delegate { delegate, args } = &ins else {
+                out.push(ins);
+                origins.push(k);
+                continue;
+            };
+            let Some(d) = plan.delegates.get(*delegate).filter(|d| d.id == BACKEND_ID) else {
+                out.push(ins);
+                origins.push(k);
+                continue;
+            };
+            let bytes = file.get(d.processed.clone()).unwrap_or(&[]);
+            let context =
+                |e: String| format!("instruction {k}, delegate {delegate} ({BACKEND_ID}): {e}");
+            let lowered = lower::lower(plan, bytes, file, &named, args).map_err(context)?;
+            origins.extend(std::iter::repeat_n(k, lowered.instrs.len()));
+            out.extend(lowered.instrs);
+        }
+        start.push(out.len());
+        for ins in &mut out {
+            if let InstrDef::JumpFalse { destination, .. } = ins {
+                *destination = start.get(*destination).copied().unwrap_or(*destination);
+            }
+        }
+        plan.chains[c] = out;
+        plan.set_origins(c, origins);
+    }
+    for d in &mut plan.delegates {
+        if d.id == BACKEND_ID {
+            d.inlined = true;
+        }
+    }
+    Ok(())
+}
