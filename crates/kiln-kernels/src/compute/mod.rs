@@ -19,3 +19,4 @@ pub mod special;
 pub mod strided;
 pub(crate) mod taps;
 pub mod threads;
+pub mod xnn_quant;

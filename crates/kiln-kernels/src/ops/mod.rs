@@ -34,6 +34,7 @@ pub(crate) mod random;
 pub(crate) mod sample;
 pub(crate) mod scatter;
 pub(crate) mod sort;
+pub(crate) mod xnnpack;
 
 const fn slots<const N: usize, const P: usize>(kind: OutKind) -> [[OutSlot; N]; P] {
     let mut t = [[OutSlot { position: 0, kind: OutKind::Tensor }; N]; P];
@@ -125,6 +126,7 @@ pub(crate) fn all() -> Vec<KernelDef> {
     v.extend(distance::kernels());
     v.extend(quant_token::kernels());
     v.extend(quant_weight::kernels());
+    v.extend(xnnpack::kernels());
     v.extend(random::kernels());
     v
 }

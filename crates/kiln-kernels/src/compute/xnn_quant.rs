@@ -1,0 +1,1024 @@
+//! XNNPACK's quantized integer arithmetic on plain slices, reproduced for the native runner of
+//! ExecuTorch's XNNPACK delegate (`/work/shared/reference/xnnpack-delegate.md` §4; XNNPACK
+//! at 92a7ad50, the commit ExecuTorch 1.5.1 pins). Every function follows the scalar
+//! micro-kernel of the named XNNPACK source operation by operation, so the results are bit
+//! for bit XNNPACK's wherever its scalar kernels are (SIMD variants may fuse a multiply-add).
+//!
+//! Conventions:
+//! - Rounding is round-half-to-even. XNNPACK's "fmagic" form adds `12582912.0f` (1.5·2^23)
+//!   and reinterprets the bits ([`fmagic`]); it is exact for the clamped values it is used on.
+//! - Scales and bounds are `f32` (XNNPACK stores `float`); zero points are `i32`.
+//! - A clamp `max(v, lo)` then `min(v, hi)` sends NaN to `lo`, as XNNPACK's
+//!   `math_max_f32(v, lo)` does (`lo < v ? v : lo`).
+//! - Integer accumulators are `i32` with wrapping arithmetic, as XNNPACK's (UBSan-disabled)
+//!   kernels.
+//!
+//! Parameter setup (multipliers, shifts, requantization scales) is done once by small pure
+//! functions ([`qs8_add_params`], [`q8_cvt_params`], [`qd8_params`], [`qs8_requant_scales`],
+//! [`qs8_mean_params`]); the loops take their results.
+//!
+//! The slice functions document their length preconditions and panic when they are violated;
+//! the kernels of `ops::xnnpack` check every length before calling them.
+
+/// 1.5·2^23: adding it to a float of magnitude below 2^22 leaves the rounded integer in the
+/// low mantissa bits.
+pub const MAGIC_BIAS: f32 = 12582912.0;
+/// The bit pattern of [`MAGIC_BIAS`].
+pub const MAGIC_BIAS_BITS: i32 = 0x4B40_0000;
+
+/// Round-half-to-even of `v` by XNNPACK's fmagic trick: `bits(v + 12582912.0f) - 0x4B400000`.
+/// Exact for `|v| < 2^22` (all uses clamp `v` to a few hundred first).
+#[inline]
+pub fn fmagic(v: f32) -> i32 {
+    ((v + MAGIC_BIAS).to_bits() as i32).wrapping_sub(MAGIC_BIAS_BITS)
+}
+
+/// `max(v, lo)` then `min(v, hi)` with XNNPACK's NaN behaviour (NaN becomes `lo`).
+#[inline]
+fn clamp_f32(v: f32, lo: f32, hi: f32) -> f32 {
+    let v = if lo < v { v } else { lo };
+    if hi < v {
+        hi
+    } else {
+        v
+    }
+}
+
+/// `lrintf` of a value already inside the `i32` range (NaN gives 0).
+#[inline]
+fn lrintf(v: f32) -> i32 {
+    v.round_ties_even() as i32
+}
+
+/// `xnn_qs8_quantize(v, scale, zp)` (X `src/xnnpack/requantization.h`):
+/// `lrintf(fminf(fmaxf(v / scale + zp, -128), 127))`. Quantizes a fused float bound (`±inf`
+/// saturate to -128 / 127).
+#[allow(clippy::manual_clamp)] // fmaxf / fminf: NaN goes to the bound, unlike clamp
+pub fn qs8_quantize_bound(v: f32, scale: f32, zero_point: i32) -> i32 {
+    let x = v / scale + zero_point as f32;
+    lrintf(x.max(-128.0).min(127.0))
+}
+
+/// `xnn_qu8_quantize`: as [`qs8_quantize_bound`] with the range `[0, 255]`.
+#[allow(clippy::manual_clamp)] // fmaxf / fminf: NaN goes to the bound, unlike clamp
+pub fn qu8_quantize_bound(v: f32, scale: f32, zero_point: i32) -> i32 {
+    let x = v / scale + zero_point as f32;
+    lrintf(x.max(0.0).min(255.0))
+}
+
+/// The integer output range of a quantized node with fused float bounds `[min, max]`:
+/// both bounds quantized with [`qs8_quantize_bound`].
+pub fn qs8_output_range(min: f32, max: f32, scale: f32, zero_point: i32) -> (i32, i32) {
+    (qs8_quantize_bound(min, scale, zero_point), qs8_quantize_bound(max, scale, zero_point))
+}
+
+/// One fmagic quantization (X `f32-qs8-vcvt/gen/*scalar-fmagic*`): `v` is already the value
+/// times the inverse scale; `q = rne(clamp(v, qmin - zp, qmax - zp)) + zp`.
+#[inline]
+pub fn quantize_scaled(v: f32, zero_point: i32, qmin: i32, qmax: i32) -> i32 {
+    let lo = (qmin - zero_point) as f32;
+    let hi = (qmax - zero_point) as f32;
+    fmagic(clamp_f32(v, lo, hi)).wrapping_add(zero_point)
+}
+
+/// f32 → qs8 (X `f32-qs8-vcvt`): `inv = 1.0f / scale` in f32, then
+/// `q = rne(clamp(x * inv, -128 - zp, 127 - zp)) + zp`.
+///
+/// # Panics
+/// If `x` and `out` differ in length.
+pub fn f32_to_qs8(x: &[f32], scale: f32, zero_point: i32, out: &mut [i8]) {
+    assert_eq!(x.len(), out.len());
+    let inv = 1.0f32 / scale;
+    for (o, &v) in out.iter_mut().zip(x) {
+        *o = quantize_scaled(v * inv, zero_point, -128, 127) as i8;
+    }
+}
+
+/// f32 → qu8 (X `f32-qu8-vcvt`): as [`f32_to_qs8`] with the range `[0, 255]`.
+///
+/// # Panics
+/// If `x` and `out` differ in length.
+pub fn f32_to_qu8(x: &[f32], scale: f32, zero_point: i32, out: &mut [u8]) {
+    assert_eq!(x.len(), out.len());
+    let inv = 1.0f32 / scale;
+    for (o, &v) in out.iter_mut().zip(x) {
+        *o = quantize_scaled(v * inv, zero_point, 0, 255) as u8;
+    }
+}
+
+/// qs8 → f32 (X `qs8-f32-vcvt`): `(float)(q - zp) * scale`.
+///
+/// # Panics
+/// If `x` and `out` differ in length.
+pub fn qs8_to_f32(x: &[i8], scale: f32, zero_point: i32, out: &mut [f32]) {
+    assert_eq!(x.len(), out.len());
+    for (o, &q) in out.iter_mut().zip(x) {
+        *o = (q as i32 - zero_point) as f32 * scale;
+    }
+}
+
+/// qu8 → f32 (X `qu8-f32-vcvt`): `(float)(q - zp) * scale`.
+///
+/// # Panics
+/// If `x` and `out` differ in length.
+pub fn qu8_to_f32(x: &[u8], scale: f32, zero_point: i32, out: &mut [f32]) {
+    assert_eq!(x.len(), out.len());
+    for (o, &q) in out.iter_mut().zip(x) {
+        *o = (q as i32 - zero_point) as f32 * scale;
+    }
+}
+
+/// Parameters of an 8-bit requantizing conversion (X `qs8-vcvt` / `qu8-vcvt` scalar).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CvtParams {
+    /// `lrintf(256.0f * (in_scale / out_scale))`, in `[1, 32768]`.
+    pub multiplier: i32,
+    /// `(out_zp << 8) - multiplier * in_zp + 0x80`.
+    pub bias: i32,
+}
+
+/// `xnn_init_qs8_cvt_scalar_params` (same for qu8): `ratio = in_scale / out_scale` in f32,
+/// `multiplier = lrintf(256.0f * ratio)`, `bias = (out_zp << 8) - multiplier * in_zp + 0x80`.
+/// `None` when the ratio is outside XNNPACK's asserted range `[2^-8, 2^7]` (or not finite).
+pub fn q8_cvt_params(in_scale: f32, in_zp: i32, out_scale: f32, out_zp: i32) -> Option<CvtParams> {
+    let ratio = in_scale / out_scale;
+    if !(1.0 / 256.0..=128.0).contains(&ratio) {
+        return None;
+    }
+    let multiplier = lrintf(256.0f32 * ratio);
+    let bias = (((out_zp as u32) << 8) as i32)
+        .wrapping_sub(multiplier.wrapping_mul(in_zp))
+        .wrapping_add(0x80);
+    Some(CvtParams { multiplier, bias })
+}
+
+/// One requantizing conversion: `clamp((bias + q * multiplier) >> 8, lo, hi)` (arithmetic
+/// shift, so ties round up).
+#[inline]
+pub fn q8_cvt(q: i32, p: &CvtParams, lo: i32, hi: i32) -> i32 {
+    (p.bias.wrapping_add(q.wrapping_mul(p.multiplier)) >> 8).clamp(lo, hi)
+}
+
+/// qs8 → qs8 requantization (X `qs8-vcvt/gen/qs8-vcvt-scalar-u1.c`), with [`q8_cvt_params`].
+///
+/// # Panics
+/// If `x` and `out` differ in length.
+pub fn qs8_cvt(x: &[i8], p: &CvtParams, out: &mut [i8]) {
+    assert_eq!(x.len(), out.len());
+    for (o, &q) in out.iter_mut().zip(x) {
+        *o = q8_cvt(q as i32, p, -128, 127) as i8;
+    }
+}
+
+/// qu8 → qu8 requantization (X `qu8-vcvt/gen/qu8-vcvt-scalar-u1.c`), with [`q8_cvt_params`].
+///
+/// # Panics
+/// If `x` and `out` differ in length.
+pub fn qu8_cvt(x: &[u8], p: &CvtParams, out: &mut [u8]) {
+    assert_eq!(x.len(), out.len());
+    for (o, &q) in out.iter_mut().zip(x) {
+        *o = q8_cvt(q as i32, p, 0, 255) as u8;
+    }
+}
+
+/// Dynamic (qd8) quantization parameters of one row.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Qd8Params {
+    /// The nudged zero point, in `[-128, 127]`.
+    pub zero_point: i32,
+    /// The quantize multiplier `255 / (rmax - rmin)` (1 for an all-zero row).
+    pub multiplier: f32,
+    /// The dequantize scale the GEMM uses, `1.0f / multiplier`.
+    pub scale: f32,
+}
+
+/// `xnn_f32_qd8_asymmetric_quantization_params(min, max)` (X `src/xnnpack/quantization.h`),
+/// in f32 throughout:
+/// ```text
+/// rmin = min(0, min); rmax = max(0, max)
+/// m    = rmin == rmax ? 1 : 255 / (rmax - rmin)
+/// zp   = (-128 + rmin*m) + (127 + rmax*m) > 0 ? -128 - rmin*m : 127 - rmax*m
+/// zp   = lrintf(clamp(zp, -128, 127));   scale = 1 / m
+/// ```
+pub fn qd8_params(min: f32, max: f32) -> Qd8Params {
+    let (qmin, qmax) = (-128.0f32, 127.0f32);
+    let rmin = if min < 0.0 { min } else { 0.0 };
+    let rmax = if max < 0.0 { 0.0 } else { max };
+    let m = if rmin == rmax { 1.0 } else { (qmax - qmin) / (rmax - rmin) };
+    let dmin = rmin * m;
+    let dmax = rmax * m;
+    let zp = if (qmin + dmin) + (qmax + dmax) > 0.0 { qmin - dmin } else { qmax - dmax };
+    let zp = clamp_f32(zp, qmin, qmax);
+    Qd8Params { zero_point: lrintf(zp), multiplier: m, scale: 1.0 / m }
+}
+
+/// Quantizes one row dynamically (X `operator-run.c::xnn_compute_f32_qx8_convert`): the row's
+/// min and max (starting from `+inf` / `-inf`), [`qd8_params`], then the f32-qs8 fmagic
+/// conversion with the multiplier as its scale: `q = rne(clamp(x*m, -128-zp, 127-zp)) + zp`.
+///
+/// # Panics
+/// If `x` and `out` differ in length.
+pub fn qd8_quantize_row(x: &[f32], out: &mut [i8]) -> Qd8Params {
+    assert_eq!(x.len(), out.len());
+    let (mut lo, mut hi) = (f32::INFINITY, f32::NEG_INFINITY);
+    for &v in x {
+        lo = if v < lo { v } else { lo };
+        hi = if hi < v { v } else { hi };
+    }
+    let p = qd8_params(lo, hi);
+    for (o, &v) in out.iter_mut().zip(x) {
+        *o = quantize_scaled(v * p.multiplier, p.zero_point, -128, 127) as i8;
+    }
+    p
+}
+
+/// The signed 4-bit weight `k` of a packed row: low nibble for even `k`, high nibble for odd
+/// `k`, stored as value + 8.
+#[inline]
+pub fn nibble(row: &[u8], k: usize) -> i32 {
+    let b = row[k / 2];
+    let n = if k.is_multiple_of(2) { b & 0x0F } else { b >> 4 };
+    n as i32 - 8
+}
+
+/// The weights of a dynamically quantized fully connected layer, `n` output channels of `k`
+/// inputs.
+#[derive(Clone, Copy, Debug)]
+pub enum Qd8Weights<'a> {
+    /// qc8w: int8 `[n, k]`, one f32 scale per output channel (`[n]`).
+    Qc8w {
+        /// `n * k` weights, row-major.
+        w: &'a [i8],
+        /// `n` scales.
+        scales: &'a [f32],
+    },
+    /// qc4w: packed nibbles `[n, ceil(k/2)]` (zero point 8), one f32 scale per output channel.
+    Qc4w {
+        /// `n * ceil(k/2)` bytes.
+        w: &'a [u8],
+        /// `n` scales.
+        scales: &'a [f32],
+    },
+    /// qb4w: packed nibbles `[n, k/2]` (zero point 8), f32 scales `[n, k / block_size]`.
+    Qb4w {
+        /// `n * k/2` bytes.
+        w: &'a [u8],
+        /// `n * (k / block_size)` scales (bf16 values widened to f32).
+        scales: &'a [f32],
+        /// Inputs per block (divides `k`).
+        block_size: usize,
+    },
+}
+
+impl Qd8Weights<'_> {
+    /// Whether the slices have the lengths an `[n, k]` layer needs (and, for qb4w, the block
+    /// size is non-zero and divides `k`).
+    pub fn fits(&self, n: usize, k: usize) -> bool {
+        match *self {
+            Qd8Weights::Qc8w { w, scales } => {
+                n.checked_mul(k) == Some(w.len()) && scales.len() == n
+            }
+            Qd8Weights::Qc4w { w, scales } => {
+                n.checked_mul(k.div_ceil(2)) == Some(w.len()) && scales.len() == n
+            }
+            Qd8Weights::Qb4w { w, scales, block_size } => {
+                block_size > 0
+                    && k.is_multiple_of(2)
+                    && k.is_multiple_of(block_size)
+                    && n.checked_mul(k / 2) == Some(w.len())
+                    && n.checked_mul(k / block_size) == Some(scales.len())
+            }
+        }
+    }
+}
+
+/// Dynamically quantized fully connected (X `qd8-f32-qc8w-gemm`, `qd8-f32-qc4w-gemm`,
+/// `qd8-f32-qb4w-gemm` scalar kernels): `x` is `m` rows of `k` floats, `out` `m` rows of `n`.
+/// Each row is quantized by [`qd8_quantize_row`] (zero point `zp`, scale `s`), then for
+/// output channel `j`:
+/// - qc8w / qc4w: `acc = Σ (q - zp) * w` in i32; `out = ((float)acc * s) * scale[j] + bias[j]`;
+/// - qb4w: per block `b`, `acc_b = Σ_{k∈b} (q - zp) * w` in i32; `sum = Σ_b (float)acc_b *
+///   scale[j][b]` accumulated in f32 from 0, in block order; `out = sum * s + bias[j]`;
+///
+/// then `max(out, output_min)` and `min(out, output_max)`. A missing bias adds `0.0`, as the
+/// packed zero bias does.
+///
+/// # Panics
+/// If the lengths disagree (`x.len() == m*k`, `out.len() == m*n`, weights fitting
+/// [`Qd8Weights::fits`], bias of length `n`) or `k == 0`.
+#[allow(clippy::too_many_arguments)]
+pub fn qd8_fully_connected(
+    x: &[f32],
+    k: usize,
+    weights: &Qd8Weights<'_>,
+    n: usize,
+    bias: Option<&[f32]>,
+    output_min: f32,
+    output_max: f32,
+    out: &mut [f32],
+) {
+    assert!(k > 0 && x.len().is_multiple_of(k));
+    let m = x.len() / k;
+    assert_eq!(out.len(), m * n);
+    assert!(weights.fits(n, k));
+    if let Some(b) = bias {
+        assert_eq!(b.len(), n);
+    }
+    let mut q = vec![0i8; k];
+    let mut qz = vec![0i32; k];
+    for (xr, or) in x.chunks_exact(k).zip(out.chunks_exact_mut(n.max(1))) {
+        let p = qd8_quantize_row(xr, &mut q);
+        for (d, &v) in qz.iter_mut().zip(&q) {
+            *d = v as i32 - p.zero_point;
+        }
+        for (j, o) in or.iter_mut().enumerate().take(n) {
+            let b = bias.map_or(0.0, |b| b[j]);
+            let v = match *weights {
+                Qd8Weights::Qc8w { w, scales } => {
+                    let wr = &w[j * k..(j + 1) * k];
+                    let mut acc = 0i32;
+                    for (&a, &wv) in qz.iter().zip(wr) {
+                        acc = acc.wrapping_add(a.wrapping_mul(wv as i32));
+                    }
+                    ((acc as f32) * p.scale) * scales[j] + b
+                }
+                Qd8Weights::Qc4w { w, scales } => {
+                    let kb = k.div_ceil(2);
+                    let wr = &w[j * kb..(j + 1) * kb];
+                    let mut acc = 0i32;
+                    for (i, &a) in qz.iter().enumerate() {
+                        acc = acc.wrapping_add(a.wrapping_mul(nibble(wr, i)));
+                    }
+                    ((acc as f32) * p.scale) * scales[j] + b
+                }
+                Qd8Weights::Qb4w { w, scales, block_size } => {
+                    let nb = k / block_size;
+                    let wr = &w[j * (k / 2)..(j + 1) * (k / 2)];
+                    let mut sum = 0.0f32;
+                    for blk in 0..nb {
+                        let mut acc = 0i32;
+                        for i in blk * block_size..(blk + 1) * block_size {
+                            acc = acc.wrapping_add(qz[i].wrapping_mul(nibble(wr, i)));
+                        }
+                        sum += (acc as f32) * scales[j * nb + blk];
+                    }
+                    sum * p.scale + b
+                }
+            };
+            *o = clamp_f32(v, output_min, output_max);
+        }
+    }
+}
+
+/// The per-channel requantization scales of a QS8 convolution or fully connected layer
+/// (X `src/operators/fully-connected-nc.c`): `(in_scale * w_scale[c]) / out_scale`, in f32 and
+/// in that order.
+pub fn qs8_requant_scales(in_scale: f32, w_scales: &[f32], out_scale: f32) -> Vec<f32> {
+    w_scales.iter().map(|&s| in_scale * s / out_scale).collect()
+}
+
+/// The output side of a QS8 GEMM-like node: zero point and the integer range (from
+/// [`qs8_output_range`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Qs8Out {
+    /// Output zero point.
+    pub zero_point: i32,
+    /// Lowest output value (at least -128).
+    pub qmin: i32,
+    /// Highest output value (at most 127).
+    pub qmax: i32,
+}
+
+/// fp32 requantization of one accumulator (X `qs8-qc8w-gemm/gen/*fp32-scalar-fmagic.c`):
+/// `rne(clamp((float)acc * scale, qmin - zp, qmax - zp)) + zp`.
+#[inline]
+pub fn qs8_requantize(acc: i32, scale: f32, o: &Qs8Out) -> i8 {
+    quantize_scaled(acc as f32 * scale, o.zero_point, o.qmin, o.qmax) as i8
+}
+
+/// QS8 fully connected: `x` is `m` rows of `k`, `w` is `[n, k]`, `out` `m` rows of `n`;
+/// `acc = bias[j] + Σ (x - x_zp) * w` in i32, then [`qs8_requantize`] with `scales[j]`
+/// (from [`qs8_requant_scales`]).
+///
+/// # Panics
+/// If the lengths disagree or `k == 0`.
+#[allow(clippy::too_many_arguments)]
+pub fn qs8_fully_connected(
+    x: &[i8],
+    k: usize,
+    x_zp: i32,
+    w: &[i8],
+    n: usize,
+    bias: Option<&[i32]>,
+    scales: &[f32],
+    o: &Qs8Out,
+    out: &mut [i8],
+) {
+    assert!(k > 0 && x.len().is_multiple_of(k));
+    let m = x.len() / k;
+    assert_eq!(out.len(), m * n);
+    assert_eq!(w.len(), n * k);
+    assert_eq!(scales.len(), n);
+    if let Some(b) = bias {
+        assert_eq!(b.len(), n);
+    }
+    let mut xz = vec![0i32; k];
+    for (xr, or) in x.chunks_exact(k).zip(out.chunks_exact_mut(n.max(1))) {
+        for (d, &v) in xz.iter_mut().zip(xr) {
+            *d = v as i32 - x_zp;
+        }
+        for (j, (dst, wr)) in or.iter_mut().zip(w.chunks_exact(k)).enumerate() {
+            let mut acc = bias.map_or(0, |b| b[j]);
+            for (&a, &wv) in xz.iter().zip(wr) {
+                acc = acc.wrapping_add(a.wrapping_mul(wv as i32));
+            }
+            *dst = qs8_requantize(acc, scales[j], o);
+        }
+    }
+}
+
+/// The geometry of an NHWC convolution.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConvGeometry {
+    /// Batch.
+    pub n: usize,
+    /// Input height.
+    pub h: usize,
+    /// Input width.
+    pub w: usize,
+    /// Input channels.
+    pub c: usize,
+    /// Kernel height.
+    pub kh: usize,
+    /// Kernel width.
+    pub kw: usize,
+    /// Output height.
+    pub oh: usize,
+    /// Output width.
+    pub ow: usize,
+    /// Output channels.
+    pub o: usize,
+    /// Stride (height, width), at least 1.
+    pub stride: [usize; 2],
+    /// Dilation (height, width), at least 1.
+    pub dilation: [usize; 2],
+    /// Padding above the input.
+    pub pad_top: usize,
+    /// Padding left of the input.
+    pub pad_left: usize,
+    /// Groups: `c` and `o` are multiples of it (ignored when `depthwise`).
+    pub groups: usize,
+    /// Depthwise layout: weight `[1, kh, kw, o]`, output channel `j` reads input channel
+    /// `j / (o / c)`.
+    pub depthwise: bool,
+}
+
+impl ConvGeometry {
+    /// The output size of one spatial dim:
+    /// `(in + pad_before + pad_after - dil*(k-1) - 1) / stride + 1`, or `None` when the
+    /// window does not fit (or on overflow, or a zero stride / dilation / kernel).
+    pub fn out_size(
+        input: usize,
+        pad_before: usize,
+        pad_after: usize,
+        kernel: usize,
+        stride: usize,
+        dilation: usize,
+    ) -> Option<usize> {
+        if kernel == 0 || stride == 0 || dilation == 0 {
+            return None;
+        }
+        let padded = input.checked_add(pad_before)?.checked_add(pad_after)?;
+        let span = dilation.checked_mul(kernel - 1)?.checked_add(1)?;
+        Some(padded.checked_sub(span)? / stride + 1)
+    }
+
+    /// The weight element count this geometry needs.
+    pub fn weight_len(&self) -> Option<usize> {
+        let taps = self.kh.checked_mul(self.kw)?;
+        if self.depthwise {
+            taps.checked_mul(self.o)
+        } else {
+            taps.checked_mul(self.o)?.checked_mul(self.c.checked_div(self.groups)?)
+        }
+    }
+
+    /// Whether the channel counts are consistent (groups divide both, depthwise `o` a
+    /// multiple of `c`), and every size computes without overflow.
+    pub fn is_valid(&self) -> bool {
+        let channels = if self.depthwise {
+            self.c > 0 && self.o.is_multiple_of(self.c)
+        } else {
+            self.groups > 0
+                && self.c.is_multiple_of(self.groups)
+                && self.o.is_multiple_of(self.groups)
+        };
+        channels
+            && self.stride.iter().all(|&s| s > 0)
+            && self.dilation.iter().all(|&d| d > 0)
+            && self.weight_len().is_some()
+            && [self.n, self.h, self.w, self.c]
+                .iter()
+                .try_fold(1usize, |a, &b| a.checked_mul(b))
+                .is_some()
+            && [self.n, self.oh, self.ow, self.o]
+                .iter()
+                .try_fold(1usize, |a, &b| a.checked_mul(b))
+                .is_some()
+    }
+
+    /// The input row (or column) read by output index `out` at tap `t`, if inside the input.
+    #[inline]
+    fn src(
+        out: usize,
+        t: usize,
+        stride: usize,
+        dil: usize,
+        pad: usize,
+        len: usize,
+    ) -> Option<usize> {
+        (out * stride + t * dil).checked_sub(pad).filter(|&i| i < len)
+    }
+}
+
+/// QS8 convolution on NHWC data (X `qs8-qc8w-gemm` / `qs8-qc8w-dwconv` fp32 scalar
+/// arithmetic): `x` is `[n, h, w, c]`, `wt` is OHWI `[o, kh, kw, c/groups]` (or `[1, kh, kw, o]`
+/// when depthwise), `out` is `[n, oh, ow, o]`.
+/// `acc = bias[j] + Σ_{taps inside the input} (x - x_zp) * w` in i32 (padded cells equal
+/// `x_zp` and contribute 0), then [`qs8_requantize`] with `scales[j]`.
+///
+/// # Panics
+/// If `!g.is_valid()` or a length disagrees with `g`.
+#[allow(clippy::too_many_arguments)]
+pub fn qs8_convolution(
+    g: &ConvGeometry,
+    x: &[i8],
+    x_zp: i32,
+    wt: &[i8],
+    bias: Option<&[i32]>,
+    scales: &[f32],
+    o: &Qs8Out,
+    out: &mut [i8],
+) {
+    assert!(g.is_valid());
+    assert_eq!(x.len(), g.n * g.h * g.w * g.c);
+    assert_eq!(Some(wt.len()), g.weight_len());
+    assert_eq!(out.len(), g.n * g.oh * g.ow * g.o);
+    assert_eq!(scales.len(), g.o);
+    if let Some(b) = bias {
+        assert_eq!(b.len(), g.o);
+    }
+    if out.is_empty() {
+        return;
+    }
+    let mut acc = vec![0i32; g.o];
+    let mut xz = vec![0i32; g.c];
+    let cg = if g.depthwise { 1 } else { g.c / g.groups };
+    let og = if g.depthwise { 1 } else { g.o / g.groups };
+    let dm = if g.depthwise { g.o / g.c } else { 1 };
+    let mut outs = out.chunks_exact_mut(g.o);
+    for b in 0..g.n {
+        for oy in 0..g.oh {
+            for ox in 0..g.ow {
+                match bias {
+                    Some(bv) => acc.copy_from_slice(bv),
+                    None => acc.fill(0),
+                }
+                for ty in 0..g.kh {
+                    let Some(iy) =
+                        ConvGeometry::src(oy, ty, g.stride[0], g.dilation[0], g.pad_top, g.h)
+                    else {
+                        continue;
+                    };
+                    for tx in 0..g.kw {
+                        let Some(ix) =
+                            ConvGeometry::src(ox, tx, g.stride[1], g.dilation[1], g.pad_left, g.w)
+                        else {
+                            continue;
+                        };
+                        let base = ((b * g.h + iy) * g.w + ix) * g.c;
+                        for (d, &v) in xz.iter_mut().zip(&x[base..base + g.c]) {
+                            *d = v as i32 - x_zp;
+                        }
+                        let tap = ty * g.kw + tx;
+                        if g.depthwise {
+                            let wr = &wt[tap * g.o..(tap + 1) * g.o];
+                            for (j, (a, &wv)) in acc.iter_mut().zip(wr).enumerate() {
+                                *a = a.wrapping_add(xz[j / dm].wrapping_mul(wv as i32));
+                            }
+                        } else {
+                            let taps = g.kh * g.kw;
+                            for (j, a) in acc.iter_mut().enumerate() {
+                                let wbase = (j * taps + tap) * cg;
+                                let wr = &wt[wbase..wbase + cg];
+                                let grp = j / og;
+                                let xr = &xz[grp * cg..(grp + 1) * cg];
+                                let mut s = 0i32;
+                                for (&xv, &wv) in xr.iter().zip(wr) {
+                                    s = s.wrapping_add(xv.wrapping_mul(wv as i32));
+                                }
+                                *a = a.wrapping_add(s);
+                            }
+                        }
+                    }
+                }
+                let dst = outs.next().expect("output length checked above");
+                for ((d, &a), &s) in dst.iter_mut().zip(&acc).zip(scales) {
+                    *d = qs8_requantize(a, s, o);
+                }
+            }
+        }
+    }
+}
+
+/// Parameters of QS8 add / subtract (X `microparams-init.c::xnn_init_qs8_add_minmax_scalar_params`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AddParams {
+    /// Multiplier of `a` (sign kept).
+    pub a_multiplier: i32,
+    /// Multiplier of `b` (negative for subtract).
+    pub b_multiplier: i32,
+    /// `(1 << (shift - 1)) - a_multiplier * a_zp - b_multiplier * b_zp`.
+    pub bias: i32,
+    /// Right shift, in `[12, 30]`.
+    pub shift: u32,
+}
+
+/// QS8 add (or, with `subtract`, subtract: XNNPACK negates `b`'s scale,
+/// `operators/binary-elementwise-nd.c`) parameters, all in f32:
+/// ```text
+/// a_os = a_scale / out_scale;  b_os = ±b_scale / out_scale
+/// shift = 20 - (exponent(max(|a_os|, |b_os|)) - 127)
+/// mult  = lrintf(|os| * 2^shift) (by adding shift to the exponent bits), sign of os
+/// bias  = (1 << (shift - 1)) - a_mult * a_zp - b_mult * b_zp
+/// ```
+/// `None` when `max(|a_os|, |b_os|)` is outside `[2^-10, 2^8)` (XNNPACK's asserted range,
+/// `shift` in `[12, 30]`) or not finite.
+pub fn qs8_add_params(
+    a_scale: f32,
+    a_zp: i32,
+    b_scale: f32,
+    b_zp: i32,
+    out_scale: f32,
+    subtract: bool,
+) -> Option<AddParams> {
+    let b_scale = if subtract { -b_scale } else { b_scale };
+    let a_os = a_scale / out_scale;
+    let b_os = b_scale / out_scale;
+    let (abs_a, abs_b) = (a_os.abs(), b_os.abs());
+    let max_abs = if abs_b > abs_a { abs_b } else { abs_a };
+    if !(1.0 / 1024.0..256.0).contains(&max_abs) {
+        return None;
+    }
+    let exponent = (max_abs.to_bits() >> 23) as i32 - 127;
+    let shift = (20 - exponent) as u32;
+    let mult = |abs: f32, signed: f32| {
+        let m = lrintf(f32::from_bits(abs.to_bits().wrapping_add(shift << 23)));
+        if signed.is_sign_negative() {
+            -m
+        } else {
+            m
+        }
+    };
+    let a_multiplier = mult(abs_a, a_os);
+    let b_multiplier = mult(abs_b, b_os);
+    let rounding = 1i32 << (shift - 1);
+    let bias = rounding
+        .wrapping_sub(a_multiplier.wrapping_mul(a_zp))
+        .wrapping_sub(b_multiplier.wrapping_mul(b_zp));
+    Some(AddParams { a_multiplier, b_multiplier, bias, shift })
+}
+
+/// One QS8 add (X `qs8-vadd/gen/qs8-vadd-minmax-scalar-u1.c`):
+/// `clamp(((bias + a*a_mult + b*b_mult) >> shift) + out_zp, -128, 127)` (arithmetic shift),
+/// then the fused clamp `[o.qmin, o.qmax]`.
+#[inline]
+pub fn qs8_add(a: i8, b: i8, p: &AddParams, o: &Qs8Out) -> i8 {
+    let acc = p
+        .bias
+        .wrapping_add((a as i32).wrapping_mul(p.a_multiplier))
+        .wrapping_add((b as i32).wrapping_mul(p.b_multiplier));
+    let v = (acc >> p.shift).wrapping_add(o.zero_point).clamp(-128, 127);
+    v.clamp(o.qmin, o.qmax) as i8
+}
+
+/// The QS8 multiply scale (X `xnn_init_qs8_mul_minmax_scalar_params`):
+/// `(a_scale * b_scale) / out_scale` in f32.
+pub fn qs8_mul_scale(a_scale: f32, b_scale: f32, out_scale: f32) -> f32 {
+    a_scale * b_scale / out_scale
+}
+
+/// One QS8 multiply (X `qs8-vmul/gen/qs8-vmul-minmax-fp32-scalar-u1.c`):
+/// `rne(clamp((float)((a - a_zp) * (b - b_zp)) * scale, -128 - zp, 127 - zp)) + zp`, then the
+/// fused clamp `[o.qmin, o.qmax]`.
+#[inline]
+pub fn qs8_mul(a: i8, b: i8, a_zp: i32, b_zp: i32, scale: f32, o: &Qs8Out) -> i8 {
+    let acc = (a as i32 - a_zp).wrapping_mul(b as i32 - b_zp);
+    let v = quantize_scaled(acc as f32 * scale, o.zero_point, -128, 127);
+    v.clamp(o.qmin, o.qmax) as i8
+}
+
+/// Parameters of the QS8 mean (global average pooling) conversion.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MeanParams {
+    /// `(in_scale / out_scale) * (1.0f / count)`.
+    pub scale: f32,
+    /// `(float)out_zp - ((float)count * (float)in_zp) * scale`.
+    pub zero_point: f32,
+}
+
+/// The QS8 mean parameters of XNNPACK's reduce-based global average pooling
+/// (X `operators/reduce-nd.c`, `microparams-init.c::xnn_init_qs8_reduce_scalar_params` and
+/// `xnn_update_qs8_reduce_scalar_params`), all in f32:
+/// `scale = (in_scale / out_scale) * (1.0f / count)`,
+/// `zero_point = out_zp - (count * in_zp) * scale`.
+pub fn qs8_mean_params(
+    in_scale: f32,
+    in_zp: i32,
+    out_scale: f32,
+    out_zp: i32,
+    count: usize,
+) -> MeanParams {
+    let scale = (in_scale / out_scale) * (1.0f32 / count as f32);
+    let zero_point = out_zp as f32 - (count as i32 as f32 * in_zp as f32) * scale;
+    MeanParams { scale, zero_point }
+}
+
+/// One mean output from the raw int32 sum of the inputs (X `reference/unary-elementwise.cc`
+/// int32 → qint8 convert, `reference-utils.h::quantize`):
+/// `clamp(nearbyint((float)sum * scale + zero_point), -128, 127)` (NaN gives 0), then the
+/// fused clamp `[o.qmin, o.qmax]` (`o.zero_point` is unused).
+#[inline]
+pub fn qs8_mean(sum: i32, p: &MeanParams, o: &Qs8Out) -> i8 {
+    let v = sum as f32 * p.scale + p.zero_point;
+    let v = if v.is_nan() { 0.0 } else { v.round_ties_even() };
+    let v = v.clamp(-128.0, 127.0) as i32;
+    v.clamp(o.qmin, o.qmax) as i8
+}
+
+/// QS8 global average pooling over NHWC `[n, hw, c]` (the `hw` spatial cells of each image):
+/// per image and channel, the int32 sum of the raw inputs, then [`qs8_mean`]. `out` is
+/// `[n, c]`.
+///
+/// # Panics
+/// If `x.len() != n*hw*c` or `out.len() != n*c`.
+pub fn qs8_global_avg_pool(
+    x: &[i8],
+    n: usize,
+    hw: usize,
+    c: usize,
+    p: &MeanParams,
+    o: &Qs8Out,
+    out: &mut [i8],
+) {
+    assert_eq!(x.len(), n * hw * c);
+    assert_eq!(out.len(), n * c);
+    if c == 0 {
+        return;
+    }
+    let mut sums = vec![0i32; c];
+    for (img, dst) in out.chunks_exact_mut(c).enumerate() {
+        sums.fill(0);
+        for px in x[img * hw * c..(img + 1) * hw * c].chunks_exact(c) {
+            for (s, &v) in sums.iter_mut().zip(px) {
+                *s = s.wrapping_add(v as i32);
+            }
+        }
+        for (d, &s) in dst.iter_mut().zip(&sums) {
+            *d = qs8_mean(s, p, o);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// fmagic rounds half to even: 2.5 -> 2, -2.5 -> -2, 3.5 -> 4, ±0.5 -> 0.
+    #[test]
+    fn fmagic_rounds_half_to_even() {
+        assert_eq!(fmagic(2.5), 2);
+        assert_eq!(fmagic(-2.5), -2);
+        assert_eq!(fmagic(3.5), 4);
+        assert_eq!(fmagic(-3.5), -4);
+        assert_eq!(fmagic(0.5), 0);
+        assert_eq!(fmagic(-0.5), 0);
+        assert_eq!(fmagic(1.4999999), 1);
+        assert_eq!(fmagic(-255.0), -255);
+    }
+
+    /// scale 0.5 (inv 2), zp 3: 1.25*2 = 2.5 -> 2, +3 = 5; -1.25 -> -2.5 -> -2 -> 1;
+    /// 100 -> 200 clamps to 127-3 = 124 -> 127; -100 -> -128; NaN -> the low bound -> -128.
+    /// Back: (5 - 3) * 0.5 = 1.0.
+    #[test]
+    fn f32_qs8_round_trip_by_hand() {
+        let x = [1.25f32, -1.25, 100.0, -100.0, f32::NAN, 0.0];
+        let mut q = [0i8; 6];
+        f32_to_qs8(&x, 0.5, 3, &mut q);
+        assert_eq!(q, [5, 1, 127, -128, -128, 3]);
+        let mut u = [0u8; 6];
+        // quint8 zp 128: 2.5 -> 2 -> 130; -2.5 -> -2 -> 126; 200 -> 255; -200 -> 0.
+        f32_to_qu8(&x, 0.5, 128, &mut u);
+        assert_eq!(u, [130, 126, 255, 0, 0, 128]);
+        let mut f = [0f32; 2];
+        qs8_to_f32(&[5, -128], 0.5, 3, &mut f);
+        assert_eq!(f, [1.0, -65.5]);
+        qu8_to_f32(&[130, 0], 0.5, 128, &mut f);
+        assert_eq!(f, [1.0, -64.0]);
+    }
+
+    /// ±inf saturate; ReLU's 0 bound quantizes to the zero point; 0.75/0.5 + 1 = 2.5 -> 2.
+    #[test]
+    fn fused_bounds_by_hand() {
+        assert_eq!(qs8_output_range(f32::NEG_INFINITY, f32::INFINITY, 0.1, 5), (-128, 127));
+        assert_eq!(qs8_quantize_bound(0.0, 0.1, -7), -7);
+        assert_eq!(qs8_quantize_bound(0.75, 0.5, 1), 2);
+        assert_eq!(qs8_quantize_bound(1000.0, 0.5, 1), 127);
+        assert_eq!(qu8_quantize_bound(-1.0, 0.5, 1), 0);
+    }
+
+    /// ratio 1/2: multiplier 128, bias 0x80. q = 3: (128 + 384) >> 8 = 2 (1.5 rounds up);
+    /// q = -3: -256 >> 8 = -1 (-1.5 rounds up); q = 1: 256 >> 8 = 1 (0.5 -> 1).
+    /// With in_zp 2, out_zp -1: bias = -256 - 256 + 128 = -384; q = 5: (-384 + 640) >> 8 = 1.
+    #[test]
+    fn qs8_requantizing_convert_by_hand() {
+        let p = q8_cvt_params(1.0, 0, 2.0, 0).unwrap();
+        assert_eq!(p, CvtParams { multiplier: 128, bias: 128 });
+        let mut out = [0i8; 4];
+        qs8_cvt(&[3, -3, 1, -128], &p, &mut out);
+        assert_eq!(out, [2, -1, 1, -64]);
+        let p = q8_cvt_params(1.0, 2, 2.0, -1).unwrap();
+        assert_eq!(p.bias, -384);
+        qs8_cvt(&[5, 5, 5, 5], &p, &mut out);
+        assert_eq!(out[0], 1);
+        // Ratio 4 saturates: 100 * 4 = 400 -> 127.
+        let p = q8_cvt_params(4.0, 0, 1.0, 0).unwrap();
+        qs8_cvt(&[100, -100, 1, 0], &p, &mut out);
+        assert_eq!(out, [127, -128, 4, 0]);
+        assert_eq!(q8_cvt_params(1000.0, 0, 1.0, 0), None);
+        assert_eq!(q8_cvt_params(1.0, 0, 1000.0, 0), None);
+        let mut u = [0u8; 2];
+        qu8_cvt(&[130, 0], &q8_cvt_params(1.0, 128, 1.0, 100).unwrap(), &mut u);
+        assert_eq!(u, [102, 0]);
+    }
+
+    /// Row [-1, 3]: m = 255/4 = 63.75, dmin = -63.75, dmax = 191.25; (-128-63.75) +
+    /// (127+191.25) = 126.5 > 0 so zp = -128 + 63.75 = -64.25 -> -64.
+    /// q(-1) = rne(-63.75) - 64 = -128; q(3) = rne(191.25) - 64 = 127.
+    /// Row [0, 2]: m = 127.5, zp = -128; q(1) = rne(127.5) = 128 -> 0; q(2) = 255 - 128 = 127.
+    /// All zeros: m = 1, (-128) + 127 < 0 so zp = 127, q = 127.
+    #[test]
+    fn qd8_params_by_hand() {
+        let mut q = [0i8; 2];
+        let p = qd8_quantize_row(&[-1.0, 3.0], &mut q);
+        assert_eq!((p.zero_point, p.multiplier, p.scale), (-64, 63.75, 1.0 / 63.75));
+        assert_eq!(q, [-128, 127]);
+        let mut q = [0i8; 3];
+        let p = qd8_quantize_row(&[0.0, 1.0, 2.0], &mut q);
+        assert_eq!((p.zero_point, p.multiplier), (-128, 127.5));
+        assert_eq!(q, [-128, 0, 127]);
+        let p = qd8_quantize_row(&[0.0; 3], &mut q);
+        assert_eq!((p.zero_point, p.multiplier, p.scale), (127, 1.0, 1.0));
+        assert_eq!(q, [127; 3]);
+    }
+
+    /// Byte 0x3A: low nibble 0xA (10 - 8 = 2) is the even index, high nibble 3 (-5) the odd.
+    #[test]
+    fn nibble_order() {
+        assert_eq!(nibble(&[0x3A, 0xF0], 0), 2);
+        assert_eq!(nibble(&[0x3A, 0xF0], 1), -5);
+        assert_eq!(nibble(&[0x3A, 0xF0], 2), -8);
+        assert_eq!(nibble(&[0x3A, 0xF0], 3), 7);
+    }
+
+    /// Row [1, -1]: m = 127.5, zp = lrintf(127 - 127.5 = -0.5) = 0; q = [127, -128]
+    /// (127.5 clamps to 127; -127.5 rounds to the even -128). qc8w weights [1, 1], [2, -1]:
+    /// acc = -1 and 382. qc4w: the same values packed (1+8 = 9, 1+8 = 9 -> 0x99;
+    /// 2+8 = 10, -1+8 = 7 -> 0x7A). Output ((acc * (1/127.5)) * s_w) + bias.
+    #[test]
+    fn qd8_fully_connected_by_hand() {
+        let x = [1.0f32, -1.0];
+        let scales = [2.0f32, 0.5];
+        let bias = [0.5f32, -1.0];
+        let s = 1.0f32 / 127.5;
+        let want = [(-s) * 2.0 + 0.5, (382.0f32 * s) * 0.5 - 1.0];
+        let mut out = [0f32; 2];
+        let w8 = Qd8Weights::Qc8w { w: &[1, 1, 2, -1], scales: &scales };
+        qd8_fully_connected(&x, 2, &w8, 2, Some(&bias), f32::NEG_INFINITY, f32::INFINITY, &mut out);
+        assert_eq!(out, want);
+        let w4 = Qd8Weights::Qc4w { w: &[0x99, 0x7A], scales: &scales };
+        qd8_fully_connected(&x, 2, &w4, 2, Some(&bias), f32::NEG_INFINITY, f32::INFINITY, &mut out);
+        assert_eq!(out, want);
+        // The outputs are 0.4843... and 0.4980...; the bounds [0.49, 0.495] clamp both.
+        qd8_fully_connected(&x, 2, &w4, 2, Some(&bias), 0.49, 0.495, &mut out);
+        assert_eq!(out, [0.49, 0.495]);
+        // No bias adds +0.0: acc 0 gives +0.0 (not -0.0) even through a negative scale.
+        let w0 = Qd8Weights::Qc8w { w: &[1, 1, 0, 0], scales: &[-1.0, -1.0] };
+        qd8_fully_connected(&x, 2, &w0, 2, None, f32::NEG_INFINITY, f32::INFINITY, &mut out);
+        assert_eq!(out[1].to_bits(), 0.0f32.to_bits());
+    }
+
+    /// a_os = 0.5 (exponent -1) so shift = 21; a_mult = 2^20, b_mult = 2^19 (b_os 0.25),
+    /// bias = 2^20. a=3, b=2: (2^20 + 3*2^20 + 2*2^19) >> 21 = 5*2^20 >> 21 = 2 (exact 2.0).
+    /// a=1, b=0: 2^21 >> 21 = 1 (0.5 rounds up); a=-1, b=0: 0 (-0.5 rounds up to 0);
+    /// a=-3, b=0: -2^21 >> 21 = -1 (-1.5 -> -1). Subtract: b_mult = -2^19; a=1, b=2:
+    /// (2^20 + 2^20 - 2^20) >> 21 = 0 (0.5 - 0.5).
+    #[test]
+    fn qs8_add_by_hand() {
+        let p = qs8_add_params(0.5, 0, 0.25, 0, 1.0, false).unwrap();
+        assert_eq!(
+            p,
+            AddParams { a_multiplier: 1 << 20, b_multiplier: 1 << 19, bias: 1 << 20, shift: 21 }
+        );
+        let o = Qs8Out { zero_point: 0, qmin: -128, qmax: 127 };
+        assert_eq!(qs8_add(3, 2, &p, &o), 2);
+        assert_eq!(qs8_add(1, 0, &p, &o), 1);
+        assert_eq!(qs8_add(-1, 0, &p, &o), 0);
+        assert_eq!(qs8_add(-3, 0, &p, &o), -1);
+        assert_eq!(qs8_add(127, 127, &p, &o), 95); // 63.5 + 31.75 = 95.25
+        let ps = qs8_add_params(0.5, 0, 0.25, 0, 1.0, true).unwrap();
+        assert_eq!(ps.b_multiplier, -(1 << 19));
+        assert_eq!(qs8_add(1, 2, &ps, &o), 0);
+        // Zero points: a_zp 1, b_zp -2, out zp 10: a=3 (2 -> 1.0), b=-2 (0): 1 + 10 = 11.
+        let p = qs8_add_params(0.5, 1, 0.25, -2, 1.0, false).unwrap();
+        let oz = Qs8Out { zero_point: 10, qmin: -128, qmax: 127 };
+        assert_eq!(qs8_add(3, -2, &p, &oz), 11);
+        // Saturation, then the fused bounds.
+        let big = qs8_add_params(4.0, 0, 4.0, 0, 1.0, false).unwrap();
+        assert_eq!(qs8_add(100, 100, &big, &o), 127);
+        assert_eq!(qs8_add(3, 0, &p, &Qs8Out { zero_point: 0, qmin: -5, qmax: 0 }), 0);
+        assert_eq!(qs8_add_params(1.0, 0, 1.0, 0, 1e-3, false), None);
+        assert_eq!(qs8_add_params(1e-4, 0, 1e-4, 0, 1.0, false), None);
+    }
+
+    /// scale = 0.5 * 1.25 / 1 = 0.625; (3 - 1) * (1 - -1) = 4; 4 * 0.625 = 2.5 -> 2 (even);
+    /// (4 - 1) * 2 = 6 -> 3.75 -> 4; out zp 5 adds 5; saturation at 127.
+    #[test]
+    fn qs8_mul_by_hand() {
+        let s = qs8_mul_scale(0.5, 1.25, 1.0);
+        assert_eq!(s, 0.625);
+        let o = Qs8Out { zero_point: 0, qmin: -128, qmax: 127 };
+        assert_eq!(qs8_mul(3, 1, 1, -1, s, &o), 2);
+        assert_eq!(qs8_mul(4, 1, 1, -1, s, &o), 4);
+        assert_eq!(qs8_mul(3, 1, 1, -1, s, &Qs8Out { zero_point: 5, ..o }), 7);
+        assert_eq!(qs8_mul(127, 127, 0, 0, s, &o), 127);
+        assert_eq!(qs8_mul(127, -128, 0, 0, s, &o), -128);
+        assert_eq!(qs8_mul(127, 127, 0, 0, s, &Qs8Out { qmax: 50, ..o }), 50);
+    }
+
+    /// count 4, scales 1: scale 0.25. Sums 5 -> 1.25 -> 1; 6 -> 1.5 -> 2; 10 -> 2.5 -> 2
+    /// (half to even). x_zp 1: zero_point = 0 - 4 * 0.25 = -1; sum 9 -> 2.25 - 1 = 1.25 -> 1.
+    #[test]
+    fn qs8_global_avg_pool_by_hand() {
+        let o = Qs8Out { zero_point: 0, qmin: -128, qmax: 127 };
+        let p = qs8_mean_params(1.0, 0, 1.0, 0, 4);
+        assert_eq!(p, MeanParams { scale: 0.25, zero_point: 0.0 });
+        // [n=1, hw=4, c=3], channels: (1,1,1,2), (1,2,1,2), (2,3,2,3).
+        let x = [1, 1, 2, 1, 2, 3, 1, 1, 2, 2, 2, 3];
+        let mut out = [0i8; 3];
+        qs8_global_avg_pool(&x, 1, 4, 3, &p, &o, &mut out);
+        assert_eq!(out, [1, 2, 2]);
+        let p = qs8_mean_params(1.0, 1, 1.0, 0, 4);
+        assert_eq!(p.zero_point, -1.0);
+        let mut out = [0i8; 1];
+        qs8_global_avg_pool(&[2, 2, 2, 3], 1, 4, 1, &p, &o, &mut out);
+        assert_eq!(out, [1]);
+        let p = qs8_mean_params(1.0, 0, 0.01, 0, 1);
+        qs8_global_avg_pool(&[100], 1, 1, 1, &p, &o, &mut out);
+        assert_eq!(out, [127]);
+    }
+
+    /// A 1x1 input, 3x3 kernel, padding 1: only the centre tap is inside; padded cells add 0.
+    /// x = 5 (zp 1 -> 4), centre weight 3, bias 2: acc = 14; scale 0.25 -> 3.5 -> 4.
+    #[test]
+    fn qs8_convolution_padding_by_hand() {
+        let g = ConvGeometry {
+            n: 1,
+            h: 1,
+            w: 1,
+            c: 1,
+            kh: 3,
+            kw: 3,
+            oh: 1,
+            ow: 1,
+            o: 1,
+            stride: [1, 1],
+            dilation: [1, 1],
+            pad_top: 1,
+            pad_left: 1,
+            groups: 1,
+            depthwise: false,
+        };
+        let w = [100, 100, 100, 100, 3, 100, 100, 100, 100];
+        let o = Qs8Out { zero_point: 0, qmin: -128, qmax: 127 };
+        let mut out = [0i8];
+        qs8_convolution(&g, &[5], 1, &w, Some(&[2]), &[0.25], &o, &mut out);
+        assert_eq!(out, [4]);
+        let dw = ConvGeometry { depthwise: true, o: 2, ..g };
+        let w2 = [0, 0, 0, 0, 0, 0, 0, 0, 3, -1, 0, 0, 0, 0, 0, 0, 0, 0];
+        let mut out2 = [0i8; 2];
+        // Depth multiplier 2: both outputs read channel 0: 4*3 = 12 -> 3; 4*-1 = -4 -> -1.
+        qs8_convolution(&dw, &[5], 1, &w2, None, &[0.25, 0.25], &o, &mut out2);
+        assert_eq!(out2, [3, -1]);
+    }
+}
