@@ -15,6 +15,9 @@
 #   ET_THREADS                 ExecuTorch threadpool size (default: ExecuTorch's, one per core)
 #   KILN_THREADS               passed as `kiln bench --threads` if the binary has that option;
 #                              otherwise kiln runs on 1 thread and this is ignored
+#   KILN_PROGRAM (portable)    which export kiln runs: `portable` (issue 10's measure) or
+#                              `xnnpack` (kiln runs the XNNPACK-lowered program itself, its
+#                              delegates lowered onto kiln's kernels: issue 11's measure)
 #   KILN (target/release/kiln), PY (~/peers/bin/python), CACHE (bench/.models), DIFF_TOL (1e-3)
 #
 # Steps: (1) bench/export_models.py exports every model twice into CACHE (skipped when cached):
@@ -38,6 +41,12 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=bench/lib.sh
 source "$ROOT/bench/lib.sh"
 KILN=${KILN:-$ROOT/target/release/kiln}
+KILN_PROGRAM=${KILN_PROGRAM:-portable}
+case $KILN_PROGRAM in portable | xnnpack) ;; *)
+  echo "KILN_PROGRAM must be portable or xnnpack, not $KILN_PROGRAM" >&2
+  exit 2
+  ;;
+esac
 PY=${PY:-$HOME/peers/bin/python}
 CACHE=${CACHE:-$ROOT/bench/.models}
 JSON=0
@@ -129,7 +138,7 @@ for m in "${MODELS[@]}"; do
   fi
   out=$KILN_OUT/$m
   mkdir -p "$out"
-  if ! err=$("$KILN" run "$d/portable.pte" "${inputs[@]}" --output-dir "$out" 2>&1 >/dev/null); then
+  if ! err=$("$KILN" run "$d/$KILN_PROGRAM.pte" "${inputs[@]}" --output-dir "$out" 2>&1 >/dev/null); then
     say '%-20s skipped: kiln run failed: %s\n' "$m" "$(printf '%s' "$err" | head -3 | tr '\n' ' ')"
     continue
   fi
@@ -144,7 +153,7 @@ for m in "${MODELS[@]}"; do
   port_runs=()
   et_thr=
   run_kiln() {
-    kiln_runs+=("$("$KILN" bench "$d/portable.pte" "${inputs[@]}" "${kiln_threads_args[@]}" \
+    kiln_runs+=("$("$KILN" bench "$d/$KILN_PROGRAM.pte" "${inputs[@]}" "${kiln_threads_args[@]}" \
       --iters "$ITERS" --warmup "$WARMUP" --json | jq .median_ms)")
   }
   run_et() { # PTE ITERS WARMUP -> one JSON line

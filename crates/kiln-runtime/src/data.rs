@@ -87,3 +87,37 @@ impl NamedDataSource for PtdFile {
         self.entries.get(key)
     }
 }
+
+/// The named data a delegate may read: the program's own (`Program.named_data`, segments of
+/// the `.pte`), then each external source (`.ptd`, `.irpa`) in the order they were given.
+pub trait NamedDataMap {
+    /// The bytes stored under `key`, if any source has it.
+    fn get(&self, key: &str) -> Option<&[u8]>;
+}
+
+/// A program's named data: its `.pte` entries (key -> byte range of the file) and its sources.
+pub(crate) struct ProgramData<'a> {
+    pub file: &'a [u8],
+    pub named: &'a std::collections::HashMap<String, Range<usize>>,
+    pub sources: &'a [std::sync::Arc<dyn NamedDataSource>],
+}
+
+impl<'a> ProgramData<'a> {
+    /// The bytes under `key`, and whether they are bytes of the program file (so a tensor can
+    /// borrow them by file range).
+    pub fn locate(&self, key: &str) -> Option<(&'a [u8], bool)> {
+        if let Some(r) = self.named.get(key) {
+            return Some((self.file.get(r.clone())?, true));
+        }
+        self.sources.iter().find_map(|s| {
+            let e = s.entry(key)?;
+            Some((s.bytes().get(e.range.clone())?, false))
+        })
+    }
+}
+
+impl NamedDataMap for ProgramData<'_> {
+    fn get(&self, key: &str) -> Option<&[u8]> {
+        self.locate(key).map(|(b, _)| b)
+    }
+}

@@ -3,11 +3,37 @@
 //! A backend turns a delegate's processed blob into a [`DelegateHandle`] at method load; a
 //! `DelegateCall` then runs the handle with the call's values (inputs first, then the
 //! [`DelegateHandle::num_outputs`] outputs), using the same value types as kernels.
+//!
+//! kiln's own XNNPACK support is not a handle: `XnnpackBackend` delegates are lowered into
+//! the method's kernel calls when the program is decoded ([`crate::xnnpack`]), unless a
+//! backend is registered under that id, which then takes them.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use kiln_kernels::{Arg, KernelContext, Out};
+
+use crate::data::NamedDataMap;
+
+/// What a backend reports when it cannot prepare or run a delegate.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    /// The processed bytes are not a valid payload for the backend.
+    #[error("invalid payload: {0}")]
+    InvalidPayload(String),
+    /// A valid payload uses something the backend does not implement.
+    #[error("not supported: {0}")]
+    Unsupported(String),
+    /// The payload names data that no named-data source holds.
+    #[error("named data {key:?} is in neither the program nor its data files")]
+    MissingData {
+        /// The key.
+        key: String,
+    },
+    /// A call's values do not fit what the delegate was prepared for, or running failed.
+    #[error("{0}")]
+    Execution(String),
+}
 
 /// What a backend receives at delegate init.
 #[derive(Debug)]
@@ -20,6 +46,14 @@ pub struct DelegateInit<'a> {
     pub processed: &'a [u8],
     /// Compile specs (key, value).
     pub compile_specs: &'a [(String, Vec<u8>)],
+    /// The program's named data (`.pte` named segments, then `.ptd` / `.irpa` sources).
+    pub named_data: &'a dyn NamedDataMap,
+}
+
+impl std::fmt::Debug for dyn NamedDataMap + '_ {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("NamedDataMap")
+    }
 }
 
 /// A backend (ExecuTorch `BackendInterface`), registered under the id programs name it by.
@@ -31,7 +65,7 @@ pub trait Backend: Send + Sync {
         true
     }
     /// Prepares one delegate of a method.
-    fn init(&self, init: &DelegateInit<'_>) -> Result<Box<dyn DelegateHandle>, String>;
+    fn init(&self, init: &DelegateInit<'_>) -> Result<Box<dyn DelegateHandle>, BackendError>;
 }
 
 /// An initialised delegate, owned by one loaded method.
@@ -45,7 +79,7 @@ pub trait DelegateHandle: Send {
         ctx: &mut KernelContext,
         args: &[Arg<'_>],
         outs: &mut [Out<'_, '_>],
-    ) -> Result<(), String>;
+    ) -> Result<(), BackendError>;
 }
 
 /// Backends by id.
@@ -61,7 +95,7 @@ impl std::fmt::Debug for BackendRegistry {
 }
 
 impl BackendRegistry {
-    /// An empty registry (kiln has no built-in backend yet: XNNPACK execution comes later).
+    /// An empty registry (XNNPACK delegates need none: kiln lowers them itself).
     pub fn new() -> Self {
         Self::default()
     }

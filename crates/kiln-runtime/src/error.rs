@@ -117,7 +117,7 @@ pub enum Error {
         source: Box<KernelError>,
     },
     /// A delegate failed at init or execution.
-    #[error("method {method}: delegate {delegate} ({backend}){}: {reason}", at_instruction(*instruction))]
+    #[error("method {method}: delegate {delegate} ({backend}){}: {source}", at_instruction(*instruction))]
     Delegate {
         /// The method.
         method: String,
@@ -128,7 +128,8 @@ pub enum Error {
         /// Backend id.
         backend: String,
         /// What the backend reported.
-        reason: String,
+        #[source]
+        source: crate::delegate::BackendError,
     },
     /// An instruction's values cannot be used as it needs at run time.
     #[error("method {method}: instruction {instruction} ({op}): {reason}")]

@@ -439,13 +439,13 @@ impl Method {
                     source,
                 })
             }
-            Err(CallError::Delegate(d, reason)) => {
+            Err(CallError::Delegate(d, source)) => {
                 return Err(Error::Delegate {
                     method: plan.name.clone(),
                     instruction: Some(instruction),
                     delegate: d,
                     backend: call.name.to_string(),
-                    reason,
+                    source,
                 })
             }
             Err(CallError::Other(reason)) => return Err(fail(reason)),
@@ -466,7 +466,7 @@ fn doubles_match(a: f64, b: f64) -> bool {
 
 enum CallError {
     Kernel(Box<kiln_kernels::KernelError>),
-    Delegate(usize, String),
+    Delegate(usize, crate::delegate::BackendError),
     Other(String),
 }
 

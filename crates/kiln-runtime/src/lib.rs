@@ -43,8 +43,8 @@ mod value;
 pub mod xnnpack;
 
 pub use compile::CompiledNode;
-pub use data::{NamedDataSource, NamedEntry, PtdFile};
-pub use delegate::{Backend, BackendRegistry, DelegateHandle, DelegateInit};
+pub use data::{NamedDataMap, NamedDataSource, NamedEntry, PtdFile};
+pub use delegate::{Backend, BackendError, BackendRegistry, DelegateHandle, DelegateInit};
 pub use error::{Error, Result};
 pub use io::{Input, Output, OutputTensor, TensorInput, TensorMeta, ValueMeta};
 pub use irpa_data::{irpa_sources, ExpandedSplats, IrpaFile};

@@ -7,7 +7,8 @@ use bytemuck::Zeroable;
 use kiln_kernels::{Capacity, KernelContext, KernelDef, OutKind};
 
 use crate::compile::{self, lower_node, CompiledNode, Graph, Layout, NodeOp, PreparedKernel};
-use crate::delegate::{DelegateHandle, DelegateInit};
+use crate::data::ProgramData;
+use crate::delegate::{BackendError, DelegateHandle, DelegateInit};
 use crate::error::{Error, Result};
 use crate::exec::Scratch;
 use crate::io::ValueMeta;
@@ -435,20 +436,33 @@ impl Method {
                 delegates.push(None);
                 continue;
             }
-            let derr = |reason: String| Error::Delegate {
+            let derr = |source: BackendError| Error::Delegate {
                 method: plan.name.clone(),
                 instruction: None,
                 delegate: index,
                 backend: d.id.clone(),
-                reason,
+                source,
             };
-            let backend = options.backends.get(&d.id).ok_or_else(|| derr("no backend".into()))?;
+            // Checked above: every delegate not inlined has a backend.
+            let Some(backend) = options.backends.get(&d.id) else {
+                return Err(Error::Missing {
+                    method: plan.name.clone(),
+                    operators: Vec::new(),
+                    delegates: vec![d.id.clone()],
+                });
+            };
             let processed = program.inner.file.bytes().get(d.processed.clone()).unwrap_or(&[]);
+            let named_data = ProgramData {
+                file: program.inner.file.bytes(),
+                named: &program.inner.named,
+                sources: &program.inner.sources,
+            };
             let init = DelegateInit {
                 method: &plan.name,
                 index,
                 processed,
                 compile_specs: &d.compile_specs,
+                named_data: &named_data,
             };
             delegates.push(Some(backend.init(&init).map_err(derr)?));
         }
@@ -618,11 +632,12 @@ fn describe_step(
     algorithm: Option<&str>,
 ) -> CompiledNode {
     let origins = g.origin_ids(n);
-    let operators = origins
-        .iter()
-        .filter_map(|&k| g.chain.get(k as usize))
-        .map(|ins| crate::compile::instruction_name(g.plan, ins))
-        .collect();
+    // The original instructions' names, one per origin id (the kernel calls an inlined
+    // delegate became all stand for its one call).
+    let mut sources: Vec<_> = g.origins.get(&n).map(|o| o.sources().collect()).unwrap_or_default();
+    sources.sort_by_key(|s| s.id);
+    sources.dedup_by_key(|s| s.id);
+    let operators = sources.iter().map(|s| s.name.clone()).collect();
     let name = |l: Layout| match l {
         Layout::Nchw => "nchw",
         Layout::Nhwc => "nhwc",

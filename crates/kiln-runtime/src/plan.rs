@@ -96,19 +96,33 @@ pub(crate) struct MethodPlan {
     pub delegates: Vec<DelegateDef>,
     /// `non_const_buffer_sizes` without the reserved entry 0: arena `memory_id - 1`.
     pub arena_sizes: Vec<u64>,
-    /// Per chain, the original instruction each instruction comes from, when delegates were
-    /// inlined (empty: every instruction is its own).
-    pub origins: Vec<Vec<u32>>,
+    /// Per chain, where each instruction comes from, when delegates were inlined (empty:
+    /// every instruction is its own).
+    pub origins: Vec<Vec<Source>>,
+}
+
+/// The original instruction an instruction of a decoded chain comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Source {
+    /// Its index in the file's chain.
+    pub instruction: u32,
+    /// The delegate whose call it was lowered from, for the kernel calls of an inlined
+    /// delegate.
+    pub delegate: Option<u32>,
 }
 
 impl MethodPlan {
-    /// The original instruction index of instruction `k` of chain `chain`.
-    pub fn origin(&self, chain: usize, k: usize) -> u32 {
-        self.origins.get(chain).and_then(|o| o.get(k)).copied().unwrap_or(k as u32)
+    /// Where instruction `k` of chain `chain` comes from.
+    pub fn source(&self, chain: usize, k: usize) -> Source {
+        self.origins
+            .get(chain)
+            .and_then(|o| o.get(k))
+            .copied()
+            .unwrap_or(Source { instruction: k as u32, delegate: None })
     }
 
-    /// Records the original instruction of each instruction of chain `chain`.
-    pub fn set_origins(&mut self, chain: usize, origins: Vec<u32>) {
+    /// Records where each instruction of chain `chain` comes from.
+    pub fn set_origins(&mut self, chain: usize, origins: Vec<Source>) {
         if self.origins.len() <= chain {
             self.origins.resize(chain + 1, Vec::new());
         }

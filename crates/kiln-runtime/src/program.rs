@@ -1,11 +1,13 @@
 //! [`Program`]: a verified, memory-mapped `.pte`, shareable across threads.
 
+use std::collections::HashMap;
+use std::ops::Range;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
 use kiln_kernels::compute::threads::Threads;
 
-use crate::data::{NamedDataSource, PtdFile};
+use crate::data::{NamedDataSource, ProgramData, PtdFile};
 use crate::delegate::BackendRegistry;
 use crate::error::{Error, Result};
 use crate::io::{TensorMeta, ValueMeta};
@@ -95,6 +97,8 @@ impl ProgramFile {
 pub(crate) struct ProgramInner {
     pub file: ProgramFile,
     pub sources: Vec<Arc<dyn NamedDataSource>>,
+    /// `Program.named_data`: key -> the bytes of its segment in the file.
+    pub named: HashMap<String, Range<usize>>,
     /// Each method decoded at load (or why it could not be).
     pub methods: Vec<(String, std::result::Result<Arc<MethodPlan>, String>)>,
     pub options: LoadOptions,
@@ -180,9 +184,19 @@ impl Program {
         options: LoadOptions,
     ) -> Result<Program> {
         let path = file.name();
+        let mut named = HashMap::new();
         let methods = {
-            let pte = kiln_format::pte::Program::open(file.bytes())
+            let bytes = file.bytes();
+            let pte = kiln_format::pte::Program::open(bytes)
                 .map_err(|source| Error::Format { path: path.clone(), source })?;
+            for (key, _) in pte.named_data() {
+                let data = pte
+                    .named_data_bytes(key)
+                    .map_err(|source| Error::Format { path: path.clone(), source })?;
+                let start = (data.as_ptr() as usize).wrapping_sub(bytes.as_ptr() as usize);
+                named.entry(key.to_string()).or_insert(start..start + data.len());
+            }
+            let data = ProgramData { file: bytes, named: &named, sources: &sources };
             pte.methods()
                 .map(|m| {
                     let plan = plan::decode(&pte, &m, &path).map_err(|e| e.to_string());
@@ -192,7 +206,7 @@ impl Program {
                     let plan = plan
                         .and_then(|mut p| {
                             if inline {
-                                crate::xnnpack::inline_delegates(&mut p, &pte, &sources)?;
+                                crate::xnnpack::inline_delegates(&mut p, bytes, &data)?;
                             }
                             Ok(p)
                         })
@@ -201,7 +215,7 @@ impl Program {
                 })
                 .collect()
         };
-        Ok(Program { inner: Arc::new(ProgramInner { file, sources, methods, options }) })
+        Ok(Program { inner: Arc::new(ProgramInner { file, sources, named, methods, options }) })
     }
 
     /// Method names in file order.

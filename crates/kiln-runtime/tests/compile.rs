@@ -91,6 +91,8 @@ fn compiled_steps_stand_for_every_instruction_once() {
             }
             for (c, s) in seen.iter_mut().enumerate() {
                 s.sort_unstable();
+                // An XNNPACK delegate call is lowered into many steps, each standing for it.
+                s.dedup_by(|a, b| a == b && file_ops[c][*a as usize] == "delegate");
                 let all: Vec<u32> = (0..file_ops[c].len() as u32).collect();
                 assert_eq!(*s, all, "{name}.{method} chain {c}: instructions stood for");
             }

@@ -202,6 +202,9 @@ pub fn inspect_pte(input: &Input, json: bool) -> Result<ExitCode> {
                 delegate_calls.get(&i).copied().unwrap_or(0),
                 d.compile_specs.len()
             );
+            if let Some(x) = ms.xnnpack.iter().find(|x| x.delegate == i) {
+                print_xnnpack(x);
+            }
         }
     }
     if !summary.segments.is_empty() {
@@ -214,6 +217,30 @@ pub fn inspect_pte(input: &Input, json: bool) -> Result<ExitCode> {
         out!("{}", indent(&t.render()));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The lines `kiln inspect` prints under an XNNPACK delegate.
+fn print_xnnpack(x: &pte::summary::XnnpackDelegate) {
+    let Some(s) = &x.summary else {
+        outln!("    invalid XNNPACK payload: {}", x.error.as_deref().unwrap_or("?"));
+        return;
+    };
+    let nodes: usize = s.nodes.values().sum();
+    outln!(
+        "    XNNPACK graph ({}): {nodes} nodes, {} values, {} constants ({})",
+        s.identifier,
+        s.values,
+        s.constants,
+        human_bytes(s.constant_bytes)
+    );
+    let mut hist: Vec<(&&str, &usize)> = s.nodes.iter().collect();
+    hist.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    let hist: Vec<String> =
+        hist.iter().map(|(k, v)| format!("{} x{v}", k.trim_start_matches("XNN"))).collect();
+    outln!("    nodes: {}", hist.join(", "));
+    if !s.quant.is_empty() {
+        outln!("    quantization: {}", s.quant.join(", "));
+    }
 }
 
 fn indent(s: &str) -> String {
@@ -330,8 +357,34 @@ fn rewrite(input: &Path, output: &Path) -> Result<ExitCode> {
 }
 
 /// `kiln dump` for a `.pte`.
+/// The program's JSON gets `"xnnpack_payloads"`: each XNNPACK delegate's payload decoded
+/// (`{"method", "delegate", "payload"}`, or `"error"` when it does not parse).
 pub fn dump_pte(input: &Input) -> Result<ExitCode> {
-    print_json(&pte::dump::dump(&open_pte(input)?))?;
+    let program = open_pte(input)?;
+    let mut json = pte::dump::dump(&program);
+    let mut payloads = Vec::new();
+    for m in program.methods() {
+        for (i, d) in m.delegates().enumerate() {
+            let d = d?;
+            if d.id != "XnnpackBackend" {
+                continue;
+            }
+            let entry = match kiln_format::xnnpack::Payload::parse(program.delegate_data(&d)?) {
+                Ok(p) => serde_json::json!({
+                    "method": m.name(), "delegate": i,
+                    "payload": kiln_format::xnnpack::dump(&p),
+                }),
+                Err(e) => serde_json::json!({
+                    "method": m.name(), "delegate": i, "error": e.to_string(),
+                }),
+            };
+            payloads.push(entry);
+        }
+    }
+    if let Some(obj) = json.as_object_mut() {
+        obj.insert("xnnpack_payloads".into(), serde_json::Value::Array(payloads));
+    }
+    print_json(&json)?;
     Ok(ExitCode::SUCCESS)
 }
 

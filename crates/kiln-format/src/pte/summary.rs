@@ -48,6 +48,22 @@ pub struct MethodSummary {
     pub values: usize,
     /// Sizes of the planned arenas (memory_id 1, 2, ...).
     pub planned_buffers: Vec<u64>,
+    /// What each `XnnpackBackend` delegate's payload holds.
+    pub xnnpack: Vec<XnnpackDelegate>,
+}
+
+/// One `XnnpackBackend` delegate of a method: its payload's summary, or why it does not
+/// parse.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct XnnpackDelegate {
+    /// Index in the method's delegate table.
+    pub delegate: usize,
+    /// The payload's node histogram, values, constants and quantization kinds.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<crate::xnnpack::Summary>,
+    /// The reader's error, when the payload is invalid.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// One input or output: a tensor's dtype and shape, or a non-tensor value's kind.
@@ -74,6 +90,27 @@ pub struct NamedDataSummary {
     pub size: u64,
 }
 
+/// The summaries of method `m`'s XNNPACK payloads.
+fn xnnpack_delegates(
+    p: &Program<'_>,
+    m: &super::program::Method<'_>,
+) -> Result<Vec<XnnpackDelegate>> {
+    let mut out = Vec::new();
+    for (delegate, d) in m.delegates().enumerate() {
+        let d = d?;
+        if d.id != "XnnpackBackend" {
+            continue;
+        }
+        let parsed = crate::xnnpack::Payload::parse(p.delegate_data(&d)?);
+        let (summary, error) = match parsed {
+            Ok(payload) => (Some(crate::xnnpack::summarize(&payload)), None),
+            Err(e) => (None, Some(e.to_string())),
+        };
+        out.push(XnnpackDelegate { delegate, summary, error });
+    }
+    Ok(out)
+}
+
 /// Summarises a verified program.
 pub fn summarize(p: &Program<'_>) -> Result<Summary> {
     let mut methods = Vec::with_capacity(p.num_methods());
@@ -90,6 +127,7 @@ pub fn summarize(p: &Program<'_>) -> Result<Summary> {
             delegates: m.delegates().map(|d| d.map(|d| d.id.to_string())).collect::<Result<_>>()?,
             values: m.num_values(),
             planned_buffers: m.planned_buffer_sizes(),
+            xnnpack: xnnpack_delegates(p, &m)?,
         });
     }
     let constants_size = match p.constants() {

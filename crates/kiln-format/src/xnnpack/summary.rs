@@ -3,10 +3,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use serde::Serialize;
+
 use super::{Constant, Payload};
 
 /// A summary of one payload.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Summary {
     /// Node count per kind (`XNNConv2d`, ...).
     pub nodes: BTreeMap<&'static str, usize>,

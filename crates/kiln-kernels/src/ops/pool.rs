@@ -163,7 +163,16 @@ fn max_pool(
             }
         }
     }
-    with_out::<f64>(ctx, out, true, |dst| picks.iter().for_each(|p| dst[p.0] = p.2))?;
+    // The maximum is one of the input's values, so any real dtype (int8 for XNNPACK's
+    // quantized pooling) stores it exactly; the output has the input's dtype.
+    if out.dtype() != x.dtype() {
+        return Err(ctx.dtype_err(
+            "out",
+            format!("{} (the input's dtype)", x.dtype().name()),
+            out.dtype(),
+        ));
+    }
+    with_out::<f64>(ctx, out, false, |dst| picks.iter().for_each(|p| dst[p.0] = p.2))?;
     with_out::<i64>(ctx, idx, false, |dst| picks.iter().for_each(|p| dst[p.1] = p.3))
 }
 

@@ -326,6 +326,13 @@ pub(crate) fn kernels() -> Vec<KernelDef> {
     v.push(out1("aten::isnan.out", 1, |c, a, o| predicate(c, a, o, f64::is_nan)));
     v.push(out1("aten::isinf.out", 1, |c, a, o| predicate(c, a, o, f64::is_infinite)));
     v.push(out1("aten::gelu.out", 2, |c, a, o| gelu(c, a, o)));
+    // x * min(max(x + 3, 0), 6) / 6, PyTorch's formula; NaN stays NaN.
+    v.push(out1("aten::hardswish.out", 1, |c, a, o| {
+        if fast_unary(c, a, o, activation::hardswish) {
+            return Ok(());
+        }
+        float_unary(c, a, o, |x| if x.is_nan() { x } else { x * (x + 3.0).clamp(0.0, 6.0) / 6.0 })
+    }));
     v.push(out1("aten::hardtanh.out", 3, |c, a, o| {
         let r = Args::new(c, a);
         let x = r.tensor(0, "self")?;

@@ -76,7 +76,13 @@ impl<'m> Graph<'m> {
         let mut origins = OriginMap::new();
         let mut nodes = Vec::with_capacity(instructions.len());
         for (k, ins) in instructions.iter().enumerate() {
-            origins.set(k, Origin::single(plan.origin(chain, k), instruction_name(plan, ins)));
+            // A kernel call of an inlined delegate stands for the delegate call.
+            let src = plan.source(chain, k);
+            let name = match src.delegate {
+                Some(d) => delegate_name(plan, d as usize),
+                None => instruction_name(plan, ins),
+            };
+            origins.set(k, Origin::single(src.instruction, name));
             nodes.push(Node { op: NodeOp::Instr(k) });
         }
         Graph {
@@ -307,13 +313,16 @@ impl<'m> Graph<'m> {
 pub(crate) fn instruction_name(plan: &MethodPlan, ins: &InstrDef) -> String {
     match ins {
         InstrDef::Kernel { op, .. } => plan.operators.get(*op).cloned().unwrap_or_default(),
-        InstrDef::Delegate { delegate, .. } => {
-            format!("delegate:{}", plan.delegates.get(*delegate).map_or("?", |d| d.id.as_str()))
-        }
+        InstrDef::Delegate { delegate, .. } => delegate_name(plan, *delegate),
         InstrDef::Move { .. } => "MoveCall".into(),
         InstrDef::JumpFalse { .. } => "JumpFalseCall".into(),
         InstrDef::Free { .. } => "FreeCall".into(),
     }
+}
+
+/// The name a delegate call is known by: `delegate:<backend id>`.
+fn delegate_name(plan: &MethodPlan, delegate: usize) -> String {
+    format!("delegate:{}", plan.delegates.get(delegate).map_or("?", |d| d.id.as_str()))
 }
 
 /// Per value, the number of times a kernel call writes it (out positions, list items

@@ -41,7 +41,7 @@ mod passes;
 mod prepared;
 
 pub(crate) use alias::{aliases, Aliases};
-pub(crate) use graph::{instruction_name, Graph, NodeOp};
+pub(crate) use graph::{Graph, NodeOp};
 pub(crate) use memory::replan;
 pub(crate) use prepared::{lower_node, PreparedKernel};
 

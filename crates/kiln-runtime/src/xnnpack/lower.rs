@@ -21,7 +21,7 @@ use kiln_format::xnnpack::{
 };
 use kiln_kernels::{DType, Shape};
 
-use super::NamedData;
+use crate::data::ProgramData;
 use crate::plan::{DataDef, InstrDef, MethodPlan, TensorDef, ValueDef};
 
 /// The kernel calls one delegate call became.
@@ -64,7 +64,7 @@ struct Lowerer<'p, 'd> {
     graph: &'d Graph,
     payload: &'d Payload<'d>,
     file: &'d [u8],
-    named: &'d NamedData<'d>,
+    named: &'d ProgramData<'d>,
     reps: Vec<Option<Rep>>,
     instrs: Vec<InstrDef>,
     /// The extra arena the lowered activations are placed in (`memory_id`), and its size.
@@ -79,7 +79,7 @@ pub(crate) fn lower(
     plan: &mut MethodPlan,
     bytes: &[u8],
     file: &[u8],
-    named: &NamedData<'_>,
+    named: &ProgramData<'_>,
     args: &[u32],
 ) -> R<Lowered> {
     let payload = Payload::parse(bytes).map_err(|e| e.to_string())?;
@@ -120,7 +120,7 @@ fn dtype_of(dt: DataType) -> R<DType> {
     })
 }
 
-impl Lowerer<'_, '_> {
+impl<'d> Lowerer<'_, 'd> {
     // ---- method values -------------------------------------------------------------------
 
     fn push(&mut self, v: ValueDef) -> u32 {
@@ -221,7 +221,7 @@ impl Lowerer<'_, '_> {
 
     // ---- XNNPACK values ------------------------------------------------------------------
 
-    fn xvalue(&self, id: u32) -> &kiln_format::xnnpack::Value {
+    fn xvalue(&self, id: u32) -> &'d kiln_format::xnnpack::Value {
         &self.graph.values[id as usize]
     }
 
@@ -271,7 +271,7 @@ impl Lowerer<'_, '_> {
                 let b = self.payload.constant_bytes(index).unwrap_or(&[]);
                 Ok(self.file_or_owned(b, true))
             }
-            Some(Constant::Named { key, .. }) => match self.named.get(&key) {
+            Some(Constant::Named { key, .. }) => match self.named.locate(&key) {
                 Some((b, in_file)) => Ok(self.file_or_owned(b, in_file)),
                 None => Err(format!("constant {index}: named data {key:?} is in neither the program nor its data files")),
             },
@@ -376,15 +376,20 @@ impl Lowerer<'_, '_> {
                     ))
                 }
             };
-            if t.shape.rank() != rank.max(1) && !(rank == 1 && t.shape.rank() == 0) {
+            let (method_rank, dtype, dynamic) = (t.shape.rank(), t.dtype, t.dynamic);
+            self.dynamic |= dynamic;
+            let value = if method_rank == rank {
+                arg
+            } else if method_rank == 0 && v.dims == [1] {
+                // XNNPACK writes a scalar as [1].
+                let shape = self.ints(&[1]);
+                self.call("aten::view_copy.out", vec![arg, shape], dtype, &[1])?
+            } else {
                 return Err(format!(
-                    "value {id}: argument {ext} has rank {}, the graph expects {rank}",
-                    t.shape.rank()
+                    "value {id}: argument {ext} has rank {method_rank}, the graph expects {rank}"
                 ));
-            }
-            self.dynamic |= t.dynamic;
-            let r = Rep { value: arg, perm: identity(t.shape.rank()) };
-            self.set(id, r);
+            };
+            self.set(id, Rep { value, perm: identity(rank) });
         }
         Ok(())
     }
@@ -402,12 +407,21 @@ impl Lowerer<'_, '_> {
                     args.len()
                 )
             })?;
-            if !matches!(self.plan.values.get(arg as usize), Some(ValueDef::Tensor(_))) {
-                return Err(format!("value {id}: argument {ext} (values[{arg}]) is not a tensor"));
-            }
+            let method_rank = match self.plan.values.get(arg as usize) {
+                Some(ValueDef::Tensor(t)) => t.shape.rank(),
+                _ => {
+                    return Err(format!(
+                        "value {id}: argument {ext} (values[{arg}]) is not a tensor"
+                    ))
+                }
+            };
             let r = self.rep(id)?;
             let inv = inverse(&r.perm);
-            if is_identity(&inv) {
+            if method_rank == 0 && self.dims(id) == [1] {
+                // A scalar output, written [1] by XNNPACK.
+                let shape = self.ints(&[]);
+                self.emit("aten::view_copy.out", vec![r.value, shape, arg, arg]);
+            } else if is_identity(&inv) {
                 self.emit("aten::clone.out", vec![r.value, 0, arg, arg]);
                 let none = self.none();
                 if let Some(InstrDef::Kernel { args, .. }) = self.instrs.last_mut() {
@@ -535,7 +549,8 @@ impl Lowerer<'_, '_> {
                 _ => return None,
             })
         };
-        if self.xvalue(input).datatype != DataType::Fp32 && kind != U::Convert {
+        let quantized_ok = matches!(kind, U::Convert | U::GlobalAvgPooling2d);
+        if self.xvalue(input).datatype != DataType::Fp32 && !quantized_ok {
             return Err(format!(
                 "{kind:?} on {} values is not supported yet",
                 self.xvalue(input).datatype.name()
@@ -575,6 +590,20 @@ impl Lowerer<'_, '_> {
                 let dim = self.int(r.perm[last] as i64);
                 let f = self.boolean(false);
                 self.same_perm_unary("aten::_softmax.out", input, vec![dim, f], output)
+            }
+            U::GlobalAvgPooling2d if self.xvalue(input).datatype == DataType::QInt8 => {
+                let x = self.plain(input)?;
+                let (si, zi) = self.per_tensor(input)?;
+                let (so, zo) = self.per_tensor(output)?;
+                let (lo, hi) = self.quant_bounds(n);
+                let args =
+                    vec![x, self.double(si), self.int(zi), self.double(so), self.int(zo), lo, hi];
+                let out = self.output(output, identity(4))?;
+                let mut all = args;
+                all.extend([out.value, out.value]);
+                self.emit("kiln_xnnpack::qs8_global_avg_pool.out", all);
+                self.set(output, out);
+                Ok(())
             }
             U::GlobalAvgPooling2d => {
                 let x = self.as_perm(input, &NHWC)?;

@@ -6,53 +6,26 @@
 //!
 //! The payload is parsed and verified by [`kiln_format::xnnpack`]; constants come from the
 //! payload's constant region or from the program's named data (the `.pte`'s named segments or
-//! a `.ptd`/`.irpa` source).
+//! a `.ptd`/`.irpa` source, [`ProgramData`]).
 
 mod lower;
 
-use std::sync::Arc;
-
-use kiln_format::pte;
-
-use crate::data::NamedDataSource;
-use crate::plan::{InstrDef, MethodPlan};
+use crate::data::ProgramData;
+use crate::plan::{InstrDef, MethodPlan, Source};
 
 /// The delegate id this backend handles.
 pub const BACKEND_ID: &str = "XnnpackBackend";
-
-/// Where named constants are: the program's own named data, then the external sources in the
-/// order they were given.
-pub(crate) struct NamedData<'a> {
-    pub program: &'a pte::Program<'a>,
-    pub sources: &'a [Arc<dyn NamedDataSource>],
-}
-
-impl<'a> NamedData<'a> {
-    /// The bytes under `key`, and whether they are inside the program file (so a tensor can
-    /// borrow them by file range).
-    pub fn get(&self, key: &str) -> Option<(&'a [u8], bool)> {
-        if let Ok(b) = self.program.named_data_bytes(key) {
-            return Some((b, true));
-        }
-        self.sources.iter().find_map(|s| {
-            let e = s.entry(key)?;
-            Some((s.bytes().get(e.range.clone())?, false))
-        })
-    }
-}
 
 /// Replaces every `XnnpackBackend` delegate call of `plan` by the kernel calls of its graph.
 /// Errors name the delegate and the node.
 pub(crate) fn inline_delegates(
     plan: &mut MethodPlan,
-    program: &pte::Program<'_>,
-    sources: &[Arc<dyn NamedDataSource>],
+    file: &[u8],
+    named: &ProgramData<'_>,
 ) -> Result<(), String> {
     if !plan.delegates.iter().any(|d| d.id == BACKEND_ID) {
         return Ok(());
     }
-    let named = NamedData { program, sources };
-    let file = program.bytes();
     for c in 0..plan.chains.len() {
         let chain = std::mem::take(&mut plan.chains[c]);
         let mut out = Vec::with_capacity(chain.len());
@@ -61,22 +34,24 @@ pub(crate) fn inline_delegates(
         let mut start = Vec::with_capacity(chain.len() + 1);
         for (k, ins) in chain.into_iter().enumerate() {
             start.push(out.len());
-            let k = plan.origin(c, k);
+            let src = plan.source(c, k);
+            let k = src.instruction;
             let InstrDef::Delegate { delegate, args } = &ins else {
                 out.push(ins);
-                origins.push(k);
+                origins.push(src);
                 continue;
             };
             let Some(d) = plan.delegates.get(*delegate).filter(|d| d.id == BACKEND_ID) else {
                 out.push(ins);
-                origins.push(k);
+                origins.push(src);
                 continue;
             };
             let bytes = file.get(d.processed.clone()).unwrap_or(&[]);
             let context =
                 |e: String| format!("instruction {k}, delegate {delegate} ({BACKEND_ID}): {e}");
-            let lowered = lower::lower(plan, bytes, file, &named, args).map_err(context)?;
-            origins.extend(std::iter::repeat_n(k, lowered.instrs.len()));
+            let lowered = lower::lower(plan, bytes, file, named, args).map_err(context)?;
+            let src = Source { instruction: k, delegate: Some(*delegate as u32) };
+            origins.extend(std::iter::repeat_n(src, lowered.instrs.len()));
             out.extend(lowered.instrs);
         }
         start.push(out.len());
