@@ -87,8 +87,26 @@ def gru() -> Spec:
     return m, (export_pte.randn(export_pte.gen(23), 1, 32, 16),)
 
 
+def mobilenet_v2_q8() -> Spec:
+    """mobilenet_v2 quantized with PT2E (XNNPACKQuantizer, symmetric int8, per-channel weights),
+    calibrated on four seeded images: the XNNPACK export is a static QS8 graph, the portable one
+    quantize/dequantize operators around float kernels."""
+    import export_xnnpack
+    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
+        get_symmetric_quantization_config,
+    )
+
+    m = export_pte._mobilenet().eval()
+    g = export_pte.gen(31)
+    x = export_pte.randn(g, 1, 3, 224, 224)
+    calib = [(export_pte.randn(g, 1, 3, 224, 224),) for _ in range(4)]
+    config = get_symmetric_quantization_config(is_per_channel=True)
+    return export_xnnpack.pt2e_quantize(m, (x,), config, calib), (x,)
+
+
 MODELS: Dict[str, Callable[[], Spec]] = {
     "mobilenet_v2": mobilenet_v2,
+    "mobilenet_v2_q8": mobilenet_v2_q8,
     "resnet18_96": _resnet18(96),
     "resnet18_224": _resnet18(224),
     "transformer_encoder": transformer_encoder,
@@ -125,7 +143,8 @@ def is_cached(d: Path, digest: str) -> bool:
 def export_model(name: str, d: Path, digest: str) -> None:
     fixturelib.seed_everything(SEED)
     model, inputs = MODELS[name]()
-    model.eval()
+    if not isinstance(model, torch.fx.GraphModule):  # a PT2E-converted module has no eval()
+        model.eval()
     d.mkdir(parents=True, exist_ok=True)
     (d / "manifest.json").unlink(missing_ok=True)  # written last: marks a complete export
     for f in d.glob("*.npy"):

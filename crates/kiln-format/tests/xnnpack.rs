@@ -91,3 +91,25 @@ fn mutated_payloads_never_panic() {
     eprintln!("mutated payloads: {ok} parsed, {err} rejected");
     assert!(err > 0);
 }
+
+/// Inputs the `xnnpack` fuzz target (`fuzz/fuzz_targets/xnnpack.rs`) once crashed on, kept in
+/// `tests/fixtures/fuzz/xnnpack-*.bin`: each parses to a payload or an error, and what parses
+/// summarizes and dumps, never a panic (a named constant's size near `u64::MAX` once overflowed
+/// the summary's byte total).
+#[test]
+fn fuzz_findings_end_in_errors_not_panics() {
+    let mut n = 0;
+    for e in std::fs::read_dir(fixture("fuzz")).unwrap() {
+        let path = e.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        if !(name.starts_with("xnnpack-") && name.ends_with(".bin")) {
+            continue;
+        }
+        n += 1;
+        if let Ok(p) = Payload::parse(&std::fs::read(&path).unwrap()) {
+            let _ = summarize(&p);
+            let _ = kiln_format::xnnpack::dump(&p);
+        }
+    }
+    assert!(n > 0, "no xnnpack fuzz regression inputs");
+}

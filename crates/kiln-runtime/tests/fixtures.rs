@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use common::{compare, pte_dir, read_npy};
-use kiln_runtime::{Error, Input, Program, TensorInput, ValueMeta};
+use kiln_runtime::{Error, Input, LoadOptions, Program, TensorInput, ValueMeta};
 use serde_json::Value;
 
 #[derive(Debug)]
@@ -24,7 +24,7 @@ enum Outcome {
 /// The delegate kiln runs itself.
 const XNNPACK: &str = "XnnpackBackend";
 
-fn run_fixture(dir: &Path, name: &str, expected: &Value) -> Vec<(String, Outcome)> {
+fn run_fixture(dir: &Path, name: &str, expected: &Value, compile: bool) -> Vec<(String, Outcome)> {
     let dir = dir.to_path_buf();
     // Quantized XNNPACK graphs match within 1% of the output range (the bar: integer
     // rounding is XNNPACK's, float parts may differ by an ulp that moves a rounding).
@@ -32,10 +32,13 @@ fn run_fixture(dir: &Path, name: &str, expected: &Value) -> Vec<(String, Outcome
         .as_array()
         .is_some_and(|d| d.iter().any(|d| d["quant"].as_array().is_some_and(|q| !q.is_empty())));
     let files = &expected["files"];
+    let options = LoadOptions { compile, ..LoadOptions::default() };
     let pte = dir.join(files["pte"].as_str().unwrap());
     let program = match files.get("ptd").and_then(Value::as_str) {
-        Some(ptd) => Program::load_with_data(&pte, dir.join(ptd)).unwrap(),
-        None => Program::load(&pte).unwrap(),
+        Some(ptd) => {
+            Program::builder().ptd(dir.join(ptd)).unwrap().options(options).load(&pte).unwrap()
+        }
+        None => Program::builder().options(options).load(&pte).unwrap(),
     };
     let mut results = Vec::new();
     for m in expected["inspect"]["methods"].as_array().unwrap() {
@@ -146,7 +149,7 @@ fn range(a: &common::Array) -> f64 {
 }
 
 /// Runs every fixture of `dir`; returns the number of methods that ran and matched.
-fn run_dir(dir: &Path) -> usize {
+fn run_dir(dir: &Path, compile: bool) -> usize {
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
@@ -157,7 +160,7 @@ fn run_dir(dir: &Path) -> usize {
     for name in &names {
         let text = std::fs::read_to_string(dir.join(format!("{name}.expected.json"))).unwrap();
         let expected: Value = serde_json::from_str(&text).unwrap();
-        for (method, outcome) in run_fixture(dir, name, &expected) {
+        for (method, outcome) in run_fixture(dir, name, &expected, compile) {
             match &outcome {
                 Outcome::Matched { max_diff } => {
                     matched += 1;
@@ -176,13 +179,16 @@ fn run_dir(dir: &Path) -> usize {
 fn every_fixture_matches_executorch_or_names_its_missing_delegates() {
     // The constant methods need no kernel at all, so at least those always run; the XNNPACK
     // fixtures (xnnpack_cnn, mobilenet_v2_xnnpack) run too.
-    let matched = run_dir(&pte_dir());
+    let matched = run_dir(&pte_dir(), true);
     assert!(matched >= 7, "only {matched} methods ran");
 }
 
 #[test]
 fn every_xnnpack_fixture_matches_executorch() {
     let dir = pte_dir().join("../xnnpack");
-    let matched = run_dir(&dir);
-    assert!(matched >= 20, "only {matched} XNNPACK methods ran");
+    // Compiled (the lowered kernel calls packed, fused and laid out) and interpreted.
+    for compile in [true, false] {
+        let matched = run_dir(&dir, compile);
+        assert!(matched >= 80, "only {matched} XNNPACK methods ran (compile {compile})");
+    }
 }

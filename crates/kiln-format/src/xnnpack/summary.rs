@@ -16,7 +16,7 @@ pub struct Summary {
     pub values: usize,
     /// `constant_data` entries (the reserved entry 0 included, as the table holds it).
     pub constants: usize,
-    /// The sum of the constants' sizes (named data and the constant region).
+    /// The sum of the constants' sizes (named data and the constant region), saturating.
     pub constant_bytes: u64,
     /// The distinct quantization kinds of the values, `datatype/params`
     /// (`xnn_datatype_qcint8/PerChannelQuant`), sorted.
@@ -40,7 +40,8 @@ pub fn summarize(p: &Payload<'_>) -> Summary {
             Constant::Region(r) | Constant::Inline(r) => r.len() as u64,
             Constant::Named { size, .. } => *size,
         })
-        .sum();
+        // Named sizes are unchecked numbers of the payload.
+        .fold(0u64, u64::saturating_add);
     let quant: BTreeSet<String> = p
         .graph
         .values

@@ -198,12 +198,12 @@ impl<'m> Graph<'m> {
         ok.then_some(t)
     }
 
-    /// A float32 constant (file or external data, or bytes made at load), contiguous.
+    /// A float32 constant (file or external data, or bytes made at load), in any dim order
+    /// (the prepared kernels read it in row-major order of its sizes).
     pub fn const_f32(&self, v: u32) -> Option<&'m TensorSlot> {
         let t = self.tensor(v)?;
         let ok = t.dtype == DType::Float
             && !t.writable
-            && t.shape.is_dense_row_major()
             && matches!(
                 t.storage,
                 Storage::File { .. } | Storage::Ext { .. } | Storage::Buf { .. }

@@ -149,7 +149,8 @@ fn describe(kind: &str, fused: &[String]) -> String {
     format!("{kind}[{}]", short.join("+"))
 }
 
-/// The float32 elements of constant value `v`.
+/// The float32 elements of constant value `v`, in row-major order of its sizes whatever its
+/// dim order (an XNNPACK filter is stored OHWI and declared OIHW with a channels-last order).
 fn const_f32(
     g: &Graph<'_>,
     v: u32,
@@ -159,7 +160,26 @@ fn const_f32(
     let b = bytes(t)
         .and_then(|b| b.get(..t.nbytes()))
         .ok_or_else(|| format!("constant values[{v}] is outside its data"))?;
-    Ok(b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+    let stored: Vec<f32> =
+        b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+    if t.shape.is_dense_row_major() {
+        return Ok(stored);
+    }
+    let rank = t.shape.rank();
+    let strides = t.shape.strides();
+    let mut row_major = [0usize; kiln_kernels::MAX_RANK];
+    let mut acc = 1;
+    for d in (0..rank).rev() {
+        row_major[d] = acc;
+        acc *= t.shape.sizes()[d];
+    }
+    let mut out = vec![0f32; stored.len()];
+    kiln_kernels::compute::strided::walk(
+        t.shape.sizes(),
+        [&row_major[..rank], &strides[..rank]],
+        |[o, i]| out[o] = stored[i],
+    );
+    Ok(out)
 }
 
 /// The read tensor at position `i` of a prepared call.

@@ -19,6 +19,7 @@ use kiln_format::xnnpack::{
     BinaryKind, Constant, Conv, ConvKind, DataType, Graph, Node, Op, Payload, Pool, Quant, Scales,
     UnaryKind, FLAG_EXTERNAL_INPUT, FLAG_EXTERNAL_OUTPUT,
 };
+use kiln_kernels::compute::xnn_quant::qs8_quantize_bound;
 use kiln_kernels::{DType, Shape};
 
 use crate::data::ProgramData;
@@ -172,7 +173,12 @@ impl<'d> Lowerer<'_, 'd> {
     /// A constant tensor over `bytes`: borrowed from the file when they are in it, else owned.
     fn constant(&mut self, dtype: DType, sizes: &[usize], bytes: Bytes) -> R<u32> {
         let order: Vec<u8> = (0..sizes.len() as u8).collect();
-        let shape = Shape::new(sizes, &order).map_err(|e| format!("shape {sizes:?}: {e}"))?;
+        self.constant_in(dtype, sizes, &order, bytes)
+    }
+
+    /// A constant tensor of `sizes` whose bytes are stored in dim order `order`.
+    fn constant_in(&mut self, dtype: DType, sizes: &[usize], order: &[u8], bytes: Bytes) -> R<u32> {
+        let shape = Shape::new(sizes, order).map_err(|e| format!("shape {sizes:?}: {e}"))?;
         let need = shape.numel() * dtype.size();
         let data = match bytes {
             Bytes::FileRange(r) => {
@@ -549,7 +555,7 @@ impl<'d> Lowerer<'_, 'd> {
                 _ => return None,
             })
         };
-        let quantized_ok = matches!(kind, U::Convert | U::GlobalAvgPooling2d);
+        let quantized_ok = matches!(kind, U::Convert | U::GlobalAvgPooling2d | U::Clamp);
         if self.xvalue(input).datatype != DataType::Fp32 && !quantized_ok {
             return Err(format!(
                 "{kind:?} on {} values is not supported yet",
@@ -574,6 +580,25 @@ impl<'d> Lowerer<'_, 'd> {
             U::Copy => {
                 let none = self.none();
                 self.same_perm_unary("aten::clone.out", input, vec![none], output)
+            }
+            U::Clamp if self.xvalue(input).datatype == DataType::QInt8 => {
+                // XNNPACK clamps the integers to the bounds quantized with the output's
+                // parameters (the same as the input's).
+                let (si, zi) = self.per_tensor(input)?;
+                let (so, zo) = self.per_tensor(output)?;
+                if (si, zi) != (so, zo) {
+                    return Err(format!(
+                        "a quantized clamp from scale {si} zero point {zi} to {so} {zo}"
+                    ));
+                }
+                let r = self.rep(input)?;
+                let (lo, hi) = n.min_max.unwrap_or((f32::NEG_INFINITY, f32::INFINITY));
+                let q = |v: f32| i64::from(qs8_quantize_bound(v, so as f32, zo as i32));
+                let (a, b) = (self.int(q(lo)), self.int(q(hi)));
+                let out = self.output(output, r.perm.clone())?;
+                self.emit("aten::clamp.out", vec![r.value, a, b, out.value, out.value]);
+                self.set(output, out);
+                Ok(())
             }
             U::Clamp => {
                 let r = self.rep(input)?;
@@ -912,71 +937,62 @@ impl<'d> Lowerer<'_, 'd> {
         Ok(())
     }
 
-    /// A float convolution filter in PyTorch's layout: OHWI -> OIHW; depthwise 1HWO ->
-    /// O1HW; transposed OHWI (grouped as [G*O/G, KH, KW, I/G]) -> [I, O/G, KH, KW].
+    /// A float convolution filter in PyTorch's layout. Convolution filters (OHWI), depthwise
+    /// ones (1HWO) and one-group transposed ones ([O, KH, KW, I]) are PyTorch's filters in
+    /// another dim order, so they borrow the payload's bytes, declared with that order; a
+    /// grouped transposed filter ([G*O/G, KH, KW, I/G] -> [I, O/G, KH, KW]) is regrouped into
+    /// a copy.
     fn conv_filter(&mut self, c: &Conv, wv: &kiln_format::xnnpack::Value) -> R<u32> {
         let d = wv.dims.clone();
         let [a, kh, kw, z] = d[..] else {
             return Err(format!("filter dims {d:?} are not 4-D"));
         };
-        let bytes = match wv.constant {
-            Some(i) => self.constant_bytes(i)?.resolve(self.file).to_vec(),
-            None => return Err("a convolution filter that is not a constant".into()),
+        let Some(index) = wv.constant else {
+            return Err("a convolution filter that is not a constant".into());
         };
+        let bytes = self.constant_bytes(index)?;
+        let groups = c.groups.max(1) as usize;
+        match c.kind {
+            // OIHW sizes stored O, H, W, I.
+            ConvKind::Conv2d => {
+                return self.constant_in(DType::Float, &[a, z, kh, kw], &[0, 2, 3, 1], bytes)
+            }
+            // [O, 1, KH, KW] stored 1, H, W, O.
+            ConvKind::DepthwiseConv2d => {
+                return self.constant_in(DType::Float, &[z, 1, kh, kw], &[1, 2, 3, 0], bytes)
+            }
+            // [I, O, KH, KW] stored O, H, W, I.
+            ConvKind::ConvTranspose2d if groups == 1 => {
+                return self.constant_in(DType::Float, &[z, a, kh, kw], &[1, 2, 3, 0], bytes)
+            }
+            ConvKind::ConvTranspose2d => {}
+        }
+        let raw = bytes.resolve(self.file);
         let w: Vec<f32> =
-            bytes.chunks_exact(4).map(|q| f32::from_le_bytes([q[0], q[1], q[2], q[3]])).collect();
+            raw.chunks_exact(4).map(|q| f32::from_le_bytes([q[0], q[1], q[2], q[3]])).collect();
         if w.len() != a * kh * kw * z {
             return Err(format!("filter {d:?} has {} elements of data", w.len()));
         }
+        if a % groups != 0 {
+            return Err(format!("{a} output channels in {groups} groups"));
+        }
+        let og = a / groups;
         let at = |o: usize, y: usize, x: usize, i: usize| w[((o * kh + y) * kw + x) * z + i];
         let mut out = Vec::with_capacity(w.len());
-        let sizes = match c.kind {
-            ConvKind::Conv2d => {
-                for o in 0..a {
-                    for i in 0..z {
-                        for y in 0..kh {
-                            for x in 0..kw {
-                                out.push(at(o, y, x, i));
-                            }
-                        }
-                    }
-                }
-                vec![a, z, kh, kw]
-            }
-            ConvKind::DepthwiseConv2d => {
-                // [1, KH, KW, O] -> [O, 1, KH, KW].
-                for o in 0..z {
+        // PyTorch [g*I/G + il, ol, y, x] = XNNPACK [g*O/G + ol, y, x, il].
+        for gi in 0..groups {
+            for il in 0..z {
+                for ol in 0..og {
                     for y in 0..kh {
                         for x in 0..kw {
-                            out.push(at(0, y, x, o));
+                            out.push(at(gi * og + ol, y, x, il));
                         }
                     }
                 }
-                vec![z, 1, kh, kw]
             }
-            ConvKind::ConvTranspose2d => {
-                let g = c.groups.max(1) as usize;
-                if a % g != 0 {
-                    return Err(format!("{a} output channels in {g} groups"));
-                }
-                let og = a / g;
-                // PyTorch [g*I/G + il, ol, y, x] = XNNPACK [g*O/G + ol, y, x, il].
-                for gi in 0..g {
-                    for il in 0..z {
-                        for ol in 0..og {
-                            for y in 0..kh {
-                                for x in 0..kw {
-                                    out.push(at(gi * og + ol, y, x, il));
-                                }
-                            }
-                        }
-                    }
-                }
-                vec![g * z, og, kh, kw]
-            }
-        };
+        }
         let bytes: Vec<u8> = out.iter().flat_map(|v| v.to_le_bytes()).collect();
-        self.constant(DType::Float, &sizes, Bytes::Owned(bytes))
+        self.constant(DType::Float, &[groups * z, og, kh, kw], Bytes::Owned(bytes))
     }
 
     fn fully_connected(
