@@ -248,8 +248,22 @@ fn indent(s: &str) -> String {
 }
 
 /// `kiln verify` for a `.pte`: the one-line reason on failure.
+/// The program verifies, and so does every XNNPACK delegate's payload.
 pub fn verify_pte(input: &Input) -> Result<(), String> {
-    Program::open(input.bytes()).map(|_| ()).map_err(|e| e.to_string())
+    let program = Program::open(input.bytes()).map_err(|e| e.to_string())?;
+    for m in program.methods() {
+        for (i, d) in m.delegates().enumerate() {
+            let d = d.map_err(|e| e.to_string())?;
+            if d.id != "XnnpackBackend" {
+                continue;
+            }
+            let data = program.delegate_data(&d).map_err(|e| e.to_string())?;
+            kiln_format::xnnpack::Payload::parse(data).map_err(|e| {
+                format!("method {:?}, delegate {i} (XnnpackBackend): {e}", m.name())
+            })?;
+        }
+    }
+    Ok(())
 }
 
 fn open_ptd(input: &Input) -> Result<FlatTensor<'_>> {

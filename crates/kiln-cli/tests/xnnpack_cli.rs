@@ -1,0 +1,108 @@
+//! `kiln inspect | dump | verify | run` on XNNPACK-lowered programs exported by ExecuTorch
+//! 1.5.1 (`tests/fixtures/xnnpack/`): the per-delegate summary equals what `flatc` decoded from
+//! the same payload with ExecuTorch's schema (the fixture's `"xnnpack"` field), the dump holds
+//! every node, verify checks the payloads, and run matches ExecuTorch's int8 result.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use serde_json::Value;
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/xnnpack").join(name)
+}
+
+fn kiln(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_kiln")).args(args).output().expect("run kiln");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn expected(name: &str) -> Value {
+    serde_json::from_slice(&std::fs::read(fixture(&format!("{name}.expected.json"))).unwrap())
+        .unwrap()
+}
+
+#[test]
+fn inspect_and_dump_show_each_delegates_graph() {
+    for name in ["qs8_cnn", "transformer_encoder", "qb4w_linear"] {
+        let pte = fixture(&format!("{name}.pte"));
+        let pte = pte.to_str().unwrap();
+        let want = expected(name)["xnnpack"].clone();
+        let (code, stdout, stderr) = kiln(&["inspect", "--json", pte]);
+        assert_eq!(code, 0, "{stderr}");
+        let v: Value = serde_json::from_str(&stdout).unwrap();
+        let got = v["methods"][0]["xnnpack"].as_array().unwrap();
+        assert_eq!(got.len(), want.as_array().unwrap().len(), "{name}: delegates");
+        for (g, w) in got.iter().zip(want.as_array().unwrap()) {
+            assert_eq!(g["nodes"], w["nodes"], "{name}");
+            assert_eq!(g["values"], w["values"], "{name}");
+            assert_eq!(g["constant_bytes"], w["constant_bytes"], "{name}");
+            assert_eq!(g["quant"], w["quant"], "{name}");
+        }
+        let (code, text, _) = kiln(&["inspect", pte]);
+        assert_eq!(code, 0);
+        assert!(text.contains("XNNPACK graph (XN01)"), "{text}");
+        let (code, stdout, stderr) = kiln(&["dump", pte]);
+        assert_eq!(code, 0, "{stderr}");
+        let v: Value = serde_json::from_str(&stdout).unwrap();
+        let payloads = v["xnnpack_payloads"].as_array().unwrap();
+        for (p, w) in payloads.iter().zip(want.as_array().unwrap()) {
+            let nodes: u64 =
+                w["nodes"].as_object().unwrap().values().map(|n| n.as_u64().unwrap()).sum();
+            assert_eq!(p["payload"]["xnodes"].as_array().unwrap().len() as u64, nodes, "{name}");
+        }
+    }
+}
+
+#[test]
+fn verify_checks_the_payloads() {
+    let pte = fixture("qs8_cnn.pte");
+    let (code, _, stderr) = kiln(&["verify", pte.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    // The payload's flatbuffer identifier broken: the program is still a valid .pte, the
+    // payload is not.
+    let mut bytes = std::fs::read(&pte).unwrap();
+    let at = bytes.windows(4).position(|w| w == b"XN01").unwrap();
+    bytes[at..at + 4].copy_from_slice(b"XN99");
+    let dir = std::env::temp_dir().join(format!("kiln-xnn-verify-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let broken = dir.join("broken.pte");
+    std::fs::write(&broken, &bytes).unwrap();
+    let broken = broken.to_str().unwrap();
+    let (code, stdout, stderr) = kiln(&["verify", broken]);
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    let all = format!("{stdout}{stderr}");
+    assert!(all.contains("delegate 0 (XnnpackBackend)") && all.contains("XN99"), "{all}");
+    let (code, _, stderr) = kiln(&["run", broken]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("XnnpackBackend"), "{stderr}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn run_matches_executorchs_int8_result() {
+    let e = expected("qs8_cnn");
+    let run = &e["runs"]["forward"];
+    let dir = std::env::temp_dir().join(format!("kiln-xnn-run-{}", std::process::id()));
+    let input = fixture(run["inputs"][0].as_str().unwrap());
+    let pte = fixture("qs8_cnn.pte");
+    let (code, _, stderr) = kiln(&[
+        "run",
+        pte.to_str().unwrap(),
+        "--input",
+        input.to_str().unwrap(),
+        "--output-dir",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let got = std::fs::read(dir.join("output0.npy")).unwrap();
+    let got = kiln_format::npy::Npy::parse(&got).unwrap().data.to_vec();
+    let want = std::fs::read(fixture(run["outputs"][0].as_str().unwrap())).unwrap();
+    let want = kiln_format::npy::Npy::parse(&want).unwrap().data.to_vec();
+    assert_eq!(got, want, "kiln's output differs from ExecuTorch's");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
