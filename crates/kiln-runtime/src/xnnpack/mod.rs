@@ -8,7 +8,9 @@
 //! payload's constant region or from the program's named data (the `.pte`'s named segments or
 //! a `.ptd`/`.irpa` source, [`ProgramData`]).
 
+mod float;
 mod lower;
+mod quant;
 
 use crate::data::ProgramData;
 use crate::plan::{InstrDef, MethodPlan, Source};
