@@ -91,6 +91,7 @@ def mobilenet_v2_q8() -> Spec:
     """mobilenet_v2 quantized with PT2E (XNNPACKQuantizer, symmetric int8, per-channel weights),
     calibrated on four seeded images: the XNNPACK export is a static QS8 graph, the portable one
     quantize/dequantize operators around float kernels."""
+    import executorch.kernels.quantized  # noqa: F401  (out variants of the q/dq operators)
     import export_xnnpack
     from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
         get_symmetric_quantization_config,
@@ -101,7 +102,22 @@ def mobilenet_v2_q8() -> Spec:
     x = export_pte.randn(g, 1, 3, 224, 224)
     calib = [(export_pte.randn(g, 1, 3, 224, 224),) for _ in range(4)]
     config = get_symmetric_quantization_config(is_per_channel=True)
-    return export_xnnpack.pt2e_quantize(m, (x,), config, calib), (x,)
+    return _Converted(export_xnnpack.pt2e_quantize(m, (x,), config, calib)), (x,)
+
+
+class _Converted(nn.Module):
+    """A PT2E-converted module for the export path, which calls eval(): a converted module
+    refuses train()/eval(), and is already in inference form."""
+
+    def __init__(self, m: nn.Module):
+        super().__init__()
+        self.m = m
+
+    def train(self, mode: bool = True) -> "_Converted":
+        return self
+
+    def forward(self, *args):
+        return self.m(*args)
 
 
 MODELS: Dict[str, Callable[[], Spec]] = {
@@ -143,8 +159,7 @@ def is_cached(d: Path, digest: str) -> bool:
 def export_model(name: str, d: Path, digest: str) -> None:
     fixturelib.seed_everything(SEED)
     model, inputs = MODELS[name]()
-    if not isinstance(model, torch.fx.GraphModule):  # a PT2E-converted module has no eval()
-        model.eval()
+    model.eval()
     d.mkdir(parents=True, exist_ok=True)
     (d / "manifest.json").unlink(missing_ok=True)  # written last: marks a complete export
     for f in d.glob("*.npy"):
