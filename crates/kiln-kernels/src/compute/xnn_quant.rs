@@ -790,6 +790,70 @@ pub fn qs8_global_avg_pool(
     }
 }
 
+/// A QS8 transposed convolution (XNNPACK's deconvolution) on NHWC data: `x` is
+/// `[n, h, w, c]`, `wt` is `[o, kh, kw, c/groups]` (output channel `j` in group `j / (o/groups)`
+/// reads that group's input channels), `out` is `[n, oh, ow, o]` with
+/// `oh = stride*(h-1) + adjustment + dil*(kh-1) + 1 - pad_top - pad_bottom`. Input pixel `iy`
+/// tap `t` lands on output row `iy*stride + t*dil - pad_top`; each output gathers
+/// `acc = bias[j] + Σ (x - x_zp) * w` over the (pixel, tap) pairs landing on it, in i32, then
+/// [`qs8_requantize`] as a convolution does.
+///
+/// # Panics
+/// If `!g.is_valid()` or a length disagrees with `g` (`g.oh`/`g.ow` are the output sizes).
+#[allow(clippy::too_many_arguments)]
+pub fn qs8_deconvolution(
+    g: &ConvGeometry,
+    x: &[i8],
+    x_zp: i32,
+    wt: &[i8],
+    bias: Option<&[i32]>,
+    scales: &[f32],
+    o: &Qs8Out,
+    out: &mut [i8],
+) {
+    assert!(g.is_valid() && !g.depthwise);
+    assert_eq!(x.len(), g.n * g.h * g.w * g.c);
+    assert_eq!(Some(wt.len()), g.weight_len());
+    assert_eq!(out.len(), g.n * g.oh * g.ow * g.o);
+    assert_eq!(scales.len(), g.o);
+    let (cg, og) = (g.c / g.groups, g.o / g.groups);
+    // The input index whose tap `t` lands on output index `out`, if any.
+    let src = |out: usize, t: usize, stride: usize, dil: usize, pad: usize, len: usize| {
+        let at = (out + pad).checked_sub(t * dil)?;
+        (at % stride == 0 && at / stride < len).then_some(at / stride)
+    };
+    let mut outs = out.chunks_exact_mut(g.o.max(1));
+    for b in 0..g.n {
+        for oy in 0..g.oh {
+            for ox in 0..g.ow {
+                let Some(dst) = outs.next() else { return };
+                for (j, d) in dst.iter_mut().enumerate() {
+                    let grp = j / og;
+                    let mut acc = bias.map_or(0, |bv| bv[j]);
+                    for ty in 0..g.kh {
+                        let Some(iy) = src(oy, ty, g.stride[0], g.dilation[0], g.pad_top, g.h)
+                        else {
+                            continue;
+                        };
+                        for tx in 0..g.kw {
+                            let Some(ix) = src(ox, tx, g.stride[1], g.dilation[1], g.pad_left, g.w)
+                            else {
+                                continue;
+                            };
+                            let xb = ((b * g.h + iy) * g.w + ix) * g.c + grp * cg;
+                            let wb = ((j * g.kh + ty) * g.kw + tx) * cg;
+                            for (&xv, &wv) in x[xb..xb + cg].iter().zip(&wt[wb..wb + cg]) {
+                                acc = acc.wrapping_add((xv as i32 - x_zp).wrapping_mul(wv as i32));
+                            }
+                        }
+                    }
+                    *d = qs8_requantize(acc, scales[j], o);
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1020,5 +1084,38 @@ mod tests {
         // Depth multiplier 2: both outputs read channel 0: 4*3 = 12 -> 3; 4*-1 = -4 -> -1.
         qs8_convolution(&dw, &[5], 1, &w2, None, &[0.25, 0.25], &o, &mut out2);
         assert_eq!(out2, [3, -1]);
+    }
+
+    /// A 1x1-channel transposed convolution worked by hand: x = [1, 2] (1x1x2x1, zero point 0),
+    /// kernel 1x2 w = [1, 10], stride 2, no padding: output width 2*(2-1) + 2 = 4, and input
+    /// pixel i writes w[t] * x[i] at 2i + t: [1*1, 10*1, 1*2, 10*2] = [1, 10, 2, 20]; with
+    /// scale 1 the requantized outputs are those integers. With stride 1 the taps overlap:
+    /// width 3, [1, 10 + 2, 20] = [1, 12, 20].
+    #[test]
+    fn qs8_deconvolution_scatters_taps_by_stride() {
+        let o = Qs8Out { zero_point: 0, qmin: -128, qmax: 127 };
+        for (stride, want) in [(2usize, vec![1i8, 10, 2, 20]), (1, vec![1, 12, 20])] {
+            let ow = stride + 2; // stride * (w - 1) + kw
+            let g = ConvGeometry {
+                n: 1,
+                h: 1,
+                w: 2,
+                c: 1,
+                kh: 1,
+                kw: 2,
+                oh: 1,
+                ow,
+                o: 1,
+                stride: [1, stride],
+                dilation: [1, 1],
+                pad_top: 0,
+                pad_left: 0,
+                groups: 1,
+                depthwise: false,
+            };
+            let mut out = vec![0i8; ow];
+            qs8_deconvolution(&g, &[1, 2], 0, &[1, 10], None, &[1.0], &o, &mut out);
+            assert_eq!(out, want, "stride {stride}");
+        }
     }
 }

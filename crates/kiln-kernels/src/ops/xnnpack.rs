@@ -461,6 +461,90 @@ fn qs8_convolution(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_
     })
 }
 
+/// `qs8_deconvolution.out(x, x_scale, x_zero_point, weight, weight_scales, bias, stride,
+/// padding, dilation, adjustment, groups, out_scale, out_zero_point, output_min, output_max,
+/// out)`: XNNPACK's QS8 transposed convolution, NHWC, weight `[O, KH, KW, C/groups]`, padding
+/// (top, right, bottom, left), adjustment (output padding, height and width).
+fn qs8_deconvolution(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>]) -> KResult {
+    let a = Args::new(ctx, args);
+    let x = a.tensor(0, "x")?;
+    let x_scale = scale_arg(&a, 1, "x_scale")?;
+    let x_zp = zp_arg(&a, 2, "x_zero_point", DType::Char)?;
+    let w = a.tensor(3, "weight")?;
+    let ws = a.tensor(4, "weight_scales")?;
+    let bias = a.opt_tensor(5, "bias")?;
+    let stride = usize_list::<2>(&a, 6, "stride", 1)?;
+    let [pt, pr, pb, pl] = usize_list::<4>(&a, 7, "padding", 0)?;
+    let dilation = usize_list::<2>(&a, 8, "dilation", 1)?;
+    let adjustment = usize_list::<2>(&a, 9, "adjustment", 0)?;
+    let groups = a.int(10, "groups")?;
+    let (out_scale, o) = qs8_out_arg(&a, 11, 12, 13)?;
+    want_dtype(ctx, &x, "x", DType::Char)?;
+    want_dtype(ctx, &w, "weight", DType::Char)?;
+    let &[n, h, wd, c] = x.sizes() else {
+        return Err(ctx.shape_err("x", "NHWC [N, H, W, C]", x.sizes()));
+    };
+    let groups = usize::try_from(groups)
+        .ok()
+        .filter(|&g| g > 0 && c.is_multiple_of(g))
+        .ok_or_else(|| ctx.invalid("groups", format!("{groups} does not divide C = {c}")))?;
+    let &[oc, kh, kw, ci] = w.sizes() else {
+        return Err(ctx.shape_err("weight", "[O, KH, KW, C/groups]", w.sizes()));
+    };
+    if ci != c / groups || oc == 0 || !oc.is_multiple_of(groups) || c == 0 {
+        return Err(ctx.shape_err(
+            "weight",
+            format!("[O, KH, KW, {}] with O a multiple of groups = {groups}", c / groups),
+            w.sizes(),
+        ));
+    }
+    // stride*(in-1) + adjustment + dil*(k-1) + 1 - pads, checked.
+    let size = |input: usize, s: usize, adj: usize, d: usize, k: usize, p0: usize, p1: usize| {
+        let full = s
+            .checked_mul(input.checked_sub(1)?)?
+            .checked_add(adj)?
+            .checked_add(d.checked_mul(k.checked_sub(1)?)?)?
+            .checked_add(1)?;
+        full.checked_sub(p0.checked_add(p1)?).filter(|&o| o > 0)
+    };
+    let oh = size(h, stride[0], adjustment[0], dilation[0], kh, pt, pb);
+    let ow = size(wd, stride[1], adjustment[1], dilation[1], kw, pl, pr);
+    let (Some(oh), Some(ow)) = (oh, ow) else {
+        return Err(ctx.invalid("padding", "no output pixel is left after the padding"));
+    };
+    let g = ConvGeometry {
+        n,
+        h,
+        w: wd,
+        c,
+        kh,
+        kw,
+        oh,
+        ow,
+        o: oc,
+        stride,
+        dilation,
+        pad_top: pt,
+        pad_left: pl,
+        groups,
+        depthwise: false,
+    };
+    if !g.is_valid() {
+        return Err(ctx.invalid("x", "sizes overflow"));
+    }
+    let scales = xq::qs8_requant_scales(x_scale, &weight_scales(ctx, &ws, oc)?, out_scale);
+    let bias = bias_arg::<i32>(ctx, bias, oc)?;
+    let out = out_tensor(ctx, outs, 0, "out")?;
+    if out.dtype() != DType::Char {
+        return Err(ctx.dtype_err("out", "int8", out.dtype()));
+    }
+    resize(ctx, out, "out", &[n, oh, ow, oc])?;
+    let (xv, wv) = (dense::<i8>(&x), dense::<i8>(&w));
+    write_out::<i8>(ctx, out, |d| {
+        xq::qs8_deconvolution(&g, &xv, x_zp, &wv, bias.as_deref(), &scales, &o, d)
+    })
+}
+
 #[derive(Clone, Copy)]
 enum BinOp {
     Add,
@@ -544,6 +628,7 @@ pub(crate) fn kernels() -> Vec<KernelDef> {
         out1("kiln_xnnpack::qd8_fully_connected.out", 8, |c, a, o| qd8_fully_connected(c, a, o)),
         out1("kiln_xnnpack::qs8_fully_connected.out", 10, |c, a, o| qs8_fully_connected(c, a, o)),
         out1("kiln_xnnpack::qs8_convolution.out", 15, |c, a, o| qs8_convolution(c, a, o)),
+        out1("kiln_xnnpack::qs8_deconvolution.out", 15, |c, a, o| qs8_deconvolution(c, a, o)),
         out1("kiln_xnnpack::qs8_add.out", 10, |c, a, o| qs8_binary(c, a, o, BinOp::Add)),
         out1("kiln_xnnpack::qs8_subtract.out", 10, |c, a, o| qs8_binary(c, a, o, BinOp::Subtract)),
         out1("kiln_xnnpack::qs8_multiply.out", 10, |c, a, o| qs8_binary(c, a, o, BinOp::Multiply)),

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use kiln_format::xnnpack::{BinaryKind, Conv, ConvKind, DataType, Node, Pool, UnaryKind};
 use kiln_kernels::DType;
 
-use super::lower::{dtype_of, identity, inverse, is_identity, Bytes, Lowerer, Rep, NHWC, R};
+use super::lower::{
+    dtype_of, identity, inverse, is_float, is_identity, Bytes, Lowerer, Rep, NHWC, R,
+};
 use crate::plan::ValueDef;
 
 impl Lowerer<'_, '_> {
@@ -64,7 +66,7 @@ impl Lowerer<'_, '_> {
         if kind == U::Convert {
             return self.convert(input, output);
         }
-        if self.xvalue(input).datatype != DataType::Fp32 {
+        if !is_float(self.xvalue(input).datatype) {
             return self.quantized_unary(n, kind, input, output);
         }
         if let Some(op) = simple(kind) {
@@ -125,7 +127,7 @@ impl Lowerer<'_, '_> {
         b: u32,
         output: u32,
     ) -> R<()> {
-        let quantized = self.xvalue(a).datatype != DataType::Fp32;
+        let quantized = !is_float(self.xvalue(a).datatype);
         if kind == BinaryKind::BatchMatrixMultiply {
             return self.bmm(a, b, output);
         }
@@ -383,10 +385,10 @@ impl Lowerer<'_, '_> {
 
     pub(super) fn conv(&mut self, n: &Node, c: &Conv) -> R<()> {
         let wv = self.xvalue(c.filter).clone();
-        if self.xvalue(c.input).datatype != DataType::Fp32 {
+        if !is_float(self.xvalue(c.input).datatype) {
             return self.qs8_conv(n, c);
         }
-        if wv.datatype != DataType::Fp32 {
+        if !is_float(wv.datatype) {
             return Err(format!("a float convolution with {} weights", wv.datatype.name()));
         }
         let [t, r, b, l] = c.padding;
@@ -499,10 +501,10 @@ impl Lowerer<'_, '_> {
         if xv.datatype == DataType::QDInt8 {
             return self.qd8_fully_connected(n, input, filter, bias, output, flags);
         }
-        if xv.datatype != DataType::Fp32 {
+        if !is_float(xv.datatype) {
             return self.qs8_fully_connected(n, input, filter, bias, output, flags);
         }
-        if wv.datatype != DataType::Fp32 || wv.dims.len() != 2 {
+        if !is_float(wv.datatype) || wv.dims.len() != 2 {
             return Err(format!(
                 "filter {} {:?} is not a float32 matrix",
                 wv.datatype.name(),

@@ -106,10 +106,16 @@ pub(crate) fn lower(
     Ok(Lowered { instrs })
 }
 
+/// Whether values of `dt` are floating point (computed in float32).
+pub(super) fn is_float(dt: DataType) -> bool {
+    matches!(dt, DataType::Fp32 | DataType::Fp16)
+}
+
 pub(super) fn dtype_of(dt: DataType) -> R<DType> {
     Ok(match dt {
-        DataType::Fp32 => DType::Float,
-        DataType::Fp16 => DType::Half,
+        // float16 graphs compute in float32 (their values are widened at the call's inputs
+        // and narrowed at its outputs).
+        DataType::Fp32 | DataType::Fp16 => DType::Float,
         DataType::QInt8 | DataType::QCInt8 => DType::Char,
         DataType::QUInt8 | DataType::QCInt4 | DataType::QBInt4 => DType::Byte,
         DataType::QInt32 | DataType::QCInt32 | DataType::Int32 => DType::Int,
@@ -271,6 +277,16 @@ impl<'d> Lowerer<'_, 'd> {
             _ => v.dims.clone(),
         };
         let bytes = self.constant_bytes(v.constant.unwrap_or(0))?;
+        let bytes = if v.datatype == DataType::Fp16 {
+            let widened: Vec<u8> = bytes
+                .resolve(self.file)
+                .chunks_exact(2)
+                .flat_map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32().to_le_bytes())
+                .collect();
+            Bytes::Owned(widened)
+        } else {
+            bytes
+        };
         let value = self.constant(dtype, &sizes, bytes)?;
         let r = Rep { value, perm: identity(sizes.len()) };
         self.reps[id as usize] = Some(r.clone());
@@ -412,6 +428,13 @@ impl<'d> Lowerer<'_, 'd> {
                     t.shape.rank()
                 ));
             };
+            let value = if t.dtype == DType::Half {
+                let sizes = self.dims(id);
+                let (f, none) = (self.boolean(false), self.none());
+                self.call("aten::_to_copy.out", vec![value, f, none], DType::Float, &sizes)?
+            } else {
+                value
+            };
             self.set(id, Rep { value, perm: identity(rank) });
         }
         Ok(())
@@ -421,16 +444,24 @@ impl<'d> Lowerer<'_, 'd> {
     /// order (NCHW for a convolution's output seen channels-last).
     pub(super) fn bind_outputs(&mut self, args: &[u32]) -> R<()> {
         for (id, arg, t) in self.externals(args, FLAG_EXTERNAL_OUTPUT)? {
-            let r = self.rep(id)?;
-            let inv = inverse(&r.perm);
+            let mut r = self.rep(id)?;
+            if t.dtype == DType::Half {
+                // Narrowed from float32 after the permutation below.
+                let sizes = Self::method_sizes(&self.dims(id), &r.perm);
+                let narrow = self.tensor(DType::Half, &sizes)?;
+                let (f, none) = (self.boolean(false), self.none());
+                self.emit("aten::_to_copy.out", vec![r.value, f, none, narrow, narrow]);
+                r.value = narrow;
+            }
             if t.shape.rank() == 0 && self.dims(id) == [1] {
                 let shape = self.ints(&[]);
                 self.emit("aten::view_copy.out", vec![r.value, shape, arg, arg]);
-            } else if is_identity(&inv) {
+            } else if is_identity(&r.perm) {
                 let none = self.none();
                 self.emit("aten::clone.out", vec![r.value, none, arg, arg]);
             } else {
-                let dims = self.ints(&inv.iter().map(|&d| d as i64).collect::<Vec<_>>());
+                // XNNPACK dim i is dim perm[i] of the method value.
+                let dims = self.ints(&r.perm.iter().map(|&d| d as i64).collect::<Vec<_>>());
                 self.emit("aten::permute_copy.out", vec![r.value, dims, arg, arg]);
             }
         }

@@ -6,7 +6,7 @@ use kiln_format::xnnpack::{BinaryKind, Conv, ConvKind, DataType, Node, Quant, Un
 use kiln_kernels::compute::xnn_quant::qs8_quantize_bound;
 use kiln_kernels::DType;
 
-use super::lower::{identity, Bytes, Lowerer, R};
+use super::lower::{identity, is_float, Bytes, Lowerer, R};
 
 impl Lowerer<'_, '_> {
     /// A unary node on a quantized (QS8) value: the clamp and the global average pooling
@@ -79,8 +79,8 @@ impl Lowerer<'_, '_> {
             self.set(output, r);
             return Ok(());
         }
-        let (si, zi) = if i == DataType::Fp32 { (0.0, 0) } else { self.per_tensor(input)? };
-        let (so, zo) = if o == DataType::Fp32 { (0.0, 0) } else { self.per_tensor(output)? };
+        let (si, zi) = if is_float(i) { (0.0, 0) } else { self.per_tensor(input)? };
+        let (so, zo) = if is_float(o) { (0.0, 0) } else { self.per_tensor(output)? };
         let args = vec![self.double(si), self.int(zi), self.double(so), self.int(zo)];
         let r = self.rep(input)?;
         let out = self.output(output, r.perm.clone())?;
@@ -112,9 +112,6 @@ impl Lowerer<'_, '_> {
     }
 
     pub(super) fn qs8_conv(&mut self, n: &Node, c: &Conv) -> R<()> {
-        if c.kind == ConvKind::ConvTranspose2d {
-            return Err("quantized transposed convolution is not supported yet".into());
-        }
         let x = self.plain(c.input)?;
         let (sx, zx) = self.per_tensor(c.input)?;
         let w = self.rep(c.filter)?.value;
@@ -129,10 +126,22 @@ impl Lowerer<'_, '_> {
         let padding = self.ints(&c.padding.map(i64::from));
         let dilation = self.ints(&c.dilation.map(|d| i64::from(d.max(1))));
         let groups = self.int(i64::from(c.groups.max(1)));
-        let depthwise = self.boolean(c.kind == ConvKind::DepthwiseConv2d);
         let (lo, hi) = self.quant_bounds(n);
         let (sx, zx, so, zo) = (self.double(sx), self.int(zx), self.double(so), self.int(zo));
         let out = self.output(c.output, identity(4))?;
+        if c.kind == ConvKind::ConvTranspose2d {
+            let adjustment = self.ints(&c.adjustment.map(i64::from));
+            self.emit(
+                "kiln_xnnpack::qs8_deconvolution.out",
+                vec![
+                    x, sx, zx, w, ws, bias, stride, padding, dilation, adjustment, groups, so, zo,
+                    lo, hi, out.value, out.value,
+                ],
+            );
+            self.set(c.output, out);
+            return Ok(());
+        }
+        let depthwise = self.boolean(c.kind == ConvKind::DepthwiseConv2d);
         self.emit(
             "kiln_xnnpack::qs8_convolution.out",
             vec![
