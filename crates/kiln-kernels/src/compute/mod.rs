@@ -19,4 +19,5 @@ pub mod special;
 pub mod strided;
 pub(crate) mod taps;
 pub mod threads;
+pub(crate) mod xnn_qgemm;
 pub mod xnn_quant;

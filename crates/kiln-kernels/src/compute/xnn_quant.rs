@@ -19,6 +19,14 @@
 //!
 //! The slice functions document their length preconditions and panic when they are violated;
 //! the kernels of `ops::xnnpack` check every length before calling them.
+//!
+//! The GEMM-like layers ([`qs8_convolution`], [`qs8_fully_connected`],
+//! [`qd8_fully_connected`]) run the vectorized, threaded integer loops of `xnn_qgemm`; their
+//! `*_scalar` twins keep the literal loops as the reference. The integer sums are exact (only
+//! wrapping, which is associative), so both give the same bits.
+
+use super::threads::Threads;
+use super::xnn_qgemm as qg;
 
 /// 1.5·2^23: adding it to a float of magnitude below 2^22 leaves the rounded integer in the
 /// low mantissa bits.
@@ -316,6 +324,108 @@ pub fn qd8_fully_connected(
     output_min: f32,
     output_max: f32,
     out: &mut [f32],
+    threads: &Threads,
+) {
+    qd8_fully_connected_isa(
+        qg::best_isa(),
+        x,
+        k,
+        weights,
+        n,
+        bias,
+        output_min,
+        output_max,
+        out,
+        threads,
+    )
+}
+
+/// [`qd8_fully_connected`] on the loops of `isa`: the integer sums by [`qg::dot_rows`] (qc4w and
+/// qb4w nibbles unpacked to `i8` first), then the scalar kernel's float formulas.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn qd8_fully_connected_isa(
+    isa: qg::Isa,
+    x: &[f32],
+    k: usize,
+    weights: &Qd8Weights<'_>,
+    n: usize,
+    bias: Option<&[f32]>,
+    output_min: f32,
+    output_max: f32,
+    out: &mut [f32],
+    threads: &Threads,
+) {
+    assert!(k > 0 && x.len().is_multiple_of(k));
+    let m = x.len() / k;
+    assert_eq!(out.len(), m * n);
+    assert!(weights.fits(n, k));
+    if let Some(b) = bias {
+        assert_eq!(b.len(), n);
+    }
+    if out.is_empty() {
+        return;
+    }
+    let mut q = vec![0i8; k];
+    let mut a = vec![0i16; m * k];
+    let mut params = Vec::with_capacity(m);
+    for (xr, ar) in x.chunks_exact(k).zip(a.chunks_exact_mut(k)) {
+        let p = qd8_quantize_row(xr, &mut q);
+        // q and the zero point are in [-128, 127]: the difference fits an i16.
+        for (d, &v) in ar.iter_mut().zip(&q) {
+            *d = v as i16 - p.zero_point as i16;
+        }
+        params.push(p);
+    }
+    let unpack = |w: &[u8], kb: usize| -> Vec<i8> {
+        let mut u = vec![0i8; n * k];
+        for (ur, wr) in u.chunks_exact_mut(k).zip(w.chunks_exact(kb)) {
+            for (i, d) in ur.iter_mut().enumerate() {
+                *d = nibble(wr, i) as i8;
+            }
+        }
+        u
+    };
+    let (w, seg): (std::borrow::Cow<'_, [i8]>, usize) = match *weights {
+        Qd8Weights::Qc8w { w, .. } => (w.into(), k),
+        Qd8Weights::Qc4w { w, .. } => (unpack(w, k.div_ceil(2)).into(), k),
+        Qd8Weights::Qb4w { w, block_size, .. } => (unpack(w, k / 2).into(), block_size),
+    };
+    let nb = k / seg;
+    let mut acc = vec![0i32; n * m * nb];
+    qg::dot_rows(isa, &a, m, k, &w, n, seg, &mut acc, threads);
+    for (r, (or, p)) in out.chunks_exact_mut(n).zip(&params).enumerate() {
+        for (j, o) in or.iter_mut().enumerate() {
+            let b = bias.map_or(0.0, |b| b[j]);
+            let sums = &acc[(j * m + r) * nb..][..nb];
+            let v = match *weights {
+                Qd8Weights::Qc8w { scales, .. } | Qd8Weights::Qc4w { scales, .. } => {
+                    ((sums[0] as f32) * p.scale) * scales[j] + b
+                }
+                Qd8Weights::Qb4w { scales, .. } => {
+                    let mut sum = 0.0f32;
+                    for (blk, &s) in sums.iter().enumerate() {
+                        sum += (s as f32) * scales[j * nb + blk];
+                    }
+                    sum * p.scale + b
+                }
+            };
+            *o = clamp_f32(v, output_min, output_max);
+        }
+    }
+}
+
+/// The scalar loop of [`qd8_fully_connected`], XNNPACK's scalar micro-kernel operation by
+/// operation (the reference the fast loops are tested against).
+#[allow(clippy::too_many_arguments)]
+pub fn qd8_fully_connected_scalar(
+    x: &[f32],
+    k: usize,
+    weights: &Qd8Weights<'_>,
+    n: usize,
+    bias: Option<&[f32]>,
+    output_min: f32,
+    output_max: f32,
+    out: &mut [f32],
 ) {
     assert!(k > 0 && x.len().is_multiple_of(k));
     let m = x.len() / k;
@@ -404,6 +514,88 @@ pub fn qs8_requantize(acc: i32, scale: f32, o: &Qs8Out) -> i8 {
 /// If the lengths disagree or `k == 0`.
 #[allow(clippy::too_many_arguments)]
 pub fn qs8_fully_connected(
+    x: &[i8],
+    k: usize,
+    x_zp: i32,
+    w: &[i8],
+    n: usize,
+    bias: Option<&[i32]>,
+    scales: &[f32],
+    o: &Qs8Out,
+    out: &mut [i8],
+    threads: &Threads,
+) {
+    qs8_fully_connected_isa(qg::best_isa(), x, k, x_zp, w, n, bias, scales, o, out, threads)
+}
+
+/// [`qs8_fully_connected`] on the loops of `isa`: from [`qg::MR`] rows on, the packed
+/// convolution product (a 1x1 convolution over an `m x 1` image), below it one dot product
+/// per row and output channel ([`qg::dot_rows`]). A zero point outside `[-128, 127]` takes
+/// the scalar loop.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn qs8_fully_connected_isa(
+    isa: qg::Isa,
+    x: &[i8],
+    k: usize,
+    x_zp: i32,
+    w: &[i8],
+    n: usize,
+    bias: Option<&[i32]>,
+    scales: &[f32],
+    o: &Qs8Out,
+    out: &mut [i8],
+    threads: &Threads,
+) {
+    assert!(k > 0 && x.len().is_multiple_of(k));
+    let m = x.len() / k;
+    assert_eq!(out.len(), m * n);
+    assert_eq!(w.len(), n * k);
+    assert_eq!(scales.len(), n);
+    if let Some(b) = bias {
+        assert_eq!(b.len(), n);
+    }
+    if out.is_empty() {
+        return;
+    }
+    if !(-128..=127).contains(&x_zp) {
+        return qs8_fully_connected_scalar(x, k, x_zp, w, n, bias, scales, o, out);
+    }
+    if m >= qg::MR {
+        let g = ConvGeometry {
+            n: 1,
+            h: m,
+            w: 1,
+            c: k,
+            kh: 1,
+            kw: 1,
+            oh: m,
+            ow: 1,
+            o: n,
+            stride: [1, 1],
+            dilation: [1, 1],
+            pad_top: 0,
+            pad_left: 0,
+            groups: 1,
+            depthwise: false,
+        };
+        return qg::convolution(isa, &g, x, x_zp, w, bias, scales, o, out, threads);
+    }
+    let a: Vec<i16> = x.iter().map(|&v| v as i16 - x_zp as i16).collect();
+    let mut acc = vec![0i32; n * m];
+    qg::dot_rows(isa, &a, m, k, w, n, k, &mut acc, threads);
+    for (r, or) in out.chunks_exact_mut(n).enumerate() {
+        for (j, d) in or.iter_mut().enumerate() {
+            let s = acc[j * m + r];
+            let v = bias.map_or(s, |b| b[j].wrapping_add(s));
+            *d = qs8_requantize(v, scales[j], o);
+        }
+    }
+}
+
+/// The scalar loop of [`qs8_fully_connected`] (the reference the fast loops are tested
+/// against).
+#[allow(clippy::too_many_arguments)]
+pub fn qs8_fully_connected_scalar(
     x: &[i8],
     k: usize,
     x_zp: i32,
@@ -547,6 +739,9 @@ impl ConvGeometry {
 /// `acc = bias[j] + Σ_{taps inside the input} (x - x_zp) * w` in i32 (padded cells equal
 /// `x_zp` and contribute 0), then [`qs8_requantize`] with `scales[j]`.
 ///
+/// Runs vectorized loops for the CPU, split over `threads` when the layer is large; the
+/// results are those of [`qs8_convolution_scalar`] bit for bit, for every thread count.
+///
 /// # Panics
 /// If `!g.is_valid()` or a length disagrees with `g`.
 #[allow(clippy::too_many_arguments)]
@@ -559,6 +754,47 @@ pub fn qs8_convolution(
     scales: &[f32],
     o: &Qs8Out,
     out: &mut [i8],
+    threads: &Threads,
+) {
+    qs8_convolution_isa(qg::best_isa(), g, x, x_zp, wt, bias, scales, o, out, threads)
+}
+
+/// [`qs8_convolution`] on the loops of `isa` (a zero point outside `[-128, 127]` takes the
+/// scalar loop).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn qs8_convolution_isa(
+    isa: qg::Isa,
+    g: &ConvGeometry,
+    x: &[i8],
+    x_zp: i32,
+    wt: &[i8],
+    bias: Option<&[i32]>,
+    scales: &[f32],
+    o: &Qs8Out,
+    out: &mut [i8],
+    threads: &Threads,
+) {
+    check_conv(g, x, wt, bias, scales, out);
+    if out.is_empty() {
+        return;
+    }
+    if !(-128..=127).contains(&x_zp) {
+        qs8_convolution_scalar(g, x, x_zp, wt, bias, scales, o, out);
+    } else if g.depthwise {
+        qg::depthwise(isa, g, x, x_zp, wt, bias, scales, o, out, threads);
+    } else {
+        qg::convolution(isa, g, x, x_zp, wt, bias, scales, o, out, threads);
+    }
+}
+
+/// The length preconditions of [`qs8_convolution`].
+fn check_conv(
+    g: &ConvGeometry,
+    x: &[i8],
+    wt: &[i8],
+    bias: Option<&[i32]>,
+    scales: &[f32],
+    out: &[i8],
 ) {
     assert!(g.is_valid());
     assert_eq!(x.len(), g.n * g.h * g.w * g.c);
@@ -568,6 +804,24 @@ pub fn qs8_convolution(
     if let Some(b) = bias {
         assert_eq!(b.len(), g.o);
     }
+}
+
+/// The scalar loop of [`qs8_convolution`] (the reference the fast loops are tested against).
+///
+/// # Panics
+/// As [`qs8_convolution`].
+#[allow(clippy::too_many_arguments)]
+pub fn qs8_convolution_scalar(
+    g: &ConvGeometry,
+    x: &[i8],
+    x_zp: i32,
+    wt: &[i8],
+    bias: Option<&[i32]>,
+    scales: &[f32],
+    o: &Qs8Out,
+    out: &mut [i8],
+) {
+    check_conv(g, x, wt, bias, scales, out);
     if out.is_empty() {
         return;
     }
@@ -968,17 +1222,47 @@ mod tests {
         let want = [(-s) * 2.0 + 0.5, (382.0f32 * s) * 0.5 - 1.0];
         let mut out = [0f32; 2];
         let w8 = Qd8Weights::Qc8w { w: &[1, 1, 2, -1], scales: &scales };
-        qd8_fully_connected(&x, 2, &w8, 2, Some(&bias), f32::NEG_INFINITY, f32::INFINITY, &mut out);
+        qd8_fully_connected(
+            &x,
+            2,
+            &w8,
+            2,
+            Some(&bias),
+            f32::NEG_INFINITY,
+            f32::INFINITY,
+            &mut out,
+            &Threads::default(),
+        );
         assert_eq!(out, want);
         let w4 = Qd8Weights::Qc4w { w: &[0x99, 0x7A], scales: &scales };
-        qd8_fully_connected(&x, 2, &w4, 2, Some(&bias), f32::NEG_INFINITY, f32::INFINITY, &mut out);
+        qd8_fully_connected(
+            &x,
+            2,
+            &w4,
+            2,
+            Some(&bias),
+            f32::NEG_INFINITY,
+            f32::INFINITY,
+            &mut out,
+            &Threads::default(),
+        );
         assert_eq!(out, want);
         // The outputs are 0.4843... and 0.4980...; the bounds [0.49, 0.495] clamp both.
-        qd8_fully_connected(&x, 2, &w4, 2, Some(&bias), 0.49, 0.495, &mut out);
+        qd8_fully_connected(&x, 2, &w4, 2, Some(&bias), 0.49, 0.495, &mut out, &Threads::default());
         assert_eq!(out, [0.49, 0.495]);
         // No bias adds +0.0: acc 0 gives +0.0 (not -0.0) even through a negative scale.
         let w0 = Qd8Weights::Qc8w { w: &[1, 1, 0, 0], scales: &[-1.0, -1.0] };
-        qd8_fully_connected(&x, 2, &w0, 2, None, f32::NEG_INFINITY, f32::INFINITY, &mut out);
+        qd8_fully_connected(
+            &x,
+            2,
+            &w0,
+            2,
+            None,
+            f32::NEG_INFINITY,
+            f32::INFINITY,
+            &mut out,
+            &Threads::default(),
+        );
         assert_eq!(out[1].to_bits(), 0.0f32.to_bits());
     }
 
@@ -1076,13 +1360,16 @@ mod tests {
         let w = [100, 100, 100, 100, 3, 100, 100, 100, 100];
         let o = Qs8Out { zero_point: 0, qmin: -128, qmax: 127 };
         let mut out = [0i8];
-        qs8_convolution(&g, &[5], 1, &w, Some(&[2]), &[0.25], &o, &mut out);
+        qs8_convolution(&g, &[5], 1, &w, Some(&[2]), &[0.25], &o, &mut out, &Threads::default());
+        let mut s = [0i8];
+        qs8_convolution_scalar(&g, &[5], 1, &w, Some(&[2]), &[0.25], &o, &mut s);
+        assert_eq!(s, [4]);
         assert_eq!(out, [4]);
         let dw = ConvGeometry { depthwise: true, o: 2, ..g };
         let w2 = [0, 0, 0, 0, 0, 0, 0, 0, 3, -1, 0, 0, 0, 0, 0, 0, 0, 0];
         let mut out2 = [0i8; 2];
         // Depth multiplier 2: both outputs read channel 0: 4*3 = 12 -> 3; 4*-1 = -4 -> -1.
-        qs8_convolution(&dw, &[5], 1, &w2, None, &[0.25, 0.25], &o, &mut out2);
+        qs8_convolution(&dw, &[5], 1, &w2, None, &[0.25, 0.25], &o, &mut out2, &Threads::default());
         assert_eq!(out2, [3, -1]);
     }
 
@@ -1116,6 +1403,274 @@ mod tests {
             let mut out = vec![0i8; ow];
             qs8_deconvolution(&g, &[1, 2], 0, &[1, 10], None, &[1.0], &o, &mut out);
             assert_eq!(out, want, "stride {stride}");
+        }
+    }
+
+    fn rand_i8(rng: &mut fastrand::Rng, len: usize) -> Vec<i8> {
+        (0..len).map(|_| rng.i8(..)).collect()
+    }
+
+    /// Random convolutions (odd channel counts, groups, depthwise multipliers 1-3, padding,
+    /// stride, dilation, 1x1, batch 2, sizes around the 8-pixel and 16-channel blocks): every
+    /// ISA the CPU has, on 1 and 2 threads, equals the scalar loop bit for bit.
+    #[test]
+    fn xnn_fast_convolution_equals_scalar() {
+        let two = Threads::new(2).unwrap();
+        let one = Threads::default();
+        let mut rng = fastrand::Rng::with_seed(7);
+        let mut checked = 0;
+        for case in 0..300 {
+            let dw = case % 4 == 0;
+            let groups = if dw { 1 } else { [1, 1, 1, 2, 3, 4][rng.usize(0..6)] };
+            let c = if dw { rng.usize(1..40) } else { groups * rng.usize(1..20) };
+            let oc = if dw { c * rng.usize(1..4) } else { groups * rng.usize(1..40) };
+            let (n, h, w) = (rng.usize(1..3), rng.usize(1..12), rng.usize(1..12));
+            let one_by_one = case % 5 == 1;
+            let (kh, kw) = if one_by_one { (1, 1) } else { (rng.usize(1..4), rng.usize(1..4)) };
+            let stride = [rng.usize(1..3), rng.usize(1..3)];
+            let dilation = if one_by_one { [1, 1] } else { [rng.usize(1..3), rng.usize(1..3)] };
+            let pad = if one_by_one { [0; 4] } else { [0; 4].map(|_| rng.usize(0..3)) };
+            let oh = ConvGeometry::out_size(h, pad[0], pad[2], kh, stride[0], dilation[0]);
+            let ow = ConvGeometry::out_size(w, pad[1], pad[3], kw, stride[1], dilation[1]);
+            let (Some(oh), Some(ow)) = (oh, ow) else { continue };
+            let g = ConvGeometry {
+                n,
+                h,
+                w,
+                c,
+                kh,
+                kw,
+                oh,
+                ow,
+                o: oc,
+                stride,
+                dilation,
+                pad_top: pad[0],
+                pad_left: pad[1],
+                groups: if dw { c } else { groups },
+                depthwise: dw,
+            };
+            assert!(g.is_valid());
+            let x = rand_i8(&mut rng, n * h * w * c);
+            let wt = rand_i8(&mut rng, g.weight_len().unwrap());
+            let bias: Vec<i32> = (0..oc).map(|_| rng.i32(-20000..20000)).collect();
+            let bias = (case % 3 != 2).then_some(bias.as_slice());
+            let scales: Vec<f32> = (0..oc).map(|_| rng.f32() * 0.002 + 1e-5).collect();
+            let zp = [-128, 127, 0, rng.i32(-128..128)][case % 4];
+            let o = Qs8Out { zero_point: rng.i32(-20..20), qmin: -128, qmax: 127 };
+            let mut want = vec![0i8; n * oh * ow * oc];
+            qs8_convolution_scalar(&g, &x, zp, &wt, bias, &scales, &o, &mut want);
+            for isa in qg::isas() {
+                for th in [&one, &two] {
+                    let mut got = vec![0i8; want.len()];
+                    qs8_convolution_isa(isa, &g, &x, zp, &wt, bias, &scales, &o, &mut got, th);
+                    assert_eq!(got, want, "case {case} {isa:?} {g:?}");
+                }
+            }
+            checked += 1;
+        }
+        assert!(checked > 200);
+    }
+
+    /// Large enough to split over two threads (and to wrap no sum): every ISA equals the
+    /// scalar loop.
+    #[test]
+    fn xnn_fast_convolution_split_over_threads() {
+        let two = Threads::new(2).unwrap();
+        let mut rng = fastrand::Rng::with_seed(9);
+        for (c, oc, k, dw) in [(24, 40, 3, false), (48, 48, 3, true), (33, 17, 1, false)] {
+            let g = ConvGeometry {
+                n: 2,
+                h: 20,
+                w: 19,
+                c,
+                kh: k,
+                kw: k,
+                oh: 20,
+                ow: 19,
+                o: oc,
+                stride: [1, 1],
+                dilation: [1, 1],
+                pad_top: k / 2,
+                pad_left: k / 2,
+                groups: if dw { c } else { 1 },
+                depthwise: dw,
+            };
+            let x = rand_i8(&mut rng, 2 * 20 * 19 * c);
+            let wt = rand_i8(&mut rng, g.weight_len().unwrap());
+            let bias: Vec<i32> = (0..oc).map(|_| rng.i32(-20000..20000)).collect();
+            let scales: Vec<f32> = (0..oc).map(|_| rng.f32() * 0.001 + 1e-5).collect();
+            let o = Qs8Out { zero_point: 3, qmin: -100, qmax: 120 };
+            let mut want = vec![0i8; 2 * 20 * 19 * oc];
+            qs8_convolution_scalar(&g, &x, -5, &wt, Some(&bias), &scales, &o, &mut want);
+            for isa in qg::isas() {
+                let mut got = vec![0i8; want.len()];
+                qs8_convolution_isa(isa, &g, &x, -5, &wt, Some(&bias), &scales, &o, &mut got, &two);
+                assert_eq!(got, want, "{isa:?} {g:?}");
+            }
+        }
+    }
+
+    /// Random QS8 and QD8 (qc8w, qc4w, qb4w) fully connected layers, 1 to 20 rows (both the
+    /// dot-product and the packed paths): every ISA, 1 and 2 threads, equal the scalar loops.
+    #[test]
+    fn xnn_fast_fully_connected_equals_scalar() {
+        let two = Threads::new(2).unwrap();
+        let one = Threads::default();
+        let mut rng = fastrand::Rng::with_seed(11);
+        for case in 0..120 {
+            let m = [1, 2, 7, 8, 9, 20][case % 6];
+            let k = if case % 7 == 0 { 64 * rng.usize(1..40) } else { rng.usize(1..70) };
+            let n = rng.usize(1..50);
+            let x = rand_i8(&mut rng, m * k);
+            let w = rand_i8(&mut rng, n * k);
+            let bias: Vec<i32> = (0..n).map(|_| rng.i32(-20000..20000)).collect();
+            let bias = (case % 3 != 2).then_some(bias.as_slice());
+            let scales: Vec<f32> = (0..n).map(|_| rng.f32() * 0.002 + 1e-5).collect();
+            let zp = [-128, 127, rng.i32(-128..128)][case % 3];
+            let o = Qs8Out { zero_point: rng.i32(-20..20), qmin: -128, qmax: 127 };
+            let mut want = vec![0i8; m * n];
+            qs8_fully_connected_scalar(&x, k, zp, &w, n, bias, &scales, &o, &mut want);
+            let xf: Vec<f32> = (0..m * k).map(|_| rng.f32() * 8.0 - 3.0).collect();
+            let fbias: Vec<f32> = (0..n).map(|_| rng.f32() - 0.5).collect();
+            let fbias = (case % 3 != 1).then_some(fbias.as_slice());
+            let fs: Vec<f32> = (0..n).map(|_| rng.f32() * 0.1 + 1e-3).collect();
+            let w4: Vec<u8> = (0..n * k.div_ceil(2)).map(|_| rng.u8(..)).collect();
+            let block = 32;
+            let kb = k.next_multiple_of(block);
+            let xb: Vec<f32> = (0..m * kb).map(|_| rng.f32() * 8.0 - 3.0).collect();
+            let wb: Vec<u8> = (0..n * kb / 2).map(|_| rng.u8(..)).collect();
+            let bs: Vec<f32> = (0..n * kb / block).map(|_| rng.f32() * 0.1 + 1e-3).collect();
+            let qd8 = [
+                (&xf, k, Qd8Weights::Qc8w { w: &w, scales: &fs }),
+                (&xf, k, Qd8Weights::Qc4w { w: &w4, scales: &fs }),
+                (&xb, kb, Qd8Weights::Qb4w { w: &wb, scales: &bs, block_size: block }),
+            ];
+            let (lo, hi) =
+                if case % 2 == 0 { (-1.0, 2.0) } else { (f32::NEG_INFINITY, f32::INFINITY) };
+            for isa in qg::isas() {
+                for th in [&one, &two] {
+                    let mut got = vec![0i8; m * n];
+                    qs8_fully_connected_isa(isa, &x, k, zp, &w, n, bias, &scales, &o, &mut got, th);
+                    assert_eq!(got, want, "case {case} {isa:?} m {m} k {k} n {n}");
+                    for (xq, kq, wq) in &qd8 {
+                        let mut want = vec![0f32; m * n];
+                        qd8_fully_connected_scalar(xq, *kq, wq, n, fbias, lo, hi, &mut want);
+                        let mut got = vec![0f32; m * n];
+                        qd8_fully_connected_isa(isa, xq, *kq, wq, n, fbias, lo, hi, &mut got, th);
+                        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                        assert_eq!(bits(&got), bits(&want), "case {case} {isa:?} {wq:?}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Micro-timing of the fast loops against the scalar ones (run with `--ignored
+    /// --nocapture`, in release).
+    #[test]
+    #[ignore]
+    fn xnn_quant_timing() {
+        use std::time::Instant;
+        fn best(reps: usize, mut f: impl FnMut()) -> f64 {
+            let mut b = f64::INFINITY;
+            for _ in 0..reps {
+                let t = Instant::now();
+                f();
+                b = b.min(t.elapsed().as_secs_f64() * 1e3);
+            }
+            b
+        }
+        let mut rng = fastrand::Rng::with_seed(1);
+        let two = Threads::new(2).unwrap();
+        let one = Threads::default();
+        let o = Qs8Out { zero_point: 1, qmin: -128, qmax: 127 };
+        let conv = |h: usize, c: usize, oc: usize, k: usize, dw: bool| ConvGeometry {
+            n: 1,
+            h,
+            w: h,
+            c,
+            kh: k,
+            kw: k,
+            oh: h,
+            ow: h,
+            o: oc,
+            stride: [1, 1],
+            dilation: [1, 1],
+            pad_top: k / 2,
+            pad_left: k / 2,
+            groups: if dw { c } else { 1 },
+            depthwise: dw,
+        };
+        let cases = [
+            ("conv 1x56x56x64 -> 64 3x3", conv(56, 64, 64, 3, false)),
+            ("conv 1x28x28x192 -> 32 1x1", conv(28, 192, 32, 1, false)),
+            ("conv 1x56x56x24 -> 144 1x1", conv(56, 24, 144, 1, false)),
+            ("depthwise 1x56x56x144 3x3", conv(56, 144, 144, 3, true)),
+        ];
+        for (name, g) in cases {
+            let x = rand_i8(&mut rng, g.n * g.h * g.w * g.c);
+            let wt = rand_i8(&mut rng, g.weight_len().unwrap());
+            let bias: Vec<i32> = (0..g.o).map(|_| rng.i32(-2000..2000)).collect();
+            let scales = vec![0.001f32; g.o];
+            let mut out = vec![0i8; g.n * g.oh * g.ow * g.o];
+            let s = best(3, || {
+                qs8_convolution_scalar(&g, &x, 3, &wt, Some(&bias), &scales, &o, &mut out)
+            });
+            let want = out.clone();
+            for isa in qg::isas() {
+                for (tn, th) in [(1, &one), (2, &two)] {
+                    let f = best(20, || {
+                        qs8_convolution_isa(
+                            isa,
+                            &g,
+                            &x,
+                            3,
+                            &wt,
+                            Some(&bias),
+                            &scales,
+                            &o,
+                            &mut out,
+                            th,
+                        )
+                    });
+                    assert_eq!(out, want);
+                    println!("{name}: scalar {s:.3} ms, {isa:?} x{tn} {f:.3} ms ({:.1}x)", s / f);
+                }
+            }
+        }
+        let (m, k, n) = (1, 1280, 1000);
+        let x = rand_i8(&mut rng, m * k);
+        let w = rand_i8(&mut rng, n * k);
+        let scales = vec![0.001f32; n];
+        let mut out = vec![0i8; m * n];
+        let s =
+            best(5, || qs8_fully_connected_scalar(&x, k, 3, &w, n, None, &scales, &o, &mut out));
+        let want = out.clone();
+        for isa in qg::isas() {
+            for (tn, th) in [(1, &one), (2, &two)] {
+                let f = best(50, || {
+                    qs8_fully_connected_isa(isa, &x, k, 3, &w, n, None, &scales, &o, &mut out, th)
+                });
+                assert_eq!(out, want);
+                println!(
+                    "qs8 fc 1x1280 -> 1000: scalar {s:.3} ms, {isa:?} x{tn} {f:.3} ms ({:.1}x)",
+                    s / f
+                );
+            }
+        }
+        let xf: Vec<f32> = (0..m * k).map(|_| rng.f32() - 0.5).collect();
+        let wq = Qd8Weights::Qc8w { w: &w, scales: &scales };
+        let mut outf = vec![0f32; m * n];
+        let (lo, hi) = (f32::NEG_INFINITY, f32::INFINITY);
+        let s = best(5, || qd8_fully_connected_scalar(&xf, k, &wq, n, None, lo, hi, &mut outf));
+        for isa in qg::isas() {
+            for (tn, th) in [(1, &one), (2, &two)] {
+                let f = best(50, || {
+                    qd8_fully_connected_isa(isa, &xf, k, &wq, n, None, lo, hi, &mut outf, th)
+                });
+                println!("qd8 qc8w fc 1x1280 -> 1000: scalar {s:.3} ms, {isa:?} x{tn} {f:.3} ms ({:.1}x)", s / f);
+            }
         }
     }
 }

@@ -301,7 +301,12 @@ fn qd8_fully_connected(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_
         return Err(ctx.shape_err("weight", format!("[{n}, {cols}]"), w.sizes()));
     }
     write_out::<f32>(ctx, out, |d| {
-        xq::qd8_fully_connected(&xv, k, &weights, n, bias.as_deref(), lo, hi, d)
+        if ctx.general_only {
+            xq::qd8_fully_connected_scalar(&xv, k, &weights, n, bias.as_deref(), lo, hi, d)
+        } else {
+            let th = &ctx.threads;
+            xq::qd8_fully_connected(&xv, k, &weights, n, bias.as_deref(), lo, hi, d, th)
+        }
     })
 }
 
@@ -331,7 +336,12 @@ fn qs8_fully_connected(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_
     resize(ctx, out, "out", &osizes)?;
     let (xv, wv) = (dense::<i8>(&x), dense::<i8>(&w));
     write_out::<i8>(ctx, out, |d| {
-        xq::qs8_fully_connected(&xv, k, x_zp, &wv, n, bias.as_deref(), &scales, &o, d)
+        let bias = bias.as_deref();
+        if ctx.general_only {
+            xq::qs8_fully_connected_scalar(&xv, k, x_zp, &wv, n, bias, &scales, &o, d)
+        } else {
+            xq::qs8_fully_connected(&xv, k, x_zp, &wv, n, bias, &scales, &o, d, &ctx.threads)
+        }
     })
 }
 
@@ -457,7 +467,12 @@ fn qs8_convolution(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_
     resize(ctx, out, "out", &[n, oh, ow, oc])?;
     let (xv, wv) = (dense::<i8>(&x), dense::<i8>(&w));
     write_out::<i8>(ctx, out, |d| {
-        xq::qs8_convolution(&g, &xv, x_zp, &wv, bias.as_deref(), &scales, &o, d)
+        let bias = bias.as_deref();
+        if ctx.general_only {
+            xq::qs8_convolution_scalar(&g, &xv, x_zp, &wv, bias, &scales, &o, d)
+        } else {
+            xq::qs8_convolution(&g, &xv, x_zp, &wv, bias, &scales, &o, d, &ctx.threads)
+        }
     })
 }
 

@@ -1,0 +1,666 @@
+//! The fast loops behind [`super::xnn_quant`]'s QS8 convolution and QS8 / QD8 fully connected
+//! layers: integer dot products in `i16 x i16 -> i32` (AVX-512 VNNI `vpdpwssd`, AVX-512BW and
+//! AVX2 `vpmaddwd`, chosen at run time, or portable loops), register-blocked, split over the
+//! worker threads.
+//!
+//! # Exactness
+//! Activations minus their zero point lie in `[-255, 255]` and weights in `[-128, 127]`, so
+//! each product fits an `i16` and each pair of products an `i32`: only the running sums may
+//! wrap, and wrapping addition is associative, so every summation order (blocking, vector
+//! lanes, thread split) gives the very `i32` of the scalar loops. The requantization of each
+//! sum is [`qs8_requantize`] (or the callers' float formulas), unchanged. The callers check
+//! that the zero points are in `[-128, 127]` before using these loops.
+//!
+//! # Convolution layout
+//! Weights are packed once per call, per group, in panels of [`NR`] output channels:
+//! `[kp / 2][NR][2]` `i16` (`kp` the group's `kh*kw*c/groups` rounded up to even; missing
+//! channels and the odd tail are zeros), so one 512-bit load holds two inputs of 16 channels.
+//! Each output pixel's window is gathered once into an `i16` row in the weights' `[tap][c]`
+//! order (zero point subtracted; padded taps and the tail are zeros). A microkernel multiplies
+//! up to [`MR`] gathered rows by a panel: per input pair, one broadcast per row and one load
+//! of the panel, so the accumulators are the output channels and need no horizontal sums.
+#![allow(unsafe_code)]
+
+use super::threads::{split, with_pieces, Threads};
+use super::xnn_quant::{qs8_requantize, ConvGeometry, Qs8Out};
+
+/// Output channels per packed panel (one 512-bit vector of `i32`).
+pub(crate) const NR: usize = 16;
+/// Output pixels per microkernel call.
+pub(crate) const MR: usize = 8;
+/// Multiply-adds from which a layer splits its work over the threads.
+const PARALLEL_MACS: usize = 1 << 22;
+
+/// The instruction sets of the loops, in increasing order: each implies the ones before.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Isa {
+    /// Plain Rust, vectorized by the compiler for the build's baseline.
+    Portable,
+    /// AVX2.
+    Avx2,
+    /// AVX2, AVX-512F and AVX-512BW.
+    Avx512,
+    /// As [`Isa::Avx512`] plus AVX-512 VNNI.
+    Vnni,
+}
+
+/// The widest [`Isa`] this CPU runs (cached).
+pub(crate) fn best_isa() -> Isa {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static F: std::sync::OnceLock<Isa> = std::sync::OnceLock::new();
+        *F.get_or_init(|| {
+            let avx2 = is_x86_feature_detected!("avx2");
+            let avx512 =
+                avx2 && is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512bw");
+            if avx512 && is_x86_feature_detected!("avx512vnni") {
+                Isa::Vnni
+            } else if avx512 {
+                Isa::Avx512
+            } else if avx2 {
+                Isa::Avx2
+            } else {
+                Isa::Portable
+            }
+        })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    Isa::Portable
+}
+
+/// Every [`Isa`] this CPU runs (tests run each).
+#[cfg(test)]
+pub(crate) fn isas() -> Vec<Isa> {
+    [Isa::Portable, Isa::Avx2, Isa::Avx512, Isa::Vnni]
+        .into_iter()
+        .filter(|&i| i <= best_isa())
+        .collect()
+}
+
+/// How many parts a layer of `macs` multiply-adds is split into.
+fn parts(threads: &Threads, macs: usize) -> usize {
+    if macs >= PARALLEL_MACS {
+        threads.count()
+    } else {
+        1
+    }
+}
+
+/// Runs `f` on each task: on the threads when there are several tasks, else on the calling
+/// thread alone (a pool's call waits for every worker to have looked at it, which costs a
+/// wake-up of a sleeping worker even for one task).
+fn run_tasks<I>(threads: &Threads, tasks: I, f: impl Fn(I::Item) + Sync)
+where
+    I: IntoIterator,
+    I::Item: Send,
+{
+    let tasks: Vec<I::Item> = tasks.into_iter().collect();
+    if tasks.len() > 1 {
+        threads.for_each(tasks, f);
+    } else {
+        tasks.into_iter().for_each(f);
+    }
+}
+
+/// Calls `$f::<R>($args)` for the runtime row count `$r` in `1..=MR`.
+macro_rules! by_rows {
+    ($r:expr, $f:ident, ($($a:expr),*)) => {
+        match $r {
+            1 => $f::<1>($($a),*),
+            2 => $f::<2>($($a),*),
+            3 => $f::<3>($($a),*),
+            4 => $f::<4>($($a),*),
+            5 => $f::<5>($($a),*),
+            6 => $f::<6>($($a),*),
+            7 => $f::<7>($($a),*),
+            8 => $f::<8>($($a),*),
+            _ => unreachable!("at most MR rows"),
+        }
+    };
+}
+
+/// Packs OHWI weights (`groups * og` rows of `kg` values) into per-group panels of [`NR`]
+/// channels, `[kp / 2][NR][2]` each (see the module notes). Returns `kp`, the panels per group
+/// and the packed values.
+fn pack_weights(wt: &[i8], groups: usize, og: usize, kg: usize) -> (usize, usize, Vec<i16>) {
+    let kp = kg.next_multiple_of(2);
+    let panels = og.div_ceil(NR);
+    let mut w = vec![0i16; groups * panels * kp * NR];
+    for (ch, row) in wt.chunks_exact(kg).enumerate() {
+        let (grp, j) = (ch / og, ch % og);
+        let base = (grp * panels + j / NR) * kp * NR + (j % NR) * 2;
+        for (k, &v) in row.iter().enumerate() {
+            w[base + (k / 2) * NR * 2 + k % 2] = v as i16;
+        }
+    }
+    (kp, panels, w)
+}
+
+/// `acc[r * NR + n] = Σ_k a[r * lda + k] * w[k][n]` for rows `r < rows` of a panel `w`
+/// packed `[kp / 2][NR][2]`.
+///
+/// # Panics
+/// If `rows` is not in `1..=MR`, `kp` is odd, `w` is not `kp * NR` long or `a` is shorter
+/// than `(rows - 1) * lda + kp`.
+fn panel_product(
+    isa: Isa,
+    a: &[i16],
+    lda: usize,
+    rows: usize,
+    w: &[i16],
+    kp: usize,
+    acc: &mut [i32; MR * NR],
+) {
+    assert!((1..=MR).contains(&rows) && kp.is_multiple_of(2) && w.len() == kp * NR);
+    assert!(a.len() >= (rows - 1) * lda + kp);
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Isa::Vnni` is only chosen (by `best_isa`, or in tests among `isas`) when
+        // the CPU has AVX-512F, AVX-512BW and AVX-512 VNNI; the asserts above bound every read
+        // and write of the kernel (rows of `kp` values at `r * lda`, `kp * NR` weights, `rows
+        // * NR` sums).
+        Isa::Vnni => unsafe {
+            by_rows!(rows, panel_vnni, (a.as_ptr(), lda, w.as_ptr(), kp, acc.as_mut_ptr()))
+        },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above, with AVX-512F and AVX-512BW.
+        Isa::Avx512 => unsafe {
+            by_rows!(rows, panel_avx512, (a.as_ptr(), lda, w.as_ptr(), kp, acc.as_mut_ptr()))
+        },
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => {
+            // Four rows at a time: eight accumulators of 8 lanes fill the 16 registers.
+            for r0 in (0..rows).step_by(4) {
+                let r = (rows - r0).min(4);
+                let (ap, cp) = (a[r0 * lda..].as_ptr(), acc[r0 * NR..].as_mut_ptr());
+                // SAFETY: as above, with AVX2; rows `r0..r0 + r` are inside the asserted rows.
+                unsafe { by_rows!(r, panel_avx2, (ap, lda, w.as_ptr(), kp, cp)) }
+            }
+        }
+        _ => by_rows!(rows, panel_portable, (a, lda, w, kp, acc)),
+    }
+}
+
+/// The portable panel product of `R` rows.
+fn panel_portable<const R: usize>(
+    a: &[i16],
+    lda: usize,
+    w: &[i16],
+    kp: usize,
+    acc: &mut [i32; MR * NR],
+) {
+    let mut c = [[0i32; NR]; R];
+    for (kk, wk) in w.chunks_exact(2 * NR).enumerate().take(kp / 2) {
+        for (r, cr) in c.iter_mut().enumerate() {
+            let a0 = a[r * lda + 2 * kk] as i32;
+            let a1 = a[r * lda + 2 * kk + 1] as i32;
+            for (s, wp) in cr.iter_mut().zip(wk.chunks_exact(2)) {
+                *s = s.wrapping_add(a0 * wp[0] as i32 + a1 * wp[1] as i32);
+            }
+        }
+    }
+    for (r, cr) in c.iter().enumerate() {
+        acc[r * NR..(r + 1) * NR].copy_from_slice(cr);
+    }
+}
+
+/// Defines an AVX-512 panel product of `R` rows; `$madd(acc, a, w)` adds the pairwise
+/// products of `a` and `w` to `acc`.
+#[cfg(target_arch = "x86_64")]
+macro_rules! panel_avx512_fn {
+    ($name:ident, $features:literal, $madd:expr) => {
+        /// The AVX-512 panel product of `R` rows.
+        ///
+        /// # Safety
+        /// The CPU has the enabled features; `a` holds `R` rows of `kp` (even) values `lda`
+        /// apart, `w` holds `kp * NR` values and `acc` `R * NR`.
+        #[target_feature(enable = $features)]
+        unsafe fn $name<const R: usize>(
+            a: *const i16,
+            lda: usize,
+            w: *const i16,
+            kp: usize,
+            acc: *mut i32,
+        ) {
+            use std::arch::x86_64::*;
+            let mut c = [_mm512_setzero_si512(); R];
+            // Row pointers, advanced one input pair at a time (`wrapping_add`: no overflow
+            // checks in the loop; every pointer read is in bounds by the caller's contract).
+            let mut rows: [*const i32; R] =
+                std::array::from_fn(|r| a.wrapping_add(r.wrapping_mul(lda)).cast::<i32>());
+            let mut wp = w;
+            for _ in 0..kp / 2 {
+                // SAFETY: the current pair of each row `r < R` and the current panel row are
+                // inside the buffers (the caller's contract).
+                unsafe {
+                    let wv = _mm512_loadu_si512(wp.cast());
+                    for (cr, ar) in c.iter_mut().zip(rows.iter_mut()) {
+                        *cr = $madd(*cr, _mm512_set1_epi32(ar.read_unaligned()), wv);
+                        *ar = ar.wrapping_add(1);
+                    }
+                }
+                wp = wp.wrapping_add(2 * NR);
+            }
+            for (r, cr) in c.iter().enumerate() {
+                // SAFETY: `acc` holds `R * NR` values.
+                unsafe { _mm512_storeu_si512(acc.wrapping_add(r * NR).cast(), *cr) };
+            }
+        }
+    };
+}
+
+#[cfg(target_arch = "x86_64")]
+panel_avx512_fn!(panel_vnni, "avx512f,avx512bw,avx512vnni", std::arch::x86_64::_mm512_dpwssd_epi32);
+#[cfg(target_arch = "x86_64")]
+panel_avx512_fn!(panel_avx512, "avx512f,avx512bw", |c, a, w| {
+    use std::arch::x86_64::*;
+    _mm512_add_epi32(c, _mm512_madd_epi16(a, w))
+});
+
+/// The AVX2 panel product of `R` rows (`R <= 4`), in two 8-lane halves.
+///
+/// # Safety
+/// The CPU has AVX2; `a` holds `R` rows of `kp` (even) values `lda` apart, `w` holds `kp * NR`
+/// values and `acc` `R * NR`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn panel_avx2<const R: usize>(
+    a: *const i16,
+    lda: usize,
+    w: *const i16,
+    kp: usize,
+    acc: *mut i32,
+) {
+    use std::arch::x86_64::*;
+    let mut c0 = [_mm256_setzero_si256(); R];
+    let mut c1 = [_mm256_setzero_si256(); R];
+    // Row pointers advanced one input pair at a time, as in the AVX-512 kernels.
+    let mut rows: [*const i32; R] =
+        std::array::from_fn(|r| a.wrapping_add(r.wrapping_mul(lda)).cast::<i32>());
+    let mut wp = w;
+    for _ in 0..kp / 2 {
+        // SAFETY: the current pair of each row `r < R` and the current panel row are inside
+        // the buffers (the caller's contract).
+        unsafe {
+            let w0 = _mm256_loadu_si256(wp.cast());
+            let w1 = _mm256_loadu_si256(wp.wrapping_add(NR).cast());
+            for ((c0, c1), ar) in c0.iter_mut().zip(c1.iter_mut()).zip(rows.iter_mut()) {
+                let pair = _mm256_set1_epi32(ar.read_unaligned());
+                *c0 = _mm256_add_epi32(*c0, _mm256_madd_epi16(pair, w0));
+                *c1 = _mm256_add_epi32(*c1, _mm256_madd_epi16(pair, w1));
+                *ar = ar.wrapping_add(1);
+            }
+        }
+        wp = wp.wrapping_add(2 * NR);
+    }
+    for r in 0..R {
+        // SAFETY: `acc` holds `R * NR` values.
+        unsafe {
+            _mm256_storeu_si256(acc.wrapping_add(r * NR).cast(), c0[r]);
+            _mm256_storeu_si256(acc.wrapping_add(r * NR + NR / 2).cast(), c1[r]);
+        }
+    }
+}
+
+/// Gathers output pixel `p`'s window into `dst` (`groups` rows of `kp`, each `[tap][cg]`):
+/// `x - x_zp` inside the input, 0 for padded taps and the tail.
+fn gather(g: &ConvGeometry, x: &[i8], zp: i16, p: usize, kp: usize, dst: &mut [i16]) {
+    let (cg, groups) = (g.c / g.groups, g.groups);
+    let (b, oy, ox) = (p / (g.oh * g.ow), p / g.ow % g.oh, p % g.ow);
+    dst.fill(0);
+    for ty in 0..g.kh {
+        let Some(iy) = src(oy, ty, g.stride[0], g.dilation[0], g.pad_top, g.h) else {
+            continue;
+        };
+        for tx in 0..g.kw {
+            let Some(ix) = src(ox, tx, g.stride[1], g.dilation[1], g.pad_left, g.w) else {
+                continue;
+            };
+            let base = ((b * g.h + iy) * g.w + ix) * g.c;
+            let tap = ty * g.kw + tx;
+            for grp in 0..groups {
+                let s = &x[base + grp * cg..][..cg];
+                let d = &mut dst[grp * kp + tap * cg..][..cg];
+                for (d, &v) in d.iter_mut().zip(s) {
+                    *d = v as i16 - zp;
+                }
+            }
+        }
+    }
+}
+
+/// The input row (or column) read by output index `out` at tap `t`, if inside the input.
+#[inline]
+fn src(out: usize, t: usize, stride: usize, dil: usize, pad: usize, len: usize) -> Option<usize> {
+    (out * stride + t * dil).checked_sub(pad).filter(|&i| i < len)
+}
+
+/// Grouped (not depthwise) QS8 convolution, as `xnn_quant::qs8_convolution_scalar` with
+/// `x_zp` in `[-128, 127]` (the caller checked the lengths and the geometry).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn convolution(
+    isa: Isa,
+    g: &ConvGeometry,
+    x: &[i8],
+    x_zp: i32,
+    wt: &[i8],
+    bias: Option<&[i32]>,
+    scales: &[f32],
+    o: &Qs8Out,
+    out: &mut [i8],
+    threads: &Threads,
+) {
+    let (groups, cg, og) = (g.groups, g.c / g.groups, g.o / g.groups);
+    let kg = g.kh * g.kw * cg;
+    let (kp, panels, wp) = pack_weights(wt, groups, og, kg);
+    let pixels = g.n * g.oh * g.ow;
+    let zp = x_zp as i16;
+    let oc = g.o;
+    let tasks = with_pieces(split(pixels, MR, parts(threads, pixels * oc * kg)), out, oc);
+    run_tasks(threads, tasks, |(run, out)| {
+        let t = ConvTask { isa, g, x, zp, kp, panels, w: &wp, bias, scales, o };
+        match isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `Isa::Avx512` and above are only chosen when the CPU has AVX-512F and
+            // AVX-512BW (and AVX2).
+            Isa::Avx512 | Isa::Vnni => unsafe { t.run_avx512(run, out) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `Isa::Avx2` is only chosen when the CPU has AVX2.
+            Isa::Avx2 => unsafe { t.run_avx2(run, out) },
+            _ => t.run(run, out),
+        }
+    });
+}
+
+/// One task of [`convolution`].
+struct ConvTask<'a> {
+    isa: Isa,
+    g: &'a ConvGeometry,
+    x: &'a [i8],
+    zp: i16,
+    kp: usize,
+    panels: usize,
+    /// The packed weights.
+    w: &'a [i16],
+    bias: Option<&'a [i32]>,
+    scales: &'a [f32],
+    o: &'a Qs8Out,
+}
+
+impl ConvTask<'_> {
+    /// Output pixels `run` into `out` (`run.len() * o`), [`MR`] at a time.
+    #[inline(always)]
+    fn run(&self, run: std::ops::Range<usize>, out: &mut [i8]) {
+        let (g, kp) = (self.g, self.kp);
+        let (groups, og, oc) = (g.groups, g.o / g.groups, g.o);
+        let lda = groups * kp;
+        let mut a = vec![0i16; MR * lda];
+        let mut acc = [0i32; MR * NR];
+        for p0 in run.clone().step_by(MR) {
+            let rows = (run.end - p0).min(MR);
+            for (r, row) in a.chunks_exact_mut(lda).take(rows).enumerate() {
+                gather(g, self.x, self.zp, p0 + r, kp, row);
+            }
+            let dst = &mut out[(p0 - run.start) * oc..][..rows * oc];
+            for grp in 0..groups {
+                for p in 0..self.panels {
+                    let w = &self.w[(grp * self.panels + p) * kp * NR..][..kp * NR];
+                    panel_product(self.isa, &a[grp * kp..], lda, rows, w, kp, &mut acc);
+                    let ch = grp * og + p * NR..grp * og + (p * NR + NR).min(og);
+                    let scales = &self.scales[ch.clone()];
+                    let bias = self.bias.map(|b| &b[ch.clone()]);
+                    for (d, sums) in dst.chunks_exact_mut(oc).zip(acc.chunks_exact_mut(NR)) {
+                        requantize(&mut d[ch.clone()], &mut sums[..ch.len()], bias, scales, self.o);
+                    }
+                }
+            }
+        }
+    }
+
+    /// [`ConvTask::run`] built for AVX-512.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F, AVX-512BW and AVX2.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx512bw,avx2")]
+    unsafe fn run_avx512(&self, run: std::ops::Range<usize>, out: &mut [i8]) {
+        self.run(run, out)
+    }
+
+    /// [`ConvTask::run`] built for AVX2.
+    ///
+    /// # Safety
+    /// The CPU has AVX2.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn run_avx2(&self, run: std::ops::Range<usize>, out: &mut [i8]) {
+        self.run(run, out)
+    }
+}
+
+/// `dst[j] = qs8_requantize(bias[j] + sums[j], scales[j])` (the bias added to `sums` in place,
+/// wrapping), in loops the compiler vectorizes: the same operations in the same order per
+/// element as the scalar kernel.
+#[inline(always)]
+fn requantize(dst: &mut [i8], sums: &mut [i32], bias: Option<&[i32]>, scales: &[f32], o: &Qs8Out) {
+    if let Some(b) = bias {
+        for (s, &b) in sums.iter_mut().zip(b) {
+            *s = b.wrapping_add(*s);
+        }
+    }
+    for ((d, &s), &sc) in dst.iter_mut().zip(sums.iter()).zip(scales) {
+        *d = qs8_requantize(s, sc, o);
+    }
+}
+
+/// Depthwise QS8 convolution, as `xnn_quant::qs8_convolution_scalar` with `x_zp` in
+/// `[-128, 127]` (the caller checked the lengths and the geometry): per output pixel, per tap
+/// inside the input, all channels side by side.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn depthwise(
+    isa: Isa,
+    g: &ConvGeometry,
+    x: &[i8],
+    x_zp: i32,
+    wt: &[i8],
+    bias: Option<&[i32]>,
+    scales: &[f32],
+    o: &Qs8Out,
+    out: &mut [i8],
+    threads: &Threads,
+) {
+    let w16: Vec<i16> = wt.iter().map(|&v| v as i16).collect();
+    let pixels = g.n * g.oh * g.ow;
+    let taps = g.kh * g.kw;
+    let tasks = with_pieces(split(pixels, 1, parts(threads, pixels * g.o * taps)), out, g.o);
+    run_tasks(threads, tasks, |(run, out)| {
+        let d = DwRun { g, x, zp: x_zp as i16, w: &w16, bias, scales, o };
+        match isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `Isa::Avx512` and above are only chosen when the CPU has AVX-512F and
+            // AVX-512BW (and AVX2).
+            Isa::Avx512 | Isa::Vnni => unsafe { d.run_avx512(run, out) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `Isa::Avx2` is only chosen when the CPU has AVX2.
+            Isa::Avx2 => unsafe { d.run_avx2(run, out) },
+            _ => d.run(run, out),
+        }
+    });
+}
+
+/// One task of a depthwise convolution.
+struct DwRun<'a> {
+    g: &'a ConvGeometry,
+    x: &'a [i8],
+    zp: i16,
+    /// The weights `[kh, kw, o]` widened.
+    w: &'a [i16],
+    bias: Option<&'a [i32]>,
+    scales: &'a [f32],
+    o: &'a Qs8Out,
+}
+
+impl DwRun<'_> {
+    /// Output pixels `run` into `out` (`run.len() * o`).
+    #[inline(always)]
+    fn run(&self, run: std::ops::Range<usize>, out: &mut [i8]) {
+        let g = self.g;
+        let (c, oc) = (g.c, g.o);
+        let dm = oc / c;
+        let mut acc = vec![0i32; oc];
+        for (p, dst) in run.zip(out.chunks_exact_mut(oc)) {
+            let (b, oy, ox) = (p / (g.oh * g.ow), p / g.ow % g.oh, p % g.ow);
+            acc.fill(0);
+            for ty in 0..g.kh {
+                let Some(iy) = src(oy, ty, g.stride[0], g.dilation[0], g.pad_top, g.h) else {
+                    continue;
+                };
+                for tx in 0..g.kw {
+                    let Some(ix) = src(ox, tx, g.stride[1], g.dilation[1], g.pad_left, g.w) else {
+                        continue;
+                    };
+                    let xr = &self.x[((b * g.h + iy) * g.w + ix) * c..][..c];
+                    let wr = &self.w[(ty * g.kw + tx) * oc..][..oc];
+                    // (x - zp) in [-255, 255] times w in [-128, 127] fits an i16 exactly.
+                    if dm == 1 {
+                        for ((a, &xv), &wv) in acc.iter_mut().zip(xr).zip(wr) {
+                            *a = a.wrapping_add(((xv as i16 - self.zp) * wv) as i32);
+                        }
+                    } else {
+                        for ((ac, &xv), wc) in
+                            acc.chunks_exact_mut(dm).zip(xr).zip(wr.chunks_exact(dm))
+                        {
+                            let xv = xv as i16 - self.zp;
+                            for (a, &wv) in ac.iter_mut().zip(wc) {
+                                *a = a.wrapping_add((xv * wv) as i32);
+                            }
+                        }
+                    }
+                }
+            }
+            requantize(dst, &mut acc, self.bias, self.scales, self.o);
+        }
+    }
+
+    /// [`DwRun::run`] built for AVX-512.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F, AVX-512BW and AVX2.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx512bw,avx2")]
+    unsafe fn run_avx512(&self, run: std::ops::Range<usize>, out: &mut [i8]) {
+        self.run(run, out)
+    }
+
+    /// [`DwRun::run`] built for AVX2.
+    ///
+    /// # Safety
+    /// The CPU has AVX2.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn run_avx2(&self, run: std::ops::Range<usize>, out: &mut [i8]) {
+        self.run(run, out)
+    }
+}
+
+/// The integer sums of a fully connected layer: `a` is `m` rows of `k` activations (zero point
+/// subtracted), `w` is `n` rows of `k` weights; each row pair is summed in segments of `seg`
+/// (`seg` divides `k`; `nb = k / seg` segments), into `acc[(j * m + r) * nb + s]`. Split over
+/// the threads by output channels.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn dot_rows(
+    isa: Isa,
+    a: &[i16],
+    m: usize,
+    k: usize,
+    w: &[i8],
+    n: usize,
+    seg: usize,
+    acc: &mut [i32],
+    threads: &Threads,
+) {
+    assert!(k > 0 && seg > 0 && k.is_multiple_of(seg));
+    let nb = k / seg;
+    assert!(a.len() == m * k && w.len() == n * k && acc.len() == n * m * nb);
+    if acc.is_empty() {
+        return;
+    }
+    let tasks = with_pieces(split(n, 1, parts(threads, m * n * k)), acc, m * nb);
+    run_tasks(threads, tasks, |(cols, acc)| {
+        let d = Dots { a, m, k, seg, w: &w[cols.start * k..cols.end * k] };
+        match isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `Isa::Vnni` is only chosen when the CPU has AVX-512F, AVX-512BW and
+            // AVX-512 VNNI (and AVX2).
+            Isa::Vnni => unsafe { d.run_vnni(acc) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `Isa::Avx512` is only chosen when the CPU has AVX-512F and AVX-512BW.
+            Isa::Avx512 => unsafe { d.run_avx512(acc) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `Isa::Avx2` is only chosen when the CPU has AVX2.
+            Isa::Avx2 => unsafe { d.run_avx2(acc) },
+            _ => d.run(acc),
+        }
+    });
+}
+
+/// One task of [`dot_rows`]: the weight rows of its channels.
+struct Dots<'a> {
+    a: &'a [i16],
+    m: usize,
+    k: usize,
+    seg: usize,
+    w: &'a [i8],
+}
+
+impl Dots<'_> {
+    #[inline(always)]
+    fn run(&self, acc: &mut [i32]) {
+        let nb = self.k / self.seg;
+        for (wj, accj) in self.w.chunks_exact(self.k).zip(acc.chunks_exact_mut(self.m * nb)) {
+            for (ar, accr) in self.a.chunks_exact(self.k).zip(accj.chunks_exact_mut(nb)) {
+                for ((s, asg), wsg) in
+                    accr.iter_mut().zip(ar.chunks_exact(self.seg)).zip(wj.chunks_exact(self.seg))
+                {
+                    *s = dot(asg, wsg);
+                }
+            }
+        }
+    }
+
+    /// [`Dots::run`] built for AVX-512 VNNI.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F, AVX-512BW, AVX-512 VNNI and AVX2.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx2")]
+    unsafe fn run_vnni(&self, acc: &mut [i32]) {
+        self.run(acc)
+    }
+
+    /// [`Dots::run`] built for AVX-512.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F, AVX-512BW and AVX2.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx512bw,avx2")]
+    unsafe fn run_avx512(&self, acc: &mut [i32]) {
+        self.run(acc)
+    }
+
+    /// [`Dots::run`] built for AVX2.
+    ///
+    /// # Safety
+    /// The CPU has AVX2.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn run_avx2(&self, acc: &mut [i32]) {
+        self.run(acc)
+    }
+}
+
+/// `Σ a[i] * w[i]` in wrapping `i32`.
+#[inline(always)]
+fn dot(a: &[i16], w: &[i8]) -> i32 {
+    a.iter().zip(w).fold(0i32, |s, (&x, &y)| s.wrapping_add(x as i32 * y as i32))
+}
