@@ -1478,7 +1478,8 @@ mod tests {
     fn xnn_fast_convolution_split_over_threads() {
         let two = Threads::new(2).unwrap();
         let mut rng = fastrand::Rng::with_seed(9);
-        for (c, oc, k, dw) in [(24, 40, 3, false), (48, 48, 3, true), (33, 17, 1, false)] {
+        // Each case has over 2^22 multiply-adds (the split threshold).
+        for (c, oc, k, dw) in [(24, 40, 3, false), (560, 1120, 3, true), (333, 317, 1, false)] {
             let g = ConvGeometry {
                 n: 2,
                 h: 20,
@@ -1507,6 +1508,48 @@ mod tests {
                 let mut got = vec![0i8; want.len()];
                 qs8_convolution_isa(isa, &g, &x, -5, &wt, Some(&bias), &scales, &o, &mut got, &two);
                 assert_eq!(got, want, "{isa:?} {g:?}");
+            }
+        }
+    }
+
+    /// Fully connected layers over 2^22 multiply-adds, split over two threads by output
+    /// channels (the dot-product path, 3 rows) and by pixels (the packed path, 9 rows).
+    #[test]
+    fn xnn_fast_fully_connected_split_over_threads() {
+        let two = Threads::new(2).unwrap();
+        let mut rng = fastrand::Rng::with_seed(13);
+        for (m, k, n) in [(3, 1500, 1001), (9, 700, 701)] {
+            let x = rand_i8(&mut rng, m * k);
+            let w = rand_i8(&mut rng, n * k);
+            let bias: Vec<i32> = (0..n).map(|_| rng.i32(-20000..20000)).collect();
+            let scales: Vec<f32> = (0..n).map(|_| rng.f32() * 0.0005 + 1e-5).collect();
+            let o = Qs8Out { zero_point: -7, qmin: -128, qmax: 127 };
+            let mut want = vec![0i8; m * n];
+            qs8_fully_connected_scalar(&x, k, 9, &w, n, Some(&bias), &scales, &o, &mut want);
+            let xf: Vec<f32> = (0..m * k).map(|_| rng.f32() * 4.0 - 1.0).collect();
+            let wq = Qd8Weights::Qc8w { w: &w, scales: &scales };
+            let (lo, hi) = (f32::NEG_INFINITY, f32::INFINITY);
+            let mut wantf = vec![0f32; m * n];
+            qd8_fully_connected_scalar(&xf, k, &wq, n, None, lo, hi, &mut wantf);
+            for isa in qg::isas() {
+                let mut got = vec![0i8; m * n];
+                qs8_fully_connected_isa(
+                    isa,
+                    &x,
+                    k,
+                    9,
+                    &w,
+                    n,
+                    Some(&bias),
+                    &scales,
+                    &o,
+                    &mut got,
+                    &two,
+                );
+                assert_eq!(got, want, "{isa:?} {m} {k} {n}");
+                let mut gotf = vec![0f32; m * n];
+                qd8_fully_connected_isa(isa, &xf, k, &wq, n, None, lo, hi, &mut gotf, &two);
+                assert!(gotf.iter().zip(&wantf).all(|(a, b)| a.to_bits() == b.to_bits()));
             }
         }
     }
