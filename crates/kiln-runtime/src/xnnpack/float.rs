@@ -362,9 +362,12 @@ impl Lowerer<'_, '_> {
             let ceil = self.boolean(false);
             let out_dims = Self::method_sizes(&self.dims(p.output), &NHWC);
             let indices = self.tensor(DType::Long, &out_dims)?;
+            // The return value is the list of both outs, as ExecuTorch serializes it (the
+            // compile stage computes values only when nothing reads the indices or the list).
+            let ret = self.push(ValueDef::TensorList([out.value, indices].into()));
             self.emit(
                 "aten::max_pool2d_with_indices.out",
-                vec![x, kernel, stride, padding, dilation, ceil, out.value, indices, out.value],
+                vec![x, kernel, stride, padding, dilation, ceil, out.value, indices, ret],
             );
         } else {
             if t != b || l != r {
