@@ -366,22 +366,72 @@ fn usize_list<const N: usize>(
     Ok(r)
 }
 
+/// The arguments a QS8 convolution and a QS8 transposed convolution share: input, its scale
+/// and zero point, weight, weight scales, bias, stride, padding (top, right, bottom, left) and
+/// dilation at positions 0-8, the output's scale, zero point and bounds at 11-14.
+#[derive(Clone, Copy)]
+struct Qs8ConvArgs<'x> {
+    x: TensorRef<'x>,
+    x_scale: f32,
+    x_zp: i32,
+    w: TensorRef<'x>,
+    ws: TensorRef<'x>,
+    bias: Option<TensorRef<'x>>,
+    stride: [usize; 2],
+    padding: [usize; 4],
+    dilation: [usize; 2],
+    out_scale: f32,
+    o: Qs8Out,
+}
+
+impl<'x> Qs8ConvArgs<'x> {
+    fn read(a: &Args<'_, 'x>) -> Result<Self, KernelError> {
+        let x = a.tensor(0, "x")?;
+        let x_scale = scale_arg(a, 1, "x_scale")?;
+        let x_zp = zp_arg(a, 2, "x_zero_point", DType::Char)?;
+        let w = a.tensor(3, "weight")?;
+        let ws = a.tensor(4, "weight_scales")?;
+        let bias = a.opt_tensor(5, "bias")?;
+        let stride = usize_list::<2>(a, 6, "stride", 1)?;
+        let padding = usize_list::<4>(a, 7, "padding", 0)?;
+        let dilation = usize_list::<2>(a, 8, "dilation", 1)?;
+        let (out_scale, o) = qs8_out_arg(a, 11, 12, 13)?;
+        want_dtype(a.ctx, &x, "x", DType::Char)?;
+        want_dtype(a.ctx, &w, "weight", DType::Char)?;
+        Ok(Qs8ConvArgs { x, x_scale, x_zp, w, ws, bias, stride, padding, dilation, out_scale, o })
+    }
+
+    /// Checks `g`, the weight scales and the bias against it, resizes the int8 output to
+    /// `[n, oh, ow, o]` and runs `f(x, weight, bias, requantization scales, output, out)`.
+    fn run(
+        &self,
+        ctx: &KernelContext,
+        outs: &mut [Out<'_, '_>],
+        g: &ConvGeometry,
+        f: impl FnOnce(&[i8], &[i8], Option<&[i32]>, &[f32], &Qs8Out, &mut [i8]),
+    ) -> KResult {
+        if !g.is_valid() {
+            return Err(ctx.invalid("x", "sizes overflow"));
+        }
+        let ws = weight_scales(ctx, &self.ws, g.o)?;
+        let scales = xq::qs8_requant_scales(self.x_scale, &ws, self.out_scale);
+        let bias = bias_arg::<i32>(ctx, self.bias, g.o)?;
+        let out = out_tensor(ctx, outs, 0, "out")?;
+        if out.dtype() != DType::Char {
+            return Err(ctx.dtype_err("out", "int8", out.dtype()));
+        }
+        resize(ctx, out, "out", &[g.n, g.oh, g.ow, g.o])?;
+        let (xv, wv) = (dense::<i8>(&self.x), dense::<i8>(&self.w));
+        write_out::<i8>(ctx, out, |d| f(&xv, &wv, bias.as_deref(), &scales, &self.o, d))
+    }
+}
+
 fn qs8_convolution(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>]) -> KResult {
     let a = Args::new(ctx, args);
-    let x = a.tensor(0, "x")?;
-    let x_scale = scale_arg(&a, 1, "x_scale")?;
-    let x_zp = zp_arg(&a, 2, "x_zero_point", DType::Char)?;
-    let w = a.tensor(3, "weight")?;
-    let ws = a.tensor(4, "weight_scales")?;
-    let bias = a.opt_tensor(5, "bias")?;
-    let stride = usize_list::<2>(&a, 6, "stride", 1)?;
-    let [pt, pr, pb, pl] = usize_list::<4>(&a, 7, "padding", 0)?;
-    let dilation = usize_list::<2>(&a, 8, "dilation", 1)?;
+    let conv = Qs8ConvArgs::read(&a)?;
     let groups = a.int(9, "groups")?;
     let depthwise = a.bool(10, "depthwise")?;
-    let (out_scale, o) = qs8_out_arg(&a, 11, 12, 13)?;
-    want_dtype(ctx, &x, "x", DType::Char)?;
-    want_dtype(ctx, &w, "weight", DType::Char)?;
+    let Qs8ConvArgs { x, w, stride, padding: [pt, pr, pb, pl], dilation, .. } = conv;
     let &[n, h, wd, c] = x.sizes() else {
         return Err(ctx.shape_err("x", "NHWC [N, H, W, C]", x.sizes()));
     };
@@ -455,23 +505,11 @@ fn qs8_convolution(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_
         groups,
         depthwise,
     };
-    if !g.is_valid() {
-        return Err(ctx.invalid("x", "sizes overflow"));
-    }
-    let scales = xq::qs8_requant_scales(x_scale, &weight_scales(ctx, &ws, oc)?, out_scale);
-    let bias = bias_arg::<i32>(ctx, bias, oc)?;
-    let out = out_tensor(ctx, outs, 0, "out")?;
-    if out.dtype() != DType::Char {
-        return Err(ctx.dtype_err("out", "int8", out.dtype()));
-    }
-    resize(ctx, out, "out", &[n, oh, ow, oc])?;
-    let (xv, wv) = (dense::<i8>(&x), dense::<i8>(&w));
-    write_out::<i8>(ctx, out, |d| {
-        let bias = bias.as_deref();
+    conv.run(ctx, outs, &g, |x, w, bias, scales, o, d| {
         if ctx.general_only {
-            xq::qs8_convolution_scalar(&g, &xv, x_zp, &wv, bias, &scales, &o, d)
+            xq::qs8_convolution_scalar(&g, x, conv.x_zp, w, bias, scales, o, d)
         } else {
-            xq::qs8_convolution(&g, &xv, x_zp, &wv, bias, &scales, &o, d, &ctx.threads)
+            xq::qs8_convolution(&g, x, conv.x_zp, w, bias, scales, o, d, &ctx.threads)
         }
     })
 }
@@ -482,20 +520,10 @@ fn qs8_convolution(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_
 /// (top, right, bottom, left), adjustment (output padding, height and width).
 fn qs8_deconvolution(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>]) -> KResult {
     let a = Args::new(ctx, args);
-    let x = a.tensor(0, "x")?;
-    let x_scale = scale_arg(&a, 1, "x_scale")?;
-    let x_zp = zp_arg(&a, 2, "x_zero_point", DType::Char)?;
-    let w = a.tensor(3, "weight")?;
-    let ws = a.tensor(4, "weight_scales")?;
-    let bias = a.opt_tensor(5, "bias")?;
-    let stride = usize_list::<2>(&a, 6, "stride", 1)?;
-    let [pt, pr, pb, pl] = usize_list::<4>(&a, 7, "padding", 0)?;
-    let dilation = usize_list::<2>(&a, 8, "dilation", 1)?;
+    let conv = Qs8ConvArgs::read(&a)?;
     let adjustment = usize_list::<2>(&a, 9, "adjustment", 0)?;
     let groups = a.int(10, "groups")?;
-    let (out_scale, o) = qs8_out_arg(&a, 11, 12, 13)?;
-    want_dtype(ctx, &x, "x", DType::Char)?;
-    want_dtype(ctx, &w, "weight", DType::Char)?;
+    let Qs8ConvArgs { x, w, stride, padding: [pt, pr, pb, pl], dilation, .. } = conv;
     let &[n, h, wd, c] = x.sizes() else {
         return Err(ctx.shape_err("x", "NHWC [N, H, W, C]", x.sizes()));
     };
@@ -544,19 +572,8 @@ fn qs8_deconvolution(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, 
         groups,
         depthwise: false,
     };
-    if !g.is_valid() {
-        return Err(ctx.invalid("x", "sizes overflow"));
-    }
-    let scales = xq::qs8_requant_scales(x_scale, &weight_scales(ctx, &ws, oc)?, out_scale);
-    let bias = bias_arg::<i32>(ctx, bias, oc)?;
-    let out = out_tensor(ctx, outs, 0, "out")?;
-    if out.dtype() != DType::Char {
-        return Err(ctx.dtype_err("out", "int8", out.dtype()));
-    }
-    resize(ctx, out, "out", &[n, oh, ow, oc])?;
-    let (xv, wv) = (dense::<i8>(&x), dense::<i8>(&w));
-    write_out::<i8>(ctx, out, |d| {
-        xq::qs8_deconvolution(&g, &xv, x_zp, &wv, bias.as_deref(), &scales, &o, d)
+    conv.run(ctx, outs, &g, |x, w, bias, scales, o, d| {
+        xq::qs8_deconvolution(&g, x, conv.x_zp, w, bias, scales, o, d)
     })
 }
 

@@ -387,7 +387,7 @@ impl Lowerer<'_, '_> {
     }
 
     pub(super) fn conv(&mut self, n: &Node, c: &Conv) -> R<()> {
-        let wv = self.xvalue(c.filter).clone();
+        let wv = self.xvalue(c.filter);
         if !is_float(self.xvalue(c.input).datatype) {
             return self.qs8_conv(n, c);
         }
@@ -400,7 +400,7 @@ impl Lowerer<'_, '_> {
         }
         let x = self.as_perm(c.input, &NHWC)?;
         // The filter, in PyTorch's layout.
-        let w = self.conv_filter(c, &wv)?;
+        let w = self.conv_filter(c, wv)?;
         let bias = match c.bias {
             Some(bv) => self.plain(bv)?,
             None => self.none(),
@@ -500,7 +500,7 @@ impl Lowerer<'_, '_> {
         output: u32,
         flags: u32,
     ) -> R<()> {
-        let (xv, wv) = (self.xvalue(input).clone(), self.xvalue(filter).clone());
+        let (xv, wv) = (self.xvalue(input), self.xvalue(filter));
         if xv.datatype == DataType::QDInt8 {
             return self.qd8_fully_connected(n, input, filter, bias, output, flags);
         }

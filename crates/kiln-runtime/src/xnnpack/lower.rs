@@ -263,7 +263,7 @@ impl<'d> Lowerer<'_, 'd> {
         if let Some(r) = &self.reps[id as usize] {
             return Ok(r.clone());
         }
-        let v = self.xvalue(id).clone();
+        let v = self.xvalue(id);
         if v.constant.is_none() {
             return Err(format!("value {id} is read before any node writes it"));
         }
@@ -445,15 +445,22 @@ impl<'d> Lowerer<'_, 'd> {
     pub(super) fn bind_outputs(&mut self, args: &[u32]) -> R<()> {
         for (id, arg, t) in self.externals(args, FLAG_EXTERNAL_OUTPUT)? {
             let mut r = self.rep(id)?;
+            let scalar = t.shape.rank() == 0 && self.dims(id) == [1];
+            if t.dtype == DType::Half && !scalar && is_identity(&r.perm) {
+                // Narrowed from float32 straight into the output.
+                let (f, none) = (self.boolean(false), self.none());
+                self.emit("aten::_to_copy.out", vec![r.value, f, none, arg, arg]);
+                continue;
+            }
             if t.dtype == DType::Half {
-                // Narrowed from float32 after the permutation below.
+                // Narrowed from float32, then moved into the output below.
                 let sizes = Self::method_sizes(&self.dims(id), &r.perm);
                 let narrow = self.tensor(DType::Half, &sizes)?;
                 let (f, none) = (self.boolean(false), self.none());
                 self.emit("aten::_to_copy.out", vec![r.value, f, none, narrow, narrow]);
                 r.value = narrow;
             }
-            if t.shape.rank() == 0 && self.dims(id) == [1] {
+            if scalar {
                 let shape = self.ints(&[]);
                 self.emit("aten::view_copy.out", vec![r.value, shape, arg, arg]);
             } else if is_identity(&r.perm) {

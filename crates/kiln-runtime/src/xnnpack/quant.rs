@@ -96,7 +96,7 @@ impl Lowerer<'_, '_> {
     /// Per-channel float scales of a quantized weight as an f32 tensor `[n]`.
     pub(super) fn weight_scales(&mut self, id: u32, n: usize) -> R<u32> {
         let scales = match &self.xvalue(id).quant {
-            Some(Quant::PerChannel { scales, .. }) => self.floats(&scales.clone(), false)?,
+            Some(Quant::PerChannel { scales, .. }) => self.floats(scales, false)?,
             Some(Quant::PerTensor { scale, zero_point: 0 }) => vec![*scale],
             other => return Err(format!("weight {id} quantization {other:?} is not supported")),
         };
@@ -201,19 +201,19 @@ impl Lowerer<'_, '_> {
         if flags & 1 != 0 {
             return Err("dynamically quantized fully connected with transposed weights is not supported yet".into());
         }
-        let wv = self.xvalue(filter).clone();
+        let wv = self.xvalue(filter);
         let x = self.plain(input)?;
         let w = self.rep(filter)?.value;
         let nn = wv.dims.first().copied().unwrap_or(0);
         let (kind, scales, block) = match (&wv.datatype, &wv.quant) {
             (DataType::QCInt8, Some(Quant::PerChannel { scales, .. })) => {
-                (0, self.floats(&scales.clone(), false)?, 0)
+                (0, self.floats(scales, false)?, 0)
             }
             (DataType::QCInt4, Some(Quant::PerChannel { scales, .. })) => {
-                (1, self.floats(&scales.clone(), false)?, 0)
+                (1, self.floats(scales, false)?, 0)
             }
             (DataType::QBInt4, Some(Quant::PerChannelGroup { scales, group_size, .. })) => {
-                (2, self.floats(&scales.clone(), true)?, *group_size as i64)
+                (2, self.floats(scales, true)?, *group_size as i64)
             }
             (dt, q) => return Err(format!("weights {} with {q:?}", dt.name())),
         };
