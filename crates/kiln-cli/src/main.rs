@@ -23,6 +23,9 @@ struct Cli {
 enum Command {
     /// Run a method of an ExecuTorch program (`kiln run model.pte`; random inputs by default).
     Run(commands::run::Args),
+    /// Generate text with a language model exported by ExecuTorch's LLM exporter (KV cache):
+    /// `kiln generate llama.pte --prompt-tokens 1,17,300 --max-new-tokens 16`.
+    Generate(commands::generate::Args),
     /// Time a method of an ExecuTorch program: median/min/p90 latency, per-operator profile.
     Bench(commands::bench::Args),
     /// Packed f32 GEMM throughput against the FMA peak and the `gemm` crate.
@@ -57,6 +60,7 @@ fn main() -> ExitCode {
         Command::Circle(args) => commands::circle::run(args),
         Command::Txn(args) => commands::txn::run(args),
         Command::Run(args) => commands::run::run(args),
+        Command::Generate(args) => commands::generate::run(args),
         Command::Bench(args) => commands::bench::run(args),
         Command::BenchGemm(args) => commands::bench_gemm::run(args),
     };

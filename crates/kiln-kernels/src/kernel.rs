@@ -44,6 +44,10 @@ pub struct KernelDef {
     pub arity: u8,
     /// The positions the kernel writes, in the order it receives them in `outs`.
     pub outs: &'static [OutSlot],
+    /// Whether the kernel updates its written tensors in place, keeping what it does not
+    /// write (`copy_`, `index_put_`, `llama::update_cache`): their contents before the call
+    /// matter, as a KV cache's do.
+    pub in_place: bool,
     /// The kernel.
     pub run: KernelFn,
 }

@@ -143,6 +143,25 @@ pub enum Error {
         /// What is wrong (argument, expected vs actual).
         reason: String,
     },
+    /// A program that is not the language model [`crate::llm`] expects, or a call it refuses.
+    #[error("language model: {reason}")]
+    Llm {
+        /// What is wrong.
+        reason: String,
+    },
+    /// A call would pass the KV cache's last position.
+    #[error(
+        "language model: {tokens} more token(s) at position {position} would pass the maximum \
+         context length of {max_context_len}"
+    )]
+    ContextFull {
+        /// Tokens already in the cache.
+        position: usize,
+        /// Tokens the call would add.
+        tokens: usize,
+        /// Positions the cache holds.
+        max_context_len: usize,
+    },
     /// The run executed more instructions than allowed (an endless JumpFalse loop).
     #[error("method {method}: stopped after {limit} instructions (endless control flow?)")]
     InstructionLimit {

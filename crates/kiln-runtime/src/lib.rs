@@ -33,6 +33,7 @@ mod exec;
 pub mod io;
 pub mod irpa_data;
 mod layout;
+pub mod llm;
 pub mod mapped;
 mod method;
 mod plan;

@@ -6,6 +6,7 @@ pub mod circle;
 pub mod dump;
 pub mod edgetpu;
 pub mod executorch;
+pub mod generate;
 pub mod inspect;
 pub mod params;
 pub mod run;

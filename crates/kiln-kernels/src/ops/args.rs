@@ -87,6 +87,13 @@ impl<'c, 'x> Args<'c, 'x> {
         }
     }
 
+    pub fn opt_double(&self, pos: usize, name: &'static str) -> Result<Option<f64>, KernelError> {
+        match self.get(pos, name)? {
+            Arg::None => Ok(None),
+            _ => self.double(pos, name).map(Some),
+        }
+    }
+
     pub fn scalar(&self, pos: usize, name: &'static str) -> Result<Scalar, KernelError> {
         match self.get(pos, name)? {
             Arg::Int(v) => Ok(Scalar::Int(*v)),

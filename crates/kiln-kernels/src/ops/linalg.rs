@@ -1,5 +1,7 @@
-//! Matrix products: `mm`, `bmm`, `addmm`. Any dim order (strides go straight to GEMM).
-//! Half and bfloat16 compute in `float32`, integers in `int64` (reference loop).
+//! Matrix products: `mm`, `bmm`, `addmm`, and `linear` (of ExecuTorch's optimized kernel
+//! library: `input @ weight.T + bias` over the last dimension of an input of any rank). Any dim
+//! order (strides go straight to GEMM). Half and bfloat16 compute in `float32`, integers in
+//! `int64` (reference loop).
 
 use crate::compute::gemm::{gemm_ref, FastGemm, Mat, MatMut};
 use crate::compute::strided::broadcast_strides;
@@ -64,34 +66,53 @@ impl MmCalc for i64 {
     }
 }
 
+/// Batch, row and column strides of a matrix operand, in elements.
+type Strides3 = (usize, usize, usize);
+
+/// Batch, row and column strides of a rank-3 tensor, or of a rank-2 one as one batch.
+fn mat_strides(strides: &[usize]) -> Strides3 {
+    match *strides {
+        [b, r, c] => (b, r, c),
+        [r, c] => (0, r, c),
+        _ => (0, 0, 0),
+    }
+}
+
+/// The sizes `[batch, M, N, K]` of a batched product and the strides of its operands.
+struct Geometry {
+    dims: [usize; 4],
+    a: Strides3,
+    b: Strides3,
+    out: Strides3,
+}
+
+impl Geometry {
+    /// `mm`/`bmm`/`addmm`: rank-2 or rank-3 operands, strides as they are.
+    fn plain(dims: [usize; 4], a: &TensorRef<'_>, b: &TensorRef<'_>, out: &TensorMut<'_>) -> Self {
+        Geometry {
+            dims,
+            a: mat_strides(&a.shape().strides()[..a.rank()]),
+            b: mat_strides(&b.shape().strides()[..b.rank()]),
+            out: mat_strides(&out.shape().strides()[..out.rank()]),
+        }
+    }
+}
+
 /// Batched `out[b] = alpha * a[b] @ m2[b] + beta * bias` with `a: [B, M, K]`, `m2: [B, K, N]`
 /// (rank-2 tensors are one batch), in calc type `C`.
-#[allow(clippy::too_many_arguments)]
 fn product<C: MmCalc>(
     ctx: &KernelContext,
     a: &TensorRef<'_>,
     b: &TensorRef<'_>,
     out: &mut TensorMut<'_>,
-    dims: [usize; 4],
+    geo: Geometry,
     bias: Option<(&TensorRef<'_>, Scalar)>,
     alpha: Scalar,
 ) -> Result<(), KernelError> {
-    let [batch, m, n, k] = dims;
+    let [batch, m, n, k] = geo.dims;
+    let ((abs, ars, acs), (bbs, brs, bcs), (obs, ors, ocs)) = (geo.a, geo.b, geo.out);
     let av = cast_to::<C>(a);
     let bv = cast_to::<C>(b);
-    let st = |t: &TensorRef<'_>| {
-        let s = t.shape().strides();
-        let r = t.rank();
-        if r == 3 {
-            (s[0], s[1], s[2])
-        } else {
-            (0, s[0], s[1])
-        }
-    };
-    let (abs, ars, acs) = st(a);
-    let (bbs, brs, bcs) = st(b);
-    let os = out.shape().strides();
-    let (obs, ors, ocs) = if out.rank() == 3 { (os[0], os[1], os[2]) } else { (0, os[0], os[1]) };
     let biasv = bias.map(|(t, beta)| (cast_to::<C>(t), *t, beta));
     let mut ok = true;
     with_out::<C>(ctx, out, true, |dst| {
@@ -147,7 +168,7 @@ fn dispatch(
     a: &TensorRef<'_>,
     b: &TensorRef<'_>,
     out: &mut TensorMut<'_>,
-    dims: [usize; 4],
+    geo: Geometry,
     bias: Option<(&TensorRef<'_>, Scalar)>,
     alpha: Scalar,
 ) -> Result<(), KernelError> {
@@ -156,10 +177,10 @@ fn dispatch(
     }
     match a.dtype() {
         DType::Float | DType::Half | DType::BFloat16 => {
-            product::<f32>(ctx, a, b, out, dims, bias, alpha)
+            product::<f32>(ctx, a, b, out, geo, bias, alpha)
         }
-        DType::Double => product::<f64>(ctx, a, b, out, dims, bias, alpha),
-        d if d.is_int() => product::<i64>(ctx, a, b, out, dims, bias, alpha),
+        DType::Double => product::<f64>(ctx, a, b, out, geo, bias, alpha),
+        d if d.is_int() => product::<i64>(ctx, a, b, out, geo, bias, alpha),
         d => Err(ctx.dtype_err("self", "a numeric dtype", d)),
     }
 }
@@ -196,7 +217,81 @@ fn mm(
         ));
     }
     resize(ctx, out, "out", &[m, n])?;
-    dispatch(ctx, a, b, out, [1, m, n, k], bias, alpha)
+    let geo = Geometry::plain([1, m, n, k], a, b, out);
+    dispatch(ctx, a, b, out, geo, bias, alpha)
+}
+
+/// `aten::linear.out(input [..., K], weight [N, K], bias [N]?)`: `out [..., N]`. The leading
+/// dimensions of `input` are one batch of rows, so they must be collapsible (a row-major run
+/// in any order of their own strides is not needed: ExecuTorch's kernel requires them
+/// contiguous too).
+fn linear(
+    ctx: &KernelContext,
+    x: &TensorRef<'_>,
+    w: &TensorRef<'_>,
+    bias: Option<&TensorRef<'_>>,
+    out: &mut TensorMut<'_>,
+) -> Result<(), KernelError> {
+    check_rank(ctx, w, 2, "weight")?;
+    let (n, k) = (w.sizes()[0], w.sizes()[1]);
+    let Some((&xk, lead)) = x.sizes().split_last() else {
+        return Err(ctx.shape_err("input", format!("[..., {k}]"), x.sizes()));
+    };
+    if xk != k {
+        return Err(ctx.shape_err(
+            "input",
+            format!("[..., {k}] to match weight [{n}, {k}]"),
+            x.sizes(),
+        ));
+    }
+    if x.dtype().is_float() && w.dtype() != x.dtype() {
+        // The shape of ExecuTorch 1.5.1's 8da4w export without XNNPACK: its int8 weights lost
+        // their scales on the way, so there is nothing correct to compute.
+        return Err(ctx.dtype_err(
+            "weight",
+            format!(
+                "{} like the input (a {} weight with a {} input has no scales to dequantize \
+                 with; ExecuTorch cannot run it either: export quantized linears with -X)",
+                x.dtype(),
+                w.dtype(),
+                x.dtype()
+            ),
+            w.dtype(),
+        ));
+    }
+    if let Some(b) = bias {
+        if b.sizes() != [n] {
+            return Err(ctx.shape_err("bias", format!("[{n}]"), b.sizes()));
+        }
+    }
+    let m: usize = lead.iter().product();
+    let xs = x.shape().strides();
+    let r = x.rank();
+    // Row stride of the collapsed [M, K] view, when the leading dimensions collapse.
+    let mut row = if r >= 2 { xs[r - 2] } else { 0 };
+    for d in (0..r.saturating_sub(2)).rev() {
+        if x.sizes()[d] != 1 && xs[d] != xs[d + 1] * x.sizes()[d + 1] {
+            return Err(ctx.invalid("input", "the leading dimensions are not contiguous"));
+        }
+    }
+    if m <= 1 {
+        row = k;
+    }
+    let mut sizes = lead.to_vec();
+    sizes.push(n);
+    resize(ctx, out, "out", &sizes)?;
+    let (os, or) = (out.shape().strides(), out.rank());
+    let oc = if or >= 1 { os[or - 1] } else { 1 };
+    let orow = if or >= 2 { os[or - 2] } else { n };
+    let ws = w.shape().strides();
+    // weight.T is the [K, N] operand.
+    let geo = Geometry {
+        dims: [1, m, n, k],
+        a: (0, row, xs[r - 1]),
+        b: (0, ws[1], ws[0]),
+        out: (0, orow, oc),
+    };
+    dispatch(ctx, x, w, out, geo, bias.map(|b| (b, Scalar::Int(1))), Scalar::Int(1))
 }
 
 /// The kernels of this family.
@@ -240,7 +335,14 @@ pub(crate) fn kernels() -> Vec<KernelDef> {
             }
             let out = out_tensor(c, o, 0, "out")?;
             resize(c, out, "out", &[bt, m, n])?;
-            dispatch(c, &x, &y, out, [bt, m, n, k], None, Scalar::Int(1))
+            let geo = Geometry::plain([bt, m, n, k], &x, &y, out);
+            dispatch(c, &x, &y, out, geo, None, Scalar::Int(1))
+        }),
+        out1("aten::linear.out", 3, |c, a, o| {
+            let r = Args::new(c, a);
+            let (x, w) = (r.tensor(0, "input")?, r.tensor(1, "weight")?);
+            let bias = r.opt_tensor(2, "bias")?;
+            linear(c, &x, &w, bias.as_ref(), out_tensor(c, o, 0, "out")?)
         }),
     ]
 }

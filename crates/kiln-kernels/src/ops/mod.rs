@@ -24,6 +24,7 @@ pub(crate) mod unary;
 
 pub(crate) mod activation;
 pub(crate) mod distance;
+pub(crate) mod llm;
 pub(crate) mod moments;
 pub(crate) mod movement;
 pub(crate) mod norm_stats;
@@ -71,34 +72,34 @@ const fn view_slots() -> [[OutSlot; 1]; MAX_POS] {
 /// A `.out` kernel: `inputs` schema inputs, then one out tensor, then the return value (the
 /// same value as the out).
 pub(crate) fn out1(name: &'static str, inputs: usize, run: KernelFn) -> KernelDef {
-    KernelDef { name, arity: (inputs + 2) as u8, outs: &TENSOR1[inputs], run }
+    KernelDef { name, arity: (inputs + 2) as u8, outs: &TENSOR1[inputs], in_place: false, run }
 }
 
 /// A kernel with `n` (2 or 3) out tensors after `inputs` inputs, then a TensorList return.
 pub(crate) fn out_n(name: &'static str, inputs: usize, n: usize, run: KernelFn) -> KernelDef {
     let outs: &'static [OutSlot] = if n == 2 { &TENSOR2[inputs] } else { &TENSOR3[inputs] };
-    KernelDef { name, arity: (inputs + n + 1) as u8, outs, run }
+    KernelDef { name, arity: (inputs + n + 1) as u8, outs, in_place: false, run }
 }
 
 /// A kernel whose out is a TensorList after `inputs` inputs, then a TensorList return.
 pub(crate) fn out_list(name: &'static str, inputs: usize, run: KernelFn) -> KernelDef {
-    KernelDef { name, arity: (inputs + 2) as u8, outs: &LIST1[inputs], run }
+    KernelDef { name, arity: (inputs + 2) as u8, outs: &LIST1[inputs], in_place: false, run }
 }
 
 /// A kernel returning a scalar: `inputs` inputs, then the return value it writes.
 pub(crate) fn ret_scalar(name: &'static str, inputs: usize, run: KernelFn) -> KernelDef {
-    KernelDef { name, arity: (inputs + 1) as u8, outs: &SCALAR1[inputs], run }
+    KernelDef { name, arity: (inputs + 1) as u8, outs: &SCALAR1[inputs], in_place: false, run }
 }
 
 /// A view kernel: `inputs` inputs, then the returned view of input 0.
 pub(crate) fn ret_view(name: &'static str, inputs: usize, run: KernelFn) -> KernelDef {
-    KernelDef { name, arity: (inputs + 1) as u8, outs: &VIEW1[inputs], run }
+    KernelDef { name, arity: (inputs + 1) as u8, outs: &VIEW1[inputs], in_place: false, run }
 }
 
 /// An in-place kernel mutating schema position 0 (`self`), with `inputs` schema arguments
 /// (self included) and a return value (self again).
 pub(crate) fn in_place(name: &'static str, inputs: usize, run: KernelFn) -> KernelDef {
-    KernelDef { name, arity: (inputs + 1) as u8, outs: &TENSOR1[0], run }
+    KernelDef { name, arity: (inputs + 1) as u8, outs: &TENSOR1[0], in_place: true, run }
 }
 
 /// Every kernel of every family.
@@ -107,6 +108,7 @@ pub(crate) fn all() -> Vec<KernelDef> {
     v.extend(binary::kernels());
     v.extend(unary::kernels());
     v.extend(linalg::kernels());
+    v.extend(llm::kernels());
     v.extend(conv::kernels());
     v.extend(reduce::kernels());
     v.extend(norm::kernels());

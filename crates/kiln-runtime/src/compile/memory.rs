@@ -12,25 +12,36 @@
 //!
 //! Only methods whose [`aliases`](super::alias) are known are re-planned (one chain of kernel
 //! calls: their lifetimes are plain intervals); tensors with initial contents (mutable
-//! buffers, planned external data) and their aliases keep the program's placement.
+//! buffers, planned external data), state that persists from run to run (a KV cache: read, or
+//! updated in place, before anything writes it whole) and their aliases keep the program's
+//! placement, where nothing else lives.
 
 use super::alias::Aliases;
-use crate::method::Step;
+use crate::method::{Callee, Role, Step};
 use crate::plan::{DataDef, MethodPlan, ValueDef};
 use crate::value::{Storage, Val};
 
 /// Alignment of every placed tensor, in bytes (a cache line; what SIMD kernels like).
 const ALIGN: usize = 64;
 
-/// The tensors each step touches.
-fn touched(step: &Step, values: &[Val], out: &mut Vec<u32>) {
+/// The tensors each step touches, each with whether the step needs its earlier contents:
+/// it reads it, or a kernel updates it in place ([`kiln_kernels::KernelDef::in_place`]).
+fn touched(step: &Step, values: &[Val], out: &mut Vec<(u32, bool)>) {
     out.clear();
     let Step::Call(call) = step else { return };
-    for &v in call.args.iter() {
+    let in_place = matches!(call.callee, Callee::Kernel(def) if def.in_place);
+    for (&v, role) in call.args.iter().zip(call.roles.iter()) {
+        let keeps = match role {
+            Role::In => true,
+            Role::Out(_) => in_place,
+            Role::Ret => false,
+        };
         match values.get(v as usize) {
-            Some(Val::TensorList(items)) => out.extend(items.iter().copied()),
-            Some(Val::OptionalTensorList(items)) => out.extend(items.iter().flatten().copied()),
-            Some(Val::Tensor(_)) => out.push(v),
+            Some(Val::TensorList(items)) => out.extend(items.iter().map(|&i| (i, keeps))),
+            Some(Val::OptionalTensorList(items)) => {
+                out.extend(items.iter().flatten().map(|&i| (i, keeps)))
+            }
+            Some(Val::Tensor(_)) => out.push((v, keeps)),
             _ => {}
         }
     }
@@ -59,25 +70,31 @@ pub(crate) fn replan(
     // Lifetimes of the roots: first and last step touching any of their aliases.
     let mut first = vec![usize::MAX; n];
     let mut last = vec![0usize; n];
-    let mut live = |v: u32, s: usize| {
+    // State: a root whose first touch needs its earlier contents (a KV cache updated in place,
+    // or read before any write) holds what the previous run left there.
+    let mut state = vec![false; n];
+    let mut live = |v: u32, s: usize, keeps: bool| {
         let r = aliases.root(v).0 as usize;
         if r < n {
+            if first[r] == usize::MAX || first[r] == s && keeps {
+                state[r] = keeps;
+            }
             first[r] = first[r].min(s);
             last[r] = last[r].max(s);
         }
     };
     for &i in &plan.inputs {
-        live(i, 0);
+        live(i, 0, false);
     }
     let mut scratch = Vec::new();
     for (s, step) in steps.iter().enumerate() {
         touched(step, values, &mut scratch);
-        for &v in &scratch {
-            live(v, s);
+        for &(v, keeps) in &scratch {
+            live(v, s, keeps);
         }
     }
     for &o in &plan.outputs {
-        live(o, steps.len());
+        live(o, steps.len(), false);
     }
     // Bytes of each root: the end of its furthest alias. A root that cannot move keeps its
     // aliases where they are.
@@ -91,7 +108,7 @@ pub(crate) fn replan(
             continue;
         }
         bytes[r] = bytes[r].max(delta + t.cap_bytes);
-        if !movable(v) || !movable(r) {
+        if !movable(v) || !movable(r) || state[r] {
             fixed[r] = true;
         }
     }

@@ -284,29 +284,37 @@ fn outer_index(g: &Graph<'_>, sizes: &[usize], dim: u32, index: u32) -> Option<(
 }
 
 /// `aten::addmm.out(bias, x, permute_copy(W, [1, 0]), 1, 1)` and `aten::mm.out(x, ...)` with a
-/// constant `W` become [`NodeOp::Linear`]; the weight's `permute_copy` is absorbed (its result
-/// is then never computed: the prepared kernel lays the constant out once at load).
+/// constant `W`, and `aten::linear.out(x, W, bias)` (ExecuTorch's optimized library; `x` of
+/// any rank, its leading dimensions the rows) become [`NodeOp::Linear`]; a weight's
+/// `permute_copy` is absorbed (its result is then never computed: the prepared kernel lays the
+/// constant out once at load).
 pub(crate) fn fold_weight_permutes_into_linear(g: &mut Graph<'_>) {
     for n in 0..g.nodes.len() {
         let Some((op, args)) = kernel_call(g, n) else { continue };
-        let (bias, x, w) = match (op, args) {
+        // `nk`: the product takes the weight [N, K] (linear) rather than [K, N] (mm).
+        let (bias, x, w, nk) = match (op, args) {
             ("aten::addmm.out", &[bias, x, w, beta, alpha, _, _]) => {
                 if g.number(beta) != Some(1.0) || g.number(alpha) != Some(1.0) {
                     continue;
                 }
-                (Some(bias), x, w)
+                (Some(bias), x, w, false)
             }
-            ("aten::mm.out", &[x, w, _, _]) => (None, x, w),
+            ("aten::mm.out", &[x, w, _, _]) => (None, x, w, false),
+            ("aten::linear.out", &[x, w, bias, _, _]) => {
+                ((!g.is_none(bias)).then_some(bias), x, w, true)
+            }
             _ => continue,
         };
         let Some(out) = out_arg(args) else { continue };
         let (Some(xt), Some(ot)) = (g.dense_f32(x), g.dense_f32(out)) else { continue };
-        if xt.shape.rank() != 2 || ot.shape.rank() != 2 {
+        let rank = xt.shape.rank();
+        if rank != ot.shape.rank() || rank != 2 && !(nk && rank > 2) {
             continue;
         }
-        // The weight: a constant [K, N], or a constant [N, K] through a permute read only here.
+        // The weight: a constant in the product's layout, or a constant in the other one
+        // through a permute read only here.
         let (weight, weight_is_nk, permute) = match g.const_f32(w) {
-            Some(_) => (w, false, None),
+            Some(_) => (w, nk, None),
             None => {
                 let Some(p) = producer(g, n, w) else { continue };
                 let Some(("aten::permute_copy.out", &[src, dims, _, _])) = kernel_call(g, p) else {
@@ -318,12 +326,13 @@ pub(crate) fn fold_weight_permutes_into_linear(g: &mut Graph<'_>) {
                 if g.const_f32(src).is_none() {
                     continue;
                 }
-                (src, true, Some(p))
+                (src, !nk, Some(p))
             }
         };
         let Some(ws) = g.sizes(weight).filter(|s| s.len() == 2) else { continue };
         let (k, nn) = if weight_is_nk { (ws[1], ws[0]) } else { (ws[0], ws[1]) };
-        if xt.shape.sizes()[1] != k || ot.shape.sizes()[1] != nn {
+        let (xs, os) = (xt.shape.sizes(), ot.shape.sizes());
+        if xs[rank - 1] != k || os[rank - 1] != nn || xs[..rank - 1] != os[..rank - 1] {
             continue;
         }
         if let Some(b) = bias {

@@ -516,7 +516,13 @@ impl PreparedLinear {
         let bias = l.bias.map(|b| const_f32(g, b, bytes)).transpose()?;
         let linear = PackedLinear::new(k, n, &weight, bias.as_deref(), l.act)
             .map_err(|e| format!("linear: {e}"))?;
-        let name = if l.bias.is_some() { "aten::addmm.out" } else { "aten::mm.out" };
+        let name = if l.fused.iter().any(|o| o == "aten::linear.out") {
+            "aten::linear.out"
+        } else if l.bias.is_some() {
+            "aten::addmm.out"
+        } else {
+            "aten::mm.out"
+        };
         Ok(PreparedLinear {
             linear,
             k,
@@ -538,14 +544,18 @@ impl PreparedKernel for PreparedLinear {
         ctx.op = self.name;
         let (x, residual, out) = fused_io(ctx, args, outs, self.residual)?;
         let (k, n) = (self.k, self.n);
-        let m = match x.sizes() {
-            &[m, xk] if xk == k => m,
-            s => return Err(ctx.shape_err("input", format!("[M, {k}]"), s)),
+        // Rows: every dimension of the input but the last (a linear's input has any rank).
+        let (m, lead) = match x.sizes().split_last() {
+            Some((&xk, lead)) if xk == k && !lead.is_empty() => (lead.iter().product(), lead),
+            _ => return Err(ctx.shape_err("input", format!("[M, {k}]"), x.sizes())),
         };
-        // A 2-D output follows M; another rank (an absorbed add's `[1, M, N]`) is static and
-        // must already hold M * N elements.
-        if out.shape().rank() == 2 {
-            out.resize(&[m, n]).map_err(|e| ctx.tensor_err("out", e))?;
+        // An output of the input's rank follows its rows; another rank (an absorbed add's
+        // `[1, M, N]`) is static and must already hold M * N elements.
+        if out.shape().rank() == x.sizes().len() {
+            let mut sizes = [0usize; kiln_kernels::MAX_RANK];
+            sizes[..lead.len()].copy_from_slice(lead);
+            sizes[lead.len()] = n;
+            out.resize(&sizes[..=lead.len()]).map_err(|e| ctx.tensor_err("out", e))?;
         } else if out.shape().numel() != m * n {
             return Err(ctx.shape_err("out", format!("{} elements", m * n), out.sizes()));
         }

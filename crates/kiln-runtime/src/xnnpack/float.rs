@@ -520,28 +520,26 @@ impl Lowerer<'_, '_> {
         if xd.last() != Some(&k) {
             return Err(format!("input {xd:?} does not end in the filter's {k} columns"));
         }
-        let m: usize = xd[..xd.len() - 1].iter().product();
-        let x = self.plain(input)?;
-        let x2 = if xd.len() == 2 { x } else { self.reshape(x, &[m, k])? };
-        let w = self.rep(filter)?.value;
-        // addmm/mm take the weight [K, N]; a [N, K] one goes through a permute_copy the compile
-        // stage folds into the packed weight.
-        let wt = if transpose {
-            w
-        } else {
-            let dims = self.ints(&[1, 0]);
-            self.call("aten::permute_copy.out", vec![w, dims], DType::Float, &[k, nn])?
-        };
-        let y = match bias {
-            Some(b) => {
-                let b = self.plain(b)?;
-                let one = self.int(1);
-                self.call("aten::addmm.out", vec![b, x2, wt, one, one], DType::Float, &[m, nn])?
-            }
-            None => self.call("aten::mm.out", vec![x2, wt], DType::Float, &[m, nn])?,
-        };
         let od = self.dims(output);
-        let y = if od.len() == 2 { y } else { self.reshape(y, &od)? };
+        if od.len() != xd.len() || od.last() != Some(&nn) {
+            return Err(format!("output {od:?} is not the input {xd:?} with {nn} columns"));
+        }
+        // `linear` takes the input of any rank (its leading dimensions, dynamic or not, are the
+        // rows) and the weight [N, K]; a [K, N] one goes through a permute_copy the compile
+        // stage folds into the packed weight.
+        let x = self.plain(input)?;
+        let w = self.rep(filter)?.value;
+        let w = if transpose {
+            let dims = self.ints(&[1, 0]);
+            self.call("aten::permute_copy.out", vec![w, dims], DType::Float, &[nn, k])?
+        } else {
+            w
+        };
+        let b = match bias {
+            Some(b) => self.plain(b)?,
+            None => self.none(),
+        };
+        let y = self.call("aten::linear.out", vec![x, w, b], DType::Float, &od)?;
         let r = self.clamp_after(n, Rep { value: y, perm: identity(od.len()) }, output)?;
         self.set(output, r);
         Ok(())

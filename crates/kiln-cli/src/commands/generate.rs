@@ -1,0 +1,249 @@
+//! `kiln generate MODEL.pte --prompt-tokens 1,17,300`: generate tokens with a language model
+//! exported by ExecuTorch's LLM exporter, the way ExecuTorch's runner does: one prefill call
+//! over the prompt, the first new token sampled from its logits, then one `forward` per token.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::{anyhow, bail, Context, Result};
+use kiln_runtime::llm::{Sampler, TextModel};
+use kiln_runtime::Program;
+use serde::Serialize;
+
+use super::run::{load_options, EngineArgs};
+
+/// Arguments of `kiln generate`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// The program (.pte), exported by ExecuTorch's LLM exporter with a KV cache (-kv).
+    pub model: PathBuf,
+    /// The prompt as token ids, comma-separated.
+    #[arg(long, value_name = "IDS", value_delimiter = ',', num_args = 1..,
+          required_unless_present = "prompt", conflicts_with = "prompt")]
+    pub prompt_tokens: Vec<i64>,
+    /// The prompt as text, encoded with --tokenizer (no special tokens added).
+    #[arg(long, requires = "tokenizer")]
+    pub prompt: Option<String>,
+    /// A Hugging Face tokenizer (tokenizer.json): encodes --prompt and decodes the new tokens,
+    /// printed as they are generated.
+    #[arg(long, value_name = "tokenizer.json")]
+    pub tokenizer: Option<PathBuf>,
+    /// Most new tokens to generate [default: until the context is full or an end token].
+    #[arg(long, value_name = "N")]
+    pub max_new_tokens: Option<usize>,
+    /// Sampling temperature; without it (or at 0) generation is greedy.
+    #[arg(long, value_name = "T")]
+    pub temperature: Option<f32>,
+    /// Nucleus sampling: sample among the most likely tokens holding this much probability
+    /// (as ExecuTorch's runner; 1 samples from all). Only with --temperature.
+    #[arg(long, value_name = "P", default_value_t = 0.9, requires = "temperature")]
+    pub top_p: f32,
+    /// Seed of the sampler's generator [default: from the clock]. Only with --temperature.
+    #[arg(long, value_name = "S", requires = "temperature")]
+    pub seed: Option<u64>,
+    /// Token ids that end generation (printed, then stop) [default: the program's
+    /// get_eos_ids, when it has one].
+    #[arg(long = "eos", value_name = "ID", value_delimiter = ',')]
+    pub eos: Vec<i64>,
+    /// External constants (.ptd) for the program.
+    #[arg(long, value_name = "FILE.ptd")]
+    pub data: Option<PathBuf>,
+    /// Print one JSON object at the end instead of streaming tokens: {"tokens": [...],
+    /// "prefill_ms": ..., "decode_tokens_per_s": ..., ...}.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+/// Why generation stopped.
+#[derive(Clone, Copy, Serialize, PartialEq, Eq, Debug)]
+#[serde(rename_all = "snake_case")]
+enum Stop {
+    MaxNewTokens,
+    Eos,
+    MaxContextLen,
+}
+
+#[derive(Serialize)]
+struct Report {
+    model: String,
+    prompt_tokens: Vec<i64>,
+    /// The new tokens only.
+    tokens: Vec<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    text: Option<String>,
+    stop: Stop,
+    /// The prefill call plus sampling the first token.
+    prefill_ms: f64,
+    /// New tokens after the first, per second of the decode loop (as ExecuTorch's runner
+    /// counts them).
+    decode_tokens_per_s: f64,
+    load_ms: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    seed: Option<u64>,
+    max_context_len: usize,
+}
+
+/// Decodes new tokens as they come, printing only complete text.
+struct TextStream {
+    tokenizer: tokenizers::Tokenizer,
+    ids: Vec<u32>,
+    printed: usize,
+}
+
+impl TextStream {
+    /// The text the tokens added since the last call, when it is complete (a multi-byte
+    /// character split over tokens waits for its last token).
+    fn push(&mut self, token: i64) -> Result<String> {
+        self.ids.push(u32::try_from(token).context("token id")?);
+        let text = self.tokenizer.decode(&self.ids, true).map_err(|e| anyhow!("decoding: {e}"))?;
+        if text.ends_with('\u{fffd}') || text.len() < self.printed {
+            return Ok(String::new());
+        }
+        let new = text.get(self.printed..).unwrap_or_default().to_string();
+        self.printed = text.len();
+        Ok(new)
+    }
+
+    fn text(&self) -> Result<String> {
+        self.tokenizer.decode(&self.ids, true).map_err(|e| anyhow!("decoding: {e}"))
+    }
+}
+
+fn clock_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0x6b69_6c6e, |d| d.as_secs())
+}
+
+/// Runs `kiln generate`.
+pub fn run(args: Args) -> Result<ExitCode> {
+    if let Some(t) = args.temperature {
+        if !t.is_finite() || t < 0.0 {
+            bail!("--temperature {t}: must be 0 or more");
+        }
+    }
+    if !(args.top_p > 0.0 && args.top_p <= 1.0) {
+        bail!("--top-p {}: must be in (0, 1]", args.top_p);
+    }
+    let tokenizer = match &args.tokenizer {
+        Some(path) => Some(
+            tokenizers::Tokenizer::from_file(path)
+                .map_err(|e| anyhow!("{}: not a tokenizer.json: {e}", path.display()))?,
+        ),
+        None => None,
+    };
+    let prompt: Vec<i64> = match (&args.prompt, &tokenizer) {
+        (Some(text), Some(tok)) => {
+            let enc = tok.encode(text.as_str(), false).map_err(|e| anyhow!("encoding: {e}"))?;
+            enc.get_ids().iter().map(|&i| i64::from(i)).collect()
+        }
+        _ => args.prompt_tokens.clone(),
+    };
+    if prompt.is_empty() {
+        bail!("the prompt has no tokens");
+    }
+
+    let started = Instant::now();
+    let mut builder = Program::builder().options(load_options(&args.engine)?);
+    if let Some(data) = &args.data {
+        builder = builder.ptd(data)?;
+    }
+    let program = builder.load(&args.model)?;
+    let mut model = TextModel::new(&program)?;
+    let load_ms = started.elapsed().as_secs_f64() * 1e3;
+    let meta = model.metadata().clone();
+    let eos: Vec<i64> = if args.eos.is_empty() { meta.eos_ids.clone() } else { args.eos.clone() };
+
+    // As ExecuTorch's runner: the prompt must leave room, and at most
+    // max_context_len - prompt tokens are generated.
+    let room = meta.max_context_len.saturating_sub(prompt.len());
+    if room == 0 {
+        bail!(
+            "the prompt's {} tokens fill the model's maximum context length of {}",
+            prompt.len(),
+            meta.max_context_len
+        );
+    }
+    let budget = args.max_new_tokens.map_or(room, |n| n.min(room));
+    let seed = args.temperature.filter(|&t| t > 0.0).map(|_| args.seed.unwrap_or_else(clock_seed));
+    let mut sampler = match (args.temperature, seed) {
+        (Some(t), Some(s)) => Sampler::new(t, args.top_p, s),
+        _ => Sampler::greedy(),
+    };
+    let mut stream =
+        tokenizer.map(|tokenizer| TextStream { tokenizer, ids: Vec::new(), printed: 0 });
+    let mut out = std::io::stdout().lock();
+
+    let mut tokens = Vec::new();
+    let prefill_start = Instant::now();
+    let mut next =
+        if budget == 0 { None } else { Some(sampler.sample(model.prefill(&prompt)?) as i64) };
+    let prefill_ms = prefill_start.elapsed().as_secs_f64() * 1e3;
+    let decode_start = Instant::now();
+    let mut stop = Stop::MaxNewTokens;
+    // The first token is not checked against the end tokens (ExecuTorch's runner).
+    let mut first = true;
+    while let Some(token) = next.take() {
+        tokens.push(token);
+        let text = stream.as_mut().map(|s| s.push(token)).transpose()?;
+        if !args.json {
+            match text {
+                Some(text) => write!(out, "{text}")?,
+                None => write!(out, "{token} ")?,
+            }
+            out.flush()?;
+        }
+        if !first && eos.contains(&token) {
+            stop = Stop::Eos;
+            break;
+        }
+        first = false;
+        if tokens.len() >= budget {
+            if budget == room && args.max_new_tokens.is_none_or(|n| n > room) {
+                stop = Stop::MaxContextLen;
+            }
+            break;
+        }
+        next = Some(sampler.sample(model.decode(token)?) as i64);
+    }
+    let decode_s = decode_start.elapsed().as_secs_f64();
+    let decoded = tokens.len().saturating_sub(1);
+    let decode_tokens_per_s =
+        if decoded > 0 && decode_s > 0.0 { decoded as f64 / decode_s } else { 0.0 };
+
+    if args.json {
+        let report = Report {
+            model: args.model.display().to_string(),
+            prompt_tokens: prompt.clone(),
+            tokens,
+            text: stream.as_ref().map(TextStream::text).transpose()?,
+            stop,
+            prefill_ms,
+            decode_tokens_per_s,
+            load_ms,
+            seed,
+            max_context_len: meta.max_context_len,
+        };
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        writeln!(out)?;
+        if stop == Stop::MaxContextLen {
+            eprintln!(
+                "kiln: stopped at the model's maximum context length of {} tokens",
+                meta.max_context_len
+            );
+        }
+        eprintln!(
+            "{} prompt tokens in {prefill_ms:.1} ms ({:.0} tokens/s); {} new tokens, \
+             {decode_tokens_per_s:.0} tokens/s decoding; loaded in {load_ms:.0} ms",
+            prompt.len(),
+            prompt.len() as f64 / (prefill_ms / 1e3).max(1e-9),
+            tokens.len(),
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
