@@ -22,7 +22,7 @@
 #![allow(unsafe_code)]
 
 use super::threads::{split, with_pieces, Threads};
-use super::xnn_quant::{qs8_requantize, ConvGeometry, Qs8Out};
+use super::xnn_quant::{clamp_f32, qs8_requantize, ConvGeometry, Qs8Out};
 
 /// Output channels per packed panel (one 512-bit vector of `i32`).
 pub(crate) const NR: usize = 16;
@@ -663,4 +663,182 @@ impl Dots<'_> {
 #[inline(always)]
 fn dot(a: &[i16], w: &[i8]) -> i32 {
     a.iter().zip(w).fold(0i32, |s, (&x, &y)| s.wrapping_add(x as i32 * y as i32))
+}
+
+/// Output channels per panel of [`PanelGemm`]'s weights.
+pub(crate) const PANEL: usize = 16;
+
+/// How [`PanelGemm`] turns a panel's integer sums into floats (XNNPACK's qd8 formulas).
+#[derive(Clone, Copy)]
+pub(crate) enum PanelScales<'a> {
+    /// qc8w / qc4w: `((acc as f32) * row_scale) * scale[j]`; scales `[panels, 1, PANEL]`.
+    PerChannel(&'a [f32]),
+    /// qb4w: `(Σ_b (acc_b as f32) * scale[j][b]) * row_scale`, blocks summed in order from 0;
+    /// scales `[panels, k / block, PANEL]`.
+    Blocks { scales: &'a [f32], block: usize },
+}
+
+/// A dynamically quantized fully connected layer over weights laid out in panels of
+/// [`PANEL`] output channels, `[k][PANEL]` int8 each: the sums of one input column run down
+/// the channels (vector lanes), so no sum is ever reduced across lanes. Rows `a` are `m` rows
+/// of `k` activations minus their zero point.
+pub(crate) struct PanelGemm<'a> {
+    pub a: &'a [i32],
+    pub row_scale: &'a [f32],
+    pub m: usize,
+    pub k: usize,
+    pub n: usize,
+    pub w: &'a [i8],
+    pub scales: PanelScales<'a>,
+}
+
+impl PanelGemm<'_> {
+    /// `out[r * n + j]` (`m` rows of `n`): each channel's float result plus `bias[j]`, clamped
+    /// to `[lo, hi]` (XNNPACK's order). One task writes straight into `out`; several (a
+    /// large layer over the threads, split by panels) each fill a panel-major block first.
+    pub(crate) fn run_on(
+        &self,
+        isa: Isa,
+        bias: Option<&[f32]>,
+        (lo, hi): (f32, f32),
+        out: &mut [f32],
+        threads: &Threads,
+    ) {
+        let (m, n) = (self.m, self.n);
+        let panels = n.div_ceil(PANEL);
+        assert!(self.a.len() == m * self.k && self.row_scale.len() == m && out.len() == m * n);
+        assert!(self.w.len() == panels * self.k * PANEL && bias.is_none_or(|b| b.len() == n));
+        let blocks = match self.scales {
+            PanelScales::PerChannel(s) => s.len() == panels * PANEL,
+            PanelScales::Blocks { scales, block } => {
+                block > 0 && scales.len() == panels * (self.k / block) * PANEL
+            }
+        };
+        assert!(blocks);
+        let finish = |j: usize, v: f32| clamp_f32(v + bias.map_or(0.0, |b| b[j]), lo, hi);
+        let parts = parts(threads, m * n * self.k);
+        if parts == 1 {
+            self.run_isa(isa, 0..panels, |p, r, sums| {
+                let row = &mut out[r * n + p * PANEL..][..sums.len()];
+                for (c, (o, &v)) in row.iter_mut().zip(sums).enumerate() {
+                    *o = finish(p * PANEL + c, v);
+                }
+            });
+            return;
+        }
+        let mut tmp = vec![0f32; panels * m * PANEL];
+        let tasks = with_pieces(split(panels, 1, parts), &mut tmp, m * PANEL);
+        run_tasks(threads, tasks, |(run, block)| {
+            let first = run.start;
+            self.run_isa(isa, run, |p, r, sums| {
+                block[((p - first) * m + r) * PANEL..][..sums.len()].copy_from_slice(sums);
+            });
+        });
+        for (r, row) in out.chunks_exact_mut(n).enumerate() {
+            for (j, o) in row.iter_mut().enumerate() {
+                *o = finish(j, tmp[((j / PANEL) * m + r) * PANEL + j % PANEL]);
+            }
+        }
+    }
+
+    fn run_isa(
+        &self,
+        isa: Isa,
+        panels: std::ops::Range<usize>,
+        sink: impl FnMut(usize, usize, &[f32]),
+    ) {
+        match isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `Isa::Vnni` and `Isa::Avx512` are only chosen when the CPU has AVX-512F
+            // and AVX-512BW (and AVX2).
+            Isa::Vnni | Isa::Avx512 => unsafe { self.run_avx512(panels, sink) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `Isa::Avx2` is only chosen when the CPU has AVX2.
+            Isa::Avx2 => unsafe { self.run_avx2(panels, sink) },
+            _ => self.run(panels, sink),
+        }
+    }
+
+    /// Calls `sink(panel, row, sums)` with the float results of each panel's live channels.
+    #[inline(always)]
+    fn run(&self, panels: std::ops::Range<usize>, mut sink: impl FnMut(usize, usize, &[f32])) {
+        let (k, m) = (self.k, self.m);
+        let block = match self.scales {
+            PanelScales::PerChannel(_) => k,
+            PanelScales::Blocks { block, .. } => block,
+        };
+        let nb = k / block;
+        for p in panels {
+            let wp = &self.w[p * k * PANEL..(p + 1) * k * PANEL];
+            let lanes = (self.n - p * PANEL).min(PANEL);
+            for r in 0..m {
+                let ar = &self.a[r * k..(r + 1) * k];
+                let rs = self.row_scale[r];
+                let mut sum = [0f32; PANEL];
+                for b in 0..nb {
+                    let mut acc = [0i32; PANEL];
+                    let wb = &wp[b * block * PANEL..(b + 1) * block * PANEL];
+                    for (&av, wrow) in
+                        ar[b * block..(b + 1) * block].iter().zip(wb.chunks_exact(PANEL))
+                    {
+                        let wrow: &[i8; PANEL] = wrow.try_into().unwrap_or(&[0; PANEL]);
+                        for c in 0..PANEL {
+                            acc[c] = acc[c].wrapping_add(av.wrapping_mul(wrow[c] as i32));
+                        }
+                    }
+                    match self.scales {
+                        PanelScales::PerChannel(s) => {
+                            let s: &[f32; PANEL] =
+                                s[p * PANEL..(p + 1) * PANEL].try_into().unwrap_or(&[0.0; PANEL]);
+                            for c in 0..PANEL {
+                                sum[c] = ((acc[c] as f32) * rs) * s[c];
+                            }
+                        }
+                        PanelScales::Blocks { scales, .. } => {
+                            let at = (p * nb + b) * PANEL;
+                            let s: &[f32; PANEL] =
+                                scales[at..at + PANEL].try_into().unwrap_or(&[0.0; PANEL]);
+                            for c in 0..PANEL {
+                                sum[c] += (acc[c] as f32) * s[c];
+                            }
+                        }
+                    }
+                }
+                if let PanelScales::Blocks { .. } = self.scales {
+                    for v in &mut sum {
+                        *v *= rs;
+                    }
+                }
+                sink(p, r, &sum[..lanes]);
+            }
+        }
+    }
+
+    /// [`PanelGemm::run`] built for AVX-512.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F, AVX-512BW and AVX2.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx512bw,avx2")]
+    unsafe fn run_avx512(
+        &self,
+        panels: std::ops::Range<usize>,
+        sink: impl FnMut(usize, usize, &[f32]),
+    ) {
+        self.run(panels, sink)
+    }
+
+    /// [`PanelGemm::run`] built for AVX2.
+    ///
+    /// # Safety
+    /// The CPU has AVX2.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn run_avx2(
+        &self,
+        panels: std::ops::Range<usize>,
+        sink: impl FnMut(usize, usize, &[f32]),
+    ) {
+        self.run(panels, sink)
+    }
 }

@@ -43,7 +43,7 @@ pub fn fmagic(v: f32) -> i32 {
 
 /// `max(v, lo)` then `min(v, hi)` with XNNPACK's NaN behaviour (NaN becomes `lo`).
 #[inline]
-fn clamp_f32(v: f32, lo: f32, hi: f32) -> f32 {
+pub(crate) fn clamp_f32(v: f32, lo: f32, hi: f32) -> f32 {
     let v = if lo < v { v } else { lo };
     if hi < v {
         hi
@@ -276,13 +276,87 @@ pub enum Qd8Weights<'a> {
         /// Inputs per block (divides `k`).
         block_size: usize,
     },
+    /// Any of the above laid out once for the fast loops ([`Qd8Weights::to_panels`]): int8
+    /// `[ceil(n / QD8_PANEL), k, QD8_PANEL]` and f32 scales `[ceil(n / QD8_PANEL), blocks,
+    /// QD8_PANEL]` (channels past `n` zero), one block of `k` with the per-channel scales of
+    /// qc8w/qc4w (`block_size` 0), or `k / block_size` blocks with those of qb4w.
+    Panels {
+        /// `ceil(n / QD8_PANEL) * k * QD8_PANEL` weights.
+        w: &'a [i8],
+        /// `ceil(n / QD8_PANEL) * blocks * QD8_PANEL` scales.
+        scales: &'a [f32],
+        /// Inputs per block, or 0 for per-channel scales.
+        block_size: usize,
+    },
 }
 
+/// Output channels per panel of [`Qd8Weights::Panels`].
+pub const QD8_PANEL: usize = qg::PANEL;
+
 impl Qd8Weights<'_> {
+    /// Weight `kk` of output channel `j` as an integer.
+    #[inline]
+    fn at(&self, j: usize, kk: usize, k: usize) -> i32 {
+        match *self {
+            Qd8Weights::Qc8w { w, .. } => w[j * k + kk] as i32,
+            Qd8Weights::Qc4w { w, .. } => nibble(&w[j * k.div_ceil(2)..], kk),
+            Qd8Weights::Qb4w { w, .. } => nibble(&w[j * (k / 2)..], kk),
+            Qd8Weights::Panels { w, .. } => {
+                w[((j / QD8_PANEL) * k + kk) * QD8_PANEL + j % QD8_PANEL] as i32
+            }
+        }
+    }
+
+    /// Scale of output channel `j` for block `b` (block 0 for per-channel scales).
+    #[inline]
+    fn scale(&self, j: usize, b: usize, k: usize) -> f32 {
+        match *self {
+            Qd8Weights::Qc8w { scales, .. } | Qd8Weights::Qc4w { scales, .. } => scales[j],
+            Qd8Weights::Qb4w { scales, block_size, .. } => scales[j * (k / block_size) + b],
+            Qd8Weights::Panels { scales, block_size, .. } => {
+                let nb = if block_size == 0 { 1 } else { k / block_size };
+                scales[((j / QD8_PANEL) * nb + b) * QD8_PANEL + j % QD8_PANEL]
+            }
+        }
+    }
+
+    /// Any of these weights laid out as [`Qd8Weights::Panels`] (once, when a graph is lowered):
+    /// the int8 values, the scales and the block size (0: per-channel scales).
+    pub fn to_panels(&self, n: usize, k: usize) -> (Vec<i8>, Vec<f32>, usize) {
+        let panels = n.div_ceil(QD8_PANEL);
+        let block = match *self {
+            Qd8Weights::Qb4w { block_size, .. } | Qd8Weights::Panels { block_size, .. } => {
+                block_size
+            }
+            _ => 0,
+        };
+        let nb = if block == 0 { 1 } else { k / block };
+        let mut w = vec![0i8; panels * k * QD8_PANEL];
+        let mut scales = vec![0f32; panels * nb * QD8_PANEL];
+        for j in 0..n {
+            let (p, c) = (j / QD8_PANEL, j % QD8_PANEL);
+            for kk in 0..k {
+                w[(p * k + kk) * QD8_PANEL + c] = self.at(j, kk, k) as i8;
+            }
+            for b in 0..nb {
+                scales[(p * nb + b) * QD8_PANEL + c] = self.scale(j, b, k);
+            }
+        }
+        (w, scales, block)
+    }
+
     /// Whether the slices have the lengths an `[n, k]` layer needs (and, for qb4w, the block
     /// size is non-zero and divides `k`).
     pub fn fits(&self, n: usize, k: usize) -> bool {
         match *self {
+            Qd8Weights::Panels { w, scales, block_size } => {
+                let panel_len = k.checked_mul(QD8_PANEL);
+                let blocks = if block_size == 0 { Some(1) } else { Some(k / block_size) };
+                (block_size == 0 || k.is_multiple_of(block_size))
+                    && panel_len.and_then(|l| l.checked_mul(n.div_ceil(QD8_PANEL))) == Some(w.len())
+                    && blocks.and_then(|b| b.checked_mul(n.div_ceil(QD8_PANEL) * QD8_PANEL))
+                        == Some(scales.len())
+            }
             Qd8Weights::Qc8w { w, scales } => {
                 n.checked_mul(k) == Some(w.len()) && scales.len() == n
             }
@@ -365,6 +439,26 @@ pub(crate) fn qd8_fully_connected_isa(
     if out.is_empty() {
         return;
     }
+    if let Qd8Weights::Panels { w, scales, block_size } = *weights {
+        let mut q = vec![0i8; k];
+        let mut a = vec![0i32; m * k];
+        let mut row_scale = Vec::with_capacity(m);
+        for (xr, ar) in x.chunks_exact(k).zip(a.chunks_exact_mut(k)) {
+            let p = qd8_quantize_row(xr, &mut q);
+            for (d, &v) in ar.iter_mut().zip(&q) {
+                *d = v as i32 - p.zero_point;
+            }
+            row_scale.push(p.scale);
+        }
+        let scales = if block_size == 0 {
+            qg::PanelScales::PerChannel(scales)
+        } else {
+            qg::PanelScales::Blocks { scales, block: block_size }
+        };
+        let gemm = qg::PanelGemm { a: &a, row_scale: &row_scale, m, k, n, w, scales };
+        gemm.run_on(isa, bias, (output_min, output_max), out, threads);
+        return;
+    }
     let mut q = vec![0i8; k];
     let mut a = vec![0i16; m * k];
     let mut params = Vec::with_capacity(m);
@@ -379,8 +473,14 @@ pub(crate) fn qd8_fully_connected_isa(
     let unpack = |w: &[u8], kb: usize| -> Vec<i8> {
         let mut u = vec![0i8; n * k];
         for (ur, wr) in u.chunks_exact_mut(k).zip(w.chunks_exact(kb)) {
-            for (i, d) in ur.iter_mut().enumerate() {
-                *d = nibble(wr, i) as i8;
+            // Byte pairs first (a branch-free loop the compiler vectorizes), then an odd tail.
+            let (pairs, tail) = ur.split_at_mut(k & !1);
+            for (d, &b) in pairs.chunks_exact_mut(2).zip(wr) {
+                d[0] = (b & 0x0F) as i8 - 8;
+                d[1] = (b >> 4) as i8 - 8;
+            }
+            if let Some(t) = tail.first_mut() {
+                *t = nibble(wr, k - 1) as i8;
             }
         }
         u
@@ -389,6 +489,7 @@ pub(crate) fn qd8_fully_connected_isa(
         Qd8Weights::Qc8w { w, .. } => (w.into(), k),
         Qd8Weights::Qc4w { w, .. } => (unpack(w, k.div_ceil(2)).into(), k),
         Qd8Weights::Qb4w { w, block_size, .. } => (unpack(w, k / 2).into(), block_size),
+        Qd8Weights::Panels { .. } => unreachable!("handled above"),
     };
     let nb = k / seg;
     let mut acc = vec![0i32; n * m * nb];
@@ -401,7 +502,7 @@ pub(crate) fn qd8_fully_connected_isa(
                 Qd8Weights::Qc8w { scales, .. } | Qd8Weights::Qc4w { scales, .. } => {
                     ((sums[0] as f32) * p.scale) * scales[j] + b
                 }
-                Qd8Weights::Qb4w { scales, .. } => {
+                Qd8Weights::Qb4w { scales, .. } | Qd8Weights::Panels { scales, .. } => {
                     let mut sum = 0.0f32;
                     for (blk, &s) in sums.iter().enumerate() {
                         sum += (s as f32) * scales[j * nb + blk];
@@ -460,6 +561,28 @@ pub fn qd8_fully_connected_scalar(
                         acc = acc.wrapping_add(a.wrapping_mul(nibble(wr, i)));
                     }
                     ((acc as f32) * p.scale) * scales[j] + b
+                }
+                Qd8Weights::Panels { block_size, .. } => {
+                    let (nb, block) =
+                        if block_size == 0 { (1, k) } else { (k / block_size, block_size) };
+                    let mut sums = [0f32; 1];
+                    let mut sum = 0.0f32;
+                    for blk in 0..nb {
+                        let mut acc = 0i32;
+                        for i in blk * block..(blk + 1) * block {
+                            acc = acc.wrapping_add(qz[i].wrapping_mul(weights.at(j, i, k)));
+                        }
+                        if block_size == 0 {
+                            sums[0] = ((acc as f32) * p.scale) * weights.scale(j, 0, k);
+                        } else {
+                            sum += (acc as f32) * weights.scale(j, blk, k);
+                        }
+                    }
+                    if block_size == 0 {
+                        sums[0] + b
+                    } else {
+                        sum * p.scale + b
+                    }
                 }
                 Qd8Weights::Qb4w { w, scales, block_size } => {
                     let nb = k / block_size;
@@ -1603,9 +1726,41 @@ mod tests {
                         qd8_fully_connected_isa(isa, xq, *kq, wq, n, fbias, lo, hi, &mut got, th);
                         let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
                         assert_eq!(bits(&got), bits(&want), "case {case} {isa:?} {wq:?}");
+                        // The same weights laid out in panels, fast and scalar.
+                        let (pw, ps, block_size) = wq.to_panels(n, *kq);
+                        let panels = Qd8Weights::Panels { w: &pw, scales: &ps, block_size };
+                        assert!(panels.fits(n, *kq));
+                        qd8_fully_connected_isa(
+                            isa, xq, *kq, &panels, n, fbias, lo, hi, &mut got, th,
+                        );
+                        assert_eq!(bits(&got), bits(&want), "case {case} {isa:?} panels of {wq:?}");
+                        qd8_fully_connected_scalar(xq, *kq, &panels, n, fbias, lo, hi, &mut got);
+                        assert_eq!(bits(&got), bits(&want), "case {case} scalar panels of {wq:?}");
                     }
                 }
             }
+        }
+    }
+
+    /// A QD8 layer large enough to be split over two threads by panels equals the scalar loop.
+    #[test]
+    fn qd8_panels_split_over_threads_equal_scalar() {
+        let mut rng = fastrand::Rng::with_seed(5);
+        let (m, k, n, block) = (40, 1024, 120, 32);
+        let x: Vec<f32> = (0..m * k).map(|_| rng.f32() * 4.0 - 2.0).collect();
+        let w: Vec<u8> = (0..n * k / 2).map(|_| rng.u8(..)).collect();
+        let s: Vec<f32> = (0..n * k / block).map(|_| rng.f32() * 0.1 + 1e-3).collect();
+        let b: Vec<f32> = (0..n).map(|_| rng.f32() - 0.5).collect();
+        let qb = Qd8Weights::Qb4w { w: &w, scales: &s, block_size: block };
+        let mut want = vec![0f32; m * n];
+        qd8_fully_connected_scalar(&x, k, &qb, n, Some(&b), -3.0, 3.0, &mut want);
+        let (pw, ps, block_size) = qb.to_panels(n, k);
+        let panels = Qd8Weights::Panels { w: &pw, scales: &ps, block_size };
+        let two = Threads::new(2).unwrap();
+        for isa in qg::isas() {
+            let mut got = vec![0f32; m * n];
+            qd8_fully_connected_isa(isa, &x, k, &panels, n, Some(&b), -3.0, 3.0, &mut got, &two);
+            assert!(got.iter().zip(&want).all(|(g, w)| g.to_bits() == w.to_bits()), "{isa:?}");
         }
     }
 

@@ -13,7 +13,8 @@
 //!   Char/Byte → f32, Char → Char and Byte → Byte (XNNPACK's `qs8-vcvt` / `qu8-vcvt`).
 //! - `qd8_fully_connected.out(x, weight, weight_kind, scales, block_size, bias, output_min,
 //!   output_max, out)`: dynamic per-row int8 activations times qc8w (0), qc4w (1) or qb4w (2)
-//!   weights.
+//!   weights, or any of them laid out once as int8 panels of 16 output channels (3:
+//!   `[ceil(N / 16), K, 16]`, block size 0 for per-channel scales).
 //! - `qs8_fully_connected.out(x, x_scale, x_zero_point, weight, weight_scales, bias,
 //!   out_scale, out_zero_point, output_min, output_max, out)`.
 //! - `qs8_convolution.out(x, x_scale, x_zero_point, weight, weight_scales, bias, stride,
@@ -255,6 +256,16 @@ fn qd8_fully_connected(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_
     want_dtype(ctx, &x, "x", DType::Float)?;
     let (k, mut osizes) = rows(ctx, &x)?;
     want_dtype(ctx, &s, "scales", DType::Float)?;
+    if kind == 3 {
+        return qd8_fully_connected_panels(
+            ctx,
+            (&x, k, osizes),
+            (&w, &s, block),
+            bias,
+            (lo, hi),
+            outs,
+        );
+    }
     let (wdt, cols) = match kind {
         0 => (DType::Char, k),
         1 => (DType::Byte, k.div_ceil(2)),
@@ -268,9 +279,10 @@ fn qd8_fully_connected(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_
             (DType::Byte, k / 2)
         }
         _ => {
-            return Err(
-                ctx.invalid("weight_kind", format!("{kind} is not 0 (qc8w), 1 (qc4w) or 2 (qb4w)"))
-            )
+            return Err(ctx.invalid(
+                "weight_kind",
+                format!("{kind} is not 0 (qc8w), 1 (qc4w), 2 (qb4w) or 3 (panels)"),
+            ))
         }
     };
     want_dtype(ctx, &w, "weight", wdt)?;
@@ -300,6 +312,53 @@ fn qd8_fully_connected(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_
     if !weights.fits(n, k) {
         return Err(ctx.shape_err("weight", format!("[{n}, {cols}]"), w.sizes()));
     }
+    write_out::<f32>(ctx, out, |d| {
+        if ctx.general_only {
+            xq::qd8_fully_connected_scalar(&xv, k, &weights, n, bias.as_deref(), lo, hi, d)
+        } else {
+            let th = &ctx.threads;
+            xq::qd8_fully_connected(&xv, k, &weights, n, bias.as_deref(), lo, hi, d, th)
+        }
+    })
+}
+
+/// `qd8_fully_connected` with weight kind 3: int8 panels `[ceil(N / 16), K, 16]` and their
+/// scales `[ceil(N / 16), 1, 16]` (block size 0: per channel) or `[ceil(N / 16), K / block, 16]`;
+/// `N` is the output's last dimension.
+fn qd8_fully_connected_panels(
+    ctx: &KernelContext,
+    (x, k, mut osizes): (&TensorRef<'_>, usize, Vec<usize>),
+    (w, s, block): (&TensorRef<'_>, &TensorRef<'_>, i64),
+    bias: Option<TensorRef<'_>>,
+    (lo, hi): (f32, f32),
+    outs: &mut [Out<'_, '_>],
+) -> KResult {
+    want_dtype(ctx, w, "weight", DType::Char)?;
+    let block = usize::try_from(block).ok().filter(|&b| b == 0 || (b <= k && k % b == 0));
+    let Some(block) = block else {
+        return Err(ctx.invalid("block_size", format!("not 0 or a divisor of K = {k}")));
+    };
+    let n = match outs.first() {
+        Some(Out::Tensor(o)) => o.sizes().last().copied().unwrap_or(0),
+        _ => 0,
+    };
+    let (panels, p) = (n.div_ceil(xq::QD8_PANEL), xq::QD8_PANEL);
+    let nb = if block == 0 { 1 } else { k / block };
+    if s.sizes() != [panels, nb, p] {
+        return Err(ctx.shape_err("scales", format!("[{panels}, {nb}, {p}]"), s.sizes()));
+    }
+    if w.sizes() != [panels, k, p] {
+        return Err(ctx.shape_err("weight", format!("[{panels}, {k}, {p}]"), w.sizes()));
+    }
+    let bias = bias_arg::<f32>(ctx, bias, n)?;
+    let out = out_tensor(ctx, outs, 0, "out")?;
+    if out.dtype() != DType::Float {
+        return Err(ctx.dtype_err("out", "float32", out.dtype()));
+    }
+    osizes.push(n);
+    resize(ctx, out, "out", &osizes)?;
+    let (xv, sv, wv) = (dense::<f32>(x), dense::<f32>(s), dense::<i8>(w));
+    let weights = Qd8Weights::Panels { w: &wv, scales: &sv, block_size: block };
     write_out::<f32>(ctx, out, |d| {
         if ctx.general_only {
             xq::qd8_fully_connected_scalar(&xv, k, &weights, n, bias.as_deref(), lo, hi, d)

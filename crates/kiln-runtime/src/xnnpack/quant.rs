@@ -3,7 +3,7 @@
 //! connected layers, and the integer clamp and global average pooling.
 
 use kiln_format::xnnpack::{BinaryKind, Conv, ConvKind, DataType, Node, Quant, UnaryKind};
-use kiln_kernels::compute::xnn_quant::qs8_quantize_bound;
+use kiln_kernels::compute::xnn_quant::{qs8_quantize_bound, Qd8Weights, QD8_PANEL};
 use kiln_kernels::DType;
 
 use super::lower::{identity, is_float, Bytes, Lowerer, R};
@@ -217,22 +217,29 @@ impl Lowerer<'_, '_> {
             }
             (dt, q) => return Err(format!("weights {} with {q:?}", dt.name())),
         };
-        let scales_t = if kind == 2 {
-            let k = wv.dims.get(1).copied().unwrap_or(0);
-            let blocks = k / (block.max(1) as usize);
-            if scales.len() != nn * blocks {
-                return Err(format!(
-                    "{} block scales for [{nn}, {k}] in blocks of {block}",
-                    scales.len()
-                ));
+        // Constant weights are laid out once, here, in the panels the fast loops read.
+        let (w, scales_t, kind, block) = match self.panels(&wv, kind, &scales, block)? {
+            Some((w, s)) => (w, s, 3, if kind == 2 { block } else { 0 }),
+            None => {
+                let scales_t = if kind == 2 {
+                    let k = wv.dims.get(1).copied().unwrap_or(0);
+                    let blocks = k / (block.max(1) as usize);
+                    if scales.len() != nn * blocks {
+                        return Err(format!(
+                            "{} block scales for [{nn}, {k}] in blocks of {block}",
+                            scales.len()
+                        ));
+                    }
+                    let bytes: Vec<u8> = scales.iter().flat_map(|x| x.to_le_bytes()).collect();
+                    self.constant(DType::Float, &[nn, blocks], Bytes::Owned(bytes))?
+                } else {
+                    if scales.len() != nn {
+                        return Err(format!("{} scales for {nn} channels", scales.len()));
+                    }
+                    self.f32_constant(&scales)?
+                };
+                (w, scales_t, kind, block)
             }
-            let bytes: Vec<u8> = scales.iter().flat_map(|x| x.to_le_bytes()).collect();
-            self.constant(DType::Float, &[nn, blocks], Bytes::Owned(bytes))?
-        } else {
-            if scales.len() != nn {
-                return Err(format!("{} scales for {nn} channels", scales.len()));
-            }
-            self.f32_constant(&scales)?
         };
         let bias = match bias {
             Some(b) => self.plain(b)?,
@@ -249,6 +256,39 @@ impl Lowerer<'_, '_> {
         );
         self.set(output, out);
         Ok(())
+    }
+
+    /// The constant weights of a QD8 fully connected node (weight kind 0, 1 or 2 of
+    /// `kiln_xnnpack::qd8_fully_connected`) and their scales as panels (kind 3), or `None` when
+    /// they are not a constant of the expected size.
+    fn panels(
+        &mut self,
+        wv: &kiln_format::xnnpack::Value,
+        kind: i64,
+        scales: &[f32],
+        block: i64,
+    ) -> R<Option<(u32, u32)>> {
+        let (Some(index), &[nn, k]) = (wv.constant, wv.dims.as_slice()) else {
+            return Ok(None);
+        };
+        let raw = self.constant_bytes(index)?.resolve(self.file).to_vec();
+        let signed: Vec<i8> = raw.iter().map(|&b| b as i8).collect();
+        let weights = match kind {
+            0 => Qd8Weights::Qc8w { w: &signed, scales },
+            1 => Qd8Weights::Qc4w { w: &raw, scales },
+            _ => Qd8Weights::Qb4w { w: &raw, scales, block_size: block.max(0) as usize },
+        };
+        if !weights.fits(nn, k) {
+            return Ok(None);
+        }
+        let (panels, panel_scales, block) = weights.to_panels(nn, k);
+        let bytes: Vec<u8> = panels.iter().map(|&v| v as u8).collect();
+        let count = nn.div_ceil(QD8_PANEL);
+        let w = self.constant(DType::Char, &[count, k, QD8_PANEL], Bytes::Owned(bytes))?;
+        let nb = if block == 0 { 1 } else { k / block };
+        let bytes: Vec<u8> = panel_scales.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let s = self.constant(DType::Float, &[count, nb, QD8_PANEL], Bytes::Owned(bytes))?;
+        Ok(Some((w, s)))
     }
 
     pub(super) fn qs8_binary(
