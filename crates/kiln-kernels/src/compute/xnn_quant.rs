@@ -314,7 +314,7 @@ impl Qd8Weights<'_> {
             Qd8Weights::Qc8w { scales, .. } | Qd8Weights::Qc4w { scales, .. } => scales[j],
             Qd8Weights::Qb4w { scales, block_size, .. } => scales[j * (k / block_size) + b],
             Qd8Weights::Panels { scales, block_size, .. } => {
-                let nb = if block_size == 0 { 1 } else { k / block_size };
+                let nb = k.checked_div(block_size).unwrap_or(1);
                 scales[((j / QD8_PANEL) * nb + b) * QD8_PANEL + j % QD8_PANEL]
             }
         }
@@ -330,7 +330,7 @@ impl Qd8Weights<'_> {
             }
             _ => 0,
         };
-        let nb = if block == 0 { 1 } else { k / block };
+        let nb = k.checked_div(block).unwrap_or(1);
         let mut w = vec![0i8; panels * k * QD8_PANEL];
         let mut scales = vec![0f32; panels * nb * QD8_PANEL];
         for j in 0..n {
@@ -351,7 +351,7 @@ impl Qd8Weights<'_> {
         match *self {
             Qd8Weights::Panels { w, scales, block_size } => {
                 let panel_len = k.checked_mul(QD8_PANEL);
-                let blocks = if block_size == 0 { Some(1) } else { Some(k / block_size) };
+                let blocks = Some(k.checked_div(block_size).unwrap_or(1));
                 (block_size == 0 || k.is_multiple_of(block_size))
                     && panel_len.and_then(|l| l.checked_mul(n.div_ceil(QD8_PANEL))) == Some(w.len())
                     && blocks.and_then(|b| b.checked_mul(n.div_ceil(QD8_PANEL) * QD8_PANEL))
@@ -563,8 +563,10 @@ pub fn qd8_fully_connected_scalar(
                     ((acc as f32) * p.scale) * scales[j] + b
                 }
                 Qd8Weights::Panels { block_size, .. } => {
-                    let (nb, block) =
-                        if block_size == 0 { (1, k) } else { (k / block_size, block_size) };
+                    let (nb, block) = match k.checked_div(block_size) {
+                        Some(nb) => (nb, block_size),
+                        None => (1, k),
+                    };
                     let mut sums = [0f32; 1];
                     let mut sum = 0.0f32;
                     for blk in 0..nb {

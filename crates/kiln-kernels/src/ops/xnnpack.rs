@@ -343,7 +343,7 @@ fn qd8_fully_connected_panels(
         _ => 0,
     };
     let (panels, p) = (n.div_ceil(xq::QD8_PANEL), xq::QD8_PANEL);
-    let nb = if block == 0 { 1 } else { k / block };
+    let nb = k.checked_div(block).unwrap_or(1);
     if s.sizes() != [panels, nb, p] {
         return Err(ctx.shape_err("scales", format!("[{panels}, {nb}, {p}]"), s.sizes()));
     }

@@ -218,7 +218,7 @@ impl Lowerer<'_, '_> {
             (dt, q) => return Err(format!("weights {} with {q:?}", dt.name())),
         };
         // Constant weights are laid out once, here, in the panels the fast loops read.
-        let (w, scales_t, kind, block) = match self.panels(&wv, kind, &scales, block)? {
+        let (w, scales_t, kind, block) = match self.panels(wv, kind, &scales, block)? {
             Some((w, s)) => (w, s, 3, if kind == 2 { block } else { 0 }),
             None => {
                 let scales_t = if kind == 2 {
@@ -285,7 +285,7 @@ impl Lowerer<'_, '_> {
         let bytes: Vec<u8> = panels.iter().map(|&v| v as u8).collect();
         let count = nn.div_ceil(QD8_PANEL);
         let w = self.constant(DType::Char, &[count, k, QD8_PANEL], Bytes::Owned(bytes))?;
-        let nb = if block == 0 { 1 } else { k / block };
+        let nb = k.checked_div(block).unwrap_or(1);
         let bytes: Vec<u8> = panel_scales.iter().flat_map(|v| v.to_le_bytes()).collect();
         let s = self.constant(DType::Float, &[count, nb, QD8_PANEL], Bytes::Owned(bytes))?;
         Ok(Some((w, s)))
