@@ -308,3 +308,68 @@ fn distance_quant_and_random_survive_hostile_arguments() {
         }
     }
 }
+
+/// The LLM kernels (`aten::linear.out`, `llama::update_cache.out`, `llama::custom_sdpa.out`)
+/// never panic: mismatched ranks and sizes, positions before, at and past the cache, wrong
+/// dtypes, masks of any shape, empty tensors.
+#[test]
+fn llm_kernels_survive_hostile_arguments() {
+    let shapes: [&[usize]; 7] =
+        [&[1, 3, 2, 4], &[1, 8, 2, 4], &[1, 8, 1, 4], &[2, 3, 2, 4], &[1, 0, 2, 4], &[3, 4], &[]];
+    for q in shapes {
+        for k in shapes {
+            for pos in [-1i64, 0, 5, 7, 8, i64::MAX, i64::MIN] {
+                let mut cache = [OutBuf::new(DType::Float, k)];
+                call(
+                    "llama::update_cache.out",
+                    &[Arg::Tensor(filled(q, 1.0)), Arg::Output, Arg::Int(pos), Arg::Output],
+                    &mut cache,
+                );
+                for (mask, causal) in [
+                    (Arg::None, true),
+                    (Arg::None, false),
+                    (Arg::Tensor(filled(&[3, 8], f32::NEG_INFINITY)), false),
+                    (Arg::Tensor(filled(&[3, 8], 0.0)), true),
+                    (Arg::Tensor(filled(&[2], 0.0)), false),
+                    (Arg::Tensor(ints::<i64>(&[3, 8], &[0; 24])), false),
+                ] {
+                    for scale in [Arg::None, Arg::Double(f64::NAN), Arg::Double(0.0)] {
+                        let mut out = [OutBuf::new(DType::Float, &[1, 3, 2, 4])];
+                        call(
+                            "llama::custom_sdpa.out",
+                            &[
+                                Arg::Tensor(filled(q, 0.5)),
+                                Arg::Tensor(filled(k, 1e30)),
+                                Arg::Tensor(filled(k, f32::NAN)),
+                                Arg::Int(pos),
+                                mask,
+                                Arg::Double(0.0),
+                                Arg::Bool(causal),
+                                scale,
+                            ],
+                            &mut out,
+                        );
+                    }
+                }
+            }
+            for bias in [Arg::None, Arg::Tensor(filled(&[4], 1.0)), Arg::Tensor(filled(&[5], 1.0))]
+            {
+                let mut out = [OutBuf::new(DType::Float, &[1])];
+                call(
+                    "aten::linear.out",
+                    &[Arg::Tensor(filled(q, 1.0)), Arg::Tensor(filled(k, 2.0)), bias],
+                    &mut out,
+                );
+                call(
+                    "aten::linear.out",
+                    &[
+                        Arg::Tensor(filled(q, 1.0)),
+                        Arg::Tensor(ints::<i8>(&[4, 4], &[1; 16])),
+                        bias,
+                    ],
+                    &mut out,
+                );
+            }
+        }
+    }
+}
