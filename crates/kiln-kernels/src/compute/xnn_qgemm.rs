@@ -665,8 +665,9 @@ fn dot(a: &[i16], w: &[i8]) -> i32 {
     a.iter().zip(w).fold(0i32, |s, (&x, &y)| s.wrapping_add(x as i32 * y as i32))
 }
 
-/// Output channels per panel of [`PanelGemm`]'s weights.
-pub(crate) const PANEL: usize = 16;
+/// Output channels per panel of [`PanelGemm`]'s weights (the panels of the convolution
+/// loops, [`NR`]).
+pub(crate) const PANEL: usize = NR;
 
 /// How [`PanelGemm`] turns a panel's integer sums into floats (XNNPACK's qd8 formulas).
 #[derive(Clone, Copy)]
@@ -678,15 +679,17 @@ pub(crate) enum PanelScales<'a> {
     Blocks { scales: &'a [f32], block: usize },
 }
 
-/// A dynamically quantized fully connected layer over weights laid out in panels of
-/// [`PANEL`] output channels, `[k][PANEL]` int8 each: the sums of one input column run down
-/// the channels (vector lanes), so no sum is ever reduced across lanes. Rows `a` are `m` rows
-/// of `k` activations minus their zero point.
+/// A dynamically quantized fully connected layer over int8 weights laid out in panels of
+/// [`PANEL`] output channels, input pairs interleaved: `[kp / 2][PANEL][2]` per panel (`kp` the
+/// input count rounded up to even; the padding is zero). The sums of an input pair run down the
+/// channels (vector lanes, `vpmaddwd`/`vpdpwssd` on the int8 weights widened in registers), so
+/// no sum is reduced across lanes. `a` is `m` rows of `kp` activations minus their zero point
+/// (the padding zero).
 pub(crate) struct PanelGemm<'a> {
-    pub a: &'a [i32],
+    pub a: &'a [i16],
     pub row_scale: &'a [f32],
     pub m: usize,
-    pub k: usize,
+    pub kp: usize,
     pub n: usize,
     pub w: &'a [i8],
     pub scales: PanelScales<'a>,
@@ -704,21 +707,25 @@ impl PanelGemm<'_> {
         out: &mut [f32],
         threads: &Threads,
     ) {
-        let (m, n) = (self.m, self.n);
+        let (m, n, kp) = (self.m, self.n, self.kp);
         let panels = n.div_ceil(PANEL);
-        assert!(self.a.len() == m * self.k && self.row_scale.len() == m && out.len() == m * n);
-        assert!(self.w.len() == panels * self.k * PANEL && bias.is_none_or(|b| b.len() == n));
-        let blocks = match self.scales {
+        assert!(kp.is_multiple_of(2) && self.a.len() == m * kp && self.row_scale.len() == m);
+        assert!(out.len() == m * n && bias.is_none_or(|b| b.len() == n));
+        assert!(self.w.len() == panels * kp * PANEL);
+        let scales_fit = match self.scales {
             PanelScales::PerChannel(s) => s.len() == panels * PANEL,
             PanelScales::Blocks { scales, block } => {
-                block > 0 && scales.len() == panels * (self.k / block) * PANEL
+                block > 0
+                    && block.is_multiple_of(2)
+                    && kp.is_multiple_of(block)
+                    && scales.len() == panels * (kp / block) * PANEL
             }
         };
-        assert!(blocks);
+        assert!(scales_fit);
         let finish = |j: usize, v: f32| clamp_f32(v + bias.map_or(0.0, |b| b[j]), lo, hi);
-        let parts = parts(threads, m * n * self.k);
+        let parts = parts(threads, m * n * kp);
         if parts == 1 {
-            self.run_isa(isa, 0..panels, |p, r, sums| {
+            self.run(isa, 0..panels, |p, r, sums| {
                 let row = &mut out[r * n + p * PANEL..][..sums.len()];
                 for (c, (o, &v)) in row.iter_mut().zip(sums).enumerate() {
                     *o = finish(p * PANEL + c, v);
@@ -730,7 +737,7 @@ impl PanelGemm<'_> {
         let tasks = with_pieces(split(panels, 1, parts), &mut tmp, m * PANEL);
         run_tasks(threads, tasks, |(run, block)| {
             let first = run.start;
-            self.run_isa(isa, run, |p, r, sums| {
+            self.run(isa, run, |p, r, sums| {
                 block[((p - first) * m + r) * PANEL..][..sums.len()].copy_from_slice(sums);
             });
         });
@@ -741,104 +748,162 @@ impl PanelGemm<'_> {
         }
     }
 
-    fn run_isa(
+    /// Calls `sink(panel, row, sums)` with the float results of each panel's live channels,
+    /// up to [`MR`] rows at a time.
+    fn run(
         &self,
         isa: Isa,
         panels: std::ops::Range<usize>,
-        sink: impl FnMut(usize, usize, &[f32]),
+        mut sink: impl FnMut(usize, usize, &[f32]),
     ) {
-        match isa {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: `Isa::Vnni` and `Isa::Avx512` are only chosen when the CPU has AVX-512F
-            // and AVX-512BW (and AVX2).
-            Isa::Vnni | Isa::Avx512 => unsafe { self.run_avx512(panels, sink) },
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: `Isa::Avx2` is only chosen when the CPU has AVX2.
-            Isa::Avx2 => unsafe { self.run_avx2(panels, sink) },
-            _ => self.run(panels, sink),
-        }
-    }
-
-    /// Calls `sink(panel, row, sums)` with the float results of each panel's live channels.
-    #[inline(always)]
-    fn run(&self, panels: std::ops::Range<usize>, mut sink: impl FnMut(usize, usize, &[f32])) {
-        let (k, m) = (self.k, self.m);
+        let (kp, m) = (self.kp, self.m);
         let block = match self.scales {
-            PanelScales::PerChannel(_) => k,
+            PanelScales::PerChannel(_) => kp,
             PanelScales::Blocks { block, .. } => block,
         };
-        let nb = k / block;
+        let nb = kp / block;
+        let mut acc = [0i32; MR * PANEL];
         for p in panels {
-            let wp = &self.w[p * k * PANEL..(p + 1) * k * PANEL];
+            let wp = &self.w[p * kp * PANEL..(p + 1) * kp * PANEL];
             let lanes = (self.n - p * PANEL).min(PANEL);
-            for r in 0..m {
-                let ar = &self.a[r * k..(r + 1) * k];
-                let rs = self.row_scale[r];
-                let mut sum = [0f32; PANEL];
+            for r0 in (0..m).step_by(MR) {
+                let rows = (m - r0).min(MR);
+                let mut sums = [[0f32; PANEL]; MR];
                 for b in 0..nb {
-                    let mut acc = [0i32; PANEL];
-                    let wb = &wp[b * block * PANEL..(b + 1) * block * PANEL];
-                    for (&av, wrow) in
-                        ar[b * block..(b + 1) * block].iter().zip(wb.chunks_exact(PANEL))
-                    {
-                        let wrow: &[i8; PANEL] = wrow.try_into().unwrap_or(&[0; PANEL]);
-                        for c in 0..PANEL {
-                            acc[c] = acc[c].wrapping_add(av.wrapping_mul(wrow[c] as i32));
-                        }
-                    }
-                    match self.scales {
-                        PanelScales::PerChannel(s) => {
-                            let s: &[f32; PANEL] =
-                                s[p * PANEL..(p + 1) * PANEL].try_into().unwrap_or(&[0.0; PANEL]);
-                            for c in 0..PANEL {
-                                sum[c] = ((acc[c] as f32) * rs) * s[c];
+                    let a = &self.a[r0 * kp + b * block..];
+                    let w = &wp[b * block * PANEL..(b + 1) * block * PANEL];
+                    block_sums(isa, rows, a, kp, w, block, &mut acc);
+                    for (r, sum) in sums.iter_mut().enumerate().take(rows) {
+                        let acc = &acc[r * PANEL..(r + 1) * PANEL];
+                        let rs = self.row_scale[r0 + r];
+                        match self.scales {
+                            PanelScales::PerChannel(s) => {
+                                let s = &s[p * PANEL..(p + 1) * PANEL];
+                                for c in 0..PANEL {
+                                    sum[c] = ((acc[c] as f32) * rs) * s[c];
+                                }
                             }
-                        }
-                        PanelScales::Blocks { scales, .. } => {
-                            let at = (p * nb + b) * PANEL;
-                            let s: &[f32; PANEL] =
-                                scales[at..at + PANEL].try_into().unwrap_or(&[0.0; PANEL]);
-                            for c in 0..PANEL {
-                                sum[c] += (acc[c] as f32) * s[c];
+                            PanelScales::Blocks { scales, .. } => {
+                                let s = &scales[(p * nb + b) * PANEL..(p * nb + b + 1) * PANEL];
+                                for c in 0..PANEL {
+                                    sum[c] += (acc[c] as f32) * s[c];
+                                }
                             }
                         }
                     }
                 }
-                if let PanelScales::Blocks { .. } = self.scales {
-                    for v in &mut sum {
-                        *v *= rs;
+                for (r, sum) in sums.iter_mut().enumerate().take(rows) {
+                    if let PanelScales::Blocks { .. } = self.scales {
+                        let rs = self.row_scale[r0 + r];
+                        for v in sum.iter_mut() {
+                            *v *= rs;
+                        }
                     }
+                    sink(p, r0 + r, &sum[..lanes]);
                 }
-                sink(p, r, &sum[..lanes]);
             }
         }
     }
+}
 
-    /// [`PanelGemm::run`] built for AVX-512.
-    ///
-    /// # Safety
-    /// The CPU has AVX-512F, AVX-512BW and AVX2.
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f,avx512bw,avx2")]
-    unsafe fn run_avx512(
-        &self,
-        panels: std::ops::Range<usize>,
-        sink: impl FnMut(usize, usize, &[f32]),
-    ) {
-        self.run(panels, sink)
-    }
-
-    /// [`PanelGemm::run`] built for AVX2.
-    ///
-    /// # Safety
-    /// The CPU has AVX2.
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2")]
-    unsafe fn run_avx2(
-        &self,
-        panels: std::ops::Range<usize>,
-        sink: impl FnMut(usize, usize, &[f32]),
-    ) {
-        self.run(panels, sink)
+/// `acc[r * PANEL + c] = Σ_{i < len} a[r * lda + i] * w(i, c)` for `rows <= MR` rows, over
+/// `len` (even) inputs of a panel laid out `[len / 2][PANEL][2]`: the AVX-512 kernels when the
+/// CPU has them, else the portable loop.
+fn block_sums(
+    isa: Isa,
+    rows: usize,
+    a: &[i16],
+    lda: usize,
+    w: &[i8],
+    len: usize,
+    acc: &mut [i32; MR * PANEL],
+) {
+    assert!(rows <= MR && len.is_multiple_of(2) && w.len() >= len * PANEL);
+    assert!(rows == 0 || a.len() >= (rows - 1) * lda + len);
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Vnni => {
+            let (a, w, acc) = (a.as_ptr(), w.as_ptr(), acc.as_mut_ptr());
+            // SAFETY: `Isa::Vnni` is only chosen when the CPU has AVX-512F, AVX-512BW and
+            // AVX-512 VNNI; the rows, the panel and `acc` hold what the kernel reads and
+            // writes (asserted above).
+            unsafe { by_rows!(rows, panel8_vnni, (a, lda, w, len, acc)) }
+        }
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => {
+            let (a, w, acc) = (a.as_ptr(), w.as_ptr(), acc.as_mut_ptr());
+            // SAFETY: `Isa::Avx512` is only chosen when the CPU has AVX-512F and AVX-512BW;
+            // the buffers hold what the kernel reads and writes (asserted above).
+            unsafe { by_rows!(rows, panel8_avx512, (a, lda, w, len, acc)) }
+        }
+        _ => {
+            for r in 0..rows {
+                let ar = &a[r * lda..r * lda + len];
+                let mut sums = [0i32; PANEL];
+                for (pair, wq) in ar.chunks_exact(2).zip(w.chunks_exact(2 * PANEL)) {
+                    let (a0, a1) = (pair[0] as i32, pair[1] as i32);
+                    for c in 0..PANEL {
+                        let t = a0 * wq[2 * c] as i32 + a1 * wq[2 * c + 1] as i32;
+                        sums[c] = sums[c].wrapping_add(t);
+                    }
+                }
+                acc[r * PANEL..(r + 1) * PANEL].copy_from_slice(&sums);
+            }
+        }
     }
 }
+
+/// Defines an AVX-512 product of `R` rows by an int8 panel `[len / 2][PANEL][2]`, widened to
+/// `i16` in registers; `$madd(acc, a, w)` adds the pairwise products of `a` and `w` to `acc`.
+#[cfg(target_arch = "x86_64")]
+macro_rules! panel8_avx512_fn {
+    ($name:ident, $features:literal, $madd:expr) => {
+        /// The AVX-512 product of `R` rows by an int8 panel.
+        ///
+        /// # Safety
+        /// The CPU has the enabled features; `a` holds `R` rows of `len` (even) values `lda`
+        /// apart, `w` holds `len * PANEL` values and `acc` `R * PANEL`.
+        #[target_feature(enable = $features)]
+        unsafe fn $name<const R: usize>(
+            a: *const i16,
+            lda: usize,
+            w: *const i8,
+            len: usize,
+            acc: *mut i32,
+        ) {
+            use std::arch::x86_64::*;
+            let mut c = [_mm512_setzero_si512(); R];
+            let mut rows: [*const i32; R] =
+                std::array::from_fn(|r| a.wrapping_add(r.wrapping_mul(lda)).cast::<i32>());
+            let mut wp = w;
+            for _ in 0..len / 2 {
+                // SAFETY: the current pair of each row `r < R` and the current 32 weights are
+                // inside the buffers (the caller's contract).
+                unsafe {
+                    let wv = _mm512_cvtepi8_epi16(_mm256_loadu_si256(wp.cast()));
+                    for (cr, ar) in c.iter_mut().zip(rows.iter_mut()) {
+                        *cr = $madd(*cr, _mm512_set1_epi32(ar.read_unaligned()), wv);
+                        *ar = ar.wrapping_add(1);
+                    }
+                }
+                wp = wp.wrapping_add(2 * PANEL);
+            }
+            for (r, cr) in c.iter().enumerate() {
+                // SAFETY: `acc` holds `R * PANEL` values.
+                unsafe { _mm512_storeu_si512(acc.wrapping_add(r * PANEL).cast(), *cr) };
+            }
+        }
+    };
+}
+
+#[cfg(target_arch = "x86_64")]
+panel8_avx512_fn!(
+    panel8_vnni,
+    "avx512f,avx512bw,avx512vnni",
+    std::arch::x86_64::_mm512_dpwssd_epi32
+);
+#[cfg(target_arch = "x86_64")]
+panel8_avx512_fn!(panel8_avx512, "avx512f,avx512bw", |c, a, w| {
+    use std::arch::x86_64::*;
+    _mm512_add_epi32(c, _mm512_madd_epi16(a, w))
+});

@@ -277,11 +277,12 @@ pub enum Qd8Weights<'a> {
         block_size: usize,
     },
     /// Any of the above laid out once for the fast loops ([`Qd8Weights::to_panels`]): int8
-    /// `[ceil(n / QD8_PANEL), k, QD8_PANEL]` and f32 scales `[ceil(n / QD8_PANEL), blocks,
+    /// panels `[ceil(n / QD8_PANEL), kp / 2, QD8_PANEL, 2]` (`kp` = `k` rounded up to even:
+    /// input pairs interleaved per channel) and f32 scales `[ceil(n / QD8_PANEL), blocks,
     /// QD8_PANEL]` (channels past `n` zero), one block of `k` with the per-channel scales of
     /// qc8w/qc4w (`block_size` 0), or `k / block_size` blocks with those of qb4w.
     Panels {
-        /// `ceil(n / QD8_PANEL) * k * QD8_PANEL` weights.
+        /// `ceil(n / QD8_PANEL) * kp * QD8_PANEL` weights.
         w: &'a [i8],
         /// `ceil(n / QD8_PANEL) * blocks * QD8_PANEL` scales.
         scales: &'a [f32],
@@ -293,6 +294,12 @@ pub enum Qd8Weights<'a> {
 /// Output channels per panel of [`Qd8Weights::Panels`].
 pub const QD8_PANEL: usize = qg::PANEL;
 
+/// Where weight `kk` of channel `j` (of `k` inputs) lies in [`Qd8Weights::Panels`]' int8 panels.
+fn panel_index(j: usize, kk: usize, k: usize) -> usize {
+    let kp = k.next_multiple_of(2);
+    (j / QD8_PANEL) * kp * QD8_PANEL + (kk / 2) * 2 * QD8_PANEL + (j % QD8_PANEL) * 2 + kk % 2
+}
+
 impl Qd8Weights<'_> {
     /// Weight `kk` of output channel `j` as an integer.
     #[inline]
@@ -301,9 +308,7 @@ impl Qd8Weights<'_> {
             Qd8Weights::Qc8w { w, .. } => w[j * k + kk] as i32,
             Qd8Weights::Qc4w { w, .. } => nibble(&w[j * k.div_ceil(2)..], kk),
             Qd8Weights::Qb4w { w, .. } => nibble(&w[j * (k / 2)..], kk),
-            Qd8Weights::Panels { w, .. } => {
-                w[((j / QD8_PANEL) * k + kk) * QD8_PANEL + j % QD8_PANEL] as i32
-            }
+            Qd8Weights::Panels { w, .. } => w[panel_index(j, kk, k)] as i32,
         }
     }
 
@@ -331,12 +336,12 @@ impl Qd8Weights<'_> {
             _ => 0,
         };
         let nb = k.checked_div(block).unwrap_or(1);
-        let mut w = vec![0i8; panels * k * QD8_PANEL];
+        let mut w = vec![0i8; panels * k.next_multiple_of(2) * QD8_PANEL];
         let mut scales = vec![0f32; panels * nb * QD8_PANEL];
         for j in 0..n {
             let (p, c) = (j / QD8_PANEL, j % QD8_PANEL);
             for kk in 0..k {
-                w[(p * k + kk) * QD8_PANEL + c] = self.at(j, kk, k) as i8;
+                w[panel_index(j, kk, k)] = self.at(j, kk, k) as i8;
             }
             for b in 0..nb {
                 scales[(p * nb + b) * QD8_PANEL + c] = self.scale(j, b, k);
@@ -350,9 +355,9 @@ impl Qd8Weights<'_> {
     pub fn fits(&self, n: usize, k: usize) -> bool {
         match *self {
             Qd8Weights::Panels { w, scales, block_size } => {
-                let panel_len = k.checked_mul(QD8_PANEL);
+                let panel_len = k.next_multiple_of(2).checked_mul(QD8_PANEL);
                 let blocks = Some(k.checked_div(block_size).unwrap_or(1));
-                (block_size == 0 || k.is_multiple_of(block_size))
+                (block_size == 0 || k.is_multiple_of(block_size) && block_size.is_multiple_of(2))
                     && panel_len.and_then(|l| l.checked_mul(n.div_ceil(QD8_PANEL))) == Some(w.len())
                     && blocks.and_then(|b| b.checked_mul(n.div_ceil(QD8_PANEL) * QD8_PANEL))
                         == Some(scales.len())
@@ -440,13 +445,16 @@ pub(crate) fn qd8_fully_connected_isa(
         return;
     }
     if let Qd8Weights::Panels { w, scales, block_size } = *weights {
+        // Rows of `kp` activations minus their zero point, the odd input's pad zero.
+        let kp = k.next_multiple_of(2);
         let mut q = vec![0i8; k];
-        let mut a = vec![0i32; m * k];
+        let mut a = vec![0i16; m * kp];
         let mut row_scale = Vec::with_capacity(m);
-        for (xr, ar) in x.chunks_exact(k).zip(a.chunks_exact_mut(k)) {
+        for (xr, ar) in x.chunks_exact(k).zip(a.chunks_exact_mut(kp)) {
             let p = qd8_quantize_row(xr, &mut q);
+            // q and the zero point are in [-128, 127]: the difference fits an i16.
             for (d, &v) in ar.iter_mut().zip(&q) {
-                *d = v as i32 - p.zero_point;
+                *d = v as i16 - p.zero_point as i16;
             }
             row_scale.push(p.scale);
         }
@@ -455,7 +463,7 @@ pub(crate) fn qd8_fully_connected_isa(
         } else {
             qg::PanelScales::Blocks { scales, block: block_size }
         };
-        let gemm = qg::PanelGemm { a: &a, row_scale: &row_scale, m, k, n, w, scales };
+        let gemm = qg::PanelGemm { a: &a, row_scale: &row_scale, m, kp, n, w, scales };
         gemm.run_on(isa, bias, (output_min, output_max), out, threads);
         return;
     }

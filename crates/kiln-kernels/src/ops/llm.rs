@@ -10,8 +10,10 @@
 //!   `0 ..= start_pos + i`), grouped-query heads (query head `h` reads KV head
 //!   `h / (H / Hkv)`), scores scaled once by `scale` or `1 / sqrt(D)` (`op_sdpa.cpp`,
 //!   `op_sdpa_impl.h`). ExecuTorch tiles it flash-attention style with an online softmax;
-//!   this kernel takes the exact softmax of each row, which agrees to float rounding.
+//!   this kernel takes the softmax of each row whole (kiln's vectorized `exp`), which agrees
+//!   to float rounding.
 
+use crate::compute::activation::exp_in_place;
 use crate::dtype::DType;
 use crate::error::KernelError;
 use crate::kernel::{KernelContext, KernelDef, OutKind, OutSlot};
@@ -150,8 +152,7 @@ fn custom_sdpa(
                 let mut max = f32::NEG_INFINITY;
                 for (j, sc) in scores[..seen].iter_mut().enumerate() {
                     let krow = &ks[kv_at(j)..][..d];
-                    let dot: f32 = qrow.iter().zip(krow).map(|(a, b)| a * b).sum();
-                    *sc = dot * scale + mask.map_or(0.0, |(m, mk)| m[i * mk + j]);
+                    *sc = dot(qrow, krow) * scale + mask.map_or(0.0, |(m, mk)| m[i * mk + j]);
                     max = max.max(*sc);
                 }
                 let orow = &mut o[((bi * t + i) * h + hi) * d..][..d];
@@ -160,11 +161,9 @@ fn custom_sdpa(
                     // Every key masked: ExecuTorch's online softmax leaves the row zero.
                     continue;
                 }
-                let mut sum = 0f32;
-                for sc in &mut scores[..seen] {
-                    *sc = (*sc - max).exp();
-                    sum += *sc;
-                }
+                scores[..seen].iter_mut().for_each(|sc| *sc -= max);
+                exp_in_place(&mut scores[..seen]);
+                let sum: f32 = scores[..seen].iter().sum();
                 for (j, &p) in scores[..seen].iter().enumerate() {
                     let w = p / sum;
                     for (acc, &x) in orow.iter_mut().zip(&vs[kv_at(j)..][..d]) {
@@ -175,6 +174,19 @@ fn custom_sdpa(
         }
     }
     Ok(())
+}
+
+/// `Σ a[i] * b[i]` in eight interleaved partial sums (vectorizable), then added together.
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut lanes = [0f32; 8];
+    let (ac, bc) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f32 = ac.remainder().iter().zip(bc.remainder()).map(|(x, y)| x * y).sum();
+    for (x, y) in ac.zip(bc) {
+        for l in 0..8 {
+            lanes[l] += x[l] * y[l];
+        }
+    }
+    lanes.iter().sum::<f32>() + tail
 }
 
 /// The kernels of this family.

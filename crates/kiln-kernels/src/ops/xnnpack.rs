@@ -14,7 +14,7 @@
 //! - `qd8_fully_connected.out(x, weight, weight_kind, scales, block_size, bias, output_min,
 //!   output_max, out)`: dynamic per-row int8 activations times qc8w (0), qc4w (1) or qb4w (2)
 //!   weights, or any of them laid out once as int8 panels of 16 output channels (3:
-//!   `[ceil(N / 16), K, 16]`, block size 0 for per-channel scales).
+//!   `[ceil(N / 16), K rounded up to even, 16]`, block size 0 for per-channel scales).
 //! - `qs8_fully_connected.out(x, x_scale, x_zero_point, weight, weight_scales, bias,
 //!   out_scale, out_zero_point, output_min, output_max, out)`.
 //! - `qs8_convolution.out(x, x_scale, x_zero_point, weight, weight_scales, bias, stride,
@@ -254,7 +254,7 @@ fn qd8_fully_connected(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_
     let bias = a.opt_tensor(5, "bias")?;
     let (lo, hi) = bounds_arg(&a, 6)?;
     want_dtype(ctx, &x, "x", DType::Float)?;
-    let (k, mut osizes) = rows(ctx, &x)?;
+    let (k, osizes) = rows(ctx, &x)?;
     want_dtype(ctx, &s, "scales", DType::Float)?;
     if kind == 3 {
         return qd8_fully_connected_panels(
@@ -295,12 +295,7 @@ fn qd8_fully_connected(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_
         return Err(ctx.shape_err("scales", format!("{want_scales:?}"), s.sizes()));
     }
     let bias = bias_arg::<f32>(ctx, bias, n)?;
-    let out = out_tensor(ctx, outs, 0, "out")?;
-    if out.dtype() != DType::Float {
-        return Err(ctx.dtype_err("out", "float32", out.dtype()));
-    }
-    osizes.push(n);
-    resize(ctx, out, "out", &osizes)?;
+    let out = qd8_out(ctx, outs, osizes, n)?;
     let (xv, sv) = (dense::<f32>(&x), dense::<f32>(&s));
     let w8: Cow<'_, [i8]> = if kind == 0 { dense::<i8>(&w) } else { Cow::Borrowed(&[]) };
     let w4: Cow<'_, [u8]> = if kind == 0 { Cow::Borrowed(&[]) } else { dense::<u8>(&w) };
@@ -312,31 +307,62 @@ fn qd8_fully_connected(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_
     if !weights.fits(n, k) {
         return Err(ctx.shape_err("weight", format!("[{n}, {cols}]"), w.sizes()));
     }
+    qd8_compute(ctx, (&xv, k), &weights, bias.as_deref(), (lo, hi), out)
+}
+
+/// The float32 output of a QD8 fully connected layer: `rows` (its leading sizes) plus `n`.
+fn qd8_out<'o, 'x>(
+    ctx: &KernelContext,
+    outs: &'o mut [Out<'_, 'x>],
+    mut rows: Vec<usize>,
+    n: usize,
+) -> Result<&'o mut TensorMut<'x>, KernelError> {
+    let out = out_tensor(ctx, outs, 0, "out")?;
+    if out.dtype() != DType::Float {
+        return Err(ctx.dtype_err("out", "float32", out.dtype()));
+    }
+    rows.push(n);
+    resize(ctx, out, "out", &rows)?;
+    Ok(out)
+}
+
+/// Runs a QD8 fully connected layer whose arguments were checked: the scalar loops when the
+/// context asks for them, else the fast ones.
+fn qd8_compute(
+    ctx: &KernelContext,
+    (x, k): (&[f32], usize),
+    weights: &Qd8Weights<'_>,
+    bias: Option<&[f32]>,
+    (lo, hi): (f32, f32),
+    out: &mut TensorMut<'_>,
+) -> KResult {
+    let n = out.sizes().last().copied().unwrap_or(0);
     write_out::<f32>(ctx, out, |d| {
         if ctx.general_only {
-            xq::qd8_fully_connected_scalar(&xv, k, &weights, n, bias.as_deref(), lo, hi, d)
+            xq::qd8_fully_connected_scalar(x, k, weights, n, bias, lo, hi, d)
         } else {
-            let th = &ctx.threads;
-            xq::qd8_fully_connected(&xv, k, &weights, n, bias.as_deref(), lo, hi, d, th)
+            xq::qd8_fully_connected(x, k, weights, n, bias, lo, hi, d, &ctx.threads)
         }
     })
 }
 
-/// `qd8_fully_connected` with weight kind 3: int8 panels `[ceil(N / 16), K, 16]` and their
+/// `qd8_fully_connected` with weight kind 3: int8 panels `[ceil(N / 16), Kp, 16]` (`Kp` = `K`
+/// rounded up to even, input pairs interleaved per channel) and their
 /// scales `[ceil(N / 16), 1, 16]` (block size 0: per channel) or `[ceil(N / 16), K / block, 16]`;
 /// `N` is the output's last dimension.
 fn qd8_fully_connected_panels(
     ctx: &KernelContext,
-    (x, k, mut osizes): (&TensorRef<'_>, usize, Vec<usize>),
+    (x, k, osizes): (&TensorRef<'_>, usize, Vec<usize>),
     (w, s, block): (&TensorRef<'_>, &TensorRef<'_>, i64),
     bias: Option<TensorRef<'_>>,
     (lo, hi): (f32, f32),
     outs: &mut [Out<'_, '_>],
 ) -> KResult {
     want_dtype(ctx, w, "weight", DType::Char)?;
-    let block = usize::try_from(block).ok().filter(|&b| b == 0 || (b <= k && k % b == 0));
+    let even_divisor = |b: usize| b <= k && k.is_multiple_of(b) && b.is_multiple_of(2);
+    let block = usize::try_from(block).ok().filter(|&b| b == 0 || even_divisor(b));
     let Some(block) = block else {
-        return Err(ctx.invalid("block_size", format!("not 0 or a divisor of K = {k}")));
+        return Err(ctx.invalid("block_size", format!("not 0 or an even divisor of K = {k}")));
     };
     let n = match outs.first() {
         Some(Out::Tensor(o)) => o.sizes().last().copied().unwrap_or(0),
@@ -347,26 +373,15 @@ fn qd8_fully_connected_panels(
     if s.sizes() != [panels, nb, p] {
         return Err(ctx.shape_err("scales", format!("[{panels}, {nb}, {p}]"), s.sizes()));
     }
-    if w.sizes() != [panels, k, p] {
-        return Err(ctx.shape_err("weight", format!("[{panels}, {k}, {p}]"), w.sizes()));
+    let kp = k.next_multiple_of(2);
+    if w.sizes() != [panels, kp, p] {
+        return Err(ctx.shape_err("weight", format!("[{panels}, {kp}, {p}]"), w.sizes()));
     }
     let bias = bias_arg::<f32>(ctx, bias, n)?;
-    let out = out_tensor(ctx, outs, 0, "out")?;
-    if out.dtype() != DType::Float {
-        return Err(ctx.dtype_err("out", "float32", out.dtype()));
-    }
-    osizes.push(n);
-    resize(ctx, out, "out", &osizes)?;
+    let out = qd8_out(ctx, outs, osizes, n)?;
     let (xv, sv, wv) = (dense::<f32>(x), dense::<f32>(s), dense::<i8>(w));
     let weights = Qd8Weights::Panels { w: &wv, scales: &sv, block_size: block };
-    write_out::<f32>(ctx, out, |d| {
-        if ctx.general_only {
-            xq::qd8_fully_connected_scalar(&xv, k, &weights, n, bias.as_deref(), lo, hi, d)
-        } else {
-            let th = &ctx.threads;
-            xq::qd8_fully_connected(&xv, k, &weights, n, bias.as_deref(), lo, hi, d, th)
-        }
-    })
+    qd8_compute(ctx, (&xv, k), &weights, bias.as_deref(), (lo, hi), out)
 }
 
 fn qs8_fully_connected(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>]) -> KResult {

@@ -539,7 +539,16 @@ impl Lowerer<'_, '_> {
             Some(b) => self.plain(b)?,
             None => self.none(),
         };
-        let y = self.call("aten::linear.out", vec![x, w, b], DType::Float, &od)?;
+        // Without a clamp after it, the product is the node's output (possibly the call's
+        // output itself, [`Lowerer::output`]).
+        let clamps = n.min_max.is_some_and(|(lo, hi)| lo > f32::NEG_INFINITY || hi < f32::INFINITY);
+        let y = if clamps {
+            self.call("aten::linear.out", vec![x, w, b], DType::Float, &od)?
+        } else {
+            let out = self.output(output, identity(od.len()))?;
+            self.emit("aten::linear.out", vec![x, w, b, out.value, out.value]);
+            out.value
+        };
         let r = self.clamp_after(n, Rep { value: y, perm: identity(od.len()) }, output)?;
         self.set(output, r);
         Ok(())

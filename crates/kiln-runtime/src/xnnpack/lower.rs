@@ -70,6 +70,9 @@ pub(super) struct Lowerer<'p, 'd> {
     /// Whether the call's inputs have dynamic shapes (then every new tensor is dynamic, bounded
     /// by its serialized size).
     dynamic: bool,
+    /// Per XNNPACK value: the call's output tensor it may be written into directly (an
+    /// external output of the same dtype and sizes, row-major), so no copy moves it there.
+    direct: Vec<Option<u32>>,
 }
 
 pub(crate) fn lower(
@@ -94,8 +97,10 @@ pub(crate) fn lower(
         arena,
         arena_size: 0,
         dynamic: false,
+        direct: vec![None; graph.values.len()],
     };
     l.bind_inputs(args)?;
+    l.find_direct_outputs(args)?;
     for (i, node) in graph.nodes.iter().enumerate() {
         l.node(node).map_err(|e| format!("xnodes[{i}] ({}): {e}", node.kind))?;
     }
@@ -351,6 +356,14 @@ impl<'d> Lowerer<'_, 'd> {
         if perm.len() != dims.len() {
             return Err(format!("value {id} has rank {}, expected {}", dims.len(), perm.len()));
         }
+        // The first tensor made for an external output is the call's output itself (a node
+        // that writes the value again, a clamp after its producer, gets a tensor of its own:
+        // no kernel reads and writes one tensor).
+        if is_identity(&perm) {
+            if let Some(arg) = self.direct.get_mut(id as usize).and_then(Option::take) {
+                return Ok(Rep { value: arg, perm });
+            }
+        }
         let sizes = Self::method_sizes(&dims, &perm);
         let value = self.tensor(dtype, &sizes)?;
         Ok(Rep { value, perm })
@@ -440,11 +453,33 @@ impl<'d> Lowerer<'_, 'd> {
         Ok(())
     }
 
+    /// The external outputs a node may write straight into: float32 (or integer) values whose
+    /// call output has their dtype and sizes in row-major order, and that are no external
+    /// input.
+    fn find_direct_outputs(&mut self, args: &[u32]) -> R<()> {
+        for (id, arg, t) in self.externals(args, FLAG_EXTERNAL_OUTPUT)? {
+            let v = self.xvalue(id);
+            let fits = v.flags & FLAG_EXTERNAL_INPUT == 0
+                && dtype_of(v.datatype).ok() == Some(t.dtype)
+                && t.shape.sizes() == v.dims.as_slice()
+                && t.shape.is_dense_row_major();
+            let taken = self.direct.contains(&Some(arg));
+            if fits && !taken {
+                self.direct[id as usize] = Some(arg);
+            }
+        }
+        Ok(())
+    }
+
     /// The external output values are written into the call's outputs, in XNNPACK's memory
     /// order (NCHW for a convolution's output seen channels-last).
     pub(super) fn bind_outputs(&mut self, args: &[u32]) -> R<()> {
         for (id, arg, t) in self.externals(args, FLAG_EXTERNAL_OUTPUT)? {
             let mut r = self.rep(id)?;
+            if r.value == arg {
+                // A node wrote it there ([`Lowerer::output`]).
+                continue;
+            }
             let scalar = t.shape.rank() == 0 && self.dims(id) == [1];
             if t.dtype == DType::Half && !scalar && is_identity(&r.perm) {
                 // Narrowed from float32 straight into the output.

@@ -284,7 +284,8 @@ impl Lowerer<'_, '_> {
         let (panels, panel_scales, block) = weights.to_panels(nn, k);
         let bytes: Vec<u8> = panels.iter().map(|&v| v as u8).collect();
         let count = nn.div_ceil(QD8_PANEL);
-        let w = self.constant(DType::Char, &[count, k, QD8_PANEL], Bytes::Owned(bytes))?;
+        let kp = k.next_multiple_of(2);
+        let w = self.constant(DType::Char, &[count, kp, QD8_PANEL], Bytes::Owned(bytes))?;
         let nb = k.checked_div(block).unwrap_or(1);
         let bytes: Vec<u8> = panel_scales.iter().flat_map(|v| v.to_le_bytes()).collect();
         let s = self.constant(DType::Float, &[count, nb, QD8_PANEL], Bytes::Owned(bytes))?;
