@@ -836,6 +836,13 @@ fn block_sums(
             // the buffers hold what the kernel reads and writes (asserted above).
             unsafe { by_rows!(rows, panel8_avx512, (a, lda, w, len, acc)) }
         }
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => {
+            let (a, w, acc) = (a.as_ptr(), w.as_ptr(), acc.as_mut_ptr());
+            // SAFETY: `Isa::Avx2` is only chosen when the CPU has AVX2; the buffers hold what
+            // the kernel reads and writes (asserted above).
+            unsafe { by_rows!(rows, panel8_avx2, (a, lda, w, len, acc)) }
+        }
         _ => {
             for r in 0..rows {
                 let ar = &a[r * lda..r * lda + len];
@@ -907,3 +914,48 @@ panel8_avx512_fn!(panel8_avx512, "avx512f,avx512bw", |c, a, w| {
     use std::arch::x86_64::*;
     _mm512_add_epi32(c, _mm512_madd_epi16(a, w))
 });
+
+/// The AVX2 product of `R` rows by an int8 panel `[len / 2][PANEL][2]`, in two 8-channel
+/// halves, the weights widened to `i16` in registers.
+///
+/// # Safety
+/// The CPU has AVX2; `a` holds `R` rows of `len` (even) values `lda` apart, `w` holds
+/// `len * PANEL` values and `acc` `R * PANEL`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn panel8_avx2<const R: usize>(
+    a: *const i16,
+    lda: usize,
+    w: *const i8,
+    len: usize,
+    acc: *mut i32,
+) {
+    use std::arch::x86_64::*;
+    let mut c0 = [_mm256_setzero_si256(); R];
+    let mut c1 = [_mm256_setzero_si256(); R];
+    let mut rows: [*const i32; R] =
+        std::array::from_fn(|r| a.wrapping_add(r.wrapping_mul(lda)).cast::<i32>());
+    let mut wp = w;
+    for _ in 0..len / 2 {
+        // SAFETY: the current pair of each row `r < R` and the current 32 weights are inside
+        // the buffers (the caller's contract).
+        unsafe {
+            let w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(wp.cast()));
+            let w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(wp.wrapping_add(PANEL).cast()));
+            for ((c0, c1), ar) in c0.iter_mut().zip(c1.iter_mut()).zip(rows.iter_mut()) {
+                let pair = _mm256_set1_epi32(ar.read_unaligned());
+                *c0 = _mm256_add_epi32(*c0, _mm256_madd_epi16(pair, w0));
+                *c1 = _mm256_add_epi32(*c1, _mm256_madd_epi16(pair, w1));
+                *ar = ar.wrapping_add(1);
+            }
+        }
+        wp = wp.wrapping_add(2 * PANEL);
+    }
+    for r in 0..R {
+        // SAFETY: `acc` holds `R * PANEL` values.
+        unsafe {
+            _mm256_storeu_si256(acc.wrapping_add(r * PANEL).cast(), c0[r]);
+            _mm256_storeu_si256(acc.wrapping_add(r * PANEL + PANEL / 2).cast(), c1[r]);
+        }
+    }
+}
