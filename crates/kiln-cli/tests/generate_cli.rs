@@ -139,3 +139,23 @@ fn bad_input_gets_a_clear_error() {
     let (code, _, _) = kiln(&["generate", &pte]);
     assert_eq!(code, 2);
 }
+
+#[test]
+fn inspect_shows_the_metadata_methods_values() {
+    for variant in ["fp32", "sdpa_xnnpack_8da4w"] {
+        let exp = expected(&format!("{variant}.expected.json"));
+        let (code, stdout, stderr) =
+            kiln(&["inspect", "--json", &fixture(&format!("{variant}.pte"))]);
+        assert_eq!(code, 0, "{stderr}");
+        let v: Value = serde_json::from_str(&stdout).unwrap();
+        // ExecuTorch's values of the constant methods, as its runtime returned them.
+        for (name, want) in exp["metadata"].as_object().unwrap() {
+            let m = v["methods"].as_array().unwrap().iter().find(|m| m["name"] == *name);
+            let m = m.unwrap_or_else(|| panic!("{variant}: no method {name}"));
+            assert_eq!(m["outputs"][0]["value"], *want, "{variant}: {name}");
+        }
+        let (_, text, _) = kiln(&["inspect", &fixture(&format!("{variant}.pte"))]);
+        let max = exp["metadata"]["get_max_seq_len"].as_i64().unwrap();
+        assert!(text.contains(&format!("output  0  int    = {max}")), "{text}");
+    }
+}

@@ -152,12 +152,13 @@ pub fn inspect_pte(input: &Input, json: bool) -> Result<ExitCode> {
             ms.instructions,
             ms.planned_buffers
         );
-        let mut io = Table::new(["", "#", "dtype", "shape"]);
+        let mut io = Table::new(["", "#", "dtype", "shape or value"]);
         for (dir, list) in [("input", &ms.inputs), ("output", &ms.outputs)] {
             for (i, v) in list.iter().enumerate() {
-                let shape = match &v.shape {
-                    Some(s) => format!("{s:?}"),
-                    None => "-".to_string(),
+                let shape = match (&v.shape, v.value) {
+                    (Some(s), _) => format!("{s:?}"),
+                    (None, Some(value)) => format!("= {value}"),
+                    (None, None) => "-".to_string(),
                 };
                 io.row([dir.to_string(), i.to_string(), v.dtype.clone(), shape]);
             }

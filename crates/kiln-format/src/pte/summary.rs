@@ -77,6 +77,32 @@ pub struct IoSummary {
     /// `static`, `dynamic_bound` or `dynamic_unbound` for tensors.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dynamism: Option<&'static str>,
+    /// The serialized value of an Int, Bool or Double: what a constant method (an LLM
+    /// export's `get_max_seq_len`, say) returns, or the traced value of such an input.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value: Option<ScalarValue>,
+}
+
+/// A scalar value as serialized (JSON: a number or a boolean).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum ScalarValue {
+    /// An Int.
+    Int(i64),
+    /// A Bool.
+    Bool(bool),
+    /// A Double.
+    Double(f64),
+}
+
+impl std::fmt::Display for ScalarValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ScalarValue::Int(v) => write!(f, "{v}"),
+            ScalarValue::Bool(v) => write!(f, "{v}"),
+            ScalarValue::Double(v) => write!(f, "{v}"),
+        }
+    }
 }
 
 /// One named data entry.
@@ -164,9 +190,18 @@ fn io_summary(v: &Value<'_>) -> IoSummary {
             dtype: t.dtype().name().to_string(),
             shape: Some(t.sizes().iter().map(i64::from).collect()),
             dynamism: Some(t.dynamism().name()),
+            value: None,
         },
-        other => {
-            IoSummary { dtype: other.kind().snake_name().to_string(), shape: None, dynamism: None }
-        }
+        other => IoSummary {
+            dtype: other.kind().snake_name().to_string(),
+            shape: None,
+            dynamism: None,
+            value: match *other {
+                Value::Int(v) => Some(ScalarValue::Int(v)),
+                Value::Bool(v) => Some(ScalarValue::Bool(v)),
+                Value::Double(v) => Some(ScalarValue::Double(v)),
+                _ => None,
+            },
+        },
     }
 }
