@@ -137,17 +137,18 @@ fn pack_weights(wt: &[i8], groups: usize, og: usize, kg: usize) -> (usize, usize
 }
 
 /// `acc[r * NR + n] = Σ_k a[r * lda + k] * w[k][n]` for rows `r < rows` of a panel `w`
-/// packed `[kp / 2][NR][2]`.
+/// packed `[kp / 2][NR][2]`, of `i16` weights (the convolution loops) or `i8` ones widened in
+/// registers (the QD8 panels).
 ///
 /// # Panics
 /// If `rows` is not in `1..=MR`, `kp` is odd, `w` is not `kp * NR` long or `a` is shorter
 /// than `(rows - 1) * lda + kp`.
-fn panel_product(
+fn panel_product<W: PanelWeight>(
     isa: Isa,
     a: &[i16],
     lda: usize,
     rows: usize,
-    w: &[i16],
+    w: &[W],
     kp: usize,
     acc: &mut [i32; MR * NR],
 ) {
@@ -159,13 +160,11 @@ fn panel_product(
         // the CPU has AVX-512F, AVX-512BW and AVX-512 VNNI; the asserts above bound every read
         // and write of the kernel (rows of `kp` values at `r * lda`, `kp * NR` weights, `rows
         // * NR` sums).
-        Isa::Vnni => unsafe {
-            by_rows!(rows, panel_vnni, (a.as_ptr(), lda, w.as_ptr(), kp, acc.as_mut_ptr()))
-        },
+        Isa::Vnni => unsafe { W::vnni(rows, a.as_ptr(), lda, w.as_ptr(), kp, acc.as_mut_ptr()) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as above, with AVX-512F and AVX-512BW.
         Isa::Avx512 => unsafe {
-            by_rows!(rows, panel_avx512, (a.as_ptr(), lda, w.as_ptr(), kp, acc.as_mut_ptr()))
+            W::avx512(rows, a.as_ptr(), lda, w.as_ptr(), kp, acc.as_mut_ptr())
         },
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => {
@@ -174,7 +173,7 @@ fn panel_product(
                 let r = (rows - r0).min(4);
                 let (ap, cp) = (a[r0 * lda..].as_ptr(), acc[r0 * NR..].as_mut_ptr());
                 // SAFETY: as above, with AVX2; rows `r0..r0 + r` are inside the asserted rows.
-                unsafe { by_rows!(r, panel_avx2, (ap, lda, w.as_ptr(), kp, cp)) }
+                unsafe { W::avx2(r, ap, lda, w.as_ptr(), kp, cp) }
             }
         }
         _ => by_rows!(rows, panel_portable, (a, lda, w, kp, acc)),
@@ -185,7 +184,7 @@ fn panel_product(
 fn panel_portable<const R: usize>(
     a: &[i16],
     lda: usize,
-    w: &[i16],
+    w: &[impl PanelWeight],
     kp: usize,
     acc: &mut [i32; MR * NR],
 ) {
@@ -195,7 +194,7 @@ fn panel_portable<const R: usize>(
             let a0 = a[r * lda + 2 * kk] as i32;
             let a1 = a[r * lda + 2 * kk + 1] as i32;
             for (s, wp) in cr.iter_mut().zip(wk.chunks_exact(2)) {
-                *s = s.wrapping_add(a0 * wp[0] as i32 + a1 * wp[1] as i32);
+                *s = s.wrapping_add(a0 * wp[0].into() + a1 * wp[1].into());
             }
         }
     }
@@ -204,11 +203,121 @@ fn panel_portable<const R: usize>(
     }
 }
 
-/// Defines an AVX-512 panel product of `R` rows; `$madd(acc, a, w)` adds the pairwise
-/// products of `a` and `w` to `acc`.
+/// The weights of a packed panel, with the vector kernels that read them.
+trait PanelWeight: Copy + Into<i32> {
+    /// The AVX-512 VNNI product of `rows <= MR` rows.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F, AVX-512BW and AVX-512 VNNI; `a` holds `rows` rows of `kp` (even)
+    /// values `lda` apart, `w` holds `kp * NR` values and `acc` `rows * NR`.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn vnni(
+        rows: usize,
+        a: *const i16,
+        lda: usize,
+        w: *const Self,
+        kp: usize,
+        acc: *mut i32,
+    );
+
+    /// The AVX-512 product of `rows <= MR` rows.
+    ///
+    /// # Safety
+    /// As [`PanelWeight::vnni`], with AVX-512F and AVX-512BW.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn avx512(
+        rows: usize,
+        a: *const i16,
+        lda: usize,
+        w: *const Self,
+        kp: usize,
+        acc: *mut i32,
+    );
+
+    /// The AVX2 product of `rows <= 4` rows.
+    ///
+    /// # Safety
+    /// As [`PanelWeight::vnni`], with AVX2.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn avx2(
+        rows: usize,
+        a: *const i16,
+        lda: usize,
+        w: *const Self,
+        kp: usize,
+        acc: *mut i32,
+    );
+}
+
+/// Implements [`PanelWeight`] for `$w` with the kernels `$vnni`, `$avx512` and `$avx2`.
+macro_rules! panel_weight {
+    ($w:ty, $vnni:ident, $avx512:ident, $avx2:ident) => {
+        impl PanelWeight for $w {
+            #[cfg(target_arch = "x86_64")]
+            unsafe fn vnni(
+                rows: usize,
+                a: *const i16,
+                lda: usize,
+                w: *const $w,
+                kp: usize,
+                acc: *mut i32,
+            ) {
+                // SAFETY: the caller's contract is the kernel's.
+                unsafe { by_rows!(rows, $vnni, (a, lda, w, kp, acc)) }
+            }
+
+            #[cfg(target_arch = "x86_64")]
+            unsafe fn avx512(
+                rows: usize,
+                a: *const i16,
+                lda: usize,
+                w: *const $w,
+                kp: usize,
+                acc: *mut i32,
+            ) {
+                // SAFETY: the caller's contract is the kernel's.
+                unsafe { by_rows!(rows, $avx512, (a, lda, w, kp, acc)) }
+            }
+
+            #[cfg(target_arch = "x86_64")]
+            unsafe fn avx2(
+                rows: usize,
+                a: *const i16,
+                lda: usize,
+                w: *const $w,
+                kp: usize,
+                acc: *mut i32,
+            ) {
+                // SAFETY: the caller's contract is the kernel's (`rows <= 4`).
+                unsafe {
+                    match rows {
+                        1 => $avx2::<1>(a, lda, w, kp, acc),
+                        2 => $avx2::<2>(a, lda, w, kp, acc),
+                        3 => $avx2::<3>(a, lda, w, kp, acc),
+                        4 => $avx2::<4>(a, lda, w, kp, acc),
+                        _ => unreachable!("at most 4 rows"),
+                    }
+                }
+            }
+        }
+    };
+}
+
+#[cfg(target_arch = "x86_64")]
+panel_weight!(i16, panel_vnni, panel_avx512, panel_avx2);
+#[cfg(target_arch = "x86_64")]
+panel_weight!(i8, panel8_vnni, panel8_avx512, panel8_avx2);
+#[cfg(not(target_arch = "x86_64"))]
+impl PanelWeight for i16 {}
+#[cfg(not(target_arch = "x86_64"))]
+impl PanelWeight for i8 {}
+
+/// Defines an AVX-512 panel product of `R` rows over `$w` weights: `$load(p)` reads the 32
+/// weights (16 channels, an input pair each) at `p` as `i16` lanes, `$madd(acc, a, w)` adds
+/// the pairwise products of `a` and `w` to `acc`.
 #[cfg(target_arch = "x86_64")]
 macro_rules! panel_avx512_fn {
-    ($name:ident, $features:literal, $madd:expr) => {
+    ($name:ident, $features:literal, $w:ty, $load:expr, $madd:expr) => {
         /// The AVX-512 panel product of `R` rows.
         ///
         /// # Safety
@@ -218,7 +327,7 @@ macro_rules! panel_avx512_fn {
         unsafe fn $name<const R: usize>(
             a: *const i16,
             lda: usize,
-            w: *const i16,
+            w: *const $w,
             kp: usize,
             acc: *mut i32,
         ) {
@@ -233,7 +342,7 @@ macro_rules! panel_avx512_fn {
                 // SAFETY: the current pair of each row `r < R` and the current panel row are
                 // inside the buffers (the caller's contract).
                 unsafe {
-                    let wv = _mm512_loadu_si512(wp.cast());
+                    let wv = $load(wp);
                     for (cr, ar) in c.iter_mut().zip(rows.iter_mut()) {
                         *cr = $madd(*cr, _mm512_set1_epi32(ar.read_unaligned()), wv);
                         *ar = ar.wrapping_add(1);
@@ -249,58 +358,115 @@ macro_rules! panel_avx512_fn {
     };
 }
 
+/// `vpmaddwd` and an add: the AVX-512BW pairwise multiply-accumulate.
 #[cfg(target_arch = "x86_64")]
-panel_avx512_fn!(panel_vnni, "avx512f,avx512bw,avx512vnni", std::arch::x86_64::_mm512_dpwssd_epi32);
-#[cfg(target_arch = "x86_64")]
-panel_avx512_fn!(panel_avx512, "avx512f,avx512bw", |c, a, w| {
-    use std::arch::x86_64::*;
-    _mm512_add_epi32(c, _mm512_madd_epi16(a, w))
-});
+macro_rules! madd_avx512 {
+    () => {
+        |c, a, w| {
+            use std::arch::x86_64::*;
+            _mm512_add_epi32(c, _mm512_madd_epi16(a, w))
+        }
+    };
+}
 
-/// The AVX2 panel product of `R` rows (`R <= 4`), in two 8-lane halves.
-///
-/// # Safety
-/// The CPU has AVX2; `a` holds `R` rows of `kp` (even) values `lda` apart, `w` holds `kp * NR`
-/// values and `acc` `R * NR`.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn panel_avx2<const R: usize>(
-    a: *const i16,
-    lda: usize,
-    w: *const i16,
-    kp: usize,
-    acc: *mut i32,
-) {
-    use std::arch::x86_64::*;
-    let mut c0 = [_mm256_setzero_si256(); R];
-    let mut c1 = [_mm256_setzero_si256(); R];
-    // Row pointers advanced one input pair at a time, as in the AVX-512 kernels.
-    let mut rows: [*const i32; R] =
-        std::array::from_fn(|r| a.wrapping_add(r.wrapping_mul(lda)).cast::<i32>());
-    let mut wp = w;
-    for _ in 0..kp / 2 {
-        // SAFETY: the current pair of each row `r < R` and the current panel row are inside
-        // the buffers (the caller's contract).
-        unsafe {
-            let w0 = _mm256_loadu_si256(wp.cast());
-            let w1 = _mm256_loadu_si256(wp.wrapping_add(NR).cast());
-            for ((c0, c1), ar) in c0.iter_mut().zip(c1.iter_mut()).zip(rows.iter_mut()) {
-                let pair = _mm256_set1_epi32(ar.read_unaligned());
-                *c0 = _mm256_add_epi32(*c0, _mm256_madd_epi16(pair, w0));
-                *c1 = _mm256_add_epi32(*c1, _mm256_madd_epi16(pair, w1));
-                *ar = ar.wrapping_add(1);
+panel_avx512_fn!(
+    panel_vnni,
+    "avx512f,avx512bw,avx512vnni",
+    i16,
+    |p: *const i16| std::arch::x86_64::_mm512_loadu_si512(p.cast()),
+    std::arch::x86_64::_mm512_dpwssd_epi32
+);
+#[cfg(target_arch = "x86_64")]
+panel_avx512_fn!(
+    panel_avx512,
+    "avx512f,avx512bw",
+    i16,
+    |p: *const i16| std::arch::x86_64::_mm512_loadu_si512(p.cast()),
+    madd_avx512!()
+);
+#[cfg(target_arch = "x86_64")]
+panel_avx512_fn!(
+    panel8_vnni,
+    "avx512f,avx512bw,avx512vnni",
+    i8,
+    |p: *const i8| {
+        use std::arch::x86_64::*;
+        _mm512_cvtepi8_epi16(_mm256_loadu_si256(p.cast()))
+    },
+    std::arch::x86_64::_mm512_dpwssd_epi32
+);
+#[cfg(target_arch = "x86_64")]
+panel_avx512_fn!(
+    panel8_avx512,
+    "avx512f,avx512bw",
+    i8,
+    |p: *const i8| {
+        use std::arch::x86_64::*;
+        _mm512_cvtepi8_epi16(_mm256_loadu_si256(p.cast()))
+    },
+    madd_avx512!()
+);
+
+/// Defines the AVX2 panel product of `R` rows (`R <= 4`) over `$w` weights, in two 8-lane
+/// halves: `$load(p)` reads the 16 weights (8 channels, an input pair each) at `p` as `i16`
+/// lanes.
+#[cfg(target_arch = "x86_64")]
+macro_rules! panel_avx2_fn {
+    ($name:ident, $w:ty, $load:expr) => {
+        /// The AVX2 panel product of `R` rows (`R <= 4`), in two 8-lane halves.
+        ///
+        /// # Safety
+        /// The CPU has AVX2; `a` holds `R` rows of `kp` (even) values `lda` apart, `w` holds
+        /// `kp * NR` values and `acc` `R * NR`.
+        #[target_feature(enable = "avx2")]
+        unsafe fn $name<const R: usize>(
+            a: *const i16,
+            lda: usize,
+            w: *const $w,
+            kp: usize,
+            acc: *mut i32,
+        ) {
+            use std::arch::x86_64::*;
+            let mut c0 = [_mm256_setzero_si256(); R];
+            let mut c1 = [_mm256_setzero_si256(); R];
+            // Row pointers advanced one input pair at a time, as in the AVX-512 kernels.
+            let mut rows: [*const i32; R] =
+                std::array::from_fn(|r| a.wrapping_add(r.wrapping_mul(lda)).cast::<i32>());
+            let mut wp = w;
+            for _ in 0..kp / 2 {
+                // SAFETY: the current pair of each row `r < R` and the current panel row are
+                // inside the buffers (the caller's contract).
+                unsafe {
+                    let w0 = $load(wp);
+                    let w1 = $load(wp.wrapping_add(NR));
+                    for ((c0, c1), ar) in c0.iter_mut().zip(c1.iter_mut()).zip(rows.iter_mut()) {
+                        let pair = _mm256_set1_epi32(ar.read_unaligned());
+                        *c0 = _mm256_add_epi32(*c0, _mm256_madd_epi16(pair, w0));
+                        *c1 = _mm256_add_epi32(*c1, _mm256_madd_epi16(pair, w1));
+                        *ar = ar.wrapping_add(1);
+                    }
+                }
+                wp = wp.wrapping_add(2 * NR);
+            }
+            for r in 0..R {
+                // SAFETY: `acc` holds `R * NR` values.
+                unsafe {
+                    _mm256_storeu_si256(acc.wrapping_add(r * NR).cast(), c0[r]);
+                    _mm256_storeu_si256(acc.wrapping_add(r * NR + NR / 2).cast(), c1[r]);
+                }
             }
         }
-        wp = wp.wrapping_add(2 * NR);
-    }
-    for r in 0..R {
-        // SAFETY: `acc` holds `R * NR` values.
-        unsafe {
-            _mm256_storeu_si256(acc.wrapping_add(r * NR).cast(), c0[r]);
-            _mm256_storeu_si256(acc.wrapping_add(r * NR + NR / 2).cast(), c1[r]);
-        }
-    }
+    };
 }
+
+#[cfg(target_arch = "x86_64")]
+panel_avx2_fn!(panel_avx2, i16, |p: *const i16| std::arch::x86_64::_mm256_loadu_si256(p.cast()));
+#[cfg(target_arch = "x86_64")]
+panel_avx2_fn!(panel8_avx2, i8, |p: *const i8| {
+    use std::arch::x86_64::*;
+    _mm256_cvtepi8_epi16(_mm_loadu_si128(p.cast()))
+});
 
 /// Gathers output pixel `p`'s window into `dst` (`groups` rows of `kp`, each `[tap][cg]`):
 /// `x - x_zp` inside the input, 0 for padded taps and the tail.
@@ -772,7 +938,7 @@ impl PanelGemm<'_> {
                 for b in 0..nb {
                     let a = &self.a[r0 * kp + b * block..];
                     let w = &wp[b * block * PANEL..(b + 1) * block * PANEL];
-                    block_sums(isa, rows, a, kp, w, block, &mut acc);
+                    panel_product(isa, a, kp, rows, w, block, &mut acc);
                     for (r, sum) in sums.iter_mut().enumerate().take(rows) {
                         let acc = &acc[r * PANEL..(r + 1) * PANEL];
                         let rs = self.row_scale[r0 + r];
@@ -802,160 +968,6 @@ impl PanelGemm<'_> {
                     sink(p, r0 + r, &sum[..lanes]);
                 }
             }
-        }
-    }
-}
-
-/// `acc[r * PANEL + c] = Σ_{i < len} a[r * lda + i] * w(i, c)` for `rows <= MR` rows, over
-/// `len` (even) inputs of a panel laid out `[len / 2][PANEL][2]`: the AVX-512 kernels when the
-/// CPU has them, else the portable loop.
-fn block_sums(
-    isa: Isa,
-    rows: usize,
-    a: &[i16],
-    lda: usize,
-    w: &[i8],
-    len: usize,
-    acc: &mut [i32; MR * PANEL],
-) {
-    assert!(rows <= MR && len.is_multiple_of(2) && w.len() >= len * PANEL);
-    assert!(rows == 0 || a.len() >= (rows - 1) * lda + len);
-    match isa {
-        #[cfg(target_arch = "x86_64")]
-        Isa::Vnni => {
-            let (a, w, acc) = (a.as_ptr(), w.as_ptr(), acc.as_mut_ptr());
-            // SAFETY: `Isa::Vnni` is only chosen when the CPU has AVX-512F, AVX-512BW and
-            // AVX-512 VNNI; the rows, the panel and `acc` hold what the kernel reads and
-            // writes (asserted above).
-            unsafe { by_rows!(rows, panel8_vnni, (a, lda, w, len, acc)) }
-        }
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => {
-            let (a, w, acc) = (a.as_ptr(), w.as_ptr(), acc.as_mut_ptr());
-            // SAFETY: `Isa::Avx512` is only chosen when the CPU has AVX-512F and AVX-512BW;
-            // the buffers hold what the kernel reads and writes (asserted above).
-            unsafe { by_rows!(rows, panel8_avx512, (a, lda, w, len, acc)) }
-        }
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => {
-            let (a, w, acc) = (a.as_ptr(), w.as_ptr(), acc.as_mut_ptr());
-            // SAFETY: `Isa::Avx2` is only chosen when the CPU has AVX2; the buffers hold what
-            // the kernel reads and writes (asserted above).
-            unsafe { by_rows!(rows, panel8_avx2, (a, lda, w, len, acc)) }
-        }
-        _ => {
-            for r in 0..rows {
-                let ar = &a[r * lda..r * lda + len];
-                let mut sums = [0i32; PANEL];
-                for (pair, wq) in ar.chunks_exact(2).zip(w.chunks_exact(2 * PANEL)) {
-                    let (a0, a1) = (pair[0] as i32, pair[1] as i32);
-                    for c in 0..PANEL {
-                        let t = a0 * wq[2 * c] as i32 + a1 * wq[2 * c + 1] as i32;
-                        sums[c] = sums[c].wrapping_add(t);
-                    }
-                }
-                acc[r * PANEL..(r + 1) * PANEL].copy_from_slice(&sums);
-            }
-        }
-    }
-}
-
-/// Defines an AVX-512 product of `R` rows by an int8 panel `[len / 2][PANEL][2]`, widened to
-/// `i16` in registers; `$madd(acc, a, w)` adds the pairwise products of `a` and `w` to `acc`.
-#[cfg(target_arch = "x86_64")]
-macro_rules! panel8_avx512_fn {
-    ($name:ident, $features:literal, $madd:expr) => {
-        /// The AVX-512 product of `R` rows by an int8 panel.
-        ///
-        /// # Safety
-        /// The CPU has the enabled features; `a` holds `R` rows of `len` (even) values `lda`
-        /// apart, `w` holds `len * PANEL` values and `acc` `R * PANEL`.
-        #[target_feature(enable = $features)]
-        unsafe fn $name<const R: usize>(
-            a: *const i16,
-            lda: usize,
-            w: *const i8,
-            len: usize,
-            acc: *mut i32,
-        ) {
-            use std::arch::x86_64::*;
-            let mut c = [_mm512_setzero_si512(); R];
-            let mut rows: [*const i32; R] =
-                std::array::from_fn(|r| a.wrapping_add(r.wrapping_mul(lda)).cast::<i32>());
-            let mut wp = w;
-            for _ in 0..len / 2 {
-                // SAFETY: the current pair of each row `r < R` and the current 32 weights are
-                // inside the buffers (the caller's contract).
-                unsafe {
-                    let wv = _mm512_cvtepi8_epi16(_mm256_loadu_si256(wp.cast()));
-                    for (cr, ar) in c.iter_mut().zip(rows.iter_mut()) {
-                        *cr = $madd(*cr, _mm512_set1_epi32(ar.read_unaligned()), wv);
-                        *ar = ar.wrapping_add(1);
-                    }
-                }
-                wp = wp.wrapping_add(2 * PANEL);
-            }
-            for (r, cr) in c.iter().enumerate() {
-                // SAFETY: `acc` holds `R * PANEL` values.
-                unsafe { _mm512_storeu_si512(acc.wrapping_add(r * PANEL).cast(), *cr) };
-            }
-        }
-    };
-}
-
-#[cfg(target_arch = "x86_64")]
-panel8_avx512_fn!(
-    panel8_vnni,
-    "avx512f,avx512bw,avx512vnni",
-    std::arch::x86_64::_mm512_dpwssd_epi32
-);
-#[cfg(target_arch = "x86_64")]
-panel8_avx512_fn!(panel8_avx512, "avx512f,avx512bw", |c, a, w| {
-    use std::arch::x86_64::*;
-    _mm512_add_epi32(c, _mm512_madd_epi16(a, w))
-});
-
-/// The AVX2 product of `R` rows by an int8 panel `[len / 2][PANEL][2]`, in two 8-channel
-/// halves, the weights widened to `i16` in registers.
-///
-/// # Safety
-/// The CPU has AVX2; `a` holds `R` rows of `len` (even) values `lda` apart, `w` holds
-/// `len * PANEL` values and `acc` `R * PANEL`.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn panel8_avx2<const R: usize>(
-    a: *const i16,
-    lda: usize,
-    w: *const i8,
-    len: usize,
-    acc: *mut i32,
-) {
-    use std::arch::x86_64::*;
-    let mut c0 = [_mm256_setzero_si256(); R];
-    let mut c1 = [_mm256_setzero_si256(); R];
-    let mut rows: [*const i32; R] =
-        std::array::from_fn(|r| a.wrapping_add(r.wrapping_mul(lda)).cast::<i32>());
-    let mut wp = w;
-    for _ in 0..len / 2 {
-        // SAFETY: the current pair of each row `r < R` and the current 32 weights are inside
-        // the buffers (the caller's contract).
-        unsafe {
-            let w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(wp.cast()));
-            let w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(wp.wrapping_add(PANEL).cast()));
-            for ((c0, c1), ar) in c0.iter_mut().zip(c1.iter_mut()).zip(rows.iter_mut()) {
-                let pair = _mm256_set1_epi32(ar.read_unaligned());
-                *c0 = _mm256_add_epi32(*c0, _mm256_madd_epi16(pair, w0));
-                *c1 = _mm256_add_epi32(*c1, _mm256_madd_epi16(pair, w1));
-                *ar = ar.wrapping_add(1);
-            }
-        }
-        wp = wp.wrapping_add(2 * PANEL);
-    }
-    for r in 0..R {
-        // SAFETY: `acc` holds `R * PANEL` values.
-        unsafe {
-            _mm256_storeu_si256(acc.wrapping_add(r * PANEL).cast(), c0[r]);
-            _mm256_storeu_si256(acc.wrapping_add(r * PANEL + PANEL / 2).cast(), c1[r]);
         }
     }
 }
