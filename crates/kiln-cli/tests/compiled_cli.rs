@@ -1,23 +1,17 @@
 //! `kiln inspect --compiled`, `kiln run --no-compile`: the compiled plan of a shipped program,
 //! its JSON shape, and the usage errors.
 
+mod common;
+
 use std::path::PathBuf;
 use std::process::Command;
 
+use common::kiln;
 use serde_json::Value;
 
 fn fixture(name: &str) -> String {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/pte").join(name);
     p.to_string_lossy().into_owned()
-}
-
-fn kiln(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_kiln")).args(args).output().expect("run kiln");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 #[test]

@@ -1,9 +1,11 @@
 //! `kiln edgetpu inspect --json` against `facts.json`, which an independent decoder
 //! (`shared/tools/dwn_inspect.py`) produced from the same real models.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
 
+use std::path::{Path, PathBuf};
+
+use common::kiln;
 use serde_json::Value;
 
 fn testdata(test: &str) -> Option<PathBuf> {
@@ -14,15 +16,6 @@ fn testdata(test: &str) -> Option<PathBuf> {
         eprintln!("SKIPPED {test}: {} is absent", dir.display());
         None
     }
-}
-
-fn kiln(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_kiln")).args(args).output().expect("run kiln");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 fn keys(v: &Value) -> Vec<&str> {

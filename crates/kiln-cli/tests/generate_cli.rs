@@ -3,23 +3,16 @@
 //! fixture's `tokenizer.expected.json`), sampling is reproducible with `--seed`, and bad input
 //! gets a clear error with the right exit code.
 
-use std::path::PathBuf;
-use std::process::Command;
+mod common;
 
+use std::path::PathBuf;
+
+use common::kiln;
 use serde_json::Value;
 
 fn fixture(name: &str) -> String {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/llm").join(name);
     p.to_str().unwrap().to_string()
-}
-
-fn kiln(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_kiln")).args(args).output().expect("run kiln");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 fn expected(name: &str) -> Value {

@@ -3,22 +3,15 @@
 //! the same payload with ExecuTorch's schema (the fixture's `"xnnpack"` field), the dump holds
 //! every node, verify checks the payloads, and run matches ExecuTorch's int8 result.
 
-use std::path::PathBuf;
-use std::process::Command;
+mod common;
 
+use std::path::PathBuf;
+
+use common::kiln;
 use serde_json::Value;
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/xnnpack").join(name)
-}
-
-fn kiln(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_kiln")).args(args).output().expect("run kiln");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 fn expected(name: &str) -> Value {
