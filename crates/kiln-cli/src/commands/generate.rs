@@ -87,30 +87,9 @@ struct Report {
     max_context_len: usize,
 }
 
-/// Decodes new tokens as they come, printing only complete text.
-struct TextStream {
-    tokenizer: tokenizers::Tokenizer,
-    ids: Vec<u32>,
-    printed: usize,
-}
-
-impl TextStream {
-    /// The text the tokens added since the last call, when it is complete (a multi-byte
-    /// character split over tokens waits for its last token).
-    fn push(&mut self, token: i64) -> Result<String> {
-        self.ids.push(u32::try_from(token).context("token id")?);
-        let text = self.tokenizer.decode(&self.ids, true).map_err(|e| anyhow!("decoding: {e}"))?;
-        if text.ends_with('\u{fffd}') || text.len() < self.printed {
-            return Ok(String::new());
-        }
-        let new = text.get(self.printed..).unwrap_or_default().to_string();
-        self.printed = text.len();
-        Ok(new)
-    }
-
-    fn text(&self) -> Result<String> {
-        self.tokenizer.decode(&self.ids, true).map_err(|e| anyhow!("decoding: {e}"))
-    }
+/// Token ids as the tokenizer takes them.
+fn token_ids(tokens: &[i64]) -> Result<Vec<u32>> {
+    tokens.iter().map(|&t| u32::try_from(t).context("token id")).collect()
 }
 
 fn clock_seed() -> u64 {
@@ -174,8 +153,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
         (Some(t), Some(s)) => Sampler::new(t, args.top_p, s),
         _ => Sampler::greedy(),
     };
-    let mut stream =
-        tokenizer.map(|tokenizer| TextStream { tokenizer, ids: Vec::new(), printed: 0 });
+    // Printed: the new tokens' text as it completes (a character split over tokens waits for
+    // its last token). `--json` decodes them once, at the end.
+    let mut stream = tokenizer.as_ref().filter(|_| !args.json).map(|t| t.decode_stream(true));
     let mut out = std::io::stdout().lock();
 
     let mut tokens = Vec::new();
@@ -189,7 +169,13 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let mut first = true;
     while let Some(token) = next.take() {
         tokens.push(token);
-        let text = stream.as_mut().map(|s| s.push(token)).transpose()?;
+        let text = match &mut stream {
+            Some(s) => {
+                let id = u32::try_from(token).context("token id")?;
+                Some(s.step(id).map_err(|e| anyhow!("decoding: {e}"))?.unwrap_or_default())
+            }
+            None => None,
+        };
         if !args.json {
             match text {
                 Some(text) => write!(out, "{text}")?,
@@ -216,11 +202,17 @@ pub fn run(args: Args) -> Result<ExitCode> {
         if decoded > 0 && decode_s > 0.0 { decoded as f64 / decode_s } else { 0.0 };
 
     if args.json {
+        let text = match &tokenizer {
+            Some(t) => {
+                Some(t.decode(&token_ids(&tokens)?, true).map_err(|e| anyhow!("decoding: {e}"))?)
+            }
+            None => None,
+        };
         let report = Report {
             model: args.model.display().to_string(),
             prompt_tokens: prompt.clone(),
             tokens,
-            text: stream.as_ref().map(TextStream::text).transpose()?,
+            text,
             stop,
             prefill_ms,
             decode_tokens_per_s,
