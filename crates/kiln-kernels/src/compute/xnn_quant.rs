@@ -312,6 +312,16 @@ impl Qd8Weights<'_> {
         }
     }
 
+    /// Inputs per block of scales, or 0 for per-channel scales.
+    fn block_size(&self) -> usize {
+        match *self {
+            Qd8Weights::Qb4w { block_size, .. } | Qd8Weights::Panels { block_size, .. } => {
+                block_size
+            }
+            Qd8Weights::Qc8w { .. } | Qd8Weights::Qc4w { .. } => 0,
+        }
+    }
+
     /// Scale of output channel `j` for block `b` (block 0 for per-channel scales).
     #[inline]
     fn scale(&self, j: usize, b: usize, k: usize) -> f32 {
@@ -329,12 +339,7 @@ impl Qd8Weights<'_> {
     /// the int8 values, the scales and the block size (0: per-channel scales).
     pub fn to_panels(&self, n: usize, k: usize) -> (Vec<i8>, Vec<f32>, usize) {
         let panels = n.div_ceil(QD8_PANEL);
-        let block = match *self {
-            Qd8Weights::Qb4w { block_size, .. } | Qd8Weights::Panels { block_size, .. } => {
-                block_size
-            }
-            _ => 0,
-        };
+        let block = self.block_size();
         let nb = k.checked_div(block).unwrap_or(1);
         let mut w = vec![0i8; panels * k.next_multiple_of(2) * QD8_PANEL];
         let mut scales = vec![0f32; panels * nb * QD8_PANEL];
@@ -419,6 +424,24 @@ pub fn qd8_fully_connected(
     )
 }
 
+/// The rows of `x` (`k` values each) quantized by [`qd8_quantize_row`], minus their zero point,
+/// as `i16` rows `stride` apart (the values past `k` zero), and each row's parameters.
+fn quantize_rows(x: &[f32], k: usize, stride: usize) -> (Vec<i16>, Vec<Qd8Params>) {
+    let m = x.len() / k;
+    let mut q = vec![0i8; k];
+    let mut a = vec![0i16; m * stride];
+    let mut params = Vec::with_capacity(m);
+    for (xr, ar) in x.chunks_exact(k).zip(a.chunks_exact_mut(stride)) {
+        let p = qd8_quantize_row(xr, &mut q);
+        // q and the zero point are in [-128, 127]: the difference fits an i16.
+        for (d, &v) in ar.iter_mut().zip(&q) {
+            *d = v as i16 - p.zero_point as i16;
+        }
+        params.push(p);
+    }
+    (a, params)
+}
+
 /// [`qd8_fully_connected`] on the loops of `isa`: the integer sums by [`qg::dot_rows`] (qc4w and
 /// qb4w nibbles unpacked to `i8` first), then the scalar kernel's float formulas.
 #[allow(clippy::too_many_arguments)]
@@ -445,19 +468,10 @@ pub(crate) fn qd8_fully_connected_isa(
         return;
     }
     if let Qd8Weights::Panels { w, scales, block_size } = *weights {
-        // Rows of `kp` activations minus their zero point, the odd input's pad zero.
+        // Rows of `kp` activations, the odd input's pad zero.
         let kp = k.next_multiple_of(2);
-        let mut q = vec![0i8; k];
-        let mut a = vec![0i16; m * kp];
-        let mut row_scale = Vec::with_capacity(m);
-        for (xr, ar) in x.chunks_exact(k).zip(a.chunks_exact_mut(kp)) {
-            let p = qd8_quantize_row(xr, &mut q);
-            // q and the zero point are in [-128, 127]: the difference fits an i16.
-            for (d, &v) in ar.iter_mut().zip(&q) {
-                *d = v as i16 - p.zero_point as i16;
-            }
-            row_scale.push(p.scale);
-        }
+        let (a, params) = quantize_rows(x, k, kp);
+        let row_scale: Vec<f32> = params.iter().map(|p| p.scale).collect();
         let scales = if block_size == 0 {
             qg::PanelScales::PerChannel(scales)
         } else {
@@ -467,17 +481,7 @@ pub(crate) fn qd8_fully_connected_isa(
         gemm.run_on(isa, bias, (output_min, output_max), out, threads);
         return;
     }
-    let mut q = vec![0i8; k];
-    let mut a = vec![0i16; m * k];
-    let mut params = Vec::with_capacity(m);
-    for (xr, ar) in x.chunks_exact(k).zip(a.chunks_exact_mut(k)) {
-        let p = qd8_quantize_row(xr, &mut q);
-        // q and the zero point are in [-128, 127]: the difference fits an i16.
-        for (d, &v) in ar.iter_mut().zip(&q) {
-            *d = v as i16 - p.zero_point as i16;
-        }
-        params.push(p);
-    }
+    let (a, params) = quantize_rows(x, k, k);
     let unpack = |w: &[u8], kb: usize| -> Vec<i8> {
         let mut u = vec![0i8; n * k];
         for (ur, wr) in u.chunks_exact_mut(k).zip(w.chunks_exact(kb)) {
@@ -510,13 +514,14 @@ pub(crate) fn qd8_fully_connected_isa(
                 Qd8Weights::Qc8w { scales, .. } | Qd8Weights::Qc4w { scales, .. } => {
                     ((sums[0] as f32) * p.scale) * scales[j] + b
                 }
-                Qd8Weights::Qb4w { scales, .. } | Qd8Weights::Panels { scales, .. } => {
+                Qd8Weights::Qb4w { scales, .. } => {
                     let mut sum = 0.0f32;
                     for (blk, &s) in sums.iter().enumerate() {
                         sum += (s as f32) * scales[j * nb + blk];
                     }
                     sum * p.scale + b
                 }
+                Qd8Weights::Panels { .. } => unreachable!("handled above"),
             };
             *o = clamp_f32(v, output_min, output_max);
         }
@@ -524,7 +529,7 @@ pub(crate) fn qd8_fully_connected_isa(
 }
 
 /// The scalar loop of [`qd8_fully_connected`], XNNPACK's scalar micro-kernel operation by
-/// operation (the reference the fast loops are tested against).
+/// operation (the reference the fast loops are tested against), on any weight layout.
 #[allow(clippy::too_many_arguments)]
 pub fn qd8_fully_connected_scalar(
     x: &[f32],
@@ -552,58 +557,24 @@ pub fn qd8_fully_connected_scalar(
         }
         for (j, o) in or.iter_mut().enumerate().take(n) {
             let b = bias.map_or(0.0, |b| b[j]);
-            let v = match *weights {
-                Qd8Weights::Qc8w { w, scales } => {
-                    let wr = &w[j * k..(j + 1) * k];
-                    let mut acc = 0i32;
-                    for (&a, &wv) in qz.iter().zip(wr) {
-                        acc = acc.wrapping_add(a.wrapping_mul(wv as i32));
-                    }
-                    ((acc as f32) * p.scale) * scales[j] + b
-                }
-                Qd8Weights::Qc4w { w, scales } => {
-                    let kb = k.div_ceil(2);
-                    let wr = &w[j * kb..(j + 1) * kb];
+            let v = match weights.block_size() {
+                // qc8w, qc4w: one sum per channel.
+                0 => {
                     let mut acc = 0i32;
                     for (i, &a) in qz.iter().enumerate() {
-                        acc = acc.wrapping_add(a.wrapping_mul(nibble(wr, i)));
+                        acc = acc.wrapping_add(a.wrapping_mul(weights.at(j, i, k)));
                     }
-                    ((acc as f32) * p.scale) * scales[j] + b
+                    ((acc as f32) * p.scale) * weights.scale(j, 0, k) + b
                 }
-                Qd8Weights::Panels { block_size, .. } => {
-                    let (nb, block) = match k.checked_div(block_size) {
-                        Some(nb) => (nb, block_size),
-                        None => (1, k),
-                    };
-                    let mut sums = [0f32; 1];
+                // qb4w: one sum per block, scaled and added up in block order.
+                block => {
                     let mut sum = 0.0f32;
-                    for blk in 0..nb {
+                    for blk in 0..k / block {
                         let mut acc = 0i32;
                         for i in blk * block..(blk + 1) * block {
                             acc = acc.wrapping_add(qz[i].wrapping_mul(weights.at(j, i, k)));
                         }
-                        if block_size == 0 {
-                            sums[0] = ((acc as f32) * p.scale) * weights.scale(j, 0, k);
-                        } else {
-                            sum += (acc as f32) * weights.scale(j, blk, k);
-                        }
-                    }
-                    if block_size == 0 {
-                        sums[0] + b
-                    } else {
-                        sum * p.scale + b
-                    }
-                }
-                Qd8Weights::Qb4w { w, scales, block_size } => {
-                    let nb = k / block_size;
-                    let wr = &w[j * (k / 2)..(j + 1) * (k / 2)];
-                    let mut sum = 0.0f32;
-                    for blk in 0..nb {
-                        let mut acc = 0i32;
-                        for i in blk * block_size..(blk + 1) * block_size {
-                            acc = acc.wrapping_add(qz[i].wrapping_mul(nibble(wr, i)));
-                        }
-                        sum += (acc as f32) * scales[j * nb + blk];
+                        sum += (acc as f32) * weights.scale(j, blk, k);
                     }
                     sum * p.scale + b
                 }
