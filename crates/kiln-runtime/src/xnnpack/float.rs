@@ -11,6 +11,11 @@ use super::lower::{
 };
 use crate::plan::ValueDef;
 
+/// The bounds of node `n`'s fused output clamp, unless it clamps nothing.
+fn output_clamp(n: &Node) -> Option<(f32, f32)> {
+    n.min_max.filter(|&(lo, hi)| !(lo == f32::NEG_INFINITY && hi == f32::INFINITY))
+}
+
 impl Lowerer<'_, '_> {
     /// A unary method operator with extra arguments, applied in the input's permutation.
     pub(super) fn same_perm_unary(
@@ -33,10 +38,7 @@ impl Lowerer<'_, '_> {
 
     /// A fused output clamp after the node's method value `v` (XNNPACK's `output_min_max`).
     pub(super) fn clamp_after(&mut self, n: &Node, r: Rep, output: u32) -> R<Rep> {
-        let Some((lo, hi)) = n.min_max else { return Ok(r) };
-        if lo == f32::NEG_INFINITY && hi == f32::INFINITY {
-            return Ok(r);
-        }
+        let Some((lo, hi)) = output_clamp(n) else { return Ok(r) };
         let (a, b) = (self.bound(lo), self.bound(hi));
         let out = self.output(output, r.perm.clone())?;
         self.emit("aten::clamp.out", vec![r.value, a, b, out.value, out.value]);
@@ -541,8 +543,7 @@ impl Lowerer<'_, '_> {
         };
         // Without a clamp after it, the product is the node's output (possibly the call's
         // output itself, [`Lowerer::output`]).
-        let clamps = n.min_max.is_some_and(|(lo, hi)| lo > f32::NEG_INFINITY || hi < f32::INFINITY);
-        let y = if clamps {
+        let y = if output_clamp(n).is_some() {
             self.call("aten::linear.out", vec![x, w, b], DType::Float, &od)?
         } else {
             let out = self.output(output, identity(od.len()))?;
