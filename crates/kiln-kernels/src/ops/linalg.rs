@@ -222,9 +222,8 @@ fn mm(
 }
 
 /// `aten::linear.out(input [..., K], weight [N, K], bias [N]?)`: `out [..., N]`. The leading
-/// dimensions of `input` are one batch of rows, so they must be collapsible (a row-major run
-/// in any order of their own strides is not needed: ExecuTorch's kernel requires them
-/// contiguous too).
+/// dimensions of `input` are its rows, so they must collapse into one row stride (ExecuTorch's
+/// kernel requires a contiguous input).
 fn linear(
     ctx: &KernelContext,
     x: &TensorRef<'_>,
@@ -267,16 +266,13 @@ fn linear(
     let m: usize = lead.iter().product();
     let xs = x.shape().strides();
     let r = x.rank();
-    // Row stride of the collapsed [M, K] view, when the leading dimensions collapse.
-    let mut row = if r >= 2 { xs[r - 2] } else { 0 };
     for d in (0..r.saturating_sub(2)).rev() {
         if x.sizes()[d] != 1 && xs[d] != xs[d + 1] * x.sizes()[d + 1] {
             return Err(ctx.invalid("input", "the leading dimensions are not contiguous"));
         }
     }
-    if m <= 1 {
-        row = k;
-    }
+    // Row stride of the collapsed [M, K] view (any, for one row).
+    let row = if m > 1 && r >= 2 { xs[r - 2] } else { k };
     let mut sizes = lead.to_vec();
     sizes.push(n);
     resize(ctx, out, "out", &sizes)?;

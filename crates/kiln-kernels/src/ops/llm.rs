@@ -65,9 +65,7 @@ fn update_cache(
         return Err(ctx.shape_err("cache", format!("[{b}, S, {h}, {d}]"), &cs));
     }
     dense(ctx, value, "value")?;
-    if !cache.shape().is_dense_row_major() {
-        return Err(ctx.invalid("cache", "not contiguous in row-major order"));
-    }
+    dense(ctx, &cache.as_ref(), "cache")?;
     let s = cs[1];
     let start = window(ctx, start_pos, t, s)?;
     let row = h * d * value.dtype().size();
@@ -124,7 +122,9 @@ fn custom_sdpa(
             }
             dense(ctx, m, "attn_mask")?;
             match *m.sizes() {
-                [mt, mk] if mt == t && mk >= keys => Some((m.as_slice::<f32>().unwrap_or(&[]), mk)),
+                [mt, mk] if mt == t && mk >= keys => {
+                    Some((m.as_slice::<f32>().map_err(|e| ctx.tensor_err("attn_mask", e))?, mk))
+                }
                 _ => {
                     return Err(ctx.shape_err("attn_mask", format!("[{t}, >= {keys}]"), m.sizes()))
                 }
