@@ -103,13 +103,11 @@ impl LlmMetadata {
         let max_seq_len = match int_method(program, "get_max_seq_len")? {
             Some(v) => positive("get_max_seq_len", v)?,
             None => {
-                return Err(llm_err(
+                return Err(llm_err(format!(
                     "no get_max_seq_len method: not a language model exported by ExecuTorch's \
-                     LLM exporter (methods: "
-                        .to_string()
-                        + &program.method_names().join(", ")
-                        + ")",
-                ))
+                     LLM exporter (methods: {})",
+                    program.method_names().join(", ")
+                )))
             }
         };
         let opt_count = |name: &str| -> Result<Option<usize>> {
