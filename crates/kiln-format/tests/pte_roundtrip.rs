@@ -7,7 +7,7 @@ use std::fs;
 
 use kiln_format::pte::model::{ProgramModel, SegmentModel};
 use kiln_format::pte::writer::write;
-use kiln_format::pte::{Constants, Program};
+use kiln_format::pte::{Constants, Program, Unaligned};
 
 #[test]
 fn read_write_read_gives_an_equal_program() {
@@ -44,7 +44,7 @@ fn read_write_read_gives_an_equal_program() {
             assert_eq!(s.offset % 128, 0, "{name}: segment offset {}", s.offset);
         }
         if let Constants::Segment { offsets, .. } = program.constants() {
-            assert!(offsets.iter().all(|o| o % 16 == 0), "{name}: constant offsets");
+            assert!(offsets.iter().all(|o| o.get() % 16 == 0), "{name}: constant offsets");
         }
         // Raw segments (delegate blobs, named data) keep their exact bytes and sizes.
         let orig_program = Program::open(&original).unwrap();

@@ -169,3 +169,27 @@ fn rejects_broken_headers_and_segments() {
     b[12..16].copy_from_slice(&16u32.to_le_bytes());
     assert!(Program::open(&b).unwrap_err().to_string().contains("extended_header.length"));
 }
+
+#[test]
+fn unaligned_8_byte_scalars_are_read_and_reported() {
+    // ExecuTorch's xor training program (pytorch/executorch test resource): an int64 vector at
+    // file offset 10444. ExecuTorch reads it; the file must verify, and the misalignment is
+    // reported for `verify --strict`.
+    let bytes = std::fs::read(common::fixture("pte-compat/xor.pte")).unwrap();
+    let program = Program::open(&bytes).unwrap();
+    let found = kiln_format::pte::misaligned_scalars(&program);
+    assert!(!found.is_empty());
+    assert!(found.iter().all(|m| m.offset % 8 != 0), "{found:?}");
+    assert!(
+        found.iter().any(|m| m.offset == 10444 && m.field.ends_with("int_list.items")),
+        "{found:?}"
+    );
+    // kiln's writer aligns what it writes.
+    let model = kiln_format::pte::model::ProgramModel::from_program(&program).unwrap();
+    let written = kiln_format::pte::writer::write(&model).unwrap();
+    let rewritten = Program::open(&written).unwrap();
+    assert_eq!(kiln_format::pte::misaligned_scalars(&rewritten), vec![]);
+    // Files ExecuTorch 1.5.1 writes have none.
+    let tiny = std::fs::read(common::fixture("pte/tiny_cnn.pte")).unwrap();
+    assert_eq!(kiln_format::pte::misaligned_scalars(&Program::open(&tiny).unwrap()), vec![]);
+}

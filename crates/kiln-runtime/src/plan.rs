@@ -5,7 +5,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use kiln_format::pte::{self, Instruction, ShapeDynamism, TensorData, Value};
+use kiln_format::pte::{self, Instruction, ShapeDynamism, TensorData, Unaligned, Value};
 use kiln_kernels::{DType, Shape};
 
 use crate::error::{Error, Result};
@@ -164,10 +164,12 @@ pub(crate) fn decode(
             Value::Double(x) => ValueDef::Double(x),
             Value::Bool(x) => ValueDef::Bool(x),
             Value::String(s) => ValueDef::String(Arc::from(s)),
-            Value::IntList(items) => {
-                ValueDef::IntList(items.iter().map(|x| idx(x, "int_list")).collect::<Result<_>>()?)
+            Value::IntList(items) => ValueDef::IntList(
+                items.iter().map(|x| idx(x.get(), "int_list")).collect::<Result<_>>()?,
+            ),
+            Value::DoubleList(items) => {
+                ValueDef::DoubleList(items.iter().map(|x| x.get()).collect())
             }
-            Value::DoubleList(items) => ValueDef::DoubleList(items.iter().collect()),
             Value::BoolList(items) => ValueDef::BoolList(items.iter().collect()),
             Value::TensorList(items) => ValueDef::TensorList(
                 items.iter().map(|x| idx(x.into(), "tensor_list")).collect::<Result<_>>()?,

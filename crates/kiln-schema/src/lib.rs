@@ -41,3 +41,37 @@ pub mod circle;
 #[rustfmt::skip]
 #[path = "generated/xnnpack/mod.rs"]
 pub mod xnnpack;
+
+/// An 8-byte scalar that `schema/program.fbs` and `schema/flat_tensor.fbs` declare as a
+/// one-field struct, so that it is read whatever its alignment (see the header of
+/// `program.fbs`): the same bytes as the scalar, read through [`Unaligned::get`].
+pub trait Unaligned {
+    /// The scalar type.
+    type Value: Default;
+    /// The value.
+    fn get(&self) -> Self::Value;
+}
+
+macro_rules! unaligned {
+    ($($ty:ty => $value:ty),* $(,)?) => {$(
+        impl Unaligned for $ty {
+            type Value = $value;
+            fn get(&self) -> $value {
+                self.value()
+            }
+        }
+    )*};
+}
+
+unaligned! {
+    program::executorch_flatbuffer::UnalignedLong => i64,
+    program::executorch_flatbuffer::UnalignedULong => u64,
+    program::executorch_flatbuffer::UnalignedDouble => f64,
+    flat_tensor::flat_tensor_flatbuffer::UnalignedULong => u64,
+}
+
+/// The value of an optional 8-byte field: the scalar's default, 0, when the field is absent
+/// (as flatc omits a scalar equal to its default).
+pub fn or_zero<T: Unaligned>(field: Option<&T>) -> T::Value {
+    field.map(Unaligned::get).unwrap_or_default()
+}

@@ -2,6 +2,7 @@
 
 use flatbuffers::VerifierOptions;
 use kiln_schema::flat_tensor::flat_tensor_flatbuffer as fb;
+use kiln_schema::or_zero;
 use serde::Serialize;
 
 use super::header::Header;
@@ -190,7 +191,7 @@ impl<'a> FlatTensor<'a> {
     /// Segment `index` as written: offset relative to the segment base, and size.
     pub fn segment(&self, index: usize) -> Result<(u64, u64)> {
         match self.root.segments().filter(|v| index < v.len()) {
-            Some(v) => Ok((v.get(index).offset(), v.get(index).size())),
+            Some(v) => Ok((or_zero(v.get(index).offset()), or_zero(v.get(index).size()))),
             None => Err(Error::invalid(
                 FORMAT,
                 format!("segments[{index}]"),
@@ -323,7 +324,7 @@ impl FlatTensor<'_> {
             .segments()
             .into_iter()
             .flat_map(|v| v.iter())
-            .map(|s| serde_json::json!({"offset": s.offset(), "size": s.size()}))
+            .map(|s| serde_json::json!({"offset": or_zero(s.offset()), "size": or_zero(s.size())}))
             .collect();
         let named: Vec<_> = self
             .root

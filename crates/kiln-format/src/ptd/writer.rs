@@ -104,7 +104,10 @@ impl FlatTensorModel {
             .map(|(s, o)| {
                 fb::DataSegment::create(
                     &mut b,
-                    &fb::DataSegmentArgs { offset: *o, size: s.len() as u64 },
+                    &fb::DataSegmentArgs {
+                        offset: Some(&fb::UnalignedULong::new(*o)),
+                        size: Some(&fb::UnalignedULong::new(s.len() as u64)),
+                    },
                 )
             })
             .collect();

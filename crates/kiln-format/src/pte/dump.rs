@@ -5,6 +5,7 @@
 
 use flatbuffers::{Follow, ForwardsUOffset, Vector};
 use kiln_schema::program::executorch_flatbuffer as fb;
+use kiln_schema::{or_zero, Unaligned};
 use serde_json::{json, Map, Value as Json};
 
 use super::program::Program;
@@ -35,6 +36,24 @@ where
     T::Inner: Into<Json>,
 {
     v.map(|v| Json::Array(v.iter().map(Into::into).collect()))
+}
+
+/// A vector of 8-byte scalars declared as structs (see `kiln_schema::Unaligned`).
+fn unaligned<'a, T>(v: Option<Vector<'a, T>>) -> Option<Json>
+where
+    T: Follow<'a, Inner = &'a T> + Unaligned + 'a,
+    T::Value: Into<Json>,
+{
+    v.map(|v| Json::Array(v.iter().map(|x| x.get().into()).collect()))
+}
+
+/// A double as JSON, which has no NaN or infinities: those as strings, like flatc writes them.
+fn double(d: f64) -> Json {
+    if d.is_finite() {
+        json!(d)
+    } else {
+        json!(d.to_string())
+    }
 }
 
 fn tables<'a, T>(
@@ -81,7 +100,13 @@ pub fn dump(p: &Program<'_>) -> Json {
                 Obj::default().opt("data", scalars(b.data())).done()
             }),
         )
-        .opt("segments", tables(r.segments(), |s| json!({"offset": s.offset(), "size": s.size()})))
+        .opt(
+            "segments",
+            tables(
+                r.segments(),
+                |s| json!({"offset": or_zero(s.offset()), "size": or_zero(s.size())}),
+            ),
+        )
         .opt("constant_segment", r.constant_segment().map(subsegment))
         .opt("mutable_data_segments", tables(r.mutable_data_segments(), subsegment))
         .opt(
@@ -104,7 +129,7 @@ pub fn dump(p: &Program<'_>) -> Json {
 fn subsegment(s: fb::SubsegmentOffsets<'_>) -> Json {
     Obj::default()
         .set("segment_index", s.segment_index())
-        .opt("offsets", scalars(s.offsets()))
+        .opt("offsets", unaligned(s.offsets()))
         .done()
 }
 
@@ -134,7 +159,7 @@ fn plan(p: fb::ExecutionPlan<'_>) -> Json {
             }),
         )
         .opt("delegates", tables(p.delegates(), delegate))
-        .opt("non_const_buffer_sizes", scalars(p.non_const_buffer_sizes()))
+        .opt("non_const_buffer_sizes", unaligned(p.non_const_buffer_sizes()))
         .opt(
             "non_const_buffer_device",
             tables(p.non_const_buffer_device(), |d| {
@@ -230,34 +255,25 @@ fn evalue(e: fb::EValue<'_>) -> Json {
     let val = if e.val_as_null().is_some() {
         Some(json!({}))
     } else if let Some(v) = e.val_as_int() {
-        Some(json!({"int_val": v.int_val()}))
+        Some(json!({"int_val": or_zero(v.int_val())}))
     } else if let Some(v) = e.val_as_bool() {
         Some(json!({"bool_val": v.bool_val()}))
     } else if let Some(v) = e.val_as_double() {
         // JSON has no NaN or infinities: write those as strings, like flatc does.
-        let d = v.double_val();
-        Some(json!({"double_val": if d.is_finite() { json!(d) } else { json!(d.to_string()) }}))
+        Some(json!({"double_val": double(or_zero(v.double_val()))}))
     } else if let Some(v) = e.val_as_string() {
         Some(Obj::default().opt("string_val", v.string_val().map(Json::from)).done())
     } else if let Some(v) = e.val_as_tensor() {
         Some(tensor(v))
     } else if let Some(v) = e.val_as_int_list() {
-        Some(Obj::default().opt("items", scalars(v.items())).done())
+        Some(Obj::default().opt("items", unaligned(v.items())).done())
     } else if let Some(v) = e.val_as_double_list() {
         Some(
             Obj::default()
                 .opt(
                     "items",
-                    v.items().map(|items| {
-                        Json::Array(
-                            items
-                                .iter()
-                                .map(
-                                    |d| if d.is_finite() { json!(d) } else { json!(d.to_string()) },
-                                )
-                                .collect(),
-                        )
-                    }),
+                    v.items()
+                        .map(|items| Json::Array(items.iter().map(|d| double(d.get())).collect())),
                 )
                 .done(),
         )
@@ -298,7 +314,7 @@ fn tensor(t: fb::Tensor<'_>) -> Json {
             "extra_tensor_info",
             t.extra_tensor_info().map(|e| {
                 Obj::default()
-                    .set("mutable_data_segments_idx", e.mutable_data_segments_idx())
+                    .set("mutable_data_segments_idx", or_zero(e.mutable_data_segments_idx()))
                     .opt("fully_qualified_name", e.fully_qualified_name().map(Json::from))
                     .set("location", enum_name(e.location().variant_name(), e.location().0.into()))
                     .set(

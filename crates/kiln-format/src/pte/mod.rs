@@ -6,6 +6,7 @@
 //! typed accessors ([`Method`], [`Value`], [`Tensor`], [`Instruction`], [`Operator`],
 //! [`Delegate`], [`Program::constant_data`], [`Program::segment_bytes`], ...) never panic.
 
+mod alignment;
 pub mod dump;
 pub mod header;
 pub mod model;
@@ -15,8 +16,10 @@ pub mod summary;
 pub mod verify;
 pub mod writer;
 
+pub use alignment::{misaligned_scalars, Misaligned};
 pub use flatbuffers::Vector;
 pub use header::{ExtendedHeader, Layout};
+pub use kiln_schema::Unaligned;
 pub use program::{
     Allocation, Chain, CompileSpec, Constants, Delegate, DelegateData, Instruction, Limits, Method,
     Operator, Program, Segment, ShapeDynamism, Tensor, TensorData, Value, ValueKind, MAX_RANK,

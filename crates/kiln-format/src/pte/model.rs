@@ -6,6 +6,7 @@
 //! into a model and writing it back keeps everything but the layout.
 
 use kiln_schema::program::executorch_flatbuffer as fb;
+use kiln_schema::{or_zero, Unaligned};
 
 use super::program::{loc, DelegateData, Program, ShapeDynamism, TensorData, FORMAT};
 use super::scalar_type::ScalarType;
@@ -267,7 +268,8 @@ impl ProgramModel {
         };
         let mut constant_segment = None;
         if let Some(cs) = raw.constant_segment() {
-            let offsets: Vec<u64> = cs.offsets().map(|v| v.iter().collect()).unwrap_or_default();
+            let offsets: Vec<u64> =
+                cs.offsets().map(|v| v.iter().map(|o| o.get()).collect()).unwrap_or_default();
             if !offsets.is_empty() {
                 split(cs.segment_index(), offsets, &const_needed, 16, "constant_segment")?;
                 constant_segment = Some(cs.segment_index());
@@ -275,7 +277,8 @@ impl ProgramModel {
         }
         let mut mutable_data_segments = Vec::new();
         for (i, sub) in raw.mutable_data_segments().into_iter().flat_map(|v| v.iter()).enumerate() {
-            let offsets: Vec<u64> = sub.offsets().map(|v| v.iter().collect()).unwrap_or_default();
+            let offsets: Vec<u64> =
+                sub.offsets().map(|v| v.iter().map(|o| o.get()).collect()).unwrap_or_default();
             // The runtime reads initial mutable data from mutable_data_segments[0] only.
             let needed: &[u64] = if i == 0 { &mutable_needed } else { &[] };
             split(sub.segment_index(), offsets, needed, 1, &format!("mutable_data_segments[{i}]"))?;
@@ -422,7 +425,7 @@ fn method_model(m: &super::program::Method<'_>) -> Result<MethodModel> {
         delegates,
         non_const_buffer_sizes: plan
             .non_const_buffer_sizes()
-            .map(|v| v.iter().collect())
+            .map(|v| v.iter().map(|s| s.get()).collect())
             .unwrap_or_default(),
         non_const_buffer_device: plan
             .non_const_buffer_device()
@@ -437,10 +440,12 @@ fn value_model(ev: fb::EValue<'_>, path: &dyn Fn() -> String) -> Result<ValueMod
     let bad = || Error::invalid(FORMAT, path(), loc(&ev._tab), "value does not decode");
     Ok(match ev.val_type() {
         fb::KernelTypes::Null => ValueModel::Null,
-        fb::KernelTypes::Int => ValueModel::Int(ev.val_as_int().ok_or_else(bad)?.int_val()),
+        fb::KernelTypes::Int => {
+            ValueModel::Int(or_zero(ev.val_as_int().ok_or_else(bad)?.int_val()))
+        }
         fb::KernelTypes::Bool => ValueModel::Bool(ev.val_as_bool().ok_or_else(bad)?.bool_val()),
         fb::KernelTypes::Double => {
-            ValueModel::Double(ev.val_as_double().ok_or_else(bad)?.double_val())
+            ValueModel::Double(or_zero(ev.val_as_double().ok_or_else(bad)?.double_val()))
         }
         fb::KernelTypes::String => ValueModel::String(
             ev.val_as_string().and_then(|s| s.string_val()).ok_or_else(bad)?.to_string(),
@@ -450,7 +455,7 @@ fn value_model(ev: fb::EValue<'_>, path: &dyn Fn() -> String) -> Result<ValueMod
             // Verification already decoded it; decode again for the checked enums.
             let d = super::program::Tensor::decode(t, path)?;
             let extra = t.extra_tensor_info().map(|e| ExtraTensorInfoModel {
-                mutable_data_segments_idx: e.mutable_data_segments_idx(),
+                mutable_data_segments_idx: or_zero(e.mutable_data_segments_idx()),
                 fully_qualified_name: strings(e.fully_qualified_name()),
                 external: e.location() == fb::TensorDataLocation::EXTERNAL,
                 device_type: e.device_type().0,
@@ -475,10 +480,20 @@ fn value_model(ev: fb::EValue<'_>, path: &dyn Fn() -> String) -> Result<ValueMod
             })
         }
         fb::KernelTypes::IntList => ValueModel::IntList(
-            ev.val_as_int_list().and_then(|l| l.items()).ok_or_else(bad)?.iter().collect(),
+            ev.val_as_int_list()
+                .and_then(|l| l.items())
+                .ok_or_else(bad)?
+                .iter()
+                .map(|x| x.get())
+                .collect(),
         ),
         fb::KernelTypes::DoubleList => ValueModel::DoubleList(
-            ev.val_as_double_list().and_then(|l| l.items()).ok_or_else(bad)?.iter().collect(),
+            ev.val_as_double_list()
+                .and_then(|l| l.items())
+                .ok_or_else(bad)?
+                .iter()
+                .map(|x| x.get())
+                .collect(),
         ),
         fb::KernelTypes::BoolList => ValueModel::BoolList(
             ev.val_as_bool_list().and_then(|l| l.items()).ok_or_else(bad)?.iter().collect(),

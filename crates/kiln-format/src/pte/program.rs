@@ -7,6 +7,7 @@
 
 use flatbuffers::{ForwardsUOffset, Table, Vector, VerifierOptions};
 use kiln_schema::program::executorch_flatbuffer as fb;
+use kiln_schema::{or_zero, Unaligned};
 
 use super::header::Layout;
 use super::scalar_type::ScalarType;
@@ -213,7 +214,7 @@ impl<'a> Program<'a> {
         match self.root.segments().filter(|v| index < v.len()) {
             Some(v) => {
                 let s = v.get(index);
-                Ok(Segment { offset: s.offset(), size: s.size() })
+                Ok(Segment { offset: or_zero(s.offset()), size: or_zero(s.size()) })
             }
             None => Err(Error::invalid(
                 FORMAT,
@@ -230,7 +231,7 @@ impl<'a> Program<'a> {
             .segments()
             .into_iter()
             .flat_map(|v| v.iter())
-            .map(|s| Segment { offset: s.offset(), size: s.size() })
+            .map(|s| Segment { offset: or_zero(s.offset()), size: or_zero(s.size()) })
     }
 
     /// Absolute file range of segment `index`, checked to lie in the segment data region.
@@ -305,7 +306,7 @@ impl<'a> Program<'a> {
                 let n = offsets.len();
                 let i = index(buffer_idx as i64, n, || "constant_segment.offsets".into(), None)?;
                 let seg = self.segment_bytes(segment_index as usize)?;
-                slice(seg, offsets.get(i), nbytes, field)
+                slice(seg, offsets.get(i).get(), nbytes, field)
             }
             Constants::Inline(buffers) => {
                 let n = buffers.len();
@@ -337,7 +338,7 @@ impl<'a> Program<'a> {
             None,
         )?;
         let seg = self.segment_bytes(sub.segment_index() as usize)?;
-        slice(seg, offsets.get(i), nbytes, field)
+        slice(seg, offsets.get(i).get(), nbytes, field)
     }
 
     /// `Program.named_data` entries: key and segment index (keys are verified present).
@@ -407,7 +408,7 @@ pub enum Constants<'a> {
         /// Index into `Program.segments`.
         segment_index: u32,
         /// Offset of each buffer inside the segment; entry 0 is reserved.
-        offsets: Vector<'a, u64>,
+        offsets: Vector<'a, fb::UnalignedULong>,
     },
     /// Inline in the flatbuffer (`Program.constant_buffer`, deprecated since ExecuTorch 0.7).
     Inline(Vector<'a, ForwardsUOffset<fb::Buffer<'a>>>),
@@ -611,7 +612,7 @@ impl<'a> Method<'a> {
             .non_const_buffer_sizes()
             .into_iter()
             .flat_map(|v| v.iter())
-            .map(|s| u64::try_from(s).unwrap_or(0))
+            .map(|s| u64::try_from(s.get()).unwrap_or(0))
             .collect()
     }
 
@@ -809,9 +810,9 @@ pub enum Value<'a> {
     /// A tensor.
     Tensor(Tensor<'a>),
     /// Indices of Int values (checked in range), re-read at every use.
-    IntList(Vector<'a, i64>),
+    IntList(Vector<'a, fb::UnalignedLong>),
     /// Literal doubles.
-    DoubleList(Vector<'a, f64>),
+    DoubleList(Vector<'a, fb::UnalignedDouble>),
     /// Literal booleans.
     BoolList(Vector<'a, bool>),
     /// Indices of Tensor values (checked in range).
@@ -857,12 +858,14 @@ impl<'a> Value<'a> {
         };
         Ok(match tag {
             fb::KernelTypes::Null => Value::Null,
-            fb::KernelTypes::Int => Value::Int(ev.val_as_int().ok_or_else(kind_missing)?.int_val()),
+            fb::KernelTypes::Int => {
+                Value::Int(or_zero(ev.val_as_int().ok_or_else(kind_missing)?.int_val()))
+            }
             fb::KernelTypes::Bool => {
                 Value::Bool(ev.val_as_bool().ok_or_else(kind_missing)?.bool_val())
             }
             fb::KernelTypes::Double => {
-                Value::Double(ev.val_as_double().ok_or_else(kind_missing)?.double_val())
+                Value::Double(or_zero(ev.val_as_double().ok_or_else(kind_missing)?.double_val()))
             }
             fb::KernelTypes::String => Value::String(
                 ev.val_as_string()
@@ -881,7 +884,7 @@ impl<'a> Value<'a> {
                     .items()
                     .ok_or_else(|| missing("int_list.items"))?;
                 for (i, x) in items.iter().enumerate() {
-                    index(x, n_values, || format!("{}.int_list.items[{i}]", path()), at)?;
+                    index(x.get(), n_values, || format!("{}.int_list.items[{i}]", path()), at)?;
                 }
                 Value::IntList(items)
             }

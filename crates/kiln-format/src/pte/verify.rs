@@ -11,6 +11,7 @@ use super::program::{
     index, loc, vec_loc, Limits, Method, Program, Tensor, TensorData, Value, ValueKind, FORMAT,
 };
 use super::scalar_type::ScalarType;
+use super::Unaligned;
 use crate::error::{Error, Result};
 
 /// Checks everything above; the first problem found is returned.
@@ -70,13 +71,15 @@ pub fn program(p: &Program<'_>, limits: &Limits) -> Result<()> {
 /// Every offset of a `SubsegmentOffsets` lies inside its segment.
 fn check_offsets(
     p: &Program<'_>,
-    offsets: Option<flatbuffers::Vector<'_, u64>>,
+    offsets: Option<
+        flatbuffers::Vector<'_, kiln_schema::program::executorch_flatbuffer::UnalignedULong>,
+    >,
     size: u64,
     path: &str,
 ) -> Result<()> {
     let Some(offsets) = offsets else { return Ok(()) };
     let at = vec_loc(p.bytes(), &offsets);
-    for (i, o) in offsets.iter().enumerate() {
+    for (i, o) in offsets.iter().map(|o| o.get()).enumerate() {
         if o > size {
             return Err(Error::invalid(
                 FORMAT,
@@ -100,7 +103,7 @@ fn method(p: &Program<'_>, m: &Method<'_>, limits: &Limits) -> Result<()> {
         return Err(Error::invalid(FORMAT, format!("{path}.values"), at, "missing"));
     }
     let arenas = plan.non_const_buffer_sizes();
-    for (i, s) in arenas.into_iter().flat_map(|v| v.iter()).enumerate() {
+    for (i, s) in arenas.into_iter().flat_map(|v| v.iter()).map(|s| s.get()).enumerate() {
         if s < 0 {
             return Err(Error::invalid(
                 FORMAT,
@@ -133,7 +136,7 @@ fn method(p: &Program<'_>, m: &Method<'_>, limits: &Limits) -> Result<()> {
             Value::Tensor(t) => tensor(p, &t, &arena_sizes, &|| format!("{}.tensor", vpath()))?,
             Value::IntList(items) => {
                 for (j, x) in items.iter().enumerate() {
-                    expect_kind(&kinds, x, &[ValueKind::Int], &|| {
+                    expect_kind(&kinds, x.get(), &[ValueKind::Int], &|| {
                         format!("{}.int_list.items[{j}]", vpath())
                     })?;
                 }

@@ -194,7 +194,14 @@ fn build_flatbuffer(
     let segs: Vec<_> = placed
         .iter()
         .map(|(offset, size)| {
-            fb::DataSegment::create(&mut b, &fb::DataSegmentArgs { offset: *offset, size: *size })
+            let (offset, size) = (
+                nonzero(*offset, fb::UnalignedULong::new),
+                nonzero(*size, fb::UnalignedULong::new),
+            );
+            fb::DataSegment::create(
+                &mut b,
+                &fb::DataSegmentArgs { offset: offset.as_ref(), size: size.as_ref() },
+            )
         })
         .collect();
     let segs = b.create_vector(&segs);
@@ -238,7 +245,8 @@ fn subsegment<'b>(
     i: u32,
 ) -> WIPOffset<fb::SubsegmentOffsets<'b>> {
     let offsets = packed.get(i as usize).map(|p| p.offsets.as_slice()).unwrap_or(&[]);
-    let offsets = b.create_vector(offsets);
+    let offsets: Vec<_> = offsets.iter().map(|&o| fb::UnalignedULong::new(o)).collect();
+    let offsets = b.create_vector(&offsets);
     fb::SubsegmentOffsets::create(
         b,
         &fb::SubsegmentOffsetsArgs { segment_index: i, offsets: Some(offsets) },
@@ -314,7 +322,9 @@ fn method<'b>(
         })
         .collect();
     let delegates = b.create_vector(&delegates);
-    let sizes = b.create_vector(&m.non_const_buffer_sizes);
+    let sizes: Vec<_> =
+        m.non_const_buffer_sizes.iter().map(|&s| fb::UnalignedLong::new(s)).collect();
+    let sizes = b.create_vector(&sizes);
     let devices = if m.non_const_buffer_device.is_empty() {
         None
     } else {
@@ -366,10 +376,12 @@ fn tensor<'b>(b: &mut FlatBufferBuilder<'b>, t: &TensorModel) -> WIPOffset<fb::T
     });
     let extra_tensor_info = t.extra.as_ref().map(|e| {
         let fully_qualified_name = e.fully_qualified_name.as_ref().map(|n| b.create_string(n));
+        let mutable_data_segments_idx =
+            nonzero(e.mutable_data_segments_idx, fb::UnalignedULong::new);
         fb::ExtraTensorInfo::create(
             b,
             &fb::ExtraTensorInfoArgs {
-                mutable_data_segments_idx: e.mutable_data_segments_idx,
+                mutable_data_segments_idx: mutable_data_segments_idx.as_ref(),
                 fully_qualified_name,
                 location: if e.external {
                     fb::TensorDataLocation::EXTERNAL
@@ -407,18 +419,26 @@ fn value<'b>(b: &mut FlatBufferBuilder<'b>, v: &ValueModel) -> WIPOffset<fb::EVa
         ValueModel::Null => {
             (fb::KernelTypes::Null, fb::Null::create(b, &fb::NullArgs {}).as_union_value())
         }
-        ValueModel::Int(x) => (
-            fb::KernelTypes::Int,
-            fb::Int::create(b, &fb::IntArgs { int_val: *x }).as_union_value(),
-        ),
+        ValueModel::Int(x) => {
+            let int_val = nonzero(*x, fb::UnalignedLong::new);
+            (
+                fb::KernelTypes::Int,
+                fb::Int::create(b, &fb::IntArgs { int_val: int_val.as_ref() }).as_union_value(),
+            )
+        }
         ValueModel::Bool(x) => (
             fb::KernelTypes::Bool,
             fb::Bool::create(b, &fb::BoolArgs { bool_val: *x }).as_union_value(),
         ),
-        ValueModel::Double(x) => (
-            fb::KernelTypes::Double,
-            fb::Double::create(b, &fb::DoubleArgs { double_val: *x }).as_union_value(),
-        ),
+        ValueModel::Double(x) => {
+            // Only +0.0 is the default flatc leaves out: -0.0 keeps its sign bit.
+            let double_val = (x.to_bits() != 0).then(|| fb::UnalignedDouble::new(*x));
+            (
+                fb::KernelTypes::Double,
+                fb::Double::create(b, &fb::DoubleArgs { double_val: double_val.as_ref() })
+                    .as_union_value(),
+            )
+        }
         ValueModel::String(s) => {
             let s = b.create_string(s);
             (
@@ -428,14 +448,16 @@ fn value<'b>(b: &mut FlatBufferBuilder<'b>, v: &ValueModel) -> WIPOffset<fb::EVa
         }
         ValueModel::Tensor(t) => (fb::KernelTypes::Tensor, tensor(b, t).as_union_value()),
         ValueModel::IntList(items) => {
-            let items = b.create_vector(items);
+            let items: Vec<_> = items.iter().map(|&x| fb::UnalignedLong::new(x)).collect();
+            let items = b.create_vector(&items);
             (
                 fb::KernelTypes::IntList,
                 fb::IntList::create(b, &fb::IntListArgs { items: Some(items) }).as_union_value(),
             )
         }
         ValueModel::DoubleList(items) => {
-            let items = b.create_vector(items);
+            let items: Vec<_> = items.iter().map(|&x| fb::UnalignedDouble::new(x)).collect();
+            let items = b.create_vector(&items);
             (
                 fb::KernelTypes::DoubleList,
                 fb::DoubleList::create(b, &fb::DoubleListArgs { items: Some(items) })
@@ -561,4 +583,13 @@ fn instruction<'b>(
         ),
     };
     fb::Instruction::create(b, &fb::InstructionArgs { instr_args_type, instr_args: Some(args) })
+}
+
+/// An 8-byte field's struct, or `None` for 0: flatc leaves a scalar equal to its default out of
+/// the table, and so does kiln, so that a rewrite keeps the bytes of fields it did not change.
+fn nonzero<T, S>(value: T, make: impl FnOnce(T) -> S) -> Option<S>
+where
+    T: Default + PartialEq,
+{
+    (value != T::default()).then(|| make(value))
 }

@@ -7,6 +7,8 @@ pub mod executorch_flatbuffer {
 } // executorch_flatbuffer
 pub mod flat_tensor_flatbuffer {
   use super::*;
+  mod unaligned_ulong_generated;
+  pub use self::unaligned_ulong_generated::*;
   mod tensor_layout_generated;
   pub use self::tensor_layout_generated::*;
   mod data_segment_generated;

@@ -16,6 +16,12 @@ pub mod executorch_flatbuffer {
   pub use self::instruction_arguments_generated::*;
   mod data_location_generated;
   pub use self::data_location_generated::*;
+  mod unaligned_long_generated;
+  pub use self::unaligned_long_generated::*;
+  mod unaligned_ulong_generated;
+  pub use self::unaligned_ulong_generated::*;
+  mod unaligned_double_generated;
+  pub use self::unaligned_double_generated::*;
   mod container_metadata_generated;
   pub use self::container_metadata_generated::*;
   mod null_generated;

@@ -28,28 +28,28 @@ impl<'a> DataSegment<'a> {
   #[allow(unused_mut)]
   pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
     _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-    args: &'args DataSegmentArgs
+    args: &'args DataSegmentArgs<'args>
   ) -> ::flatbuffers::WIPOffset<DataSegment<'bldr>> {
     let mut builder = DataSegmentBuilder::new(_fbb);
-    builder.add_size(args.size);
-    builder.add_offset(args.offset);
+    if let Some(x) = args.size { builder.add_size(x); }
+    if let Some(x) = args.offset { builder.add_offset(x); }
     builder.finish()
   }
 
 
   #[inline]
-  pub fn offset(&self) -> u64 {
+  pub fn offset(&self) -> Option<&'a UnalignedULong> {
     // Safety:
     // Created from valid Table for this object
     // which contains a valid value in this slot
-    unsafe { self._tab.get::<u64>(DataSegment::VT_OFFSET, Some(0)).unwrap()}
+    unsafe { self._tab.get::<UnalignedULong>(DataSegment::VT_OFFSET, None)}
   }
   #[inline]
-  pub fn size(&self) -> u64 {
+  pub fn size(&self) -> Option<&'a UnalignedULong> {
     // Safety:
     // Created from valid Table for this object
     // which contains a valid value in this slot
-    unsafe { self._tab.get::<u64>(DataSegment::VT_SIZE, Some(0)).unwrap()}
+    unsafe { self._tab.get::<UnalignedULong>(DataSegment::VT_SIZE, None)}
   }
 }
 
@@ -59,22 +59,22 @@ impl ::flatbuffers::Verifiable for DataSegment<'_> {
     v: &mut ::flatbuffers::Verifier, pos: usize
   ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
     v.visit_table(pos)?
-     .visit_field::<u64>("offset", Self::VT_OFFSET, false)?
-     .visit_field::<u64>("size", Self::VT_SIZE, false)?
+     .visit_field::<UnalignedULong>("offset", Self::VT_OFFSET, false)?
+     .visit_field::<UnalignedULong>("size", Self::VT_SIZE, false)?
      .finish();
     Ok(())
   }
 }
-pub struct DataSegmentArgs {
-    pub offset: u64,
-    pub size: u64,
+pub struct DataSegmentArgs<'a> {
+    pub offset: Option<&'a UnalignedULong>,
+    pub size: Option<&'a UnalignedULong>,
 }
-impl<'a> Default for DataSegmentArgs {
+impl<'a> Default for DataSegmentArgs<'a> {
   #[inline]
   fn default() -> Self {
     DataSegmentArgs {
-      offset: 0,
-      size: 0,
+      offset: None,
+      size: None,
     }
   }
 }
@@ -85,12 +85,12 @@ pub struct DataSegmentBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> DataSegmentBuilder<'a, 'b, A> {
   #[inline]
-  pub fn add_offset(&mut self, offset: u64) {
-    self.fbb_.push_slot::<u64>(DataSegment::VT_OFFSET, offset, 0);
+  pub fn add_offset(&mut self, offset: &UnalignedULong) {
+    self.fbb_.push_slot_always::<&UnalignedULong>(DataSegment::VT_OFFSET, offset);
   }
   #[inline]
-  pub fn add_size(&mut self, size: u64) {
-    self.fbb_.push_slot::<u64>(DataSegment::VT_SIZE, size, 0);
+  pub fn add_size(&mut self, size: &UnalignedULong) {
+    self.fbb_.push_slot_always::<&UnalignedULong>(DataSegment::VT_SIZE, size);
   }
   #[inline]
   pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> DataSegmentBuilder<'a, 'b, A> {

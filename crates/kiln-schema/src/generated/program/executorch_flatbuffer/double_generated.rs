@@ -27,20 +27,20 @@ impl<'a> Double<'a> {
   #[allow(unused_mut)]
   pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
     _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-    args: &'args DoubleArgs
+    args: &'args DoubleArgs<'args>
   ) -> ::flatbuffers::WIPOffset<Double<'bldr>> {
     let mut builder = DoubleBuilder::new(_fbb);
-    builder.add_double_val(args.double_val);
+    if let Some(x) = args.double_val { builder.add_double_val(x); }
     builder.finish()
   }
 
 
   #[inline]
-  pub fn double_val(&self) -> f64 {
+  pub fn double_val(&self) -> Option<&'a UnalignedDouble> {
     // Safety:
     // Created from valid Table for this object
     // which contains a valid value in this slot
-    unsafe { self._tab.get::<f64>(Double::VT_DOUBLE_VAL, Some(0.0)).unwrap()}
+    unsafe { self._tab.get::<UnalignedDouble>(Double::VT_DOUBLE_VAL, None)}
   }
 }
 
@@ -50,19 +50,19 @@ impl ::flatbuffers::Verifiable for Double<'_> {
     v: &mut ::flatbuffers::Verifier, pos: usize
   ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
     v.visit_table(pos)?
-     .visit_field::<f64>("double_val", Self::VT_DOUBLE_VAL, false)?
+     .visit_field::<UnalignedDouble>("double_val", Self::VT_DOUBLE_VAL, false)?
      .finish();
     Ok(())
   }
 }
-pub struct DoubleArgs {
-    pub double_val: f64,
+pub struct DoubleArgs<'a> {
+    pub double_val: Option<&'a UnalignedDouble>,
 }
-impl<'a> Default for DoubleArgs {
+impl<'a> Default for DoubleArgs<'a> {
   #[inline]
   fn default() -> Self {
     DoubleArgs {
-      double_val: 0.0,
+      double_val: None,
     }
   }
 }
@@ -73,8 +73,8 @@ pub struct DoubleBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> DoubleBuilder<'a, 'b, A> {
   #[inline]
-  pub fn add_double_val(&mut self, double_val: f64) {
-    self.fbb_.push_slot::<f64>(Double::VT_DOUBLE_VAL, double_val, 0.0);
+  pub fn add_double_val(&mut self, double_val: &UnalignedDouble) {
+    self.fbb_.push_slot_always::<&UnalignedDouble>(Double::VT_DOUBLE_VAL, double_val);
   }
   #[inline]
   pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> DoubleBuilder<'a, 'b, A> {

@@ -36,11 +36,11 @@ impl<'a> DoubleList<'a> {
 
 
   #[inline]
-  pub fn items(&self) -> Option<::flatbuffers::Vector<'a, f64>> {
+  pub fn items(&self) -> Option<::flatbuffers::Vector<'a, UnalignedDouble>> {
     // Safety:
     // Created from valid Table for this object
     // which contains a valid value in this slot
-    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, f64>>>(DoubleList::VT_ITEMS, None)}
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, UnalignedDouble>>>(DoubleList::VT_ITEMS, None)}
   }
 }
 
@@ -50,13 +50,13 @@ impl ::flatbuffers::Verifiable for DoubleList<'_> {
     v: &mut ::flatbuffers::Verifier, pos: usize
   ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
     v.visit_table(pos)?
-     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, f64>>>("items", Self::VT_ITEMS, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, UnalignedDouble>>>("items", Self::VT_ITEMS, false)?
      .finish();
     Ok(())
   }
 }
 pub struct DoubleListArgs<'a> {
-    pub items: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, f64>>>,
+    pub items: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, UnalignedDouble>>>,
 }
 impl<'a> Default for DoubleListArgs<'a> {
   #[inline]
@@ -73,7 +73,7 @@ pub struct DoubleListBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> DoubleListBuilder<'a, 'b, A> {
   #[inline]
-  pub fn add_items(&mut self, items: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , f64>>) {
+  pub fn add_items(&mut self, items: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , UnalignedDouble>>) {
     self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(DoubleList::VT_ITEMS, items);
   }
   #[inline]

@@ -110,11 +110,11 @@ impl<'a> ExecutionPlan<'a> {
     unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<BackendDelegate>>>>(ExecutionPlan::VT_DELEGATES, None)}
   }
   #[inline]
-  pub fn non_const_buffer_sizes(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
+  pub fn non_const_buffer_sizes(&self) -> Option<::flatbuffers::Vector<'a, UnalignedLong>> {
     // Safety:
     // Created from valid Table for this object
     // which contains a valid value in this slot
-    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(ExecutionPlan::VT_NON_CONST_BUFFER_SIZES, None)}
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, UnalignedLong>>>(ExecutionPlan::VT_NON_CONST_BUFFER_SIZES, None)}
   }
   #[inline]
   pub fn non_const_buffer_device(&self) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<NonConstBufferDevice<'a>>>> {
@@ -139,7 +139,7 @@ impl ::flatbuffers::Verifiable for ExecutionPlan<'_> {
      .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<Chain>>>>("chains", Self::VT_CHAINS, false)?
      .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<Operator>>>>("operators", Self::VT_OPERATORS, false)?
      .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<BackendDelegate>>>>("delegates", Self::VT_DELEGATES, false)?
-     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>("non_const_buffer_sizes", Self::VT_NON_CONST_BUFFER_SIZES, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, UnalignedLong>>>("non_const_buffer_sizes", Self::VT_NON_CONST_BUFFER_SIZES, false)?
      .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<NonConstBufferDevice>>>>("non_const_buffer_device", Self::VT_NON_CONST_BUFFER_DEVICE, false)?
      .finish();
     Ok(())
@@ -154,7 +154,7 @@ pub struct ExecutionPlanArgs<'a> {
     pub chains: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Chain<'a>>>>>,
     pub operators: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Operator<'a>>>>>,
     pub delegates: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<BackendDelegate<'a>>>>>,
-    pub non_const_buffer_sizes: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i64>>>,
+    pub non_const_buffer_sizes: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, UnalignedLong>>>,
     pub non_const_buffer_device: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<NonConstBufferDevice<'a>>>>>,
 }
 impl<'a> Default for ExecutionPlanArgs<'a> {
@@ -213,7 +213,7 @@ impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> ExecutionPlanBuilder<'a, 'b, 
     self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(ExecutionPlan::VT_DELEGATES, delegates);
   }
   #[inline]
-  pub fn add_non_const_buffer_sizes(&mut self, non_const_buffer_sizes: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i64>>) {
+  pub fn add_non_const_buffer_sizes(&mut self, non_const_buffer_sizes: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , UnalignedLong>>) {
     self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(ExecutionPlan::VT_NON_CONST_BUFFER_SIZES, non_const_buffer_sizes);
   }
   #[inline]

@@ -34,8 +34,8 @@ impl<'a> ExtraTensorInfo<'a> {
     args: &'args ExtraTensorInfoArgs<'args>
   ) -> ::flatbuffers::WIPOffset<ExtraTensorInfo<'bldr>> {
     let mut builder = ExtraTensorInfoBuilder::new(_fbb);
-    builder.add_mutable_data_segments_idx(args.mutable_data_segments_idx);
     if let Some(x) = args.fully_qualified_name { builder.add_fully_qualified_name(x); }
+    if let Some(x) = args.mutable_data_segments_idx { builder.add_mutable_data_segments_idx(x); }
     builder.add_device_index(args.device_index);
     builder.add_device_type(args.device_type);
     builder.add_location(args.location);
@@ -44,11 +44,11 @@ impl<'a> ExtraTensorInfo<'a> {
 
 
   #[inline]
-  pub fn mutable_data_segments_idx(&self) -> u64 {
+  pub fn mutable_data_segments_idx(&self) -> Option<&'a UnalignedULong> {
     // Safety:
     // Created from valid Table for this object
     // which contains a valid value in this slot
-    unsafe { self._tab.get::<u64>(ExtraTensorInfo::VT_MUTABLE_DATA_SEGMENTS_IDX, Some(0)).unwrap()}
+    unsafe { self._tab.get::<UnalignedULong>(ExtraTensorInfo::VT_MUTABLE_DATA_SEGMENTS_IDX, None)}
   }
   #[inline]
   pub fn fully_qualified_name(&self) -> Option<&'a str> {
@@ -86,7 +86,7 @@ impl ::flatbuffers::Verifiable for ExtraTensorInfo<'_> {
     v: &mut ::flatbuffers::Verifier, pos: usize
   ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
     v.visit_table(pos)?
-     .visit_field::<u64>("mutable_data_segments_idx", Self::VT_MUTABLE_DATA_SEGMENTS_IDX, false)?
+     .visit_field::<UnalignedULong>("mutable_data_segments_idx", Self::VT_MUTABLE_DATA_SEGMENTS_IDX, false)?
      .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("fully_qualified_name", Self::VT_FULLY_QUALIFIED_NAME, false)?
      .visit_field::<TensorDataLocation>("location", Self::VT_LOCATION, false)?
      .visit_field::<DeviceType>("device_type", Self::VT_DEVICE_TYPE, false)?
@@ -96,7 +96,7 @@ impl ::flatbuffers::Verifiable for ExtraTensorInfo<'_> {
   }
 }
 pub struct ExtraTensorInfoArgs<'a> {
-    pub mutable_data_segments_idx: u64,
+    pub mutable_data_segments_idx: Option<&'a UnalignedULong>,
     pub fully_qualified_name: Option<::flatbuffers::WIPOffset<&'a str>>,
     pub location: TensorDataLocation,
     pub device_type: DeviceType,
@@ -106,7 +106,7 @@ impl<'a> Default for ExtraTensorInfoArgs<'a> {
   #[inline]
   fn default() -> Self {
     ExtraTensorInfoArgs {
-      mutable_data_segments_idx: 0,
+      mutable_data_segments_idx: None,
       fully_qualified_name: None,
       location: TensorDataLocation::SEGMENT,
       device_type: DeviceType::CPU,
@@ -121,8 +121,8 @@ pub struct ExtraTensorInfoBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> 
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> ExtraTensorInfoBuilder<'a, 'b, A> {
   #[inline]
-  pub fn add_mutable_data_segments_idx(&mut self, mutable_data_segments_idx: u64) {
-    self.fbb_.push_slot::<u64>(ExtraTensorInfo::VT_MUTABLE_DATA_SEGMENTS_IDX, mutable_data_segments_idx, 0);
+  pub fn add_mutable_data_segments_idx(&mut self, mutable_data_segments_idx: &UnalignedULong) {
+    self.fbb_.push_slot_always::<&UnalignedULong>(ExtraTensorInfo::VT_MUTABLE_DATA_SEGMENTS_IDX, mutable_data_segments_idx);
   }
   #[inline]
   pub fn add_fully_qualified_name(&mut self, fully_qualified_name: ::flatbuffers::WIPOffset<&'b  str>) {

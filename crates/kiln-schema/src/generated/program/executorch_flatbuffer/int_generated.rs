@@ -27,20 +27,20 @@ impl<'a> Int<'a> {
   #[allow(unused_mut)]
   pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
     _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-    args: &'args IntArgs
+    args: &'args IntArgs<'args>
   ) -> ::flatbuffers::WIPOffset<Int<'bldr>> {
     let mut builder = IntBuilder::new(_fbb);
-    builder.add_int_val(args.int_val);
+    if let Some(x) = args.int_val { builder.add_int_val(x); }
     builder.finish()
   }
 
 
   #[inline]
-  pub fn int_val(&self) -> i64 {
+  pub fn int_val(&self) -> Option<&'a UnalignedLong> {
     // Safety:
     // Created from valid Table for this object
     // which contains a valid value in this slot
-    unsafe { self._tab.get::<i64>(Int::VT_INT_VAL, Some(0)).unwrap()}
+    unsafe { self._tab.get::<UnalignedLong>(Int::VT_INT_VAL, None)}
   }
 }
 
@@ -50,19 +50,19 @@ impl ::flatbuffers::Verifiable for Int<'_> {
     v: &mut ::flatbuffers::Verifier, pos: usize
   ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
     v.visit_table(pos)?
-     .visit_field::<i64>("int_val", Self::VT_INT_VAL, false)?
+     .visit_field::<UnalignedLong>("int_val", Self::VT_INT_VAL, false)?
      .finish();
     Ok(())
   }
 }
-pub struct IntArgs {
-    pub int_val: i64,
+pub struct IntArgs<'a> {
+    pub int_val: Option<&'a UnalignedLong>,
 }
-impl<'a> Default for IntArgs {
+impl<'a> Default for IntArgs<'a> {
   #[inline]
   fn default() -> Self {
     IntArgs {
-      int_val: 0,
+      int_val: None,
     }
   }
 }
@@ -73,8 +73,8 @@ pub struct IntBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> IntBuilder<'a, 'b, A> {
   #[inline]
-  pub fn add_int_val(&mut self, int_val: i64) {
-    self.fbb_.push_slot::<i64>(Int::VT_INT_VAL, int_val, 0);
+  pub fn add_int_val(&mut self, int_val: &UnalignedLong) {
+    self.fbb_.push_slot_always::<&UnalignedLong>(Int::VT_INT_VAL, int_val);
   }
   #[inline]
   pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> IntBuilder<'a, 'b, A> {

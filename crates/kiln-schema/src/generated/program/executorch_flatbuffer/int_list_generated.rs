@@ -36,11 +36,11 @@ impl<'a> IntList<'a> {
 
 
   #[inline]
-  pub fn items(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
+  pub fn items(&self) -> Option<::flatbuffers::Vector<'a, UnalignedLong>> {
     // Safety:
     // Created from valid Table for this object
     // which contains a valid value in this slot
-    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(IntList::VT_ITEMS, None)}
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, UnalignedLong>>>(IntList::VT_ITEMS, None)}
   }
 }
 
@@ -50,13 +50,13 @@ impl ::flatbuffers::Verifiable for IntList<'_> {
     v: &mut ::flatbuffers::Verifier, pos: usize
   ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
     v.visit_table(pos)?
-     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>("items", Self::VT_ITEMS, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, UnalignedLong>>>("items", Self::VT_ITEMS, false)?
      .finish();
     Ok(())
   }
 }
 pub struct IntListArgs<'a> {
-    pub items: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i64>>>,
+    pub items: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, UnalignedLong>>>,
 }
 impl<'a> Default for IntListArgs<'a> {
   #[inline]
@@ -73,7 +73,7 @@ pub struct IntListBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> IntListBuilder<'a, 'b, A> {
   #[inline]
-  pub fn add_items(&mut self, items: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i64>>) {
+  pub fn add_items(&mut self, items: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , UnalignedLong>>) {
     self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(IntList::VT_ITEMS, items);
   }
   #[inline]

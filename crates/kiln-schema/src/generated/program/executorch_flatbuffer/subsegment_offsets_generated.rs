@@ -45,11 +45,11 @@ impl<'a> SubsegmentOffsets<'a> {
     unsafe { self._tab.get::<u32>(SubsegmentOffsets::VT_SEGMENT_INDEX, Some(0)).unwrap()}
   }
   #[inline]
-  pub fn offsets(&self) -> Option<::flatbuffers::Vector<'a, u64>> {
+  pub fn offsets(&self) -> Option<::flatbuffers::Vector<'a, UnalignedULong>> {
     // Safety:
     // Created from valid Table for this object
     // which contains a valid value in this slot
-    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u64>>>(SubsegmentOffsets::VT_OFFSETS, None)}
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, UnalignedULong>>>(SubsegmentOffsets::VT_OFFSETS, None)}
   }
 }
 
@@ -60,14 +60,14 @@ impl ::flatbuffers::Verifiable for SubsegmentOffsets<'_> {
   ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
     v.visit_table(pos)?
      .visit_field::<u32>("segment_index", Self::VT_SEGMENT_INDEX, false)?
-     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u64>>>("offsets", Self::VT_OFFSETS, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, UnalignedULong>>>("offsets", Self::VT_OFFSETS, false)?
      .finish();
     Ok(())
   }
 }
 pub struct SubsegmentOffsetsArgs<'a> {
     pub segment_index: u32,
-    pub offsets: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, u64>>>,
+    pub offsets: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, UnalignedULong>>>,
 }
 impl<'a> Default for SubsegmentOffsetsArgs<'a> {
   #[inline]
@@ -89,7 +89,7 @@ impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> SubsegmentOffsetsBuilder<'a, 
     self.fbb_.push_slot::<u32>(SubsegmentOffsets::VT_SEGMENT_INDEX, segment_index, 0);
   }
   #[inline]
-  pub fn add_offsets(&mut self, offsets: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , u64>>) {
+  pub fn add_offsets(&mut self, offsets: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , UnalignedULong>>) {
     self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(SubsegmentOffsets::VT_OFFSETS, offsets);
   }
   #[inline]
