@@ -19,6 +19,7 @@ use std::sync::Arc;
 use kiln_kernels::arena::{check_regions, split_regions, Access, Borrowed, Region};
 use kiln_kernels::{Capacity, DType, KernelContext, OutKind};
 
+use crate::arena::Arena;
 use crate::compile::PreparedKernel;
 use crate::data::NamedDataSource;
 use crate::method::{Call, Line, Role};
@@ -71,7 +72,7 @@ pub(crate) struct Binding {
 pub(crate) fn bind(
     call: &Call,
     values: &[Val],
-    buffers: &[Vec<Line>],
+    buffers: &[Arena],
     file: &[u8],
     sources: &[Arc<dyn NamedDataSource>],
 ) -> Option<Box<Binding>> {
@@ -168,13 +169,13 @@ pub(crate) fn run(
     b: &Binding,
     kernel: &mut dyn PreparedKernel,
     ctx: &mut KernelContext,
-    buffers: &mut [Vec<Line>],
+    buffers: &mut [Arena],
     file: &[u8],
     sources: &[Arc<dyn NamedDataSource>],
 ) -> Result<(), BoundError> {
     let memory = |what: &str| BoundError::Memory(what.to_string());
     let mut borrowed: [Option<Borrowed<'_>>; 2 * MAX_TENSORS] = Default::default();
-    let mut rest: &mut [Vec<Line>] = buffers;
+    let mut rest: &mut [Arena] = buffers;
     let mut rest_base = 0u32;
     let mut parts: &mut [Option<Borrowed<'_>>] = &mut borrowed;
     for (buf, range) in b.buffers.iter() {
@@ -232,7 +233,6 @@ mod tests {
     use crate::io::{Input, Output, TensorInput, ValueMeta};
     use crate::method::{Callee, Step};
     use crate::program::Program;
-    use bytemuck::Zeroable;
     use kiln_kernels::Shape;
 
     fn fixture(name: &str) -> Program {
@@ -300,7 +300,7 @@ mod tests {
             outs: Box::new([(1, OutKind::Tensor)]),
             bound: None,
         };
-        let buffers = vec![vec![Line::zeroed(); 1]];
+        let buffers = vec![Arena::zeroed(1).unwrap()];
         let bind_with = |values: &[Val]| bind(&call, values, &buffers, &[], &[]);
         assert!(bind_with(&[slot(0, Capacity::Static), slot(16, Capacity::Static)]).is_some());
         assert!(bind_with(&[slot(0, Capacity::Static), slot(8, Capacity::Static)]).is_none());

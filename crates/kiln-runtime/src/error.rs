@@ -69,8 +69,9 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
-    /// Planned or owned memory over the configured limit, or the allocation failed.
-    #[error("method {method}: {what} needs {bytes} bytes, over the limit of {limit} bytes")]
+    /// The method's memory (planned arenas, constants it owns, prepared weights) would pass
+    /// [`crate::LoadOptions::memory_limit`], or the OS refused it. Checked before allocating.
+    #[error("method {method}: {what} needs {bytes} bytes{}", memory_message(*counted, *limit, reason))]
     Memory {
         /// The method.
         method: String,
@@ -78,8 +79,12 @@ pub enum Error {
         what: String,
         /// Bytes requested.
         bytes: u64,
+        /// Bytes of the method counted before this request.
+        counted: u64,
         /// The limit.
         limit: u64,
+        /// Why the request failed.
+        reason: MemoryReason,
     },
     /// Wrong number of inputs.
     #[error("method {method}: expected {expected} inputs, got {actual}")]
@@ -200,3 +205,22 @@ pub(crate) fn describe_tensor(dtype: DType, sizes: &[usize]) -> String {
 
 /// The result type of kiln-runtime.
 pub type Result<T> = std::result::Result<T, Error>;
+
+/// Why a method's memory request failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MemoryReason {
+    /// The request would pass the method's memory limit.
+    OverLimit,
+    /// The system refused the memory (its message).
+    Refused(String),
+}
+
+fn memory_message(counted: u64, limit: u64, reason: &MemoryReason) -> String {
+    let counted =
+        if counted > 0 { format!(" beside the {counted} already taken") } else { String::new() };
+    match reason {
+        MemoryReason::OverLimit => format!("{counted}, over the memory limit of {limit} bytes"),
+        MemoryReason::Refused(os) => format!("{counted}, and the system refused them: {os}"),
+    }
+}

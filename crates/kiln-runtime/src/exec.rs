@@ -10,6 +10,7 @@
 use kiln_kernels::arena::{split_regions, Access, Borrowed, Region};
 use kiln_kernels::{Arg, Capacity, OutKind, Scalar, Shape, TensorMut, TensorRef, ViewOut};
 
+use crate::arena::Arena;
 use crate::bound::BoundError;
 use crate::error::{describe_tensor, Error, Result};
 use crate::io::{Input, Output, OutputTensor};
@@ -224,7 +225,8 @@ impl Method {
         let n = t.nbytes();
         match t.storage {
             Storage::Buf { buf, offset } => {
-                bytes_of(self.state.buffers.get(buf as usize)?).get(offset..offset.checked_add(n)?)
+                bytes_of(self.state.buffers.get(buf as usize)?.as_slice())
+                    .get(offset..offset.checked_add(n)?)
             }
             Storage::File { offset } => {
                 self.fixed.program.inner.file.bytes().get(offset..offset.checked_add(n)?)
@@ -313,7 +315,7 @@ impl Method {
                         .state
                         .buffers
                         .get_mut(buf as usize)
-                        .map(|b| bytemuck::cast_slice_mut::<Line, u8>(b))
+                        .map(|b| bytemuck::cast_slice_mut::<Line, u8>(b.as_mut_slice()))
                         .and_then(|b| b.get_mut(offset..offset + nbytes))
                         .ok_or_else(|| {
                             mismatch("planned input memory".into(), "out of range".into())
@@ -579,7 +581,7 @@ fn collect_uses(call: &Call, values: &[Val], s: &mut Scratch) -> std::result::Re
 fn invoke(
     call: &Call,
     values: &[Val],
-    buffers: &mut [Vec<Line>],
+    buffers: &mut [Arena],
     file: &[u8],
     sources: &[std::sync::Arc<dyn crate::data::NamedDataSource>],
     s: &mut Scratch,
@@ -593,7 +595,7 @@ fn invoke(
     borrowed.resize_with(s.regions.len(), || None);
     {
         let mut k = 0;
-        let mut rest: &mut [Vec<Line>] = buffers;
+        let mut rest: &mut [Arena] = buffers;
         let mut rest_base = 0u32;
         while k < s.entries.len() {
             let buf = s.entries[k].0;

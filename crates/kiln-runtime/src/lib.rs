@@ -24,6 +24,7 @@
 //!   for delegates). Loading a method that uses an operator without a kernel or a delegate
 //!   without a backend fails with [`Error::Missing`] listing all of them.
 
+mod arena;
 mod bound;
 mod compile;
 pub mod data;
@@ -46,12 +47,15 @@ pub mod xnnpack;
 pub use compile::CompiledNode;
 pub use data::{NamedDataMap, NamedDataSource, NamedEntry, PtdFile};
 pub use delegate::{Backend, BackendError, BackendRegistry, DelegateHandle, DelegateInit};
-pub use error::{Error, Result};
+pub use error::{Error, MemoryReason, Result};
 pub use io::{Input, Output, OutputTensor, TensorInput, TensorMeta, ValueMeta};
 pub use irpa_data::{irpa_sources, ExpandedSplats, IrpaFile};
 pub use kiln_kernels::compute::threads::{Threads, ThreadsError};
 pub use mapped::MappedFile;
 pub use method::Method;
 pub use profile::InstructionTime;
-pub use program::{default_thread_count, LoadOptions, Program, ProgramBuilder};
+pub use program::{
+    default_memory_limit, default_thread_count, LoadOptions, Program, ProgramBuilder,
+    MAX_DEFAULT_MEMORY_LIMIT,
+};
 pub use registry::KernelRegistry;

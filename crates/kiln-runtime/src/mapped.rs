@@ -35,11 +35,16 @@ impl MappedFile {
         let map = if len == 0 {
             None
         } else {
-            // SAFETY: the map is read-only and private to this process. Another process
-            // truncating or rewriting the file while it is mapped is outside what kiln can
-            // guard against (the same contract as every mmap-based loader, ExecuTorch's
-            // MmapDataLoader included); kiln itself never writes to a file it has mapped:
-            // every output goes to a temporary file that is renamed into place.
+            // SAFETY: `Mmap::map` makes a read-only *shared* mapping (MAP_SHARED, PROT_READ):
+            // the pages are the page cache's, so a write to the file by anyone shows through
+            // the `&[u8]` this type hands out, and a truncation turns reads past the new end
+            // into SIGBUS. Soundness therefore rests on nobody changing the file while it is
+            // mapped. kiln never does: it never opens an input for writing, and every output
+            // is written to a new temporary file that is then renamed over its path, which
+            // replaces the directory entry and leaves the mapped inode's contents untouched.
+            // Another process writing or truncating the file at the same time is outside what
+            // a process can prevent (the same contract as every mmap-based loader, ExecuTorch's
+            // MmapDataLoader included).
             Some(unsafe { memmap2::Mmap::map(&file) }.map_err(err)?)
         };
         Ok(MappedFile { path, map })
@@ -67,10 +72,11 @@ impl MappedFile {
         let first = offset.div_ceil(PAGE) * PAGE;
         let last = (offset + chunk.len()) / PAGE * PAGE;
         if last > first {
-            // SAFETY: the map is a read-only private file mapping that kiln never writes, so
-            // MADV_DONTNEED cannot discard modified data: it only unmaps the pages, and any
-            // later read faults the same file contents back in. Slices borrowed from the map
-            // remain valid.
+            // SAFETY: the map is a read-only shared file mapping, so it holds no private copy
+            // of any page: MADV_DONTNEED only drops this process's page-table entries, and the
+            // next read faults the page back in from the page cache with the file's contents
+            // (the same bytes, under the contract stated in `open`). The range lies inside the
+            // map, and slices borrowed from it stay valid.
             let _ = unsafe {
                 map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, first, last - first)
             };

@@ -2,14 +2,13 @@
 
 use std::sync::Arc;
 
-use bytemuck::Zeroable;
-
 use kiln_kernels::{Capacity, KernelContext, KernelDef, OutKind};
 
+use crate::arena::Arena;
 use crate::compile::{self, lower_node, CompiledNode, Graph, Layout, NodeOp, PreparedKernel};
 use crate::data::ProgramData;
 use crate::delegate::{BackendError, DelegateHandle, DelegateInit};
-use crate::error::{Error, Result};
+use crate::error::{Error, MemoryReason, Result};
 use crate::exec::Scratch;
 use crate::io::ValueMeta;
 use crate::plan::{DataDef, InstrDef, MethodPlan, TensorDef, ValueDef};
@@ -104,7 +103,7 @@ pub(crate) struct Compiled {
 pub(crate) struct State {
     /// Planned arenas (memory_id 1.. at 0..), owned buffers, then the compiled memory plan's
     /// buffer; cache lines.
-    pub buffers: Vec<Vec<Line>>,
+    pub buffers: Vec<Arena>,
     pub values: Vec<Val>,
     /// Per delegate, its handle (`None` for one inlined at decode, which no call names).
     pub delegates: Vec<Option<Box<dyn DelegateHandle>>>,
@@ -129,7 +128,7 @@ impl std::fmt::Debug for Method {
 struct Loader<'p> {
     plan: &'p MethodPlan,
     program: &'p Program,
-    buffers: Vec<Vec<Line>>,
+    buffers: Vec<Arena>,
     used: u64,
     limit: u64,
 }
@@ -143,30 +142,51 @@ impl Loader<'_> {
         Error::InvalidProgram { method: self.method(), location, reason: reason.into() }
     }
 
-    /// A new zeroed buffer of `bytes`, counted against the memory limit.
+    /// The error for `bytes` more of `what` not fitting the budget (or the OS refusing them).
+    fn over(&self, what: String, bytes: u64, reason: MemoryReason) -> Error {
+        Error::Memory {
+            method: self.method(),
+            what,
+            bytes,
+            counted: self.used,
+            limit: self.limit,
+            reason,
+        }
+    }
+
+    /// Counts `bytes` of `what` against the memory limit.
+    fn count(&mut self, bytes: u64, what: impl FnOnce() -> String) -> Result<()> {
+        match self.used.checked_add(bytes).filter(|t| *t <= self.limit) {
+            Some(total) => {
+                self.used = total;
+                Ok(())
+            }
+            None => Err(self.over(what(), bytes, MemoryReason::OverLimit)),
+        }
+    }
+
+    /// A new zeroed buffer of `bytes`, counted against the memory limit. Its pages are
+    /// committed when first touched (see [`Arena`]).
     fn alloc(&mut self, bytes: u64, what: impl FnOnce() -> String) -> Result<u32> {
         let what = what();
-        let what = || what.clone();
-        let over =
-            |what: String, limit| Error::Memory { method: self.method(), what, bytes, limit };
-        let total = self.used.checked_add(bytes).filter(|t| *t <= self.limit);
-        let Some(total) = total else { return Err(over(what(), self.limit)) };
-        let words =
-            usize::try_from(bytes.div_ceil(LINE as u64)).map_err(|_| over(what(), self.limit))?;
-        let mut v: Vec<Line> = Vec::new();
-        if v.try_reserve_exact(words).is_err() {
-            return Err(Error::Memory {
-                method: self.method(),
-                what: what(),
-                bytes,
-                limit: self.used,
-            });
-        }
-        v.resize(words, Line::zeroed());
-        self.used = total;
+        self.count(bytes, || what.clone())?;
+        let lines = usize::try_from(bytes.div_ceil(LINE as u64))
+            .map_err(|_| self.over(what.clone(), bytes, MemoryReason::OverLimit))?;
+        let arena = Arena::zeroed(lines).map_err(|e| {
+            self.used -= bytes;
+            self.over(what, bytes, MemoryReason::Refused(e.to_string()))
+        })?;
         let id = self.buffers.len() as u32;
-        self.buffers.push(v);
+        self.buffers.push(arena);
         Ok(id)
+    }
+
+    /// Releases buffer `buf` (its pages go back to the OS) and its bytes from the count.
+    fn release(&mut self, buf: usize, bytes: u64) {
+        if let Some(b) = self.buffers.get_mut(buf) {
+            *b = Arena::empty();
+            self.used = self.used.saturating_sub(bytes);
+        }
     }
 
     fn bytes_mut(&mut self, buf: u32) -> &mut [u8] {
@@ -387,7 +407,16 @@ impl Method {
                 delegates: missing_delegates,
             });
         }
-        // Memory plan.
+        // Memory plan: the whole plan is checked against the limit before any of it is mapped.
+        let planned = plan.arena_sizes.iter().try_fold(0u64, |t, &s| t.checked_add(s));
+        if planned.is_none_or(|p| p > loader.limit) {
+            let sizes: Vec<String> = plan.arena_sizes.iter().map(|s| s.to_string()).collect();
+            return Err(loader.over(
+                format!("its memory plan (arenas of {} bytes)", sizes.join(" + ")),
+                planned.unwrap_or(u64::MAX),
+                MemoryReason::OverLimit,
+            ));
+        }
         for (a, &size) in plan.arena_sizes.iter().enumerate() {
             loader.alloc(size, || format!("planned arena {}", a + 1))?;
         }
@@ -515,8 +544,8 @@ impl Method {
         if let Some(aliases) = &aliases {
             let new_buf = loader.buffers.len() as u32;
             if let Some(size) = compile::replan(&plan, &mut values, aliases, &chains[0], new_buf) {
-                loader.alloc(size as u64, || "the compiled memory plan".to_string())?;
-                // Planned arenas no value lives in any more are released.
+                // Planned arenas no value lives in any more are released first, so the
+                // compiled plan is counted in their place.
                 let mut used = vec![false; plan.arena_sizes.len()];
                 for v in &values {
                     if let Val::Tensor(TensorSlot { storage: Storage::Buf { buf, .. }, .. }) = v {
@@ -527,9 +556,11 @@ impl Method {
                 }
                 for (a, u) in used.iter().enumerate() {
                     if !u {
-                        loader.buffers[a] = Vec::new();
+                        loader.release(a, plan.arena_sizes[a]);
                     }
                 }
+                let id = loader.alloc(size as u64, || "the compiled memory plan".to_string())?;
+                debug_assert_eq!(id, new_buf);
             }
         }
         let buffers = loader.buffers;

@@ -16,9 +16,27 @@ use crate::method::Method;
 use crate::plan::{self, MethodPlan, ValueDef};
 use crate::registry::KernelRegistry;
 
-/// Default cap on the memory one loaded method may allocate (planned arenas plus owned
-/// tensors): 8 GiB.
-pub const DEFAULT_MEMORY_LIMIT: u64 = 8 << 30;
+/// The most [`default_memory_limit`] allows: 8 GiB.
+pub const MAX_DEFAULT_MEMORY_LIMIT: u64 = 8 << 30;
+
+/// The memory one loaded method may take unless told otherwise (planned arenas, the constants
+/// it owns and the compiled memory plan, counted together): the smaller of
+/// [`MAX_DEFAULT_MEMORY_LIMIT`] and half the machine's memory (`MemTotal` of `/proc/meminfo`;
+/// the cap alone where that cannot be read).
+pub fn default_memory_limit() -> u64 {
+    static LIMIT: OnceLock<u64> = OnceLock::new();
+    *LIMIT.get_or_init(|| {
+        let total = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| mem_total(&m));
+        total.map_or(MAX_DEFAULT_MEMORY_LIMIT, |t| (t / 2).min(MAX_DEFAULT_MEMORY_LIMIT))
+    })
+}
+
+/// `MemTotal` of a `/proc/meminfo` text, in bytes.
+fn mem_total(meminfo: &str) -> Option<u64> {
+    let line = meminfo.lines().find_map(|l| l.strip_prefix("MemTotal:"))?;
+    let kib = line.trim().strip_suffix("kB")?.trim().parse::<u64>().ok()?;
+    kib.checked_mul(1024)
+}
 /// ExecuTorch's `ET_MAX_INSTRUCTIONS`: instructions one `execute` may run.
 pub const DEFAULT_INSTRUCTION_LIMIT: u64 = 10_000_000;
 
@@ -29,7 +47,9 @@ pub struct LoadOptions {
     pub kernels: KernelRegistry,
     /// Backends for delegates.
     pub backends: BackendRegistry,
-    /// Most bytes a loaded method may allocate.
+    /// Most bytes a loaded method may take, all its memory counted together (default:
+    /// [`default_memory_limit`]). Its memory plan is checked against it before anything is
+    /// allocated.
     pub memory_limit: u64,
     /// Most instructions one `execute` may run.
     pub instruction_limit: u64,
@@ -64,7 +84,7 @@ impl Default for LoadOptions {
         LoadOptions {
             kernels: KernelRegistry::builtin().clone(),
             backends: BackendRegistry::new(),
-            memory_limit: DEFAULT_MEMORY_LIMIT,
+            memory_limit: default_memory_limit(),
             instruction_limit: DEFAULT_INSTRUCTION_LIMIT,
             compile: true,
             threads: default_threads(),
@@ -286,5 +306,19 @@ pub(crate) fn meta(plan: &MethodPlan, i: u32) -> ValueMeta {
         Some(ValueDef::BoolList(_)) => ValueMeta::List("bool_list"),
         Some(ValueDef::TensorList(_)) => ValueMeta::List("tensor_list"),
         Some(ValueDef::OptionalTensorList(_)) => ValueMeta::List("optional_tensor_list"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mem_total_reads_meminfo() {
+        let m = "MemTotal:       24575992 kB\nMemFree:        20000000 kB\n";
+        assert_eq!(mem_total(m), Some(24575992 * 1024));
+        assert_eq!(mem_total("MemFree: 1 kB\n"), None);
+        assert!(default_memory_limit() <= MAX_DEFAULT_MEMORY_LIMIT);
+        assert!(default_memory_limit() > 0);
     }
 }

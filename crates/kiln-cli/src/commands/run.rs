@@ -50,6 +50,22 @@ pub struct EngineArgs {
     #[arg(long, env = "KILN_THREADS", value_name = "N",
           value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: Option<u16>,
+    /// Most memory the method may take, its planned arenas, the constants it owns and the
+    /// compiled memory plan counted together: bytes, or with a unit (`64MiB`, `2GiB`, `500MB`).
+    /// A plan over it is refused before anything is allocated [default: the smaller of 8 GiB
+    /// and half the machine's memory].
+    #[arg(long, value_name = "SIZE", value_parser = parse_memory_size)]
+    pub max_memory: Option<u64>,
+}
+
+/// A size for `--max-memory`: a byte count with an optional unit, binary (`KiB`, `MiB`,
+/// `GiB`) or decimal (`KB`, `MB`, `GB`).
+fn parse_memory_size(s: &str) -> std::result::Result<u64, String> {
+    match parse_size::parse_size(s) {
+        Ok(0) => Err("must be more than 0 bytes".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("{e} (expected bytes or a size such as 64MiB, 2GiB)")),
+    }
 }
 
 #[derive(Serialize)]
@@ -295,9 +311,12 @@ impl Inputs {
     }
 }
 
-/// Load options for `--no-compile` and `--threads`.
+/// Load options for `--no-compile`, `--threads` and `--max-memory`.
 pub fn load_options(engine: &EngineArgs) -> Result<LoadOptions> {
     let mut options = LoadOptions { compile: !engine.no_compile, ..LoadOptions::default() };
+    if let Some(limit) = engine.max_memory {
+        options.memory_limit = limit;
+    }
     if let Some(n) = engine.threads {
         options.threads = Threads::new(usize::from(n))?;
     }

@@ -76,20 +76,36 @@ fn parse_u64(s: &str) -> Result<u64, String> {
     parsed.map_err(|e| format!("{s:?}: {e}"))
 }
 
-/// Reads a transaction in either form; the flag says whether it was text.
+/// Largest text form read: 9 bytes a word (8 digits and a newline), for a binary of 256 MiB.
+const MAX_TEXT_BYTES: usize = 9 << 26;
+
+/// Reads a transaction in either form; the flag says whether it was text. The file is mapped,
+/// not read: a binary is parsed in place, so its header's size check comes before any work.
 fn read(path: &Path) -> Result<(Txn, bool)> {
-    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    let is_binary = kiln_format::detect(&bytes) == Some(kiln_format::Kind::Txn);
+    let file = kiln_runtime::MappedFile::open(path)?;
+    let bytes = file.bytes();
+    let is_binary = kiln_format::detect(bytes) == Some(kiln_format::Kind::Txn);
     let is_text = !is_binary
-        && bytes.iter().all(|b| b.is_ascii_hexdigit() || b.is_ascii_whitespace() || *b == b'x');
-    let data = if is_text && !bytes.is_empty() {
-        let text = String::from_utf8_lossy(&bytes);
-        from_hex_text(&text).with_context(|| format!("{}: hex text form", path.display()))?
-    } else {
-        bytes
-    };
-    let txn = Txn::parse(&data).with_context(|| path.display().to_string())?;
-    Ok((txn, is_text))
+        && !bytes.is_empty()
+        && bytes
+            .iter()
+            .take(4096)
+            .all(|b| b.is_ascii_hexdigit() || b.is_ascii_whitespace() || *b == b'x');
+    let context = || path.display().to_string();
+    if !is_text {
+        return Ok((Txn::parse(bytes).with_context(context)?, false));
+    }
+    if bytes.len() > MAX_TEXT_BYTES {
+        bail!(
+            "{}: {} bytes of hex text, more than the {MAX_TEXT_BYTES} kiln reads in that form",
+            path.display(),
+            bytes.len()
+        );
+    }
+    let text = std::str::from_utf8(bytes)
+        .map_err(|e| anyhow::anyhow!("{}: hex text form: {e}", path.display()))?;
+    let data = from_hex_text(text).with_context(|| format!("{}: hex text form", path.display()))?;
+    Ok((Txn::parse(&data).with_context(context)?, true))
 }
 
 fn patch(file: &Path, args: &[(u64, u64)], output: &Path) -> Result<()> {

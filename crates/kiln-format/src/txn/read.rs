@@ -9,6 +9,9 @@ use crate::error::{Error, Result};
 
 /// Parses `bytes`: the header, then exactly `num_ops` ops that end exactly at `txn_size`, which
 /// must be the length of `bytes`.
+/// Most ops [`parse`] reserves room for before reading them.
+const MAX_RESERVED_OPS: usize = 1 << 16;
+
 pub(super) fn parse(bytes: &[u8]) -> Result<Txn> {
     let r = ByteReader::new(bytes, FORMAT);
     let header = Header {
@@ -42,7 +45,9 @@ pub(super) fn parse(bytes: &[u8]) -> Result<Txn> {
             format!("{} ops cannot fit in {} bytes of ops", header.num_ops, len - HEADER_SIZE),
         ));
     }
-    let mut ops = Vec::with_capacity(header.num_ops as usize);
+    // Reserved up front only up to a bound: an op takes more memory than its 4 smallest
+    // bytes, so a count the file merely permits must not size the allocation.
+    let mut ops = Vec::with_capacity((header.num_ops as usize).min(MAX_RESERVED_OPS));
     let mut offset = HEADER_SIZE;
     for i in 0..header.num_ops {
         if offset == len {

@@ -1,0 +1,67 @@
+//! `--max-memory` on every command that loads a method: a plan over it is refused with exit 1
+//! naming the sizes; a malformed size is a usage error (exit 2).
+
+mod common;
+
+use common::kiln;
+
+fn fixture(rel: &str) -> String {
+    format!("{}/../../tests/fixtures/{rel}", env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn max_memory_bounds_run_bench_and_generate() {
+    let cnn = fixture("pte/tiny_cnn.pte");
+    let llm = fixture("llm/fp32.pte");
+    let commands: [Vec<&str>; 3] = [
+        vec!["run", &cnn],
+        vec!["bench", &cnn, "--iters", "1", "--warmup", "0"],
+        vec!["generate", &llm, "--prompt-tokens", "1,2", "--max-new-tokens", "1"],
+    ];
+    for command in &commands {
+        let with = |size: &str| {
+            let mut args = command.clone();
+            args.extend(["--max-memory", size]);
+            kiln(&args)
+        };
+        let (code, _, err) = with("1KiB");
+        assert_eq!(code, 1, "{command:?}: {err}");
+        assert!(err.contains("over the memory limit of 1024 bytes"), "{command:?}: {err}");
+        assert!(err.contains("memory plan"), "{command:?}: {err}");
+        let (code, _, err) = with("64MiB");
+        assert_eq!(code, 0, "{command:?}: {err}");
+        for bad in ["12x", "0", "lots"] {
+            let (code, _, err) = with(bad);
+            assert_eq!(code, 2, "{command:?} --max-memory {bad}: {err}");
+            assert!(err.contains("--max-memory"), "{err}");
+        }
+    }
+}
+
+#[test]
+fn txn_inspect_checks_the_declared_size_before_reading_a_large_file() {
+    // A 4 GiB sparse file whose header declares 16 bytes. kiln maps it and fails on the size
+    // check at once; reading it into memory first would need 4 GiB. The data segment limit
+    // (RLIMIT_DATA: heap and private anonymous memory, not a shared file map) makes that
+    // difference visible: a 4 GiB read would fail to allocate and abort.
+    let dir = std::env::temp_dir().join(format!("kiln-memory-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("big.txn");
+    let file = std::fs::File::create(&path).unwrap();
+    file.set_len(4 << 30).unwrap();
+    // Version 1.0, 0 ops, txn_size 16.
+    let header = [1u8, 0, 4, 6, 5, 1, 0, 0, 0, 0, 0, 0, 16, 0, 0, 0];
+    std::os::unix::fs::FileExt::write_all_at(&file, &header, 0).unwrap();
+    drop(file);
+    let script = format!(
+        "ulimit -d 1048576 && exec {} txn inspect {}",
+        env!("CARGO_BIN_EXE_kiln"),
+        path.display()
+    );
+    let out = std::process::Command::new("sh").args(["-c", &script]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("header.txn_size"), "{err}");
+    assert!(err.contains("is 16 but the data is 4294967296 bytes"), "{err}");
+}

@@ -1,0 +1,69 @@
+//! The memory of a loaded method: buffers of zeroed pages taken from the OS on demand.
+//!
+//! A buffer is an anonymous memory map, not a vector filled with zeros: the OS hands out its
+//! pages zeroed the first time they are touched, so a plan that claims gigabytes for a method
+//! that touches a few hundred bytes costs a few pages of memory, and allocating costs no time
+//! (a vector resized with zeros writes every page of it at load).
+
+use std::io;
+
+use crate::method::{Line, LINE};
+
+/// One buffer of cache lines, zeroed until written.
+pub(crate) struct Arena {
+    /// `None` for an empty buffer (a map cannot be empty).
+    map: Option<memmap2::MmapMut>,
+}
+
+impl Arena {
+    /// An empty buffer.
+    pub fn empty() -> Arena {
+        Arena { map: None }
+    }
+
+    /// A zeroed buffer of `lines` cache lines, mapped but not yet committed.
+    pub fn zeroed(lines: usize) -> io::Result<Arena> {
+        if lines == 0 {
+            return Ok(Arena::empty());
+        }
+        let len = lines
+            .checked_mul(LINE)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::OutOfMemory, "buffer size overflows"))?;
+        Ok(Arena { map: Some(memmap2::MmapMut::map_anon(len)?) })
+    }
+
+    /// Its lines (a map starts on a page boundary, so the cast to 64-byte lines holds).
+    pub fn as_slice(&self) -> &[Line] {
+        self.map.as_deref().map_or(&[], bytemuck::cast_slice)
+    }
+
+    /// Its lines, writable.
+    pub fn as_mut_slice(&mut self) -> &mut [Line] {
+        self.map.as_deref_mut().map_or(&mut [], bytemuck::cast_slice_mut)
+    }
+
+    /// Its length in lines.
+    pub fn len(&self) -> usize {
+        self.map.as_ref().map_or(0, |m| m.len() / LINE)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buffers_are_zeroed_aligned_and_writable() {
+        let mut a = Arena::zeroed(3).unwrap();
+        assert_eq!(a.len(), 3);
+        let bytes: &[u8] = bytemuck::cast_slice(a.as_slice());
+        assert_eq!(bytes.len(), 3 * LINE);
+        assert!(bytes.iter().all(|&b| b == 0));
+        assert_eq!(bytes.as_ptr() as usize % LINE, 0);
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(a.as_mut_slice());
+        bytes[3 * LINE - 1] = 7;
+        assert_eq!(bytemuck::cast_slice::<Line, u8>(a.as_slice())[3 * LINE - 1], 7);
+        let empty = Arena::zeroed(0).unwrap();
+        assert_eq!((empty.len(), empty.as_slice().len()), (0, 0));
+    }
+}
