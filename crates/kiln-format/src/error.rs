@@ -12,6 +12,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything that can go wrong while reading, verifying or writing a file.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// A read past the end of the data.
     #[error("{format}: truncated at {field}: needs bytes {offset}..{end} but the data has {len}")]

@@ -1,6 +1,9 @@
 //! DarwiNN algorithms on executables built with the writer, for the paths no sample model
 //! exercises (shape_info re-layout, repeated executions, selection rules, linker errors).
 
+mod common;
+
+use common::error_kind;
 use kiln_format::darwinn::link::{self, Addresses};
 use kiln_format::darwinn::schema::{
     DataType, Description, Direction, ExecutableType, InterruptType, Position,
@@ -189,7 +192,7 @@ fn one_dimensional_output_executed_three_times_skips_the_padding() {
     let dense = relayout::relayout(&exe.output_layers()[0], &src).unwrap();
     assert_eq!(dense, [0, 1, 2, 3, 4, 8, 9, 10, 11, 12, 16, 17, 18, 19, 20]);
     // The source must be exactly the padded size.
-    assert!(relayout::relayout(&exe.output_layers()[0], &src[..23]).is_err());
+    assert_eq!(error_kind(relayout::relayout(&exe.output_layers()[0], &src[..23])), "Invalid");
 }
 
 #[test]
@@ -213,7 +216,10 @@ fn signed_transform_and_dequantization_use_the_device_zero_point() {
     let mut wide = [0x00u8, 0x80, 0xff, 0x7f];
     numerics::transform_signed(&mut wide, DataType::SIGNED_FIXED_POINT16).unwrap();
     assert_eq!(wide, [0x00, 0x00, 0xff, 0xff]);
-    assert!(numerics::transform_signed(&mut [0u8; 3], DataType::SIGNED_FIXED_POINT16).is_err());
+    assert_eq!(
+        error_kind(numerics::transform_signed(&mut [0u8; 3], DataType::SIGNED_FIXED_POINT16)),
+        "Invalid"
+    );
 }
 
 #[test]
@@ -252,7 +258,7 @@ fn selection_follows_the_driver_rules() {
         assert!(err.contains(msg), "{err}");
     }
     assert!(select::check_runtime_version(9, rt).unwrap().is_some());
-    assert!(select::check_runtime_version(14, 13).is_err());
+    assert_eq!(error_kind(select::check_runtime_version(14, 13)), "Unsupported");
     // Two packages sharing a token keep each other's parameters cached; a third does not.
     let p = build(&[T::EXECUTION_ONLY, T::PARAMETER_CACHING]);
     let pkg = Package::open(&p).unwrap();
@@ -295,8 +301,8 @@ fn linking_unaligned_fields_and_driver_crash_cases() {
     // Out-of-range batch, bad position, field past the end, scratch batch: errors, not crashes.
     let mut two = addrs.clone();
     two.inputs.insert("in".into(), vec![]);
-    assert!(link::link(&exe, &two).is_err());
-    for (i, edit) in [(0usize, 0u8), (4, 1), (3, 2)] {
+    assert_eq!(error_kind(link::link(&exe, &two)), "Invalid");
+    for (i, edit, kind) in [(0usize, 0u8, "Invalid"), (4, 1, "Unsupported"), (3, 2, "Invalid")] {
         let mut s = spec.clone();
         let fo =
             &mut s.instruction_bitstreams.as_mut().unwrap()[0].field_offsets.as_mut().unwrap()[i];
@@ -307,13 +313,11 @@ fn linking_unaligned_fields_and_driver_crash_cases() {
         }
         let b = s.build().unwrap();
         let e = Executable::open(&b, 0).unwrap();
-        assert!(link::link(&e, &addrs).is_err(), "edit {edit}");
+        assert_eq!(error_kind(link::link(&e, &addrs)), kind, "edit {edit}");
     }
-    assert!(link::link(
-        &exe,
-        &Addresses { inputs: [("nope".to_string(), vec![1])].into(), ..Default::default() }
-    )
-    .is_err());
+    let unknown =
+        Addresses { inputs: [("nope".to_string(), vec![1])].into(), ..Default::default() };
+    assert_eq!(error_kind(link::link(&exe, &unknown)), "NotFound");
 }
 
 #[test]
@@ -340,7 +344,7 @@ fn dma_walk_of_a_built_executable() {
     bad.dma_hints.as_mut().unwrap().hints.as_mut().unwrap()[0] =
         HintSpec::Instruction { chunk: 1, direction: Direction::INFEED };
     let b = bad.build().unwrap();
-    assert!(dma::steps(&Executable::open(&b, 0).unwrap(), true).is_err());
+    assert_eq!(error_kind(dma::steps(&Executable::open(&b, 0).unwrap(), true)), "Invalid");
     let mut past = spec.clone();
     past.dma_hints.as_mut().unwrap().hints.as_mut().unwrap()[1] = HintSpec::Descriptor {
         meta: Some(MetaSpec {

@@ -40,6 +40,7 @@ pub enum Borrowed<'a> {
 
 /// Why regions could not be split.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum AliasError {
     /// A written region overlaps another region of the same call.
     #[error("region {written} ({written_range:?}) is written and overlaps region {other} ({other_range:?})")]

@@ -16,6 +16,7 @@ pub struct KernelError {
 /// What went wrong in a kernel. Argument names are the operator schema's (`self`, `other`,
 /// `out`, ...), positions are schema positions.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ErrorKind {
     /// The call has a different number of values than the schema (plus the return value).
     #[error("expected {expected} argument values, got {actual}")]

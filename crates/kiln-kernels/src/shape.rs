@@ -7,6 +7,7 @@ pub const MAX_RANK: usize = 16;
 
 /// Why a [`Shape`] could not be built.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ShapeError {
     /// More than [`MAX_RANK`] dimensions.
     #[error("rank {0} exceeds the limit of {MAX_RANK}")]

@@ -6,6 +6,7 @@ use crate::shape::{Shape, ShapeError};
 
 /// Why a tensor view could not be built or accessed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum TensorError {
     /// The data slice is shorter than the shape (or bound) needs.
     #[error("{dtype} tensor of sizes {sizes:?} needs {needed} bytes, data has {actual}")]

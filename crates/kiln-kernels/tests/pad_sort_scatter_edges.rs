@@ -4,7 +4,8 @@
 //! against an independent rule (indices select the values, equal values keep input order).
 
 use kiln_kernels::{
-    find_kernel, Arg, Capacity, KernelContext, KernelError, Out, Shape, TensorMut, TensorRef,
+    find_kernel, Arg, Capacity, ErrorKind, KernelContext, KernelError, Out, Shape, TensorMut,
+    TensorRef,
 };
 
 fn call<'x>(
@@ -16,6 +17,19 @@ fn call<'x>(
     let mut ctx = KernelContext::new(def.name);
     ctx.check_arity(def, args.len())?;
     (def.run)(&mut ctx, args, outs)
+}
+
+/// The kind of error `r` holds (the variant's name); panics when `r` is `Ok`.
+fn kind(r: Result<(), KernelError>) -> &'static str {
+    match *r.expect_err("expected an error").kind {
+        ErrorKind::Arity { .. } => "Arity",
+        ErrorKind::ArgType { .. } => "ArgType",
+        ErrorKind::DType { .. } => "DType",
+        ErrorKind::Shape { .. } => "Shape",
+        ErrorKind::Invalid { .. } => "Invalid",
+        ErrorKind::Tensor { .. } => "Tensor",
+        ref other => panic!("an error kind this test does not know: {other:?}"),
+    }
 }
 
 /// A bounded f32 output of `rank` dims over `store`.
@@ -91,27 +105,28 @@ fn hostile_movement_arguments_are_errors() {
     assert_eq!(t.as_ref().as_slice::<f32>().unwrap(), &data[..]);
     let mut store = vec![0f32; 64];
     let mut outs = [Out::Tensor(bounded(&[2, 3, 4], &mut store))];
-    assert!(call(
+    let r = call(
         "aten::pixel_unshuffle.out",
         &[Arg::Tensor(x), Arg::Int(i64::MAX), Arg::Output, Arg::Output],
-        &mut outs
-    )
-    .is_err());
+        &mut outs,
+    );
+    assert_eq!(kind(r), "Invalid");
     let empty = TensorRef::from_slice::<f32>(&[1, 1, 0, 0], &[]).unwrap();
     let mut store = vec![0f32; 4];
     let mut outs = [Out::Tensor(bounded(&[1, 1, 0, 0], &mut store))];
     // Factor 2^32: its square overflows; an error, not a panic.
-    assert!(call(
+    let r = call(
         "aten::pixel_unshuffle.out",
         &[Arg::Tensor(empty), Arg::Int(1 << 32), Arg::Output, Arg::Output],
-        &mut outs
-    )
-    .is_err());
-    for (size, stride, off) in [
-        (vec![2i64, 2], vec![i64::MAX, 1], 0i64),
-        (vec![2, 2], vec![1, 1], i64::MAX),
-        (vec![2, 2], vec![-1, 1], 0),
-        (vec![i64::MAX, 2], vec![0, 0], 0),
+        &mut outs,
+    );
+    assert_eq!(kind(r), "Invalid");
+    // The last one's output does not fit the out's capacity: a tensor error.
+    for (size, stride, off, want) in [
+        (vec![2i64, 2], vec![i64::MAX, 1], 0i64, "Invalid"),
+        (vec![2, 2], vec![1, 1], i64::MAX, "Invalid"),
+        (vec![2, 2], vec![-1, 1], 0, "Invalid"),
+        (vec![i64::MAX, 2], vec![0, 0], 0, "Tensor"),
     ] {
         let mut store = vec![0f32; 64];
         let mut outs = [Out::Tensor(bounded(&[2, 2], &mut store))];
@@ -127,7 +142,7 @@ fn hostile_movement_arguments_are_errors() {
             ],
             &mut outs,
         );
-        assert!(r.is_err(), "as_strided {size:?} {stride:?} {off}");
+        assert_eq!(kind(r), want, "as_strided {size:?} {stride:?} {off}");
     }
     // A huge repeat count cannot allocate past the out's capacity.
     let reps = [i64::MAX / 2, i64::MAX / 2];
@@ -142,12 +157,12 @@ fn hostile_movement_arguments_are_errors() {
         )
         .unwrap(),
     )];
-    assert!(call(
+    let r = call(
         "aten::repeat_interleave.Tensor_out",
         &[Arg::Tensor(reps), Arg::None, Arg::Output, Arg::Output],
-        &mut outs
-    )
-    .is_err());
+        &mut outs,
+    );
+    assert_eq!(kind(r), "Tensor");
 }
 
 #[test]
@@ -162,7 +177,7 @@ fn et_copy_index_huge_index_is_an_error() {
             &[Arg::Output, Arg::Tensor(from), Arg::Int(index)],
             &mut outs,
         );
-        assert!(r.is_err(), "index {index}");
+        assert_eq!(kind(r), "Tensor", "index {index}");
     }
 }
 

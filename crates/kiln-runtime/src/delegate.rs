@@ -17,6 +17,7 @@ use crate::data::NamedDataMap;
 
 /// What a backend reports when it cannot prepare or run a delegate.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum BackendError {
     /// The processed bytes are not a valid payload for the backend.
     #[error("invalid payload: {0}")]

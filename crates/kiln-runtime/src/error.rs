@@ -5,6 +5,7 @@ use kiln_kernels::{DType, KernelError};
 /// Everything that can go wrong while loading or running a program. Messages name the method,
 /// the instruction index, the operator and the argument where they apply.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The file could not be mapped.
     #[error(transparent)]

@@ -85,3 +85,20 @@ pub fn mutate(original: &[u8], rng: &mut Rng) -> Vec<u8> {
     }
     bytes
 }
+
+/// The kind of error `result` holds (the variant's name), for tests that expect a failure of
+/// a given kind; panics when `result` is `Ok`.
+pub fn error_kind<T: std::fmt::Debug>(result: kiln_format::Result<T>) -> &'static str {
+    use kiln_format::Error;
+    match result.expect_err("expected an error") {
+        Error::Truncated { .. } => "Truncated",
+        Error::BadMagic { .. } => "BadMagic",
+        Error::Invalid { .. } => "Invalid",
+        Error::Unsupported { .. } => "Unsupported",
+        Error::Limit { .. } => "Limit",
+        Error::Flatbuffer { .. } => "Flatbuffer",
+        Error::NotFound { .. } => "NotFound",
+        Error::Io { .. } => "Io",
+        other => panic!("an error kind this helper does not know: {other:?}"),
+    }
+}

@@ -65,6 +65,7 @@ pub enum MapInstr {
 
 /// Why a program cannot be built or run.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum MapError {
     /// An instruction reads a register not yet written.
     #[error("instruction {instr} reads register {reg}, only {defined} are defined before it")]

@@ -44,6 +44,7 @@ use packed_buf::PackedBuf;
 
 /// Why a GEMM was refused (nothing is written).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum GemmError {
     /// A size computation overflowed.
     #[error("{0}: size overflows")]
