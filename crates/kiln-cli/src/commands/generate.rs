@@ -131,7 +131,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     if let Some(data) = &args.data {
         builder = builder.ptd(data)?;
     }
-    let program = builder.load(&args.model)?;
+    let program = builder.load(crate::input::resolve(&args.model))?;
     let mut model = TextModel::new(&program)?;
     let load_ms = started.elapsed().as_secs_f64() * 1e3;
     let meta = model.metadata().clone();

@@ -78,7 +78,7 @@ fn parse_u64(s: &str) -> Result<u64, String> {
 
 /// Reads a transaction in either form; the flag says whether it was text.
 fn read(path: &Path) -> Result<(Txn, bool)> {
-    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let bytes = crate::input::read(path)?.bytes().to_vec();
     let is_binary = kiln_format::detect(&bytes) == Some(kiln_format::Kind::Txn);
     let is_text = !is_binary
         && bytes.iter().all(|b| b.is_ascii_hexdigit() || b.is_ascii_whitespace() || *b == b'x');
