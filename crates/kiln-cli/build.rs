@@ -13,10 +13,21 @@ fn git(args: &[&str]) -> Option<String> {
     (out.status.success() && !text.is_empty()).then_some(text)
 }
 
+/// Whether git's work tree here is this workspace's own (and not, say, a repository that a
+/// source tarball was unpacked inside).
+fn in_own_repository() -> bool {
+    let workspace = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(|d| PathBuf::from(d).join("../.."))
+        .and_then(|d| d.canonicalize().ok());
+    let top =
+        git(&["rev-parse", "--show-toplevel"]).and_then(|t| PathBuf::from(t).canonicalize().ok());
+    workspace.is_some() && workspace == top
+}
+
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-env-changed=GIT_DIR");
-    let commit = git(&["rev-parse", "--short=12", "HEAD"]);
+    let commit = in_own_repository().then(|| git(&["rev-parse", "--short=12", "HEAD"])).flatten();
     if commit.is_some() {
         // Build again when HEAD moves: HEAD itself, the branch it points at, packed refs.
         let mut watched = vec!["HEAD".to_string(), "packed-refs".to_string()];

@@ -88,10 +88,23 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(err) => {
             eprintln!("kiln: error: {}", error_chain(&err));
-            ExitCode::from(1)
+            ExitCode::from(if err.is::<Usage>() { 2 } else { 1 })
         }
     }
 }
+
+/// A usage error found after parsing (arguments that clash with each other): exit 2, like
+/// clap's own.
+#[derive(Debug)]
+pub(crate) struct Usage(pub String);
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Usage {}
 
 /// Writes the completion script for `shell` to standard output.
 fn completions(shell: clap_complete::Shell) -> anyhow::Result<ExitCode> {

@@ -27,11 +27,28 @@ fn malformed_values_are_usage_errors_everywhere() {
         &["run", &pte, "--expect", "a.npy", "--atol", "NaN"],
         &["run", &pte, "--atol", "0.1"],
         &["verify"],
+        &["generate", "m.pte", "--prompt-tokens", "1", "--temperature", "-1"],
+        &["generate", "m.pte", "--prompt-tokens", "1", "--temperature", "1", "--top-p", "1.5"],
+        &["generate", "m.pte", "--prompt-tokens", "1", "--temperature", "1", "--top-p", "0"],
     ];
     for args in cases {
         let (code, stdout, stderr) = kiln(args);
         assert_eq!(code, 2, "{args:?}: {stdout}{stderr}");
         assert!(stderr.contains("error"), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn clashing_arguments_are_usage_errors() {
+    let pte = fixture("tiny_cnn.pte");
+    let input = fixture("tiny_cnn.forward.in0.npy");
+    let named = format!("0={input}");
+    for args in [
+        &["run", pte.as_str(), "--input", &named, "--input", &input][..],
+        &["run", pte.as_str(), "--input", &named, "--input", &named],
+    ] {
+        let (code, _, stderr) = kiln(args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
     }
 }
 

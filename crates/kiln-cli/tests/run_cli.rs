@@ -112,7 +112,7 @@ fn inputs_by_name_or_index() {
     assert!(stderr.contains("no input \"nope\" (inputs: 0, input_pos)"), "{stderr}");
     // Named and positional together is refused.
     let (code, _, stderr) = kiln(&["run", s(&pte), "--input", &named, "--input", s(&input)]);
-    assert_eq!(code, 1, "{stderr}");
+    assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("by name"), "{stderr}");
 }
 

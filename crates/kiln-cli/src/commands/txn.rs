@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use kiln_format::txn::registers::register_name;
 use kiln_format::txn::{
     from_hex_text, resolve_patches, to_hex_text, CustomPayload, DdrPatch, Layout, Op, OpKind, Txn,
@@ -97,7 +97,7 @@ fn patch(file: &Path, args: &[(u64, u64)], output: &Path) -> Result<()> {
     let mut map = BTreeMap::new();
     for (n, addr) in args {
         if map.insert(*n, *addr).is_some() {
-            bail!("argument {n} given twice");
+            return Err(crate::Usage(format!("--arg {n} given twice")).into());
         }
     }
     let outcome = resolve_patches(&mut txn, &map).with_context(|| file.display().to_string())?;

@@ -148,7 +148,9 @@ fn assign(
         .collect();
     if !positional.is_empty() {
         if positional.len() != args.len() {
-            bail!("give every --input by name (NAME=FILE.npy) or none");
+            return Err(
+                crate::Usage("give every --input by name (NAME=FILE.npy) or none".into()).into()
+            );
         }
         if positional.len() != metas.len() {
             bail!(
@@ -175,7 +177,7 @@ fn assign(
                 format!("method {method} has no input {name:?} (inputs: {})", known.join(", "))
             })?;
         if files[index].replace(path.clone()).is_some() {
-            bail!("input {name:?} given twice");
+            return Err(crate::Usage(format!("input {name:?} given twice")).into());
         }
     }
     Ok(files)
