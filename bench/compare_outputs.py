@@ -4,7 +4,7 @@
 Usage: ~/peers/bin/python bench/compare_outputs.py MODEL_DIR KILN_OUT_DIR
 
 MODEL_DIR is one model of bench/export_models.py's cache (its manifest.json lists ExecuTorch's
-outputs per program); KILN_OUT_DIR holds `kiln run --output-dir`'s output0.npy, output1.npy, ...
+outputs per program); KILN_OUT_DIR holds `kiln run --out-dir`'s output0.npy, output1.npy, ...
 Prints two numbers: the largest |kiln - ExecuTorch| over all outputs against the portable
 program's outputs, then against the XNNPACK program's (fixturelib.max_abs_diff: NaN equals NaN;
 `inf` for a shape mismatch or a missing output).

@@ -138,7 +138,7 @@ for m in "${MODELS[@]}"; do
   fi
   out=$KILN_OUT/$m
   mkdir -p "$out"
-  if ! err=$("$KILN" run "$d/$KILN_PROGRAM.pte" "${inputs[@]}" --output-dir "$out" 2>&1 >/dev/null); then
+  if ! err=$("$KILN" run "$d/$KILN_PROGRAM.pte" "${inputs[@]}" --out-dir "$out" 2>&1 >/dev/null); then
     say '%-20s skipped: kiln run failed: %s\n' "$m" "$(printf '%s' "$err" | head -3 | tr '\n' ' ')"
     continue
   fi

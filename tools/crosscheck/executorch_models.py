@@ -4,7 +4,7 @@
 Every model is exported the way tools/fixtures/export_pte.py does it (torch.export.export ->
 to_edge_transform_and_lower without partitioner -> to_executorch: portable kernels, no delegate)
 into a scratch directory outside the repository, run once with ExecuTorch's runtime on
-deterministic inputs (the reference), then run with `kiln run --input ... --output-dir ...`
+deterministic inputs (the reference), then run with `kiln run --input ... --out-dir ...`
 and compared output by output.
 
 Verdicts per model:
@@ -527,7 +527,7 @@ def run_kiln(kiln: Path, d: Path, status: dict, timeout: float, ref: str = "ref"
     outdir.mkdir(exist_ok=True)
     for f in outdir.glob("*.npy"):
         f.unlink()
-    cmd = [str(kiln), "run", str(d / "model.pte"), "--output-dir", str(outdir), "--json"]
+    cmd = [str(kiln), "run", str(d / "model.pte"), "--out-dir", str(outdir), "--json"]
     for i in range(status["inputs"]):
         cmd += ["--input", str(d / f"in{i}.npy")]
     t0 = time.time()

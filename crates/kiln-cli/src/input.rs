@@ -1,4 +1,6 @@
-//! Opening input files: memory-mapped, kind detected.
+//! Opening input files: memory-mapped, kind detected. The argument `-` stands for standard
+//! input; streams (a pipe, a FIFO) are read into memory, a folder is an error that says so (see
+//! [`MappedFile::open`]).
 
 use std::path::Path;
 
@@ -17,7 +19,7 @@ pub struct Input {
 impl Input {
     /// Maps `path` and detects its kind; an unknown kind is an error naming the file.
     pub fn open(path: &Path) -> Result<Self> {
-        let file = MappedFile::open(path)?;
+        let file = read(path)?;
         let kind = kiln_format::detect(file.bytes()).with_context(|| {
             format!(
                 "{}: not a file kiln recognises (first bytes {})",
@@ -41,6 +43,20 @@ impl Input {
         }
         Ok(())
     }
+}
+
+/// The path to open for the argument `path`: `-` is standard input.
+pub fn resolve(path: &Path) -> &Path {
+    if path == Path::new("-") {
+        Path::new("/dev/stdin")
+    } else {
+        path
+    }
+}
+
+/// The whole of the file `path` (`-` for standard input), mapped or, for a stream, read.
+pub fn read(path: &Path) -> Result<MappedFile> {
+    Ok(MappedFile::open(resolve(path))?)
 }
 
 fn hex_prefix(bytes: &[u8]) -> String {

@@ -9,11 +9,24 @@ mod input;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
+
+/// `kiln --version`: the package version, the commit and the build profile (see build.rs).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("KILN_COMMIT"),
+    ", ",
+    env!("KILN_PROFILE"),
+    " build)"
+);
 
 /// binutils plus a loader for ML artifacts.
+///
+/// `-o/--output` always names an output file and `--out-dir` an output folder; `-` reads
+/// standard input wherever a file is read.
 #[derive(Parser)]
-#[command(name = "kiln", version, about, propagate_version = true)]
+#[command(name = "kiln", version = VERSION, about, propagate_version = true)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -32,7 +45,8 @@ enum Command {
     BenchGemm(commands::bench_gemm::Args),
     /// Summarise any supported file (kind detected from its magic bytes).
     Inspect(commands::inspect::Args),
-    /// Verify any supported file: exit 0 when valid, 1 with a one-line reason when not.
+    /// Verify supported files: exit 0 when all are valid, 1 with a one-line reason per file when
+    /// any is not.
     Verify(commands::verify::Args),
     /// Print the whole file as JSON, for debugging.
     Dump(commands::dump::Args),
@@ -46,6 +60,11 @@ enum Command {
     Circle(commands::circle::Args),
     /// AIE transaction binaries: inspect and patch.
     Txn(commands::txn::Args),
+    /// Print a shell completion script (`kiln completions bash > /etc/bash_completion.d/kiln`).
+    Completions {
+        /// The shell to complete for.
+        shell: clap_complete::Shell,
+    },
 }
 
 fn main() -> ExitCode {
@@ -63,19 +82,41 @@ fn main() -> ExitCode {
         Command::Generate(args) => commands::generate::run(args),
         Command::Bench(args) => commands::bench::run(args),
         Command::BenchGemm(args) => commands::bench_gemm::run(args),
+        Command::Completions { shell } => completions(shell),
     };
     match result {
         Ok(code) => code,
         Err(err) => {
             eprintln!("kiln: error: {}", error_chain(&err));
-            ExitCode::from(1)
+            ExitCode::from(if err.is::<Usage>() { 2 } else { 1 })
         }
     }
 }
 
+/// A usage error found after parsing (arguments that clash with each other): exit 2, like
+/// clap's own.
+#[derive(Debug)]
+pub(crate) struct Usage(pub String);
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Usage {}
+
+/// Writes the completion script for `shell` to standard output.
+fn completions(shell: clap_complete::Shell) -> anyhow::Result<ExitCode> {
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "kiln", &mut script);
+    out!("{}", String::from_utf8_lossy(&script));
+    Ok(ExitCode::SUCCESS)
+}
+
 /// The error and its causes joined by ": ", leaving out a cause whose text the message already
 /// holds (library errors such as kiln-runtime's print their source inline).
-fn error_chain(err: &anyhow::Error) -> String {
+pub(crate) fn error_chain(err: &anyhow::Error) -> String {
     let mut msg = err.to_string();
     for cause in err.chain().skip(1) {
         let c = cause.to_string();

@@ -4,9 +4,10 @@
 //! closes the pipe early (`kiln inspect X | head`) ends kiln quietly instead of panicking the
 //! way `println!` does.
 
-use std::io::{self, Write};
+use std::io::{self, IsTerminal, Write};
 
 use anyhow::Result;
+use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
 /// Like `println!`, but a closed standard output ends kiln quietly (see [`write_stdout`]).
@@ -49,6 +50,21 @@ pub fn print_json<T: Serialize + ?Sized>(value: &T) -> Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         other => Ok(other?),
     }
+}
+
+/// A progress bar on standard error for `len` steps of `what`, drawn only when standard error
+/// is a terminal (hidden otherwise, so logs and pipes stay clean).
+pub fn progress(len: usize, what: &str) -> ProgressBar {
+    if !io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(len as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar.set_message(what.to_string());
+    bar
 }
 
 /// A plain-text table with right-aligned numeric columns.

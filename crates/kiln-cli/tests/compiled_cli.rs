@@ -128,7 +128,7 @@ fn threads_are_chosen_reported_and_do_not_change_outputs() {
         let dir =
             std::env::temp_dir().join(format!("kiln-threads-{}-{threads}", std::process::id()));
         let dir_s = dir.to_string_lossy().into_owned();
-        let args = ["run", "--threads", threads, "--input", &input, "--output-dir", &dir_s, &pte];
+        let args = ["run", "--threads", threads, "--input", &input, "--out-dir", &dir_s, &pte];
         let (code, _, stderr) = kiln(&args);
         assert_eq!(code, 0, "{stderr}");
         outputs.push(std::fs::read(dir.join("output0.npy")).unwrap());

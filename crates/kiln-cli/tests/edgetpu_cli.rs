@@ -37,7 +37,7 @@ fn extract_then_pack_rebuilds_a_package_with_the_same_executables() {
     };
     let out = tmp("extract");
     let model = dir.join("keras_lstm_mnist_ptq_edgetpu.tflite");
-    let (code, _, err) = kiln(&["edgetpu", "extract", s(&model), "-o", s(&out)]);
+    let (code, _, err) = kiln(&["edgetpu", "extract", s(&model), "--out-dir", s(&out)]);
     assert_eq!(code, 0, "{err}");
     let pkg_dir = out.join("package0_sg0_op0");
     let original = std::fs::read(pkg_dir.join("package.dwn")).unwrap();
@@ -82,13 +82,13 @@ fn link_json_reports_every_field_and_the_files_read_back() {
         "edgetpu",
         "link",
         s(&model),
-        "--input",
+        "--input-addr",
         "input1=0x7f0011223344",
         "--parameters",
         "4096",
         "--scratch",
         "0x10",
-        "-o",
+        "--out-dir",
         s(&out),
         "--json",
     ]);
@@ -127,7 +127,8 @@ fn link_json_reports_every_field_and_the_files_read_back() {
         }
     }
     assert!(patched > 0);
-    let (code, _, err) = kiln(&["edgetpu", "link", s(&model), "--input", "nope=1", "-o", s(&out)]);
+    let (code, _, err) =
+        kiln(&["edgetpu", "link", s(&model), "--input-addr", "nope=1", "--out-dir", s(&out)]);
     assert_eq!(code, 1);
     assert!(err.contains("no layer named \"nope\""), "{err}");
     let _ = std::fs::remove_dir_all(&out);
@@ -217,8 +218,9 @@ fn verify_accepts_the_samples_and_rejects_a_broken_package() {
     let out = tmp("verify");
     let bad = out.join("bad_edgetpu.tflite");
     std::fs::write(&bad, &bytes).unwrap();
-    let (code, stdout, _) = kiln(&["verify", s(&bad)]);
-    assert_eq!(code, 1);
-    assert!(stdout.contains("MultiExecutable verification failed"), "{stdout}");
+    let (code, stdout, stderr) = kiln(&["verify", s(&bad)]);
+    assert_eq!(code, 1, "{stdout}");
+    assert!(stderr.contains("MultiExecutable verification failed"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "the reason fits on one line: {stderr}");
     let _ = std::fs::remove_dir_all(&out);
 }

@@ -88,7 +88,7 @@ fn run_matches_executorchs_int8_result() {
         pte.to_str().unwrap(),
         "--input",
         input.to_str().unwrap(),
-        "--output-dir",
+        "--out-dir",
         dir.to_str().unwrap(),
     ]);
     assert_eq!(code, 0, "{stderr}");

@@ -2,10 +2,16 @@
 //!
 //! Files are mapped rather than read so that multi-gigabyte archives cost no copy and no
 //! memory beyond what is touched. Empty files (which cannot be mapped) are served from an
-//! empty slice.
+//! empty slice. Streams (a FIFO, a pipe such as `/dev/stdin`, a character device) cannot be
+//! mapped either: they are read into memory up to [`STREAM_LIMIT`] bytes. A folder is an error
+//! that says so.
 
 use std::fs::File;
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
+
+/// The most bytes read from a stream that cannot be mapped (4 GiB).
+pub const STREAM_LIMIT: u64 = 4 << 30;
 
 /// Errors from opening a mapped file.
 #[derive(Debug, thiserror::Error)]
@@ -18,21 +24,38 @@ pub struct MapError {
     pub source: std::io::Error,
 }
 
-/// A whole file mapped read-only.
+/// A whole file mapped read-only (or, for a stream, read).
 #[derive(Debug)]
 pub struct MappedFile {
     path: PathBuf,
     map: Option<memmap2::Mmap>,
+    /// The bytes of a stream, which has no map.
+    read: Vec<u8>,
 }
 
 impl MappedFile {
-    /// Maps `path` read-only.
+    /// Maps `path` read-only; a stream is read to its end instead (at most [`STREAM_LIMIT`]
+    /// bytes), and a folder is an error.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, MapError> {
         let path = path.as_ref().to_path_buf();
         let err = |source| MapError { path: path.clone(), source };
         let file = File::open(&path).map_err(err)?;
-        let len = file.metadata().map_err(err)?.len();
-        let map = if len == 0 {
+        let meta = file.metadata().map_err(err)?;
+        if meta.is_dir() {
+            return Err(err(io::Error::new(io::ErrorKind::IsADirectory, "is a directory")));
+        }
+        if !meta.is_file() {
+            let mut read = Vec::new();
+            file.take(STREAM_LIMIT + 1).read_to_end(&mut read).map_err(err)?;
+            if read.len() as u64 > STREAM_LIMIT {
+                let reason = format!(
+                    "a stream of more than {STREAM_LIMIT} bytes; save it to a file to map it"
+                );
+                return Err(err(io::Error::new(io::ErrorKind::FileTooLarge, reason)));
+            }
+            return Ok(MappedFile { path, map: None, read });
+        }
+        let map = if meta.len() == 0 {
             None
         } else {
             // SAFETY: `Mmap::map` makes a read-only *shared* mapping (MAP_SHARED, PROT_READ):
@@ -47,12 +70,12 @@ impl MappedFile {
             // MmapDataLoader included).
             Some(unsafe { memmap2::Mmap::map(&file) }.map_err(err)?)
         };
-        Ok(MappedFile { path, map })
+        Ok(MappedFile { path, map, read: Vec::new() })
     }
 
     /// The mapped bytes.
     pub fn bytes(&self) -> &[u8] {
-        self.map.as_deref().unwrap_or(&[])
+        self.map.as_deref().unwrap_or(&self.read)
     }
 
     /// Drops the pages of `chunk` (a sub-slice of [`Self::bytes`]; anything else is ignored)
@@ -109,6 +132,25 @@ mod tests {
         assert_eq!(map.bytes(), b"hello kiln");
         let missing = MappedFile::open(dir.join("missing.bin")).unwrap_err();
         assert!(missing.to_string().contains("missing.bin"));
+        let folder = MappedFile::open(&dir).unwrap_err();
+        assert!(folder.to_string().ends_with("is a directory"), "{folder}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn reads_a_fifo_as_a_stream() {
+        let dir = std::env::temp_dir().join(format!("kiln-map-fifo-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("pipe");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+        assert!(made.success());
+        let writer = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::write(fifo, b"streamed bytes").unwrap())
+        };
+        assert_eq!(MappedFile::open(&fifo).unwrap().bytes(), b"streamed bytes");
+        writer.join().unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

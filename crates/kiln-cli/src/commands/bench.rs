@@ -7,21 +7,20 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use indicatif::{ProgressBar, ProgressStyle};
 use kiln_runtime::{InstructionTime, Program};
 use serde::Serialize;
 
-use super::run::Inputs;
-use crate::output::Table;
+use super::run::{parse_input_arg, InputArg, Inputs, Loaded, DEFAULT_SEED};
+use crate::output::{progress, Table};
 
 /// Arguments of `kiln bench`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// The program (.pte).
+    /// The program (.pte; `-` for standard input).
     pub model: PathBuf,
-    /// Method to run.
-    #[arg(long, default_value = "forward")]
-    pub method: String,
+    /// Method to run [default: `forward`, or the program's only method].
+    #[arg(long)]
+    pub method: Option<String>,
     /// Timed executes (at least 1).
     #[arg(long, default_value_t = 50,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
@@ -29,10 +28,13 @@ pub struct Args {
     /// Untimed executes before the timed ones.
     #[arg(long, default_value_t = 5)]
     pub warmup: usize,
-    /// Input arrays (.npy), one per method input in order. Without any, kiln makes the same
-    /// deterministic random inputs as `kiln run`.
-    #[arg(long = "input", value_name = "FILE.npy")]
-    pub inputs: Vec<PathBuf>,
+    /// An input array, `FILE.npy` or `NAME=FILE.npy`, as for `kiln run`. Inputs not given are
+    /// generated as `kiln run` generates them.
+    #[arg(long = "input", value_name = "[NAME=]FILE.npy", value_parser = parse_input_arg)]
+    pub inputs: Vec<InputArg>,
+    /// Seed of the generated inputs [default: the fixed seed of `kiln run`].
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
     /// Print a JSON summary instead of text.
     #[arg(long)]
     pub json: bool,
@@ -134,29 +136,25 @@ fn per_operator(times: &[InstructionTime], by_step: bool) -> Vec<OpTime> {
     ops
 }
 
-fn progress(len: usize, what: &str) -> ProgressBar {
-    let bar = ProgressBar::new(len as u64);
-    bar.set_style(
-        ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    bar.set_message(what.to_string());
-    bar
-}
-
 /// Runs `kiln bench`.
 pub fn run(args: Args) -> Result<ExitCode> {
     let started = Instant::now();
     let options = super::run::load_options(&args.engine)?;
     let threads = options.threads.count();
-    let program = Program::builder().options(options).load(&args.model)?;
-    let mut method = program.method(&args.method)?;
+    let loaded =
+        Loaded::load(Program::builder().options(options), &args.model, args.method.as_deref())?;
+    let mut method = loaded.program.method(&loaded.method)?;
     let load_ms = ms(started.elapsed());
-    let prepared = Inputs::prepare(&method, &args.method, &args.inputs)?;
+    let names = loaded.input_names(method.inputs().len());
+    let seed = args.seed.unwrap_or(DEFAULT_SEED);
+    let prepared = Inputs::prepare(&method, &loaded.method, &names, &args.inputs, seed)?;
     let inputs = prepared.as_inputs()?;
+    let bar = progress(args.warmup, "warming up");
     for _ in 0..args.warmup {
         method.run(&inputs)?;
+        bar.inc(1);
     }
+    bar.finish_and_clear();
     let bar = progress(args.iters, "timing");
     let mut samples = Vec::with_capacity(args.iters);
     for _ in 0..args.iters {
@@ -181,7 +179,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     };
     let summary = Summary {
         model: args.model.display().to_string(),
-        method: args.method.clone(),
+        method: loaded.method.clone(),
         inputs: prepared.names.clone(),
         warmup: args.warmup,
         iters: args.iters,

@@ -65,6 +65,7 @@ fn interleaved_medians(
         g()?;
     }
     let (mut tf, mut tg) = (Vec::with_capacity(iters), Vec::with_capacity(iters));
+    let bar = crate::output::progress(iters, "timing");
     for _ in 0..iters {
         let start = Instant::now();
         f()?;
@@ -72,7 +73,9 @@ fn interleaved_medians(
         let start = Instant::now();
         g()?;
         tg.push(start.elapsed());
+        bar.inc(1);
     }
+    bar.finish_and_clear();
     tf.sort_unstable();
     tg.sort_unstable();
     Ok((tf[iters / 2], tg[iters / 2]))

@@ -15,6 +15,7 @@ use serde_json::{json, Value};
 
 use crate::input::Input;
 use crate::output::{human_bytes, print_json, Table};
+use crate::Usage;
 
 /// Arguments of `kiln circle`.
 #[derive(clap::Args)]
@@ -113,7 +114,7 @@ fn set(
     let mut source_table = SourceTable::new();
     for (id, name) in sources {
         if source_table.insert(id, name).is_some() {
-            bail!("--source {id} given twice");
+            return Err(Usage(format!("--source {id} given twice")).into());
         }
     }
     let mut op_table = OpTable::new();
@@ -122,7 +123,7 @@ fn set(
             bail!("--op {op}: origin id {missing} has no --source entry (luci's importer would reject the file)");
         }
         if op_table.insert(op, ids).is_some() {
-            bail!("--op {op} given twice");
+            return Err(Usage(format!("--op {op} given twice")).into());
         }
     }
     let input = open(file)?;

@@ -53,8 +53,8 @@ struct ExtractArgs {
     /// A `*_edgetpu.tflite` model.
     model: PathBuf,
     /// Output folder (created if missing).
-    #[arg(short, long)]
-    output: PathBuf,
+    #[arg(long, value_name = "DIR")]
+    out_dir: PathBuf,
 }
 
 /// Arguments of `kiln edgetpu link`.
@@ -65,19 +65,19 @@ struct LinkArgs {
     #[command(flatten)]
     choice: PackageChoice,
     /// Input layer address, `NAME=ADDR` (decimal or 0x hex); repeat a name for batches 1, 2, ...
-    #[arg(long = "input", value_name = "NAME=ADDR")]
-    inputs: Vec<String>,
+    #[arg(long = "input-addr", value_name = "NAME=ADDR", value_parser = parse_named_addr)]
+    inputs: Vec<(String, u64)>,
     /// Output layer address, `NAME=ADDR`; repeat a name for batches 1, 2, ...
-    #[arg(long = "output", value_name = "NAME=ADDR")]
-    outputs: Vec<String>,
+    #[arg(long = "output-addr", value_name = "NAME=ADDR", value_parser = parse_named_addr)]
+    outputs: Vec<(String, u64)>,
     /// Parameter buffer address.
     #[arg(long, value_name = "ADDR", value_parser = parse_addr)]
     parameters: Option<u64>,
     /// Scratch buffer address.
     #[arg(long, value_name = "ADDR", value_parser = parse_addr)]
     scratch: Option<u64>,
-    /// Output folder for `exe<E>_chunk<C>.linked.bin` files.
-    #[arg(short = 'o', long = "out-dir")]
+    /// Output folder for `exe<E>_chunk<C>.linked.bin` files (created if missing).
+    #[arg(long, value_name = "DIR")]
     out_dir: PathBuf,
     /// Print the report as JSON.
     #[arg(long)]
@@ -329,16 +329,22 @@ fn parse_addr(s: &str) -> Result<u64, String> {
     r.map_err(|e| format!("{s:?} is not an address: {e}"))
 }
 
-fn parse_named(list: &[String]) -> Result<BTreeMap<String, Vec<u64>>> {
-    let mut out: BTreeMap<String, Vec<u64>> = BTreeMap::new();
-    for item in list {
-        let (name, addr) =
-            item.rsplit_once('=').with_context(|| format!("{item:?}: expected NAME=ADDR"))?;
-        out.entry(name.to_string())
-            .or_default()
-            .push(parse_addr(addr).map_err(anyhow::Error::msg)?);
+/// `NAME=ADDR` (the name may itself hold `=`; the address follows the last one).
+fn parse_named_addr(s: &str) -> Result<(String, u64), String> {
+    let (name, addr) = s.rsplit_once('=').ok_or_else(|| format!("{s:?} is not NAME=ADDR"))?;
+    if name.is_empty() {
+        return Err(format!("{s:?} has no layer name before '='"));
     }
-    Ok(out)
+    Ok((name.to_string(), parse_addr(addr)?))
+}
+
+/// The addresses per layer name, in the order given (batches 1, 2, ...).
+fn by_name(list: &[(String, u64)]) -> BTreeMap<String, Vec<u64>> {
+    let mut out: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for (name, addr) in list {
+        out.entry(name.clone()).or_default().push(*addr);
+    }
+    out
 }
 
 fn choose<'f, 'a>(found: &'f [Found<'a>], choice: &PackageChoice) -> Result<&'f Found<'a>> {
@@ -354,8 +360,8 @@ fn choose<'f, 'a>(found: &'f [Found<'a>], choice: &PackageChoice) -> Result<&'f 
 fn extract(a: &ExtractArgs) -> Result<ExitCode> {
     let input = Input::open(&a.model)?;
     let (_, found) = load(&a.model, input.bytes())?;
-    std::fs::create_dir_all(&a.output)
-        .with_context(|| format!("creating {}", a.output.display()))?;
+    std::fs::create_dir_all(&a.out_dir)
+        .with_context(|| format!("creating {}", a.out_dir.display()))?;
     let mut written = Vec::new();
     let mut put = |path: PathBuf, bytes: &[u8]| -> Result<()> {
         if let Some(dir) = path.parent() {
@@ -366,7 +372,7 @@ fn extract(a: &ExtractArgs) -> Result<ExitCode> {
         Ok(())
     };
     for (pi, f) in found.iter().enumerate() {
-        let dir = a.output.join(format!("package{pi}_sg{}_op{}", f.op.subgraph, f.op.operator));
+        let dir = a.out_dir.join(format!("package{pi}_sg{}_op{}", f.op.subgraph, f.op.operator));
         put(dir.join("custom_options.flexbuf"), f.op.custom_options.bytes)?;
         put(dir.join("package.dwn"), f.package.data())?;
         put(dir.join("multi_executable.bin"), f.package.multi_executable_bytes())?;
@@ -404,8 +410,8 @@ fn link(a: &LinkArgs) -> Result<ExitCode> {
     let (_, found) = load(&a.model, input.bytes())?;
     let f = choose(&found, &a.choice)?;
     let addrs = link::Addresses {
-        inputs: parse_named(&a.inputs)?,
-        outputs: parse_named(&a.outputs)?,
+        inputs: by_name(&a.inputs),
+        outputs: by_name(&a.outputs),
         parameters: a.parameters,
         scratch: a.scratch,
     };
@@ -490,8 +496,8 @@ fn relayout(a: &RelayoutArgs) -> Result<ExitCode> {
                 format!("no output layer {:?}; output layers: {}", a.layer, names.join(", "))
             },
         )?;
-    let raw = std::fs::read(&a.raw).with_context(|| format!("reading {}", a.raw.display()))?;
-    let mut dense = kiln_format::darwinn::relayout::relayout(&layer, &raw)?;
+    let raw = crate::input::read(&a.raw)?;
+    let mut dense = kiln_format::darwinn::relayout::relayout(&layer, raw.bytes())?;
     let g = kiln_format::darwinn::relayout::Geometry::of(&layer)?;
     let mut shape: Vec<usize> = match &g.shape {
         Some(dims) => {
@@ -532,7 +538,7 @@ fn npy_descr(t: schema::DataType) -> &'static str {
 fn pack(a: &PackArgs) -> Result<ExitCode> {
     let mut blobs = Vec::new();
     for p in &a.executables {
-        let bytes = std::fs::read(p).with_context(|| format!("reading {}", p.display()))?;
+        let bytes = crate::input::read(p)?.bytes().to_vec();
         Executable::open(&bytes, 0)
             .with_context(|| format!("{}: not a DarwiNN executable", p.display()))?;
         blobs.push(bytes);

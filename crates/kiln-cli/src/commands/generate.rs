@@ -34,11 +34,12 @@ pub struct Args {
     #[arg(long, value_name = "N")]
     pub max_new_tokens: Option<usize>,
     /// Sampling temperature; without it (or at 0) generation is greedy.
-    #[arg(long, value_name = "T")]
+    #[arg(long, value_name = "T", value_parser = parse_temperature)]
     pub temperature: Option<f32>,
     /// Nucleus sampling: sample among the most likely tokens holding this much probability
     /// (as ExecuTorch's runner; 1 samples from all). Only with --temperature.
-    #[arg(long, value_name = "P", default_value_t = 0.9, requires = "temperature")]
+    #[arg(long, value_name = "P", default_value_t = 0.9, requires = "temperature",
+          value_parser = parse_top_p)]
     pub top_p: f32,
     /// Seed of the sampler's generator [default: from the clock]. Only with --temperature.
     #[arg(long, value_name = "S", requires = "temperature")]
@@ -98,16 +99,26 @@ fn clock_seed() -> u64 {
         .map_or(0x6b69_6c6e, |d| d.as_secs())
 }
 
+/// `--temperature`: a finite number, 0 or more.
+fn parse_temperature(s: &str) -> Result<f32, String> {
+    match s.parse::<f32>() {
+        Ok(t) if t.is_finite() && t >= 0.0 => Ok(t),
+        Ok(t) => Err(format!("{t} must be 0 or more")),
+        Err(e) => Err(format!("{s:?}: {e}")),
+    }
+}
+
+/// `--top-p`: a probability in (0, 1].
+fn parse_top_p(s: &str) -> Result<f32, String> {
+    match s.parse::<f32>() {
+        Ok(p) if p > 0.0 && p <= 1.0 => Ok(p),
+        Ok(p) => Err(format!("{p} must be in (0, 1]")),
+        Err(e) => Err(format!("{s:?}: {e}")),
+    }
+}
+
 /// Runs `kiln generate`.
 pub fn run(args: Args) -> Result<ExitCode> {
-    if let Some(t) = args.temperature {
-        if !t.is_finite() || t < 0.0 {
-            bail!("--temperature {t}: must be 0 or more");
-        }
-    }
-    if !(args.top_p > 0.0 && args.top_p <= 1.0) {
-        bail!("--top-p {}: must be in (0, 1]", args.top_p);
-    }
     let tokenizer = match &args.tokenizer {
         Some(path) => Some(
             tokenizers::Tokenizer::from_file(path)
@@ -131,7 +142,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     if let Some(data) = &args.data {
         builder = builder.ptd(data)?;
     }
-    let program = builder.load(&args.model)?;
+    let program = builder.load(crate::input::resolve(&args.model))?;
     let mut model = TextModel::new(&program)?;
     let load_ms = started.elapsed().as_secs_f64() * 1e3;
     let meta = model.metadata().clone();

@@ -1,36 +1,54 @@
 //! `kiln run MODEL.pte`: execute a method of an ExecuTorch program with kiln's runtime.
 
+mod check;
+mod inputs;
+
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use kiln_format::npy::Npy;
 use kiln_kernels::DType;
 use kiln_runtime::{
-    Input, LoadOptions, Output, OutputTensor, Program, TensorInput, TensorMeta, Threads, ValueMeta,
+    LoadOptions, MappedFile, Output, OutputTensor, Program, ProgramBuilder, Threads,
 };
 use serde::Serialize;
+
+pub(crate) use inputs::{parse_input_arg, InputArg, Inputs, DEFAULT_SEED};
 
 /// Arguments of `kiln run`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// The program (.pte).
+    /// The program (.pte; `-` for standard input).
     pub model: PathBuf,
-    /// Method to run.
-    #[arg(long, default_value = "forward")]
-    pub method: String,
-    /// Input arrays (.npy), one per method input in order. Without any, kiln makes
-    /// deterministic random inputs of the declared shapes.
-    #[arg(long = "input", value_name = "FILE.npy")]
-    pub inputs: Vec<PathBuf>,
+    /// Method to run [default: `forward`, or the program's only method].
+    #[arg(long)]
+    pub method: Option<String>,
+    /// An input array, `FILE.npy` (one per method input, in order) or `NAME=FILE.npy` (NAME is
+    /// an input's name in the program, such as a keyword argument, or its index; inputs not
+    /// named are generated). Without any, kiln generates every input: deterministic random
+    /// values of the declared shapes. A float64 array given for a float32 input is cast, with a
+    /// warning.
+    #[arg(long = "input", value_name = "[NAME=]FILE.npy", value_parser = parse_input_arg)]
+    pub inputs: Vec<InputArg>,
+    /// Seed of the generated inputs [default: a fixed seed, so runs repeat].
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
     /// External constants: an ExecuTorch .ptd or an IREE parameter archive (.irpa) keyed by
     /// the tensors' fully qualified names (detected from the file's magic).
     #[arg(long, value_name = "FILE.ptd|FILE.irpa")]
     pub data: Option<PathBuf>,
     /// Write the outputs as DIR/output0.npy, DIR/output1.npy, ...
     #[arg(long, value_name = "DIR")]
-    pub output_dir: Option<PathBuf>,
+    pub out_dir: Option<PathBuf>,
+    /// The expected outputs, one .npy per output in order: exit 1 when an output differs by
+    /// more than `--atol` anywhere, naming the output, the worst index and both values.
+    #[arg(long = "expect", value_name = "FILE.npy")]
+    pub expect: Vec<PathBuf>,
+    /// The largest absolute difference `--expect` accepts.
+    #[arg(long, value_name = "A", default_value_t = 1e-5, requires = "expect",
+          value_parser = parse_atol)]
+    pub atol: f64,
     /// Print a JSON summary instead of text.
     #[arg(long)]
     pub json: bool,
@@ -68,6 +86,18 @@ fn parse_memory_size(s: &str) -> std::result::Result<u64, String> {
     }
 }
 
+/// Load options for `--no-compile`, `--threads` and `--max-memory`.
+pub fn load_options(engine: &EngineArgs) -> Result<LoadOptions> {
+    let mut options = LoadOptions { compile: !engine.no_compile, ..LoadOptions::default() };
+    if let Some(limit) = engine.max_memory {
+        options.memory_limit = limit;
+    }
+    if let Some(n) = engine.threads {
+        options.threads = Threads::new(usize::from(n))?;
+    }
+    Ok(options)
+}
+
 #[derive(Serialize)]
 struct OutputSummary {
     index: usize,
@@ -75,6 +105,8 @@ struct OutputSummary {
     dtype: Option<&'static str>,
     shape: Option<Vec<usize>>,
     preview: Vec<String>,
+    /// Min/max/mean/NaN count of a numeric output.
+    stats: Option<check::Stats>,
     file: Option<String>,
 }
 
@@ -89,31 +121,13 @@ struct Summary {
     outputs: Vec<OutputSummary>,
 }
 
-/// An input array read from disk or generated.
-struct Array {
-    dtype: DType,
-    sizes: Vec<usize>,
-    data: Vec<u8>,
-}
-
-fn npy_dtype(descr: &str, want: Option<DType>) -> Option<DType> {
-    Some(match descr.trim_start_matches(['<', '|', '=']) {
-        "f4" => DType::Float,
-        "f8" => DType::Double,
-        "f2" => DType::Half,
-        "i8" => DType::Long,
-        "i4" => DType::Int,
-        "i2" => DType::Short,
-        "i1" => DType::Char,
-        "u1" => DType::Byte,
-        "b1" => DType::Bool,
-        // bfloat16 has no NumPy dtype: its bits travel as uint16.
-        "u2" if want == Some(DType::BFloat16) => DType::BFloat16,
-        "u2" => DType::UInt16,
-        "u4" => DType::UInt32,
-        "u8" => DType::UInt64,
-        _ => return None,
-    })
+/// `--atol`: a finite number, zero or more.
+fn parse_atol(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(a) if a.is_finite() && a >= 0.0 => Ok(a),
+        Ok(_) => Err(format!("{s} is not a finite tolerance of zero or more")),
+        Err(e) => Err(format!("{s:?}: {e}")),
+    }
 }
 
 fn npy_descr(dtype: DType) -> &'static str {
@@ -135,61 +149,6 @@ fn npy_descr(dtype: DType) -> &'static str {
         d if d.size() == 8 => "<u8",
         _ => "|u1",
     }
-}
-
-fn read_input(path: &Path, want: Option<DType>) -> Result<Array> {
-    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    let npy = Npy::parse(&bytes).with_context(|| format!("{}", path.display()))?;
-    if npy.fortran_order {
-        bail!("{}: Fortran-order arrays are not supported; save it C-contiguous", path.display());
-    }
-    let dtype = npy_dtype(&npy.descr, want)
-        .with_context(|| format!("{}: dtype {} is not supported", path.display(), npy.descr))?;
-    let sizes = npy
-        .shape
-        .iter()
-        .map(|&d| usize::try_from(d))
-        .collect::<std::result::Result<Vec<_>, _>>()
-        .with_context(|| format!("{}: shape too large", path.display()))?;
-    Ok(Array { dtype, sizes, data: npy.data.to_vec() })
-}
-
-/// splitmix64: a small deterministic generator for reproducible random inputs.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in [-1, 1).
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
-    }
-}
-
-/// A random tensor of the declared (upper-bound) shape: floats in [-1, 1), integers in
-/// [0, 8), bools.
-fn random_tensor(meta: &TensorMeta, rng: &mut Rng) -> Array {
-    let n: usize = meta.sizes.iter().product();
-    let mut data = Vec::with_capacity(n * meta.dtype.size());
-    for _ in 0..n {
-        let u = rng.unit();
-        let small = (rng.next() % 8) as i64;
-        match meta.dtype {
-            DType::Float => data.extend_from_slice(&(u as f32).to_le_bytes()),
-            DType::Double => data.extend_from_slice(&u.to_le_bytes()),
-            DType::Half => data.extend_from_slice(&half::f16::from_f64(u).to_le_bytes()),
-            DType::BFloat16 => data.extend_from_slice(&half::bf16::from_f64(u).to_le_bytes()),
-            DType::Bool => data.push(u8::from(u >= 0.0)),
-            d => data.extend_from_slice(&small.to_le_bytes()[..d.size()]),
-        }
-    }
-    Array { dtype: meta.dtype, sizes: meta.sizes.clone(), data }
 }
 
 fn preview(t: &OutputTensor, max: usize) -> Vec<String> {
@@ -236,91 +195,126 @@ fn add_data(
     }
 }
 
-/// A method's inputs, read from .npy files or generated, kept for repeated executes.
-pub(crate) struct Inputs {
-    arrays: Vec<Array>,
-    metas: Vec<ValueMeta>,
-    /// A label per input: its file, or `"random <dtype><sizes>"`.
-    pub names: Vec<String>,
-    /// Whether the inputs were generated.
-    pub random: bool,
+/// A program loaded for `run` and `bench`, with its file (for what the runtime does not keep,
+/// such as input names).
+pub(crate) struct Loaded {
+    /// The program.
+    pub program: Program,
+    /// Its bytes.
+    file: MappedFile,
+    /// The method chosen.
+    pub method: String,
 }
 
-impl Inputs {
-    /// Reads `paths` (one per method input) or, when there are none, makes deterministic
-    /// random inputs of the declared shapes.
-    pub(crate) fn prepare(
-        method: &kiln_runtime::Method,
-        name: &str,
-        paths: &[PathBuf],
-    ) -> Result<Inputs> {
-        let metas = method.inputs();
-        let random = paths.is_empty() && !metas.is_empty();
-        if !paths.is_empty() && paths.len() != metas.len() {
-            bail!(
-                "method {} takes {} inputs, {} --input files given",
-                name,
-                metas.len(),
-                paths.len()
-            );
-        }
-        let mut rng = Rng(0x6b69_6c6e);
-        let mut arrays: Vec<Array> = Vec::new();
-        let mut input_names = Vec::new();
-        for (i, meta) in metas.iter().enumerate() {
-            let want = match meta {
-                ValueMeta::Tensor(t) => Some(t.dtype),
-                _ => None,
-            };
-            if let Some(path) = paths.get(i) {
-                arrays.push(read_input(path, want)?);
-                input_names.push(path.display().to_string());
-            } else if let ValueMeta::Tensor(t) = meta {
-                arrays.push(random_tensor(t, &mut rng));
-                input_names.push(format!("random {}{:?}", t.dtype.name(), t.sizes));
-            } else {
-                bail!("method {name} input {i} is a {meta:?} value: give it with --input");
+impl Loaded {
+    /// Loads `model` (`-` for standard input) with `builder` and chooses `method`: the one
+    /// named, else `forward`, else the program's only method. An absent method is an error
+    /// that lists the program's methods.
+    pub(crate) fn load(
+        builder: ProgramBuilder,
+        model: &Path,
+        method: Option<&str>,
+    ) -> Result<Self> {
+        let path = crate::input::resolve(model);
+        let file = crate::input::read(model)?;
+        // A regular file is mapped by the runtime; a stream can only be read once.
+        let program = if std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+            builder.load(path)?
+        } else {
+            builder.load_bytes(&model.display().to_string(), file.bytes().to_vec())?
+        };
+        let names = program.method_names();
+        let method = match method {
+            Some(m) => m.to_string(),
+            None if names.contains(&"forward") => "forward".to_string(),
+            None if names.len() == 1 => {
+                eprintln!(
+                    "kiln: note: no method \"forward\"; running {:?}, the only one",
+                    names[0]
+                );
+                names[0].to_string()
             }
-        }
-        Ok(Inputs { arrays, metas, names: input_names, random })
+            None => bail!(
+                "{}: no method \"forward\"; choose one with --method: {}",
+                model.display(),
+                names.join(", ")
+            ),
+        };
+        Ok(Loaded { program, file, method })
     }
 
-    /// The inputs as the runtime takes them.
-    pub(crate) fn as_inputs(&self) -> Result<Vec<Input<'_>>> {
-        self.arrays
-            .iter()
-            .zip(&self.metas)
-            .map(|(a, meta)| {
-                Ok(match meta {
-                    ValueMeta::Tensor(_) => Input::Tensor(TensorInput {
-                        dtype: a.dtype,
-                        sizes: &a.sizes,
-                        data: &a.data,
-                    }),
-                    ValueMeta::Int => Input::Int(i64::from_le_bytes(
-                        a.data.get(..8).context("Int input")?.try_into()?,
-                    )),
-                    ValueMeta::Double => Input::Double(f64::from_le_bytes(
-                        a.data.get(..8).context("Double input")?.try_into()?,
-                    )),
-                    ValueMeta::Bool => Input::Bool(a.data.first().is_some_and(|&b| b != 0)),
-                    _ => Input::None,
-                })
-            })
-            .collect::<Result<_>>()
+    /// The names of the chosen method's inputs, where the program records them.
+    pub(crate) fn input_names(&self, inputs: usize) -> Vec<Option<String>> {
+        inputs::input_names(self.file.bytes(), &self.method, inputs)
     }
 }
 
-/// Load options for `--no-compile`, `--threads` and `--max-memory`.
-pub fn load_options(engine: &EngineArgs) -> Result<LoadOptions> {
-    let mut options = LoadOptions { compile: !engine.no_compile, ..LoadOptions::default() };
-    if let Some(limit) = engine.max_memory {
-        options.memory_limit = limit;
+/// The value of an output as an array (`None` for strings and None).
+fn as_tensor(out: &Output) -> Option<OutputTensor> {
+    Some(match out {
+        Output::Tensor(t) => t.clone(),
+        Output::Int(x) => {
+            OutputTensor { dtype: DType::Long, sizes: vec![], data: x.to_le_bytes().to_vec() }
+        }
+        Output::Double(x) => {
+            OutputTensor { dtype: DType::Double, sizes: vec![], data: x.to_le_bytes().to_vec() }
+        }
+        Output::Bool(x) => {
+            OutputTensor { dtype: DType::Bool, sizes: vec![], data: vec![u8::from(*x)] }
+        }
+        Output::String(_) | Output::None => return None,
+    })
+}
+
+fn kind_name(out: &Output) -> &'static str {
+    match out {
+        Output::Tensor(_) => "tensor",
+        Output::Int(_) => "int",
+        Output::Double(_) => "double",
+        Output::Bool(_) => "bool",
+        Output::String(_) => "string",
+        Output::None => "none",
     }
-    if let Some(n) = engine.threads {
-        options.threads = Threads::new(usize::from(n))?;
+}
+
+/// Compares the outputs with the `--expect` files: one line per differing output.
+fn expect(outputs: &[Output], files: &[PathBuf], atol: f64) -> Result<Vec<String>> {
+    if files.len() != outputs.len() {
+        bail!("the method has {} outputs, {} --expect files given", outputs.len(), files.len());
     }
-    Ok(options)
+    let mut failures = Vec::new();
+    for (i, (out, path)) in outputs.iter().zip(files).enumerate() {
+        let at = || format!("output {i} (--expect {})", path.display());
+        let got = as_tensor(out)
+            .with_context(|| format!("{}: a {} cannot be compared", at(), kind_name(out)))?;
+        let want = inputs::read_npy(path, Some(got.dtype))?;
+        if want.sizes != got.sizes {
+            failures.push(format!("{}: shape {:?}, expected {:?}", at(), got.sizes, want.sizes));
+            continue;
+        }
+        let (Some(g), Some(w)) =
+            (check::values(got.dtype, &got.data), check::values(want.dtype, &want.data))
+        else {
+            bail!(
+                "{}: dtypes {} and {} cannot be compared",
+                at(),
+                got.dtype.name(),
+                want.dtype.name()
+            );
+        };
+        if let Some(m) = check::compare(&g, &w, atol) {
+            failures.push(format!(
+                "{}: {} of {} values differ by more than {atol}; worst at index {:?}: got {}, expected {}",
+                at(),
+                m.count,
+                g.len(),
+                check::unravel(m.index, &got.sizes),
+                m.got,
+                m.want
+            ));
+        }
+    }
+    Ok(failures)
 }
 
 /// Runs `kiln run`.
@@ -330,47 +324,30 @@ pub fn run(args: Args) -> Result<ExitCode> {
     if let Some(data) = &args.data {
         builder = add_data(builder, data, &args.model)?;
     }
-    let program = builder.load(&args.model)?;
-    let mut method = program.method(&args.method)?;
+    let loaded = Loaded::load(builder, &args.model, args.method.as_deref())?;
+    let mut method = loaded.program.method(&loaded.method)?;
     let load_ms = started.elapsed().as_secs_f64() * 1e3;
-    let prepared = Inputs::prepare(&method, &args.method, &args.inputs)?;
+    let names = loaded.input_names(method.inputs().len());
+    let seed = args.seed.unwrap_or(DEFAULT_SEED);
+    let prepared = Inputs::prepare(&method, &loaded.method, &names, &args.inputs, seed)?;
     let inputs = prepared.as_inputs()?;
     let (input_names, random) = (prepared.names.clone(), prepared.random);
     let exec_start = Instant::now();
     let outputs = method.execute(&inputs)?;
     let execute_ms = exec_start.elapsed().as_secs_f64() * 1e3;
-    if let Some(dir) = &args.output_dir {
+    let failures = if args.expect.is_empty() {
+        Vec::new()
+    } else {
+        expect(&outputs, &args.expect, args.atol)?
+    };
+    if let Some(dir) = &args.out_dir {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     let mut summaries = Vec::new();
     for (i, out) in outputs.iter().enumerate() {
-        let tensor = match out {
-            Output::Tensor(t) => Some(t.clone()),
-            Output::Int(x) => Some(OutputTensor {
-                dtype: DType::Long,
-                sizes: vec![],
-                data: x.to_le_bytes().to_vec(),
-            }),
-            Output::Double(x) => Some(OutputTensor {
-                dtype: DType::Double,
-                sizes: vec![],
-                data: x.to_le_bytes().to_vec(),
-            }),
-            Output::Bool(x) => {
-                Some(OutputTensor { dtype: DType::Bool, sizes: vec![], data: vec![u8::from(*x)] })
-            }
-            Output::String(_) | Output::None => None,
-        };
-        let kind = match out {
-            Output::Tensor(_) => "tensor",
-            Output::Int(_) => "int",
-            Output::Double(_) => "double",
-            Output::Bool(_) => "bool",
-            Output::String(_) => "string",
-            Output::None => "none",
-        };
+        let tensor = as_tensor(out);
         let mut file = None;
-        if let (Some(dir), Some(t)) = (&args.output_dir, &tensor) {
+        if let (Some(dir), Some(t)) = (&args.out_dir, &tensor) {
             let path = dir.join(format!("output{i}.npy"));
             let shape: Vec<u64> = t.sizes.iter().map(|&d| d as u64).collect();
             let mut bytes = kiln_format::npy::header(npy_descr(t.dtype), &shape);
@@ -380,7 +357,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         }
         summaries.push(OutputSummary {
             index: i,
-            kind,
+            kind: kind_name(out),
             dtype: tensor.as_ref().map(|t| t.dtype.name()),
             shape: match out {
                 Output::Tensor(t) => Some(t.sizes.clone()),
@@ -391,12 +368,16 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 (_, Some(t)) => preview(t, 8),
                 _ => vec![],
             },
+            stats: tensor
+                .as_ref()
+                .and_then(|t| check::values(t.dtype, &t.data))
+                .map(|v| check::stats(&v)),
             file,
         });
     }
     let summary = Summary {
         model: args.model.display().to_string(),
-        method: args.method.clone(),
+        method: loaded.method.clone(),
         inputs: input_names,
         random_inputs: random,
         load_ms,
@@ -406,35 +387,53 @@ pub fn run(args: Args) -> Result<ExitCode> {
     if args.json {
         crate::output::print_json(&summary)?;
     } else {
+        print_text(&summary);
+    }
+    for f in &failures {
+        eprintln!("kiln: mismatch: {f}");
+    }
+    Ok(if failures.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// The summary for people.
+fn print_text(summary: &Summary) {
+    outln!(
+        "{} {} ({:.2} ms load, {:.2} ms execute)",
+        summary.model,
+        summary.method,
+        summary.load_ms,
+        summary.execute_ms
+    );
+    for (i, name) in summary.inputs.iter().enumerate() {
+        outln!("  input {i}: {name}");
+    }
+    for o in &summary.outputs {
+        let shape = o.shape.as_ref().map(|s| format!("{s:?}")).unwrap_or_default();
+        let more = match &o.shape {
+            Some(s) if s.iter().product::<usize>() > o.preview.len() => ", ...",
+            _ => "",
+        };
         outln!(
-            "{} {} ({:.2} ms load, {:.2} ms execute)",
-            summary.model,
-            summary.method,
-            load_ms,
-            execute_ms
+            "  output {}: {} {}{} [{}{}]",
+            o.index,
+            o.kind,
+            o.dtype.unwrap_or(""),
+            shape,
+            o.preview.join(", "),
+            more
         );
-        for (i, name) in summary.inputs.iter().enumerate() {
-            outln!("  input {i}: {name}");
-        }
-        for o in &summary.outputs {
-            let shape = o.shape.as_ref().map(|s| format!("{s:?}")).unwrap_or_default();
-            let more = match &o.shape {
-                Some(s) if s.iter().product::<usize>() > o.preview.len() => ", ...",
-                _ => "",
-            };
+        if let Some(s) = &o.stats {
+            let num = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.6}"));
             outln!(
-                "  output {}: {} {}{} [{}{}]",
-                o.index,
-                o.kind,
-                o.dtype.unwrap_or(""),
-                shape,
-                o.preview.join(", "),
-                more
+                "    min {}, max {}, mean {}, NaN {}",
+                num(s.min),
+                num(s.max),
+                num(s.mean),
+                s.nan
             );
-            if let Some(f) = &o.file {
-                outln!("    written to {f}");
-            }
+        }
+        if let Some(f) = &o.file {
+            outln!("    written to {f}");
         }
     }
-    Ok(ExitCode::SUCCESS)
 }

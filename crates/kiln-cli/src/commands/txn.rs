@@ -82,7 +82,7 @@ const MAX_TEXT_BYTES: usize = 9 << 26;
 /// Reads a transaction in either form; the flag says whether it was text. The file is mapped,
 /// not read: a binary is parsed in place, so its header's size check comes before any work.
 fn read(path: &Path) -> Result<(Txn, bool)> {
-    let file = kiln_runtime::MappedFile::open(path)?;
+    let file = crate::input::read(path)?;
     let bytes = file.bytes();
     let is_binary = kiln_format::detect(bytes) == Some(kiln_format::Kind::Txn);
     let is_text = !is_binary
@@ -113,7 +113,7 @@ fn patch(file: &Path, args: &[(u64, u64)], output: &Path) -> Result<()> {
     let mut map = BTreeMap::new();
     for (n, addr) in args {
         if map.insert(*n, *addr).is_some() {
-            bail!("argument {n} given twice");
+            return Err(crate::Usage(format!("--arg {n} given twice")).into());
         }
     }
     let outcome = resolve_patches(&mut txn, &map).with_context(|| file.display().to_string())?;

@@ -1,0 +1,69 @@
+//! `kiln verify --strict`: what is valid but suspect (see the flag's help for the list).
+
+use kiln_format::pte::{Program, TensorData, Value};
+use kiln_format::Kind;
+
+use crate::input::Input;
+
+/// A planned arena is flagged when it is more than this many times what its tensors reach...
+const ARENA_FACTOR: u64 = 4;
+/// ...and at least this many bytes over it.
+const ARENA_SLACK: u64 = 64 << 10;
+
+/// The strict checks of the input's kind (none for most kinds).
+pub fn check(input: &Input) -> Result<(), String> {
+    match input.kind {
+        Kind::Pte => pte(input.bytes()),
+        _ => Ok(()),
+    }
+}
+
+/// Trailing data after a .pte's declared end, and planned arenas far larger than needed.
+fn pte(bytes: &[u8]) -> Result<(), String> {
+    let program = Program::open(bytes).map_err(|e| e.to_string())?;
+    let layout = program.layout();
+    if layout.header.is_some() {
+        let (end, what) = if layout.segment_base_offset == 0 {
+            (layout.program_size, "the program")
+        } else {
+            (layout.segment_end, "the segment data")
+        };
+        let len = bytes.len() as u64;
+        if len > end {
+            return Err(format!(
+                "{} bytes of trailing data after the end of {what} at offset {end}",
+                len - end
+            ));
+        }
+    }
+    for method in program.methods() {
+        let planned = method.planned_buffer_sizes();
+        let mut reach = vec![0u64; planned.len()];
+        for index in 0..method.num_values() {
+            let Value::Tensor(t) = method.value(index).map_err(|e| e.to_string())? else {
+                continue;
+            };
+            let alloc = match t.data() {
+                TensorData::Planned(a)
+                | TensorData::PlannedInitialized(a, _)
+                | TensorData::ExternalPlanned(_, a) => a,
+                _ => continue,
+            };
+            let arena = (alloc.memory_id as usize).checked_sub(1).and_then(|i| reach.get_mut(i));
+            if let Some(r) = arena {
+                *r = (*r).max(alloc.offset.saturating_add(t.nbytes()));
+            }
+        }
+        for (i, (&size, &used)) in planned.iter().zip(&reach).enumerate() {
+            if size > used.saturating_mul(ARENA_FACTOR) && size - used >= ARENA_SLACK {
+                return Err(format!(
+                    "method {:?} plans memory arena {} of {size} bytes but its tensors reach \
+                     only {used} bytes",
+                    method.name(),
+                    i + 1
+                ));
+            }
+        }
+    }
+    Ok(())
+}
