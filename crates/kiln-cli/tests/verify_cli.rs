@@ -93,3 +93,15 @@ fn strict_flags_trailing_data_and_oversized_plans() {
     assert_eq!(code, 0, "{stderr}");
     fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn strict_reports_misaligned_8_byte_values_that_plain_verify_accepts() {
+    // ExecuTorch's xor training program: an empty int64 list at offset 10444.
+    let xor = format!("{}/../../tests/fixtures/pte-compat/xor.pte", env!("CARGO_MANIFEST_DIR"));
+    let (code, _, stderr) = kiln(&["verify", &xor]);
+    assert_eq!(code, 0, "{stderr}");
+    let (code, _, stderr) = kiln(&["verify", "--strict", &xor]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("not 8-byte aligned"), "{stderr}");
+    assert!(stderr.contains("int_list.items at offset 10444"), "{stderr}");
+}

@@ -26,7 +26,8 @@ pub struct Args {
     pub json: bool,
     /// Also reject files that are valid but suspect. For an ExecuTorch program (.pte) with an
     /// extended header: bytes after the end of the segment data (or, without segments, after
-    /// the program), and, for any .pte, a planned memory arena more than 4 times as large as
+    /// the program), and, for any .pte, 8-byte values (int64/double scalars and lists, segment
+    /// offsets and sizes) at offsets that are not multiples of 8, and a planned memory arena more than 4 times as large as
     /// the furthest byte its tensors reach and at least 64 KiB over it. Other kinds have no
     /// strict checks beyond the normal ones.
     #[arg(long)]

@@ -18,9 +18,20 @@ pub fn check(input: &Input) -> Result<(), String> {
     }
 }
 
-/// Trailing data after a .pte's declared end, and planned arenas far larger than needed.
+/// Trailing data after a .pte's declared end, 8-byte values off their alignment, and planned
+/// arenas far larger than needed.
 fn pte(bytes: &[u8]) -> Result<(), String> {
     let program = Program::open(bytes).map_err(|e| e.to_string())?;
+    let misaligned = kiln_format::pte::misaligned_scalars(&program);
+    if let Some(first) = misaligned.first() {
+        return Err(format!(
+            "{} 8-byte value(s) not 8-byte aligned (ExecuTorch and kiln read them, the format \
+             asks for alignment), the first {} at offset {}",
+            misaligned.len(),
+            first.field,
+            first.offset
+        ));
+    }
     let layout = program.layout();
     if layout.header.is_some() {
         let (end, what) = if layout.segment_base_offset == 0 {
