@@ -72,7 +72,7 @@ pub enum Error {
     },
     /// The method's memory (planned arenas, constants it owns, prepared weights) would pass
     /// [`crate::LoadOptions::memory_limit`], or the OS refused it. Checked before allocating.
-    #[error("method {method}: {what} needs {bytes} bytes{}", memory_message(*counted, *limit, reason))]
+    #[error("method {method}: {what} would take {bytes} bytes{}", memory_message(*counted, *limit, reason))]
     Memory {
         /// The method.
         method: String,

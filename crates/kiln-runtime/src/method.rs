@@ -499,6 +499,7 @@ impl Method {
         let mut chains = Vec::with_capacity(plan.chains.len());
         let mut compiled = Vec::new();
         let mut prepared: Vec<Box<dyn PreparedKernel>> = Vec::new();
+        let mut prepared_bytes = 0u64;
         let file = program.inner.file.bytes();
         let sources = &program.inner.sources;
         let owned = &loader.buffers;
@@ -530,6 +531,7 @@ impl Method {
                     NodeOp::Instr(k) => resolve(&plan, &values, &defs, &delegates, k, &g.chain[k])?,
                     _ => {
                         let (call, kernel) = lower_node(&g, n, prepared.len(), &const_bytes)?;
+                        prepared_bytes += kernel.heap_bytes() as u64;
                         algorithm = kernel.algorithm();
                         prepared.push(kernel);
                         Step::Call(call)
@@ -541,6 +543,7 @@ impl Method {
             chains.push(steps);
             aliases = g.aliases.take();
         }
+        loader.count(prepared_bytes, || "the compiled steps' prepared weights".to_string())?;
         if let Some(aliases) = &aliases {
             let new_buf = loader.buffers.len() as u32;
             if let Some(size) = compile::replan(&plan, &mut values, aliases, &chains[0], new_buf) {

@@ -354,3 +354,17 @@ fn mutated_programs_never_panic() {
     println!("mutations: {loaded} loaded, {ran} executed");
     assert!(loaded > 0);
 }
+
+#[test]
+fn prepared_weights_count_against_the_memory_limit() {
+    // tiny_cnn plans 28,672 bytes; its compiled convolutions' packed weights come on top.
+    let options = LoadOptions { memory_limit: 60_000, ..LoadOptions::default() };
+    let program = Program::builder().options(options).load(pte_dir().join("tiny_cnn.pte")).unwrap();
+    match program.method("forward") {
+        Err(Error::Memory { what, counted, limit, .. }) => {
+            assert!(what.contains("prepared weights"), "{what}");
+            assert_eq!((counted, limit), (28_672, 60_000));
+        }
+        other => panic!("expected a memory error, got {other:?}"),
+    }
+}

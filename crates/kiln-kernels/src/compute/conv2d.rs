@@ -219,6 +219,22 @@ fn mul(a: usize, b: usize) -> Result<usize, GemmError> {
 }
 
 impl PackedConv2d {
+    /// Bytes of prepared weights (and index tables) it holds.
+    pub fn heap_bytes(&self) -> usize {
+        let plan = match &self.plan {
+            Plan::Gemm { groups, .. } => groups.iter().map(PackedA::heap_bytes).sum(),
+            Plan::Depthwise { weight, phases, blocks } => {
+                weight.capacity() * 4
+                    + phases.heap_bytes()
+                    + blocks.as_ref().map_or(0, ChannelBlocks::heap_bytes)
+            }
+            Plan::FewPixels { weight } | Plan::PixelRows { weight } => weight.heap_bytes(),
+            Plan::Indirect { weight, ind, .. } => weight.heap_bytes() + ind.heap_bytes(),
+            Plan::Winograd(w) => w.heap_bytes(),
+        };
+        plan + self.bias.as_ref().map_or(0, |b| b.capacity() * 4)
+    }
+
     /// Prepares the convolution: `weight` is `[Cout, Cin/groups, kh, kw]` contiguous (PyTorch
     /// layout), `bias` has `Cout` values. An error when a size is zero, the groups do not
     /// divide the channels, the kernel does not fit the padded input, a size overflows, or a
@@ -955,6 +971,11 @@ struct Phases {
 }
 
 impl Phases {
+    fn heap_bytes(&self) -> usize {
+        self.taps.capacity() * size_of::<usize>()
+            + self.spans.capacity() * size_of::<crate::compute::taps::RowSpan>()
+    }
+
     fn new(g: &Conv2dGeometry, oh: usize, ow: usize) -> Result<Phases, GemmError> {
         let (s, d) = (g.stride[1], g.dilation[1]);
         let reach = mul(g.kw - 1, d)?;
@@ -1067,6 +1088,10 @@ struct ChannelBlocks {
 }
 
 impl ChannelBlocks {
+    fn heap_bytes(&self) -> usize {
+        (self.weights.capacity() + self.bias.capacity()) * 4
+    }
+
     fn new(
         g: &Conv2dGeometry,
         ow: usize,

@@ -25,6 +25,11 @@ pub struct PackedLinear {
 }
 
 impl PackedLinear {
+    /// Bytes of prepared weights it holds (the packed weight and the bias).
+    pub fn heap_bytes(&self) -> usize {
+        self.weight.heap_bytes() + self.bias.as_ref().map_or(0, |b| b.capacity() * 4)
+    }
+
     /// Prepares the layer: `weight` is `[out_features, in_features]` row-major (PyTorch
     /// `linear`), `bias` has `out_features` values. An error when a slice has the wrong
     /// length, a size overflows, or a clamp bound is NaN.

@@ -64,6 +64,10 @@ pub(crate) trait PreparedKernel: Send {
         writes: &mut [&mut [f32]],
     ) -> std::result::Result<(), KernelError>;
 
+    /// Bytes of prepared constants it holds (packed weights, folded biases, index tables),
+    /// counted against the method's memory limit.
+    fn heap_bytes(&self) -> usize;
+
     /// How the kernel computes, for reports, where it has a choice (a convolution's
     /// `winograd`, `igemm`, ...; see [`PackedConv2d::algorithm`]).
     fn algorithm(&self) -> Option<&'static str> {
@@ -358,6 +362,13 @@ fn declared_batch(g: &Graph<'_>, v: u32) -> usize {
 }
 
 impl PreparedKernel for PreparedConv {
+    fn heap_bytes(&self) -> usize {
+        match &self.kernel {
+            ConvKernel::One(c) => c.heap_bytes(),
+            ConvKernel::PointwiseDepthwise(p) => p.heap_bytes(),
+        }
+    }
+
     fn algorithm(&self) -> Option<&'static str> {
         Some(match &self.kernel {
             ConvKernel::One(conv) => conv.algorithm(),
@@ -428,6 +439,10 @@ impl PreparedMaxPool {
 }
 
 impl PreparedKernel for PreparedMaxPool {
+    fn heap_bytes(&self) -> usize {
+        0
+    }
+
     fn run_bound(
         &mut self,
         ctx: &mut KernelContext,
@@ -467,6 +482,10 @@ impl PreparedMean {
 }
 
 impl PreparedKernel for PreparedMean {
+    fn heap_bytes(&self) -> usize {
+        0
+    }
+
     fn run_bound(
         &mut self,
         ctx: &mut KernelContext,
@@ -535,6 +554,10 @@ impl PreparedLinear {
 }
 
 impl PreparedKernel for PreparedLinear {
+    fn heap_bytes(&self) -> usize {
+        self.linear.heap_bytes()
+    }
+
     fn run(
         &mut self,
         ctx: &mut KernelContext,
@@ -606,6 +629,10 @@ struct PreparedMap {
 }
 
 impl PreparedKernel for PreparedMap {
+    fn heap_bytes(&self) -> usize {
+        self.scratch.capacity() * 4
+    }
+
     fn run_bound(
         &mut self,
         ctx: &mut KernelContext,

@@ -37,6 +37,11 @@ pub struct PointwiseDepthwise {
 }
 
 impl PointwiseDepthwise {
+    /// Bytes of prepared weights both convolutions hold.
+    pub fn heap_bytes(&self) -> usize {
+        self.pointwise.heap_bytes() + self.depthwise.heap_bytes()
+    }
+
     /// Whether a pointwise convolution of geometry `pw` with input layout `input` feeding a
     /// depthwise one of geometry `dw` runs fused, and pays: the pointwise one writes the
     /// depthwise one's channels-last input (1x1, stride 1, no padding, one group), the

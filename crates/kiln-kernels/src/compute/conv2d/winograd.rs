@@ -73,6 +73,11 @@ fn tiles(oh: usize, ow: usize) -> (usize, usize) {
 }
 
 impl Winograd {
+    /// Bytes of transformed weights (and padding zeros) it holds.
+    pub(super) fn heap_bytes(&self) -> usize {
+        self.u.iter().map(PackedB::heap_bytes).sum::<usize>() + self.zeros.capacity() * 4
+    }
+
     /// Whether a convolution of geometry `g` (output `oh x ow`), channels-last in and out,
     /// runs as Winograd: 3x3, stride 1, no dilation, one group, at least [`MIN_CHANNELS`]
     /// channels in and out, [`MIN_TILES`] tiles wasting at most [`MAX_WASTE_EIGHTHS`] of

@@ -39,6 +39,11 @@ pub fn fits(pixels: usize, taps: usize) -> bool {
 }
 
 impl Indirection {
+    /// Bytes of offsets it holds.
+    pub fn heap_bytes(&self) -> usize {
+        self.offsets.capacity() * size_of::<usize>()
+    }
+
     /// The buffer of convolution `g` (one group, `g.c` channels per pixel) for panels of `mr`
     /// rows; an error when a size is zero or overflows. A tap is one input pixel.
     pub fn new(g: &Geometry, mr: usize) -> Result<Self, GemmError> {

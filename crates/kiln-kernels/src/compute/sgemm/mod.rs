@@ -98,6 +98,11 @@ pub struct PackedA {
 }
 
 impl PackedA {
+    /// Bytes of packed values it holds.
+    pub fn heap_bytes(&self) -> usize {
+        self.data.heap_bytes()
+    }
+
     /// Packs `a` for the [`selected`] kernel.
     pub fn new(a: MatRef<'_>) -> Result<Self, GemmError> {
         Self::with_kernel(selected(), a)
@@ -140,6 +145,11 @@ pub struct PackedB {
 }
 
 impl PackedB {
+    /// Bytes of packed values it holds.
+    pub fn heap_bytes(&self) -> usize {
+        self.data.heap_bytes()
+    }
+
     /// Packs `b` for the [`selected`] kernel.
     pub fn new(b: MatRef<'_>) -> Result<Self, GemmError> {
         Self::with_kernel(selected(), b)

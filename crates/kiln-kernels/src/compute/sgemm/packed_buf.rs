@@ -24,6 +24,14 @@ pub(crate) enum PackedBuf {
 }
 
 impl PackedBuf {
+    /// Bytes it holds (the heap allocation, or the whole mapping).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        match self {
+            PackedBuf::Heap { buf, .. } => buf.capacity() * 4,
+            PackedBuf::Mapped { map, .. } => map.len(),
+        }
+    }
+
     /// `len` zeros: mapped from [`HUGE_BYTES`] on (on the heap if the system refuses the
     /// mapping), else on the heap. An error when the size overflows.
     pub(crate) fn zeroed(len: usize) -> Result<PackedBuf, GemmError> {
