@@ -20,7 +20,8 @@ use crate::registry::KernelRegistry;
 pub const MAX_DEFAULT_MEMORY_LIMIT: u64 = 8 << 30;
 
 /// The memory one loaded method may take unless told otherwise (planned arenas, the constants
-/// it owns and the compiled memory plan, counted together): the smaller of
+/// it owns, the compiled steps' prepared weights and the compiled memory plan, counted
+/// together): the smaller of
 /// [`MAX_DEFAULT_MEMORY_LIMIT`] and half the machine's memory (`MemTotal` of `/proc/meminfo`;
 /// the cap alone where that cannot be read).
 pub fn default_memory_limit() -> u64 {

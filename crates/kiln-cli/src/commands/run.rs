@@ -68,8 +68,8 @@ pub struct EngineArgs {
     #[arg(long, env = "KILN_THREADS", value_name = "N",
           value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: Option<u16>,
-    /// Most memory the method may take, its planned arenas, the constants it owns and the
-    /// compiled memory plan counted together: bytes, or with a unit (`64MiB`, `2GiB`, `500MB`).
+    /// Most memory the method may take, its planned arenas, the constants it owns, the packed
+    /// weights of its compiled steps and the compiled memory plan counted together: bytes, or with a unit (`64MiB`, `2GiB`, `500MB`).
     /// A plan over it is refused before anything is allocated [default: the smaller of 8 GiB
     /// and half the machine's memory].
     #[arg(long, value_name = "SIZE", value_parser = parse_memory_size)]
