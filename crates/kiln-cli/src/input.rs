@@ -20,8 +20,9 @@ impl Input {
         let file = MappedFile::open(path)?;
         let kind = kiln_format::detect(file.bytes()).with_context(|| {
             format!(
-                "{}: not a file kiln recognises (first bytes {})",
+                "{}: {} (first bytes {})",
                 path.display(),
+                kiln_format::detect::unrecognised(file.bytes()),
                 hex_prefix(file.bytes())
             )
         })?;
