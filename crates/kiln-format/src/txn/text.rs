@@ -36,21 +36,21 @@ pub fn from_hex_text(text: &str) -> Result<Vec<u8>> {
 
 /// True when `bytes` is the text form of a transaction: only hex words, one per line, whose
 /// first four words are a header with version 0.1 or 1.0 and a `TxnSize` equal to the number
-/// of words times four. Reads the text once and allocates nothing.
+/// of words times four. Stops at the first byte that cannot belong to the text form and
+/// allocates nothing.
 pub fn is_hex_text(bytes: &[u8]) -> bool {
-    let Ok(text) = std::str::from_utf8(bytes) else { return false };
     let mut header = [0u32; 4];
     let mut words = 0u64;
-    for line in text.lines() {
-        let word = line.trim();
+    for line in bytes.split(|&b| b == b'\n') {
+        let word = line.trim_ascii();
         if word.is_empty() {
             continue;
         }
-        let digits = word.strip_prefix("0x").or_else(|| word.strip_prefix("0X")).unwrap_or(word);
-        if digits.is_empty() || digits.len() > 8 {
+        let digits = word.strip_prefix(b"0x").or_else(|| word.strip_prefix(b"0X")).unwrap_or(word);
+        if digits.is_empty() || digits.len() > 8 || !digits.iter().all(u8::is_ascii_hexdigit) {
             return false;
         }
-        let Ok(value) = u32::from_str_radix(digits, 16) else { return false };
+        let value = digits.iter().fold(0u32, |v, &d| (v << 4) | hex_value(d));
         if let Some(slot) = header.get_mut(words as usize) {
             *slot = value;
         }
@@ -59,6 +59,15 @@ pub fn is_hex_text(bytes: &[u8]) -> bool {
     let [version, _, _, txn_size] = header;
     let version_ok = matches!((version & 0xff, (version >> 8) & 0xff), (0, 1) | (1, 0));
     words >= 4 && version_ok && u64::from(txn_size) == words * 4
+}
+
+/// The value of an ASCII hex digit (checked by the caller).
+fn hex_value(d: u8) -> u32 {
+    u32::from(match d {
+        b'0'..=b'9' => d - b'0',
+        b'a'..=b'f' => d - b'a' + 10,
+        _ => d.wrapping_sub(b'A').wrapping_add(10),
+    })
 }
 
 /// The binary form of a transaction given in either form.
