@@ -130,4 +130,8 @@ fn files_kiln_does_not_read_are_named() {
         assert_eq!(code, 1, "{file}");
         assert!(err.contains(name) && err.contains("which kiln does not read"), "{file}: {err}");
     }
+    // `kiln run` opens its file as a program directly; the error still says what it is.
+    let (code, _, err) = kiln(&["run", &fixture("foreign/pytorch_mobile.pte")]);
+    assert_eq!(code, 1);
+    assert!(err.contains("PyTorch Mobile"), "{err}");
 }

@@ -84,6 +84,19 @@ pub fn detect(bytes: &[u8]) -> Option<Kind> {
     None
 }
 
+/// What the file is, in words, when kiln can say: "a gguf file" for a kind kiln reads, or a
+/// [`foreign`] name.
+pub fn describe(bytes: &[u8]) -> Option<String> {
+    match detect(bytes) {
+        Some(kind) => {
+            let article =
+                if kind.name().starts_with(['a', 'e', 'i', 'o', 'u']) { "an" } else { "a" };
+            Some(format!("{article} {kind} file"))
+        }
+        None => foreign(bytes).map(str::to_string),
+    }
+}
+
 /// What to say of bytes [`detect`] does not recognise: the kind of file when kiln can name it
 /// (see [`foreign`]), else that kiln does not recognise it.
 pub fn unrecognised(bytes: &[u8]) -> String {
@@ -101,8 +114,7 @@ pub fn foreign(bytes: &[u8]) -> Option<&'static str> {
         let tail = &bytes[bytes.len().saturating_sub(1 << 20)..];
         let has = |needle: &[u8]| tail.windows(needle.len()).any(|w| w == needle);
         return Some(if has(b"/bytecode.pkl") {
-            "a PyTorch Mobile (lite interpreter) program, not an ExecuTorch one (export with \
-             torch.export and ExecuTorch to make a .pte)"
+            "a PyTorch Mobile (lite interpreter) program, not an ExecuTorch one"
         } else if has(b"/code/") {
             "a TorchScript archive (torch.jit.save)"
         } else if has(b"/data.pkl") {
@@ -170,6 +182,9 @@ mod tests {
             assert!(unrecognised(&bytes).contains(name), "{file}: {}", unrecognised(&bytes));
         }
         assert_eq!(unrecognised(b"nothing we know"), "not a file kiln recognises");
+        assert_eq!(describe(b"GGUF\x03\0\0\0").as_deref(), Some("a gguf file"));
+        assert_eq!(describe(b"IRPA\0\0\0\0").as_deref(), Some("an irpa file"));
+        assert_eq!(describe(b"nothing we know"), None);
     }
 
     #[test]

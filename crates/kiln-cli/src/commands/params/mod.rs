@@ -57,7 +57,9 @@ impl KeyFlags {
     /// Fails on a duplicate key unless `--allow-duplicates`.
     pub fn check(&self, entries: &[kiln_format::irpa::BuildEntry<'_>]) -> Result<()> {
         if !self.allow_duplicates {
-            transform::check_unique(entries).context("pass --allow-duplicates to keep both")?;
+            transform::check_unique(entries).map_err(|e| {
+                anyhow::anyhow!("{e}; pass --allow-duplicates to write both entries")
+            })?;
         }
         Ok(())
     }
