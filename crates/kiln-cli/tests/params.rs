@@ -408,6 +408,18 @@ fn npy_types_survive_an_archive_and_match_iree_python() {
         assert!(std::fs::read(&back).unwrap() == std::fs::read(&original).unwrap(), "{key}");
     }
     assert_eq!(npy_type(&fixtures().join("npy/typed.w.npy")), "<f4 [5, 6]");
+    // Replacing with the same number of bytes of another type records the new type.
+    let ints = tmp("ints.npy");
+    let mut bytes = Vec::new();
+    kiln_format::npy::write(&mut bytes, "<i4", &[30], &[7u8; 120]).unwrap();
+    std::fs::write(&ints, bytes).unwrap();
+    let replaced = tmp("typed_replaced.irpa");
+    let r = replaced.to_str().unwrap();
+    let data = format!("w={}", ints.display());
+    ok(&["params", "replace", out.to_str().unwrap(), "--data", &data, "-o", r]);
+    let back = tmp("typed_replaced.npy");
+    ok(&["params", "extract", r, "w", "-o", back.to_str().unwrap()]);
+    assert_eq!(npy_type(&back), "<i4 [30]");
 }
 
 #[test]

@@ -1,5 +1,5 @@
-//! Every artifact kiln writes is read back by `kiln inspect` and `kiln verify` (issue 13 item
-//! 4): the parameter commands, `pte rewrite`, `circle origins set`, `txn patch` (binary and
+//! Every artifact kiln writes is read back by `kiln inspect`, `kiln verify` and `kiln dump`
+//! (issue 13 item 4): the parameter commands, `pte rewrite`, `circle origins set`, `txn patch` (binary and
 //! text) and `edgetpu extract` / `pack`. Plain data outputs (`.npy` arrays, raw bytes, linked
 //! bitstreams) are not artifacts and are not listed. Cases on `../shared/testdata` are skipped
 //! with a message when it is absent.
@@ -34,8 +34,12 @@ fn ok(args: &[&str]) {
     assert_eq!(code, 0, "kiln {args:?}: {err}");
 }
 
-/// `kiln inspect` and `kiln verify` both accept `path`, and `kiln inspect --json` prints JSON.
+/// `kiln inspect`, `kiln verify` and `kiln dump` all accept `path`; `inspect --json` and
+/// `dump` print JSON.
 fn reads_back(path: &str) {
+    let (code, out, err) = kiln(&["dump", path]);
+    assert_eq!(code, 0, "dump {path}: {err}");
+    serde_json::from_str::<serde_json::Value>(&out).unwrap_or_else(|e| panic!("{path}: {e}"));
     let (code, out, err) = kiln(&["inspect", "--json", path]);
     assert_eq!(code, 0, "inspect {path}: {err}");
     serde_json::from_str::<serde_json::Value>(&out).unwrap_or_else(|e| panic!("{path}: {e}"));
