@@ -166,17 +166,48 @@ fn map_error(e: SafeTensorError, bytes: &[u8]) -> Error {
              or the last tensor ends past the file"
                 .into(),
         ),
-        SafeTensorError::TensorInvalidInfo => {
-            header("a tensor's data_offsets do not span its shape x dtype size".into())
-        }
+        SafeTensorError::TensorInvalidInfo => tensor_error(
+            bytes,
+            "data_offsets",
+            "the byte range does not hold its shape x dtype size",
+        ),
         SafeTensorError::ValidationOverflow => {
-            header("a tensor's shape x dtype size overflows".into())
+            tensor_error(bytes, "shape", "shape x dtype size overflows")
         }
-        SafeTensorError::MisalignedSlice => {
-            header("a tensor of a sub-byte dtype does not end on a byte boundary".into())
-        }
+        SafeTensorError::MisalignedSlice => tensor_error(
+            bytes,
+            "shape",
+            "the tensor of a sub-byte dtype does not end on a byte boundary",
+        ),
         other => header(other.to_string()),
     }
+}
+
+/// An error about one tensor's own fields, naming the tensor when it can be found.
+fn tensor_error(bytes: &[u8], field: &str, reason: &str) -> Error {
+    let field = match first_bad_tensor(bytes) {
+        Some(name) => format!("{name}.{field}"),
+        None => format!("header (a tensor's {field})"),
+    };
+    Error::invalid(FORMAT, field, Some(8), reason)
+}
+
+/// The first tensor (by name) that the crate's validation refuses on its own, with its data
+/// moved to offset 0: the one whose shape, dtype and byte length disagree. The crate reports
+/// such errors without a name; this only runs once a file has already been refused.
+fn first_bad_tensor(bytes: &[u8]) -> Option<String> {
+    use ::safetensors::tensor::{Metadata, TensorInfo};
+    let len = usize::try_from(u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?)).ok()?;
+    let json = bytes.get(8..8usize.checked_add(len)?)?;
+    let header: std::collections::BTreeMap<String, serde_json::Value> =
+        serde_json::from_slice(json).ok()?;
+    header.into_iter().filter(|(name, _)| name != "__metadata__").find_map(|(name, v)| {
+        let info: TensorInfo = serde_json::from_value(v).ok()?;
+        let (begin, end) = info.data_offsets;
+        let Some(size) = end.checked_sub(begin) else { return Some(name) };
+        let alone = TensorInfo { data_offsets: (0, size), ..info };
+        Metadata::new(None, vec![(name.clone(), alone)]).is_err().then_some(name)
+    })
 }
 
 impl ParamSource for SafeTensors<'_> {

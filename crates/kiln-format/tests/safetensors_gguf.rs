@@ -89,6 +89,13 @@ fn safetensors_rejects_inconsistent_headers() {
             "{e}"
         );
     }
+    // Errors the crate reports without a name still name the tensor.
+    let e = SafeTensors::parse(&mk(
+        r#"{"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},"b":{"dtype":"F32","shape":[3],"data_offsets":[2,10]}}"#,
+        8,
+    ))
+    .unwrap_err();
+    assert!(e.to_string().contains("b.data_offsets"), "{e}");
     let trailing = mk(r#"{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}"#, 9);
     let e = SafeTensors::parse(&trailing).unwrap_err();
     assert!(e.to_string().contains("bytes after the last tensor"), "{e}");
