@@ -13,7 +13,7 @@ fuzz_target!(|data: &[u8]| {
     let Ok(entries) = archive.param_entries() else { return };
     let built = transform::apply(&entries, &Options::default());
     if let Ok(plan) = Plan::new(&built, 64) {
-        let mut sink = std::io::sink();
+        let mut sink = kiln_format::io::WriteSink(std::io::sink());
         let _ = plan.write(&mut sink, &mut |_, _| {});
     }
 });

@@ -7,7 +7,6 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(st) = SafeTensors::parse(data) {
-        let _ = st.verify();
         let _ = st.param_entries();
     }
 });

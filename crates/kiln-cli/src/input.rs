@@ -22,8 +22,9 @@ impl Input {
         let file = read(path)?;
         let kind = kiln_format::detect(file.bytes()).with_context(|| {
             format!(
-                "{}: not a file kiln recognises (first bytes {})",
+                "{}: {} (first bytes {})",
                 path.display(),
+                kiln_format::detect::unrecognised(file.bytes()),
                 hex_prefix(file.bytes())
             )
         })?;

@@ -150,3 +150,25 @@ fn txn_patch_changes_only_patched_words() {
         text.lines().flat_map(|l| u32::from_str_radix(l, 16).unwrap().to_le_bytes()).collect();
     assert_eq!(words, after);
 }
+
+#[test]
+fn txn_patch_refuses_missing_args_unless_allowed() {
+    let Some(dir) = shared_testdata("aie_txn", "txn_patch_refuses_missing_args_unless_allowed")
+    else {
+        return;
+    };
+    let input = dir.join("mlir_aie_add_one_two_insts.bin");
+    let out = temp("partly_patched.bin");
+    let args = ["txn", "patch", input.to_str().unwrap(), "--arg", "0=0x80001000", "-o"];
+    let mut refused = args.to_vec();
+    refused.push(out.to_str().unwrap());
+    let status = kiln(&refused);
+    assert_eq!(status.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&status.stderr);
+    assert!(err.contains("argument(s) 2") && err.contains("--allow-unpatched"), "{err}");
+    assert!(!out.exists(), "a partly patched file was written");
+    refused.push("--allow-unpatched");
+    let status = kiln(&refused);
+    assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
+    assert!(out.exists());
+}

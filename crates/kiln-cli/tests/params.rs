@@ -93,8 +93,14 @@ fn dump_json_lists_entries_in_table_order() {
 fn create_matches_iree_create_parameters() {
     for case in ["align64", "align4096"] {
         let out = tmp(&format!("{case}.irpa"));
-        let mut args =
-            vec!["params".to_string(), "create".into(), "-o".into(), out.display().to_string()];
+        // IREE's tool writes no dtype metadata.
+        let mut args = vec![
+            "params".to_string(),
+            "create".into(),
+            "--no-tensor-metadata".into(),
+            "-o".into(),
+            out.display().to_string(),
+        ];
         args.extend(strings(&manifest(case)["kiln_create"]));
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         ok(&args);
@@ -111,7 +117,7 @@ fn convert_matches_iree_convert_parameters() {
     for case in ["from_safetensors", "from_gguf", "merged", "edited", "stripped"] {
         let m = manifest(case);
         let out = tmp(&format!("{case}.irpa"));
-        let mut args = vec!["params".to_string(), "convert".into()];
+        let mut args = vec!["params".to_string(), "convert".into(), "--no-tensor-metadata".into()];
         args.extend(strings(&m["inputs"]));
         args.extend(["-o".to_string(), out.display().to_string()]);
         args.extend(strings(&m["kiln_convert"]));
@@ -160,7 +166,16 @@ fn edits_produce_valid_archives_with_the_expected_entries() {
         serde_json::from_slice(&ok(&["params", "dump", "--json", o])).unwrap();
     assert!(v["entries"].as_array().unwrap().iter().all(|e| e["type"] == "splat"));
     // Same result as iree-convert-parameters --strip for the same input set.
-    ok(&["params", "convert", "data_metadata.irpa", "small.gguf", "--strip", "-o", o]);
+    ok(&[
+        "params",
+        "convert",
+        "data_metadata.irpa",
+        "small.gguf",
+        "--strip",
+        "--no-tensor-metadata",
+        "-o",
+        o,
+    ]);
     assert!(
         std::fs::read(&out).unwrap() == std::fs::read(fixtures().join("stripped.irpa")).unwrap()
     );
@@ -249,8 +264,6 @@ fn failures_leave_no_output_and_exit_1() {
     for args in [
         &["params", "erase", "data_metadata.irpa", "nope", "-o", o][..],
         &["params", "rename", "data_metadata.irpa", "nope=x", "-o", o],
-        &["params", "create", "-o", o, "--splat", "s=15:0000803f"],
-        &["params", "create", "-o", o, "--splat", "s=3:000000"],
         &["params", "concat", "data_metadata.irpa", "small.gguf", "-o", o],
     ] {
         let r = kiln(args);
@@ -277,7 +290,7 @@ fn convert_of_executorch_files_matches_iree_archives() {
     ] {
         let out = tmp(&format!("{case}.irpa"));
         let out_s = out.display().to_string();
-        ok(&["params", "convert", source, "-o", &out_s]);
+        ok(&["params", "convert", "--no-tensor-metadata", source, "-o", &out_s]);
         ok(&["verify", &out_s]);
         // iree-dump-parameters' table of IREE's archive of the same tensors.
         let expected = std::fs::read(fixtures().join(format!("{case}.irpa.dump.txt"))).unwrap();
@@ -321,4 +334,124 @@ fn extract_and_append_take_ptd_tensors() {
         keys,
         ["p1", "p2", "p4", "p8", "p16", "fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"]
     );
+}
+
+#[test]
+fn malformed_flag_values_are_usage_errors() {
+    let out = tmp("usage.irpa");
+    let o = out.to_str().unwrap();
+    for args in [
+        &["params", "create", "-o", o, "--splat", "s=15:0000803f"][..],
+        &["params", "create", "-o", o, "--splat", "s=3:000000"],
+        &["params", "create", "-o", o, "--splat", "s"],
+        &["params", "create", "-o", o, "--data", "w"],
+        &["params", "create", "-o", o, "--data", "w=npy/align64.k.npy", "--alignment", "3"],
+        &["params", "repack", "splats.irpa", "-o", o, "--alignment", "0"],
+        &["params", "convert", "splats.irpa", "-o", o, "--rename", "p1"],
+        &["params", "convert", "splats.irpa", "-o", o, "--splat", "p1=000000"],
+        &["params", "rename", "splats.irpa", "p1", "-o", o],
+        &["params", "replace", "splats.irpa", "--data", "p1", "-o", o],
+    ] {
+        let r = kiln(args);
+        assert_eq!(r.status.code(), Some(2), "{args:?}: {}", String::from_utf8_lossy(&r.stderr));
+        assert!(!out.exists(), "{args:?} left an output");
+    }
+}
+
+#[test]
+fn duplicate_keys_are_refused_unless_allowed() {
+    let out = tmp("dups.irpa");
+    let o = out.to_str().unwrap();
+    let k = "npy/align64.k.npy";
+    for args in [
+        &["params", "create", "-o", o, "--data", &format!("a={k}"), "--splat", "a=4:00"][..],
+        &["params", "convert", "splats.irpa", "splats.irpa", "-o", o],
+        &["params", "rename", "data_metadata.irpa", "array=w", "-o", o],
+        &["params", "append", "splats.irpa", "--splat", "p1=4:00", "-o", o],
+        &["params", "concat", "splats.irpa", "splats.irpa", "-o", o],
+    ] {
+        let r = kiln(args);
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains("duplicate key") && err.contains("--allow-duplicates"), "{err}");
+        assert!(!out.exists(), "{args:?} left an output");
+        let mut allowed = args.to_vec();
+        allowed.push("--allow-duplicates");
+        ok(&allowed);
+        std::fs::remove_file(&out).unwrap();
+    }
+}
+
+/// The shape and descr in a .npy header.
+fn npy_type(path: &Path) -> String {
+    let bytes = std::fs::read(path).unwrap();
+    let npy = kiln_format::npy::Npy::parse(&bytes).unwrap();
+    format!("{} {:?}", npy.descr, npy.shape)
+}
+
+#[test]
+fn npy_types_survive_an_archive_and_match_iree_python() {
+    // kiln's archive of the .npy files is byte for byte what IREE's
+    // parameter_index_add_numpy_ndarray writes (TENSORv0 metadata included).
+    let out = tmp("typed.irpa");
+    let mut args =
+        vec!["params".to_string(), "create".into(), "-o".into(), out.display().to_string()];
+    args.extend(strings(&manifest("typed")["kiln_create"]));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    ok(&args);
+    assert!(std::fs::read(&out).unwrap() == std::fs::read(fixtures().join("typed.irpa")).unwrap());
+    // .npy -> .irpa -> .npy gives NumPy's own file back.
+    for key in ["w", "ids", "mask", "h", "scalar"] {
+        let back = tmp(&format!("typed.{key}.npy"));
+        ok(&["params", "extract", out.to_str().unwrap(), key, "-o", back.to_str().unwrap()]);
+        let original = fixtures().join(format!("npy/typed.{key}.npy"));
+        assert!(std::fs::read(&back).unwrap() == std::fs::read(&original).unwrap(), "{key}");
+    }
+    assert_eq!(npy_type(&fixtures().join("npy/typed.w.npy")), "<f4 [5, 6]");
+    // Replacing with the same number of bytes of another type records the new type.
+    let ints = tmp("ints.npy");
+    let mut bytes = Vec::new();
+    kiln_format::npy::write(&mut bytes, "<i4", &[30], &[7u8; 120]).unwrap();
+    std::fs::write(&ints, bytes).unwrap();
+    let replaced = tmp("typed_replaced.irpa");
+    let r = replaced.to_str().unwrap();
+    let data = format!("w={}", ints.display());
+    ok(&["params", "replace", out.to_str().unwrap(), "--data", &data, "-o", r]);
+    let back = tmp("typed_replaced.npy");
+    ok(&["params", "extract", r, "w", "-o", back.to_str().unwrap()]);
+    assert_eq!(npy_type(&back), "<i4 [30]");
+}
+
+#[test]
+fn safetensors_and_gguf_types_survive_conversion() {
+    let out = tmp("typed_convert.irpa");
+    let o = out.to_str().unwrap();
+    ok(&["params", "convert", "small.safetensors", "small.gguf", "-o", o]);
+    ok(&["params", "verify", o]);
+    let n = tmp("typed_convert.npy");
+    for (file, key) in [("small.safetensors", "b.weight"), ("small.gguf", "tok_embd.weight")] {
+        ok(&["params", "extract", file, key, "-o", n.to_str().unwrap()]);
+        let direct = npy_type(&n);
+        ok(&["params", "extract", o, key, "-o", n.to_str().unwrap()]);
+        assert_eq!(npy_type(&n), direct, "{key}");
+    }
+    assert_eq!(npy_type(&n), "<f4 [4, 6]");
+    // Types NumPy lacks keep their name.
+    let v: serde_json::Value =
+        serde_json::from_slice(&ok(&["params", "dump", "--json", o])).unwrap();
+    let q8 = v["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["metadata"].as_str().is_some_and(|m| m.contains("\"dtype\": \"Q8_0\"")));
+    assert!(q8.is_some(), "{v}");
+}
+
+#[test]
+fn params_verify_accepts_what_dump_reads() {
+    for file in ["../pte/external_constants.ptd", "../pte/xnnpack_cnn.pte"] {
+        ok(&["params", "dump", file]);
+        let out = ok(&["params", "verify", file]);
+        assert!(String::from_utf8_lossy(&out).contains("ok ("), "{file}");
+    }
 }

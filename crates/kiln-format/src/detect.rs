@@ -19,11 +19,13 @@ pub enum Kind {
     Gguf,
     /// TensorFlow Lite flatbuffer (`TFL3` identifier) without an Edge TPU custom op.
     Tflite,
-    /// TensorFlow Lite flatbuffer carrying Edge TPU (DarwiNN) packages.
+    /// Edge TPU: a TensorFlow Lite flatbuffer carrying DarwiNN packages, or one bare DarwiNN
+    /// package (`DWN1` identifier at bytes 4..8), as `kiln edgetpu extract` and `pack` write.
     Edgetpu,
     /// Samsung ONE Circle model (`CIR0` identifier).
     Circle,
-    /// AIE transaction binary (no magic; header fields consistent with the file size).
+    /// AIE transaction, binary (no magic; header fields consistent with the file size) or its
+    /// hex text form (one 32-bit word per line, as mlir-aie's `insts.txt`).
     Txn,
 }
 
@@ -66,6 +68,7 @@ pub fn detect(bytes: &[u8]) -> Option<Kind> {
         Some(b"ET12") => return Some(Kind::Pte),
         Some(b"FT01") => return Some(Kind::Ptd),
         Some(b"CIR0") => return Some(Kind::Circle),
+        Some(b"DWN1") => return Some(Kind::Edgetpu),
         Some(b"TFL3") if crate::darwinn::custom_op::has_edgetpu_op(bytes) => {
             return Some(Kind::Edgetpu)
         }
@@ -75,10 +78,58 @@ pub fn detect(bytes: &[u8]) -> Option<Kind> {
     if looks_like_safetensors(bytes) {
         return Some(Kind::Safetensors);
     }
-    if looks_like_txn(bytes) {
+    if looks_like_txn(bytes) || crate::txn::is_hex_text(bytes) {
         return Some(Kind::Txn);
     }
     None
+}
+
+/// What the file is, in words, when kiln can say: "a gguf file" for a kind kiln reads, or a
+/// [`foreign`] name.
+pub fn describe(bytes: &[u8]) -> Option<String> {
+    match detect(bytes) {
+        Some(kind) => {
+            let article =
+                if kind.name().starts_with(['a', 'e', 'i', 'o', 'u']) { "an" } else { "a" };
+            Some(format!("{article} {kind} file"))
+        }
+        None => foreign(bytes).map(str::to_string),
+    }
+}
+
+/// What to say of bytes [`detect`] does not recognise: the kind of file when kiln can name it
+/// (see [`foreign`]), else that kiln does not recognise it.
+pub fn unrecognised(bytes: &[u8]) -> String {
+    match foreign(bytes) {
+        Some(name) => format!("{name}, which kiln does not read"),
+        None => "not a file kiln recognises".to_string(),
+    }
+}
+
+/// Names a file of a kind kiln does not read: PyTorch zips (PyTorch Mobile programs,
+/// TorchScript archives, `torch.save` checkpoints) and ONNX models. Only looks at the first
+/// bytes and, for zips, at the last MiB (where the central directory lists every member).
+pub fn foreign(bytes: &[u8]) -> Option<&'static str> {
+    if bytes.starts_with(b"PK\x03\x04") {
+        let tail = &bytes[bytes.len().saturating_sub(1 << 20)..];
+        let has = |needle: &[u8]| tail.windows(needle.len()).any(|w| w == needle);
+        return Some(if has(b"/bytecode.pkl") {
+            "a PyTorch Mobile (lite interpreter) program, not an ExecuTorch one"
+        } else if has(b"/code/") {
+            "a TorchScript archive (torch.jit.save)"
+        } else if has(b"/data.pkl") {
+            "a PyTorch checkpoint (torch.save)"
+        } else {
+            "a zip archive"
+        });
+    }
+    looks_like_onnx(bytes).then_some("an ONNX model (protobuf)")
+}
+
+/// ONNX `ModelProto`: field 1 (`ir_version`, a small varint) first, then one of the model's
+/// other fields (producer name or version, domain, model version, doc string, graph, opsets).
+fn looks_like_onnx(bytes: &[u8]) -> bool {
+    matches!(bytes, [0x08, 1..=15, 0x12 | 0x1a | 0x22 | 0x28 | 0x32 | 0x3a | 0x42, ..])
 }
 
 /// safetensors: a u64 header length that fits the file, then `{`.
@@ -114,6 +165,32 @@ mod tests {
         assert_eq!(detect(b"\x02\0\0\0\0\0\0\0{}"), Some(Kind::Safetensors));
         assert_eq!(detect(b"nothing we know"), None);
         assert_eq!(detect(b""), None);
+    }
+
+    #[test]
+    fn names_files_it_does_not_read() {
+        for (file, name) in [
+            ("foreign/pytorch_mobile.pte", "PyTorch Mobile"),
+            ("foreign/torchscript.pt", "TorchScript"),
+            ("foreign/sigmoid.onnx", "ONNX"),
+        ] {
+            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../tests/fixtures")
+                .join(file);
+            let bytes = std::fs::read(&path).unwrap();
+            assert_eq!(detect(&bytes), None, "{file}");
+            assert!(unrecognised(&bytes).contains(name), "{file}: {}", unrecognised(&bytes));
+        }
+        assert_eq!(unrecognised(b"nothing we know"), "not a file kiln recognises");
+        assert_eq!(describe(b"GGUF\x03\0\0\0").as_deref(), Some("a gguf file"));
+        assert_eq!(describe(b"IRPA\0\0\0\0").as_deref(), Some("an irpa file"));
+        assert_eq!(describe(b"nothing we know"), None);
+    }
+
+    #[test]
+    fn detects_bare_darwinn_packages_and_txn_text() {
+        assert_eq!(detect(b"\x0c\0\0\0DWN1\0\0\0\0"), Some(Kind::Edgetpu));
+        assert_eq!(detect(b"06040100\n00000000\n00000000\n00000010\n"), Some(Kind::Txn));
     }
 
     #[test]

@@ -39,6 +39,29 @@ where
     result
 }
 
+/// Where the streaming writers ([`crate::irpa::builder::Plan::write`],
+/// [`crate::irpa::edit::Output::write`]) put an output: bytes they make (headers, tables,
+/// padding) through [`Sink::write_all`], and payloads borrowed from an input (normally a
+/// memory map) through [`Sink::copy`], which a sink that knows the input's file may move
+/// inside the kernel (`copy_file_range`) instead of through this process's memory.
+pub trait Sink {
+    /// Appends bytes the writer made.
+    fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()>;
+    /// Appends a payload borrowed from an input; by default the same as [`Sink::write_all`].
+    fn copy(&mut self, payload: &[u8]) -> std::io::Result<()> {
+        self.write_all(payload)
+    }
+}
+
+/// A [`Sink`] over any [`Write`]r: payloads are written like every other byte.
+pub struct WriteSink<W: Write>(pub W);
+
+impl<W: Write> Sink for WriteSink<W> {
+    fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.0.write_all(bytes)
+    }
+}
+
 /// Writes `bytes` to `path` atomically (see [`write_atomic`]).
 pub fn write_bytes_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     write_atomic(path, |w| w.write_all(bytes).map_err(|e| Error::io(path, e)))

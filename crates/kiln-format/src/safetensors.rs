@@ -1,15 +1,18 @@
 //! safetensors files: `u64` header length, a JSON header, then the data.
 //!
-//! The header is read with an order-preserving JSON map so tensors come out in document order,
-//! which is the order IREE converts them in. Data offsets are relative to the end of the
-//! header. Real writers pad the header with spaces to a multiple of 8, so tensor data is only
-//! 8-byte aligned; that is accepted. Parsing checks every tensor's dtype, shape and offsets
-//! (`begin <= end <= data length`, `end - begin` = elements x dtype size); [`SafeTensors::verify`]
-//! also refuses overlapping tensors.
+//! The header is read and checked by the `safetensors` crate (the reference implementation's
+//! loader): the header must be UTF-8 JSON of at most 100 MB, every dtype known, every
+//! tensor's byte length equal to its elements times its dtype size, and the tensors must cover
+//! the data exactly, back to back from offset 0 to the end of the file (no holes, no
+//! overlaps, no trailing bytes). Its errors are mapped into [`Error`] here, naming the tensor
+//! where the crate does. Tensors come out in data order, which is the header's order in files
+//! the reference writer made; data offsets are relative to the end of the header, so tensor
+//! data is only as aligned as the header length makes it (real writers pad it to 8).
 
 use std::borrow::Cow;
 
-use crate::bytes::{first_overlap, ByteReader};
+use ::safetensors::SafeTensorError;
+
 use crate::error::{Error, Result};
 use crate::irpa::source::{ParamSource, SourceEntry, TensorType};
 
@@ -80,115 +83,131 @@ pub struct Tensor<'a> {
 pub struct SafeTensors<'a> {
     /// Length of the JSON header.
     pub header_len: u64,
-    /// `__metadata__`, in document order.
+    /// `__metadata__`, sorted by key (the header's JSON object has no order that survives).
     pub metadata: Vec<(String, String)>,
-    /// Tensors in document order.
+    /// Tensors in data order.
     pub tensors: Vec<Tensor<'a>>,
 }
 
 impl<'a> SafeTensors<'a> {
-    /// Parses a safetensors file.
+    /// Parses and checks a safetensors file with the `safetensors` crate.
     pub fn parse(bytes: &'a [u8]) -> Result<Self> {
-        let r = ByteReader::new(bytes, FORMAT);
-        let header_len = r.u64(0, "header_len")?;
-        if header_len > MAX_HEADER {
-            return Err(Error::Limit {
-                format: FORMAT,
-                what: "header length".into(),
-                value: header_len,
-                limit: MAX_HEADER,
-            });
-        }
-        let json = r.slice(8, header_len, "header")?;
-        let base = 8 + header_len;
-        let data_len = bytes.len() as u64 - base;
-        let value: serde_json::Value = serde_json::from_slice(json)
-            .map_err(|e| Error::invalid(FORMAT, "header", Some(8), format!("not JSON: {e}")))?;
-        let serde_json::Value::Object(map) = value else {
-            return Err(Error::invalid(FORMAT, "header", Some(8), "not a JSON object"));
-        };
-        let mut metadata = Vec::new();
-        let mut tensors = Vec::with_capacity(map.len());
-        for (name, v) in &map {
-            let field = |f: &str| format!("{name}.{f}");
-            let bad =
-                |f: &str, why: &str| Error::invalid(FORMAT, field(f), Some(8), why.to_string());
-            if name == "__metadata__" {
-                let obj = v.as_object().ok_or_else(|| bad("", "is not an object"))?;
-                for (k, v) in obj {
-                    let v = v.as_str().ok_or_else(|| bad(k, "is not a string"))?;
-                    metadata.push((k.clone(), v.to_string()));
-                }
-                continue;
-            }
-            let obj = v.as_object().ok_or_else(|| bad("", "is not an object"))?;
-            let dname =
-                obj.get("dtype").and_then(|d| d.as_str()).ok_or_else(|| bad("dtype", "missing"))?;
-            let dt = dtype(dname).ok_or_else(|| {
+        let (header_len, meta) =
+            ::safetensors::SafeTensors::read_metadata(bytes).map_err(|e| map_error(e, bytes))?;
+        let base = 8 + header_len as u64;
+        let mut metadata: Vec<(String, String)> =
+            meta.metadata().iter().flatten().map(|(k, v)| (k.clone(), v.clone())).collect();
+        metadata.sort();
+        let names = meta.offset_keys();
+        let mut tensors = Vec::with_capacity(names.len());
+        for name in names {
+            let Some(info) = meta.info(&name) else { continue };
+            // The crate's dtype names are the header's (its enum derives them through serde).
+            let dname = format!("{:?}", info.dtype);
+            let dt = dtype(&dname).ok_or_else(|| {
                 Error::unsupported(
                     FORMAT,
-                    field("dtype"),
+                    format!("{name}.dtype"),
                     Some(8),
                     format!("unknown dtype {dname:?}"),
                 )
             })?;
-            let shape = obj
-                .get("shape")
-                .and_then(|s| s.as_array())
-                .and_then(|a| a.iter().map(|d| d.as_u64()).collect::<Option<Vec<u64>>>())
-                .ok_or_else(|| bad("shape", "is not a list of non-negative integers"))?;
-            let offsets = obj
-                .get("data_offsets")
-                .and_then(|s| s.as_array())
-                .and_then(|a| a.iter().map(|d| d.as_u64()).collect::<Option<Vec<u64>>>())
-                .filter(|a| a.len() == 2)
-                .ok_or_else(|| bad("data_offsets", "is not a pair of non-negative integers"))?;
-            let (begin, end) = (offsets[0], offsets[1]);
-            if begin > end || end > data_len {
-                return Err(bad(
-                    "data_offsets",
-                    &format!("[{begin}, {end}] is not a range within the {data_len} data bytes"),
-                ));
-            }
-            let bits = shape
-                .iter()
-                .try_fold(dt.bits, |acc, &d| acc.checked_mul(d))
-                .ok_or_else(|| bad("shape", "size overflows 64 bits"))?;
-            if bits % 8 != 0 || bits / 8 != end - begin {
-                return Err(bad(
-                    "data_offsets",
-                    &format!("{} bytes do not hold {shape:?} x {dname} ({bits} bits)", end - begin),
-                ));
-            }
-            let data = r.slice(base + begin, end - begin, &field("data"))?;
+            let (begin, end) = info.data_offsets;
+            // read_metadata checked that the tensors cover the data up to the end of the file.
+            let data = bytes.get(base as usize + begin..base as usize + end).ok_or_else(|| {
+                Error::invalid(FORMAT, format!("{name}.data_offsets"), Some(8), "out of range")
+            })?;
             tensors.push(Tensor {
-                name: name.clone(),
+                name,
                 dtype: dt,
-                shape,
-                offset: base + begin,
+                shape: info.shape.iter().map(|&d| d as u64).collect(),
+                offset: base + begin as u64,
                 data,
             });
         }
-        Ok(SafeTensors { header_len, metadata, tensors })
+        Ok(SafeTensors { header_len: header_len as u64, metadata, tensors })
     }
+}
 
-    /// Fails when two tensors share bytes.
-    pub fn verify(&self) -> Result<()> {
-        let mut ranges: Vec<(u64, u64, &str)> = self
-            .tensors
-            .iter()
-            .map(|t| (t.offset, t.offset + t.data.len() as u64, t.name.as_str()))
-            .collect();
-        match first_overlap(&mut ranges) {
-            Some((later, earlier, at)) => Err(Error::invalid(
-                FORMAT,
-                format!("{later}.data_offsets"),
-                Some(at),
-                format!("overlaps {earlier}"),
-            )),
-            None => Ok(()),
+/// The crate's error as a kiln error with the field and offset it concerns.
+fn map_error(e: SafeTensorError, bytes: &[u8]) -> Error {
+    let header = |reason: String| Error::invalid(FORMAT, "header", Some(8), reason);
+    match e {
+        SafeTensorError::HeaderTooSmall | SafeTensorError::InvalidHeaderLength => {
+            let declared = bytes.get(..8).map_or(0, |b| {
+                u64::from_le_bytes(b.try_into().unwrap_or([0; 8])).saturating_add(8)
+            });
+            Error::Truncated {
+                format: FORMAT,
+                field: "header".into(),
+                offset: 0,
+                end: declared.max(8),
+                len: bytes.len() as u64,
+            }
         }
+        SafeTensorError::HeaderTooLarge => Error::Limit {
+            format: FORMAT,
+            what: "header length".into(),
+            value: bytes.get(..8).map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8]))),
+            limit: MAX_HEADER,
+        },
+        SafeTensorError::InvalidHeader(e) => header(format!("not UTF-8: {e}")),
+        SafeTensorError::InvalidHeaderDeserialization(e) | SafeTensorError::JsonError(e) => {
+            header(format!("not a safetensors header: {e}"))
+        }
+        SafeTensorError::InvalidOffset(name) => Error::invalid(
+            FORMAT,
+            format!("{name}.data_offsets"),
+            Some(8),
+            "tensors must lie back to back from data offset 0 (a hole or an overlap is here)",
+        ),
+        SafeTensorError::MetadataIncompleteBuffer => header(
+            "the tensors do not cover the data exactly: the file has bytes after the last tensor \
+             or the last tensor ends past the file"
+                .into(),
+        ),
+        SafeTensorError::TensorInvalidInfo => tensor_error(
+            bytes,
+            "data_offsets",
+            "the byte range does not hold its shape x dtype size",
+        ),
+        SafeTensorError::ValidationOverflow => {
+            tensor_error(bytes, "shape", "shape x dtype size overflows")
+        }
+        SafeTensorError::MisalignedSlice => tensor_error(
+            bytes,
+            "shape",
+            "the tensor of a sub-byte dtype does not end on a byte boundary",
+        ),
+        other => header(other.to_string()),
     }
+}
+
+/// An error about one tensor's own fields, naming the tensor when it can be found.
+fn tensor_error(bytes: &[u8], field: &str, reason: &str) -> Error {
+    let field = match first_bad_tensor(bytes) {
+        Some(name) => format!("{name}.{field}"),
+        None => format!("header (a tensor's {field})"),
+    };
+    Error::invalid(FORMAT, field, Some(8), reason)
+}
+
+/// The first tensor (by name) that the crate's validation refuses on its own, with its data
+/// moved to offset 0: the one whose shape, dtype and byte length disagree. The crate reports
+/// such errors without a name; this only runs once a file has already been refused.
+fn first_bad_tensor(bytes: &[u8]) -> Option<String> {
+    use ::safetensors::tensor::{Metadata, TensorInfo};
+    let len = usize::try_from(u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?)).ok()?;
+    let json = bytes.get(8..8usize.checked_add(len)?)?;
+    let header: std::collections::BTreeMap<String, serde_json::Value> =
+        serde_json::from_slice(json).ok()?;
+    header.into_iter().filter(|(name, _)| name != "__metadata__").find_map(|(name, v)| {
+        let info: TensorInfo = serde_json::from_value(v).ok()?;
+        let (begin, end) = info.data_offsets;
+        let Some(size) = end.checked_sub(begin) else { return Some(name) };
+        let alone = TensorInfo { data_offsets: (0, size), ..info };
+        Metadata::new(None, vec![(name.clone(), alone)]).is_err().then_some(name)
+    })
 }
 
 impl ParamSource for SafeTensors<'_> {

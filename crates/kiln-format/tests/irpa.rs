@@ -7,6 +7,7 @@ use std::borrow::Cow;
 
 use common::{fixture, mutate, Rng};
 use kiln_format::gguf::Gguf;
+use kiln_format::io::WriteSink;
 use kiln_format::irpa::builder::Plan;
 use kiln_format::irpa::edit;
 use kiln_format::irpa::source::ParamSource;
@@ -130,7 +131,8 @@ fn convert_matches_iree_convert_parameters_byte_for_byte() {
             .iter()
             .map(|a| a.as_str().unwrap().to_string())
             .collect();
-        let mut options = Options::default();
+        // IREE's converter writes no type metadata.
+        let mut options = Options { untyped: true, ..Options::default() };
         for pair in args.chunks(2) {
             match pair[0].as_str() {
                 "--exclude" => options.exclude.push(pair[1].as_bytes().to_vec()),
@@ -195,8 +197,9 @@ fn linked_headers_are_followed_at_their_own_offsets() {
     let b = read("irpa/many.irpa");
     let (pa, pb) = (Archive::parse(&a).unwrap(), Archive::parse(&b).unwrap());
     let out = edit::link(&[(&a, &pa), (&b, &pb)], None);
-    let mut linked = Vec::new();
+    let mut linked = WriteSink(Vec::new());
     out.write(&mut linked, &mut |_, _| {}).unwrap();
+    let linked = linked.0;
     assert_eq!(linked.len() as u64, out.total_size());
     let archive = verify(&linked).unwrap();
     assert_eq!(archive.headers().len(), 2);
@@ -216,8 +219,9 @@ fn linked_headers_are_followed_at_their_own_offsets() {
     // Linking the linked file again follows the whole chain to its last header.
     let pl = Archive::parse(&linked).unwrap();
     let out = edit::link(&[(&linked, &pl), (&a, &pa)], None);
-    let mut twice = Vec::new();
+    let mut twice = WriteSink(Vec::new());
     out.write(&mut twice, &mut |_, _| {}).unwrap();
+    let twice = twice.0;
     assert_eq!(verify(&twice).unwrap().headers().len(), 3);
 }
 
@@ -226,8 +230,9 @@ fn erase_marks_entries_skip_and_keeps_everything_else() {
     let data = read("irpa/data_metadata.irpa");
     let archive = Archive::parse(&data).unwrap();
     let patches = edit::erase(&archive, &[b"meta", b"weight"]).unwrap();
-    let mut out = Vec::new();
+    let mut out = WriteSink(Vec::new());
     edit::patched(&data, patches).write(&mut out, &mut |_, _| {}).unwrap();
+    let out = out.0;
     assert_eq!(out.len(), data.len());
     let erased = verify(&out).unwrap();
     let live: Vec<_> = erased.live_entries().map(|e| e.key().into_owned()).collect();
@@ -349,7 +354,7 @@ fn external_entries_round_trip_and_data_offsets_match_iree() {
     let iree = read("irpa/many.irpa");
     let archive = Archive::parse(&iree).unwrap();
     let source = archive.param_entries().unwrap();
-    let built: Vec<BuildEntry> = source.iter().map(SourceEntry::to_build).collect();
+    let built: Vec<BuildEntry> = source.iter().map(|e| e.to_build(false)).collect();
     let plan = Plan::new(&built, 64).unwrap();
     for (i, e) in source.iter().enumerate() {
         assert_eq!(plan.data_offset(i), e.offset, "entry {i}");

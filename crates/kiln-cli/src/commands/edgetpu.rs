@@ -1,5 +1,6 @@
 //! `kiln edgetpu`: inspect, extract, link, re-layout and pack Edge TPU (DarwiNN) packages inside
-//! `*_edgetpu.tflite` files.
+//! `*_edgetpu.tflite` files. Every command that reads a model also takes a bare package (`DWN1`),
+//! as `extract` (`package.dwn`) and `pack` write them.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -151,8 +152,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
 pub fn verify(input: &Input) -> Result<(), String> {
     let (_, found) = load(input.file.path(), input.bytes()).map_err(|e| format!("{e:#}"))?;
     for f in &found {
-        let at =
-            format!("subgraph {} operator {} package {}", f.op.subgraph, f.op.operator, f.index);
+        let at = f.place();
         select::select(&f.package, select::CURRENT_RUNTIME_VERSION)
             .map_err(|e| format!("{at}: {e}"))?;
         for (i, e) in f.package.executables().iter().enumerate() {
@@ -198,11 +198,11 @@ fn dump_package(f: &Found<'_>) -> serde_json::Value {
     use serde_json::json;
     let r = f.package.root();
     json!({
-        "subgraph": f.op.subgraph,
-        "operator": f.op.operator,
+        "subgraph": f.op.as_ref().map(|op| op.subgraph),
+        "operator": f.op.as_ref().map(|op| op.operator),
         "index": f.index,
-        "file_offset": f.op.data.packages.get(f.index).map(|b| b.file_offset),
-        "custom_options": f.op.data.keys,
+        "file_offset": f.file_offset(),
+        "custom_options": f.op.as_ref().map(|op| &op.data.keys),
         "identifier_ok": f.package.has_identifier(),
         "min_runtime_version": r.min_runtime_version(),
         "serialized_multi_executable_bytes": f.package.multi_executable_bytes().len(),
@@ -372,8 +372,15 @@ fn extract(a: &ExtractArgs) -> Result<ExitCode> {
         Ok(())
     };
     for (pi, f) in found.iter().enumerate() {
-        let dir = a.out_dir.join(format!("package{pi}_sg{}_op{}", f.op.subgraph, f.op.operator));
-        put(dir.join("custom_options.flexbuf"), f.op.custom_options.bytes)?;
+        let dir = match &f.op {
+            Some(op) => {
+                let dir =
+                    a.out_dir.join(format!("package{pi}_sg{}_op{}", op.subgraph, op.operator));
+                put(dir.join("custom_options.flexbuf"), op.custom_options.bytes)?;
+                dir
+            }
+            None => a.out_dir.join(format!("package{pi}")),
+        };
         put(dir.join("package.dwn"), f.package.data())?;
         put(dir.join("multi_executable.bin"), f.package.multi_executable_bytes())?;
         for (ei, e) in f.package.executables().iter().enumerate() {
@@ -593,16 +600,42 @@ mod npy {
     }
 }
 
-/// One package found in a model, with the node it belongs to.
+/// One package found in a model, with the node it belongs to (none for a bare package).
 struct Found<'a> {
-    op: EdgetpuOp<'a>,
+    op: Option<EdgetpuOp<'a>>,
     /// Index among the node's packages (0 = key "4").
     index: usize,
     package: Package<'a>,
 }
 
-/// Opens `bytes` as an Edge TPU model and verifies every package in it.
-fn load<'a>(path: &Path, bytes: &'a [u8]) -> Result<(Model<'a>, Vec<Found<'a>>)> {
+impl Found<'_> {
+    /// Where the package is, for messages.
+    fn place(&self) -> String {
+        match &self.op {
+            Some(op) => {
+                format!("subgraph {} operator {} package {}", op.subgraph, op.operator, self.index)
+            }
+            None => "package".to_string(),
+        }
+    }
+
+    /// Offset of the package in the file.
+    fn file_offset(&self) -> Option<u64> {
+        match &self.op {
+            Some(op) => op.data.packages.get(self.index).map(|b| b.file_offset),
+            None => Some(0),
+        }
+    }
+}
+
+/// Opens `bytes` as an Edge TPU model, or a bare DarwiNN package, and verifies every package
+/// in it; the model is `None` for a bare package.
+fn load<'a>(path: &Path, bytes: &'a [u8]) -> Result<(Option<Model<'a>>, Vec<Found<'a>>)> {
+    if darwinn::package::is_package(bytes) {
+        let package =
+            Package::open(bytes).with_context(|| format!("{}: DarwiNN package", path.display()))?;
+        return Ok((None, vec![Found { op: None, index: 0, package }]));
+    }
     let model = Model::open(bytes)
         .with_context(|| format!("{}: not a readable TFLite model", path.display()))?;
     let ops = custom_op::find_ops(&model)
@@ -622,10 +655,10 @@ fn load<'a>(path: &Path, bytes: &'a [u8]) -> Result<(Model<'a>, Vec<Found<'a>>)>
                     blob.file_offset
                 )
             })?;
-            found.push(Found { op: op.clone(), index, package });
+            found.push(Found { op: Some(op.clone()), index, package });
         }
     }
-    Ok((model, found))
+    Ok((Some(model), found))
 }
 
 #[derive(Serialize)]
@@ -635,8 +668,8 @@ struct JsonModel {
 
 #[derive(Serialize)]
 struct JsonPackage {
-    subgraph: usize,
-    operator: usize,
+    subgraph: Option<usize>,
+    operator: Option<usize>,
     min_runtime_version: i32,
     compiler_version: String,
     executables: Vec<JsonExecutable>,
@@ -751,8 +784,8 @@ pub fn inspect(input: &Input, json: bool) -> Result<ExitCode> {
             .map(|f| {
                 let root = f.package.root();
                 JsonPackage {
-                    subgraph: f.op.subgraph,
-                    operator: f.op.operator,
+                    subgraph: f.op.as_ref().map(|op| op.subgraph),
+                    operator: f.op.as_ref().map(|op| op.operator),
                     min_runtime_version: root.min_runtime_version(),
                     compiler_version: root.compiler_version().unwrap_or_default().to_string(),
                     executables: f.package.executables().iter().map(json_executable).collect(),
@@ -762,32 +795,36 @@ pub fn inspect(input: &Input, json: bool) -> Result<ExitCode> {
         print_json(&JsonModel { packages })?;
         return Ok(ExitCode::SUCCESS);
     }
-    out!("{}", render_text(path, &model, &found));
+    out!("{}", render_text(path, model.as_ref(), &found));
     Ok(ExitCode::SUCCESS)
 }
 
-fn render_text(path: &Path, model: &Model<'_>, found: &[Found<'_>]) -> String {
+fn render_text(path: &Path, model: Option<&Model<'_>>, found: &[Found<'_>]) -> String {
     use std::fmt::Write;
     let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "{}: TFLite v{} ({}), {} Edge TPU package(s)",
-        path.display(),
-        model.version(),
-        human_bytes(model.data().len() as u64),
-        found.len()
-    );
+    let _ = match model {
+        Some(model) => writeln!(
+            s,
+            "{}: TFLite v{} ({}), {} Edge TPU package(s)",
+            path.display(),
+            model.version(),
+            human_bytes(model.data().len() as u64),
+            found.len()
+        ),
+        None => writeln!(s, "{}: DarwiNN package (DWN1, no TFLite model)", path.display()),
+    };
     for f in found {
         let root = f.package.root();
-        let blob = f.op.data.packages.get(f.index);
         let _ = writeln!(s);
         let _ = writeln!(
             s,
-            "Package {} of subgraph {} operator {} (file offset {}, {}):",
+            "Package {} of {} (file offset {}, {}):",
             f.index,
-            f.op.subgraph,
-            f.op.operator,
-            blob.map_or(0, |b| b.file_offset),
+            f.op.as_ref().map_or("the file".to_string(), |op| format!(
+                "subgraph {} operator {}",
+                op.subgraph, op.operator
+            )),
+            f.file_offset().unwrap_or(0),
             human_bytes(f.package.data().len() as u64)
         );
         let ident = if f.package.has_identifier() {
@@ -795,7 +832,10 @@ fn render_text(path: &Path, model: &Model<'_>, found: &[Found<'_>]) -> String {
         } else {
             "missing (libedgetpu warns)".to_string()
         };
-        let opts = serde_json::Value::Object(f.op.data.keys.clone());
+        let opts = f
+            .op
+            .as_ref()
+            .map_or(serde_json::Value::Null, |op| serde_json::Value::Object(op.data.keys.clone()));
         let rows = [
             ("Identifier", ident),
             ("Min runtime version", root.min_runtime_version().to_string()),

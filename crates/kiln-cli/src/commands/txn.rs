@@ -5,14 +5,15 @@
 //! Both commands accept the binary form and mlir-aie's text form (one hex word per line);
 //! `patch` writes the form it read.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use kiln_format::txn::registers::register_name;
 use kiln_format::txn::{
-    from_hex_text, resolve_patches, to_hex_text, CustomPayload, DdrPatch, Layout, Op, OpKind, Txn,
+    binary_of, from_hex_text, resolve_patches, to_hex_text, CustomPayload, DdrPatch, Layout, Op,
+    OpKind, Txn,
 };
 use serde_json::{json, Map, Value};
 
@@ -46,6 +47,10 @@ enum Command {
         /// Output file (same form as the input).
         #[arg(short, long)]
         output: PathBuf,
+        /// Write the output even when a DDR_PATCH op's argument has no `--arg` (its word keeps
+        /// the old value); without it that is refused and nothing is written.
+        #[arg(long)]
+        allow_unpatched: bool,
     },
 }
 
@@ -56,7 +61,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
             let (txn, _) = read(&file)?;
             show(&txn, json)?;
         }
-        Command::Patch { file, args, output } => patch(&file, &args, &output)?,
+        Command::Patch { file, args, output, allow_unpatched } => {
+            patch(&file, &args, &output, allow_unpatched)?
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -84,7 +91,8 @@ const MAX_TEXT_BYTES: usize = 9 << 26;
 fn read(path: &Path) -> Result<(Txn, bool)> {
     let file = crate::input::read(path)?;
     let bytes = file.bytes();
-    let is_binary = kiln_format::detect(bytes) == Some(kiln_format::Kind::Txn);
+    let is_binary = kiln_format::detect(bytes) == Some(kiln_format::Kind::Txn)
+        && !kiln_format::txn::is_hex_text(bytes);
     let is_text = !is_binary
         && !bytes.is_empty()
         && bytes
@@ -108,7 +116,7 @@ fn read(path: &Path) -> Result<(Txn, bool)> {
     Ok((Txn::parse(&data).with_context(context)?, true))
 }
 
-fn patch(file: &Path, args: &[(u64, u64)], output: &Path) -> Result<()> {
+fn patch(file: &Path, args: &[(u64, u64)], output: &Path, allow_unpatched: bool) -> Result<()> {
     let (mut txn, is_text) = read(file)?;
     let mut map = BTreeMap::new();
     for (n, addr) in args {
@@ -117,6 +125,17 @@ fn patch(file: &Path, args: &[(u64, u64)], output: &Path) -> Result<()> {
         }
     }
     let outcome = resolve_patches(&mut txn, &map).with_context(|| file.display().to_string())?;
+    if !outcome.unresolved.is_empty() && !allow_unpatched {
+        let missing: BTreeSet<u64> = outcome.unresolved.iter().map(|(_, a)| *a).collect();
+        let missing: Vec<String> = missing.iter().map(u64::to_string).collect();
+        bail!(
+            "{}: {} DDR_PATCH op(s) use argument(s) {} with no --arg; give them, or pass \
+             --allow-unpatched to write a partly patched file",
+            file.display(),
+            outcome.unresolved.len(),
+            missing.join(", ")
+        );
+    }
     let bytes = txn.to_bytes()?;
     if is_text {
         kiln_format::io::write_bytes_atomic(output, to_hex_text(&bytes)?.as_bytes())?;
@@ -152,21 +171,26 @@ fn patch(file: &Path, args: &[(u64, u64)], output: &Path) -> Result<()> {
     Ok(())
 }
 
-/// `kiln inspect` arm for transaction binaries.
+/// `kiln inspect` arm for transactions (binary or hex text).
 pub fn inspect(input: &Input, json: bool) -> Result<ExitCode> {
-    let txn = Txn::parse(input.bytes()).with_context(|| input.file.path().display().to_string())?;
+    let bytes =
+        binary_of(input.bytes()).with_context(|| input.file.path().display().to_string())?;
+    let txn = Txn::parse(&bytes).with_context(|| input.file.path().display().to_string())?;
     show(&txn, json)?;
     Ok(ExitCode::SUCCESS)
 }
 
-/// `kiln verify` arm.
+/// `kiln verify` arm (binary or hex text).
 pub fn verify(input: &Input) -> Result<(), String> {
-    Txn::parse(input.bytes()).map(|_| ()).map_err(|e| e.to_string())
+    let bytes = binary_of(input.bytes()).map_err(|e| e.to_string())?;
+    Txn::parse(&bytes).map(|_| ()).map_err(|e| e.to_string())
 }
 
 /// `kiln dump` arm: the JSON of `inspect --json` plus every padding byte.
 pub fn dump(input: &Input) -> Result<ExitCode> {
-    let txn = Txn::parse(input.bytes()).with_context(|| input.file.path().display().to_string())?;
+    let bytes =
+        binary_of(input.bytes()).with_context(|| input.file.path().display().to_string())?;
+    let txn = Txn::parse(&bytes).with_context(|| input.file.path().display().to_string())?;
     print_json(&to_json(&txn, true)?)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -103,6 +103,12 @@ impl<'a> Executable<'a> {
     }
 }
 
+/// True when `bytes` carry the `DWN1` identifier of a bare package (detection only: a file
+/// may still fail [`Package::open`]).
+pub fn is_package(bytes: &[u8]) -> bool {
+    bytes.get(4..8) == Some(&IDENTIFIER[..])
+}
+
 impl<'a> Package<'a> {
     /// Verifies `data` as a Package and every executable inside it.
     pub fn open(data: &'a [u8]) -> Result<Self> {
@@ -154,7 +160,7 @@ impl<'a> Package<'a> {
 
     /// True when bytes 4..8 are `DWN1` (libedgetpu only warns otherwise).
     pub fn has_identifier(&self) -> bool {
-        self.data.get(4..8) == Some(&IDENTIFIER[..])
+        is_package(self.data)
     }
 
     /// The executables, in `serialized_executables` order.

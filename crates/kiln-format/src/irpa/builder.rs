@@ -11,11 +11,10 @@
 //! memory is proportional to the number of entries, never to the data); [`Plan::write`] then
 //! streams the payloads, which are borrowed slices (normally of memory maps), to any writer.
 
-use std::borrow::Cow;
-use std::io::Write;
-
 use crate::bytes::align_up;
 use crate::error::{Error, Result};
+use crate::io::{Sink, WriteSink};
+use std::borrow::Cow;
 
 use super::{entry_type, field, Range, DATA_ENTRY_SIZE, DEFAULT_DATA_ALIGNMENT, ENTRY_ALIGNMENT};
 use super::{EXTERNAL_ENTRY_SIZE, FILE_ALIGNMENT, FORMAT, HEADER_V0_SIZE, MAGIC};
@@ -236,17 +235,17 @@ impl<'e, 'a> Plan<'e, 'a> {
         self.data_offsets.get(i).copied().flatten()
     }
 
-    /// Streams the whole archive to `out`; after each chunk `progress` is called with the number
-    /// of bytes written so far and the payload chunk just written (empty for headers and
-    /// padding), so a caller can report progress and release the pages of a memory map it has
-    /// finished with. Returns the number of bytes written.
-    pub fn write<W: Write>(&self, out: &mut W, progress: Progress<'_>) -> std::io::Result<u64> {
+    /// Streams the whole archive to `out`, payloads through [`Sink::copy`]; after each chunk
+    /// `progress` is called with the number of bytes written so far and the payload chunk just
+    /// written (empty for headers and padding), so a caller can report progress and release
+    /// the pages of a memory map it has finished with. Returns the number of bytes written.
+    pub fn write(&self, out: &mut dyn Sink, progress: Progress<'_>) -> std::io::Result<u64> {
         out.write_all(&self.head)?;
         let mut w = Counter { out, written: self.head.len() as u64, progress };
         for (e, off) in self.entries.iter().zip(&self.data_offsets) {
             if let (Payload::Data(bytes), Some(off)) = (&e.payload, off) {
                 w.zeros(off - w.written)?;
-                w.write(bytes)?;
+                w.copy(bytes)?;
             }
         }
         w.zeros(self.total_size - w.written)?;
@@ -255,10 +254,10 @@ impl<'e, 'a> Plan<'e, 'a> {
 
     /// The whole archive in memory (for small archives and tests).
     pub fn to_vec(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(usize::try_from(self.total_size).unwrap_or(0));
+        let mut out = WriteSink(Vec::with_capacity(usize::try_from(self.total_size).unwrap_or(0)));
         // Writing to a Vec cannot fail.
         let _ = self.write(&mut out, &mut |_, _| {});
-        out
+        out.0
     }
 }
 
@@ -269,16 +268,16 @@ const CHUNK: usize = 8 << 20;
 /// just written (empty for headers and padding).
 pub type Progress<'p> = &'p mut dyn FnMut(u64, &[u8]);
 
-struct Counter<'w, 'p, W: Write> {
-    out: &'w mut W,
+struct Counter<'w, 'p> {
+    out: &'w mut dyn Sink,
     written: u64,
     progress: Progress<'p>,
 }
 
-impl<W: Write> Counter<'_, '_, W> {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+impl Counter<'_, '_> {
+    fn copy(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         for chunk in bytes.chunks(CHUNK) {
-            self.out.write_all(chunk)?;
+            self.out.copy(chunk)?;
             self.written += chunk.len() as u64;
             (self.progress)(self.written, chunk);
         }

@@ -7,9 +7,8 @@
 //! edits that change the layout (rename, exclude, strip, splat, repack) rebuild the archive with
 //! [`super::builder::Plan`] instead.
 
-use std::io::Write;
-
 use crate::error::{Error, Result};
+use crate::io::Sink;
 
 use super::builder::{Plan, Progress};
 use super::reader::{Archive, EntryKind};
@@ -66,7 +65,7 @@ impl<'p, 'a> Output<'p, 'a> {
 
     /// Streams the output to `out`; `progress` gets the bytes written so far and each chunk
     /// of input bytes just written (see [`Plan::write`]).
-    pub fn write<W: Write>(&self, out: &mut W, progress: Progress<'_>) -> std::io::Result<u64> {
+    pub fn write(&self, out: &mut dyn Sink, progress: Progress<'_>) -> std::io::Result<u64> {
         let mut written = 0u64;
         for (i, part) in self.parts.iter().enumerate() {
             match part {
@@ -74,12 +73,12 @@ impl<'p, 'a> Output<'p, 'a> {
                     let mut at = 0usize;
                     for p in patches {
                         let start = p.offset as usize;
-                        write_chunked(out, &data[at..start], &mut written, progress)?;
+                        copy_chunked(out, &data[at..start], &mut written, progress)?;
                         out.write_all(&p.bytes)?;
                         written += p.bytes.len() as u64;
                         at = start + p.bytes.len();
                     }
-                    write_chunked(out, &data[at..], &mut written, progress)?;
+                    copy_chunked(out, &data[at..], &mut written, progress)?;
                 }
                 Part::Built(plan) => {
                     let before = written;
@@ -101,14 +100,14 @@ fn pad(n: u64) -> u64 {
     n.div_ceil(FILE_ALIGNMENT) * FILE_ALIGNMENT
 }
 
-fn write_chunked<W: Write>(
-    out: &mut W,
+fn copy_chunked(
+    out: &mut dyn Sink,
     bytes: &[u8],
     written: &mut u64,
     progress: Progress<'_>,
 ) -> std::io::Result<()> {
     for chunk in bytes.chunks(8 << 20) {
-        out.write_all(chunk)?;
+        out.copy(chunk)?;
         *written += chunk.len() as u64;
         progress(*written, chunk);
     }

@@ -13,12 +13,15 @@
 //! - [`source`]: the [`ParamSource`] trait every importable format implements.
 //! - [`edit`]: in-place edits (erase) and header linking (append, concat).
 //! - [`executorch`]: `.ptd` tensors and `.pte` named constants as parameter sources.
+//! - [`tensor_metadata`]: element type and shape in entry metadata (IREE's `TENSORv0:` form).
+//! - [`transform`]: the entry transformations of `iree-convert-parameters`.
 
 pub mod builder;
 pub mod edit;
 pub mod executorch;
 pub mod reader;
 pub mod source;
+pub mod tensor_metadata;
 pub mod transform;
 pub mod verify;
 

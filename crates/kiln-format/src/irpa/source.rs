@@ -57,13 +57,17 @@ impl<'a> SourceEntry<'a> {
         String::from_utf8_lossy(&self.key)
     }
 
-    /// The entry as the builder takes it.
-    pub fn to_build(&self) -> BuildEntry<'a> {
-        BuildEntry {
-            name: self.key.clone(),
-            metadata: self.metadata.clone(),
-            payload: self.payload.clone(),
-        }
+    /// The entry as the builder takes it: its own metadata, or, when it has none and its
+    /// source records a type, that type in IREE's `TENSORv0:` form (see
+    /// [`super::tensor_metadata`]) unless `typed` is false.
+    pub fn to_build(&self, typed: bool) -> BuildEntry<'a> {
+        let metadata = match &self.tensor {
+            Some(t) if typed && self.metadata.is_empty() => {
+                Cow::Owned(super::tensor_metadata::encode(t))
+            }
+            _ => self.metadata.clone(),
+        };
+        BuildEntry { name: self.key.clone(), metadata, payload: self.payload.clone() }
     }
 }
 
@@ -99,60 +103,9 @@ impl ParamSource for Archive<'_> {
                 metadata: Cow::Borrowed(e.metadata),
                 payload,
                 offset,
-                tensor: tensor_type_from_metadata(e.metadata),
+                tensor: super::tensor_metadata::decode(e.metadata),
             });
         }
         Ok(out)
-    }
-}
-
-/// Reads the dtype and shape IREE's Python helpers (`TENSORv0:`) and iree-turbine
-/// (`PYTORCH:`) store as JSON metadata, when present and understood.
-pub fn tensor_type_from_metadata(metadata: &[u8]) -> Option<TensorType> {
-    let json =
-        metadata.strip_prefix(b"TENSORv0:").or_else(|| metadata.strip_prefix(b"PYTORCH:"))?;
-    let value: serde_json::Value = serde_json::from_slice(json).ok()?;
-    let dtype = value.get("dtype")?.as_str()?.trim_start_matches("torch.").to_string();
-    let shape =
-        value.get("shape")?.as_array()?.iter().map(|d| d.as_u64()).collect::<Option<Vec<u64>>>()?;
-    let npy_descr = npy_descr_for_name(&dtype);
-    Some(TensorType { dtype, npy_descr, shape })
-}
-
-/// The NumPy `descr` for a NumPy/PyTorch dtype name.
-fn npy_descr_for_name(name: &str) -> Option<&'static str> {
-    Some(match name {
-        "float16" | "half" => "<f2",
-        "float32" | "float" => "<f4",
-        "float64" | "double" => "<f8",
-        "int8" => "|i1",
-        "uint8" => "|u1",
-        "int16" | "short" => "<i2",
-        "uint16" => "<u2",
-        "int32" | "int" => "<i4",
-        "uint32" => "<u4",
-        "int64" | "long" => "<i8",
-        "uint64" => "<u8",
-        "bool" => "|b1",
-        "complex64" => "<c8",
-        "complex128" => "<c16",
-        _ => return None,
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reads_tensor_metadata_of_iree_helpers() {
-        let md = br#"TENSORv0:{"type": "Tensor", "dtype": "float32", "shape": [2, 3]}"#;
-        let t = tensor_type_from_metadata(md).unwrap();
-        assert_eq!((t.dtype.as_str(), t.npy_descr, t.shape), ("float32", Some("<f4"), vec![2, 3]));
-        let md = br#"PYTORCH:{"dtype": "torch.bfloat16", "shape": [4]}"#;
-        let t = tensor_type_from_metadata(md).unwrap();
-        assert_eq!((t.dtype.as_str(), t.npy_descr), ("bfloat16", None));
-        assert_eq!(tensor_type_from_metadata(b"hello"), None);
-        assert_eq!(tensor_type_from_metadata(b"TENSORv0:{\"dtype\": 3}"), None);
     }
 }

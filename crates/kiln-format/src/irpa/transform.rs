@@ -2,7 +2,8 @@
 //! `--exclude` (by original key), `--rename OLD=NEW` (first match), `--splat KEY` (by new key:
 //! a splat of the same length, with a one-byte zero pattern unless another is given) and
 //! `--strip` (every remaining entry becomes a one-byte zero splat). An explicit splat wins over
-//! strip. Unlike IREE, entries with the same
+//! strip. Entries whose source records a type get it as `TENSORv0:` metadata (see
+//! [`super::tensor_metadata`]) unless `untyped` is set. Unlike IREE, entries with the same
 //! key keep their own bytes (IREE copies data by key, so the last duplicate's bytes land in the
 //! first entry and the second stays zero).
 
@@ -22,6 +23,8 @@ pub struct Options {
     pub splat: Vec<(Vec<u8>, Vec<u8>)>,
     /// Turn every entry into a zero splat.
     pub strip: bool,
+    /// Write no type metadata (what IREE's tools write).
+    pub untyped: bool,
 }
 
 /// Applies `options` to `entries` in order.
@@ -31,7 +34,7 @@ pub fn apply<'a>(entries: &[SourceEntry<'a>], options: &Options) -> Vec<BuildEnt
         if options.exclude.iter().any(|k| k.as_slice() == &*e.key) {
             continue;
         }
-        let mut entry = e.to_build();
+        let mut entry = e.to_build(!options.untyped);
         if let Some((_, new)) = options.rename.iter().find(|(old, _)| old.as_slice() == &*e.key) {
             entry.name = Cow::Owned(new.clone());
         }
@@ -45,4 +48,24 @@ pub fn apply<'a>(entries: &[SourceEntry<'a>], options: &Options) -> Vec<BuildEnt
         out.push(entry);
     }
     out
+}
+
+/// Fails when two entries share a key, naming the key and both positions. IREE looks a key up
+/// by its first entry, so a second one with the same key is unreachable.
+pub fn check_unique(entries: &[BuildEntry<'_>]) -> crate::error::Result<()> {
+    let mut seen = std::collections::HashMap::with_capacity(entries.len());
+    for (i, e) in entries.iter().enumerate() {
+        if let Some(first) = seen.insert(&*e.name, i) {
+            return Err(crate::error::Error::invalid(
+                super::FORMAT,
+                format!("entries[{i}].name"),
+                None,
+                format!(
+                    "duplicate key `{}` (entries {first} and {i})",
+                    String::from_utf8_lossy(&e.name)
+                ),
+            ));
+        }
+    }
+    Ok(())
 }

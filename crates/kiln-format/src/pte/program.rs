@@ -126,11 +126,16 @@ impl<'a> Program<'a> {
                     ),
                 ));
             }
+            let found = format!("{:?}", String::from_utf8_lossy(ident));
             return Err(Error::BadMagic {
                 format: FORMAT,
                 offset: 4,
                 expected: "\"ET12\"".into(),
-                found: format!("{:?}", String::from_utf8_lossy(ident)),
+                // Say what the file is when it is something else kiln can name.
+                found: match crate::detect::describe(bytes) {
+                    Some(what) => format!("{found}: the file is {what}"),
+                    None => found,
+                },
             });
         }
         let layout = Layout::of(bytes)?;

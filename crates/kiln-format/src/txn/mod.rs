@@ -27,7 +27,7 @@ mod text;
 mod write;
 
 pub use patch::{resolve_patches, PatchOutcome};
-pub use text::{from_hex_text, to_hex_text};
+pub use text::{binary_of, from_hex_text, is_hex_text, to_hex_text};
 
 /// Format name used in errors.
 pub const FORMAT: &str = "txn";

@@ -34,6 +34,51 @@ pub fn from_hex_text(text: &str) -> Result<Vec<u8>> {
     Ok(out)
 }
 
+/// True when `bytes` is the text form of a transaction: only hex words, one per line, whose
+/// first four words are a header with version 0.1 or 1.0 and a `TxnSize` equal to the number
+/// of words times four. Stops at the first byte that cannot belong to the text form and
+/// allocates nothing.
+pub fn is_hex_text(bytes: &[u8]) -> bool {
+    let mut header = [0u32; 4];
+    let mut words = 0u64;
+    for line in bytes.split(|&b| b == b'\n') {
+        let word = line.trim_ascii();
+        if word.is_empty() {
+            continue;
+        }
+        let digits = word.strip_prefix(b"0x").or_else(|| word.strip_prefix(b"0X")).unwrap_or(word);
+        if digits.is_empty() || digits.len() > 8 || !digits.iter().all(u8::is_ascii_hexdigit) {
+            return false;
+        }
+        let value = digits.iter().fold(0u32, |v, &d| (v << 4) | hex_value(d));
+        if let Some(slot) = header.get_mut(words as usize) {
+            *slot = value;
+        }
+        words += 1;
+    }
+    let [version, _, _, txn_size] = header;
+    let version_ok = matches!((version & 0xff, (version >> 8) & 0xff), (0, 1) | (1, 0));
+    words >= 4 && version_ok && u64::from(txn_size) == words * 4
+}
+
+/// The value of an ASCII hex digit (checked by the caller).
+fn hex_value(d: u8) -> u32 {
+    u32::from(match d {
+        b'0'..=b'9' => d - b'0',
+        b'a'..=b'f' => d - b'a' + 10,
+        _ => d.wrapping_sub(b'A').wrapping_add(10),
+    })
+}
+
+/// The binary form of a transaction given in either form.
+pub fn binary_of(bytes: &[u8]) -> Result<std::borrow::Cow<'_, [u8]>> {
+    if is_hex_text(bytes) {
+        from_hex_text(&String::from_utf8_lossy(bytes)).map(std::borrow::Cow::Owned)
+    } else {
+        Ok(std::borrow::Cow::Borrowed(bytes))
+    }
+}
+
 /// Formats `bytes` (a whole number of little-endian words) as one upper-case 8-digit hex word
 /// per line, the form mlir-aie writes.
 pub fn to_hex_text(bytes: &[u8]) -> Result<String> {
@@ -66,5 +111,33 @@ mod tests {
         assert!(err.contains("line 2"), "{err}");
         assert!(from_hex_text("123456789").is_err());
         assert!(to_hex_text(&[1, 2, 3]).is_err());
+    }
+
+    #[test]
+    fn recognises_the_text_form_by_its_header() {
+        // Version 0.1 header of four words; TxnSize = 16 bytes.
+        let text = "06040100
+00000000
+00000000
+00000010
+";
+        assert!(is_hex_text(text.as_bytes()));
+        assert_eq!(binary_of(text.as_bytes()).unwrap().len(), 16);
+        assert!(!is_hex_text(
+            b"06040100
+00000000
+00000000
+00000014
+"
+        ));
+        assert!(!is_hex_text(
+            b"06040100
+00000000
+00000000
+zz
+"
+        ));
+        assert!(!is_hex_text(b""));
+        assert_eq!(binary_of(b"\x00\x01").unwrap().as_ref(), b"\x00\x01");
     }
 }

@@ -6,75 +6,56 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use clap::Subcommand;
-use kiln_format::irpa::builder::{check_pattern, Plan};
+use kiln_format::irpa::builder::Plan;
 use kiln_format::irpa::edit::{self, Patch};
+use kiln_format::irpa::source::TensorType;
+use kiln_format::irpa::tensor_metadata;
 use kiln_format::irpa::transform::{self, Options};
-use kiln_format::irpa::{Archive, BuildEntry, Payload, SourceEntry};
+use kiln_format::irpa::{Archive, BuildEntry, Payload};
 use kiln_format::npy::Npy;
 use kiln_runtime::MappedFile;
 
+use super::args::{self, DataArg, SplatArg};
 use super::sources::{self, Parsed};
-use super::{hex, parse_splat_key, write::write_output, write_plan};
+use super::{write::write_output, write_plan, KeyFlags};
 use crate::input::Input;
 
 /// Entries to add: `--data NAME=FILE.npy` and `--splat NAME=LENGTH:HEXPATTERN`.
 #[derive(clap::Args)]
 pub struct NewEntries {
     /// A data entry holding the array of a .npy file (or a raw file's bytes).
-    #[arg(long, value_name = "NAME=FILE.npy")]
-    data: Vec<String>,
+    #[arg(long, value_name = "NAME=FILE.npy", value_parser = args::data)]
+    data: Vec<DataArg>,
     /// A splat entry: LENGTH bytes of the repeated pattern (1, 2, 4, 8 or 16 bytes of hex).
-    #[arg(long, value_name = "NAME=LENGTH:HEXPATTERN")]
-    splat: Vec<String>,
+    #[arg(long, value_name = "NAME=LENGTH:HEXPATTERN", value_parser = args::new_splat)]
+    splat: Vec<SplatArg>,
     /// Alignment of data in the storage segment (a power of two).
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, value_parser = args::alignment)]
     pub alignment: u64,
 }
 
 /// The new entries with their files mapped.
-pub struct Loaded {
-    splats: Vec<(String, Vec<u8>, u64)>,
-    data: Vec<(String, MappedFile, PathBuf)>,
+pub struct Loaded<'n> {
+    splats: &'n [SplatArg],
+    data: Vec<(&'n str, MappedFile, &'n Path)>,
 }
 
 impl NewEntries {
-    /// Parses the flags and maps the data files.
-    pub fn load(&self) -> Result<Loaded> {
-        let mut splats = Vec::new();
-        for s in &self.splat {
-            let (name, spec) = s
-                .rsplit_once('=')
-                .with_context(|| format!("--splat {s:?}: expected NAME=LENGTH:HEXPATTERN"))?;
-            let (len, pat) = spec
-                .split_once(':')
-                .with_context(|| format!("--splat {s:?}: expected LENGTH:HEXPATTERN"))?;
-            let length: u64 =
-                len.parse().with_context(|| format!("--splat {s:?}: bad length {len:?}"))?;
-            let pattern = hex(pat).with_context(|| format!("--splat {s:?}"))?;
-            check_pattern(&pattern).with_context(|| format!("--splat {s:?}"))?;
-            if !length.is_multiple_of(pattern.len() as u64) {
-                bail!(
-                    "--splat {s:?}: length {length} is not a multiple of the {}-byte pattern",
-                    pattern.len()
-                );
-            }
-            splats.push((name.to_string(), pattern, length));
-        }
-        let mut data = Vec::new();
+    /// Maps the data files.
+    pub fn load(&self) -> Result<Loaded<'_>> {
+        let mut data = Vec::with_capacity(self.data.len());
         for d in &self.data {
-            let (name, file) =
-                d.split_once('=').with_context(|| format!("--data {d:?}: expected NAME=FILE"))?;
-            let map = MappedFile::open(file)?;
-            data.push((name.to_string(), map, PathBuf::from(file)));
+            data.push((d.name.as_str(), MappedFile::open(&d.path)?, d.path.as_path()));
         }
-        Ok(Loaded { splats, data })
+        Ok(Loaded { splats: &self.splat, data })
     }
 }
 
-/// The payload bytes of a .npy file (C order), or the whole file when it is not a .npy.
-pub fn payload_of<'a>(bytes: &'a [u8], path: &Path) -> Result<&'a [u8]> {
+/// The payload bytes of a .npy file (C order) with its dtype and shape, or the whole file
+/// (untyped) when it is not a .npy.
+pub fn payload_of<'a>(bytes: &'a [u8], path: &Path) -> Result<(&'a [u8], Option<TensorType>)> {
     if !bytes.starts_with(b"\x93NUMPY") {
-        return Ok(bytes);
+        return Ok((bytes, None));
     }
     let npy = Npy::parse(bytes).with_context(|| path.display().to_string())?;
     if npy.fortran_order && npy.shape.iter().filter(|&&d| d > 1).count() > 1 {
@@ -83,30 +64,38 @@ pub fn payload_of<'a>(bytes: &'a [u8], path: &Path) -> Result<&'a [u8]> {
             path.display()
         );
     }
-    Ok(npy.data)
+    let descr = tensor_metadata::known_descr(&npy.descr);
+    let tensor = TensorType { dtype: npy.descr.clone(), npy_descr: descr, shape: npy.shape };
+    Ok((npy.data, Some(tensor)))
 }
 
-impl Loaded {
+impl Loaded<'_> {
     /// The mapped data files.
     pub fn maps(&self) -> Vec<&MappedFile> {
         self.data.iter().map(|(_, map, _)| map).collect()
     }
 
-    /// Splats first, then data entries, each in flag order (as iree-create-parameters does).
-    pub fn entries(&self) -> Result<Vec<BuildEntry<'_>>> {
+    /// Splats first, then data entries, each in flag order (as iree-create-parameters does);
+    /// with `typed`, a .npy array's dtype and shape go into its entry's metadata.
+    pub fn entries(&self, typed: bool) -> Result<Vec<BuildEntry<'_>>> {
         let mut out = Vec::with_capacity(self.splats.len() + self.data.len());
-        for (name, pattern, length) in &self.splats {
+        for s in self.splats {
             out.push(BuildEntry {
-                name: Cow::Borrowed(name.as_bytes()),
+                name: Cow::Borrowed(s.name.as_bytes()),
                 metadata: Cow::Borrowed(&[]),
-                payload: Payload::Splat { pattern: Cow::Borrowed(pattern), length: *length },
+                payload: Payload::Splat { pattern: Cow::Borrowed(&s.pattern), length: s.length },
             });
         }
         for (name, map, path) in &self.data {
+            let (bytes, tensor) = payload_of(map.bytes(), path)?;
+            let metadata = match tensor {
+                Some(t) if typed => tensor_metadata::encode(&t),
+                _ => Vec::new(),
+            };
             out.push(BuildEntry {
                 name: Cow::Borrowed(name.as_bytes()),
-                metadata: Cow::Borrowed(&[]),
-                payload: Payload::Data(payload_of(map.bytes(), path)?),
+                metadata: Cow::Owned(metadata),
+                payload: Payload::Data(bytes),
             });
         }
         Ok(out)
@@ -128,6 +117,8 @@ pub enum EditCommand {
         /// Also add every entry of this parameter file (.irpa, .safetensors, .gguf, .ptd, .pte).
         #[arg(long, value_name = "FILE")]
         from: Vec<PathBuf>,
+        #[command(flatten)]
+        keys: KeyFlags,
     },
     /// Mark entries as erased (type SKIP) in place; nothing else changes.
     Erase {
@@ -149,8 +140,8 @@ pub enum EditCommand {
         #[arg(short, long)]
         output: PathBuf,
         /// New data for an entry.
-        #[arg(long, value_name = "NAME=FILE.npy", required = true)]
-        data: Vec<String>,
+        #[arg(long, value_name = "NAME=FILE.npy", required = true, value_parser = args::data)]
+        data: Vec<DataArg>,
     },
     /// Concatenate archives into one file with linked headers (no data is re-encoded).
     Concat {
@@ -160,6 +151,9 @@ pub enum EditCommand {
         /// Output archive.
         #[arg(short, long)]
         output: PathBuf,
+        /// Accept several entries with the same key (IREE finds only the first).
+        #[arg(long)]
+        allow_duplicates: bool,
     },
     /// Rewrite with one header at the head, live entries in order and no dead space.
     Repack {
@@ -168,8 +162,8 @@ pub enum EditCommand {
         /// Output archive.
         #[arg(short, long)]
         output: PathBuf,
-        /// Alignment of data in the storage segment.
-        #[arg(long, default_value_t = 64)]
+        /// Alignment of data in the storage segment (a power of two).
+        #[arg(long, default_value_t = 64, value_parser = args::alignment)]
         alignment: u64,
     },
     /// Turn every entry into a zero splat of the same length (drops all data).
@@ -185,8 +179,8 @@ pub enum EditCommand {
         /// The archive.
         archive: PathBuf,
         /// Keys, optionally with a hex pattern.
-        #[arg(required = true, value_name = "KEY[=HEXPATTERN]")]
-        keys: Vec<String>,
+        #[arg(required = true, value_name = "KEY[=HEXPATTERN]", value_parser = args::splat_key)]
+        keys: Vec<(Vec<u8>, Vec<u8>)>,
         /// Output archive.
         #[arg(short, long)]
         output: PathBuf,
@@ -196,11 +190,14 @@ pub enum EditCommand {
         /// The archive.
         archive: PathBuf,
         /// Renames.
-        #[arg(required = true, value_name = "OLD=NEW")]
-        pairs: Vec<String>,
+        #[arg(required = true, value_name = "OLD=NEW", value_parser = args::rename)]
+        pairs: Vec<(Vec<u8>, Vec<u8>)>,
         /// Output archive.
         #[arg(short, long)]
         output: PathBuf,
+        /// Accept several entries with the same key (IREE finds only the first).
+        #[arg(long)]
+        allow_duplicates: bool,
     },
     /// Leave entries out.
     Exclude {
@@ -217,9 +214,11 @@ pub enum EditCommand {
 
 /// Runs an edit command.
 pub fn run(cmd: EditCommand) -> Result<ExitCode> {
+    // Edits that keep every key need no duplicate check; rename and the linking edits do.
+    let same_keys = KeyFlags { allow_duplicates: true, no_tensor_metadata: false };
     match cmd {
-        EditCommand::Append { archive, output, new, from } => {
-            append(&archive, &output, &new, &from)?
+        EditCommand::Append { archive, output, new, from, keys } => {
+            append(&archive, &output, &new, &from, keys)?
         }
         EditCommand::Erase { archive, keys, output } => {
             let input = Input::open(&archive)?;
@@ -231,9 +230,20 @@ pub fn run(cmd: EditCommand) -> Result<ExitCode> {
             write_output(&output, out.total_size(), &[&input.file], |w, p| out.write(w, p))?;
         }
         EditCommand::Replace { archive, output, data } => replace(&archive, &output, &data)?,
-        EditCommand::Concat { files, output } => {
+        EditCommand::Concat { files, output, allow_duplicates } => {
             let inputs = sources::open_all(&files)?;
             let parsed = inputs.iter().map(parse_archive).collect::<Result<Vec<_>>>()?;
+            let flags = KeyFlags { allow_duplicates, no_tensor_metadata: false };
+            let all: Vec<BuildEntry<'_>> = parsed
+                .iter()
+                .flat_map(|a| a.live_entries())
+                .map(|e| BuildEntry {
+                    name: Cow::Borrowed(e.name),
+                    metadata: Cow::Borrowed(&[]),
+                    payload: Payload::Data(&[]),
+                })
+                .collect();
+            flags.check(&all)?;
             let pairs: Vec<(&[u8], &Archive<'_>)> =
                 inputs.iter().map(Input::bytes).zip(&parsed).collect();
             let out = edit::link(&pairs, None);
@@ -241,26 +251,27 @@ pub fn run(cmd: EditCommand) -> Result<ExitCode> {
             write_output(&output, out.total_size(), &maps, |w, p| out.write(w, p))?;
         }
         EditCommand::Repack { archive, output, alignment } => {
-            rebuild(&archive, &output, &Options::default(), alignment, &[])?
+            rebuild(&archive, &output, &Options::default(), alignment, &[], same_keys)?
         }
         EditCommand::Strip { archive, output } => {
             let o = Options { strip: true, ..Options::default() };
-            rebuild(&archive, &output, &o, 64, &[])?
+            rebuild(&archive, &output, &o, 64, &[], same_keys)?
         }
         EditCommand::Splat { archive, keys, output } => {
-            let splat = keys.iter().map(|k| parse_splat_key(k)).collect::<Result<Vec<_>>>()?;
-            let names: Vec<Vec<u8>> = splat.iter().map(|(k, _)| k.clone()).collect();
-            rebuild(&archive, &output, &Options { splat, ..Options::default() }, 64, &names)?
+            let names: Vec<Vec<u8>> = keys.iter().map(|(k, _)| k.clone()).collect();
+            let o = Options { splat: keys, ..Options::default() };
+            rebuild(&archive, &output, &o, 64, &names, same_keys)?
         }
-        EditCommand::Rename { archive, pairs, output } => {
-            let o = super::options(&[], &pairs, false, &[])?;
-            let names: Vec<Vec<u8>> = o.rename.iter().map(|(k, _)| k.clone()).collect();
-            rebuild(&archive, &output, &o, 64, &names)?
+        EditCommand::Rename { archive, pairs, output, allow_duplicates } => {
+            let names: Vec<Vec<u8>> = pairs.iter().map(|(k, _)| k.clone()).collect();
+            let o = Options { rename: pairs, ..Options::default() };
+            let flags = KeyFlags { allow_duplicates, no_tensor_metadata: false };
+            rebuild(&archive, &output, &o, 64, &names, flags)?
         }
         EditCommand::Exclude { archive, keys, output } => {
-            let o = super::options(&keys, &[], false, &[])?;
-            let names = o.exclude.clone();
-            rebuild(&archive, &output, &o, 64, &names)?
+            let names: Vec<Vec<u8>> = keys.iter().map(|k| k.as_bytes().to_vec()).collect();
+            let o = Options { exclude: names.clone(), ..Options::default() };
+            rebuild(&archive, &output, &o, 64, &names, same_keys)?
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -279,6 +290,7 @@ fn rebuild(
     options: &Options,
     alignment: u64,
     must_exist: &[Vec<u8>],
+    keys: KeyFlags,
 ) -> Result<()> {
     let input = Input::open(path)?;
     let parsed = Parsed::new(&input)?;
@@ -289,23 +301,41 @@ fn rebuild(
         }
     }
     let entries = transform::apply(&all, options);
+    keys.check(&entries)?;
     let plan = Plan::new(&entries, alignment)?;
     write_plan(output, &plan, &[&input.file])
 }
 
-fn append(path: &Path, output: &Path, new: &NewEntries, from: &[PathBuf]) -> Result<()> {
+fn append(
+    path: &Path,
+    output: &Path,
+    new: &NewEntries,
+    from: &[PathBuf],
+    keys: KeyFlags,
+) -> Result<()> {
     let input = Input::open(path)?;
     let base = parse_archive(&input)?;
     let loaded = new.load()?;
-    let mut entries = loaded.entries()?;
+    let mut entries = loaded.entries(!keys.no_tensor_metadata)?;
     let opened = sources::open_all(from)?;
     let parsed = sources::parse_all(&opened)?;
     let paths: Vec<&Path> = from.iter().map(PathBuf::as_path).collect();
     let extra = sources::entries_of(&parsed, &paths)?;
-    entries.extend(extra.iter().map(SourceEntry::to_build));
+    entries.extend(extra.iter().map(|e| e.to_build(!keys.no_tensor_metadata)));
     if entries.is_empty() {
         bail!("nothing to append: give --data, --splat or --from");
     }
+    // The base archive's keys come first, as a reader of the linked file sees them.
+    let mut all: Vec<BuildEntry<'_>> = base
+        .live_entries()
+        .map(|e| BuildEntry {
+            name: Cow::Borrowed(e.name),
+            metadata: Cow::Borrowed(&[]),
+            payload: Payload::Data(&[]),
+        })
+        .collect();
+    all.extend(entries.iter().cloned());
+    keys.check(&all)?;
     let plan = Plan::new(&entries, new.alignment)?;
     let out = edit::link(&[(input.bytes(), &base)], Some(&plan));
     let mut maps = loaded.maps();
@@ -314,27 +344,33 @@ fn append(path: &Path, output: &Path, new: &NewEntries, from: &[PathBuf]) -> Res
     write_output(output, out.total_size(), &maps, |w, p| out.write(w, p))
 }
 
-fn replace(path: &Path, output: &Path, data: &[String]) -> Result<()> {
+/// New data for an entry: key, bytes, and the type metadata of a .npy file.
+type Replacement<'a> = (&'a [u8], &'a [u8], Option<Vec<u8>>);
+
+fn replace(path: &Path, output: &Path, data: &[DataArg]) -> Result<()> {
     let input = Input::open(path)?;
     let parsed = Parsed::new(&input)?;
     let mut files = Vec::with_capacity(data.len());
     for d in data {
-        let (name, file) =
-            d.split_once('=').with_context(|| format!("--data {d:?}: expected NAME=FILE"))?;
-        files.push((name.to_string(), MappedFile::open(file)?, PathBuf::from(file)));
+        files.push((d.name.as_str(), MappedFile::open(&d.path)?, d.path.as_path()));
     }
-    let mut new: Vec<(&[u8], &[u8])> = Vec::with_capacity(files.len());
+    let mut new: Vec<Replacement<'_>> = Vec::with_capacity(files.len());
     for (name, map, file) in &files {
-        new.push((name.as_bytes(), payload_of(map.bytes(), file)?));
+        let (bytes, tensor) = payload_of(map.bytes(), file)?;
+        new.push((name.as_bytes(), bytes, tensor.as_ref().map(tensor_metadata::encode)));
     }
     if let Parsed::Irpa(archive) = &parsed {
         let mut patches: Vec<Patch<'_>> = Vec::new();
-        for (name, bytes) in &new {
+        for (name, bytes, metadata) in &new {
+            // In place only when the entry's recorded type stays true.
+            let same_type = metadata
+                .as_ref()
+                .is_none_or(|m| archive.find(name).is_some_and(|e| e.metadata == m.as_slice()));
             match edit::replace_in_place(archive, name, bytes)
                 .with_context(|| path.display().to_string())?
             {
-                Some(p) => patches.push(p),
-                None => break,
+                Some(p) if same_type => patches.push(p),
+                _ => break,
             }
         }
         if patches.len() == new.len() {
@@ -346,7 +382,7 @@ fn replace(path: &Path, output: &Path, data: &[String]) -> Result<()> {
         }
     }
     let all = parsed.source().param_entries()?;
-    for (name, _) in &new {
+    for (name, _, _) in &new {
         if !all.iter().any(|e| &*e.key == *name) {
             bail!("{}: no entry named `{}`", path.display(), String::from_utf8_lossy(name));
         }
@@ -354,9 +390,12 @@ fn replace(path: &Path, output: &Path, data: &[String]) -> Result<()> {
     let entries: Vec<BuildEntry<'_>> = all
         .iter()
         .map(|e| {
-            let mut b = e.to_build();
-            if let Some((_, bytes)) = new.iter().find(|(n, _)| *n == &*e.key) {
+            let mut b = e.to_build(true);
+            if let Some((_, bytes, metadata)) = new.iter().find(|(n, _, _)| *n == &*e.key) {
                 b.payload = Payload::Data(bytes);
+                if let Some(m) = metadata {
+                    b.metadata = Cow::Owned(m.clone());
+                }
             }
             b
         })

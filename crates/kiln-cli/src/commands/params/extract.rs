@@ -1,6 +1,5 @@
 //! `kiln params extract`: one entry to a .npy file or raw bytes, streamed.
 
-use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -49,7 +48,7 @@ pub fn run(file: &Path, key: &str, output: &Path, raw: bool) -> Result<ExitCode>
             w.write_all(&header)?;
             let mut n = header.len() as u64;
             for chunk in bytes.chunks(8 << 20) {
-                w.write_all(chunk)?;
+                w.copy(chunk)?;
                 n += chunk.len() as u64;
                 progress(n, chunk);
             }

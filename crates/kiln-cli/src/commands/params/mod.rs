@@ -1,12 +1,16 @@
 //! `kiln params`: IREE parameter archives (`.irpa`) and the formats they are made from.
 //!
 //! `dump`, `create`, `convert`, `extract` and `verify` follow IREE's tools
-//! (`iree-dump-parameters`, `iree-create-parameters`, `iree-convert-parameters`) and produce
-//! byte-identical archives for the same inputs; the edit commands (append, erase, replace,
-//! concat, repack, strip, splat, rename, exclude) write a new file and never touch the input.
-//! Every output is written through a temporary file renamed into place, with data streamed
-//! from memory maps.
+//! (`iree-dump-parameters`, `iree-create-parameters`, `iree-convert-parameters`) and, with
+//! `--no-tensor-metadata`, produce byte-identical archives for the same inputs; the edit
+//! commands (append, erase, replace, concat, repack, strip, splat, rename, exclude) write a new
+//! file and never touch the input.
+//! Every output is written through a temporary file renamed into place, with payloads copied
+//! from the inputs' files by the kernel (see `write`). Tensors' dtypes and shapes are kept in
+//! entry metadata (IREE's `TENSORv0:` form) unless `--no-tensor-metadata`, and two entries
+//! with one key are refused unless `--allow-duplicates`.
 
+mod args;
 mod edit;
 mod extract;
 mod sources;
@@ -18,7 +22,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::Subcommand;
 use kiln_format::irpa::builder::Plan;
 use kiln_format::irpa::transform::{self, Options};
@@ -38,6 +42,29 @@ pub struct Args {
     command: Command,
 }
 
+/// How keys and types are written, for the commands that build entries.
+#[derive(clap::Args, Clone, Copy)]
+pub struct KeyFlags {
+    /// Accept several entries with the same key (IREE finds only the first).
+    #[arg(long)]
+    pub allow_duplicates: bool,
+    /// Write no dtype/shape metadata: the bytes IREE's command-line tools write.
+    #[arg(long)]
+    pub no_tensor_metadata: bool,
+}
+
+impl KeyFlags {
+    /// Fails on a duplicate key unless `--allow-duplicates`.
+    pub fn check(&self, entries: &[kiln_format::irpa::BuildEntry<'_>]) -> Result<()> {
+        if !self.allow_duplicates {
+            transform::check_unique(entries).map_err(|e| {
+                anyhow::anyhow!("{e}; pass --allow-duplicates to write both entries")
+            })?;
+        }
+        Ok(())
+    }
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Print the entry table of parameter files (.irpa, .safetensors, .gguf, .ptd, .pte) like
@@ -50,16 +77,20 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Create an archive from .npy (or raw) files and splats.
+    /// Create an archive from .npy (or raw) files and splats; a .npy array's dtype and shape
+    /// are kept in its entry's metadata (`TENSORv0:`, as IREE's Python helpers write them).
     Create {
         /// Output archive.
         #[arg(short, long)]
         output: PathBuf,
         #[command(flatten)]
         new: edit::NewEntries,
+        #[command(flatten)]
+        keys: KeyFlags,
     },
     /// Convert and merge .irpa, .safetensors, .gguf, .ptd and .pte files into one archive
-    /// (the flags of iree-convert-parameters).
+    /// (the flags of iree-convert-parameters); tensors' dtypes and shapes are kept in their
+    /// entries' metadata.
     Convert {
         /// Input files, in order.
         #[arg(required = true)]
@@ -71,14 +102,16 @@ enum Command {
         #[arg(long, value_name = "KEY")]
         exclude: Vec<String>,
         /// Rename an entry.
-        #[arg(long, value_name = "OLD=NEW")]
-        rename: Vec<String>,
+        #[arg(long, value_name = "OLD=NEW", value_parser = args::rename)]
+        rename: Vec<(Vec<u8>, Vec<u8>)>,
         /// Turn every entry into a zero splat of the same length.
         #[arg(long)]
         strip: bool,
         /// Turn the entry with this (new) key into a splat: a zero byte, or the hex pattern.
-        #[arg(long, value_name = "KEY[=HEXPATTERN]")]
-        splat: Vec<String>,
+        #[arg(long, value_name = "KEY[=HEXPATTERN]", value_parser = args::splat_key)]
+        splat: Vec<(Vec<u8>, Vec<u8>)>,
+        #[command(flatten)]
+        keys: KeyFlags,
     },
     /// Write one entry's bytes to a .npy file (when the output ends in .npy) or raw bytes.
     Extract {
@@ -93,7 +126,8 @@ enum Command {
         #[arg(long)]
         raw: bool,
     },
-    /// Check archives (and safetensors/GGUF files): exit 1 on any error; warnings are printed.
+    /// Check parameter files (everything `dump` reads): exit 1 on any error; warnings are
+    /// printed.
     Verify {
         /// Files to check.
         #[arg(required = true)]
@@ -110,21 +144,25 @@ enum Command {
 pub fn run(args: Args) -> Result<ExitCode> {
     match args.command {
         Command::Dump { files, json } => dump(&files, json),
-        Command::Create { output, new } => {
+        Command::Create { output, new, keys } => {
             let loaded = new.load()?;
-            let entries = loaded.entries()?;
+            let entries = loaded.entries(!keys.no_tensor_metadata)?;
+            keys.check(&entries)?;
             let plan = Plan::new(&entries, new.alignment)?;
             write_plan(&output, &plan, &loaded.maps())?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Convert { inputs, output, exclude, rename, strip, splat } => {
-            let options = options(&exclude, &rename, strip, &splat)?;
+        Command::Convert { inputs, output, exclude, rename, strip, splat, keys } => {
+            let exclude = exclude.iter().map(|k| k.as_bytes().to_vec()).collect();
+            let untyped = keys.no_tensor_metadata;
+            let options = Options { exclude, rename, splat, strip, untyped };
             let opened = sources::open_all(&inputs)?;
             let parsed = sources::parse_all(&opened)?;
             let paths: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
             let all = sources::entries_of(&parsed, &paths)?;
             warn_unmatched(&all, &options);
             let entries = transform::apply(&all, &options);
+            keys.check(&entries)?;
             let plan = Plan::new(&entries, kiln_format::irpa::DEFAULT_DATA_ALIGNMENT)?;
             let maps: Vec<&MappedFile> = opened.iter().map(|i| &i.file).collect();
             write_plan(&output, &plan, &maps)?;
@@ -134,53 +172,6 @@ pub fn run(args: Args) -> Result<ExitCode> {
         Command::Verify { files, json } => verify(&files, json),
         Command::Edit(cmd) => edit::run(cmd),
     }
-}
-
-/// Parses the convert flags.
-fn options(
-    exclude: &[String],
-    rename: &[String],
-    strip: bool,
-    splat: &[String],
-) -> Result<Options> {
-    let mut o = Options { strip, ..Options::default() };
-    o.exclude = exclude.iter().map(|k| k.as_bytes().to_vec()).collect();
-    for r in rename {
-        let (old, new) =
-            r.split_once('=').with_context(|| format!("--rename {r:?}: expected OLD=NEW"))?;
-        o.rename.push((old.as_bytes().to_vec(), new.as_bytes().to_vec()));
-    }
-    for s in splat {
-        o.splat.push(parse_splat_key(s)?);
-    }
-    Ok(o)
-}
-
-/// `KEY` or `KEY=HEXPATTERN` (1, 2, 4, 8 or 16 bytes).
-fn parse_splat_key(s: &str) -> Result<(Vec<u8>, Vec<u8>)> {
-    match s.rsplit_once('=') {
-        Some((key, pat)) if !pat.is_empty() && pat.bytes().all(|b| b.is_ascii_hexdigit()) => {
-            let pattern = hex(pat).with_context(|| format!("--splat {s:?}"))?;
-            kiln_format::irpa::builder::check_pattern(&pattern)
-                .with_context(|| format!("--splat {s:?}"))?;
-            Ok((key.as_bytes().to_vec(), pattern))
-        }
-        _ => Ok((s.as_bytes().to_vec(), vec![0])),
-    }
-}
-
-/// Decodes an even-length hex string.
-fn hex(s: &str) -> Result<Vec<u8>> {
-    if !s.len().is_multiple_of(2) {
-        bail!("hex {s:?} has an odd number of digits");
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| {
-            u8::from_str_radix(s.get(i..i + 2).unwrap_or(""), 16)
-                .with_context(|| format!("bad hex {s:?}"))
-        })
-        .collect()
 }
 
 fn warn_unmatched(all: &[kiln_format::irpa::SourceEntry<'_>], o: &Options) {
@@ -274,16 +265,36 @@ fn check(input: &Input) -> Vec<kiln_format::irpa::verify::Finding> {
             Ok(a) => findings(&a),
             Err(e) => error(e),
         },
-        Kind::Safetensors => {
-            match kiln_format::safetensors::SafeTensors::parse(bytes).and_then(|s| s.verify()) {
-                Ok(()) => Vec::new(),
-                Err(e) => error(e),
-            }
-        }
+        Kind::Safetensors => match kiln_format::safetensors::SafeTensors::parse(bytes) {
+            Ok(_) => Vec::new(),
+            Err(e) => error(e),
+        },
         Kind::Gguf => match kiln_format::gguf::Gguf::parse(bytes).and_then(|g| g.verify()) {
             Ok(()) => Vec::new(),
             Err(e) => error(e),
         },
+        // Everything `params dump` reads: an ExecuTorch file verified as `kiln verify` does,
+        // then its tensors listed as archive entries.
+        Kind::Ptd | Kind::Pte => {
+            let verified = if input.kind == Kind::Ptd {
+                super::executorch::verify_ptd(input)
+            } else {
+                super::executorch::verify_pte(input)
+            };
+            let listed = verified.and_then(|()| {
+                let parsed = Parsed::new(input).map_err(|e| format!("{e:#}"))?;
+                parsed.source().param_entries().map(|_| ()).map_err(|e| e.to_string())
+            });
+            match listed {
+                Ok(()) => Vec::new(),
+                Err(message) => vec![kiln_format::irpa::verify::Finding {
+                    severity: Severity::Error,
+                    field: String::new(),
+                    offset: None,
+                    message,
+                }],
+            }
+        }
         kind => error(kiln_format::Error::unsupported(
             "params",
             "kind",
