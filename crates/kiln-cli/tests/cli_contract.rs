@@ -55,10 +55,9 @@ fn clashing_arguments_are_usage_errors() {
 #[test]
 fn renamed_flags_keep_one_meaning() {
     let pte = fixture("tiny_cnn.pte");
-    // The old spellings are usage errors now.
+    // The old spellings that meant something else are usage errors now.
     for args in [
-        &["run", pte.as_str(), "--output-dir", "d"][..],
-        &["edgetpu", "extract", "m.tflite", "-o", "d"],
+        &["edgetpu", "extract", "m.tflite", "-o", "d"][..],
         &["edgetpu", "extract", "m.tflite", "--output", "d"],
         &["edgetpu", "link", "m.tflite", "--input", "a=1", "--out-dir", "d"],
         &["edgetpu", "link", "m.tflite", "--output", "a=1", "--out-dir", "d"],
@@ -66,6 +65,15 @@ fn renamed_flags_keep_one_meaning() {
     ] {
         assert_eq!(kiln(args).0, 2, "{args:?}");
     }
+    // `run --output-dir` stays as an alias of `--out-dir` (the same folder), for scripts.
+    let dir = std::env::temp_dir().join(format!("kiln-contract-{}", std::process::id()));
+    for flag in ["--out-dir", "--output-dir"] {
+        let d = dir.join(flag.trim_start_matches('-'));
+        let (code, _, stderr) = kiln(&["run", pte.as_str(), flag, d.to_str().unwrap()]);
+        assert_eq!(code, 0, "{flag}: {stderr}");
+        assert!(d.join("output0.npy").is_file(), "{flag}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
     // The new ones are accepted (the missing model then fails with exit 1).
     for args in [
         &["edgetpu", "extract", "missing.tflite", "--out-dir", "d"][..],

@@ -106,7 +106,7 @@ fn every_writer_output_is_inspected_and_verified() {
 
     if let Some(model) = shared("edgetpu/keras_lstm_mnist_ptq_edgetpu.tflite") {
         let dir = tmp("extracted");
-        ok(&["edgetpu", "extract", &model, "-o", &dir]);
+        ok(&["edgetpu", "extract", &model, "--out-dir", &dir]);
         let pkg = Path::new(&dir).join("package0_sg0_op0");
         let dwn = pkg.join("package.dwn").display().to_string();
         reads_back(&dwn);

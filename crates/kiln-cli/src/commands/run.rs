@@ -38,8 +38,10 @@ pub struct Args {
     /// the tensors' fully qualified names (detected from the file's magic).
     #[arg(long, value_name = "FILE.ptd|FILE.irpa")]
     pub data: Option<PathBuf>,
-    /// Write the outputs as DIR/output0.npy, DIR/output1.npy, ...
-    #[arg(long, value_name = "DIR")]
+    /// Write the outputs as DIR/output0.npy, DIR/output1.npy, ... (`--output-dir`, its old
+    /// spelling, is still accepted: scripts such as the ExecuTorch backend-suite harness use it;
+    /// it means the same folder, so no flag changes meaning).
+    #[arg(long, value_name = "DIR", alias = "output-dir")]
     pub out_dir: Option<PathBuf>,
     /// The expected outputs, one .npy per output in order: exit 1 when an output differs by
     /// more than `--atol` anywhere, naming the output, the worst index and both values.
