@@ -8,22 +8,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use common::kiln;
+use common::{kiln, s, scratch};
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/pte").join(name)
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
-/// A fresh folder for one test.
-fn scratch(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("kiln-io-cli-{test}-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 fn mkfifo(path: &Path) {
@@ -46,7 +34,7 @@ fn listing(dir: &Path) -> Vec<String> {
 
 #[test]
 fn an_output_that_is_a_fifo_or_a_folder_is_refused_and_left_as_it_was() {
-    let dir = scratch("special-out");
+    let dir = scratch("io-cli", "special-out");
     let pte = fixture("tiny_cnn.pte");
     let fifo = dir.join("out.pte");
     mkfifo(&fifo);
@@ -71,7 +59,7 @@ fn an_output_that_is_a_fifo_or_a_folder_is_refused_and_left_as_it_was() {
 
 #[test]
 fn an_output_that_is_a_symbolic_link_is_written_through() {
-    let dir = scratch("link-out");
+    let dir = scratch("io-cli", "link-out");
     let pte = fixture("tiny_cnn.pte");
     let direct = dir.join("direct.pte");
     assert_eq!(kiln(&["pte", "rewrite", s(&pte), "-o", s(&direct)]).0, 0);
@@ -152,7 +140,7 @@ fn dash_fifos_and_pipes_are_read_as_streams() {
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(String::from_utf8_lossy(&out.stdout), want);
     // A FIFO named on the command line.
-    let dir = scratch("fifo-in");
+    let dir = scratch("io-cli", "fifo-in");
     let fifo = dir.join("model.pte");
     mkfifo(&fifo);
     let feeder = {
@@ -168,7 +156,7 @@ fn dash_fifos_and_pipes_are_read_as_streams() {
 
 #[test]
 fn a_folder_given_as_input_is_named_as_one() {
-    let dir = scratch("dir-in");
+    let dir = scratch("io-cli", "dir-in");
     for args in [&["inspect", s(&dir)][..], &["verify", s(&dir)], &["run", s(&dir)]] {
         let (code, _, stderr) = kiln(args);
         assert_eq!(code, 1, "{args:?}: {stderr}");

@@ -6,24 +6,13 @@ mod common;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use common::kiln;
+use common::{kiln, s, scratch};
 use kiln_format::npy::Npy;
 use kiln_format::pte::{model::ProgramModel, writer, Program};
 use serde_json::Value;
 
 fn fixture(dir: &str, name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures").join(dir).join(name)
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
-fn scratch(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("kiln-run-cli-{test}-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 /// `path`'s array with its float32 data changed by `edit`, written as `out`.
@@ -41,7 +30,7 @@ fn edited_f32(path: &Path, out: &Path, edit: impl FnOnce(&mut Vec<f32>)) {
 
 #[test]
 fn expect_compares_outputs_and_names_the_worst_element() {
-    let dir = scratch("expect");
+    let dir = scratch("run-cli", "expect");
     let pte = fixture("pte", "tiny_cnn.pte");
     let input = fixture("pte", "tiny_cnn.forward.in0.npy");
     let output = fixture("pte", "tiny_cnn.forward.out0.npy");
@@ -118,7 +107,7 @@ fn inputs_by_name_or_index() {
 
 #[test]
 fn float64_arrays_are_cast_to_float32_inputs() {
-    let dir = scratch("f64");
+    let dir = scratch("run-cli", "f64");
     let pte = fixture("pte", "tiny_cnn.pte");
     let input = fixture("pte", "tiny_cnn.forward.in0.npy");
     let bytes = fs::read(&input).unwrap();
@@ -151,7 +140,7 @@ fn renamed(fixture: &Path, out: &Path, rename: &[(&str, &str)]) {
 
 #[test]
 fn without_forward_the_only_method_runs_or_the_methods_are_listed() {
-    let dir = scratch("methods");
+    let dir = scratch("run-cli", "methods");
     let single = dir.join("predict.pte");
     renamed(&fixture("pte", "tiny_cnn.pte"), &single, &[("forward", "predict")]);
     let input = fixture("pte", "tiny_cnn.forward.in0.npy");

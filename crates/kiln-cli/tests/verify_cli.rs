@@ -3,9 +3,9 @@
 mod common;
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use common::kiln;
+use common::{kiln, s, scratch};
 use kiln_format::pte::{model::ProgramModel, writer, Program};
 use serde_json::Value;
 
@@ -13,20 +13,9 @@ fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/pte").join(name)
 }
 
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
-fn scratch(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("kiln-verify-cli-{test}-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 #[test]
 fn many_files_with_one_line_reasons_on_standard_error() {
-    let dir = scratch("many");
+    let dir = scratch("verify-cli", "many");
     let (good, other) = (fixture("tiny_cnn.pte"), fixture("multi_method.pte"));
     let (code, stdout, stderr) = kiln(&["verify", s(&good), s(&other)]);
     assert_eq!(code, 0, "{stderr}");
@@ -67,7 +56,7 @@ fn many_files_with_one_line_reasons_on_standard_error() {
 
 #[test]
 fn strict_flags_trailing_data_and_oversized_plans() {
-    let dir = scratch("strict");
+    let dir = scratch("verify-cli", "strict");
     let bytes = fs::read(fixture("tiny_cnn.pte")).unwrap();
     let mut trailing = bytes.clone();
     trailing.extend_from_slice(&[0u8; 100]);
