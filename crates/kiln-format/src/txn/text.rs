@@ -39,18 +39,46 @@ pub fn from_hex_text(text: &str) -> Result<Vec<u8>> {
 /// of words times four. Stops at the first byte that cannot belong to the text form and
 /// allocates nothing.
 pub fn is_hex_text(bytes: &[u8]) -> bool {
+    let blank = |b: u8| b != b'\n' && b.is_ascii_whitespace();
     let mut header = [0u32; 4];
     let mut words = 0u64;
-    for line in bytes.split(|&b| b == b'\n') {
-        let word = line.trim_ascii();
-        if word.is_empty() {
-            continue;
+    let mut at = 0;
+    while at < bytes.len() {
+        // One line: blanks, a word (`0x` and 1 to 8 hex digits), blanks; or a blank line.
+        while bytes.get(at).is_some_and(|&b| blank(b)) {
+            at += 1;
         }
-        let digits = word.strip_prefix(b"0x").or_else(|| word.strip_prefix(b"0X")).unwrap_or(word);
-        if digits.is_empty() || digits.len() > 8 || !digits.iter().all(u8::is_ascii_hexdigit) {
+        match bytes.get(at) {
+            None => break,
+            Some(b'\n') => {
+                at += 1;
+                continue;
+            }
+            Some(_) => {}
+        }
+        if matches!(bytes.get(at..at + 2), Some(b"0x" | b"0X")) {
+            at += 2;
+        }
+        let digits = at;
+        let mut value = 0u32;
+        while let Some(&d) = bytes.get(at).filter(|d| d.is_ascii_hexdigit()) {
+            if at - digits == 8 {
+                return false;
+            }
+            value = (value << 4) | hex_value(d);
+            at += 1;
+        }
+        if at == digits {
             return false;
         }
-        let value = digits.iter().fold(0u32, |v, &d| (v << 4) | hex_value(d));
+        while bytes.get(at).is_some_and(|&b| blank(b)) {
+            at += 1;
+        }
+        match bytes.get(at) {
+            None => {}
+            Some(b'\n') => at += 1,
+            Some(_) => return false,
+        }
         if let Some(slot) = header.get_mut(words as usize) {
             *slot = value;
         }
