@@ -121,6 +121,18 @@ fn every_writer_output_is_inspected_and_verified() {
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
         assert_eq!(v["packages"][0]["executables"].as_array().unwrap().len(), 2);
     }
+
+    // The arrays kiln writes: run's outputs and params extract's tensors.
+    let outs = tmp("run-outputs");
+    ok(&["run", &fixture("pte/tiny_cnn.pte"), "--out-dir", &outs]);
+    reads_back(&Path::new(&outs).join("output0.npy").display().to_string());
+    let extracted = tmp("extracted-w.npy");
+    ok(&["params", "extract", &irpa("typed.irpa"), "w", "-o", &extracted]);
+    reads_back(&extracted);
+    let (code, out, err) = kiln(&["dump", &extracted]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["values"].as_array().map(Vec::len), Some(30), "{v}");
 }
 
 #[test]

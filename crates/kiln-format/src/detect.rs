@@ -27,6 +27,9 @@ pub enum Kind {
     /// AIE transaction, binary (no magic; header fields consistent with the file size) or its
     /// hex text form (one 32-bit word per line, as mlir-aie's `insts.txt`).
     Txn,
+    /// NumPy array (`\x93NUMPY` magic), as `kiln run --out-dir`, `params extract` and
+    /// `edgetpu relayout` write.
+    Npy,
 }
 
 impl Kind {
@@ -42,6 +45,7 @@ impl Kind {
             Kind::Edgetpu => "edgetpu",
             Kind::Circle => "circle",
             Kind::Txn => "txn",
+            Kind::Npy => "npy",
         }
     }
 }
@@ -63,6 +67,9 @@ pub fn detect(bytes: &[u8]) -> Option<Kind> {
     }
     if bytes.starts_with(b"GGUF") {
         return Some(Kind::Gguf);
+    }
+    if bytes.starts_with(b"\x93NUMPY") {
+        return Some(Kind::Npy);
     }
     match ident {
         Some(b"ET12") => return Some(Kind::Pte),
@@ -160,6 +167,7 @@ mod tests {
         assert_eq!(detect(b"\x1c\0\0\0FT01FH01"), Some(Kind::Ptd));
         assert_eq!(detect(b"IRPA\0\0\0\0"), Some(Kind::Irpa));
         assert_eq!(detect(b"GGUF\x03\0\0\0"), Some(Kind::Gguf));
+        assert_eq!(detect(b"\x93NUMPY\x01\0"), Some(Kind::Npy));
         assert_eq!(detect(b"\x1c\0\0\0CIR0"), Some(Kind::Circle));
         assert_eq!(detect(b"\x1c\0\0\0TFL3"), Some(Kind::Tflite));
         assert_eq!(detect(b"\x02\0\0\0\0\0\0\0{}"), Some(Kind::Safetensors));

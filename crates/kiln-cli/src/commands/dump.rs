@@ -27,6 +27,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         Kind::Irpa | Kind::Safetensors | Kind::Gguf => super::params::dump_json(&input),
         Kind::Circle => super::circle::dump(&input),
         Kind::Txn => super::txn::dump(&input),
+        Kind::Npy => super::npy::dump(&input),
         kind => bail!("{}: dumping {kind} files is not supported yet", args.file.display()),
     }
 }

@@ -48,5 +48,6 @@ pub fn run(args: Args) -> Result<ExitCode> {
         Kind::Circle => super::circle::inspect(&input, args.json),
         Kind::Txn => super::txn::inspect(&input, args.json),
         Kind::Tflite => super::tflite::inspect(&input, args.json),
+        Kind::Npy => super::npy::inspect(&input, args.json),
     }
 }

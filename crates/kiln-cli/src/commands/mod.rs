@@ -8,6 +8,7 @@ pub mod edgetpu;
 pub mod executorch;
 pub mod generate;
 pub mod inspect;
+pub mod npy;
 pub mod params;
 pub mod run;
 pub mod tflite;

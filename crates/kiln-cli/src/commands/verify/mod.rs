@@ -89,6 +89,7 @@ fn check(input: &Input) -> Result<(), String> {
         Kind::Circle => super::circle::verify(input),
         Kind::Txn => super::txn::verify(input),
         Kind::Tflite => super::tflite::verify(input),
+        Kind::Npy => super::npy::verify(input),
     }
 }
 

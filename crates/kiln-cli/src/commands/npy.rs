@@ -1,0 +1,86 @@
+//! The `kiln inspect`, `kiln verify` and `kiln dump` arms for NumPy `.npy` arrays (what
+//! `kiln run --out-dir`, `kiln params extract` and `kiln edgetpu relayout` write).
+
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use kiln_format::npy::Npy;
+use serde_json::{json, Value};
+
+use crate::input::Input;
+use crate::output::{human_bytes, print_json};
+
+fn parse(input: &Input) -> Result<Npy<'_>> {
+    Npy::parse(input.bytes()).with_context(|| input.file.path().display().to_string())
+}
+
+/// The header as JSON: dtype, shape, order, elements, where the data is.
+fn summary(npy: &Npy<'_>) -> Value {
+    json!({
+        "dtype": npy.descr,
+        "shape": npy.shape,
+        "fortran_order": npy.fortran_order,
+        "elements": npy.shape.iter().product::<u64>(),
+        "data_offset": npy.data_offset,
+        "data_bytes": npy.data.len(),
+    })
+}
+
+/// `kiln inspect` arm.
+pub fn inspect(input: &Input, json: bool) -> Result<ExitCode> {
+    let npy = parse(input)?;
+    if json {
+        print_json(&summary(&npy))?;
+    } else {
+        outln!(
+            "npy array: dtype {}, shape {:?}, {} order, {} elements, {} of data at offset {}",
+            npy.descr,
+            npy.shape,
+            if npy.fortran_order { "Fortran" } else { "C" },
+            npy.shape.iter().product::<u64>(),
+            human_bytes(npy.data.len() as u64),
+            npy.data_offset
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `kiln verify` arm: the header parses and the data holds exactly the array.
+pub fn verify(input: &Input) -> Result<(), String> {
+    Npy::parse(input.bytes()).map(|_| ()).map_err(|e| e.to_string())
+}
+
+/// `kiln dump` arm: the header and, for the numeric dtypes, every value in file order.
+pub fn dump(input: &Input) -> Result<ExitCode> {
+    let npy = parse(input)?;
+    let mut doc = summary(&npy);
+    if let Some(values) = values(&npy.descr, npy.data) {
+        doc["values"] = Value::Array(values);
+    }
+    print_json(&doc)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The values of little-endian numeric data (`None` for other dtypes). JSON has no NaN or
+/// infinities: those are written as strings.
+fn values(descr: &str, data: &[u8]) -> Option<Vec<Value>> {
+    fn each<const N: usize>(data: &[u8], f: impl Fn([u8; N]) -> Value) -> Vec<Value> {
+        data.chunks_exact(N).map(|c| f(c.try_into().unwrap_or([0; N]))).collect()
+    }
+    let float = |x: f64| if x.is_finite() { json!(x) } else { json!(x.to_string()) };
+    Some(match descr.trim_start_matches(['<', '|', '=']) {
+        "f4" => each::<4>(data, |b| float(f64::from(f32::from_le_bytes(b)))),
+        "f8" => each::<8>(data, |b| float(f64::from_le_bytes(b))),
+        "f2" => each::<2>(data, |b| float(half::f16::from_le_bytes(b).to_f64())),
+        "i1" => each::<1>(data, |b| json!(i8::from_le_bytes(b))),
+        "u1" => each::<1>(data, |b| json!(b[0])),
+        "b1" => each::<1>(data, |b| json!(b[0] != 0)),
+        "i2" => each::<2>(data, |b| json!(i16::from_le_bytes(b))),
+        "u2" => each::<2>(data, |b| json!(u16::from_le_bytes(b))),
+        "i4" => each::<4>(data, |b| json!(i32::from_le_bytes(b))),
+        "u4" => each::<4>(data, |b| json!(u32::from_le_bytes(b))),
+        "i8" => each::<8>(data, |b| json!(i64::from_le_bytes(b))),
+        "u8" => each::<8>(data, |b| json!(u64::from_le_bytes(b))),
+        _ => return None,
+    })
+}
