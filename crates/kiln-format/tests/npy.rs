@@ -22,7 +22,7 @@ fn numpy_files() -> Vec<(String, Vec<u8>)> {
 #[test]
 fn mutated_numpy_files_never_panic() {
     let files = numpy_files();
-    let mut rng = Rng::new(0x6e70_79);
+    let mut rng = Rng::new(0x006e_7079);
     let (mut parsed, mut refused) = (0, 0);
     for i in 0..3000 {
         let m = mutate(&files[i % files.len()].1, &mut rng);
