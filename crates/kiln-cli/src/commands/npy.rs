@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use kiln_format::npy::Npy;
+use kiln_kernels::DType;
 use serde_json::{json, Value};
 
 use crate::input::Input;
@@ -61,26 +62,49 @@ pub fn dump(input: &Input) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The values of little-endian numeric data (`None` for other dtypes). JSON has no NaN or
-/// infinities: those are written as strings.
+/// The values of little-endian data of a NumPy dtype kiln has a type for (`None` for the
+/// others), exactly: integers as integers, booleans as booleans; JSON has no NaN or
+/// infinities, so those are written as strings.
 fn values(descr: &str, data: &[u8]) -> Option<Vec<Value>> {
     fn each<const N: usize>(data: &[u8], f: impl Fn([u8; N]) -> Value) -> Vec<Value> {
         data.chunks_exact(N).map(|c| f(c.try_into().unwrap_or([0; N]))).collect()
     }
     let float = |x: f64| if x.is_finite() { json!(x) } else { json!(x.to_string()) };
+    Some(match dtype(descr, None)? {
+        DType::Float => each::<4>(data, |b| float(f64::from(f32::from_le_bytes(b)))),
+        DType::Double => each::<8>(data, |b| float(f64::from_le_bytes(b))),
+        DType::Half => each::<2>(data, |b| float(half::f16::from_le_bytes(b).to_f64())),
+        DType::Char => each::<1>(data, |b| json!(i8::from_le_bytes(b))),
+        DType::Byte => each::<1>(data, |b| json!(b[0])),
+        DType::Bool => each::<1>(data, |b| json!(b[0] != 0)),
+        DType::Short => each::<2>(data, |b| json!(i16::from_le_bytes(b))),
+        DType::UInt16 => each::<2>(data, |b| json!(u16::from_le_bytes(b))),
+        DType::Int => each::<4>(data, |b| json!(i32::from_le_bytes(b))),
+        DType::UInt32 => each::<4>(data, |b| json!(u32::from_le_bytes(b))),
+        DType::Long => each::<8>(data, |b| json!(i64::from_le_bytes(b))),
+        DType::UInt64 => each::<8>(data, |b| json!(u64::from_le_bytes(b))),
+        _ => return None,
+    })
+}
+
+/// The element type of a NumPy `descr` (`<f4`, `|u1`, ...), `None` for dtypes kiln has no
+/// type for; `want`, the type a reader expects, decides how 16-bit unsigned data is read.
+pub(crate) fn dtype(descr: &str, want: Option<DType>) -> Option<DType> {
     Some(match descr.trim_start_matches(['<', '|', '=']) {
-        "f4" => each::<4>(data, |b| float(f64::from(f32::from_le_bytes(b)))),
-        "f8" => each::<8>(data, |b| float(f64::from_le_bytes(b))),
-        "f2" => each::<2>(data, |b| float(half::f16::from_le_bytes(b).to_f64())),
-        "i1" => each::<1>(data, |b| json!(i8::from_le_bytes(b))),
-        "u1" => each::<1>(data, |b| json!(b[0])),
-        "b1" => each::<1>(data, |b| json!(b[0] != 0)),
-        "i2" => each::<2>(data, |b| json!(i16::from_le_bytes(b))),
-        "u2" => each::<2>(data, |b| json!(u16::from_le_bytes(b))),
-        "i4" => each::<4>(data, |b| json!(i32::from_le_bytes(b))),
-        "u4" => each::<4>(data, |b| json!(u32::from_le_bytes(b))),
-        "i8" => each::<8>(data, |b| json!(i64::from_le_bytes(b))),
-        "u8" => each::<8>(data, |b| json!(u64::from_le_bytes(b))),
+        "f4" => DType::Float,
+        "f8" => DType::Double,
+        "f2" => DType::Half,
+        "i8" => DType::Long,
+        "i4" => DType::Int,
+        "i2" => DType::Short,
+        "i1" => DType::Char,
+        "u1" => DType::Byte,
+        "b1" => DType::Bool,
+        // bfloat16 has no NumPy dtype: its bits travel as uint16.
+        "u2" if want == Some(DType::BFloat16) => DType::BFloat16,
+        "u2" => DType::UInt16,
+        "u4" => DType::UInt32,
+        "u8" => DType::UInt64,
         _ => return None,
     })
 }

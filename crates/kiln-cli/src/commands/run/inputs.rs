@@ -44,26 +44,6 @@ pub struct Array {
     pub data: Vec<u8>,
 }
 
-fn npy_dtype(descr: &str, want: Option<DType>) -> Option<DType> {
-    Some(match descr.trim_start_matches(['<', '|', '=']) {
-        "f4" => DType::Float,
-        "f8" => DType::Double,
-        "f2" => DType::Half,
-        "i8" => DType::Long,
-        "i4" => DType::Int,
-        "i2" => DType::Short,
-        "i1" => DType::Char,
-        "u1" => DType::Byte,
-        "b1" => DType::Bool,
-        // bfloat16 has no NumPy dtype: its bits travel as uint16.
-        "u2" if want == Some(DType::BFloat16) => DType::BFloat16,
-        "u2" => DType::UInt16,
-        "u4" => DType::UInt32,
-        "u8" => DType::UInt64,
-        _ => return None,
-    })
-}
-
 /// Reads a `.npy` file (`-` for standard input); `want` is the dtype the reader expects, which
 /// decides how 16-bit unsigned data is read.
 pub fn read_npy(path: &Path, want: Option<DType>) -> Result<Array> {
@@ -72,7 +52,7 @@ pub fn read_npy(path: &Path, want: Option<DType>) -> Result<Array> {
     if npy.fortran_order {
         bail!("{}: Fortran-order arrays are not supported; save it C-contiguous", path.display());
     }
-    let dtype = npy_dtype(&npy.descr, want)
+    let dtype = crate::commands::npy::dtype(&npy.descr, want)
         .with_context(|| format!("{}: dtype {} is not supported", path.display(), npy.descr))?;
     let sizes = npy
         .shape
