@@ -12,8 +12,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Context, Result};
 use kiln_format::txn::registers::register_name;
 use kiln_format::txn::{
-    binary_of, from_hex_text, resolve_patches, to_hex_text, CustomPayload, DdrPatch, Layout, Op,
-    OpKind, Txn,
+    binary_of, resolve_patches, to_hex_text, CustomPayload, DdrPatch, Layout, Op, OpKind, Txn,
 };
 use serde_json::{json, Map, Value};
 
@@ -86,34 +85,23 @@ fn parse_u64(s: &str) -> Result<u64, String> {
 /// Largest text form read: 9 bytes a word (8 digits and a newline), for a binary of 256 MiB.
 const MAX_TEXT_BYTES: usize = 9 << 26;
 
-/// Reads a transaction in either form; the flag says whether it was text. The file is mapped,
-/// not read: a binary is parsed in place, so its header's size check comes before any work.
+/// Reads a transaction in either form (through [`binary_of`]); the flag says whether it was
+/// text. The file is mapped, not read: a binary is parsed in place, so its header's size check
+/// comes before any work.
 fn read(path: &Path) -> Result<(Txn, bool)> {
     let file = crate::input::read(path)?;
     let bytes = file.bytes();
-    let is_binary = kiln_format::detect(bytes) == Some(kiln_format::Kind::Txn)
-        && !kiln_format::txn::is_hex_text(bytes);
-    let is_text = !is_binary
-        && !bytes.is_empty()
-        && bytes
-            .iter()
-            .take(4096)
-            .all(|b| b.is_ascii_hexdigit() || b.is_ascii_whitespace() || *b == b'x');
     let context = || path.display().to_string();
-    if !is_text {
-        return Ok((Txn::parse(bytes).with_context(context)?, false));
-    }
-    if bytes.len() > MAX_TEXT_BYTES {
+    if bytes.len() > MAX_TEXT_BYTES && kiln_format::txn::is_hex_text(bytes) {
         bail!(
             "{}: {} bytes of hex text, more than the {MAX_TEXT_BYTES} kiln reads in that form",
             path.display(),
             bytes.len()
         );
     }
-    let text = std::str::from_utf8(bytes)
-        .map_err(|e| anyhow::anyhow!("{}: hex text form: {e}", path.display()))?;
-    let data = from_hex_text(text).with_context(|| format!("{}: hex text form", path.display()))?;
-    Ok((Txn::parse(&data).with_context(context)?, true))
+    let data = binary_of(bytes).with_context(context)?;
+    let is_text = matches!(data, std::borrow::Cow::Owned(_));
+    Ok((Txn::parse(&data).with_context(context)?, is_text))
 }
 
 fn patch(file: &Path, args: &[(u64, u64)], output: &Path, allow_unpatched: bool) -> Result<()> {
