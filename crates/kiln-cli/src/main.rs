@@ -41,6 +41,9 @@ enum Command {
     Generate(commands::generate::Args),
     /// Time a method of an ExecuTorch program: median/min/p90 latency, per-operator profile.
     Bench(commands::bench::Args),
+    /// Profile a method: every executed kernel timed and attributed to the program's own
+    /// instructions; a table, `--json`, a Chrome trace (`--trace`).
+    Profile(commands::profile::Args),
     /// Packed f32 GEMM throughput against the FMA peak and the `gemm` crate.
     BenchGemm(commands::bench_gemm::Args),
     /// Summarise any supported file (kind detected from its magic bytes).
@@ -81,6 +84,7 @@ fn main() -> ExitCode {
         Command::Run(args) => commands::run::run(args),
         Command::Generate(args) => commands::generate::run(args),
         Command::Bench(args) => commands::bench::run(args),
+        Command::Profile(args) => commands::profile::run(args),
         Command::BenchGemm(args) => commands::bench_gemm::run(args),
         Command::Completions { shell } => completions(shell),
     };

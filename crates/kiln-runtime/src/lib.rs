@@ -50,10 +50,10 @@ pub use delegate::{Backend, BackendError, BackendRegistry, DelegateHandle, Deleg
 pub use error::{Error, MemoryReason, Result};
 pub use io::{Input, Output, OutputTensor, TensorInput, TensorMeta, ValueMeta};
 pub use irpa_data::{irpa_sources, ExpandedSplats, IrpaFile};
-pub use kiln_kernels::compute::threads::{Threads, ThreadsError};
+pub use kiln_kernels::compute::threads::{Threads, ThreadsError, WorkerSpan};
 pub use mapped::MappedFile;
 pub use method::Method;
-pub use profile::InstructionTime;
+pub use profile::{InstructionTime, StepEvent, Timeline};
 pub use program::{
     default_memory_limit, default_thread_count, LoadOptions, Program, ProgramBuilder,
     MAX_DEFAULT_MEMORY_LIMIT,

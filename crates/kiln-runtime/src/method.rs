@@ -113,6 +113,8 @@ pub(crate) struct State {
     pub scratch: Scratch,
     /// Per-step timing, when on.
     pub profile: Option<Box<crate::profile::Counters>>,
+    /// Per-step timing while paused ([`Method::pause_profiling`]).
+    pub paused_profile: Option<Box<crate::profile::Counters>>,
 }
 
 impl std::fmt::Debug for Method {
@@ -592,6 +594,7 @@ impl Method {
                 ctx: KernelContext::new("").with_threads(options.threads.clone()),
                 scratch,
                 profile: None,
+                paused_profile: None,
             },
         })
     }
@@ -687,7 +690,19 @@ fn describe_step(
         _ => None,
     };
     let algorithm = algorithm.map(str::to_string);
-    CompiledNode { chain: c, kind: step_kind(step), operators, origins, layout, algorithm }
+    let mut xnodes: Vec<_> = g.handles.get(&n).map(|o| o.sources().collect()).unwrap_or_default();
+    xnodes.sort_by_key(|s| s.id);
+    xnodes.dedup_by_key(|s| s.id);
+    CompiledNode {
+        chain: c,
+        kind: step_kind(step),
+        operators,
+        origins,
+        debug_handles: xnodes.iter().map(|s| s.id).collect(),
+        delegate_ops: xnodes.iter().map(|s| s.name.clone()).collect(),
+        layout,
+        algorithm,
+    }
 }
 
 /// The name a step is shown by: the operator, `delegate:<id>`, the compiled kernel, or the

@@ -82,6 +82,8 @@ pub(crate) struct DelegateDef {
     /// Whether its calls were replaced by kernel calls at decode ([`crate::xnnpack`]), so no
     /// backend runs it.
     pub inlined: bool,
+    /// The nodes of its graph, when it was inlined ([`Source::node`] indexes them).
+    pub xnodes: Vec<crate::xnnpack::XNodeInfo>,
 }
 
 /// One decoded method.
@@ -109,16 +111,19 @@ pub(crate) struct Source {
     /// The delegate whose call it was lowered from, for the kernel calls of an inlined
     /// delegate.
     pub delegate: Option<u32>,
+    /// The node of that delegate's graph it computes (`None` for the copies binding the
+    /// call's inputs and outputs).
+    pub node: Option<u32>,
 }
 
 impl MethodPlan {
     /// Where instruction `k` of chain `chain` comes from.
     pub fn source(&self, chain: usize, k: usize) -> Source {
-        self.origins
-            .get(chain)
-            .and_then(|o| o.get(k))
-            .copied()
-            .unwrap_or(Source { instruction: k as u32, delegate: None })
+        self.origins.get(chain).and_then(|o| o.get(k)).copied().unwrap_or(Source {
+            instruction: k as u32,
+            delegate: None,
+            node: None,
+        })
     }
 
     /// Records where each instruction of chain `chain` comes from.
@@ -282,6 +287,7 @@ pub(crate) fn decode(
                 .map(|c| (c.key.to_string(), c.value.to_vec()))
                 .collect(),
             inlined: false,
+            xnodes: Vec::new(),
         });
     }
     Ok(MethodPlan {

@@ -2,14 +2,22 @@
 //! compiled method then adds its wall time to its own counter, and [`Method::profile`] reads
 //! the counters with the original instructions each step stands for. When profiling is off
 //! the step loop pays one branch per step.
+//!
+//! [`Method::start_timeline`] also keeps every executed step as an event with its start and
+//! duration, and the spans the worker threads spent on the steps' tasks ([`Method::timeline`]):
+//! what trace viewers and ETDump files show.
 
 use std::time::{Duration, Instant};
+
+use kiln_kernels::compute::threads::WorkerSpan;
 
 use crate::method::{Method, Step};
 
 /// Accumulated time of one step of the compiled method.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InstructionTime {
+    /// The step: its index in [`Method::compiled`].
+    pub step: usize,
     /// Chain index.
     pub chain: usize,
     /// The first original instruction the step stands for (its index in the chain).
@@ -28,33 +36,146 @@ pub struct InstructionTime {
     pub total: Duration,
 }
 
-/// Per-instruction counters, indexed like the chains.
+/// One executed step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StepEvent {
+    /// The step: its index in [`Method::compiled`] (chains one after the other).
+    pub step: usize,
+    /// When it started, since [`Timeline::epoch`].
+    pub start: Duration,
+    /// How long it ran, on the calling thread.
+    pub duration: Duration,
+}
+
+/// Every step executed since [`Method::start_timeline`], in order, and what the worker threads
+/// did meanwhile.
+#[derive(Clone, Debug)]
+pub struct Timeline {
+    /// When the timeline started.
+    pub epoch: Instant,
+    /// The executed steps, at most the number asked for.
+    pub events: Vec<StepEvent>,
+    /// Steps executed past that number (not kept).
+    pub dropped: u64,
+    /// The worker threads' spans on the steps' tasks (see [`WorkerSpan`]), by start.
+    pub workers: Vec<WorkerSpan>,
+    /// Worker spans past [`kiln_kernels::compute::threads::MAX_SPANS`] (not kept).
+    pub workers_dropped: u64,
+}
+
+/// The events being kept.
+#[derive(Debug)]
+struct Recording {
+    epoch: Instant,
+    events: Vec<StepEvent>,
+    capacity: usize,
+    dropped: u64,
+}
+
+/// Per-instruction counters, indexed like the chains, and the timeline when kept.
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
     /// `(count, total nanoseconds)` per instruction of each chain.
     per_step: Vec<Vec<(u64, u64)>>,
+    /// Where each chain's steps start in [`Method::compiled`].
+    first_step: Vec<usize>,
+    recording: Option<Recording>,
 }
 
 impl Counters {
     pub(crate) fn for_chains(chains: &[Vec<Step>]) -> Counters {
-        Counters { per_step: chains.iter().map(|c| vec![(0, 0); c.len()]).collect() }
+        let first_step = chains
+            .iter()
+            .scan(0, |next, c| {
+                let first = *next;
+                *next += c.len();
+                Some(first)
+            })
+            .collect();
+        Counters {
+            per_step: chains.iter().map(|c| vec![(0, 0); c.len()]).collect(),
+            first_step,
+            recording: None,
+        }
     }
 
-    /// Adds the time since `start` to instruction `pc` of chain `c`.
+    /// Adds the time since `start` to instruction `pc` of chain `c`, and keeps the event when
+    /// a timeline is on.
     #[inline]
     pub(crate) fn record(&mut self, c: usize, pc: usize, start: Instant) {
-        let nanos = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let duration = start.elapsed();
+        let nanos = u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX);
         if let Some(slot) = self.per_step.get_mut(c).and_then(|ch| ch.get_mut(pc)) {
             slot.0 += 1;
             slot.1 = slot.1.saturating_add(nanos);
+        }
+        if let Some(r) = &mut self.recording {
+            if r.events.len() < r.capacity {
+                let step = self.first_step.get(c).map_or(pc, |f| f + pc);
+                let start = start.saturating_duration_since(r.epoch);
+                r.events.push(StepEvent { step, start, duration });
+            } else {
+                r.dropped += 1;
+            }
         }
     }
 }
 
 impl Method {
-    /// Turns per-instruction timing on (counters start at zero) or off (counters dropped).
+    /// Turns per-instruction timing on (counters start at zero) or off (counters dropped, and
+    /// the timeline with them).
     pub fn set_profiling(&mut self, on: bool) {
         self.state.profile = on.then(|| Box::new(Counters::for_chains(&self.fixed.chains)));
+        self.state.paused_profile = None;
+        self.state.ctx.threads.record_spans(false);
+        self.state.ctx.threads.take_spans();
+    }
+
+    /// Turns profiling on (counters at zero) with a timeline of at most `max_events` executed
+    /// steps (the memory it takes: 40 bytes an event, reserved as they come), and starts
+    /// recording the worker threads' spans.
+    pub fn start_timeline(&mut self, max_events: usize) {
+        let mut counters = Counters::for_chains(&self.fixed.chains);
+        counters.recording = Some(Recording {
+            epoch: Instant::now(),
+            events: Vec::new(),
+            capacity: max_events,
+            dropped: 0,
+        });
+        self.state.profile = Some(Box::new(counters));
+        self.state.paused_profile = None;
+        self.state.ctx.threads.take_spans();
+        self.state.ctx.threads.record_spans(true);
+    }
+
+    /// The timeline since [`Method::start_timeline`] (the worker spans are taken: a second
+    /// call has only those recorded since); `None` without one.
+    pub fn timeline(&self) -> Option<Timeline> {
+        let r = self.state.profile.as_ref()?.recording.as_ref()?;
+        let (mut workers, workers_dropped) = self.state.ctx.threads.take_spans();
+        workers.sort_by_key(|w| w.start);
+        Some(Timeline {
+            epoch: r.epoch,
+            events: r.events.clone(),
+            dropped: r.dropped,
+            workers,
+            workers_dropped,
+        })
+    }
+
+    /// Pauses profiling (executes then run as without it, and add nothing) or resumes it with
+    /// the counters and timeline as they were; nothing happens when profiling is off.
+    pub fn pause_profiling(&mut self, paused: bool) {
+        let state = &mut self.state;
+        if paused && state.profile.is_some() {
+            state.paused_profile = state.profile.take();
+        } else if !paused && state.paused_profile.is_some() {
+            state.profile = state.paused_profile.take();
+        } else {
+            return;
+        }
+        let recording = state.profile.as_ref().is_some_and(|p| p.recording.is_some());
+        state.ctx.threads.record_spans(recording);
     }
 
     /// Whether per-instruction timing is on.
@@ -68,12 +189,15 @@ impl Method {
         let Some(counters) = &self.state.profile else { return Vec::new() };
         let mut out = Vec::new();
         let mut compiled = self.fixed.compiled.iter();
+        let mut index = 0;
         for (c, (chain, steps)) in counters.per_step.iter().zip(&self.fixed.chains).enumerate() {
             for (&(count, nanos), step) in chain.iter().zip(steps) {
                 let node = compiled.next();
+                index += 1;
                 if count > 0 {
                     let origins = node.map(|n| n.origins.clone()).unwrap_or_default();
                     out.push(InstructionTime {
+                        step: index - 1,
                         chain: c,
                         instruction: origins.first().map_or(0, |&o| o as usize),
                         op: crate::method::step_kind(step),

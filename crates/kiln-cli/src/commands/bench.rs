@@ -92,7 +92,7 @@ fn percentile(sorted: &[Duration], q: f64) -> Duration {
 }
 
 /// Median of sorted samples (mean of the middle two for an even count).
-fn median(sorted: &[Duration]) -> Duration {
+pub(crate) fn median(sorted: &[Duration]) -> Duration {
     match sorted.len() {
         0 => Duration::ZERO,
         n if n % 2 == 1 => sorted[n / 2],
@@ -249,6 +249,7 @@ mod tests {
     #[test]
     fn operators_are_summed_and_ranked() {
         let t = |op: &str, count, total| InstructionTime {
+            step: 0,
             chain: 0,
             instruction: 0,
             op: op.into(),

@@ -31,6 +31,12 @@ struct CompiledStep {
     kind: String,
     operators: Vec<String>,
     origins: Vec<u32>,
+    /// Debug handles of the delegate graph nodes the step computes.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    debug_handles: Vec<u32>,
+    /// Their schema kinds, in the same order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    delegate_ops: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     layout: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -55,6 +61,8 @@ pub fn inspect_compiled(path: &Path, method: Option<&str>, json: bool) -> Result
                 kind: n.kind.clone(),
                 operators: n.operators.clone(),
                 origins: n.origins.clone(),
+                debug_handles: n.debug_handles.clone(),
+                delegate_ops: n.delegate_ops.clone(),
                 layout: n.layout.clone(),
                 algorithm: n.algorithm.clone(),
             })
@@ -75,7 +83,12 @@ pub fn inspect_compiled(path: &Path, method: Option<&str>, json: bool) -> Result
             m.instructions,
             m.steps.len()
         );
-        let mut t = Table::new(["step", "kernel", "layout", "algorithm", "fuses", "origins"]);
+        let delegated = m.steps.iter().any(|s| !s.debug_handles.is_empty());
+        let mut header = vec!["step", "kernel", "layout", "algorithm", "fuses", "origins"];
+        if delegated {
+            header.push("delegate nodes (debug handle)");
+        }
+        let mut t = Table::new(header);
         for (k, s) in m.steps.iter().enumerate() {
             let fuses =
                 if s.operators.len() > 1 { fused_list(&s.operators) } else { String::new() };
@@ -83,11 +96,26 @@ pub fn inspect_compiled(path: &Path, method: Option<&str>, json: bool) -> Result
             let kernel = s.kind.split('[').next().unwrap_or(&s.kind).to_string();
             let layout = s.layout.clone().unwrap_or_default();
             let algorithm = s.algorithm.clone().unwrap_or_default();
-            t.row([k.to_string(), kernel, layout, algorithm, fuses, ranges(&s.origins)]);
+            let mut row = vec![k.to_string(), kernel, layout, algorithm, fuses, ranges(&s.origins)];
+            if delegated {
+                row.push(delegate_nodes(&s.delegate_ops, &s.debug_handles));
+            }
+            t.row(row);
         }
         out!("{}", t.render());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Delegate graph nodes as `Kind handle`, the schema's `XNN` prefix dropped:
+/// `Conv2d 3, Clamp 4`.
+fn delegate_nodes(kinds: &[String], handles: &[u32]) -> String {
+    let shown: Vec<String> = kinds
+        .iter()
+        .zip(handles)
+        .map(|(k, h)| format!("{} {h}", k.strip_prefix("XNN").unwrap_or(k)))
+        .collect();
+    shown.join(", ")
 }
 
 /// Operators in order, `aten::` dropped, runs of one operator counted: `a + b x3 + c`.
@@ -108,7 +136,7 @@ fn fused_list(ops: &[String]) -> String {
 }
 
 /// Ascending indices as ranges: `0,3-7,9`.
-fn ranges(ids: &[u32]) -> String {
+pub(crate) fn ranges(ids: &[u32]) -> String {
     let mut out: Vec<String> = Vec::new();
     let mut i = 0;
     while i < ids.len() {

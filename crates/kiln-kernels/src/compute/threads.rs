@@ -41,9 +41,31 @@ pub struct ThreadsError {
     pub reason: String,
 }
 
-/// A call's work, its lifetime erased: every thread runs it until the call's tasks run out.
+/// Most worker spans kept while recording; later ones are counted, not kept.
+pub const MAX_SPANS: usize = 1 << 20;
+
+/// A stretch of time a worker spent on tasks of one call (see [`Threads::record_spans`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WorkerSpan {
+    /// The worker, `0..count() - 1` (the calling thread is not a worker).
+    pub worker: usize,
+    /// When it started the call's job.
+    pub start: Instant,
+    /// When it found no task left.
+    pub end: Instant,
+}
+
+/// Worker spans recorded since recording was turned on.
+#[derive(Debug, Default)]
+struct Spans {
+    kept: Vec<WorkerSpan>,
+    dropped: u64,
+}
+
+/// A call's work, its lifetime erased: every thread runs it until the call's tasks run out,
+/// and it says whether it ran any.
 #[derive(Clone, Copy)]
-struct JobRef(*const (dyn Fn() + Sync + 'static));
+struct JobRef(*const (dyn Fn() -> bool + Sync + 'static));
 
 // SAFETY: the pointee is `Sync` (shared calls from several threads are fine), and
 // `Threads::for_each` keeps it alive until every worker is done with it.
@@ -64,6 +86,9 @@ struct Shared {
     sleepers: AtomicUsize,
     sleep: Mutex<()>,
     wake: Condvar,
+    /// Whether workers record their spans, and where.
+    recording: AtomicBool,
+    spans: Mutex<Spans>,
 }
 
 struct Pool {
@@ -91,7 +116,7 @@ impl Drop for Pool {
     }
 }
 
-fn worker(shared: &Shared) {
+fn worker(shared: &Shared, index: usize) {
     // The epoch a pool starts at: a call published before this thread got to run is still
     // ahead of it.
     let mut seen = 0;
@@ -130,8 +155,19 @@ fn worker(shared: &Shared) {
             // behind it go) before `pending` is back to zero, which happens below, after the
             // last use.
             let job = unsafe { &*job };
-            if catch_unwind(AssertUnwindSafe(job)).is_err() {
-                shared.panicked.store(true, Ordering::SeqCst);
+            let start = Instant::now();
+            match catch_unwind(AssertUnwindSafe(job)) {
+                Ok(true) if shared.recording.load(Ordering::Relaxed) => {
+                    let span = WorkerSpan { worker: index, start, end: Instant::now() };
+                    let mut spans = shared.spans.lock().unwrap_or_else(|e| e.into_inner());
+                    if spans.kept.len() < MAX_SPANS {
+                        spans.kept.push(span);
+                    } else {
+                        spans.dropped += 1;
+                    }
+                }
+                Ok(_) => {}
+                Err(_) => shared.panicked.store(true, Ordering::SeqCst),
             }
         }
         shared.pending.fetch_sub(1, Ordering::Release);
@@ -154,7 +190,7 @@ impl Threads {
             let shared = shared.clone();
             let handle = std::thread::Builder::new()
                 .name(format!("kiln-worker-{i}"))
-                .spawn(move || worker(&shared))
+                .spawn(move || worker(&shared, i))
                 .map_err(|e| ThreadsError { threads: n, reason: e.to_string() })?;
             pool.workers.push(handle);
         }
@@ -164,6 +200,25 @@ impl Threads {
     /// Threads that work, the caller included: 1 without a pool.
     pub fn count(&self) -> usize {
         self.pool.as_ref().map_or(1, |p| p.workers.len() + 1)
+    }
+
+    /// Turns the recording of worker spans on or off; what was recorded stays until
+    /// [`Threads::take_spans`] takes it. While on,
+    /// each worker notes when it took part in a call ([`WorkerSpan`]); without a pool there is
+    /// nothing to record.
+    pub fn record_spans(&self, on: bool) {
+        if let Some(pool) = &self.pool {
+            pool.shared.recording.store(on, Ordering::SeqCst);
+        }
+    }
+
+    /// The worker spans recorded so far (taken: the record starts again empty), and how many
+    /// past [`MAX_SPANS`] were not kept.
+    pub fn take_spans(&self) -> (Vec<WorkerSpan>, u64) {
+        let Some(pool) = &self.pool else { return (Vec::new(), 0) };
+        let spans =
+            std::mem::take(&mut *pool.shared.spans.lock().unwrap_or_else(|e| e.into_inner()));
+        (spans.kept, spans.dropped)
     }
 
     /// Runs `f` on every task and returns when all are done. The calling thread and the
@@ -182,18 +237,22 @@ impl Threads {
         };
         let _call = pool.call.lock().unwrap_or_else(|e| e.into_inner());
         let tasks = Mutex::new(tasks.into_iter());
-        let work = || loop {
-            let task = tasks.lock().unwrap_or_else(|e| e.into_inner()).next();
-            match task {
-                Some(t) => f(t),
-                None => break,
+        let work = || {
+            let mut ran = false;
+            loop {
+                let task = tasks.lock().unwrap_or_else(|e| e.into_inner()).next();
+                match task {
+                    Some(t) => f(t),
+                    None => break ran,
+                }
+                ran = true;
             }
         };
-        let job: &(dyn Fn() + Sync + '_) = &work;
+        let job: &(dyn Fn() -> bool + Sync + '_) = &work;
         // SAFETY: only the lifetime changes. The pointer is read by workers between the epoch
         // bump below and their `pending` decrement; this function waits for `pending` to reach
         // zero (also when `work` panics here) and clears the slot before `work` goes.
-        let job: &'static (dyn Fn() + Sync + 'static) = unsafe { std::mem::transmute(job) };
+        let job: &'static (dyn Fn() -> bool + Sync + 'static) = unsafe { std::mem::transmute(job) };
         let shared = &pool.shared;
         *shared.job.lock().unwrap_or_else(|e| e.into_inner()) = Some(JobRef(job));
         shared.pending.store(pool.workers.len(), Ordering::SeqCst);
@@ -266,6 +325,34 @@ mod tests {
             }
         }
         assert!(Threads::new(MAX_THREADS + 1).is_err());
+    }
+
+    #[test]
+    fn recorded_spans_lie_within_the_calls_workers_took_part_in() {
+        let threads = Threads::new(2).unwrap();
+        let task = |_| std::thread::sleep(Duration::from_micros(200));
+        threads.for_each(0..4, task);
+        assert_eq!(threads.take_spans(), (Vec::new(), 0), "nothing recorded while off");
+        threads.record_spans(true);
+        let mut calls = Vec::new();
+        for _ in 0..20 {
+            let start = Instant::now();
+            threads.for_each(0..8, task);
+            calls.push((start, Instant::now()));
+        }
+        threads.record_spans(false);
+        threads.for_each(0..8, task);
+        let (spans, dropped) = threads.take_spans();
+        assert_eq!(dropped, 0);
+        assert!(!spans.is_empty(), "the worker took part in some of 20 calls of 8 tasks");
+        for s in &spans {
+            assert_eq!(s.worker, 0);
+            assert!(s.start <= s.end);
+            // The worker starts after the call is published and ends before it returns.
+            assert!(calls.iter().any(|&(a, b)| a <= s.start && s.end <= b), "{s:?}");
+        }
+        assert_eq!(threads.take_spans().0, Vec::new(), "taken spans are gone");
+        assert_eq!(Threads::default().take_spans(), (Vec::new(), 0));
     }
 
     #[test]

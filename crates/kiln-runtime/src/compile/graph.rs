@@ -46,7 +46,9 @@ pub(crate) struct Node {
 /// the value its last absorbed instruction wrote, and the intermediate values it skips are
 /// never written. `origins` maps node index -> the original instructions it stands for
 /// (source id = instruction index, name = operator), kept with the absorb / fuse / replace
-/// rules of [`kiln_format::origins`].
+/// rules of [`kiln_format::origins`]. `handles` does the same for the nodes of inlined
+/// delegates: node index -> the delegate graph nodes it computes (source id = the node's debug
+/// handle, name = its schema kind).
 pub(crate) struct Graph<'m> {
     pub plan: &'m MethodPlan,
     /// The chain's instructions; `NodeOp::Instr` indexes them.
@@ -54,6 +56,7 @@ pub(crate) struct Graph<'m> {
     pub values: &'m [Val],
     pub nodes: Vec<Node>,
     pub origins: OriginMap<usize>,
+    pub handles: OriginMap<usize>,
     /// Per value: how many times it is read over all chains, plus one if it is a method output.
     reads: Vec<u32>,
     /// Per value: how many times an instruction writes it.
@@ -74,6 +77,7 @@ impl<'m> Graph<'m> {
     ) -> Graph<'m> {
         let instructions = plan.chains.get(chain).map_or(&[][..], Vec::as_slice);
         let mut origins = OriginMap::new();
+        let mut handles = OriginMap::new();
         let mut nodes = Vec::with_capacity(instructions.len());
         for (k, ins) in instructions.iter().enumerate() {
             // A kernel call of an inlined delegate stands for the delegate call.
@@ -83,6 +87,9 @@ impl<'m> Graph<'m> {
                 None => instruction_name(plan, ins),
             };
             origins.set(k, Origin::single(src.instruction, name));
+            if let Some(origin) = delegate_node_origin(plan, src.delegate, src.node) {
+                handles.set(k, origin);
+            }
             nodes.push(Node { op: NodeOp::Instr(k) });
         }
         Graph {
@@ -91,6 +98,7 @@ impl<'m> Graph<'m> {
             values,
             nodes,
             origins,
+            handles,
             reads: count_reads(plan, values, defs, aliases.as_ref()),
             writes: count_writes(plan, values, defs),
             aliases,
@@ -262,6 +270,8 @@ impl<'m> Graph<'m> {
     pub fn absorb(&mut self, absorbing: usize, absorbed: usize) {
         self.origins.absorb(&absorbing, &absorbed);
         self.origins.remove(&absorbed);
+        self.handles.absorb(&absorbing, &absorbed);
+        self.handles.remove(&absorbed);
         self.nodes[absorbed].op = NodeOp::Removed;
     }
 
@@ -318,6 +328,23 @@ pub(crate) fn instruction_name(plan: &MethodPlan, ins: &InstrDef) -> String {
         InstrDef::JumpFalse { .. } => "JumpFalseCall".into(),
         InstrDef::Free { .. } => "FreeCall".into(),
     }
+}
+
+/// What node `node` of inlined delegate `delegate` stands for, by debug handle: itself and the
+/// nodes it absorbed at lowering; `None` unless both are given and known.
+fn delegate_node_origin(
+    plan: &MethodPlan,
+    delegate: Option<u32>,
+    node: Option<u32>,
+) -> Option<Origin> {
+    let xnodes = &plan.delegates.get(delegate? as usize)?.xnodes;
+    let x = xnodes.get(node? as usize)?;
+    let absorbed = x.absorbed.iter().filter_map(|&a| xnodes.get(a as usize));
+    let parts: Vec<Origin> = std::iter::once(x)
+        .chain(absorbed)
+        .map(|n| Origin::single(n.debug_handle, n.kind))
+        .collect();
+    Origin::composite(parts.iter().map(Some)).ok()
 }
 
 /// The name a delegate call is known by: `delegate:<backend id>`.

@@ -166,6 +166,11 @@ pub struct CompiledNode {
     pub operators: Vec<String>,
     /// The original instruction indices it stands for, ascending.
     pub origins: Vec<u32>,
+    /// Inside an inlined XNNPACK delegate: the debug handles of the delegate graph's nodes it
+    /// computes, ascending (ExecuTorch's delegate debug identifiers; empty elsewhere).
+    pub debug_handles: Vec<u32>,
+    /// The schema kinds of those nodes (`XNNConv2d`, ...), one per debug handle.
+    pub delegate_ops: Vec<String>,
     /// A convolution's activation layouts, input then output (`"nchw>nhwc"`), or the layout a
     /// mean reads or a max pooling runs in (`"nhwc"`).
     pub layout: Option<String>,

@@ -24,6 +24,68 @@ use crate::plan::{DataDef, InstrDef, MethodPlan, TensorDef, ValueDef};
 /// The kernel calls one delegate call became.
 pub(crate) struct Lowered {
     pub instrs: Vec<InstrDef>,
+    /// Per instruction, the index of the XNNPACK node it computes (`None` for the copies
+    /// that bind the call's inputs and outputs).
+    pub nodes: Vec<Option<u32>>,
+    /// The graph's nodes: schema kind and debug handle.
+    pub xnodes: Vec<XNodeInfo>,
+}
+
+/// What an XNNPACK node is known by in origins and profiles.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct XNodeInfo {
+    /// The schema's node kind (`XNNConv2d`, ...).
+    pub kind: &'static str,
+    /// The id linking it to the exported graph's node (ExecuTorch's delegate debug handle).
+    pub debug_handle: u32,
+    /// The nodes that became no instruction of their own (a transpose or reshape folded into
+    /// how its consumer reads the value) whose values this node's instructions read: they
+    /// stand for those nodes too (origin rule 1, absorb).
+    pub absorbed: Vec<u32>,
+}
+
+/// For each node, the nodes without instructions that it absorbs: those whose outputs it
+/// reads, directly or through other such nodes. `emitted[i]` says whether node `i` became
+/// instructions. Nodes whose values no emitting node reads go to the last emitting node, or
+/// to node 0 when none emitted (the call's binding copies then stand for node 0).
+fn absorbed_nodes(graph: &Graph, emitted: &[bool]) -> Vec<Vec<u32>> {
+    let mut carried: Vec<Vec<u32>> = vec![Vec::new(); graph.values.len()];
+    let mut absorbed = vec![Vec::new(); graph.nodes.len()];
+    let mut taken = vec![false; graph.nodes.len()];
+    for (i, node) in graph.nodes.iter().enumerate() {
+        let mut reads: Vec<u32> = node
+            .op
+            .inputs()
+            .iter()
+            .filter_map(|&v| carried.get(v as usize))
+            .flatten()
+            .copied()
+            .collect();
+        if emitted[i] {
+            reads.retain(|&n| !std::mem::replace(&mut taken[n as usize], true));
+            absorbed[i] = reads;
+        } else {
+            reads.push(i as u32);
+            for v in node.op.outputs() {
+                if let Some(slot) = carried.get_mut(v as usize) {
+                    slot.clone_from(&reads);
+                }
+            }
+        }
+    }
+    // Node 0 stands for the call's binding copies when no node emitted (see `lower`).
+    let last = emitted.iter().rposition(|&e| e).unwrap_or(0);
+    if let Some(a) = absorbed.get_mut(last) {
+        let n = graph.nodes.len() as u32;
+        a.extend(
+            (0..n).filter(|&i| !emitted[i as usize] && !taken[i as usize] && i != last as u32),
+        );
+    }
+    absorbed.iter_mut().for_each(|a| {
+        a.sort_unstable();
+        a.dedup();
+    });
+    absorbed
 }
 
 pub(super) type R<T> = Result<T, String>;
@@ -101,14 +163,28 @@ pub(crate) fn lower(
     };
     l.bind_inputs(args)?;
     l.find_direct_outputs(args)?;
+    let mut nodes = vec![None; l.instrs.len()];
+    let mut emitted = Vec::with_capacity(graph.nodes.len());
     for (i, node) in graph.nodes.iter().enumerate() {
         l.node(node).map_err(|e| format!("xnodes[{i}] ({}): {e}", node.kind))?;
+        emitted.push(l.instrs.len() > nodes.len());
+        nodes.resize(l.instrs.len(), Some(i as u32));
     }
     l.bind_outputs(args)?;
+    // When no node became instructions, the copies binding the call's values stand for them.
+    let unbound = if emitted.contains(&true) { None } else { Some(0) };
+    nodes.resize(l.instrs.len(), None);
+    nodes.iter_mut().filter(|n| n.is_none()).for_each(|n| *n = unbound);
     let size = l.arena_size;
     let instrs = std::mem::take(&mut l.instrs);
     plan.arena_sizes[arena as usize - 1] = size;
-    Ok(Lowered { instrs })
+    let xnodes = graph
+        .nodes
+        .iter()
+        .zip(absorbed_nodes(graph, &emitted))
+        .map(|(n, absorbed)| XNodeInfo { kind: n.kind, debug_handle: n.debug_handle, absorbed })
+        .collect();
+    Ok(Lowered { instrs, nodes, xnodes })
 }
 
 /// Whether values of `dt` are floating point (computed in float32).

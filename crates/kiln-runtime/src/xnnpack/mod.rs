@@ -12,6 +12,8 @@ mod float;
 mod lower;
 mod quant;
 
+pub(crate) use lower::XNodeInfo;
+
 use crate::data::ProgramData;
 use crate::plan::{InstrDef, MethodPlan, Source};
 
@@ -52,9 +54,16 @@ pub(crate) fn inline_delegates(
             let context =
                 |e: String| format!("instruction {k}, delegate {delegate} ({BACKEND_ID}): {e}");
             let lowered = lower::lower(plan, bytes, file, named, args).map_err(context)?;
-            let src = Source { instruction: k, delegate: Some(*delegate as u32) };
-            origins.extend(std::iter::repeat_n(src, lowered.instrs.len()));
+            let delegate = *delegate as u32;
+            origins.extend(lowered.nodes.iter().map(|&node| Source {
+                instruction: k,
+                delegate: Some(delegate),
+                node,
+            }));
             out.extend(lowered.instrs);
+            if let Some(d) = plan.delegates.get_mut(delegate as usize) {
+                d.xnodes = lowered.xnodes;
+            }
         }
         start.push(out.len());
         for ins in &mut out {

@@ -1,0 +1,273 @@
+//! `kiln profile MODEL.pte`: runs the compiled method with every executed kernel timed, and
+//! attributes the time to the program's own instructions: each compiled step carries the
+//! original instructions it stands for (its origins) and, inside an XNNPACK delegate, the
+//! debug handles of the delegate graph's nodes. Prints a table by kernel, `--json` for
+//! scripts, and a Chrome trace (`--trace`).
+
+mod trace;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use kiln_runtime::{CompiledNode, Method, Program, StepEvent, Timeline};
+use serde::Serialize;
+
+use super::bench::median;
+use super::run::{parse_input_arg, EngineArgs, InputArg, Inputs, Loaded, DEFAULT_SEED};
+use crate::output::{progress, Table};
+
+/// Most executed steps a timeline keeps (`--trace`); 40 bytes each.
+const MAX_EVENTS: usize = 4 << 20;
+
+/// Arguments of `kiln profile`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// The program (.pte; `-` for standard input).
+    pub model: PathBuf,
+    /// Method to run [default: `forward`, or the program's only method].
+    #[arg(long)]
+    pub method: Option<String>,
+    /// Profiled executes (at least 1); as many unprofiled executes run between them, to
+    /// measure what profiling costs.
+    #[arg(long, default_value_t = 10,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub iters: usize,
+    /// Untimed executes before the others.
+    #[arg(long, default_value_t = 2)]
+    pub warmup: usize,
+    /// An input array, `FILE.npy` or `NAME=FILE.npy`, as for `kiln run`. Inputs not given are
+    /// generated as `kiln run` generates them.
+    #[arg(long = "input", value_name = "[NAME=]FILE.npy", value_parser = parse_input_arg)]
+    pub inputs: Vec<InputArg>,
+    /// Seed of the generated inputs [default: the fixed seed of `kiln run`].
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+    /// Print JSON instead of the table: `{"kernels": [{"operator", "origins", "calls",
+    /// "total_ms", ...}], ...}`.
+    #[arg(long)]
+    pub json: bool,
+    /// Write a Chrome trace (trace event format, for Perfetto and chrome://tracing): one
+    /// complete event per executed kernel, one track per thread.
+    #[arg(long, value_name = "T.json")]
+    pub trace: Option<PathBuf>,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+/// One compiled step that ran: what it stands for and its time over the profiled executes.
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct KernelTime {
+    /// The program's operators it stands for, with the delegate graph's nodes inside a
+    /// delegate: `aten::convolution.out + aten::relu.out`,
+    /// `delegate:XnnpackBackend[XNNConv2d, XNNAdd]`.
+    pub operator: String,
+    /// The original instructions (indices in the method's chain) it stands for, ascending.
+    pub origins: Vec<u32>,
+    /// Executes of the step over all profiled executes.
+    pub calls: u64,
+    pub total_ms: f64,
+    /// Share of the summed kernel time, in percent.
+    pub share: f64,
+    /// The step, an index in the compiled plan (`kiln inspect --compiled`).
+    pub step: usize,
+    /// What kiln runs: the operator, a compiled kernel (`conv2d`), or `delegate:<id>`.
+    pub kernel: String,
+    /// Inside an XNNPACK delegate: the debug handles of the delegate graph's nodes.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub debug_handles: Vec<u32>,
+}
+
+/// What `--json` prints.
+#[derive(Serialize)]
+struct Report {
+    model: String,
+    method: String,
+    iters: usize,
+    threads: usize,
+    /// Median execute time with profiling on.
+    profiled_median_ms: f64,
+    /// Median execute time of the unprofiled executes run between them.
+    unprofiled_median_ms: f64,
+    kernels: Vec<KernelTime>,
+}
+
+/// The operator name a compiled step is shown by (see [`KernelTime::operator`]).
+pub(crate) fn operator_of(node: &CompiledNode) -> String {
+    let mut names: Vec<&str> = Vec::new();
+    for o in &node.operators {
+        if names.last() != Some(&o.as_str()) {
+            names.push(o);
+        }
+    }
+    let mut name = names.join(" + ");
+    if !node.delegate_ops.is_empty() {
+        name.push('[');
+        name.push_str(&node.delegate_ops.join(", "));
+        name.push(']');
+    }
+    if name.is_empty() {
+        name = node.kind.clone();
+    }
+    name
+}
+
+/// Whether a step is a kernel (a kernel call, a compiled kernel or a delegate call), not a
+/// move, a jump or a free.
+pub(crate) fn is_kernel(node: &CompiledNode) -> bool {
+    !matches!(node.kind.as_str(), "MoveCall" | "JumpFalseCall" | "FreeCall")
+}
+
+/// The kernels that ran, largest total first.
+fn kernel_times(method: &Method) -> Vec<KernelTime> {
+    let compiled = method.compiled();
+    let times: Vec<_> = method
+        .profile()
+        .into_iter()
+        .filter(|t| compiled.get(t.step).is_some_and(is_kernel))
+        .collect();
+    let all: Duration = times.iter().map(|t| t.total).sum();
+    let mut kernels: Vec<KernelTime> = times
+        .iter()
+        .filter_map(|t| {
+            let node = compiled.get(t.step)?;
+            Some(KernelTime {
+                operator: operator_of(node),
+                origins: node.origins.clone(),
+                calls: t.count,
+                total_ms: t.total.as_secs_f64() * 1e3,
+                share: if all.is_zero() {
+                    0.0
+                } else {
+                    t.total.as_secs_f64() / all.as_secs_f64() * 100.0
+                },
+                step: t.step,
+                kernel: node.kind.clone(),
+                debug_handles: node.debug_handles.clone(),
+            })
+        })
+        .collect();
+    kernels.sort_by(|a, b| b.total_ms.total_cmp(&a.total_ms).then(a.step.cmp(&b.step)));
+    kernels
+}
+
+/// The profiled executes, each followed by an unprofiled one: (timeline, profiled execute
+/// times, unprofiled execute times).
+fn measure(
+    method: &mut Method,
+    inputs: &[kiln_runtime::Input<'_>],
+    iters: usize,
+    keep_timeline: bool,
+) -> Result<(Option<Timeline>, Vec<Duration>, Vec<Duration>)> {
+    let mut profiled = Vec::with_capacity(iters);
+    let mut plain = Vec::with_capacity(iters);
+    let bar = progress(iters, "profiling");
+    method.start_timeline(if keep_timeline { MAX_EVENTS } else { 0 });
+    for _ in 0..iters {
+        method.pause_profiling(true);
+        let start = Instant::now();
+        method.run(inputs)?;
+        plain.push(start.elapsed());
+        method.pause_profiling(false);
+        let start = Instant::now();
+        method.run(inputs)?;
+        profiled.push(start.elapsed());
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    profiled.sort_unstable();
+    plain.sort_unstable();
+    Ok((keep_timeline.then(|| method.timeline()).flatten(), profiled, plain))
+}
+
+/// Runs `kiln profile`.
+pub fn run(args: Args) -> Result<ExitCode> {
+    let options = super::run::load_options(&args.engine)?;
+    let threads = options.threads.count();
+    let loaded =
+        Loaded::load(Program::builder().options(options), &args.model, args.method.as_deref())?;
+    let mut method = loaded.program.method(&loaded.method)?;
+    let names = loaded.input_names(method.inputs().len());
+    let seed = args.seed.unwrap_or(DEFAULT_SEED);
+    let prepared = Inputs::prepare(&method, &loaded.method, &names, &args.inputs, seed)?;
+    let inputs = prepared.as_inputs()?;
+    for _ in 0..args.warmup {
+        method.run(&inputs)?;
+    }
+    let keep_timeline = args.trace.is_some();
+    let (timeline, profiled, plain) = measure(&mut method, &inputs, args.iters, keep_timeline)?;
+    let kernels = kernel_times(&method);
+    if let Some(timeline) = &timeline {
+        if timeline.dropped > 0 {
+            eprintln!(
+                "kiln: warning: the timeline keeps the first {} executed steps; {} more are \
+                 left out of the trace",
+                timeline.events.len(),
+                timeline.dropped
+            );
+        }
+        let compiled = method.compiled();
+        if let Some(path) = &args.trace {
+            let json = trace::chrome_trace(timeline, compiled, threads)?;
+            kiln_format::io::write_bytes_atomic(path, &json)
+                .with_context(|| format!("writing the trace {}", path.display()))?;
+        }
+    }
+    let report = Report {
+        model: args.model.display().to_string(),
+        method: loaded.method.clone(),
+        iters: args.iters,
+        threads,
+        profiled_median_ms: ms(median(&profiled)),
+        unprofiled_median_ms: ms(median(&plain)),
+        kernels,
+    };
+    if args.json {
+        crate::output::print_json(&report)?;
+    } else {
+        print_table(&report);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// The steps of a timeline that are kernels, with their compiled nodes.
+pub(crate) fn kernel_events<'a>(
+    timeline: &'a Timeline,
+    compiled: &'a [CompiledNode],
+) -> impl Iterator<Item = (&'a StepEvent, &'a CompiledNode)> {
+    timeline
+        .events
+        .iter()
+        .filter_map(|e| compiled.get(e.step).filter(|n| is_kernel(n)).map(|n| (e, n)))
+}
+
+fn print_table(r: &Report) {
+    outln!(
+        "{} {}: {} profiled executes, median {:.3} ms (unprofiled {:.3} ms, {:+.1}%), {} thread{}",
+        r.model,
+        r.method,
+        r.iters,
+        r.profiled_median_ms,
+        r.unprofiled_median_ms,
+        (r.profiled_median_ms / r.unprofiled_median_ms.max(f64::MIN_POSITIVE) - 1.0) * 100.0,
+        r.threads,
+        if r.threads == 1 { "" } else { "s" }
+    );
+    let mut t = Table::new(["operator", "origins", "calls", "total ms", "mean us", "share"]);
+    for k in &r.kernels {
+        t.row([
+            k.operator.clone(),
+            super::executorch::ranges(&k.origins),
+            k.calls.to_string(),
+            format!("{:.3}", k.total_ms),
+            format!("{:.2}", k.total_ms * 1e3 / k.calls.max(1) as f64),
+            format!("{:.1}%", k.share),
+        ]);
+    }
+    out!("{}", t.render());
+}
