@@ -41,6 +41,9 @@ enum Command {
     Generate(commands::generate::Args),
     /// Time a method of an ExecuTorch program: median/min/p90 latency, per-operator profile.
     Bench(commands::bench::Args),
+    /// Draw a method as an HTML page: its operators as a graph coloured by profiled time, the
+    /// time per operator and the compiled steps (`kiln report model.pte -o report.html`).
+    Report(commands::report::Args),
     /// Packed f32 GEMM throughput against the FMA peak and the `gemm` crate.
     BenchGemm(commands::bench_gemm::Args),
     /// Summarise any supported file (kind detected from its magic bytes).
@@ -81,6 +84,7 @@ fn main() -> ExitCode {
         Command::Run(args) => commands::run::run(args),
         Command::Generate(args) => commands::generate::run(args),
         Command::Bench(args) => commands::bench::run(args),
+        Command::Report(args) => commands::report::run(args),
         Command::BenchGemm(args) => commands::bench_gemm::run(args),
         Command::Completions { shell } => completions(shell),
     };

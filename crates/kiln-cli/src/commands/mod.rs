@@ -10,6 +10,7 @@ pub mod generate;
 pub mod inspect;
 pub mod npy;
 pub mod params;
+pub mod report;
 pub mod run;
 pub mod tflite;
 pub mod txn;

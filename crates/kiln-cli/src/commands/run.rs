@@ -233,6 +233,11 @@ impl Loaded {
         Ok(Loaded { program, file, method })
     }
 
+    /// The program's bytes.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        self.file.bytes()
+    }
+
     /// The names of the chosen method's inputs, where the program records them.
     pub(crate) fn input_names(&self, inputs: usize) -> Vec<Option<String>> {
         inputs::input_names(self.file.bytes(), &self.method, inputs)
