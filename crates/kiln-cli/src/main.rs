@@ -44,6 +44,9 @@ enum Command {
     /// Profile a method: every executed kernel timed and attributed to the program's own
     /// instructions; a table, `--json`, a Chrome trace (`--trace`).
     Profile(commands::profile::Args),
+    /// Draw a method as an HTML page: its operators as a graph coloured by profiled time, the
+    /// time per operator and the compiled steps (`kiln report model.pte -o report.html`).
+    Report(commands::report::Args),
     /// Packed f32 GEMM throughput against the FMA peak and the `gemm` crate.
     BenchGemm(commands::bench_gemm::Args),
     /// Summarise any supported file (kind detected from its magic bytes).
@@ -85,6 +88,7 @@ fn main() -> ExitCode {
         Command::Generate(args) => commands::generate::run(args),
         Command::Bench(args) => commands::bench::run(args),
         Command::Profile(args) => commands::profile::run(args),
+        Command::Report(args) => commands::report::run(args),
         Command::BenchGemm(args) => commands::bench_gemm::run(args),
         Command::Completions { shell } => completions(shell),
     };

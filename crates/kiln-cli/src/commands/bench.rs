@@ -2,25 +2,21 @@
 //! `--profile`, where the time goes per operator.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Result;
-use kiln_runtime::{InstructionTime, Program};
+use kiln_runtime::InstructionTime;
 use serde::Serialize;
 
-use super::run::{parse_input_arg, InputArg, Inputs, Loaded, DEFAULT_SEED};
-use crate::output::{progress, Table};
+use super::run::{MethodArgs, Session};
+use crate::output::Table;
 
 /// Arguments of `kiln bench`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// The program (.pte; `-` for standard input).
-    pub model: PathBuf,
-    /// Method to run [default: `forward`, or the program's only method].
-    #[arg(long)]
-    pub method: Option<String>,
+    #[command(flatten)]
+    pub target: MethodArgs,
     /// Timed executes (at least 1).
     #[arg(long, default_value_t = 50,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
@@ -28,13 +24,6 @@ pub struct Args {
     /// Untimed executes before the timed ones.
     #[arg(long, default_value_t = 5)]
     pub warmup: usize,
-    /// An input array, `FILE.npy` or `NAME=FILE.npy`, as for `kiln run`. Inputs not given are
-    /// generated as `kiln run` generates them.
-    #[arg(long = "input", value_name = "[NAME=]FILE.npy", value_parser = parse_input_arg)]
-    pub inputs: Vec<InputArg>,
-    /// Seed of the generated inputs [default: the fixed seed of `kiln run`].
-    #[arg(long, value_name = "N")]
-    pub seed: Option<u64>,
     /// Print a JSON summary instead of text.
     #[arg(long)]
     pub json: bool,
@@ -46,8 +35,6 @@ pub struct Args {
     /// instructions it stands for) instead of one per operator.
     #[arg(long, requires = "profile")]
     pub by_step: bool,
-    #[command(flatten)]
-    pub engine: super::run::EngineArgs,
 }
 
 /// Time of one operator over the profiled executes.
@@ -138,53 +125,23 @@ fn per_operator(times: &[InstructionTime], by_step: bool) -> Vec<OpTime> {
 
 /// Runs `kiln bench`.
 pub fn run(args: Args) -> Result<ExitCode> {
-    let started = Instant::now();
-    let options = super::run::load_options(&args.engine)?;
-    let threads = options.threads.count();
-    let loaded =
-        Loaded::load(Program::builder().options(options), &args.model, args.method.as_deref())?;
-    let mut method = loaded.program.method(&loaded.method)?;
-    let load_ms = ms(started.elapsed());
-    let names = loaded.input_names(method.inputs().len());
-    let seed = args.seed.unwrap_or(DEFAULT_SEED);
-    let prepared = Inputs::prepare(&method, &loaded.method, &names, &args.inputs, seed)?;
-    let inputs = prepared.as_inputs()?;
-    let bar = progress(args.warmup, "warming up");
-    for _ in 0..args.warmup {
-        method.run(&inputs)?;
-        bar.inc(1);
-    }
-    bar.finish_and_clear();
-    let bar = progress(args.iters, "timing");
-    let mut samples = Vec::with_capacity(args.iters);
-    for _ in 0..args.iters {
-        let start = Instant::now();
-        method.run(&inputs)?;
-        samples.push(start.elapsed());
-        bar.inc(1);
-    }
-    bar.finish_and_clear();
+    let mut session = Session::open(&args.target)?;
+    session.execute(args.warmup, "warming up")?;
+    let mut samples = session.execute(args.iters, "timing")?;
     samples.sort_unstable();
     let profile = if args.profile {
-        method.set_profiling(true);
-        let bar = progress(args.iters, "profiling");
-        for _ in 0..args.iters {
-            method.run(&inputs)?;
-            bar.inc(1);
-        }
-        bar.finish_and_clear();
-        Some(per_operator(&method.profile(), args.by_step))
+        Some(per_operator(&session.profile(args.iters)?, args.by_step))
     } else {
         None
     };
     let summary = Summary {
-        model: args.model.display().to_string(),
-        method: loaded.method.clone(),
-        inputs: prepared.names.clone(),
+        model: args.target.model.display().to_string(),
+        method: session.loaded.method.clone(),
+        inputs: session.inputs.names.clone(),
         warmup: args.warmup,
         iters: args.iters,
-        threads,
-        load_ms,
+        threads: session.threads,
+        load_ms: ms(session.load),
         median_ms: ms(median(&samples)),
         min_ms: ms(samples[0]),
         p90_ms: ms(percentile(&samples, 90.0)),

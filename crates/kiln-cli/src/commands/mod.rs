@@ -11,6 +11,7 @@ pub mod inspect;
 pub mod npy;
 pub mod params;
 pub mod profile;
+pub mod report;
 pub mod run;
 pub mod tflite;
 pub mod txn;

@@ -2,6 +2,7 @@
 
 mod check;
 mod inputs;
+mod session;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -15,25 +16,14 @@ use kiln_runtime::{
 use serde::Serialize;
 
 pub(crate) use inputs::{parse_input_arg, InputArg, Inputs, DEFAULT_SEED};
+pub use session::MethodArgs;
+pub(crate) use session::Session;
 
 /// Arguments of `kiln run`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// The program (.pte; `-` for standard input).
-    pub model: PathBuf,
-    /// Method to run [default: `forward`, or the program's only method].
-    #[arg(long)]
-    pub method: Option<String>,
-    /// An input array, `FILE.npy` (one per method input, in order) or `NAME=FILE.npy` (NAME is
-    /// an input's name in the program, such as a keyword argument, or its index; inputs not
-    /// named are generated). Without any, kiln generates every input: deterministic random
-    /// values of the declared shapes. A float64 array given for a float32 input is cast, with a
-    /// warning.
-    #[arg(long = "input", value_name = "[NAME=]FILE.npy", value_parser = parse_input_arg)]
-    pub inputs: Vec<InputArg>,
-    /// Seed of the generated inputs [default: a fixed seed, so runs repeat].
-    #[arg(long, value_name = "N")]
-    pub seed: Option<u64>,
+    #[command(flatten)]
+    pub target: MethodArgs,
     /// External constants: an ExecuTorch .ptd or an IREE parameter archive (.irpa) keyed by
     /// the tensors' fully qualified names (detected from the file's magic).
     #[arg(long, value_name = "FILE.ptd|FILE.irpa")]
@@ -54,8 +44,6 @@ pub struct Args {
     /// Print a JSON summary instead of text.
     #[arg(long)]
     pub json: bool,
-    #[command(flatten)]
-    pub engine: EngineArgs,
 }
 
 /// How `run` and `bench` execute: the compile stage and the threads.
@@ -245,6 +233,11 @@ impl Loaded {
         Ok(Loaded { program, file, method })
     }
 
+    /// The program's bytes.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        self.file.bytes()
+    }
+
     /// The names of the chosen method's inputs, where the program records them.
     pub(crate) fn input_names(&self, inputs: usize) -> Vec<Option<String>> {
         inputs::input_names(self.file.bytes(), &self.method, inputs)
@@ -322,16 +315,16 @@ fn expect(outputs: &[Output], files: &[PathBuf], atol: f64) -> Result<Vec<String
 /// Runs `kiln run`.
 pub fn run(args: Args) -> Result<ExitCode> {
     let started = Instant::now();
-    let mut builder = Program::builder().options(load_options(&args.engine)?);
+    let mut builder = Program::builder().options(load_options(&args.target.engine)?);
     if let Some(data) = &args.data {
-        builder = add_data(builder, data, &args.model)?;
+        builder = add_data(builder, data, &args.target.model)?;
     }
-    let loaded = Loaded::load(builder, &args.model, args.method.as_deref())?;
+    let loaded = Loaded::load(builder, &args.target.model, args.target.method.as_deref())?;
     let mut method = loaded.program.method(&loaded.method)?;
     let load_ms = started.elapsed().as_secs_f64() * 1e3;
     let names = loaded.input_names(method.inputs().len());
-    let seed = args.seed.unwrap_or(DEFAULT_SEED);
-    let prepared = Inputs::prepare(&method, &loaded.method, &names, &args.inputs, seed)?;
+    let seed = args.target.seed.unwrap_or(DEFAULT_SEED);
+    let prepared = Inputs::prepare(&method, &loaded.method, &names, &args.target.inputs, seed)?;
     let inputs = prepared.as_inputs()?;
     let (input_names, random) = (prepared.names.clone(), prepared.random);
     let exec_start = Instant::now();
@@ -378,7 +371,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         });
     }
     let summary = Summary {
-        model: args.model.display().to_string(),
+        model: args.target.model.display().to_string(),
         method: loaded.method.clone(),
         inputs: input_names,
         random_inputs: random,

@@ -11,11 +11,11 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use kiln_runtime::{CompiledNode, Method, Program, StepEvent, Timeline};
+use kiln_runtime::{CompiledNode, Method, StepEvent, Timeline};
 use serde::Serialize;
 
 use super::bench::median;
-use super::run::{parse_input_arg, EngineArgs, InputArg, Inputs, Loaded, DEFAULT_SEED};
+use super::run::{MethodArgs, Session};
 use crate::output::{progress, Table};
 
 /// Most executed steps a timeline keeps (`--trace`); 40 bytes each.
@@ -24,11 +24,8 @@ const MAX_EVENTS: usize = 4 << 20;
 /// Arguments of `kiln profile`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// The program (.pte; `-` for standard input).
-    pub model: PathBuf,
-    /// Method to run [default: `forward`, or the program's only method].
-    #[arg(long)]
-    pub method: Option<String>,
+    #[command(flatten)]
+    pub target: MethodArgs,
     /// Profiled executes (at least 1); as many unprofiled executes run between them, to
     /// measure what profiling costs.
     #[arg(long, default_value_t = 10,
@@ -37,13 +34,6 @@ pub struct Args {
     /// Untimed executes before the others.
     #[arg(long, default_value_t = 2)]
     pub warmup: usize,
-    /// An input array, `FILE.npy` or `NAME=FILE.npy`, as for `kiln run`. Inputs not given are
-    /// generated as `kiln run` generates them.
-    #[arg(long = "input", value_name = "[NAME=]FILE.npy", value_parser = parse_input_arg)]
-    pub inputs: Vec<InputArg>,
-    /// Seed of the generated inputs [default: the fixed seed of `kiln run`].
-    #[arg(long, value_name = "N")]
-    pub seed: Option<u64>,
     /// Print JSON instead of the table: `{"kernels": [{"operator", "origins", "calls",
     /// "total_ms", ...}], ...}`.
     #[arg(long)]
@@ -52,8 +42,6 @@ pub struct Args {
     /// complete event per executed kernel, one track per thread.
     #[arg(long, value_name = "T.json")]
     pub trace: Option<PathBuf>,
-    #[command(flatten)]
-    pub engine: EngineArgs,
 }
 
 /// One compiled step that ran: what it stands for and its time over the profiled executes.
@@ -152,14 +140,15 @@ fn kernel_times(method: &Method) -> Vec<KernelTime> {
     kernels
 }
 
-/// The profiled executes, each followed by an unprofiled one: (timeline, profiled execute
-/// times, unprofiled execute times).
+/// The profiled executes, each after an unprofiled one: (timeline, profiled execute times,
+/// unprofiled execute times), sorted.
 fn measure(
-    method: &mut Method,
-    inputs: &[kiln_runtime::Input<'_>],
+    session: &mut Session,
     iters: usize,
     keep_timeline: bool,
 ) -> Result<(Option<Timeline>, Vec<Duration>, Vec<Duration>)> {
+    let inputs = session.inputs.as_inputs()?;
+    let method = &mut session.method;
     let mut profiled = Vec::with_capacity(iters);
     let mut plain = Vec::with_capacity(iters);
     let bar = progress(iters, "profiling");
@@ -167,11 +156,11 @@ fn measure(
     for _ in 0..iters {
         method.pause_profiling(true);
         let start = Instant::now();
-        method.run(inputs)?;
+        method.run(&inputs)?;
         plain.push(start.elapsed());
         method.pause_profiling(false);
         let start = Instant::now();
-        method.run(inputs)?;
+        method.run(&inputs)?;
         profiled.push(start.elapsed());
         bar.inc(1);
     }
@@ -183,21 +172,12 @@ fn measure(
 
 /// Runs `kiln profile`.
 pub fn run(args: Args) -> Result<ExitCode> {
-    let options = super::run::load_options(&args.engine)?;
-    let threads = options.threads.count();
-    let loaded =
-        Loaded::load(Program::builder().options(options), &args.model, args.method.as_deref())?;
-    let mut method = loaded.program.method(&loaded.method)?;
-    let names = loaded.input_names(method.inputs().len());
-    let seed = args.seed.unwrap_or(DEFAULT_SEED);
-    let prepared = Inputs::prepare(&method, &loaded.method, &names, &args.inputs, seed)?;
-    let inputs = prepared.as_inputs()?;
-    for _ in 0..args.warmup {
-        method.run(&inputs)?;
-    }
+    let mut session = Session::open(&args.target)?;
+    session.execute(args.warmup, "warming up")?;
     let keep_timeline = args.trace.is_some();
-    let (timeline, profiled, plain) = measure(&mut method, &inputs, args.iters, keep_timeline)?;
-    let kernels = kernel_times(&method);
+    let (timeline, profiled, plain) = measure(&mut session, args.iters, keep_timeline)?;
+    let method = &session.method;
+    let kernels = kernel_times(method);
     if let Some(timeline) = &timeline {
         if timeline.dropped > 0 {
             eprintln!(
@@ -207,18 +187,17 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 timeline.dropped
             );
         }
-        let compiled = method.compiled();
         if let Some(path) = &args.trace {
-            let json = trace::chrome_trace(timeline, compiled, threads)?;
+            let json = trace::chrome_trace(timeline, method.compiled(), session.threads)?;
             kiln_format::io::write_bytes_atomic(path, &json)
                 .with_context(|| format!("writing the trace {}", path.display()))?;
         }
     }
     let report = Report {
-        model: args.model.display().to_string(),
-        method: loaded.method.clone(),
+        model: args.target.model.display().to_string(),
+        method: session.loaded.method.clone(),
         iters: args.iters,
-        threads,
+        threads: session.threads,
         profiled_median_ms: ms(median(&profiled)),
         unprofiled_median_ms: ms(median(&plain)),
         kernels,

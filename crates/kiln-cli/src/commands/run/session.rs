@@ -1,0 +1,89 @@
+//! The flags that name a method and its inputs (`run`, `bench`, `report`), and a method
+//! loaded with its inputs ready for repeated executes: what `kiln bench` times and
+//! `kiln bench --profile` and `kiln report` profile.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use kiln_runtime::{InstructionTime, Method, Program};
+
+use super::{load_options, parse_input_arg, EngineArgs, InputArg, Inputs, Loaded, DEFAULT_SEED};
+use crate::output::progress;
+
+/// The program, method, inputs and engine flags of the commands that execute a method.
+#[derive(clap::Args)]
+pub struct MethodArgs {
+    /// The program (.pte; `-` for standard input).
+    pub model: PathBuf,
+    /// Method to run [default: `forward`, or the program's only method].
+    #[arg(long)]
+    pub method: Option<String>,
+    /// An input array, `FILE.npy` (one per method input, in order) or `NAME=FILE.npy` (NAME is
+    /// an input's name in the program, such as a keyword argument, or its index; inputs not
+    /// named are generated). Without any, kiln generates every input: deterministic random
+    /// values of the declared shapes. A float64 array given for a float32 input is cast, with a
+    /// warning.
+    #[arg(long = "input", value_name = "[NAME=]FILE.npy", value_parser = parse_input_arg)]
+    pub inputs: Vec<InputArg>,
+    /// Seed of the generated inputs [default: a fixed seed, so runs repeat].
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+/// A loaded method and its prepared inputs.
+pub(crate) struct Session {
+    /// The program and the chosen method's name.
+    pub loaded: Loaded,
+    /// The method.
+    pub method: Method,
+    /// Its inputs, read or generated once.
+    pub inputs: Inputs,
+    /// Threads kernels split their work over, the calling thread included.
+    pub threads: usize,
+    /// Time to load the program and the method.
+    pub load: Duration,
+}
+
+impl Session {
+    /// Loads the program and method `args` name and prepares the inputs.
+    pub(crate) fn open(args: &MethodArgs) -> Result<Session> {
+        let started = Instant::now();
+        let options = load_options(&args.engine)?;
+        let threads = options.threads.count();
+        let loaded =
+            Loaded::load(Program::builder().options(options), &args.model, args.method.as_deref())?;
+        let method = loaded.program.method(&loaded.method)?;
+        let load = started.elapsed();
+        let names = loaded.input_names(method.inputs().len());
+        let seed = args.seed.unwrap_or(DEFAULT_SEED);
+        let inputs = Inputs::prepare(&method, &loaded.method, &names, &args.inputs, seed)?;
+        Ok(Session { loaded, method, inputs, threads, load })
+    }
+
+    /// Executes the method `n` times under a progress bar labelled `what`; the wall time of
+    /// each execute.
+    pub(crate) fn execute(&mut self, n: usize, what: &str) -> Result<Vec<Duration>> {
+        let inputs = self.inputs.as_inputs()?;
+        let bar = progress(n, what);
+        let mut samples = Vec::with_capacity(n);
+        for _ in 0..n {
+            let start = Instant::now();
+            self.method.run(&inputs)?;
+            samples.push(start.elapsed());
+            bar.inc(1);
+        }
+        bar.finish_and_clear();
+        Ok(samples)
+    }
+
+    /// Executes the method `n` times with per-instruction timing on; the time of every
+    /// compiled step over those executes.
+    pub(crate) fn profile(&mut self, n: usize) -> Result<Vec<InstructionTime>> {
+        self.method.set_profiling(true);
+        self.execute(n, "profiling")?;
+        Ok(self.method.profile())
+    }
+}
