@@ -28,6 +28,8 @@ pub struct Node {
     pub tensor: String,
     /// Its index in the report's operator table, for an original instruction.
     pub op: Option<usize>,
+    /// Its debug handle, for a node of a delegate's graph.
+    pub debug_handle: Option<u32>,
     /// A delegate's own graph, drawn inside the node.
     pub inner: Option<Graph>,
 }
@@ -35,7 +37,7 @@ pub struct Node {
 impl Node {
     /// A node for a value flowing into or out of a graph.
     pub fn boundary(kind: Kind, label: String, title: String, tensor: String) -> Node {
-        Node { kind, label, title, tensor, op: None, inner: None }
+        Node { kind, label, title, tensor, op: None, debug_handle: None, inner: None }
     }
 }
 

@@ -82,7 +82,7 @@ pub fn page(report: &Report, svg: &str) -> Result<String> {
 <h2>Operator</h2>
 <div id="info"></div>
 <h2>Time per operator</h2>
-<p class="note">A fused step's time is split evenly over the instructions it stands for; a delegate's kernels are timed together as its call.</p>
+<p class="note">A fused step's time is split evenly over the instructions it stands for; a delegate call's time is the sum of its kernels, and each node drawn inside it gets the time of the kernels computing it (by debug handle).</p>
 <div class="tabs"><button class="on" data-by="instruction">per instruction</button><button data-by="name">per operator name</button></div>
 <div id="bars" class="bars"></div>
 <h2>Compiled steps</h2>

@@ -78,7 +78,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
         steps,
         ops,
     };
-    let svg = svg::render(&method.graph, &report.ops);
+    let handles = timing::per_debug_handle(&report.steps);
+    let svg = svg::render(&method.graph, &report.ops, &handles);
     let page = html::page(&report, &svg)?;
     kiln_format::io::write_bytes_atomic(&args.output, page.as_bytes())?;
     outln!(

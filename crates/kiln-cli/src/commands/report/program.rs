@@ -251,6 +251,7 @@ pub fn read(bytes: &[u8], name: &str, input_names: &[Option<String>]) -> Result<
                 title: describe_op(&op),
                 tensor,
                 op: Some(ops.len()),
+                debug_handle: None,
                 inner,
             });
             ops.push(op);

@@ -1,6 +1,7 @@
 //! The graph as SVG: boxes sized to their text, placed by [`super::layout`], operators filled
 //! by their time, a delegate's graph drawn inside its box.
 
+use std::collections::HashMap;
 use std::fmt::Write;
 
 use super::graph::{Graph, Kind};
@@ -100,8 +101,9 @@ fn path(points: &[(f64, f64)]) -> String {
     d
 }
 
-/// The SVG of a method's graph, operators coloured by their time relative to the slowest.
-pub fn render(graph: &Graph, ops: &[Op]) -> String {
+/// The SVG of a method's graph, operators coloured by their time relative to the slowest, and
+/// delegate graph nodes by theirs (`handles`: milliseconds by debug handle).
+pub fn render(graph: &Graph, ops: &[Op], handles: &HashMap<u32, f64>) -> String {
     let placed = place(graph);
     let slowest = ops.iter().map(|o| o.ms).fold(0.0, f64::max);
     let mut out = String::new();
@@ -110,13 +112,22 @@ pub fn render(graph: &Graph, ops: &[Op]) -> String {
         out,
         r##"<svg id="graph" width="{w:.0}" height="{h:.0}" viewBox="0 0 {w:.0} {h:.0}" data-width="{w:.0}" data-height="{h:.0}"><defs><marker id="arrow" viewBox="0 0 8 8" refX="8" refY="4" markerWidth="7" markerHeight="7" orient="auto"><path d="M0,0 L8,4 L0,8 z" fill="#6b7280"/></marker></defs>"##
     );
-    emit(&mut out, graph, &placed, ops, slowest);
+    emit(&mut out, graph, &placed, &Times { ops, handles, slowest });
     out.push_str("</svg>");
     out
 }
 
+/// What nodes are coloured by.
+struct Times<'a> {
+    ops: &'a [Op],
+    handles: &'a HashMap<u32, f64>,
+    /// The slowest operator's milliseconds: the top of the heat scale.
+    slowest: f64,
+}
+
 /// Writes the edges, then the nodes, of a placed graph.
-fn emit(out: &mut String, graph: &Graph, placed: &Placed, ops: &[Op], slowest: f64) {
+fn emit(out: &mut String, graph: &Graph, placed: &Placed, times: &Times<'_>) {
+    let (ops, slowest) = (times.ops, times.slowest);
     for (edge, points) in graph.edges.iter().zip(&placed.layout.edges) {
         if points.is_empty() {
             continue;
@@ -143,7 +154,18 @@ fn emit(out: &mut String, graph: &Graph, placed: &Placed, ops: &[Op], slowest: f
                 let _ = write!(title, "\ntime {:.4} ms per execute ({:.1}%)", op.ms, op.share);
                 (heat(t), if t > 0.55 { "#ffffff" } else { "#1f2937" })
             }
-            None => (String::new(), "#1f2937"),
+            None => match node.debug_handle.and_then(|h| times.handles.get(&h)) {
+                Some(&ms) => {
+                    let t = if slowest > 0.0 { ms / slowest } else { 0.0 };
+                    let _ = write!(
+                        title,
+                        "\ntime {ms:.4} ms per execute (a kiln step's time split over the \
+                         delegate nodes it computes)"
+                    );
+                    (heat(t), if t > 0.55 { "#ffffff" } else { "#1f2937" })
+                }
+                None => (String::new(), "#1f2937"),
+            },
         };
         let class = match (node.kind, &node.inner, op) {
             (Kind::Input, ..) => "node input",
@@ -174,7 +196,7 @@ fn emit(out: &mut String, graph: &Graph, placed: &Placed, ops: &[Op], slowest: f
                     (w - inner.layout.width) / 2.0
                 );
                 if let Some(g) = &node.inner {
-                    emit(out, g, inner, ops, slowest);
+                    emit(out, g, inner, times);
                 }
                 out.push_str("</g>");
             }
@@ -214,13 +236,14 @@ mod tests {
             title: "<script>alert(1)</script>".into(),
             tensor: "float[1]".into(),
             op: None,
+            debug_handle: None,
             inner: None,
         };
         let graph = Graph {
             nodes: vec![node(Kind::Input, "a\"b<c>&"), node(Kind::Output, "</svg>")],
             edges: vec![Edge { from: 0, to: 1, tensors: vec!["x<y: float[1]".into()] }],
         };
-        let svg = render(&graph, &[]);
+        let svg = render(&graph, &[], &HashMap::new());
         assert!(!svg.contains("<script") && !svg.contains("</svg><"), "{svg}");
         assert!(svg.contains("a&quot;b&lt;c&gt;&amp;") && svg.contains("x&lt;y"));
         assert_eq!(svg.matches("<g class=\"node").count(), 2);

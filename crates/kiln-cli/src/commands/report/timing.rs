@@ -1,5 +1,7 @@
 //! The compiled steps with their profiled time, and each original instruction's share of it.
 
+use std::collections::HashMap;
+
 use kiln_runtime::{CompiledNode, InstructionTime};
 use serde::Serialize;
 
@@ -16,6 +18,8 @@ pub struct Step {
     pub origins: Vec<u32>,
     /// Their operators.
     pub operators: Vec<String>,
+    /// Inside an XNNPACK delegate: the debug handles of the delegate graph's nodes it computes.
+    pub debug_handles: Vec<u32>,
     /// The report's operators it stands for (indices in its operator table).
     pub ops: Vec<usize>,
     /// A convolution's layouts, a mean's or a pooling's layout.
@@ -30,6 +34,18 @@ pub struct Step {
     pub share: f64,
 }
 
+/// Milliseconds per execute of each delegate graph node, by debug handle: a step's time split
+/// evenly over the nodes it computes.
+pub fn per_debug_handle(steps: &[Step]) -> HashMap<u32, f64> {
+    let mut ms = HashMap::new();
+    for s in steps.iter().filter(|s| !s.debug_handles.is_empty()) {
+        for &h in &s.debug_handles {
+            *ms.entry(h).or_default() += s.ms / s.debug_handles.len() as f64;
+        }
+    }
+    ms
+}
+
 /// Joins the compiled steps with the profile of `iters` executes (entries for the steps that
 /// ran, in step order) and gives each of `ops` its share: a step's time split evenly over the
 /// instructions it stands for.
@@ -42,10 +58,9 @@ pub fn steps(
     let mut timed = profile.iter().peekable();
     let mut steps: Vec<Step> = compiled
         .iter()
-        .map(|node| {
-            let time = timed.next_if(|t| {
-                t.chain == node.chain && t.origins == node.origins && t.op == node.kind
-            });
+        .enumerate()
+        .map(|(i, node)| {
+            let time = timed.next_if(|t| t.step == i);
             let op_of = |&o: &u32| {
                 ops.iter().position(|op| op.chain == node.chain && op.instruction == o as usize)
             };
@@ -54,6 +69,7 @@ pub fn steps(
                 kind: node.kind.clone(),
                 origins: node.origins.clone(),
                 operators: node.operators.clone(),
+                debug_handles: node.debug_handles.clone(),
                 ops: node.origins.iter().filter_map(op_of).collect(),
                 layout: node.layout.clone(),
                 algorithm: node.algorithm.clone(),

@@ -79,6 +79,7 @@ pub fn graph(payload: &Payload<'_>) -> Graph {
                 .map(|&id| value_type(&g.values[id as usize]))
                 .unwrap_or_default(),
             op: None,
+            debug_handle: Some(n.debug_handle),
             inner: None,
         });
     }
