@@ -122,6 +122,8 @@ mod tests {
             kind: kind.into(),
             operators: vec![],
             origins,
+            debug_handles: vec![],
+            delegate_ops: vec![],
             layout: None,
             algorithm: None,
         }
@@ -133,6 +135,7 @@ mod tests {
         let compiled = [node("conv2d[relu]", vec![0, 1]), node("x", vec![2])];
         // The second step never ran: the profile has no entry for it.
         let profile = [InstructionTime {
+            step: 0,
             chain: 0,
             instruction: 0,
             op: "conv2d[relu]".into(),
@@ -149,5 +152,28 @@ mod tests {
         assert!((ops[0].ms - 1.0).abs() < 1e-9 && (ops[1].share - 50.0).abs() < 1e-9);
         assert_eq!((ops[1].steps.as_slice(), ops[2].ms), (&[0][..], 0.0));
         assert!(ops[1].ran && !ops[2].ran);
+    }
+
+    #[test]
+    fn delegate_nodes_share_the_time_of_the_steps_computing_them() {
+        let mut ops = vec![op(0, "delegate:XnnpackBackend")];
+        let mut compiled = [node("conv2d", vec![0]), node("linear", vec![0])];
+        compiled[0].debug_handles = vec![3, 4];
+        compiled[1].debug_handles = vec![4];
+        let time = |step, ms| InstructionTime {
+            step,
+            chain: 0,
+            instruction: 0,
+            op: String::new(),
+            origins: vec![0],
+            operators: vec![],
+            count: 1,
+            total: Duration::from_millis(ms),
+        };
+        let steps = steps(&compiled, &[time(0, 2), time(1, 1)], 1, &mut ops);
+        let ms = per_debug_handle(&steps);
+        assert_eq!(ms.len(), 2);
+        assert!((ms[&3] - 1.0).abs() < 1e-9 && (ms[&4] - 2.0).abs() < 1e-9, "{ms:?}");
+        assert!((ops[0].ms - 3.0).abs() < 1e-9);
     }
 }
