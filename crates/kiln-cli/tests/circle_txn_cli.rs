@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 /// `../shared/testdata/<sub>` beside the repository, or `None` after a visible skip message.
 fn shared_testdata(sub: &str, test: &str) -> Option<PathBuf> {
@@ -38,7 +38,25 @@ fn origins_set_then_dump_json() {
     let model = dir.join("one_vscode_while_000.circle");
     let model = model.to_str().unwrap();
     let empty = json(&["circle", "origins", "dump", "--json", model]);
-    assert_eq!(empty, serde_json::json!({"source_table": {}, "op_table": {}}));
+    assert_eq!((&empty["source_table"], &empty["op_table"]), (&json!({}), &json!({})));
+    // Without tables, luci's importer gives operator i the origin (i, name of its first
+    // output tensor).
+    let dump = json(&["dump", model]);
+    let expected_singles: Vec<Value> = dump["subgraphs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .enumerate()
+        .flat_map(|(s, sg)| {
+            let tensors = sg["tensors"].clone();
+            sg["operators"].as_array().unwrap().iter().enumerate().map(move |(i, op)| {
+                let out = op["outputs"][0].as_u64().unwrap() as usize;
+                json!({"subgraph": s, "operator": i,
+                       "origin": [{"id": i, "name": tensors[out]["name"]}]})
+            })
+        })
+        .collect();
+    assert_eq!(empty["operators"], json!(expected_singles));
 
     let out = temp("while_origins.circle");
     let out_s = out.to_str().unwrap();
@@ -47,10 +65,23 @@ fn origins_set_then_dump_json() {
         "2=node 2", "--op", "0=1,2", "--op", "1=2",
     ]);
     assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
-    let dumped = json(&["circle", "origins", "dump", "--json", out_s]);
+    let mut dumped = json(&["circle", "origins", "dump", "--json", out_s]);
+    // Composite origins, named from the source table: the op table is model-wide, so operator
+    // 0 of every subgraph gets {1, 2}; only subgraph 2 has an operator 1.
+    let both = json!([{"id": 1, "name": "node1"}, {"id": 2, "name": "node 2"}]);
+    let ops = dumped.as_object_mut().unwrap().remove("operators").unwrap();
+    assert_eq!(
+        ops,
+        json!([
+            {"subgraph": 0, "operator": 0, "origin": both},
+            {"subgraph": 1, "operator": 0, "origin": both},
+            {"subgraph": 2, "operator": 0, "origin": both},
+            {"subgraph": 2, "operator": 1, "origin": [{"id": 2, "name": "node 2"}]},
+        ])
+    );
     assert_eq!(
         dumped,
-        serde_json::json!({
+        json!({
             "source_table": {"1": "node1", "2": "node 2"},
             "op_table": {"0": [1, 2], "1": [2]}
         })

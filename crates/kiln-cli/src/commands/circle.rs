@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
-use kiln_format::circle::origins::{read_tables, write_tables, OriginTables};
+use kiln_format::circle::origins::{read_tables, subgraph_origins, write_tables, OriginTables};
 use kiln_format::circle::schema::{SubGraph, TensorType};
 use kiln_format::circle::{CircleEditor, CircleModel};
-use kiln_format::origins::{OpTable, SourceTable};
+use kiln_format::origins::{OpTable, OriginMap, SourceTable};
 use kiln_format::Kind;
 use serde_json::{json, Value};
 
@@ -35,11 +35,14 @@ enum Command {
 
 #[derive(clap::Subcommand)]
 enum OriginsCommand {
-    /// Print both tables (empty when absent; an empty op table means "no origin information").
+    /// Print both tables (empty when absent; an empty op table means "no origin information")
+    /// and every operator's origin as luci's importer builds it: the named sources of its op
+    /// table entry, or, without one, its own index named after its first output tensor.
     Dump {
         /// The Circle model.
         file: PathBuf,
-        /// Print `{"source_table": {"ID": "name"}, "op_table": {"OP_ID": [ID, ...]}}`.
+        /// Print `{"source_table": {"ID": "name"}, "op_table": {"OP_ID": [ID, ...]},
+        /// "operators": [{"subgraph", "operator", "origin": [{"id", "name"}, ...]}]}`.
         #[arg(long)]
         json: bool,
     },
@@ -66,10 +69,13 @@ pub fn run(args: Args) -> Result<ExitCode> {
             let input = open(&file)?;
             let model = parse(&input)?;
             let tables = read_tables(&model).with_context(|| file.display().to_string())?;
+            let origins = operator_origins(&model).with_context(|| file.display().to_string())?;
             if json {
-                print_json(&tables_json(&tables))?;
+                let mut v = tables_json(&tables);
+                v["operators"] = origins_json(&origins);
+                print_json(&v)?;
             } else {
-                out!("{}", tables_text(&tables));
+                out!("{}{}", tables_text(&tables), origins_text(&origins));
             }
         }
         Command::Origins { command: OriginsCommand::Set { file, output, sources, ops } } => {
@@ -158,6 +164,37 @@ fn set(
         op_table.len()
     );
     Ok(())
+}
+
+/// Per subgraph, the origin of each operator as luci's importer builds it.
+fn operator_origins(model: &CircleModel<'_>) -> Result<Vec<OriginMap<u32>>> {
+    let subgraphs = model.model().subgraphs().map_or(0, |s| s.len());
+    (0..subgraphs).map(|s| Ok(subgraph_origins(model, s)?)).collect()
+}
+
+fn origins_json(origins: &[OriginMap<u32>]) -> Value {
+    let mut ops = Vec::new();
+    for (s, graph) in origins.iter().enumerate() {
+        for (op, origin) in graph.iter() {
+            let sources: Vec<Value> =
+                origin.sources().map(|src| json!({ "id": src.id, "name": src.name })).collect();
+            ops.push(json!({ "subgraph": s, "operator": op, "origin": sources }));
+        }
+    }
+    Value::Array(ops)
+}
+
+fn origins_text(origins: &[OriginMap<u32>]) -> String {
+    let mut out = String::new();
+    for (s, graph) in origins.iter().enumerate() {
+        out.push_str(&format!("subgraph {s}: origins of {} operators\n", graph.len()));
+        for (op, origin) in graph.iter() {
+            let sources: Vec<String> =
+                origin.sources().map(|src| format!("{} {:?}", src.id, src.name)).collect();
+            out.push_str(&format!("  [{op} : {}]\n", sources.join(", ")));
+        }
+    }
+    out
 }
 
 fn tables_json(tables: &OriginTables) -> Value {
