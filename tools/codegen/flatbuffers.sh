@@ -35,7 +35,7 @@ gen() {
 # #[path = "generated/<stem>/mod.rs"]. Schemas that are only included by others (such as
 # scalar_type.fbs) are generated into their includer's module.
 # The root schemas, one per format (add yours here).
-SCHEMAS="program flat_tensor darwinn tflite xnnpack"
+SCHEMAS="program flat_tensor darwinn tflite xnnpack etdump"
 for stem in $SCHEMAS; do
   gen "$stem.fbs"
 done

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Hostile-input campaign: kiln on mutated real files of every kind it reads.
 
-For each kind (pte, ptd, irpa, safetensors, gguf, tflite, edgetpu, circle, txn, npy) it takes the
-real files of that kind from tests/fixtures/ and ../shared/testdata/ (absent folders are
-skipped), makes N seeded mutants per kind (bit flips, bytes set to 0x00/0xff/0x7f/0x80, 32- and
+For each kind (pte, ptd, irpa, safetensors, gguf, tflite, edgetpu, circle, txn, npy, etdump) it
+takes the real files of that kind from tests/fixtures/ and ../shared/testdata/ (absent folders
+are skipped), makes N seeded mutants per kind (bit flips, bytes set to 0x00/0xff/0x7f/0x80, 32- and
 64-bit words overwritten with huge values, truncation, insertion, duplicated ranges) and runs
 `kiln verify`, `kiln inspect`, `kiln dump` and, for programs, `kiln run` on each, recording the
 exit code and the peak resident set of every run (os.wait4).
@@ -46,6 +46,7 @@ KINDS = {
     "circle": (lambda p: p.suffix == ".circle", ["verify", "inspect", "dump"]),
     "txn": (lambda p: p.suffix == ".bin" and "aie_txn" in str(p), ["verify", "inspect", "dump"]),
     "npy": (lambda p: p.suffix == ".npy", ["verify", "inspect", "dump"]),
+    "etdump": (lambda p: p.suffix == ".etdp", ["verify", "inspect", "dump"]),
 }
 MAX_SOURCE_BYTES = 4 << 20
 HUGE32 = [0xFFFFFFFF, 0x7FFFFFFF, 0x80000000, 0x10000000]

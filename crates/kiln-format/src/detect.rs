@@ -30,6 +30,9 @@ pub enum Kind {
     /// NumPy array (`\x93NUMPY` magic), as `kiln run --out-dir`, `params extract` and
     /// `edgetpu relayout` write.
     Npy,
+    /// ExecuTorch ETDump, profiling and debug data (`ED00` identifier at bytes 8..12, after
+    /// the size prefix).
+    Etdump,
 }
 
 impl Kind {
@@ -46,6 +49,7 @@ impl Kind {
             Kind::Circle => "circle",
             Kind::Txn => "txn",
             Kind::Npy => "npy",
+            Kind::Etdump => "etdump",
         }
     }
 }
@@ -81,6 +85,9 @@ pub fn detect(bytes: &[u8]) -> Option<Kind> {
         }
         Some(b"TFL3") => return Some(Kind::Tflite),
         _ => {}
+    }
+    if bytes.get(8..12) == Some(crate::etdump::IDENTIFIER.as_slice()) {
+        return Some(Kind::Etdump);
     }
     if looks_like_safetensors(bytes) {
         return Some(Kind::Safetensors);
@@ -168,6 +175,7 @@ mod tests {
         assert_eq!(detect(b"IRPA\0\0\0\0"), Some(Kind::Irpa));
         assert_eq!(detect(b"GGUF\x03\0\0\0"), Some(Kind::Gguf));
         assert_eq!(detect(b"\x93NUMPY\x01\0"), Some(Kind::Npy));
+        assert_eq!(detect(b"\x9c\x08\0\0\x0c\0\0\0ED00"), Some(Kind::Etdump));
         assert_eq!(detect(b"\x1c\0\0\0CIR0"), Some(Kind::Circle));
         assert_eq!(detect(b"\x1c\0\0\0TFL3"), Some(Kind::Tflite));
         assert_eq!(detect(b"\x02\0\0\0\0\0\0\0{}"), Some(Kind::Safetensors));

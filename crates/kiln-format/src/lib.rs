@@ -14,6 +14,7 @@ pub mod circle;
 pub mod darwinn;
 pub mod detect;
 pub mod error;
+pub mod etdump;
 pub mod flexbuffer;
 pub mod gguf;
 pub mod io;

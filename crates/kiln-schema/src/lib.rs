@@ -41,9 +41,14 @@ pub mod circle;
 #[rustfmt::skip]
 #[path = "generated/xnnpack/mod.rs"]
 pub mod xnnpack;
+/// ExecuTorch's ETDump, the profiling and debug data its runtime records (`.etdp`, file
+/// identifier `ED00`, size-prefixed): `schema/etdump.fbs` + `schema/scalar_type.fbs`.
+#[rustfmt::skip]
+#[path = "generated/etdump/mod.rs"]
+pub mod etdump;
 
-/// An 8-byte scalar that `schema/program.fbs` and `schema/flat_tensor.fbs` declare as a
-/// one-field struct, so that it is read whatever its alignment (see the header of
+/// An 8-byte scalar that `schema/program.fbs`, `schema/flat_tensor.fbs` and `schema/etdump.fbs`
+/// declare as a one-field struct, so that it is read whatever its alignment (see the header of
 /// `program.fbs`): the same bytes as the scalar, read through [`Unaligned::get`].
 pub trait Unaligned {
     /// The scalar type.
@@ -68,6 +73,9 @@ unaligned! {
     program::executorch_flatbuffer::UnalignedULong => u64,
     program::executorch_flatbuffer::UnalignedDouble => f64,
     flat_tensor::flat_tensor_flatbuffer::UnalignedULong => u64,
+    etdump::etdump::UnalignedLong => i64,
+    etdump::etdump::UnalignedULong => u64,
+    etdump::etdump::UnalignedDouble => f64,
 }
 
 /// The value of an optional 8-byte field: the scalar's default, 0, when the field is absent

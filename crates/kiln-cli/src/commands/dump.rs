@@ -28,6 +28,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         Kind::Circle => super::circle::dump(&input),
         Kind::Txn => super::txn::dump(&input),
         Kind::Npy => super::npy::dump(&input),
+        Kind::Etdump => super::etdump::dump(&input),
         kind => bail!("{}: dumping {kind} files is not supported yet", args.file.display()),
     }
 }

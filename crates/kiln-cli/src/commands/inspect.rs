@@ -49,5 +49,6 @@ pub fn run(args: Args) -> Result<ExitCode> {
         Kind::Txn => super::txn::inspect(&input, args.json),
         Kind::Tflite => super::tflite::inspect(&input, args.json),
         Kind::Npy => super::npy::inspect(&input, args.json),
+        Kind::Etdump => super::etdump::inspect(&input, args.json),
     }
 }

@@ -5,6 +5,7 @@ pub mod bench_gemm;
 pub mod circle;
 pub mod dump;
 pub mod edgetpu;
+pub mod etdump;
 pub mod executorch;
 pub mod generate;
 pub mod inspect;

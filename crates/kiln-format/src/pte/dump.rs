@@ -48,7 +48,7 @@ where
 }
 
 /// A double as JSON, which has no NaN or infinities: those as strings, like flatc writes them.
-fn double(d: f64) -> Json {
+pub(crate) fn double(d: f64) -> Json {
     if d.is_finite() {
         json!(d)
     } else {

@@ -90,6 +90,7 @@ fn check(input: &Input) -> Result<(), String> {
         Kind::Txn => super::txn::verify(input),
         Kind::Tflite => super::tflite::verify(input),
         Kind::Npy => super::npy::verify(input),
+        Kind::Etdump => super::etdump::verify(input),
     }
 }
 

@@ -1,0 +1,76 @@
+//! The `kiln inspect`, `kiln verify` and `kiln dump` arms for ExecuTorch ETDumps (`.etdp`,
+//! what ExecuTorch's runtime writes with profiling on, read by its devtools `Inspector`).
+
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use kiln_format::etdump::{self, ETDump, RunData};
+use serde_json::{json, Value};
+
+use crate::input::Input;
+use crate::output::print_json;
+
+fn parse(input: &Input) -> Result<ETDump> {
+    ETDump::parse(input.bytes()).with_context(|| input.file.path().display().to_string())
+}
+
+/// One block as JSON: name, bundled input, allocators, event counts, time span.
+fn block(run: &RunData) -> Value {
+    let counts = run.event_counts();
+    let span = run.time_span();
+    json!({
+        "name": run.name,
+        "bundled_input_index": run.bundled_input_index,
+        "allocators": run.allocators,
+        "events": {
+            "profile": counts.profile,
+            "allocation": counts.allocation,
+            "debug": counts.debug,
+        },
+        "start_time": span.map(|(start, _)| start),
+        "end_time": span.map(|(_, end)| end),
+        "duration": span.map(|(start, end)| end.saturating_sub(start)),
+    })
+}
+
+/// `kiln inspect` arm: the version and, per block, its event counts and time span.
+pub fn inspect(input: &Input, json: bool) -> Result<ExitCode> {
+    let dump = parse(input)?;
+    if json {
+        print_json(&json!({
+            "version": dump.version,
+            "run_data": dump.run_data.iter().map(block).collect::<Vec<_>>(),
+        }))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    outln!("etdump version {}, {} blocks", dump.version, dump.run_data.len());
+    for (i, run) in dump.run_data.iter().enumerate() {
+        let c = run.event_counts();
+        let mut line = format!(
+            "  [{i}] {:?}: {} profile, {} allocation, {} debug events",
+            run.name, c.profile, c.allocation, c.debug
+        );
+        if let Some((start, end)) = run.time_span() {
+            line += &format!(", {} ticks from {start} to {end}", end.saturating_sub(start));
+        }
+        if run.bundled_input_index != etdump::UNSET {
+            line += &format!(", bundled input {}", run.bundled_input_index);
+        }
+        if !run.allocators.is_empty() {
+            line += &format!(", allocators {}", run.allocators.join(", "));
+        }
+        outln!("{line}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `kiln verify` arm: the flatbuffer verifies and every event decodes.
+pub fn verify(input: &Input) -> Result<(), String> {
+    ETDump::parse(input.bytes()).map(|_| ()).map_err(|e| e.to_string())
+}
+
+/// `kiln dump` arm: every block and event, as ExecuTorch's Python deserializer gives them.
+pub fn dump(input: &Input) -> Result<ExitCode> {
+    print_json(&etdump::to_json(&parse(input)?))?;
+    Ok(ExitCode::SUCCESS)
+}
