@@ -72,6 +72,55 @@ fn check_trace(path: &Path, kernels: &[Value], iters: u64) {
     }
 }
 
+/// Checks an ETDump `kiln profile` wrote, read back by `kiln dump`: a block per profiled
+/// execute, each with the events of every executed kernel on original kernel or delegate
+/// calls (`calls`), delegate events on XNNPACK debug handles (`handles`), `Method::execute`
+/// last.
+fn check_etdump(
+    path: &Path,
+    kernels: &[Value],
+    calls: &BTreeSet<u64>,
+    handles: &BTreeSet<u64>,
+    iters: u64,
+) {
+    let (code, stdout, stderr) = kiln(&["dump", path.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let dump: Value = serde_json::from_str(&stdout).unwrap();
+    let blocks = dump["run_data"].as_array().unwrap();
+    assert_eq!(blocks.len() as u64, iters);
+    // A kernel outside delegates has two events (its native_call_* span and OPERATOR_CALL);
+    // one inside (a delegate node's, or DELEGATE_CALL for the delegate's own copies) has one.
+    let per_execute: u64 = kernels
+        .iter()
+        .map(|k| {
+            let delegated = k.get("debug_handles").is_some()
+                || k["operator"].as_str().unwrap().starts_with("delegate:");
+            if delegated {
+                1
+            } else {
+                2
+            }
+        })
+        .sum();
+    for b in blocks {
+        assert_eq!(b["name"], "Execute");
+        let events = b["events"].as_array().unwrap();
+        assert_eq!(events.len() as u64, per_execute + 1, "kernel events and Method::execute");
+        let last = &events.last().unwrap()["profile_event"];
+        assert_eq!(last["name"], "Method::execute");
+        for e in &events[..events.len() - 1] {
+            let e = &e["profile_event"];
+            assert!(calls.contains(&e["instruction_id"].as_u64().unwrap()), "{e}");
+            assert!(e["start_time"].as_u64() <= e["end_time"].as_u64(), "{e}");
+            match e["delegate_debug_id_int"].as_i64().unwrap() {
+                // native_call_*, OPERATOR_CALL or DELEGATE_CALL.
+                -1 => assert!(e["name"].is_string(), "{e}"),
+                h => assert!(handles.contains(&(h as u64)), "{e}"),
+            }
+        }
+    }
+}
+
 #[test]
 fn kernels_stand_for_exactly_the_kernel_and_delegate_calls() {
     let expected = expected();
@@ -81,6 +130,7 @@ fn kernels_stand_for_exactly_the_kernel_and_delegate_calls() {
         let pte = fixtures().join(program);
         for (method, want) in methods.as_object().unwrap() {
             let trace = dir.join("trace.json");
+            let etdp = dir.join("profile.etdp");
             let (code, stdout, stderr) = kiln(&[
                 "profile",
                 "--json",
@@ -92,6 +142,8 @@ fn kernels_stand_for_exactly_the_kernel_and_delegate_calls() {
                 method,
                 "--trace",
                 trace.to_str().unwrap(),
+                "--etdump",
+                etdp.to_str().unwrap(),
                 pte.to_str().unwrap(),
             ]);
             assert_eq!(code, 0, "{program} {method}: {stderr}");
@@ -137,6 +189,9 @@ fn kernels_stand_for_exactly_the_kernel_and_delegate_calls() {
             let total: f64 = kernels.iter().map(|k| k["share"].as_f64().unwrap()).sum();
             assert!((total - 100.0).abs() < 1e-6 || kernels.is_empty(), "{program}: {total}");
             check_trace(&trace, kernels, iters);
+            let xnn_all: BTreeSet<u64> =
+                xnn.iter().copied().chain(handles.iter().copied()).collect();
+            check_etdump(&etdp, kernels, &calls, &xnn_all, iters);
         }
     }
 }

@@ -122,6 +122,15 @@ fn every_writer_output_is_inspected_and_verified() {
         assert_eq!(v["packages"][0]["executables"].as_array().unwrap().len(), 2);
     }
 
+    // profile's ETDump and trace.
+    let etdp = tmp("profile.etdp");
+    let trace = tmp("profile-trace.json");
+    ok(&["profile", &fixture("pte/tiny_cnn.pte"), "--iters", "2", "--etdump", &etdp]);
+    reads_back(&etdp);
+    ok(&["profile", &fixture("pte/tiny_cnn.pte"), "--iters", "1", "--trace", &trace]);
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&trace).unwrap()).unwrap();
+    assert!(v["traceEvents"].as_array().is_some_and(|e| !e.is_empty()), "{v}");
+
     // The arrays kiln writes: run's outputs and params extract's tensors.
     let outs = tmp("run-outputs");
     ok(&["run", &fixture("pte/tiny_cnn.pte"), "--out-dir", &outs]);

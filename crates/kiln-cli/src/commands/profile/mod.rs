@@ -2,8 +2,9 @@
 //! attributes the time to the program's own instructions: each compiled step carries the
 //! original instructions it stands for (its origins) and, inside an XNNPACK delegate, the
 //! debug handles of the delegate graph's nodes. Prints a table by kernel, `--json` for
-//! scripts, and a Chrome trace (`--trace`).
+//! scripts, a Chrome trace (`--trace`) and an ETDump (`--etdump`).
 
+mod etdump;
 mod trace;
 
 use std::path::PathBuf;
@@ -18,7 +19,7 @@ use super::bench::median;
 use super::run::{MethodArgs, Session};
 use crate::output::{progress, Table};
 
-/// Most executed steps a timeline keeps (`--trace`); 40 bytes each.
+/// Most executed steps a timeline keeps (`--trace`, `--etdump`); 40 bytes each.
 const MAX_EVENTS: usize = 4 << 20;
 
 /// Arguments of `kiln profile`.
@@ -42,6 +43,11 @@ pub struct Args {
     /// complete event per executed kernel, one track per thread.
     #[arg(long, value_name = "T.json")]
     pub trace: Option<PathBuf>,
+    /// Write an ETDump (ExecuTorch's profiling file, for its devtools `Inspector`): a block
+    /// per profiled execute, events per executed kernel carrying the original instruction
+    /// and, inside an XNNPACK delegate, the node's debug handle.
+    #[arg(long, value_name = "E.etdp")]
+    pub etdump: Option<PathBuf>,
 }
 
 /// One compiled step that ran: what it stands for and its time over the profiled executes.
@@ -140,16 +146,23 @@ fn kernel_times(method: &Method) -> Vec<KernelTime> {
     kernels
 }
 
-/// The profiled executes, each after an unprofiled one: (timeline, profiled execute times,
-/// unprofiled execute times), sorted.
-fn measure(
-    session: &mut Session,
-    iters: usize,
-    keep_timeline: bool,
-) -> Result<(Option<Timeline>, Vec<Duration>, Vec<Duration>)> {
+/// What the profiled executes measured.
+struct Measured {
+    /// The timeline, when kept.
+    timeline: Option<Timeline>,
+    /// When each profiled execute started and ended.
+    executes: Vec<(Instant, Instant)>,
+    /// Profiled execute times, sorted.
+    profiled: Vec<Duration>,
+    /// Unprofiled execute times, sorted.
+    plain: Vec<Duration>,
+}
+
+/// The profiled executes, each after an unprofiled one.
+fn measure(session: &mut Session, iters: usize, keep_timeline: bool) -> Result<Measured> {
     let inputs = session.inputs.as_inputs()?;
     let method = &mut session.method;
-    let mut profiled = Vec::with_capacity(iters);
+    let mut executes = Vec::with_capacity(iters);
     let mut plain = Vec::with_capacity(iters);
     let bar = progress(iters, "profiling");
     method.start_timeline(if keep_timeline { MAX_EVENTS } else { 0 });
@@ -161,28 +174,30 @@ fn measure(
         method.pause_profiling(false);
         let start = Instant::now();
         method.run(&inputs)?;
-        profiled.push(start.elapsed());
+        executes.push((start, Instant::now()));
         bar.inc(1);
     }
     bar.finish_and_clear();
+    let mut profiled: Vec<Duration> = executes.iter().map(|(a, b)| *b - *a).collect();
     profiled.sort_unstable();
     plain.sort_unstable();
-    Ok((keep_timeline.then(|| method.timeline()).flatten(), profiled, plain))
+    let timeline = keep_timeline.then(|| method.timeline()).flatten();
+    Ok(Measured { timeline, executes, profiled, plain })
 }
 
 /// Runs `kiln profile`.
 pub fn run(args: Args) -> Result<ExitCode> {
     let mut session = Session::open(&args.target)?;
     session.execute(args.warmup, "warming up")?;
-    let keep_timeline = args.trace.is_some();
-    let (timeline, profiled, plain) = measure(&mut session, args.iters, keep_timeline)?;
+    let keep_timeline = args.trace.is_some() || args.etdump.is_some();
+    let measured = measure(&mut session, args.iters, keep_timeline)?;
     let method = &session.method;
     let kernels = kernel_times(method);
-    if let Some(timeline) = &timeline {
+    if let Some(timeline) = &measured.timeline {
         if timeline.dropped > 0 {
             eprintln!(
                 "kiln: warning: the timeline keeps the first {} executed steps; {} more are \
-                 left out of the trace",
+                 left out of the trace and the ETDump",
                 timeline.events.len(),
                 timeline.dropped
             );
@@ -192,14 +207,19 @@ pub fn run(args: Args) -> Result<ExitCode> {
             kiln_format::io::write_bytes_atomic(path, &json)
                 .with_context(|| format!("writing the trace {}", path.display()))?;
         }
+        if let Some(path) = &args.etdump {
+            let bytes = etdump::etdump_of(timeline, method.compiled(), &measured.executes)?;
+            kiln_format::io::write_bytes_atomic(path, &bytes)
+                .with_context(|| format!("writing the ETDump {}", path.display()))?;
+        }
     }
     let report = Report {
         model: args.target.model.display().to_string(),
         method: session.loaded.method.clone(),
         iters: args.iters,
         threads: session.threads,
-        profiled_median_ms: ms(median(&profiled)),
-        unprofiled_median_ms: ms(median(&plain)),
+        profiled_median_ms: ms(median(&measured.profiled)),
+        unprofiled_median_ms: ms(median(&measured.plain)),
         kernels,
     };
     if args.json {
