@@ -225,6 +225,38 @@ fn packed_v1_layout_decodes_and_encodes() {
 }
 
 #[test]
+fn from_ops_places_ops_and_set_arg_repoints_patches() {
+    // The v1.0 words of the test above, rebuilt from its parsed ops with the DDR_PATCH moved
+    // to argument 4, 0x88 bytes in: offsets, counts and size are those of the encoding.
+    let body = [
+        vec![0x00, 0x0001_D204, 0x5],
+        vec![0x81, 24, 0x0001_D004, 2, 0x40, 0],
+        vec![0x04, 0x0001_D228, 0, 0x1],
+    ]
+    .concat();
+    let mut bytes = words(&[0x0603_0001, 0x0000_0105, 3, 16 + 4 * body.len() as u32]);
+    bytes.extend(words(&body));
+    let parsed = Txn::parse(&bytes).unwrap();
+    let mut kinds: Vec<OpKind> = parsed.ops.iter().map(|op| op.kind.clone()).collect();
+    let OpKind::Custom { payload: CustomPayload::DdrPatch(patch), .. } = &mut kinds[1] else {
+        panic!("op 1 is the DDR_PATCH");
+    };
+    patch.set_arg(4, 0x88).unwrap();
+    assert!(patch.set_arg(256, 0).is_err(), "argidx 256 does not fit the packed u8");
+    let mut header = parsed.header.clone();
+    header.num_ops = 0;
+    header.txn_size = 0;
+    let built = Txn::from_ops(header, kinds).unwrap();
+    assert_eq!((built.header.num_ops, built.header.txn_size), (3, 16 + 4 * 13));
+    assert_eq!(built.ops.iter().map(|op| op.offset).collect::<Vec<_>>(), [16, 28, 52]);
+    let mut expected = bytes.clone();
+    expected[28 + 12..28 + 16].copy_from_slice(&[4, 0, 0, 0]); // argidx byte, then padding
+    expected[28 + 16..28 + 20].copy_from_slice(&0x88u32.to_le_bytes());
+    assert_eq!(built.to_bytes().unwrap(), expected);
+    assert_eq!(Txn::parse(&expected).unwrap(), built);
+}
+
+#[test]
 fn unknown_ops_and_bad_headers_are_reported_with_offsets() {
     let mut bytes = words(&[0x0604_0100, 0x0000_0104, 2, 0]);
     bytes.extend(words(&[0x83, 12, 0])); // RECORD_TIMER id 0

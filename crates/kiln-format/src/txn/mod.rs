@@ -351,6 +351,29 @@ impl DdrPatch {
             DdrPatch::Full { argplus, .. } | DdrPatch::Packed { argplus, .. } => *argplus,
         }
     }
+
+    /// Points the patch at kernel argument `argidx`, `argplus` bytes in, keeping every other
+    /// field; an error if `argidx` does not fit the packed form's 8-bit field.
+    pub fn set_arg(&mut self, new_argidx: u64, new_argplus: u64) -> crate::Result<()> {
+        match self {
+            DdrPatch::Full { argidx, argplus, .. } => {
+                *argidx = new_argidx;
+                *argplus = new_argplus;
+            }
+            DdrPatch::Packed { argidx, argplus, .. } => {
+                *argidx = u8::try_from(new_argidx).map_err(|_| {
+                    crate::Error::invalid(
+                        FORMAT,
+                        "ddr_patch.argidx",
+                        None,
+                        format!("argument {new_argidx} does not fit the packed 8-bit field"),
+                    )
+                })?;
+                *argplus = new_argplus;
+            }
+        }
+        Ok(())
+    }
 }
 
 impl OpKind {
@@ -410,6 +433,28 @@ impl Txn {
     /// Parses and checks a binary transaction (see the module docs for what is checked).
     pub fn parse(bytes: &[u8]) -> crate::Result<Txn> {
         read::parse(bytes)
+    }
+
+    /// Builds a transaction from `header` and ops in order: each op's `offset` is where it
+    /// will stand in the encoding, and the header's `num_ops` and `txn_size` count them, so
+    /// the result equals what [`Txn::parse`] gives for its [`Txn::to_bytes`].
+    pub fn from_ops(mut header: Header, kinds: Vec<OpKind>) -> crate::Result<Txn> {
+        let layout = header.layout()?;
+        let mut ops = Vec::with_capacity(kinds.len());
+        let mut offset = HEADER_SIZE;
+        for kind in kinds {
+            let size = write::op_size(&kind, layout)?;
+            ops.push(Op { offset, kind });
+            offset += size;
+        }
+        let too_big = |field: &str, what: &str| {
+            crate::Error::invalid(FORMAT, field, None, format!("{what} do not fit 32 bits"))
+        };
+        header.num_ops =
+            u32::try_from(ops.len()).map_err(|_| too_big("header.num_ops", "the ops"))?;
+        header.txn_size =
+            u32::try_from(offset).map_err(|_| too_big("header.txn_size", "the bytes"))?;
+        Ok(Txn { header, ops })
     }
 
     /// The op layout of this transaction.

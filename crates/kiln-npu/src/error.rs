@@ -1,0 +1,141 @@
+//! The crate's error type: every failure names the operator (node) it concerns.
+
+/// Errors of operator queries and fusion.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An operator's transaction binary does not parse, or a patched op does not encode.
+    #[error("{op}: transaction: {source}")]
+    Txn {
+        /// The node.
+        op: String,
+        /// What kiln-format reported.
+        #[source]
+        source: kiln_format::Error,
+    },
+    /// An operator's transaction header differs from the first operator's, so the two cannot
+    /// run as one transaction.
+    #[error("{op}: transaction header {field} is {found}, but the first operator's is {expected}")]
+    IncompatibleTxn {
+        /// The node.
+        op: String,
+        /// The header field.
+        field: &'static str,
+        /// The first operator's value.
+        expected: u32,
+        /// This operator's value.
+        found: u32,
+    },
+    /// Two args of one operator share a kernel argument and overlap in it.
+    #[error("{op}: args {first} and {second} overlap in xrt arg {xrt_arg_idx}")]
+    OverlappingArgs {
+        /// The node.
+        op: String,
+        /// Index of the first arg in the operator's arg map.
+        first: usize,
+        /// Index of the second.
+        second: usize,
+        /// The shared kernel argument.
+        xrt_arg_idx: usize,
+    },
+    /// An arg starts at an offset that is not a multiple of [`crate::ARG_ALIGN`].
+    #[error(
+        "{op}: arg {arg} starts at offset {offset} of xrt arg {xrt_arg_idx}, not a multiple \
+         of 4 (the arg before it has a size that is not whole 32-bit words)"
+    )]
+    MisalignedArg {
+        /// The node.
+        op: String,
+        /// Index of the arg in the operator's arg map.
+        arg: usize,
+        /// Its kernel argument.
+        xrt_arg_idx: usize,
+        /// Its offset.
+        offset: u64,
+    },
+    /// An input or output arg names an ONNX argument the node does not have.
+    #[error("{op}: arg {arg} ({arg_type:?}) names onnx arg {onnx_arg_idx}, which is not one")]
+    OnnxArgOutOfRange {
+        /// The node.
+        op: String,
+        /// Index of the arg in the operator's arg map.
+        arg: usize,
+        /// Its type.
+        arg_type: crate::OpArgType,
+        /// The ONNX argument index it names.
+        onnx_arg_idx: usize,
+    },
+    /// An operator has more than one super-kernel parameter arg.
+    #[error("{op}: args {first} and {second} are both super-kernel params (at most one)")]
+    DuplicateSuperParams {
+        /// The node.
+        op: String,
+        /// Index of the first.
+        first: usize,
+        /// Index of the second.
+        second: usize,
+    },
+    /// An operator's super-kernel parameters exceed the size its arg map requests.
+    #[error("{op}: {len} bytes of super-kernel params, but its arg map requests {requested}")]
+    SuperParamsSize {
+        /// The node.
+        op: String,
+        /// Bytes the operator returned.
+        len: u64,
+        /// Bytes requested (0 when it has no such arg).
+        requested: u64,
+    },
+    /// A DDR_PATCH names a kernel argument and offset that no arg of the operator covers.
+    #[error(
+        "{op}: DDR_PATCH op {txn_op} names xrt arg {argidx} + {argplus}, which its arg map lacks"
+    )]
+    UnknownPatchArg {
+        /// The node.
+        op: String,
+        /// Index of the DDR_PATCH in the operator's transaction.
+        txn_op: usize,
+        /// The kernel argument.
+        argidx: u64,
+        /// The offset in it.
+        argplus: u64,
+    },
+    /// A DDR_PATCH points at or past the end of the arg it falls in.
+    #[error("{op}: DDR_PATCH op {txn_op} points {argplus} bytes into xrt arg {argidx}, past arg {arg} (ends at {end})")]
+    PatchOutsideArg {
+        /// The node.
+        op: String,
+        /// Index of the DDR_PATCH in the operator's transaction.
+        txn_op: usize,
+        /// The kernel argument.
+        argidx: u64,
+        /// The offset in it.
+        argplus: u64,
+        /// Index of the arg it falls after, in the operator's arg map.
+        arg: usize,
+        /// Where that arg ends.
+        end: u64,
+    },
+    /// `initialize_const_params` wrote outside the operator's slice of the const buffer.
+    #[error("{op}: const write of {len} bytes at {offset} leaves its {size}-byte const slice")]
+    ConstWrite {
+        /// The node.
+        op: String,
+        /// Offset written, relative to the slice.
+        offset: u64,
+        /// Bytes written.
+        len: u64,
+        /// The slice's size.
+        size: u64,
+    },
+    /// Offsets or sizes summed past 2^64.
+    #[error("{op}: buffer offsets overflow")]
+    SizeOverflow {
+        /// The node.
+        op: String,
+    },
+    /// Nothing to fuse.
+    #[error("no operators to fuse")]
+    Empty,
+}
+
+/// Result with this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

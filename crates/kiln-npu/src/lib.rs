@@ -1,0 +1,25 @@
+//! NPU operators for AMD Ryzen AI-style runtimes, and the fusion of a chain of them into one
+//! transaction binary, after AMD's DynamicDispatch ("DD").
+//!
+//! An operator ([`NpuOp`]) states what buffers it needs ([`OpArgMap`]: which kernel argument,
+//! which ONNX argument, where in the argument and how many bytes), hands out a transaction
+//! binary for given shapes, its super-kernel parameters, and formats its constant inputs.
+//! [`fuse`] takes a chain of operator instances ([`Node`]) and builds what one kernel run
+//! needs: one transaction whose DDR_PATCH ops name the five fused buffers (input 0, output 1,
+//! scratch 2, const 3, super-kernel params 4), the filled const and super-kernel buffers, and the
+//! fused kernel's own arg map ([`Fused`]).
+//!
+//! This is a crate of its own rather than a module of `kiln-runtime`: it needs only
+//! `kiln-format`'s transaction reader and writer, none of the program loader, planner or CPU
+//! kernels, and what builds on it (a reference device that executes fused transactions,
+//! concrete operators, lowering) is NPU-specific too.
+
+mod arg_map;
+mod error;
+mod fuse;
+mod op;
+
+pub use arg_map::{arg_for_patch, OpArgMap, OpArgType, ARG_ALIGN};
+pub use error::{Error, Result};
+pub use fuse::{fuse, Fused, Node, PackedTensor};
+pub use op::{ConstBufferIo, ConstTensor, NpuOp, TensorDesc};

@@ -1,0 +1,171 @@
+//! Helpers of the kiln-npu tests: an operator that replays a recorded arg map, transaction and
+//! parameters; v0.1 transactions encoded by hand from aie-rt's struct layouts (independently
+//! of kiln's writer); the expected bytes of a fusion; the shared test data.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+use kiln_format::txn::{opcode, CustomPayload, OpKind, Txn};
+use kiln_npu::{
+    ConstBufferIo, ConstTensor, NpuOp, OpArgMap, OpArgType, Result, TensorDesc, ARG_ALIGN,
+};
+
+/// `../shared/testdata/<sub>` beside the repository, or `None` (after printing a visible skip
+/// message naming `test`) when that folder is absent.
+pub fn shared_testdata(sub: &str, test: &str) -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/testdata").join(sub);
+    if dir.is_dir() {
+        Some(dir)
+    } else {
+        eprintln!("SKIPPED {test}: {} is absent", dir.display());
+        None
+    }
+}
+
+/// An operator with a fixed arg map, transaction and super-kernel parameters, whose
+/// `initialize_const_params` is the plain copy the interface describes: each constant input at
+/// the next 4-byte boundary of its slice.
+pub struct RecordedOp {
+    pub maps: Vec<OpArgMap>,
+    pub txn: Vec<u8>,
+    pub params: Vec<u8>,
+}
+
+impl NpuOp for RecordedOp {
+    fn buffer_reqs(&self, _: &[TensorDesc], _: &[TensorDesc]) -> Result<Vec<OpArgMap>> {
+        Ok(self.maps.clone())
+    }
+
+    fn transaction_bin(&self, _: &[TensorDesc], _: &[TensorDesc]) -> Result<Vec<u8>> {
+        Ok(self.txn.clone())
+    }
+
+    fn super_kernel_params(&self, _: &[TensorDesc], _: &[TensorDesc]) -> Result<Vec<u8>> {
+        Ok(self.params.clone())
+    }
+
+    fn initialize_const_params(
+        &self,
+        io: &mut ConstBufferIo<'_>,
+        consts: &[ConstTensor],
+    ) -> Result<()> {
+        let mut at = 0usize;
+        for c in consts {
+            at = at.next_multiple_of(ARG_ALIGN as usize);
+            io.write(at, &c.data)?;
+            at += c.data.len();
+        }
+        Ok(())
+    }
+}
+
+/// An arg map entry.
+pub fn arg(arg_type: OpArgType, xrt: usize, onnx: usize, offset: u64, size: u64) -> OpArgMap {
+    OpArgMap { arg_type, xrt_arg_idx: xrt, onnx_arg_idx: onnx, offset, size }
+}
+
+/// A uint16 tensor of `bytes` bytes called `name`.
+pub fn tensor(name: &str, bytes: usize) -> TensorDesc {
+    TensorDesc { name: name.into(), shape: vec![bytes / 2], dtype: "uint16".into() }
+}
+
+/// A uint8 constant called `name` holding `data`.
+pub fn constant(name: &str, data: Vec<u8>) -> ConstTensor {
+    ConstTensor {
+        desc: TensorDesc { name: name.into(), shape: vec![data.len()], dtype: "uint8".into() },
+        data,
+    }
+}
+
+fn le32(out: &mut Vec<u8>, v: u32) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+fn le64(out: &mut Vec<u8>, v: u64) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+/// A v0.1 transaction (DevGen 4, 6 rows, 4 columns, 1 memory-tile row) that, for each
+/// `(regaddr, argidx, argplus)`, writes an 8-word shim BD with a BLOCKWRITE at `regaddr - 4`
+/// and patches its address word with a DDR_PATCH, then pushes a queue entry (WRITE) and waits
+/// (MASKPOLL). Byte layouts from aie-rt's `XAie_*Hdr` structs (reference B5).
+pub fn hand_txn(patches: &[(u64, u64, u64)]) -> Vec<u8> {
+    let mut body = Vec::new();
+    for &(regaddr, argidx, argplus) in patches {
+        // BLOCKWRITE: op, col, row, col, row, 3 pad, u32 reg, u32 size (16 + 4·8), data.
+        body.extend_from_slice(&[1, 0, 0, 0, 0, 0, 0, 0]);
+        le32(&mut body, (regaddr - 4) as u32);
+        le32(&mut body, 16 + 32);
+        for w in 0..8 {
+            le32(&mut body, 0x100 + w);
+        }
+        // DDR_PATCH: op, 3 junk bytes, u32 size 48, op_base, action, pad, regaddr, argidx,
+        // argplus.
+        body.extend_from_slice(&[0x81, 0x86, 0xe2, 0xf9]);
+        le32(&mut body, 48);
+        for w in [0, 0, 0, 0] {
+            le32(&mut body, w);
+        }
+        for w in [regaddr, argidx, argplus] {
+            le64(&mut body, w);
+        }
+    }
+    // WRITE: op, col, row, 5 pad, u64 reg, u32 value, u32 size 24.
+    body.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 0]);
+    le64(&mut body, 0x1D214);
+    le32(&mut body, 0x8000_0000);
+    le32(&mut body, 24);
+    // MASKPOLL: op, col, row, 5 pad, u64 reg, u32 value, u32 mask, u32 size 32, u32 pad.
+    body.extend_from_slice(&[4, 0, 0, 0, 0, 0, 0, 0]);
+    le64(&mut body, 0x1D220);
+    le32(&mut body, 0);
+    le32(&mut body, 0x00F8_0000);
+    le32(&mut body, 32);
+    le32(&mut body, 0);
+    let num_ops = 2 * patches.len() as u32 + 2;
+    let mut bytes = vec![0, 1, 4, 6, 4, 1, 0, 0];
+    le32(&mut bytes, num_ops);
+    le32(&mut bytes, 16 + body.len() as u32);
+    bytes.extend(body);
+    bytes
+}
+
+/// The bytes DD's fusion gives for `sources`: the first header with the summed op count and
+/// `16 + Σ(size - 16)`, every body after it, and in each v0.1 DDR_PATCH (in order) the
+/// `argidx` (op byte 32) and `argplus` (op byte 40) of the next of `patches`.
+pub fn expected_fusion(sources: &[&[u8]], patches: &[(u64, u64)]) -> Vec<u8> {
+    let mut out = sources[0][..16].to_vec();
+    let num_ops: u32 =
+        sources.iter().map(|s| u32::from_le_bytes(s[8..12].try_into().unwrap())).sum();
+    let size: usize = 16 + sources.iter().map(|s| s.len() - 16).sum::<usize>();
+    out[8..12].copy_from_slice(&num_ops.to_le_bytes());
+    out[12..16].copy_from_slice(&(size as u32).to_le_bytes());
+    let mut next = patches.iter();
+    for src in sources {
+        let base = out.len() - 16;
+        out.extend_from_slice(&src[16..]);
+        for op in Txn::parse(src).unwrap().ops {
+            if op.kind.opcode() == opcode::DDR_PATCH {
+                let (argidx, argplus) = *next.next().expect("more DDR_PATCH ops than expected");
+                let at = base + op.offset as usize;
+                out[at + 32..at + 40].copy_from_slice(&argidx.to_le_bytes());
+                out[at + 40..at + 48].copy_from_slice(&argplus.to_le_bytes());
+            }
+        }
+    }
+    assert!(next.next().is_none(), "fewer DDR_PATCH ops than expected");
+    out
+}
+
+/// The `(argidx, argplus)` of every DDR_PATCH of `txn`, in order.
+pub fn patches_of(txn: &Txn) -> Vec<(u64, u64)> {
+    txn.ops
+        .iter()
+        .filter_map(|op| match &op.kind {
+            OpKind::Custom { payload: CustomPayload::DdrPatch(p), .. } => {
+                Some((p.argidx(), p.argplus()))
+            }
+            _ => None,
+        })
+        .collect()
+}
