@@ -40,6 +40,10 @@ pub struct Args {
     #[arg(long, default_value_t = 20,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub iters: usize,
+    /// Unprofiled executes before the profiled ones (first-execute costs such as page faults
+    /// and cold caches stay out of the times).
+    #[arg(long, default_value_t = 2)]
+    pub warmup: usize,
 }
 
 /// What the page shows, and the data its script reads.
@@ -62,6 +66,7 @@ pub struct Report {
 /// Runs `kiln report`.
 pub fn run(args: Args) -> Result<ExitCode> {
     let mut session = Session::open(&args.target)?;
+    session.execute(args.warmup, "warming up")?;
     let profile = session.profile(args.iters)?;
     let names = session.loaded.input_names(session.method.inputs().len());
     let method = program::read(session.loaded.bytes(), &session.loaded.method, &names)?;
