@@ -203,3 +203,32 @@ fn txn_patch_refuses_missing_args_unless_allowed() {
     assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
     assert!(out.exists());
 }
+
+#[test]
+fn txn_inspect_shows_kiln_launch() {
+    // v0.1 header (1 op), then KILN_LAUNCH: opcode 133, 3 header bytes, u32 size 80, magic,
+    // kernel 4 (MATMUL), dtype 6, 3 args, 3 dims, reserved, registers, dims.
+    let mut bytes =
+        vec![0, 1, 4, 6, 4, 1, 0, 0, 1, 0, 0, 0, 96, 0, 0, 0, 133, 0, 0, 0, 80, 0, 0, 0];
+    bytes.extend_from_slice(b"KILN");
+    for w in [4u32, 6, 3, 3, 0] {
+        bytes.extend_from_slice(&w.to_le_bytes());
+    }
+    for w in [0x1D004u64, 0x1D024, 0x1D044, 2, 3, 5] {
+        bytes.extend_from_slice(&w.to_le_bytes());
+    }
+    let path = temp("launch.bin");
+    std::fs::write(&path, &bytes).unwrap();
+    let v = json(&["txn", "inspect", "--json", path.to_str().unwrap()]);
+    let op = &v["ops"][0];
+    assert_eq!(op["name"], "KILN_LAUNCH");
+    assert_eq!(op["kernel"], "MATMUL");
+    assert_eq!(op["dtype"], 6);
+    assert_eq!(op["arg_regs"], json!([0x1D004, 0x1D024, 0x1D044]));
+    assert_eq!(op["dims"], json!([2, 3, 5]));
+    let out = kiln(&["txn", "inspect", path.to_str().unwrap()]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("KILN_LAUNCH") && text.contains("MATMUL dtype 6"), "{text}");
+    assert!(text.contains("dims [2, 3, 5]"), "{text}");
+}

@@ -8,8 +8,8 @@ use std::fs;
 
 use common::{mutate, shared_testdata, Rng};
 use kiln_format::txn::{
-    from_hex_text, opcode, resolve_patches, to_hex_text, CustomPayload, DdrPatch, Layout, OpKind,
-    Txn, HEADER_SIZE,
+    from_hex_text, opcode, resolve_patches, to_hex_text, CustomPayload, DdrPatch, Launch,
+    LaunchKernel, Layout, OpKind, Txn, HEADER_SIZE,
 };
 
 const REAL_BINS: [&str; 4] = [
@@ -311,4 +311,121 @@ fn mutated_real_binaries_never_panic_and_reparse_equal() {
         }
     }
     assert!(parsed > 0, "some mutants (e.g. changed register values) must still parse");
+}
+
+/// A v0.1 transaction (DevGen 4, 6 rows, 4 columns) holding one custom op with opcode `code`,
+/// junk header bytes and `payload`, encoded from aie-rt's `XAie_CustomOpHdr` layout.
+fn custom_txn(code: u8, payload: &[u8]) -> Vec<u8> {
+    let op_size = 8 + payload.len() as u32;
+    let mut bytes = vec![0, 1, 4, 6, 4, 1, 0, 0];
+    bytes.extend_from_slice(&1u32.to_le_bytes());
+    bytes.extend_from_slice(&(16 + op_size).to_le_bytes());
+    bytes.extend_from_slice(&[code, 0x86, 0xe2, 0xf9]);
+    bytes.extend_from_slice(&op_size.to_le_bytes());
+    bytes.extend_from_slice(payload);
+    bytes
+}
+
+/// A KILN_LAUNCH payload from the documented layout: magic, kernel, dtype, counts, reserved,
+/// argument registers, dimensions.
+fn launch_payload(kernel: u32, dtype: u32, regs: &[u64], dims: &[u64]) -> Vec<u8> {
+    let mut p = b"KILN".to_vec();
+    for w in [kernel, dtype, regs.len() as u32, dims.len() as u32, 7] {
+        p.extend_from_slice(&w.to_le_bytes());
+    }
+    for w in regs.iter().chain(dims) {
+        p.extend_from_slice(&w.to_le_bytes());
+    }
+    p
+}
+
+#[test]
+fn kiln_launch_decodes_and_encodes_identically() {
+    let bytes = custom_txn(133, &launch_payload(4, 6, &[0x1D004, 0x1D024, 0x1D044], &[2, 3, 5]));
+    assert_eq!(bytes.len(), 16 + 32 + 8 * 6);
+    let txn = Txn::parse(&bytes).unwrap();
+    let OpKind::Custom { opcode: 133, hdr, payload: CustomPayload::Launch(l) } = &txn.ops[0].kind
+    else {
+        panic!("not a launch: {:?}", txn.ops[0]);
+    };
+    assert_eq!(hdr[..3], [0x86, 0xe2, 0xf9]);
+    assert_eq!(l.kernel, LaunchKernel::MatMul);
+    assert_eq!((l.dtype, l.reserved), (6, 7));
+    assert_eq!(l.arg_regs, [0x1D004, 0x1D024, 0x1D044]);
+    assert_eq!(l.dims, [2, 3, 5]);
+    assert_eq!(txn.ops[0].kind.name(), "KILN_LAUNCH");
+    assert_eq!(txn.to_bytes().unwrap(), bytes);
+
+    // Each kernel with its own arity reads back.
+    for (code, kernel, regs, dims) in [
+        (1, LaunchKernel::Add, 3, 1),
+        (2, LaunchKernel::Mul, 3, 1),
+        (3, LaunchKernel::Sigmoid, 2, 1),
+    ] {
+        let bytes = custom_txn(133, &launch_payload(code, 6, &vec![4; regs], &vec![9; dims]));
+        let txn = Txn::parse(&bytes).unwrap();
+        let OpKind::Custom { payload: CustomPayload::Launch(l), .. } = &txn.ops[0].kind else {
+            panic!("code {code} is not a launch");
+        };
+        assert_eq!(l.kernel, kernel);
+        assert_eq!(txn.to_bytes().unwrap(), bytes);
+    }
+}
+
+#[test]
+fn kiln_launch_errors_name_the_payload_offset() {
+    let mut short = launch_payload(1, 6, &[1, 2, 3], &[4]);
+    short.truncate(20);
+    let mut long = launch_payload(1, 6, &[1, 2, 3], &[4]);
+    long.extend_from_slice(&[0; 8]);
+    let mut huge_counts = launch_payload(1, 6, &[], &[]);
+    huge_counts[12..20].copy_from_slice(&[0xff; 8]);
+    for (payload, needle) in [
+        (launch_payload(9, 6, &[1, 2, 3], &[4]), "kernel 9"),
+        (launch_payload(3, 6, &[1, 2, 3], &[4]), "SIGMOID takes 2 buffer arguments"),
+        (launch_payload(4, 6, &[1, 2, 3], &[4]), "MATMUL takes 3 buffer arguments and 3"),
+        (short, "under 24"),
+        (long, "need 56"),
+        (huge_counts, "4294967295 arguments"),
+    ] {
+        let err = Txn::parse(&custom_txn(133, &payload)).unwrap_err().to_string();
+        // The payload starts 8 bytes into the op, which starts right after the header.
+        assert!(err.contains("24"), "{err}");
+        assert!(err.contains(needle), "{needle:?} not in {err}");
+    }
+}
+
+#[test]
+fn opcode_133_without_the_magic_stays_raw() {
+    let bytes = custom_txn(133, b"ABCDEFGH");
+    let txn = Txn::parse(&bytes).unwrap();
+    assert_eq!(
+        txn.ops[0].kind,
+        OpKind::Custom {
+            opcode: 133,
+            hdr: [0x86, 0xe2, 0xf9, 0, 0, 0, 0],
+            payload: CustomPayload::Raw(b"ABCDEFGH".to_vec())
+        }
+    );
+    assert_eq!(txn.to_bytes().unwrap(), bytes);
+    // A raw 133 that starts with the magic would read back as a launch: the writer refuses it.
+    let mut raw = txn.clone();
+    raw.ops[0].kind = OpKind::Custom {
+        opcode: 133,
+        hdr: [0; 7],
+        payload: CustomPayload::Raw(launch_payload(1, 6, &[1, 2, 3], &[4])),
+    };
+    assert!(raw.to_bytes().is_err());
+    // So does a launch with the wrong arity built in memory.
+    let bad = Launch {
+        kernel: LaunchKernel::Add,
+        dtype: 6,
+        reserved: 0,
+        arg_regs: vec![1, 2],
+        dims: vec![4],
+    };
+    raw.ops[0].kind =
+        OpKind::Custom { opcode: 133, hdr: [0; 7], payload: CustomPayload::Launch(bad) };
+    let err = raw.to_bytes().unwrap_err().to_string();
+    assert!(err.contains("ADD takes 3 buffer arguments"), "{err}");
 }

@@ -1,6 +1,7 @@
-//! The crate's error type: every failure names the operator (node) it concerns.
+//! The crate's error type: every failure of fusion names the operator (node) it concerns, and
+//! every failure of the reference device the byte offset of the transaction op.
 
-/// Errors of operator queries and fusion.
+/// Errors of operator queries, fusion and the reference device.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// An operator's transaction binary does not parse, or a patched op does not encode.
@@ -135,6 +136,105 @@ pub enum Error {
     /// Nothing to fuse.
     #[error("no operators to fuse")]
     Empty,
+    /// A buffer given to the reference device exceeds its address window.
+    #[error("device buffer {buffer} is {len} bytes, over the {max}-byte address window")]
+    DeviceBuffer {
+        /// The buffer's fused slot.
+        buffer: usize,
+        /// Its size.
+        len: u64,
+        /// The window's size.
+        max: u64,
+    },
+    /// The reference device does not execute this op.
+    #[error("op at byte {offset}: {name} is not supported by the reference device")]
+    UnsupportedOp {
+        /// Byte offset of the op in the transaction.
+        offset: u64,
+        /// The op's name.
+        name: String,
+    },
+    /// A MASKPOLL waits for a value its register does not hold; on the device nothing else
+    /// writes registers, so it would wait forever.
+    #[error(
+        "op at byte {offset}: {name} of register 0x{reg:x} waits for 0x{value:08x} under mask \
+         0x{mask:08x}, but the register holds 0x{found:08x} and nothing else writes it, so the \
+         poll never succeeds"
+    )]
+    PollNeverSucceeds {
+        /// Byte offset of the op in the transaction.
+        offset: u64,
+        /// MASKPOLL or MASKPOLL_BUSY.
+        name: String,
+        /// The register.
+        reg: u64,
+        /// The value awaited.
+        value: u32,
+        /// The mask.
+        mask: u32,
+        /// What the register holds (0 if never written).
+        found: u32,
+    },
+    /// A DDR_PATCH names a kernel argument that is not one of the five fused buffers, or an
+    /// offset beyond the buffer's address window.
+    #[error(
+        "op at byte {offset}: DDR_PATCH of register 0x{regaddr:x} names arg {argidx} + \
+         {argplus}, outside the device's five buffers (args 0..=4, offsets under {window})"
+    )]
+    PatchTarget {
+        /// Byte offset of the op in the transaction.
+        offset: u64,
+        /// The register it patches.
+        regaddr: u64,
+        /// The kernel argument.
+        argidx: u64,
+        /// The offset in it.
+        argplus: u64,
+        /// The size of each buffer's address window.
+        window: u64,
+    },
+    /// A launch argument's register holds no address inside a buffer.
+    #[error("op at byte {offset}: KILN_LAUNCH argument {arg} reads register 0x{reg:x}, {what}")]
+    LaunchAddress {
+        /// Byte offset of the op in the transaction.
+        offset: u64,
+        /// Which buffer argument.
+        arg: usize,
+        /// The register holding its address.
+        reg: u64,
+        /// What is wrong with it.
+        what: String,
+    },
+    /// The bytes a launch argument covers leave its buffer.
+    #[error(
+        "op at byte {offset}: KILN_LAUNCH argument {arg} needs {len} bytes at {start} of \
+         buffer {buffer}, which is {buffer_len} bytes"
+    )]
+    LaunchBounds {
+        /// Byte offset of the op in the transaction.
+        offset: u64,
+        /// Which buffer argument.
+        arg: usize,
+        /// The fused buffer its address is in.
+        buffer: usize,
+        /// Its offset in the buffer.
+        start: u64,
+        /// The bytes the kernel reads or writes there.
+        len: u64,
+        /// The buffer's size.
+        buffer_len: u64,
+    },
+    /// A launch the device cannot run: an element type it lacks, dimensions whose sizes
+    /// overflow, or the kernel refusing its operands.
+    #[error("op at byte {offset}: KILN_LAUNCH {kernel}: {reason}")]
+    Launch {
+        /// Byte offset of the op in the transaction.
+        offset: u64,
+        /// The kernel's name.
+        kernel: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
 }
 
 /// Result with this crate's [`Error`].

@@ -7,19 +7,23 @@
 //! [`fuse`] takes a chain of operator instances ([`Node`]) and builds what one kernel run
 //! needs: one transaction whose DDR_PATCH ops name the five fused buffers (input 0, output 1,
 //! scratch 2, const 3, super-kernel params 4), the filled const and super-kernel buffers, and the
-//! fused kernel's own arg map ([`Fused`]).
+//! fused kernel's own arg map ([`Fused`]). The reference [`Device`] runs such a transaction on
+//! the CPU: register writes and polls against a register map, DDR patches into the five
+//! buffers' addresses, and kiln's KILN_LAUNCH custom op as kiln CPU kernels.
 //!
 //! This is a crate of its own rather than a module of `kiln-runtime`: it needs only
-//! `kiln-format`'s transaction reader and writer, none of the program loader, planner or CPU
-//! kernels, and what builds on it (a reference device that executes fused transactions,
-//! concrete operators, lowering) is NPU-specific too.
+//! `kiln-format`'s transaction reader and writer and a few of `kiln-kernels`' raw CPU loops,
+//! none of the program loader or planner, and what builds on it (concrete operators,
+//! lowering) is NPU-specific too.
 
 mod arg_map;
+mod device;
 mod error;
 mod fuse;
 mod op;
 
 pub use arg_map::{arg_for_patch, OpArgMap, OpArgType, ARG_ALIGN};
+pub use device::{Device, RunSummary, BUFFERS, DDR_BASE, WINDOW};
 pub use error::{Error, Result};
 pub use fuse::{fuse, Fused, Node, PackedTensor};
 pub use op::{ConstBufferIo, ConstTensor, NpuOp, TensorDesc};

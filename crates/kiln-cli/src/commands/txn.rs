@@ -242,6 +242,17 @@ fn describe(op: &Op, mem_rows: u8) -> String {
             }
             CustomPayload::RecordTimer { id } => format!("id {id}"),
             CustomPayload::MergeSync { bytes } => format!("payload {}", hex(bytes)),
+            CustomPayload::Launch(l) => {
+                let regs: Vec<String> = l.arg_regs.iter().map(|a| reg(*a, mem_rows)).collect();
+                let dims: Vec<String> = l.dims.iter().map(u64::to_string).collect();
+                format!(
+                    "{} dtype {} args [{}] dims [{}]",
+                    l.kernel.name(),
+                    l.dtype,
+                    regs.join(", "),
+                    dims.join(", ")
+                )
+            }
             CustomPayload::Raw(bytes) => format!("{} payload bytes {}", bytes.len(), hex(bytes)),
         },
         OpKind::Noop { .. } | OpKind::UpdateScratch { .. } => String::new(),
@@ -412,6 +423,19 @@ fn op_fields(kind: &OpKind, layout: Layout, mem_rows: u8, raw: bool, m: &mut Map
                 }
                 CustomPayload::RecordTimer { id } => set("id", json!(id)),
                 CustomPayload::MergeSync { bytes } => set("payload", json!(hex(bytes))),
+                CustomPayload::Launch(l) => {
+                    set("kernel", json!(l.kernel.name()));
+                    set("dtype", json!(l.dtype));
+                    set("arg_regs", json!(l.arg_regs));
+                    set(
+                        "arg_registers",
+                        json!(l.arg_regs.iter().map(|a| register(*a)).collect::<Vec<_>>()),
+                    );
+                    set("dims", json!(l.dims));
+                    if raw {
+                        set("reserved", json!(l.reserved));
+                    }
+                }
                 CustomPayload::Raw(bytes) => set("payload", json!(hex(bytes))),
             }
         }

@@ -18,14 +18,17 @@
 //! fields, and the writer encodes ops from those fields only, so `to_bytes(parse(x)) == x` is a
 //! real check that nothing was skipped. Custom ops with an opcode kiln does not know (such as
 //! the timer-like 134 seen in DynamicDispatch files) carry a size field, so they are kept as raw
-//! payload bytes and reported by name `CUSTOM_<n>`.
+//! payload bytes and reported by name `CUSTOM_<n>`. Opcode 133 with kiln's magic is kiln's own
+//! KILN_LAUNCH ([`launch`]), the kernel launch of kiln's reference NPU device.
 
+pub mod launch;
 mod patch;
 mod read;
 pub mod registers;
 mod text;
 mod write;
 
+pub use launch::{Launch, LaunchKernel};
 pub use patch::{resolve_patches, PatchOutcome};
 pub use text::{binary_of, from_hex_text, is_hex_text, to_hex_text};
 
@@ -75,6 +78,8 @@ pub mod opcode {
     pub const RECORD_TIMER: u8 = 131;
     /// Custom op: merge sync tokens.
     pub const MERGE_SYNC: u8 = 132;
+    /// Custom op: kiln's kernel launch on its reference device ([`super::launch`]).
+    pub const KILN_LAUNCH: u8 = super::launch::KILN_LAUNCH;
     /// First opcode of the custom range.
     pub const CUSTOM_FIRST: u8 = 128;
 }
@@ -290,7 +295,9 @@ pub enum CustomPayload {
         /// The payload bytes.
         bytes: [u8; 8],
     },
-    /// A custom opcode kiln does not know: its payload bytes.
+    /// KILN_LAUNCH (133) with kiln's magic: a CPU kernel launch ([`launch`]).
+    Launch(Launch),
+    /// A custom opcode kiln does not know, or 133 without kiln's magic: its payload bytes.
     Raw(Vec<u8>),
 }
 
@@ -423,6 +430,7 @@ pub fn opcode_name(op: u8) -> String {
         opcode::READ_REGS => "READ_REGS",
         opcode::RECORD_TIMER => "RECORD_TIMER",
         opcode::MERGE_SYNC => "MERGE_SYNC",
+        opcode::KILN_LAUNCH => "KILN_LAUNCH",
         op if op >= opcode::CUSTOM_FIRST => return format!("CUSTOM_{op}"),
         op => return format!("UNKNOWN_{op}"),
     };

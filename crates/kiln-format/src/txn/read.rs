@@ -296,6 +296,11 @@ fn parse_custom(
             Ok(CustomPayload::MergeSync { bytes: r.array(0, field)? })
         }
         opcode::MERGE_SYNC => wrong("8"),
+        opcode::KILN_LAUNCH if payload.starts_with(&super::launch::MAGIC) => {
+            super::Launch::decode(payload)
+                .map(CustomPayload::Launch)
+                .map_err(|reason| Error::invalid(FORMAT, field, Some(at), reason))
+        }
         _ => Ok(CustomPayload::Raw(payload.to_vec())),
     }
 }

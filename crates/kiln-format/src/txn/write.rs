@@ -173,7 +173,12 @@ fn check_opcode(kind: &OpKind) -> Result<(), String> {
             CustomPayload::ReadRegs { .. } => *code == opcode::READ_REGS,
             CustomPayload::RecordTimer { .. } => *code == opcode::RECORD_TIMER,
             CustomPayload::MergeSync { .. } => *code == opcode::MERGE_SYNC,
-            CustomPayload::Raw(_) => *code > opcode::MERGE_SYNC,
+            CustomPayload::Launch(_) => *code == opcode::KILN_LAUNCH,
+            // A raw 133 with kiln's magic would read back as a launch.
+            CustomPayload::Raw(bytes) => {
+                *code > opcode::MERGE_SYNC
+                    && !(*code == opcode::KILN_LAUNCH && bytes.starts_with(&super::launch::MAGIC))
+            }
         },
         _ => true,
     };
@@ -224,6 +229,7 @@ fn encode_custom(payload: &CustomPayload, layout: Layout, out: &mut Vec<u8>) -> 
         }
         CustomPayload::RecordTimer { id } => u32le(out, *id),
         CustomPayload::MergeSync { bytes } => out.extend_from_slice(bytes),
+        CustomPayload::Launch(launch) => launch.encode(out)?,
         CustomPayload::Raw(bytes) => out.extend_from_slice(bytes),
     }
     Ok(())

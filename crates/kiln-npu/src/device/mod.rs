@@ -1,0 +1,180 @@
+//! A reference device: runs a fused transaction on the CPU, so the whole path from operators
+//! to a fused transaction runs, and is checked, without an NPU.
+//!
+//! The device holds the five fused buffers (input 0, output 1, scratch 2, const 3, super-kernel
+//! params 4) as host byte vectors and a map of 32-bit registers (unwritten registers read 0).
+//! Buffer `k` lives at device address [`DDR_BASE`] `+ k ×` [`WINDOW`], so every address
+//! the device hands out names one buffer and an offset in it. It executes the ops in order:
+//!
+//! | op | effect |
+//! | --- | --- |
+//! | WRITE, BLOCKWRITE | write the registers |
+//! | MASKWRITE | `reg = (reg & !mask) \| (value & mask)` |
+//! | MASKPOLL, MASKPOLL_BUSY | check `reg & mask == value`; nothing else writes registers, so a poll that fails now fails forever: [`Error::PollNeverSucceeds`] |
+//! | DDR_PATCH | write buffer `argidx`'s address plus `argplus` to register `regaddr`, as the firmware does |
+//! | KILN_LAUNCH | read each argument's address from its register, resolve it to (buffer, offset), bounds-check it, run the kiln CPU kernel on those bytes ([`kiln_format::txn::launch`]) |
+//! | TCT | nothing: every launch finishes before the next op, so every task's token is there |
+//! | RECORD_TIMER | records its id in [`RunSummary::timers`] |
+//! | NOOP | nothing |
+//!
+//! Any other op is [`Error::UnsupportedOp`]. Register writes do not move data: a DMA buffer
+//! descriptor and its queue push only land in the register map; data moves only by launches.
+//! Every error names the op's byte offset in the transaction.
+
+mod launch;
+
+use std::collections::BTreeMap;
+
+use kiln_format::txn::{opcode, CustomPayload, OpKind, Txn};
+
+use crate::arg_map::OpArgType;
+use crate::error::{Error, Result};
+use crate::fuse::Fused;
+
+/// The device address of buffer 0 (DynamicDispatch's `DDR_AIE_ADDR_OFFSET`).
+pub const DDR_BASE: u64 = 0x8000_0000;
+
+/// The size of each buffer's address window: buffer `k` starts at `DDR_BASE + k × WINDOW`, and
+/// no buffer may be larger.
+pub const WINDOW: u64 = 0x1000_0000;
+
+/// The number of fused buffers.
+pub const BUFFERS: usize = 5;
+
+/// What a run did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunSummary {
+    /// Ops executed.
+    pub ops: usize,
+    /// KILN_LAUNCH ops executed.
+    pub launches: usize,
+    /// The ids of the RECORD_TIMER ops, in order.
+    pub timers: Vec<u32>,
+}
+
+/// The reference device (see the module docs).
+#[derive(Clone, Debug)]
+pub struct Device {
+    buffers: [Vec<u8>; BUFFERS],
+    registers: BTreeMap<u64, u32>,
+}
+
+impl Device {
+    /// A device holding `buffers`, in fused-slot order (input, output, scratch, const,
+    /// super-kernel params); an error if one exceeds [`WINDOW`].
+    pub fn new(buffers: [Vec<u8>; BUFFERS]) -> Result<Device> {
+        if let Some((buffer, b)) = buffers.iter().enumerate().find(|(_, b)| b.len() as u64 > WINDOW)
+        {
+            return Err(Error::DeviceBuffer { buffer, len: b.len() as u64, max: WINDOW });
+        }
+        Ok(Device { buffers, registers: BTreeMap::new() })
+    }
+
+    /// A device for one run of `fused`: `input` as the input buffer, output and scratch
+    /// buffers of zeros as large as the fused arg map needs, and the fused const and
+    /// super-kernel buffers.
+    pub fn for_fused(fused: &Fused, input: Vec<u8>) -> Result<Device> {
+        let mut sizes = [0u64; BUFFERS];
+        for arg in &fused.arg_map {
+            let slot = arg.arg_type.fused_slot() as usize;
+            let end = arg.end().ok_or_else(|| Error::SizeOverflow { op: "device".into() })?;
+            sizes[slot] = sizes[slot].max(end);
+        }
+        let zeros = |slot: usize| -> Result<Vec<u8>> {
+            let len = sizes[slot];
+            if len > WINDOW {
+                return Err(Error::DeviceBuffer { buffer: slot, len, max: WINDOW });
+            }
+            Ok(vec![0; len as usize])
+        };
+        Device::new([
+            input,
+            zeros(OpArgType::Output as usize)?,
+            zeros(OpArgType::ScratchPad as usize)?,
+            fused.const_buffer.clone(),
+            fused.super_kernel_params.clone(),
+        ])
+    }
+
+    /// The bytes of fused buffer `which`.
+    pub fn buffer(&self, which: OpArgType) -> &[u8] {
+        &self.buffers[which as usize]
+    }
+
+    /// The value of register `addr`, if an op wrote it.
+    pub fn register(&self, addr: u64) -> Option<u32> {
+        self.registers.get(&addr).copied()
+    }
+
+    /// Parses the transaction `txn` and executes its ops in order (see the module docs).
+    /// Stops at the first op that fails; the effects of the ops before it remain.
+    pub fn run(&mut self, txn: &[u8]) -> Result<RunSummary> {
+        let txn = Txn::parse(txn).map_err(|source| Error::Txn { op: "device".into(), source })?;
+        let mut summary = RunSummary::default();
+        for op in &txn.ops {
+            self.execute(op.offset, &op.kind, &mut summary)?;
+            summary.ops += 1;
+        }
+        Ok(summary)
+    }
+
+    /// Executes one op, at byte `offset`.
+    fn execute(&mut self, offset: u64, kind: &OpKind, summary: &mut RunSummary) -> Result<()> {
+        match kind {
+            OpKind::Write { reg_off, value, .. } => {
+                self.registers.insert(*reg_off, *value);
+            }
+            OpKind::BlockWrite { reg_off, data, .. } => {
+                for (i, word) in (0u64..).zip(data) {
+                    self.registers.insert(u64::from(*reg_off) + 4 * i, *word);
+                }
+            }
+            OpKind::Masked { opcode: opcode::MASKWRITE, reg_off, value, mask, .. } => {
+                let old = self.register(*reg_off).unwrap_or(0);
+                self.registers.insert(*reg_off, (old & !mask) | (value & mask));
+            }
+            OpKind::Masked { reg_off, value, mask, .. } => {
+                let found = self.register(*reg_off).unwrap_or(0);
+                if found & mask != *value {
+                    return Err(Error::PollNeverSucceeds {
+                        offset,
+                        name: kind.name(),
+                        reg: *reg_off,
+                        value: *value,
+                        mask: *mask,
+                        found,
+                    });
+                }
+            }
+            OpKind::Noop { .. } => {}
+            OpKind::Custom { payload, .. } => match payload {
+                CustomPayload::DdrPatch(p) => {
+                    let (argidx, argplus) = (p.argidx(), p.argplus());
+                    let target = || Error::PatchTarget {
+                        offset,
+                        regaddr: p.regaddr(),
+                        argidx,
+                        argplus,
+                        window: WINDOW,
+                    };
+                    if argidx >= BUFFERS as u64 || argplus >= WINDOW {
+                        return Err(target());
+                    }
+                    // Below 2^32: DDR_BASE + 4 windows + one window's offset.
+                    let address = DDR_BASE + argidx * WINDOW + argplus;
+                    let address = u32::try_from(address).map_err(|_| target())?;
+                    self.registers.insert(p.regaddr(), address);
+                }
+                CustomPayload::Launch(l) => {
+                    launch::run(offset, l, &self.registers, &mut self.buffers)?;
+                    summary.launches += 1;
+                }
+                CustomPayload::Tct { .. } => {}
+                CustomPayload::RecordTimer { id } => summary.timers.push(*id),
+                _ => return Err(Error::UnsupportedOp { offset, name: kind.name() }),
+            },
+            _ => return Err(Error::UnsupportedOp { offset, name: kind.name() }),
+        }
+        Ok(())
+    }
+}
