@@ -194,6 +194,13 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let method = &session.method;
     let kernels = kernel_times(method);
     if let Some(timeline) = &measured.timeline {
+        if timeline.workers_dropped > 0 {
+            eprintln!(
+                "kiln: warning: the trace keeps the first {} worker spans; {} more are left out",
+                timeline.workers.len(),
+                timeline.workers_dropped
+            );
+        }
         if timeline.dropped > 0 {
             eprintln!(
                 "kiln: warning: the timeline keeps the first {} executed steps; {} more are \
@@ -245,6 +252,19 @@ pub(crate) fn kernel_events<'a>(
         .filter_map(|e| compiled.get(e.step).filter(|n| is_kernel(n)).map(|n| (e, n)))
 }
 
+/// Widest operator shown in the table (`--json` has the whole name).
+const OPERATOR_WIDTH: usize = 72;
+
+/// `s` cut to `width` characters, an ellipsis marking the cut.
+fn clip(s: &str, width: usize) -> String {
+    if s.chars().count() <= width {
+        return s.to_string();
+    }
+    let mut out: String = s.chars().take(width.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
 fn print_table(r: &Report) {
     outln!(
         "{} {}: {} profiled executes, median {:.3} ms (unprofiled {:.3} ms, {:+.1}%), {} thread{}",
@@ -257,16 +277,37 @@ fn print_table(r: &Report) {
         r.threads,
         if r.threads == 1 { "" } else { "s" }
     );
-    let mut t = Table::new(["operator", "origins", "calls", "total ms", "mean us", "share"]);
+    let delegated = r.kernels.iter().any(|k| !k.debug_handles.is_empty());
+    let mut header = vec!["operator", "origins", "calls", "total ms", "mean us", "share"];
+    if delegated {
+        header.push("debug handles");
+    }
+    let mut t = Table::new(header);
     for k in &r.kernels {
-        t.row([
-            k.operator.clone(),
+        let mut row = vec![
+            clip(&k.operator, OPERATOR_WIDTH),
             super::executorch::ranges(&k.origins),
             k.calls.to_string(),
             format!("{:.3}", k.total_ms),
             format!("{:.2}", k.total_ms * 1e3 / k.calls.max(1) as f64),
             format!("{:.1}%", k.share),
-        ]);
+        ];
+        if delegated {
+            row.push(super::executorch::ranges(&k.debug_handles));
+        }
+        t.row(row);
     }
     out!("{}", t.render());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_operator_names_are_clipped_on_a_character_boundary() {
+        assert_eq!(clip("aten::relu.out", 72), "aten::relu.out");
+        assert_eq!(clip("abcdef", 4), "abc…");
+        assert_eq!(clip("ééééé", 3), "éé…");
+    }
 }
