@@ -133,6 +133,26 @@ pub enum Error {
         /// The node.
         op: String,
     },
+    /// An operator cannot run on these shapes (or this number of tensors or constants).
+    #[error("{op}: cannot run on shapes {shapes:?}: {reason}")]
+    UnsupportedShape {
+        /// The operator (`add`, `mul`, `sigmoid`, `matmul`).
+        op: &'static str,
+        /// The shapes concerned: the node's inputs then outputs, or its constants.
+        shapes: Vec<Vec<usize>>,
+        /// What is wrong with them.
+        reason: String,
+    },
+    /// An operator does not run this element type.
+    #[error("{op}: tensor {tensor} is {dtype}, but the operator runs only float32")]
+    UnsupportedDtype {
+        /// The operator.
+        op: &'static str,
+        /// The tensor's name.
+        tensor: String,
+        /// Its element type.
+        dtype: String,
+    },
     /// Nothing to fuse.
     #[error("no operators to fuse")]
     Empty,

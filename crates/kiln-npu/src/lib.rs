@@ -11,6 +11,9 @@
 //! the CPU: register writes and polls against a register map, DDR patches into the five
 //! buffers' addresses, and kiln's KILN_LAUNCH custom op as kiln CPU kernels.
 //!
+//! The first concrete operators are in [`ops`]: float32 add, mul, sigmoid and matmul, each
+//! launching a kiln CPU kernel, so a chain of them fuses and runs on the reference device.
+//!
 //! This is a crate of its own rather than a module of `kiln-runtime`: it needs only
 //! `kiln-format`'s transaction reader and writer and a few of `kiln-kernels`' raw CPU loops,
 //! none of the program loader or planner, and what builds on it (concrete operators,
@@ -21,6 +24,7 @@ mod device;
 mod error;
 mod fuse;
 mod op;
+pub mod ops;
 
 pub use arg_map::{arg_for_patch, OpArgMap, OpArgType, ARG_ALIGN};
 pub use device::{Device, RunSummary, BUFFERS, DDR_BASE, WINDOW};

@@ -1,13 +1,14 @@
-//! The reference device: fused chains of operators that launch kiln CPU kernels, run on the
-//! device and compared with the same arithmetic done by plain loops here; one test per error
+//! The reference device: fused chains of kiln's operators, which launch kiln CPU kernels, run
+//! on the device and compared with the same arithmetic done by plain loops here; one test per error
 //! kind; and the real transactions of `../shared/testdata/aie_txn`.
 
 mod common;
 
 use std::fs;
 
-use common::{arg, constant, shared_testdata, RecordedOp};
-use kiln_npu::{fuse, Device, Error, Fused, Node, OpArgType, TensorDesc, DDR_BASE, WINDOW};
+use common::{f32_tensor, input_buffer, output, shared_testdata};
+use kiln_npu::ops::{arg_reg, Add, Mul, Sigmoid};
+use kiln_npu::{fuse, Device, Error, Node, DDR_BASE, WINDOW};
 
 fn le32(out: &mut Vec<u8>, v: u32) {
     out.extend_from_slice(&v.to_le_bytes());
@@ -15,11 +16,6 @@ fn le32(out: &mut Vec<u8>, v: u32) {
 
 fn le64(out: &mut Vec<u8>, v: u64) {
     out.extend_from_slice(&v.to_le_bytes());
-}
-
-/// Register that holds launch argument `i`'s address (a shim BD address word).
-fn arg_reg(i: usize) -> u64 {
-    0x1D004 + 0x20 * i as u64
 }
 
 /// One op of a hand-encoded v0.1 transaction (aie-rt's `XAie_*Hdr` layouts, reference B5).
@@ -91,153 +87,14 @@ fn hand_txn(ops: &[HandOp]) -> Vec<u8> {
     bytes
 }
 
-/// The transaction of an operator that launches `kernel` over `dims` with buffer arguments
-/// `args` (its own kernel argument and offset each): a DDR_PATCH per argument, the launch,
-/// then a queue push (WRITE) and a poll that waits for it.
-fn launch_op_txn(kernel: u32, dims: &[u64], args: &[(u64, u64)]) -> Vec<u8> {
-    let mut ops: Vec<HandOp> = args
-        .iter()
-        .enumerate()
-        .map(|(i, &(idx, plus))| HandOp::Patch(arg_reg(i), idx, plus))
-        .collect();
-    let regs = (0..args.len()).map(arg_reg).collect();
-    ops.push(HandOp::Launch(kernel, 6, regs, dims.to_vec()));
-    ops.push(HandOp::Write(0x1D214, 0x8000_0001));
-    ops.push(HandOp::Poll(0x1D214, 1, 0xff));
-    hand_txn(&ops)
-}
-
-/// A float32 tensor of `len` elements.
-fn f32_tensor(name: &str, len: usize) -> TensorDesc {
-    TensorDesc { name: name.into(), shape: vec![len], dtype: "float32".into() }
-}
-
-fn bytes_of(values: &[f32]) -> Vec<u8> {
-    values.iter().flat_map(|v| v.to_le_bytes()).collect()
-}
-
-fn floats(bytes: &[u8]) -> Vec<f32> {
-    bytes.chunks_exact(4).map(|w| f32::from_le_bytes(w.try_into().unwrap())).collect()
-}
-
-/// `y = x · w` (x `m×k` input at kernel argument 1, w `k×n` constant at 2, y at 0).
-fn matmul_op(m: usize, k: usize, n: usize) -> RecordedOp {
-    let (x, w, y) = ((m * k * 4) as u64, (k * n * 4) as u64, (m * n * 4) as u64);
-    RecordedOp {
-        maps: vec![
-            arg(OpArgType::Output, 0, 2, 0, y),
-            arg(OpArgType::Input, 1, 0, 0, x),
-            arg(OpArgType::ConstInput, 2, 1, 0, w),
-        ],
-        txn: launch_op_txn(4, &[m as u64, k as u64, n as u64], &[(1, 0), (2, 0), (0, 0)]),
-        params: vec![],
-    }
-}
-
-/// `c = a + b` (code 1) or `a * b` (code 2) over `len` elements, DD's elementwise layout: both
-/// inputs in kernel argument 1 (b after a), the output in 0.
-fn binary_op(code: u32, len: usize) -> RecordedOp {
-    let size = (len * 4) as u64;
-    RecordedOp {
-        maps: vec![
-            arg(OpArgType::Input, 1, 0, 0, size),
-            arg(OpArgType::Input, 1, 1, size, size),
-            arg(OpArgType::Output, 0, 2, 0, size),
-        ],
-        txn: launch_op_txn(code, &[len as u64], &[(1, 0), (1, size), (0, 0)]),
-        params: vec![],
-    }
-}
-
-/// `y = sigmoid(x)` over `len` elements: x in kernel argument 1, y in 0.
-fn sigmoid_op(len: usize) -> RecordedOp {
-    let size = (len * 4) as u64;
-    RecordedOp {
-        maps: vec![arg(OpArgType::Input, 1, 0, 0, size), arg(OpArgType::Output, 0, 1, 0, size)],
-        txn: launch_op_txn(3, &[len as u64], &[(1, 0), (0, 0)]),
-        params: vec![],
-    }
-}
-
-/// The input buffer of `fused` with each named graph input's values in place.
-fn input_buffer(fused: &Fused, values: &[(&str, &[f32])]) -> Vec<u8> {
-    let inputs = fused.tensors.iter().filter(|t| t.buffer == OpArgType::Input);
-    let len = inputs.map(|t| t.offset + t.size).max().unwrap() as usize;
-    let mut buf = vec![0; len];
-    for (name, v) in values {
-        let t = fused.tensors.iter().find(|t| t.name == *name).unwrap();
-        assert_eq!(t.buffer, OpArgType::Input, "{name}");
-        let at = t.offset as usize;
-        buf[at..at + v.len() * 4].copy_from_slice(&bytes_of(v));
-    }
-    buf
-}
-
-/// The values of graph output `name` after a run.
-fn output(device: &Device, fused: &Fused, name: &str) -> Vec<f32> {
-    let t = fused.tensors.iter().find(|t| t.name == name).unwrap();
-    assert_eq!(t.buffer, OpArgType::Output);
-    floats(&device.buffer(OpArgType::Output)[t.offset as usize..(t.offset + t.size) as usize])
-}
-
-#[test]
-fn fused_matmul_then_add_equals_plain_loops() {
-    let (m, k, n) = (3, 4, 5);
-    let x: Vec<f32> = (0..m * k).map(|i| (i as f32) - 5.0).collect();
-    let w: Vec<f32> = (0..k * n).map(|i| ((i * 7 % 11) as f32) - 4.0).collect();
-    let bias: Vec<f32> = (0..m * n).map(|i| (i as f32) * 0.5).collect();
-    let (mm, add) = (matmul_op(m, k, n), binary_op(1, m * n));
-    let nodes = [
-        Node {
-            name: "matmul".into(),
-            op: &mm,
-            inputs: vec![f32_tensor("x", m * k)],
-            consts: vec![constant("w", bytes_of(&w))],
-            outputs: vec![f32_tensor("t", m * n)],
-        },
-        Node {
-            name: "add".into(),
-            op: &add,
-            inputs: vec![f32_tensor("t", m * n), f32_tensor("bias", m * n)],
-            consts: vec![],
-            outputs: vec![f32_tensor("y", m * n)],
-        },
-    ];
-    let fused = fuse(&nodes).unwrap();
-    let input = input_buffer(&fused, &[("x", &x), ("bias", &bias)]);
-    let mut device = Device::for_fused(&fused, input).unwrap();
-    let summary = device.run(&fused.txn).unwrap();
-    // Per operator: a DDR_PATCH per argument, the launch, a WRITE and a MASKPOLL.
-    assert_eq!((summary.ops, summary.launches), (6 + 6, 2));
-
-    let mut expected = vec![0f32; m * n];
-    for i in 0..m {
-        for j in 0..n {
-            let mut acc = 0f32;
-            for p in 0..k {
-                acc += x[i * k + p] * w[p * n + j];
-            }
-            expected[i * n + j] = acc + bias[i * n + j];
-        }
-    }
-    // Small integers and halves: every sum is exact, so the bits must match.
-    assert_eq!(output(&device, &fused, "y"), expected);
-    // The intermediate went through the scratch buffer, at the offset fusion gave it.
-    let t = fused.tensors.iter().find(|t| t.name == "t").unwrap();
-    assert_eq!(t.buffer, OpArgType::ScratchPad);
-    let scratch = floats(&device.buffer(OpArgType::ScratchPad)[t.offset as usize..][..m * n * 4]);
-    let t_expected: Vec<f32> = expected.iter().zip(&bias).map(|(y, b)| y - b).collect();
-    assert_eq!(scratch, t_expected);
-}
-
 #[test]
 fn fused_mul_add_sigmoid_equals_plain_loops() {
     let len = 300; // more than one of the elementwise kernel's 256-element blocks
     let a: Vec<f32> = (0..len).map(|i| (i as f32 - 150.0) / 37.0).collect();
     let b: Vec<f32> = (0..len).map(|i| ((i * 13 % 17) as f32 - 8.0) / 5.0).collect();
     let c: Vec<f32> = (0..len).map(|i| (i as f32).sin()).collect();
-    let (mul, add, sig) = (binary_op(2, len), binary_op(1, len), sigmoid_op(len));
-    let t = |name: &str| f32_tensor(name, len);
+    let (mul, add, sig) = (Mul, Add, Sigmoid);
+    let t = |name: &str| f32_tensor(name, &[len]);
     let nodes = [
         Node {
             name: "mul".into(),

@@ -1,13 +1,16 @@
 //! Helpers of the kiln-npu tests: an operator that replays a recorded arg map, transaction and
 //! parameters; v0.1 transactions encoded by hand from aie-rt's struct layouts (independently
-//! of kiln's writer); the expected bytes of a fusion; the shared test data.
+//! of kiln's writer); the expected bytes of a fusion; the shared test data; float32 tensors in
+//! and out of a fused run on the device; ExecuTorch's `.npy` op fixtures.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 
+use kiln_format::npy::Npy;
 use kiln_format::txn::{opcode, CustomPayload, OpKind, Txn};
 use kiln_npu::{
-    ConstBufferIo, ConstTensor, NpuOp, OpArgMap, OpArgType, Result, TensorDesc, ARG_ALIGN,
+    ConstBufferIo, ConstTensor, Device, Fused, NpuOp, OpArgMap, OpArgType, Result, TensorDesc,
+    ARG_ALIGN,
 };
 
 /// `../shared/testdata/<sub>` beside the repository, or `None` (after printing a visible skip
@@ -168,4 +171,73 @@ pub fn patches_of(txn: &Txn) -> Vec<(u64, u64)> {
             _ => None,
         })
         .collect()
+}
+
+/// A float32 tensor of shape `shape` called `name`.
+pub fn f32_tensor(name: &str, shape: &[usize]) -> TensorDesc {
+    TensorDesc { name: name.into(), shape: shape.to_vec(), dtype: "float32".into() }
+}
+
+/// A float32 constant of shape `shape` called `name` holding `values`.
+pub fn f32_const(name: &str, shape: &[usize], values: &[f32]) -> ConstTensor {
+    ConstTensor { desc: f32_tensor(name, shape), data: bytes_of(values) }
+}
+
+/// Little-endian bytes of `values`.
+pub fn bytes_of(values: &[f32]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+/// The little-endian float32 values of `bytes`.
+pub fn floats(bytes: &[u8]) -> Vec<f32> {
+    bytes.chunks_exact(4).map(|w| f32::from_le_bytes(w.try_into().unwrap())).collect()
+}
+
+/// The input buffer of `fused` with each named graph input's values in place.
+pub fn input_buffer(fused: &Fused, values: &[(&str, &[f32])]) -> Vec<u8> {
+    let inputs = fused.tensors.iter().filter(|t| t.buffer == OpArgType::Input);
+    let len = inputs.map(|t| t.offset + t.size).max().unwrap() as usize;
+    let mut buf = vec![0; len];
+    for (name, v) in values {
+        let t = fused.tensors.iter().find(|t| t.name == *name).unwrap();
+        assert_eq!(t.buffer, OpArgType::Input, "{name}");
+        let at = t.offset as usize;
+        buf[at..at + v.len() * 4].copy_from_slice(&bytes_of(v));
+    }
+    buf
+}
+
+/// The values of graph output `name` after a run.
+pub fn output(device: &Device, fused: &Fused, name: &str) -> Vec<f32> {
+    let t = fused.tensors.iter().find(|t| t.name == name).unwrap();
+    assert_eq!(t.buffer, OpArgType::Output);
+    floats(&device.buffer(OpArgType::Output)[t.offset as usize..(t.offset + t.size) as usize])
+}
+
+/// An array of an ExecuTorch op fixture, as float32 values with its shape.
+pub struct Fixture {
+    pub shape: Vec<usize>,
+    pub values: Vec<f32>,
+}
+
+/// Reads `tests/fixtures/ops/<name>.npy` (written by ExecuTorch's runtime or as its input),
+/// converting float32, int32 and bool elements to float32 (exact for the fixtures' values).
+pub fn fixture(name: &str) -> Fixture {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/ops")
+        .join(format!("{name}.npy"));
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let npy = Npy::parse(&bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert!(!npy.fortran_order, "{}: Fortran order", path.display());
+    let values = match npy.descr.as_str() {
+        "<f4" => floats(npy.data),
+        "<i4" => npy
+            .data
+            .chunks_exact(4)
+            .map(|w| i32::from_le_bytes(w.try_into().unwrap()) as f32)
+            .collect(),
+        "|b1" => npy.data.iter().map(|&b| f32::from(b)).collect(),
+        other => panic!("{}: dtype {other} not handled by the test", path.display()),
+    };
+    Fixture { shape: npy.shape.iter().map(|&d| d as usize).collect(), values }
 }
