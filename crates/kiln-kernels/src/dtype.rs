@@ -136,6 +136,29 @@ impl DType {
         }
     }
 
+    /// The element type of a little-endian or byte-wide NumPy `descr` (`<f4`, `|u1`, ...),
+    /// `None` for dtypes kiln has no type for; `want`, the type a reader expects, decides how
+    /// 16-bit unsigned data is read (bfloat16 has no NumPy dtype: its bits travel as uint16).
+    pub fn from_npy_descr(descr: &str, want: Option<DType>) -> Option<DType> {
+        use DType::*;
+        Some(match descr.trim_start_matches(['<', '|', '=']) {
+            "f4" => Float,
+            "f8" => Double,
+            "f2" => Half,
+            "i8" => Long,
+            "i4" => Int,
+            "i2" => Short,
+            "i1" => Char,
+            "u1" => Byte,
+            "b1" => Bool,
+            "u2" if want == Some(BFloat16) => BFloat16,
+            "u2" => UInt16,
+            "u4" => UInt32,
+            "u8" => UInt64,
+            _ => return None,
+        })
+    }
+
     /// Floating point (half, bfloat16, float, double).
     pub fn is_float(self) -> bool {
         matches!(self, DType::Half | DType::Float | DType::Double | DType::BFloat16)

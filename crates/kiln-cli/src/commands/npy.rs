@@ -70,7 +70,7 @@ fn values(descr: &str, data: &[u8]) -> Option<Vec<Value>> {
         data.chunks_exact(N).map(|c| f(c.try_into().unwrap_or([0; N]))).collect()
     }
     let float = |x: f64| if x.is_finite() { json!(x) } else { json!(x.to_string()) };
-    Some(match dtype(descr, None)? {
+    Some(match DType::from_npy_descr(descr, None)? {
         DType::Float => each::<4>(data, |b| float(f64::from(f32::from_le_bytes(b)))),
         DType::Double => each::<8>(data, |b| float(f64::from_le_bytes(b))),
         DType::Half => each::<2>(data, |b| float(half::f16::from_le_bytes(b).to_f64())),
@@ -83,28 +83,6 @@ fn values(descr: &str, data: &[u8]) -> Option<Vec<Value>> {
         DType::UInt32 => each::<4>(data, |b| json!(u32::from_le_bytes(b))),
         DType::Long => each::<8>(data, |b| json!(i64::from_le_bytes(b))),
         DType::UInt64 => each::<8>(data, |b| json!(u64::from_le_bytes(b))),
-        _ => return None,
-    })
-}
-
-/// The element type of a NumPy `descr` (`<f4`, `|u1`, ...), `None` for dtypes kiln has no
-/// type for; `want`, the type a reader expects, decides how 16-bit unsigned data is read.
-pub(crate) fn dtype(descr: &str, want: Option<DType>) -> Option<DType> {
-    Some(match descr.trim_start_matches(['<', '|', '=']) {
-        "f4" => DType::Float,
-        "f8" => DType::Double,
-        "f2" => DType::Half,
-        "i8" => DType::Long,
-        "i4" => DType::Int,
-        "i2" => DType::Short,
-        "i1" => DType::Char,
-        "u1" => DType::Byte,
-        "b1" => DType::Bool,
-        // bfloat16 has no NumPy dtype: its bits travel as uint16.
-        "u2" if want == Some(DType::BFloat16) => DType::BFloat16,
-        "u2" => DType::UInt16,
-        "u4" => DType::UInt32,
-        "u8" => DType::UInt64,
         _ => return None,
     })
 }

@@ -14,20 +14,8 @@ pub fn pte_dir() -> PathBuf {
 
 /// The dtype of an `.npy` descr (bfloat16 fixtures store uint16 bits: `want` resolves that).
 pub fn npy_dtype(descr: &str, want: Option<DType>) -> DType {
-    match descr.trim_start_matches(['<', '|', '=']) {
-        "f4" => DType::Float,
-        "f8" => DType::Double,
-        "f2" => DType::Half,
-        "i8" => DType::Long,
-        "i4" => DType::Int,
-        "i2" => DType::Short,
-        "i1" => DType::Char,
-        "u1" => DType::Byte,
-        "b1" => DType::Bool,
-        "u2" if want == Some(DType::BFloat16) => DType::BFloat16,
-        "u2" => DType::UInt16,
-        other => panic!("npy descr {other} not handled by the test"),
-    }
+    DType::from_npy_descr(descr, want)
+        .unwrap_or_else(|| panic!("npy descr {descr} not handled by the test"))
 }
 
 /// An owned array read from a `.npy`.

@@ -52,7 +52,7 @@ pub fn read_npy(path: &Path, want: Option<DType>) -> Result<Array> {
     if npy.fortran_order {
         bail!("{}: Fortran-order arrays are not supported; save it C-contiguous", path.display());
     }
-    let dtype = crate::commands::npy::dtype(&npy.descr, want)
+    let dtype = DType::from_npy_descr(&npy.descr, want)
         .with_context(|| format!("{}: dtype {} is not supported", path.display(), npy.descr))?;
     let sizes = npy
         .shape
