@@ -155,9 +155,10 @@ fn worker(shared: &Shared, index: usize) {
             // behind it go) before `pending` is back to zero, which happens below, after the
             // last use.
             let job = unsafe { &*job };
-            let start = Instant::now();
-            match catch_unwind(AssertUnwindSafe(job)) {
-                Ok(true) if shared.recording.load(Ordering::Relaxed) => {
+            // The clock is read only while spans are recorded (a profile), not on every call.
+            let start = shared.recording.load(Ordering::Relaxed).then(Instant::now);
+            match (catch_unwind(AssertUnwindSafe(job)), start) {
+                (Ok(true), Some(start)) => {
                     let span = WorkerSpan { worker: index, start, end: Instant::now() };
                     let mut spans = shared.spans.lock().unwrap_or_else(|e| e.into_inner());
                     if spans.kept.len() < MAX_SPANS {
@@ -166,8 +167,8 @@ fn worker(shared: &Shared, index: usize) {
                         spans.dropped += 1;
                     }
                 }
-                Ok(_) => {}
-                Err(_) => shared.panicked.store(true, Ordering::SeqCst),
+                (Ok(_), _) => {}
+                (Err(_), _) => shared.panicked.store(true, Ordering::SeqCst),
             }
         }
         shared.pending.fetch_sub(1, Ordering::Release);

@@ -116,30 +116,27 @@ pub(crate) fn is_kernel(node: &CompiledNode) -> bool {
 /// The kernels that ran, largest total first.
 fn kernel_times(method: &Method) -> Vec<KernelTime> {
     let compiled = method.compiled();
-    let times: Vec<_> = method
-        .profile()
-        .into_iter()
-        .filter(|t| compiled.get(t.step).is_some_and(is_kernel))
-        .collect();
-    let all: Duration = times.iter().map(|t| t.total).sum();
-    let mut kernels: Vec<KernelTime> = times
+    let profile = method.profile();
+    let times: Vec<_> = profile
         .iter()
-        .filter_map(|t| {
-            let node = compiled.get(t.step)?;
-            Some(KernelTime {
-                operator: operator_of(node),
-                origins: node.origins.clone(),
-                calls: t.count,
-                total_ms: t.total.as_secs_f64() * 1e3,
-                share: if all.is_zero() {
-                    0.0
-                } else {
-                    t.total.as_secs_f64() / all.as_secs_f64() * 100.0
-                },
-                step: t.step,
-                kernel: node.kind.clone(),
-                debug_handles: node.debug_handles.clone(),
-            })
+        .filter_map(|t| compiled.get(t.step).filter(|n| is_kernel(n)).map(|node| (t, node)))
+        .collect();
+    let all: Duration = times.iter().map(|(t, _)| t.total).sum();
+    let mut kernels: Vec<KernelTime> = times
+        .into_iter()
+        .map(|(t, node)| KernelTime {
+            operator: operator_of(node),
+            origins: node.origins.clone(),
+            calls: t.count,
+            total_ms: t.total.as_secs_f64() * 1e3,
+            share: if all.is_zero() {
+                0.0
+            } else {
+                t.total.as_secs_f64() / all.as_secs_f64() * 100.0
+            },
+            step: t.step,
+            kernel: node.kind.clone(),
+            debug_handles: node.debug_handles.clone(),
         })
         .collect();
     kernels.sort_by(|a, b| b.total_ms.total_cmp(&a.total_ms).then(a.step.cmp(&b.step)));
@@ -165,7 +162,11 @@ fn measure(session: &mut Session, iters: usize, keep_timeline: bool) -> Result<M
     let mut executes = Vec::with_capacity(iters);
     let mut plain = Vec::with_capacity(iters);
     let bar = progress(iters, "profiling");
-    method.start_timeline(if keep_timeline { MAX_EVENTS } else { 0 });
+    if keep_timeline {
+        method.start_timeline(MAX_EVENTS);
+    } else {
+        method.set_profiling(true);
+    }
     for _ in 0..iters {
         method.pause_profiling(true);
         let start = Instant::now();
@@ -181,7 +182,7 @@ fn measure(session: &mut Session, iters: usize, keep_timeline: bool) -> Result<M
     let mut profiled: Vec<Duration> = executes.iter().map(|(a, b)| *b - *a).collect();
     profiled.sort_unstable();
     plain.sort_unstable();
-    let timeline = keep_timeline.then(|| method.timeline()).flatten();
+    let timeline = method.timeline();
     Ok(Measured { timeline, executes, profiled, plain })
 }
 
