@@ -341,8 +341,10 @@ fn launch_payload(kernel: u32, dtype: u32, regs: &[u64], dims: &[u64]) -> Vec<u8
 
 #[test]
 fn kiln_launch_decodes_and_encodes_identically() {
-    let bytes = custom_txn(133, &launch_payload(4, 6, &[0x1D004, 0x1D024, 0x1D044], &[2, 3, 5]));
-    assert_eq!(bytes.len(), 16 + 32 + 8 * 6);
+    // MATMUL [2, 3] x [3, 5] -> [2, 5]: each argument's rank and sizes, no parameters.
+    let dims = [2, 2, 3, 2, 3, 5, 2, 2, 5];
+    let bytes = custom_txn(133, &launch_payload(4, 6, &[0x1D004, 0x1D024, 0x1D044], &dims));
+    assert_eq!(bytes.len(), 16 + 32 + 8 * 12);
     let txn = Txn::parse(&bytes).unwrap();
     let OpKind::Custom { opcode: 133, hdr, payload: CustomPayload::Launch(l) } = &txn.ops[0].kind
     else {
@@ -352,23 +354,58 @@ fn kiln_launch_decodes_and_encodes_identically() {
     assert_eq!(l.kernel, LaunchKernel::MatMul);
     assert_eq!((l.dtype, l.reserved), (6, 7));
     assert_eq!(l.arg_regs, [0x1D004, 0x1D024, 0x1D044]);
-    assert_eq!(l.dims, [2, 3, 5]);
+    assert_eq!(l.dims, dims);
+    let (shapes, params) = l.shapes().unwrap();
+    assert_eq!(shapes, [vec![2, 3], vec![3, 5], vec![2, 5]]);
+    assert!(params.is_empty());
+    assert_eq!(Launch::dims_of(&[&[2, 3], &[3, 5], &[2, 5]], &[]), dims);
     assert_eq!(txn.ops[0].kind.name(), "KILN_LAUNCH");
     assert_eq!(txn.to_bytes().unwrap(), bytes);
 
-    // Each kernel with its own arity reads back.
-    for (code, kernel, regs, dims) in [
-        (1, LaunchKernel::Add, 3, 1),
-        (2, LaunchKernel::Mul, 3, 1),
-        (3, LaunchKernel::Sigmoid, 2, 1),
-    ] {
-        let bytes = custom_txn(133, &launch_payload(code, 6, &vec![4; regs], &vec![9; dims]));
+    // Every code from 1 to 19 is a kernel, with its fewest arguments it reads back.
+    for code in 1..=19u32 {
+        let kernel = LaunchKernel::from_code(code).unwrap();
+        assert_eq!(kernel as u32, code);
+        let n = kernel.args().0;
+        let bytes = custom_txn(133, &launch_payload(code, 6, &vec![4; n], &vec![0; n]));
         let txn = Txn::parse(&bytes).unwrap();
         let OpKind::Custom { payload: CustomPayload::Launch(l), .. } = &txn.ops[0].kind else {
             panic!("code {code} is not a launch");
         };
         assert_eq!(l.kernel, kernel);
+        assert_eq!(l.shapes().unwrap().0, vec![Vec::<u64>::new(); n]);
         assert_eq!(txn.to_bytes().unwrap(), bytes);
+    }
+    assert_eq!(LaunchKernel::from_code(20), None);
+
+    // CONCAT takes any number of inputs; its parameter (the dim) follows the shapes.
+    let dims = Launch::dims_of(&[&[2], &[3], &[1], &[6]], &[0]);
+    let bytes = custom_txn(133, &launch_payload(13, 6, &[1, 2, 3, 4], &dims));
+    let txn = Txn::parse(&bytes).unwrap();
+    let OpKind::Custom { payload: CustomPayload::Launch(l), .. } = &txn.ops[0].kind else {
+        panic!("not a launch");
+    };
+    let (shapes, params) = l.shapes().unwrap();
+    assert_eq!(shapes, [vec![2], vec![3], vec![1], vec![6]]);
+    assert_eq!(params, [0]);
+}
+
+#[test]
+fn kiln_launch_shapes_fail_with_a_reason_when_the_words_do_not_hold_them() {
+    let launch = |regs: usize, dims: Vec<u64>| Launch {
+        kernel: LaunchKernel::Add,
+        dtype: 6,
+        reserved: 0,
+        arg_regs: vec![0; regs],
+        dims,
+    };
+    for (l, needle) in [
+        (launch(3, vec![1, 4, 1, 4]), "end before argument 2's rank"),
+        (launch(3, vec![1, 4, 1, 4, 2, 4]), "argument 2 has rank 2, but only 1 words follow"),
+        (launch(3, vec![1, 4, 1, 4, u64::MAX]), "rank 18446744073709551615"),
+    ] {
+        let err = l.shapes().unwrap_err();
+        assert!(err.contains("ADD") && err.contains(needle), "{needle:?} not in {err}");
     }
 }
 
@@ -381,9 +418,10 @@ fn kiln_launch_errors_name_the_payload_offset() {
     let mut huge_counts = launch_payload(1, 6, &[], &[]);
     huge_counts[12..20].copy_from_slice(&[0xff; 8]);
     for (payload, needle) in [
-        (launch_payload(9, 6, &[1, 2, 3], &[4]), "kernel 9"),
-        (launch_payload(3, 6, &[1, 2, 3], &[4]), "SIGMOID takes 2 buffer arguments"),
-        (launch_payload(4, 6, &[1, 2, 3], &[4]), "MATMUL takes 3 buffer arguments and 3"),
+        (launch_payload(20, 6, &[1, 2, 3], &[4]), "kernel 20, which is not one (1..=19)"),
+        (launch_payload(3, 6, &[1, 2, 3], &[4]), "SIGMOID takes 2 buffer arguments, not 3"),
+        (launch_payload(4, 6, &[1, 2], &[4]), "MATMUL takes 3 to 4 buffer arguments, not 2"),
+        (launch_payload(13, 6, &[1], &[4]), "CONCAT takes 2 or more buffer arguments, not 1"),
         (short, "under 24"),
         (long, "need 56"),
         (huge_counts, "4294967295 arguments"),

@@ -153,9 +153,9 @@ fn run_err(ops: &[HandOp]) -> Error {
     device.run(&hand_txn(ops)).unwrap_err()
 }
 
-/// A float32 ADD over 4 elements whose arguments are the registers of args 0, 1, 2.
+/// A float32 ADD of shape `[4]` whose arguments are the registers of args 0, 1, 2.
 fn add4() -> HandOp {
-    HandOp::Launch(1, 6, vec![arg_reg(0), arg_reg(1), arg_reg(2)], vec![4])
+    HandOp::Launch(1, 6, vec![arg_reg(0), arg_reg(1), arg_reg(2)], vec![1, 4, 1, 4, 1, 4])
 }
 
 #[test]
@@ -220,17 +220,32 @@ fn every_device_error_names_the_op_offset() {
         ),
         "{err}"
     );
-    // Dimensions whose byte size overflows are a bounds error too, not a panic.
+    // Shapes whose byte size overflows are a bounds error too, not a panic.
+    let huge = vec![2, u64::MAX / 2, 4];
     let err = run_err(&[
         HandOp::Patch(arg_reg(0), 0, 0),
-        HandOp::Launch(2, 6, vec![arg_reg(0); 3], vec![u64::MAX / 2]),
+        HandOp::Launch(2, 6, vec![arg_reg(0); 3], [&huge[..], &huge, &huge].concat()),
     ]);
-    assert!(matches!(err, Error::LaunchBounds { offset: 64, arg: 0, .. }), "{err}");
+    assert!(matches!(err, Error::LaunchBounds { offset: 64, arg: 0, len: u64::MAX, .. }), "{err}");
+    // Words that do not hold a shape per argument.
     let err = run_err(&[HandOp::Launch(4, 6, vec![0; 3], vec![u64::MAX, 2, 1])]);
     assert!(
-        matches!(&err, Error::Launch { offset: 16, kernel: "MATMUL", reason } if reason.contains("overflow")),
+        matches!(&err, Error::Launch { offset: 16, kernel: "MATMUL", reason } if reason.contains("rank 18446744073709551615")),
         "{err}"
     );
+    // Parameters the kernel does not take, and shapes the kernel refuses.
+    let patches = || (0..3).map(|i| HandOp::Patch(arg_reg(i), 2, 0));
+    let mut ops: Vec<HandOp> = patches().collect();
+    ops.push(HandOp::Launch(1, 6, (0..3).map(arg_reg).collect(), vec![1, 1, 1, 1, 1, 1, 9]));
+    let err = run_err(&ops);
+    assert!(
+        matches!(&err, Error::Launch { offset: 160, kernel: "ADD", reason } if reason.contains("takes 0 parameter words, not 1")),
+        "{err}"
+    );
+    let mut ops: Vec<HandOp> = patches().collect();
+    ops.push(HandOp::Launch(1, 6, (0..3).map(arg_reg).collect(), vec![1, 2, 1, 3, 1, 2]));
+    let err = run_err(&ops);
+    assert!(matches!(&err, Error::Launch { offset: 160, kernel: "ADD", .. }), "{err}");
 
     let err = run_err(&[HandOp::Launch(1, 7, vec![0; 3], vec![4])]);
     assert!(

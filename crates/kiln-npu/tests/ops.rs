@@ -6,80 +6,15 @@
 
 mod common;
 
-use common::{f32_const, f32_tensor, fixture, floats, input_buffer, output, patches_of};
+use common::{
+    assert_close, expand, f32_const, f32_tensor, f64s, fixture, floats, input_buffer, output,
+    patches_of, run_one, values,
+};
 use kiln_format::txn::{CustomPayload, LaunchKernel, OpKind, Txn};
 use kiln_npu::ops::{arg_reg, Add, MatMul, Mul, Sigmoid, WeightLayout};
 use kiln_npu::{
     fuse, ConstBufferIo, ConstTensor, Device, Error, Node, NpuOp, OpArgType, TensorDesc,
 };
-
-/// Fuses `op` as the one node of a chain with tensor inputs `inputs` (name, shape, values) and
-/// constants `consts`, runs it on the device, and returns output `y` of shape `out_shape`.
-fn run_one(
-    op: &dyn NpuOp,
-    inputs: &[(&str, &[usize], &[f32])],
-    consts: Vec<ConstTensor>,
-    out_shape: &[usize],
-) -> Vec<f32> {
-    let nodes = [Node {
-        name: "node".into(),
-        op,
-        inputs: inputs.iter().map(|(name, shape, _)| f32_tensor(name, shape)).collect(),
-        consts,
-        outputs: vec![f32_tensor("y", out_shape)],
-    }];
-    let fused = fuse(&nodes).unwrap();
-    let values: Vec<(&str, &[f32])> = inputs.iter().map(|(n, _, v)| (*n, *v)).collect();
-    let mut device = Device::for_fused(&fused, input_buffer(&fused, &values)).unwrap();
-    assert_eq!(device.run(&fused.txn).unwrap().launches, 1);
-    output(&device, &fused, "y")
-}
-
-/// `values` of shape `from` broadcast to `to` (same rank; `from`'s dimensions 1 or equal, or a
-/// lower rank aligned to the right), as ExecuTorch's broadcasting reads it.
-fn expand(values: &[f32], from: &[usize], to: &[usize]) -> Vec<f32> {
-    let pad = to.len() - from.len();
-    let from: Vec<usize> = std::iter::repeat_n(1, pad).chain(from.iter().copied()).collect();
-    let total: usize = to.iter().product();
-    (0..total)
-        .map(|mut flat| {
-            let mut src = 0;
-            let mut stride = 1;
-            for d in (0..to.len()).rev() {
-                let i = flat % to[d];
-                flat /= to[d];
-                if from[d] != 1 {
-                    src += i * stride;
-                }
-                stride *= from[d];
-            }
-            values[src]
-        })
-        .collect()
-}
-
-/// Deterministic values in about [-2, 2] with fractional parts.
-fn values(len: usize, seed: usize) -> Vec<f32> {
-    (0..len).map(|i| ((i * 37 + seed * 11) % 101) as f32 / 25.0 - 2.0).collect()
-}
-
-/// Asserts `got` is within `tol · max(1, |want|)` of `want`, element by element, and NaN
-/// where `want` is.
-fn assert_close(what: &str, got: &[f32], want: &[f64], tol: f64) {
-    assert_eq!(got.len(), want.len(), "{what}: lengths");
-    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
-        if w.is_nan() {
-            assert!(g.is_nan(), "{what}: element {i}: {g} vs NaN");
-            continue;
-        }
-        let err = (f64::from(g) - w).abs();
-        assert!(err <= tol * w.abs().max(1.0), "{what}: element {i}: {g} vs {w} (error {err})");
-    }
-}
-
-fn f64s(v: &[f32]) -> Vec<f64> {
-    v.iter().map(|&x| f64::from(x)).collect()
-}
 
 #[test]
 fn add_matches_executorch_fixtures() {
@@ -94,14 +29,15 @@ fn add_matches_executorch_fixtures() {
         run_one(&Add, &[("a", &a.shape, &a.values), ("b", &b.shape, &b.values)], vec![], &y.shape);
     assert_eq!(got, y.values);
 
-    // [2, 3, 4] + [4]: the broadcast operand expanded here, the sum ExecuTorch's.
+    // [2, 3, 4] + [4], broadcast by the kernel.
     let (a, b, y) = (
         fixture("elementwise.add_broadcast.in0"),
         fixture("elementwise.add_broadcast.in1"),
         fixture("elementwise.add_broadcast.out0"),
     );
-    let b = expand(&b.values, &b.shape, &a.shape);
-    let got = run_one(&Add, &[("a", &a.shape, &a.values), ("b", &a.shape, &b)], vec![], &y.shape);
+    assert_eq!((a.shape.as_slice(), b.shape.as_slice()), (&[2, 3, 4][..], &[4][..]));
+    let got =
+        run_one(&Add, &[("a", &a.shape, &a.values), ("b", &b.shape, &b.values)], vec![], &y.shape);
     assert_eq!(got, y.values);
 }
 
@@ -112,8 +48,8 @@ fn mul_matches_executorch_fixtures() {
         fixture("elementwise.mul_broadcast.in1"),
         fixture("elementwise.mul_broadcast.out0"),
     );
-    let b = expand(&b.values, &b.shape, &a.shape);
-    let got = run_one(&Mul, &[("a", &a.shape, &a.values), ("b", &a.shape, &b)], vec![], &y.shape);
+    let got =
+        run_one(&Mul, &[("a", &a.shape, &a.values), ("b", &b.shape, &b.values)], vec![], &y.shape);
     assert_eq!(got, y.values);
 
     // bool→float(in0) * in1, [3, 4].
@@ -168,7 +104,7 @@ fn matmul(layout: WeightLayout, x: &[f32], w: &[f32], m: usize, k: usize, n: usi
         WeightLayout::KN => [k, n],
         WeightLayout::NK => [n, k],
     };
-    let op = MatMul { weight: layout };
+    let op = MatMul { weight: layout, bias: false };
     run_one(&op, &[("x", &[m, k], x)], vec![f32_const("w", &w_shape, w)], &[m, n])
 }
 
@@ -283,7 +219,7 @@ fn matmul_matches_plain_loops_on_odd_shapes() {
 fn fused_matmul_add_sigmoid_matches_plain_loops() {
     let (m, k, n) = (5, 7, 3);
     let (x, w, bias) = (values(m * k, 6), values(k * n, 7), values(m * n, 8));
-    let mm = MatMul { weight: WeightLayout::NK };
+    let mm = MatMul { weight: WeightLayout::NK, bias: false };
     let nodes = [
         Node {
             name: "linear".into(),
@@ -350,7 +286,10 @@ fn transactions_patch_each_argument_into_its_register_then_launch() {
     let OpKind::Custom { payload: CustomPayload::Launch(l), .. } = &txn.ops[3].kind else {
         panic!("op 3 is not a launch: {:?}", txn.ops[3].kind);
     };
-    assert_eq!((l.kernel, l.dtype, l.dims.as_slice()), (LaunchKernel::Add, 6, &[21][..]));
+    assert_eq!(
+        (l.kernel, l.dtype, l.dims.as_slice()),
+        (LaunchKernel::Add, 6, &[2, 3, 7, 2, 3, 7, 2, 3, 7][..])
+    );
     assert_eq!(l.arg_regs, [arg_reg(0), arg_reg(1), arg_reg(2)]);
     assert_eq!(txn.ops.len(), 4);
     assert!(Add.super_kernel_params(&[t("a"), t("b")], &[t("y")]).unwrap().is_empty());
@@ -377,7 +316,10 @@ fn transactions_patch_each_argument_into_its_register_then_launch() {
     let OpKind::Custom { payload: CustomPayload::Launch(l), .. } = &txn.ops[3].kind else {
         panic!("op 3 is not a launch");
     };
-    assert_eq!((l.kernel, l.dims.as_slice()), (LaunchKernel::MatMul, &[2, 3, 5][..]));
+    assert_eq!(
+        (l.kernel, l.dims.as_slice()),
+        (LaunchKernel::MatMul, &[2, 2, 3, 2, 3, 5, 2, 2, 5][..])
+    );
 }
 
 /// The error of fusing `op` as one node with these tensors and constants.
@@ -394,20 +336,23 @@ fn fuse_err(
 #[test]
 fn unsupported_shapes_and_types_are_errors_naming_operator_and_shape() {
     let t = f32_tensor;
-    let err = fuse_err(&Add, vec![t("a", &[3, 4]), t("b", &[4])], vec![], vec![t("y", &[3, 4])]);
+    let err = fuse_err(&Add, vec![t("a", &[3, 4]), t("b", &[3])], vec![], vec![t("y", &[3, 4])]);
     assert!(
-        matches!(&err, Error::UnsupportedShape { op: "add", shapes, .. } if *shapes == [vec![3, 4], vec![4], vec![3, 4]]),
+        matches!(&err, Error::UnsupportedShape { op: "add", shapes, .. } if *shapes == [vec![3, 4], vec![3], vec![3, 4]]),
         "{err}"
     );
     assert!(
-        err.to_string().starts_with("add: cannot run on shapes [[3, 4], [4], [3, 4]]"),
+        err.to_string().starts_with("add: cannot run on shapes [[3, 4], [3], [3, 4]]"),
         "{err}"
     );
-    assert!(err.to_string().contains("no broadcasting"), "{err}");
+    assert!(err.to_string().contains("do not broadcast"), "{err}");
+    // They broadcast, but not to the output's shape.
+    let err = fuse_err(&Add, vec![t("a", &[3, 4]), t("b", &[4])], vec![], vec![t("y", &[4, 4])]);
+    assert!(err.to_string().contains("broadcast to [3, 4], not the output's shape"), "{err}");
 
     let err = fuse_err(&Mul, vec![t("a", &[5])], vec![], vec![t("y", &[5])]);
     assert!(
-        matches!(&err, Error::UnsupportedShape { op: "mul", reason, .. } if reason.contains("takes 2 inputs and 1 outputs, not 1 and 1")),
+        matches!(&err, Error::UnsupportedShape { op: "mul", reason, .. } if reason.contains("takes 2 inputs, not 1")),
         "{err}"
     );
 
@@ -430,7 +375,7 @@ fn unsupported_shapes_and_types_are_errors_naming_operator_and_shape() {
     let err =
         Add.initialize_const_params(&mut ConstBufferIo::new("add", &mut []), &[c]).unwrap_err();
     assert!(
-        matches!(&err, Error::UnsupportedShape { op: "add", shapes, reason } if *shapes == [vec![2]] && reason.contains("no constant inputs")),
+        matches!(&err, Error::UnsupportedShape { op: "add", shapes, reason } if *shapes == [vec![2]] && reason.contains("takes 0 constant inputs, not 1")),
         "{err}"
     );
 
@@ -448,7 +393,7 @@ fn unsupported_shapes_and_types_are_errors_naming_operator_and_shape() {
     );
     let err = fuse_err(&mm, vec![t("x", &[4, 0])], w(), vec![t("y", &[4, 2])]);
     assert!(
-        matches!(&err, Error::UnsupportedShape { op: "matmul", reason, .. } if reason.contains("zero")),
+        matches!(&err, Error::UnsupportedShape { op: "matmul", reason, .. } if reason.contains("no elements")),
         "{err}"
     );
     // A weight that does not fill k·n floats.
@@ -459,7 +404,7 @@ fn unsupported_shapes_and_types_are_errors_naming_operator_and_shape() {
         vec![t("y", &[4, 2])],
     );
     assert!(
-        matches!(&err, Error::UnsupportedShape { op: "matmul", shapes, reason } if *shapes == [vec![2, 2]] && reason.contains("holds 16 bytes; its shape needs 16 and the kernel 24")),
+        matches!(&err, Error::UnsupportedShape { op: "matmul", shapes, reason } if *shapes == [vec![2, 2]] && reason.contains("take 16 bytes, but the node's tensors imply 24")),
         "{err}"
     );
     // Without its weight, fusion refuses the arg map; the operator refuses it too.
@@ -468,7 +413,7 @@ fn unsupported_shapes_and_types_are_errors_naming_operator_and_shape() {
     let err =
         mm.initialize_const_params(&mut ConstBufferIo::new("mm", &mut [0; 24]), &[]).unwrap_err();
     assert!(
-        matches!(&err, Error::UnsupportedShape { op: "matmul", reason, .. } if reason.contains("one constant")),
+        matches!(&err, Error::UnsupportedShape { op: "matmul", reason, .. } if reason.contains("takes 1 constant inputs, not 0")),
         "{err}"
     );
     let mut int_w = w();

@@ -244,14 +244,17 @@ fn describe(op: &Op, mem_rows: u8) -> String {
             CustomPayload::MergeSync { bytes } => format!("payload {}", hex(bytes)),
             CustomPayload::Launch(l) => {
                 let regs: Vec<String> = l.arg_regs.iter().map(|a| reg(*a, mem_rows)).collect();
-                let dims: Vec<String> = l.dims.iter().map(u64::to_string).collect();
-                format!(
-                    "{} dtype {} args [{}] dims [{}]",
-                    l.kernel.name(),
-                    l.dtype,
-                    regs.join(", "),
-                    dims.join(", ")
-                )
+                let words = |w: &[u64]| w.iter().map(u64::to_string).collect::<Vec<_>>().join(", ");
+                // Shapes and parameters when the words hold them, else the raw words.
+                let dims = match l.shapes() {
+                    Ok((shapes, params)) => {
+                        let shapes: Vec<String> =
+                            shapes.iter().map(|s| format!("[{}]", words(s))).collect();
+                        format!("shapes [{}] params [{}]", shapes.join(", "), words(params))
+                    }
+                    Err(_) => format!("dims [{}]", words(&l.dims)),
+                };
+                format!("{} dtype {} args [{}] {dims}", l.kernel.name(), l.dtype, regs.join(", "))
             }
             CustomPayload::Raw(bytes) => format!("{} payload bytes {}", bytes.len(), hex(bytes)),
         },
@@ -432,6 +435,13 @@ fn op_fields(kind: &OpKind, layout: Layout, mem_rows: u8, raw: bool, m: &mut Map
                         json!(l.arg_regs.iter().map(|a| register(*a)).collect::<Vec<_>>()),
                     );
                     set("dims", json!(l.dims));
+                    match l.shapes() {
+                        Ok((shapes, params)) => {
+                            set("shapes", json!(shapes));
+                            set("params", json!(params));
+                        }
+                        Err(reason) => set("shapes_error", json!(reason)),
+                    }
                     if raw {
                         set("reserved", json!(l.reserved));
                     }

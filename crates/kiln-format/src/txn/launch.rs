@@ -10,23 +10,54 @@
 //! | payload offset | size | field |
 //! | --- | --- | --- |
 //! | 0 | 4 | magic `b"KILN"` |
-//! | 4 | `u32` | kernel ([`LaunchKernel`]: 1 ADD, 2 MUL, 3 SIGMOID, 4 MATMUL) |
+//! | 4 | `u32` | kernel ([`LaunchKernel`], codes in the table below) |
 //! | 8 | `u32` | element type, ExecuTorch `ScalarType` numbering (6 = float32) |
 //! | 12 | `u32` | `n`, the number of buffer arguments |
-//! | 16 | `u32` | `m`, the number of dimensions |
+//! | 16 | `u32` | `m`, the number of shape and parameter words |
 //! | 20 | `u32` | reserved |
 //! | 24 | `u64 × n` | per buffer argument, the **register** that holds its address |
-//! | 24 + 8n | `u64 × m` | the dimensions |
+//! | 24 + 8n | `u64 × m` | the shape and parameter words |
 //!
 //! The op is `32 + 8·(n + m)` bytes. A buffer argument is not an address but a register: the
 //! transaction's DDR_PATCH ops write the argument's address (a kernel argument's address plus
 //! `argplus`) into that register before the launch, exactly as they patch a DMA buffer
 //! descriptor's address word, so rewriting the patches (as fusion does) re-points launches too.
 //!
-//! Arguments and dimensions per kernel: ADD and MUL `[a, b, out]` over `[len]` elements;
-//! SIGMOID `[x, out]` over `[len]`; MATMUL `[a, b, out]` with dimensions `[m, k, n]`
-//! (`out[m×n] = a[m×k] · b[k×n]`, row-major). A payload that does not start with the magic is
-//! not a launch: it is read as an unknown custom op, so another runtime's op 133 stays intact.
+//! The `m` words describe the launch completely, so the device needs nothing but the op: **for
+//! each buffer argument in order, its rank `r` followed by its `r` sizes; then the kernel's
+//! parameters**. Integers are `u64` words, floats `f64::to_bits`, booleans 0 or 1, and an absent
+//! optional integer is [`ABSENT`]. [`Launch::shapes`] splits the words into the shapes and the
+//! parameters. Every kernel is float32, its output is the last argument, and the shapes are
+//! row-major:
+//!
+//! | code | kernel | buffer arguments | parameter words |
+//! | --- | --- | --- | --- |
+//! | 1 | ADD | `a, b, out` (`a`, `b` broadcast to `out`, PyTorch rules) | none |
+//! | 2 | MUL | `a, b, out` (as ADD) | none |
+//! | 3 | SIGMOID | `x, out` | none |
+//! | 4 | MATMUL | `a [m, k], b [k, n], bias [n]?, out [m, n]` (`out = a·b (+ bias)`) | none |
+//! | 5 | CONV2D | `x [n, c, h, w], weight [oc, c/groups, kh, kw], bias [oc]?, out` | stride h, w; padding h, w; dilation h, w; groups |
+//! | 6 | BATCH_NORM | `x [n, c, ...], weight [c], bias [c], running_mean [c], running_var [c], out` (inference) | eps (f64) |
+//! | 7 | CLAMP | `x, out` | min (f64), max (f64); −∞ / +∞ mean no bound |
+//! | 8 | SOFTMAX | `x, out` | dim |
+//! | 9 | LAYER_NORM | `x, weight?, bias?, out` (both or neither; shapes the last `d` dims of `x`) | `d` (normalized dims), eps (f64) |
+//! | 10 | TRANSPOSE | `x, out` (`out = x.permute(perm)`) | perm (one word per dim of `x`) |
+//! | 11 | MAX_POOL2D | `x [n, c, h, w], out` | kernel h, w; stride h, w; padding h, w; dilation h, w; ceil_mode |
+//! | 12 | AVG_POOL2D | `x [n, c, h, w], out` | kernel h, w; stride h, w; padding h, w; ceil_mode; count_include_pad; divisor_override (`i64`, or [`ABSENT`]) |
+//! | 13 | CONCAT | `in0, …, in(k-1), out` (one or more inputs) | dim |
+//! | 14 | MEAN | `x, out` | keepdim; then the reduced dims (the rest of the words) |
+//! | 15 | GELU | `x, out` | tanh approximation |
+//! | 16 | COPY | `x, out` (`x`'s elements in order, `out`'s shape; equal element counts) | none |
+//! | 17 | EXPAND | `x, out` (`x` broadcast to `out`'s shape) | none |
+//! | 18 | BMM | `a [b, m, k], b [b, k, n], out [b, m, n]` | none |
+//! | 19 | MUL_SCALAR | `x, out` (`out = x · value`) | value (f64) |
+//!
+//! Parsing checks the structure: the magic, a known kernel code, counts that match the payload
+//! length, and a number of buffer arguments in the kernel's range ([`LaunchKernel::args`]).
+//! Whether the words describe the shapes ([`Launch::shapes`]) and the parameters suit the kernel
+//! is the device's to check when it runs the launch. A payload that does not start with the
+//! magic is not a launch: it is read as an unknown custom op, so another runtime's op 133 stays
+//! intact.
 
 /// The opcode (aie-rt's `XAIE_IO_CUSTOM_OP_NEXT`).
 pub const KILN_LAUNCH: u8 = 133;
@@ -40,41 +71,126 @@ pub const FIXED: u64 = 24;
 /// The element type code of float32 (ExecuTorch `ScalarType::Float`).
 pub const DTYPE_F32: u32 = 6;
 
-/// The kernels a launch can name.
+/// The parameter word of an absent optional integer (AVG_POOL2D's `divisor_override`):
+/// `i64::MIN`, which no such parameter can be.
+pub const ABSENT: u64 = i64::MIN as u64;
+
+/// The kernels a launch can name (codes and layouts in the module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LaunchKernel {
-    /// `out = a + b`, elementwise.
+    /// `out = a + b`, broadcasting.
     Add = 1,
-    /// `out = a * b`, elementwise.
+    /// `out = a * b`, broadcasting.
     Mul = 2,
     /// `out = 1 / (1 + exp(-x))`, elementwise.
     Sigmoid = 3,
-    /// `out = a · b`, row-major matrices.
+    /// `out = a · b (+ bias)`, row-major matrices.
     MatMul = 4,
+    /// Two-dimensional convolution.
+    Conv2d = 5,
+    /// Inference batch normalization with running statistics.
+    BatchNorm = 6,
+    /// `out = min(max(x, min), max)`.
+    Clamp = 7,
+    /// Softmax along one dimension.
+    Softmax = 8,
+    /// Layer normalization over the trailing dimensions.
+    LayerNorm = 9,
+    /// A permutation of the dimensions, copied.
+    Transpose = 10,
+    /// Two-dimensional max pooling (values only).
+    MaxPool2d = 11,
+    /// Two-dimensional average pooling.
+    AvgPool2d = 12,
+    /// Concatenation along one dimension.
+    Concat = 13,
+    /// The mean over some dimensions.
+    Mean = 14,
+    /// GELU, exact or with the tanh approximation.
+    Gelu = 15,
+    /// The elements in order, in another shape (a reshape's copy).
+    Copy = 16,
+    /// A broadcast of the input to the output's shape, copied.
+    Expand = 17,
+    /// Batched matrix product.
+    Bmm = 18,
+    /// `out = x · value`.
+    MulScalar = 19,
 }
 
 impl LaunchKernel {
+    /// Every kernel, in code order.
+    pub const ALL: [LaunchKernel; 19] = [
+        Self::Add,
+        Self::Mul,
+        Self::Sigmoid,
+        Self::MatMul,
+        Self::Conv2d,
+        Self::BatchNorm,
+        Self::Clamp,
+        Self::Softmax,
+        Self::LayerNorm,
+        Self::Transpose,
+        Self::MaxPool2d,
+        Self::AvgPool2d,
+        Self::Concat,
+        Self::Mean,
+        Self::Gelu,
+        Self::Copy,
+        Self::Expand,
+        Self::Bmm,
+        Self::MulScalar,
+    ];
+
     /// The kernel with code `code`, if any.
     pub fn from_code(code: u32) -> Option<LaunchKernel> {
-        [Self::Add, Self::Mul, Self::Sigmoid, Self::MatMul].into_iter().find(|k| *k as u32 == code)
+        Self::ALL.into_iter().find(|k| *k as u32 == code)
     }
 
-    /// How many buffer arguments and dimensions the kernel takes.
-    pub fn arity(self) -> (usize, usize) {
+    /// The fewest and most buffer arguments the kernel takes, the output included.
+    pub fn args(self) -> (usize, usize) {
         match self {
-            Self::Add | Self::Mul => (3, 1),
-            Self::Sigmoid => (2, 1),
-            Self::MatMul => (3, 3),
+            Self::Add | Self::Mul | Self::Bmm => (3, 3),
+            Self::MatMul | Self::Conv2d => (3, 4),
+            Self::BatchNorm => (6, 6),
+            Self::LayerNorm => (2, 4),
+            Self::Concat => (2, usize::MAX),
+            Self::Sigmoid
+            | Self::Clamp
+            | Self::Softmax
+            | Self::Transpose
+            | Self::MaxPool2d
+            | Self::AvgPool2d
+            | Self::Mean
+            | Self::Gelu
+            | Self::Copy
+            | Self::Expand
+            | Self::MulScalar => (2, 2),
         }
     }
 
-    /// The kernel's name (`ADD`, `MUL`, `SIGMOID`, `MATMUL`).
+    /// The kernel's name, as the module docs spell it (`ADD`, `CONV2D`, ...).
     pub fn name(self) -> &'static str {
         match self {
             Self::Add => "ADD",
             Self::Mul => "MUL",
             Self::Sigmoid => "SIGMOID",
             Self::MatMul => "MATMUL",
+            Self::Conv2d => "CONV2D",
+            Self::BatchNorm => "BATCH_NORM",
+            Self::Clamp => "CLAMP",
+            Self::Softmax => "SOFTMAX",
+            Self::LayerNorm => "LAYER_NORM",
+            Self::Transpose => "TRANSPOSE",
+            Self::MaxPool2d => "MAX_POOL2D",
+            Self::AvgPool2d => "AVG_POOL2D",
+            Self::Concat => "CONCAT",
+            Self::Mean => "MEAN",
+            Self::Gelu => "GELU",
+            Self::Copy => "COPY",
+            Self::Expand => "EXPAND",
+            Self::Bmm => "BMM",
+            Self::MulScalar => "MUL_SCALAR",
         }
     }
 }
@@ -90,23 +206,68 @@ pub struct Launch {
     pub reserved: u32,
     /// Per buffer argument, the register holding its address.
     pub arg_regs: Vec<u64>,
-    /// The dimensions.
+    /// Each buffer argument's rank and sizes, then the kernel's parameters.
     pub dims: Vec<u64>,
 }
 
 impl Launch {
-    /// Checks that the argument and dimension counts are the kernel's.
+    /// The `dims` words for buffer arguments of shapes `shapes` and parameters `params`.
+    pub fn dims_of(shapes: &[&[u64]], params: &[u64]) -> Vec<u64> {
+        let mut words = Vec::new();
+        for shape in shapes {
+            words.push(shape.len() as u64);
+            words.extend_from_slice(shape);
+        }
+        words.extend_from_slice(params);
+        words
+    }
+
+    /// Checks that the number of buffer arguments is in the kernel's range
+    /// ([`LaunchKernel::args`]).
     pub fn check(&self) -> Result<(), String> {
-        let (args, dims) = self.kernel.arity();
-        if self.arg_regs.len() != args || self.dims.len() != dims {
-            return Err(format!(
-                "{} takes {args} buffer arguments and {dims} dimensions, not {} and {}",
-                self.kernel.name(),
-                self.arg_regs.len(),
-                self.dims.len()
-            ));
+        let (min, max) = self.kernel.args();
+        let n = self.arg_regs.len();
+        if n < min || n > max {
+            let range = match (min, max) {
+                (min, max) if min == max => min.to_string(),
+                (min, usize::MAX) => format!("{min} or more"),
+                (min, max) => format!("{min} to {max}"),
+            };
+            return Err(format!("{} takes {range} buffer arguments, not {n}", self.kernel.name()));
         }
         Ok(())
+    }
+
+    /// Splits [`Launch::dims`] into each buffer argument's shape, in argument order, and the
+    /// parameter words after them; the reason when the words do not hold one rank and that many
+    /// sizes per argument.
+    pub fn shapes(&self) -> Result<(Vec<Vec<u64>>, &[u64]), String> {
+        let mut rest = self.dims.as_slice();
+        // At most one shape per word, so the words bound the allocation.
+        let mut shapes = Vec::with_capacity(self.arg_regs.len().min(rest.len()));
+        for arg in 0..self.arg_regs.len() {
+            let (&rank, tail) = rest.split_first().ok_or_else(|| {
+                format!(
+                    "{}: the words end before argument {arg}'s rank ({} words for {} arguments)",
+                    self.kernel.name(),
+                    self.dims.len(),
+                    self.arg_regs.len()
+                )
+            })?;
+            let (sizes, after) = usize::try_from(rank)
+                .ok()
+                .and_then(|r| tail.split_at_checked(r))
+                .ok_or_else(|| {
+                    format!(
+                        "{}: argument {arg} has rank {rank}, but only {} words follow",
+                        self.kernel.name(),
+                        tail.len()
+                    )
+                })?;
+            shapes.push(sizes.to_vec());
+            rest = after;
+        }
+        Ok((shapes, rest))
     }
 
     /// Decodes a payload that starts with [`MAGIC`]; errors are reasons.
@@ -119,14 +280,18 @@ impl Launch {
             return Err(format!("KILN_LAUNCH payload is {} bytes, under {FIXED}", payload.len()));
         }
         let code = u32_at(4);
-        let kernel = LaunchKernel::from_code(code)
-            .ok_or_else(|| format!("KILN_LAUNCH names kernel {code}, which is not one (1..=4)"))?;
+        let kernel = LaunchKernel::from_code(code).ok_or_else(|| {
+            format!(
+                "KILN_LAUNCH names kernel {code}, which is not one (1..={})",
+                LaunchKernel::ALL.len()
+            )
+        })?;
         let (n, m) = (u64::from(u32_at(12)), u64::from(u32_at(16)));
         // Both counts are at most 2^32, so this cannot overflow.
         let want = FIXED + 8 * (n + m);
         if want != payload.len() as u64 {
             return Err(format!(
-                "KILN_LAUNCH payload is {} bytes, but {n} arguments and {m} dimensions need {want}",
+                "KILN_LAUNCH payload is {} bytes, but {n} arguments and {m} words need {want}",
                 payload.len()
             ));
         }

@@ -1,16 +1,14 @@
-//! Executing a KILN_LAUNCH: resolve each buffer argument through its register to (buffer,
-//! offset), bounds-check the bytes the kernel touches, and run kiln's CPU kernel on them
-//! (`kiln_kernels::compute`: the elementwise [`MapProgram`] for ADD, MUL and SIGMOID, the
-//! reference [`gemm_ref`] for MATMUL). Inputs are read into element vectors before the kernel
-//! runs, so an output may overlap its inputs (in place).
+//! Executing a KILN_LAUNCH: read each buffer argument's shape from the launch's words, resolve
+//! the argument through its register to (buffer, offset), bounds-check the bytes its shape
+//! covers, and run the kiln CPU kernel ([`super::aten`]) on copies of the inputs. The output
+//! is written back after the kernel, so an output may overlap its inputs (in place).
 
 use std::collections::BTreeMap;
 
 use kiln_format::txn::launch::DTYPE_F32;
-use kiln_format::txn::{Launch, LaunchKernel};
-use kiln_kernels::compute::elementwise::{BinaryOp, MapInstr, MapProgram, UnaryOp};
-use kiln_kernels::compute::gemm::{gemm_ref, Mat, MatMut};
+use kiln_format::txn::Launch;
 
+use super::aten::{self, Input};
 use super::{BUFFERS, DDR_BASE, WINDOW};
 use crate::error::{Error, Result};
 
@@ -32,49 +30,49 @@ pub(super) fn run(
             l.dtype
         )));
     }
-    // The arity was checked when the op was parsed; a mismatch here is an error, not a panic.
+    // The argument count was checked when the op was parsed; a mismatch here is an error.
     l.check().map_err(fail)?;
-    let counts = element_counts(l).ok_or_else(|| fail("element counts overflow".into()))?;
-    let mut spans = Vec::with_capacity(counts.len());
-    for (arg, (&reg, &count)) in l.arg_regs.iter().zip(&counts).enumerate() {
+    let (shapes, params) = l.shapes().map_err(fail)?;
+    let mut sizes = Vec::with_capacity(shapes.len());
+    let mut spans = Vec::with_capacity(shapes.len());
+    for (arg, (&reg, shape)) in l.arg_regs.iter().zip(&shapes).enumerate() {
+        let dims: Vec<usize> =
+            shape.iter().map(|&d| usize::try_from(d)).collect::<Result<_, _>>().map_err(|_| {
+                fail(format!("argument {arg}'s shape {shape:?} does not fit usize"))
+            })?;
         let (buffer, start) = resolve(offset, arg, reg, registers)?;
-        let bounds = |len| Error::LaunchBounds {
-            offset,
-            arg,
-            buffer,
-            start,
-            len,
-            buffer_len: buffers[buffer].len() as u64,
-        };
-        let len = count.checked_mul(F32_BYTES);
-        match len.and_then(|len| start.checked_add(len)) {
-            Some(end) if end <= buffers[buffer].len() as u64 => {
-                spans.push((buffer, start as usize, (end - start) as usize));
+        let buffer_len = buffers[buffer].len() as u64;
+        let len = shape.iter().try_fold(F32_BYTES, |acc, &d| acc.checked_mul(d));
+        match len.and_then(|len| Some((len, start.checked_add(len)?))) {
+            Some((len, end)) if end <= buffer_len => {
+                spans.push((buffer, start as usize, len as usize));
             }
-            _ => return Err(bounds(len.unwrap_or(u64::MAX))),
+            _ => {
+                return Err(Error::LaunchBounds {
+                    offset,
+                    arg,
+                    buffer,
+                    start,
+                    len: len.unwrap_or(u64::MAX),
+                    buffer_len,
+                })
+            }
         }
+        sizes.push(dims);
     }
     let (out, ins) = spans.split_last().ok_or_else(|| fail("no output argument".into()))?;
-    let inputs: Vec<Vec<f32>> =
+    let (out_sizes, in_sizes) = sizes.split_last().ok_or_else(|| fail("no output shape".into()))?;
+    // Each span was checked to lie inside its buffer above.
+    let data: Vec<Vec<f32>> =
         ins.iter().map(|&(b, s, len)| read_f32(&buffers[b][s..s + len])).collect();
-    let result = compute(l, &inputs, out.2 / F32_BYTES as usize).map_err(fail)?;
+    let inputs: Vec<Input<'_>> =
+        in_sizes.iter().zip(&data).map(|(sizes, data)| Input { sizes, data }).collect();
+    let result = aten::run(l.kernel, &inputs, out_sizes, params).map_err(fail)?;
     let (b, s, len) = *out;
     for (dst, v) in buffers[b][s..s + len].chunks_exact_mut(4).zip(&result) {
         dst.copy_from_slice(&v.to_le_bytes());
     }
     Ok(())
-}
-
-/// Elements of each buffer argument, in argument order; `None` on overflow.
-fn element_counts(l: &Launch) -> Option<Vec<u64>> {
-    Some(match (l.kernel, l.dims.as_slice()) {
-        (LaunchKernel::Add | LaunchKernel::Mul, &[len]) => vec![len; 3],
-        (LaunchKernel::Sigmoid, &[len]) => vec![len; 2],
-        (LaunchKernel::MatMul, &[m, k, n]) => {
-            vec![m.checked_mul(k)?, k.checked_mul(n)?, m.checked_mul(n)?]
-        }
-        _ => return None,
-    })
 }
 
 /// The buffer and offset that launch argument `arg`'s register `reg` points at.
@@ -98,41 +96,4 @@ fn resolve(
 /// Little-endian float32 elements of `bytes` (a multiple of 4 long).
 fn read_f32(bytes: &[u8]) -> Vec<f32> {
     bytes.chunks_exact(4).map(|w| f32::from_le_bytes([w[0], w[1], w[2], w[3]])).collect()
-}
-
-/// Runs the kernel on `inputs`; returns `out_len` output elements.
-fn compute(l: &Launch, inputs: &[Vec<f32>], out_len: usize) -> Result<Vec<f32>, String> {
-    let mut out = vec![0f32; out_len];
-    let instr = match l.kernel {
-        LaunchKernel::Add => MapInstr::Binary { op: BinaryOp::Add, a: 0, b: 1 },
-        LaunchKernel::Mul => MapInstr::Binary { op: BinaryOp::Mul, a: 0, b: 1 },
-        LaunchKernel::Sigmoid => MapInstr::Unary { op: UnaryOp::Sigmoid, a: 0 },
-        LaunchKernel::MatMul => {
-            let (m, k, n) = match l.dims.as_slice() {
-                &[m, k, n] => (usize_of(m)?, usize_of(k)?, usize_of(n)?),
-                _ => return Err("MATMUL takes dimensions [m, k, n]".into()),
-            };
-            let (a, b) = match inputs {
-                [a, b] => (a, b),
-                _ => return Err("MATMUL takes two inputs".into()),
-            };
-            let a = Mat { data: a, rs: k, cs: 1 };
-            let b = Mat { data: b, rs: n, cs: 1 };
-            let c = MatMut { data: &mut out, rs: n, cs: 1 };
-            if !gemm_ref(m, n, k, a, b, c, false) {
-                return Err("operands do not fit their buffers".into());
-            }
-            return Ok(out);
-        }
-    };
-    let inputs: Vec<&[f32]> = inputs.iter().map(Vec::as_slice).collect();
-    let program = MapProgram::new(inputs.len(), vec![instr], vec![inputs.len()])
-        .map_err(|e| e.to_string())?;
-    program.run(&inputs, &mut [out.as_mut_slice()], &mut Vec::new()).map_err(|e| e.to_string())?;
-    Ok(out)
-}
-
-/// `n` as a `usize`, or a reason.
-fn usize_of(n: u64) -> Result<usize, String> {
-    usize::try_from(n).map_err(|_| format!("dimension {n} does not fit usize"))
 }

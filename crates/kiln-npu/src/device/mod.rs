@@ -21,6 +21,7 @@
 //! descriptor and its queue push only land in the register map; data moves only by launches.
 //! Every error names the op's byte offset in the transaction.
 
+mod aten;
 mod launch;
 
 use std::collections::BTreeMap;

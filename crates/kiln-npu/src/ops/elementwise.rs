@@ -1,18 +1,18 @@
-//! Elementwise float32 operators over tensors of one shape: [`Add`], [`Mul`] (ONNX arguments
-//! `a, b, out`) and [`Sigmoid`] (`x, out`). No broadcasting: every tensor has the same shape.
+//! Elementwise float32 operators: [`Add`] and [`Mul`] (ONNX arguments `a, b, out`, the inputs
+//! broadcast to the output) and the unary [`Sigmoid`], [`Clamp`], [`Gelu`], [`MulScalar`]
+//! (`x, out`, of one shape).
 
 use kiln_format::txn::LaunchKernel;
 
-use super::{check_tensors, elements, f32_bytes, launch_txn, shapes, F32_BYTES};
-use crate::arg_map::{OpArgMap, OpArgType};
-use crate::error::{Error, Result};
-use crate::op::{ConstBufferIo, ConstTensor, NpuOp, TensorDesc};
+use super::{broadcast, check_inputs, npu_op, unsupported, Launches, Plan};
+use crate::error::Result;
+use crate::op::TensorDesc;
 
-/// `out = a + b`, elementwise, float32, `a`, `b` and `out` of one shape.
+/// `out = a + b`, float32, `a` and `b` broadcast to `out` by PyTorch's rules.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Add;
 
-/// `out = a * b`, elementwise, float32, `a`, `b` and `out` of one shape.
+/// `out = a * b`, float32, `a` and `b` broadcast to `out` by PyTorch's rules.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Mul;
 
@@ -20,105 +20,125 @@ pub struct Mul;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Sigmoid;
 
-/// The byte size of each tensor of an elementwise node with `n_in` inputs and one output, after
-/// checking that they are float32, of one shape, and not empty.
-fn tensor_bytes(
+/// `out = min(max(x, min), max)`, elementwise (`aten::clamp`); an infinite bound is no bound.
+/// ReLU is [`Clamp::relu`]; ReLU6 and hardtanh are `Clamp { min, max }`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Clamp {
+    /// The lower bound; `f64::NEG_INFINITY` for none.
+    pub min: f64,
+    /// The upper bound; `f64::INFINITY` for none.
+    pub max: f64,
+}
+
+impl Clamp {
+    /// ReLU: `max(x, 0)` (min 0, no upper bound).
+    pub fn relu() -> Clamp {
+        Clamp { min: 0.0, max: f64::INFINITY }
+    }
+}
+
+/// GELU, elementwise: `x · Φ(x)`, or with `tanh` PyTorch's tanh approximation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Gelu {
+    /// Whether to use the tanh approximation (`approximate = "tanh"`).
+    pub tanh: bool,
+}
+
+/// `out = x · value`, elementwise (`aten::mul.Scalar`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MulScalar {
+    /// The factor.
+    pub value: f64,
+}
+
+/// Plans a binary operator: two inputs that broadcast to the output's shape.
+fn binary(
     op: &'static str,
+    kernel: LaunchKernel,
     inputs: &[TensorDesc],
-    outputs: &[TensorDesc],
-    n_in: usize,
-) -> Result<u64> {
-    check_tensors(op, inputs, outputs, n_in, 1)?;
-    let unsupported = |reason: &str| Error::UnsupportedShape {
-        op,
-        shapes: shapes(inputs, outputs),
-        reason: reason.into(),
-    };
-    let shape = &outputs[0].shape;
-    if inputs.iter().any(|t| t.shape != *shape) {
-        return Err(unsupported("the inputs and the output must have one shape (no broadcasting)"));
+    output: &TensorDesc,
+) -> Result<Plan> {
+    check_inputs(op, inputs, output, 2)?;
+    let shape = inputs.first().zip(inputs.get(1)).and_then(|(a, b)| broadcast(&a.shape, &b.shape));
+    if shape.as_ref() != Some(&output.shape) {
+        let reason = match shape {
+            Some(s) => format!("the inputs broadcast to {s:?}, not the output's shape"),
+            None => "the inputs do not broadcast (each dimension equal or 1)".into(),
+        };
+        return Err(unsupported(op, inputs, std::slice::from_ref(output), reason));
     }
-    match elements(shape) {
-        Some(0) => Err(unsupported("the tensors have no elements")),
-        Some(n) => f32_bytes(op, n),
-        None => Err(Error::SizeOverflow { op: op.into() }),
+    Ok(Plan::new(kernel, Vec::new()))
+}
+
+/// Plans a unary operator: one input of the output's shape.
+fn unary(
+    op: &'static str,
+    kernel: LaunchKernel,
+    inputs: &[TensorDesc],
+    output: &TensorDesc,
+    params: Vec<u64>,
+) -> Result<Plan> {
+    check_inputs(op, inputs, output, 1)?;
+    if inputs.iter().any(|t| t.shape != output.shape) {
+        let reason = "the input and the output must have one shape";
+        return Err(unsupported(op, inputs, std::slice::from_ref(output), reason));
+    }
+    Ok(Plan::new(kernel, params))
+}
+
+impl Launches for Add {
+    const NAME: &'static str = "add";
+
+    fn plan(&self, inputs: &[TensorDesc], output: &TensorDesc) -> Result<Plan> {
+        binary(Self::NAME, LaunchKernel::Add, inputs, output)
     }
 }
 
-/// The arg map of an elementwise node with `n_in` inputs of `size` bytes each, all in kernel
-/// argument 1 one after the other, and its output in kernel argument 0 (DD's elementwise
-/// layout). ONNX indices: the inputs, then the output.
-fn arg_map(n_in: usize, size: u64) -> Vec<OpArgMap> {
-    let mut maps: Vec<OpArgMap> = (0..n_in)
-        .map(|i| OpArgMap {
-            arg_type: OpArgType::Input,
-            xrt_arg_idx: 1,
-            onnx_arg_idx: i,
-            offset: i as u64 * size,
-            size,
-        })
-        .collect();
-    maps.push(OpArgMap {
-        arg_type: OpArgType::Output,
-        xrt_arg_idx: 0,
-        onnx_arg_idx: n_in,
-        offset: 0,
-        size,
-    });
-    maps
-}
+impl Launches for Mul {
+    const NAME: &'static str = "mul";
 
-/// Checks that an operator without constant inputs was given none.
-fn no_consts(op: &'static str, consts: &[ConstTensor]) -> Result<()> {
-    if consts.is_empty() {
-        return Ok(());
+    fn plan(&self, inputs: &[TensorDesc], output: &TensorDesc) -> Result<Plan> {
+        binary(Self::NAME, LaunchKernel::Mul, inputs, output)
     }
-    Err(Error::UnsupportedShape {
-        op,
-        shapes: consts.iter().map(|c| c.desc.shape.clone()).collect(),
-        reason: format!("takes no constant inputs, but was given {}", consts.len()),
-    })
 }
 
-/// Implements [`NpuOp`] for an elementwise operator named `$name` with `$n_in` inputs that
-/// launches `$kernel`.
-macro_rules! elementwise_op {
-    ($ty:ty, $name:literal, $n_in:literal, $kernel:expr) => {
-        impl NpuOp for $ty {
-            fn buffer_reqs(
-                &self,
-                inputs: &[TensorDesc],
-                outputs: &[TensorDesc],
-            ) -> Result<Vec<OpArgMap>> {
-                Ok(arg_map($n_in, tensor_bytes($name, inputs, outputs, $n_in)?))
-            }
+impl Launches for Sigmoid {
+    const NAME: &'static str = "sigmoid";
 
-            fn transaction_bin(
-                &self,
-                inputs: &[TensorDesc],
-                outputs: &[TensorDesc],
-            ) -> Result<Vec<u8>> {
-                let size = tensor_bytes($name, inputs, outputs, $n_in)?;
-                let maps = arg_map($n_in, size);
-                let args: Vec<&OpArgMap> = maps.iter().collect();
-                launch_txn($name, $kernel, vec![size / F32_BYTES], &args)
-            }
-
-            fn super_kernel_params(&self, _: &[TensorDesc], _: &[TensorDesc]) -> Result<Vec<u8>> {
-                Ok(Vec::new())
-            }
-
-            fn initialize_const_params(
-                &self,
-                _: &mut ConstBufferIo<'_>,
-                consts: &[ConstTensor],
-            ) -> Result<()> {
-                no_consts($name, consts)
-            }
-        }
-    };
+    fn plan(&self, inputs: &[TensorDesc], output: &TensorDesc) -> Result<Plan> {
+        unary(Self::NAME, LaunchKernel::Sigmoid, inputs, output, Vec::new())
+    }
 }
 
-elementwise_op!(Add, "add", 2, LaunchKernel::Add);
-elementwise_op!(Mul, "mul", 2, LaunchKernel::Mul);
-elementwise_op!(Sigmoid, "sigmoid", 1, LaunchKernel::Sigmoid);
+impl Launches for Clamp {
+    const NAME: &'static str = "clamp";
+
+    fn plan(&self, inputs: &[TensorDesc], output: &TensorDesc) -> Result<Plan> {
+        let params = vec![self.min.to_bits(), self.max.to_bits()];
+        unary(Self::NAME, LaunchKernel::Clamp, inputs, output, params)
+    }
+}
+
+impl Launches for Gelu {
+    const NAME: &'static str = "gelu";
+
+    fn plan(&self, inputs: &[TensorDesc], output: &TensorDesc) -> Result<Plan> {
+        unary(Self::NAME, LaunchKernel::Gelu, inputs, output, vec![u64::from(self.tanh)])
+    }
+}
+
+impl Launches for MulScalar {
+    const NAME: &'static str = "mul_scalar";
+
+    fn plan(&self, inputs: &[TensorDesc], output: &TensorDesc) -> Result<Plan> {
+        let params = vec![self.value.to_bits()];
+        unary(Self::NAME, LaunchKernel::MulScalar, inputs, output, params)
+    }
+}
+
+npu_op!(Add);
+npu_op!(Mul);
+npu_op!(Sigmoid);
+npu_op!(Clamp);
+npu_op!(Gelu);
+npu_op!(MulScalar);

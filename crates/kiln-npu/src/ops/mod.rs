@@ -1,28 +1,50 @@
-//! The first concrete operators: float32 [`Add`], [`Mul`] and [`Sigmoid`] over tensors of equal
-//! shape, and [`MatMul`] (`[m, k] × [k, n]` with the weight a constant input).
+//! kiln's float32 NPU operators, each launching one kiln CPU kernel through kiln's KILN_LAUNCH
+//! op ([`kiln_format::txn::launch`]), so any chain of them fuses and runs on the reference
+//! device:
 //!
-//! Each one's transaction launches one kernel of kiln's KILN_LAUNCH op
-//! ([`kiln_format::txn::launch`]): a DDR_PATCH per buffer argument, writing the argument's
-//! address (its own kernel argument plus offset, as its arg map places it) into the register
-//! [`arg_reg`] names, then the launch, whose arguments are those registers. Fusion rewrites the
-//! patches, so a fused chain's launches read and write the fused buffers. None of them needs
-//! super-kernel parameters. The kernel-argument order follows DD's elementwise operators:
-//! output in kernel argument 0, the tensor inputs in 1 (one after the other), constants in 2.
+//! - [`elementwise`](self): [`Add`], [`Mul`] (broadcasting), [`Sigmoid`], [`Clamp`], [`Gelu`],
+//!   [`MulScalar`];
+//! - linear algebra: [`MatMul`] (constant weight, optional bias), [`BatchMatMul`];
+//! - convolution: [`Conv2d`];
+//! - normalization: [`BatchNorm`], [`LayerNorm`];
+//! - pooling: [`MaxPool2d`], [`AvgPool2d`];
+//! - data movement: [`Transpose`], [`Concat`], [`Reshape`], [`Expand`];
+//! - reductions: [`Mean`], [`Softmax`].
+//!
+//! Every one lays out its buffers alike (DD's elementwise layout): the output in kernel
+//! argument 0, the tensor inputs in kernel argument 1 and the constant inputs in kernel
+//! argument 2, each packed at the next multiple of [`crate::ARG_ALIGN`]; ONNX argument indices
+//! are the inputs, then the constants, then the output. Its transaction is a DDR_PATCH per
+//! buffer argument, writing the argument's address (its kernel argument plus offset) into the
+//! register [`arg_reg`] names, then the launch, whose arguments are those registers in the
+//! order inputs, constants, output, and whose words state every argument's shape and the
+//! kernel's parameters. Fusion rewrites the patches, so a fused chain's launches read and write
+//! the fused buffers. None of them needs super-kernel parameters.
 
+mod conv;
 mod elementwise;
-mod matmul;
+mod linalg;
+mod movement;
+mod norm;
+mod pool;
+mod reduce;
 
-pub use elementwise::{Add, Mul, Sigmoid};
-pub use matmul::{MatMul, WeightLayout};
+pub use conv::Conv2d;
+pub use elementwise::{Add, Clamp, Gelu, Mul, MulScalar, Sigmoid};
+pub use linalg::{BatchMatMul, MatMul, WeightLayout};
+pub use movement::{Concat, Expand, Reshape, Transpose};
+pub use norm::{BatchNorm, LayerNorm};
+pub use pool::{AvgPool2d, MaxPool2d};
+pub use reduce::{Mean, Softmax};
 
 use kiln_format::txn::launch::DTYPE_F32;
 use kiln_format::txn::{
     opcode, CustomPayload, DdrPatch, Header, Launch, LaunchKernel, OpKind, Txn,
 };
 
-use crate::arg_map::OpArgMap;
+use crate::arg_map::{OpArgMap, OpArgType, ARG_ALIGN};
 use crate::error::{Error, Result};
-use crate::op::TensorDesc;
+use crate::op::{ConstBufferIo, ConstTensor, TensorDesc};
 
 /// The element type every operator here runs, as [`TensorDesc::dtype`] spells it.
 pub const FLOAT32: &str = "float32";
@@ -34,6 +56,132 @@ const F32_BYTES: u64 = 4;
 /// descriptor `i` (`0x1D004 + 0x20·i`), the register a DMA transaction's DDR_PATCH fills.
 pub fn arg_reg(i: usize) -> u64 {
     0x1D004 + 0x20 * i as u64
+}
+
+/// What an operator launches for one node's tensors: the kernel, the shapes its constant
+/// inputs must have, and the kernel's parameter words.
+struct Plan {
+    /// The kernel.
+    kernel: LaunchKernel,
+    /// The constant inputs' shapes, in order.
+    consts: Vec<Vec<usize>>,
+    /// The parameter words (after the shapes).
+    params: Vec<u64>,
+}
+
+impl Plan {
+    /// A plan of `kernel` with no constant inputs.
+    fn new(kernel: LaunchKernel, params: Vec<u64>) -> Plan {
+        Plan { kernel, consts: Vec::new(), params }
+    }
+}
+
+/// An operator that launches one kernel in the shared layout (see the module docs); the
+/// `npu_op!` macro implements [`crate::NpuOp`] from it.
+trait Launches {
+    /// The operator's name in errors.
+    const NAME: &'static str;
+
+    /// Checks the node's tensors (their number, ranks and shapes; the element type and the one
+    /// output are checked before) and plans the launch.
+    fn plan(&self, inputs: &[TensorDesc], output: &TensorDesc) -> Result<Plan>;
+
+    /// Checks the constant inputs and writes them into the const slice. By default the
+    /// operator takes none.
+    fn write_consts(&self, io: &mut ConstBufferIo<'_>, consts: &[ConstTensor]) -> Result<()> {
+        write_packed(Self::NAME, io, consts, &[])
+    }
+}
+
+/// Implements [`crate::NpuOp`] for a type implementing [`Launches`].
+macro_rules! npu_op {
+    ($ty:ty) => {
+        impl $crate::op::NpuOp for $ty {
+            fn buffer_reqs(
+                &self,
+                inputs: &[$crate::op::TensorDesc],
+                outputs: &[$crate::op::TensorDesc],
+            ) -> $crate::error::Result<Vec<$crate::arg_map::OpArgMap>> {
+                super::planned(self, inputs, outputs).map(|(maps, _)| maps)
+            }
+
+            fn transaction_bin(
+                &self,
+                inputs: &[$crate::op::TensorDesc],
+                outputs: &[$crate::op::TensorDesc],
+            ) -> $crate::error::Result<Vec<u8>> {
+                let (maps, plan) = super::planned(self, inputs, outputs)?;
+                super::launch_txn(<$ty as super::Launches>::NAME, inputs, outputs, &maps, &plan)
+            }
+
+            fn super_kernel_params(
+                &self,
+                _: &[$crate::op::TensorDesc],
+                _: &[$crate::op::TensorDesc],
+            ) -> $crate::error::Result<Vec<u8>> {
+                Ok(Vec::new())
+            }
+
+            fn initialize_const_params(
+                &self,
+                io: &mut $crate::op::ConstBufferIo<'_>,
+                consts: &[$crate::op::ConstTensor],
+            ) -> $crate::error::Result<()> {
+                super::Launches::write_consts(self, io, consts)
+            }
+        }
+    };
+}
+use npu_op;
+
+/// Checks the node (float32 tensors, one output, then the operator's own checks) and returns
+/// its arg map with the plan.
+fn planned<T: Launches>(
+    op: &T,
+    inputs: &[TensorDesc],
+    outputs: &[TensorDesc],
+) -> Result<(Vec<OpArgMap>, Plan)> {
+    let output = match outputs {
+        [output] => output,
+        _ => {
+            return Err(unsupported(
+                T::NAME,
+                inputs,
+                outputs,
+                format!("has one output, not {}", outputs.len()),
+            ))
+        }
+    };
+    check_dtype(T::NAME, inputs.iter().chain(outputs))?;
+    if inputs.iter().chain(outputs).any(|t| elements(&t.shape) == Some(0)) {
+        return Err(unsupported(T::NAME, inputs, outputs, "a tensor has no elements"));
+    }
+    let plan = op.plan(inputs, output)?;
+    let maps = arg_map(T::NAME, inputs, &plan.consts, output)?;
+    Ok((maps, plan))
+}
+
+/// The arg map of the shared layout: each input packed in kernel argument 1, each constant
+/// packed in kernel argument 2, the output in kernel argument 0.
+fn arg_map(
+    op: &'static str,
+    inputs: &[TensorDesc],
+    consts: &[Vec<usize>],
+    output: &TensorDesc,
+) -> Result<Vec<OpArgMap>> {
+    let overflow = || Error::SizeOverflow { op: op.into() };
+    let mut maps = Vec::with_capacity(inputs.len() + consts.len() + 1);
+    let mut ends = [0u64; 3];
+    let shapes = inputs.iter().map(|t| (OpArgType::Input, 1, &t.shape[..]));
+    let shapes = shapes.chain(consts.iter().map(|s| (OpArgType::ConstInput, 2, &s[..])));
+    let shapes = shapes.chain([(OpArgType::Output, 0, &output.shape[..])]);
+    for (onnx_arg_idx, (arg_type, xrt_arg_idx, shape)) in shapes.enumerate() {
+        let size = f32_bytes(op, elements(shape).ok_or_else(overflow)?)?;
+        let offset = ends[xrt_arg_idx].checked_next_multiple_of(ARG_ALIGN).ok_or_else(overflow)?;
+        ends[xrt_arg_idx] = offset.checked_add(size).ok_or_else(overflow)?;
+        maps.push(OpArgMap { arg_type, xrt_arg_idx, onnx_arg_idx, offset, size });
+    }
+    Ok(maps)
 }
 
 /// The header of every operator's transaction: v0.1, AIE2P (DevGen 4), 6 rows, 4 columns,
@@ -52,15 +200,24 @@ fn header() -> Header {
     }
 }
 
-/// The transaction that launches `kernel` over `dims` on float32 data, its buffer arguments
-/// at `args` (kernel argument and byte offset each, in the kernel's argument order).
+/// The transaction that launches `plan`'s kernel on float32 data, its buffer arguments at
+/// `maps` (inputs, constants, output: the kernel's argument order).
 fn launch_txn(
     op: &'static str,
-    kernel: LaunchKernel,
-    dims: Vec<u64>,
-    args: &[&OpArgMap],
+    inputs: &[TensorDesc],
+    outputs: &[TensorDesc],
+    maps: &[OpArgMap],
+    plan: &Plan,
 ) -> Result<Vec<u8>> {
-    let mut kinds: Vec<OpKind> = args
+    let shapes: Vec<Vec<u64>> = inputs
+        .iter()
+        .map(|t| &t.shape)
+        .chain(&plan.consts)
+        .chain(outputs.iter().map(|t| &t.shape))
+        .map(|s| s.iter().map(|&d| d as u64).collect())
+        .collect();
+    let shapes: Vec<&[u64]> = shapes.iter().map(Vec::as_slice).collect();
+    let mut kinds: Vec<OpKind> = maps
         .iter()
         .enumerate()
         .map(|(i, a)| OpKind::Custom {
@@ -81,11 +238,11 @@ fn launch_txn(
         opcode: kiln_format::txn::launch::KILN_LAUNCH,
         hdr: [0; 7],
         payload: CustomPayload::Launch(Launch {
-            kernel,
+            kernel: plan.kernel,
             dtype: DTYPE_F32,
             reserved: 0,
-            arg_regs: (0..args.len()).map(arg_reg).collect(),
-            dims,
+            arg_regs: (0..maps.len()).map(arg_reg).collect(),
+            dims: Launch::dims_of(&shapes, &plan.params),
         }),
     });
     Txn::from_ops(header(), kinds)
@@ -93,31 +250,104 @@ fn launch_txn(
         .map_err(|source| Error::Txn { op: op.into(), source })
 }
 
-/// The shapes of `inputs` then `outputs`, for errors.
-fn shapes(inputs: &[TensorDesc], outputs: &[TensorDesc]) -> Vec<Vec<usize>> {
-    inputs.iter().chain(outputs).map(|t| t.shape.clone()).collect()
+/// Checks `consts` (their number, element type, ranks `ranks`, and data holding their shapes'
+/// bytes), writes each at the next multiple of [`ARG_ALIGN`] of the slice as the arg map
+/// places them, and checks that they fill it: constants of other shapes than the node's
+/// tensors imply leave a gap or overflow it.
+fn write_packed(
+    op: &'static str,
+    io: &mut ConstBufferIo<'_>,
+    consts: &[ConstTensor],
+    ranks: &[usize],
+) -> Result<()> {
+    check_consts(op, consts, ranks)?;
+    let mut offsets = Vec::with_capacity(consts.len());
+    let mut end = 0usize;
+    for c in consts {
+        let at = end.next_multiple_of(ARG_ALIGN as usize);
+        offsets.push(at);
+        end = at.saturating_add(c.data.len());
+    }
+    if end != io.len() {
+        return Err(const_error(
+            op,
+            consts,
+            format!("the constants take {end} bytes, but the node's tensors imply {}", io.len()),
+        ));
+    }
+    for (c, at) in consts.iter().zip(offsets) {
+        io.write(at, &c.data)?;
+    }
+    Ok(())
 }
 
-/// Checks that there are `n_in` inputs and `n_out` outputs, all float32.
-fn check_tensors(
+/// Checks the number of `consts` (one per rank of `ranks`), their element type and ranks, and
+/// that each one's data holds its shape's bytes.
+fn check_consts(op: &'static str, consts: &[ConstTensor], ranks: &[usize]) -> Result<()> {
+    if consts.len() != ranks.len() {
+        return Err(const_error(
+            op,
+            consts,
+            format!("takes {} constant inputs, not {}", ranks.len(), consts.len()),
+        ));
+    }
+    check_dtype(op, consts.iter().map(|c| &c.desc))?;
+    for (i, (c, &rank)) in consts.iter().zip(ranks).enumerate() {
+        if c.desc.shape.len() != rank {
+            return Err(const_error(op, consts, format!("constant {i} must have rank {rank}")));
+        }
+        let bytes = elements(&c.desc.shape).and_then(|e| e.checked_mul(F32_BYTES));
+        if bytes != Some(c.data.len() as u64) {
+            return Err(const_error(
+                op,
+                consts,
+                format!(
+                    "constant {i} holds {} bytes, but its shape needs {}",
+                    c.data.len(),
+                    bytes.map_or("more than 2^64".into(), |b| b.to_string())
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// An [`Error::UnsupportedShape`] of `op` about its constants.
+fn const_error(op: &'static str, consts: &[ConstTensor], reason: String) -> Error {
+    Error::UnsupportedShape {
+        op,
+        shapes: consts.iter().map(|c| c.desc.shape.clone()).collect(),
+        reason,
+    }
+}
+
+/// An [`Error::UnsupportedShape`] of `op` about its tensors.
+fn unsupported(
     op: &'static str,
     inputs: &[TensorDesc],
     outputs: &[TensorDesc],
-    n_in: usize,
-    n_out: usize,
+    reason: impl Into<String>,
+) -> Error {
+    let shapes = inputs.iter().chain(outputs).map(|t| t.shape.clone()).collect();
+    Error::UnsupportedShape { op, shapes, reason: reason.into() }
+}
+
+/// Checks that there are `n` inputs, or an error naming `op`.
+fn check_inputs(
+    op: &'static str,
+    inputs: &[TensorDesc],
+    output: &TensorDesc,
+    n: usize,
 ) -> Result<()> {
-    if inputs.len() != n_in || outputs.len() != n_out {
-        return Err(Error::UnsupportedShape {
+    if inputs.len() != n {
+        return Err(unsupported(
             op,
-            shapes: shapes(inputs, outputs),
-            reason: format!(
-                "takes {n_in} inputs and {n_out} outputs, not {} and {}",
-                inputs.len(),
-                outputs.len()
-            ),
-        });
+            inputs,
+            std::slice::from_ref(output),
+            format!("takes {n} inputs, not {}", inputs.len()),
+        ));
     }
-    check_dtype(op, inputs.iter().chain(outputs))
+    Ok(())
 }
 
 /// Checks that every tensor of `tensors` is float32.
@@ -141,4 +371,29 @@ fn f32_bytes(op: &'static str, elements: u64) -> Result<u64> {
 /// The number of elements of `shape`, or `None` on overflow.
 fn elements(shape: &[usize]) -> Option<u64> {
     shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d as u64))
+}
+
+/// The PyTorch broadcast of shapes `a` and `b` (aligned at the right; each pair of
+/// dimensions equal or one of them 1), or `None`.
+fn broadcast(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
+    let rank = a.len().max(b.len());
+    let dim = |s: &[usize], i: usize| {
+        (i + s.len()).checked_sub(rank).map_or(1, |j| s.get(j).copied().unwrap_or(1))
+    };
+    (0..rank)
+        .map(|i| match (dim(a, i), dim(b, i)) {
+            (x, y) if x == y || y == 1 => Some(x),
+            (1, y) => Some(y),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A dimension index below `rank`, or the reason.
+fn check_dim(dim: usize, rank: usize) -> std::result::Result<u64, String> {
+    if dim < rank {
+        Ok(dim as u64)
+    } else {
+        Err(format!("dim {dim} is not below the rank {rank}"))
+    }
 }

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use kiln_format::npy::Npy;
 use kiln_format::txn::{opcode, CustomPayload, OpKind, Txn};
 use kiln_npu::{
-    ConstBufferIo, ConstTensor, Device, Fused, NpuOp, OpArgMap, OpArgType, Result, TensorDesc,
-    ARG_ALIGN,
+    fuse, ConstBufferIo, ConstTensor, Device, Fused, Node, NpuOp, OpArgMap, OpArgType, Result,
+    TensorDesc, ARG_ALIGN,
 };
 
 /// `../shared/testdata/<sub>` beside the repository, or `None` (after printing a visible skip
@@ -240,4 +240,99 @@ pub fn fixture(name: &str) -> Fixture {
         other => panic!("{}: dtype {other} not handled by the test", path.display()),
     };
     Fixture { shape: npy.shape.iter().map(|&d| d as usize).collect(), values }
+}
+
+/// Fuses `op` as the one node of a chain with tensor inputs `inputs` (name, shape, values) and
+/// constants `consts`, runs it on the device, and returns output `y` of shape `out_shape`.
+pub fn run_one(
+    op: &dyn NpuOp,
+    inputs: &[(&str, &[usize], &[f32])],
+    consts: Vec<ConstTensor>,
+    out_shape: &[usize],
+) -> Vec<f32> {
+    let nodes = [Node {
+        name: "node".into(),
+        op,
+        inputs: inputs.iter().map(|(name, shape, _)| f32_tensor(name, shape)).collect(),
+        consts,
+        outputs: vec![f32_tensor("y", out_shape)],
+    }];
+    let fused = fuse(&nodes).unwrap();
+    let values: Vec<(&str, &[f32])> = inputs.iter().map(|(n, _, v)| (*n, *v)).collect();
+    let mut device = Device::for_fused(&fused, input_buffer(&fused, &values)).unwrap();
+    assert_eq!(device.run(&fused.txn).unwrap().launches, 1);
+    output(&device, &fused, "y")
+}
+
+/// `values` of shape `from` broadcast to `to` (same rank; `from`'s dimensions 1 or equal, or a
+/// lower rank aligned to the right), as ExecuTorch's broadcasting reads it.
+pub fn expand(values: &[f32], from: &[usize], to: &[usize]) -> Vec<f32> {
+    let pad = to.len() - from.len();
+    let from: Vec<usize> = std::iter::repeat_n(1, pad).chain(from.iter().copied()).collect();
+    let total: usize = to.iter().product();
+    (0..total)
+        .map(|mut flat| {
+            let mut src = 0;
+            let mut stride = 1;
+            for d in (0..to.len()).rev() {
+                let i = flat % to[d];
+                flat /= to[d];
+                if from[d] != 1 {
+                    src += i * stride;
+                }
+                stride *= from[d];
+            }
+            values[src]
+        })
+        .collect()
+}
+
+/// Deterministic values in about [-2, 2] with fractional parts.
+pub fn values(len: usize, seed: usize) -> Vec<f32> {
+    (0..len).map(|i| ((i * 37 + seed * 11) % 101) as f32 / 25.0 - 2.0).collect()
+}
+
+/// Asserts `got` is within `tol · max(1, |want|)` of `want`, element by element, and NaN
+/// where `want` is.
+pub fn assert_close(what: &str, got: &[f32], want: &[f64], tol: f64) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        if w.is_nan() {
+            assert!(g.is_nan(), "{what}: element {i}: {g} vs NaN");
+            continue;
+        }
+        if f64::from(g) == w {
+            continue; // equal, infinities included
+        }
+        let err = (f64::from(g) - w).abs();
+        assert!(err <= tol * w.abs().max(1.0), "{what}: element {i}: {g} vs {w} (error {err})");
+    }
+}
+
+pub fn f64s(v: &[f32]) -> Vec<f64> {
+    v.iter().map(|&x| f64::from(x)).collect()
+}
+
+/// The float32 constants (weights) of method `case` of ExecuTorch's fixture program
+/// `tests/fixtures/ops/<file>.pte`, in value-table order, each with its shape.
+pub fn fixture_consts(file: &str, case: &str) -> Vec<Fixture> {
+    use kiln_format::pte::{Program, TensorData, Value};
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/ops")
+        .join(format!("{file}.pte"));
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let program = Program::open(&bytes).unwrap();
+    let method = program.method_by_name(case).unwrap();
+    (0..method.num_values())
+        .filter_map(|i| match method.value(i).unwrap() {
+            Value::Tensor(t) => match t.data() {
+                TensorData::Constant(idx) => {
+                    let data = program.constant_data(idx as usize, t.numel() * 4).unwrap();
+                    Some(Fixture { shape: t.shape(), values: floats(data) })
+                }
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect()
 }
