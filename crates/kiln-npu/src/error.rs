@@ -136,7 +136,7 @@ pub enum Error {
     /// An operator cannot run on these shapes (or this number of tensors or constants).
     #[error("{op}: cannot run on shapes {shapes:?}: {reason}")]
     UnsupportedShape {
-        /// The operator (`add`, `mul`, `sigmoid`, `matmul`).
+        /// The operator (`add`, `conv2d`, `layer_norm`, ...).
         op: &'static str,
         /// The shapes concerned: the node's inputs then outputs, or its constants.
         shapes: Vec<Vec<usize>>,

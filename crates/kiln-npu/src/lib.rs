@@ -11,11 +11,13 @@
 //! the CPU: register writes and polls against a register map, DDR patches into the five
 //! buffers' addresses, and kiln's KILN_LAUNCH custom op as kiln CPU kernels.
 //!
-//! The first concrete operators are in [`ops`]: float32 add, mul, sigmoid and matmul, each
-//! launching a kiln CPU kernel, so a chain of them fuses and runs on the reference device.
+//! The concrete operators are in [`ops`]: float32 elementwise arithmetic and activations,
+//! matrix products, convolution, normalization, pooling, data movement and reductions, each
+//! launching one of kiln's portable CPU kernels, so any chain of them fuses and runs on the
+//! reference device.
 //!
 //! This is a crate of its own rather than a module of `kiln-runtime`: it needs only
-//! `kiln-format`'s transaction reader and writer and a few of `kiln-kernels`' raw CPU loops,
+//! `kiln-format`'s transaction reader and writer and `kiln-kernels`' portable CPU kernels,
 //! none of the program loader or planner, and what builds on it (concrete operators,
 //! lowering) is NPU-specific too.
 

@@ -501,6 +501,11 @@ fn layer_shape_errors_name_the_operator_and_reason() {
     // A [2, 3, 2, 2] weight where the shapes imply 3×3.
     let small = vec![f32_const("w", &[2, 3, 2, 2], &[0.0; 24]), f32_const("b", &[2], &[0.0; 2])];
     assert_shape_err(fuse_err(&conv, &[&[1, 3, 5, 5]], small, &[1, 2, 3, 3]), "conv2d", "imply");
+    // Stride 3 maps width 8 to 3 for kernel widths 2 to 4 (padding 1); the shapes cannot say
+    // which, the "same"-padded 3 is planned, and a width-2 weight is refused, not misread.
+    let strided = Conv2d { stride: [1, 3], padding: [0, 1], ..conv };
+    let w2 = vec![f32_const("w", &[2, 3, 3, 2], &[0.0; 36]), f32_const("b", &[2], &[0.0; 2])];
+    assert_shape_err(fuse_err(&strided, &[&[1, 3, 5, 8]], w2, &[1, 2, 3, 3]), "conv2d", "imply");
     let grouped = Conv2d { groups: 2, ..conv };
     assert_shape_err(
         fuse_err(&grouped, &[&[1, 3, 5, 5]], w(), &[1, 2, 3, 3]),

@@ -42,8 +42,8 @@
 //! | 8 | SOFTMAX | `x, out` | dim |
 //! | 9 | LAYER_NORM | `x, weight?, bias?, out` (both or neither; shapes the last `d` dims of `x`) | `d` (normalized dims), eps (f64) |
 //! | 10 | TRANSPOSE | `x, out` (`out = x.permute(perm)`) | perm (one word per dim of `x`) |
-//! | 11 | MAX_POOL2D | `x [n, c, h, w], out` | kernel h, w; stride h, w; padding h, w; dilation h, w; ceil_mode |
-//! | 12 | AVG_POOL2D | `x [n, c, h, w], out` | kernel h, w; stride h, w; padding h, w; ceil_mode; count_include_pad; divisor_override (`i64`, or [`ABSENT`]) |
+//! | 11 | MAX_POOL2D | `x [n, c, h, w] or [c, h, w], out` | kernel h, w; stride h, w; padding h, w; dilation h, w; ceil_mode |
+//! | 12 | AVG_POOL2D | `x [n, c, h, w] or [c, h, w], out` | kernel h, w; stride h, w; padding h, w; ceil_mode; count_include_pad; divisor_override (`i64`, or [`ABSENT`]) |
 //! | 13 | CONCAT | `in0, …, in(k-1), out` (one or more inputs) | dim |
 //! | 14 | MEAN | `x, out` | keepdim; then the reduced dims (the rest of the words) |
 //! | 15 | GELU | `x, out` | tanh approximation |

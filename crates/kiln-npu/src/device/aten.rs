@@ -17,7 +17,7 @@
 //! | MAX_POOL2D | `max_pool2d_with_indices.out` (indices into a temporary) |
 //! | AVG_POOL2D | `avg_pool2d.out` |
 //! | CONCAT | `cat.out` |
-//! | MEAN | `mean.dim_out`'s `mean.out` (no dims: every dim) |
+//! | MEAN | `mean.out` (no dims: every dim) |
 //! | GELU | `gelu.out` (`"none"` or `"tanh"`) |
 //! | COPY | `view_copy.out` to the output's shape |
 //! | EXPAND | `expand_copy.out` to the output's shape |
@@ -153,7 +153,7 @@ pub(super) fn run(
                 n => {
                     return Err(format!(
                         "{name}: takes a weight and a bias or neither, not {} of them",
-                        n - 1
+                        n.saturating_sub(1)
                     ))
                 }
             };

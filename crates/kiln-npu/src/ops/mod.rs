@@ -2,7 +2,7 @@
 //! op ([`kiln_format::txn::launch`]), so any chain of them fuses and runs on the reference
 //! device:
 //!
-//! - [`elementwise`](self): [`Add`], [`Mul`] (broadcasting), [`Sigmoid`], [`Clamp`], [`Gelu`],
+//! - elementwise: [`Add`], [`Mul`] (broadcasting), [`Sigmoid`], [`Clamp`], [`Gelu`],
 //!   [`MulScalar`];
 //! - linear algebra: [`MatMul`] (constant weight, optional bias), [`BatchMatMul`];
 //! - convolution: [`Conv2d`];
