@@ -247,6 +247,24 @@ fn every_device_error_names_the_op_offset() {
     let err = run_err(&ops);
     assert!(matches!(&err, Error::Launch { offset: 160, kernel: "ADD", .. }), "{err}");
 
+    // A boolean parameter that is neither 0 nor 1 (GELU's tanh flag), and LAYER_NORM with a
+    // weight but no bias.
+    let mut ops: Vec<HandOp> = patches().take(2).collect();
+    ops.push(HandOp::Launch(15, 6, (0..2).map(arg_reg).collect(), vec![1, 2, 1, 2, 2]));
+    let err = run_err(&ops);
+    assert!(
+        matches!(&err, Error::Launch { offset: 112, kernel: "GELU", reason } if reason.contains("neither 0 nor 1")),
+        "{err}"
+    );
+    let mut ops: Vec<HandOp> = patches().collect();
+    let eps = 1e-5f64.to_bits();
+    ops.push(HandOp::Launch(9, 6, (0..3).map(arg_reg).collect(), vec![1, 2, 1, 2, 1, 2, 1, eps]));
+    let err = run_err(&ops);
+    assert!(
+        matches!(&err, Error::Launch { offset: 160, kernel: "LAYER_NORM", reason } if reason.contains("a weight and a bias or neither")),
+        "{err}"
+    );
+
     let err = run_err(&[HandOp::Launch(1, 7, vec![0; 3], vec![4])]);
     assert!(
         matches!(&err, Error::Launch { offset: 16, kernel: "ADD", reason } if reason.contains("element type 7")),

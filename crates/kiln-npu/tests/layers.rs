@@ -344,6 +344,8 @@ fn pools_match_executorch() {
     check_unary(&max(2, 2, 0, 1, true), "pool.max_pool2d_ceil", vec![], 0.0);
     check_unary(&max(2, 1, 0, 2, false), "pool.max_pool2d_dilation", vec![], 0.0);
     check_unary(&max(2, 2, 0, 1, false), "pool.max_pool2d_indices", vec![], 0.0);
+    // The channels-last input, as its .npy holds it (logical order).
+    check_unary(&max(2, 2, 0, 1, false), "pool.max_pool2d_channels_last", vec![], 0.0);
     let avg = |k, s, p, ceil_mode, count_include_pad, divisor_override| AvgPool2d {
         kernel: [k; 2],
         stride: [s; 2],
@@ -357,6 +359,7 @@ fn pools_match_executorch() {
     check_unary(&avg(3, 2, 1, false, false, None), "pool.avg_pool2d_pad_exclude", vec![], 1e-6);
     check_unary(&avg(2, 2, 0, true, true, None), "pool.avg_pool2d_ceil", vec![], 1e-6);
     check_unary(&avg(2, 2, 0, false, true, Some(3)), "pool.avg_pool2d_divisor", vec![], 1e-6);
+    check_unary(&avg(2, 2, 0, false, true, None), "pool.avg_pool2d_channels_last", vec![], 1e-6);
 }
 
 #[test]

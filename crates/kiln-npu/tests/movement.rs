@@ -105,6 +105,7 @@ fn concat_matches_executorch_and_plain_loops() {
 #[test]
 fn reshape_and_expand_match_executorch() {
     check_exact(&Reshape, "views.view");
+    check_exact(&Reshape, "views.squeeze_unsqueeze");
     for case in ["reshape", "squeeze", "unsqueeze", "view"] {
         check_exact(&Reshape, &format!("../ops-more/lone_copies.{case}"));
     }
