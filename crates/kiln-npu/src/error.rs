@@ -244,8 +244,9 @@ pub enum Error {
         /// The buffer's size.
         buffer_len: u64,
     },
-    /// A launch the device cannot run: an element type it lacks, dimensions whose sizes
-    /// overflow, or the kernel refusing its operands.
+    /// A launch the device cannot run: an element type it lacks, words that do not hold a
+    /// shape per argument, sizes that do not fit, parameters the kernel does not take, or the
+    /// kernel refusing its operands.
     #[error("op at byte {offset}: KILN_LAUNCH {kernel}: {reason}")]
     Launch {
         /// Byte offset of the op in the transaction.

@@ -12,7 +12,7 @@
 //! | MASKWRITE | `reg = (reg & !mask) \| (value & mask)` |
 //! | MASKPOLL, MASKPOLL_BUSY | check `reg & mask == value`; nothing else writes registers, so a poll that fails now fails forever: [`Error::PollNeverSucceeds`] |
 //! | DDR_PATCH | write buffer `argidx`'s address plus `argplus` to register `regaddr`, as the firmware does |
-//! | KILN_LAUNCH | read each argument's address from its register, resolve it to (buffer, offset), bounds-check it, run the kiln CPU kernel on those bytes ([`kiln_format::txn::launch`]) |
+//! | KILN_LAUNCH | read each argument's shape from the launch's words and its address from its register, resolve it to (buffer, offset), bounds-check the bytes the shape covers, run the kiln CPU kernel on them ([`kiln_format::txn::launch`]) |
 //! | TCT | nothing: every launch finishes before the next op, so every task's token is there |
 //! | RECORD_TIMER | records its id in [`RunSummary::timers`] |
 //! | NOOP | nothing |

@@ -1,7 +1,8 @@
 //! Helpers of the kiln-npu tests: an operator that replays a recorded arg map, transaction and
 //! parameters; v0.1 transactions encoded by hand from aie-rt's struct layouts (independently
 //! of kiln's writer); the expected bytes of a fusion; the shared test data; float32 tensors in
-//! and out of a fused run on the device; ExecuTorch's `.npy` op fixtures.
+//! and out of a fused run on the device; one operator fused alone and run; ExecuTorch's `.npy`
+//! op fixtures and the constants of their `.pte`; comparisons within a tolerance.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
