@@ -63,6 +63,15 @@ def _resnet18(size: int) -> Callable[[], Spec]:
     return build
 
 
+def squeezenet() -> Spec:
+    """torchvision squeezenet1_1 at 224x224, with torchvision's own initialisation seeded."""
+    import torchvision
+
+    torch.manual_seed(24)
+    m = torchvision.models.squeezenet1_1(weights=None)
+    return m, (export_pte.randn(export_pte.gen(25), 1, 3, 224, 224),)
+
+
 def transformer_encoder() -> Spec:
     """nn.TransformerEncoder: 2 post-norm layers, d_model 64, 4 heads, ffn 128; 32 tokens."""
     layer = nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, batch_first=True)
@@ -126,6 +135,7 @@ MODELS: Dict[str, Callable[[], Spec]] = {
     "resnet18_96": _resnet18(96),
     "resnet18_224": _resnet18(224),
     "transformer_encoder": transformer_encoder,
+    "squeezenet": squeezenet,
     "vit_small": vit_small,
     "lstm": lstm,
     "gru": gru,

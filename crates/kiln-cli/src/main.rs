@@ -56,6 +56,9 @@ enum Command {
     Verify(commands::verify::Args),
     /// Print the whole file as JSON, for debugging.
     Dump(commands::dump::Args),
+    /// Lower an ExecuTorch program's supported operators into fused NPU delegates
+    /// (`kiln lower model.pte --to npu -o model.npu.pte`).
+    Lower(commands::lower::Args),
     /// ExecuTorch program tools (`kiln pte rewrite IN.pte -o OUT.pte`).
     Pte(commands::executorch::PteArgs),
     /// Edge TPU (DarwiNN) packages: inspect, extract, link, relayout, pack.
@@ -80,6 +83,7 @@ fn main() -> ExitCode {
         Command::Verify(args) => commands::verify::run(args),
         Command::Dump(args) => commands::dump::run(args),
         Command::Pte(args) => commands::executorch::run_pte(args),
+        Command::Lower(args) => commands::lower::run(args),
         Command::Edgetpu(args) => commands::edgetpu::run(args),
         Command::Params(args) => commands::params::run(args),
         Command::Circle(args) => commands::circle::run(args),

@@ -19,6 +19,7 @@ pub mod flexbuffer;
 pub mod gguf;
 pub mod io;
 pub mod irpa;
+pub mod npu_delegate;
 pub mod npy;
 pub mod origins;
 pub mod ptd;

@@ -156,6 +156,22 @@ pub enum Error {
     /// Nothing to fuse.
     #[error("no operators to fuse")]
     Empty,
+    /// Lowering a run of a program's instructions failed.
+    #[error("method {method:?}, instruction {instruction}: cannot lower: {reason}")]
+    Lower {
+        /// The method.
+        method: String,
+        /// The run's first instruction.
+        instruction: usize,
+        /// What went wrong.
+        reason: String,
+    },
+    /// A graph output named for fusion is no node's output.
+    #[error("graph output {tensor:?} is the output of no node of the chain")]
+    UnknownOutput {
+        /// The tensor's name.
+        tensor: String,
+    },
     /// A buffer given to the reference device exceeds its address window.
     #[error("device buffer {buffer} is {len} bytes, over the {max}-byte address window")]
     DeviceBuffer {

@@ -22,14 +22,17 @@
 //! lowering) is NPU-specific too.
 
 mod arg_map;
+mod backend;
 mod device;
 mod error;
 mod fuse;
+pub mod lower;
 mod op;
 pub mod ops;
 
 pub use arg_map::{arg_for_patch, OpArgMap, OpArgType, ARG_ALIGN};
+pub use backend::KilnNpuBackend;
 pub use device::{Device, RunSummary, BUFFERS, DDR_BASE, WINDOW};
 pub use error::{Error, Result};
-pub use fuse::{fuse, Fused, Node, PackedTensor};
+pub use fuse::{fuse, fuse_with_outputs, Fused, Node, PackedTensor};
 pub use op::{ConstBufferIo, ConstTensor, NpuOp, TensorDesc};

@@ -83,7 +83,14 @@ fn conv2d_matches_executorch_grouped_conv() {
     // the .pte.
     let c = fixture_consts("matmul", "conv2d_groups");
     assert_eq!((c[0].shape.as_slice(), c[1].shape.as_slice()), (&[6, 2, 3, 3][..], &[6][..]));
-    let op = Conv2d { stride: [2, 2], padding: [1, 1], dilation: [1, 1], groups: 2, bias: true };
+    let op = Conv2d {
+        kernel: [3, 3],
+        stride: [2, 2],
+        padding: [1, 1],
+        dilation: [1, 1],
+        groups: 2,
+        bias: true,
+    };
     check_unary(&op, "matmul.conv2d_groups", consts(&c), 1e-5);
 }
 
@@ -101,7 +108,7 @@ fn conv2d_matches_plain_loops() {
     for (i, (xs, [oc, kh, kw], stride, padding, dilation, groups, bias)) in
         cases.into_iter().enumerate()
     {
-        let op = Conv2d { stride, padding, dilation, groups, bias };
+        let op = Conv2d { kernel: [kh, kw], stride, padding, dilation, groups, bias };
         let x = values(xs.iter().product(), i);
         let w = values(oc * (xs[1] / groups) * kh * kw, i + 7);
         let b = values(oc, i + 3);
@@ -401,7 +408,14 @@ fn pools_match_plain_loops() {
 #[test]
 fn fused_conv_batch_norm_relu_max_pool_matches_plain_loops() {
     let (xs, oc) = ([2, 3, 9, 9], 4);
-    let conv = Conv2d { stride: [1, 1], padding: [1, 1], dilation: [1, 1], groups: 1, bias: true };
+    let conv = Conv2d {
+        kernel: [3, 3],
+        stride: [1, 1],
+        padding: [1, 1],
+        dilation: [1, 1],
+        groups: 1,
+        bias: true,
+    };
     let bn = BatchNorm { eps: 1e-5 };
     let relu = Clamp::relu();
     let pool = MaxPool2d {
@@ -487,14 +501,21 @@ fn assert_shape_err(err: Error, op: &str, needle: &str) {
 
 #[test]
 fn layer_shape_errors_name_the_operator_and_reason() {
-    let conv = Conv2d { stride: [1, 1], padding: [0, 0], dilation: [1, 1], groups: 1, bias: true };
+    let conv = Conv2d {
+        kernel: [3, 3],
+        stride: [1, 1],
+        padding: [0, 0],
+        dilation: [1, 1],
+        groups: 1,
+        bias: true,
+    };
     let w = || vec![f32_const("w", &[2, 3, 3, 3], &[0.0; 54]), f32_const("b", &[2], &[0.0; 2])];
     assert_shape_err(fuse_err(&conv, &[&[3, 5, 5]], w(), &[1, 2, 3, 3]), "conv2d", "[n, c, h, w]");
     assert_shape_err(fuse_err(&conv, &[&[1, 3, 5, 5]], w(), &[2, 2, 3, 3]), "conv2d", "batch");
     assert_shape_err(
         fuse_err(&conv, &[&[1, 3, 5, 5]], w(), &[1, 2, 6, 3]),
         "conv2d",
-        "no kernel size",
+        "does not map",
     );
     // Fusion refuses a const count the arg map does not match; the operator refuses it too.
     let err = conv
@@ -504,8 +525,8 @@ fn layer_shape_errors_name_the_operator_and_reason() {
     // A [2, 3, 2, 2] weight where the shapes imply 3×3.
     let small = vec![f32_const("w", &[2, 3, 2, 2], &[0.0; 24]), f32_const("b", &[2], &[0.0; 2])];
     assert_shape_err(fuse_err(&conv, &[&[1, 3, 5, 5]], small, &[1, 2, 3, 3]), "conv2d", "imply");
-    // Stride 3 maps width 8 to 3 for kernel widths 2 to 4 (padding 1); the shapes cannot say
-    // which, the "same"-padded 3 is planned, and a width-2 weight is refused, not misread.
+    // Stride 3 maps width 8 to 3 for kernel widths 2 to 4 (padding 1): the kernel attribute
+    // (3) says which, and a width-2 weight is refused, not misread.
     let strided = Conv2d { stride: [1, 3], padding: [0, 1], ..conv };
     let w2 = vec![f32_const("w", &[2, 3, 3, 2], &[0.0; 36]), f32_const("b", &[2], &[0.0; 2])];
     assert_shape_err(fuse_err(&strided, &[&[1, 3, 5, 8]], w2, &[1, 2, 3, 3]), "conv2d", "imply");

@@ -45,7 +45,9 @@ struct CompiledStep {
 
 /// `kiln inspect --compiled`: each method (or `method`) loaded through the compile stage.
 pub fn inspect_compiled(path: &Path, method: Option<&str>, json: bool) -> Result<ExitCode> {
-    let program = kiln_runtime::Program::load(path)?;
+    let mut options = kiln_runtime::LoadOptions::default();
+    options.backends.register(std::sync::Arc::new(kiln_npu::KilnNpuBackend));
+    let program = kiln_runtime::Program::builder().options(options).load(path)?;
     let names: Vec<String> = match method {
         Some(m) => vec![m.to_string()],
         None => program.method_names().iter().map(|s| s.to_string()).collect(),
@@ -234,6 +236,9 @@ pub fn inspect_pte(input: &Input, json: bool) -> Result<ExitCode> {
             if let Some(x) = ms.xnnpack.iter().find(|x| x.delegate == i) {
                 print_xnnpack(x);
             }
+            if let Some(n) = ms.npu.iter().find(|n| n.delegate == i) {
+                print_npu(n);
+            }
         }
     }
     if !summary.segments.is_empty() {
@@ -246,6 +251,60 @@ pub fn inspect_pte(input: &Input, json: bool) -> Result<ExitCode> {
         out!("{}", indent(&t.render()));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The lines `kiln inspect` prints under an NPU delegate: its nodes with their origins, and
+/// the fused buffers with the tensors in them.
+fn print_npu(n: &pte::summary::NpuDelegateSummary) {
+    let Some(m) = &n.manifest else {
+        outln!("    invalid NPU delegate: {}", n.error.as_deref().unwrap_or("?"));
+        return;
+    };
+    outln!(
+        "    NPU: {} fused nodes, transaction {}, const buffer {}",
+        m.nodes.len(),
+        human_bytes(n.transaction_bytes),
+        human_bytes(n.const_bytes)
+    );
+    let mut nodes = Table::new(["node", "op", "instructions", "operators"]);
+    for node in &m.nodes {
+        let instrs: Vec<String> = node.instructions.iter().map(|i| i.to_string()).collect();
+        nodes.row([
+            node.name.clone(),
+            node.op.clone(),
+            instrs.join(","),
+            node.operators.join(", "),
+        ]);
+    }
+    out!("{}", indent(&indent(&nodes.render())));
+    let b = m.buffers;
+    outln!(
+        "    buffers: input {} B, output {} B, scratch {} B, const {} B",
+        b.input,
+        b.output,
+        b.scratch,
+        n.const_bytes
+    );
+    let mut tensors = Table::new(["tensor", "buffer", "offset", "bytes", "shape", "call"]);
+    for t in &m.tensors {
+        let call = match (
+            m.inputs.iter().position(|x| *x == t.name),
+            m.outputs.iter().position(|x| *x == t.name),
+        ) {
+            (Some(k), _) => format!("input {k}"),
+            (_, Some(k)) => format!("output {k}"),
+            _ => String::new(),
+        };
+        tensors.row([
+            t.name.clone(),
+            format!("{:?}", t.buffer).to_lowercase(),
+            t.offset.to_string(),
+            t.size.to_string(),
+            format!("{:?}", t.shape),
+            call,
+        ]);
+    }
+    out!("{}", indent(&indent(&tensors.render())));
 }
 
 /// The lines `kiln inspect` prints under an XNNPACK delegate.
@@ -277,19 +336,25 @@ fn indent(s: &str) -> String {
 }
 
 /// `kiln verify` for a `.pte`: the one-line reason on failure.
-/// The program verifies, and so does every XNNPACK delegate's payload.
+/// The program verifies, and so does every XNNPACK delegate's payload and every NPU
+/// delegate's data.
 pub fn verify_pte(input: &Input) -> Result<(), String> {
     let program = Program::open(input.bytes()).map_err(|e| e.to_string())?;
     for m in program.methods() {
         for (i, d) in m.delegates().enumerate() {
             let d = d.map_err(|e| e.to_string())?;
-            if d.id != "XnnpackBackend" {
-                continue;
-            }
-            let data = program.delegate_data(&d).map_err(|e| e.to_string())?;
-            kiln_format::xnnpack::Payload::parse(data).map_err(|e| {
-                format!("method {:?}, delegate {i} (XnnpackBackend): {e}", m.name())
-            })?;
+            let checked = match d.id {
+                "XnnpackBackend" => kiln_format::xnnpack::Payload::parse(
+                    program.delegate_data(&d).map_err(|e| e.to_string())?,
+                )
+                .map(|_| ()),
+                pte::summary::NPU_BACKEND_ID => kiln_format::npu_delegate::NpuDelegate::parse(
+                    program.delegate_data(&d).map_err(|e| e.to_string())?,
+                )
+                .map(|_| ()),
+                _ => continue,
+            };
+            checked.map_err(|e| format!("method {:?}, delegate {i} ({}): {e}", m.name(), d.id))?;
         }
     }
     Ok(())

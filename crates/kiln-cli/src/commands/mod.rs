@@ -9,6 +9,7 @@ pub mod etdump;
 pub mod executorch;
 pub mod generate;
 pub mod inspect;
+pub mod lower;
 pub mod npy;
 pub mod params;
 pub mod profile;

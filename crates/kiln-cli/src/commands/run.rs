@@ -76,9 +76,11 @@ fn parse_memory_size(s: &str) -> std::result::Result<u64, String> {
     }
 }
 
-/// Load options for `--no-compile`, `--threads` and `--max-memory`.
+/// Load options for `--no-compile`, `--threads` and `--max-memory`, with kiln's NPU backend
+/// registered (it runs the delegates `kiln lower --to npu` makes on the reference device).
 pub fn load_options(engine: &EngineArgs) -> Result<LoadOptions> {
     let mut options = LoadOptions { compile: !engine.no_compile, ..LoadOptions::default() };
+    options.backends.register(std::sync::Arc::new(kiln_npu::KilnNpuBackend));
     if let Some(limit) = engine.max_memory {
         options.memory_limit = limit;
     }

@@ -30,8 +30,15 @@ pub struct Args {
 enum Command {
     /// List the header and every op, one line per op, with register names where known.
     Inspect {
-        /// The transaction (binary, or text with one hex word per line).
+        /// The transaction (binary, or text with one hex word per line), or a `.pte` holding
+        /// `KilnNpuBackend` delegates (then `--delegate` picks one).
         file: PathBuf,
+        /// In a `.pte`: the index of the NPU delegate in the method's delegate table.
+        #[arg(long)]
+        delegate: Option<usize>,
+        /// In a `.pte`: the method (default: the first).
+        #[arg(long)]
+        method: Option<String>,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
@@ -56,8 +63,14 @@ enum Command {
 /// Runs `kiln txn`.
 pub fn run(args: Args) -> Result<ExitCode> {
     match args.command {
-        Command::Inspect { file, json } => {
-            let (txn, _) = read(&file)?;
+        Command::Inspect { file, delegate, method, json } => {
+            let txn = match delegate {
+                Some(d) => delegate_txn(&file, method.as_deref(), d)?,
+                None if method.is_some() => {
+                    return Err(crate::Usage("--method needs --delegate".into()).into())
+                }
+                None => read(&file)?.0,
+            };
             show(&txn, json)?;
         }
         Command::Patch { file, args, output, allow_unpatched } => {
@@ -102,6 +115,29 @@ fn read(path: &Path) -> Result<(Txn, bool)> {
     let data = binary_of(bytes).with_context(context)?;
     let is_text = matches!(data, std::borrow::Cow::Owned(_));
     Ok((Txn::parse(&data).with_context(context)?, is_text))
+}
+
+/// The fused transaction of NPU delegate `index` of `method` (or the first method) in the
+/// program at `path`.
+fn delegate_txn(path: &Path, method: Option<&str>, index: usize) -> Result<Txn> {
+    let file = crate::input::read(path)?;
+    let context = || path.display().to_string();
+    let program = kiln_format::pte::Program::open(file.bytes()).with_context(context)?;
+    let m = match method {
+        Some(name) => program.method_by_name(name).with_context(context)?,
+        None => program.methods().next().with_context(|| format!("{}: no methods", context()))?,
+    };
+    let d = m
+        .delegates()
+        .nth(index)
+        .with_context(|| format!("{}: method {:?} has no delegate {index}", context(), m.name()))?
+        .with_context(context)?;
+    if d.id != kiln_format::pte::summary::NPU_BACKEND_ID {
+        bail!("{}: delegate {index} is a {} delegate, not an NPU one", context(), d.id);
+    }
+    let npu = kiln_format::npu_delegate::NpuDelegate::parse(program.delegate_data(&d)?)
+        .with_context(|| format!("{}: delegate {index}", context()))?;
+    Ok(Txn::parse(&npu.txn)?)
 }
 
 fn patch(file: &Path, args: &[(u64, u64)], output: &Path, allow_unpatched: bool) -> Result<()> {

@@ -50,6 +50,26 @@ pub struct MethodSummary {
     pub planned_buffers: Vec<u64>,
     /// What each `XnnpackBackend` delegate's payload holds.
     pub xnnpack: Vec<XnnpackDelegate>,
+    /// What each `KilnNpuBackend` delegate holds.
+    pub npu: Vec<NpuDelegateSummary>,
+}
+
+/// One `KilnNpuBackend` delegate of a method: its fused operators with their origins, its
+/// buffers and the tensors in them, or why its data does not parse.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct NpuDelegateSummary {
+    /// Index in the method's delegate table.
+    pub delegate: usize,
+    /// The manifest: buffers, tensors, call inputs and outputs, arg map, nodes.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub manifest: Option<crate::npu_delegate::Manifest>,
+    /// Bytes of the fused transaction.
+    pub transaction_bytes: u64,
+    /// Bytes of the const buffer.
+    pub const_bytes: u64,
+    /// The reader's error, when the data is invalid.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// One `XnnpackBackend` delegate of a method: its payload's summary, or why it does not
@@ -137,6 +157,40 @@ fn xnnpack_delegates(
     Ok(out)
 }
 
+/// The summaries of method `m`'s NPU delegates.
+fn npu_delegates(
+    p: &Program<'_>,
+    m: &super::program::Method<'_>,
+) -> Result<Vec<NpuDelegateSummary>> {
+    let mut out = Vec::new();
+    for (delegate, d) in m.delegates().enumerate() {
+        let d = d?;
+        if d.id != NPU_BACKEND_ID {
+            continue;
+        }
+        out.push(match crate::npu_delegate::NpuDelegate::parse(p.delegate_data(&d)?) {
+            Ok(n) => NpuDelegateSummary {
+                delegate,
+                transaction_bytes: n.txn.len() as u64,
+                const_bytes: n.const_buffer.len() as u64,
+                manifest: Some(n.manifest),
+                error: None,
+            },
+            Err(e) => NpuDelegateSummary {
+                delegate,
+                manifest: None,
+                transaction_bytes: 0,
+                const_bytes: 0,
+                error: Some(e.to_string()),
+            },
+        });
+    }
+    Ok(out)
+}
+
+/// The backend id of kiln's NPU delegates.
+pub const NPU_BACKEND_ID: &str = "KilnNpuBackend";
+
 /// Summarises a verified program.
 pub fn summarize(p: &Program<'_>) -> Result<Summary> {
     let mut methods = Vec::with_capacity(p.num_methods());
@@ -154,6 +208,7 @@ pub fn summarize(p: &Program<'_>) -> Result<Summary> {
             values: m.num_values(),
             planned_buffers: m.planned_buffer_sizes(),
             xnnpack: xnnpack_delegates(p, &m)?,
+            npu: npu_delegates(p, &m)?,
         });
     }
     let constants_size = match p.constants() {

@@ -102,6 +102,11 @@ impl Device {
         &self.buffers[which as usize]
     }
 
+    /// The bytes of fused buffer `which`, to fill before a run (the input buffer).
+    pub fn buffer_mut(&mut self, which: OpArgType) -> &mut [u8] {
+        &mut self.buffers[which as usize]
+    }
+
     /// The value of register `addr`, if an op wrote it.
     pub fn register(&self, addr: u64) -> Option<u32> {
         self.registers.get(&addr).copied()

@@ -69,6 +69,23 @@ struct Prepared {
 /// connect by name: one no node produces is a graph input, one no node consumes is a graph
 /// output, the others are intermediates in the scratch buffer.
 pub fn fuse(nodes: &[Node<'_>]) -> Result<Fused> {
+    fuse_planned(nodes, None)
+}
+
+/// Fuses `nodes` as [`fuse`] does, with `outputs` as the graph outputs: each must be a tensor
+/// some node produces; every other produced tensor is an intermediate, even one no node
+/// consumes (an output the program never reads). Lowering uses this, since a tensor a later
+/// node of the chain consumes may also be read after the chain.
+pub fn fuse_with_outputs(nodes: &[Node<'_>], outputs: &[String]) -> Result<Fused> {
+    if let Some(missing) =
+        outputs.iter().find(|o| !nodes.iter().any(|n| n.outputs.iter().any(|t| &t.name == *o)))
+    {
+        return Err(Error::UnknownOutput { tensor: missing.clone() });
+    }
+    fuse_planned(nodes, Some(outputs))
+}
+
+fn fuse_planned(nodes: &[Node<'_>], outputs: Option<&[String]>) -> Result<Fused> {
     let first = nodes.first().ok_or(Error::Empty)?;
     let prepared = nodes.iter().map(prepare).collect::<Result<Vec<_>>>()?;
     let header = &prepared[0].txn.header;
@@ -76,7 +93,7 @@ pub fn fuse(nodes: &[Node<'_>]) -> Result<Fused> {
         check_header(&node.name, header, &p.txn.header)?;
     }
     let maps: Vec<&[OpArgMap]> = prepared.iter().map(|p| p.maps.as_slice()).collect();
-    let plan = plan::Plan::new(nodes, &maps)?;
+    let plan = plan::Plan::new(nodes, &maps, outputs)?;
 
     let mut const_buffer = vec![0; to_usize(plan.const_size, &first.name)?];
     let mut super_kernel_params = vec![0; to_usize(plan.super_size, &first.name)?];

@@ -50,8 +50,14 @@ fn tensor_of<'n>(node: &'n Node<'_>, arg: &OpArgMap) -> &'n str {
 }
 
 impl Plan {
-    /// Plans the buffers of `nodes`, whose validated arg maps are `maps`.
-    pub fn new(nodes: &[Node<'_>], maps: &[&[OpArgMap]]) -> Result<Plan> {
+    /// Plans the buffers of `nodes`, whose validated arg maps are `maps`. With `outputs`, the
+    /// produced tensors it names are the graph outputs and every other produced tensor is an
+    /// intermediate; without, the produced tensors no node consumes are the outputs.
+    pub fn new(
+        nodes: &[Node<'_>],
+        maps: &[&[OpArgMap]],
+        outputs: Option<&[String]>,
+    ) -> Result<Plan> {
         let produced: BTreeSet<&str> =
             nodes.iter().flat_map(|n| n.outputs.iter().map(|t| t.name.as_str())).collect();
         let consumed: BTreeSet<&str> =
@@ -80,10 +86,14 @@ impl Plan {
         for buffer in [OpArgType::Input, OpArgType::Output, OpArgType::ScratchPad] {
             let mut running = 0;
             for &(name, op) in &order {
-                let kind = match (produced.contains(name), consumed.contains(name)) {
+                let output = match outputs {
+                    Some(outputs) => outputs.iter().any(|o| o == name),
+                    None => !consumed.contains(name),
+                };
+                let kind = match (produced.contains(name), output) {
                     (false, _) => OpArgType::Input,
-                    (true, false) => OpArgType::Output,
-                    (true, true) => OpArgType::ScratchPad,
+                    (true, true) => OpArgType::Output,
+                    (true, false) => OpArgType::ScratchPad,
                 };
                 if kind == buffer {
                     let size = sizes[name];

@@ -12,13 +12,14 @@ use crate::op::{ConstBufferIo, ConstTensor, TensorDesc};
 /// c`.
 ///
 /// ONNX arguments: `x` 0, `weight` 1, (`bias` 2,) `out` last. The operator interface gives
-/// [`crate::NpuOp::buffer_reqs`] only the tensors, so the kernel size comes from them: the
-/// `kh` with `oh = (h + 2·padding − dilation·(kh − 1) − 1) / stride + 1` (likewise `kw`).
-/// With a stride above 1 several sizes can fit; then the one "same"-padded (`2·padding ==
-/// dilation·(kh − 1)`) when padding is nonzero, else the largest. A weight of another size
-/// is refused by `initialize_const_params` (it does not fill the slice the arg map sized).
+/// [`crate::NpuOp::buffer_reqs`] only the tensors, so the kernel size is an attribute: the
+/// output must be `oh = (h + 2·padding − dilation·(kh − 1) − 1) / stride + 1` (likewise
+/// `ow`). A weight of another size is refused by `initialize_const_params` (it does not fill
+/// the slice the arg map sized).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Conv2d {
+    /// The kernel size, `[kh, kw]` (the weight's last two dimensions).
+    pub kernel: [usize; 2],
     /// The stride, `[h, w]`.
     pub stride: [usize; 2],
     /// The zero padding on each side, `[h, w]`.
@@ -31,28 +32,18 @@ pub struct Conv2d {
     pub bias: bool,
 }
 
-/// The kernel extent along one axis that maps `input` to `output` (see [`Conv2d`]), or `None`.
-fn kernel_size(
+/// The output extent along one axis of a convolution or pooling window of `kernel` over
+/// `input` (PyTorch's floor rule), or `None` when the window does not fit or a value overflows.
+fn output_size(
     input: usize,
-    output: usize,
+    kernel: usize,
     stride: usize,
     pad: usize,
     dil: usize,
 ) -> Option<usize> {
-    // With t = input + 2·pad − 1: output − 1 = (t − dil·(k − 1)) / stride, so
-    // dil·(k − 1) ∈ [t − stride·(output − 1) − (stride − 1), t − stride·(output − 1)].
-    let t = input.checked_add(pad.checked_mul(2)?)?.checked_sub(1)?;
-    let hi = t.checked_sub(stride.checked_mul(output.checked_sub(1)?)?)?;
-    let lo = hi.saturating_sub(stride - 1);
-    // k − 1 ∈ [ceil(lo / dil), floor(hi / dil)].
-    let (first, last) = (lo.div_ceil(dil), hi / dil);
-    if first > last {
-        return None;
-    }
-    let same = (pad > 0 && (2 * pad).is_multiple_of(dil))
-        .then(|| 2 * pad / dil)
-        .filter(|span| (first..=last).contains(span));
-    Some(same.unwrap_or(last) + 1)
+    let span = dil.checked_mul(kernel.checked_sub(1)?)?.checked_add(1)?;
+    let padded = input.checked_add(pad.checked_mul(2)?)?;
+    Some(padded.checked_sub(span)? / stride + 1)
 }
 
 impl Launches for Conv2d {
@@ -84,16 +75,15 @@ impl Launches for Conv2d {
         if !c.is_multiple_of(g) || !oc.is_multiple_of(g) {
             return Err(err(format!("groups {g} does not divide the channels {c} and {oc}")));
         }
-        let (kh, kw) = match (kernel_size(h, oh, sh, ph, dh), kernel_size(w, ow, sw, pw, dw)) {
-            (Some(kh), Some(kw)) => (kh, kw),
-            _ => {
-                return Err(err(format!(
-                    "no kernel size maps [{h}, {w}] to [{oh}, {ow}] with stride {:?}, padding \
-                     {:?} and dilation {:?}",
-                    self.stride, self.padding, self.dilation
-                )))
-            }
-        };
+        let [kh, kw] = self.kernel;
+        let want = (output_size(h, kh, sh, ph, dh), output_size(w, kw, sw, pw, dw));
+        if want != (Some(oh), Some(ow)) {
+            return Err(err(format!(
+                "a {kh}x{kw} kernel with stride {:?}, padding {:?} and dilation {:?} does not \
+                 map [{h}, {w}] to [{oh}, {ow}]",
+                self.stride, self.padding, self.dilation
+            )));
+        }
         let mut consts = vec![vec![oc, c / g, kh, kw]];
         if self.bias {
             consts.push(vec![oc]);
