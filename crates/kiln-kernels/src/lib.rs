@@ -12,7 +12,7 @@
 //! # Types
 //! - [`DType`]: ExecuTorch `ScalarType` numbering and element sizes; [`promote_types`],
 //!   [`can_cast`].
-//! - [`Shape`]: sizes + dim order inline (rank <= 16, no allocation), strides derived from the
+//! - [`Shape`]: sizes + dim order inline (rank <= 8, no allocation), strides derived from the
 //!   dim order (`[0,1,..]` contiguous, `[0,2,3,1]` channels-last).
 //! - [`TensorRef`]: a read-only view (dtype, shape, `&[u8]` data, element-aligned).
 //! - [`TensorMut`]: an output view (dtype, shape, [`Capacity`], `&mut [u8]` data). Kernels call

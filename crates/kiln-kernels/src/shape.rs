@@ -2,8 +2,13 @@
 
 use std::fmt;
 
-/// Largest rank a tensor may have (ExecuTorch's `kTensorDimensionLimit`).
-pub const MAX_RANK: usize = 16;
+/// Largest rank a tensor may have: 8, half ExecuTorch's `kTensorDimensionLimit` (16). The
+/// sizes are stored inline, and every argument, output and shape write-back of a call copies
+/// them: on the small calls of an LLM decode step the 16-dimension shape (152 bytes) made
+/// those copies a quarter of the time (`bench/RESULTS.md`). No program of the test data or
+/// of the exporters kiln is measured against has a tensor of more than 6 dimensions;
+/// a program that has one is refused at load as not supported, naming the value.
+pub const MAX_RANK: usize = 8;
 
 /// Why a [`Shape`] could not be built.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -48,7 +48,8 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
-    /// A feature ExecuTorch also refuses (e.g. DYNAMIC_UNBOUND tensors).
+    /// A feature kiln does not run: DYNAMIC_UNBOUND tensors (ExecuTorch refuses them too), or
+    /// tensors of more than [`kiln_kernels::MAX_RANK`] dimensions.
     #[error("method {method}: {location}: not supported: {reason}")]
     NotSupported {
         /// The method.

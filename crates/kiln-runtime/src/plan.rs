@@ -6,7 +6,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use kiln_format::pte::{self, Instruction, ShapeDynamism, TensorData, Unaligned, Value};
-use kiln_kernels::{DType, Shape};
+use kiln_kernels::{DType, Shape, ShapeError, MAX_RANK};
 
 use crate::error::{Error, Result};
 
@@ -208,8 +208,17 @@ pub(crate) fn decode(
                     });
                 }
                 let dim_order: Vec<u8> = t.dim_order().iter().collect();
-                let shape =
-                    Shape::new(&t.shape(), &dim_order).map_err(|e| bad(loc(), e.to_string()))?;
+                let shape = Shape::new(&t.shape(), &dim_order).map_err(|e| match e {
+                    // Valid for ExecuTorch (16 dimensions), but over what kiln's kernels take.
+                    ShapeError::Rank(rank) => Error::NotSupported {
+                        method: name.clone(),
+                        location: loc(),
+                        reason: format!(
+                            "rank {rank}: kiln's kernels take at most {MAX_RANK} dimensions"
+                        ),
+                    },
+                    e => bad(loc(), e.to_string()),
+                })?;
                 let data = match t.data() {
                     TensorData::Runtime => DataDef::Runtime,
                     TensorData::Planned(a) => {

@@ -368,3 +368,28 @@ fn prepared_weights_count_against_the_memory_limit() {
         other => panic!("expected a memory error, got {other:?}"),
     }
 }
+
+#[test]
+fn a_tensor_over_the_kernels_rank_is_refused_at_load_naming_it() {
+    use kiln_format::pte::model::{ProgramModel, ValueModel};
+    let bytes = std::fs::read(pte_dir().join("tiny_cnn.pte")).unwrap();
+    let mut model =
+        ProgramModel::from_program(&kiln_format::pte::Program::open(&bytes).unwrap()).unwrap();
+    // The input [1, 3, 16, 16] as [1, 3, 16, 16, 1, 1, 1, 1, 1]: valid for ExecuTorch (16
+    // dimensions), over kiln's kernels' 8.
+    let m = &mut model.methods[0];
+    let input = m.inputs[0] as usize;
+    let ValueModel::Tensor(t) = &mut m.values[input] else { panic!("tensor input") };
+    let rank = kiln_kernels::MAX_RANK + 1;
+    t.sizes.resize(rank, 1);
+    t.dim_order = (0..rank as u8).collect();
+    let bytes = kiln_format::pte::writer::write(&model).unwrap();
+    let err = Program::builder()
+        .load_bytes("rank9.pte", bytes)
+        .and_then(|p| p.method("forward"))
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+    let want = format!("values[{input}].tensor: not supported: rank 9");
+    assert!(err.contains(&want), "{err}");
+}
