@@ -4,9 +4,10 @@
 //!
 //! - Single-node programs: every method of the op fixtures (`tests/fixtures/ops`) the lowering
 //!   takes; the test names the methods that must be taken, one or more per NPU operator.
-//! - Models (`tests/fixtures/pte`): a CNN with residual blocks, mobilenet_v2 and a transformer
-//!   block; at most half of ExecuTorch's instruction count stays outside NPU delegates for the
-//!   CNNs.
+//! - Models (`tests/fixtures/pte`): a CNN with residual blocks, mobilenet_v2, a transformer
+//!   block, a ViT, an LSTM, a GRU, an upsampling model, a dynamic-shape model (every recorded
+//!   run) and a multi-method program; at most half of ExecuTorch's instruction count stays
+//!   outside NPU delegates for the CNNs, the ViT and the LSTM.
 //! - `kiln inspect` shows each delegate's nodes with their original instructions and its
 //!   buffers; `kiln txn inspect --delegate` reads its transaction; errors and usage.
 
@@ -170,6 +171,10 @@ fn models_match_executorch_with_most_instructions_delegated() {
         ("mobilenet_v2_portable", true),
         ("tiny_cnn", true),
         ("transformer_block", false),
+        ("vit_small", true),
+        ("lstm", true),
+        ("gru", false),
+        ("upsample_concat", false),
     ] {
         let out = dir.join(format!("{name}.npu.pte"));
         let report = lower(&pte.join(format!("{name}.pte")), &out);
@@ -187,6 +192,19 @@ fn models_match_executorch_with_most_instructions_delegated() {
             assert!(2 * outside <= before, "{name}: {outside} of {before} outside: {m}");
         }
         run_matches(&out, "forward", &pte, &format!("{name}.forward"), "1e-4");
+    }
+    // Dynamic shapes: only the static part lowers, and every run ExecuTorch recorded matches.
+    let out = dir.join("dynamic_shape.npu.pte");
+    let report = lower(&pte.join("dynamic_shape.pte"), &out);
+    assert!(!report["methods"][0]["delegates"].as_array().unwrap().is_empty(), "{report}");
+    for run in ["forward", "forward.run1", "forward.run2", "forward.run3"] {
+        run_matches(&out, "forward", &pte, &format!("dynamic_shape.{run}"), "1e-4");
+    }
+    // Several methods: each lowered on its own.
+    let out = dir.join("multi_method.npu.pte");
+    lower(&pte.join("multi_method.pte"), &out);
+    for m in ["forward", "encode", "decode"] {
+        run_matches(&out, m, &pte, &format!("multi_method.{m}"), "1e-4");
     }
 }
 
