@@ -577,7 +577,7 @@ impl ChainCtx<'_> {
         for a in &fused.arg_map {
             let slot = a.arg_type.fused_slot() as usize;
             if slot < 3 {
-                sizes[slot] = sizes[slot].max(a.offset + a.size);
+                sizes[slot] = sizes[slot].max(a.offset.saturating_add(a.size));
             }
         }
         // Every tensor is a value of the method, named after it; the manifest gives the
@@ -846,7 +846,9 @@ fn prune_operators(method: &mut MethodModel) {
     method.operators = kept;
     for instr in method.chains.iter_mut().flat_map(|c| &mut c.instructions) {
         if let InstructionModel::Kernel { op_index, .. } = instr {
-            *op_index = renumber[op_index];
+            if let Some(&n) = renumber.get(op_index) {
+                *op_index = n;
+            }
         }
     }
 }
