@@ -5,8 +5,9 @@ For each kind (pte, ptd, irpa, safetensors, gguf, tflite, edgetpu, circle, txn, 
 takes the real files of that kind from tests/fixtures/ and ../shared/testdata/ (absent folders
 are skipped), makes N seeded mutants per kind (bit flips, bytes set to 0x00/0xff/0x7f/0x80, 32- and
 64-bit words overwritten with huge values, truncation, insertion, duplicated ranges) and runs
-`kiln verify`, `kiln inspect`, `kiln dump` and, for programs, `kiln run` on each, recording the
-exit code and the peak resident set of every run (os.wait4).
+`kiln verify`, `kiln inspect`, `kiln dump` and, for programs, `kiln run` and `kiln lower --to
+npu` (then `kiln run` on the lowered program) on each, recording the exit code and the peak
+resident set of every run (os.wait4).
 
 It fails (exit 1) when any run ends with an exit code other than 0, 1 or 2 (a signal, an
 abort, a panic's 101), takes longer than --timeout seconds, or peaks above --max-rss.
@@ -36,7 +37,7 @@ SOURCES = [ROOT / "tests" / "fixtures", ROOT.parent / "shared" / "testdata"]
 
 # kind -> (how to recognise a source file, commands to run on a mutant)
 KINDS = {
-    "pte": (lambda p: p.suffix == ".pte", ["verify", "inspect", "dump", "run"]),
+    "pte": (lambda p: p.suffix == ".pte", ["verify", "inspect", "dump", "run", "lower", "run-lowered"]),
     "ptd": (lambda p: p.suffix == ".ptd", ["verify", "inspect", "dump"]),
     "irpa": (lambda p: p.suffix == ".irpa", ["verify", "inspect", "dump"]),
     "safetensors": (lambda p: p.suffix == ".safetensors", ["verify", "inspect", "dump"]),
@@ -137,8 +138,15 @@ def main():
                 data = mutate(src.read_bytes(), rng)
                 path = tmp / f"{kind}-{m}{src.suffix}"
                 path.write_bytes(data)
+                lowered = tmp / f"{kind}-{m}.npu.pte"
                 for c in commands:
                     cmd = [args.kiln, c, str(path)]
+                    if c == "lower":
+                        cmd += ["--to", "npu", "-o", str(lowered)]
+                    if c == "run-lowered":
+                        if not lowered.exists():
+                            continue
+                        cmd = [args.kiln, "run", str(lowered)]
                     if c == "run":
                         ptd = src.with_suffix(".ptd")
                         if ptd.exists():
@@ -158,6 +166,7 @@ def main():
                                          "peak_rss": rss, "seconds": round(secs, 3), "mutant": kept,
                                          "stderr": err.decode(errors="replace")[-2000:]})
                 path.unlink()
+                lowered.unlink(missing_ok=True)
             runs = sum(codes.values())
             summary = ", ".join(f"exit {k}: {v}" for k, v in sorted(codes.items(), key=str))
             print(f"{kind:12s} {len(files):3d} sources, {args.mutants} mutants, {runs} runs ({summary}); "
