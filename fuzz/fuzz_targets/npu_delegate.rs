@@ -18,15 +18,7 @@ fuzz_target!(|data: &[u8]| {
     if [b.input, b.output, b.scratch].iter().any(|&n| n > SMALL) {
         return;
     }
-    let Ok(mut device) = Device::new([
-        vec![0; b.input as usize],
-        vec![0; b.output as usize],
-        vec![0; b.scratch as usize],
-        d.const_buffer.clone(),
-        d.super_kernel_params.clone(),
-    ]) else {
-        return;
-    };
+    let Ok(mut device) = Device::for_delegate(&d) else { return };
     device.buffer_mut(OpArgType::Input).fill(0x3f);
     let _ = device.run(&d.txn);
 });

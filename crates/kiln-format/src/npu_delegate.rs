@@ -53,12 +53,15 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::bytes::align_up;
+use crate::bytes::{align_up, ByteReader};
 use crate::error::{Error, Result};
 use crate::txn::Txn;
 
 /// The format's name in errors.
 pub const FORMAT: &str = "npu delegate";
+
+/// The backend id of the delegates that hold this data (`BackendDelegate.id`).
+pub const BACKEND_ID: &str = "KilnNpuBackend";
 
 /// The first four bytes.
 pub const MAGIC: [u8; 4] = *b"KNPU";
@@ -222,12 +225,8 @@ impl NpuDelegate {
                 len,
             });
         }
-        let u64_at = |at: usize| {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(&data[at..at + 8]);
-            u64::from_le_bytes(w)
-        };
-        let version = u32::from_le_bytes([data[4], data[5], data[6], data[7]]);
+        let r = ByteReader::new(data, FORMAT);
+        let version = r.u32(4, "version")?;
         if version != VERSION {
             return Err(Error::Unsupported {
                 format: FORMAT,
@@ -236,8 +235,11 @@ impl NpuDelegate {
                 reason: format!("version {version}; kiln reads {VERSION}"),
             });
         }
-        let lens = [u64_at(8), u64_at(16), u64_at(24), u64_at(32)];
         let names = ["manifest", "transaction", "const buffer", "super-kernel params"];
+        let mut lens = [0u64; 4];
+        for ((i, name), l) in names.iter().enumerate().zip(&mut lens) {
+            *l = r.u64(8 + 8 * i as u64, &format!("{name} length"))?;
+        }
         let limits = [MAX_MANIFEST, u64::MAX, MAX_BUFFER, MAX_BUFFER];
         for ((name, value), limit) in names.iter().zip(lens).zip(limits) {
             if value > limit {
@@ -263,7 +265,8 @@ impl NpuDelegate {
         // Every byte between the blobs is padding and must be zero.
         let mut prev = HEADER_LEN;
         for (name, &(start, stop)) in names.iter().zip(&spans) {
-            if let Some(at) = data[prev as usize..start as usize].iter().position(|&b| b != 0) {
+            let padding = r.slice(prev, start - prev, &format!("padding before the {name}"))?;
+            if let Some(at) = padding.iter().position(|&b| b != 0) {
                 return Err(invalid(
                     &format!("padding before the {name}"),
                     Some(prev + at as u64),
@@ -272,14 +275,17 @@ impl NpuDelegate {
             }
             prev = stop;
         }
-        let blob = |i: usize| &data[spans[i].0 as usize..spans[i].1 as usize];
-        let manifest: Manifest = serde_json::from_slice(blob(0))
+        let mut blobs = Vec::with_capacity(names.len());
+        for (name, &(start, stop)) in names.iter().zip(&spans) {
+            blobs.push(r.slice(start, stop - start, name)?);
+        }
+        let manifest: Manifest = serde_json::from_slice(blobs[0])
             .map_err(|e| invalid("manifest", Some(HEADER_LEN), &format!("not a manifest: {e}")))?;
         let delegate = NpuDelegate {
             manifest,
-            txn: blob(1).to_vec(),
-            const_buffer: blob(2).to_vec(),
-            super_kernel_params: blob(3).to_vec(),
+            txn: blobs[1].to_vec(),
+            const_buffer: blobs[2].to_vec(),
+            super_kernel_params: blobs[3].to_vec(),
         };
         delegate.check()?;
         Ok(delegate)

@@ -27,21 +27,8 @@ impl Backend for KilnNpuBackend {
     fn init(&self, init: &DelegateInit<'_>) -> Result<Box<dyn DelegateHandle>, BackendError> {
         let d = NpuDelegate::parse(init.processed)
             .map_err(|e| BackendError::InvalidPayload(e.to_string()))?;
-        let b = d.manifest.buffers;
-        let zeros = |n: u64| -> Result<Vec<u8>, BackendError> {
-            // The reader capped every buffer size at the device's address window.
-            let n = usize::try_from(n)
-                .map_err(|_| BackendError::Unsupported(format!("a {n}-byte buffer")))?;
-            Ok(vec![0; n])
-        };
-        let device = Device::new([
-            zeros(b.input)?,
-            zeros(b.output)?,
-            zeros(b.scratch)?,
-            d.const_buffer.clone(),
-            d.super_kernel_params.clone(),
-        ])
-        .map_err(|e| BackendError::InvalidPayload(e.to_string()))?;
+        let device =
+            Device::for_delegate(&d).map_err(|e| BackendError::InvalidPayload(e.to_string()))?;
         let slots = |names: &[String]| -> Result<Vec<TensorSlot>, BackendError> {
             names
                 .iter()

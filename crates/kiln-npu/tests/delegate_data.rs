@@ -178,15 +178,7 @@ fn mutated_data_never_panics_in_the_reader_or_on_the_device() {
         assert_eq!(NpuDelegate::parse(&d.to_bytes().unwrap()).unwrap(), d);
         let b = d.manifest.buffers;
         if [b.input, b.output, b.scratch].iter().all(|&n| n <= 1 << 20) {
-            let zeros = |n: u64| vec![0u8; n as usize];
-            let buffers = [
-                zeros(b.input),
-                zeros(b.output),
-                zeros(b.scratch),
-                d.const_buffer,
-                d.super_kernel_params,
-            ];
-            if let Ok(mut device) = Device::new(buffers) {
+            if let Ok(mut device) = Device::for_delegate(&d) {
                 device.buffer_mut(OpArgType::Input).fill(0x3e);
                 let _ = device.run(&d.txn);
                 ran += 1;

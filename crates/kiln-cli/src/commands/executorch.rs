@@ -348,10 +348,12 @@ pub fn verify_pte(input: &Input) -> Result<(), String> {
                     program.delegate_data(&d).map_err(|e| e.to_string())?,
                 )
                 .map(|_| ()),
-                pte::summary::NPU_BACKEND_ID => kiln_format::npu_delegate::NpuDelegate::parse(
-                    program.delegate_data(&d).map_err(|e| e.to_string())?,
-                )
-                .map(|_| ()),
+                kiln_format::npu_delegate::BACKEND_ID => {
+                    kiln_format::npu_delegate::NpuDelegate::parse(
+                        program.delegate_data(&d).map_err(|e| e.to_string())?,
+                    )
+                    .map(|_| ())
+                }
                 _ => continue,
             };
             checked.map_err(|e| format!("method {:?}, delegate {i} ({}): {e}", m.name(), d.id))?;

@@ -132,7 +132,7 @@ fn delegate_txn(path: &Path, method: Option<&str>, index: usize) -> Result<Txn> 
         .nth(index)
         .with_context(|| format!("{}: method {:?} has no delegate {index}", context(), m.name()))?
         .with_context(context)?;
-    if d.id != kiln_format::pte::summary::NPU_BACKEND_ID {
+    if d.id != kiln_format::npu_delegate::BACKEND_ID {
         bail!("{}: delegate {index} is a {} delegate, not an NPU one", context(), d.id);
     }
     let npu = kiln_format::npu_delegate::NpuDelegate::parse(program.delegate_data(&d)?)

@@ -165,7 +165,7 @@ fn npu_delegates(
     let mut out = Vec::new();
     for (delegate, d) in m.delegates().enumerate() {
         let d = d?;
-        if d.id != NPU_BACKEND_ID {
+        if d.id != crate::npu_delegate::BACKEND_ID {
             continue;
         }
         out.push(match crate::npu_delegate::NpuDelegate::parse(p.delegate_data(&d)?) {
@@ -187,9 +187,6 @@ fn npu_delegates(
     }
     Ok(out)
 }
-
-/// The backend id of kiln's NPU delegates.
-pub const NPU_BACKEND_ID: &str = "KilnNpuBackend";
 
 /// Summarises a verified program.
 pub fn summarize(p: &Program<'_>) -> Result<Summary> {

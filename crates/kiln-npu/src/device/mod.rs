@@ -26,6 +26,7 @@ mod launch;
 
 use std::collections::BTreeMap;
 
+use kiln_format::npu_delegate::NpuDelegate;
 use kiln_format::txn::{opcode, CustomPayload, OpKind, Txn};
 
 use crate::arg_map::OpArgType;
@@ -60,6 +61,16 @@ pub struct Device {
     registers: BTreeMap<u64, u32>,
 }
 
+/// `len` zero bytes for fused buffer `which`, checked against [`WINDOW`] before anything is
+/// allocated.
+fn zeroed(which: OpArgType, len: u64) -> Result<Vec<u8>> {
+    if len > WINDOW {
+        return Err(Error::DeviceBuffer { buffer: which as usize, len, max: WINDOW });
+    }
+    // At most WINDOW (2^28), so it fits a usize.
+    Ok(vec![0; len as usize])
+}
+
 impl Device {
     /// A device holding `buffers`, in fused-slot order (input, output, scratch, const,
     /// super-kernel params); an error if one exceeds [`WINDOW`].
@@ -75,25 +86,27 @@ impl Device {
     /// buffers of zeros as large as the fused arg map needs, and the fused const and
     /// super-kernel buffers.
     pub fn for_fused(fused: &Fused, input: Vec<u8>) -> Result<Device> {
-        let mut sizes = [0u64; BUFFERS];
-        for arg in &fused.arg_map {
-            let slot = arg.arg_type.fused_slot() as usize;
-            let end = arg.end().ok_or_else(|| Error::SizeOverflow { op: "device".into() })?;
-            sizes[slot] = sizes[slot].max(end);
-        }
-        let zeros = |slot: usize| -> Result<Vec<u8>> {
-            let len = sizes[slot];
-            if len > WINDOW {
-                return Err(Error::DeviceBuffer { buffer: slot, len, max: WINDOW });
-            }
-            Ok(vec![0; len as usize])
-        };
+        let sizes =
+            fused.buffer_sizes().ok_or_else(|| Error::SizeOverflow { op: "device".into() })?;
         Device::new([
             input,
-            zeros(OpArgType::Output as usize)?,
-            zeros(OpArgType::ScratchPad as usize)?,
+            zeroed(OpArgType::Output, sizes[OpArgType::Output as usize])?,
+            zeroed(OpArgType::ScratchPad, sizes[OpArgType::ScratchPad as usize])?,
             fused.const_buffer.clone(),
             fused.super_kernel_params.clone(),
+        ])
+    }
+
+    /// A device for one run of NPU delegate `d`: input, output and scratch buffers of zeros
+    /// of the manifest's sizes, and the delegate's const and super-kernel buffers.
+    pub fn for_delegate(d: &NpuDelegate) -> Result<Device> {
+        let b = d.manifest.buffers;
+        Device::new([
+            zeroed(OpArgType::Input, b.input)?,
+            zeroed(OpArgType::Output, b.output)?,
+            zeroed(OpArgType::ScratchPad, b.scratch)?,
+            d.const_buffer.clone(),
+            d.super_kernel_params.clone(),
         ])
     }
 

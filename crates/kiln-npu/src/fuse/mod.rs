@@ -9,6 +9,7 @@ mod plan;
 use kiln_format::txn::{Header, OpKind, Txn};
 
 use crate::arg_map::{validate, OpArgMap, OpArgType};
+use crate::device::BUFFERS;
 use crate::error::{Error, Result};
 use crate::op::{ConstBufferIo, ConstTensor, NpuOp, TensorDesc};
 
@@ -56,6 +57,19 @@ pub struct Fused {
     pub arg_map: Vec<OpArgMap>,
     /// Every tensor of the chain and where it is: graph inputs, graph outputs, intermediates.
     pub tensors: Vec<PackedTensor>,
+}
+
+impl Fused {
+    /// How many bytes each fused buffer needs (input, output, scratch, const, super-kernel
+    /// params, by slot): the largest end of the arg map's args in it; `None` on overflow.
+    pub fn buffer_sizes(&self) -> Option<[u64; BUFFERS]> {
+        let mut sizes = [0u64; BUFFERS];
+        for arg in &self.arg_map {
+            let slot = sizes.get_mut(arg.arg_type.fused_slot() as usize)?;
+            *slot = (*slot).max(arg.end()?);
+        }
+        Some(sizes)
+    }
 }
 
 /// What one node contributes, gathered from its operator.

@@ -37,6 +37,23 @@ pub(super) struct Matched {
     pub shapes: Option<(Vec<Vec<usize>>, Vec<usize>)>,
 }
 
+impl Matched {
+    /// Operator `op` (named `name`) on tensor inputs `inputs`, writing `output`: no
+    /// constants, no unwritten outputs, nothing absorbed, the values' own shapes.
+    fn new(name: &'static str, op: Box<dyn NpuOp>, inputs: Vec<usize>, output: usize) -> Matched {
+        Matched {
+            op,
+            name,
+            inputs,
+            consts: Vec::new(),
+            output,
+            unwritten: Vec::new(),
+            absorbed: None,
+            shapes: None,
+        }
+    }
+}
+
 /// The method's values, and which constant tensors have data in the program.
 pub(super) struct Values<'a> {
     pub values: &'a [ValueModel],
@@ -162,16 +179,6 @@ pub(super) fn match_call(
     v: &Values<'_>,
     producer: &dyn Fn(usize) -> Option<(usize, String, Vec<i32>)>,
 ) -> Option<Matched> {
-    let simple = |name, op: Box<dyn NpuOp>, inputs: Vec<usize>, output: usize| Matched {
-        op,
-        name,
-        inputs,
-        consts: Vec::new(),
-        output,
-        unwritten: Vec::new(),
-        absorbed: None,
-        shapes: None,
-    };
     let a = |i: usize| args.get(i).copied();
     match (operator, args.len()) {
         ("aten::add.out", 5) => {
@@ -180,17 +187,22 @@ pub(super) fn match_call(
             }
             let (x, _) = v.tensor(a(0)?)?;
             let (y, _) = v.tensor(a(1)?)?;
-            Some(simple("add", Box::new(Add), vec![x, y], v.tensor(a(3)?)?.0))
+            Some(Matched::new("add", Box::new(Add), vec![x, y], v.tensor(a(3)?)?.0))
         }
         ("aten::mul.out", 4) => {
             let (x, _) = v.tensor(a(0)?)?;
             let (y, _) = v.tensor(a(1)?)?;
-            Some(simple("mul", Box::new(Mul), vec![x, y], v.tensor(a(2)?)?.0))
+            Some(Matched::new("mul", Box::new(Mul), vec![x, y], v.tensor(a(2)?)?.0))
         }
         ("aten::mul.Scalar_out", 4) => {
             let value = v.scalar(a(1)?)?;
             let (x, _) = v.tensor(a(0)?)?;
-            Some(simple("mul_scalar", Box::new(MulScalar { value }), vec![x], v.tensor(a(2)?)?.0))
+            Some(Matched::new(
+                "mul_scalar",
+                Box::new(MulScalar { value }),
+                vec![x],
+                v.tensor(a(2)?)?.0,
+            ))
         }
         ("aten::sigmoid.out", 3) => unary("sigmoid", Box::new(Sigmoid), args, v),
         ("aten::relu.out", 3) => unary("relu", Box::new(Clamp::relu()), args, v),
@@ -205,7 +217,7 @@ pub(super) fn match_call(
             let min = bound(a(1)?, f64::NEG_INFINITY)?;
             let max = bound(a(2)?, f64::INFINITY)?;
             let (x, _) = v.tensor(a(0)?)?;
-            Some(simple("clamp", Box::new(Clamp { min, max }), vec![x], v.tensor(a(3)?)?.0))
+            Some(Matched::new("clamp", Box::new(Clamp { min, max }), vec![x], v.tensor(a(3)?)?.0))
         }
         ("aten::gelu.out", 4) => {
             let tanh = match v.string(a(1)?)? {
@@ -214,7 +226,7 @@ pub(super) fn match_call(
                 _ => return None,
             };
             let (x, _) = v.tensor(a(0)?)?;
-            Some(simple("gelu", Box::new(Gelu { tanh }), vec![x], v.tensor(a(2)?)?.0))
+            Some(Matched::new("gelu", Box::new(Gelu { tanh }), vec![x], v.tensor(a(2)?)?.0))
         }
         ("aten::_softmax.out", 5) => {
             let (x, sizes) = v.tensor(a(0)?)?;
@@ -222,7 +234,7 @@ pub(super) fn match_call(
                 return None;
             }
             let dim = norm_dim(v.int(a(1)?)?, sizes.len())?;
-            Some(simple("softmax", Box::new(Softmax { dim }), vec![x], v.tensor(a(3)?)?.0))
+            Some(Matched::new("softmax", Box::new(Softmax { dim }), vec![x], v.tensor(a(3)?)?.0))
         }
         ("aten::permute_copy.out", 4) => {
             let (x, sizes) = v.tensor(a(0)?)?;
@@ -231,7 +243,12 @@ pub(super) fn match_call(
                 .into_iter()
                 .map(|d| norm_dim(d, sizes.len()))
                 .collect::<Option<Vec<_>>>()?;
-            Some(simple("transpose", Box::new(Transpose { perm }), vec![x], v.tensor(a(2)?)?.0))
+            Some(Matched::new(
+                "transpose",
+                Box::new(Transpose { perm }),
+                vec![x],
+                v.tensor(a(2)?)?.0,
+            ))
         }
         ("aten::view_copy.out", 4)
         | ("aten::clone.out", 4)
@@ -243,11 +260,11 @@ pub(super) fn match_call(
             // Every tensor here is contiguous, so each of these copies the elements in order.
             let (x, _) = v.tensor(a(0)?)?;
             let out = a(args.len() - 2)?;
-            Some(simple("reshape", Box::new(Reshape), vec![x], v.tensor(out)?.0))
+            Some(Matched::new("reshape", Box::new(Reshape), vec![x], v.tensor(out)?.0))
         }
         ("aten::expand_copy.out", 5) => {
             let (x, _) = v.tensor(a(0)?)?;
-            Some(simple("expand", Box::new(Expand), vec![x], v.tensor(a(3)?)?.0))
+            Some(Matched::new("expand", Box::new(Expand), vec![x], v.tensor(a(3)?)?.0))
         }
         ("aten::cat.out", 4) => {
             let ValueModel::TensorList(items) = v.get(a(0)?)? else { return None };
@@ -256,7 +273,7 @@ pub(super) fn match_call(
             let rank = inputs.first()?.1.len();
             let dim = norm_dim(v.int(a(1)?)?, rank)?;
             let inputs = inputs.into_iter().map(|(i, _)| i).collect();
-            Some(simple("concat", Box::new(Concat { dim }), inputs, v.tensor(a(2)?)?.0))
+            Some(Matched::new("concat", Box::new(Concat { dim }), inputs, v.tensor(a(2)?)?.0))
         }
         ("aten::mean.out", 6) => {
             let (x, sizes) = v.tensor(a(0)?)?;
@@ -276,12 +293,22 @@ pub(super) fn match_call(
                 d
             };
             let keepdim = v.bool(a(2)?)?;
-            Some(simple("mean", Box::new(Mean { dims, keepdim }), vec![x], v.tensor(a(4)?)?.0))
+            Some(Matched::new(
+                "mean",
+                Box::new(Mean { dims, keepdim }),
+                vec![x],
+                v.tensor(a(4)?)?.0,
+            ))
         }
         ("aten::bmm.out", 4) => {
             let (x, _) = v.tensor(a(0)?)?;
             let (y, _) = v.tensor(a(1)?)?;
-            Some(simple("batch_matmul", Box::new(BatchMatMul), vec![x, y], v.tensor(a(2)?)?.0))
+            Some(Matched::new(
+                "batch_matmul",
+                Box::new(BatchMatMul),
+                vec![x, y],
+                v.tensor(a(2)?)?.0,
+            ))
         }
         ("aten::mm.out", 4) => matmul(None, a(0)?, a(1)?, a(2)?, v, producer).or_else(|| {
             // Two activations: a batch-1 bmm over the same bytes.
@@ -289,7 +316,7 @@ pub(super) fn match_call(
             let (y, ys) = v.tensor(a(1)?)?;
             let (out, os) = v.tensor(a(2)?)?;
             let batch1 = |s: Vec<usize>| std::iter::once(1).chain(s).collect::<Vec<_>>();
-            let mut m = simple("batch_matmul", Box::new(BatchMatMul), vec![x, y], out);
+            let mut m = Matched::new("batch_matmul", Box::new(BatchMatMul), vec![x, y], out);
             m.shapes = Some((vec![batch1(xs), batch1(ys)], batch1(os)));
             Some(m)
         }),
@@ -315,7 +342,7 @@ pub(super) fn match_call(
                 groups,
                 bias: bias.is_some(),
             };
-            let mut m = simple("conv2d", Box::new(op), vec![x], v.tensor(a(9)?)?.0);
+            let mut m = Matched::new("conv2d", Box::new(op), vec![x], v.tensor(a(9)?)?.0);
             m.consts = std::iter::once(w).chain(bias).collect();
             Some(m)
         }
@@ -323,8 +350,12 @@ pub(super) fn match_call(
             let (x, _) = v.activation(a(0)?)?;
             let consts = (1..5).map(|i| v.constant(a(i)?).map(|c| c.0)).collect::<Option<_>>()?;
             let eps = v.scalar(a(6)?)?;
-            let mut m =
-                simple("batch_norm", Box::new(BatchNorm { eps }), vec![x], v.tensor(a(7)?)?.0);
+            let mut m = Matched::new(
+                "batch_norm",
+                Box::new(BatchNorm { eps }),
+                vec![x],
+                v.tensor(a(7)?)?.0,
+            );
             m.consts = consts;
             m.unwritten = vec![a(8)? as usize, a(9)? as usize];
             Some(m)
@@ -340,7 +371,7 @@ pub(super) fn match_call(
                 _ => return None,
             };
             let op = LayerNorm { normalized_dims, eps, affine: !consts.is_empty() };
-            let mut m = simple("layer_norm", Box::new(op), vec![x], v.tensor(a(5)?)?.0);
+            let mut m = Matched::new("layer_norm", Box::new(op), vec![x], v.tensor(a(5)?)?.0);
             m.consts = consts;
             m.unwritten = vec![a(6)? as usize, a(7)? as usize];
             Some(m)
@@ -359,7 +390,7 @@ pub(super) fn match_call(
                 dilation: v.pair(a(4)?)?,
                 ceil_mode: v.bool(a(5)?)?,
             };
-            let mut m = simple("max_pool2d", Box::new(op), vec![x], v.tensor(a(6)?)?.0);
+            let mut m = Matched::new("max_pool2d", Box::new(op), vec![x], v.tensor(a(6)?)?.0);
             m.unwritten = vec![a(7)? as usize];
             Some(m)
         }
@@ -378,7 +409,7 @@ pub(super) fn match_call(
                 count_include_pad: v.bool(a(5)?)?,
                 divisor_override,
             };
-            Some(simple("avg_pool2d", Box::new(op), vec![x], v.tensor(a(7)?)?.0))
+            Some(Matched::new("avg_pool2d", Box::new(op), vec![x], v.tensor(a(7)?)?.0))
         }
         _ => None,
     }
@@ -396,16 +427,7 @@ fn stride_or_kernel(v: &Values<'_>, arg: i32, kernel: [usize; 2]) -> Option<[usi
 fn unary(name: &'static str, op: Box<dyn NpuOp>, args: &[i32], v: &Values<'_>) -> Option<Matched> {
     let (x, _) = v.tensor(*args.first()?)?;
     let (out, _) = v.tensor(*args.get(1)?)?;
-    Some(Matched {
-        op,
-        name,
-        inputs: vec![x],
-        consts: Vec::new(),
-        output: out,
-        unwritten: Vec::new(),
-        absorbed: None,
-        shapes: None,
-    })
+    Some(Matched::new(name, op, vec![x], out))
 }
 
 /// `mm(x, w)` or `addmm(bias, x, w)` with a constant weight: `w` itself (`[k, n]`), or the
@@ -445,14 +467,9 @@ fn matmul(
         }
         consts.push(b);
     }
-    Some(Matched {
-        op: Box::new(MatMul { weight: layout, bias: bias.is_some() }),
-        name: "matmul",
-        inputs: vec![x],
-        consts,
-        output: v.tensor(out)?.0,
-        unwritten: Vec::new(),
-        absorbed,
-        shapes: None,
-    })
+    let op = Box::new(MatMul { weight: layout, bias: bias.is_some() });
+    let mut m = Matched::new("matmul", op, vec![x], v.tensor(out)?.0);
+    m.consts = consts;
+    m.absorbed = absorbed;
+    Some(m)
 }

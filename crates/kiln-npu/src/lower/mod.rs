@@ -31,7 +31,8 @@ use kiln_format::npu_delegate::{
     FLOAT32,
 };
 use kiln_format::pte::model::{
-    DelegateModel, InstructionModel, MethodModel, ProgramModel, SegmentModel, ValueModel,
+    DelegateModel, InstructionModel, MethodModel, ProgramModel, SegmentModel, TensorModel,
+    ValueModel,
 };
 use kiln_format::pte::DelegateData;
 
@@ -41,8 +42,7 @@ use crate::fuse::{fuse_with_outputs, Node};
 use crate::op::{ConstTensor, TensorDesc};
 use matcher::{match_call, Matched, Values};
 
-/// The backend id of NPU delegates.
-pub const BACKEND_ID: &str = "KilnNpuBackend";
+pub use kiln_format::npu_delegate::BACKEND_ID;
 
 /// A lowered program and what lowering did.
 #[derive(Debug)]
@@ -141,18 +141,10 @@ impl Access {
     }
 
     fn add(&mut self, method: &MethodModel, at: (usize, usize), instr: &InstructionModel) {
+        // A list's members are read (or written) with it.
         let read = |v: i32, map: &mut BTreeMap<usize, BTreeSet<(usize, usize)>>| {
-            let Ok(v) = usize::try_from(v) else { return };
-            map.entry(v).or_default().insert(at);
-            // A list's members are read (or written) with it.
-            if let Some(ValueModel::TensorList(items) | ValueModel::OptionalTensorList(items)) =
-                method.values.get(v)
-            {
-                for &m in items {
-                    if let Ok(m) = usize::try_from(m) {
-                        map.entry(m).or_default().insert(at);
-                    }
-                }
+            for m in with_members(&method.values, v) {
+                map.entry(m).or_default().insert(at);
             }
         };
         match instr {
@@ -180,6 +172,11 @@ impl Access {
             InstructionModel::JumpFalse { cond, .. } => read(*cond, &mut self.readers),
             InstructionModel::Free { value } => read(*value, &mut self.readers),
         }
+    }
+
+    /// Whether any instruction writes value `v`.
+    fn is_written(&self, v: usize) -> bool {
+        self.writers.get(&v).is_some_and(|w| !w.is_empty())
     }
 
     /// Whether anything but the instructions `inside` (of chain `chain`) reads value `v`.
@@ -227,17 +224,12 @@ fn lower_method(
             .filter_map(|&v| usize::try_from(v).ok())
             .collect();
         for (c, chain) in method.chains.iter().enumerate() {
-            let written = (0..chain.instructions.len())
-                .map(|i| {
-                    let at = (c, i);
-                    access
-                        .writers
-                        .iter()
-                        .filter(|(_, w)| w.contains(&at))
-                        .map(|(&v, _)| v)
-                        .collect()
-                })
-                .collect();
+            let mut written = vec![Vec::new(); chain.instructions.len()];
+            for (&v, writers) in &access.writers {
+                for &(_, i) in writers.iter().filter(|w| w.0 == c) {
+                    written[i].push(v);
+                }
+            }
             let ctx = ChainCtx {
                 method,
                 chain: c,
@@ -573,13 +565,8 @@ impl ChainCtx<'_> {
         let output_names: Vec<String> = outputs.iter().map(|&v| tensor_name(v)).collect();
         let fused = fuse_with_outputs(&fuse_nodes, &output_names)?;
 
-        let mut sizes = [0u64; 3];
-        for a in &fused.arg_map {
-            let slot = a.arg_type.fused_slot() as usize;
-            if slot < 3 {
-                sizes[slot] = sizes[slot].max(a.offset.saturating_add(a.size));
-            }
-        }
+        let sizes =
+            fused.buffer_sizes().ok_or_else(|| fail("the fused buffers' sizes overflow".into()))?;
         // Every tensor is a value of the method, named after it; the manifest gives the
         // value's own shape (an operator may see the same bytes with another).
         let values: BTreeMap<String, usize> = node_inputs
@@ -666,12 +653,11 @@ impl ChainCtx<'_> {
         // An output the plan put where an input (or an earlier output) of the call lives
         // moves to fresh memory, with the views planned on it: one call cannot read and
         // write one region.
-        let mut taken: Vec<(u32, u64, u64)> =
-            inputs.iter().filter_map(|&v| self.region(v)).collect();
+        let mut taken: Vec<Region> = inputs.iter().filter_map(|&v| self.region(v)).collect();
         let mut moves = Vec::new();
         for &o in &outputs {
             let Some(r) = self.region(o) else { continue };
-            if taken.iter().any(|t| t.0 == r.0 && t.1 < r.2 && r.1 < t.2) {
+            if taken.iter().any(|&t| overlap(t, r)) {
                 moves.push(std::iter::once(o).chain(self.planned_views_of(o)).collect());
             } else {
                 taken.push(r);
@@ -694,35 +680,31 @@ impl ChainCtx<'_> {
     /// with `p` the last tensor written over that memory before their first reader.
     fn planned_views_of(&self, p: usize) -> Vec<usize> {
         let Some(region) = self.region(p) else { return Vec::new() };
-        let unwritten = |a: usize| self.access.writers.get(&a).is_none_or(|w| w.is_empty());
         (0..self.method.values.len())
-            .filter(|&a| a != p && unwritten(a) && self.region(a) == Some(region))
+            .filter(|&a| a != p && !self.access.is_written(a) && self.region(a) == Some(region))
             .filter(|&a| {
                 let Some(first) = self.access.readers.get(&a).and_then(|r| {
                     r.iter().filter(|(c, _)| *c == self.chain).map(|&(_, i)| i).min()
                 }) else {
                     return false;
                 };
-                let overlaps = |w: usize| {
-                    self.region(w)
-                        .is_some_and(|(m, a, b)| m == region.0 && a < region.2 && region.1 < b)
-                };
-                (0..first)
-                    .rev()
-                    .find_map(|k| self.written[k].iter().copied().find(|&w| overlaps(w)))
-                    == Some(p)
+                (0..first).rev().find_map(|k| {
+                    self.written[k].iter().copied().find(|&w| self.overlaps(w, region))
+                }) == Some(p)
             })
             .collect()
     }
 
     /// The planned memory of tensor `v`: memory id and byte range.
-    fn region(&self, v: usize) -> Option<(u32, u64, u64)> {
+    fn region(&self, v: usize) -> Option<Region> {
         let ValueModel::Tensor(t) = self.method.values.get(v)? else { return None };
         let (mem, offset) = t.allocation?;
-        let bytes = t.sizes.iter().try_fold(t.scalar_type.element_size() as u64, |a, &d| {
-            a.checked_mul(u64::try_from(d).ok()?)
-        })?;
-        Some((mem, offset, offset.checked_add(bytes)?))
+        Some((mem, offset, offset.checked_add(tensor_bytes(t)?)?))
+    }
+
+    /// Whether tensor `w`'s planned memory overlaps `region`.
+    fn overlaps(&self, w: usize, region: Region) -> bool {
+        self.region(w).is_some_and(|r| overlap(r, region))
     }
 
     /// Where run input `v`, read by the node of instruction `reader`, gets its bytes: from
@@ -737,16 +719,12 @@ impl ChainCtx<'_> {
         run: &BTreeSet<usize>,
         produced: &BTreeSet<usize>,
     ) -> Source {
-        let written = self.access.writers.get(&v).is_some_and(|w| !w.is_empty());
         let Some(region) = self.region(v) else { return Source::Memory };
-        if written || self.method_io.contains(&v) {
+        if self.access.is_written(v) || self.method_io.contains(&v) {
             return Source::Memory;
         }
-        let overlaps = |w: usize| {
-            self.region(w).is_some_and(|(m, a, b)| m == region.0 && a < region.2 && region.1 < b)
-        };
         for k in (0..reader).rev() {
-            let hit = self.written[k].iter().copied().find(|&w| overlaps(w));
+            let hit = self.written[k].iter().copied().find(|&w| self.overlaps(w, region));
             let Some(w) = hit else { continue };
             if !run.contains(&k) {
                 return Source::Memory;
@@ -764,10 +742,7 @@ impl ChainCtx<'_> {
     fn views_of(&self, p: usize) -> impl Iterator<Item = usize> + '_ {
         let region = self.region(p);
         (0..self.method.values.len()).filter(move |&a| {
-            a != p
-                && region.is_some()
-                && self.region(a) == region
-                && self.access.writers.get(&a).is_none_or(|w| w.is_empty())
+            a != p && region.is_some() && self.region(a) == region && !self.access.is_written(a)
         })
     }
 
@@ -790,13 +765,7 @@ fn relocate(method: &mut MethodModel, group: &[usize], name: &str) -> Result<()>
         return Err(fail("a moved output is not a tensor"));
     };
     let (mem, _) = t.allocation.ok_or_else(|| fail("a moved output has no planned memory"))?;
-    let bytes = t
-        .sizes
-        .iter()
-        .try_fold(t.scalar_type.element_size() as u64, |a, &d| {
-            a.checked_mul(u64::try_from(d).ok()?)
-        })
-        .ok_or_else(|| fail("a moved output's size overflows"))?;
+    let bytes = tensor_bytes(t).ok_or_else(|| fail("a moved output's size overflows"))?;
     let size = method
         .non_const_buffer_sizes
         .get_mut(mem as usize)
@@ -812,6 +781,31 @@ fn relocate(method: &mut MethodModel, group: &[usize], name: &str) -> Result<()>
         }
     }
     Ok(())
+}
+
+/// Value `v` and, when it is a tensor list, its members (negative indices left out).
+fn with_members(values: &[ValueModel], v: i32) -> impl Iterator<Item = usize> + '_ {
+    let v = usize::try_from(v).ok();
+    let members = match v.and_then(|v| values.get(v)) {
+        Some(ValueModel::TensorList(items) | ValueModel::OptionalTensorList(items)) => &items[..],
+        _ => &[],
+    };
+    v.into_iter().chain(members.iter().filter_map(|&m| usize::try_from(m).ok()))
+}
+
+/// Planned memory: memory id and byte range `[start, end)`.
+type Region = (u32, u64, u64);
+
+/// Whether two regions share a byte.
+fn overlap(a: Region, b: Region) -> bool {
+    a.0 == b.0 && a.1 < b.2 && b.1 < a.2
+}
+
+/// The bytes of tensor `t` at its declared sizes, or `None` on overflow or a negative size.
+fn tensor_bytes(t: &TensorModel) -> Option<u64> {
+    t.sizes.iter().try_fold(t.scalar_type.element_size() as u64, |a, &d| {
+        a.checked_mul(u64::try_from(d).ok()?)
+    })
 }
 
 /// The manifest name of value `v`.
@@ -860,15 +854,6 @@ fn drop_unread_constants(model: &mut ProgramModel) {
     let mut still_read: BTreeSet<u32> = BTreeSet::new();
     for method in &mut model.methods {
         let mut named: BTreeSet<usize> = BTreeSet::new();
-        let add = |v: i32, values: &[ValueModel], named: &mut BTreeSet<usize>| {
-            let Ok(v) = usize::try_from(v) else { return };
-            named.insert(v);
-            if let Some(ValueModel::TensorList(items) | ValueModel::OptionalTensorList(items)) =
-                values.get(v)
-            {
-                named.extend(items.iter().filter_map(|&m| usize::try_from(m).ok()));
-            }
-        };
         for instr in method.chains.iter().flat_map(|c| &c.instructions) {
             let args: Vec<i32> = match instr {
                 InstructionModel::Kernel { args, .. } | InstructionModel::Delegate { args, .. } => {
@@ -879,11 +864,11 @@ fn drop_unread_constants(model: &mut ProgramModel) {
                 InstructionModel::Free { value } => vec![*value],
             };
             for v in args {
-                add(v, &method.values, &mut named);
+                named.extend(with_members(&method.values, v));
             }
         }
         for &v in method.inputs.iter().chain(&method.outputs) {
-            add(v, &method.values, &mut named);
+            named.extend(with_members(&method.values, v));
         }
         for (i, value) in method.values.iter_mut().enumerate() {
             if let ValueModel::Tensor(t) = value {
