@@ -130,6 +130,85 @@ impl<'a> SafeTensors<'a> {
 }
 
 /// The crate's error as a kiln error with the field and offset it concerns.
+/// One tensor to write: name, dtype, shape and its bytes (little-endian, row-major).
+#[derive(Clone, Copy, Debug)]
+pub struct WriteTensor<'a> {
+    /// Its name.
+    pub name: &'a str,
+    /// Its dtype.
+    pub dtype: Dtype,
+    /// Its shape.
+    pub shape: &'a [u64],
+    /// Its bytes: the shape's element count times the dtype's size.
+    pub data: &'a [u8],
+}
+
+/// A safetensors file of `tensors` and the `__metadata__` map `metadata`, laid out by the
+/// `safetensors` crate (the reference writer: tensors sorted by alignment then name, the
+/// header padded to 8 bytes), so the bytes equal what the reference package writes. A tensor
+/// whose byte length does not match its shape and dtype, or a repeated name, is an error.
+pub fn write(tensors: &[WriteTensor<'_>], metadata: &[(String, String)]) -> Result<Vec<u8>> {
+    let mut views = Vec::with_capacity(tensors.len());
+    for (i, t) in tensors.iter().enumerate() {
+        let field = || format!("tensors[{i}] ({:?})", t.name);
+        // Every name of DTYPES is a variant name of the crate's enum (serde derives both).
+        let crate_dtype: ::safetensors::Dtype =
+            serde_json::from_value(serde_json::Value::from(t.dtype.name)).map_err(|_| {
+                Error::unsupported(FORMAT, field(), None, format!("dtype {:?}", t.dtype.name))
+            })?;
+        let bits = t.shape.iter().try_fold(t.dtype.bits, |a, &d| a.checked_mul(d));
+        if bits.is_none_or(|b| b % 8 != 0 || b / 8 != t.data.len() as u64) {
+            return Err(Error::invalid(
+                FORMAT,
+                field(),
+                None,
+                format!(
+                    "{} bytes do not hold a {} tensor of shape {:?}",
+                    t.data.len(),
+                    t.dtype.name,
+                    t.shape
+                ),
+            ));
+        }
+        if tensors[..i].iter().any(|o| o.name == t.name) {
+            return Err(Error::invalid(FORMAT, field(), None, "the name is repeated"));
+        }
+        let shape = t
+            .shape
+            .iter()
+            .map(|&d| usize::try_from(d))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|_| Error::invalid(FORMAT, field(), None, "a dimension is too large"))?;
+        views.push((t.name, View { dtype: crate_dtype, shape, data: t.data }));
+    }
+    let info = (!metadata.is_empty()).then(|| metadata.iter().cloned().collect());
+    ::safetensors::serialize(views, info).map_err(|e| {
+        Error::invalid(FORMAT, "header", None, format!("the reference writer refused it: {e}"))
+    })
+}
+
+/// A tensor as the reference writer takes it.
+struct View<'a> {
+    dtype: ::safetensors::Dtype,
+    shape: Vec<usize>,
+    data: &'a [u8],
+}
+
+impl ::safetensors::View for View<'_> {
+    fn dtype(&self) -> ::safetensors::Dtype {
+        self.dtype
+    }
+    fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+    fn data(&self) -> Cow<'_, [u8]> {
+        Cow::Borrowed(self.data)
+    }
+    fn data_len(&self) -> usize {
+        self.data.len()
+    }
+}
+
 fn map_error(e: SafeTensorError, bytes: &[u8]) -> Error {
     let header = |reason: String| Error::invalid(FORMAT, "header", Some(8), reason);
     match e {

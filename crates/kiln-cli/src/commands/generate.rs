@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context, Result};
-use kiln_runtime::llm::{Sampler, TextModel};
+use kiln_runtime::llm::{GenerateOptions, Sampler, Stop, TextModel};
 use kiln_runtime::Program;
 use serde::Serialize;
 
@@ -59,15 +59,6 @@ pub struct Args {
     pub engine: EngineArgs,
 }
 
-/// Why generation stopped.
-#[derive(Clone, Copy, Serialize, PartialEq, Eq, Debug)]
-#[serde(rename_all = "snake_case")]
-enum Stop {
-    MaxNewTokens,
-    Eos,
-    MaxContextLen,
-}
-
 #[derive(Serialize)]
 struct Report {
     model: String,
@@ -76,7 +67,8 @@ struct Report {
     tokens: Vec<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     text: Option<String>,
-    stop: Stop,
+    /// `max_new_tokens`, `eos` or `max_context_len`.
+    stop: &'static str,
     /// The prefill call plus sampling the first token.
     prefill_ms: f64,
     /// New tokens after the first, per second of the decode loop (as ExecuTorch's runner
@@ -145,99 +137,61 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let program = builder.load(crate::input::resolve(&args.model))?;
     let mut model = TextModel::new(&program)?;
     let load_ms = started.elapsed().as_secs_f64() * 1e3;
-    let meta = model.metadata().clone();
-    let eos: Vec<i64> = if args.eos.is_empty() { meta.eos_ids.clone() } else { args.eos.clone() };
-
-    // As ExecuTorch's runner: the prompt must leave room, and at most
-    // max_context_len - prompt tokens are generated.
-    let room = meta.max_context_len.saturating_sub(prompt.len());
-    if room == 0 {
-        bail!(
-            "the prompt's {} tokens fill the model's maximum context length of {}",
-            prompt.len(),
-            meta.max_context_len
-        );
-    }
-    let budget = args.max_new_tokens.map_or(room, |n| n.min(room));
+    let max_context_len = model.metadata().max_context_len;
+    let eos = if args.eos.is_empty() { model.metadata().eos_ids.clone() } else { args.eos.clone() };
     let seed = args.temperature.filter(|&t| t > 0.0).map(|_| args.seed.unwrap_or_else(clock_seed));
-    let mut sampler = match (args.temperature, seed) {
+    let sampler = match (args.temperature, seed) {
         (Some(t), Some(s)) => Sampler::new(t, args.top_p, s),
         _ => Sampler::greedy(),
     };
+    let mut options = GenerateOptions { max_new_tokens: args.max_new_tokens, sampler, eos };
     // Printed: the new tokens' text as it completes (a character split over tokens waits for
     // its last token). `--json` decodes them once, at the end.
     let mut stream = tokenizer.as_ref().filter(|_| !args.json).map(|t| t.decode_stream(true));
     let mut out = std::io::stdout().lock();
-
-    let mut tokens = Vec::new();
-    let prefill_start = Instant::now();
-    let mut next =
-        if budget == 0 { None } else { Some(sampler.sample(model.prefill(&prompt)?) as i64) };
-    let prefill_ms = prefill_start.elapsed().as_secs_f64() * 1e3;
-    let decode_start = Instant::now();
-    let mut stop = Stop::MaxNewTokens;
-    // The first token is not checked against the end tokens (ExecuTorch's runner).
-    let mut first = true;
-    while let Some(token) = next.take() {
-        tokens.push(token);
-        let text = match &mut stream {
+    let generation = model.generate(&prompt, &mut options, |token| -> Result<()> {
+        if args.json {
+            return Ok(());
+        }
+        match &mut stream {
             Some(s) => {
                 let id = u32::try_from(token).context("token id")?;
-                Some(s.step(id).map_err(|e| anyhow!("decoding: {e}"))?.unwrap_or_default())
+                let text = s.step(id).map_err(|e| anyhow!("decoding: {e}"))?;
+                write!(out, "{}", text.unwrap_or_default())?;
             }
-            None => None,
-        };
-        if !args.json {
-            match text {
-                Some(text) => write!(out, "{text}")?,
-                None => write!(out, "{token} ")?,
-            }
-            out.flush()?;
+            None => write!(out, "{token} ")?,
         }
-        if !first && eos.contains(&token) {
-            stop = Stop::Eos;
-            break;
-        }
-        first = false;
-        if tokens.len() >= budget {
-            if budget == room && args.max_new_tokens.is_none_or(|n| n > room) {
-                stop = Stop::MaxContextLen;
-            }
-            break;
-        }
-        next = Some(sampler.sample(model.decode(token)?) as i64);
-    }
-    let decode_s = decode_start.elapsed().as_secs_f64();
-    let decoded = tokens.len().saturating_sub(1);
-    let decode_tokens_per_s =
-        if decoded > 0 && decode_s > 0.0 { decoded as f64 / decode_s } else { 0.0 };
+        Ok(out.flush()?)
+    })?;
+    let prefill_ms = generation.prefill.as_secs_f64() * 1e3;
+    let decode_tokens_per_s = generation.decode_tokens_per_s();
 
     if args.json {
         let text = match &tokenizer {
-            Some(t) => {
-                Some(t.decode(&token_ids(&tokens)?, true).map_err(|e| anyhow!("decoding: {e}"))?)
-            }
+            Some(t) => Some(
+                t.decode(&token_ids(&generation.tokens)?, true)
+                    .map_err(|e| anyhow!("decoding: {e}"))?,
+            ),
             None => None,
         };
         let report = Report {
             model: args.model.display().to_string(),
             prompt_tokens: prompt.clone(),
-            tokens,
+            tokens: generation.tokens,
             text,
-            stop,
+            stop: generation.stop.name(),
             prefill_ms,
             decode_tokens_per_s,
             load_ms,
             seed,
-            max_context_len: meta.max_context_len,
+            max_context_len,
         };
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        crate::output::print_json(&report)?;
     } else {
         writeln!(out)?;
-        if stop == Stop::MaxContextLen {
+        if generation.stop == Stop::MaxContextLen {
             eprintln!(
-                "kiln: stopped at the model's maximum context length of {} tokens",
-                meta.max_context_len
+                "kiln: stopped at the model's maximum context length of {max_context_len} tokens"
             );
         }
         eprintln!(
@@ -245,7 +199,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
              {decode_tokens_per_s:.0} tokens/s decoding; loaded in {load_ms:.0} ms",
             prompt.len(),
             prompt.len() as f64 / (prefill_ms / 1e3).max(1e-9),
-            tokens.len(),
+            generation.tokens.len(),
         );
     }
     Ok(ExitCode::SUCCESS)

@@ -26,6 +26,14 @@ pub struct Args {
     pub method: Option<String>,
 }
 
+/// The document `kiln inspect --json FILE` prints.
+pub fn document(file: &std::path::Path) -> Result<serde_json::Value> {
+    let args = Args { file: file.to_path_buf(), json: true, compiled: false, method: None };
+    let (result, document) = crate::output::capture_json(|| run(args));
+    result?;
+    document.ok_or_else(|| anyhow::anyhow!("{}: no summary was produced", file.display()))
+}
+
 /// Runs `kiln inspect`.
 pub fn run(args: Args) -> Result<ExitCode> {
     let input = Input::open(&args.file)?;

@@ -165,7 +165,7 @@ fn preview(t: &OutputTensor, max: usize) -> Vec<String> {
 }
 
 /// Adds the external data file `path` (a .ptd or an .irpa, by its magic) for `model`.
-fn add_data(
+pub fn add_data(
     builder: kiln_runtime::ProgramBuilder,
     path: &Path,
     model: &Path,

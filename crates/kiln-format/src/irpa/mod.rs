@@ -27,7 +27,7 @@ pub mod verify;
 
 pub use builder::{BuildEntry, Payload};
 pub use reader::{Archive, Entry, EntryKind, Header};
-pub use source::{ParamSource, SourceEntry};
+pub use source::{ParamFile, ParamSource, SourceEntry};
 
 /// The format name used in errors.
 pub const FORMAT: &str = "irpa";

@@ -21,8 +21,10 @@
 //! # Ok::<(), kiln_runtime::Error>(())
 //! ```
 
+mod generate;
 mod sampler;
 
+pub use generate::{GenerateOptions, Generation, Stop};
 pub use sampler::{argmax, Sampler};
 
 use kiln_kernels::DType;

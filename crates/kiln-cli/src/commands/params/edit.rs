@@ -16,9 +16,10 @@ use kiln_format::npy::Npy;
 use kiln_runtime::MappedFile;
 
 use super::args::{self, DataArg, SplatArg};
-use super::sources::{self, Parsed};
+use super::sources;
 use super::{write::write_output, write_plan, KeyFlags};
 use crate::input::Input;
+use kiln_format::irpa::ParamFile;
 
 /// Entries to add: `--data NAME=FILE.npy` and `--splat NAME=LENGTH:HEXPATTERN`.
 #[derive(clap::Args)]
@@ -293,7 +294,7 @@ fn rebuild(
     keys: KeyFlags,
 ) -> Result<()> {
     let input = Input::open(path)?;
-    let parsed = Parsed::new(&input)?;
+    let parsed = sources::parse(&input)?;
     let all = parsed.source().param_entries().with_context(|| path.display().to_string())?;
     for k in must_exist {
         if !all.iter().any(|e| &*e.key == k.as_slice()) {
@@ -349,7 +350,7 @@ type Replacement<'a> = (&'a [u8], &'a [u8], Option<Vec<u8>>);
 
 fn replace(path: &Path, output: &Path, data: &[DataArg]) -> Result<()> {
     let input = Input::open(path)?;
-    let parsed = Parsed::new(&input)?;
+    let parsed = sources::parse(&input)?;
     let mut files = Vec::with_capacity(data.len());
     for d in data {
         files.push((d.name.as_str(), MappedFile::open(&d.path)?, d.path.as_path()));
@@ -359,7 +360,7 @@ fn replace(path: &Path, output: &Path, data: &[DataArg]) -> Result<()> {
         let (bytes, tensor) = payload_of(map.bytes(), file)?;
         new.push((name.as_bytes(), bytes, tensor.as_ref().map(tensor_metadata::encode)));
     }
-    if let Parsed::Irpa(archive) = &parsed {
+    if let ParamFile::Irpa(archive) = &parsed {
         let mut patches: Vec<Patch<'_>> = Vec::new();
         for (name, bytes, metadata) in &new {
             // In place only when the entry's recorded type stays true.

@@ -31,7 +31,7 @@ use kiln_format::Kind;
 use kiln_runtime::MappedFile;
 
 use crate::input::Input;
-use sources::Parsed;
+use kiln_format::irpa::ParamFile;
 
 pub use summary::{dump_json, inspect, verify_outcome};
 
@@ -197,14 +197,14 @@ fn dump(files: &[PathBuf], json: bool) -> Result<ExitCode> {
         .iter()
         .zip(files)
         .map(|(p, path)| match p {
-            Parsed::Irpa(_) => Ok(Vec::new()),
+            ParamFile::Irpa(_) => Ok(Vec::new()),
             _ => p.source().param_entries().with_context(|| path.display().to_string()),
         })
         .collect::<Result<Vec<_>>>()?;
     let mut rows = Vec::new();
     for (p, entries) in parsed.iter().zip(&source_entries) {
         match p {
-            Parsed::Irpa(a) => rows.extend(table::archive_rows(a)),
+            ParamFile::Irpa(a) => rows.extend(table::archive_rows(a)),
             _ => rows.extend(table::source_rows(entries)),
         }
     }
@@ -282,7 +282,7 @@ fn check(input: &Input) -> Vec<kiln_format::irpa::verify::Finding> {
                 super::executorch::verify_pte(input)
             };
             let listed = verified.and_then(|()| {
-                let parsed = Parsed::new(input).map_err(|e| format!("{e:#}"))?;
+                let parsed = sources::parse(input).map_err(|e| format!("{e:#}"))?;
                 parsed.source().param_entries().map(|_| ()).map_err(|e| e.to_string())
             });
             match listed {

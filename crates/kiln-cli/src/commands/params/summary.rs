@@ -8,13 +8,13 @@ use kiln_format::irpa::verify::{findings, Severity};
 use kiln_format::irpa::Archive;
 use serde_json::{json, Value};
 
-use super::sources::Parsed;
 use crate::input::Input;
 use crate::output::{human_bytes, print_json, Table};
+use kiln_format::irpa::ParamFile;
 
 /// `kiln inspect` for parameter files: a summary and the entry list.
 pub fn inspect(input: &Input, as_json: bool) -> Result<ExitCode> {
-    let parsed = Parsed::new(input)?;
+    let parsed = super::sources::parse(input)?;
     let entries = parsed.source().param_entries()?;
     let mut kinds: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
     let mut table = Table::new(["key", "type", "dtype", "shape", "offset", "length"]);
@@ -51,15 +51,15 @@ pub fn inspect(input: &Input, as_json: bool) -> Result<ExitCode> {
         "by_type": kinds.iter().map(|(k, (n, b))| (k.to_string(), json!({"count": n, "bytes": b}))).collect::<serde_json::Map<_, _>>(),
     });
     match &parsed {
-        Parsed::Irpa(a) => {
+        ParamFile::Irpa(a) => {
             summary["headers"] = json!(a.headers());
             summary["skipped_entries"] = json!(a.entries().len() - a.live_entries().count());
         }
-        Parsed::Safetensors(s) => {
+        ParamFile::Safetensors(s) => {
             summary["metadata"] =
                 Value::Object(s.metadata.iter().map(|(k, v)| (k.clone(), json!(v))).collect());
         }
-        Parsed::Gguf(g) => {
+        ParamFile::Gguf(g) => {
             summary["version"] = json!(g.version);
             summary["alignment"] = json!(g.alignment);
             summary["metadata_keys"] = json!(g
@@ -68,8 +68,8 @@ pub fn inspect(input: &Input, as_json: bool) -> Result<ExitCode> {
                 .map(|kv| String::from_utf8_lossy(kv.key))
                 .collect::<Vec<_>>());
         }
-        Parsed::Ptd(f) => summary["version"] = json!(f.version()),
-        Parsed::Pte(p) => summary["version"] = json!(p.version()),
+        ParamFile::Ptd(f) => summary["version"] = json!(f.version()),
+        ParamFile::Pte(p) => summary["version"] = json!(p.version()),
     }
     if as_json {
         summary["tensors"] = Value::Array(list);
@@ -87,24 +87,24 @@ pub fn inspect(input: &Input, as_json: bool) -> Result<ExitCode> {
         outln!("  {k}: {n} entries, {}", human_bytes(*b));
     }
     match &parsed {
-        Parsed::Irpa(a) => outln!(
+        ParamFile::Irpa(a) => outln!(
             "  headers: {}, skipped entries: {}",
             a.headers().len(),
             a.entries().len() - a.live_entries().count()
         ),
-        Parsed::Safetensors(s) => {
+        ParamFile::Safetensors(s) => {
             for (k, v) in &s.metadata {
                 outln!("  metadata {k}: {v}");
             }
         }
-        Parsed::Gguf(g) => outln!(
+        ParamFile::Gguf(g) => outln!(
             "  GGUF v{}, alignment {}, {} metadata keys",
             g.version,
             g.alignment,
             g.metadata.len()
         ),
-        Parsed::Ptd(f) => outln!("  FlatTensor v{}", f.version()),
-        Parsed::Pte(p) => outln!("  Program v{}", p.version()),
+        ParamFile::Ptd(f) => outln!("  FlatTensor v{}", f.version()),
+        ParamFile::Pte(p) => outln!("  Program v{}", p.version()),
     }
     outln!();
     out!("{}", table.render());
@@ -133,11 +133,11 @@ pub fn verify_outcome(input: &Input) -> Result<(), String> {
 
 /// `kiln dump` for parameter files: every header field and entry as JSON.
 pub fn dump_json(input: &Input) -> Result<ExitCode> {
-    let parsed = Parsed::new(input)?;
+    let parsed = super::sources::parse(input)?;
     let value = match &parsed {
-        Parsed::Ptd(f) => f.dump(),
-        Parsed::Pte(p) => kiln_format::pte::dump::dump(p),
-        Parsed::Irpa(a) => json!({
+        ParamFile::Ptd(f) => f.dump(),
+        ParamFile::Pte(p) => kiln_format::pte::dump::dump(p),
+        ParamFile::Irpa(a) => json!({
             "kind": "irpa",
             "headers": a.headers(),
             "entries": a.entries().iter().map(|e| {
@@ -159,14 +159,14 @@ pub fn dump_json(input: &Input) -> Result<ExitCode> {
                 v
             }).collect::<Vec<_>>(),
         }),
-        Parsed::Safetensors(s) => json!({
+        ParamFile::Safetensors(s) => json!({
             "kind": "safetensors",
             "header_len": s.header_len,
             "metadata": s.metadata,
             "tensors": s.tensors.iter().map(|t| json!({"name": t.name, "dtype": t.dtype.name, "shape": t.shape,
                 "offset": t.offset, "length": t.data.len()})).collect::<Vec<_>>(),
         }),
-        Parsed::Gguf(g) => json!({
+        ParamFile::Gguf(g) => json!({
             "kind": "gguf",
             "version": g.version,
             "alignment": g.alignment,

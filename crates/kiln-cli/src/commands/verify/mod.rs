@@ -35,12 +35,16 @@ pub struct Args {
 }
 
 /// The outcome for one file, as `--json` prints it.
-#[derive(Serialize)]
-struct Verdict {
-    file: String,
-    kind: Option<String>,
-    ok: bool,
-    error: Option<String>,
+#[derive(Serialize, Debug, Clone)]
+pub struct Verdict {
+    /// The file as given.
+    pub file: String,
+    /// Its kind (`pte`, `irpa`, ...), `None` when it could not be read or recognised.
+    pub kind: Option<String>,
+    /// Whether it passed.
+    pub ok: bool,
+    /// Why not, on one line (`None` when `ok`).
+    pub error: Option<String>,
 }
 
 /// Runs `kiln verify`.
@@ -59,8 +63,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
     Ok(if verdicts.iter().all(|v| v.ok) { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
-/// Verifies one file; every failure, reading included, becomes the verdict's one-line error.
-fn verify(path: &Path, strict: bool) -> Verdict {
+/// Verifies one file as `kiln verify [--strict]` does; every failure, reading included,
+/// becomes the verdict's one-line error.
+pub fn verify(path: &Path, strict: bool) -> Verdict {
     let file = path.display().to_string();
     let input = match Input::open(path) {
         Ok(input) => input,
