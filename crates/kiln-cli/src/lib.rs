@@ -1,6 +1,7 @@
 //! The `kiln` command as a library: [`run`] runs it on an argument list (the `kiln` binary and
 //! the Python package's `kiln` entry point both call it), and the pieces of it the Python
-//! package shares: [`inspect_document`], [`verify_file`], [`load_options`] and [`add_data`].
+//! package shares: [`inspect_document`], [`verify_file`], [`load_options`], [`add_data`] and
+//! [`error_chain`].
 //!
 //! Exit codes: 0 success, 1 invalid input or failed check, 2 usage error.
 

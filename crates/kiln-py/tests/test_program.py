@@ -216,3 +216,12 @@ def test_the_extension_checks_what_it_is_given():
     for bad in ({"threads": 0}, {"threads": 1000}, {"max_memory": 0}):
         with pytest.raises(kiln.InputError):
             kiln.load(PTE / "tiny_cnn.pte", **bad)
+
+
+def test_contiguous_inputs_are_not_copied():
+    program = kiln.load(PTE / "tiny_cnn.pte")
+    [x], _ = recorded("tiny_cnn")
+    [spec], _ = program.signature()
+    # What the extension reads is the caller's own memory, unless the layout needs a copy.
+    assert np.shares_memory(kiln._argument(0, x, spec)[2], x)
+    assert not np.shares_memory(kiln._argument(0, np.asfortranarray(x), spec)[2], x)
