@@ -115,13 +115,22 @@ impl ProgramFile {
     }
 }
 
+/// Why a method could not be decoded when the program loaded.
+pub(crate) enum DecodeFailure {
+    /// The method's plan was refused; [`Program::plan`] decodes it again for the typed error
+    /// (which is not `Clone`), so callers can match on its kind.
+    Plan,
+    /// Its XNNPACK delegates could not be lowered.
+    Delegates(String),
+}
+
 pub(crate) struct ProgramInner {
     pub file: ProgramFile,
     pub sources: Vec<Arc<dyn NamedDataSource>>,
     /// `Program.named_data`: key -> the bytes of its segment in the file.
     pub named: HashMap<String, Range<usize>>,
     /// Each method decoded at load (or why it could not be).
-    pub methods: Vec<(String, std::result::Result<Arc<MethodPlan>, String>)>,
+    pub methods: Vec<(String, std::result::Result<Arc<MethodPlan>, DecodeFailure>)>,
     pub options: LoadOptions,
 }
 
@@ -220,14 +229,15 @@ impl Program {
             let data = ProgramData { file: bytes, named: &named, sources: &sources };
             pte.methods()
                 .map(|m| {
-                    let plan = plan::decode(&pte, &m, &path).map_err(|e| e.to_string());
+                    let plan = plan::decode(&pte, &m, &path).map_err(|_| DecodeFailure::Plan);
                     // XNNPACK delegates run as kiln kernels unless a backend is registered
                     // for them.
                     let inline = options.backends.get(crate::xnnpack::BACKEND_ID).is_none();
                     let plan = plan
                         .and_then(|mut p| {
                             if inline {
-                                crate::xnnpack::inline_delegates(&mut p, bytes, &data)?;
+                                crate::xnnpack::inline_delegates(&mut p, bytes, &data)
+                                    .map_err(DecodeFailure::Delegates)?;
                             }
                             Ok(p)
                         })
@@ -247,15 +257,36 @@ impl Program {
     pub(crate) fn plan(&self, name: &str) -> Result<Arc<MethodPlan>> {
         match self.inner.methods.iter().find(|(n, _)| n == name) {
             Some((_, Ok(plan))) => Ok(plan.clone()),
-            Some((_, Err(reason))) => Err(Error::InvalidProgram {
+            Some((_, Err(DecodeFailure::Delegates(reason)))) => Err(Error::InvalidProgram {
                 method: name.to_string(),
                 location: "method".into(),
                 reason: reason.clone(),
             }),
+            Some((_, Err(DecodeFailure::Plan))) => Err(self.decode_error(name)),
             None => Err(Error::MethodNotFound {
                 name: name.to_string(),
                 available: self.method_names().iter().map(|s| s.to_string()).collect(),
             }),
+        }
+    }
+
+    /// The error decoding method `name` gave at load, decoded again (the file is verified
+    /// and the method decoded as they were then, so the same error comes back).
+    fn decode_error(&self, name: &str) -> Error {
+        let path = self.inner.file.name();
+        let pte = match kiln_format::pte::Program::open(self.inner.file.bytes()) {
+            Ok(pte) => pte,
+            Err(source) => return Error::Format { path, source },
+        };
+        let decoded =
+            pte.methods().find(|m| m.name() == name).map(|m| plan::decode(&pte, &m, &path));
+        match decoded {
+            Some(Err(e)) => e,
+            _ => Error::InvalidProgram {
+                method: name.to_string(),
+                location: "method".into(),
+                reason: "could not be decoded when the program loaded".into(),
+            },
         }
     }
 
