@@ -165,6 +165,10 @@ fn every_kernel_matches_reference() {
         // over two depth blocks (the second accumulating).
         case(&mut rng, kernel, 2 * kernel.mr + 3, 4 * kernel.nr + 5, kernel.kc + 9);
         case(&mut rng, kernel, 3, kernel.nc + 7, 9);
+        // Tile by tile (a packed B too large to stay in cache between row panels): each
+        // column panel down a stack of whole row panels, then the short last one.
+        let n = 3 * kernel.nr + 7;
+        case(&mut rng, kernel, 3 * kernel.mr + 5, n, STRIP_B_BYTES / 4 / n + 9);
     }
 }
 
