@@ -17,6 +17,7 @@
 //! [`PackedConv2d::run`]).
 
 use crate::compute::conv::{im2col, Geometry};
+use crate::compute::interleave::interleave3;
 
 use crate::compute::channel_taps::{sum_channels, ChannelOut, ChannelPlane, BLOCK};
 use crate::compute::sgemm::{
@@ -877,10 +878,7 @@ fn channels_last(
             let row = |ch: usize| &x[(ch * h + y) * w..][..w];
             if c == 3 {
                 // An image's three colours: pixel by pixel, one sequential write.
-                let rgb = row(0).iter().zip(row(1)).zip(row(2));
-                for (px, ((&r, &g), &b)) in pixels.chunks_exact_mut(3).zip(rgb) {
-                    px.copy_from_slice(&[r, g, b]);
-                }
+                interleave3(row(0), row(1), row(2), pixels);
             } else {
                 // Channel by channel, each value to its pixel's slot (one pass per channel
                 // over the output row, which stays in cache).
@@ -1387,6 +1385,44 @@ mod tests {
         }
         assert!(depthwise > 20 && pointwise > 10, "{depthwise} depthwise, {pointwise} 1x1");
         assert!(on_blocks > 20 && nhwc > 50, "{on_blocks} on blocks, {nhwc} NHWC");
+    }
+
+    /// A network's first layer (three colour planes, NCHW in, NHWC out) on images wide
+    /// enough for the vectorized colour interleave and a tail after it, against the
+    /// reference.
+    #[test]
+    fn colour_image_to_channels_last_matches_reference() {
+        let mut rng = fastrand::Rng::with_seed(0x3c0);
+        let threads = Threads::default();
+        let mut scratch = ConvScratch::default();
+        for (h, w) in [(9, 37), (5, 16), (4, 50)] {
+            let g = Conv2dGeometry {
+                in_channels: 3,
+                in_h: h,
+                in_w: w,
+                out_channels: 8,
+                kh: 3,
+                kw: 3,
+                stride: [2, 2],
+                padding: [1, 1],
+                dilation: [1, 1],
+                groups: 1,
+            };
+            let layout = Layouts { input: Layout::Nchw, output: Layout::Nhwc };
+            let wt: Vec<f32> = (0..8 * 27).map(|_| rng.f32() - 0.5).collect();
+            let conv = PackedConv2d::with_layouts(g, &wt, None, Activation::None, layout).unwrap();
+            assert_eq!(conv.algorithm(), "igemm");
+            let (oh, ow) = conv.out_hw();
+            let x: Vec<f32> = (0..3 * h * w).map(|_| rng.f32() - 0.5).collect();
+            let mut out = vec![f32::NAN; 8 * oh * ow];
+            conv.run(1, &x, None, &mut out, &mut scratch, &threads).unwrap();
+            let out = to_nchw(&out, 8, oh * ow);
+            let (want, mag) = conv_ref(&g, (oh, ow), 1, &x, &wt, None, None);
+            for (i, (&got, &want)) in out.iter().zip(&want).enumerate() {
+                let tol = 3.0 * f64::from(f32::EPSILON) * 29.0 * mag[i] + 1e-30;
+                assert!((f64::from(got) - want).abs() <= tol, "{h}x{w} [{i}]: {got} vs {want}");
+            }
+        }
     }
 
     /// Images `[n, c, p]` (`p` pixels) as `[n, p, c]`.

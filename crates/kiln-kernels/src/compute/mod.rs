@@ -11,6 +11,7 @@ pub mod depthwise;
 pub mod elementwise;
 pub mod gemm;
 pub mod global_pool;
+pub(crate) mod interleave;
 pub mod linear;
 pub mod max_pool;
 pub mod peak;

@@ -147,11 +147,13 @@ impl Indirection {
         self.image_len
     }
 
-    /// The tile reader of the panel holding row `row` (a multiple of the panel rows).
-    pub(crate) fn panel(&self, row: usize) -> Indirect<'_> {
+    /// The tile reader of the panel holding row `row` (a multiple of the panel rows) and
+    /// the `count - 1` panels after it (a stack of strips), as many as there are.
+    pub(crate) fn panels(&self, row: usize, count: usize) -> Indirect<'_> {
         let per_panel = self.taps * self.mr;
+        let from = &self.offsets[(row / self.mr) * per_panel..];
         Indirect {
-            offsets: &self.offsets[(row / self.mr) * per_panel..][..per_panel],
+            offsets: &from[..per_panel.saturating_mul(count).min(from.len())],
             stride: self.mr,
             channels: self.channels,
             reach: self.reach,

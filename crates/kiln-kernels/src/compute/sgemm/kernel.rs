@@ -56,7 +56,8 @@ pub(crate) struct Tile<'a> {
     /// Rows to compute per strip, `1..=mr`.
     pub rows: usize,
     /// Strips stacked one under the other (at least 1): strip `s` computes C's rows from
-    /// `s * rows` from A's values from `s * a_stack` on. Only without an indirection buffer.
+    /// `s * rows` from A's values from `s * a_stack` on, or, with an indirection buffer, from
+    /// the offsets of the next panel of it ([`Indirect::strip`]; `a_stack` unused).
     pub stack: usize,
     /// Values of A from one stacked strip to the next (unused with one strip).
     pub a_stack: usize,
@@ -108,19 +109,31 @@ impl Indirect<'_> {
         (self.channels > 0 && kc.is_multiple_of(self.channels)).then(|| kc / self.channels)
     }
 
-    /// Whether every offset the `rows x kc` tile reads is in `offsets` and points at
-    /// `channels` values inside `a` (or is [`ZERO_ROW`]), and `zeros` is long enough: each
-    /// offset is below `reach`, so `reach <= a.len()` answers for all of them at once.
-    fn covers(&self, a: &[f32], rows: usize, kc: usize) -> bool {
+    /// Whether every offset the `stack` strips of `rows x kc` tiles read is in `offsets` and
+    /// points at `channels` values inside `a` (or is [`ZERO_ROW`]), and `zeros` is long
+    /// enough: each offset is below `reach`, so `reach <= a.len()` answers for all of them
+    /// at once. Strip `s` reads the offsets from [`Indirect::strip`]`(s, kc)` on.
+    fn covers(&self, a: &[f32], rows: usize, stack: usize, kc: usize) -> bool {
         let Some(taps) = self.taps(kc) else { return false };
         if taps == 0 {
             return true;
         }
-        let span = (taps - 1).checked_mul(self.stride).and_then(|v| v.checked_add(rows));
+        let span = taps
+            .checked_mul(stack.saturating_sub(1))
+            .and_then(|v| v.checked_add(taps - 1))
+            .and_then(|v| v.checked_mul(self.stride))
+            .and_then(|v| v.checked_add(rows));
         self.zeros.len() >= self.channels
             && rows <= self.stride
             && span.is_some_and(|s| s <= self.offsets.len())
             && self.reach <= a.len()
+    }
+
+    /// Where strip `s` of a stacked call of depth `kc` starts in `offsets`: the strips are
+    /// consecutive panels of the indirection buffer, `taps * stride` offsets each.
+    #[inline]
+    pub fn strip(&self, s: usize, kc: usize) -> usize {
+        s * (kc / self.channels.max(1)) * self.stride
     }
 
     /// Row `i`'s values of tap `t` (valid after [`Indirect::covers`]).
@@ -158,7 +171,7 @@ impl<'a> Tile<'a> {
         if self.panels > 1 && self.cols != nr {
             return false;
         }
-        if self.stack == 0 || (self.stack > 1 && self.ind.is_some()) {
+        if self.stack == 0 {
             return false;
         }
         let (Some(span), Some(rows)) = (self.span(nr), self.total_rows()) else { return false };
@@ -172,7 +185,7 @@ impl<'a> Tile<'a> {
             last.checked_add((kc - 1).checked_mul(self.a_ks)?)
         };
         let a_ok = match &self.ind {
-            Some(ind) => ind.covers(self.a, self.rows, self.kc),
+            Some(ind) => ind.covers(self.a, self.rows, self.stack, self.kc),
             None => self.kc == 0 || a_end(self.kc).is_some_and(|v| v < self.a.len()),
         };
         a_ok && b_need.is_some_and(|v| v <= self.b.len())
@@ -210,12 +223,10 @@ impl<'a> Tile<'a> {
                     col_bias: self.col_bias.map(|b| b.get(j..).unwrap_or_default()),
                     residual: self.residual.map(|r| r.get(at..).unwrap_or_default()),
                     clamp: self.clamp,
-                    // An indirect call is never stacked (`check` refuses it): stacked tiles get
-                    // no offsets, so they fail their check too instead of rereading the first
-                    // tile's rows.
-                    ind: self.ind.map(|ind| match self.stack {
-                        1 => ind,
-                        _ => Indirect { offsets: &[], ..ind },
+                    // A stacked indirect strip reads its own panel of offsets.
+                    ind: self.ind.map(|ind| Indirect {
+                        offsets: ind.offsets.get(ind.strip(st, self.kc)..).unwrap_or_default(),
+                        ..ind
                     }),
                 };
                 run(&mut tile);

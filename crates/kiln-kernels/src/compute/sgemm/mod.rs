@@ -467,8 +467,9 @@ fn drive(
     };
     let clamp = ep.act.clamp();
     // Strips of tiles (each row panel across the block's columns) when the block of B stays
-    // in cache between row panels, or there is one row panel; an indirect A goes tile by
-    // tile (its rows are read through per-tile offsets).
+    // in cache between row panels, or there is one row panel; otherwise, and always for an
+    // indirect A (its rows are read through per-panel offsets), column panel by column
+    // panel, each down a stack of row panels.
     let b_block_bytes = kc_max.saturating_mul(n.min(kernel.nc)).saturating_mul(4);
     let strips = !matches!(a, ASrc::Indirect(..)) && (m <= mr || b_block_bytes <= STRIP_B_BYTES);
     for jc in (0..n).step_by(kernel.nc) {
@@ -525,7 +526,7 @@ fn drive(
                     let ap = &a_blk[a_at + (ir / mr) * a_stride..];
                     let (i, j) = (ic + ir, jc + jr);
                     let ind = match &a {
-                        ASrc::Indirect(ind, _, row0) => Some(ind.panel(row0 + i)),
+                        ASrc::Indirect(ind, _, row0) => Some(ind.panels(row0 + i, stack)),
                         _ => None,
                     };
                     let at = i * ldc + j;
@@ -583,9 +584,17 @@ fn drive(
                         }
                     }
                 } else {
+                    // Each column panel down the whole row panels stacked in one call (tile
+                    // by tile in that order, without a call per tile), then the short last
+                    // row panel.
+                    let (full, tail) = (mc / mr, mc % mr);
                     for jr in (0..nc).step_by(nr) {
-                        for ir in (0..mc).step_by(mr) {
-                            run(ir, mr.min(mc - ir), 1, jr, 1, nr.min(nc - jr));
+                        let cols = nr.min(nc - jr);
+                        if full > 0 {
+                            run(0, mr, full, jr, 1, cols);
+                        }
+                        if tail > 0 {
+                            run(full * mr, tail, 1, jr, 1, cols);
                         }
                     }
                 }

@@ -165,6 +165,10 @@ fn every_kernel_matches_reference() {
         // over two depth blocks (the second accumulating).
         case(&mut rng, kernel, 2 * kernel.mr + 3, 4 * kernel.nr + 5, kernel.kc + 9);
         case(&mut rng, kernel, 3, kernel.nc + 7, 9);
+        // Tile by tile (a packed B too large to stay in cache between row panels): each
+        // column panel down a stack of whole row panels, then the short last one.
+        let n = 3 * kernel.nr + 7;
+        case(&mut rng, kernel, 3 * kernel.mr + 5, n, STRIP_B_BYTES / 4 / n + 9);
     }
 }
 
@@ -279,33 +283,98 @@ fn stack_bounds_are_checked() {
     let mut t = stacked_tile(&a, &b, &mut c, 3);
     t.row_bias = Some(&bias);
     assert!(!t.check(2, 8));
-    // An indirection buffer goes tile by tile.
-    let (offsets, zeros) = ([0usize; 2 * 2], [0.0f32; 1]);
+    // A stacked indirection buffer needs the offsets of every strip: 2 strips of 2 taps of
+    // 1 channel (kc 2), 2 offsets per tap.
+    let (offsets, zeros) = ([0usize; 2 * 2 * 2], [0.0f32; 1]);
+    let ind =
+        |offsets| kernel::Indirect { offsets, stride: 2, channels: 1, reach: 1, zeros: &zeros };
     let mut t = stacked_tile(&a, &b, &mut c, 2);
-    t.ind = Some(kernel::Indirect {
-        offsets: &offsets,
-        stride: 2,
-        channels: 1,
-        reach: 1,
-        zeros: &zeros,
-    });
+    t.ind = Some(ind(&offsets[..offsets.len() - 1]));
     assert!(!t.check(2, 8));
-    t.stack = 1;
+    t.ind = Some(ind(&offsets));
     assert!(t.check(2, 8));
-    // No kernel computes a stacked indirect call, not even one that splits it tile by tile.
+    t.stack = usize::MAX;
+    assert!(!t.check(2, 8));
+    // No kernel computes a stacked indirect call whose offsets stop short of its last strip,
+    // not even one that splits it tile by tile.
     for kernel in available() {
         let (b, mut c) = ([0.0f32; 2 * 32], [0.0f32; 6 * 32]);
         let mut t = stacked_tile(&a, &b, &mut c, 2);
         (t.ldc, t.cols) = (32, 1);
-        t.ind = Some(kernel::Indirect {
-            offsets: &offsets,
-            stride: 2,
-            channels: 1,
-            reach: 1,
-            zeros: &zeros,
-        });
+        t.ind = Some(ind(&offsets[..offsets.len() - 1]));
         let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (kernel.run)(&mut t)));
         assert!(run.is_err(), "{}", kernel.name);
+    }
+}
+
+/// A stacked indirect call (strip `s` reading the offsets of the `s`-th panel after the
+/// first) gives, on every kernel, the bits of its strips computed one call each.
+#[test]
+fn stacked_indirect_strips_give_the_bits_of_single_calls() {
+    let mut rng = fastrand::Rng::with_seed(0x57a);
+    for kernel in available() {
+        for _ in 0..30 {
+            let (rows, nr) = (kernel.ind_mr, kernel.nr);
+            let (channels, taps, stack) = (rng.usize(1..10), rng.usize(1..5), rng.usize(1..6));
+            let cols = rng.usize(1..=nr);
+            let kc = taps * channels;
+            let image: Vec<f32> = (0..200).map(|_| rng.f32() * 2.0 - 1.0).collect();
+            let offsets: Vec<usize> = (0..stack * taps * rows)
+                .map(|_| {
+                    if rng.usize(0..5) == 0 {
+                        kernel::ZERO_ROW
+                    } else {
+                        rng.usize(0..=200 - channels)
+                    }
+                })
+                .collect();
+            let zeros = vec![0.0f32; channels];
+            let b: Vec<f32> = (0..kc * nr).map(|_| rng.f32() - 0.5).collect();
+            let ldc = cols + rng.usize(0..3);
+            let len = (stack * rows - 1) * ldc + cols;
+            let bias: Vec<f32> = (0..cols).map(|_| rng.f32() - 0.5).collect();
+            let residual: Vec<f32> = (0..len).map(|_| rng.f32() - 0.5).collect();
+            let residual = rng.bool().then_some(&residual[..]);
+            let clamp = rng.bool().then_some((-0.5f32, 0.5f32));
+            let tile = |offsets: &'_ [usize], c: &mut Vec<f32>, at: usize, stack: usize| {
+                let mut t = Tile {
+                    kc,
+                    a: &image,
+                    a_rs: 0,
+                    a_ks: 0,
+                    b: &b,
+                    b_stride: 0,
+                    c: &mut c[at..],
+                    ldc,
+                    rows,
+                    stack,
+                    a_stack: 0,
+                    panels: 1,
+                    cols,
+                    accumulate: false,
+                    row_bias: None,
+                    col_bias: Some(&bias),
+                    residual: residual.map(|r| &r[at..]),
+                    clamp,
+                    ind: Some(kernel::Indirect {
+                        offsets,
+                        stride: rows,
+                        channels,
+                        reach: image.len(),
+                        zeros: &zeros,
+                    }),
+                };
+                (kernel.run)(&mut t);
+            };
+            let mut stacked = vec![f32::NAN; len];
+            tile(&offsets, &mut stacked, 0, stack);
+            let mut single = vec![f32::NAN; len];
+            for s in 0..stack {
+                tile(&offsets[s * taps * rows..], &mut single, s * rows * ldc, 1);
+            }
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&stacked), bits(&single), "{} stack {stack}", kernel.name);
+        }
     }
 }
 
@@ -407,7 +476,9 @@ fn indirect_convolution_matches_reference() {
         let (mr, nr) = (kernel.ind_mr, kernel.nr);
         let mut done = 0;
         while done < 40 {
-            let (c, h, w) = (rng.usize(1..20), rng.usize(1..10), rng.usize(1..10));
+            // Sometimes more output pixels than a block of rows (`mc`), in several stacks.
+            let side = if rng.usize(0..4) == 0 { 40 } else { 10 };
+            let (c, h, w) = (rng.usize(1..20), rng.usize(1..side), rng.usize(1..side));
             let (kh, kw) = (rng.usize(1..4), rng.usize(1..4));
             let stride = [rng.usize(1..3), rng.usize(1..3)];
             let pad = [rng.usize(0..kh), rng.usize(0..kw)];

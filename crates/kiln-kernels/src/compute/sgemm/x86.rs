@@ -45,6 +45,19 @@ macro_rules! by_rows {
     };
 }
 
+/// The strip function `$f::<R, WIDE>` (called once per strip `s` of the stack as
+/// `f(t, s)`) for the runtime row count (one of the listed) and whether the tile has columns
+/// in the second of its two vectors (more than `$half`).
+macro_rules! strip_fn {
+    ($t:expr, $f:ident, $half:expr, [$($r:literal)*]) => {
+        match ($t.rows, $t.cols > $half) {
+            $(($r, true) => $f::<$r, true> as unsafe fn(&mut Tile<'_>, usize),)*
+            $(($r, false) => $f::<$r, false> as unsafe fn(&mut Tile<'_>, usize),)*
+            _ => unreachable!("Tile::check bounds the rows"),
+        }
+    };
+}
+
 /// The epilogue of an AVX-512 tile: accumulated C, biases, residual and clamp added to the
 /// accumulators of `R` rows, then the masked store.
 /// A macro, not a function: accumulators handed to a function are kept in memory through
@@ -241,7 +254,11 @@ fn avx512(t: &mut Tile<'_>) {
     // enables) and `check` verified every slice covers the reads and writes of the tile.
     unsafe {
         if t.ind.is_some() {
-            by_rows!(t, avx512_indirect, 16, [1 2 3 4 5 6 7])
+            // One check for the whole stack, then the strips one after the other.
+            let strip = strip_fn!(t, avx512_indirect, 16, [1 2 3 4 5 6 7]);
+            for s in 0..t.stack {
+                strip(t, s);
+            }
         } else {
             by_rows!(t, avx512_tile, MR512, 16, [1 2 3 4 5 6 7 8 9 10 11 12 13 14])
         }
@@ -297,13 +314,14 @@ unsafe fn avx512_tile<const R: usize, const PACKED: bool, const WIDE: bool>(t: &
     }
 }
 
-/// [`avx512_tile`] for A read through `t.ind`.
+/// [`avx512_tile`] for A read through `t.ind`: strip `s` of the stack (rows `s * R..` of C,
+/// its offsets from [`Indirect::strip`](super::kernel::Indirect::strip)).
 ///
 /// # Safety
-/// AVX-512F available; `t.check(IND_MR512, NR512)` holds with `t.ind` set, `t.rows == R`, and
-/// unless `WIDE` `t.cols <= 16`.
+/// AVX-512F available; `t.check(IND_MR512, NR512)` holds with `t.ind` set, `t.rows == R`,
+/// `s < t.stack`, and unless `WIDE` `t.cols <= 16`.
 #[target_feature(enable = "avx512f")]
-unsafe fn avx512_indirect<const R: usize, const WIDE: bool>(t: &mut Tile<'_>) {
+unsafe fn avx512_indirect<const R: usize, const WIDE: bool>(t: &mut Tile<'_>, s: usize) {
     let Some(ind) = t.ind else { unreachable!("avx512 dispatches only indirect tiles here") };
     let (a, z) = (t.a.as_ptr(), ind.zeros.as_ptr());
     let mut b = t.b.as_ptr();
@@ -311,10 +329,11 @@ unsafe fn avx512_indirect<const R: usize, const WIDE: bool>(t: &mut Tile<'_>) {
     let mut acc1 = [_mm512_setzero_ps(); R];
     // Per tap: the row pointers, then the tap's `channels` depth steps.
     let taps = t.kc / ind.channels;
-    for offsets in ind.offsets.chunks_exact(ind.stride).take(taps) {
+    for offsets in ind.offsets[ind.strip(s, t.kc)..].chunks_exact(ind.stride).take(taps) {
         let offsets: &[usize; R] = offsets[..R].try_into().expect("check: rows <= stride");
-        // SAFETY: `check` proved each of the first R offsets of every tap ZERO_ROW (then
-        // `zeros` holds `channels` values) or `channels` values inside `a`.
+        // SAFETY: `check` proved each of the first R offsets of every tap of every strip of
+        // the stack ZERO_ROW (then `zeros` holds `channels` values) or `channels` values
+        // inside `a`.
         let rows = offsets.map(|o| if o == ZERO_ROW { z } else { unsafe { a.add(o) } });
         for c in 0..ind.channels {
             // SAFETY: c < channels; `b` advances NR512 per depth step, kc steps in all, and
@@ -333,7 +352,7 @@ unsafe fn avx512_indirect<const R: usize, const WIDE: bool>(t: &mut Tile<'_>) {
             }
         }
     }
-    avx512_store!(acc0, acc1, t, 0, 0)
+    avx512_store!(acc0, acc1, t, s * R, 0)
 }
 
 const MR256: usize = 6;
@@ -360,7 +379,11 @@ fn avx2(t: &mut Tile<'_>) {
     // covers the reads and writes of the tile.
     unsafe {
         if t.ind.is_some() {
-            by_rows!(t, avx2_indirect, 8, [1 2 3 4 5 6])
+            // One check for the whole stack, then the strips one after the other.
+            let strip = strip_fn!(t, avx2_indirect, 8, [1 2 3 4 5 6]);
+            for s in 0..t.stack {
+                strip(t, s);
+            }
         } else {
             by_rows!(t, avx2_tile, MR256, 8, [1 2 3 4 5 6])
         }
@@ -417,13 +440,14 @@ unsafe fn avx2_tile<const R: usize, const PACKED: bool, const WIDE: bool>(t: &mu
     }
 }
 
-/// [`avx2_tile`] for A read through `t.ind`.
+/// [`avx2_tile`] for A read through `t.ind`: strip `s` of the stack (rows `s * R..` of C,
+/// its offsets from [`Indirect::strip`](super::kernel::Indirect::strip)).
 ///
 /// # Safety
 /// AVX2 and FMA available; `t.check(MR256, NR256)` holds with `t.ind` set, `t.rows == R`,
-/// and unless `WIDE` `t.cols <= 8`.
+/// `s < t.stack`, and unless `WIDE` `t.cols <= 8`.
 #[target_feature(enable = "avx2,fma")]
-unsafe fn avx2_indirect<const R: usize, const WIDE: bool>(t: &mut Tile<'_>) {
+unsafe fn avx2_indirect<const R: usize, const WIDE: bool>(t: &mut Tile<'_>, s: usize) {
     let Some(ind) = t.ind else { unreachable!("avx2 dispatches only indirect tiles here") };
     let (a, z) = (t.a.as_ptr(), ind.zeros.as_ptr());
     let mut b = t.b.as_ptr();
@@ -431,10 +455,11 @@ unsafe fn avx2_indirect<const R: usize, const WIDE: bool>(t: &mut Tile<'_>) {
     let mut acc1 = [_mm256_setzero_ps(); R];
     // Per tap: the row pointers, then the tap's `channels` depth steps.
     let taps = t.kc / ind.channels;
-    for offsets in ind.offsets.chunks_exact(ind.stride).take(taps) {
+    for offsets in ind.offsets[ind.strip(s, t.kc)..].chunks_exact(ind.stride).take(taps) {
         let offsets: &[usize; R] = offsets[..R].try_into().expect("check: rows <= stride");
-        // SAFETY: `check` proved each of the first R offsets of every tap ZERO_ROW (then
-        // `zeros` holds `channels` values) or `channels` values inside `a`.
+        // SAFETY: `check` proved each of the first R offsets of every tap of every strip of
+        // the stack ZERO_ROW (then `zeros` holds `channels` values) or `channels` values
+        // inside `a`.
         let rows = offsets.map(|o| if o == ZERO_ROW { z } else { unsafe { a.add(o) } });
         for c in 0..ind.channels {
             // SAFETY: c < channels; `b` advances NR256 per depth step, kc steps in all, and
@@ -453,5 +478,5 @@ unsafe fn avx2_indirect<const R: usize, const WIDE: bool>(t: &mut Tile<'_>) {
             }
         }
     }
-    avx2_store!(acc0, acc1, t, 0, 0)
+    avx2_store!(acc0, acc1, t, s * R, 0)
 }
