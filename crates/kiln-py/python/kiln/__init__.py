@@ -228,8 +228,8 @@ class Program:
 
         Tensor outputs come back as NumPy arrays of their own, copied out of the method's
         memory (bfloat16 as float32, exactly; quantized storage types as their raw integers);
-        other outputs as Python ``int``,
-        ``float``, ``bool``, ``str`` or ``None``, as ExecuTorch's runtime returns them.
+        other outputs as Python ``int``, ``float``, ``bool``, ``str`` or ``None``, as
+        ExecuTorch's runtime returns them.
         """
         method = self._method(method)
         specs, _ = self.signature(method)
