@@ -35,27 +35,7 @@ pub struct Args {
 struct Report {
     output: String,
     bytes: usize,
-    methods: Vec<MethodJson>,
-}
-
-#[derive(Serialize)]
-struct MethodJson {
-    method: String,
-    instructions_before: usize,
-    instructions_after: usize,
-    outside_delegates: usize,
-    delegates: Vec<DelegateJson>,
-    left: std::collections::BTreeMap<String, usize>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    skipped: Option<String>,
-}
-
-#[derive(Serialize)]
-struct DelegateJson {
-    delegate: usize,
-    ops: Vec<String>,
-    instructions: Vec<usize>,
-    bytes: usize,
+    methods: Vec<kiln_npu::lower::MethodReport>,
 }
 
 /// Runs `kiln lower`.
@@ -71,29 +51,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
     // Never write a file kiln itself would reject.
     Program::open(&bytes).context("the lowered program does not verify")?;
     kiln_format::io::write_bytes_atomic(&args.output, &bytes)?;
-    let methods: Vec<MethodJson> = lowered
-        .methods
-        .into_iter()
-        .map(|m| MethodJson {
-            method: m.method,
-            instructions_before: m.instructions_before,
-            instructions_after: m.instructions_after,
-            outside_delegates: m.outside,
-            delegates: m
-                .delegates
-                .into_iter()
-                .map(|d| DelegateJson {
-                    delegate: d.delegate,
-                    ops: d.ops,
-                    instructions: d.instructions,
-                    bytes: d.size,
-                })
-                .collect(),
-            left: m.left,
-            skipped: m.skipped,
-        })
-        .collect();
-    let report = Report { output: args.output.display().to_string(), bytes: bytes.len(), methods };
+    let report = Report {
+        output: args.output.display().to_string(),
+        bytes: bytes.len(),
+        methods: lowered.methods,
+    };
     if args.json {
         print_json(&report)?;
     } else {
@@ -116,7 +78,7 @@ fn print_report(r: &Report) {
             m.instructions_before,
             m.instructions_after,
             m.delegates.len(),
-            m.outside_delegates
+            m.outside
         );
         if !m.delegates.is_empty() {
             let mut t = Table::new(["delegate", "nodes", "operators", "bytes"]);
@@ -125,7 +87,7 @@ fn print_report(r: &Report) {
                     d.delegate.to_string(),
                     d.ops.len().to_string(),
                     summarize_ops(&d.ops),
-                    d.bytes.to_string(),
+                    d.size.to_string(),
                 ]);
             }
             outln!("{}", t.render().trim_end());

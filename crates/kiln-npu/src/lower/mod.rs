@@ -53,8 +53,8 @@ pub struct Lowered {
     pub methods: Vec<MethodReport>,
 }
 
-/// What lowering did to one method.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// What lowering did to one method (serialized as `kiln lower --json` prints it).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct MethodReport {
     /// The method.
     pub method: String,
@@ -63,17 +63,19 @@ pub struct MethodReport {
     /// Instructions after, the delegate calls included.
     pub instructions_after: usize,
     /// Instructions after that are not NPU delegate calls.
+    #[serde(rename = "outside_delegates")]
     pub outside: usize,
     /// The NPU delegates made, in call order.
     pub delegates: Vec<DelegateReport>,
     /// Per operator, how many of its calls stayed outside the delegates.
     pub left: BTreeMap<String, usize>,
     /// Why the method was left as it is, when it was.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub skipped: Option<String>,
 }
 
 /// One NPU delegate lowering made.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct DelegateReport {
     /// Index in the method's delegate table.
     pub delegate: usize,
@@ -82,6 +84,7 @@ pub struct DelegateReport {
     /// The original instructions it replaced.
     pub instructions: Vec<usize>,
     /// Bytes of its processed data.
+    #[serde(rename = "bytes")]
     pub size: usize,
 }
 
