@@ -63,15 +63,7 @@ pub fn params_load(py: Python<'_>, path: PathBuf, max_bytes: u64) -> PyResult<Ve
         };
         // The recorded type when NumPy has it and it matches the length (as `kiln params
         // extract` writes .npy files), else flat bytes.
-        let typed = e.tensor.as_ref().and_then(|t| {
-            let descr = t.npy_descr?;
-            let size = t
-                .shape
-                .iter()
-                .try_fold(kiln_format::npy::item_size(descr)?, |a, &d| a.checked_mul(d))?;
-            (size == bytes.len() as u64).then(|| (descr, t.shape.clone()))
-        });
-        let (descr, shape) = typed.unzip();
+        let (descr, shape) = e.numpy_type().map(|(d, s)| (d, s.to_vec())).unzip();
         out.push((key, descr, shape, PyArray1::from_vec(py, bytes)));
     }
     Ok(out)

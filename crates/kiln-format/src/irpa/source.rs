@@ -57,6 +57,17 @@ impl<'a> SourceEntry<'a> {
         String::from_utf8_lossy(&self.key)
     }
 
+    /// The NumPy `descr` and shape of the entry: its recorded type when NumPy has that type
+    /// and the shape's byte count equals the payload's length, else `None` (the entry is
+    /// then only bytes).
+    pub fn numpy_type(&self) -> Option<(&'static str, &[u64])> {
+        let t = self.tensor.as_ref()?;
+        let descr = t.npy_descr?;
+        let size =
+            t.shape.iter().try_fold(crate::npy::item_size(descr)?, |a, &d| a.checked_mul(d))?;
+        (size == self.payload.length()).then_some((descr, t.shape.as_slice()))
+    }
+
     /// The entry as the builder takes it: its own metadata, or, when it has none and its
     /// source records a type, that type in IREE's `TENSORv0:` form (see
     /// [`super::tensor_metadata`]) unless `typed` is false.

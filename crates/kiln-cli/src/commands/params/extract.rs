@@ -25,11 +25,7 @@ pub fn run(file: &Path, key: &str, output: &Path, raw: bool) -> Result<ExitCode>
     let header = if as_npy {
         // The recorded dtype and shape when NumPy has the type and they match the length,
         // otherwise a flat byte array.
-        let typed = entry.tensor.as_ref().and_then(|t| {
-            let descr = t.npy_descr?;
-            let size = t.shape.iter().try_fold(npy::item_size(descr)?, |a, &d| a.checked_mul(d))?;
-            (size == length).then(|| npy::header(descr, &t.shape))
-        });
+        let typed = entry.numpy_type().map(|(descr, shape)| npy::header(descr, shape));
         if typed.is_none() {
             if let Some(t) = &entry.tensor {
                 eprintln!(
