@@ -172,6 +172,51 @@ fn every_kernel_matches_reference() {
     }
 }
 
+/// A product of 17 to 24 columns (on AVX-512, its columns past 16 summed in a ymm register)
+/// gives, column by column, the bits of the same columns of a product 32 columns wide (summed
+/// in two zmm registers): with A packed per call or read in place, over one and two depth
+/// blocks, with a bias per column and a clamp.
+#[test]
+fn narrow_tiles_give_the_bits_of_wide_ones() {
+    let mut rng = fastrand::Rng::with_seed(24);
+    for kernel in available() {
+        for n in 17..=24 {
+            let (m, k) = (rng.usize(1..3 * kernel.mr), [1, 24, kernel.kc + 9][n % 3]);
+            let a: Vec<f32> = (0..m * k).map(|_| rng.f32() - 0.5).collect();
+            let b: Vec<f32> = (0..k * 32).map(|_| rng.f32() - 0.5).collect();
+            let bias: Vec<f32> = (0..32).map(|_| rng.f32() - 0.5).collect();
+            let am = MatRef::new(&a, m, k, k, 1).unwrap();
+            let ep = |width: usize| Epilogue {
+                bias: Bias::PerCol(&bias[..width]),
+                residual: None,
+                act: Activation::Clamp { min: -0.5, max: 0.5 },
+            };
+            let mut s = GemmScratch::default();
+            let run = |width: usize, packed_b: bool, s: &mut GemmScratch| {
+                let bm = MatRef::new(&b, k, width, 32, 1).unwrap();
+                let mut c = vec![f32::NAN; m * width];
+                if packed_b {
+                    let pb = PackedB::with_kernel(kernel, bm).unwrap();
+                    gemm_packed_b(am, &pb, &mut c, width, &ep(width), s).unwrap();
+                } else {
+                    gemm_on(kernel, am, bm, &mut c, width, &ep(width), s).unwrap();
+                }
+                c
+            };
+            for packed_b in [false, true] {
+                let (narrow, wide) = (run(n, packed_b, &mut s), run(32, packed_b, &mut s));
+                for (i, row) in narrow.chunks(n).enumerate() {
+                    for (j, x) in row.iter().enumerate() {
+                        let y = wide[i * 32 + j];
+                        let what = format!("{} {m}x{k}x{n} ({i}, {j})", kernel.name);
+                        assert_eq!(x.to_bits(), y.to_bits(), "{what}: {x} vs {y}");
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn every_activation_on_every_kernel() {
     let mut rng = fastrand::Rng::with_seed(3);
