@@ -217,6 +217,39 @@ fn narrow_tiles_give_the_bits_of_wide_ones() {
     }
 }
 
+/// A read in place (rows of a matrix, as a 1x1 convolution over a channels-last image
+/// reads them; on AMD's cores in strips of 7 rows) gives the bits of A packed into panels
+/// (strips of `mr` rows): with whole and partial row panels, one and several column panels,
+/// and the epilogue.
+#[test]
+fn a_in_place_gives_the_bits_of_a_packed() {
+    let mut rng = fastrand::Rng::with_seed(7);
+    for kernel in available() {
+        for (m, n, k) in [(14, 32, 9), (28, 16, 24), (47, 40, 100), (3 * kernel.mr + 5, 96, 33)] {
+            let a: Vec<f32> = (0..m * k).map(|_| rng.f32() - 0.5).collect();
+            let b: Vec<f32> = (0..k * n).map(|_| rng.f32() - 0.5).collect();
+            let bias: Vec<f32> = (0..n).map(|_| rng.f32() - 0.5).collect();
+            let res: Vec<f32> = (0..m * n).map(|_| rng.f32() - 0.5).collect();
+            let ep = Epilogue {
+                bias: Bias::PerCol(&bias),
+                residual: Some(&res),
+                act: Activation::Clamp { min: -0.5, max: 0.5 },
+            };
+            let (am, bm) =
+                (MatRef::new(&a, m, k, k, 1).unwrap(), MatRef::new(&b, k, n, n, 1).unwrap());
+            let mut s = GemmScratch::default();
+            let mut in_place = vec![f32::NAN; m * n];
+            let pb = PackedB::with_kernel(kernel, bm).unwrap();
+            gemm_packed_b(am, &pb, &mut in_place, n, &ep, &mut s).unwrap();
+            let mut packed = vec![f32::NAN; m * n];
+            let pa = PackedA::with_kernel(kernel, am).unwrap();
+            gemm_packed_a(&pa, &bm, &mut packed, n, &ep, &mut s).unwrap();
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&in_place), bits(&packed), "{} {m}x{k}x{n}", kernel.name);
+        }
+    }
+}
+
 #[test]
 fn every_activation_on_every_kernel() {
     let mut rng = fastrand::Rng::with_seed(3);
