@@ -224,11 +224,9 @@ impl Threads {
 
     /// Runs `f` on every task and returns when all are done. The calling thread runs the
     /// first task; it and the workers take the others in turn, so which thread runs which
-    /// of those varies (with awake workers and one task per thread, worker `i` mostly takes
-    /// task `i + 1`). A panic in `f` is
-    /// raised again on the calling thread once every thread has stopped. Calls on one pool
-    /// run one at a time, so `f` must not call `for_each` on the same pool (it would wait for
-    /// itself); kernels split one level only.
+    /// of those varies. A panic in `f` is raised again on the calling thread once every
+    /// thread has stopped. Calls on one pool run one at a time, so `f` must not call
+    /// `for_each` on the same pool (it would wait for itself); kernels split one level only.
     pub fn for_each<I>(&self, tasks: I, f: impl Fn(I::Item) + Sync)
     where
         I: IntoIterator,
@@ -240,10 +238,10 @@ impl Threads {
         };
         let _call = pool.call.lock().unwrap_or_else(|e| e.into_inner());
         let mut tasks = tasks.into_iter();
-        // The calling thread takes the first task before the workers may start, so task `i`
-        // of a call of `count()` tasks runs on the same thread from one call to the next
-        // when the workers are awake: a layer split like the one before it finds its part of
-        // the input in the cache of the core that wrote it.
+        // The calling thread takes the first task before the workers may start. With two
+        // threads (the default) and two tasks, each task then runs on the same thread from
+        // one call to the next while the worker is awake: a layer split like the one before
+        // it finds its part of the input in the cache of the core that wrote it.
         let first = tasks.next();
         let tasks = Mutex::new(tasks);
         let work = || {
