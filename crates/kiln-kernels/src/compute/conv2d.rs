@@ -28,7 +28,7 @@ use crate::compute::sgemm::{
 use crate::compute::taps::{
     clamp_as_vectors, row_spans, sum_taps, RowSpan, TapEpilogue, TapPlane, LANES,
 };
-use crate::compute::threads::{split, with_pieces, Threads};
+use crate::compute::threads::{caller_scratch, split, with_pieces, Threads};
 
 mod pointwise_depthwise;
 mod winograd;
@@ -97,55 +97,84 @@ pub struct Layouts {
     pub output: Layout,
 }
 
-/// Reusable buffers of [`PackedConv2d::run`]: one set per thread, and the im2col matrix of a
-/// convolution with few output pixels.
+/// Reusable buffers of [`PackedConv2d::run`]: one set per thread, the im2col matrix of a
+/// convolution with few output pixels (or the channels-last copy of an NCHW input), and the
+/// products of a split whose tasks compute apart and are placed after.
 #[derive(Debug, Default)]
 pub struct ConvScratch {
     parts: Vec<PartScratch>,
     col: Vec<f32>,
+    apart: Vec<f32>,
 }
 
-/// The buffers of one thread's part of a convolution, and its outcome.
-#[derive(Debug)]
+/// The buffers of one thread's tasks of a convolution, and the first error they met.
+#[derive(Debug, Default)]
 struct PartScratch {
     gemm: GemmScratch,
     /// A depthwise channel's phased rows.
     row: Vec<f32>,
-    /// The part's columns of a product split by pixels, or its transposed product of
-    /// [`Plan::FewPixels`], or the expanded rows of a [`PointwiseDepthwise`].
+    /// A [`Plan::FewPixels`] task's transposed product, or the expanded rows of a
+    /// [`PointwiseDepthwise`] task.
     out: Vec<f32>,
-    /// The rows a [`PointwiseDepthwise`] part's depthwise step reads, in its buffer.
+    /// The rows a [`PointwiseDepthwise`] task's depthwise step reads, in its buffer.
     spans: Vec<RowSpan>,
-    result: Result<(), GemmError>,
+    /// The expanded input rows a [`PointwiseDepthwise`] thread holds at the start of `out`,
+    /// of the image being computed: its next task, when it is the following run of output
+    /// rows, starts from them.
+    held: std::ops::Range<usize>,
+    error: Option<GemmError>,
+}
+
+impl PartScratch {
+    /// Keeps the first error of this thread's tasks.
+    fn note(&mut self, result: Result<(), GemmError>) {
+        if let Err(e) = result {
+            self.error.get_or_insert(e);
+        }
+    }
 }
 
 impl ConvScratch {
-    /// The first error a part met in the last split (clearing them all).
+    /// The first error a thread met in the last split (clearing them all).
     fn outcome(&mut self) -> Result<(), GemmError> {
         first_error(&mut self.parts)
     }
 }
 
-/// The first error one of `parts` met in the last split (clearing them all).
+/// The first error one of `parts` met in the last split (clearing them all, so none is left
+/// for the next).
 fn first_error(parts: &mut [PartScratch]) -> Result<(), GemmError> {
-    parts.iter_mut().try_for_each(|p| std::mem::replace(&mut p.result, Ok(())))
+    let errors = parts.iter_mut().filter_map(|p| p.error.take());
+    errors.reduce(|first, _| first).map_or(Ok(()), Err)
 }
 
-impl Default for PartScratch {
-    fn default() -> Self {
-        PartScratch {
-            gemm: GemmScratch::default(),
-            row: Vec::new(),
-            out: Vec::new(),
-            spans: Vec::new(),
-            result: Ok(()),
-        }
+/// `len` values of `buf`, grown if short.
+fn window(buf: &mut Vec<f32>, len: usize) -> &mut [f32] {
+    if buf.len() < len {
+        buf.resize(len, 0.0);
     }
+    &mut buf[..len]
 }
 
 /// Multiply-adds per image from which a convolution splits over threads (below, waking the
 /// workers costs more than they save).
 const PARALLEL_MACS: usize = 1 << 18;
+
+/// Tasks per thread of a split layer ([`Threads::tasks_for`]) whose tasks share nothing (runs
+/// of output rows or channels, each with its own share of the weights): each thread runs its
+/// own tasks in order, so more of them cost little on an idle machine (4 against 1 on
+/// mobilenet_v2, efficientnet_b0 and resnet50: within 3%, `bench/RESULTS.md`), and a thread
+/// the OS preempts holds a call up by a quarter of its share at most.
+const TASKS_PER_THREAD: usize = 4;
+
+/// Fewest output pixels a task computes in a split whose every task reads all the layer's
+/// weights (runs of pixels): more tasks read the weights again for fewer pixels each
+/// (resnet50's Winograd layers on 14x14 pixels, 4 MB of transformed weights, ran 30-40%
+/// slower on 4 tasks a thread, 24 pixels each, than on 1, 98 each), fewer let a preempted or
+/// slower thread hold the layer up (mobilenet_v2's 1x1 layers on 28x28 to 112x112 pixels
+/// ran slower on one task a thread). A split by output channels, which packs the whole input
+/// per task, keeps one task per thread.
+const WEIGHT_READ_PIXELS: usize = 96;
 
 /// What one depthwise multiply-add costs in [`PARALLEL_MACS`]' units: it reads its own input
 /// value and weight (nothing is reused across output channels), about four GEMM ones
@@ -419,10 +448,21 @@ impl PackedConv2d {
         // Multiply-adds per image, to decide whether splitting pays.
         let macs = out_img.saturating_mul(cin_g * kk);
         let cost = if is_depthwise(g) { macs.saturating_mul(DEPTHWISE_MAC_COST) } else { macs };
-        let parts = if cost >= PARALLEL_MACS { threads.count() } else { 1 };
-        if scratch.parts.len() < parts {
-            scratch.parts.resize_with(parts, PartScratch::default);
-        }
+        // Threads the layer splits over, and how many tasks of at most `units` it cuts a split
+        // into (`per_thread` a thread).
+        let parallel = cost >= PARALLEL_MACS;
+        let parts = if parallel { threads.available() } else { 1 };
+        let tasks = |per_thread: usize, units: usize| match parallel {
+            true => threads.tasks_for(per_thread, units),
+            false => 1,
+        };
+        // Tasks of a split into runs of `units` pixel units (`unit_pixels` each) whose every
+        // task reads all the weights: [`WEIGHT_READ_PIXELS`] pixels a task at least, one task
+        // a thread at least.
+        let reading_tasks = |units: usize, unit_pixels: usize| {
+            let most = (units * unit_pixels / WEIGHT_READ_PIXELS).clamp(1, units.max(1));
+            tasks(TASKS_PER_THREAD, most).max(parts.min(units))
+        };
         for b in 0..batch {
             let x_img = &input[b * in_img..][..in_img];
             let y_img = &mut out[b * out_img..][..out_img];
@@ -438,8 +478,8 @@ impl PackedConv2d {
                 Plan::Depthwise { phases, blocks: Some(blocks), .. }
                     if self.layouts.input == Layout::Nhwc =>
                 {
-                    // Each part takes a run of output rows, every block of them.
-                    let runs = split(self.oh, 1, parts);
+                    // Each task takes a run of output rows, every block of them.
+                    let runs = split(self.oh, 1, tasks(TASKS_PER_THREAD, self.oh));
                     let tasks = with_pieces(runs, y_img, self.ow * g.groups);
                     threads.for_each(tasks, |(rows, y)| {
                         self.depthwise_rows(
@@ -453,10 +493,10 @@ impl PackedConv2d {
                     });
                 }
                 Plan::Depthwise { phases, blocks: Some(blocks), .. } => {
-                    // Each part takes a run of whole blocks.
-                    let runs = split(g.groups, BLOCK, parts);
-                    let tasks = with_pieces(runs, y_img, ohw).zip(&mut scratch.parts);
-                    threads.for_each(tasks, |((chans, y), part)| {
+                    // Each task takes a run of whole blocks.
+                    let runs = split(g.groups, BLOCK, tasks(TASKS_PER_THREAD, g.groups / BLOCK));
+                    let tasks = with_pieces(runs, y_img, ohw);
+                    threads.for_each_with(tasks, &mut scratch.parts, |part, (chans, y)| {
                         for (y, c0) in y.chunks_mut(BLOCK * ohw).zip(chans.step_by(BLOCK)) {
                             let block = Block { conv: self, blocks, spans: &phases.spans, c0 };
                             block.run(x_img, r_img, y, &mut part.row);
@@ -464,10 +504,10 @@ impl PackedConv2d {
                     });
                 }
                 Plan::Depthwise { weight, phases, blocks: None } => {
-                    // Channel planes are independent: each part takes a run of them.
-                    let runs = split(g.groups, 1, parts);
-                    let tasks = with_pieces(runs, y_img, ohw).zip(&mut scratch.parts);
-                    threads.for_each(tasks, |((chans, y), part)| {
+                    // Channel planes are independent: each task takes a run of them.
+                    let runs = split(g.groups, 1, tasks(TASKS_PER_THREAD, g.groups));
+                    let tasks = with_pieces(runs, y_img, ohw);
+                    threads.for_each_with(tasks, &mut scratch.parts, |part, (chans, y)| {
                         for (i, c) in chans.enumerate() {
                             let plane = Plane {
                                 g,
@@ -487,26 +527,29 @@ impl PackedConv2d {
                 Plan::Gemm { groups: packed, pointwise } => {
                     for (a, io) in packed.iter().zip(groups) {
                         let (mr, kdim) = (a.panel_rows(), a.k());
-                        // Splitting the output channels makes every part pack the whole
-                        // input; splitting the pixels makes every part compute into its own
-                        // buffer, copied into place after. Channels split when the input is
-                        // no bigger than the output and each part gets two row panels.
+                        // Splitting the output channels makes every task pack the whole
+                        // input (so there is one task a thread); splitting the pixels makes
+                        // every task compute into its own buffer, copied into place after.
+                        // Channels split when the input is no bigger than the output and each
+                        // thread gets two row panels.
                         if parts > 1 && *pointwise && cout_g >= kdim && cout_g >= 2 * mr * parts {
                             self.split_channels(a, io, parts, scratch, threads)?;
                         } else {
-                            let cols = parts.min(ohw.div_ceil(a.tile_cols()));
+                            let cols = reading_tasks(ohw.div_ceil(a.tile_cols()), a.tile_cols());
                             self.split_pixels(a, *pointwise, io, cols, scratch, threads)?;
                         }
                     }
                 }
                 Plan::PixelRows { weight } => {
-                    // Any row count makes a tile (A is read in place): the parts split the
-                    // pixels evenly, to a row (7x7 pixels: 25 and 24, not 28 and 21).
+                    // Any row count makes a tile (A is read in place): the tasks split the
+                    // pixels evenly, to a row (7x7 pixels on two threads: 25 and 24, not 28
+                    // and 21), each at least a strip of the kernel's tiles.
+                    let strips = ohw.div_ceil(weight.tile_rows());
                     self.pixel_rows(
                         r_img,
                         y_img,
                         1,
-                        parts,
+                        reading_tasks(strips, weight.tile_rows()).max(parts.min(ohw)),
                         &mut scratch.parts,
                         threads,
                         |rows, y, ep, gemm| self.pixels_of(weight, x_img, rows, y, ep, gemm),
@@ -516,27 +559,36 @@ impl PackedConv2d {
                     let x_img = match copy {
                         Some(pad) => {
                             let dims = [g.in_channels, g.in_h, g.in_w];
-                            channels_last(x_img, dims, *pad, &mut scratch.col, parts, threads);
+                            let rows = tasks(TASKS_PER_THREAD, g.in_h);
+                            channels_last(x_img, dims, *pad, &mut scratch.col, rows, threads);
                             &scratch.col[..]
                         }
                         None => x_img,
                     };
                     let (cout, mr) = (g.out_channels, ind.panel_rows());
-                    // `scratch.col` holds the copy: the parts take the rest of the scratch.
-                    let parts_scratch = &mut scratch.parts;
+                    // `scratch.col` holds the copy: the tasks take the rest of the scratch.
+                    let ConvScratch { parts: parts_scratch, apart, .. } = scratch;
                     let col_panels = cout.div_ceil(weight.panel_cols());
                     if parts > 1 && ohw.div_ceil(mr) < 4 * parts && col_panels >= parts {
-                        // Few pixels: each part streams its share of the weights instead of
+                        // Few pixels: each task streams its share of the weights instead of
                         // all of them.
                         let io = (x_img, r_img, y_img);
-                        self.indirect_channels(weight, ind, io, parts, parts_scratch, threads)?;
+                        let n = tasks(TASKS_PER_THREAD, col_panels);
+                        self.indirect_channels(
+                            weight,
+                            ind,
+                            io,
+                            n,
+                            (parts_scratch, apart),
+                            threads,
+                        )?;
                         continue;
                     }
                     self.pixel_rows(
                         r_img,
                         y_img,
                         mr,
-                        parts,
+                        reading_tasks(ohw.div_ceil(mr), mr),
                         parts_scratch,
                         threads,
                         |rows, y, ep, gemm| {
@@ -546,13 +598,15 @@ impl PackedConv2d {
                 }
                 Plan::Winograd(w) => {
                     let bias = self.bias.as_deref();
-                    w.run(x_img, r_img, y_img, bias, self.act, parts, &mut scratch.parts, threads);
+                    // A row of tiles is two rows of output pixels.
+                    let n = reading_tasks(w.tile_rows(), 2 * self.ow);
+                    w.run(x_img, r_img, y_img, bias, self.act, n, &mut scratch.parts, threads);
                     first_error(&mut scratch.parts)?;
                 }
                 Plan::FewPixels { weight } => {
-                    let parts = parts.min(weight.n().div_ceil(weight.panel_cols()));
+                    let n = tasks(TASKS_PER_THREAD, weight.n().div_ceil(weight.panel_cols()));
                     for io in groups {
-                        self.few_pixels(weight, io, parts, scratch, threads)?;
+                        self.few_pixels(weight, io, n, scratch, threads)?;
                     }
                 }
             }
@@ -560,9 +614,9 @@ impl PackedConv2d {
         Ok(())
     }
 
-    /// A product whose rows are the output pixels (an NHWC output `y`), split over `parts`
-    /// threads in runs of whole units of `unit` rows: `product(rows, y, ep, gemm)` computes
-    /// pixels `rows` into `y` (their outputs) with `ep` (the bias per channel, those pixels'
+    /// A product whose rows are the output pixels (an NHWC output `y`), split into `parts`
+    /// tasks of whole units of `unit` rows: `product(rows, y, ep, gemm)` computes pixels
+    /// `rows` into `y` (their outputs) with `ep` (the bias per channel, those pixels'
     /// residual, the activation).
     #[allow(clippy::too_many_arguments)]
     fn pixel_rows(
@@ -571,7 +625,7 @@ impl PackedConv2d {
         y: &mut [f32],
         unit: usize,
         parts: usize,
-        scratch: &mut [PartScratch],
+        scratch: &mut Vec<PartScratch>,
         threads: &Threads,
         product: impl Fn(
                 std::ops::Range<usize>,
@@ -583,45 +637,43 @@ impl PackedConv2d {
     ) -> Result<(), GemmError> {
         let (cout, ohw) = (self.g.out_channels, self.oh * self.ow);
         let runs = split(ohw, unit, parts.min(ohw.div_ceil(unit)));
-        let tasks = with_pieces(runs, y, cout).zip(scratch.iter_mut());
+        let tasks = with_pieces(runs, y, cout);
         let bias = self.bias.as_deref().map_or(Bias::None, Bias::PerCol);
-        threads.for_each(tasks, |((rows, y), part)| {
+        threads.for_each_with(tasks, scratch, |part, (rows, y)| {
             let res = residual.map(|r| &r[rows.start * cout..][..rows.len() * cout]);
             let ep = Epilogue { bias, residual: res, act: self.act };
-            part.result = product(rows, y, &ep, &mut part.gemm);
+            let result = product(rows, y, &ep, &mut part.gemm);
+            part.note(result);
         });
         first_error(scratch)
     }
 
-    /// [`Plan::Indirect`] with the output channels split into `parts` runs of whole panels,
-    /// each part computing every pixel of its channels into its own buffer; the buffers are
-    /// then copied into `y`, adding the residual and applying the activation after it on the
-    /// way (the same operations, in the same order, as the fused epilogue).
+    /// [`Plan::Indirect`] with the output channels split into `parts` tasks of whole panels,
+    /// each computing every pixel of its channels into its own piece of `apart`; the pieces
+    /// are then copied into `y`, adding the residual and applying the activation after it on
+    /// the way (the same operations, in the same order, as the fused epilogue).
     fn indirect_channels(
         &self,
         weight: &PackedB,
         ind: &Indirection,
         (x, res, y): (&[f32], Option<&[f32]>, &mut [f32]),
         parts: usize,
-        scratch: &mut [PartScratch],
+        (scratch, apart): (&mut Vec<PartScratch>, &mut Vec<f32>),
         threads: &Threads,
     ) -> Result<(), GemmError> {
         let (cout, ohw) = (self.g.out_channels, self.oh * self.ow);
         let act = if res.is_some() { Activation::None } else { self.act };
         let runs = || split(cout, weight.panel_cols(), parts);
-        threads.for_each(runs().zip(scratch.iter_mut()), |(cols, part)| {
+        let apart = window(apart, ohw * cout);
+        threads.for_each_with(with_pieces(runs(), apart, ohw), scratch, |part, (cols, out)| {
             let w = cols.len();
-            if part.out.len() < ohw * w {
-                part.out.resize(ohw * w, 0.0);
-            }
             let bias = self.bias.as_deref().map_or(Bias::None, |b| Bias::PerCol(&b[cols.start..]));
             let ep = Epilogue { bias, residual: None, act };
-            let out = &mut part.out[..ohw * w];
-            part.result = gemm_indirect(ind, x, 0..ohw, weight, cols, out, w, &ep, &mut part.gemm);
+            let result = gemm_indirect(ind, x, 0..ohw, weight, cols, out, w, &ep, &mut part.gemm);
+            part.note(result);
         });
         first_error(scratch)?;
-        for (cols, part) in runs().zip(scratch.iter()) {
-            let block = &part.out[..ohw * cols.len()];
+        for (cols, block) in with_pieces(runs(), apart, ohw) {
             place_columns(block, cols, y, cout, res, self.act);
         }
         Ok(())
@@ -735,25 +787,26 @@ impl PackedConv2d {
         let GroupIo { x, res, y, bias } = io;
         let ohw = self.oh * self.ow;
         let runs = split(a.m(), a.panel_rows(), parts);
-        let tasks = with_pieces(runs, y, ohw).zip(&mut scratch.parts);
-        threads.for_each(tasks, |((rows, y), part)| {
+        let tasks = with_pieces(runs, y, ohw);
+        threads.for_each_with(tasks, &mut scratch.parts, |part, (rows, y)| {
             let ep = Epilogue {
                 bias: bias.map_or(Bias::None, |v| Bias::PerRow(&v[rows.clone()])),
                 residual: res.map(|r| &r[rows.start * ohw..rows.end * ohw]),
                 act: self.act,
             };
-            part.result = self.with_source(x, true, |src| {
+            let result = self.with_source(x, true, |src| {
                 gemm_packed_a_rows(a, rows, src, y, ohw, &ep, &mut part.gemm)
             });
+            part.note(result);
         });
         scratch.outcome()
     }
 
-    /// One group's GEMM with its output pixels split into `parts` runs of whole register
-    /// tiles, each part packing its columns of the input and computing them into its own
-    /// buffer; the buffers are then copied into `y`, adding the residual and applying the
+    /// One group's GEMM with its output pixels split into `parts` tasks of whole register
+    /// tiles, each packing its columns of the input and computing them into its own piece of
+    /// the scratch; the pieces are then copied into `y`, adding the residual and applying the
     /// activation after it on the way (the same operations, in the same order, as the fused
-    /// epilogue). One part computes straight into `y`.
+    /// epilogue). One task computes straight into `y`.
     fn split_pixels(
         &self,
         a: &PackedA,
@@ -768,28 +821,26 @@ impl PackedConv2d {
         let bias = bias.map_or(Bias::None, Bias::PerRow);
         if parts <= 1 {
             let ep = Epilogue { bias, residual: res, act: self.act };
-            let gemm = &mut scratch.parts[0].gemm;
+            let gemm = &mut caller_scratch(&mut scratch.parts).gemm;
             return self.with_source(x, pointwise, |src| {
                 gemm_packed_a_rows(a, 0..m, src, y, ohw, &ep, gemm)
             });
         }
         let act = if res.is_some() { Activation::None } else { self.act };
         let ep = Epilogue { bias, residual: None, act };
-        let runs = split(ohw, a.tile_cols(), parts);
-        threads.for_each(runs.zip(&mut scratch.parts), |(cols, part)| {
+        let runs = || split(ohw, a.tile_cols(), parts);
+        let ConvScratch { parts: scratch, apart, .. } = scratch;
+        let apart = window(apart, m * ohw);
+        threads.for_each_with(with_pieces(runs(), apart, m), scratch, |part, (cols, out)| {
             let w = cols.len();
-            if part.out.len() < m * w {
-                part.out.resize(m * w, 0.0);
-            }
-            let out = &mut part.out[..m * w];
-            part.result = self.with_source(x, pointwise, |src| {
+            let result = self.with_source(x, pointwise, |src| {
                 let src = ColumnsOf::new(src, cols)?;
                 gemm_packed_a_rows(a, 0..m, &src, out, w, &ep, &mut part.gemm)
             });
+            part.note(result);
         });
-        scratch.outcome()?;
-        for (cols, part) in split(ohw, a.tile_cols(), parts).zip(&scratch.parts) {
-            let block = &part.out[..m * cols.len()];
+        first_error(scratch)?;
+        for (cols, block) in with_pieces(runs(), apart, m) {
             place_columns(block, cols, y, ohw, res, self.act);
         }
         Ok(())
@@ -821,20 +872,17 @@ impl PackedConv2d {
         // transposing.
         let act = if res.is_some() { Activation::None } else { self.act };
         let runs = split(weight.n(), weight.panel_cols(), parts);
-        let tasks = with_pieces(runs, y, ohw).zip(&mut scratch.parts);
-        threads.for_each(tasks, |((chans, y), part)| {
+        let tasks = with_pieces(runs, y, ohw);
+        threads.for_each_with(tasks, &mut scratch.parts, |part, (chans, y)| {
             let w = chans.len();
-            if part.out.len() < ohw * w {
-                part.out.resize(ohw * w, 0.0);
-            }
-            let product = &mut part.out[..ohw * w];
+            let product = window(&mut part.out, ohw * w);
             let ep = Epilogue {
                 bias: bias.map_or(Bias::None, |b| Bias::PerCol(&b[chans.clone()])),
                 residual: None,
                 act,
             };
             let start = chans.start;
-            part.result = gemm_packed_b_cols(a, weight, chans, product, w, &ep, &mut part.gemm);
+            let result = gemm_packed_b_cols(a, weight, chans, product, w, &ep, &mut part.gemm);
             for (c, row) in y.chunks_exact_mut(ohw).enumerate() {
                 for (p, o) in row.iter_mut().enumerate() {
                     *o = product[p * w + c];
@@ -845,6 +893,7 @@ impl PackedConv2d {
                     }
                 }
             }
+            part.note(result);
         });
         scratch.outcome()
     }
@@ -1497,7 +1546,7 @@ mod tests {
         // gets fewer rows than a register tile.
         let deep_pointwise =
             Conv2dGeometry { in_channels: 320, in_h: 5, in_w: 5, out_channels: 64, ..pointwise };
-        let pools: Vec<Threads> = [1, 2, 3].map(|n| Threads::new(n).unwrap()).into();
+        let pools: Vec<Threads> = [1, 2, 3, 4].map(|n| Threads::new(n).unwrap()).into();
         let nchw = Layouts::default();
         for (g, layouts) in [
             (base, nchw),
@@ -1556,6 +1605,16 @@ mod tests {
                     Some(f) => assert!(*f == bits, "{g:?}: {} threads differ", threads.count()),
                 }
             }
+            // A pool whose workers never get a core: the caller does all the tasks.
+            let held = &pools[2];
+            let _gate = held.hold_workers();
+            let mut out = vec![f32::NAN; n];
+            conv.run(1, &x, Some(&res), &mut out, &mut ConvScratch::default(), held).unwrap();
+            if layouts.output == Layout::Nhwc {
+                out = to_nchw(&out, cout, ohw);
+            }
+            let bits: Vec<u32> = out.iter().map(|v| v.to_bits()).collect();
+            assert!(first.as_ref() == Some(&bits), "{g:?}: held workers change the bits");
         }
     }
 

@@ -5,15 +5,25 @@ use crate::compute::sgemm::{
     gemm_packed_b, gemm_packed_b_cols, need, Activation, Bias, Epilogue, GemmError, GemmScratch,
     MatRef, PackedB,
 };
-use crate::compute::threads::{split, with_pieces, Threads};
+use crate::compute::threads::{caller_scratch, split, with_pieces, Threads};
 
 /// Multiply-adds from which a linear layer splits over threads.
 const PARALLEL_MACS: usize = 1 << 18;
 
-/// Reusable buffers of [`PackedLinear::run`]: one GEMM scratch and outcome per thread.
+/// Tasks per thread of a split layer (runs of whole column panels of the output).
+const TASKS_PER_THREAD: usize = 4;
+
+/// Reusable buffers of [`PackedLinear::run`]: one per thread.
 #[derive(Debug, Default)]
 pub struct LinearScratch {
-    parts: Vec<(GemmScratch, Result<(), GemmError>)>,
+    parts: Vec<Part>,
+}
+
+/// One thread's GEMM scratch, and the first error its tasks met.
+#[derive(Debug, Default)]
+struct Part {
+    gemm: GemmScratch,
+    error: Option<GemmError>,
 }
 
 /// A linear layer `y = act(x * weight^T + bias + residual)` with the weight packed once.
@@ -83,15 +93,15 @@ impl PackedLinear {
         let bias = self.bias.as_deref();
         let macs = m.saturating_mul(k).saturating_mul(n);
         let nr = self.weight.panel_cols();
-        let parts = if m == 1 && macs >= PARALLEL_MACS { threads.count() } else { 1 };
-        let parts = parts.min(n.div_ceil(nr)).max(1);
-        if scratch.parts.len() < parts {
-            scratch.parts.resize_with(parts, || (GemmScratch::default(), Ok(())));
-        }
+        let parts = match m == 1 && macs >= PARALLEL_MACS {
+            true => threads.tasks_for(TASKS_PER_THREAD, n.div_ceil(nr)),
+            false => 1,
+        };
         if parts == 1 {
             let ep =
                 Epilogue { bias: bias.map_or(Bias::None, Bias::PerCol), residual, act: self.act };
-            return gemm_packed_b(a, &self.weight, out, n, &ep, &mut scratch.parts[0].0);
+            let gemm = &mut caller_scratch(&mut scratch.parts).gemm;
+            return gemm_packed_b(a, &self.weight, out, n, &ep, gemm);
         }
         need("linear output", n, out.len())?;
         if let Some(r) = residual {
@@ -99,16 +109,21 @@ impl PackedLinear {
         }
         // One row: each part's output features are a contiguous piece of it.
         let pieces = with_pieces(split(n, nr, parts), &mut out[..n], 1);
-        threads.for_each(pieces.zip(&mut scratch.parts), |((cols, piece), (gemm, result))| {
+        threads.for_each_with(pieces, &mut scratch.parts, |part, (cols, piece)| {
             let ep = Epilogue {
                 bias: bias.map_or(Bias::None, |b| Bias::PerCol(&b[cols.clone()])),
                 residual: residual.map(|r| &r[cols.clone()]),
                 act: self.act,
             };
             let w = cols.len();
-            *result = gemm_packed_b_cols(a, &self.weight, cols, piece, w, &ep, gemm);
+            if let Err(e) = gemm_packed_b_cols(a, &self.weight, cols, piece, w, &ep, &mut part.gemm)
+            {
+                part.error.get_or_insert(e);
+            }
         });
-        scratch.parts.iter_mut().try_for_each(|p| std::mem::replace(&mut p.1, Ok(())))
+        // Every part's error is taken, so none is left for the next call.
+        let errors = scratch.parts.iter_mut().filter_map(|p| p.error.take());
+        errors.reduce(|first, _| first).map_or(Ok(()), Err)
     }
 }
 

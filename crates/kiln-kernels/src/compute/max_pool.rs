@@ -69,6 +69,9 @@ pub struct MaxPool2d {
 /// Output elements from which a pooling splits its planes over threads.
 const PARALLEL_OUTPUTS: usize = 1 << 14;
 
+/// Tasks per thread of a split pooling (runs of planes or output rows).
+const TASKS_PER_THREAD: usize = 4;
+
 impl MaxPool2d {
     /// The pooling, or `None` when PyTorch would reject it: a zero size, stride or
     /// dilation, padding above half the kernel, or a kernel wider than the padded input.
@@ -105,7 +108,10 @@ impl MaxPool2d {
         if x.len() != self.planes * hw || y.len() != self.planes * ohw {
             return Err(GemmError::Invalid("max_pool2d: tensor sizes differ from the geometry"));
         }
-        let parts = if y.len() >= PARALLEL_OUTPUTS { threads.count() } else { 1 };
+        let parts = match y.len() >= PARALLEL_OUTPUTS {
+            true => threads.tasks_for(TASKS_PER_THREAD, self.planes),
+            false => 1,
+        };
         let tasks = with_pieces(split(self.planes, 1, parts), y, ohw);
         threads.for_each(tasks, |(run, y)| {
             let mut rows = vec![0f32; self.h * self.ow];
@@ -134,7 +140,10 @@ impl MaxPool2d {
         }
         let (image, row) = (self.h * self.w * channels, self.ow * channels);
         let rows = self.planes / channels * self.oh;
-        let parts = if y.len() >= PARALLEL_OUTPUTS { threads.count() } else { 1 };
+        let parts = match y.len() >= PARALLEL_OUTPUTS {
+            true => threads.tasks_for(TASKS_PER_THREAD, rows),
+            false => 1,
+        };
         threads.for_each(with_pieces(split(rows, 1, parts), y, row), |(rows, y)| {
             for (r, out) in rows.zip(y.chunks_exact_mut(row)) {
                 self.nhwc_row(channels, &x[r / self.oh * image..][..image], r % self.oh, out);

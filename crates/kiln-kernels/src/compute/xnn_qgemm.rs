@@ -31,6 +31,9 @@ pub(crate) const MR: usize = 8;
 /// Multiply-adds from which a layer splits its work over the threads.
 const PARALLEL_MACS: usize = 1 << 22;
 
+/// Tasks per thread of a split layer (see `compute/conv2d.rs`).
+const TASKS_PER_THREAD: usize = 4;
+
 /// The instruction sets of the loops, in increasing order: each implies the ones before.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Isa {
@@ -77,28 +80,12 @@ pub(crate) fn isas() -> Vec<Isa> {
         .collect()
 }
 
-/// How many parts a layer of `macs` multiply-adds is split into.
-fn parts(threads: &Threads, macs: usize) -> usize {
-    if macs >= PARALLEL_MACS {
-        threads.count()
-    } else {
-        1
-    }
-}
-
-/// Runs `f` on each task: on the threads when there are several tasks, else on the calling
-/// thread alone (a pool's call waits for every worker to have looked at it, which costs a
-/// wake-up of a sleeping worker even for one task).
-fn run_tasks<I>(threads: &Threads, tasks: I, f: impl Fn(I::Item) + Sync)
-where
-    I: IntoIterator,
-    I::Item: Send,
-{
-    let tasks: Vec<I::Item> = tasks.into_iter().collect();
-    if tasks.len() > 1 {
-        threads.for_each(tasks, f);
-    } else {
-        tasks.into_iter().for_each(f);
+/// How many tasks a layer of `macs` multiply-adds over `units` indivisible pieces is split
+/// into.
+fn parts(threads: &Threads, macs: usize, units: usize) -> usize {
+    match macs >= PARALLEL_MACS {
+        true => threads.tasks_for(TASKS_PER_THREAD, units),
+        false => 1,
     }
 }
 
@@ -522,8 +509,9 @@ pub(crate) fn convolution(
     let pixels = g.n * g.oh * g.ow;
     let zp = x_zp as i16;
     let oc = g.o;
-    let tasks = with_pieces(split(pixels, MR, parts(threads, pixels * oc * kg)), out, oc);
-    run_tasks(threads, tasks, |(run, out)| {
+    let parts = parts(threads, pixels * oc * kg, pixels.div_ceil(MR));
+    let tasks = with_pieces(split(pixels, MR, parts), out, oc);
+    threads.for_each(tasks, |(run, out)| {
         let t = ConvTask { isa, g, x, zp, kp, panels, w: &wp, bias, scales, o };
         match isa {
             #[cfg(target_arch = "x86_64")]
@@ -638,8 +626,9 @@ pub(crate) fn depthwise(
     let w16: Vec<i16> = wt.iter().map(|&v| v as i16).collect();
     let pixels = g.n * g.oh * g.ow;
     let taps = g.kh * g.kw;
-    let tasks = with_pieces(split(pixels, 1, parts(threads, pixels * g.o * taps)), out, g.o);
-    run_tasks(threads, tasks, |(run, out)| {
+    let tasks =
+        with_pieces(split(pixels, 1, parts(threads, pixels * g.o * taps, pixels)), out, g.o);
+    threads.for_each(tasks, |(run, out)| {
         let d = DwRun { g, x, zp: x_zp as i16, w: &w16, bias, scales, o };
         match isa {
             #[cfg(target_arch = "x86_64")]
@@ -751,8 +740,8 @@ pub(crate) fn dot_rows(
     if acc.is_empty() {
         return;
     }
-    let tasks = with_pieces(split(n, 1, parts(threads, m * n * k)), acc, m * nb);
-    run_tasks(threads, tasks, |(cols, acc)| {
+    let tasks = with_pieces(split(n, 1, parts(threads, m * n * k, n)), acc, m * nb);
+    threads.for_each(tasks, |(cols, acc)| {
         let d = Dots { a, m, k, seg, w: &w[cols.start * k..cols.end * k] };
         match isa {
             #[cfg(target_arch = "x86_64")]
@@ -889,7 +878,7 @@ impl PanelGemm<'_> {
         };
         assert!(scales_fit);
         let finish = |j: usize, v: f32| clamp_f32(v + bias.map_or(0.0, |b| b[j]), lo, hi);
-        let parts = parts(threads, m * n * kp);
+        let parts = parts(threads, m * n * kp, panels);
         if parts == 1 {
             self.run(isa, 0..panels, |p, r, sums| {
                 let row = &mut out[r * n + p * PANEL..][..sums.len()];
@@ -901,7 +890,7 @@ impl PanelGemm<'_> {
         }
         let mut tmp = vec![0f32; panels * m * PANEL];
         let tasks = with_pieces(split(panels, 1, parts), &mut tmp, m * PANEL);
-        run_tasks(threads, tasks, |(run, block)| {
+        threads.for_each(tasks, |(run, block)| {
             let first = run.start;
             self.run(isa, run, |p, r, sums| {
                 block[((p - first) * m + r) * PANEL..][..sums.len()].copy_from_slice(sums);

@@ -210,7 +210,10 @@ fn max_pool_f32(
     let (k, s, p, d) = (w.k, w.s, w.p, w.d);
     let (planes, ohw) = (g.n * g.c, w.oh * w.ow);
     let compares = (planes * ohw).saturating_mul(k[0] * k[1]);
-    let parts = if compares >= PARALLEL_COMPARES { threads.count() } else { 1 };
+    let parts = match compares >= PARALLEL_COMPARES {
+        true => threads.tasks_for(TASKS_PER_THREAD, planes),
+        false => 1,
+    };
     // Each part takes a run of planes and their pieces of both outputs.
     let (o, ix) = (&mut o[..planes * ohw], &mut ix[..planes * ohw]);
     let tasks = split(planes, 1, parts).scan((o, ix), |(o, ix), run| {
@@ -338,6 +341,9 @@ impl WindowMax {
 
 /// Window comparisons from which [`max_pool_f32`] splits over threads.
 const PARALLEL_COMPARES: usize = 1 << 16;
+
+/// Tasks per thread of a split pooling (runs of planes).
+const TASKS_PER_THREAD: usize = 4;
 
 fn avg_pool(
     ctx: &KernelContext,

@@ -87,9 +87,10 @@ impl PointwiseDepthwise {
 
     /// Runs the pair: `input` is `[batch, Cin, H, W]` in the pointwise convolution's input
     /// layout, `out` `[batch, C, OH, OW]` channels-last, `residual` (if any) laid out as
-    /// `out` and added before the depthwise activation. The output rows are split over
-    /// `threads`, each part computing the expanded rows its output rows read (those at the
-    /// border of two parts twice); the same bits for any thread count, and as
+    /// `out` and added before the depthwise activation. The output rows are split into tasks
+    /// over `threads`, each computing the expanded rows its output rows read; a thread that
+    /// goes on to the next run of rows keeps the ones both read, so only rows at the border
+    /// of two threads' work are computed twice. The same bits for any thread count, and as
     /// [`PackedConv2d::run`] of one then the other. An error (nothing written) when a slice is
     /// short or a size overflows.
     pub fn run(
@@ -106,18 +107,18 @@ impl PointwiseDepthwise {
         let in_img = pw.g.in_channels * pw.g.in_h * pw.g.in_w;
         let out_img = dw.g.out_channels * dw.oh * dw.ow;
         check_images(batch, [in_img, out_img], input, residual, out)?;
-        let parts = threads.count().min(dw.oh).max(1);
-        if scratch.parts.len() < parts {
-            scratch.parts.resize_with(parts, PartScratch::default);
-        }
+        let parts = threads.tasks_for(super::TASKS_PER_THREAD, dw.oh);
         let row = dw.ow * dw.g.out_channels;
         for b in 0..batch {
             let x = &input[b * in_img..][..in_img];
             let y = &mut out[b * out_img..][..out_img];
             let r = residual.map(|r| &r[b * out_img..][..out_img]);
-            let tasks = with_pieces(split(dw.oh, 1, parts), y, row).zip(&mut scratch.parts);
-            threads.for_each(tasks, |((rows, y), part)| {
-                part.result = self.rows(x, r, rows, y, part);
+            let tasks = with_pieces(split(dw.oh, 1, parts), y, row);
+            // What a thread held was another image's.
+            scratch.parts.iter_mut().for_each(|p| p.held = 0..0);
+            threads.for_each_with(tasks, &mut scratch.parts, |part, (rows, y)| {
+                let result = self.rows(x, r, rows, y, part);
+                part.note(result);
             });
             first_error(&mut scratch.parts)?;
         }
@@ -125,7 +126,8 @@ impl PointwiseDepthwise {
     }
 
     /// Output rows `rows` of one image into `y` (those rows), a few at a time: the expanded
-    /// rows they read computed into the part's buffer, the ones the next rows read again kept.
+    /// rows they read computed into the thread's buffer, the ones the next rows read again
+    /// kept (also from the thread's previous task of the image, and for its next).
     fn rows(
         &self,
         x: &[f32],
@@ -146,11 +148,12 @@ impl PointwiseDepthwise {
         let reach = (dw.g.kh - 1) * dw.g.dilation[0] + 1;
         let fit = (self.buffer_bytes / 4 / row_len).saturating_sub(reach) / dw.g.stride[0] + 1;
         let step = fit.clamp(1, rows.len().max(1));
-        let capacity = (step - 1) * dw.g.stride[0] + reach;
-        let PartScratch { gemm, out: buffer, spans, .. } = part;
+        // The same window for every task, so that what one leaves held stays in place.
+        let capacity = (fit.max(1) - 1) * dw.g.stride[0] + reach;
+        let PartScratch { gemm, out: buffer, spans, held: left, .. } = part;
         let buffer = aligned_window(buffer, capacity * row_len);
         // Input rows held in `buffer`, from its start.
-        let mut held = 0..0;
+        let mut held = std::mem::take(left);
         let out_row = dw.ow * c;
         for oy0 in rows.clone().step_by(step) {
             let oy1 = (oy0 + step).min(rows.end);
@@ -175,6 +178,7 @@ impl PointwiseDepthwise {
             let held_rows = &buffer[..(hi - lo) * row_len];
             dw.depthwise_rows(blocks, spans, held_rows, residual, oy0, y);
         }
+        *left = held;
         Ok(())
     }
 }
@@ -242,12 +246,15 @@ mod tests {
             // From one output row per step to all of them.
             let buffer_bytes = rng.usize(0..2 * c * h * w * 4);
             let pair = PointwiseDepthwise { pointwise: pw, depthwise: dw, buffer_bytes };
-            for n in 1..4 {
+            // The last: three threads whose workers never get a core, so the caller runs
+            // every task one after the other, keeping the rows each leaves to the next.
+            for (n, held) in [(1, false), (2, false), (3, false), (4, false), (3, true)] {
                 let threads = Threads::new(n).unwrap();
+                let _gate = held.then(|| threads.hold_workers());
                 let mut got = vec![f32::NAN; want.len()];
                 pair.run(batch, &x, res, &mut got, &mut scratch, &threads).unwrap();
                 let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-                assert_eq!(bits(&got), bits(&want), "{pw_g:?} {dw_g:?} {n} threads");
+                assert_eq!(bits(&got), bits(&want), "{pw_g:?} {dw_g:?} {n} threads {held}");
             }
             fused += 1;
         }

@@ -147,8 +147,13 @@ impl Winograd {
         })
     }
 
+    /// Rows of output tiles (each two output rows).
+    pub(super) fn tile_rows(&self) -> usize {
+        self.tiles_h
+    }
+
     /// One image: `x` `[H, W, Cin]`, `y` and the residual `[OH, OW, Cout]`; the blocks split
-    /// over `parts` threads in runs of whole blocks, each part on its own scratch.
+    /// into `parts` tasks of whole blocks, each thread on its own scratch.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn run(
         &self,
@@ -158,12 +163,12 @@ impl Winograd {
         bias: Option<&[f32]>,
         act: Activation,
         parts: usize,
-        scratch: &mut [PartScratch],
+        scratch: &mut Vec<PartScratch>,
         threads: &Threads,
     ) {
-        // Smaller blocks when there are too few for the parts (every part gets one at least;
+        // Smaller blocks when there are too few for the tasks (every task gets one at least;
         // the bits do not depend on the blocks).
-        let parts = parts.clamp(1, scratch.len().max(1));
+        let parts = parts.max(1);
         let block_rows = self.block_rows.min(self.tiles_h.div_ceil(parts));
         let blocks = self.tiles_h.div_ceil(block_rows);
         let row = self.ow * self.cout;
@@ -174,13 +179,13 @@ impl Winograd {
             *rest = tail;
             Some((r, piece))
         });
-        threads.for_each(runs.zip(scratch.iter_mut()), |((blocks, y), part)| {
+        threads.for_each_with(runs, scratch, |part, (blocks, y)| {
             let y0 = blocks.start * block_rows * 2;
             for b in blocks {
                 let ty = b * block_rows..((b + 1) * block_rows).min(self.tiles_h);
-                if let Err(e) = self.block(x, residual, y, y0, ty, bias, act, part) {
-                    part.result = Err(e);
-                    return;
+                let result = self.block(x, residual, y, y0, ty, bias, act, part);
+                if result.is_err() {
+                    return part.note(result);
                 }
             }
         });

@@ -176,6 +176,11 @@ impl PackedB {
         self.kernel.nr
     }
 
+    /// Rows of the register tile its kernel computes (of the left operand).
+    pub fn tile_rows(&self) -> usize {
+        self.kernel.mr
+    }
+
     /// An error unless `cols` is a range of its columns starting on a panel.
     fn check_cols(&self, cols: &std::ops::Range<usize>) -> Result<(), GemmError> {
         if cols.start > cols.end || cols.end > self.n || !cols.start.is_multiple_of(self.kernel.nr)

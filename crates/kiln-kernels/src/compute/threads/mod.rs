@@ -1,0 +1,288 @@
+//! The worker threads a method's kernels split their work over: one persistent pool (shared
+//! by the methods given the same [`Threads`]), or none.
+//!
+//! # How a call runs
+//! [`Threads::for_each`] deals a call's tasks out as contiguous ranges, one per thread taking
+//! part: the calling thread first, then the workers. Each thread runs its own range front to
+//! back, so on an idle machine a layer split like the one before it finds its part of the
+//! input in the cache of the core that wrote it. A thread whose range is done takes tasks
+//! from the back of the others' ranges, one at a time (a claim is one compare-and-swap on the
+//! range's word). The caller waits only for tasks another thread has claimed and not yet
+//! finished: a worker the OS has not scheduled yet claims nothing, so its range is done by the
+//! caller, and when it arrives after the call it finds nothing left and touches nothing of it.
+//! A call thus costs at most the caller's own work plus the rest of one task a preempted
+//! worker holds; kernels cut their work into a few tasks per thread ([`Threads::tasks_for`]).
+//!
+//! # Waiting
+//! Idle workers spin for [`SPIN`] after a call, then sleep until the next (a new pool's
+//! workers sleep until the first call): the layers of a network arrive tens of microseconds
+//! apart, and waking a sleeping thread costs about as much (a shorter spin made
+//! efficientnet_b0 14% slower on the 2-core development machine, `bench/RESULTS.md`). A caller
+//! left waiting for a claimed task spins for [`WAIT_SPIN`], then parks, so that a preempted
+//! worker sharing its core can run.
+//!
+//! # A busy machine
+//! A worker is only worth its core when the core is free. Where other processes keep every
+//! core busy, a spinning worker takes a share of a core from the caller (or from the process
+//! beside it, which the OS then moves onto the caller's core), and a worker preempted in the
+//! middle of a task holds the call up. So:
+//! - the caller measures how long it waits for a core (Linux's run delay, per window of
+//!   calls); when the cores are taken, its calls run on it alone for a while and the workers
+//!   sleep;
+//! - a worker that waits as long for its core stays out of calls for a while;
+//!
+//! each time, from [`MIN_BACK_OFF`], twice as long while that is found again on return, up
+//! to [`MAX_BACK_OFF`] (`contention.rs`). Meanwhile [`Threads::available`] is 1, so kernels
+//! take their one-thread paths. On an idle machine neither happens.
+//!
+//! # Concurrent callers
+//! Methods run on several threads share a pool. Each execute is a run the pool lets in
+//! ([`Threads::admit`]): up to as many runs at once as the pool has threads; a caller beyond
+//! that waits for a run to end (rather than share the cores in time slices, each starting from
+//! caches another run filled). While more than one run is in, each runs its calls on its
+//! caller alone (workers would only take cores from the other runs), so callers up to the
+//! thread count each get a core. A pool also serves one call at a time: a call that finds it
+//! serving another (calls made outside runs) runs on its calling thread alone instead of
+//! waiting.
+//!
+//! Kernels split only independent outputs (row blocks of a GEMM's output channels, pixel
+//! ranges, channel planes of a depthwise convolution), never a sum, and every output element
+//! is computed by the same code whatever the split: results are bit-identical for every
+//! thread count, and whichever thread runs a task.
+
+mod contention;
+mod pool;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use pool::Pool;
+
+/// Most threads a [`Threads`] may have.
+pub const MAX_THREADS: usize = 256;
+
+/// How long an idle worker spins after a call before it sleeps.
+pub const SPIN: Duration = Duration::from_millis(2);
+
+/// How long a caller with nothing left to claim spins on the tasks other threads hold before
+/// it parks.
+pub const WAIT_SPIN: Duration = Duration::from_micros(50);
+
+/// How long calls run without a worker the first time it is found not to have a core of
+/// its own.
+const MIN_BACK_OFF: Duration = Duration::from_millis(10);
+
+/// The longest calls run without a worker at once: how soon kiln uses a core that has
+/// become free again.
+const MAX_BACK_OFF: Duration = Duration::from_millis(320);
+
+/// A pool of worker threads, or none (everything runs on the calling thread).
+#[derive(Clone, Debug, Default)]
+pub struct Threads {
+    pool: Option<Arc<Pool>>,
+}
+
+/// Why the worker threads could not be started.
+#[derive(Debug, thiserror::Error)]
+#[error("starting {threads} worker threads: {reason}")]
+pub struct ThreadsError {
+    /// Threads asked for.
+    pub threads: usize,
+    /// What the system said.
+    pub reason: String,
+}
+
+/// Most worker spans kept while recording; later ones are counted, not kept.
+pub const MAX_SPANS: usize = 1 << 20;
+
+/// A stretch of time a worker spent on tasks of one call (see [`Threads::record_spans`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WorkerSpan {
+    /// The worker, `0..count() - 1` (the calling thread is not a worker).
+    pub worker: usize,
+    /// When it claimed its first task of the call.
+    pub start: Instant,
+    /// When it finished its last.
+    pub end: Instant,
+}
+
+impl Threads {
+    /// `n` threads in all (the caller and `n - 1` workers); 0 or 1 means no pool. An error
+    /// when `n` exceeds [`MAX_THREADS`] or the system refuses the threads.
+    pub fn new(n: usize) -> Result<Threads, ThreadsError> {
+        if n <= 1 {
+            return Ok(Threads::default());
+        }
+        if n > MAX_THREADS {
+            return Err(ThreadsError { threads: n, reason: format!("at most {MAX_THREADS}") });
+        }
+        let pool =
+            Pool::start(n).map_err(|e| ThreadsError { threads: n, reason: e.to_string() })?;
+        Ok(Threads { pool: Some(Arc::new(pool)) })
+    }
+
+    /// Threads that work, the caller included: 1 without a pool.
+    pub fn count(&self) -> usize {
+        self.pool.as_ref().map_or(1, |p| p.workers() + 1)
+    }
+
+    /// Threads a split can use now: [`Threads::count`], or 1 while the pool serves another
+    /// caller's call or runs its calls on the caller alone because other work holds the
+    /// cores (see the module documentation). Kernels size their splits by it, so that a call
+    /// the caller will run alone takes the one-thread path (a split run on one thread costs
+    /// more than no split).
+    pub fn available(&self) -> usize {
+        match &self.pool {
+            Some(p) if p.open() => self.count(),
+            _ => 1,
+        }
+    }
+
+    /// Lets a run of calls (one execute of a method) in, waiting while as many runs as
+    /// [`Threads::count`] are in; the run lasts until the guard goes. A thread already in a
+    /// run is let in again at once. While more than one run is in, each runs its calls on its
+    /// caller alone: callers up to the thread count each get a core, and callers beyond it
+    /// wait for one instead of sharing the cores in time slices (each of which would start
+    /// from caches the others filled). Without a pool every run is let in.
+    pub fn admit(&self) -> Admission<'_> {
+        let pool = self.pool.as_deref().filter(|_| !IN_RUN.get());
+        if let Some(pool) = pool {
+            pool.admit();
+            IN_RUN.set(true);
+        }
+        Admission(pool)
+    }
+
+    /// How many tasks to cut a split into: `per_thread` for each thread
+    /// [`available`](Threads::available) (at least one each), at most `units` (the
+    /// indivisible pieces there are); 1 when one thread is available. Kernels pick
+    /// `per_thread` from what a task costs them: more tasks bound the wait for a preempted
+    /// thread, fewer keep each task's fixed cost (packing, halos) small.
+    pub fn tasks_for(&self, per_thread: usize, units: usize) -> usize {
+        match self.available() {
+            1 => 1,
+            n => n.saturating_mul(per_thread.max(1)).min(units).max(1),
+        }
+    }
+
+    /// Keeps every worker from claiming tasks until the guard goes, as if the OS never
+    /// scheduled them.
+    #[cfg(test)]
+    pub(crate) fn hold_workers(&self) -> Option<std::sync::MutexGuard<'_, ()>> {
+        self.pool.as_ref().map(|p| p.hold_workers())
+    }
+
+    /// Turns the recording of worker spans on or off; what was recorded stays until
+    /// [`Threads::take_spans`] takes it. While on, each worker notes when it took part in a
+    /// call ([`WorkerSpan`]); without a pool there is nothing to record.
+    pub fn record_spans(&self, on: bool) {
+        if let Some(pool) = &self.pool {
+            pool.record_spans(on);
+        }
+    }
+
+    /// The worker spans recorded so far (taken: the record starts again empty), and how many
+    /// past [`MAX_SPANS`] were not kept.
+    pub fn take_spans(&self) -> (Vec<WorkerSpan>, u64) {
+        self.pool.as_ref().map_or((Vec::new(), 0), |p| p.take_spans())
+    }
+
+    /// Runs `f` on every task and returns when all are done. The calling thread starts with
+    /// the first task and the first run of tasks; each worker starts with the next run; which
+    /// thread runs a task varies with how fast each gets to it. A panic in `f` is raised again
+    /// on the calling thread once every thread has stopped. `f` must not call `for_each` on
+    /// the same pool (that call would run on its calling thread alone).
+    pub fn for_each<I>(&self, tasks: I, f: impl Fn(I::Item) + Sync)
+    where
+        I: IntoIterator,
+        I::Item: Send,
+    {
+        let mut none = Vec::<()>::new();
+        self.for_each_with(tasks, &mut none, |(), t| f(t));
+    }
+
+    /// [`Threads::for_each`] with a scratch value per thread: `f` gets the scratch of the
+    /// thread running it (`scratch` grows to [`Threads::count`] values, made by `Default`,
+    /// and keeps them for the next call; a call run on the caller alone uses the first).
+    pub fn for_each_with<I, S>(
+        &self,
+        tasks: I,
+        scratch: &mut Vec<S>,
+        f: impl Fn(&mut S, I::Item) + Sync,
+    ) where
+        I: IntoIterator,
+        I::Item: Send,
+        S: Default + Send,
+    {
+        if scratch.len() < self.count() {
+            scratch.resize_with(self.count(), S::default);
+        }
+        match &self.pool {
+            Some(pool) => pool.run(tasks.into_iter(), scratch, f),
+            None => {
+                let s = &mut scratch[0];
+                tasks.into_iter().for_each(|t| f(s, t));
+            }
+        }
+    }
+}
+
+thread_local! {
+    /// Whether the thread is in a run [`Threads::admit`] let in.
+    static IN_RUN: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// A run let in by [`Threads::admit`], until it is dropped.
+#[must_use = "the run ends when the admission is dropped"]
+#[derive(Debug)]
+pub struct Admission<'a>(Option<&'a Pool>);
+
+impl Drop for Admission<'_> {
+    fn drop(&mut self) {
+        if let Some(pool) = self.0 {
+            IN_RUN.set(false);
+            pool.leave();
+        }
+    }
+}
+
+/// The calling thread's element of a per-thread scratch (made when there is none yet): what
+/// a layer run on the calling thread alone uses.
+pub fn caller_scratch<S: Default>(scratch: &mut Vec<S>) -> &mut S {
+    if scratch.is_empty() {
+        scratch.push(S::default());
+    }
+    &mut scratch[0]
+}
+
+/// `len` items split into at most `parts` contiguous runs of whole `unit`s (the last run
+/// takes the remainder), as even as the units allow; no empty runs.
+pub fn split(
+    len: usize,
+    unit: usize,
+    parts: usize,
+) -> impl Iterator<Item = std::ops::Range<usize>> {
+    let units = len.div_ceil(unit.max(1));
+    let parts = parts.clamp(1, units.max(1));
+    (0..parts).filter_map(move |p| {
+        let (lo, hi) = (p * units / parts, (p + 1) * units / parts);
+        let range = (lo * unit).min(len)..(hi * unit).min(len);
+        (!range.is_empty()).then_some(range)
+    })
+}
+
+/// Pairs each run of `runs` (consecutive from 0, as [`split`] gives them) with its piece of
+/// `slice`: `unit` values per item of the run.
+pub fn with_pieces<T>(
+    runs: impl Iterator<Item = std::ops::Range<usize>>,
+    slice: &mut [T],
+    unit: usize,
+) -> impl Iterator<Item = (std::ops::Range<usize>, &mut [T])> {
+    runs.scan(slice, move |rest, r| {
+        let (piece, tail) = std::mem::take(rest).split_at_mut(r.len() * unit);
+        *rest = tail;
+        Some((r, piece))
+    })
+}
