@@ -20,7 +20,7 @@ use kiln_kernels::arena::{check_regions, split_regions, Access, Borrowed, Region
 use kiln_kernels::{Capacity, DType, KernelContext, OutKind};
 
 use crate::arena::Arena;
-use crate::compile::PreparedKernel;
+use crate::compile::{PreparedKernel, StepScratch};
 use crate::data::NamedDataSource;
 use crate::method::{Call, Line, Role};
 use crate::value::{Storage, Val};
@@ -46,6 +46,8 @@ enum Place {
     Buffer,
     /// A constant in the program file.
     File(Range<usize>),
+    /// A constant made at load, in the method's constant buffer `buf`.
+    Const { buf: usize, range: Range<usize> },
     /// A constant in external data source `source`.
     Ext { source: usize, range: Range<usize> },
 }
@@ -68,11 +70,13 @@ pub(crate) struct Binding {
 /// The binding of prepared call `call`, when every tensor it reads or writes is a float32
 /// tensor of static dense shape, aligned for `f32`, planned in `buffers` (or, for reads, a
 /// constant), and no written region overlaps another region of the call; `None` otherwise
-/// (the step then runs through the general path, which reports any error).
+/// (the step then runs through the general path, which reports any error). Every execution
+/// state of the method has buffers of the same sizes, so the binding holds for each.
 pub(crate) fn bind(
     call: &Call,
     values: &[Val],
     buffers: &[Arena],
+    constants: &[Arena],
     file: &[u8],
     sources: &[Arc<dyn NamedDataSource>],
 ) -> Option<Box<Binding>> {
@@ -115,6 +119,14 @@ pub(crate) fn bind(
                     return None;
                 }
                 reads.push(Place::File(range));
+            }
+            (Storage::Const { buf, offset }, Access::Read) => {
+                let range = offset..offset.checked_add(len)?;
+                let bytes: &[u8] = bytemuck::cast_slice(constants.get(buf as usize)?.as_slice());
+                if !aligned(bytes.get(range.clone())?) {
+                    return None;
+                }
+                reads.push(Place::Const { buf: buf as usize, range });
             }
             (Storage::Ext { source, offset }, Access::Read) => {
                 let source = source as usize;
@@ -164,15 +176,24 @@ pub(crate) enum BoundError {
     Memory(String),
 }
 
-/// Runs `kernel` on the tensors of binding `b`.
+/// Where a bound step's constants are: the program file, the method's constants made at load
+/// and the external data sources.
+pub(crate) struct Constants<'a> {
+    pub file: &'a [u8],
+    pub made: &'a [Arena],
+    pub sources: &'a [Arc<dyn NamedDataSource>],
+}
+
+/// Runs `kernel` (with its `scratch`) on the tensors of binding `b`.
 pub(crate) fn run(
     b: &Binding,
-    kernel: &mut dyn PreparedKernel,
+    kernel: &dyn PreparedKernel,
+    scratch: &mut StepScratch,
     ctx: &mut KernelContext,
     buffers: &mut [Arena],
-    file: &[u8],
-    sources: &[Arc<dyn NamedDataSource>],
+    constants: &Constants<'_>,
 ) -> Result<(), BoundError> {
+    let Constants { file, made, sources } = *constants;
     let memory = |what: &str| BoundError::Memory(what.to_string());
     let mut borrowed: [Option<Borrowed<'_>>; 2 * MAX_TENSORS] = Default::default();
     let mut rest: &mut [Arena] = buffers;
@@ -203,6 +224,10 @@ pub(crate) fn run(
         *slot = match place {
             Place::Buffer => continue,
             Place::File(r) => f32s(file.get(r.clone())),
+            Place::Const { buf, range } => {
+                let bytes = made.get(*buf).map(|a| bytemuck::cast_slice::<Line, u8>(a.as_slice()));
+                f32s(bytes.and_then(|b| b.get(range.clone())))
+            }
             Place::Ext { source, range } => {
                 f32s(sources.get(*source).and_then(|s| s.bytes().get(range.clone())))
             }
@@ -223,7 +248,7 @@ pub(crate) fn run(
         }
     }
     kernel
-        .run_bound(ctx, &reads[..b.reads.len()], &mut writes[..b.writes])
+        .run_bound(scratch, ctx, &reads[..b.reads.len()], &mut writes[..b.writes])
         .map_err(BoundError::Kernel)
 }
 
@@ -255,9 +280,12 @@ mod tests {
         for name in ["lstm.pte", "gru.pte", "resnet_stem.pte", "mobilenet_v2_portable.pte"] {
             let program = fixture(name);
             let mut bound = program.method("forward").unwrap();
-            let mut general = program.method("forward").unwrap();
+            // Loaded apart, so that it does not share the steps it changes.
+            let plan = program.plan("forward").unwrap();
+            let mut general = crate::method::Method::load(program.clone(), plan).unwrap();
             let mut count = 0;
-            for step in general.fixed.chains.iter_mut().flatten() {
+            let fixed = Arc::get_mut(&mut general.fixed).expect("one state");
+            for step in fixed.chains.iter_mut().flatten() {
                 if let Step::Call(call) = step {
                     count += usize::from(call.bound.take().is_some());
                 }
@@ -301,7 +329,7 @@ mod tests {
             bound: None,
         };
         let buffers = vec![Arena::zeroed(1).unwrap()];
-        let bind_with = |values: &[Val]| bind(&call, values, &buffers, &[], &[]);
+        let bind_with = |values: &[Val]| bind(&call, values, &buffers, &[], &[], &[]);
         assert!(bind_with(&[slot(0, Capacity::Static), slot(16, Capacity::Static)]).is_some());
         assert!(bind_with(&[slot(0, Capacity::Static), slot(8, Capacity::Static)]).is_none());
         assert!(bind_with(&[slot(0, Capacity::Bound(4)), slot(16, Capacity::Static)]).is_none());

@@ -11,7 +11,7 @@ use kiln_kernels::arena::{split_regions, Access, Borrowed, Region};
 use kiln_kernels::{Arg, Capacity, OutKind, Scalar, Shape, TensorMut, TensorRef, ViewOut};
 
 use crate::arena::Arena;
-use crate::bound::BoundError;
+use crate::bound::{BoundError, Constants};
 use crate::error::{describe_tensor, Error, Result};
 use crate::io::{Input, Output, OutputTensor};
 use crate::method::{Call, Callee, Compiled, Line, Method, Role, State, Step};
@@ -130,6 +130,10 @@ impl Method {
 
     /// Runs the method on `inputs`; read the results with [`Method::output`].
     pub fn run(&mut self, inputs: &[Input<'_>]) -> Result<()> {
+        // One run of the pool's calls: waits while as many runs as the pool has threads go
+        // on (other states of this or another method, on other threads).
+        let threads = self.state.ctx.threads.clone();
+        let _run = threads.admit();
         // Every run starts from the loaded value table (shapes, moved handles, sym ints): only
         // the values a run can change are reset.
         for &v in self.fixed.resets.iter() {
@@ -230,6 +234,10 @@ impl Method {
             }
             Storage::File { offset } => {
                 self.fixed.program.inner.file.bytes().get(offset..offset.checked_add(n)?)
+            }
+            Storage::Const { buf, offset } => {
+                bytes_of(self.fixed.constants.get(buf as usize)?.as_slice())
+                    .get(offset..offset.checked_add(n)?)
             }
             Storage::Ext { source, offset } => self
                 .fixed
@@ -400,8 +408,8 @@ impl Method {
     /// Runs the call at instruction `pc` of chain `c`.
     fn call(&mut self, c: usize, pc: usize) -> Result<()> {
         let Method { fixed, state } = self;
-        let Compiled { program, plan, chains, .. } = fixed;
-        let State { buffers, values, delegates, prepared, ctx, scratch, .. } = state;
+        let Compiled { program, plan, chains, prepared, constants, .. } = &**fixed;
+        let State { buffers, values, delegates, scratches, ctx, scratch, .. } = state;
         let Some(Step::Call(call)) = chains.get(c).and_then(|ch| ch.get(pc)) else { return Ok(()) };
         let instruction = call.instruction as usize;
         let fail = |reason: String| Error::Execution {
@@ -410,13 +418,16 @@ impl Method {
             op: call.name.to_string(),
             reason,
         };
-        let file = program.inner.file.bytes();
-        let sources = &program.inner.sources;
+        let constants = Constants {
+            file: program.inner.file.bytes(),
+            made: constants,
+            sources: &program.inner.sources,
+        };
         if let (Some(b), Callee::Prepared(p)) = (&call.bound, &call.callee) {
-            let Some(kernel) = prepared.get_mut(*p) else {
+            let (Some(kernel), Some(step)) = (prepared.get(*p), scratches.get_mut(*p)) else {
                 return Err(fail(format!("prepared kernel {p} does not exist")));
             };
-            return crate::bound::run(b, kernel.as_mut(), ctx, buffers, file, sources).map_err(
+            return crate::bound::run(b, kernel.as_ref(), step, ctx, buffers, &constants).map_err(
                 |e| match e {
                     BoundError::Kernel(source) => Error::Kernel {
                         method: plan.name.clone(),
@@ -429,8 +440,8 @@ impl Method {
             );
         }
         collect_uses(call, values, scratch).map_err(&fail)?;
-        let result =
-            invoke(call, values, buffers, file, sources, scratch, ctx, delegates, prepared);
+        let kernels = Kernels { delegates, prepared, scratches };
+        let result = invoke(call, values, buffers, &constants, scratch, ctx, kernels);
         match result {
             Ok(()) => {}
             Err(CallError::Kernel(source)) => {
@@ -575,21 +586,27 @@ fn collect_uses(call: &Call, values: &[Val], s: &mut Scratch) -> std::result::Re
     Ok(())
 }
 
+/// What a call may invoke besides a registered kernel: the state's delegate handles, and the
+/// method's prepared kernels with the state's scratch for each.
+struct Kernels<'a> {
+    delegates: &'a mut [Option<Box<dyn crate::delegate::DelegateHandle>>],
+    prepared: &'a [Box<dyn crate::compile::PreparedKernel>],
+    scratches: &'a mut [crate::compile::StepScratch],
+}
+
 /// Borrows the call's tensors, builds the argument and out lists, calls the kernel or
 /// delegate, and records shapes and scalars to write back.
-#[allow(clippy::too_many_arguments)]
 fn invoke(
     call: &Call,
     values: &[Val],
     buffers: &mut [Arena],
-    file: &[u8],
-    sources: &[std::sync::Arc<dyn crate::data::NamedDataSource>],
+    constants: &Constants<'_>,
     s: &mut Scratch,
     ctx: &mut kiln_kernels::KernelContext,
-    delegates: &mut [Option<Box<dyn crate::delegate::DelegateHandle>>],
-    prepared: &mut [Box<dyn crate::compile::PreparedKernel>],
+    kernels: Kernels<'_>,
 ) -> std::result::Result<(), CallError> {
     let other = CallError::Other;
+    let Constants { file, made, sources } = *constants;
     // Split each touched buffer into the call's regions.
     let mut borrowed: Vec<Option<Borrowed<'_>>> = relife(std::mem::take(&mut s.borrowed));
     borrowed.resize_with(s.regions.len(), || None);
@@ -637,6 +654,14 @@ fn invoke(
                             other(format!("constant values[{}] is outside the file", u.value))
                         })?
                     }
+                    (None, Storage::Const { buf, offset }) => made
+                        .get(buf as usize)
+                        .and_then(|a| {
+                            bytes_of(a.as_slice()).get(offset..offset.saturating_add(t.nbytes()))
+                        })
+                        .ok_or_else(|| {
+                            other(format!("constant values[{}] is outside its data", u.value))
+                        })?,
                     (None, Storage::Ext { source, offset }) => sources
                         .get(source as usize)
                         .and_then(|src| src.bytes().get(offset..offset.saturating_add(t.nbytes())))
@@ -796,11 +821,13 @@ fn invoke(
             ctx.op = def.name;
             (def.run)(ctx, &args, &mut outs).map_err(|e| CallError::Kernel(Box::new(e)))
         }
-        Callee::Prepared(p) => match prepared.get_mut(p) {
-            Some(k) => k.run(ctx, &args, &mut outs).map_err(|e| CallError::Kernel(Box::new(e))),
-            None => Err(other(format!("prepared kernel {p} does not exist"))),
+        Callee::Prepared(p) => match (kernels.prepared.get(p), kernels.scratches.get_mut(p)) {
+            (Some(k), Some(step)) => {
+                k.run(step, ctx, &args, &mut outs).map_err(|e| CallError::Kernel(Box::new(e)))
+            }
+            _ => Err(other(format!("prepared kernel {p} does not exist"))),
         },
-        Callee::Delegate(d) => match delegates.get_mut(d).and_then(Option::as_mut) {
+        Callee::Delegate(d) => match kernels.delegates.get_mut(d).and_then(Option::as_mut) {
             Some(h) => h.execute(ctx, &args, &mut outs).map_err(|e| CallError::Delegate(d, e)),
             None => Err(other(format!("delegate {d} does not exist"))),
         },

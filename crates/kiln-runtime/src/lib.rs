@@ -17,9 +17,14 @@
 //!
 //! - [`Program`]: the mapped, verified file with every method decoded; `Send + Sync` and
 //!   cheap to clone, so threads share one and each loads its own [`Method`].
-//! - [`Method`]: planned arenas sized by `non_const_buffer_sizes`, tensors placed by
-//!   `allocation_info`, constants borrowed from the map, external constants from
-//!   [`NamedDataSource`]s (`.ptd`), every instruction resolved to a step at load.
+//! - [`Method`]: one execution state of a method: planned arenas sized by
+//!   `non_const_buffer_sizes`, tensors placed by `allocation_info`, constants borrowed from the
+//!   map, external constants from [`NamedDataSource`]s (`.ptd`). The compiled steps (every
+//!   instruction resolved at load, fused, weights packed) are made once and shared by the
+//!   states of the method that are alive at the same time ([`Method::another`]), so threads
+//!   running one method at once each hold only their own memory.
+//! - [`default_thread_count`]: the threads kernels split over unless told otherwise, and
+//!   why ([`cores`]).
 //! - [`KernelRegistry`] (`name.overload` -> kernel) and [`BackendRegistry`] ([`Backend`]s
 //!   for delegates). Loading a method that uses an operator without a kernel or a delegate
 //!   without a backend fails with [`Error::Missing`] listing all of them.
@@ -27,6 +32,7 @@
 mod arena;
 mod bound;
 mod compile;
+pub mod cores;
 pub mod data;
 pub mod delegate;
 pub mod error;
@@ -45,6 +51,7 @@ mod value;
 pub mod xnnpack;
 
 pub use compile::CompiledNode;
+pub use cores::{default_thread_count, ThreadCount};
 pub use data::{NamedDataMap, NamedDataSource, NamedEntry, PtdFile};
 pub use delegate::{Backend, BackendError, BackendRegistry, DelegateHandle, DelegateInit};
 pub use error::{Error, MemoryReason, Result};
@@ -55,7 +62,6 @@ pub use mapped::MappedFile;
 pub use method::Method;
 pub use profile::{InstructionTime, StepEvent, Timeline};
 pub use program::{
-    default_memory_limit, default_thread_count, LoadOptions, Program, ProgramBuilder,
-    MAX_DEFAULT_MEMORY_LIMIT,
+    default_memory_limit, LoadOptions, Program, ProgramBuilder, MAX_DEFAULT_MEMORY_LIMIT,
 };
 pub use registry::KernelRegistry;

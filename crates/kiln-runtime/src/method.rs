@@ -1,11 +1,14 @@
 //! [`Method`]: a loaded method with its memory plan, value table and resolved steps.
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use kiln_kernels::{Capacity, KernelContext, KernelDef, OutKind};
 
 use crate::arena::Arena;
-use crate::compile::{self, lower_node, CompiledNode, Graph, Layout, NodeOp, PreparedKernel};
+use crate::compile::{
+    self, lower_node, CompiledNode, Graph, Layout, NodeOp, PreparedKernel, StepScratch,
+};
 use crate::data::ProgramData;
 use crate::delegate::{BackendError, DelegateHandle, DelegateInit};
 use crate::error::{Error, MemoryReason, Result};
@@ -71,19 +74,22 @@ pub(crate) enum Step {
     Free { value: u32 },
 }
 
-/// A loaded method, ready to [`execute`](Method::execute). Owns its memory (planned arenas,
-/// input and runtime buffers) and delegate handles; shares the program's mapped file.
-/// `Send`: each thread loads and runs its own.
+/// A loaded method, ready to [`execute`](Method::execute): one execution state of a compiled
+/// method. Owns its memory (planned arenas, input and runtime buffers) and delegate handles;
+/// shares the compiled steps, the prepared (packed) weights and the constants made at load with
+/// every other state of the same method ([`Method::another`], [`Program::method`] while one
+/// lives), and the program's mapped file. `Send`: threads each run their own state, at the
+/// same time.
 ///
-/// Two halves: `Compiled` is what loading decided and never changes afterwards; `State` is
-/// what a run reads and writes.
+/// Two halves: `Compiled` is what loading decided and never changes afterwards, shared;
+/// `State` is what a run reads and writes.
 pub struct Method {
-    pub(crate) fixed: Compiled,
+    pub(crate) fixed: Arc<Compiled>,
     pub(crate) state: State,
 }
 
-/// What loading decided: the compiled steps, what they stand for, and where every run
-/// starts.
+/// What loading decided: the compiled steps, what they stand for, the prepared kernels and
+/// constants they read, and how every execution state starts.
 pub(crate) struct Compiled {
     pub program: Program,
     pub plan: Arc<MethodPlan>,
@@ -91,12 +97,40 @@ pub(crate) struct Compiled {
     pub chains: Vec<Vec<Step>>,
     /// What each step of `chains` stands for, in the same order.
     pub compiled: Vec<CompiledNode>,
+    /// The compile stage's prepared kernels (their packed weights).
+    pub prepared: Vec<Box<dyn PreparedKernel>>,
+    /// Constants made at load ([`Storage::Const`]): aligned copies, delegates' converted
+    /// weights.
+    pub constants: Vec<Arena>,
+    /// Bytes of `constants` and of the prepared kernels' weights: every state counts them
+    /// against the memory limit with its own buffers.
+    pub shared_bytes: u64,
+    /// Cache lines of each buffer of a state (0 for a released one), in buffer order.
+    pub buffer_lines: Vec<usize>,
+    /// What a new state's buffers start with (planned tensors' initial contents).
+    pub inits: Vec<Init>,
     /// The value table every run starts from.
     pub initial: Vec<Val>,
     /// The values a run may change (inputs and everything a step writes), reset from
     /// `initial` before each run; the others never change.
     pub resets: Box<[u32]>,
     pub instruction_limit: u64,
+    pub memory_limit: u64,
+}
+
+/// Bytes a new execution state's buffer starts with.
+pub(crate) struct Init {
+    buf: u32,
+    offset: usize,
+    from: InitFrom,
+}
+
+/// Where an [`Init`]'s bytes come from.
+enum InitFrom {
+    /// The program file.
+    File(Range<usize>),
+    /// External data source `source`.
+    Ext { source: usize, range: Range<usize> },
 }
 
 /// What a run reads and writes.
@@ -107,8 +141,8 @@ pub(crate) struct State {
     pub values: Vec<Val>,
     /// Per delegate, its handle (`None` for one inlined at decode, which no call names).
     pub delegates: Vec<Option<Box<dyn DelegateHandle>>>,
-    /// The compile stage's prepared kernels (they keep scratch memory).
-    pub prepared: Vec<Box<dyn PreparedKernel>>,
+    /// Per prepared kernel, the buffers it reuses from run to run.
+    pub scratches: Vec<StepScratch>,
     pub ctx: KernelContext,
     pub scratch: Scratch,
     /// Per-step timing, when on.
@@ -130,7 +164,11 @@ impl std::fmt::Debug for Method {
 struct Loader<'p> {
     plan: &'p MethodPlan,
     program: &'p Program,
+    /// The state's buffers.
     buffers: Vec<Arena>,
+    /// The method's constants made at load.
+    constants: Vec<Arena>,
+    inits: Vec<Init>,
     used: u64,
     limit: u64,
 }
@@ -167,20 +205,31 @@ impl Loader<'_> {
         }
     }
 
-    /// A new zeroed buffer of `bytes`, counted against the memory limit. Its pages are
-    /// committed when first touched (see [`Arena`]).
+    /// A new zeroed buffer of `bytes` for the state, counted against the memory limit. Its
+    /// pages are committed when first touched (see [`Arena`]).
     fn alloc(&mut self, bytes: u64, what: impl FnOnce() -> String) -> Result<u32> {
+        let arena = self.zeroed(bytes, what)?;
+        self.buffers.push(arena);
+        Ok(self.buffers.len() as u32 - 1)
+    }
+
+    /// A new zeroed buffer of `bytes` among the method's constants, counted against the
+    /// memory limit.
+    fn alloc_const(&mut self, bytes: u64, what: impl FnOnce() -> String) -> Result<u32> {
+        let arena = self.zeroed(bytes, what)?;
+        self.constants.push(arena);
+        Ok(self.constants.len() as u32 - 1)
+    }
+
+    fn zeroed(&mut self, bytes: u64, what: impl FnOnce() -> String) -> Result<Arena> {
         let what = what();
         self.count(bytes, || what.clone())?;
         let lines = usize::try_from(bytes.div_ceil(LINE as u64))
             .map_err(|_| self.over(what.clone(), bytes, MemoryReason::OverLimit))?;
-        let arena = Arena::zeroed(lines).map_err(|e| {
+        Arena::zeroed(lines).map_err(|e| {
             self.used -= bytes;
             self.over(what, bytes, MemoryReason::Refused(e.to_string()))
-        })?;
-        let id = self.buffers.len() as u32;
-        self.buffers.push(arena);
-        Ok(id)
+        })
     }
 
     /// Releases buffer `buf` (its pages go back to the OS) and its bytes from the count.
@@ -188,13 +237,6 @@ impl Loader<'_> {
         if let Some(b) = self.buffers.get_mut(buf) {
             *b = Arena::empty();
             self.used = self.used.saturating_sub(bytes);
-        }
-    }
-
-    fn bytes_mut(&mut self, buf: u32) -> &mut [u8] {
-        match self.buffers.get_mut(buf as usize) {
-            Some(b) => bytemuck::cast_slice_mut(b.as_mut_slice()),
-            None => &mut [],
         }
     }
 
@@ -225,16 +267,40 @@ impl Loader<'_> {
         Ok(Storage::Buf { buf: arena as u32, offset: offset as usize })
     }
 
+    /// Copies `data` to `storage` (a state's buffer or a constant).
     fn copy_into(&mut self, storage: Storage, data: &[u8]) {
-        if let Storage::Buf { buf, offset } = storage {
-            if let Some(dst) = self.bytes_mut(buf).get_mut(offset..offset + data.len()) {
-                dst.copy_from_slice(data);
-            }
+        let (arena, offset) = match storage {
+            Storage::Buf { buf, offset } => (self.buffers.get_mut(buf as usize), offset),
+            Storage::Const { buf, offset } => (self.constants.get_mut(buf as usize), offset),
+            _ => return,
+        };
+        let bytes: &mut [u8] = match arena {
+            Some(a) => bytemuck::cast_slice_mut(a.as_mut_slice()),
+            None => return,
+        };
+        if let Some(dst) = bytes.get_mut(offset..offset + data.len()) {
+            dst.copy_from_slice(data);
         }
     }
 
-    /// Storage for zero-copy bytes at `offset` of `base`, or an aligned owned copy when the
-    /// bytes are not aligned to the element size.
+    /// Copies `from` (at most `nbytes` of it) into planned storage `storage`, and records it
+    /// for the states made later.
+    fn init(&mut self, storage: Storage, from: InitFrom, nbytes: usize) {
+        let Storage::Buf { buf, offset } = storage else { return };
+        let program = self.program.clone();
+        let from = match from {
+            InitFrom::File(r) => InitFrom::File(r.start..r.end.min(r.start + nbytes)),
+            InitFrom::Ext { source, range: r } => {
+                InitFrom::Ext { source, range: r.start..r.end.min(r.start + nbytes) }
+            }
+        };
+        let init = Init { buf, offset, from };
+        self.copy_into(storage, init.bytes(&program));
+        self.inits.push(init);
+    }
+
+    /// Storage for zero-copy bytes at `offset` of `base`, or an aligned copy among the
+    /// constants when the bytes are not aligned to the element size.
     fn borrowed(
         &mut self,
         i: usize,
@@ -248,8 +314,9 @@ impl Loader<'_> {
             return Ok((zero_copy, false));
         }
         let n = t.nbytes();
-        let buf = self.alloc(n as u64, || format!("values[{i}] (aligned copy of a constant)"))?;
-        let storage = Storage::Buf { buf, offset: 0 };
+        let buf =
+            self.alloc_const(n as u64, || format!("values[{i}] (aligned copy of a constant)"))?;
+        let storage = Storage::Const { buf, offset: 0 };
         let data = base.get(offset..offset + n).unwrap_or(&[]).to_vec();
         self.copy_into(storage, &data);
         Ok((storage, true))
@@ -319,9 +386,7 @@ impl Loader<'_> {
             }
             DataDef::PlannedInit { memory_id, offset, init } => {
                 let s = self.planned(i, *memory_id, *offset, nbytes)?;
-                let program = self.program.clone();
-                let data = program.inner.file.bytes().get(init.clone()).unwrap_or(&[]);
-                self.copy_into(s, data.get(..nbytes).unwrap_or(data));
+                self.init(s, InitFrom::File(init.clone()), nbytes);
                 (s, true)
             }
             DataDef::Constant(range) => {
@@ -349,18 +414,17 @@ impl Loader<'_> {
                 (s, false)
             }
             DataDef::Owned(bytes) => {
-                let buf =
-                    self.alloc(nbytes as u64, || format!("values[{i}] (a delegate's constant)"))?;
-                let s = Storage::Buf { buf, offset: 0 };
+                let what = || format!("values[{i}] (a delegate's constant)");
+                let buf = self.alloc_const(nbytes as u64, what)?;
+                let s = Storage::Const { buf, offset: 0 };
                 self.copy_into(s, bytes.get(..nbytes).unwrap_or(bytes));
                 (s, false)
             }
             DataDef::ExternalPlanned { fqn, memory_id, offset } => {
                 let s = self.planned(i, *memory_id, *offset, nbytes)?;
                 let (src, off) = self.external(i, fqn, t)?;
-                let program = self.program.clone();
-                let bytes = program.inner.sources[src as usize].bytes();
-                self.copy_into(s, bytes.get(off..off + nbytes).unwrap_or(&[]));
+                let range = off..off.saturating_add(nbytes);
+                self.init(s, InitFrom::Ext { source: src as usize, range }, nbytes);
                 (s, true)
             }
         };
@@ -383,6 +447,8 @@ impl Method {
             plan: &plan,
             program: &program,
             buffers: Vec::new(),
+            constants: Vec::new(),
+            inits: Vec::new(),
             used: 0,
             limit: options.memory_limit,
         };
@@ -459,44 +525,7 @@ impl Method {
                 }
             });
         }
-        // Delegates.
-        let mut delegates: Vec<Option<Box<dyn DelegateHandle>>> =
-            Vec::with_capacity(plan.delegates.len());
-        for (index, d) in plan.delegates.iter().enumerate() {
-            if d.inlined {
-                delegates.push(None);
-                continue;
-            }
-            let derr = |source: BackendError| Error::Delegate {
-                method: plan.name.clone(),
-                instruction: None,
-                delegate: index,
-                backend: d.id.clone(),
-                source,
-            };
-            // Checked above: every delegate not inlined has a backend.
-            let Some(backend) = options.backends.get(&d.id) else {
-                return Err(Error::Missing {
-                    method: plan.name.clone(),
-                    operators: Vec::new(),
-                    delegates: vec![d.id.clone()],
-                });
-            };
-            let processed = program.inner.file.bytes().get(d.processed.clone()).unwrap_or(&[]);
-            let named_data = ProgramData {
-                file: program.inner.file.bytes(),
-                named: &program.inner.named,
-                sources: &program.inner.sources,
-            };
-            let init = DelegateInit {
-                method: &plan.name,
-                index,
-                processed,
-                compile_specs: &d.compile_specs,
-                named_data: &named_data,
-            };
-            delegates.push(Some(backend.init(&init).map_err(derr)?));
-        }
+        let delegates = init_delegates(&program, &plan)?;
         // Compile: one graph per chain, optimized, lowered to steps.
         let mut chains = Vec::with_capacity(plan.chains.len());
         let mut compiled = Vec::new();
@@ -504,12 +533,12 @@ impl Method {
         let mut prepared_bytes = 0u64;
         let file = program.inner.file.bytes();
         let sources = &program.inner.sources;
-        let owned = &loader.buffers;
+        let constants = &loader.constants;
         let const_bytes = |t: &TensorSlot| -> Option<&[u8]> {
             match t.storage {
                 Storage::File { offset } => file.get(offset..),
-                Storage::Buf { buf, offset } if !t.writable => {
-                    let b: &[u8] = bytemuck::cast_slice(owned.get(buf as usize)?.as_slice());
+                Storage::Const { buf, offset } => {
+                    let b: &[u8] = bytemuck::cast_slice(constants.get(buf as usize)?.as_slice());
                     b.get(offset..)
                 }
                 Storage::Ext { source, offset } => {
@@ -568,35 +597,79 @@ impl Method {
                 debug_assert_eq!(id, new_buf);
             }
         }
-        let buffers = loader.buffers;
+        let Loader { buffers, constants, inits, .. } = loader;
         for step in chains.iter_mut().flatten() {
             if let Step::Call(call @ Call { callee: Callee::Prepared(_), .. }) = step {
-                call.bound = crate::bound::bind(call, &values, &buffers, file, sources);
+                call.bound = crate::bound::bind(call, &values, &buffers, &constants, file, sources);
             }
         }
-        let scratch = Scratch::for_steps(&chains, &values);
-        let resets = written_values(&plan, &chains, &values);
-        Ok(Method {
-            fixed: Compiled {
-                program: program.clone(),
-                plan: plan.clone(),
-                chains,
-                compiled,
-                initial: values.clone(),
-                resets,
-                instruction_limit: options.instruction_limit,
-            },
-            state: State {
-                buffers,
-                values,
-                delegates,
-                prepared,
-                ctx: KernelContext::new("").with_threads(options.threads.clone()),
-                scratch,
-                profile: None,
-                paused_profile: None,
-            },
-        })
+        let const_bytes: u64 = constants.iter().map(|c| (c.len() * LINE) as u64).sum();
+        let fixed = Arc::new(Compiled {
+            program: program.clone(),
+            plan: plan.clone(),
+            resets: written_values(&plan, &chains, &values),
+            chains,
+            compiled,
+            prepared,
+            constants,
+            shared_bytes: const_bytes + prepared_bytes,
+            buffer_lines: buffers.iter().map(Arena::len).collect(),
+            inits,
+            initial: values.clone(),
+            instruction_limit: options.instruction_limit,
+            memory_limit: options.memory_limit,
+        });
+        let state = State::with(&fixed, buffers, values, delegates);
+        Ok(Method { fixed, state })
+    }
+
+    /// Another execution state of this method, to run beside this one (on another thread):
+    /// its own planned memory, value table and delegate handles, sharing the compiled steps,
+    /// the prepared (packed) weights and the constants made at load. Its memory is counted
+    /// against the limit the program was loaded with, the shared part included; an error when
+    /// it does not fit or a delegate's backend refuses a second handle.
+    pub fn another(&self) -> Result<Method> {
+        Method::with_state(self.fixed.clone())
+    }
+
+    /// A new execution state of `fixed`.
+    pub(crate) fn with_state(fixed: Arc<Compiled>) -> Result<Method> {
+        let method = || fixed.plan.name.clone();
+        let own: u64 = fixed.buffer_lines.iter().map(|&l| (l * LINE) as u64).sum();
+        let total = own.saturating_add(fixed.shared_bytes);
+        let over = |bytes: u64, reason: MemoryReason| Error::Memory {
+            method: method(),
+            what: "a new execution state (its buffers, and the shared constants and prepared \
+                   weights)"
+                .into(),
+            bytes,
+            counted: 0,
+            limit: fixed.memory_limit,
+            reason,
+        };
+        if total > fixed.memory_limit {
+            return Err(over(total, MemoryReason::OverLimit));
+        }
+        let mut buffers = Vec::with_capacity(fixed.buffer_lines.len());
+        for &lines in &fixed.buffer_lines {
+            buffers.push(
+                Arena::zeroed(lines)
+                    .map_err(|e| over(total, MemoryReason::Refused(e.to_string())))?,
+            );
+        }
+        for init in &fixed.inits {
+            let data = init.bytes(&fixed.program);
+            let arena = buffers.get_mut(init.buf as usize);
+            let bytes: Option<&mut [u8]> =
+                arena.map(|a| bytemuck::cast_slice_mut(a.as_mut_slice()));
+            if let Some(dst) = bytes.and_then(|b| b.get_mut(init.offset..init.offset + data.len()))
+            {
+                dst.copy_from_slice(data);
+            }
+        }
+        let delegates = init_delegates(&fixed.program, &fixed.plan)?;
+        let state = State::with(&fixed, buffers, fixed.initial.clone(), delegates);
+        Ok(Method { fixed, state })
     }
 
     /// The method name.
@@ -614,7 +687,8 @@ impl Method {
         self.fixed.plan.outputs.iter().map(|&i| meta(&self.fixed.plan, i)).collect()
     }
 
-    /// Bytes of memory this method owns (planned arenas and runtime buffers).
+    /// Bytes of memory this execution state owns (planned arenas and runtime buffers), not
+    /// counting what it shares with the method's other states.
     pub fn memory_bytes(&self) -> usize {
         self.state.buffers.iter().map(|b| b.len() * LINE).sum()
     }
@@ -629,6 +703,89 @@ impl Method {
     pub fn compiled(&self) -> &[CompiledNode] {
         &self.fixed.compiled
     }
+}
+
+impl State {
+    /// A state of `fixed` over `buffers` (as `fixed.buffer_lines` sizes them), starting from
+    /// `values`.
+    fn with(
+        fixed: &Compiled,
+        buffers: Vec<Arena>,
+        values: Vec<Val>,
+        delegates: Vec<Option<Box<dyn DelegateHandle>>>,
+    ) -> State {
+        let threads = fixed.program.inner.options.threads.clone();
+        State {
+            scratch: Scratch::for_steps(&fixed.chains, &values),
+            buffers,
+            values,
+            delegates,
+            scratches: fixed.prepared.iter().map(|_| StepScratch::default()).collect(),
+            ctx: KernelContext::new("").with_threads(threads),
+            profile: None,
+            paused_profile: None,
+        }
+    }
+}
+
+impl Init {
+    /// The bytes it copies (none when its source no longer holds them).
+    fn bytes<'p>(&self, program: &'p Program) -> &'p [u8] {
+        match &self.from {
+            InitFrom::File(r) => program.inner.file.bytes().get(r.clone()),
+            InitFrom::Ext { source, range } => {
+                program.inner.sources.get(*source).and_then(|s| s.bytes().get(range.clone()))
+            }
+        }
+        .unwrap_or(&[])
+    }
+}
+
+/// The handles of the method's delegates that are not inlined (`None` for those that are),
+/// each initialized by its backend.
+fn init_delegates(
+    program: &Program,
+    plan: &MethodPlan,
+) -> Result<Vec<Option<Box<dyn DelegateHandle>>>> {
+    let options = &program.inner.options;
+    let mut delegates: Vec<Option<Box<dyn DelegateHandle>>> =
+        Vec::with_capacity(plan.delegates.len());
+    for (index, d) in plan.delegates.iter().enumerate() {
+        if d.inlined {
+            delegates.push(None);
+            continue;
+        }
+        let derr = |source: BackendError| Error::Delegate {
+            method: plan.name.clone(),
+            instruction: None,
+            delegate: index,
+            backend: d.id.clone(),
+            source,
+        };
+        // Checked when the method was first loaded: every delegate not inlined has one.
+        let Some(backend) = options.backends.get(&d.id) else {
+            return Err(Error::Missing {
+                method: plan.name.clone(),
+                operators: Vec::new(),
+                delegates: vec![d.id.clone()],
+            });
+        };
+        let processed = program.inner.file.bytes().get(d.processed.clone()).unwrap_or(&[]);
+        let named_data = ProgramData {
+            file: program.inner.file.bytes(),
+            named: &program.inner.named,
+            sources: &program.inner.sources,
+        };
+        let init = DelegateInit {
+            method: &plan.name,
+            index,
+            processed,
+            compile_specs: &d.compile_specs,
+            named_data: &named_data,
+        };
+        delegates.push(Some(backend.init(&init).map_err(derr)?));
+    }
+    Ok(delegates)
 }
 
 /// The values a run may change: the method's inputs, every value a call writes (list items
@@ -894,5 +1051,49 @@ fn check_out(
             (Val::Tensor(_), Some(Val::Tensor(_))) => Ok(()),
             _ => Err(format!("a view needs Tensor values for the output and argument {p}")),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// ExecuTorch's xor training program: its weights live in the `.ptd` and are planned in
+    /// method memory, which every training step updates.
+    fn xor() -> Program {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/fixtures/pte-compat");
+        Program::load_with_data(dir.join("xor.pte"), dir.join("xor.ptd")).unwrap()
+    }
+
+    /// The bytes of `state`'s buffer `init.buf` where `init` copies its bytes.
+    fn at<'s>(state: &'s State, init: &Init, len: usize) -> &'s [u8] {
+        let bytes: &[u8] = bytemuck::cast_slice(state.buffers[init.buf as usize].as_slice());
+        &bytes[init.offset..init.offset + len]
+    }
+
+    #[test]
+    fn states_share_the_compiled_method_and_start_from_its_initial_contents() {
+        let program = xor();
+        let a = program.method("forward").unwrap();
+        let b = program.method("forward").unwrap();
+        let c = b.another().unwrap();
+        assert!(Arc::ptr_eq(&a.fixed, &b.fixed) && Arc::ptr_eq(&a.fixed, &c.fixed));
+        assert!(!a.fixed.inits.is_empty());
+        for init in &a.fixed.inits {
+            let want = init.bytes(&program);
+            for state in [&a.state, &b.state, &c.state] {
+                assert_eq!(at(state, init, want.len()), want);
+            }
+        }
+        // The states' buffers are their own.
+        let (x, y) = (a.state.buffers[0].as_slice(), c.state.buffers[0].as_slice());
+        assert_ne!(x.as_ptr(), y.as_ptr());
+        // Once every state has gone, loading compiles the method again.
+        let weak = Arc::downgrade(&a.fixed);
+        drop((a, b, c));
+        assert!(weak.upgrade().is_none());
+        let d = program.method("forward").unwrap();
+        assert_eq!(Arc::strong_count(&d.fixed), 1);
     }
 }

@@ -3,16 +3,17 @@
 use std::collections::HashMap;
 use std::ops::Range;
 use std::path::Path;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use kiln_kernels::compute::threads::Threads;
 
+use crate::cores::default_thread_count;
 use crate::data::{NamedDataSource, ProgramData, PtdFile};
 use crate::delegate::BackendRegistry;
 use crate::error::{Error, Result};
 use crate::io::{TensorMeta, ValueMeta};
 use crate::mapped::MappedFile;
-use crate::method::Method;
+use crate::method::{Compiled, Method};
 use crate::plan::{self, MethodPlan, ValueDef};
 use crate::registry::KernelRegistry;
 
@@ -58,26 +59,16 @@ pub struct LoadOptions {
     /// kernels); off runs every instruction as the interpreter does, for bisecting.
     pub compile: bool,
     /// The threads loaded methods split large kernels over. The default is one pool shared
-    /// by the process, of [`default_thread_count`] threads.
+    /// by the process, of [`default_thread_count`] threads (one per big core this process
+    /// may run on).
     pub threads: Threads,
 }
-
-/// Threads a method uses unless told otherwise: the cores this process may run on, at most
-/// [`DEFAULT_MAX_THREADS`].
-pub fn default_thread_count() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get()).min(DEFAULT_MAX_THREADS)
-}
-
-/// The cap of [`default_thread_count`], as measured on the 2-core development machine (see
-/// `bench/RESULTS.md`): two threads beat one on the convolutional models and cost nothing on
-/// the others. More threads were never measured, so they are only used when asked for.
-pub const DEFAULT_MAX_THREADS: usize = 2;
 
 /// The process-wide pool of [`LoadOptions::default`], started on first use (no pool if the
 /// system refuses the threads).
 fn default_threads() -> Threads {
     static POOL: OnceLock<Threads> = OnceLock::new();
-    POOL.get_or_init(|| Threads::new(default_thread_count()).unwrap_or_default()).clone()
+    POOL.get_or_init(|| Threads::new(default_thread_count().threads).unwrap_or_default()).clone()
 }
 
 impl Default for LoadOptions {
@@ -132,11 +123,15 @@ pub(crate) struct ProgramInner {
     /// Each method decoded at load (or why it could not be).
     pub methods: Vec<(String, std::result::Result<Arc<MethodPlan>, DecodeFailure>)>,
     pub options: LoadOptions,
+    /// The methods loaded and still alive, by name: a new load of one is a new execution
+    /// state of it, sharing its compiled steps and prepared weights.
+    pub loaded: Mutex<HashMap<String, Weak<Compiled>>>,
 }
 
 /// A loaded program: the mapped file, verified by `kiln-format`, with every method decoded.
 /// Cheap to clone (an `Arc`); `Send + Sync`, so threads can share one and each load its own
-/// [`Method`].
+/// [`Method`] (an execution state: states of one method share its compiled steps and packed
+/// weights, see [`Program::method`]).
 #[derive(Clone)]
 pub struct Program {
     pub(crate) inner: Arc<ProgramInner>,
@@ -246,7 +241,9 @@ impl Program {
                 })
                 .collect()
         };
-        Ok(Program { inner: Arc::new(ProgramInner { file, sources, named, methods, options }) })
+        let loaded = Mutex::new(HashMap::new());
+        let inner = ProgramInner { file, sources, named, methods, options, loaded };
+        Ok(Program { inner: Arc::new(inner) })
     }
 
     /// Method names in file order.
@@ -290,9 +287,21 @@ impl Program {
         }
     }
 
-    /// Loads method `name`: memory plan, constants, resolved kernels and delegates.
+    /// Loads method `name`: memory plan, constants, resolved kernels and delegates, compiled
+    /// steps with their weights packed. While a [`Method`] of that name loaded from this
+    /// program is alive, this is another execution state of it ([`Method::another`]): its
+    /// own memory, the compiled steps, packed weights and constants shared, not made again.
+    /// Each thread running a method at the same time takes its own state.
     pub fn method(&self, name: &str) -> Result<Method> {
-        Method::load(self.clone(), self.plan(name)?)
+        let plan = self.plan(name)?;
+        // Held while loading: two threads asking at once compile the method once.
+        let mut loaded = self.inner.loaded.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(fixed) = loaded.get(name).and_then(Weak::upgrade) {
+            return Method::with_state(fixed);
+        }
+        let method = Method::load(self.clone(), plan)?;
+        loaded.insert(name.to_string(), Arc::downgrade(&method.fixed));
+        Ok(method)
     }
 
     /// The declared inputs of method `name`.

@@ -7,8 +7,12 @@ use kiln_kernels::{Capacity, DType, Shape};
 /// Where a tensor's bytes are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Storage {
-    /// Method memory: buffer `buf` (planned arenas first, then owned buffers) at `offset`.
+    /// Method memory: buffer `buf` (planned arenas first, then owned buffers) of an
+    /// execution state at `offset`.
     Buf { buf: u32, offset: usize },
+    /// A constant made at load (an aligned copy, a delegate's converted weights): buffer
+    /// `buf` of the method's constants, which its execution states share, at `offset`.
+    Const { buf: u32, offset: usize },
     /// The mapped program file at `offset` (constants, zero-copy).
     File { offset: usize },
     /// External data source `source` at `offset` (zero-copy).

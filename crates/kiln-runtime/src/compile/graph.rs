@@ -202,7 +202,7 @@ impl<'m> Graph<'m> {
         let t = self.tensor(v)?;
         let ok = t.dtype == DType::Float
             && t.shape.is_dense_row_major()
-            && matches!(t.storage, Storage::Buf { .. });
+            && matches!(t.storage, Storage::Buf { .. } | Storage::Const { .. });
         ok.then_some(t)
     }
 
@@ -214,7 +214,10 @@ impl<'m> Graph<'m> {
             && !t.writable
             && matches!(
                 t.storage,
-                Storage::File { .. } | Storage::Ext { .. } | Storage::Buf { .. }
+                Storage::File { .. }
+                    | Storage::Ext { .. }
+                    | Storage::Buf { .. }
+                    | Storage::Const { .. }
             );
         ok.then_some(t)
     }

@@ -43,7 +43,7 @@ mod prepared;
 pub(crate) use alias::{aliases, Aliases};
 pub(crate) use graph::{Graph, NodeOp};
 pub(crate) use memory::replan;
-pub(crate) use prepared::{lower_node, PreparedKernel};
+pub(crate) use prepared::{lower_node, PreparedKernel, StepScratch};
 
 /// An activation applied to a fused node's output, after the bias and the residual: the
 /// packed kernels' own, applied in registers (clamp) or over the finished tile.

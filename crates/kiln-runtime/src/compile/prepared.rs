@@ -18,15 +18,27 @@ use crate::value::TensorSlot;
 use super::graph::{Graph, NodeOp};
 use super::{ConvNode, Layout, LinearNode, MaxPoolNode, MeanNode, PointwiseDepthwiseNode};
 
-/// A fused node's kernel, prepared at load. The executor passes the node's read tensors in
-/// order as `args` (then an `Arg::Output` for each written one) and its outputs in order as
-/// `outs` (one, except for a map).
-pub(crate) trait PreparedKernel: Send {
+/// The buffers the prepared kernel of one step reuses from run to run, one set per execution
+/// state (the kernel itself is shared by every state of its method).
+#[derive(Debug, Default)]
+pub(crate) struct StepScratch {
+    conv: ConvScratch,
+    linear: LinearScratch,
+    /// A map's register blocks.
+    map: Vec<f32>,
+}
+
+/// A fused node's kernel, prepared at load and shared by the method's execution states (each
+/// brings its own [`StepScratch`]). The executor passes the node's read tensors in order as
+/// `args` (then an `Arg::Output` for each written one) and its outputs in order as `outs`
+/// (one, except for a map).
+pub(crate) trait PreparedKernel: Send + Sync {
     /// Runs the node: by default, on its tensors' float32 data through
     /// [`PreparedKernel::run_bound`]. Kernels whose work follows the tensors' run-time shapes
     /// (a linear layer's rows, a convolution's batch) override it.
     fn run(
-        &mut self,
+        &self,
+        scratch: &mut StepScratch,
         ctx: &mut KernelContext,
         args: &[Arg<'_>],
         outs: &mut [Out<'_, '_>],
@@ -50,7 +62,7 @@ pub(crate) trait PreparedKernel: Send {
             };
             *slot = t.as_mut_slice::<f32>().map_err(|e| ctx.tensor_err("out", e))?;
         }
-        self.run_bound(ctx, &reads[..n_reads], &mut writes[..n_writes])
+        self.run_bound(scratch, ctx, &reads[..n_reads], &mut writes[..n_writes])
     }
 
     /// Runs the node on its tensors' float32 data alone, reads then writes in the step's
@@ -58,7 +70,8 @@ pub(crate) trait PreparedKernel: Send {
     /// the step ([`crate::bound`]): a run borrows the bytes and passes them straight through,
     /// with no views, shapes or argument lists built.
     fn run_bound(
-        &mut self,
+        &self,
+        scratch: &mut StepScratch,
         ctx: &mut KernelContext,
         reads: &[&[f32]],
         writes: &mut [&mut [f32]],
@@ -124,7 +137,7 @@ pub(crate) fn lower_node(
                 let regs = m.outputs.iter().map(|&(r, _)| r).collect();
                 let program = MapProgram::new(m.inputs.len(), m.instrs.clone(), regs)
                     .map_err(|e| err(format!("map: {e}")))?;
-                let k = PreparedMap { program, scratch: Vec::new() };
+                let k = PreparedMap { program };
                 let writes = m.outputs.iter().map(|&(_, v)| v).collect();
                 (describe("map", &m.fused), m.inputs.clone(), writes, Box::new(k))
             }
@@ -247,7 +260,6 @@ struct PreparedConv {
     residual: bool,
     /// The batch of the input's declared sizes: a bound step's (its shapes are static).
     batch: usize,
-    scratch: ConvScratch,
 }
 
 /// The packed kernel a [`PreparedConv`] runs (one per step, and the step is boxed: the size
@@ -315,7 +327,7 @@ impl PreparedConv {
         let kernel = ConvKernel::One(packed_conv(g, c, bytes)?);
         let residual = c.residual.is_some();
         let batch = declared_batch(g, c.input);
-        Ok(PreparedConv { kernel, residual, batch, scratch: ConvScratch::default() })
+        Ok(PreparedConv { kernel, residual, batch })
     }
 
     /// The fused pair of `node`, each convolution prepared as [`PreparedConv::new`] does.
@@ -331,12 +343,13 @@ impl PreparedConv {
         let residual = node.depthwise.residual.is_some();
         let kernel = ConvKernel::PointwiseDepthwise(pair);
         let batch = declared_batch(g, node.pointwise.input);
-        Ok(PreparedConv { kernel, residual, batch, scratch: ConvScratch::default() })
+        Ok(PreparedConv { kernel, residual, batch })
     }
 
     /// Runs the convolution (or pair) over `batch` images.
     fn compute(
-        &mut self,
+        &self,
+        scratch: &mut ConvScratch,
         ctx: &mut KernelContext,
         batch: usize,
         xs: &[f32],
@@ -347,7 +360,7 @@ impl PreparedConv {
         if r.is_some() != self.residual || r.is_some_and(|r| r.len() != o.len()) {
             return Err(ctx.invalid("residual", "the residual's size differs from the output's"));
         }
-        let (threads, scratch) = (&ctx.threads, &mut self.scratch);
+        let threads = &ctx.threads;
         match &self.kernel {
             ConvKernel::One(conv) => conv.run(batch, xs, r, o, scratch, threads),
             ConvKernel::PointwiseDepthwise(pair) => pair.run(batch, xs, r, o, scratch, threads),
@@ -377,7 +390,8 @@ impl PreparedKernel for PreparedConv {
     }
 
     fn run(
-        &mut self,
+        &self,
+        scratch: &mut StepScratch,
         ctx: &mut KernelContext,
         args: &[Arg<'_>],
         outs: &mut [Out<'_, '_>],
@@ -389,11 +403,12 @@ impl PreparedKernel for PreparedConv {
         let r = residual.map(|r| r.as_slice::<f32>()).transpose();
         let r = r.map_err(|e| ctx.tensor_err("residual", e))?;
         let o = out.as_mut_slice::<f32>().map_err(|e| ctx.tensor_err("out", e))?;
-        self.compute(ctx, batch, xs, r, o)
+        self.compute(&mut scratch.conv, ctx, batch, xs, r, o)
     }
 
     fn run_bound(
-        &mut self,
+        &self,
+        scratch: &mut StepScratch,
         ctx: &mut KernelContext,
         reads: &[&[f32]],
         writes: &mut [&mut [f32]],
@@ -402,7 +417,7 @@ impl PreparedKernel for PreparedConv {
             return Err(ctx.invalid("input", "the step's tensors do not match its convolution"));
         };
         let batch = self.batch;
-        self.compute(ctx, batch, x, rest.first().copied(), o)
+        self.compute(&mut scratch.conv, ctx, batch, x, rest.first().copied(), o)
     }
 }
 
@@ -444,7 +459,8 @@ impl PreparedKernel for PreparedMaxPool {
     }
 
     fn run_bound(
-        &mut self,
+        &self,
+        _: &mut StepScratch,
         ctx: &mut KernelContext,
         reads: &[&[f32]],
         writes: &mut [&mut [f32]],
@@ -487,7 +503,8 @@ impl PreparedKernel for PreparedMean {
     }
 
     fn run_bound(
-        &mut self,
+        &self,
+        _: &mut StepScratch,
         ctx: &mut KernelContext,
         reads: &[&[f32]],
         writes: &mut [&mut [f32]],
@@ -507,7 +524,6 @@ struct PreparedLinear {
     n: usize,
     residual: bool,
     name: &'static str,
-    scratch: LinearScratch,
 }
 
 impl PreparedLinear {
@@ -542,14 +558,7 @@ impl PreparedLinear {
         } else {
             "aten::mm.out"
         };
-        Ok(PreparedLinear {
-            linear,
-            k,
-            n,
-            residual: l.residual.is_some(),
-            name,
-            scratch: LinearScratch::default(),
-        })
+        Ok(PreparedLinear { linear, k, n, residual: l.residual.is_some(), name })
     }
 }
 
@@ -559,7 +568,8 @@ impl PreparedKernel for PreparedLinear {
     }
 
     fn run(
-        &mut self,
+        &self,
+        scratch: &mut StepScratch,
         ctx: &mut KernelContext,
         args: &[Arg<'_>],
         outs: &mut [Out<'_, '_>],
@@ -592,12 +602,13 @@ impl PreparedKernel for PreparedLinear {
         let r = r.map_err(|e| ctx.tensor_err("residual", e))?;
         let o = out.as_mut_slice::<f32>().map_err(|e| ctx.tensor_err("out", e))?;
         self.linear
-            .run(m, xs, r, o, &mut self.scratch, &ctx.threads)
+            .run(m, xs, r, o, &mut scratch.linear, &ctx.threads)
             .map_err(|e| ctx.invalid("input", e.to_string()))
     }
 
     fn run_bound(
-        &mut self,
+        &self,
+        scratch: &mut StepScratch,
         ctx: &mut KernelContext,
         reads: &[&[f32]],
         writes: &mut [&mut [f32]],
@@ -616,31 +627,31 @@ impl PreparedKernel for PreparedLinear {
             return Err(ctx.invalid("input", "the step's tensors do not match its linear"));
         }
         self.linear
-            .run(m, x, r, o, &mut self.scratch, &ctx.threads)
+            .run(m, x, r, o, &mut scratch.linear, &ctx.threads)
             .map_err(|e| ctx.invalid("input", e.to_string()))
     }
 }
 
-/// A group of elementwise operators run as one pass ([`MapProgram`]); `scratch` holds its
-/// registers' blocks from run to run.
+/// A group of elementwise operators run as one pass ([`MapProgram`]); its registers' blocks
+/// are the step's scratch.
 struct PreparedMap {
     program: MapProgram,
-    scratch: Vec<f32>,
 }
 
 impl PreparedKernel for PreparedMap {
     fn heap_bytes(&self) -> usize {
-        self.scratch.capacity() * 4
+        0
     }
 
     fn run_bound(
-        &mut self,
+        &self,
+        scratch: &mut StepScratch,
         ctx: &mut KernelContext,
         reads: &[&[f32]],
         writes: &mut [&mut [f32]],
     ) -> std::result::Result<(), KernelError> {
         self.program
-            .run(reads, writes, &mut self.scratch)
+            .run(reads, writes, &mut scratch.map)
             .map_err(|e| ctx.invalid("input", e.to_string()))
     }
 }
