@@ -145,7 +145,7 @@ fn threads_are_chosen_reported_and_do_not_change_outputs() {
         .env("KILN_THREADS", "1")
         .output()
         .unwrap();
-    assert!(String::from_utf8_lossy(&out.stdout).contains("1 thread;"));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("; 1 thread, asked for"));
     for bad in ["0", "257", "two"] {
         let (code, _, stderr) = kiln(&["bench", "--threads", bad, &pte]);
         assert_eq!(code, 2, "--threads {bad}: {stderr}");

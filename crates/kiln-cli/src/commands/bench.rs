@@ -24,6 +24,12 @@ pub struct Args {
     /// Untimed executes before the timed ones.
     #[arg(long, default_value_t = 5)]
     pub warmup: usize,
+    /// Threads calling the method at once, each running `--iters` executes with its own
+    /// execution state of the one loaded program (the compiled steps and packed weights are
+    /// shared); the summary adds the executes per second of all of them together.
+    #[arg(long, default_value_t = 1, value_name = "N",
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=256))]
+    pub callers: usize,
     /// Print a JSON summary instead of text.
     #[arg(long)]
     pub json: bool,
@@ -55,8 +61,13 @@ struct Summary {
     inputs: Vec<String>,
     warmup: usize,
     iters: usize,
-    /// Threads kernels split their work over, the calling thread included.
+    /// Threads calling the method at once.
+    callers: usize,
+    /// Timed executes of all callers together per second of wall time.
+    executes_per_s: f64,
+    /// Threads kernels split their work over, the calling thread included, and why.
     threads: usize,
+    threads_reason: String,
     load_ms: f64,
     median_ms: f64,
     min_ms: f64,
@@ -126,8 +137,8 @@ fn per_operator(times: &[InstructionTime], by_step: bool) -> Vec<OpTime> {
 /// Runs `kiln bench`.
 pub fn run(args: Args) -> Result<ExitCode> {
     let mut session = Session::open(&args.target)?;
-    session.execute(args.warmup, "warming up")?;
-    let mut samples = session.execute(args.iters, "timing")?;
+    session.execute_callers(args.callers, args.warmup, "warming up")?;
+    let (mut samples, wall) = session.execute_callers(args.callers, args.iters, "timing")?;
     samples.sort_unstable();
     let profile = if args.profile {
         Some(per_operator(&session.profile(args.iters)?, args.by_step))
@@ -140,7 +151,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
         inputs: session.inputs.names.clone(),
         warmup: args.warmup,
         iters: args.iters,
-        threads: session.threads,
+        callers: args.callers,
+        executes_per_s: samples.len() as f64 / wall.as_secs_f64().max(1e-9),
+        threads: session.threads.threads,
+        threads_reason: session.threads.reason.clone(),
         load_ms: ms(session.load),
         median_ms: ms(median(&samples)),
         min_ms: ms(samples[0]),
@@ -152,8 +166,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     outln!(
-        "{} {}: median {:.3} ms, min {:.3} ms, p90 {:.3} ms ({} iters, {} warmup, {} thread{}; \
-         load {:.2} ms)",
+        "{} {}: median {:.3} ms, min {:.3} ms, p90 {:.3} ms ({} iters, {} warmup; {} thread{}, \
+         {}; load {:.2} ms)",
         summary.model,
         summary.method,
         summary.median_ms,
@@ -163,8 +177,16 @@ pub fn run(args: Args) -> Result<ExitCode> {
         summary.warmup,
         summary.threads,
         if summary.threads == 1 { "" } else { "s" },
+        summary.threads_reason,
         summary.load_ms
     );
+    if summary.callers > 1 {
+        outln!(
+            "  {} callers at once: {:.1} executes/s in all",
+            summary.callers,
+            summary.executes_per_s
+        );
+    }
     for (i, name) in summary.inputs.iter().enumerate() {
         outln!("  input {i}: {name}");
     }

@@ -11,7 +11,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use kiln_kernels::DType;
 use kiln_runtime::{
-    LoadOptions, MappedFile, Output, OutputTensor, Program, ProgramBuilder, Threads,
+    LoadOptions, MappedFile, Output, OutputTensor, Program, ProgramBuilder, ThreadCount, Threads,
 };
 use serde::Serialize;
 
@@ -53,8 +53,9 @@ pub struct EngineArgs {
     /// kernels (for bisecting a difference).
     #[arg(long)]
     pub no_compile: bool,
-    /// Threads large kernels split their work over, the calling thread included [default:
-    /// the cores available, at most 2]. Outputs are bit-identical for a given count.
+    /// Threads large kernels split their work over, the calling thread included [default: one
+    /// per core this process may run on, the big cores only on a CPU with big and little
+    /// ones]. Outputs are bit-identical for any count.
     #[arg(long, env = "KILN_THREADS", value_name = "N",
           value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: Option<u16>,
@@ -73,6 +74,17 @@ fn parse_memory_size(s: &str) -> std::result::Result<u64, String> {
         Ok(0) => Err("must be more than 0 bytes".into()),
         Ok(n) => Ok(n),
         Err(e) => Err(format!("{e} (expected bytes or a size such as 64MiB, 2GiB)")),
+    }
+}
+
+/// The thread count `engine` runs with, and why: the one asked for, or kiln's default.
+pub(crate) fn thread_count(engine: &EngineArgs) -> ThreadCount {
+    match engine.threads {
+        Some(n) => ThreadCount {
+            threads: usize::from(n),
+            reason: "asked for with --threads or KILN_THREADS".into(),
+        },
+        None => kiln_runtime::default_thread_count().clone(),
     }
 }
 
@@ -108,6 +120,9 @@ struct Summary {
     method: String,
     inputs: Vec<String>,
     random_inputs: bool,
+    /// Threads kernels split their work over, the calling thread included, and why.
+    threads: usize,
+    threads_reason: String,
     load_ms: f64,
     execute_ms: f64,
     outputs: Vec<OutputSummary>,
@@ -318,6 +333,7 @@ fn expect(outputs: &[Output], files: &[PathBuf], atol: f64) -> Result<Vec<String
 pub fn run(args: Args) -> Result<ExitCode> {
     let started = Instant::now();
     let mut builder = Program::builder().options(load_options(&args.target.engine)?);
+    let threads = thread_count(&args.target.engine);
     if let Some(data) = &args.data {
         builder = add_data(builder, data, &args.target.model)?;
     }
@@ -377,6 +393,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
         method: loaded.method.clone(),
         inputs: input_names,
         random_inputs: random,
+        threads: threads.threads,
+        threads_reason: threads.reason,
         load_ms,
         execute_ms,
         outputs: summaries,

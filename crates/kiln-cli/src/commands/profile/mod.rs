@@ -211,7 +211,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             );
         }
         if let Some(path) = &args.trace {
-            let json = trace::chrome_trace(timeline, method.compiled(), session.threads)?;
+            let json = trace::chrome_trace(timeline, method.compiled(), session.threads.threads)?;
             kiln_format::io::write_bytes_atomic(path, &json)
                 .with_context(|| format!("writing the trace {}", path.display()))?;
         }
@@ -225,7 +225,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         model: args.target.model.display().to_string(),
         method: session.loaded.method.clone(),
         iters: args.iters,
-        threads: session.threads,
+        threads: session.threads.threads,
         profiled_median_ms: ms(median(&measured.profiled)),
         unprofiled_median_ms: ms(median(&measured.plain)),
         kernels,

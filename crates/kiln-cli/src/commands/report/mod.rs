@@ -77,7 +77,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         method: session.loaded.method.clone(),
         inputs: session.inputs.names.clone(),
         iters: args.iters,
-        threads: session.threads,
+        threads: session.threads.threads,
         compiled: !args.target.engine.no_compile,
         total_ms: steps.iter().fold(0.0, |sum, s| sum + s.ms),
         steps,

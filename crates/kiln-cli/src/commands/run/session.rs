@@ -6,9 +6,11 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use kiln_runtime::{InstructionTime, Method, Program};
+use kiln_runtime::{InstructionTime, Method, Program, ThreadCount};
 
-use super::{load_options, parse_input_arg, EngineArgs, InputArg, Inputs, Loaded, DEFAULT_SEED};
+use super::{
+    load_options, parse_input_arg, thread_count, EngineArgs, InputArg, Inputs, Loaded, DEFAULT_SEED,
+};
 use crate::output::progress;
 
 /// The program, method, inputs and engine flags of the commands that execute a method.
@@ -41,10 +43,12 @@ pub(crate) struct Session {
     pub method: Method,
     /// Its inputs, read or generated once.
     pub inputs: Inputs,
-    /// Threads kernels split their work over, the calling thread included.
-    pub threads: usize,
+    /// Threads kernels split their work over, the calling thread included, and why.
+    pub threads: ThreadCount,
     /// Time to load the program and the method.
     pub load: Duration,
+    /// More execution states of the method, for [`Session::execute_callers`].
+    others: Vec<Method>,
 }
 
 impl Session {
@@ -52,7 +56,7 @@ impl Session {
     pub(crate) fn open(args: &MethodArgs) -> Result<Session> {
         let started = Instant::now();
         let options = load_options(&args.engine)?;
-        let threads = options.threads.count();
+        let threads = thread_count(&args.engine);
         let loaded =
             Loaded::load(Program::builder().options(options), &args.model, args.method.as_deref())?;
         let method = loaded.program.method(&loaded.method)?;
@@ -60,7 +64,7 @@ impl Session {
         let names = loaded.input_names(method.inputs().len());
         let seed = args.seed.unwrap_or(DEFAULT_SEED);
         let inputs = Inputs::prepare(&method, &loaded.method, &names, &args.inputs, seed)?;
-        Ok(Session { loaded, method, inputs, threads, load })
+        Ok(Session { loaded, method, inputs, threads, load, others: Vec::new() })
     }
 
     /// Executes the method `n` times under a progress bar labelled `what`; the wall time of
@@ -77,6 +81,60 @@ impl Session {
         }
         bar.finish_and_clear();
         Ok(samples)
+    }
+
+    /// Executes the method `n` times on each of `callers` threads at once, each running its
+    /// own execution state (the session's method and states sharing its compiled steps and
+    /// weights, [`Method::another`]); the wall time of every execute, and of the whole.
+    pub(crate) fn execute_callers(
+        &mut self,
+        callers: usize,
+        n: usize,
+        what: &str,
+    ) -> Result<(Vec<Duration>, Duration)> {
+        if callers <= 1 {
+            let start = Instant::now();
+            let samples = self.execute(n, what)?;
+            return Ok((samples, start.elapsed()));
+        }
+        while self.others.len() + 1 < callers {
+            self.others.push(self.method.another()?);
+        }
+        let inputs = self.inputs.as_inputs()?;
+        let bar = progress(n * callers, what);
+        let states = std::iter::once(&mut self.method).chain(self.others.iter_mut());
+        let start = Instant::now();
+        let runs: Vec<Result<Vec<Duration>>> = std::thread::scope(|scope| {
+            let callers: Vec<_> = states
+                .take(callers)
+                .map(|method| {
+                    let (inputs, bar) = (&inputs, &bar);
+                    scope.spawn(move || -> Result<Vec<Duration>> {
+                        let mut samples = Vec::with_capacity(n);
+                        for _ in 0..n {
+                            let start = Instant::now();
+                            method.run(inputs)?;
+                            samples.push(start.elapsed());
+                            bar.inc(1);
+                        }
+                        Ok(samples)
+                    })
+                })
+                .collect();
+            callers
+                .into_iter()
+                .map(|c| {
+                    c.join().unwrap_or_else(|_| Err(anyhow::anyhow!("a caller thread panicked")))
+                })
+                .collect()
+        });
+        let wall = start.elapsed();
+        bar.finish_and_clear();
+        let mut all = Vec::with_capacity(n * callers);
+        for run in runs {
+            all.extend(run?);
+        }
+        Ok((all, wall))
     }
 
     /// Executes the method `n` times with per-instruction timing on; the time of every
