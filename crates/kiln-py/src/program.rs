@@ -1,5 +1,6 @@
 //! `kiln._kiln.Program`: a loaded ExecuTorch program whose methods stay loaded (planned,
-//! compiled, weights packed) from one `run` to the next, as `kiln bench` keeps them.
+//! compiled, weights packed) from one `run` to the next, as `kiln bench` keeps them; runs
+//! from several threads each take an execution state of the method and go on at once.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -18,8 +19,11 @@ use crate::errors::{self, InputError};
 #[pyclass(frozen, module = "kiln._kiln")]
 pub struct Program {
     program: kiln_runtime::Program,
-    /// Methods loaded so far, by name.
-    methods: Mutex<HashMap<String, Method>>,
+    /// Execution states not running, by method name. A run takes one (or makes one: the
+    /// method's compiled steps and packed weights are shared, see
+    /// `kiln_runtime::Program::method`) and gives it back, so the lock is held only for that,
+    /// never across a run.
+    idle: Mutex<HashMap<String, Vec<Method>>>,
     /// The language model `generate` drives, once it has been used.
     text_model: Mutex<Option<TextModel>>,
 }
@@ -130,7 +134,7 @@ impl Program {
                 Ok(builder.load(&path)?)
             })
             .map_err(|e| errors::from_anyhow(&e))?;
-        Ok(Program { program, methods: Mutex::new(HashMap::new()), text_model: Mutex::new(None) })
+        Ok(Program { program, idle: Mutex::new(HashMap::new()), text_model: Mutex::new(None) })
     }
 
     /// The program's method names, in file order.
@@ -150,7 +154,8 @@ impl Program {
     }
 
     /// Runs `method` on `inputs` (each `(dtype, shape, uint8 array)` or a scalar) and returns
-    /// its outputs. The method is loaded on its first run and kept; the interpreter's lock is
+    /// its outputs. The method is loaded on its first run and kept; runs from several threads
+    /// each take their own execution state and go on at once. The interpreter's lock is
     /// released while it loads and runs.
     fn run<'py>(
         &self,
@@ -173,14 +178,14 @@ impl Program {
             });
         }
         let outputs = py.detach(|| {
-            let mut methods = lock(&self.methods);
-            let loaded = match methods.entry(method.to_string()) {
-                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-                std::collections::hash_map::Entry::Vacant(e) => {
-                    e.insert(self.program.method(method)?)
-                }
+            let idle = lock(&self.idle).get_mut(method).and_then(Vec::pop);
+            let mut state = match idle {
+                Some(state) => state,
+                None => self.program.method(method)?,
             };
-            loaded.execute(&slices)
+            let outputs = state.execute(&slices);
+            lock(&self.idle).entry(method.to_string()).or_default().push(state);
+            outputs
         });
         errors::check(outputs)?.into_iter().map(|o| output(py, o)).collect()
     }

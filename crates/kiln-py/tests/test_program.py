@@ -99,26 +99,45 @@ def test_bfloat16_inputs_and_outputs():
         assert np.array_equal(got, want)
 
 
-def test_threads_share_a_program():
-    program = kiln.load(PTE / "tiny_cnn.pte")
-    [x], [want] = recorded("tiny_cnn")
+def run_on_threads(program, x, threads, runs):
+    """`runs` runs of `program` on `x` from each of `threads` Python threads at once: the
+    first output of every run."""
     results, errors = [], []
 
     def work():
         try:
-            for _ in range(20):
+            for _ in range(runs):
                 results.append(program.run([x])[0])
         except Exception as e:  # noqa: BLE001 - reported below
             errors.append(e)
 
-    threads = [threading.Thread(target=work) for _ in range(3)]
-    for t in threads:
+    started = [threading.Thread(target=work) for _ in range(threads)]
+    for t in started:
         t.start()
-    for t in threads:
+    for t in started:
         t.join()
-    assert not errors and len(results) == 60
+    assert not errors and len(results) == threads * runs, errors
+    return results
+
+
+def test_threads_share_a_program():
+    program = kiln.load(PTE / "tiny_cnn.pte")
+    [x], [want] = recorded("tiny_cnn")
+    results = run_on_threads(program, x, threads=3, runs=20)
     for got in results:
         assert_matches(got, want, quantized=False, what="threaded run")
+
+
+def test_concurrent_runs_give_a_lone_runs_bits():
+    # Four Python threads on one program whose layers split over a pool of two threads: each
+    # run takes its own execution state (no lock held across a run), and gets the bits one
+    # run alone gets, which match ExecuTorch's output.
+    program = kiln.load(PTE / "mobilenet_v2_xnnpack.pte", threads=2)
+    [x], [want] = recorded("mobilenet_v2_xnnpack")
+    [alone] = program.run([x])
+    assert_matches(alone, want, quantized=False, what="a lone run")
+    for got in run_on_threads(program, x, threads=4, runs=5):
+        assert np.array_equal(got.view(np.uint32), alone.view(np.uint32))
 
 
 def test_external_data():

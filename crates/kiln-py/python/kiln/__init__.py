@@ -120,9 +120,10 @@ def load(
     """Loads an ExecuTorch program (``.pte``): maps the file and verifies all of it.
 
     ``data`` names external constants (a ``.ptd``, or an ``.irpa`` keyed by the tensors'
-    names). ``threads`` is how many threads large kernels split over (default: the cores
-    available, at most 2). ``max_memory`` caps the bytes one loaded method may take (default:
-    the smaller of 8 GiB and half the machine's memory). ``compile=False`` runs every
+    names). ``threads`` is how many threads large kernels split over (default: one per core
+    this process may run on, the big ones on a CPU with big and little cores). ``max_memory``
+    caps the bytes one loaded method may take (default: the smaller of 8 GiB and half the
+    machine's memory). ``compile=False`` runs every
     instruction as written, without the compile stage (for bisecting a difference).
 
     Methods are loaded on their first :meth:`Program.run` and kept, so later runs only copy
@@ -161,8 +162,9 @@ def inspect(path: PathLike) -> dict:
 class Program:
     """A loaded ExecuTorch program. Make one with :func:`load`.
 
-    Safe to share between threads: each method runs one call at a time, with Python's lock
-    released while it runs.
+    Safe to share between threads, and runs from several threads go on at once: each run
+    takes an execution state of its method (its own memory; the compiled steps and packed
+    weights are loaded once and shared), with Python's lock released while it runs.
     """
 
     def __init__(self, native: Any, path: str) -> None:
