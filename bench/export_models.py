@@ -63,6 +63,27 @@ def _resnet18(size: int) -> Callable[[], Spec]:
     return build
 
 
+def efficientnet_b0() -> Spec:
+    """torchvision efficientnet_b0 at 224x224, randomized batch-norm statistics."""
+    import torchvision
+
+    torch.manual_seed(26)
+    m = torchvision.models.efficientnet_b0(weights=None)
+    export_pte._randomize_bn(m, export_pte.gen(27))
+    return m, (export_pte.randn(export_pte.gen(28), 1, 3, 224, 224),)
+
+
+def resnet50() -> Spec:
+    """torchvision resnet50 at 224x224, randomized batch-norm statistics (outputs reach ~500:
+    compare them relative to their magnitude)."""
+    import torchvision
+
+    torch.manual_seed(29)
+    m = torchvision.models.resnet50(weights=None)
+    export_pte._randomize_bn(m, export_pte.gen(30))
+    return m, (export_pte.randn(export_pte.gen(32), 1, 3, 224, 224),)
+
+
 def squeezenet() -> Spec:
     """torchvision squeezenet1_1 at 224x224, with torchvision's own initialisation seeded."""
     import torchvision
@@ -136,6 +157,8 @@ MODELS: Dict[str, Callable[[], Spec]] = {
     "resnet18_224": _resnet18(224),
     "transformer_encoder": transformer_encoder,
     "squeezenet": squeezenet,
+    "efficientnet_b0": efficientnet_b0,
+    "resnet50": resnet50,
     "vit_small": vit_small,
     "lstm": lstm,
     "gru": gru,
