@@ -28,7 +28,7 @@ use crate::compute::sgemm::{
 use crate::compute::taps::{
     clamp_as_vectors, row_spans, sum_taps, RowSpan, TapEpilogue, TapPlane, LANES,
 };
-use crate::compute::threads::{caller_scratch, split, with_pieces, Threads};
+use crate::compute::threads::{caller_scratch, split, with_pieces, Threads, TASKS_PER_THREAD};
 
 mod pointwise_depthwise;
 mod winograd;
@@ -159,13 +159,6 @@ fn window(buf: &mut Vec<f32>, len: usize) -> &mut [f32] {
 /// Multiply-adds per image from which a convolution splits over threads (below, waking the
 /// workers costs more than they save).
 const PARALLEL_MACS: usize = 1 << 18;
-
-/// Tasks per thread of a split layer ([`Threads::tasks_for`]) whose tasks share nothing (runs
-/// of output rows or channels, each with its own share of the weights): each thread runs its
-/// own tasks in order, so more of them cost little on an idle machine (4 against 1 on
-/// mobilenet_v2, efficientnet_b0 and resnet50: within 3%, `bench/RESULTS.md`), and a thread
-/// the OS preempts holds a call up by a quarter of its share at most.
-const TASKS_PER_THREAD: usize = 4;
 
 /// Fewest output pixels a task computes in a split whose every task reads all the layer's
 /// weights (runs of pixels): more tasks read the weights again for fewer pixels each
@@ -449,11 +442,11 @@ impl PackedConv2d {
         let macs = out_img.saturating_mul(cin_g * kk);
         let cost = if is_depthwise(g) { macs.saturating_mul(DEPTHWISE_MAC_COST) } else { macs };
         // Threads the layer splits over, and how many tasks of at most `units` it cuts a split
-        // into (`per_thread` a thread).
+        // into.
         let parallel = cost >= PARALLEL_MACS;
         let parts = if parallel { threads.available() } else { 1 };
-        let tasks = |per_thread: usize, units: usize| match parallel {
-            true => threads.tasks_for(per_thread, units),
+        let tasks = |units: usize| match parallel {
+            true => threads.tasks_for(TASKS_PER_THREAD, units),
             false => 1,
         };
         // Tasks of a split into runs of `units` pixel units (`unit_pixels` each) whose every
@@ -461,7 +454,7 @@ impl PackedConv2d {
         // a thread at least.
         let reading_tasks = |units: usize, unit_pixels: usize| {
             let most = (units * unit_pixels / WEIGHT_READ_PIXELS).clamp(1, units.max(1));
-            tasks(TASKS_PER_THREAD, most).max(parts.min(units))
+            tasks(most).max(parts.min(units))
         };
         for b in 0..batch {
             let x_img = &input[b * in_img..][..in_img];
@@ -479,7 +472,7 @@ impl PackedConv2d {
                     if self.layouts.input == Layout::Nhwc =>
                 {
                     // Each task takes a run of output rows, every block of them.
-                    let runs = split(self.oh, 1, tasks(TASKS_PER_THREAD, self.oh));
+                    let runs = split(self.oh, 1, tasks(self.oh));
                     let tasks = with_pieces(runs, y_img, self.ow * g.groups);
                     threads.for_each(tasks, |(rows, y)| {
                         self.depthwise_rows(
@@ -494,7 +487,7 @@ impl PackedConv2d {
                 }
                 Plan::Depthwise { phases, blocks: Some(blocks), .. } => {
                     // Each task takes a run of whole blocks.
-                    let runs = split(g.groups, BLOCK, tasks(TASKS_PER_THREAD, g.groups / BLOCK));
+                    let runs = split(g.groups, BLOCK, tasks(g.groups / BLOCK));
                     let tasks = with_pieces(runs, y_img, ohw);
                     threads.for_each_with(tasks, &mut scratch.parts, |part, (chans, y)| {
                         for (y, c0) in y.chunks_mut(BLOCK * ohw).zip(chans.step_by(BLOCK)) {
@@ -505,7 +498,7 @@ impl PackedConv2d {
                 }
                 Plan::Depthwise { weight, phases, blocks: None } => {
                     // Channel planes are independent: each task takes a run of them.
-                    let runs = split(g.groups, 1, tasks(TASKS_PER_THREAD, g.groups));
+                    let runs = split(g.groups, 1, tasks(g.groups));
                     let tasks = with_pieces(runs, y_img, ohw);
                     threads.for_each_with(tasks, &mut scratch.parts, |part, (chans, y)| {
                         for (i, c) in chans.enumerate() {
@@ -559,7 +552,7 @@ impl PackedConv2d {
                     let x_img = match copy {
                         Some(pad) => {
                             let dims = [g.in_channels, g.in_h, g.in_w];
-                            let rows = tasks(TASKS_PER_THREAD, g.in_h);
+                            let rows = tasks(g.in_h);
                             channels_last(x_img, dims, *pad, &mut scratch.col, rows, threads);
                             &scratch.col[..]
                         }
@@ -573,7 +566,7 @@ impl PackedConv2d {
                         // Few pixels: each task streams its share of the weights instead of
                         // all of them.
                         let io = (x_img, r_img, y_img);
-                        let n = tasks(TASKS_PER_THREAD, col_panels);
+                        let n = tasks(col_panels);
                         self.indirect_channels(
                             weight,
                             ind,
@@ -604,7 +597,7 @@ impl PackedConv2d {
                     first_error(&mut scratch.parts)?;
                 }
                 Plan::FewPixels { weight } => {
-                    let n = tasks(TASKS_PER_THREAD, weight.n().div_ceil(weight.panel_cols()));
+                    let n = tasks(weight.n().div_ceil(weight.panel_cols()));
                     for io in groups {
                         self.few_pixels(weight, io, n, scratch, threads)?;
                     }

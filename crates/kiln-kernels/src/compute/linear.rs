@@ -5,13 +5,10 @@ use crate::compute::sgemm::{
     gemm_packed_b, gemm_packed_b_cols, need, Activation, Bias, Epilogue, GemmError, GemmScratch,
     MatRef, PackedB,
 };
-use crate::compute::threads::{caller_scratch, split, with_pieces, Threads};
+use crate::compute::threads::{caller_scratch, split, with_pieces, Threads, TASKS_PER_THREAD};
 
 /// Multiply-adds from which a linear layer splits over threads.
 const PARALLEL_MACS: usize = 1 << 18;
-
-/// Tasks per thread of a split layer (runs of whole column panels of the output).
-const TASKS_PER_THREAD: usize = 4;
 
 /// Reusable buffers of [`PackedLinear::run`]: one per thread.
 #[derive(Debug, Default)]

@@ -11,7 +11,7 @@
 #![allow(unsafe_code)]
 
 use super::sgemm::GemmError;
-use super::threads::{split, with_pieces, Threads};
+use super::threads::{split, with_pieces, Threads, TASKS_PER_THREAD};
 
 /// PyTorch's `pooling_output_shape`: the output length of an axis of `input` elements, or
 /// `None` when the kernel span exceeds the padded input, the stride is zero, or a size
@@ -68,9 +68,6 @@ pub struct MaxPool2d {
 
 /// Output elements from which a pooling splits its planes over threads.
 const PARALLEL_OUTPUTS: usize = 1 << 14;
-
-/// Tasks per thread of a split pooling (runs of planes or output rows).
-const TASKS_PER_THREAD: usize = 4;
 
 impl MaxPool2d {
     /// The pooling, or `None` when PyTorch would reject it: a zero size, stride or

@@ -21,7 +21,7 @@
 //! of the panel, so the accumulators are the output channels and need no horizontal sums.
 #![allow(unsafe_code)]
 
-use super::threads::{split, with_pieces, Threads};
+use super::threads::{split, with_pieces, Threads, TASKS_PER_THREAD};
 use super::xnn_quant::{clamp_f32, qs8_requantize, ConvGeometry, Qs8Out};
 
 /// Output channels per packed panel (one 512-bit vector of `i32`).
@@ -30,9 +30,6 @@ pub(crate) const NR: usize = 16;
 pub(crate) const MR: usize = 8;
 /// Multiply-adds from which a layer splits its work over the threads.
 const PARALLEL_MACS: usize = 1 << 22;
-
-/// Tasks per thread of a split layer (see `compute/conv2d.rs`).
-const TASKS_PER_THREAD: usize = 4;
 
 /// The instruction sets of the loops, in increasing order: each implies the ones before.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]

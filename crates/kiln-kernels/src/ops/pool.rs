@@ -3,7 +3,7 @@
 //! any dim order; values accumulate in `f64`.
 
 use crate::compute::max_pool::pool_len;
-use crate::compute::threads::{split, Threads};
+use crate::compute::threads::{split, Threads, TASKS_PER_THREAD};
 use crate::dtype::DType;
 use crate::error::KernelError;
 use crate::kernel::{KernelContext, KernelDef};
@@ -341,9 +341,6 @@ impl WindowMax {
 
 /// Window comparisons from which [`max_pool_f32`] splits over threads.
 const PARALLEL_COMPARES: usize = 1 << 16;
-
-/// Tasks per thread of a split pooling (runs of planes).
-const TASKS_PER_THREAD: usize = 4;
 
 fn avg_pool(
     ctx: &KernelContext,

@@ -107,7 +107,7 @@ impl PointwiseDepthwise {
         let in_img = pw.g.in_channels * pw.g.in_h * pw.g.in_w;
         let out_img = dw.g.out_channels * dw.oh * dw.ow;
         check_images(batch, [in_img, out_img], input, residual, out)?;
-        let parts = threads.tasks_for(super::TASKS_PER_THREAD, dw.oh);
+        let parts = threads.tasks_for(crate::compute::threads::TASKS_PER_THREAD, dw.oh);
         let row = dw.ow * dw.g.out_channels;
         for b in 0..batch {
             let x = &input[b * in_img..][..in_img];

@@ -91,7 +91,7 @@ impl Contention {
 
     /// Runs the calls alone from `now`, twice as long as last time.
     fn go_solo(&mut self, now: Instant) -> bool {
-        self.pause = (self.pause * 2).clamp(MIN_BACK_OFF, MAX_BACK_OFF);
+        self.pause = longer(self.pause);
         self.solo_until = Some(now + self.pause);
         true
     }
@@ -111,6 +111,13 @@ impl Contention {
         self.window = Window::start(now).map(|w| (std::thread::current().id(), w));
         None
     }
+}
+
+/// How long to stay out (the caller's calls alone, or a worker out of calls) when the cores
+/// are found taken after staying out for `last` (zero the first time): [`MIN_BACK_OFF`], then
+/// twice as long each time, up to [`MAX_BACK_OFF`].
+pub(super) fn longer(last: Duration) -> Duration {
+    (last * 2).clamp(MIN_BACK_OFF, MAX_BACK_OFF)
 }
 
 /// Nanoseconds the calling thread has waited on a run queue for a core (the second field of

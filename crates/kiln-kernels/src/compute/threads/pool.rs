@@ -10,8 +10,8 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
-use super::contention::{Contention, Window};
-use super::{WorkerSpan, MAX_BACK_OFF, MAX_SPANS, MIN_BACK_OFF, SPIN, WAIT_SPIN};
+use super::contention::{longer, Contention, Window};
+use super::{WorkerSpan, MAX_SPANS, SPIN, WAIT_SPIN};
 
 /// Most claims one call deals out (a range's ends are 16-bit); a call of more tasks runs
 /// several consecutive tasks per claim.
@@ -97,7 +97,7 @@ struct Shared {
     shutdown: AtomicBool,
     /// Workers asleep (or about to be), and where they sleep.
     sleepers: AtomicUsize,
-    /// Workers staying out of calls after the OS preempted them ([`Shared::back_off`]).
+    /// Workers staying out of calls after they waited for a core ([`Shared::back_off`]).
     backing_off: AtomicUsize,
     /// Calls run on the caller alone for now ([`Contention`]): spinning workers sleep.
     solo: AtomicBool,
@@ -532,7 +532,7 @@ fn worker(shared: &Shared, index: usize) {
             Next::Contended => {
                 // Other threads have this worker's core: stay out for a while (the caller
                 // takes this worker's tasks), longer each time that is found again.
-                pause = (pause * 2).clamp(MIN_BACK_OFF, MAX_BACK_OFF);
+                pause = longer(pause);
                 shared.back_off(pause);
                 window = Window::start(Instant::now());
                 seen = unpack_call(shared.call.load(Ordering::Acquire)).0;
