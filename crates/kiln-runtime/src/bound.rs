@@ -184,6 +184,22 @@ pub(crate) struct Constants<'a> {
     pub sources: &'a [Arc<dyn NamedDataSource>],
 }
 
+impl<'a> Constants<'a> {
+    /// The `len` bytes of a constant tensor stored at `storage` (in the file, made at load or
+    /// in an external source); `None` for other storage or where they are out of range.
+    pub fn bytes(&self, storage: Storage, len: usize) -> Option<&'a [u8]> {
+        let (data, offset): (&'a [u8], usize) = match storage {
+            Storage::File { offset } => (self.file, offset),
+            Storage::Const { buf, offset } => {
+                (bytemuck::cast_slice(self.made.get(buf as usize)?.as_slice()), offset)
+            }
+            Storage::Ext { source, offset } => (self.sources.get(source as usize)?.bytes(), offset),
+            Storage::Buf { .. } | Storage::Empty => return None,
+        };
+        data.get(offset..offset.checked_add(len)?)
+    }
+}
+
 /// Runs `kernel` (with its `scratch`) on the tensors of binding `b`.
 pub(crate) fn run(
     b: &Binding,

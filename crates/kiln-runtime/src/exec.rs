@@ -232,22 +232,7 @@ impl Method {
                 bytes_of(self.state.buffers.get(buf as usize)?.as_slice())
                     .get(offset..offset.checked_add(n)?)
             }
-            Storage::File { offset } => {
-                self.fixed.program.inner.file.bytes().get(offset..offset.checked_add(n)?)
-            }
-            Storage::Const { buf, offset } => {
-                bytes_of(self.fixed.constants.get(buf as usize)?.as_slice())
-                    .get(offset..offset.checked_add(n)?)
-            }
-            Storage::Ext { source, offset } => self
-                .fixed
-                .program
-                .inner
-                .sources
-                .get(source as usize)?
-                .bytes()
-                .get(offset..offset.checked_add(n)?),
-            Storage::Empty => None,
+            storage => self.fixed.constants().bytes(storage, n),
         }
     }
 
@@ -408,7 +393,7 @@ impl Method {
     /// Runs the call at instruction `pc` of chain `c`.
     fn call(&mut self, c: usize, pc: usize) -> Result<()> {
         let Method { fixed, state } = self;
-        let Compiled { program, plan, chains, prepared, constants, .. } = &**fixed;
+        let Compiled { plan, chains, prepared, .. } = &**fixed;
         let State { buffers, values, delegates, scratches, ctx, scratch, .. } = state;
         let Some(Step::Call(call)) = chains.get(c).and_then(|ch| ch.get(pc)) else { return Ok(()) };
         let instruction = call.instruction as usize;
@@ -418,11 +403,7 @@ impl Method {
             op: call.name.to_string(),
             reason,
         };
-        let constants = Constants {
-            file: program.inner.file.bytes(),
-            made: constants,
-            sources: &program.inner.sources,
-        };
+        let constants = fixed.constants();
         if let (Some(b), Callee::Prepared(p)) = (&call.bound, &call.callee) {
             let (Some(kernel), Some(step)) = (prepared.get(*p), scratches.get_mut(*p)) else {
                 return Err(fail(format!("prepared kernel {p} does not exist")));
@@ -606,7 +587,6 @@ fn invoke(
     kernels: Kernels<'_>,
 ) -> std::result::Result<(), CallError> {
     let other = CallError::Other;
-    let Constants { file, made, sources } = *constants;
     // Split each touched buffer into the call's regions.
     let mut borrowed: Vec<Option<Borrowed<'_>>> = relife(std::mem::take(&mut s.borrowed));
     borrowed.resize_with(s.regions.len(), || None);
@@ -649,25 +629,20 @@ fn invoke(
                         Some(Some(Borrowed::Read(d))) => d,
                         _ => return Err(other(format!("values[{}] was not borrowed", u.value))),
                     },
-                    (None, Storage::File { offset }) => {
-                        file.get(offset..offset.saturating_add(t.nbytes())).ok_or_else(|| {
-                            other(format!("constant values[{}] is outside the file", u.value))
+                    (None, storage @ (Storage::File { .. } | Storage::Const { .. })) => {
+                        constants.bytes(storage, t.nbytes()).ok_or_else(|| {
+                            let within = match storage {
+                                Storage::File { .. } => "the file",
+                                _ => "its data",
+                            };
+                            other(format!("constant values[{}] is outside {within}", u.value))
                         })?
                     }
-                    (None, Storage::Const { buf, offset }) => made
-                        .get(buf as usize)
-                        .and_then(|a| {
-                            bytes_of(a.as_slice()).get(offset..offset.saturating_add(t.nbytes()))
-                        })
-                        .ok_or_else(|| {
-                            other(format!("constant values[{}] is outside its data", u.value))
-                        })?,
-                    (None, Storage::Ext { source, offset }) => sources
-                        .get(source as usize)
-                        .and_then(|src| src.bytes().get(offset..offset.saturating_add(t.nbytes())))
-                        .ok_or_else(|| {
+                    (None, storage @ Storage::Ext { .. }) => {
+                        constants.bytes(storage, t.nbytes()).ok_or_else(|| {
                             other(format!("external values[{}] is outside its data", u.value))
-                        })?,
+                        })?
+                    }
                     _ => return Err(other(format!("values[{}] has no data", u.value))),
                 };
                 let r = TensorRef::new(t.dtype, t.shape, data)

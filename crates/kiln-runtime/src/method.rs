@@ -118,6 +118,17 @@ pub(crate) struct Compiled {
     pub memory_limit: u64,
 }
 
+impl Compiled {
+    /// Where its steps' constants are: the program file, `constants` and the external data.
+    pub fn constants(&self) -> crate::bound::Constants<'_> {
+        crate::bound::Constants {
+            file: self.program.inner.file.bytes(),
+            made: &self.constants,
+            sources: &self.program.inner.sources,
+        }
+    }
+}
+
 /// Bytes a new execution state's buffer starts with.
 pub(crate) struct Init {
     buf: u32,
