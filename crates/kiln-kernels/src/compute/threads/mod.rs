@@ -18,8 +18,10 @@
 //! workers sleep until the first call): the layers of a network arrive tens of microseconds
 //! apart, and waking a sleeping thread costs about as much (a shorter spin made
 //! efficientnet_b0 14% slower on the 2-core development machine, `bench/RESULTS.md`). A caller
-//! left waiting for a claimed task spins for [`WAIT_SPIN`], then parks, so that a preempted
-//! worker sharing its core can run.
+//! left waiting for a claimed task spins for [`WAIT_SPIN`], then yields its core until
+//! [`WAIT_YIELD`] (a preempted worker sharing that core runs; with none, the caller goes on at
+//! once), then parks. Parking sooner made efficientnet_b0 10% slower on that machine: most
+//! such waits last a task's length, less than a park and a wake-up cost on a virtual machine.
 //!
 //! # A busy machine
 //! A worker is only worth its core when the core is free. Where other processes keep every
@@ -69,6 +71,10 @@ pub const SPIN: Duration = Duration::from_millis(2);
 /// How long a caller with nothing left to claim spins on the tasks other threads hold before
 /// it parks.
 pub const WAIT_SPIN: Duration = Duration::from_micros(50);
+
+/// How long a caller waiting for the tasks other threads hold keeps yielding its core (to a
+/// preempted worker that shares it) before it parks.
+pub const WAIT_YIELD: Duration = Duration::from_millis(1);
 
 /// How long calls run without a worker the first time it is found not to have a core of
 /// its own.

@@ -11,7 +11,7 @@ use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
 use super::contention::{longer, Contention, Window};
-use super::{WorkerSpan, MAX_SPANS, SPIN, WAIT_SPIN};
+use super::{WorkerSpan, MAX_SPANS, SPIN, WAIT_SPIN, WAIT_YIELD};
 
 /// Most claims one call deals out (a range's ends are 16-bit); a call of more tasks runs
 /// several consecutive tasks per claim.
@@ -423,8 +423,9 @@ impl Shared {
         }
     }
 
-    /// The caller's wait for the claims other threads hold: spinning for [`WAIT_SPIN`], then
-    /// parked until the thread that finishes the last one unparks it. Either the caller sees
+    /// The caller's wait for the claims other threads hold: spinning for [`WAIT_SPIN`],
+    /// yielding its core until [`WAIT_YIELD`], then parked until the thread that finishes the
+    /// last one unparks it. Either the caller sees
     /// them all finished after it sets `parked`, or the finisher sees `parked` (both
     /// sequentially consistent); a wake-up left over from an earlier call costs a look.
     fn wait_for_claims(&self) {
@@ -432,18 +433,28 @@ impl Shared {
         let mut spins = 0u32;
         while self.remaining.load(Ordering::Acquire) != 0 {
             spins = spins.wrapping_add(1);
-            if !spins.is_multiple_of(64) || waiting.elapsed() < WAIT_SPIN {
+            if !spins.is_multiple_of(64) {
                 std::hint::spin_loop();
                 continue;
             }
-            // Callers take turns: this call's caller is the one to wake.
-            *self.caller.lock().unwrap_or_else(|e| e.into_inner()) = Some(std::thread::current());
-            self.parked.store(true, Ordering::SeqCst);
-            if self.remaining.load(Ordering::SeqCst) != 0 {
-                std::thread::park();
+            match waiting.elapsed() {
+                w if w < WAIT_SPIN => std::hint::spin_loop(),
+                w if w < WAIT_YIELD => std::thread::yield_now(),
+                _ => self.park_caller(),
             }
-            self.parked.store(false, Ordering::SeqCst);
         }
+    }
+
+    /// Parks the caller until the thread that finishes the last claim unparks it (or a
+    /// wake-up left over from an earlier call does).
+    fn park_caller(&self) {
+        // Callers take turns: this call's caller is the one to wake.
+        *self.caller.lock().unwrap_or_else(|e| e.into_inner()) = Some(std::thread::current());
+        self.parked.store(true, Ordering::SeqCst);
+        if self.remaining.load(Ordering::SeqCst) != 0 {
+            std::thread::park();
+        }
+        self.parked.store(false, Ordering::SeqCst);
     }
 
     /// Waits (spinning for `spin`, then asleep) until the call's tag differs from `seen` or
