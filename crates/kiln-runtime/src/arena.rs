@@ -7,7 +7,16 @@
 
 use std::io;
 
-use crate::method::{Line, LINE};
+/// Bytes of a [`Line`].
+pub(crate) const LINE: usize = 64;
+
+/// One cache line of a method's memory: buffers are vectors of these, so a tensor the memory
+/// plan places at a multiple of 64 bytes starts on a cache line and a kernel's 64-byte vector
+/// loads do not straddle two lines (with 16-byte alignment, three tensors in four were split:
+/// a channels-last depthwise layer ran 25% slower).
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+#[repr(C, align(64))]
+pub(crate) struct Line([u8; LINE]);
 
 /// One buffer of cache lines, zeroed until written.
 pub(crate) struct Arena {

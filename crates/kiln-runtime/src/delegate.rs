@@ -14,27 +14,7 @@ use std::sync::Arc;
 use kiln_kernels::{Arg, KernelContext, Out};
 
 use crate::data::NamedDataMap;
-
-/// What a backend reports when it cannot prepare or run a delegate.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum BackendError {
-    /// The processed bytes are not a valid payload for the backend.
-    #[error("invalid payload: {0}")]
-    InvalidPayload(String),
-    /// A valid payload uses something the backend does not implement.
-    #[error("not supported: {0}")]
-    Unsupported(String),
-    /// The payload names data that no named-data source holds.
-    #[error("named data {key:?} is in neither the program nor its data files")]
-    MissingData {
-        /// The key.
-        key: String,
-    },
-    /// A call's values do not fit what the delegate was prepared for, or running failed.
-    #[error("{0}")]
-    Execution(String),
-}
+pub use crate::error::BackendError;
 
 /// What a backend receives at delegate init.
 #[derive(Debug)]

@@ -136,7 +136,7 @@ pub enum Error {
         backend: String,
         /// What the backend reported.
         #[source]
-        source: crate::delegate::BackendError,
+        source: BackendError,
     },
     /// An instruction's values cannot be used as it needs at run time.
     #[error("method {method}: instruction {instruction} ({op}): {reason}")]
@@ -225,4 +225,25 @@ fn memory_message(counted: u64, limit: u64, reason: &MemoryReason) -> String {
         MemoryReason::OverLimit => format!("{counted}, over the memory limit of {limit} bytes"),
         MemoryReason::Refused(os) => format!("{counted}, and the system refused them: {os}"),
     }
+}
+
+/// What a backend reports when it cannot prepare or run a delegate.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BackendError {
+    /// The processed bytes are not a valid payload for the backend.
+    #[error("invalid payload: {0}")]
+    InvalidPayload(String),
+    /// A valid payload uses something the backend does not implement.
+    #[error("not supported: {0}")]
+    Unsupported(String),
+    /// The payload names data that no named-data source holds.
+    #[error("named data {key:?} is in neither the program nor its data files")]
+    MissingData {
+        /// The key.
+        key: String,
+    },
+    /// A call's values do not fit what the delegate was prepared for, or running failed.
+    #[error("{0}")]
+    Execution(String),
 }

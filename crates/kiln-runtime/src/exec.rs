@@ -8,13 +8,19 @@
 //! [`relife`]), so steady-state execution does not allocate.
 
 use kiln_kernels::arena::{split_regions, Access, Borrowed, Region};
-use kiln_kernels::{Arg, Capacity, OutKind, Scalar, Shape, TensorMut, TensorRef, ViewOut};
+use kiln_kernels::{
+    Arg, Capacity, KernelContext, OutKind, Scalar, Shape, TensorMut, TensorRef, ViewOut,
+};
 
-use crate::arena::Arena;
-use crate::bound::{BoundError, Constants};
+use crate::arena::{Arena, Line};
+use crate::compile::bound::{self, BoundError, Constants};
+use crate::compile::StepScratch;
+use crate::compiled::Compiled;
+use crate::delegate::DelegateHandle;
 use crate::error::{describe_tensor, Error, Result};
 use crate::io::{Input, Output, OutputTensor};
-use crate::method::{Call, Callee, Compiled, Line, Method, Role, State, Step};
+use crate::profile::Counters;
+use crate::step::{Call, Callee, Role, Step};
 use crate::value::{Storage, TensorSlot, Val};
 
 /// Moves a vector's allocation to a vector of another element type of the same layout (the
@@ -112,7 +118,100 @@ fn bytes_of(buf: &[Line]) -> &[u8] {
     bytemuck::cast_slice(buf)
 }
 
-impl Method {
+/// What a run reads and writes.
+pub(crate) struct State {
+    /// Planned arenas (memory_id 1.. at 0..), owned buffers, then the compiled memory plan's
+    /// buffer; cache lines.
+    pub buffers: Vec<Arena>,
+    pub values: Vec<Val>,
+    /// Per delegate, its handle (`None` for one inlined at decode, which no call names).
+    pub delegates: Vec<Option<Box<dyn DelegateHandle>>>,
+    /// Per prepared kernel, the buffers it reuses from run to run.
+    pub scratches: Vec<StepScratch>,
+    pub ctx: KernelContext,
+    pub scratch: Scratch,
+    /// Per-step timing, when on.
+    pub profile: Option<Box<Counters>>,
+    /// Per-step timing while paused ([`crate::Method::pause_profiling`]).
+    pub paused_profile: Option<Box<Counters>>,
+}
+
+impl State {
+    /// A state of `fixed` over `buffers` (as `fixed.buffer_lines` sizes them), starting from
+    /// `values`.
+    pub fn new(
+        fixed: &Compiled,
+        buffers: Vec<Arena>,
+        values: Vec<Val>,
+        delegates: Vec<Option<Box<dyn DelegateHandle>>>,
+    ) -> State {
+        let threads = fixed.decoded.options.threads.clone();
+        State {
+            scratch: Scratch::for_steps(&fixed.chains, &values),
+            buffers,
+            values,
+            delegates,
+            scratches: fixed.prepared.iter().map(|_| StepScratch::default()).collect(),
+            ctx: KernelContext::new("").with_threads(threads),
+            profile: None,
+            paused_profile: None,
+        }
+    }
+
+    /// The bytes of tensor `t` at its current shape, if it has data.
+    fn tensor_bytes<'a>(&'a self, fixed: &'a Compiled, t: &TensorSlot) -> Option<&'a [u8]> {
+        let n = t.nbytes();
+        match t.storage {
+            Storage::Buf { buf, offset } => bytes_of(self.buffers.get(buf as usize)?.as_slice())
+                .get(offset..offset.checked_add(n)?),
+            storage => fixed.constants().bytes(storage, n),
+        }
+    }
+
+    /// Output `i` of the last run, copied (tensors in contiguous order).
+    pub fn output(&self, fixed: &Compiled, i: usize) -> Result<Output> {
+        let method = fixed.plan.name.clone();
+        let v = *fixed.plan.outputs.get(i).ok_or_else(|| Error::InvalidProgram {
+            method: method.clone(),
+            location: format!("outputs[{i}]"),
+            reason: format!("the method has {} outputs", fixed.plan.outputs.len()),
+        })? as usize;
+        Ok(match self.values.get(v) {
+            Some(Val::Tensor(t)) => {
+                let bytes = self.tensor_bytes(fixed, t).ok_or_else(|| Error::InvalidProgram {
+                    method,
+                    location: format!("outputs[{i}] (values[{v}])"),
+                    reason: "the output tensor has no data".into(),
+                })?;
+                let data = if t.shape.is_dense_row_major() {
+                    bytes.to_vec()
+                } else {
+                    let mut out = vec![0u8; bytes.len()];
+                    crate::layout::strided_to_contiguous(bytes, &mut out, &t.shape, t.dtype.size());
+                    out
+                };
+                Output::Tensor(OutputTensor {
+                    dtype: t.dtype,
+                    sizes: t.shape.sizes().to_vec(),
+                    data,
+                })
+            }
+            Some(Val::Int(x)) => Output::Int(*x),
+            Some(Val::Double(x)) => Output::Double(*x),
+            Some(Val::Bool(x)) => Output::Bool(*x),
+            Some(Val::String(s)) => Output::String(s.to_string()),
+            _ => Output::None,
+        })
+    }
+}
+
+/// One run of a method: its compiled steps over one execution state.
+pub(crate) struct Run<'a> {
+    pub fixed: &'a Compiled,
+    pub state: &'a mut State,
+}
+
+impl Run<'_> {
     fn exec_err(&self, instruction: usize, op: &str, reason: impl Into<String>) -> Error {
         Error::Execution {
             method: self.fixed.plan.name.clone(),
@@ -122,13 +221,7 @@ impl Method {
         }
     }
 
-    /// Runs the method on `inputs` and returns copies of its outputs.
-    pub fn execute(&mut self, inputs: &[Input<'_>]) -> Result<Vec<Output>> {
-        self.run(inputs)?;
-        (0..self.fixed.plan.outputs.len()).map(|i| self.output(i)).collect()
-    }
-
-    /// Runs the method on `inputs`; read the results with [`Method::output`].
+    /// Runs the method on `inputs`; the results stay in the state ([`State::output`]).
     pub fn run(&mut self, inputs: &[Input<'_>]) -> Result<()> {
         // One run of the pool's calls: waits while as many runs as the pool has threads go
         // on (other states of this or another method, on other threads).
@@ -195,7 +288,7 @@ impl Method {
                                 ),
                             ));
                         }
-                        let bytes = self.tensor_bytes(t).ok_or_else(|| {
+                        let bytes = self.state.tensor_bytes(self.fixed, t).ok_or_else(|| {
                             self.exec_err(
                                 pc,
                                 "JumpFalseCall",
@@ -221,18 +314,6 @@ impl Method {
                 }
                 Ok(pc + 1)
             }
-        }
-    }
-
-    /// The bytes of tensor `t` at its current shape, if it has data.
-    fn tensor_bytes(&self, t: &TensorSlot) -> Option<&[u8]> {
-        let n = t.nbytes();
-        match t.storage {
-            Storage::Buf { buf, offset } => {
-                bytes_of(self.state.buffers.get(buf as usize)?.as_slice())
-                    .get(offset..offset.checked_add(n)?)
-            }
-            storage => self.fixed.constants().bytes(storage, n),
         }
     }
 
@@ -354,45 +435,9 @@ impl Method {
         Ok(())
     }
 
-    /// Output `i` of the last run, copied (tensors in contiguous order).
-    pub fn output(&self, i: usize) -> Result<Output> {
-        let method = self.fixed.plan.name.clone();
-        let v = *self.fixed.plan.outputs.get(i).ok_or_else(|| Error::InvalidProgram {
-            method: method.clone(),
-            location: format!("outputs[{i}]"),
-            reason: format!("the method has {} outputs", self.fixed.plan.outputs.len()),
-        })? as usize;
-        Ok(match self.state.values.get(v) {
-            Some(Val::Tensor(t)) => {
-                let bytes = self.tensor_bytes(t).ok_or_else(|| Error::InvalidProgram {
-                    method,
-                    location: format!("outputs[{i}] (values[{v}])"),
-                    reason: "the output tensor has no data".into(),
-                })?;
-                let data = if t.shape.is_dense_row_major() {
-                    bytes.to_vec()
-                } else {
-                    let mut out = vec![0u8; bytes.len()];
-                    crate::layout::strided_to_contiguous(bytes, &mut out, &t.shape, t.dtype.size());
-                    out
-                };
-                Output::Tensor(OutputTensor {
-                    dtype: t.dtype,
-                    sizes: t.shape.sizes().to_vec(),
-                    data,
-                })
-            }
-            Some(Val::Int(x)) => Output::Int(*x),
-            Some(Val::Double(x)) => Output::Double(*x),
-            Some(Val::Bool(x)) => Output::Bool(*x),
-            Some(Val::String(s)) => Output::String(s.to_string()),
-            _ => Output::None,
-        })
-    }
-
     /// Runs the call at instruction `pc` of chain `c`.
     fn call(&mut self, c: usize, pc: usize) -> Result<()> {
-        let Method { fixed, state } = self;
+        let Run { fixed, state } = self;
         let Compiled { plan, chains, prepared, .. } = &**fixed;
         let State { buffers, values, delegates, scratches, ctx, scratch, .. } = state;
         let Some(Step::Call(call)) = chains.get(c).and_then(|ch| ch.get(pc)) else { return Ok(()) };
@@ -404,12 +449,16 @@ impl Method {
             reason,
         };
         let constants = fixed.constants();
-        if let (Some(b), Callee::Prepared(p)) = (&call.bound, &call.callee) {
-            let (Some(kernel), Some(step)) = (prepared.get(*p), scratches.get_mut(*p)) else {
+        let binding = match call.callee {
+            Callee::Prepared(p) => fixed.bindings.get(p).and_then(Option::as_ref).map(|b| (p, b)),
+            _ => None,
+        };
+        if let Some((p, b)) = binding {
+            let (Some(kernel), Some(step)) = (prepared.get(p), scratches.get_mut(p)) else {
                 return Err(fail(format!("prepared kernel {p} does not exist")));
             };
-            return crate::bound::run(b, kernel.as_ref(), step, ctx, buffers, &constants).map_err(
-                |e| match e {
+            return bound::run(b, kernel.as_ref(), step, ctx, buffers, &constants).map_err(|e| {
+                match e {
                     BoundError::Kernel(source) => Error::Kernel {
                         method: plan.name.clone(),
                         instruction,
@@ -417,8 +466,8 @@ impl Method {
                         source: Box::new(source),
                     },
                     BoundError::Memory(reason) => fail(reason),
-                },
-            );
+                }
+            });
         }
         collect_uses(call, values, scratch).map_err(&fail)?;
         let kernels = Kernels { delegates, prepared, scratches };
@@ -460,7 +509,7 @@ fn doubles_match(a: f64, b: f64) -> bool {
 
 enum CallError {
     Kernel(Box<kiln_kernels::KernelError>),
-    Delegate(usize, crate::delegate::BackendError),
+    Delegate(usize, crate::error::BackendError),
     Other(String),
 }
 

@@ -30,10 +30,11 @@
 //!   without a backend fails with [`Error::Missing`] listing all of them.
 
 mod arena;
-mod bound;
 mod compile;
+mod compiled;
 pub mod cores;
 pub mod data;
+mod decoded;
 pub mod delegate;
 pub mod error;
 mod exec;
@@ -41,12 +42,15 @@ pub mod io;
 pub mod irpa_data;
 mod layout;
 pub mod llm;
+mod load;
 pub mod mapped;
 mod method;
+pub mod options;
 mod plan;
 pub mod profile;
 pub mod program;
 pub mod registry;
+mod step;
 mod value;
 pub mod xnnpack;
 
@@ -60,8 +64,7 @@ pub use irpa_data::{irpa_sources, ExpandedSplats, IrpaFile};
 pub use kiln_kernels::compute::threads::{Threads, ThreadsError, WorkerSpan};
 pub use mapped::MappedFile;
 pub use method::Method;
+pub use options::{default_memory_limit, LoadOptions, MAX_DEFAULT_MEMORY_LIMIT};
 pub use profile::{InstructionTime, StepEvent, Timeline};
-pub use program::{
-    default_memory_limit, LoadOptions, Program, ProgramBuilder, MAX_DEFAULT_MEMORY_LIMIT,
-};
+pub use program::{Program, ProgramBuilder};
 pub use registry::KernelRegistry;

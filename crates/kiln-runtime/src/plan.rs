@@ -9,6 +9,7 @@ use kiln_format::pte::{self, Instruction, ShapeDynamism, TensorData, Unaligned, 
 use kiln_kernels::{DType, Shape, ShapeError, MAX_RANK};
 
 use crate::error::{Error, Result};
+use crate::io::{TensorMeta, ValueMeta};
 
 /// Where a tensor's bytes come from.
 #[derive(Clone, Debug)]
@@ -72,6 +73,19 @@ pub(crate) enum InstrDef {
     Free { value: u32 },
 }
 
+/// What an XNNPACK node is known by in origins and profiles.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct XNodeInfo {
+    /// The schema's node kind (`XNNConv2d`, ...).
+    pub kind: &'static str,
+    /// The id linking it to the exported graph's node (ExecuTorch's delegate debug handle).
+    pub debug_handle: u32,
+    /// The nodes that became no instruction of their own (a transpose or reshape folded into
+    /// how its consumer reads the value) whose values this node's instructions read: they
+    /// stand for those nodes too (origin rule 1, absorb).
+    pub absorbed: Vec<u32>,
+}
+
 /// A delegate entry.
 #[derive(Clone, Debug)]
 pub(crate) struct DelegateDef {
@@ -83,7 +97,7 @@ pub(crate) struct DelegateDef {
     /// backend runs it.
     pub inlined: bool,
     /// The nodes of its graph, when it was inlined ([`Source::node`] indexes them).
-    pub xnodes: Vec<crate::xnnpack::XNodeInfo>,
+    pub xnodes: Vec<XNodeInfo>,
 }
 
 /// One decoded method.
@@ -132,6 +146,28 @@ impl MethodPlan {
             self.origins.resize(chain + 1, Vec::new());
         }
         self.origins[chain] = origins;
+    }
+
+    /// What value `i` is, as callers see it.
+    pub fn meta(&self, i: u32) -> ValueMeta {
+        match self.values.get(i as usize) {
+            Some(ValueDef::Tensor(t)) => ValueMeta::Tensor(TensorMeta {
+                dtype: t.dtype,
+                sizes: t.shape.sizes().to_vec(),
+                dim_order: t.shape.dim_order().to_vec(),
+                dynamic: t.dynamic,
+            }),
+            Some(ValueDef::Int(_)) => ValueMeta::Int,
+            Some(ValueDef::Double(_)) => ValueMeta::Double,
+            Some(ValueDef::Bool(_)) => ValueMeta::Bool,
+            Some(ValueDef::String(_)) => ValueMeta::String,
+            Some(ValueDef::None) | None => ValueMeta::None,
+            Some(ValueDef::IntList(_)) => ValueMeta::List("int_list"),
+            Some(ValueDef::DoubleList(_)) => ValueMeta::List("double_list"),
+            Some(ValueDef::BoolList(_)) => ValueMeta::List("bool_list"),
+            Some(ValueDef::TensorList(_)) => ValueMeta::List("tensor_list"),
+            Some(ValueDef::OptionalTensorList(_)) => ValueMeta::List("optional_tensor_list"),
+        }
     }
 }
 

@@ -4,19 +4,25 @@
 //! the step loop pays one branch per step.
 //!
 //! [`Method::start_timeline`] also keeps every executed step as an event with its start and
-//! duration, and the spans the worker threads spent on the steps' tasks ([`Method::timeline`]):
-//! what trace viewers and ETDump files show.
+//! duration, and the spans the worker threads spent on the steps' tasks
+//! ([`Method::timeline`]): what trace viewers and ETDump files show.
+//!
+//! [`Method::set_profiling`]: crate::Method::set_profiling
+//! [`Method::profile`]: crate::Method::profile
+//! [`Method::start_timeline`]: crate::Method::start_timeline
+//! [`Method::timeline`]: crate::Method::timeline
 
 use std::time::{Duration, Instant};
 
-use kiln_kernels::compute::threads::WorkerSpan;
+use kiln_kernels::compute::threads::{Threads, WorkerSpan};
 
-use crate::method::{Method, Step};
+use crate::compile::CompiledNode;
+use crate::step::{step_kind, Step};
 
 /// Accumulated time of one step of the compiled method.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InstructionTime {
-    /// The step: its index in [`Method::compiled`].
+    /// The step: its index in [`Method::compiled`](crate::Method::compiled).
     pub step: usize,
     /// Chain index.
     pub chain: usize,
@@ -39,7 +45,8 @@ pub struct InstructionTime {
 /// One executed step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StepEvent {
-    /// The step: its index in [`Method::compiled`] (chains one after the other).
+    /// The step: its index in [`Method::compiled`](crate::Method::compiled) (chains one
+    /// after the other).
     pub step: usize,
     /// When it started, since [`Timeline::epoch`].
     pub start: Duration,
@@ -47,8 +54,8 @@ pub struct StepEvent {
     pub duration: Duration,
 }
 
-/// Every step executed since [`Method::start_timeline`], in order, and what the worker threads
-/// did meanwhile.
+/// Every step executed since [`Method::start_timeline`](crate::Method::start_timeline), in
+/// order, and what the worker threads did meanwhile.
 #[derive(Clone, Debug)]
 pub struct Timeline {
     /// When the timeline started.
@@ -77,7 +84,7 @@ struct Recording {
 pub(crate) struct Counters {
     /// `(count, total nanoseconds)` per instruction of each chain.
     per_step: Vec<Vec<(u64, u64)>>,
-    /// Where each chain's steps start in [`Method::compiled`].
+    /// Where each chain's steps start in [`Method::compiled`](crate::Method::compiled).
     first_step: Vec<usize>,
     recording: Option<Recording>,
 }
@@ -119,40 +126,30 @@ impl Counters {
             }
         }
     }
-}
 
-impl Method {
-    /// Turns per-instruction timing on (counters start at zero) or off (counters dropped, and
-    /// the timeline with them).
-    pub fn set_profiling(&mut self, on: bool) {
-        self.state.profile = on.then(|| Box::new(Counters::for_chains(&self.fixed.chains)));
-        self.state.paused_profile = None;
-        self.state.ctx.threads.record_spans(false);
-        self.state.ctx.threads.take_spans();
-    }
-
-    /// Turns profiling on (counters at zero) with a timeline of at most `max_events` executed
-    /// steps (the memory it takes: 40 bytes an event, reserved as they come), and starts
-    /// recording the worker threads' spans.
-    pub fn start_timeline(&mut self, max_events: usize) {
-        let mut counters = Counters::for_chains(&self.fixed.chains);
+    /// Counters at zero that also keep a timeline of at most `max_events` executed steps
+    /// (the memory it takes: 40 bytes an event, reserved as they come).
+    pub(crate) fn with_timeline(chains: &[Vec<Step>], max_events: usize) -> Counters {
+        let mut counters = Counters::for_chains(chains);
         counters.recording = Some(Recording {
             epoch: Instant::now(),
             events: Vec::new(),
             capacity: max_events,
             dropped: 0,
         });
-        self.state.profile = Some(Box::new(counters));
-        self.state.paused_profile = None;
-        self.state.ctx.threads.take_spans();
-        self.state.ctx.threads.record_spans(true);
+        counters
     }
 
-    /// The timeline since [`Method::start_timeline`] (the worker spans are taken: a second
-    /// call has only those recorded since); `None` without one.
-    pub fn timeline(&self) -> Option<Timeline> {
-        let r = self.state.profile.as_ref()?.recording.as_ref()?;
-        let (mut workers, workers_dropped) = self.state.ctx.threads.take_spans();
+    /// Whether they keep a timeline.
+    pub(crate) fn keeps_timeline(&self) -> bool {
+        self.recording.is_some()
+    }
+
+    /// The timeline kept, with the worker spans `threads` recorded (taken: a second call has
+    /// only those recorded since); `None` without one.
+    pub(crate) fn timeline(&self, threads: &Threads) -> Option<Timeline> {
+        let r = self.recording.as_ref()?;
+        let (mut workers, workers_dropped) = threads.take_spans();
         workers.sort_by_key(|w| w.start);
         Some(Timeline {
             epoch: r.epoch,
@@ -163,34 +160,17 @@ impl Method {
         })
     }
 
-    /// Pauses profiling (executes then run as without it, and add nothing) or resumes it with
-    /// the counters and timeline as they were; nothing happens when profiling is off.
-    pub fn pause_profiling(&mut self, paused: bool) {
-        let state = &mut self.state;
-        if paused && state.profile.is_some() {
-            state.paused_profile = state.profile.take();
-        } else if !paused && state.paused_profile.is_some() {
-            state.profile = state.paused_profile.take();
-        } else {
-            return;
-        }
-        let recording = state.profile.as_ref().is_some_and(|p| p.recording.is_some());
-        state.ctx.threads.record_spans(recording);
-    }
-
-    /// Whether per-instruction timing is on.
-    pub fn is_profiling(&self) -> bool {
-        self.state.profile.is_some()
-    }
-
-    /// The accumulated time of every instruction that ran since profiling was turned on, in
-    /// chain and instruction order; empty when profiling is off.
-    pub fn profile(&self) -> Vec<InstructionTime> {
-        let Some(counters) = &self.state.profile else { return Vec::new() };
+    /// The accumulated time of every step of `chains` (described by `compiled`, in the same
+    /// order) that ran, in chain and step order.
+    pub(crate) fn times(
+        &self,
+        chains: &[Vec<Step>],
+        compiled: &[CompiledNode],
+    ) -> Vec<InstructionTime> {
         let mut out = Vec::new();
-        let mut compiled = self.fixed.compiled.iter();
+        let mut compiled = compiled.iter();
         let mut index = 0;
-        for (c, (chain, steps)) in counters.per_step.iter().zip(&self.fixed.chains).enumerate() {
+        for (c, (chain, steps)) in self.per_step.iter().zip(chains).enumerate() {
             for (&(count, nanos), step) in chain.iter().zip(steps) {
                 let node = compiled.next();
                 index += 1;
@@ -200,7 +180,7 @@ impl Method {
                         step: index - 1,
                         chain: c,
                         instruction: origins.first().map_or(0, |&o| o as usize),
-                        op: crate::method::step_kind(step),
+                        op: step_kind(step),
                         origins,
                         operators: node.map(|n| n.operators.clone()).unwrap_or_default(),
                         count,

@@ -307,7 +307,9 @@ mod tests {
             outs: Box::new([(1, OutKind::Tensor)]),
         };
         let buffers = vec![Arena::zeroed(1).unwrap()];
-        let bind_with = |values: &[Val]| bind(&call, values, &buffers, &Constants { file: &[], made: &[], sources: &[] });
+        let bind_with = |values: &[Val]| {
+            bind(&call, values, &buffers, &Constants { file: &[], made: &[], sources: &[] })
+        };
         assert!(bind_with(&[slot(0, Capacity::Static), slot(16, Capacity::Static)]).is_some());
         assert!(bind_with(&[slot(0, Capacity::Static), slot(8, Capacity::Static)]).is_none());
         assert!(bind_with(&[slot(0, Capacity::Bound(4)), slot(16, Capacity::Static)]).is_none());

@@ -8,10 +8,10 @@ use kiln_kernels::{DType, KernelDef};
 use crate::plan::{DataDef, InstrDef, MethodPlan, ValueDef};
 use crate::value::{Storage, TensorSlot, Val};
 
-use super::{
-    Activation, Aliases, ConvNode, LinearNode, MapNode, MaxPoolNode, MeanNode,
-    PointwiseDepthwiseNode,
-};
+use kiln_kernels::compute::sgemm::Activation;
+
+use super::alias::Aliases;
+use super::nodes::{ConvNode, LinearNode, MapNode, MaxPoolNode, MeanNode, PointwiseDepthwiseNode};
 
 /// What a node computes.
 #[derive(Clone, Debug)]

@@ -17,12 +17,13 @@ use std::collections::{HashMap, HashSet};
 use kiln_kernels::compute::conv2d::{Conv2dGeometry, PackedConv2d};
 
 use super::graph::{Graph, NodeOp};
+use super::nodes::ConvNode;
 use super::prepared::conv_geometry;
-use super::{ConvNode, Layout, Layouts};
+use kiln_kernels::compute::conv2d::{Layout, Layouts};
 
 /// Sets [`ConvNode::layouts`] of every convolution of `g`, and the layout of every max
-/// pooling ([`MaxPoolNode::layout`](super::MaxPoolNode::layout)) and mean
-/// ([`MeanNode::layout`](super::MeanNode::layout)).
+/// pooling ([`MaxPoolNode::layout`](super::nodes::MaxPoolNode::layout)) and mean
+/// ([`MeanNode::layout`](super::nodes::MeanNode::layout)).
 pub(crate) fn choose_layouts(g: &mut Graph<'_>) {
     let convs: Vec<(usize, ConvNode, Conv2dGeometry)> = (0..g.nodes.len())
         .filter_map(|n| match &g.nodes[n].op {

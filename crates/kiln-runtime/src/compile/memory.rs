@@ -17,8 +17,8 @@
 //! placement, where nothing else lives.
 
 use super::alias::Aliases;
-use crate::method::{Callee, Role, Step};
 use crate::plan::{DataDef, MethodPlan, ValueDef};
+use crate::step::{Callee, Role, Step};
 use crate::value::{Storage, Val};
 
 /// Alignment of every placed tensor, in bytes (a cache line; what SIMD kernels like).

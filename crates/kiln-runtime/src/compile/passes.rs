@@ -9,11 +9,13 @@ use crate::plan::InstrDef;
 use crate::value::Val;
 
 use super::graph::{Graph, NodeOp};
-use super::prepared::conv_geometry;
-use super::{
-    Activation, BatchNorm, BinaryOp, ConvNode, Layout, Layouts, LinearNode, MapInstr, MapNode,
-    MaxPoolNode, MeanNode, PointwiseDepthwiseNode, UnaryOp,
+use super::nodes::{
+    BatchNorm, ConvNode, LinearNode, MapNode, MaxPoolNode, MeanNode, PointwiseDepthwiseNode,
 };
+use super::prepared::conv_geometry;
+use kiln_kernels::compute::conv2d::{Layout, Layouts};
+use kiln_kernels::compute::elementwise::{BinaryOp, MapInstr, UnaryOp};
+use kiln_kernels::compute::sgemm::Activation;
 
 /// The kernel instruction of node `n`: its operator and arguments.
 fn kernel_call<'m>(g: &Graph<'m>, n: usize) -> Option<(&'m str, &'m [u32])> {

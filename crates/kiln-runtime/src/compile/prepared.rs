@@ -10,13 +10,16 @@ use kiln_kernels::compute::linear::{LinearScratch, PackedLinear};
 use kiln_kernels::compute::max_pool::MaxPool2d;
 use kiln_kernels::{Arg, KernelContext, KernelError, Out, OutKind, TensorMut, TensorRef};
 
-use crate::bound::MAX_TENSORS;
 use crate::error::{Error, Result};
-use crate::method::{Call, Callee, Role};
+use crate::step::{Call, Callee, Role};
 use crate::value::TensorSlot;
 
 use super::graph::{Graph, NodeOp};
-use super::{ConvNode, Layout, LinearNode, MaxPoolNode, MeanNode, PointwiseDepthwiseNode};
+use super::nodes::{ConvNode, LinearNode, MaxPoolNode, MeanNode, PointwiseDepthwiseNode};
+use kiln_kernels::compute::conv2d::Layout;
+
+/// A bound step reads at most this many tensors, and writes at most this many.
+pub(crate) const MAX_TENSORS: usize = 16;
 
 /// The buffers the prepared kernel of one step reuses from run to run, one set per execution
 /// state (the kernel itself is shared by every state of its method).
@@ -67,7 +70,7 @@ pub(crate) trait PreparedKernel: Send + Sync {
 
     /// Runs the node on its tensors' float32 data alone, reads then writes in the step's
     /// order. When every tensor of a step has a static shape and a fixed place, loading binds
-    /// the step ([`crate::bound`]): a run borrows the bytes and passes them straight through,
+    /// the step ([`super::bound`]): a run borrows the bytes and passes them straight through,
     /// with no views, shapes or argument lists built.
     fn run_bound(
         &self,
@@ -155,7 +158,6 @@ pub(crate) fn lower_node(
         args: args.into_boxed_slice(),
         roles: roles.into_boxed_slice(),
         outs,
-        bound: None,
     };
     Ok((call, kernel))
 }

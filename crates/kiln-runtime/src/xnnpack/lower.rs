@@ -19,7 +19,7 @@ use kiln_format::xnnpack::{
 use kiln_kernels::{DType, Shape};
 
 use crate::data::ProgramData;
-use crate::plan::{DataDef, InstrDef, MethodPlan, TensorDef, ValueDef};
+use crate::plan::{DataDef, InstrDef, MethodPlan, TensorDef, ValueDef, XNodeInfo};
 
 /// The kernel calls one delegate call became.
 pub(crate) struct Lowered {
@@ -29,19 +29,6 @@ pub(crate) struct Lowered {
     pub nodes: Vec<Option<u32>>,
     /// The graph's nodes: schema kind and debug handle.
     pub xnodes: Vec<XNodeInfo>,
-}
-
-/// What an XNNPACK node is known by in origins and profiles.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct XNodeInfo {
-    /// The schema's node kind (`XNNConv2d`, ...).
-    pub kind: &'static str,
-    /// The id linking it to the exported graph's node (ExecuTorch's delegate debug handle).
-    pub debug_handle: u32,
-    /// The nodes that became no instruction of their own (a transpose or reshape folded into
-    /// how its consumer reads the value) whose values this node's instructions read: they
-    /// stand for those nodes too (origin rule 1, absorb).
-    pub absorbed: Vec<u32>,
 }
 
 /// For each node, the nodes without instructions that it absorbs: those whose outputs it

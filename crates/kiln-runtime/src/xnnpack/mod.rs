@@ -12,8 +12,6 @@ mod float;
 mod lower;
 mod quant;
 
-pub(crate) use lower::XNodeInfo;
-
 use crate::data::ProgramData;
 use crate::plan::{InstrDef, MethodPlan, Source};
 

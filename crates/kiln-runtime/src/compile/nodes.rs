@@ -1,0 +1,105 @@
+//! The fused nodes the compile stage's passes lift instructions into: what each computes,
+//! on which values, in which layouts, and the original operators it stands for.
+
+use kiln_kernels::compute::conv2d::{Layout, Layouts};
+use kiln_kernels::compute::elementwise::MapInstr;
+use kiln_kernels::compute::sgemm::Activation;
+
+/// Batch norm (inference) folded into a convolution: per output channel
+/// `scale = weight / sqrt(var + eps)`, `shift = bias - mean * scale`.
+#[derive(Clone, Debug)]
+pub(crate) struct BatchNorm {
+    pub weight: Option<u32>,
+    pub bias: Option<u32>,
+    pub mean: u32,
+    pub var: u32,
+    pub eps: f64,
+}
+
+/// A 2-D convolution (NCHW, float32) with a constant weight and a fused epilogue.
+#[derive(Clone, Debug)]
+pub(crate) struct ConvNode {
+    pub input: u32,
+    pub weight: u32,
+    pub bias: Option<u32>,
+    pub stride: [usize; 2],
+    pub padding: [usize; 2],
+    pub dilation: [usize; 2],
+    pub groups: usize,
+    pub bn: Option<BatchNorm>,
+    pub residual: Option<u32>,
+    pub act: Activation,
+    pub output: u32,
+    /// How the input and the output (and residual) are laid out ([`layout`]).
+    pub layouts: Layouts,
+    /// The operators this node stands for, in order.
+    pub fused: Vec<String>,
+}
+
+/// A pointwise convolution whose output only the depthwise convolution right after it reads,
+/// run as one step a few rows at a time
+/// ([`PointwiseDepthwise`](kiln_kernels::compute::conv2d::PointwiseDepthwise)): the expanded
+/// activation between them is never written.
+#[derive(Clone, Debug)]
+pub(crate) struct PointwiseDepthwiseNode {
+    pub pointwise: ConvNode,
+    pub depthwise: ConvNode,
+}
+
+/// `out = input @ W (+ bias)` (float32, input [M, K]) with a constant W and a fused epilogue.
+#[derive(Clone, Debug)]
+pub(crate) struct LinearNode {
+    pub input: u32,
+    /// The constant weight value.
+    pub weight: u32,
+    /// Whether `weight` is stored [N, K] (a `permute_copy` of it was folded away) rather than
+    /// [K, N].
+    pub weight_is_nk: bool,
+    pub bias: Option<u32>,
+    pub residual: Option<u32>,
+    pub act: Activation,
+    pub output: u32,
+    pub fused: Vec<String>,
+}
+
+/// `max_pool2d_with_indices` (float32, static shapes) whose indices nothing reads: values
+/// only, over NCHW planes or, when [`layout`] makes its 4-D input and output channels-last,
+/// NHWC images.
+#[derive(Clone, Debug)]
+pub(crate) struct MaxPoolNode {
+    pub input: u32,
+    pub layout: Layout,
+    pub kernel: [usize; 2],
+    pub stride: [usize; 2],
+    pub padding: [usize; 2],
+    pub dilation: [usize; 2],
+    pub ceil: bool,
+    pub output: u32,
+    pub fused: Vec<String>,
+}
+
+/// `mean` of a float32 `[N, C, H, W]` activation over `H` and `W` (global average pooling),
+/// read in `layout` ([`layout`] may make it channels-last); the output `[N, C, 1, 1]` (or
+/// `[N, C]`) is the same bytes in either layout.
+#[derive(Clone, Debug)]
+pub(crate) struct MeanNode {
+    pub input: u32,
+    pub layout: Layout,
+    pub output: u32,
+    pub fused: Vec<String>,
+}
+
+/// Float32 elementwise operators over tensors of one shape, run as one step
+/// ([`MapProgram`](kiln_kernels::compute::elementwise::MapProgram)): registers `0..inputs.len()`
+/// hold the read tensors, instruction `i` writes register `inputs.len() + i`, and each output
+/// copies one register into its value. Only the values read after the step (or returned by the
+/// method) are outputs; the others never leave the step. Every instruction rounds to float32 as
+/// the separate kernels do, so results are the same bits.
+#[derive(Clone, Debug)]
+pub(crate) struct MapNode {
+    pub inputs: Vec<u32>,
+    pub instrs: Vec<MapInstr>,
+    /// (register, value written).
+    pub outputs: Vec<(usize, u32)>,
+    pub fused: Vec<String>,
+}

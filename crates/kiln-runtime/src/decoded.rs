@@ -1,0 +1,141 @@
+//! [`Decoded`]: a program file verified by `kiln-format` and every method of it decoded
+//! into a plan, as a [`crate::Program`] holds it; what a method loads from.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::Arc;
+
+use crate::data::{NamedDataSource, ProgramData};
+use crate::error::{Error, Result};
+use crate::mapped::MappedFile;
+use crate::options::LoadOptions;
+use crate::plan::{self, MethodPlan};
+
+/// The program's bytes: a memory map, or bytes handed over by the caller.
+pub(crate) enum ProgramFile {
+    Mapped(MappedFile),
+    Owned { name: String, bytes: Vec<u8> },
+}
+
+impl ProgramFile {
+    pub fn bytes(&self) -> &[u8] {
+        match self {
+            ProgramFile::Mapped(m) => m.bytes(),
+            ProgramFile::Owned { bytes, .. } => bytes,
+        }
+    }
+
+    pub fn name(&self) -> String {
+        match self {
+            ProgramFile::Mapped(m) => m.path().display().to_string(),
+            ProgramFile::Owned { name, .. } => name.clone(),
+        }
+    }
+}
+
+/// Why a method could not be decoded when the program loaded.
+pub(crate) enum DecodeFailure {
+    /// The method's plan was refused; [`Decoded::plan`] decodes it again for the typed error
+    /// (which is not `Clone`), so callers can match on its kind.
+    Plan,
+    /// Its XNNPACK delegates could not be lowered.
+    Delegates(String),
+}
+
+/// A program file as decoded at open: what every method of it loads from.
+pub(crate) struct Decoded {
+    pub file: ProgramFile,
+    pub sources: Vec<Arc<dyn NamedDataSource>>,
+    /// `Program.named_data`: key -> the bytes of its segment in the file.
+    pub named: HashMap<String, Range<usize>>,
+    /// Each method decoded at load (or why it could not be).
+    pub methods: Vec<(String, std::result::Result<Arc<MethodPlan>, DecodeFailure>)>,
+    pub options: LoadOptions,
+}
+
+impl Decoded {
+    /// Verifies `file` and decodes every method of it (lowering XNNPACK delegates into kernel
+    /// calls unless `options` has a backend for them).
+    pub fn open(
+        file: ProgramFile,
+        sources: Vec<Arc<dyn NamedDataSource>>,
+        options: LoadOptions,
+    ) -> Result<Decoded> {
+        let path = file.name();
+        let mut named = HashMap::new();
+        let methods = {
+            let bytes = file.bytes();
+            let pte = kiln_format::pte::Program::open(bytes)
+                .map_err(|source| Error::Format { path: path.clone(), source })?;
+            for (key, _) in pte.named_data() {
+                let data = pte
+                    .named_data_bytes(key)
+                    .map_err(|source| Error::Format { path: path.clone(), source })?;
+                let start = (data.as_ptr() as usize).wrapping_sub(bytes.as_ptr() as usize);
+                named.entry(key.to_string()).or_insert(start..start + data.len());
+            }
+            let data = ProgramData { file: bytes, named: &named, sources: &sources };
+            pte.methods()
+                .map(|m| {
+                    let plan = plan::decode(&pte, &m, &path).map_err(|_| DecodeFailure::Plan);
+                    // XNNPACK delegates run as kiln kernels unless a backend is registered
+                    // for them.
+                    let inline = options.backends.get(crate::xnnpack::BACKEND_ID).is_none();
+                    let plan = plan
+                        .and_then(|mut p| {
+                            if inline {
+                                crate::xnnpack::inline_delegates(&mut p, bytes, &data)
+                                    .map_err(DecodeFailure::Delegates)?;
+                            }
+                            Ok(p)
+                        })
+                        .map(Arc::new);
+                    (m.name().to_string(), plan)
+                })
+                .collect()
+        };
+        Ok(Decoded { file, sources, named, methods, options })
+    }
+
+    /// Method names in file order.
+    pub fn method_names(&self) -> Vec<&str> {
+        self.methods.iter().map(|(n, _)| n.as_str()).collect()
+    }
+
+    /// Method `name`'s plan, or why it has none.
+    pub fn plan(&self, name: &str) -> Result<Arc<MethodPlan>> {
+        match self.methods.iter().find(|(n, _)| n == name) {
+            Some((_, Ok(plan))) => Ok(plan.clone()),
+            Some((_, Err(DecodeFailure::Delegates(reason)))) => Err(Error::InvalidProgram {
+                method: name.to_string(),
+                location: "method".into(),
+                reason: reason.clone(),
+            }),
+            Some((_, Err(DecodeFailure::Plan))) => Err(self.decode_error(name)),
+            None => Err(Error::MethodNotFound {
+                name: name.to_string(),
+                available: self.method_names().iter().map(|s| s.to_string()).collect(),
+            }),
+        }
+    }
+
+    /// The error decoding method `name` gave at load, decoded again (the file is verified
+    /// and the method decoded as they were then, so the same error comes back).
+    fn decode_error(&self, name: &str) -> Error {
+        let path = self.file.name();
+        let pte = match kiln_format::pte::Program::open(self.file.bytes()) {
+            Ok(pte) => pte,
+            Err(source) => return Error::Format { path, source },
+        };
+        let decoded =
+            pte.methods().find(|m| m.name() == name).map(|m| plan::decode(&pte, &m, &path));
+        match decoded {
+            Some(Err(e)) => e,
+            _ => Error::InvalidProgram {
+                method: name.to_string(),
+                location: "method".into(),
+                reason: "could not be decoded when the program loaded".into(),
+            },
+        }
+    }
+}
