@@ -1,7 +1,6 @@
 //! The `kiln` command as a library: [`run`] runs it on an argument list (the `kiln` binary and
 //! the Python package's `kiln` entry point both call it), and the pieces of it the Python
-//! package shares: [`inspect_document`], [`verify_file`], [`load_options`], [`add_data`] and
-//! [`error_chain`].
+//! package shares: [`inspect_document`], [`verify_file`] and [`error_chain`].
 //!
 //! Exit codes: 0 success, 1 invalid input or failed check, 2 usage error.
 
@@ -81,7 +80,6 @@ enum Command {
 }
 
 pub use commands::inspect::document as inspect_document;
-pub use commands::run::{add_data, load_options, EngineArgs};
 pub use commands::verify::{verify as verify_file, Verdict};
 
 /// Runs the `kiln` command on `args` (the first is the program name, as in

@@ -9,7 +9,7 @@
 
 use kiln_format::npu_delegate::{NpuDelegate, TensorSlot};
 use kiln_kernels::{Arg, DType, KernelContext, Out};
-use kiln_runtime::{Backend, BackendError, DelegateHandle, DelegateInit};
+use kiln_runtime::{Backend, BackendError, BackendRegistry, DelegateHandle, DelegateInit};
 
 use crate::arg_map::OpArgType;
 use crate::device::Device;
@@ -18,6 +18,14 @@ use crate::lower::BACKEND_ID;
 /// The backend (register it in `LoadOptions::backends`).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct KilnNpuBackend;
+
+impl KilnNpuBackend {
+    /// Registers the backend in `backends`: programs loaded with them run the delegates
+    /// `kiln lower --to npu` makes, on the reference device.
+    pub fn register(backends: &mut BackendRegistry) {
+        backends.register(std::sync::Arc::new(KilnNpuBackend));
+    }
+}
 
 impl Backend for KilnNpuBackend {
     fn id(&self) -> &str {

@@ -123,17 +123,20 @@ impl Program {
         max_memory: Option<u64>,
         compile: bool,
     ) -> PyResult<Self> {
-        let engine = kiln_cli::EngineArgs { no_compile: !compile, threads, max_memory };
         let program = py
-            .detach(|| -> anyhow::Result<kiln_runtime::Program> {
-                let options = kiln_cli::load_options(&engine)?;
+            .detach(|| -> kiln_runtime::Result<kiln_runtime::Program> {
+                let mut options = kiln_runtime::LoadOptions::default()
+                    .with_compile(compile)
+                    .with_threads(threads.map(usize::from))?
+                    .with_memory_limit(max_memory);
+                kiln_npu::KilnNpuBackend::register(&mut options.backends);
                 let mut builder = kiln_runtime::Program::builder().options(options);
                 if let Some(data) = &data {
-                    builder = kiln_cli::add_data(builder, data, &path)?;
+                    builder = builder.data_file(data, &path)?;
                 }
-                Ok(builder.load(&path)?)
+                builder.load(&path)
             })
-            .map_err(|e| errors::from_anyhow(&e))?;
+            .map_err(errors::runtime)?;
         Ok(Program { program, idle: Mutex::new(HashMap::new()), text_model: Mutex::new(None) })
     }
 

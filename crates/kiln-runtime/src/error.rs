@@ -10,6 +10,18 @@ pub enum Error {
     /// The file could not be mapped.
     #[error(transparent)]
     Map(#[from] crate::mapped::MapError),
+    /// An external data file that is not one kiln reads (`.ptd`, `.irpa`), or could not be
+    /// read.
+    #[error("{path}: {reason}")]
+    DataFile {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The worker threads asked for could not be started.
+    #[error(transparent)]
+    Threads(#[from] kiln_kernels::compute::threads::ThreadsError),
     /// The file is not a valid program or data file.
     #[error("{path}: {source}")]
     Format {

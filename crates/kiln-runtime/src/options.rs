@@ -7,6 +7,7 @@ use kiln_kernels::compute::threads::Threads;
 
 use crate::cores::default_thread_count;
 use crate::delegate::BackendRegistry;
+use crate::error::Result;
 use crate::registry::KernelRegistry;
 
 /// The most [`default_memory_limit`] allows: 8 GiB.
@@ -62,6 +63,27 @@ pub struct LoadOptions {
 fn default_threads() -> Threads {
     static POOL: OnceLock<Threads> = OnceLock::new();
     POOL.get_or_init(|| Threads::new(default_thread_count().threads).unwrap_or_default()).clone()
+}
+
+impl LoadOptions {
+    /// With the compile stage's rewrites on or off ([`LoadOptions::compile`]).
+    pub fn with_compile(self, compile: bool) -> LoadOptions {
+        LoadOptions { compile, ..self }
+    }
+
+    /// With a pool of `threads` threads, the caller included (`None` keeps the pool these
+    /// options have); an error when the system refuses the threads.
+    pub fn with_threads(self, threads: Option<usize>) -> Result<LoadOptions> {
+        Ok(match threads {
+            Some(n) => LoadOptions { threads: Threads::new(n)?, ..self },
+            None => self,
+        })
+    }
+
+    /// With a memory limit of `bytes` (`None` keeps the limit these options have).
+    pub fn with_memory_limit(self, bytes: Option<u64>) -> LoadOptions {
+        LoadOptions { memory_limit: bytes.unwrap_or(self.memory_limit), ..self }
+    }
 }
 
 impl Default for LoadOptions {

@@ -1,14 +1,16 @@
 //! [`Program`]: a verified, memory-mapped `.pte`, shareable across threads.
 
 use std::collections::HashMap;
+use std::io::Read;
 use std::path::Path;
 use std::sync::{Arc, Mutex, Weak};
 
 use crate::compiled::Compiled;
 use crate::data::{NamedDataSource, PtdFile};
 use crate::decoded::{Decoded, ProgramFile};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::io::ValueMeta;
+use crate::irpa_data::irpa_sources;
 use crate::mapped::MappedFile;
 use crate::method::Method;
 use crate::options::LoadOptions;
@@ -53,6 +55,28 @@ impl ProgramBuilder {
     pub fn data_source(mut self, source: Arc<dyn NamedDataSource>) -> Self {
         self.sources.push(source);
         self
+    }
+
+    /// Adds the external data file `path` for the program at `program`: a `.ptd`, or an
+    /// `.irpa` archive (with the splats it expands for the program's external tensors), told
+    /// apart by their magic. An error names a file of any other kind.
+    pub fn data_file(self, path: impl AsRef<Path>, program: &Path) -> Result<Self> {
+        let path = path.as_ref();
+        let refused = |reason: String| Error::DataFile { path: path.display().to_string(), reason };
+        let mut head = Vec::with_capacity(16);
+        std::fs::File::open(path)
+            .and_then(|f| f.take(16).read_to_end(&mut head))
+            .map_err(|e| refused(e.to_string()))?;
+        match kiln_format::detect(&head) {
+            Some(kiln_format::Kind::Irpa) => {
+                Ok(irpa_sources(path, program)?.into_iter().fold(self, |b, s| b.data_source(s)))
+            }
+            Some(kiln_format::Kind::Ptd) => self.ptd(path),
+            kind => Err(refused(format!(
+                "external data is a .ptd or an .irpa file, not {}",
+                kind.map_or("an unrecognised file".to_string(), |k| format!("a {k} file"))
+            ))),
+        }
     }
 
     /// Sets the load options (kernels, backends, limits).

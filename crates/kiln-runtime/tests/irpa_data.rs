@@ -139,3 +139,22 @@ fn bad_entries_are_errors_naming_the_key() {
     let err = error_of("erased.irpa", &erased);
     assert!(err.contains("\"fc2.bias\"") && err.contains("SKIP"), "{err}");
 }
+
+/// `ProgramBuilder::data_file` tells a `.ptd` from an `.irpa` by its magic (whatever the file
+/// is called), and refuses any other file naming it and what it is.
+#[test]
+fn data_files_are_told_apart_by_their_magic() {
+    let ptd = std::fs::read(pte_dir().join("external_constants.ptd")).unwrap();
+    let irpa = std::fs::read(iree_archive()).unwrap();
+    let load = |path: &PathBuf| Program::builder().data_file(path, &model())?.load(model());
+    let from_ptd = run(load(&tmp("weights.bin", &ptd)).unwrap());
+    let from_irpa = run(load(&tmp("weights.ptd", &irpa)).unwrap());
+    assert_eq!(from_ptd, from_irpa);
+    let pte = tmp("weights.irpa", &std::fs::read(model()).unwrap());
+    let err = load(&pte).unwrap_err();
+    assert!(matches!(err, kiln_runtime::Error::DataFile { .. }), "{err}");
+    let message = err.to_string();
+    assert!(message.contains("weights.irpa") && message.contains("not a"), "{message}");
+    let missing = pte_dir().join("no-such-weights.ptd");
+    assert!(matches!(load(&missing).unwrap_err(), kiln_runtime::Error::DataFile { .. }));
+}

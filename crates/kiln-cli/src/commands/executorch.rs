@@ -46,7 +46,7 @@ struct CompiledStep {
 /// `kiln inspect --compiled`: each method (or `method`) loaded through the compile stage.
 pub fn inspect_compiled(path: &Path, method: Option<&str>, json: bool) -> Result<ExitCode> {
     let mut options = kiln_runtime::LoadOptions::default();
-    options.backends.register(std::sync::Arc::new(kiln_npu::KilnNpuBackend));
+    kiln_npu::KilnNpuBackend::register(&mut options.backends);
     let program = kiln_runtime::Program::builder().options(options).load(path)?;
     let names: Vec<String> = match method {
         Some(m) => vec![m.to_string()],

@@ -11,7 +11,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use kiln_kernels::DType;
 use kiln_runtime::{
-    LoadOptions, MappedFile, Output, OutputTensor, Program, ProgramBuilder, ThreadCount, Threads,
+    LoadOptions, MappedFile, Output, OutputTensor, Program, ProgramBuilder, ThreadCount,
 };
 use serde::Serialize;
 
@@ -91,14 +91,11 @@ pub(crate) fn thread_count(engine: &EngineArgs) -> ThreadCount {
 /// Load options for `--no-compile`, `--threads` and `--max-memory`, with kiln's NPU backend
 /// registered (it runs the delegates `kiln lower --to npu` makes on the reference device).
 pub fn load_options(engine: &EngineArgs) -> Result<LoadOptions> {
-    let mut options = LoadOptions { compile: !engine.no_compile, ..LoadOptions::default() };
-    options.backends.register(std::sync::Arc::new(kiln_npu::KilnNpuBackend));
-    if let Some(limit) = engine.max_memory {
-        options.memory_limit = limit;
-    }
-    if let Some(n) = engine.threads {
-        options.threads = Threads::new(usize::from(n))?;
-    }
+    let mut options = LoadOptions::default()
+        .with_compile(!engine.no_compile)
+        .with_threads(engine.threads.map(usize::from))?
+        .with_memory_limit(engine.max_memory);
+    kiln_npu::KilnNpuBackend::register(&mut options.backends);
     Ok(options)
 }
 
@@ -177,29 +174,6 @@ fn preview(t: &OutputTensor, max: usize) -> Vec<String> {
             _ => format!("0x{}", c.iter().rev().map(|b| format!("{b:02x}")).collect::<String>()),
         })
         .collect()
-}
-
-/// Adds the external data file `path` (a .ptd or an .irpa, by its magic) for `model`.
-pub fn add_data(
-    builder: kiln_runtime::ProgramBuilder,
-    path: &Path,
-    model: &Path,
-) -> Result<kiln_runtime::ProgramBuilder> {
-    let mut head = Vec::with_capacity(16);
-    std::fs::File::open(path)
-        .and_then(|f| std::io::Read::read_to_end(&mut std::io::Read::take(f, 16), &mut head))
-        .with_context(|| path.display().to_string())?;
-    match kiln_format::detect(&head) {
-        Some(kiln_format::Kind::Irpa) => Ok(kiln_runtime::irpa_sources(path, model)?
-            .into_iter()
-            .fold(builder, |b, s| b.data_source(s))),
-        Some(kiln_format::Kind::Ptd) => Ok(builder.ptd(path)?),
-        kind => bail!(
-            "{}: --data takes a .ptd or an .irpa file, not {}",
-            path.display(),
-            kind.map_or("an unrecognised file".to_string(), |k| format!("a {k} file"))
-        ),
-    }
 }
 
 /// A program loaded for `run` and `bench`, with its file (for what the runtime does not keep,
@@ -335,7 +309,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let mut builder = Program::builder().options(load_options(&args.target.engine)?);
     let threads = thread_count(&args.target.engine);
     if let Some(data) = &args.data {
-        builder = add_data(builder, data, &args.target.model)?;
+        builder = builder.data_file(data, &args.target.model)?;
     }
     let loaded = Loaded::load(builder, &args.target.model, args.target.method.as_deref())?;
     let mut method = loaded.program.method(&loaded.method)?;
