@@ -3,7 +3,7 @@
 use crate::error::KernelError;
 use crate::kernel::{KernelContext, KernelDef};
 use crate::ops::args::{out_tensors2, Args};
-use crate::ops::out_n;
+use crate::ops::defs::out_n;
 use crate::ops::pointwise::{cast_to, resize, with_out};
 use crate::ops::reduce::{groups, plan};
 use crate::value::{Arg, Out};

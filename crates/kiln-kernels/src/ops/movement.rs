@@ -7,7 +7,7 @@ use crate::dtype::DType;
 use crate::error::KernelError;
 use crate::kernel::{KernelContext, KernelDef};
 use crate::ops::args::{out_tensor, Args};
-use crate::ops::out1;
+use crate::ops::defs::out1;
 use crate::ops::pad::remap;
 use crate::ops::pointwise::{cast_to, resize};
 use crate::ops::shape::{copy_view, dim};

@@ -14,8 +14,8 @@
 use crate::error::KernelError;
 use crate::kernel::{KernelContext, KernelDef};
 use crate::ops::args::{out_tensors3, Args};
+use crate::ops::defs::out_n;
 use crate::ops::norm::{batch_norm, channel_affine, float_check, per_feature};
-use crate::ops::out_n;
 use crate::ops::pointwise::{cast_to, resize, with_out};
 use crate::value::{Arg, Out};
 

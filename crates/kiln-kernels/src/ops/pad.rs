@@ -9,7 +9,7 @@ use crate::dtype::DType;
 use crate::error::KernelError;
 use crate::kernel::{KernelContext, KernelDef};
 use crate::ops::args::{out_tensor, Args};
-use crate::ops::out1;
+use crate::ops::defs::out1;
 use crate::ops::pointwise::resize;
 use crate::shape::MAX_RANK;
 use crate::tensor::{TensorMut, TensorRef};

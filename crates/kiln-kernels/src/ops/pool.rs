@@ -8,8 +8,8 @@ use crate::dtype::DType;
 use crate::error::KernelError;
 use crate::kernel::{KernelContext, KernelDef};
 use crate::ops::args::{out_tensor, out_tensors2, Args};
+use crate::ops::defs::{out1, out_n};
 use crate::ops::pointwise::{cast_to, resize, with_out};
-use crate::ops::{out1, out_n};
 use crate::tensor::{TensorMut, TensorRef};
 
 type KResult = Result<(), KernelError>;

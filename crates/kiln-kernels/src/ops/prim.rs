@@ -6,7 +6,7 @@ use crate::element::Element;
 use crate::error::KernelError;
 use crate::kernel::{KernelContext, KernelDef};
 use crate::ops::args::{out_scalar, out_view, Args};
-use crate::ops::{ret_scalar, ret_view};
+use crate::ops::defs::{ret_scalar, ret_view};
 use crate::shape::normalize_dim;
 use crate::tensor::Capacity;
 use crate::value::{Arg, Out, Scalar};

@@ -6,7 +6,7 @@ use crate::dtype::DType;
 use crate::error::KernelError;
 use crate::kernel::{KernelContext, KernelDef};
 use crate::ops::args::{out_tensor, Args};
-use crate::ops::out1;
+use crate::ops::defs::out1;
 use crate::ops::pointwise::{cast_to, resize, with_out};
 use crate::shape::normalize_dim;
 use crate::tensor::{TensorMut, TensorRef};

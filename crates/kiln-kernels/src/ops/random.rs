@@ -25,9 +25,9 @@ use crate::dtype::DType;
 use crate::error::KernelError;
 use crate::kernel::{KernelContext, KernelDef};
 use crate::ops::args::{out_tensor, out_tensors2, Args};
+use crate::ops::defs::{out1, out_n};
 use crate::ops::dense::{logical, store_logical};
 use crate::ops::pointwise::resize;
-use crate::ops::{out1, out_n};
 use crate::value::{Arg, Out};
 
 type KResult = Result<(), KernelError>;

@@ -13,7 +13,7 @@ use crate::element::{Calc, Element};
 use crate::error::KernelError;
 use crate::kernel::{KernelContext, KernelDef};
 use crate::ops::args::{out_tensors2, Args};
-use crate::ops::out_n;
+use crate::ops::defs::out_n;
 use crate::ops::pointwise::{cast_to, resize};
 use crate::shape::normalize_dim;
 use crate::tensor::{TensorMut, TensorRef};

@@ -9,8 +9,8 @@ use crate::element::{Bool, Calc, Element};
 use crate::error::KernelError;
 use crate::kernel::{KernelContext, KernelDef};
 use crate::ops::args::{out_tensor, Args};
+use crate::ops::defs::out1;
 use crate::ops::fast_pointwise::{clamp_f32, unary_f32, unary_f32_slice};
-use crate::ops::out1;
 use crate::ops::pointwise::{map1, map2, map3, result_type, Operand};
 use crate::value::{Arg, Out, Scalar};
 
