@@ -15,7 +15,13 @@
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
-use super::{MAX_BACK_OFF, MIN_BACK_OFF};
+/// How long calls run without a worker the first time it is found not to have a core of
+/// its own.
+pub(super) const MIN_BACK_OFF: Duration = Duration::from_millis(10);
+
+/// The longest calls run without a worker at once: how soon kiln uses a core that has
+/// become free again.
+pub(super) const MAX_BACK_OFF: Duration = Duration::from_millis(320);
 
 /// The share of a window a thread may wait for a core before kiln takes its cores to be
 /// busy. On the idle 2-core development machine, 2 windows in 1,108 reached it (other

@@ -33,8 +33,8 @@
 //!   sleep;
 //! - a worker that waits as long for its core stays out of calls for a while;
 //!
-//! each time, from [`MIN_BACK_OFF`], twice as long while that is found again on return, up
-//! to [`MAX_BACK_OFF`] (`contention.rs`). Meanwhile [`Threads::available`] is 1, so kernels
+//! each time, from `MIN_BACK_OFF`, twice as long while that is found again on return, up
+//! to `MAX_BACK_OFF` (`contention.rs`). Meanwhile [`Threads::available`] is 1, so kernels
 //! take their one-thread paths. On an idle machine neither happens.
 //!
 //! # Concurrent callers
@@ -58,31 +58,12 @@ mod pool;
 mod tests;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use pool::Pool;
+pub use pool::{WorkerSpan, MAX_SPANS, SPIN, WAIT_SPIN, WAIT_YIELD};
 
 /// Most threads a [`Threads`] may have.
 pub const MAX_THREADS: usize = 256;
-
-/// How long an idle worker spins after a call before it sleeps.
-pub const SPIN: Duration = Duration::from_millis(2);
-
-/// How long a caller with nothing left to claim spins on the tasks other threads hold before
-/// it parks.
-pub const WAIT_SPIN: Duration = Duration::from_micros(50);
-
-/// How long a caller waiting for the tasks other threads hold keeps yielding its core (to a
-/// preempted worker that shares it) before it parks.
-pub const WAIT_YIELD: Duration = Duration::from_millis(1);
-
-/// How long calls run without a worker the first time it is found not to have a core of
-/// its own.
-const MIN_BACK_OFF: Duration = Duration::from_millis(10);
-
-/// The longest calls run without a worker at once: how soon kiln uses a core that has
-/// become free again.
-const MAX_BACK_OFF: Duration = Duration::from_millis(320);
 
 /// Tasks per thread of a split whose tasks share nothing (runs of output rows, channels or
 /// planes, each with its own share of the weights), for [`Threads::tasks_for`]: each thread
@@ -105,20 +86,6 @@ pub struct ThreadsError {
     pub threads: usize,
     /// What the system said.
     pub reason: String,
-}
-
-/// Most worker spans kept while recording; later ones are counted, not kept.
-pub const MAX_SPANS: usize = 1 << 20;
-
-/// A stretch of time a worker spent on tasks of one call (see [`Threads::record_spans`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct WorkerSpan {
-    /// The worker, `0..count() - 1` (the calling thread is not a worker).
-    pub worker: usize,
-    /// When it claimed its first task of the call.
-    pub start: Instant,
-    /// When it finished its last.
-    pub end: Instant,
 }
 
 impl Threads {

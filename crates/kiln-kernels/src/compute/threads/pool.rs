@@ -11,7 +11,31 @@ use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
 use super::contention::{longer, Contention, Window};
-use super::{WorkerSpan, MAX_SPANS, SPIN, WAIT_SPIN, WAIT_YIELD};
+
+/// How long an idle worker spins after a call before it sleeps.
+pub const SPIN: Duration = Duration::from_millis(2);
+
+/// How long a caller with nothing left to claim spins on the tasks other threads hold before
+/// it parks.
+pub const WAIT_SPIN: Duration = Duration::from_micros(50);
+
+/// How long a caller waiting for the tasks other threads hold keeps yielding its core (to a
+/// preempted worker that shares it) before it parks.
+pub const WAIT_YIELD: Duration = Duration::from_millis(1);
+
+/// Most worker spans kept while recording; later ones are counted, not kept.
+pub const MAX_SPANS: usize = 1 << 20;
+
+/// A stretch of time a worker spent on tasks of one call (see [`Threads::record_spans`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WorkerSpan {
+    /// The worker, `0..count() - 1` (the calling thread is not a worker).
+    pub worker: usize,
+    /// When it claimed its first task of the call.
+    pub start: Instant,
+    /// When it finished its last.
+    pub end: Instant,
+}
 
 /// Most claims one call deals out (a range's ends are 16-bit); a call of more tasks runs
 /// several consecutive tasks per claim.
