@@ -143,11 +143,11 @@ macro_rules! in_place {
         pub fn $name(xs: &mut [f32]) {
             #[cfg(target_arch = "x86_64")]
             {
-                if super::sgemm::x86::has_avx512() {
+                if super::cpu::has_avx512() {
                     // SAFETY: the CPU has AVX-512F, the only feature the function is built for.
                     return unsafe { $avx512(xs) };
                 }
-                if super::sgemm::x86::has_avx2() {
+                if super::cpu::has_avx2() {
                     // SAFETY: the CPU has AVX2 and FMA, the features the function is built for.
                     return unsafe { $avx2(xs) };
                 }

@@ -126,7 +126,7 @@ pub(crate) fn sum_channels(
     assert!(bias.len() >= plane.blocks * BLOCK, "depthwise: a bias per channel");
     #[cfg(target_arch = "x86_64")]
     {
-        use crate::compute::sgemm::x86::{has_avx2, has_avx512};
+        use crate::compute::cpu::{has_avx2, has_avx512};
         if has_avx512() {
             // SAFETY: the CPU has AVX-512F, the only feature the function enables.
             return unsafe { sum_avx512(out, oh, plane, bias, clamp) };
@@ -627,7 +627,7 @@ mod tests {
             };
             #[cfg(target_arch = "x86_64")]
             {
-                use crate::compute::sgemm::x86::{has_avx2, has_avx512};
+                use crate::compute::cpu::{has_avx2, has_avx512};
                 if has_avx512() {
                     // SAFETY: the CPU has AVX-512F.
                     same(run(&|o| unsafe { sum_avx512(o, oh, &plane, &bias, clamp) }));

@@ -75,7 +75,7 @@ const WIDE: usize = 64;
 fn sum_wide(x: &[f32], channels: usize, c0: usize, acc: &mut [f64; WIDE]) {
     #[cfg(target_arch = "x86_64")]
     {
-        use crate::compute::sgemm::x86::{has_avx2, has_avx512};
+        use crate::compute::cpu::{has_avx2, has_avx512};
         if has_avx512() {
             // SAFETY: the CPU has AVX-512F, the only feature the function enables.
             return unsafe { sum_wide_avx512(x, channels, c0, acc) };
@@ -183,7 +183,7 @@ mod tests {
         }
         #[cfg(target_arch = "x86_64")]
         {
-            use crate::compute::sgemm::x86::{has_avx2, has_avx512};
+            use crate::compute::cpu::{has_avx2, has_avx512};
             if has_avx512() {
                 let mut acc = [0f64; WIDE];
                 // SAFETY: the CPU has AVX-512F.

@@ -12,7 +12,7 @@ pub(crate) fn interleave3(r: &[f32], g: &[f32], b: &[f32], out: &mut [f32]) {
     #[allow(unused_mut)]
     let mut done = 0;
     #[cfg(target_arch = "x86_64")]
-    if crate::compute::sgemm::x86::has_avx512() {
+    if crate::compute::cpu::has_avx512() {
         // SAFETY: the CPU has AVX-512F, the only feature the function enables; the lengths
         // were checked above.
         done = unsafe { x86::interleave3_avx512(r, g, b, out) };

@@ -153,7 +153,7 @@ impl MaxPool2d {
     /// where the CPU has them.
     fn nhwc_row(&self, c: usize, x: &[f32], oy: usize, out: &mut [f32]) {
         #[cfg(target_arch = "x86_64")]
-        if crate::compute::sgemm::x86::has_avx512() {
+        if crate::compute::cpu::has_avx512() {
             // SAFETY: the CPU has AVX-512F, the only feature the function enables.
             return unsafe { self.nhwc_row_avx512(c, x, oy, out) };
         }

@@ -1,12 +1,14 @@
 //! Raw loops the ops call: strided walks, GEMM, convolution lowering; the prepared
 //! (packed-at-load) f32 kernels of the compile stage: [`sgemm`], [`conv2d`], [`linear`],
 //! fused elementwise groups ([`elementwise`]) and the vectorized activations they use
-//! ([`activation`]); and the worker threads they split large layers over ([`threads`]).
+//! ([`activation`]); the worker threads they split large layers over ([`threads`]); and what
+//! the CPU can do ([`cpu`]), detected once, which every kernel picks its instruction set by.
 
 pub mod activation;
 pub(crate) mod channel_taps;
 pub mod conv;
 pub mod conv2d;
+pub mod cpu;
 pub mod depthwise;
 pub mod elementwise;
 pub mod gemm;
@@ -21,4 +23,5 @@ pub mod strided;
 pub(crate) mod taps;
 pub mod threads;
 pub(crate) mod xnn_qgemm;
+pub mod xnn_qmath;
 pub mod xnn_quant;

@@ -87,10 +87,10 @@ fn scalar(iters: u64, [m, c]: [f32; 2], start: [f32; CHAINS]) -> f32 {
 /// returns the sustained rate.
 pub fn fma_gflops(duration: Duration) -> Peak {
     #[cfg(target_arch = "x86_64")]
-    let (run, lanes, isa): (Probe, u64, &'static str) = if is_x86_feature_detected!("avx512f") {
+    let (run, lanes, isa): (Probe, u64, &'static str) = if crate::compute::cpu::has_avx512() {
         // SAFETY: AVX-512F was detected just above.
         (|n, mc, s| unsafe { x86::zmm(n, mc, s) }, 16, "avx512 zmm")
-    } else if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+    } else if crate::compute::cpu::has_avx2() {
         // SAFETY: AVX2 and FMA were detected just above.
         (|n, mc, s| unsafe { x86::ymm(n, mc, s) }, 8, "avx2 ymm")
     } else {

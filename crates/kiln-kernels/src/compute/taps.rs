@@ -136,7 +136,7 @@ pub(crate) fn sum_taps(out: &mut [f32], ow: usize, plane: TapPlane<'_>, ep: TapE
     assert!(plane.covers(out.len() / ow, ow.div_ceil(LANES)), "depthwise: taps outside the plane");
     #[cfg(target_arch = "x86_64")]
     {
-        use crate::compute::sgemm::x86::{has_avx2, has_avx512};
+        use crate::compute::cpu::{has_avx2, has_avx512};
         if has_avx512() {
             // SAFETY: the CPU has AVX-512F, the only feature the function enables, and the
             // plane covers the sums (asserted above).
@@ -429,7 +429,7 @@ mod tests {
             sum_taps_portable(&mut got, ow, tp, ep);
             assert!(same(&got, &want), "{got:?} vs {want:?}");
             #[cfg(target_arch = "x86_64")]
-            if crate::compute::sgemm::x86::has_avx2() {
+            if crate::compute::cpu::has_avx2() {
                 got.fill(f32::INFINITY);
                 // SAFETY: the CPU has AVX2 and FMA (checked above).
                 unsafe { x86::sum_taps_avx2(&mut got, ow, tp, ep) };

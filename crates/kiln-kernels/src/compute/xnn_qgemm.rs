@@ -22,7 +22,7 @@
 #![allow(unsafe_code)]
 
 use super::threads::{split, with_pieces, Threads, TASKS_PER_THREAD};
-use super::xnn_quant::{clamp_f32, qs8_requantize, ConvGeometry, Qs8Out};
+use super::xnn_qmath::{clamp_f32, qs8_requantize, ConvGeometry, Qs8Out};
 
 /// Output channels per packed panel (one 512-bit vector of `i32`).
 pub(crate) const NR: usize = 16;
@@ -50,14 +50,13 @@ pub(crate) fn best_isa() -> Isa {
     {
         static F: std::sync::OnceLock<Isa> = std::sync::OnceLock::new();
         *F.get_or_init(|| {
-            let avx2 = is_x86_feature_detected!("avx2");
-            let avx512 =
-                avx2 && is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512bw");
-            if avx512 && is_x86_feature_detected!("avx512vnni") {
+            let f = crate::compute::cpu::features();
+            let avx512 = f.avx2 && f.avx512f && f.avx512bw;
+            if avx512 && f.avx512vnni {
                 Isa::Vnni
             } else if avx512 {
                 Isa::Avx512
-            } else if avx2 {
+            } else if f.avx2 {
                 Isa::Avx2
             } else {
                 Isa::Portable

@@ -1,28 +1,12 @@
-//! Prepared 2-D convolution (f32, NCHW or channels-last activations, [`Layouts`]): weights
-//! packed once at construction, fused bias, residual and activation. NCHW output, per image
-//! and group: `out[Cout_g x OH*OW] = W[Cout_g x Cin_g*kh*kw] * B[Cin_g*kh*kw x OH*OW]`, so
-//! the packed weights are the A operand and the output rows are exactly the NCHW planes. `B`
-//! is the input itself for 1x1 / stride 1 / no padding, else the implicit im2col matrix packed
-//! straight from the input. NHWC output swaps the operands: pixels are the product's rows and
-//! the packed weights its right operand. A pointwise convolution reads its input where it
-//! lies (`Plan::PixelRows`); any other reads a channels-last image through an indirection
-//! buffer of one offset per output pixel and tap (`Plan::Indirect`, XNNPACK's IGEMM), with no
-//! im2col matrix, an NCHW input being first copied channels-last; a channels-last 3x3
-//! stride-1 one with enough channels and pixels runs as Winograd F(2x2, 3x3) instead
-//! (`Plan::Winograd`, `conv2d/winograd.rs`). Depthwise layers
-//! (`groups == Cin == Cout`) use a direct kernel per channel plane (`compute/taps.rs`), or
-//! blocks of 16 channels laid out channels-last (`compute/channel_taps.rs`) when the output
-//! is narrow or the activations NHWC. Large layers split over the method's threads:
-//! depthwise layers by channels or output rows, GEMMs by output channels or by pixels (see
-//! [`PackedConv2d::run`]).
+//! [`PackedConv2d`]: a convolution's weights packed once and the plan that runs it.
 
-use crate::compute::conv::{im2col, Geometry};
+use crate::compute::conv::im2col;
 use crate::compute::interleave::interleave3;
 
 use crate::compute::channel_taps::{sum_channels, ChannelOut, ChannelPlane, BLOCK};
 use crate::compute::sgemm::{
     clamp1, gemm_indirect, gemm_packed_a_rows, gemm_packed_b_at, gemm_packed_b_cols,
-    indirection_fits, need, out_len, selected, Activation, Bias, ColumnsOf, Epilogue, GemmError,
+    indirection_fits, out_len, selected, Activation, Bias, ColumnsOf, Epilogue, GemmError,
     GemmScratch, Im2col, Indirection, MatRef, PackB, PackedA, PackedB,
 };
 use crate::compute::taps::{
@@ -30,131 +14,11 @@ use crate::compute::taps::{
 };
 use crate::compute::threads::{caller_scratch, split, with_pieces, Threads, TASKS_PER_THREAD};
 
-mod pointwise_depthwise;
-mod winograd;
-pub use pointwise_depthwise::PointwiseDepthwise;
-use winograd::Winograd;
-
-/// Shape parameters of a convolution (PyTorch `conv2d` arguments).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Conv2dGeometry {
-    /// Input channels.
-    pub in_channels: usize,
-    /// Input height.
-    pub in_h: usize,
-    /// Input width.
-    pub in_w: usize,
-    /// Output channels.
-    pub out_channels: usize,
-    /// Kernel height.
-    pub kh: usize,
-    /// Kernel width.
-    pub kw: usize,
-    /// Stride (height, width).
-    pub stride: [usize; 2],
-    /// Zero padding on both sides (height, width).
-    pub padding: [usize; 2],
-    /// Dilation (height, width).
-    pub dilation: [usize; 2],
-    /// Groups; divides both channel counts.
-    pub groups: usize,
-}
-
-impl Conv2dGeometry {
-    /// The geometry of one group's im2col for output size `oh x ow`.
-    fn per_group(&self, oh: usize, ow: usize) -> Geometry {
-        Geometry {
-            c: self.in_channels / self.groups,
-            h: self.in_h,
-            w: self.in_w,
-            kh: self.kh,
-            kw: self.kw,
-            oh,
-            ow,
-            stride: self.stride,
-            pad: self.padding,
-            dil: self.dilation,
-        }
-    }
-}
-
-/// How the values of an `[N, C, H, W]` activation lie in memory.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Layout {
-    /// Channel planes (PyTorch's contiguous layout).
-    #[default]
-    Nchw,
-    /// Channels-last: the channels of each pixel together.
-    Nhwc,
-}
-
-/// The layouts a convolution reads its input and writes its output (and residual) in.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Layouts {
-    /// The input's layout.
-    pub input: Layout,
-    /// The output's (and the residual's) layout.
-    pub output: Layout,
-}
-
-/// Reusable buffers of [`PackedConv2d::run`]: one set per thread, the im2col matrix of a
-/// convolution with few output pixels (or the channels-last copy of an NCHW input), and the
-/// products of a split whose tasks compute apart and are placed after.
-#[derive(Debug, Default)]
-pub struct ConvScratch {
-    parts: Vec<PartScratch>,
-    col: Vec<f32>,
-    apart: Vec<f32>,
-}
-
-/// The buffers of one thread's tasks of a convolution, and the first error they met.
-#[derive(Debug, Default)]
-struct PartScratch {
-    gemm: GemmScratch,
-    /// A depthwise channel's phased rows.
-    row: Vec<f32>,
-    /// A [`Plan::FewPixels`] task's transposed product, or the expanded rows of a
-    /// [`PointwiseDepthwise`] task.
-    out: Vec<f32>,
-    /// The rows a [`PointwiseDepthwise`] task's depthwise step reads, in its buffer.
-    spans: Vec<RowSpan>,
-    /// The expanded input rows a [`PointwiseDepthwise`] thread holds at the start of `out`,
-    /// of the image being computed: its next task, when it is the following run of output
-    /// rows, starts from them.
-    held: std::ops::Range<usize>,
-    error: Option<GemmError>,
-}
-
-impl PartScratch {
-    /// Keeps the first error of this thread's tasks.
-    fn note(&mut self, result: Result<(), GemmError>) {
-        if let Err(e) = result {
-            self.error.get_or_insert(e);
-        }
-    }
-}
-
-impl ConvScratch {
-    /// The first error a thread met in the last split (clearing them all).
-    fn outcome(&mut self) -> Result<(), GemmError> {
-        first_error(&mut self.parts)
-    }
-}
-
-/// The first error one of `parts` met in the last split (clearing them all, so none is left
-/// for the next).
-fn first_error(parts: &mut [PartScratch]) -> Result<(), GemmError> {
-    let errors = parts.iter_mut().filter_map(|p| p.error.take());
-    errors.reduce(|first, _| first).map_or(Ok(()), Err)
-}
-
-/// `len` values of `buf`, grown if short.
-fn window(buf: &mut Vec<f32>, len: usize) -> &mut [f32] {
-    if buf.len() < len {
-        buf.resize(len, 0.0);
-    }
-    &mut buf[..len]
-}
+use super::geometry::{
+    check_images, is_depthwise, is_pointwise, mul, Conv2dGeometry, Layout, Layouts,
+};
+use super::scratch::{first_error, window, ConvScratch, PartScratch};
+use super::winograd::Winograd;
 
 /// Multiply-adds per image from which a convolution splits over threads (below, waking the
 /// workers costs more than they save).
@@ -177,7 +41,7 @@ const DEPTHWISE_MAC_COST: usize = 4;
 
 /// How the convolution runs.
 #[derive(Debug)]
-enum Plan {
+pub(super) enum Plan {
     /// One packed weight matrix per group; `pointwise` when B is the input itself.
     Gemm { groups: Vec<PackedA>, pointwise: bool },
     /// Direct per-channel kernel; weights `[C, kh, kw]` contiguous; see [`Phases`]. Narrow
@@ -217,28 +81,13 @@ const FEW_PIXELS: usize = 16;
 /// A convolution with its weights prepared for repeated runs.
 #[derive(Debug)]
 pub struct PackedConv2d {
-    g: Conv2dGeometry,
-    oh: usize,
-    ow: usize,
-    plan: Plan,
-    layouts: Layouts,
-    bias: Option<Vec<f32>>,
-    act: Activation,
-}
-
-/// A 1x1 convolution whose product's right operand is the input itself.
-fn is_pointwise(g: &Conv2dGeometry) -> bool {
-    g.kh == 1 && g.kw == 1 && g.stride == [1, 1] && g.padding == [0, 0]
-}
-
-/// One input and one output channel per group.
-fn is_depthwise(g: &Conv2dGeometry) -> bool {
-    g.groups > 1 && g.in_channels == g.groups && g.out_channels == g.groups
-}
-
-/// `a * b`, an error on overflow.
-fn mul(a: usize, b: usize) -> Result<usize, GemmError> {
-    a.checked_mul(b).ok_or(GemmError::Overflow("conv2d"))
+    pub(super) g: Conv2dGeometry,
+    pub(super) oh: usize,
+    pub(super) ow: usize,
+    pub(super) plan: Plan,
+    pub(super) layouts: Layouts,
+    pub(super) bias: Option<Vec<f32>>,
+    pub(super) act: Activation,
 }
 
 impl PackedConv2d {
@@ -674,7 +523,7 @@ impl PackedConv2d {
 
     /// Output rows `row0..` of an NHWC depthwise convolution into `y` (those rows);
     /// `spans` are those rows' input rows.
-    fn depthwise_rows(
+    pub(super) fn depthwise_rows(
         &self,
         blocks: &ChannelBlocks,
         spans: &[RowSpan],
@@ -733,7 +582,7 @@ impl PackedConv2d {
 
     /// [`PackedConv2d::pixels_of`] with the convolution's own bias and activation and no
     /// residual.
-    fn pointwise_pixels(
+    pub(super) fn pointwise_pixels(
         &self,
         weight: &PackedB,
         x: &[f32],
@@ -934,24 +783,6 @@ fn channels_last(
     });
 }
 
-/// Whether `input` holds `batch` images of `in_img` values, and `out` (and the residual) of
-/// `out_img`: an error naming the short one.
-fn check_images(
-    batch: usize,
-    [in_img, out_img]: [usize; 2],
-    input: &[f32],
-    residual: Option<&[f32]>,
-    out: &[f32],
-) -> Result<(), GemmError> {
-    let need_out = mul(batch, out_img)?;
-    need("conv2d input", mul(batch, in_img)?, input.len())?;
-    need("conv2d output", need_out, out.len())?;
-    if let Some(r) = residual {
-        need("conv2d residual", need_out, r.len())?;
-    }
-    Ok(())
-}
-
 /// Copies `block` (a part's rows of `cols.len()` values, row-major) into columns `cols` of
 /// `y` (row stride `ld`): with a residual (laid out as `y`), `act(block + residual)`, the
 /// operations of the fused epilogue after a part computed without them; without one, as is
@@ -1004,10 +835,10 @@ struct GroupIo<'a> {
 /// `ox = 0` in the row's phases laid end to end. `spans[oy]` are the input rows output row
 /// `oy` reads.
 #[derive(Debug)]
-struct Phases {
+pub(super) struct Phases {
     len: usize,
     taps: Vec<usize>,
-    spans: Vec<RowSpan>,
+    pub(super) spans: Vec<RowSpan>,
 }
 
 impl Phases {
@@ -1121,7 +952,7 @@ impl Plane<'_> {
 /// `b * BLOCK ..`, as `[kh][kw][BLOCK]` weights and `BLOCK` biases (zero past the last
 /// channel); an input row is laid out as `cols` pixels.
 #[derive(Debug)]
-struct ChannelBlocks {
+pub(super) struct ChannelBlocks {
     weights: Vec<f32>,
     bias: Vec<f32>,
     cols: usize,
@@ -1561,7 +1392,7 @@ mod tests {
             assert_eq!(few, matches!(conv.plan, Plan::FewPixels { .. }));
             let indirect = matches!(conv.plan, Plan::Indirect { .. } | Plan::Winograd(_));
             assert_eq!(layouts.output == Layout::Nhwc && !is_pointwise(&g), indirect);
-            let winograd = layouts == NHWC && g == base && winograd::has_avx512();
+            let winograd = layouts == NHWC && g == base && crate::compute::cpu::has_avx512();
             assert_eq!(winograd, matches!(conv.plan, Plan::Winograd(_)));
             let on_blocks = matches!(conv.plan, Plan::Depthwise { blocks: Some(_), .. });
             assert_eq!(g == narrow_depthwise, on_blocks);
@@ -1613,7 +1444,7 @@ mod tests {
 
     #[test]
     fn winograd_matches_direct_reference() {
-        if !winograd::has_avx512() {
+        if !crate::compute::cpu::has_avx512() {
             eprintln!("SKIPPED: Winograd runs only on CPUs with AVX-512F");
             return;
         }

@@ -8,10 +8,9 @@
 
 use std::ops::Range;
 
-use super::{
-    check_images, first_error, is_depthwise, is_pointwise, Conv2dGeometry, ConvScratch, Layout,
-    PackedConv2d, PartScratch, Plan,
-};
+use super::geometry::{check_images, is_depthwise, is_pointwise, Conv2dGeometry, Layout, Layouts};
+use super::packed::{PackedConv2d, Plan};
+use super::scratch::{first_error, ConvScratch, PartScratch};
 use crate::compute::sgemm::{aligned_window, GemmError};
 use crate::compute::taps::RowSpan;
 use crate::compute::threads::{split, with_pieces, Threads};
@@ -48,11 +47,11 @@ impl PointwiseDepthwise {
     /// depthwise one runs channels-last on whole blocks of 16 channels, and the expanded
     /// activation has at least [`FUSE_MIN_BYTES`].
     pub fn supports(pw: &Conv2dGeometry, input: Layout, dw: &Conv2dGeometry) -> bool {
-        let nhwc = super::Layouts { input: Layout::Nhwc, output: Layout::Nhwc };
+        let nhwc = Layouts { input: Layout::Nhwc, output: Layout::Nhwc };
         let bytes = (dw.in_channels * 4).checked_mul(dw.in_h * dw.in_w);
         is_pointwise(pw)
             && pw.groups == 1
-            && PackedConv2d::supports(pw, super::Layouts { input, output: Layout::Nhwc })
+            && PackedConv2d::supports(pw, Layouts { input, output: Layout::Nhwc })
             && is_depthwise(dw)
             && PackedConv2d::supports(dw, nhwc)
             && pw.out_channels == dw.in_channels

@@ -18,7 +18,9 @@
 //! for any thread count.
 #![allow(unsafe_code)]
 
-use super::{mul, Conv2dGeometry, PartScratch};
+use super::geometry::{mul, Conv2dGeometry};
+use super::scratch::PartScratch;
+use crate::compute::cpu::has_avx512;
 use crate::compute::sgemm::{
     activate_tile, gemm_packed_b, Activation, Epilogue, GemmError, MatRef, PackedB,
 };
@@ -113,7 +115,7 @@ impl Winograd {
         }
         let (cin, cout) = (g.in_channels, g.out_channels);
         let plane = mul(cin, cout)?;
-        super::need("conv2d weight", mul(plane, 9)?, weight.len())?;
+        crate::compute::sgemm::need("conv2d weight", mul(plane, 9)?, weight.len())?;
         let mut ut = vec![0f32; mul(plane, XI)?];
         for (o, filter) in weight.chunks_exact(cin * 9).enumerate() {
             for (c, taps) in filter.chunks_exact(9).enumerate() {
@@ -310,14 +312,6 @@ fn output_tile(m: &[&[f32]; XI], out: &Out<'_>, y: &mut [f32], n: usize) {
         return unsafe { avx512::output_tile(m, out, y, n) };
     }
     unreachable!("Winograd::supports requires AVX-512F")
-}
-
-/// Whether the CPU has AVX-512F, which the transforms are written for.
-pub(super) fn has_avx512() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    return crate::compute::sgemm::x86::has_avx512();
-    #[cfg(not(target_arch = "x86_64"))]
-    false
 }
 
 /// The transforms on 16 channels at a time (the last step masked).

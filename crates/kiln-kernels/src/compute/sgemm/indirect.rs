@@ -6,8 +6,8 @@
 //! where the tap falls in the padding. The weights are packed in the same depth order
 //! (`(ky, kx, c)`), so the microkernel runs over the taps with one pointer per row.
 
+use super::error::GemmError;
 use super::kernel::{Indirect, ZERO_ROW};
-use super::GemmError;
 use crate::compute::conv::Geometry;
 
 /// The indirection buffer of a convolution on `NHWC` images, built once for its geometry:

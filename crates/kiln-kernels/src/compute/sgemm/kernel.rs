@@ -11,8 +11,6 @@
 //! C): with short depths the epilogue and the call between tiles are a large share of the
 //! time, and one call runs its tiles back to back in one loop.
 
-use std::sync::OnceLock;
-
 /// Blocking and dispatch data of one microkernel.
 #[derive(Debug)]
 pub struct Kernel {
@@ -312,26 +310,3 @@ pub static PORTABLE: Kernel = Kernel {
     nc: 2048,
     run: portable,
 };
-
-/// Every kernel this CPU can run, fastest first (the first is [`selected`]).
-pub fn available() -> Vec<&'static Kernel> {
-    let mut v = Vec::new();
-    #[cfg(target_arch = "x86_64")]
-    {
-        if super::x86::has_avx512() {
-            v.push(&super::x86::AVX512);
-        }
-        if super::x86::has_avx2() {
-            v.push(&super::x86::AVX2);
-        }
-    }
-    v.push(&PORTABLE);
-    v
-}
-
-/// The kernel of this process: chosen once from the CPU features, the same for every call so
-/// that results do not depend on which call site ran first.
-pub fn selected() -> &'static Kernel {
-    static CHOICE: OnceLock<&'static Kernel> = OnceLock::new();
-    CHOICE.get_or_init(|| available()[0])
-}

@@ -18,10 +18,12 @@
 //! [`Kernel`], and one kernel is used per process.
 
 mod epilogue;
+mod error;
 mod indirect;
 mod kernel;
 mod pack;
 mod packed_buf;
+mod select;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
 
@@ -30,39 +32,18 @@ pub(crate) mod tests;
 
 pub use epilogue::{Activation, Bias, Epilogue};
 pub use indirect::{fits as indirection_fits, Indirection, MAX_OFFSETS as MAX_INDIRECTION_OFFSETS};
-pub use kernel::{available, selected, Kernel};
+pub use kernel::Kernel;
 pub use pack::{ColumnsOf, Im2col, MatRef, PackB};
+pub use select::{available, selected};
 
 pub(crate) use kernel::clamp1;
 pub(crate) use pack::out_len;
 
 pub(crate) use epilogue::activate_tile;
+pub use error::GemmError;
 use kernel::Tile;
-use pack::aligned_offset;
 pub(crate) use pack::aligned_window;
 use packed_buf::PackedBuf;
-
-/// Why a GEMM was refused (nothing is written).
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum GemmError {
-    /// A size computation overflowed.
-    #[error("{0}: size overflows")]
-    Overflow(&'static str),
-    /// A slice is shorter than its shape needs.
-    #[error("{what} has {len} elements, needs {need}")]
-    Short {
-        /// Which operand.
-        what: &'static str,
-        /// Elements needed.
-        need: usize,
-        /// Elements present.
-        len: usize,
-    },
-    /// Shapes or parameters that do not fit together.
-    #[error("{0}")]
-    Invalid(&'static str),
-}
 
 /// Per-call packing buffers, reused across calls (grown only when a call needs more).
 #[derive(Debug, Default)]

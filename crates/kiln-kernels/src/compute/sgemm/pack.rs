@@ -4,7 +4,7 @@
 //! the matrix edge). B is packed in panels of `nr` columns; A in panels of `mr` rows, which
 //! is the same layout as packing `A^T` in column panels.
 
-use super::GemmError;
+use super::error::GemmError;
 use crate::compute::conv::Geometry;
 
 /// Floats of slack that let a buffer start on a 64-byte boundary.

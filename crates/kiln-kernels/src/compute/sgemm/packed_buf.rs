@@ -7,8 +7,8 @@
 //! instead of 216-237 us on one thread (standalone, weights not in cache, this project's
 //! AMD EPYC development machine).
 
-use super::GemmError;
-use super::{aligned_offset, aligned_window};
+use super::error::GemmError;
+use super::pack::{aligned_offset, aligned_window};
 
 /// Smallest packed operand (bytes) given its own mapping: one huge page.
 const HUGE_BYTES: usize = 2 << 20;

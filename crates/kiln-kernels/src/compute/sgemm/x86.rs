@@ -10,33 +10,9 @@
 #![allow(unsafe_code)]
 
 use std::arch::x86_64::*;
-use std::sync::OnceLock;
 
 use super::kernel::{Kernel, Tile, ZERO_ROW};
-
-/// Whether the CPU has AVX-512F (cached).
-pub(crate) fn has_avx512() -> bool {
-    static F: OnceLock<bool> = OnceLock::new();
-    *F.get_or_init(|| is_x86_feature_detected!("avx512f"))
-}
-
-/// Whether the CPU is AMD's (cached): its AVX-512 cores (Zen 4) run a 512-bit operation as
-/// two 256-bit halves.
-pub(crate) fn is_amd() -> bool {
-    static F: OnceLock<bool> = OnceLock::new();
-    *F.get_or_init(|| {
-        // CPUID leaf 0 is on every x86_64 CPU: the vendor string in EBX, EDX, ECX.
-        let v = __cpuid(0);
-        let word = |s: &[u8; 4]| u32::from_le_bytes(*s);
-        (v.ebx, v.edx, v.ecx) == (word(b"Auth"), word(b"enti"), word(b"cAMD"))
-    })
-}
-
-/// Whether the CPU has AVX2 and FMA (cached).
-pub(crate) fn has_avx2() -> bool {
-    static F: OnceLock<bool> = OnceLock::new();
-    *F.get_or_init(|| is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"))
-}
+use crate::compute::cpu::{has_avx2, has_avx512, is_amd};
 
 /// Calls `$f::<R, PACKED, WIDE>($t)` for the runtime row count (one of the listed), whether A
 /// is a packed panel of `$mr` rows (unit row stride, depth stride `$mr`), and whether the

@@ -1,0 +1,28 @@
+//! Prepared 2-D convolution (f32, NCHW or channels-last activations, [`Layouts`]): weights
+//! packed once at construction, fused bias, residual and activation. NCHW output, per image
+//! and group: `out[Cout_g x OH*OW] = W[Cout_g x Cin_g*kh*kw] * B[Cin_g*kh*kw x OH*OW]`, so
+//! the packed weights are the A operand and the output rows are exactly the NCHW planes. `B`
+//! is the input itself for 1x1 / stride 1 / no padding, else the implicit im2col matrix packed
+//! straight from the input. NHWC output swaps the operands: pixels are the product's rows and
+//! the packed weights its right operand. A pointwise convolution reads its input where it
+//! lies (`Plan::PixelRows`); any other reads a channels-last image through an indirection
+//! buffer of one offset per output pixel and tap (`Plan::Indirect`, XNNPACK's IGEMM), with no
+//! im2col matrix, an NCHW input being first copied channels-last; a channels-last 3x3
+//! stride-1 one with enough channels and pixels runs as Winograd F(2x2, 3x3) instead
+//! (`Plan::Winograd`, `conv2d/winograd.rs`). Depthwise layers
+//! (`groups == Cin == Cout`) use a direct kernel per channel plane (`compute/taps.rs`), or
+//! blocks of 16 channels laid out channels-last (`compute/channel_taps.rs`) when the output
+//! is narrow or the activations NHWC. Large layers split over the method's threads:
+//! depthwise layers by channels or output rows, GEMMs by output channels or by pixels (see
+//! [`PackedConv2d::run`]).
+
+mod geometry;
+mod packed;
+mod pointwise_depthwise;
+mod scratch;
+mod winograd;
+
+pub use geometry::{Conv2dGeometry, Layout, Layouts};
+pub use packed::PackedConv2d;
+pub use pointwise_depthwise::PointwiseDepthwise;
+pub use scratch::ConvScratch;
