@@ -103,8 +103,23 @@ def group_items(body: str):
     return paths
 
 
+def inline_depths(code: str):
+    """For each inline `mod name { ... }` of `code`, its span: a path inside one is written
+    one module deeper than the file's (its `super` is the file's module)."""
+    spans = []
+    for m in re.finditer(r"\bmod\s+" + IDENT + r"\s*\{", code):
+        depth, j = 1, m.end()
+        while j < len(code) and depth:
+            depth += {"{": 1, "}": -1}.get(code[j], 0)
+            j += 1
+        spans.append((m.start(), j))
+    return lambda at: sum(1 for a, b in spans if a <= at < b)
+
+
 def paths_in(code: str):
-    """(prefix, segments) for every crate/super/self path in `code`."""
+    """(prefix, segments) for every crate/super/self path in `code`, `super` written inside
+    inline modules counted from the file's module."""
+    depth_at = inline_depths(code)
     found = []
     for m in re.finditer(r"\b(crate|super|self)((?:::" + IDENT + r")*)::\{", code):
         start = m.end()
@@ -114,10 +129,25 @@ def paths_in(code: str):
             j += 1
         base = [s for s in m.group(2).split("::") if s]
         for p in group_items(code[start:j - 1]):
-            found.append((m.group(1), base + p))
+            found.append(inline(m.group(1), base + p, depth_at(m.start())))
     for m in re.finditer(r"\b(crate|super|self)((?:::" + IDENT + r")+)", code):
-        found.append((m.group(1), [s for s in m.group(2).split("::") if s]))
+        segs = [s for s in m.group(2).split("::") if s]
+        found.append(inline(m.group(1), segs, depth_at(m.start())))
     return found
+
+
+def inline(prefix: str, segs: list, depth: int):
+    """A path written `depth` inline modules deep, as if written in the file's module."""
+    if depth == 0 or prefix == "crate":
+        return prefix, segs
+    if prefix == "self":
+        return "self", []
+    ups = 1
+    while segs and segs[0] == "super":
+        ups, segs = ups + 1, segs[1:]
+    if ups <= depth:
+        return "self", segs
+    return "super", ["super"] * (ups - depth - 1) + segs
 
 
 def reexports(code: str):
