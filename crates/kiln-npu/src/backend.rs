@@ -11,7 +11,7 @@ use kiln_format::npu_delegate::{NpuDelegate, TensorSlot};
 use kiln_kernels::{Arg, DType, KernelContext, Out};
 use kiln_runtime::{Backend, BackendError, BackendRegistry, DelegateHandle, DelegateInit};
 
-use crate::arg_map::OpArgType;
+use crate::arg_type::OpArgType;
 use crate::device::Device;
 use crate::lower::BACKEND_ID;
 

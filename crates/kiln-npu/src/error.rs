@@ -61,7 +61,7 @@ pub enum Error {
         /// Index of the arg in the operator's arg map.
         arg: usize,
         /// Its type.
-        arg_type: crate::OpArgType,
+        arg_type: crate::arg_type::OpArgType,
         /// The ONNX argument index it names.
         onnx_arg_idx: usize,
     },

@@ -22,7 +22,9 @@
 //! lowering) is NPU-specific too.
 
 mod arg_map;
+mod arg_type;
 mod backend;
+mod buffers;
 mod device;
 mod error;
 mod fuse;
@@ -30,9 +32,11 @@ pub mod lower;
 mod op;
 pub mod ops;
 
-pub use arg_map::{arg_for_patch, OpArgMap, OpArgType, ARG_ALIGN};
+pub use arg_map::{arg_for_patch, OpArgMap, ARG_ALIGN};
+pub use arg_type::OpArgType;
 pub use backend::KilnNpuBackend;
-pub use device::{Device, RunSummary, BUFFERS, DDR_BASE, WINDOW};
+pub use buffers::{BUFFERS, DDR_BASE, WINDOW};
+pub use device::{Device, RunSummary};
 pub use error::{Error, Result};
 pub use fuse::{fuse, fuse_with_outputs, Fused, Node, PackedTensor};
 pub use op::{ConstBufferIo, ConstTensor, NpuOp, TensorDesc};

@@ -9,7 +9,7 @@ use kiln_format::txn::launch::DTYPE_F32;
 use kiln_format::txn::Launch;
 
 use super::aten::{self, Input};
-use super::{BUFFERS, DDR_BASE, WINDOW};
+use crate::buffers::{BUFFERS, DDR_BASE, WINDOW};
 use crate::error::{Error, Result};
 
 /// Bytes per element of the one element type the device runs (float32).

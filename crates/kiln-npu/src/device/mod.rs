@@ -29,19 +29,10 @@ use std::collections::BTreeMap;
 use kiln_format::npu_delegate::NpuDelegate;
 use kiln_format::txn::{opcode, CustomPayload, OpKind, Txn};
 
-use crate::arg_map::OpArgType;
+use crate::arg_type::OpArgType;
+use crate::buffers::{BUFFERS, DDR_BASE, WINDOW};
 use crate::error::{Error, Result};
 use crate::fuse::Fused;
-
-/// The device address of buffer 0 (DynamicDispatch's `DDR_AIE_ADDR_OFFSET`).
-pub const DDR_BASE: u64 = 0x8000_0000;
-
-/// The size of each buffer's address window: buffer `k` starts at `DDR_BASE + k × WINDOW`, and
-/// no buffer may be larger.
-pub const WINDOW: u64 = 0x1000_0000;
-
-/// The number of fused buffers.
-pub const BUFFERS: usize = 5;
 
 /// What a run did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

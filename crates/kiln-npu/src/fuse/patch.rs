@@ -13,9 +13,10 @@
 
 use kiln_format::txn::{opcode, CustomPayload, OpKind};
 
+use super::node::Node;
 use super::plan::Plan;
-use super::Node;
-use crate::arg_map::{arg_for_patch, OpArgMap, OpArgType};
+use crate::arg_map::{arg_for_patch, OpArgMap};
+use crate::arg_type::OpArgType;
 use crate::error::{Error, Result};
 
 /// Rewrites the DDR_PATCH ops among `ops`, the transaction of node `index` of the chain,

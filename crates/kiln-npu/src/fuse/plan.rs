@@ -10,8 +10,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{Node, PackedTensor};
-use crate::arg_map::{OpArgMap, OpArgType, ARG_ALIGN};
+use super::node::{Node, PackedTensor};
+use crate::arg_map::{OpArgMap, ARG_ALIGN};
+use crate::arg_type::OpArgType;
 use crate::error::{Error, Result};
 
 /// Where everything goes in the fused buffers.

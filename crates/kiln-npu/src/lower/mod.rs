@@ -36,7 +36,7 @@ use kiln_format::pte::model::{
 };
 use kiln_format::pte::DelegateData;
 
-use crate::arg_map::OpArgType;
+use crate::arg_type::OpArgType;
 use crate::error::{Error, Result};
 use crate::fuse::{fuse_with_outputs, Node};
 use crate::op::{ConstTensor, TensorDesc};

@@ -4,7 +4,7 @@
 
 use kiln_format::txn::LaunchKernel;
 
-use super::{broadcast, check_inputs, npu_op, unsupported, Launches, Plan};
+use super::launch::{broadcast, check_inputs, npu_op, unsupported, Launches, Plan};
 use crate::error::Result;
 use crate::op::TensorDesc;
 

@@ -4,7 +4,7 @@
 
 use kiln_format::txn::LaunchKernel;
 
-use super::{check_consts, check_inputs, const_error, npu_op, unsupported, Launches, Plan};
+use super::launch::{check_consts, check_inputs, const_error, npu_op, unsupported, Launches, Plan};
 use crate::error::Result;
 use crate::op::{ConstBufferIo, ConstTensor, TensorDesc};
 

@@ -3,7 +3,9 @@
 
 use kiln_format::txn::LaunchKernel;
 
-use super::{broadcast, check_dim, check_inputs, elements, npu_op, unsupported, Launches, Plan};
+use super::launch::{
+    broadcast, check_dim, check_inputs, elements, npu_op, unsupported, Launches, Plan,
+};
 use crate::error::Result;
 use crate::op::TensorDesc;
 

@@ -3,7 +3,7 @@
 
 use kiln_format::txn::LaunchKernel;
 
-use super::{check_inputs, npu_op, unsupported, write_packed, Launches, Plan};
+use super::launch::{check_inputs, npu_op, unsupported, write_packed, Launches, Plan};
 use crate::error::Result;
 use crate::op::{ConstBufferIo, ConstTensor, TensorDesc};
 

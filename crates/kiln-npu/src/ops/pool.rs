@@ -3,7 +3,7 @@
 
 use kiln_format::txn::LaunchKernel;
 
-use super::{check_inputs, npu_op, unsupported, Launches, Plan};
+use super::launch::{check_inputs, npu_op, unsupported, Launches, Plan};
 use crate::error::Result;
 use crate::op::TensorDesc;
 
