@@ -1,21 +1,24 @@
 //! `kiln run MODEL.pte`: execute a method of an ExecuTorch program with kiln's runtime.
 
 mod check;
+mod engine;
 mod inputs;
+mod loaded;
 mod session;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use kiln_kernels::DType;
-use kiln_runtime::{
-    LoadOptions, MappedFile, Output, OutputTensor, Program, ProgramBuilder, ThreadCount,
-};
+use kiln_runtime::{Output, OutputTensor, Program};
 use serde::Serialize;
 
-pub(crate) use inputs::{parse_input_arg, InputArg, Inputs, DEFAULT_SEED};
+use engine::thread_count;
+pub use engine::{load_options, EngineArgs};
+use inputs::{Inputs, DEFAULT_SEED};
+use loaded::Loaded;
 pub use session::MethodArgs;
 pub(crate) use session::Session;
 
@@ -44,59 +47,6 @@ pub struct Args {
     /// Print a JSON summary instead of text.
     #[arg(long)]
     pub json: bool,
-}
-
-/// How `run` and `bench` execute: the compile stage and the threads.
-#[derive(clap::Args, Debug)]
-pub struct EngineArgs {
-    /// Run every instruction as written, without the compile stage's fusions and prepared
-    /// kernels (for bisecting a difference).
-    #[arg(long)]
-    pub no_compile: bool,
-    /// Threads large kernels split their work over, the calling thread included [default: one
-    /// per core this process may run on, the big cores only on a CPU with big and little
-    /// ones]. Outputs are bit-identical for any count.
-    #[arg(long, env = "KILN_THREADS", value_name = "N",
-          value_parser = clap::value_parser!(u16).range(1..=256))]
-    pub threads: Option<u16>,
-    /// Most memory the method may take, its planned arenas, the constants it owns, the packed
-    /// weights of its compiled steps and the compiled memory plan counted together: bytes, or with a unit (`64MiB`, `2GiB`, `500MB`).
-    /// A plan over it is refused before anything is allocated [default: the smaller of 8 GiB
-    /// and half the machine's memory].
-    #[arg(long, value_name = "SIZE", value_parser = parse_memory_size)]
-    pub max_memory: Option<u64>,
-}
-
-/// A size for `--max-memory`: a byte count with an optional unit, binary (`KiB`, `MiB`,
-/// `GiB`) or decimal (`KB`, `MB`, `GB`).
-fn parse_memory_size(s: &str) -> std::result::Result<u64, String> {
-    match parse_size::parse_size(s) {
-        Ok(0) => Err("must be more than 0 bytes".into()),
-        Ok(n) => Ok(n),
-        Err(e) => Err(format!("{e} (expected bytes or a size such as 64MiB, 2GiB)")),
-    }
-}
-
-/// The thread count `engine` runs with, and why: the one asked for, or kiln's default.
-pub(crate) fn thread_count(engine: &EngineArgs) -> ThreadCount {
-    match engine.threads {
-        Some(n) => ThreadCount {
-            threads: usize::from(n),
-            reason: "asked for with --threads or KILN_THREADS".into(),
-        },
-        None => kiln_runtime::default_thread_count().clone(),
-    }
-}
-
-/// Load options for `--no-compile`, `--threads` and `--max-memory`, with kiln's NPU backend
-/// registered (it runs the delegates `kiln lower --to npu` makes on the reference device).
-pub fn load_options(engine: &EngineArgs) -> Result<LoadOptions> {
-    let mut options = LoadOptions::default()
-        .with_compile(!engine.no_compile)
-        .with_threads(engine.threads.map(usize::from))?
-        .with_memory_limit(engine.max_memory);
-    kiln_npu::KilnNpuBackend::register(&mut options.backends);
-    Ok(options)
 }
 
 #[derive(Serialize)]
@@ -174,65 +124,6 @@ fn preview(t: &OutputTensor, max: usize) -> Vec<String> {
             _ => format!("0x{}", c.iter().rev().map(|b| format!("{b:02x}")).collect::<String>()),
         })
         .collect()
-}
-
-/// A program loaded for `run` and `bench`, with its file (for what the runtime does not keep,
-/// such as input names).
-pub(crate) struct Loaded {
-    /// The program.
-    pub program: Program,
-    /// Its bytes.
-    file: MappedFile,
-    /// The method chosen.
-    pub method: String,
-}
-
-impl Loaded {
-    /// Loads `model` (`-` for standard input) with `builder` and chooses `method`: the one
-    /// named, else `forward`, else the program's only method. An absent method is an error
-    /// that lists the program's methods.
-    pub(crate) fn load(
-        builder: ProgramBuilder,
-        model: &Path,
-        method: Option<&str>,
-    ) -> Result<Self> {
-        let path = crate::input::resolve(model);
-        let file = crate::input::read(model)?;
-        // A regular file is mapped by the runtime; a stream can only be read once.
-        let program = if std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
-            builder.load(path)?
-        } else {
-            builder.load_bytes(&model.display().to_string(), file.bytes().to_vec())?
-        };
-        let names = program.method_names();
-        let method = match method {
-            Some(m) => m.to_string(),
-            None if names.contains(&"forward") => "forward".to_string(),
-            None if names.len() == 1 => {
-                eprintln!(
-                    "kiln: note: no method \"forward\"; running {:?}, the only one",
-                    names[0]
-                );
-                names[0].to_string()
-            }
-            None => bail!(
-                "{}: no method \"forward\"; choose one with --method: {}",
-                model.display(),
-                names.join(", ")
-            ),
-        };
-        Ok(Loaded { program, file, method })
-    }
-
-    /// The program's bytes.
-    pub(crate) fn bytes(&self) -> &[u8] {
-        self.file.bytes()
-    }
-
-    /// The names of the chosen method's inputs, where the program records them.
-    pub(crate) fn input_names(&self, inputs: usize) -> Vec<Option<String>> {
-        inputs::input_names(self.file.bytes(), &self.method, inputs)
-    }
 }
 
 /// The value of an output as an array (`None` for strings and None).

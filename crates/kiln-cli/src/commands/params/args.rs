@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use kiln_format::irpa::builder::check_pattern;
+use kiln_format::irpa::transform;
 
 /// `--data NAME=FILE`: an entry holding a .npy file's array (or a raw file's bytes).
 #[derive(Clone, Debug)]
@@ -112,5 +113,28 @@ mod tests {
         assert_eq!(alignment("4096"), Ok(4096));
         assert!(alignment("3").is_err() && alignment("0").is_err() && alignment("x").is_err());
         assert!(rename("a").is_err());
+    }
+}
+
+/// How keys and types are written, for the commands that build entries.
+#[derive(clap::Args, Clone, Copy)]
+pub struct KeyFlags {
+    /// Accept several entries with the same key (IREE finds only the first).
+    #[arg(long)]
+    pub allow_duplicates: bool,
+    /// Write no dtype/shape metadata: the bytes IREE's command-line tools write.
+    #[arg(long)]
+    pub no_tensor_metadata: bool,
+}
+
+impl KeyFlags {
+    /// Fails on a duplicate key unless `--allow-duplicates`.
+    pub fn check(&self, entries: &[kiln_format::irpa::BuildEntry<'_>]) -> anyhow::Result<()> {
+        if !self.allow_duplicates {
+            transform::check_unique(entries).map_err(|e| {
+                anyhow::anyhow!("{e}; pass --allow-duplicates to write both entries")
+            })?;
+        }
+        Ok(())
     }
 }

@@ -15,9 +15,10 @@ use kiln_format::irpa::{Archive, BuildEntry, Payload};
 use kiln_format::npy::Npy;
 use kiln_runtime::MappedFile;
 
+use super::args::KeyFlags;
 use super::args::{self, DataArg, SplatArg};
 use super::sources;
-use super::{write::write_output, write_plan, KeyFlags};
+use super::write::{write_output, write_plan};
 use crate::input::Input;
 use kiln_format::irpa::ParamFile;
 

@@ -31,7 +31,9 @@ use kiln_format::Kind;
 use kiln_runtime::MappedFile;
 
 use crate::input::Input;
+use args::KeyFlags;
 use kiln_format::irpa::ParamFile;
+use write::write_plan;
 
 pub use summary::{dump_json, inspect, verify_outcome};
 
@@ -40,29 +42,6 @@ pub use summary::{dump_json, inspect, verify_outcome};
 pub struct Args {
     #[command(subcommand)]
     command: Command,
-}
-
-/// How keys and types are written, for the commands that build entries.
-#[derive(clap::Args, Clone, Copy)]
-pub struct KeyFlags {
-    /// Accept several entries with the same key (IREE finds only the first).
-    #[arg(long)]
-    pub allow_duplicates: bool,
-    /// Write no dtype/shape metadata: the bytes IREE's command-line tools write.
-    #[arg(long)]
-    pub no_tensor_metadata: bool,
-}
-
-impl KeyFlags {
-    /// Fails on a duplicate key unless `--allow-duplicates`.
-    pub fn check(&self, entries: &[kiln_format::irpa::BuildEntry<'_>]) -> Result<()> {
-        if !self.allow_duplicates {
-            transform::check_unique(entries).map_err(|e| {
-                anyhow::anyhow!("{e}; pass --allow-duplicates to write both entries")
-            })?;
-        }
-        Ok(())
-    }
 }
 
 #[derive(Subcommand)]
@@ -181,11 +160,6 @@ fn warn_unmatched(all: &[kiln_format::irpa::SourceEntry<'_>], o: &Options) {
             eprintln!("kiln: warning: no entry named `{}`", String::from_utf8_lossy(k));
         }
     }
-}
-
-/// Writes a planned archive crash-safely, releasing the pages of `maps` as their data is written.
-fn write_plan(output: &Path, plan: &Plan<'_, '_>, maps: &[&MappedFile]) -> Result<()> {
-    write::write_output(output, plan.total_size(), maps, |w, progress| plan.write(w, progress))
 }
 
 fn dump(files: &[PathBuf], json: bool) -> Result<ExitCode> {

@@ -8,7 +8,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use kiln_format::io::{write_atomic, Sink};
-use kiln_format::irpa::builder::Progress;
+use kiln_format::irpa::builder::{Plan, Progress};
 use kiln_format::Error;
 use kiln_runtime::MappedFile;
 
@@ -101,4 +101,9 @@ impl Sink for FileSink<'_, '_> {
         }
         Ok(())
     }
+}
+
+/// Writes a planned archive crash-safely, releasing the pages of `maps` as their data is written.
+pub fn write_plan(output: &Path, plan: &Plan<'_, '_>, maps: &[&MappedFile]) -> Result<()> {
+    write_output(output, plan.total_size(), maps, |w, progress| plan.write(w, progress))
 }

@@ -18,7 +18,7 @@ use kiln_format::etdump::{
 };
 use kiln_runtime::{CompiledNode, Timeline};
 
-use super::kernel_events;
+use super::steps::kernel_events;
 
 /// The debug handle ExecuTorch's XNNPACK preprocessing gives nodes that stand for no node of
 /// the exported graph (`DEFAULT_DEBUG_HANDLE`, e.g. the layout transposes it inserts).

@@ -5,6 +5,7 @@
 //! scripts, a Chrome trace (`--trace`) and an ETDump (`--etdump`).
 
 mod etdump;
+mod steps;
 mod trace;
 
 use std::path::PathBuf;
@@ -12,12 +13,13 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use kiln_runtime::{CompiledNode, Method, StepEvent, Timeline};
+use kiln_runtime::{Method, Timeline};
 use serde::Serialize;
 
 use super::bench::median;
 use super::run::{MethodArgs, Session};
 use crate::output::{progress, Table};
+use steps::{is_kernel, operator_of};
 
 /// Most executed steps a timeline keeps (`--trace`, `--etdump`); 40 bytes each.
 const MAX_EVENTS: usize = 4 << 20;
@@ -85,32 +87,6 @@ struct Report {
     /// Median execute time of the unprofiled executes run between them.
     unprofiled_median_ms: f64,
     kernels: Vec<KernelTime>,
-}
-
-/// The operator name a compiled step is shown by (see [`KernelTime::operator`]).
-pub(crate) fn operator_of(node: &CompiledNode) -> String {
-    let mut names: Vec<&str> = Vec::new();
-    for o in &node.operators {
-        if names.last() != Some(&o.as_str()) {
-            names.push(o);
-        }
-    }
-    let mut name = names.join(" + ");
-    if !node.delegate_ops.is_empty() {
-        name.push('[');
-        name.push_str(&node.delegate_ops.join(", "));
-        name.push(']');
-    }
-    if name.is_empty() {
-        name = node.kind.clone();
-    }
-    name
-}
-
-/// Whether a step is a kernel (a kernel call, a compiled kernel or a delegate call), not a
-/// move, a jump or a free.
-pub(crate) fn is_kernel(node: &CompiledNode) -> bool {
-    !matches!(node.kind.as_str(), "MoveCall" | "JumpFalseCall" | "FreeCall")
 }
 
 /// The kernels that ran, largest total first.
@@ -240,17 +216,6 @@ pub fn run(args: Args) -> Result<ExitCode> {
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
-}
-
-/// The steps of a timeline that are kernels, with their compiled nodes.
-pub(crate) fn kernel_events<'a>(
-    timeline: &'a Timeline,
-    compiled: &'a [CompiledNode],
-) -> impl Iterator<Item = (&'a StepEvent, &'a CompiledNode)> {
-    timeline
-        .events
-        .iter()
-        .filter_map(|e| compiled.get(e.step).filter(|n| is_kernel(n)).map(|n| (e, n)))
 }
 
 /// Widest operator shown in the table (`--json` has the whole name).

@@ -9,7 +9,7 @@ use anyhow::Result;
 use kiln_runtime::{CompiledNode, Timeline};
 use serde_json::{json, Value};
 
-use super::{kernel_events, operator_of};
+use super::steps::{kernel_events, operator_of};
 
 /// Microseconds, as trace timestamps are.
 fn us(d: std::time::Duration) -> f64 {

@@ -5,29 +5,13 @@ use std::fmt::Write;
 
 use anyhow::Result;
 
-use super::svg::heat;
-use super::Report;
+use super::page::Report;
+use super::svg::{escape, heat};
 
 /// The page's style.
 const CSS: &str = include_str!("page.css");
 /// The page's script (charts, table, links between them and the graph).
 const JS: &str = include_str!("page.js");
-
-/// `s` safe as HTML or SVG text and as a quoted attribute value.
-pub fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
 
 /// `value` as JSON that can stand inside a `<script>` element: `<`, `>` and `&` (which JSON
 /// holds only inside strings) written as `\u` escapes, so no `</script>` can end it early.

@@ -13,6 +13,7 @@
 mod graph;
 mod html;
 mod layout;
+mod page;
 mod program;
 mod svg;
 mod timing;
@@ -22,11 +23,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use serde::Serialize;
 
 use super::run::{MethodArgs, Session};
-use program::Op;
-use timing::Step;
+use page::Report;
 
 /// Arguments of `kiln report`.
 #[derive(clap::Args)]
@@ -44,23 +43,6 @@ pub struct Args {
     /// and cold caches stay out of the times).
     #[arg(long, default_value_t = 2)]
     pub warmup: usize,
-}
-
-/// What the page shows, and the data its script reads.
-#[derive(Serialize)]
-pub struct Report {
-    model: String,
-    method: String,
-    /// A label per input: its file, or how it was generated.
-    inputs: Vec<String>,
-    iters: usize,
-    threads: usize,
-    /// Whether the compile stage ran (no `--no-compile`).
-    compiled: bool,
-    /// Milliseconds per execute, all steps together.
-    total_ms: f64,
-    ops: Vec<Op>,
-    steps: Vec<Step>,
 }
 
 /// Runs `kiln report`.

@@ -5,9 +5,24 @@ use std::collections::HashMap;
 use std::fmt::Write;
 
 use super::graph::{Graph, Kind};
-use super::html::escape;
 use super::layout::{layered, Layout};
 use super::program::Op;
+
+/// `s` safe as HTML or SVG text and as a quoted attribute value.
+pub fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
 
 /// Width of a character of the label (12px monospace).
 const LABEL_CHAR: f64 = 7.3;

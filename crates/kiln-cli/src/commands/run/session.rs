@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use kiln_runtime::{InstructionTime, Method, Program, ThreadCount};
 
-use super::{
-    load_options, parse_input_arg, thread_count, EngineArgs, InputArg, Inputs, Loaded, DEFAULT_SEED,
-};
+use super::engine::{load_options, thread_count, EngineArgs};
+use super::inputs::{parse_input_arg, InputArg, Inputs, DEFAULT_SEED};
+use super::loaded::Loaded;
 use crate::output::progress;
 
 /// The program, method, inputs and engine flags of the commands that execute a method.
