@@ -4,7 +4,7 @@
 use crate::bytes::ByteReader;
 use crate::error::{Error, Result};
 
-use super::FORMAT;
+use super::read::FORMAT;
 
 /// Position of the table that the `u32` offset at `pos` points to.
 pub(super) fn deref(r: &ByteReader<'_>, pos: u64, field: &str) -> Result<u64> {

@@ -28,9 +28,9 @@ use std::borrow::Cow;
 use flatbuffers::FlatBufferBuilder;
 
 use super::layout;
+use super::read::{CircleModel, FORMAT};
 use super::schema::{Buffer, BufferArgs, Model, ModelArgs, Operator, SubGraph};
 use super::schema::{BufferT, MetadataT, ModelT};
-use super::{CircleModel, FORMAT};
 use crate::bytes::ByteReader;
 use crate::error::{Error, Result};
 

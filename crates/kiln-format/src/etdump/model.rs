@@ -2,7 +2,38 @@
 //! [`super::write`] takes. Fields keep the schema's names and its conventions (`-1` for an
 //! unset `instruction_id` or `delegate_debug_id_int`, `None` for an absent string).
 
-use super::{DELEGATE_CALL, EXECUTE_BLOCK, NO_CHAIN, OPERATOR_CALL, UNSET, VERSION};
+/// The format name used in errors.
+pub(crate) const FORMAT: &str = "etdump";
+/// The file identifier, at bytes 8..12 (after the size prefix).
+pub const IDENTIFIER: &[u8; 4] = b"ED00";
+/// The schema version ExecuTorch 1.5.1 writes (`ETDUMP_VERSION`).
+pub const VERSION: u32 = 0;
+/// The `chain_index` of events outside any instruction.
+pub const NO_CHAIN: i32 = -1;
+/// The value of an unset `instruction_id` or `delegate_debug_id_int`.
+pub const UNSET: i32 = -1;
+/// Block names ExecuTorch's runtime uses: one per `Method::execute`.
+pub const EXECUTE_BLOCK: &str = "Execute";
+/// Block name of the pybindings' load events (`Program::load_method`, `Method::init`).
+pub const DEFAULT_BLOCK: &str = "Default";
+/// Event of a kernel instruction, around the kernel call.
+pub const OPERATOR_CALL: &str = "OPERATOR_CALL";
+/// Event of a delegate instruction, around the backend's execute.
+pub const DELEGATE_CALL: &str = "DELEGATE_CALL";
+/// Event around a whole execute, last in its block.
+pub const METHOD_EXECUTE: &str = "Method::execute";
+
+/// The name of the span ExecuTorch's generated kernel registration records around a kernel:
+/// `native_call_` then the operator name without its namespace, then `.overload` when there
+/// is one (`aten::convolution`, `out` -> `native_call_convolution.out`).
+pub fn native_call_name(operator: &str, overload: &str) -> String {
+    let base = operator.rsplit_once("::").map_or(operator, |(_, name)| name);
+    if overload.is_empty() {
+        format!("native_call_{base}")
+    } else {
+        format!("native_call_{base}.{overload}")
+    }
+}
 
 /// A whole ETDump.
 #[derive(Clone, Debug, PartialEq)]

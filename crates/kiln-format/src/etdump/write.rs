@@ -7,8 +7,8 @@ use flatbuffers::{FlatBufferBuilder, WIPOffset};
 use kiln_schema::etdump::etdump as fb;
 use kiln_schema::etdump::executorch_flatbuffer::ScalarType;
 
+use super::model::FORMAT;
 use super::model::{DebugEvent, ETDump, Event, ProfileEvent, RunData, Tensor, Value};
-use super::FORMAT;
 use crate::error::{Error, Result};
 
 /// Largest output [`write`] builds (the flatbuffers builder cannot go past 2 GiB).

@@ -16,9 +16,11 @@ use crate::error::{Error, Result};
 use crate::io::{Sink, WriteSink};
 use std::borrow::Cow;
 
-use super::{entry_type, field, Range, DATA_ENTRY_SIZE, DEFAULT_DATA_ALIGNMENT, ENTRY_ALIGNMENT};
-use super::{EXTERNAL_ENTRY_SIZE, FILE_ALIGNMENT, FORMAT, HEADER_V0_SIZE, MAGIC};
-use super::{MAX_SPLAT_PATTERN_LENGTH, SPLAT_ENTRY_SIZE};
+use super::layout::{
+    entry_type, field, Range, DATA_ENTRY_SIZE, DEFAULT_DATA_ALIGNMENT, ENTRY_ALIGNMENT,
+};
+use super::layout::{EXTERNAL_ENTRY_SIZE, FILE_ALIGNMENT, FORMAT, HEADER_V0_SIZE, MAGIC};
+use super::layout::{MAX_SPLAT_PATTERN_LENGTH, SPLAT_ENTRY_SIZE};
 
 /// The payload of an entry to write.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -11,8 +11,8 @@ use crate::error::{Error, Result};
 use crate::io::Sink;
 
 use super::builder::{Plan, Progress};
+use super::layout::{entry_type, field, FILE_ALIGNMENT, FORMAT};
 use super::reader::{Archive, EntryKind};
-use super::{entry_type, field, FILE_ALIGNMENT, FORMAT};
 
 /// Bytes to write over the input at an absolute offset.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -13,9 +13,9 @@
 use crate::bytes::{align_up, ByteReader};
 use crate::error::{Error, Result};
 
-use super::{entry_type, field, Range, ENTRY_ALIGNMENT, ENTRY_HEADER_SIZE, FORMAT, MAGIC};
-use super::{DATA_ENTRY_SIZE, EXTERNAL_ENTRY_SIZE, HEADER_PREFIX_SIZE, HEADER_V0_SIZE};
-use super::{MAX_SPLAT_PATTERN_LENGTH, SPLAT_ENTRY_SIZE};
+use super::layout::{entry_type, field, Range, ENTRY_ALIGNMENT, ENTRY_HEADER_SIZE, FORMAT, MAGIC};
+use super::layout::{DATA_ENTRY_SIZE, EXTERNAL_ENTRY_SIZE, HEADER_PREFIX_SIZE, HEADER_V0_SIZE};
+use super::layout::{MAX_SPLAT_PATTERN_LENGTH, SPLAT_ENTRY_SIZE};
 
 /// One archive header of the chain.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]

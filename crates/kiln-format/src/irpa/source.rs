@@ -13,17 +13,7 @@ use crate::error::Result;
 
 use super::builder::{BuildEntry, Payload};
 use super::reader::{Archive, EntryKind};
-
-/// Element type and shape of a tensor, when the source records them.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TensorType {
-    /// The source format's name for the element type (`F32`, `Q4_K`, `float32`, ...).
-    pub dtype: String,
-    /// The NumPy `descr` of the element type (`<f4`), when NumPy has one.
-    pub npy_descr: Option<&'static str>,
-    /// Dimensions, outermost first.
-    pub shape: Vec<u64>,
-}
+pub use super::tensor_metadata::TensorType;
 
 /// One parameter offered by a source file.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -118,48 +108,5 @@ impl ParamSource for Archive<'_> {
             });
         }
         Ok(out)
-    }
-}
-
-/// A parsed file of any kind kiln takes parameters from, borrowing its bytes.
-pub enum ParamFile<'a> {
-    /// An IREE parameter archive.
-    Irpa(Archive<'a>),
-    /// A safetensors file.
-    Safetensors(crate::safetensors::SafeTensors<'a>),
-    /// A GGUF file.
-    Gguf(crate::gguf::Gguf<'a>),
-    /// An ExecuTorch `.ptd` (named tensors).
-    Ptd(crate::ptd::FlatTensor<'a>),
-    /// An ExecuTorch `.pte` (named data and named constants).
-    Pte(crate::pte::Program<'a>),
-}
-
-impl<'a> ParamFile<'a> {
-    /// Parses `bytes` as a file of `kind`; `None` when files of that kind hold no parameters
-    /// (only irpa, safetensors, gguf, ptd and pte do).
-    pub fn parse(kind: crate::Kind, bytes: &'a [u8]) -> Result<Option<Self>> {
-        use crate::Kind;
-        Ok(Some(match kind {
-            Kind::Irpa => ParamFile::Irpa(Archive::parse(bytes)?),
-            Kind::Safetensors => {
-                ParamFile::Safetensors(crate::safetensors::SafeTensors::parse(bytes)?)
-            }
-            Kind::Gguf => ParamFile::Gguf(crate::gguf::Gguf::parse(bytes)?),
-            Kind::Ptd => ParamFile::Ptd(crate::ptd::FlatTensor::open(bytes)?),
-            Kind::Pte => ParamFile::Pte(crate::pte::Program::open(bytes)?),
-            _ => return Ok(None),
-        }))
-    }
-
-    /// The file as a parameter source.
-    pub fn source(&self) -> &dyn ParamSource {
-        match self {
-            ParamFile::Irpa(a) => a,
-            ParamFile::Safetensors(s) => s,
-            ParamFile::Gguf(g) => g,
-            ParamFile::Ptd(f) => f,
-            ParamFile::Pte(p) => p,
-        }
     }
 }

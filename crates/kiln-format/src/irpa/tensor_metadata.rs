@@ -14,7 +14,16 @@
 //! `{"type": "Tensor", "dtype": "bfloat16", "shape": [4]}`. IREE's Python helper refuses to
 //! turn those into arrays, as it does for any dtype it lacks; kiln reads them all.
 
-use super::source::TensorType;
+/// Element type and shape of a tensor, when the source records them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TensorType {
+    /// The source format's name for the element type (`F32`, `Q4_K`, `float32`, ...).
+    pub dtype: String,
+    /// The NumPy `descr` of the element type (`<f4`), when NumPy has one.
+    pub npy_descr: Option<&'static str>,
+    /// Dimensions, outermost first.
+    pub shape: Vec<u64>,
+}
 
 /// The prefix IREE's Python helpers write.
 pub const PREFIX: &str = "TENSORv0:";

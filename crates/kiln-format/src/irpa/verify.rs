@@ -10,8 +10,8 @@ use std::collections::HashMap;
 
 use crate::error::{Error, Result};
 
+use super::layout::{Range, ENTRY_ALIGNMENT, FORMAT, HEADER_ALIGNMENT};
 use super::reader::{Archive, EntryKind};
-use super::{Range, ENTRY_ALIGNMENT, FORMAT, HEADER_ALIGNMENT};
 
 /// How bad a finding is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]

@@ -92,21 +92,8 @@ impl std::fmt::Debug for Program<'_> {
 }
 
 impl<'a> Program<'a> {
-    /// Opens and fully verifies a `.pte` held in `bytes` (the whole file, e.g. a memory map),
-    /// with the default [`Limits`].
-    pub fn open(bytes: &'a [u8]) -> Result<Self> {
-        Self::open_with(bytes, &Limits::default())
-    }
-
-    /// Opens and fully verifies a `.pte` with explicit caps.
-    pub fn open_with(bytes: &'a [u8], limits: &Limits) -> Result<Self> {
-        let program = Self::parse(bytes, limits)?;
-        super::verify::program(&program, limits)?;
-        Ok(program)
-    }
-
     /// Header, identifier and flatbuffer verification only (no semantic checks).
-    fn parse(bytes: &'a [u8], limits: &Limits) -> Result<Self> {
+    pub(super) fn parse(bytes: &'a [u8], limits: &Limits) -> Result<Self> {
         let ident = bytes.get(4..8).ok_or_else(|| Error::Truncated {
             format: FORMAT,
             field: "file_identifier".into(),

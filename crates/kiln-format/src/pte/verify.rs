@@ -14,6 +14,21 @@ use super::scalar_type::ScalarType;
 use super::Unaligned;
 use crate::error::{Error, Result};
 
+impl<'a> Program<'a> {
+    /// Opens and fully verifies a `.pte` held in `bytes` (the whole file, e.g. a memory map),
+    /// with the default [`Limits`].
+    pub fn open(bytes: &'a [u8]) -> Result<Self> {
+        Self::open_with(bytes, &Limits::default())
+    }
+
+    /// Opens and fully verifies a `.pte` with explicit caps.
+    pub fn open_with(bytes: &'a [u8], limits: &Limits) -> Result<Self> {
+        let parsed = Self::parse(bytes, limits)?;
+        program(&parsed, limits)?;
+        Ok(parsed)
+    }
+}
+
 /// Checks everything above; the first problem found is returned.
 pub fn program(p: &Program<'_>, limits: &Limits) -> Result<()> {
     let raw = p.raw();

@@ -1,6 +1,6 @@
 //! Parsing a binary transaction into [`Txn`].
 
-use super::{
+use super::model::{
     opcode, CustomPayload, DdrPatch, Header, HeaderBytes, Layout, Op, OpKind, Txn, FORMAT,
     HEADER_SIZE,
 };

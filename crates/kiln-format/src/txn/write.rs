@@ -1,6 +1,6 @@
 //! Encoding a [`Txn`] back to bytes, from its fields only.
 
-use super::{
+use super::model::{
     opcode, CustomPayload, DdrPatch, HeaderBytes, Layout, OpKind, Txn, FORMAT, HEADER_SIZE,
 };
 use crate::error::{Error, Result};

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use flatbuffers::VerifierOptions;
 use kiln_schema::xnnpack::fb_xnnpack as fb;
 
-use super::{
+use super::model::{
     BinaryKind, Constant, Conv, ConvKind, DataType, Graph, Header, Node, Op, Payload, Pool, Quant,
     Scales, UnaryKind, Value, FLAG_EXTERNAL_INPUT, FLAG_EXTERNAL_OUTPUT, FORMAT, INVALID_ID,
     MAX_RANK,

@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value as Json};
 
-use super::{Constant, Op, Payload, Quant, Scales, Value};
+use super::model::{Constant, Op, Payload, Quant, Scales, Value};
 
 fn scales(s: &Scales) -> Json {
     match s {

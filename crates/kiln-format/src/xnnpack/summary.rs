@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use super::{Constant, Payload};
+use super::model::{Constant, Payload};
 
 /// A summary of one payload.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
