@@ -164,7 +164,8 @@ def reexports(code: str):
                      g.group(2).split(",") if x.strip() and "{" not in x]
         else:
             items = [[x.strip() for x in body.split(" as ")[0].split("::")]]
-            names = [body.split(" as ")[-1].split("::")[-1].strip()]
+            alias = body.split(" as ")[-1].strip() if " as " in body else items[0][-1]
+            names = [[items[0][-1], alias]]
         for path in items:
             if len(path) < 2 or path[-1] in ("*", "self"):
                 continue
@@ -177,12 +178,12 @@ def reexports(code: str):
 
 
 def resolve(module: tuple, prefix: str, segs: list, modules: set, exported=None,
-            depth=0) -> tuple:
+            depth=0):
     """The module that defines what path `prefix::segs`, written in `module`, names: the
     deepest module the path reaches, or, where that module only re-exports the item, the
-    module the re-export names."""
+    module the re-export names; `None` for another crate's item."""
     if prefix == "<extern>":
-        return module
+        return None  # another crate's item
     if prefix == "crate":
         base = ()
     elif prefix == "self":
@@ -265,7 +266,7 @@ def check(src: Path) -> int:
             if any(s in ("*",) for s in segs):
                 segs = [s for s in segs if s != "*"]
             target = resolve(module, prefix, list(segs), modules, exported)
-            if target != module:
+            if target is not None and target != module:
                 why = f"{path}: {'::'.join([prefix] + segs)}"
                 edges[module].setdefault(target, why)
     found = circles(edges)
