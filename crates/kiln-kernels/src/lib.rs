@@ -1,13 +1,16 @@
 //! CPU kernels for kiln: ExecuTorch portable operators with PyTorch eager semantics.
 //!
 //! # Layers
-//! - [`ops`](self) (private): operator semantics, one module per family (binary, unary,
-//!   linalg, conv, reduce, norm, shape, pool, index, prim, quant, norm_stats, sample,
-//!   distance, quant_token, quant_weight, random): argument decoding,
-//!   broadcasting, PyTorch type promotion (`result_type` with the dimensioned / 0-dim / scalar
-//!   priority classes), dtype dispatch, output resizing, NaN semantics.
-//! - [`compute`]: raw loops: strided walks, GEMM (the `gemm` crate's packed AVX2/AVX-512 path
-//!   with runtime detection, plus a portable reference), im2col/col2im, special functions.
+//! - `ops` (private): operator semantics, one module per family (binary, unary, linalg,
+//!   conv, reduce, norm, shape, pool, index, prim, quant, movement, scatter, sort, llm,
+//!   xnnpack, ...): argument decoding, broadcasting, PyTorch type promotion (`result_type`
+//!   with the dimensioned / 0-dim / scalar priority classes), dtype dispatch, output
+//!   resizing, NaN semantics; `ops/defs.rs` gives each shape of kernel its [`KernelDef`].
+//! - [`compute`]: the loops: strided walks; GEMM, two engines for now (the `gemm` crate in
+//!   `compute/gemm.rs` for the general operators, kiln's packed `compute/sgemm/` for the
+//!   compile stage's prepared kernels); convolution (`compute/conv2d/`), depthwise taps,
+//!   pooling, fused elementwise maps, XNNPACK's quantized arithmetic; the thread pool
+//!   (`compute/threads/`); the CPU's features, detected once (`compute/cpu.rs`).
 //!
 //! # Types
 //! - [`DType`]: ExecuTorch `ScalarType` numbering and element sizes; [`promote_types`],

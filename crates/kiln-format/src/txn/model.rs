@@ -266,7 +266,7 @@ pub enum CustomPayload {
         /// The payload bytes.
         bytes: [u8; 8],
     },
-    /// KILN_LAUNCH (133) with kiln's magic: a CPU kernel launch ([`launch`]).
+    /// KILN_LAUNCH (133) with kiln's magic: a CPU kernel launch ([`launch`](super::launch)).
     Launch(Launch),
     /// A custom opcode kiln does not know, or 133 without kiln's magic: its payload bytes.
     Raw(Vec<u8>),

@@ -1,5 +1,5 @@
 //! XNNPACK's quantized integer arithmetic on plain slices, reproduced for the native runner of
-//! ExecuTorch's XNNPACK delegate (`/work/shared/reference/xnnpack-delegate.md` §4; XNNPACK
+//! ExecuTorch's XNNPACK delegate (the XNNPACK sources the delegate builds; XNNPACK
 //! at 92a7ad50, the commit ExecuTorch 1.5.1 pins). Every function follows the scalar
 //! micro-kernel of the named XNNPACK source operation by operation, so the results are bit
 //! for bit XNNPACK's wherever its scalar kernels are (SIMD variants may fuse a multiply-add).

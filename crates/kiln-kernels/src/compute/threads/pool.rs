@@ -26,7 +26,7 @@ pub const WAIT_YIELD: Duration = Duration::from_millis(1);
 /// Most worker spans kept while recording; later ones are counted, not kept.
 pub const MAX_SPANS: usize = 1 << 20;
 
-/// A stretch of time a worker spent on tasks of one call (see [`Threads::record_spans`]).
+/// A stretch of time a worker spent on tasks of one call (see [`Threads::record_spans`](super::Threads::record_spans)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WorkerSpan {
     /// The worker, `0..count() - 1` (the calling thread is not a worker).
