@@ -151,16 +151,7 @@ fn completions(shell: clap_complete::Shell) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The error and its causes joined by ": ", leaving out a cause whose text the message already
-/// holds (library errors such as kiln-runtime's print their source inline).
+/// The error and its causes as one message ([`kiln_runtime::error::message_chain`]).
 pub fn error_chain(err: &anyhow::Error) -> String {
-    let mut msg = err.to_string();
-    for cause in err.chain().skip(1) {
-        let c = cause.to_string();
-        if !msg.contains(&c) {
-            msg.push_str(": ");
-            msg.push_str(&c);
-        }
-    }
-    msg
+    kiln_runtime::error::message_chain(err.as_ref())
 }

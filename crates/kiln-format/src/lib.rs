@@ -1,8 +1,11 @@
 //! Every file format kiln reads and writes.
 //!
-//! Each artifact kind has its own module with the same inner shape: generated schema code (for
-//! flatbuffer formats) kept apart from hand code, a zero-copy reader over `&[u8]`, a verification
-//! step that runs before anything else touches the bytes, and a writer.
+//! Each artifact kind has its own module: a zero-copy reader over `&[u8]` whose opening
+//! verifies the bytes before anything else touches them (flatbuffer formats run the generated
+//! verifier of `kiln-schema` first), and a writer for the formats kiln edits or creates (pte,
+//! ptd, irpa, circle, darwinn, etdump, npy, safetensors, txn, the NPU delegate payload).
+//! tflite, gguf, flexbuffer and the XNNPACK payload are only read. [`detect`] names a file's
+//! kind from its first bytes.
 //!
 //! Nothing in this crate may panic, abort or allocate more than the input's size implies,
 //! whatever bytes it is given: every offset, index and size read from a file goes through the

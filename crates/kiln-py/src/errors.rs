@@ -95,9 +95,9 @@ pub fn format(err: &kiln_format::Error, message: String) -> PyErr {
 }
 
 /// The exception for an error of the command's library: the kind of the first library error
-/// in its chain, with the whole chain as the message (as the `kiln` command prints it).
+/// in its chain, with the whole chain as the message (the words the `kiln` command prints).
 pub fn from_anyhow(err: &anyhow::Error) -> PyErr {
-    let message = kiln_cli::error_chain(err);
+    let message = kiln_runtime::error::message_chain(err.as_ref());
     for cause in err.chain() {
         if let Some(e) = cause.downcast_ref::<kiln_runtime::Error>() {
             return runtime_kind(e, message);

@@ -259,3 +259,39 @@ pub enum BackendError {
     #[error("{0}")]
     Execution(String),
 }
+
+/// The message of `err` and of its causes joined by ": ", leaving out a cause whose text the
+/// message already holds (kiln's errors print their source inline): the words the `kiln`
+/// command prints after `kiln: error:`, and the Python package's exception messages.
+pub fn message_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut msg = err.to_string();
+    let mut cause = err.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !msg.contains(&text) {
+            msg.push_str(": ");
+            msg.push_str(&text);
+        }
+        cause = c.source();
+    }
+    msg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("{0}")]
+    struct Outer(&'static str, #[source] std::io::Error);
+
+    /// A cause whose text the message already holds is said once; another is appended.
+    #[test]
+    fn message_chain_says_each_cause_once() {
+        let inline = Error::DataFile { path: "w.bin".into(), reason: "no such file".into() };
+        assert_eq!(message_chain(&inline), "w.bin: no such file");
+        let io = || std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
+        assert_eq!(message_chain(&Outer("opening w.bin", io())), "opening w.bin: no such file");
+        assert_eq!(message_chain(&Outer("w.bin: no such file", io())), "w.bin: no such file");
+    }
+}
