@@ -5,7 +5,9 @@ use crate::compute::sgemm::{
     gemm_packed_b, gemm_packed_b_cols, need, Activation, Bias, Epilogue, GemmError, GemmScratch,
     MatRef, PackedB,
 };
-use crate::compute::threads::{caller_scratch, split, with_pieces, Threads, TASKS_PER_THREAD};
+use crate::compute::threads::{
+    self, caller_scratch, split, with_pieces, Threads, TASKS_PER_THREAD,
+};
 
 /// Multiply-adds from which a linear layer splits over threads.
 const PARALLEL_MACS: usize = 1 << 18;
@@ -119,8 +121,7 @@ impl PackedLinear {
             }
         });
         // Every part's error is taken, so none is left for the next call.
-        let errors = scratch.parts.iter_mut().filter_map(|p| p.error.take());
-        errors.reduce(|first, _| first).map_or(Ok(()), Err)
+        threads::first_error(scratch.parts.iter_mut().filter_map(|p| p.error.take()))
     }
 }
 

@@ -753,10 +753,7 @@ fn channels_last(
 ) {
     let line = (w + 2 * pad[1]) * c;
     let len = (h + 2 * pad[0]) * line;
-    if out.len() < len {
-        out.resize(len, 0.0);
-    }
-    let (top, rest) = out[..len].split_at_mut(pad[0] * line);
+    let (top, rest) = window(out, len).split_at_mut(pad[0] * line);
     let (inside, bottom) = rest.split_at_mut(h * line);
     top.fill(0.0);
     bottom.fill(0.0);
@@ -922,10 +919,7 @@ impl Plane<'_> {
         let (h, w, ow) = (g.in_h, g.in_w, self.ow);
         let row_len = self.phases.row_len(g);
         // Every value is written by `fill`: the buffer only grows.
-        if scratch.len() < h * row_len {
-            scratch.resize(h * row_len, 0.0);
-        }
-        let scratch = &mut scratch[..h * row_len];
+        let scratch = window(scratch, h * row_len);
         for (row, dst) in x.chunks_exact(w).zip(scratch.chunks_exact_mut(row_len)) {
             self.phases.fill(g, row, dst);
         }
@@ -1011,11 +1005,7 @@ impl Block<'_> {
         let n = out.len() / ohw;
         let (plane_len, out_len) = (h * cols * BLOCK, ohw * BLOCK);
         // Every value read is written first (lanes past `n` are never stored): only grows.
-        if scratch.len() < plane_len + out_len {
-            scratch.resize(plane_len + out_len, 0.0);
-        }
-        let (plane, sums) = scratch.split_at_mut(plane_len);
-        let sums = &mut sums[..out_len];
+        let (plane, sums) = window(scratch, plane_len + out_len).split_at_mut(plane_len);
         // Input columns inside the padded row (the ones past it are never read).
         let inside = w.min(cols.saturating_sub(pad));
         for (r, row) in plane.chunks_exact_mut(cols * BLOCK).enumerate() {

@@ -3,6 +3,7 @@
 
 use crate::compute::sgemm::{GemmError, GemmScratch};
 use crate::compute::taps::RowSpan;
+use crate::compute::threads;
 
 /// Reusable buffers of [`PackedConv2d::run`](super::PackedConv2d::run): one set per thread, the im2col matrix of a
 /// convolution with few output pixels (or the channels-last copy of an NCHW input), and the
@@ -51,8 +52,7 @@ impl ConvScratch {
 /// The first error one of `parts` met in the last split (clearing them all, so none is left
 /// for the next).
 pub(super) fn first_error(parts: &mut [PartScratch]) -> Result<(), GemmError> {
-    let errors = parts.iter_mut().filter_map(|p| p.error.take());
-    errors.reduce(|first, _| first).map_or(Ok(()), Err)
+    threads::first_error(parts.iter_mut().filter_map(|p| p.error.take()))
 }
 
 /// `len` values of `buf`, grown if short.

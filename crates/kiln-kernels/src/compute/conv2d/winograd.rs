@@ -19,7 +19,7 @@
 #![allow(unsafe_code)]
 
 use super::geometry::{mul, Conv2dGeometry};
-use super::scratch::PartScratch;
+use super::scratch::{window, PartScratch};
 use crate::compute::cpu::has_avx512;
 use crate::compute::sgemm::{
     activate_tile, gemm_packed_b, Activation, Epilogue, GemmError, MatRef, PackedB,
@@ -214,12 +214,7 @@ impl Winograd {
         let (cin, cout) = (self.cin, self.cout);
         let n = ty.len() * self.tiles_w;
         let (vs, ms) = (n * cin, n * cout);
-        for (buf, len) in [(&mut part.row, XI * vs), (&mut part.out, XI * ms)] {
-            if buf.len() < len {
-                buf.resize(len, 0.0);
-            }
-        }
-        let (v, m) = (&mut part.row[..XI * vs], &mut part.out[..XI * ms]);
+        let (v, m) = (window(&mut part.row, XI * vs), window(&mut part.out, XI * ms));
         for (t, (ty, tx)) in
             ty.clone().flat_map(|a| (0..self.tiles_w).map(move |b| (a, b))).enumerate()
         {

@@ -228,6 +228,12 @@ impl Drop for Admission<'_> {
     }
 }
 
+/// The first of the errors a split's threads kept (`errors` in thread order, each taken from
+/// its thread's scratch); every one is consumed, so none is left for the next split.
+pub fn first_error<E>(errors: impl Iterator<Item = E>) -> Result<(), E> {
+    errors.reduce(|first, _| first).map_or(Ok(()), Err)
+}
+
 /// The calling thread's element of a per-thread scratch (made when there is none yet): what
 /// a layer run on the calling thread alone uses.
 pub fn caller_scratch<S: Default>(scratch: &mut Vec<S>) -> &mut S {
