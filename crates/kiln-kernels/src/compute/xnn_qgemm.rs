@@ -44,27 +44,19 @@ pub(crate) enum Isa {
     Vnni,
 }
 
-/// The widest [`Isa`] this CPU runs (cached).
+/// The widest [`Isa`] this CPU runs ([`crate::compute::cpu`]; none on other targets).
 pub(crate) fn best_isa() -> Isa {
-    #[cfg(target_arch = "x86_64")]
-    {
-        static F: std::sync::OnceLock<Isa> = std::sync::OnceLock::new();
-        *F.get_or_init(|| {
-            let f = crate::compute::cpu::features();
-            let avx512 = f.avx2 && f.avx512f && f.avx512bw;
-            if avx512 && f.avx512vnni {
-                Isa::Vnni
-            } else if avx512 {
-                Isa::Avx512
-            } else if f.avx2 {
-                Isa::Avx2
-            } else {
-                Isa::Portable
-            }
-        })
+    let f = crate::compute::cpu::features();
+    let avx512 = f.avx2 && f.avx512f && f.avx512bw;
+    if avx512 && f.avx512vnni {
+        Isa::Vnni
+    } else if avx512 {
+        Isa::Avx512
+    } else if f.avx2 {
+        Isa::Avx2
+    } else {
+        Isa::Portable
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    Isa::Portable
 }
 
 /// Every [`Isa`] this CPU runs (tests run each).
