@@ -50,11 +50,7 @@ pub(crate) struct Compiled {
 impl Compiled {
     /// Where its steps' constants are: the program file, `constants` and the external data.
     pub fn constants(&self) -> Constants<'_> {
-        Constants {
-            file: self.decoded.file.bytes(),
-            made: &self.constants,
-            sources: &self.decoded.sources,
-        }
+        self.decoded.constants(&self.constants)
     }
 }
 

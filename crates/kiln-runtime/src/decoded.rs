@@ -5,6 +5,8 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 
+use crate::arena::Arena;
+use crate::compile::bound::Constants;
 use crate::data::{NamedDataSource, ProgramData};
 use crate::error::{Error, Result};
 use crate::mapped::MappedFile;
@@ -54,6 +56,12 @@ pub(crate) struct Decoded {
 }
 
 impl Decoded {
+    /// Where a method's constants are: this file, `made` (the method's constants made at
+    /// load) and the external data sources.
+    pub fn constants<'a>(&'a self, made: &'a [Arena]) -> Constants<'a> {
+        Constants { file: self.file.bytes(), made, sources: &self.sources }
+    }
+
     /// Verifies `file` and decodes every method of it (lowering XNNPACK delegates into kernel
     /// calls unless `options` has a backend for them).
     pub fn open(

@@ -47,11 +47,15 @@ pub(crate) fn load(decoded: Arc<Decoded>, plan: Arc<MethodPlan>) -> Result<Metho
     let Loader { buffers, constants, inits, .. } = loader;
     let Chains { steps, compiled, prepared, prepared_bytes, .. } = chains;
     let const_bytes: u64 = constants.iter().map(|c| (c.len() * LINE) as u64).sum();
-    let mut fixed = Compiled {
+    let bindings = {
+        let constants = decoded.constants(&constants);
+        bindings(&steps, prepared.len(), &values, &buffers, &constants)
+    };
+    let fixed = Arc::new(Compiled {
         decoded: decoded.clone(),
         plan: plan.clone(),
         resets: written_values(&plan, &steps, &values),
-        bindings: Vec::new(),
+        bindings,
         chains: steps,
         compiled,
         prepared,
@@ -62,9 +66,7 @@ pub(crate) fn load(decoded: Arc<Decoded>, plan: Arc<MethodPlan>) -> Result<Metho
         initial: values.clone(),
         instruction_limit: options.instruction_limit,
         memory_limit: options.memory_limit,
-    };
-    fixed.bindings = bindings(&fixed, &values, &buffers);
-    let fixed = Arc::new(fixed);
+    });
     let state = State::new(&fixed, buffers, values, delegates);
     Ok(Method { fixed, state })
 }
@@ -120,11 +122,7 @@ fn compile_chains(
 ) -> Result<Chains> {
     let (plan, decoded) = (loader.plan, loader.decoded);
     let optimize = decoded.options.compile;
-    let constants = Constants {
-        file: decoded.file.bytes(),
-        made: &loader.constants,
-        sources: &decoded.sources,
-    };
+    let constants = decoded.constants(&loader.constants);
     let const_bytes = |t: &TensorSlot| constants.bytes(t.storage, t.nbytes());
     let mut out = Chains {
         steps: Vec::with_capacity(plan.chains.len()),
@@ -161,15 +159,21 @@ fn compile_chains(
     Ok(out)
 }
 
-/// Per prepared kernel of `fixed`, where its call's tensors live in a state's `buffers` (as
-/// every state's are sized), when loading can resolve them.
-fn bindings(fixed: &Compiled, values: &[Val], buffers: &[Arena]) -> Vec<Option<Binding>> {
-    let constants = fixed.constants();
-    let mut out: Vec<Option<Binding>> = fixed.prepared.iter().map(|_| None).collect();
-    for step in fixed.chains.iter().flatten() {
+/// Per prepared kernel (`prepared` of them, called by steps of `chains`), where its call's
+/// tensors live in a state's `buffers` (as every state's are sized) and among `constants`,
+/// when loading can resolve them.
+fn bindings(
+    chains: &[Vec<Step>],
+    prepared: usize,
+    values: &[Val],
+    buffers: &[Arena],
+    constants: &Constants<'_>,
+) -> Vec<Option<Binding>> {
+    let mut out: Vec<Option<Binding>> = (0..prepared).map(|_| None).collect();
+    for step in chains.iter().flatten() {
         if let Step::Call(call @ Call { callee: Callee::Prepared(p), .. }) = step {
             if let Some(slot) = out.get_mut(*p) {
-                *slot = bind(call, values, buffers, &constants);
+                *slot = bind(call, values, buffers, constants);
             }
         }
     }
