@@ -40,59 +40,40 @@ pub trait Calc: Copy + PartialOrd + Debug + Send + Sync + 'static {
     fn is_nan(self) -> bool;
 }
 
-impl Calc for f32 {
-    const FLOAT: bool = true;
-    const ZERO: Self = 0.0;
-    const ONE: Self = 1.0;
-    fn of_f64(v: f64) -> Self {
-        v as f32
-    }
-    fn of_i64(v: i64) -> Self {
-        v as f32
-    }
-    fn as_f64(self) -> f64 {
-        self as f64
-    }
-    fn add(self, o: Self) -> Self {
-        self + o
-    }
-    fn sub(self, o: Self) -> Self {
-        self - o
-    }
-    fn mul(self, o: Self) -> Self {
-        self * o
-    }
-    fn is_nan(self) -> bool {
-        f32::is_nan(self)
-    }
+/// Implements [`Calc`] for a floating type.
+macro_rules! float_calc {
+    ($t:ty) => {
+        impl Calc for $t {
+            const FLOAT: bool = true;
+            const ZERO: Self = 0.0;
+            const ONE: Self = 1.0;
+            fn of_f64(v: f64) -> Self {
+                v as $t
+            }
+            fn of_i64(v: i64) -> Self {
+                v as $t
+            }
+            fn as_f64(self) -> f64 {
+                self as f64
+            }
+            fn add(self, o: Self) -> Self {
+                self + o
+            }
+            fn sub(self, o: Self) -> Self {
+                self - o
+            }
+            fn mul(self, o: Self) -> Self {
+                self * o
+            }
+            fn is_nan(self) -> bool {
+                <$t>::is_nan(self)
+            }
+        }
+    };
 }
 
-impl Calc for f64 {
-    const FLOAT: bool = true;
-    const ZERO: Self = 0.0;
-    const ONE: Self = 1.0;
-    fn of_f64(v: f64) -> Self {
-        v
-    }
-    fn of_i64(v: i64) -> Self {
-        v as f64
-    }
-    fn as_f64(self) -> f64 {
-        self
-    }
-    fn add(self, o: Self) -> Self {
-        self + o
-    }
-    fn sub(self, o: Self) -> Self {
-        self - o
-    }
-    fn mul(self, o: Self) -> Self {
-        self * o
-    }
-    fn is_nan(self) -> bool {
-        f64::is_nan(self)
-    }
-}
+float_calc!(f32);
+float_calc!(f64);
 
 impl Calc for i64 {
     const FLOAT: bool = false;
@@ -281,56 +262,35 @@ float_element!(
     |v: bf16| v.to_f64()
 );
 
+/// The match behind the `dispatch_*` macros: one arm per listed `Variant = type`, each binding
+/// `$T` to that type and evaluating `$body`; `$other` for every other dtype.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! dispatch_types {
+    ($dtype:expr, $T:ident => $body:expr, _ => $other:expr; $($variant:ident = $ty:ty),+) => {
+        match $dtype {
+            $(
+                $crate::DType::$variant => {
+                    type $T = $ty;
+                    $body
+                }
+            )+
+            #[allow(unreachable_patterns)]
+            _ => $other,
+        }
+    };
+}
+
 /// Calls `$body` with `$T` bound to the element type of `$dtype`, for every computable dtype;
 /// evaluates `$other` for the rest.
 #[macro_export]
 #[doc(hidden)]
 macro_rules! dispatch_all {
     ($dtype:expr, $T:ident => $body:expr, _ => $other:expr) => {
-        match $dtype {
-            $crate::DType::Byte => {
-                type $T = u8;
-                $body
-            }
-            $crate::DType::Char => {
-                type $T = i8;
-                $body
-            }
-            $crate::DType::Short => {
-                type $T = i16;
-                $body
-            }
-            $crate::DType::Int => {
-                type $T = i32;
-                $body
-            }
-            $crate::DType::Long => {
-                type $T = i64;
-                $body
-            }
-            $crate::DType::Bool => {
-                type $T = $crate::element::Bool;
-                $body
-            }
-            $crate::DType::Half => {
-                type $T = half::f16;
-                $body
-            }
-            $crate::DType::BFloat16 => {
-                type $T = half::bf16;
-                $body
-            }
-            $crate::DType::Float => {
-                type $T = f32;
-                $body
-            }
-            $crate::DType::Double => {
-                type $T = f64;
-                $body
-            }
-            #[allow(unreachable_patterns)]
-            _ => $other,
-        }
+        $crate::dispatch_types!($dtype, $T => $body, _ => $other;
+            Byte = u8, Char = i8, Short = i16, Int = i32, Long = i64,
+            Bool = $crate::element::Bool, Half = half::f16, BFloat16 = half::bf16,
+            Float = f32, Double = f64)
     };
 }
 
@@ -339,26 +299,8 @@ macro_rules! dispatch_all {
 #[doc(hidden)]
 macro_rules! dispatch_float {
     ($dtype:expr, $T:ident => $body:expr, _ => $other:expr) => {
-        match $dtype {
-            $crate::DType::Half => {
-                type $T = half::f16;
-                $body
-            }
-            $crate::DType::BFloat16 => {
-                type $T = half::bf16;
-                $body
-            }
-            $crate::DType::Float => {
-                type $T = f32;
-                $body
-            }
-            $crate::DType::Double => {
-                type $T = f64;
-                $body
-            }
-            #[allow(unreachable_patterns)]
-            _ => $other,
-        }
+        $crate::dispatch_types!($dtype, $T => $body, _ => $other;
+            Half = half::f16, BFloat16 = half::bf16, Float = f32, Double = f64)
     };
 }
 
@@ -367,29 +309,7 @@ macro_rules! dispatch_float {
 #[doc(hidden)]
 macro_rules! dispatch_int {
     ($dtype:expr, $T:ident => $body:expr, _ => $other:expr) => {
-        match $dtype {
-            $crate::DType::Byte => {
-                type $T = u8;
-                $body
-            }
-            $crate::DType::Char => {
-                type $T = i8;
-                $body
-            }
-            $crate::DType::Short => {
-                type $T = i16;
-                $body
-            }
-            $crate::DType::Int => {
-                type $T = i32;
-                $body
-            }
-            $crate::DType::Long => {
-                type $T = i64;
-                $body
-            }
-            #[allow(unreachable_patterns)]
-            _ => $other,
-        }
+        $crate::dispatch_types!($dtype, $T => $body, _ => $other;
+            Byte = u8, Char = i8, Short = i16, Int = i32, Long = i64)
     };
 }

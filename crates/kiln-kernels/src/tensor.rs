@@ -81,6 +81,37 @@ fn dtype_check<T: Element>(dtype: DType) -> Result<(), TensorError> {
     }
 }
 
+/// The dtype and shape accessors [`TensorRef`] and [`TensorMut`] share (for a [`TensorMut`],
+/// the shape is the current one: resizing keeps the rank).
+macro_rules! shape_accessors {
+    () => {
+        /// The dtype.
+        pub fn dtype(&self) -> DType {
+            self.dtype
+        }
+
+        /// The shape.
+        pub fn shape(&self) -> &Shape {
+            &self.shape
+        }
+
+        /// The sizes.
+        pub fn sizes(&self) -> &[usize] {
+            self.shape.sizes()
+        }
+
+        /// Number of dimensions.
+        pub fn rank(&self) -> usize {
+            self.shape.rank()
+        }
+
+        /// Number of elements.
+        pub fn numel(&self) -> usize {
+            self.shape.numel()
+        }
+    };
+}
+
 /// A read-only tensor: dtype, shape (sizes + dim order) and element-aligned data bytes.
 ///
 /// The data slice holds at least `numel * dtype.size()` bytes (it may be longer, e.g. a whole
@@ -111,30 +142,7 @@ impl<'a> TensorRef<'a> {
         TensorRef { dtype: T::DTYPE, shape: Shape::scalar(), data: bytemuck::cast_slice(value) }
     }
 
-    /// The dtype.
-    pub fn dtype(&self) -> DType {
-        self.dtype
-    }
-
-    /// The shape.
-    pub fn shape(&self) -> &Shape {
-        &self.shape
-    }
-
-    /// The sizes.
-    pub fn sizes(&self) -> &[usize] {
-        self.shape.sizes()
-    }
-
-    /// Number of dimensions.
-    pub fn rank(&self) -> usize {
-        self.shape.rank()
-    }
-
-    /// Number of elements.
-    pub fn numel(&self) -> usize {
-        self.shape.numel()
-    }
+    shape_accessors!();
 
     /// The tensor's bytes (exactly `numel * dtype.size()`).
     pub fn bytes(&self) -> &'a [u8] {
@@ -208,30 +216,7 @@ impl<'a> TensorMut<'a> {
         )
     }
 
-    /// The dtype.
-    pub fn dtype(&self) -> DType {
-        self.dtype
-    }
-
-    /// The current shape.
-    pub fn shape(&self) -> &Shape {
-        &self.shape
-    }
-
-    /// The current sizes.
-    pub fn sizes(&self) -> &[usize] {
-        self.shape.sizes()
-    }
-
-    /// Number of dimensions (fixed: resizing keeps the rank).
-    pub fn rank(&self) -> usize {
-        self.shape.rank()
-    }
-
-    /// Number of elements at the current shape.
-    pub fn numel(&self) -> usize {
-        self.shape.numel()
-    }
+    shape_accessors!();
 
     /// The capacity.
     pub fn capacity(&self) -> Capacity {

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Result};
-use kiln_kernels::compute::gemm::{FastGemm, Mat, MatMut};
+use kiln_kernels::compute::gemm::{Gemm, Mat, MatMut};
 use kiln_kernels::compute::peak::fma_gflops;
 use kiln_kernels::compute::sgemm::{self, Epilogue, GemmScratch, MatRef, PackedB};
 use serde::Serialize;

@@ -74,8 +74,9 @@ pub fn gemm_ref<C: Calc>(
     true
 }
 
-/// Element types the fast path handles.
-pub trait FastGemm: Calc {
+/// A calc type matrix products run in: f32 and f64 through the `gemm` crate, i64 through the
+/// reference loops of [`gemm_ref`] (the default).
+pub trait Gemm: Calc {
     /// `c = (accumulate ? c : 0) + a * b`; returns `false` (nothing written) when the operands do
     /// not fit their slices.
     fn gemm(
@@ -86,12 +87,16 @@ pub trait FastGemm: Calc {
         b: Mat<'_, Self>,
         c: MatMut<'_, Self>,
         accumulate: bool,
-    ) -> bool;
+    ) -> bool {
+        gemm_ref(m, n, k, a, b, c, accumulate)
+    }
 }
+
+impl Gemm for i64 {}
 
 macro_rules! fast_gemm {
     ($t:ty) => {
-        impl FastGemm for $t {
+        impl Gemm for $t {
             #[allow(unsafe_code)]
             fn gemm(
                 m: usize,

@@ -15,7 +15,6 @@ pub mod gemm;
 pub mod global_pool;
 pub(crate) mod interleave;
 pub mod linear;
-pub mod max_pool;
 pub mod peak;
 pub mod sgemm;
 pub mod special;

@@ -22,7 +22,7 @@
 #![allow(unsafe_code)]
 
 use super::threads::{split, with_pieces, Threads, TASKS_PER_THREAD};
-use super::xnn_qmath::{clamp_f32, qs8_requantize, ConvGeometry, Qs8Out};
+use super::xnn_qmath::{clamp_f32, qs8_requantize, ConvGeometry, Qs8Filter, Qs8Out};
 
 /// Output channels per packed panel (one 512-bit vector of `i32`).
 pub(crate) const NR: usize = 16;
@@ -131,24 +131,21 @@ fn panel_product<W: PanelWeight>(
     assert!(a.len() >= (rows - 1) * lda + kp);
     match isa {
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: `Isa::Vnni` is only chosen (by `best_isa`, or in tests among `isas`) when
-        // the CPU has AVX-512F, AVX-512BW and AVX-512 VNNI; the asserts above bound every read
-        // and write of the kernel (rows of `kp` values at `r * lda`, `kp * NR` weights, `rows
-        // * NR` sums).
-        Isa::Vnni => unsafe { W::vnni(rows, a.as_ptr(), lda, w.as_ptr(), kp, acc.as_mut_ptr()) },
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: as above, with AVX-512F and AVX-512BW.
-        Isa::Avx512 => unsafe {
-            W::avx512(rows, a.as_ptr(), lda, w.as_ptr(), kp, acc.as_mut_ptr())
+        // SAFETY: `Isa::Vnni` and `Isa::Avx512` are only chosen (by `best_isa`, or in tests
+        // among `isas`) when the CPU has AVX-512F and AVX-512BW, `Vnni` also AVX-512 VNNI; the
+        // asserts above bound every read and write of the kernel of `rows` rows (rows of `kp`
+        // values at `r * lda`, `kp * NR` weights, `rows * NR` sums).
+        Isa::Vnni | Isa::Avx512 => unsafe {
+            let k = if isa == Isa::Vnni { &W::KERNELS.vnni } else { &W::KERNELS.avx512 };
+            k[rows - 1](a.as_ptr(), lda, w.as_ptr(), kp, acc.as_mut_ptr())
         },
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => {
-            // Four rows at a time: eight accumulators of 8 lanes fill the 16 registers.
             for r0 in (0..rows).step_by(4) {
                 let r = (rows - r0).min(4);
                 let (ap, cp) = (a[r0 * lda..].as_ptr(), acc[r0 * NR..].as_mut_ptr());
                 // SAFETY: as above, with AVX2; rows `r0..r0 + r` are inside the asserted rows.
-                unsafe { W::avx2(r, ap, lda, w.as_ptr(), kp, cp) }
+                unsafe { W::KERNELS.avx2[r - 1](ap, lda, w.as_ptr(), kp, cp) }
             }
         }
         _ => by_rows!(rows, panel_portable, (a, lda, w, kp, acc)),
@@ -178,50 +175,31 @@ fn panel_portable<const R: usize>(
     }
 }
 
+/// A vector panel kernel over `W` weights: `(a, lda, w, kp, acc)` as [`panel_product`]'s,
+/// for the row count the kernel was built for.
+///
+/// # Safety (of calling one)
+/// The CPU has the kernel's features; `a` holds the kernel's rows of `kp` (even) values `lda`
+/// apart, `w` holds `kp * NR` values and `acc` `rows * NR`.
+#[cfg(target_arch = "x86_64")]
+type PanelFn<W> = unsafe fn(*const i16, usize, *const W, usize, *mut i32);
+
+/// The vector panel kernels of one weight type, indexed by row count minus one.
+#[cfg(target_arch = "x86_64")]
+struct PanelKernels<W: 'static> {
+    /// AVX-512 VNNI, 1 to [`MR`] rows.
+    vnni: [PanelFn<W>; MR],
+    /// AVX-512F and AVX-512BW, 1 to [`MR`] rows.
+    avx512: [PanelFn<W>; MR],
+    /// AVX2, 1 to 4 rows (eight accumulators of 8 lanes fill the 16 registers).
+    avx2: [PanelFn<W>; 4],
+}
+
 /// The weights of a packed panel, with the vector kernels that read them.
-trait PanelWeight: Copy + Into<i32> {
-    /// The AVX-512 VNNI product of `rows <= MR` rows.
-    ///
-    /// # Safety
-    /// The CPU has AVX-512F, AVX-512BW and AVX-512 VNNI; `a` holds `rows` rows of `kp` (even)
-    /// values `lda` apart, `w` holds `kp * NR` values and `acc` `rows * NR`.
+trait PanelWeight: Copy + Into<i32> + 'static {
+    /// The kernel table.
     #[cfg(target_arch = "x86_64")]
-    unsafe fn vnni(
-        rows: usize,
-        a: *const i16,
-        lda: usize,
-        w: *const Self,
-        kp: usize,
-        acc: *mut i32,
-    );
-
-    /// The AVX-512 product of `rows <= MR` rows.
-    ///
-    /// # Safety
-    /// As [`PanelWeight::vnni`], with AVX-512F and AVX-512BW.
-    #[cfg(target_arch = "x86_64")]
-    unsafe fn avx512(
-        rows: usize,
-        a: *const i16,
-        lda: usize,
-        w: *const Self,
-        kp: usize,
-        acc: *mut i32,
-    );
-
-    /// The AVX2 product of `rows <= 4` rows.
-    ///
-    /// # Safety
-    /// As [`PanelWeight::vnni`], with AVX2.
-    #[cfg(target_arch = "x86_64")]
-    unsafe fn avx2(
-        rows: usize,
-        a: *const i16,
-        lda: usize,
-        w: *const Self,
-        kp: usize,
-        acc: *mut i32,
-    );
+    const KERNELS: PanelKernels<Self>;
 }
 
 /// Implements [`PanelWeight`] for `$w` with the kernels `$vnni`, `$avx512` and `$avx2`.
@@ -229,51 +207,23 @@ macro_rules! panel_weight {
     ($w:ty, $vnni:ident, $avx512:ident, $avx2:ident) => {
         impl PanelWeight for $w {
             #[cfg(target_arch = "x86_64")]
-            unsafe fn vnni(
-                rows: usize,
-                a: *const i16,
-                lda: usize,
-                w: *const $w,
-                kp: usize,
-                acc: *mut i32,
-            ) {
-                // SAFETY: the caller's contract is the kernel's.
-                unsafe { by_rows!(rows, $vnni, (a, lda, w, kp, acc)) }
-            }
-
-            #[cfg(target_arch = "x86_64")]
-            unsafe fn avx512(
-                rows: usize,
-                a: *const i16,
-                lda: usize,
-                w: *const $w,
-                kp: usize,
-                acc: *mut i32,
-            ) {
-                // SAFETY: the caller's contract is the kernel's.
-                unsafe { by_rows!(rows, $avx512, (a, lda, w, kp, acc)) }
-            }
-
-            #[cfg(target_arch = "x86_64")]
-            unsafe fn avx2(
-                rows: usize,
-                a: *const i16,
-                lda: usize,
-                w: *const $w,
-                kp: usize,
-                acc: *mut i32,
-            ) {
-                // SAFETY: the caller's contract is the kernel's (`rows <= 4`).
-                unsafe {
-                    match rows {
-                        1 => $avx2::<1>(a, lda, w, kp, acc),
-                        2 => $avx2::<2>(a, lda, w, kp, acc),
-                        3 => $avx2::<3>(a, lda, w, kp, acc),
-                        4 => $avx2::<4>(a, lda, w, kp, acc),
-                        _ => unreachable!("at most 4 rows"),
-                    }
-                }
-            }
+            const KERNELS: PanelKernels<$w> = PanelKernels {
+                vnni: [
+                    $vnni::<1>, $vnni::<2>, $vnni::<3>, $vnni::<4>, $vnni::<5>, $vnni::<6>,
+                    $vnni::<7>, $vnni::<8>,
+                ],
+                avx512: [
+                    $avx512::<1>,
+                    $avx512::<2>,
+                    $avx512::<3>,
+                    $avx512::<4>,
+                    $avx512::<5>,
+                    $avx512::<6>,
+                    $avx512::<7>,
+                    $avx512::<8>,
+                ],
+                avx2: [$avx2::<1>, $avx2::<2>, $avx2::<3>, $avx2::<4>],
+            };
         }
     };
 }
@@ -478,19 +428,16 @@ fn src(out: usize, t: usize, stride: usize, dil: usize, pad: usize, len: usize) 
 
 /// Grouped (not depthwise) QS8 convolution, as `xnn_quant::qs8_convolution_scalar` with
 /// `x_zp` in `[-128, 127]` (the caller checked the lengths and the geometry).
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn convolution(
     isa: Isa,
     g: &ConvGeometry,
     x: &[i8],
     x_zp: i32,
-    wt: &[i8],
-    bias: Option<&[i32]>,
-    scales: &[f32],
-    o: &Qs8Out,
+    f: &Qs8Filter,
     out: &mut [i8],
     threads: &Threads,
 ) {
+    let Qs8Filter { w: wt, bias, scales, o } = *f;
     let (groups, cg, og) = (g.groups, g.c / g.groups, g.o / g.groups);
     let kg = g.kh * g.kw * cg;
     let (kp, panels, wp) = pack_weights(wt, groups, og, kg);
@@ -598,19 +545,16 @@ fn requantize(dst: &mut [i8], sums: &mut [i32], bias: Option<&[i32]>, scales: &[
 /// Depthwise QS8 convolution, as `xnn_quant::qs8_convolution_scalar` with `x_zp` in
 /// `[-128, 127]` (the caller checked the lengths and the geometry): per output pixel, per tap
 /// inside the input, all channels side by side.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn depthwise(
     isa: Isa,
     g: &ConvGeometry,
     x: &[i8],
     x_zp: i32,
-    wt: &[i8],
-    bias: Option<&[i32]>,
-    scales: &[f32],
-    o: &Qs8Out,
+    f: &Qs8Filter,
     out: &mut [i8],
     threads: &Threads,
 ) {
+    let Qs8Filter { w: wt, bias, scales, o } = *f;
     let w16: Vec<i16> = wt.iter().map(|&v| v as i16).collect();
     let pixels = g.n * g.oh * g.ow;
     let taps = g.kh * g.kw;

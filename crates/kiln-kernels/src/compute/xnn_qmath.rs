@@ -1,6 +1,6 @@
 //! XNNPACK's scalar quantization arithmetic (fmagic rounding, NaN-to-bound clamps, quantized
 //! bounds, fp32 requantization) and the geometry of an NHWC convolution: what the quantized
-//! operators ([`super::xnn_quant`]) and their integer GEMM loops ([`super::xnn_qgemm`])
+//! operators ([`super::xnn_quant`]) and their integer GEMM loops (`xnn_qgemm.rs`)
 //! share. The conventions are [`super::xnn_quant`]'s.
 
 /// 1.5·2^23: adding it to a float of magnitude below 2^22 leaves the rounded integer in the
@@ -74,6 +74,23 @@ pub struct Qs8Out {
     pub qmin: i32,
     /// Highest output value (at most 127).
     pub qmax: i32,
+}
+
+/// The filter side of a QS8 convolution or fully connected layer: its weights, the i32 bias
+/// per output channel, the per-channel requantization scales (from
+/// `xnn_quant::qs8_requant_scales`) and the output quantization. `scales.len()` is the number of
+/// output channels.
+#[derive(Clone, Copy, Debug)]
+pub struct Qs8Filter<'a> {
+    /// The weights (`[n, k]` for a fully connected layer; OHWI, or `[1, kh, kw, o]` when
+    /// depthwise, for a convolution).
+    pub w: &'a [i8],
+    /// The bias per output channel, if any.
+    pub bias: Option<&'a [i32]>,
+    /// The requantization scale per output channel.
+    pub scales: &'a [f32],
+    /// The output's zero point and range.
+    pub o: &'a Qs8Out,
 }
 
 /// fp32 requantization of one accumulator (X `qs8-qc8w-gemm/gen/*fp32-scalar-fmagic.c`):

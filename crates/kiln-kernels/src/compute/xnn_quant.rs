@@ -30,7 +30,7 @@ use super::xnn_qgemm as qg;
 use super::xnn_qmath::{clamp_f32, lrintf};
 pub use super::xnn_qmath::{
     fmagic, qs8_output_range, qs8_quantize_bound, qs8_requantize, qu8_quantize_bound,
-    quantize_scaled, ConvGeometry, Qs8Out, MAGIC_BIAS, MAGIC_BIAS_BITS,
+    quantize_scaled, ConvGeometry, Qs8Filter, Qs8Out, MAGIC_BIAS, MAGIC_BIAS_BITS,
 };
 
 /// f32 → qs8 (X `f32-qs8-vcvt`): `inv = 1.0f / scale` in f32, then
@@ -541,54 +541,38 @@ pub fn qs8_requant_scales(in_scale: f32, w_scales: &[f32], out_scale: f32) -> Ve
 ///
 /// # Panics
 /// If the lengths disagree or `k == 0`.
-#[allow(clippy::too_many_arguments)]
 pub fn qs8_fully_connected(
     x: &[i8],
     k: usize,
     x_zp: i32,
-    w: &[i8],
-    n: usize,
-    bias: Option<&[i32]>,
-    scales: &[f32],
-    o: &Qs8Out,
+    f: &Qs8Filter,
     out: &mut [i8],
     threads: &Threads,
 ) {
-    qs8_fully_connected_isa(qg::best_isa(), x, k, x_zp, w, n, bias, scales, o, out, threads)
+    qs8_fully_connected_isa(qg::best_isa(), x, k, x_zp, f, out, threads)
 }
 
 /// [`qs8_fully_connected`] on the loops of `isa`: from [`qg::MR`] rows on, the packed
 /// convolution product (a 1x1 convolution over an `m x 1` image), below it one dot product
 /// per row and output channel ([`qg::dot_rows`]). A zero point outside `[-128, 127]` takes
 /// the scalar loop.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn qs8_fully_connected_isa(
     isa: qg::Isa,
     x: &[i8],
     k: usize,
     x_zp: i32,
-    w: &[i8],
-    n: usize,
-    bias: Option<&[i32]>,
-    scales: &[f32],
-    o: &Qs8Out,
+    f: &Qs8Filter,
     out: &mut [i8],
     threads: &Threads,
 ) {
-    assert!(k > 0 && x.len().is_multiple_of(k));
-    let m = x.len() / k;
-    assert_eq!(out.len(), m * n);
-    assert_eq!(w.len(), n * k);
-    assert_eq!(scales.len(), n);
-    if let Some(b) = bias {
-        assert_eq!(b.len(), n);
-    }
+    let (m, n) = check_fully_connected(x, k, f, out);
     if out.is_empty() {
         return;
     }
     if !(-128..=127).contains(&x_zp) {
-        return qs8_fully_connected_scalar(x, k, x_zp, w, n, bias, scales, o, out);
+        return qs8_fully_connected_scalar(x, k, x_zp, f, out);
     }
+    let Qs8Filter { w, bias, scales, o } = *f;
     if m >= qg::MR {
         let g = ConvGeometry {
             n: 1,
@@ -607,7 +591,7 @@ pub(crate) fn qs8_fully_connected_isa(
             groups: 1,
             depthwise: false,
         };
-        return qg::convolution(isa, &g, x, x_zp, w, bias, scales, o, out, threads);
+        return qg::convolution(isa, &g, x, x_zp, f, out, threads);
     }
     let a: Vec<i16> = x.iter().map(|&v| v as i16 - x_zp as i16).collect();
     let mut acc = vec![0i32; n * m];
@@ -623,26 +607,9 @@ pub(crate) fn qs8_fully_connected_isa(
 
 /// The scalar loop of [`qs8_fully_connected`] (the reference the fast loops are tested
 /// against).
-#[allow(clippy::too_many_arguments)]
-pub fn qs8_fully_connected_scalar(
-    x: &[i8],
-    k: usize,
-    x_zp: i32,
-    w: &[i8],
-    n: usize,
-    bias: Option<&[i32]>,
-    scales: &[f32],
-    o: &Qs8Out,
-    out: &mut [i8],
-) {
-    assert!(k > 0 && x.len().is_multiple_of(k));
-    let m = x.len() / k;
-    assert_eq!(out.len(), m * n);
-    assert_eq!(w.len(), n * k);
-    assert_eq!(scales.len(), n);
-    if let Some(b) = bias {
-        assert_eq!(b.len(), n);
-    }
+pub fn qs8_fully_connected_scalar(x: &[i8], k: usize, x_zp: i32, f: &Qs8Filter, out: &mut [i8]) {
+    let (_, n) = check_fully_connected(x, k, f, out);
+    let Qs8Filter { w, bias, scales, o } = *f;
     let mut xz = vec![0i32; k];
     for (xr, or) in x.chunks_exact(k).zip(out.chunks_exact_mut(n.max(1))) {
         for (d, &v) in xz.iter_mut().zip(xr) {
@@ -658,6 +625,18 @@ pub fn qs8_fully_connected_scalar(
     }
 }
 
+/// The length preconditions of [`qs8_fully_connected`]; the rows and output channels.
+fn check_fully_connected(x: &[i8], k: usize, f: &Qs8Filter, out: &[i8]) -> (usize, usize) {
+    assert!(k > 0 && x.len().is_multiple_of(k));
+    let (m, n) = (x.len() / k, f.scales.len());
+    assert_eq!(out.len(), m * n);
+    assert_eq!(f.w.len(), n * k);
+    if let Some(b) = f.bias {
+        assert_eq!(b.len(), n);
+    }
+    (m, n)
+}
+
 /// QS8 convolution on NHWC data (X `qs8-qc8w-gemm` / `qs8-qc8w-dwconv` fp32 scalar
 /// arithmetic): `x` is `[n, h, w, c]`, `wt` is OHWI `[o, kh, kw, c/groups]` (or `[1, kh, kw, o]`
 /// when depthwise), `out` is `[n, oh, ow, o]`.
@@ -669,64 +648,49 @@ pub fn qs8_fully_connected_scalar(
 ///
 /// # Panics
 /// If `!g.is_valid()` or a length disagrees with `g`.
-#[allow(clippy::too_many_arguments)]
 pub fn qs8_convolution(
     g: &ConvGeometry,
     x: &[i8],
     x_zp: i32,
-    wt: &[i8],
-    bias: Option<&[i32]>,
-    scales: &[f32],
-    o: &Qs8Out,
+    f: &Qs8Filter,
     out: &mut [i8],
     threads: &Threads,
 ) {
-    qs8_convolution_isa(qg::best_isa(), g, x, x_zp, wt, bias, scales, o, out, threads)
+    qs8_convolution_isa(qg::best_isa(), g, x, x_zp, f, out, threads)
 }
 
 /// [`qs8_convolution`] on the loops of `isa` (a zero point outside `[-128, 127]` takes the
 /// scalar loop).
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn qs8_convolution_isa(
     isa: qg::Isa,
     g: &ConvGeometry,
     x: &[i8],
     x_zp: i32,
-    wt: &[i8],
-    bias: Option<&[i32]>,
-    scales: &[f32],
-    o: &Qs8Out,
+    f: &Qs8Filter,
     out: &mut [i8],
     threads: &Threads,
 ) {
-    check_conv(g, x, wt, bias, scales, out);
+    check_conv(g, x, f, out);
     if out.is_empty() {
         return;
     }
     if !(-128..=127).contains(&x_zp) {
-        qs8_convolution_scalar(g, x, x_zp, wt, bias, scales, o, out);
+        qs8_convolution_scalar(g, x, x_zp, f, out);
     } else if g.depthwise {
-        qg::depthwise(isa, g, x, x_zp, wt, bias, scales, o, out, threads);
+        qg::depthwise(isa, g, x, x_zp, f, out, threads);
     } else {
-        qg::convolution(isa, g, x, x_zp, wt, bias, scales, o, out, threads);
+        qg::convolution(isa, g, x, x_zp, f, out, threads);
     }
 }
 
 /// The length preconditions of [`qs8_convolution`].
-fn check_conv(
-    g: &ConvGeometry,
-    x: &[i8],
-    wt: &[i8],
-    bias: Option<&[i32]>,
-    scales: &[f32],
-    out: &[i8],
-) {
+fn check_conv(g: &ConvGeometry, x: &[i8], f: &Qs8Filter, out: &[i8]) {
     assert!(g.is_valid());
     assert_eq!(x.len(), g.n * g.h * g.w * g.c);
-    assert_eq!(Some(wt.len()), g.weight_len());
+    assert_eq!(Some(f.w.len()), g.weight_len());
     assert_eq!(out.len(), g.n * g.oh * g.ow * g.o);
-    assert_eq!(scales.len(), g.o);
-    if let Some(b) = bias {
+    assert_eq!(f.scales.len(), g.o);
+    if let Some(b) = f.bias {
         assert_eq!(b.len(), g.o);
     }
 }
@@ -735,18 +699,15 @@ fn check_conv(
 ///
 /// # Panics
 /// As [`qs8_convolution`].
-#[allow(clippy::too_many_arguments)]
 pub fn qs8_convolution_scalar(
     g: &ConvGeometry,
     x: &[i8],
     x_zp: i32,
-    wt: &[i8],
-    bias: Option<&[i32]>,
-    scales: &[f32],
-    o: &Qs8Out,
+    f: &Qs8Filter,
     out: &mut [i8],
 ) {
-    check_conv(g, x, wt, bias, scales, out);
+    check_conv(g, x, f, out);
+    let Qs8Filter { w: wt, bias, scales, o } = *f;
     if out.is_empty() {
         return;
     }
@@ -979,22 +940,10 @@ pub fn qs8_global_avg_pool(
 ///
 /// # Panics
 /// If `!g.is_valid()` or a length disagrees with `g` (`g.oh`/`g.ow` are the output sizes).
-#[allow(clippy::too_many_arguments)]
-pub fn qs8_deconvolution(
-    g: &ConvGeometry,
-    x: &[i8],
-    x_zp: i32,
-    wt: &[i8],
-    bias: Option<&[i32]>,
-    scales: &[f32],
-    o: &Qs8Out,
-    out: &mut [i8],
-) {
-    assert!(g.is_valid() && !g.depthwise);
-    assert_eq!(x.len(), g.n * g.h * g.w * g.c);
-    assert_eq!(Some(wt.len()), g.weight_len());
-    assert_eq!(out.len(), g.n * g.oh * g.ow * g.o);
-    assert_eq!(scales.len(), g.o);
+pub fn qs8_deconvolution(g: &ConvGeometry, x: &[i8], x_zp: i32, f: &Qs8Filter, out: &mut [i8]) {
+    assert!(!g.depthwise);
+    check_conv(g, x, f, out);
+    let Qs8Filter { w: wt, bias, scales, o } = *f;
     let (cg, og) = (g.c / g.groups, g.o / g.groups);
     // The input index whose tap `t` lands on output index `out`, if any.
     let src = |out: usize, t: usize, stride: usize, dil: usize, pad: usize, len: usize| {
@@ -1284,17 +1233,25 @@ mod tests {
         };
         let w = [100, 100, 100, 100, 3, 100, 100, 100, 100];
         let o = Qs8Out { zero_point: 0, qmin: -128, qmax: 127 };
+        let f = Qs8Filter { w: &w, bias: Some(&[2]), scales: &[0.25], o: &o };
         let mut out = [0i8];
-        qs8_convolution(&g, &[5], 1, &w, Some(&[2]), &[0.25], &o, &mut out, &Threads::default());
+        qs8_convolution(&g, &[5], 1, &f, &mut out, &Threads::default());
         let mut s = [0i8];
-        qs8_convolution_scalar(&g, &[5], 1, &w, Some(&[2]), &[0.25], &o, &mut s);
+        qs8_convolution_scalar(&g, &[5], 1, &f, &mut s);
         assert_eq!(s, [4]);
         assert_eq!(out, [4]);
         let dw = ConvGeometry { depthwise: true, o: 2, ..g };
         let w2 = [0, 0, 0, 0, 0, 0, 0, 0, 3, -1, 0, 0, 0, 0, 0, 0, 0, 0];
         let mut out2 = [0i8; 2];
         // Depth multiplier 2: both outputs read channel 0: 4*3 = 12 -> 3; 4*-1 = -4 -> -1.
-        qs8_convolution(&dw, &[5], 1, &w2, None, &[0.25, 0.25], &o, &mut out2, &Threads::default());
+        qs8_convolution(
+            &dw,
+            &[5],
+            1,
+            &Qs8Filter { w: &w2, bias: None, scales: &[0.25, 0.25], o: &o },
+            &mut out2,
+            &Threads::default(),
+        );
         assert_eq!(out2, [3, -1]);
     }
 
@@ -1326,7 +1283,8 @@ mod tests {
                 depthwise: false,
             };
             let mut out = vec![0i8; ow];
-            qs8_deconvolution(&g, &[1, 2], 0, &[1, 10], None, &[1.0], &o, &mut out);
+            let f = Qs8Filter { w: &[1, 10], bias: None, scales: &[1.0], o: &o };
+            qs8_deconvolution(&g, &[1, 2], 0, &f, &mut out);
             assert_eq!(out, want, "stride {stride}");
         }
     }
@@ -1383,12 +1341,13 @@ mod tests {
             let scales: Vec<f32> = (0..oc).map(|_| rng.f32() * 0.002 + 1e-5).collect();
             let zp = [-128, 127, 0, rng.i32(-128..128)][case % 4];
             let o = Qs8Out { zero_point: rng.i32(-20..20), qmin: -128, qmax: 127 };
+            let f = Qs8Filter { w: &wt, bias, scales: &scales, o: &o };
             let mut want = vec![0i8; n * oh * ow * oc];
-            qs8_convolution_scalar(&g, &x, zp, &wt, bias, &scales, &o, &mut want);
+            qs8_convolution_scalar(&g, &x, zp, &f, &mut want);
             for isa in qg::isas() {
                 for th in [&one, &two] {
                     let mut got = vec![0i8; want.len()];
-                    qs8_convolution_isa(isa, &g, &x, zp, &wt, bias, &scales, &o, &mut got, th);
+                    qs8_convolution_isa(isa, &g, &x, zp, &f, &mut got, th);
                     assert_eq!(got, want, "case {case} {isa:?} {g:?}");
                 }
             }
@@ -1427,11 +1386,12 @@ mod tests {
             let bias: Vec<i32> = (0..oc).map(|_| rng.i32(-20000..20000)).collect();
             let scales: Vec<f32> = (0..oc).map(|_| rng.f32() * 0.001 + 1e-5).collect();
             let o = Qs8Out { zero_point: 3, qmin: -100, qmax: 120 };
+            let f = Qs8Filter { w: &wt, bias: Some(&bias), scales: &scales, o: &o };
             let mut want = vec![0i8; 2 * 20 * 19 * oc];
-            qs8_convolution_scalar(&g, &x, -5, &wt, Some(&bias), &scales, &o, &mut want);
+            qs8_convolution_scalar(&g, &x, -5, &f, &mut want);
             for isa in qg::isas() {
                 let mut got = vec![0i8; want.len()];
-                qs8_convolution_isa(isa, &g, &x, -5, &wt, Some(&bias), &scales, &o, &mut got, &two);
+                qs8_convolution_isa(isa, &g, &x, -5, &f, &mut got, &two);
                 assert_eq!(got, want, "{isa:?} {g:?}");
             }
         }
@@ -1449,8 +1409,9 @@ mod tests {
             let bias: Vec<i32> = (0..n).map(|_| rng.i32(-20000..20000)).collect();
             let scales: Vec<f32> = (0..n).map(|_| rng.f32() * 0.0005 + 1e-5).collect();
             let o = Qs8Out { zero_point: -7, qmin: -128, qmax: 127 };
+            let f = Qs8Filter { w: &w, bias: Some(&bias), scales: &scales, o: &o };
             let mut want = vec![0i8; m * n];
-            qs8_fully_connected_scalar(&x, k, 9, &w, n, Some(&bias), &scales, &o, &mut want);
+            qs8_fully_connected_scalar(&x, k, 9, &f, &mut want);
             let xf: Vec<f32> = (0..m * k).map(|_| rng.f32() * 4.0 - 1.0).collect();
             let wq = Qd8Weights::Qc8w { w: &w, scales: &scales };
             let (lo, hi) = (f32::NEG_INFINITY, f32::INFINITY);
@@ -1458,19 +1419,7 @@ mod tests {
             qd8_fully_connected_scalar(&xf, k, &wq, n, None, lo, hi, &mut wantf);
             for isa in qg::isas() {
                 let mut got = vec![0i8; m * n];
-                qs8_fully_connected_isa(
-                    isa,
-                    &x,
-                    k,
-                    9,
-                    &w,
-                    n,
-                    Some(&bias),
-                    &scales,
-                    &o,
-                    &mut got,
-                    &two,
-                );
+                qs8_fully_connected_isa(isa, &x, k, 9, &f, &mut got, &two);
                 assert_eq!(got, want, "{isa:?} {m} {k} {n}");
                 let mut gotf = vec![0f32; m * n];
                 qd8_fully_connected_isa(isa, &xf, k, &wq, n, None, lo, hi, &mut gotf, &two);
@@ -1497,8 +1446,9 @@ mod tests {
             let scales: Vec<f32> = (0..n).map(|_| rng.f32() * 0.002 + 1e-5).collect();
             let zp = [-128, 127, rng.i32(-128..128)][case % 3];
             let o = Qs8Out { zero_point: rng.i32(-20..20), qmin: -128, qmax: 127 };
+            let f = Qs8Filter { w: &w, bias, scales: &scales, o: &o };
             let mut want = vec![0i8; m * n];
-            qs8_fully_connected_scalar(&x, k, zp, &w, n, bias, &scales, &o, &mut want);
+            qs8_fully_connected_scalar(&x, k, zp, &f, &mut want);
             let xf: Vec<f32> = (0..m * k).map(|_| rng.f32() * 8.0 - 3.0).collect();
             let fbias: Vec<f32> = (0..n).map(|_| rng.f32() - 0.5).collect();
             let fbias = (case % 3 != 1).then_some(fbias.as_slice());
@@ -1519,7 +1469,7 @@ mod tests {
             for isa in qg::isas() {
                 for th in [&one, &two] {
                     let mut got = vec![0i8; m * n];
-                    qs8_fully_connected_isa(isa, &x, k, zp, &w, n, bias, &scales, &o, &mut got, th);
+                    qs8_fully_connected_isa(isa, &x, k, zp, &f, &mut got, th);
                     assert_eq!(got, want, "case {case} {isa:?} m {m} k {k} n {n}");
                     for (xq, kq, wq) in &qd8 {
                         let mut want = vec![0f32; m * n];
@@ -1613,27 +1563,13 @@ mod tests {
             let wt = rand_i8(&mut rng, g.weight_len().unwrap());
             let bias: Vec<i32> = (0..g.o).map(|_| rng.i32(-2000..2000)).collect();
             let scales = vec![0.001f32; g.o];
+            let f = Qs8Filter { w: &wt, bias: Some(&bias), scales: &scales, o: &o };
             let mut out = vec![0i8; g.n * g.oh * g.ow * g.o];
-            let s = best(3, || {
-                qs8_convolution_scalar(&g, &x, 3, &wt, Some(&bias), &scales, &o, &mut out)
-            });
+            let s = best(3, || qs8_convolution_scalar(&g, &x, 3, &f, &mut out));
             let want = out.clone();
             for isa in qg::isas() {
                 for (tn, th) in [(1, &one), (2, &two)] {
-                    let f = best(20, || {
-                        qs8_convolution_isa(
-                            isa,
-                            &g,
-                            &x,
-                            3,
-                            &wt,
-                            Some(&bias),
-                            &scales,
-                            &o,
-                            &mut out,
-                            th,
-                        )
-                    });
+                    let f = best(20, || qs8_convolution_isa(isa, &g, &x, 3, &f, &mut out, th));
                     assert_eq!(out, want);
                     println!("{name}: scalar {s:.3} ms, {isa:?} x{tn} {f:.3} ms ({:.1}x)", s / f);
                 }
@@ -1643,15 +1579,13 @@ mod tests {
         let x = rand_i8(&mut rng, m * k);
         let w = rand_i8(&mut rng, n * k);
         let scales = vec![0.001f32; n];
+        let f = Qs8Filter { w: &w, bias: None, scales: &scales, o: &o };
         let mut out = vec![0i8; m * n];
-        let s =
-            best(5, || qs8_fully_connected_scalar(&x, k, 3, &w, n, None, &scales, &o, &mut out));
+        let s = best(5, || qs8_fully_connected_scalar(&x, k, 3, &f, &mut out));
         let want = out.clone();
         for isa in qg::isas() {
             for (tn, th) in [(1, &one), (2, &two)] {
-                let f = best(50, || {
-                    qs8_fully_connected_isa(isa, &x, k, 3, &w, n, None, &scales, &o, &mut out, th)
-                });
+                let f = best(50, || qs8_fully_connected_isa(isa, &x, k, 3, &f, &mut out, th));
                 assert_eq!(out, want);
                 println!(
                     "qs8 fc 1x1280 -> 1000: scalar {s:.3} ms, {isa:?} x{tn} {f:.3} ms ({:.1}x)",

@@ -80,38 +80,24 @@ fn logit(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>]) -> KRe
     if !out.dtype().is_float() {
         return Err(ctx.dtype_err("out", "a floating dtype", out.dtype()));
     }
+    // Clamped into `[lo, hi]` where given; NaN stays NaN.
+    fn clamp<T: PartialOrd>(v: T, bounds: Option<(T, T)>) -> T {
+        match bounds {
+            Some((lo, _)) if v < lo => lo,
+            Some((_, hi)) if v > hi => hi,
+            _ => v,
+        }
+    }
     if x.dtype() == DType::Double {
         let bounds = eps.map(|e| (e, 1.0 - e));
         map1::<f64, f64>(ctx, &x, out, true, |v| {
-            let z = match bounds {
-                Some((lo, hi)) => {
-                    if v < lo {
-                        lo
-                    } else if v > hi {
-                        hi
-                    } else {
-                        v
-                    }
-                }
-                None => v,
-            };
+            let z = clamp(v, bounds);
             (z / (1.0 - z)).ln()
         })
     } else {
         let bounds = eps.map(|e| (e as f32, 1.0 - e as f32));
         map1::<f32, f32>(ctx, &x, out, true, |v| {
-            let z = match bounds {
-                Some((lo, hi)) => {
-                    if v < lo {
-                        lo
-                    } else if v > hi {
-                        hi
-                    } else {
-                        v
-                    }
-                }
-                None => v,
-            };
+            let z = clamp(v, bounds);
             (z / (1.0 - z)).ln()
         })
     }

@@ -3,7 +3,7 @@
 
 use crate::compute::conv::{col2im, im2col, Geometry};
 use crate::compute::depthwise::depthwise;
-use crate::compute::gemm::{FastGemm, Mat, MatMut};
+use crate::compute::gemm::{Gemm, Mat, MatMut};
 use crate::dtype::DType;
 use crate::element::Element;
 use crate::error::KernelError;
@@ -15,7 +15,7 @@ use crate::tensor::{TensorMut, TensorRef};
 
 /// Calc types with a scratch buffer in the context.
 pub(crate) trait ConvCalc:
-    FastGemm + Element + Default + std::ops::AddAssign + std::ops::Mul<Output = Self>
+    Gemm + Element + Default + std::ops::AddAssign + std::ops::Mul<Output = Self>
 {
     fn scratch(ctx: &mut KernelContext) -> &mut Vec<Self>;
 }
@@ -382,9 +382,23 @@ pub(crate) fn kernels() -> Vec<KernelDef> {
 #[cfg(test)]
 mod tests {
     use crate::compute::conv::{conv_ref, Geometry};
+    use crate::compute::threads::Threads;
+    use crate::testing::{out, run_kernel};
     use crate::{
         find_kernel, Arg, Capacity, DType, KernelContext, Out, Shape, TensorMut, TensorRef,
     };
+
+    /// A random kernel size (1-3), stride (1-2), padding (0-1) and dilation (1-2) per axis.
+    fn random_window(rng: &mut fastrand::Rng) -> [[usize; 2]; 4] {
+        let mut pair = |lo, hi| [rng.usize(lo..hi), rng.usize(lo..hi)];
+        [pair(1, 4), pair(1, 3), pair(0, 2), pair(1, 3)]
+    }
+
+    /// The output length of an axis of `len` under axis `a` of `win`, if the kernel fits.
+    fn out_len(len: usize, win: &[[usize; 2]; 4], a: usize) -> Option<usize> {
+        let [k, st, pd, dl] = win;
+        (len + 2 * pd[a]).checked_sub((k[a] - 1) * dl[a] + 1).map(|v| v / st[a] + 1)
+    }
 
     /// Property test: the depthwise fast path equals the general im2col + GEMM path through
     /// the kernel (grouped, one channel per group), contiguous and channels-last.
@@ -396,13 +410,9 @@ mod tests {
         for case in 0..60 {
             let (n, c) = (rng.usize(1..3), rng.usize(2..7));
             let (h, w) = (rng.usize(2..10), rng.usize(2..10));
-            let (kh, kw) = (rng.usize(1..4), rng.usize(1..4));
-            let st = [rng.usize(1..3), rng.usize(1..3)];
-            let pd = [rng.usize(0..2), rng.usize(0..2)];
-            let dl = [rng.usize(1..3), rng.usize(1..3)];
-            let oh = (h + 2 * pd[0]).checked_sub((kh - 1) * dl[0] + 1).map(|v| v / st[0] + 1);
-            let ow = (w + 2 * pd[1]).checked_sub((kw - 1) * dl[1] + 1).map(|v| v / st[1] + 1);
-            let (Some(oh), Some(ow)) = (oh, ow) else { continue };
+            let win = random_window(&mut rng);
+            let [[kh, kw], st, pd, dl] = win;
+            let (Some(oh), Some(ow)) = (out_len(h, &win, 0), out_len(w, &win, 1)) else { continue };
             let x: Vec<f32> = (0..n * c * h * w).map(|_| rng.f32() - 0.5).collect();
             let wt: Vec<f32> = (0..c * kh * kw).map(|_| rng.f32() - 0.5).collect();
             let bias: Vec<f32> = (0..c).map(|_| rng.f32() - 0.5).collect();
@@ -411,7 +421,7 @@ mod tests {
             let ints = |v: [usize; 2]| v.map(|x| x as i64);
             let (s, p, d) = (ints(st), ints(pd), ints(dl));
             let run = |general: bool| {
-                let mut out = vec![0f32; n * c * oh * ow];
+                let mut data = vec![0f32; n * c * oh * ow];
                 let xs = Shape::new(&[n, c, h, w], order).unwrap();
                 let xr = TensorRef::new(DType::Float, xs, bytemuck::cast_slice(&x)).unwrap();
                 let args = [
@@ -427,19 +437,9 @@ mod tests {
                     Arg::Output,
                     Arg::Output,
                 ];
-                let os = Shape::new(&[n, c, oh, ow], order).unwrap();
-                let om = TensorMut::new(
-                    DType::Float,
-                    os,
-                    Capacity::Static,
-                    bytemuck::cast_slice_mut(&mut out),
-                )
-                .unwrap();
-                let mut outs = [Out::Tensor(om)];
-                let mut ctx = KernelContext::new(def.name);
-                ctx.general_only = general;
-                (def.run)(&mut ctx, &args, &mut outs).unwrap();
-                out
+                let mut outs = [out(&mut data, &[n, c, oh, ow], order, Capacity::Static)];
+                run_kernel(def.name, general, &Threads::default(), &args, &mut outs).unwrap();
+                data
             };
             let (fast, general) = (run(false), run(true));
             for (a, b) in fast.iter().zip(&general) {
@@ -458,13 +458,9 @@ mod tests {
         for _ in 0..25 {
             let (c, oc) = (rng.usize(1..5), rng.usize(1..5));
             let (h, w) = (rng.usize(3..9), rng.usize(3..9));
-            let (kh, kw) = (rng.usize(1..4), rng.usize(1..4));
-            let st = [rng.usize(1..3), rng.usize(1..3)];
-            let pd = [rng.usize(0..2), rng.usize(0..2)];
-            let dl = [rng.usize(1..3), rng.usize(1..3)];
-            let oh = (h + 2 * pd[0]).checked_sub((kh - 1) * dl[0] + 1).map(|v| v / st[0] + 1);
-            let ow = (w + 2 * pd[1]).checked_sub((kw - 1) * dl[1] + 1).map(|v| v / st[1] + 1);
-            let (Some(oh), Some(ow)) = (oh, ow) else { continue };
+            let win = random_window(&mut rng);
+            let [[kh, kw], st, pd, dl] = win;
+            let (Some(oh), Some(ow)) = (out_len(h, &win, 0), out_len(w, &win, 1)) else { continue };
             let x: Vec<f32> = (0..c * h * w).map(|_| rng.f32() - 0.5).collect();
             let wt: Vec<f32> = (0..oc * c * kh * kw).map(|_| rng.f32() - 0.5).collect();
             let mut out = vec![0f32; oc * oh * ow];

@@ -200,9 +200,9 @@ fn broadcast_rows(
 #[cfg(test)]
 mod tests {
     use super::block_pattern;
-    use crate::{
-        find_kernel, Arg, Capacity, DType, KernelContext, Out, Shape, TensorMut, TensorRef,
-    };
+    use crate::compute::threads::Threads;
+    use crate::testing::{out, run_kernel};
+    use crate::{Arg, Capacity, DType, Shape, TensorRef};
 
     /// A float32 tensor argument of the given sizes and dim order.
     fn t<'a>(sizes: &[usize], order: &[u8], data: &'a [f32]) -> Arg<'a> {
@@ -213,21 +213,11 @@ mod tests {
     /// Runs kernel `name` with the fast paths on or off into a static float32 out of the
     /// given sizes and dim order; returns the out's storage.
     fn run(name: &str, general: bool, args: &[Arg<'_>], sizes: &[usize], order: &[u8]) -> Vec<f32> {
-        let def = find_kernel(name).unwrap();
-        let mut out = vec![f32::NAN; sizes.iter().product()];
-        let shape = Shape::new(sizes, order).unwrap();
-        let om = TensorMut::new(
-            DType::Float,
-            shape,
-            Capacity::Static,
-            bytemuck::cast_slice_mut(&mut out),
-        )
-        .unwrap();
-        let mut outs = [Out::Tensor(om)];
-        let mut ctx = KernelContext::new(def.name);
-        ctx.general_only = general;
-        (def.run)(&mut ctx, args, &mut outs).unwrap_or_else(|e| panic!("{name}: {e}"));
-        out
+        let mut data = vec![f32::NAN; sizes.iter().product()];
+        let mut outs = [out(&mut data, sizes, order, Capacity::Static)];
+        run_kernel(name, general, &Threads::default(), args, &mut outs)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        data
     }
 
     /// Distance in units in the last place (0 for two NaNs, or equal values).

@@ -141,32 +141,21 @@ fn sum_f64(v: &[f32]) -> f64 {
 
 #[cfg(test)]
 mod tests {
-    use crate::{
-        find_kernel, Arg, Capacity, DType, KernelContext, Out, Shape, TensorMut, TensorRef,
-    };
+    use crate::compute::threads::Threads;
+    use crate::testing::{out, out_sizes, run_kernel};
+    use crate::{Arg, Capacity, TensorRef};
 
     /// Runs kernel `name` on `args` with the fast paths on or off into a bound float32 out of
     /// rank `out_rank` (the kernel resizes it); returns the out's elements and sizes.
     fn run(name: &str, general: bool, args: &[Arg<'_>], out_rank: usize) -> (Vec<f32>, Vec<usize>) {
-        let def = find_kernel(name).unwrap();
         let cap = 1024;
-        let mut out = vec![f32::NAN; cap];
-        let shape = Shape::contiguous(&vec![1; out_rank]).unwrap();
-        let om = TensorMut::new(
-            DType::Float,
-            shape,
-            Capacity::Bound(cap),
-            bytemuck::cast_slice_mut(&mut out),
-        )
-        .unwrap();
-        let mut outs = [Out::Tensor(om)];
-        let mut ctx = KernelContext::new(def.name);
-        ctx.general_only = general;
-        (def.run)(&mut ctx, args, &mut outs).unwrap_or_else(|e| panic!("{name}: {e}"));
-        let Out::Tensor(t) = &outs[0] else { unreachable!() };
-        let sizes = t.sizes().to_vec();
+        let mut data = vec![f32::NAN; cap];
+        let mut outs = [out(&mut data, &vec![1; out_rank], &[], Capacity::Bound(cap))];
+        run_kernel(name, general, &Threads::default(), args, &mut outs)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let sizes = out_sizes(&outs, 0);
         let n: usize = sizes.iter().product();
-        (out[..n].to_vec(), sizes)
+        (data[..n].to_vec(), sizes)
     }
 
     fn tensor<'a>(sizes: &[usize], data: &'a [f32]) -> Arg<'a> {

@@ -10,7 +10,7 @@ use crate::kernel::{KernelContext, KernelDef};
 use crate::ops::args::{out_tensor, Args};
 use crate::ops::defs::out1;
 use crate::ops::pointwise::{cast_to, map3, resize, result_type, Operand};
-use crate::ops::shape::copy_view;
+use crate::ops::shape::{copy_view, gather_index};
 use crate::shape::normalize_dim;
 use crate::tensor::{TensorMut, TensorRef};
 use crate::value::{Arg, Out, Scalar};
@@ -120,42 +120,12 @@ fn gather_along(
     out: &mut TensorMut<'_>,
     pick: impl Fn(usize, usize) -> usize,
 ) -> KResult {
-    resize(ctx, out, "out", sizes)?;
-    let xs = x.shape().strides();
-    let os = out.shape().strides();
-    let r = sizes.len();
-    let n: usize = sizes.iter().product();
-    let mut idx = vec![0usize; r];
-    let mut pairs = Vec::with_capacity(n);
-    for flat in 0..n {
-        let mut i = 0;
-        let mut o = 0;
-        for k in 0..r {
-            let src = if k == d { pick(idx[k], flat) } else { idx[k] };
-            i += src * xs[k];
-            o += idx[k] * os[k];
+    gather_index(ctx, x, sizes, out, |idx, flat, src| {
+        src.copy_from_slice(idx);
+        if let Some(s) = src.get_mut(d) {
+            *s = pick(idx[d], flat);
         }
-        pairs.push((i, o));
-        for k in (0..r).rev() {
-            idx[k] += 1;
-            if idx[k] < sizes[k] {
-                break;
-            }
-            idx[k] = 0;
-        }
-    }
-    if r == 0 && n == 1 {
-        pairs[0] = (0, 0);
-    }
-    let dt = out.dtype();
-    crate::dispatch_all!(dt, T => {
-        let v = cast_to::<T>(x);
-        let dst = out.as_mut_slice::<T>().map_err(|e| ctx.tensor_err("out", e))?;
-        for (i, o) in pairs {
-            dst[o] = v[i];
-        }
-        Ok(())
-    }, _ => Err(ctx.dtype_err("out", "a computable dtype", dt)))
+    })
 }
 
 fn gather(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>]) -> KResult {

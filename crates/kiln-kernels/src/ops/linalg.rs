@@ -3,10 +3,10 @@
 //! order (strides go straight to GEMM). Half and bfloat16 compute in `float32`, integers in
 //! `int64` (reference loop).
 
-use crate::compute::gemm::{gemm_ref, FastGemm, Mat, MatMut};
+use crate::compute::gemm::{Gemm, Mat, MatMut};
 use crate::compute::strided::broadcast_strides;
 use crate::dtype::DType;
-use crate::element::{Calc, Element};
+use crate::element::Element;
 use crate::error::KernelError;
 use crate::kernel::{KernelContext, KernelDef};
 use crate::ops::args::{out_tensor, Args};
@@ -14,57 +14,6 @@ use crate::ops::defs::out1;
 use crate::ops::pointwise::{cast_to, resize, with_out};
 use crate::tensor::{TensorMut, TensorRef};
 use crate::value::Scalar;
-
-/// A calc type matrix products run in.
-pub(crate) trait MmCalc: Calc + Element {
-    fn product(
-        m: usize,
-        n: usize,
-        k: usize,
-        a: Mat<'_, Self>,
-        b: Mat<'_, Self>,
-        c: MatMut<'_, Self>,
-    ) -> bool;
-}
-
-impl MmCalc for f32 {
-    fn product(
-        m: usize,
-        n: usize,
-        k: usize,
-        a: Mat<'_, f32>,
-        b: Mat<'_, f32>,
-        c: MatMut<'_, f32>,
-    ) -> bool {
-        f32::gemm(m, n, k, a, b, c, false)
-    }
-}
-
-impl MmCalc for f64 {
-    fn product(
-        m: usize,
-        n: usize,
-        k: usize,
-        a: Mat<'_, f64>,
-        b: Mat<'_, f64>,
-        c: MatMut<'_, f64>,
-    ) -> bool {
-        f64::gemm(m, n, k, a, b, c, false)
-    }
-}
-
-impl MmCalc for i64 {
-    fn product(
-        m: usize,
-        n: usize,
-        k: usize,
-        a: Mat<'_, i64>,
-        b: Mat<'_, i64>,
-        c: MatMut<'_, i64>,
-    ) -> bool {
-        gemm_ref(m, n, k, a, b, c, false)
-    }
-}
 
 /// Batch, row and column strides of a matrix operand, in elements.
 type Strides3 = (usize, usize, usize);
@@ -100,7 +49,7 @@ impl Geometry {
 
 /// Batched `out[b] = alpha * a[b] @ m2[b] + beta * bias` with `a: [B, M, K]`, `m2: [B, K, N]`
 /// (rank-2 tensors are one batch), in calc type `C`.
-fn product<C: MmCalc>(
+fn product<C: Gemm + Element>(
     ctx: &KernelContext,
     a: &TensorRef<'_>,
     b: &TensorRef<'_>,
@@ -120,13 +69,14 @@ fn product<C: MmCalc>(
             let a_off = i * abs;
             let b_off = i * bbs;
             let o_off = i * obs;
-            ok &= C::product(
+            ok &= C::gemm(
                 m,
                 n,
                 k,
                 Mat { data: av.get(a_off..).unwrap_or(&[]), rs: ars, cs: acs },
                 Mat { data: bv.get(b_off..).unwrap_or(&[]), rs: brs, cs: bcs },
                 MatMut { data: dst.get_mut(o_off..).unwrap_or(&mut []), rs: ors, cs: ocs },
+                false,
             );
         }
         let al = match alpha {

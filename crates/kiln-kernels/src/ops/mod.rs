@@ -6,6 +6,7 @@ use crate::kernel::KernelDef;
 pub(crate) mod args;
 pub(crate) mod defs;
 pub(crate) mod dense;
+pub(crate) mod planes;
 pub(crate) mod pointwise;
 
 pub(crate) mod binary;
@@ -16,7 +17,7 @@ pub(crate) mod fast_reduce;
 pub(crate) mod index;
 pub(crate) mod linalg;
 pub(crate) mod norm;
-pub(crate) mod pool;
+pub mod pool;
 pub(crate) mod prim;
 pub(crate) mod quant;
 pub(crate) mod reduce;

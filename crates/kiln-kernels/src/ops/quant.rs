@@ -186,20 +186,42 @@ fn per_channel(
     }
 }
 
+/// The arguments of the quantized embedding kernels: `weight, weight_scales,
+/// weight_zero_points, weight_quant_min, weight_quant_max, indices` and, at `dtype_pos`, the
+/// output dtype.
+pub(crate) struct EmbeddingArgs<'x> {
+    pub(crate) w: TensorRef<'x>,
+    pub(crate) scales: TensorRef<'x>,
+    pub(crate) zps: Option<TensorRef<'x>>,
+    pub(crate) qmin: i64,
+    pub(crate) qmax: i64,
+    pub(crate) idx: TensorRef<'x>,
+    pub(crate) dtype: Option<DType>,
+}
+
+impl<'x> EmbeddingArgs<'x> {
+    /// Reads them.
+    pub(crate) fn read(a: &Args<'_, 'x>, dtype_pos: Option<usize>) -> Result<Self, KernelError> {
+        Ok(EmbeddingArgs {
+            w: a.tensor(0, "weight")?,
+            scales: a.tensor(1, "weight_scales")?,
+            zps: a.opt_tensor(2, "weight_zero_points")?,
+            qmin: a.int(3, "weight_quant_min")?,
+            qmax: a.int(4, "weight_quant_max")?,
+            idx: a.tensor(5, "indices")?,
+            dtype: dtype_pos.map(|p| a.opt_dtype(p, "dtype")).transpose()?.flatten(),
+        })
+    }
+}
+
 fn embedding_byte(
     ctx: &KernelContext,
     args: &[Arg<'_>],
     outs: &mut [Out<'_, '_>],
     dtype_pos: Option<usize>,
 ) -> KResult {
-    let a = Args::new(ctx, args);
-    let w = a.tensor(0, "weight")?;
-    let scales = a.tensor(1, "weight_scales")?;
-    let zps = a.opt_tensor(2, "weight_zero_points")?;
-    let idx = a.tensor(5, "indices")?;
-    if let Some(p) = dtype_pos {
-        let _ = a.opt_dtype(p, "dtype")?;
-    }
+    let EmbeddingArgs { w, scales, zps, idx, .. } =
+        EmbeddingArgs::read(&Args::new(ctx, args), dtype_pos)?;
     if w.rank() != 2 || !matches!(w.dtype(), DType::Char | DType::Byte) {
         return Err(ctx.shape_err(
             "weight",
@@ -208,27 +230,11 @@ fn embedding_byte(
         ));
     }
     let (rows, dim) = (w.sizes()[0], w.sizes()[1]);
-    let groups = match scales.sizes() {
-        [r] if *r == rows => 1,
-        [r, g] if *r == rows && *g > 0 && dim % *g == 0 => *g,
-        other => {
-            return Err(ctx.shape_err(
-                "weight_scales",
-                format!("[{rows}] or [{rows}, groups dividing {dim}]"),
-                other,
-            ))
-        }
-    };
+    let groups = scale_groups(ctx, &scales, rows, dim)?;
     let sv = cast_to::<f64>(&scales);
     let zv = match &zps {
         Some(z) if z.numel() == scales.numel() => cast_to::<f64>(z).into_owned(),
-        Some(z) => {
-            return Err(ctx.shape_err(
-                "weight_zero_points",
-                format!("{:?}", scales.sizes()),
-                z.sizes(),
-            ))
-        }
+        Some(z) => return Err(zero_points_err(ctx, &scales, z, "")),
         None => vec![0.0; scales.numel()],
     };
     if !w.shape().is_contiguous() || !scales.shape().is_contiguous() {
@@ -266,6 +272,36 @@ fn embedding_byte(
         Some(id) => Err(ctx.invalid("indices", format!("index {id} out of range for {rows} rows"))),
         None => Ok(()),
     }
+}
+
+/// The groups per row of an embedding table's `weight_scales`: `[rows]` is one group,
+/// `[rows, groups]` splits each row of `dim` values into `groups` equal parts.
+pub(crate) fn scale_groups(
+    ctx: &KernelContext,
+    scales: &TensorRef<'_>,
+    rows: usize,
+    dim: usize,
+) -> Result<usize, KernelError> {
+    match scales.sizes() {
+        [r] if *r == rows => Ok(1),
+        [r, g] if *r == rows && *g > 0 && dim.is_multiple_of(*g) => Ok(*g),
+        other => Err(ctx.shape_err(
+            "weight_scales",
+            format!("[{rows}] or [{rows}, groups dividing {dim}]"),
+            other,
+        )),
+    }
+}
+
+/// The error for `weight_zero_points` `z` that do not match `weight_scales` (the expected
+/// shape, after `what`).
+pub(crate) fn zero_points_err(
+    ctx: &KernelContext,
+    scales: &TensorRef<'_>,
+    z: &TensorRef<'_>,
+    what: &str,
+) -> KernelError {
+    ctx.shape_err("weight_zero_points", format!("{what}{:?}", scales.sizes()), z.sizes())
 }
 
 /// The kernels of this family.

@@ -23,6 +23,7 @@ use crate::ops::args::{out_tensor, Args};
 use crate::ops::defs::out1;
 use crate::ops::dense::{logical, store_logical};
 use crate::ops::pointwise::resize;
+use crate::ops::quant::{scale_groups, zero_points_err, EmbeddingArgs};
 use crate::tensor::TensorRef;
 use crate::value::{Arg, Out};
 
@@ -54,16 +55,8 @@ fn embedding_xbit(
     nbit: usize,
     dtype_pos: Option<usize>,
 ) -> KResult {
-    let a = Args::new(ctx, args);
-    let w = a.tensor(0, "weight")?;
-    let scales = a.tensor(1, "weight_scales")?;
-    let zps = a.opt_tensor(2, "weight_zero_points")?;
-    let (qmin, qmax) = (a.int(3, "weight_quant_min")?, a.int(4, "weight_quant_max")?);
-    let idx = a.tensor(5, "indices")?;
-    let want = match dtype_pos {
-        Some(p) => a.opt_dtype(p, "dtype")?,
-        None => None,
-    };
+    let EmbeddingArgs { w, scales, zps, qmin, qmax, idx, dtype: want } =
+        EmbeddingArgs::read(&Args::new(ctx, args), dtype_pos)?;
     if qmin > qmax {
         return Err(ctx.invalid("weight_quant_min", format!("{qmin} > weight_quant_max {qmax}")));
     }
@@ -76,27 +69,11 @@ fn embedding_xbit(
     };
     let dim = packed * (8 / nbit);
     out_float(ctx, scales.dtype(), "weight_scales")?;
-    let groups = match scales.sizes() {
-        [r] if *r == rows => 1,
-        [r, g] if *r == rows && *g > 0 && dim.is_multiple_of(*g) => *g,
-        other => {
-            return Err(ctx.shape_err(
-                "weight_scales",
-                format!("[{rows}] or [{rows}, groups dividing {dim}]"),
-                other,
-            ))
-        }
-    };
+    let groups = scale_groups(ctx, &scales, rows, dim)?;
     let sv = logical::<f32>(&scales);
     let zv = match &zps {
         Some(z) if z.sizes() == scales.sizes() && z.dtype().is_float() => logical::<f32>(z),
-        Some(z) => {
-            return Err(ctx.shape_err(
-                "weight_zero_points",
-                format!("a floating tensor of shape {:?}", scales.sizes()),
-                z.sizes(),
-            ))
-        }
+        Some(z) => return Err(zero_points_err(ctx, &scales, z, "a floating tensor of shape ")),
         None => vec![0.0; sv.len()],
     };
     if !matches!(idx.dtype(), DType::Long | DType::Int) {

@@ -1,4 +1,5 @@
-//! Resampling: `_upsample_bilinear2d_aa` (antialiased bilinear resize, the triangle filter
+//! Resampling: `upsample_nearest2d` and `upsample_bilinear2d` (`[N, C, H, W]` or `[C, H, W]`),
+//! `_upsample_bilinear2d_aa` (antialiased bilinear resize, the triangle filter
 //! widened by the downscale factor, as `interpolate(..., antialias=True)`) and
 //! `grid_sampler_2d` (bilinear, nearest and bicubic sampling at grid coordinates with zeros,
 //! border and reflection padding). Inputs are `[N, C, H, W]` floating tensors in any dim
@@ -17,7 +18,8 @@ use crate::kernel::{KernelContext, KernelDef};
 use crate::ops::args::{out_tensor, Args};
 use crate::ops::defs::out1;
 use crate::ops::dense::{logical, store_logical};
-use crate::ops::pointwise::{cast_to, resize};
+use crate::ops::planes::{out_planes, out_sizes, pair, planes, Planes};
+use crate::ops::pointwise::{cast_to, resize, with_out};
 use crate::tensor::TensorRef;
 use crate::value::{Arg, Out};
 
@@ -476,9 +478,104 @@ fn grid_sampler(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>])
     }
 }
 
+// ---------------------------------------------------------------- nearest and bilinear
+
+/// Output size from `output_size` or `scale_factors`, and the per-axis scale arguments.
+fn resample_size(
+    ctx: &KernelContext,
+    g: &Planes,
+    size: Option<&[i64]>,
+    scales: Option<&[f64]>,
+) -> Result<([usize; 2], [Option<f64>; 2]), KernelError> {
+    match (size, scales) {
+        (Some(s), _) => Ok((pair(ctx, s, "output_size", None, 0)?, [None, None])),
+        (None, Some([sh, sw])) if *sh > 0.0 && *sw > 0.0 => Ok((
+            [(g.h as f64 * sh).floor() as usize, (g.w as f64 * sw).floor() as usize],
+            [Some(*sh), Some(*sw)],
+        )),
+        _ => Err(ctx.invalid(
+            "scale_factors",
+            "either output_size or two positive scale_factors are required",
+        )),
+    }
+}
+
+fn upsample_nearest(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>]) -> KResult {
+    let a = Args::new(ctx, args);
+    let x = a.tensor(0, "input")?;
+    let g = planes(ctx, &x, "input")?;
+    let ([oh, ow], sc) = resample_size(
+        ctx,
+        &g,
+        a.opt_int_list(1, "output_size")?,
+        a.opt_double_list(2, "scale_factors")?,
+    )?;
+    let out = out_tensor(ctx, outs, 0, "out")?;
+    resize(ctx, out, "out", &out_sizes(&x, oh, ow))?;
+    // PyTorch computes the scale in float32.
+    let scale = |inp: usize, outp: usize, s: Option<f64>| -> f32 {
+        s.map_or(inp as f32 / outp.max(1) as f32, |s| (1.0 / s) as f32)
+    };
+    let (fh, fw) = (scale(g.h, oh, sc[0]), scale(g.w, ow, sc[1]));
+    let src =
+        |o: usize, f: f32, inp: usize| ((o as f32 * f).floor() as usize).min(inp.saturating_sub(1));
+    let os = out_planes(out);
+    let dt = x.dtype();
+    crate::dispatch_all!(dt, T => {
+        let v = cast_to::<T>(&x);
+        with_out::<T>(ctx, out, true, |dst| {
+            g.fill(dst, os, [oh, ow], |base, y, xo| {
+                v[base + src(y, fh, g.h) * g.st[2] + src(xo, fw, g.w) * g.st[3]]
+            })
+        })
+    }, _ => Err(ctx.dtype_err("input", "a computable dtype", dt)))
+}
+
+fn upsample_bilinear(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>]) -> KResult {
+    let a = Args::new(ctx, args);
+    let x = a.tensor(0, "input")?;
+    let g = planes(ctx, &x, "input")?;
+    let align = a.bool(2, "align_corners")?;
+    let ([oh, ow], sc) = resample_size(
+        ctx,
+        &g,
+        a.opt_int_list(1, "output_size")?,
+        a.opt_double_list(3, "scale_factors")?,
+    )?;
+    if !x.dtype().is_float() {
+        return Err(ctx.dtype_err("input", "a floating dtype", x.dtype()));
+    }
+    if (g.h == 0 || g.w == 0) && oh * ow > 0 {
+        return Err(ctx.invalid("input", "empty spatial input"));
+    }
+    let out = out_tensor(ctx, outs, 0, "out")?;
+    resize(ctx, out, "out", &out_sizes(&x, oh, ow))?;
+    let (fh, fw) = (area_scale(g.h, oh, align, sc[0]), area_scale(g.w, ow, align, sc[1]));
+    let coord = |o: usize, f: f64, inp: usize| -> (usize, usize, f64) {
+        let src = if align { f * o as f64 } else { (f * (o as f64 + 0.5) - 0.5).max(0.0) };
+        let i0 = (src.floor() as usize).min(inp - 1);
+        let i1 = if i0 < inp - 1 { i0 + 1 } else { i0 };
+        (i0, i1, (src - i0 as f64).clamp(0.0, 1.0))
+    };
+    let v = cast_to::<f64>(&x);
+    let os = out_planes(out);
+    let rows: Vec<_> = (0..oh).map(|y| coord(y, fh, g.h)).collect();
+    let cols: Vec<_> = (0..ow).map(|x| coord(x, fw, g.w)).collect();
+    with_out::<f64>(ctx, out, true, |dst| {
+        g.fill(dst, os, [oh, ow], |base, y, xo| {
+            let ((y0, y1, ly), (x0, x1, lx)) = (rows[y], cols[xo]);
+            let at = |yy: usize, xx: usize| v[base + yy * g.st[2] + xx * g.st[3]];
+            (1.0 - ly) * ((1.0 - lx) * at(y0, x0) + lx * at(y0, x1))
+                + ly * ((1.0 - lx) * at(y1, x0) + lx * at(y1, x1))
+        })
+    })
+}
+
 /// The kernels of this family.
 pub(crate) fn kernels() -> Vec<KernelDef> {
     vec![
+        out1("aten::upsample_nearest2d.vec_out", 3, |c, a, o| upsample_nearest(c, a, o)),
+        out1("aten::upsample_bilinear2d.vec_out", 4, |c, a, o| upsample_bilinear(c, a, o)),
         out1("aten::_upsample_bilinear2d_aa.out", 5, |c, a, o| upsample_aa(c, a, o)),
         out1("aten::grid_sampler_2d.out", 5, |c, a, o| grid_sampler(c, a, o)),
     ]

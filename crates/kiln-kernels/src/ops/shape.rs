@@ -48,7 +48,8 @@ fn copy_same<P: bytemuck::Pod>(
 }
 
 /// Copies the strided view `(sizes, strides, base)` of `x` into `out` (resized to `sizes`),
-/// converting to the out dtype when it differs. The view must lie inside `x`.
+/// converting to the out dtype when it differs. A view reaching past `x` is an error, found
+/// with checked arithmetic (the strides may come straight from a program).
 pub(crate) fn copy_view(
     ctx: &KernelContext,
     x: &TensorRef<'_>,
@@ -57,11 +58,21 @@ pub(crate) fn copy_view(
     base: usize,
     out: &mut TensorMut<'_>,
 ) -> KResult {
-    let numel: usize = sizes.iter().product();
+    let numel = sizes.iter().try_fold(1usize, |n, &s| n.checked_mul(s));
+    let numel = numel.ok_or_else(|| ctx.invalid("size", format!("{sizes:?} overflows")))?;
     if numel > 0 {
-        let last = sizes.iter().zip(strides).map(|(s, st)| (s - 1) * st).sum::<usize>() + base;
-        if last >= x.numel() {
-            return Err(ctx.invalid("self", "view extends past the tensor"));
+        let mut last = Some(base);
+        for (&s, &st) in sizes.iter().zip(strides) {
+            last = last.and_then(|l| (s - 1).checked_mul(st).and_then(|v| v.checked_add(l)));
+        }
+        if last.is_none_or(|l| l >= x.numel()) {
+            return Err(ctx.invalid(
+                "self",
+                format!(
+                    "view sizes {sizes:?} strides {strides:?} offset {base} reaches past the {} input elements",
+                    x.numel()
+                ),
+            ));
         }
     }
     resize(ctx, out, "out", sizes)?;
@@ -411,13 +422,14 @@ fn copy_all(ctx: &KernelContext, x: &TensorRef<'_>, out: &mut TensorMut<'_>) -> 
     copy_view(ctx, x, x.sizes(), &xs[..r], 0, out)
 }
 
-/// `out[idx] = x[map(idx)]` for every logical output index (slow general path).
-fn gather_index(
+/// `out[idx] = x[src]` for every logical output index `idx` (at flat position `flat`), `src`
+/// set by `map(idx, flat, src)` (slow general path).
+pub(crate) fn gather_index(
     ctx: &KernelContext,
     x: &TensorRef<'_>,
     sizes: &[usize],
     out: &mut TensorMut<'_>,
-    map: impl Fn(&[usize], &mut [usize]),
+    map: impl Fn(&[usize], usize, &mut [usize]),
 ) -> KResult {
     resize(ctx, out, "out", sizes)?;
     let xs = x.shape().strides();
@@ -427,8 +439,8 @@ fn gather_index(
     let mut idx = vec![0usize; r];
     let mut src = vec![0usize; x.rank()];
     let mut pairs = Vec::with_capacity(n);
-    for _ in 0..n {
-        map(&idx, &mut src);
+    for flat in 0..n {
+        map(&idx, flat, &mut src);
         let i: usize = src.iter().zip(&xs).map(|(a, b)| a * b).sum();
         let o: usize = idx.iter().zip(&os).map(|(a, b)| a * b).sum();
         pairs.push((i, o));
@@ -735,7 +747,7 @@ pub(crate) fn kernels() -> Vec<KernelDef> {
                     mask[dim(c, d, x.rank(), "dims")?] = true;
                 }
                 let sizes = x.sizes().to_vec();
-                gather_index(c, &x, &sizes.clone(), out, |idx, src| {
+                gather_index(c, &x, &sizes.clone(), out, |idx, _, src| {
                     for k in 0..idx.len() {
                         src[k] = if mask[k] { sizes[k] - 1 - idx[k] } else { idx[k] };
                     }
@@ -753,7 +765,7 @@ pub(crate) fn kernels() -> Vec<KernelDef> {
                 let sizes: Vec<usize> = (0..reps.len())
                     .map(|k| reps[k] * if k >= lead { xin[k - lead] } else { 1 })
                     .collect();
-                gather_index(c, &x, &sizes, out, |idx, src| {
+                gather_index(c, &x, &sizes, out, |idx, _, src| {
                     for k in 0..src.len() {
                         src[k] = idx[k + lead] % xin[k];
                     }
@@ -774,7 +786,7 @@ pub(crate) fn kernels() -> Vec<KernelDef> {
                 sizes[r - 3] /= f * f;
                 sizes[r - 2] *= f;
                 sizes[r - 1] *= f;
-                gather_index(c, &x, &sizes, out, |idx, src| {
+                gather_index(c, &x, &sizes, out, |idx, _, src| {
                     src[..r - 3].copy_from_slice(&idx[..r - 3]);
                     let (ch, h, w) = (idx[r - 3], idx[r - 2], idx[r - 1]);
                     src[r - 3] = ch * f * f + (h % f) * f + (w % f);

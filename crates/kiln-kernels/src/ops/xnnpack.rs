@@ -409,12 +409,12 @@ fn qs8_fully_connected(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_
     osizes.push(n);
     resize(ctx, out, "out", &osizes)?;
     let (xv, wv) = (dense::<i8>(&x), dense::<i8>(&w));
+    let filter = xq::Qs8Filter { w: &wv, bias: bias.as_deref(), scales: &scales, o: &o };
     write_out::<i8>(ctx, out, |d| {
-        let bias = bias.as_deref();
         if ctx.general_only {
-            xq::qs8_fully_connected_scalar(&xv, k, x_zp, &wv, n, bias, &scales, &o, d)
+            xq::qs8_fully_connected_scalar(&xv, k, x_zp, &filter, d)
         } else {
-            xq::qs8_fully_connected(&xv, k, x_zp, &wv, n, bias, &scales, &o, d, &ctx.threads)
+            xq::qs8_fully_connected(&xv, k, x_zp, &filter, d, &ctx.threads)
         }
     })
 }
@@ -475,6 +475,37 @@ impl<'x> Qs8ConvArgs<'x> {
         Ok(Qs8ConvArgs { x, x_scale, x_zp, w, ws, bias, stride, padding, dilation, out_scale, o })
     }
 
+    /// The geometry of this convolution over the NHWC input `[n, h, w, c]`: `o` output
+    /// channels of a `kh x kw` kernel giving `oh x ow` pixels.
+    fn geometry(
+        &self,
+        [n, h, w, c]: [usize; 4],
+        [o, kh, kw]: [usize; 3],
+        [oh, ow]: [usize; 2],
+        groups: usize,
+        depthwise: bool,
+    ) -> ConvGeometry {
+        let ([pad_top, _, _, pad_left], stride, dilation) =
+            (self.padding, self.stride, self.dilation);
+        ConvGeometry {
+            n,
+            h,
+            w,
+            c,
+            kh,
+            kw,
+            oh,
+            ow,
+            o,
+            stride,
+            dilation,
+            pad_top,
+            pad_left,
+            groups,
+            depthwise,
+        }
+    }
+
     /// Checks `g`, the weight scales and the bias against it, resizes the int8 output to
     /// `[n, oh, ow, o]` and runs `f(x, weight, bias, requantization scales, output, out)`.
     fn run(
@@ -482,7 +513,7 @@ impl<'x> Qs8ConvArgs<'x> {
         ctx: &KernelContext,
         outs: &mut [Out<'_, '_>],
         g: &ConvGeometry,
-        f: impl FnOnce(&[i8], &[i8], Option<&[i32]>, &[f32], &Qs8Out, &mut [i8]),
+        f: impl FnOnce(&[i8], &xq::Qs8Filter, &mut [i8]),
     ) -> KResult {
         if !g.is_valid() {
             return Err(ctx.invalid("x", "sizes overflow"));
@@ -496,7 +527,8 @@ impl<'x> Qs8ConvArgs<'x> {
         }
         resize(ctx, out, "out", &[g.n, g.oh, g.ow, g.o])?;
         let (xv, wv) = (dense::<i8>(&self.x), dense::<i8>(&self.w));
-        write_out::<i8>(ctx, out, |d| f(&xv, &wv, bias.as_deref(), &scales, &self.o, d))
+        let filter = xq::Qs8Filter { w: &wv, bias: bias.as_deref(), scales: &scales, o: &self.o };
+        write_out::<i8>(ctx, out, |d| f(&xv, &filter, d))
     }
 }
 
@@ -562,28 +594,12 @@ fn qs8_convolution(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_
             ),
         ));
     };
-    let g = ConvGeometry {
-        n,
-        h,
-        w: wd,
-        c,
-        kh,
-        kw,
-        oh,
-        ow,
-        o: oc,
-        stride,
-        dilation,
-        pad_top: pt,
-        pad_left: pl,
-        groups,
-        depthwise,
-    };
-    conv.run(ctx, outs, &g, |x, w, bias, scales, o, d| {
+    let g = conv.geometry([n, h, wd, c], [oc, kh, kw], [oh, ow], groups, depthwise);
+    conv.run(ctx, outs, &g, |x, filter, d| {
         if ctx.general_only {
-            xq::qs8_convolution_scalar(&g, x, conv.x_zp, w, bias, scales, o, d)
+            xq::qs8_convolution_scalar(&g, x, conv.x_zp, filter, d)
         } else {
-            xq::qs8_convolution(&g, x, conv.x_zp, w, bias, scales, o, d, &ctx.threads)
+            xq::qs8_convolution(&g, x, conv.x_zp, filter, d, &ctx.threads)
         }
     })
 }
@@ -629,26 +645,8 @@ fn qs8_deconvolution(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, 
     let (Some(oh), Some(ow)) = (oh, ow) else {
         return Err(ctx.invalid("padding", "no output pixel is left after the padding"));
     };
-    let g = ConvGeometry {
-        n,
-        h,
-        w: wd,
-        c,
-        kh,
-        kw,
-        oh,
-        ow,
-        o: oc,
-        stride,
-        dilation,
-        pad_top: pt,
-        pad_left: pl,
-        groups,
-        depthwise: false,
-    };
-    conv.run(ctx, outs, &g, |x, w, bias, scales, o, d| {
-        xq::qs8_deconvolution(&g, x, conv.x_zp, w, bias, scales, o, d)
-    })
+    let g = conv.geometry([n, h, wd, c], [oc, kh, kw], [oh, ow], groups, false);
+    conv.run(ctx, outs, &g, |x, filter, d| xq::qs8_deconvolution(&g, x, conv.x_zp, filter, d))
 }
 
 #[derive(Clone, Copy)]
@@ -747,6 +745,13 @@ mod tests {
     use crate::{
         find_kernel, Arg, Capacity, DType, KernelContext, Out, Shape, TensorMut, TensorRef,
     };
+
+    /// A scale of 0.1 and a zero point of 0.
+    const QUANT: [Arg<'static>; 2] = [Arg::Double(0.1), Arg::Int(0)];
+
+    /// Output bounds that clamp nothing.
+    const UNBOUNDED: [Arg<'static>; 2] =
+        [Arg::Double(f64::NEG_INFINITY), Arg::Double(f64::INFINITY)];
 
     type Res = Result<(Vec<usize>, Vec<f64>), crate::KernelError>;
 
@@ -938,18 +943,7 @@ mod tests {
         let b3 = [0i32; 3];
         let bf = [0f32; 3];
         let mk = |x: Arg<'static>, w: Arg<'static>, s: Arg<'static>, b: Arg<'static>| {
-            [
-                x,
-                Arg::Double(0.1),
-                Arg::Int(0),
-                w,
-                s,
-                b,
-                Arg::Double(0.1),
-                Arg::Int(0),
-                Arg::Double(f64::NEG_INFINITY),
-                Arg::Double(f64::INFINITY),
-            ]
+            [&[x][..], &QUANT, &[w, s, b], &QUANT, &UNBOUNDED].concat()
         };
         let xs: &'static [i8] = Box::leak(Box::new(x));
         let ws: &'static [i8] = Box::leak(Box::new(w));
@@ -1141,56 +1135,32 @@ mod tests {
                     p: &[i64],
                     g: i64,
                     dw: bool| {
-            let args = [
-                x,
-                Arg::Double(0.1),
-                Arg::Int(0),
-                w,
-                s,
-                b,
-                Arg::IntList(st),
-                Arg::IntList(p),
-                Arg::IntList(&one),
-                Arg::Int(g),
-                Arg::Bool(dw),
-                Arg::Double(0.1),
-                Arg::Int(0),
-                Arg::Double(f64::NEG_INFINITY),
-                Arg::Double(f64::INFINITY),
-            ];
+            let conv = [w, s, b, Arg::IntList(st), Arg::IntList(p), Arg::IntList(&one)];
+            let args = [&[x][..], &QUANT, &conv, &[Arg::Int(g), Arg::Bool(dw)], &QUANT, &UNBOUNDED]
+                .concat();
             run(name, &args, DType::Char, 4, 1000)
         };
-        let xa = || t(&[2, 3, 3, 4], &x);
+        let (xa, wa, s6a) = (|| t(&[2, 3, 3, 4], &x), || t(&[6, 3, 3, 2], &w), || t(&[6], &s6));
         // Valid: groups 2, per-tensor scale, and depthwise with multiplier 2.
-        assert!(conv(xa(), t(&[6, 3, 3, 2], &w), t(&[1], &s1), t(&[6], &b6), &one, &pad, 2, false)
-            .is_ok());
+        assert!(conv(xa(), wa(), t(&[1], &s1), t(&[6], &b6), &one, &pad, 2, false).is_ok());
         assert!(conv(xa(), t(&[1, 3, 3, 8], &wdw), t(&[8], &s8), Arg::None, &one, &pad, 4, true)
             .is_ok());
         let bads = [
             // groups 1 but weight has C/2 channels
-            conv(xa(), t(&[6, 3, 3, 2], &w), t(&[6], &s6), Arg::None, &one, &pad, 1, false),
+            conv(xa(), wa(), s6a(), Arg::None, &one, &pad, 1, false),
             // groups 4 does not divide O = 6
-            conv(xa(), t(&[6, 3, 3, 1], &w[..54]), t(&[6], &s6), Arg::None, &one, &pad, 4, false),
+            conv(xa(), t(&[6, 3, 3, 1], &w[..54]), s6a(), Arg::None, &one, &pad, 4, false),
             // scales / bias of the wrong length
-            conv(xa(), t(&[6, 3, 3, 2], &w), t(&[8], &s8), Arg::None, &one, &pad, 2, false),
-            conv(xa(), t(&[6, 3, 3, 2], &w), t(&[6], &s6), t(&[5], &b6[..5]), &one, &pad, 2, false),
+            conv(xa(), wa(), t(&[8], &s8), Arg::None, &one, &pad, 2, false),
+            conv(xa(), wa(), s6a(), t(&[5], &b6[..5]), &one, &pad, 2, false),
             // depthwise with groups != C, and with O not a multiple of C
             conv(xa(), t(&[1, 3, 3, 8], &wdw), t(&[8], &s8), Arg::None, &one, &pad, 2, true),
-            conv(xa(), t(&[1, 3, 3, 6], &wdw[..54]), t(&[6], &s6), Arg::None, &one, &pad, 4, true),
+            conv(xa(), t(&[1, 3, 3, 6], &wdw[..54]), s6a(), Arg::None, &one, &pad, 4, true),
             // stride 0, negative padding, 3 padding values, zero groups
-            conv(xa(), t(&[6, 3, 3, 2], &w), t(&[6], &s6), Arg::None, &[0, 1], &pad, 2, false),
-            conv(
-                xa(),
-                t(&[6, 3, 3, 2], &w),
-                t(&[6], &s6),
-                Arg::None,
-                &one,
-                &[-1, 0, 0, 0],
-                2,
-                false,
-            ),
-            conv(xa(), t(&[6, 3, 3, 2], &w), t(&[6], &s6), Arg::None, &one, &pad[..3], 2, false),
-            conv(xa(), t(&[6, 3, 3, 2], &w), t(&[6], &s6), Arg::None, &one, &pad, 0, false),
+            conv(xa(), wa(), s6a(), Arg::None, &[0, 1], &pad, 2, false),
+            conv(xa(), wa(), s6a(), Arg::None, &one, &[-1, 0, 0, 0], 2, false),
+            conv(xa(), wa(), s6a(), Arg::None, &one, &pad[..3], 2, false),
+            conv(xa(), wa(), s6a(), Arg::None, &one, &pad, 0, false),
             // kernel larger than the padded input
             conv(
                 xa(),
@@ -1203,28 +1173,10 @@ mod tests {
                 false,
             ),
             // float input, 3-D input
-            conv(
-                t(&[2, 3, 3, 4], &xf),
-                t(&[6, 3, 3, 2], &w),
-                t(&[6], &s6),
-                Arg::None,
-                &one,
-                &pad,
-                2,
-                false,
-            ),
-            conv(
-                t(&[6, 3, 4], &x),
-                t(&[6, 3, 3, 2], &w),
-                t(&[6], &s6),
-                Arg::None,
-                &one,
-                &pad,
-                2,
-                false,
-            ),
+            conv(t(&[2, 3, 3, 4], &xf), wa(), s6a(), Arg::None, &one, &pad, 2, false),
+            conv(t(&[6, 3, 4], &x), wa(), s6a(), Arg::None, &one, &pad, 2, false),
             // a non-positive weight scale
-            conv(xa(), t(&[6, 3, 3, 2], &w), t(&[1], &[0.0f32]), Arg::None, &one, &pad, 2, false),
+            conv(xa(), wa(), t(&[1], &[0.0f32]), Arg::None, &one, &pad, 2, false),
         ];
         for (i, r) in bads.iter().enumerate() {
             assert!(r.is_err(), "bad case {i} was accepted");
@@ -1263,73 +1215,31 @@ mod tests {
         // out scale 1: a+b = [[1, 1.5, 0.5], [2, 2.5, 1.5]] -> half up [[1, 2, 1], [2, 3, 2]].
         let (a, b) = ([2i8, 4], [0i8, 2, -2]);
         let args = |a: Arg<'static>, b: Arg<'static>| {
-            [
-                a,
-                Arg::Double(0.5),
-                Arg::Int(0),
-                b,
-                Arg::Double(0.25),
-                Arg::Int(0),
-                Arg::Double(1.0),
-                Arg::Int(0),
-                Arg::Double(f64::NEG_INFINITY),
-                Arg::Double(f64::INFINITY),
-            ]
+            let (qa, qb) = ([Arg::Double(0.5), Arg::Int(0)], [Arg::Double(0.25), Arg::Int(0)]);
+            [&[a][..], &qa, &[b], &qb, &[Arg::Double(1.0), Arg::Int(0)], &UNBOUNDED].concat()
         };
         let (al, bl): (&'static [i8], &'static [i8]) =
             (Box::leak(Box::new(a)), Box::leak(Box::new(b)));
-        let (sz, v) =
-            run("kiln_xnnpack::qs8_add.out", &args(t(&[2, 1], al), t(&[3], bl)), DType::Char, 2, 6)
-                .unwrap();
+        let hand = args(t(&[2, 1], al), t(&[3], bl));
+        let on_hand = |op: &'static str| run(op, &hand, DType::Char, 2, 6).unwrap();
+        let (sz, v) = on_hand("kiln_xnnpack::qs8_add.out");
         assert_eq!(sz, vec![2, 3]);
         assert_eq!(v, vec![1.0, 2.0, 1.0, 2.0, 3.0, 2.0]);
         // a - b = [[1, 0.5, 1.5], [2, 1.5, 2.5]] -> [[1, 1, 2], [2, 2, 3]].
-        let (_, v) = run(
-            "kiln_xnnpack::qs8_subtract.out",
-            &args(t(&[2, 1], al), t(&[3], bl)),
-            DType::Char,
-            2,
-            6,
-        )
-        .unwrap();
-        assert_eq!(v, vec![1.0, 1.0, 2.0, 2.0, 2.0, 3.0]);
+        assert_eq!(on_hand("kiln_xnnpack::qs8_subtract.out").1, vec![1.0, 1.0, 2.0, 2.0, 2.0, 3.0]);
         // a * b with scale 0.125: [[0, 0.5, -0.5], [0, 1, -1]] -> to even [[0, 0, 0], [0, 1, -1]].
-        let (_, v) = run(
-            "kiln_xnnpack::qs8_multiply.out",
-            &args(t(&[2, 1], al), t(&[3], bl)),
-            DType::Char,
-            2,
-            6,
-        )
-        .unwrap();
-        assert_eq!(v, vec![0.0, 0.0, 0.0, 0.0, 1.0, -1.0]);
+        assert_eq!(
+            on_hand("kiln_xnnpack::qs8_multiply.out").1,
+            vec![0.0, 0.0, 0.0, 0.0, 1.0, -1.0]
+        );
         // Incompatible shapes, a float operand.
         let c: &'static [i8] = Box::leak(Box::new([0i8; 4]));
-        assert!(run(
-            "kiln_xnnpack::qs8_add.out",
-            &args(t(&[2], al), t(&[4], c)),
-            DType::Char,
-            1,
-            8
-        )
-        .is_err());
+        let add = "kiln_xnnpack::qs8_add.out";
+        assert!(run(add, &args(t(&[2], al), t(&[4], c)), DType::Char, 1, 8).is_err());
         let f: &'static [f32] = Box::leak(Box::new([0f32; 3]));
-        assert!(run(
-            "kiln_xnnpack::qs8_multiply.out",
-            &args(t(&[2, 1], al), t(&[3], f)),
-            DType::Char,
-            2,
-            8
-        )
-        .is_err());
-        assert!(run(
-            "kiln_xnnpack::qs8_add.out",
-            &args(t(&[2, 1], al), t(&[3], bl)),
-            DType::Float,
-            2,
-            8
-        )
-        .is_err());
+        let mul = "kiln_xnnpack::qs8_multiply.out";
+        assert!(run(mul, &args(t(&[2, 1], al), t(&[3], f)), DType::Char, 2, 8).is_err());
+        assert!(run(add, &hand, DType::Float, 2, 8).is_err());
 
         for case in 0..90 {
             let op = case % 3;
@@ -1519,16 +1429,8 @@ mod tests {
         let w4 = [0x88u8; 64];
         let s2 = [0.1f32; 4];
         let fc = |kind: i64, w: Arg<'_>, s: Arg<'_>, bs: i64, dt: DType| {
-            let args = [
-                t(&[1, 64], &x),
-                w,
-                Arg::Int(kind),
-                s,
-                Arg::Int(bs),
-                Arg::None,
-                Arg::Double(f64::NEG_INFINITY),
-                Arg::Double(f64::INFINITY),
-            ];
+            let fc = [t(&[1, 64], &x), w, Arg::Int(kind), s, Arg::Int(bs), Arg::None];
+            let args = [&fc[..], &UNBOUNDED].concat();
             run(name, &args, dt, 2, 16)
         };
         assert!(fc(2, t(&[2, 32], &w4), t(&[2, 2], &s2), 32, DType::Float).is_ok());
@@ -1595,15 +1497,7 @@ mod tests {
         }
         let x = [0i8; 12];
         let mk = |x: Arg<'_>, zp: i64| {
-            let args = [
-                x,
-                Arg::Double(0.1),
-                Arg::Int(zp),
-                Arg::Double(0.1),
-                Arg::Int(0),
-                Arg::Double(f64::NEG_INFINITY),
-                Arg::Double(f64::INFINITY),
-            ];
+            let args = [&[x, Arg::Double(0.1), Arg::Int(zp)][..], &QUANT, &UNBOUNDED].concat();
             run(name, &args, DType::Char, 4, 16)
         };
         assert!(mk(t(&[1, 2, 2, 3], &x), 0).is_ok());

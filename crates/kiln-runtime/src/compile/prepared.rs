@@ -7,7 +7,7 @@ use kiln_kernels::compute::conv2d::{
 use kiln_kernels::compute::elementwise::MapProgram;
 use kiln_kernels::compute::global_pool::mean_pixels;
 use kiln_kernels::compute::linear::{LinearScratch, PackedLinear};
-use kiln_kernels::compute::max_pool::MaxPool2d;
+use kiln_kernels::pool::MaxPool2d;
 use kiln_kernels::{Arg, KernelContext, KernelError, Out, OutKind, TensorMut, TensorRef};
 
 use crate::error::{Error, Result};

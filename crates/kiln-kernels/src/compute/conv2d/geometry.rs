@@ -30,6 +30,28 @@ pub struct Conv2dGeometry {
 }
 
 impl Conv2dGeometry {
+    /// `in_channels` planes of `in_h x in_w` to `out_channels` through a `kh x kw` kernel, one
+    /// group, unit stride and dilation, no padding; struct update syntax sets the rest.
+    pub fn new(
+        in_channels: usize,
+        [in_h, in_w]: [usize; 2],
+        out_channels: usize,
+        [kh, kw]: [usize; 2],
+    ) -> Self {
+        Conv2dGeometry {
+            in_channels,
+            in_h,
+            in_w,
+            out_channels,
+            kh,
+            kw,
+            stride: [1, 1],
+            padding: [0, 0],
+            dilation: [1, 1],
+            groups: 1,
+        }
+    }
+
     /// The geometry of one group's im2col for output size `oh x ow`.
     pub(super) fn per_group(&self, oh: usize, ow: usize) -> Geometry {
         Geometry {

@@ -1260,16 +1260,9 @@ mod tests {
         let mut scratch = ConvScratch::default();
         for (h, w) in [(9, 37), (5, 16), (4, 50)] {
             let g = Conv2dGeometry {
-                in_channels: 3,
-                in_h: h,
-                in_w: w,
-                out_channels: 8,
-                kh: 3,
-                kw: 3,
                 stride: [2, 2],
                 padding: [1, 1],
-                dilation: [1, 1],
-                groups: 1,
+                ..Conv2dGeometry::new(3, [h, w], 8, [3, 3])
             };
             let layout = Layouts { input: Layout::Nchw, output: Layout::Nhwc };
             let wt: Vec<f32> = (0..8 * 27).map(|_| rng.f32() - 0.5).collect();
@@ -1317,18 +1310,8 @@ mod tests {
     #[test]
     fn large_layers_give_the_same_bits_on_any_thread_count() {
         let mut rng = fastrand::Rng::with_seed(0x7d);
-        let base = Conv2dGeometry {
-            in_channels: 32,
-            in_h: 24,
-            in_w: 24,
-            out_channels: 61,
-            kh: 3,
-            kw: 3,
-            stride: [1, 1],
-            padding: [1, 1],
-            dilation: [1, 1],
-            groups: 1,
-        };
+        let base =
+            Conv2dGeometry { padding: [1, 1], ..Conv2dGeometry::new(32, [24, 24], 61, [3, 3]) };
         let depthwise = Conv2dGeometry {
             in_channels: 67,
             in_h: 97,
@@ -1488,18 +1471,7 @@ mod tests {
 
     #[test]
     fn hostile_geometry_is_an_error() {
-        let ok = Conv2dGeometry {
-            in_channels: 2,
-            in_h: 4,
-            in_w: 4,
-            out_channels: 2,
-            kh: 3,
-            kw: 3,
-            stride: [1, 1],
-            padding: [1, 1],
-            dilation: [1, 1],
-            groups: 1,
-        };
+        let ok = Conv2dGeometry { padding: [1, 1], ..Conv2dGeometry::new(2, [4, 4], 2, [3, 3]) };
         let w = vec![0.5f32; 2 * 2 * 9];
         let act = Activation::None;
         let big = usize::MAX / 2;

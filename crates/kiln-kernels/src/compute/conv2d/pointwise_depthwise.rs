@@ -45,7 +45,7 @@ impl PointwiseDepthwise {
     /// depthwise one of geometry `dw` runs fused, and pays: the pointwise one writes the
     /// depthwise one's channels-last input (1x1, stride 1, no padding, one group), the
     /// depthwise one runs channels-last on whole blocks of 16 channels, and the expanded
-    /// activation has at least [`FUSE_MIN_BYTES`].
+    /// activation has at least `FUSE_MIN_BYTES`.
     pub fn supports(pw: &Conv2dGeometry, input: Layout, dw: &Conv2dGeometry) -> bool {
         let nhwc = Layouts { input: Layout::Nhwc, output: Layout::Nhwc };
         let bytes = (dw.in_channels * 4).checked_mul(dw.in_h * dw.in_w);
@@ -268,18 +268,7 @@ mod tests {
         k: usize,
         [s, p, d]: [usize; 3],
     ) -> (Conv2dGeometry, Conv2dGeometry) {
-        let pw = Conv2dGeometry {
-            in_channels: cin,
-            in_h: h,
-            in_w: w,
-            out_channels: c,
-            kh: 1,
-            kw: 1,
-            stride: [1, 1],
-            padding: [0, 0],
-            dilation: [1, 1],
-            groups: 1,
-        };
+        let pw = Conv2dGeometry::new(cin, [h, w], c, [1, 1]);
         let dw = Conv2dGeometry {
             in_channels: c,
             out_channels: c,

@@ -12,7 +12,7 @@ use crate::compute::conv::Geometry;
 
 /// The indirection buffer of a convolution on `NHWC` images, built once for its geometry:
 /// for each panel of `mr` output pixels and each tap, `mr` offsets into the image (or
-/// [`ZERO_ROW`]).
+/// `ZERO_ROW`).
 #[derive(Debug)]
 pub struct Indirection {
     offsets: Vec<usize>,

@@ -18,7 +18,7 @@ pub struct Kernel {
     pub name: &'static str,
     /// Rows of the register tile (A panel height).
     pub mr: usize,
-    /// Rows of a tile whose A is read through an indirection buffer ([`Indirect`]); at most
+    /// Rows of a tile whose A is read through an indirection buffer (`Indirect`); at most
     /// `mr`, and `mc` is a multiple.
     pub ind_mr: usize,
     /// Columns of the register tile (B panel width).

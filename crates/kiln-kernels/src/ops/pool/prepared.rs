@@ -10,35 +10,9 @@
 
 #![allow(unsafe_code)]
 
-use super::sgemm::GemmError;
-use super::threads::{split, with_pieces, Threads, TASKS_PER_THREAD};
-
-/// PyTorch's `pooling_output_shape`: the output length of an axis of `input` elements, or
-/// `None` when the kernel span exceeds the padded input, the stride is zero, or a size
-/// overflows.
-pub fn pool_len(
-    input: usize,
-    k: usize,
-    pad: usize,
-    stride: usize,
-    dil: usize,
-    ceil: bool,
-) -> Option<usize> {
-    let span = dil.checked_mul(k.checked_sub(1)?)?.checked_add(1)?;
-    let padded = input.checked_add(pad.checked_mul(2)?)?;
-    let num = padded.checked_sub(span)?;
-    if stride == 0 {
-        return None;
-    }
-    let mut out = num / stride + 1;
-    if ceil && num % stride != 0 {
-        out += 1;
-        if (out - 1) * stride >= input + pad {
-            out -= 1;
-        }
-    }
-    Some(out)
-}
+use super::window::Window;
+use crate::compute::sgemm::GemmError;
+use crate::compute::threads::{split, with_pieces, Threads, TASKS_PER_THREAD};
 
 /// The window walk's step: `b` follows `a`. The later value wins when it is a NaN, or when it
 /// is larger and the earlier is not a NaN.
@@ -58,12 +32,7 @@ pub struct MaxPool2d {
     planes: usize,
     h: usize,
     w: usize,
-    k: [usize; 2],
-    s: [usize; 2],
-    p: [usize; 2],
-    d: [usize; 2],
-    oh: usize,
-    ow: usize,
+    win: Window,
 }
 
 /// Output elements from which a pooling splits its planes over threads.
@@ -87,21 +56,20 @@ impl MaxPool2d {
         if p[1] * 2 > k[1] {
             return None;
         }
-        let oh = pool_len(h, k[0], p[0], s[0], d[0], ceil)?;
-        let ow = pool_len(w, k[1], p[1], s[1], d[1], ceil)?;
+        let win = Window::new([h, w], [k, s, p, d], ceil).ok()?;
         planes.checked_mul(h)?.checked_mul(w)?;
-        planes.checked_mul(oh)?.checked_mul(ow)?;
-        Some(MaxPool2d { planes, h, w, k, s, p, d, oh, ow })
+        planes.checked_mul(win.oh)?.checked_mul(win.ow)?;
+        Some(MaxPool2d { planes, h, w, win })
     }
 
     /// Output rows and columns.
     pub fn out_size(&self) -> [usize; 2] {
-        [self.oh, self.ow]
+        [self.win.oh, self.win.ow]
     }
 
     /// Pools the planes of `x` (`planes x h x w`, contiguous) into `y` (`planes x oh x ow`).
     pub fn run(&self, x: &[f32], y: &mut [f32], threads: &Threads) -> Result<(), GemmError> {
-        let (hw, ohw) = (self.h * self.w, self.oh * self.ow);
+        let (hw, ohw) = (self.h * self.w, self.win.oh * self.win.ow);
         if x.len() != self.planes * hw || y.len() != self.planes * ohw {
             return Err(GemmError::Invalid("max_pool2d: tensor sizes differ from the geometry"));
         }
@@ -111,7 +79,7 @@ impl MaxPool2d {
         };
         let tasks = with_pieces(split(self.planes, 1, parts), y, ohw);
         threads.for_each(tasks, |(run, y)| {
-            let mut rows = vec![0f32; self.h * self.ow];
+            let mut rows = vec![0f32; self.h * self.win.ow];
             for (plane, y) in run.zip(y.chunks_exact_mut(ohw)) {
                 self.plane(&x[plane * hw..][..hw], y, &mut rows);
             }
@@ -132,18 +100,25 @@ impl MaxPool2d {
         if channels == 0 || !self.planes.is_multiple_of(channels) {
             return Err(GemmError::Invalid("max_pool2d: the channels do not divide the planes"));
         }
-        if x.len() != self.planes * self.h * self.w || y.len() != self.planes * self.oh * self.ow {
+        if x.len() != self.planes * self.h * self.w
+            || y.len() != self.planes * self.win.oh * self.win.ow
+        {
             return Err(GemmError::Invalid("max_pool2d: tensor sizes differ from the geometry"));
         }
-        let (image, row) = (self.h * self.w * channels, self.ow * channels);
-        let rows = self.planes / channels * self.oh;
+        let (image, row) = (self.h * self.w * channels, self.win.ow * channels);
+        let rows = self.planes / channels * self.win.oh;
         let parts = match y.len() >= PARALLEL_OUTPUTS {
             true => threads.tasks_for(TASKS_PER_THREAD, rows),
             false => 1,
         };
         threads.for_each(with_pieces(split(rows, 1, parts), y, row), |(rows, y)| {
             for (r, out) in rows.zip(y.chunks_exact_mut(row)) {
-                self.nhwc_row(channels, &x[r / self.oh * image..][..image], r % self.oh, out);
+                self.nhwc_row(
+                    channels,
+                    &x[r / self.win.oh * image..][..image],
+                    r % self.win.oh,
+                    out,
+                );
             }
         });
         Ok(())
@@ -176,13 +151,15 @@ impl MaxPool2d {
     fn nhwc_row_body(&self, c: usize, x: &[f32], oy: usize, out: &mut [f32]) {
         out.fill(f32::NEG_INFINITY);
         let inside = |o: usize, k: usize, axis: usize, len: usize| {
-            (o * self.s[axis] + k * self.d[axis]).checked_sub(self.p[axis]).filter(|&i| i < len)
+            (o * self.win.s[axis] + k * self.win.d[axis])
+                .checked_sub(self.win.p[axis])
+                .filter(|&i| i < len)
         };
-        for ky in 0..self.k[0] {
+        for ky in 0..self.win.k[0] {
             let Some(iy) = inside(oy, ky, 0, self.h) else { continue };
             let line = &x[iy * self.w * c..][..self.w * c];
             for (ox, o) in out.chunks_exact_mut(c).enumerate() {
-                for kx in 0..self.k[1] {
+                for kx in 0..self.win.k[1] {
                     let Some(ix) = inside(ox, kx, 1, self.w) else { continue };
                     for (o, &v) in o.iter_mut().zip(&line[ix * c..][..c]) {
                         *o = pick(*o, v);
@@ -194,17 +171,17 @@ impl MaxPool2d {
 
     /// One plane; `rows` holds the horizontal partials (`h x ow`).
     fn plane(&self, x: &[f32], y: &mut [f32], rows: &mut [f32]) {
-        for (row, partial) in x.chunks_exact(self.w).zip(rows.chunks_exact_mut(self.ow)) {
+        for (row, partial) in x.chunks_exact(self.w).zip(rows.chunks_exact_mut(self.win.ow)) {
             self.across(row, partial);
         }
-        let (k, s, p, d) = (self.k[0], self.s[0], self.p[0], self.d[0]);
-        for (oy, out) in y.chunks_exact_mut(self.ow).enumerate() {
+        let (k, s, p, d) = (self.win.k[0], self.win.s[0], self.win.p[0], self.win.d[0]);
+        for (oy, out) in y.chunks_exact_mut(self.win.ow).enumerate() {
             out.fill(f32::NEG_INFINITY);
             for ky in 0..k {
                 let Some(iy) = (oy * s + ky * d).checked_sub(p).filter(|&iy| iy < self.h) else {
                     continue;
                 };
-                for (o, &v) in out.iter_mut().zip(&rows[iy * self.ow..][..self.ow]) {
+                for (o, &v) in out.iter_mut().zip(&rows[iy * self.win.ow..][..self.win.ow]) {
                     *o = pick(*o, v);
                 }
             }
@@ -213,12 +190,13 @@ impl MaxPool2d {
 
     /// The fold of each output column's window over one input row into `out` (`ow` values).
     fn across(&self, row: &[f32], out: &mut [f32]) {
-        let (k, s, p, d) = (self.k[1], self.s[1], self.p[1], self.d[1]);
+        let (k, s, p, d) = (self.win.k[1], self.win.s[1], self.win.p[1], self.win.d[1]);
         out.fill(f32::NEG_INFINITY);
         // Columns whose whole window lies inside the row, then the clipped ones at the edges.
         let span = (k - 1) * d;
-        let first = p.div_ceil(s).min(self.ow);
-        let end = (self.w + p).checked_sub(span + 1).map_or(0, |v| v / s + 1).clamp(first, self.ow);
+        let first = p.div_ceil(s).min(self.win.ow);
+        let end =
+            (self.w + p).checked_sub(span + 1).map_or(0, |v| v / s + 1).clamp(first, self.win.ow);
         for kx in 0..k {
             let inner = &mut out[first..end];
             // The input column of output column `first + i` at this tap.
@@ -238,7 +216,7 @@ impl MaxPool2d {
                 }
                 _ => inner.iter_mut().enumerate().for_each(|(i, o)| *o = pick(*o, row[at(i)])),
             }
-            for xo in (0..first).chain(end..self.ow) {
+            for xo in (0..first).chain(end..self.win.ow) {
                 if let Some(ix) = (xo * s + kx * d).checked_sub(p).filter(|&ix| ix < self.w) {
                     out[xo] = pick(out[xo], row[ix]);
                 }
@@ -255,15 +233,18 @@ mod tests {
     fn walk(m: &MaxPool2d, x: &[f32]) -> Vec<f32> {
         let mut y = Vec::new();
         for plane in x.chunks_exact(m.h * m.w) {
-            for oy in 0..m.oh {
-                for ox in 0..m.ow {
+            for oy in 0..m.win.oh {
+                for ox in 0..m.win.ow {
                     let mut best = f32::NEG_INFINITY;
-                    for ky in 0..m.k[0] {
-                        let Some(iy) = (oy * m.s[0] + ky * m.d[0]).checked_sub(m.p[0]) else {
+                    for ky in 0..m.win.k[0] {
+                        let Some(iy) = (oy * m.win.s[0] + ky * m.win.d[0]).checked_sub(m.win.p[0])
+                        else {
                             continue;
                         };
-                        for kx in 0..m.k[1] {
-                            let Some(ix) = (ox * m.s[1] + kx * m.d[1]).checked_sub(m.p[1]) else {
+                        for kx in 0..m.win.k[1] {
+                            let Some(ix) =
+                                (ox * m.win.s[1] + kx * m.win.d[1]).checked_sub(m.win.p[1])
+                            else {
                                 continue;
                             };
                             if iy < m.h && ix < m.w {
@@ -314,7 +295,7 @@ mod tests {
             let want: Vec<u32> = walk(&m, &x).iter().map(|v| v.to_bits()).collect();
             // The same planes as channels-last images of `c` channels.
             let c = if planes == 2 { [1, 2][rng.usize(0..2)] } else { planes };
-            let (hw, ohw) = (h * w, m.oh * m.ow);
+            let (hw, ohw) = (h * w, m.win.oh * m.win.ow);
             let x_nhwc: Vec<f32> =
                 (0..x.len()).map(|i| x[(i / (hw * c) * c + i % c) * hw + i / c % hw]).collect();
             for t in [&Threads::new(1).unwrap(), &threads] {
