@@ -1,7 +1,8 @@
 //! Pooling: `max_pool2d_with_indices` (`max.rs`), `avg_pool2d` (`avg.rs`),
-//! `_adaptive_avg_pool2d` (`adaptive.rs`), and the prepared values-only max pooling that
-//! compiled graphs run (`prepared.rs`), over the window they share (`window.rs`). Inputs are
-//! `[N, C, H, W]` or `[C, H, W]`, in any dim order; the general paths compute in `f64`.
+//! `_adaptive_avg_pool2d` and `adaptive_max_pool2d` (`adaptive.rs`), and the prepared
+//! values-only max pooling that compiled graphs run (`prepared.rs`), over the window they
+//! share (`window.rs`). Inputs are `[N, C, H, W]` or `[C, H, W]`, in any dim order; the
+//! general paths compute in `f64`.
 
 mod adaptive;
 mod avg;
