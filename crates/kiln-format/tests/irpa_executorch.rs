@@ -77,7 +77,7 @@ fn ptd_tensors_convert_like_iree() {
     let entries = ptd.param_entries().unwrap();
     let t = entries[0].tensor.as_ref().unwrap();
     let layout = ptd.get("fc1.weight").unwrap().layout.unwrap();
-    assert_eq!(t.dtype, layout.scalar_type.name());
+    assert_eq!(t.dtype, layout.scalar_type.schema_name());
     assert_eq!(t.shape, layout.sizes.iter().map(|s| *s as u64).collect::<Vec<_>>());
 }
 

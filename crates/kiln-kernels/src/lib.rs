@@ -2,19 +2,32 @@
 //!
 //! # Layers
 //! - `ops` (private): operator semantics, one module per family (binary, unary, linalg,
-//!   conv, reduce, norm, shape, pool, index, prim, quant, movement, scatter, sort, llm,
-//!   xnnpack, ...): argument decoding, broadcasting, PyTorch type promotion (`result_type`
-//!   with the dimensioned / 0-dim / scalar priority classes), dtype dispatch, output
-//!   resizing, NaN semantics; `ops/defs.rs` gives each shape of kernel its [`KernelDef`].
-//! - [`compute`]: the loops: strided walks; GEMM, two engines for now (the `gemm` crate in
-//!   `compute/gemm.rs` for the general operators, kiln's packed `compute/sgemm/` for the
-//!   compile stage's prepared kernels); convolution (`compute/conv2d/`), depthwise taps,
-//!   pooling, fused elementwise maps, XNNPACK's quantized arithmetic; the thread pool
-//!   (`compute/threads/`); the CPU's features, detected once (`compute/cpu.rs`).
+//!   conv, reduce, norm, shape, index, prim, quant, movement, scatter, sort, llm, xnnpack,
+//!   ...), or one folder per family grown large ([`pool`]: each operator's file, its prepared
+//!   form and the window they share): argument decoding, broadcasting, PyTorch type promotion
+//!   (`result_type` with the dimensioned / 0-dim / scalar priority classes), dtype dispatch,
+//!   output resizing, NaN semantics; `ops/defs.rs` gives each shape of kernel its
+//!   [`KernelDef`], `ops/planes.rs` the `[planes, H, W]` view pooling and resampling share.
+//! - [`compute`]: the loops: strided walks; GEMM, in two engines (below); convolution
+//!   (`compute/conv2d/`), depthwise taps, fused elementwise maps, XNNPACK's quantized
+//!   arithmetic; the thread pool (`compute/threads/`); the CPU's features, detected once
+//!   (`compute/cpu.rs`).
+//!
+//! # Why two GEMM engines
+//! `compute/gemm.rs` ([`compute::gemm::Gemm`]) multiplies strided operands as they come:
+//! any row and column strides (transposed, broadcast, channels-last views), f32, f64 and i64,
+//! nothing packed ahead, for the general operators (`mm`, `bmm`, `addmm`, `linear`, the
+//! general convolution). `compute/sgemm/` multiplies f32 only, with one operand packed once
+//! at load into panels for its microkernels, fused epilogues (bias, residual, activation),
+//! operands read through an im2col or an indirection buffer, and threads splitting one
+//! product: what the compile stage's prepared kernels need. Serving the general operators
+//! from `sgemm/` would pack a strided operand on every call (and has no f64); serving the
+//! prepared kernels from the `gemm` crate would give up the packed weights, the fused
+//! epilogues and the indirect convolutions.
 //!
 //! # Types
-//! - [`DType`]: ExecuTorch `ScalarType` numbering and element sizes; [`promote_types`],
-//!   [`can_cast`].
+//! - [`DType`]: ExecuTorch's `ScalarType` (numbering, element sizes, names), the `kiln-dtype`
+//!   crate's enum that kiln-format shares; [`promote_types`], [`can_cast`].
 //! - [`Shape`]: sizes + dim order inline (rank <= 8, no allocation), strides derived from the
 //!   dim order (`[0,1,..]` contiguous, `[0,2,3,1]` channels-last).
 //! - [`TensorRef`]: a read-only view (dtype, shape, `&[u8]` data, element-aligned).

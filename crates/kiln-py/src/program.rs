@@ -44,8 +44,9 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// The dtype called `name` (kiln's names, `float32`, `int64`, ...).
 fn dtype(name: &str) -> PyResult<DType> {
-    (0..=255)
-        .filter_map(DType::from_code)
+    DType::ALL
+        .into_iter()
+        .filter(|d| d.is_supported())
         .find(|d| d.name() == name)
         .ok_or_else(|| InputError::new_err(format!("unknown dtype {name:?}")))
 }

@@ -359,7 +359,7 @@ impl Loader<'_> {
         for (s, source) in sources.iter().enumerate() {
             let Some(entry) = source.entry(fqn) else { continue };
             if let Some(layout) = &entry.layout {
-                let same = i64::from(layout.scalar_type.to_i8()) == i64::from(t.dtype.code())
+                let same = layout.scalar_type == t.dtype
                     && layout.sizes.len() == t.shape.rank()
                     && layout
                         .sizes
@@ -374,7 +374,7 @@ impl Loader<'_> {
                         layout.scalar_type,
                         layout.sizes,
                         layout.dim_order,
-                        t.dtype.name(),
+                        t.dtype,
                         t.shape.sizes(),
                         t.shape.dim_order()
                     )));

@@ -229,7 +229,7 @@ pub(crate) fn decode(
             ),
             Value::Tensor(t) => {
                 let loc = || format!("values[{i}].tensor");
-                let dtype = DType::from_code(i64::from(t.dtype().to_i8())).ok_or_else(|| {
+                let dtype = Some(t.dtype()).filter(|d| d.is_supported()).ok_or_else(|| {
                     Error::NotSupported {
                         method: name.clone(),
                         location: loc(),

@@ -376,7 +376,7 @@ pub fn inspect_ptd(input: &Input, json: bool) -> Result<ExitCode> {
             "key": e.key,
             "segment": e.segment_index,
             "size": e.data.len(),
-            "dtype": e.layout.as_ref().map(|l| l.scalar_type.name()),
+            "dtype": e.layout.as_ref().map(|l| l.scalar_type.schema_name()),
             "shape": e.layout.as_ref().map(|l| l.sizes.clone()),
             "dim_order": e.layout.as_ref().map(|l| l.dim_order.clone()),
         }));
@@ -409,7 +409,7 @@ pub fn inspect_ptd(input: &Input, json: bool) -> Result<ExitCode> {
     for e in ft.entries() {
         let e = e?;
         let (dtype, shape) = match &e.layout {
-            Some(l) => (l.scalar_type.name().to_string(), format!("{:?}", l.sizes)),
+            Some(l) => (l.scalar_type.schema_name().to_string(), format!("{:?}", l.sizes)),
             None => ("-".to_string(), "-".to_string()),
         };
         t.row([

@@ -57,7 +57,7 @@ fn npy_descr(t: ScalarType) -> Option<&'static str> {
 /// Element type and shape of an ExecuTorch tensor.
 fn tensor_type(t: ScalarType, sizes: impl Iterator<Item = i32>) -> TensorType {
     TensorType {
-        dtype: t.name().to_string(),
+        dtype: t.schema_name().to_string(),
         npy_descr: npy_descr(t),
         shape: sizes.map(|s| u64::try_from(s).unwrap_or(0)).collect(),
     }

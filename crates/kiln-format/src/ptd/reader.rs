@@ -25,7 +25,7 @@ pub struct TensorLayout {
 impl TensorLayout {
     /// Byte size (`numel * element size`), overflow-checked.
     pub fn nbytes(&self) -> Option<u64> {
-        self.sizes.iter().try_fold(self.scalar_type.element_size() as u64, |acc, s| {
+        self.sizes.iter().try_fold(self.scalar_type.size() as u64, |acc, s| {
             acc.checked_mul(u64::try_from(*s).ok()?)
         })
     }
@@ -43,10 +43,10 @@ impl TensorLayout {
                 None,
                 format!(
                     "{} {:?} dim_order {:?} does not match the program's {} {:?} dim_order {:?}",
-                    self.scalar_type,
+                    self.scalar_type.schema_name(),
                     self.sizes,
                     self.dim_order,
-                    tensor.dtype(),
+                    tensor.dtype().schema_name(),
                     sizes,
                     dim_order
                 ),
@@ -58,7 +58,7 @@ impl TensorLayout {
     fn decode(l: fb::TensorLayout<'_>, path: &dyn Fn() -> String) -> Result<Self> {
         let at = Some(l._tab.loc() as u64);
         let bad = |f: &str, r: String| Error::invalid(FORMAT, format!("{}.{f}", path()), at, r);
-        let scalar_type = ScalarType::from_i8(l.scalar_type().0).ok_or_else(|| {
+        let scalar_type = ScalarType::from_code(i64::from(l.scalar_type().0)).ok_or_else(|| {
             bad("scalar_type", format!("unknown scalar type {}", l.scalar_type().0))
         })?;
         let sizes: Vec<i32> = l.sizes().map(|v| v.iter().collect()).unwrap_or_default();

@@ -123,7 +123,7 @@ impl FlatTensorModel {
                     fb::TensorLayout::create(
                         &mut b,
                         &fb::TensorLayoutArgs {
-                            scalar_type: st::ScalarType(l.scalar_type.to_i8()),
+                            scalar_type: st::ScalarType(l.scalar_type.code()),
                             sizes: Some(sizes),
                             dim_order: Some(dim_order),
                         },

@@ -1000,7 +1000,7 @@ impl<'a> Tensor<'a> {
                 format!("{} (ExecuTorch requires 0)", t.storage_offset()),
             ));
         }
-        let dtype = ScalarType::from_i8(t.scalar_type().0).ok_or_else(|| {
+        let dtype = ScalarType::from_code(i64::from(t.scalar_type().0)).ok_or_else(|| {
             bad("scalar_type", format!("unknown scalar type {}", t.scalar_type().0))
         })?;
         let dynamism = match t.shape_dynamism() {
@@ -1042,7 +1042,7 @@ impl<'a> Tensor<'a> {
                 .ok_or_else(|| bad("sizes", "element count overflows".into()))?;
         }
         let nbytes = numel
-            .checked_mul(dtype.element_size() as u64)
+            .checked_mul(dtype.size() as u64)
             .filter(|n| *n <= i64::MAX as u64)
             .ok_or_else(|| bad("sizes", "byte size overflows".into()))?;
         let allocation = t.allocation_info().map(|a| Allocation {

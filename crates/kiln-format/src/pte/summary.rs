@@ -239,7 +239,7 @@ pub fn summarize(p: &Program<'_>) -> Result<Summary> {
 fn io_summary(v: &Value<'_>) -> IoSummary {
     match v {
         Value::Tensor(t) => IoSummary {
-            dtype: t.dtype().name().to_string(),
+            dtype: t.dtype().schema_name().to_string(),
             shape: Some(t.sizes().iter().map(i64::from).collect()),
             dynamism: Some(t.dynamism().name()),
             value: None,

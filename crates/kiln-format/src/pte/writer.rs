@@ -396,7 +396,7 @@ fn tensor<'b>(b: &mut FlatBufferBuilder<'b>, t: &TensorModel) -> WIPOffset<fb::T
     fb::Tensor::create(
         b,
         &fb::TensorArgs {
-            scalar_type: fb::ScalarType(t.scalar_type.to_i8()),
+            scalar_type: fb::ScalarType(t.scalar_type.code()),
             storage_offset: 0,
             sizes: Some(sizes),
             dim_order: Some(dim_order),

@@ -190,6 +190,7 @@ impl<'c, 'x> Args<'c, 'x> {
     pub fn dtype(&self, pos: usize, name: &'static str) -> Result<DType, KernelError> {
         let code = self.int(pos, name)?;
         DType::from_code(code)
+            .filter(|d| d.is_supported())
             .ok_or_else(|| self.ctx.invalid(name, format!("unknown ScalarType {code}")))
     }
 

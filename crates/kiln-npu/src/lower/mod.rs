@@ -806,9 +806,9 @@ fn overlap(a: Region, b: Region) -> bool {
 
 /// The bytes of tensor `t` at its declared sizes, or `None` on overflow or a negative size.
 fn tensor_bytes(t: &TensorModel) -> Option<u64> {
-    t.sizes.iter().try_fold(t.scalar_type.element_size() as u64, |a, &d| {
-        a.checked_mul(u64::try_from(d).ok()?)
-    })
+    t.sizes
+        .iter()
+        .try_fold(t.scalar_type.size() as u64, |a, &d| a.checked_mul(u64::try_from(d).ok()?))
 }
 
 /// The manifest name of value `v`.

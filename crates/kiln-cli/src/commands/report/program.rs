@@ -72,7 +72,7 @@ impl Values<'_> {
     /// `float[1,3,8,8]` for a tensor, the kind for any other value.
     fn type_of(&self, v: usize) -> Result<String> {
         Ok(match self.method.value(v)? {
-            Value::Tensor(t) => tensor_type(t.dtype().name(), &t.shape()),
+            Value::Tensor(t) => tensor_type(t.dtype().schema_name(), &t.shape()),
             other => other.kind().snake_name().to_string(),
         })
     }
