@@ -9,7 +9,7 @@
 //!   output resizing, NaN semantics; `ops/defs.rs` gives each shape of kernel its
 //!   [`KernelDef`], `ops/planes.rs` the `[planes, H, W]` view pooling and resampling share.
 //! - [`compute`]: the loops: strided walks; GEMM, in two engines (below); convolution
-//!   (`compute/conv2d/`), depthwise taps, fused elementwise maps, XNNPACK's quantized
+//!   (`compute/conv2d/`, depthwise included), fused elementwise maps, XNNPACK's quantized
 //!   arithmetic; the thread pool (`compute/threads/`); the CPU's features, detected once
 //!   (`compute/cpu.rs`).
 //!

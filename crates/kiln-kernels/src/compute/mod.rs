@@ -5,11 +5,9 @@
 //! the CPU can do ([`cpu`]), detected once, which every kernel picks its instruction set by.
 
 pub mod activation;
-pub(crate) mod channel_taps;
 pub mod conv;
 pub mod conv2d;
 pub mod cpu;
-pub mod depthwise;
 pub mod elementwise;
 pub mod gemm;
 pub mod global_pool;
@@ -19,7 +17,6 @@ pub mod peak;
 pub mod sgemm;
 pub mod special;
 pub mod strided;
-pub(crate) mod taps;
 pub mod threads;
 pub(crate) mod xnn_qgemm;
 pub mod xnn_qmath;

@@ -2,7 +2,7 @@
 //! Inputs and outputs may be contiguous or channels-last; half and bfloat16 compute in float32.
 
 use crate::compute::conv::{col2im, im2col, Geometry};
-use crate::compute::depthwise::depthwise;
+use crate::compute::conv2d::depthwise::depthwise;
 use crate::compute::gemm::{Gemm, Mat, MatMut};
 use crate::dtype::DType;
 use crate::element::Element;

@@ -10,12 +10,13 @@
 //! im2col matrix, an NCHW input being first copied channels-last; a channels-last 3x3
 //! stride-1 one with enough channels and pixels runs as Winograd F(2x2, 3x3) instead
 //! (`Plan::Winograd`, `conv2d/winograd.rs`). Depthwise layers
-//! (`groups == Cin == Cout`) use a direct kernel per channel plane (`compute/taps.rs`), or
-//! blocks of 16 channels laid out channels-last (`compute/channel_taps.rs`) when the output
+//! (`groups == Cin == Cout`) use a direct kernel per channel plane (`depthwise/rows.rs`), or
+//! blocks of 16 channels laid out channels-last (`depthwise/channels.rs`) when the output
 //! is narrow or the activations NHWC. Large layers split over the method's threads:
 //! depthwise layers by channels or output rows, GEMMs by output channels or by pixels (see
 //! [`PackedConv2d::run`]).
 
+pub mod depthwise;
 mod geometry;
 mod packed;
 mod pointwise_depthwise;

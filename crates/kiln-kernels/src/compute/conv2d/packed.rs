@@ -3,14 +3,14 @@
 use crate::compute::conv::im2col;
 use crate::compute::interleave::interleave3;
 
-use crate::compute::channel_taps::{sum_channels, ChannelOut, ChannelPlane, BLOCK};
+use crate::compute::conv2d::depthwise::channels::{sum_channels, ChannelOut, ChannelPlane, BLOCK};
+use crate::compute::conv2d::depthwise::rows::{
+    clamp_as_vectors, row_spans, sum_taps, RowSpan, TapEpilogue, TapPlane, LANES,
+};
 use crate::compute::sgemm::{
     clamp1, gemm_indirect, gemm_packed_a_rows, gemm_packed_b_at, gemm_packed_b_cols,
     indirection_fits, out_len, selected, Activation, Bias, ColumnsOf, Epilogue, GemmError,
     GemmScratch, Im2col, Indirection, MatRef, PackB, PackedA, PackedB,
-};
-use crate::compute::taps::{
-    clamp_as_vectors, row_spans, sum_taps, RowSpan, TapEpilogue, TapPlane, LANES,
 };
 use crate::compute::threads::{caller_scratch, split, with_pieces, Threads, TASKS_PER_THREAD};
 
@@ -841,7 +841,7 @@ pub(super) struct Phases {
 impl Phases {
     fn heap_bytes(&self) -> usize {
         self.taps.capacity() * size_of::<usize>()
-            + self.spans.capacity() * size_of::<crate::compute::taps::RowSpan>()
+            + self.spans.capacity() * size_of::<crate::compute::conv2d::depthwise::rows::RowSpan>()
     }
 
     fn new(g: &Conv2dGeometry, oh: usize, ow: usize) -> Result<Phases, GemmError> {

@@ -11,8 +11,8 @@ use std::ops::Range;
 use super::geometry::{check_images, is_depthwise, is_pointwise, Conv2dGeometry, Layout, Layouts};
 use super::packed::{PackedConv2d, Plan};
 use super::scratch::{first_error, ConvScratch, PartScratch};
+use crate::compute::conv2d::depthwise::rows::RowSpan;
 use crate::compute::sgemm::{aligned_window, GemmError};
-use crate::compute::taps::RowSpan;
 use crate::compute::threads::{split, with_pieces, Threads};
 
 /// Bytes of the rows of the expanded activation one part keeps (the rows the depthwise
@@ -196,7 +196,7 @@ fn input_rows(spans: &[RowSpan], dilation: usize) -> (usize, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compute::channel_taps::BLOCK;
+    use crate::compute::conv2d::depthwise::channels::BLOCK;
     use crate::compute::conv2d::Layouts;
     use crate::compute::sgemm::Activation;
 

@@ -1,8 +1,8 @@
 //! The buffers a convolution reuses from run to run, one set per thread, and how the
 //! threads' first error comes back.
 
+use crate::compute::conv2d::depthwise::rows::RowSpan;
 use crate::compute::sgemm::{GemmError, GemmScratch};
-use crate::compute::taps::RowSpan;
 use crate::compute::threads;
 
 /// Reusable buffers of [`PackedConv2d::run`](super::PackedConv2d::run): one set per thread, the im2col matrix of a

@@ -1,7 +1,7 @@
 //! Depthwise sums with the channels in the vector lanes: blocks of [`BLOCK`] channels laid
 //! out channels-last (pixel by pixel, a block's channels contiguous), so every tap of every
 //! output pixel is one vector multiply-add however narrow the plane. This suits the small
-//! planes of a CNN's later layers, where a row of [`super::taps`] fills a fraction of a
+//! planes of a CNN's later layers, where a row of [`super::rows`] fills a fraction of a
 //! vector, and channels-last activations of any size. The arithmetic is that of `taps`, so both give the same bits: for output pixel
 //! `(oy, ox)` and each channel, `s = sum_ky sum_kx w[ky][kx] * x[...]` in `ky`, `kx` order
 //! from zero, one fused multiply-add per term (taps in the horizontal padding multiply zero,
@@ -12,7 +12,7 @@
 //! array), gives the same bits on AVX-512F, AVX2+FMA and portably.
 #![allow(unsafe_code)]
 
-use super::taps::{clamp_as_vectors, RowSpan};
+use super::rows::{clamp_as_vectors, RowSpan};
 
 /// Channels per block: one AVX-512 vector.
 pub(crate) const BLOCK: usize = 16;
@@ -111,7 +111,7 @@ impl ChannelOut<'_> {
 
 /// Computes the output rows `out` holds (see the module docs; with the residual added after
 /// the bias, before the clamp) from `plane`. Panics when a sum would read outside the plane
-/// or a pixel lie outside the output (caller bugs: [`super::conv2d`] sizes both).
+/// or a pixel lie outside the output (caller bugs: [`crate::compute::conv2d`] sizes both).
 pub(crate) fn sum_channels(
     out: ChannelOut<'_>,
     plane: &ChannelPlane<'_>,
@@ -532,8 +532,8 @@ unsafe fn sum_pixels<
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::compute::conv2d::depthwise::rows::row_spans;
     use crate::compute::sgemm::{clamp1, out_len};
-    use crate::compute::taps::row_spans;
 
     #[test]
     fn every_instruction_set_gives_the_same_bits_as_the_definition() {

@@ -1,4 +1,4 @@
-//! The inner loops of the direct depthwise convolution ([`super::conv2d`]): each output value
+//! The inner loops of the direct depthwise convolution ([`crate::compute::conv2d`]): each output value
 //! a sum of shifted input rows plus an epilogue. For output row `oy`, column `j`:
 //! `s = sum_ky sum_t weights[ky][t] * row(oy * stride + ky * dilation - padding)[taps[t] + j]`
 //! over the rows inside the plane, summed in `ky`, `t` order from zero, one fused multiply-add
@@ -91,7 +91,7 @@ pub(crate) struct TapEpilogue<'a> {
 
 impl TapRows<'_> {
     /// The `LANES` values term `(r, t)` of chunk `c` reads. Panics when the plane is too
-    /// short, which [`super::conv2d`] rules out by sizing each phased row for its taps.
+    /// short, which [`crate::compute::conv2d`] rules out by sizing each phased row for its taps.
     #[inline(always)]
     fn values(&self, r: usize, tap: usize, c: usize) -> &[f32] {
         &self.plane[self.first + r * self.step + tap + c * LANES..][..LANES]
@@ -127,7 +127,7 @@ impl TapPlane<'_> {
 
 /// Computes the output plane `out` (rows of `ow` values; see the module docs). Panics when a
 /// sum would read outside the plane or the residual is shorter than `out` (caller bugs:
-/// [`super::conv2d`] sizes the plane for its taps).
+/// [`crate::compute::conv2d`] sizes the plane for its taps).
 pub(crate) fn sum_taps(out: &mut [f32], ow: usize, plane: TapPlane<'_>, ep: TapEpilogue<'_>) {
     if ow == 0 || out.len() < ow {
         return;
