@@ -47,17 +47,46 @@ impl Geometry {
     }
 }
 
-/// Batched `out[b] = alpha * a[b] @ m2[b] + beta * bias` with `a: [B, M, K]`, `m2: [B, K, N]`
-/// (rank-2 tensors are one batch), in calc type `C`.
+/// One batched product `out[i] = alpha * a[i] @ b[i] + beta * bias` with `a: [B, M, K]`,
+/// `b: [B, K, N]` (rank-2 tensors are one batch): its operands, their geometry and scaling.
+struct Product<'t> {
+    a: &'t TensorRef<'t>,
+    b: &'t TensorRef<'t>,
+    geo: Geometry,
+    /// The bias and its factor `beta`, if any.
+    bias: Option<(&'t TensorRef<'t>, Scalar)>,
+    alpha: Scalar,
+}
+
+impl<'t> Product<'t> {
+    /// `a @ b` over `geo`, unscaled.
+    fn new(a: &'t TensorRef<'t>, b: &'t TensorRef<'t>, geo: Geometry) -> Self {
+        Product { a, b, geo, bias: None, alpha: Scalar::Int(1) }
+    }
+
+    /// Computes the product into `out` in the calc type of the operands' dtype.
+    fn run(&self, ctx: &KernelContext, out: &mut TensorMut<'_>) -> Result<(), KernelError> {
+        let (a, b) = (self.a, self.b);
+        if a.dtype() != b.dtype() {
+            let want = format!("{} (the dtype of self)", a.dtype());
+            return Err(ctx.dtype_err("mat2", want, b.dtype()));
+        }
+        match a.dtype() {
+            DType::Float | DType::Half | DType::BFloat16 => product::<f32>(ctx, self, out),
+            DType::Double => product::<f64>(ctx, self, out),
+            d if d.is_int() => product::<i64>(ctx, self, out),
+            d => Err(ctx.dtype_err("self", "a numeric dtype", d)),
+        }
+    }
+}
+
+/// [`Product::run`] in calc type `C`.
 fn product<C: Gemm + Element>(
     ctx: &KernelContext,
-    a: &TensorRef<'_>,
-    b: &TensorRef<'_>,
+    p: &Product<'_>,
     out: &mut TensorMut<'_>,
-    geo: Geometry,
-    bias: Option<(&TensorRef<'_>, Scalar)>,
-    alpha: Scalar,
 ) -> Result<(), KernelError> {
+    let Product { a, b, ref geo, bias, alpha } = *p;
     let [batch, m, n, k] = geo.dims;
     let ((abs, ars, acs), (bbs, brs, bcs), (obs, ors, ocs)) = (geo.a, geo.b, geo.out);
     let av = cast_to::<C>(a);
@@ -113,28 +142,6 @@ fn product<C: Gemm + Element>(
     }
 }
 
-fn dispatch(
-    ctx: &KernelContext,
-    a: &TensorRef<'_>,
-    b: &TensorRef<'_>,
-    out: &mut TensorMut<'_>,
-    geo: Geometry,
-    bias: Option<(&TensorRef<'_>, Scalar)>,
-    alpha: Scalar,
-) -> Result<(), KernelError> {
-    if a.dtype() != b.dtype() {
-        return Err(ctx.dtype_err("mat2", format!("{} (the dtype of self)", a.dtype()), b.dtype()));
-    }
-    match a.dtype() {
-        DType::Float | DType::Half | DType::BFloat16 => {
-            product::<f32>(ctx, a, b, out, geo, bias, alpha)
-        }
-        DType::Double => product::<f64>(ctx, a, b, out, geo, bias, alpha),
-        d if d.is_int() => product::<i64>(ctx, a, b, out, geo, bias, alpha),
-        d => Err(ctx.dtype_err("self", "a numeric dtype", d)),
-    }
-}
-
 fn check_rank(
     ctx: &KernelContext,
     t: &TensorRef<'_>,
@@ -168,7 +175,7 @@ fn mm(
     }
     resize(ctx, out, "out", &[m, n])?;
     let geo = Geometry::plain([1, m, n, k], a, b, out);
-    dispatch(ctx, a, b, out, geo, bias, alpha)
+    Product { bias, alpha, ..Product::new(a, b, geo) }.run(ctx, out)
 }
 
 /// `aten::linear.out(input [..., K], weight [N, K], bias [N]?)`: `out [..., N]`. The leading
@@ -237,7 +244,8 @@ fn linear(
         b: (0, ws[1], ws[0]),
         out: (0, orow, oc),
     };
-    dispatch(ctx, x, w, out, geo, bias.map(|b| (b, Scalar::Int(1))), Scalar::Int(1))
+    let bias = bias.map(|b| (b, Scalar::Int(1)));
+    Product { bias, ..Product::new(x, w, geo) }.run(ctx, out)
 }
 
 /// The kernels of this family.
@@ -282,7 +290,7 @@ pub(crate) fn kernels() -> Vec<KernelDef> {
             let out = out_tensor(c, o, 0, "out")?;
             resize(c, out, "out", &[bt, m, n])?;
             let geo = Geometry::plain([bt, m, n, k], &x, &y, out);
-            dispatch(c, &x, &y, out, geo, None, Scalar::Int(1))
+            Product::new(&x, &y, geo).run(c, out)
         }),
         out1("aten::linear.out", 3, |c, a, o| {
             let r = Args::new(c, a);
