@@ -231,9 +231,9 @@ impl MapProgram {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{
-        find_kernel, Arg, Capacity, DType, KernelContext, Out, Shape, TensorMut, TensorRef,
-    };
+    use crate::compute::threads::Threads;
+    use crate::testing;
+    use crate::{find_kernel, Arg, Capacity, DType, Shape, TensorRef};
 
     /// Runs registry kernel `name` (its float32 fast path, as an unfused program runs it) on
     /// 1-D tensors; `extra` are the scalar arguments after the tensors.
@@ -250,10 +250,8 @@ mod tests {
         args.extend_from_slice(extra);
         args.push(Arg::Output);
         let mut out = vec![f32::NAN; n];
-        let bytes = bytemuck::cast_slice_mut(&mut out);
-        let om = TensorMut::new(DType::Float, shape, Capacity::Static, bytes).unwrap();
-        let mut ctx = KernelContext::new(def.name);
-        (def.run)(&mut ctx, &args, &mut [Out::Tensor(om)]).unwrap();
+        let mut outs = [testing::out(&mut out, &[n], &[], Capacity::Static)];
+        testing::run_kernel(def.name, false, &Threads::default(), &args, &mut outs).unwrap();
         out
     }
 

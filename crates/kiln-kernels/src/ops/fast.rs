@@ -195,9 +195,9 @@ pub(crate) fn copy_runs<P: Copy>(
 
 #[cfg(test)]
 mod tests {
-    use crate::{
-        find_kernel, Arg, Capacity, DType, KernelContext, Out, Shape, TensorMut, TensorRef,
-    };
+    use crate::compute::threads::Threads;
+    use crate::testing;
+    use crate::{find_kernel, Arg, Capacity, DType, Shape, TensorRef};
 
     fn f32_ref<'a>(sizes: &[usize], order: &[u8], data: &'a [f32]) -> TensorRef<'a> {
         TensorRef::new(DType::Float, Shape::new(sizes, order).unwrap(), bytemuck::cast_slice(data))
@@ -240,28 +240,12 @@ mod tests {
             Arg::Output,
             Arg::Output,
         ];
-        let os = Shape::new(sizes, out_order).unwrap();
-        fn bound(d: &mut [f32]) -> TensorMut<'_> {
-            let s = Shape::new(&[0], &[0]).unwrap();
-            TensorMut::new(DType::Float, s, Capacity::Bound(0), bytemuck::cast_slice_mut(d))
-                .unwrap()
-        }
         let mut outs = [
-            Out::Tensor(
-                TensorMut::new(
-                    DType::Float,
-                    os,
-                    Capacity::Static,
-                    bytemuck::cast_slice_mut(&mut out),
-                )
-                .unwrap(),
-            ),
-            Out::Tensor(bound(&mut m)),
-            Out::Tensor(bound(&mut r)),
+            testing::out(&mut out, sizes, out_order, Capacity::Static),
+            testing::out(&mut m, &[0], &[0], Capacity::Bound(0)),
+            testing::out(&mut r, &[0], &[0], Capacity::Bound(0)),
         ];
-        let mut ctx = KernelContext::new(def.name);
-        ctx.general_only = general;
-        (def.run)(&mut ctx, &args, &mut outs).unwrap();
+        testing::run_kernel(def.name, general, &Threads::default(), &args, &mut outs).unwrap();
         out
     }
 
@@ -309,9 +293,9 @@ mod tests {
 
 #[cfg(test)]
 mod layer_norm_tests {
-    use crate::{
-        find_kernel, Arg, Capacity, DType, KernelContext, Out, Shape, TensorMut, TensorRef,
-    };
+    use crate::compute::threads::Threads;
+    use crate::testing;
+    use crate::{find_kernel, Arg, Capacity, TensorRef};
 
     /// Runs `native_layer_norm` with the fast paths on or off; returns out, mean and rstd.
     fn layer_norm(
@@ -348,15 +332,9 @@ mod layer_norm_tests {
         let mut bufs = [vec![f32::NAN; x.len()], vec![f32::NAN; rows], vec![f32::NAN; rows]];
         {
             let [o, m, s] = &mut bufs;
-            fn mk<'a>(sz: &[usize], d: &'a mut [f32]) -> Out<'a, 'a> {
-                let shape = Shape::contiguous(sz).unwrap();
-                let bytes = bytemuck::cast_slice_mut(d);
-                Out::Tensor(TensorMut::new(DType::Float, shape, Capacity::Static, bytes).unwrap())
-            }
+            let mk = |sz, d| testing::out(d, sz, &[], Capacity::Static);
             let mut outs = [mk(sizes, o), mk(&stat_sizes, m), mk(&stat_sizes, s)];
-            let mut ctx = KernelContext::new(def.name);
-            ctx.general_only = general;
-            (def.run)(&mut ctx, &args, &mut outs).unwrap();
+            testing::run_kernel(def.name, general, &Threads::default(), &args, &mut outs).unwrap();
         }
         bufs
     }
