@@ -516,17 +516,19 @@ fn upsample_nearest(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '
     let scale = |inp: usize, outp: usize, s: Option<f64>| -> f32 {
         s.map_or(inp as f32 / outp.max(1) as f32, |s| (1.0 / s) as f32)
     };
-    let (fh, fw) = (scale(g.h, oh, sc[0]), scale(g.w, ow, sc[1]));
-    let src =
-        |o: usize, f: f32, inp: usize| ((o as f32 * f).floor() as usize).min(inp.saturating_sub(1));
+    // The source offset of each output row and column, within a plane.
+    let src = |len: usize, f: f32, inp: usize, stride: usize| -> Vec<usize> {
+        let at = |o: usize| ((o as f32 * f).floor() as usize).min(inp.saturating_sub(1));
+        (0..len).map(|o| at(o) * stride).collect()
+    };
+    let rows = src(oh, scale(g.h, oh, sc[0]), g.h, g.st[2]);
+    let cols = src(ow, scale(g.w, ow, sc[1]), g.w, g.st[3]);
     let os = out_planes(out);
     let dt = x.dtype();
     crate::dispatch_all!(dt, T => {
         let v = cast_to::<T>(&x);
         with_out::<T>(ctx, out, true, |dst| {
-            g.fill(dst, os, [oh, ow], |base, y, xo| {
-                v[base + src(y, fh, g.h) * g.st[2] + src(xo, fw, g.w) * g.st[3]]
-            })
+            g.fill(dst, os, [oh, ow], |base, y, xo| v[base + rows[y] + cols[xo]])
         })
     }, _ => Err(ctx.dtype_err("input", "a computable dtype", dt)))
 }
