@@ -229,13 +229,14 @@ pub(crate) fn decode(
             ),
             Value::Tensor(t) => {
                 let loc = || format!("values[{i}].tensor");
-                let dtype = Some(t.dtype()).filter(|d| d.is_supported()).ok_or_else(|| {
-                    Error::NotSupported {
+                let dtype = t.dtype();
+                if !dtype.is_supported() {
+                    return Err(Error::NotSupported {
                         method: name.clone(),
                         location: loc(),
-                        reason: format!("dtype {}", t.dtype()),
-                    }
-                })?;
+                        reason: format!("dtype {dtype}"),
+                    });
+                }
                 if t.dynamism() == ShapeDynamism::DynamicUnbound {
                     return Err(Error::NotSupported {
                         method: name.clone(),
