@@ -194,6 +194,20 @@ impl fmt::Display for Shape {
     }
 }
 
+/// A PyTorch `int[2]` argument (kernel size, stride, padding, dilation) as (rows, columns):
+/// one value stands for both, an empty list for `default` (`None`: not allowed). `None` for
+/// any other length or a value below `min`.
+pub fn int_pair(list: &[i64], default: Option<[usize; 2]>, min: i64) -> Option<[usize; 2]> {
+    let p = match (list, default) {
+        ([], Some(d)) => return Some(d),
+        ([a], _) => [*a, *a],
+        ([a, b], _) => [*a, *b],
+        _ => return None,
+    };
+    let axis = |x: i64| if x < min { None } else { usize::try_from(x).ok() };
+    Some([axis(p[0])?, axis(p[1])?])
+}
+
 /// Canonical dimension index for `dim` in a tensor of rank `rank` (negative counts from the end).
 /// A 0-dimensional tensor accepts dims `-1` and `0`.
 pub fn normalize_dim(dim: i64, rank: usize) -> Option<usize> {

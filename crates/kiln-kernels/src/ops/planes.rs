@@ -4,6 +4,7 @@
 
 use crate::error::KernelError;
 use crate::kernel::KernelContext;
+use crate::shape::int_pair;
 use crate::tensor::{TensorMut, TensorRef};
 
 /// `[planes, H, W]` view of a 3-D or 4-D tensor: plane count, (n, c) sizes and strides.
@@ -73,7 +74,7 @@ pub(crate) fn out_sizes(x: &TensorRef<'_>, oh: usize, ow: usize) -> Vec<usize> {
     s
 }
 
-/// A 2-element int list parameter (1 element repeats; `default` when empty).
+/// A 2-element int list parameter ([`int_pair`]: 1 element repeats; `default` when empty).
 pub(crate) fn pair(
     ctx: &KernelContext,
     v: &[i64],
@@ -81,14 +82,11 @@ pub(crate) fn pair(
     default: Option<[usize; 2]>,
     min: i64,
 ) -> Result<[usize; 2], KernelError> {
-    let p = match (v, default) {
-        ([], Some(d)) => return Ok(d),
-        ([a], _) => [*a, *a],
-        ([a, b], _) => [*a, *b],
-        _ => return Err(ctx.invalid(name, format!("expected 1 or 2 values, got {v:?}"))),
-    };
-    if p.iter().any(|&x| x < min) {
-        return Err(ctx.invalid(name, format!("{v:?} has a value below {min}")));
-    }
-    Ok([p[0] as usize, p[1] as usize])
+    int_pair(v, default, min).ok_or_else(|| {
+        let why = match v.len() {
+            1 | 2 => format!("{v:?} has a value below {min}"),
+            _ => format!("expected 1 or 2 values, got {v:?}"),
+        };
+        ctx.invalid(name, why)
+    })
 }

@@ -8,13 +8,15 @@
 //! layouts: a pointwise convolution reads and writes either layout, another one-group
 //! convolution reads NCHW and writes either, or runs NHWC to NHWC, a depthwise one runs NHWC
 //! to NHWC when its channels fill blocks of 16, and a residual is laid out as its reader's
-//! output. A max pooling runs NCHW to NCHW or NHWC to NHWC. So a chain starts from the NCHW
+//! output. A max pooling runs when [`MaxPool2dArgs::supports`] its layouts: NCHW to NCHW or
+//! NHWC to NHWC. So a chain starts from the NCHW
 //! input of its first convolution, and its last step writes NCHW for whatever reads it next:
 //! no conversion steps. No other step ever sees an NHWC value.
 
 use std::collections::{HashMap, HashSet};
 
 use kiln_kernels::compute::conv2d::{Conv2dGeometry, PackedConv2d};
+use kiln_kernels::pool::MaxPool2dArgs;
 
 use super::graph::{Graph, NodeOp};
 use super::nodes::ConvNode;
@@ -58,8 +60,8 @@ pub(crate) fn choose_layouts(g: &mut Graph<'_>) {
         *layout_reads.entry(v).or_default() += 1;
     }
     // Outputs only such nodes read, then demoted until every convolution supports its
-    // layouts and every max pooling reads the layout it writes (each pass only demotes, so
-    // this ends; a mean reads either layout).
+    // layouts and every max pooling its own (each pass only demotes, so this ends; a mean
+    // reads either layout).
     let mut nhwc: HashSet<u32> = convs
         .iter()
         .map(|(_, c, _)| c.output)
@@ -91,7 +93,8 @@ pub(crate) fn choose_layouts(g: &mut Graph<'_>) {
             }
         }
         for &(_, x, y) in &pools {
-            if nhwc.contains(&x) != nhwc.contains(&y) {
+            let l = Layouts { input: layout(&nhwc, x), output: layout(&nhwc, y) };
+            if !MaxPool2dArgs::supports(l) {
                 changed = true;
                 nhwc.remove(&x);
                 nhwc.remove(&y);

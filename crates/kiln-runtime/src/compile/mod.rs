@@ -20,6 +20,16 @@
 //!                      (weights folded and laid out once, here) behind Callee::Prepared
 //! ```
 //!
+//! The passes decide what only the graph knows: who reads a value, whether two are adjacent,
+//! which constants are static. What an operator's arguments mean, which layouts it runs in
+//! and its prepared form are the operator's own, in kiln-kernels beside its kernel: max
+//! pooling's [`MaxPool2dArgs`](kiln_kernels::pool::MaxPool2dArgs) (read from the call's lists,
+//! `supports` a layout pair, `prepare`), convolution's
+//! [`Conv2dArgs`](kiln_kernels::compute::conv2d::Conv2dArgs),
+//! [`PackedConv2d::supports`](kiln_kernels::compute::conv2d::PackedConv2d::supports) and
+//! [`PackedConv2d::prepare`](kiln_kernels::compute::conv2d::PackedConv2d::prepare) (batch
+//! norm folded, packed, output checked).
+//!
 //! Every rewrite keeps origins with the rules of [`kiln_format::origins`]: a lifted node
 //! replaces its instruction (rule 3), a node that takes in its consumer absorbs it (rule 1),
 //! so each compiled step knows the original instructions it stands for
@@ -30,8 +40,8 @@
 //! when each skipped value is read exactly once (by the absorbed instruction) and is no method
 //! output (reads of its [`alias`]es included), and the absorbed instruction comes right after
 //! the node. A map is the one exception to the single written value: it writes every value of
-//! its group that something after it reads, and skips only those read inside the group. Only straight-line methods of kernel calls are rewritten, and they get a new
-//! memory plan for the compiled order ([`memory`]).
+//! its group that something after it reads, and skips only those read inside the group.
+//! Only straight-line methods of kernel calls are rewritten, and they get a new memory plan for the compiled order ([`memory`]).
 
 mod alias;
 pub(crate) mod bound;

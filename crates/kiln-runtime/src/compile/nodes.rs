@@ -1,14 +1,15 @@
 //! The fused nodes the compile stage's passes lift instructions into: what each computes,
 //! on which values, in which layouts, and the original operators it stands for.
 
-use kiln_kernels::compute::conv2d::{Layout, Layouts};
+use kiln_kernels::compute::conv2d::{Conv2dArgs, Layout, Layouts};
 use kiln_kernels::compute::elementwise::MapInstr;
 use kiln_kernels::compute::sgemm::Activation;
+use kiln_kernels::pool::MaxPool2dArgs;
 
-/// Batch norm (inference) folded into a convolution: per output channel
-/// `scale = weight / sqrt(var + eps)`, `shift = bias - mean * scale`.
+/// The constants of an inference batch norm folded into a convolution (the prepared kernel
+/// folds them: [`BatchNorm`](kiln_kernels::compute::conv2d::BatchNorm)).
 #[derive(Clone, Debug)]
-pub(crate) struct BatchNorm {
+pub(crate) struct BatchNormValues {
     pub weight: Option<u32>,
     pub bias: Option<u32>,
     pub mean: u32,
@@ -22,11 +23,8 @@ pub(crate) struct ConvNode {
     pub input: u32,
     pub weight: u32,
     pub bias: Option<u32>,
-    pub stride: [usize; 2],
-    pub padding: [usize; 2],
-    pub dilation: [usize; 2],
-    pub groups: usize,
-    pub bn: Option<BatchNorm>,
+    pub args: Conv2dArgs,
+    pub bn: Option<BatchNormValues>,
     pub residual: Option<u32>,
     pub act: Activation,
     pub output: u32,
@@ -69,11 +67,7 @@ pub(crate) struct LinearNode {
 pub(crate) struct MaxPoolNode {
     pub input: u32,
     pub layout: Layout,
-    pub kernel: [usize; 2],
-    pub stride: [usize; 2],
-    pub padding: [usize; 2],
-    pub dilation: [usize; 2],
-    pub ceil: bool,
+    pub args: MaxPool2dArgs,
     pub output: u32,
     pub fused: Vec<String>,
 }

@@ -1,8 +1,9 @@
 //! The rewrites of the compile stage, each over a whole [`Graph`]. See the module docs of
 //! [`crate::compile`] for when a fusion is allowed.
 
-use kiln_kernels::compute::conv2d::PointwiseDepthwise;
+use kiln_kernels::compute::conv2d::{Conv2dArgs, PointwiseDepthwise};
 use kiln_kernels::compute::elementwise::{MapProgram, MAX_OPERANDS};
+use kiln_kernels::pool::MaxPool2dArgs;
 use kiln_kernels::Capacity;
 
 use crate::plan::InstrDef;
@@ -10,7 +11,7 @@ use crate::value::Val;
 
 use super::graph::{Graph, NodeOp};
 use super::nodes::{
-    BatchNorm, ConvNode, LinearNode, MapNode, MaxPoolNode, MeanNode, PointwiseDepthwiseNode,
+    BatchNormValues, ConvNode, LinearNode, MapNode, MaxPoolNode, MeanNode, PointwiseDepthwiseNode,
 };
 use super::prepared::conv_geometry;
 use kiln_kernels::compute::conv2d::{Layout, Layouts};
@@ -29,19 +30,6 @@ fn kernel_call<'m>(g: &Graph<'m>, n: usize) -> Option<(&'m str, &'m [u32])> {
 /// trailing return value.
 fn out_arg(args: &[u32]) -> Option<u32> {
     args.len().checked_sub(2).and_then(|p| args.get(p).copied())
-}
-
-fn pair(g: &Graph<'_>, v: u32, min: i64) -> Option<[usize; 2]> {
-    let l = g.ints(v)?;
-    let get = |i: usize| -> Option<usize> {
-        let x = match l.len() {
-            1 => l[0],
-            2 => l[i],
-            _ => return None,
-        };
-        (x >= min).then(|| usize::try_from(x).ok()).flatten()
-    };
-    Some([get(0)?, get(1)?])
 }
 
 /// Copies whose output has the bytes of a contiguous part of their input
@@ -400,13 +388,12 @@ pub(crate) fn lift_convolutions(g: &mut Graph<'_>) {
                 _ => continue,
             }
         };
-        let (Some(stride), Some(padding), Some(dilation)) =
-            (pair(g, stride, 1), pair(g, padding, 0), pair(g, dilation, 1))
+        let (Some(stride), Some(padding), Some(dilation), Some(groups)) =
+            (g.ints(stride), g.ints(padding), g.ints(dilation), g.int(groups))
         else {
             continue;
         };
-        let Some(groups) = g.int(groups).and_then(|v| usize::try_from(v).ok()).filter(|&v| v > 0)
-        else {
+        let Some(conv_args) = Conv2dArgs::from_lists(&stride, &padding, &dilation, groups) else {
             continue;
         };
         g.replace(
@@ -415,10 +402,7 @@ pub(crate) fn lift_convolutions(g: &mut Graph<'_>) {
                 input: x,
                 weight: w,
                 bias,
-                stride,
-                padding,
-                dilation,
-                groups,
+                args: conv_args,
                 bn: None,
                 residual: None,
                 act: Activation::None,
@@ -450,28 +434,23 @@ pub(crate) fn lift_max_pools(g: &mut Graph<'_>) {
         if !static_shapes || !(3..=4).contains(&xt.shape.rank()) {
             continue;
         }
-        let Some(kernel) = pair(g, kernel, 1) else { continue };
-        // An empty stride means the kernel size, as in PyTorch.
-        let stride = match g.ints(stride) {
-            Some(s) if s.is_empty() => Some(kernel),
-            _ => pair(g, stride, 1),
-        };
-        let (Some(stride), Some(padding), Some(dilation)) =
-            (stride, pair(g, padding, 0), pair(g, dilation, 1))
+        let (Some(kernel), Some(stride), Some(padding), Some(dilation)) =
+            (g.ints(kernel), g.ints(stride), g.ints(padding), g.ints(dilation))
         else {
             continue;
         };
-        let Some(Val::Bool(ceil)) = g.values.get(ceil as usize) else { continue };
+        let Some(&Val::Bool(ceil)) = g.values.get(ceil as usize) else { continue };
+        let Some(pool_args) =
+            MaxPool2dArgs::from_lists(&kernel, &stride, &padding, &dilation, ceil)
+        else {
+            continue;
+        };
         g.replace(
             n,
             NodeOp::MaxPool(MaxPoolNode {
                 input: x,
                 layout: Layout::Nchw,
-                kernel,
-                stride,
-                padding,
-                dilation,
-                ceil: *ceil,
+                args: pool_args,
                 output: out,
                 fused: vec!["aten::max_pool2d_with_indices.out".to_string()],
             }),
@@ -555,7 +534,7 @@ pub(crate) fn fold_batch_norms(g: &mut Graph<'_>) {
             continue;
         }
         let mut conv = conv.clone();
-        conv.bn = Some(BatchNorm { weight, bias, mean, var, eps });
+        conv.bn = Some(BatchNormValues { weight, bias, mean, var, eps });
         conv.output = out;
         conv.fused.push("aten::_native_batch_norm_legit_no_training.out".to_string());
         g.replace(n, NodeOp::Conv(conv));

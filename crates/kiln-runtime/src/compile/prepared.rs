@@ -2,12 +2,13 @@
 //! at load, and a run function the executor calls with the node's tensors.
 
 use kiln_kernels::compute::conv2d::{
-    Conv2dGeometry, ConvScratch, PackedConv2d, PointwiseDepthwise,
+    BatchNorm, Conv2dGeometry, ConvScratch, Layout, PackedConv2d, PointwiseDepthwise,
 };
 use kiln_kernels::compute::elementwise::MapProgram;
 use kiln_kernels::compute::global_pool::mean_pixels;
 use kiln_kernels::compute::linear::{LinearScratch, PackedLinear};
-use kiln_kernels::pool::MaxPool2d;
+use kiln_kernels::compute::sgemm::GemmError;
+use kiln_kernels::pool::PreparedMaxPool2d;
 use kiln_kernels::{Arg, KernelContext, KernelError, Out, OutKind, TensorMut, TensorRef};
 
 use crate::error::{Error, Result};
@@ -16,7 +17,6 @@ use crate::value::TensorSlot;
 
 use super::graph::{Graph, NodeOp};
 use super::nodes::{ConvNode, LinearNode, MaxPoolNode, MeanNode, PointwiseDepthwiseNode};
-use kiln_kernels::compute::conv2d::Layout;
 
 /// A bound step reads at most this many tensors, and writes at most this many.
 pub(crate) const MAX_TENSORS: usize = 16;
@@ -236,23 +236,9 @@ fn fused_io<'a, 'o, 'x>(
 pub(crate) fn conv_geometry(
     g: &Graph<'_>,
     c: &ConvNode,
-) -> std::result::Result<Conv2dGeometry, String> {
-    let ws = g.sizes(c.weight).unwrap_or_default();
-    let [c_out, _, kh, kw] = ws.as_slice() else { return Err("the weight is not 4-D".into()) };
-    let xs = g.sizes(c.input).unwrap_or_default();
-    let [_, c_in, h, w] = xs.as_slice() else { return Err("the input is not 4-D".into()) };
-    Ok(Conv2dGeometry {
-        in_channels: *c_in,
-        in_h: *h,
-        in_w: *w,
-        out_channels: *c_out,
-        kh: *kh,
-        kw: *kw,
-        stride: c.stride,
-        padding: c.padding,
-        dilation: c.dilation,
-        groups: c.groups,
-    })
+) -> std::result::Result<Conv2dGeometry, GemmError> {
+    let (xs, ws) = (g.sizes(c.input).unwrap_or_default(), g.sizes(c.weight).unwrap_or_default());
+    c.args.geometry(&xs, &ws)
 }
 
 /// A convolution, or a pointwise convolution fused with the depthwise one reading its
@@ -272,52 +258,37 @@ enum ConvKernel {
     PointwiseDepthwise(PointwiseDepthwise),
 }
 
-/// Convolution node `c` prepared: batch norm folded into its weight and bias, packed once.
+/// Convolution node `c` prepared ([`PackedConv2d::prepare`]): batch norm folded into its
+/// weight and bias, packed once.
 fn packed_conv(
     g: &Graph<'_>,
     c: &ConvNode,
     bytes: &ConstBytes<'_>,
 ) -> std::result::Result<PackedConv2d, String> {
-    let mut weight = const_f32(g, c.weight, bytes)?;
-    let geometry = conv_geometry(g, c)?;
-    let c_out = geometry.out_channels;
-    let mut bias = c.bias.map(|b| const_f32(g, b, bytes)).transpose()?;
-    if let Some(bn) = &c.bn {
-        // Fold in f64, rounding once: w' = w * s, b' = (b - mean) * s + beta with
-        // s = gamma / sqrt(var + eps).
-        let opt = |v: Option<u32>| v.map(|v| const_f32(g, v, bytes)).transpose();
-        let gamma = opt(bn.weight)?;
-        let beta = opt(bn.bias)?;
-        let mean = const_f32(g, bn.mean, bytes)?;
-        let var = const_f32(g, bn.var, bytes)?;
-        let per_channel = [gamma.as_deref(), beta.as_deref(), Some(&mean), Some(&var)];
-        let short =
-            per_channel.iter().chain([&bias.as_deref()]).flatten().any(|v| v.len() != c_out);
-        if short {
-            return Err(format!("batch norm: a per-channel constant does not hold {c_out} values"));
-        }
-        let per = weight.len().checked_div(c_out).unwrap_or(0);
-        let mut folded = vec![0f32; c_out];
-        for o in 0..c_out {
-            let gm = gamma.as_ref().map_or(1.0, |v| f64::from(v[o]));
-            let bt = beta.as_ref().map_or(0.0, |v| f64::from(v[o]));
-            let s = gm / (f64::from(var[o]) + bn.eps).sqrt();
-            for w in &mut weight[o * per..(o + 1) * per] {
-                *w = (f64::from(*w) * s) as f32;
-            }
-            let b0 = bias.as_ref().map_or(0.0, |b| f64::from(b[o]));
-            folded[o] = ((b0 - f64::from(mean[o])) * s + bt) as f32;
-        }
-        bias = Some(folded);
-    }
-    let conv = PackedConv2d::with_layouts(geometry, &weight, bias.as_deref(), c.act, c.layouts)
-        .map_err(|e| format!("convolution: {e}"))?;
+    let weight = const_f32(g, c.weight, bytes)?;
+    let bias = c.bias.map(|b| const_f32(g, b, bytes)).transpose()?;
+    let opt = |v: Option<u32>| v.map(|v| const_f32(g, v, bytes)).transpose();
+    let stats = match &c.bn {
+        Some(bn) => Some((
+            opt(bn.weight)?,
+            opt(bn.bias)?,
+            const_f32(g, bn.mean, bytes)?,
+            const_f32(g, bn.var, bytes)?,
+            bn.eps,
+        )),
+        None => None,
+    };
+    let bn = stats.as_ref().map(|(gamma, beta, mean, var, eps)| BatchNorm {
+        gamma: gamma.as_deref(),
+        beta: beta.as_deref(),
+        mean,
+        var,
+        eps: *eps,
+    });
+    let geometry = conv_geometry(g, c).map_err(|e| e.to_string())?;
     let out = g.sizes(c.output).unwrap_or_default();
-    let (oh, ow) = conv.out_hw();
-    if out.get(1..) != Some(&[c_out, oh, ow][..]) {
-        return Err(format!("the output {out:?} is not [N, {c_out}, {oh}, {ow}]"));
-    }
-    Ok(conv)
+    PackedConv2d::prepare(geometry, weight, bias, bn, c.act, c.layouts, &out)
+        .map_err(|e| e.to_string())
 }
 
 impl PreparedConv {
@@ -423,35 +394,15 @@ impl PreparedKernel for PreparedConv {
     }
 }
 
-/// Max pooling without indices, its geometry checked once; channels-last images of
-/// `channels` when set.
-struct PreparedMaxPool {
-    pool: MaxPool2d,
-    channels: Option<usize>,
-}
+/// Max pooling without indices ([`MaxPool2dArgs::prepare`](kiln_kernels::pool::MaxPool2dArgs::prepare)).
+struct PreparedMaxPool(PreparedMaxPool2d);
 
 impl PreparedMaxPool {
     fn new(g: &Graph<'_>, m: &MaxPoolNode) -> std::result::Result<PreparedMaxPool, String> {
-        let xs = g.sizes(m.input).unwrap_or_default();
-        let Some((&[h, w], outer)) = xs.split_last_chunk::<2>().map(|(o, l)| (l, o)) else {
-            return Err(format!("max_pool2d: the input {xs:?} has fewer than 2 dimensions"));
-        };
-        let planes = outer.iter().product();
-        let pool =
-            MaxPool2d::new(planes, [h, w], m.kernel, m.stride, m.padding, m.dilation, m.ceil)
-                .ok_or_else(|| format!("max_pool2d: the window does not fit the input {xs:?}"))?;
-        let [oh, ow] = pool.out_size();
-        let want: Vec<usize> = outer.iter().copied().chain([oh, ow]).collect();
-        let out = g.sizes(m.output).unwrap_or_default();
-        if out != want {
-            return Err(format!("max_pool2d: the output {out:?} is not {want:?}"));
-        }
-        let channels = match (m.layout, xs.as_slice()) {
-            (Layout::Nchw, _) => None,
-            (Layout::Nhwc, &[_, c, _, _]) => Some(c),
-            (Layout::Nhwc, _) => return Err(format!("max_pool2d: NHWC input {xs:?} is not 4-D")),
-        };
-        Ok(PreparedMaxPool { pool, channels })
+        let (xs, out) =
+            (g.sizes(m.input).unwrap_or_default(), g.sizes(m.output).unwrap_or_default());
+        let pool = m.args.prepare(&xs, &out, m.layout).map_err(|e| format!("max_pool2d: {e}"))?;
+        Ok(PreparedMaxPool(pool))
     }
 }
 
@@ -471,11 +422,7 @@ impl PreparedKernel for PreparedMaxPool {
         let (&[x], [y]) = (reads, writes) else {
             return Err(ctx.invalid("self", "the step's tensors do not match its max pooling"));
         };
-        match self.channels {
-            None => self.pool.run(x, y, &ctx.threads),
-            Some(c) => self.pool.run_nhwc(c, x, y, &ctx.threads),
-        }
-        .map_err(|e| ctx.invalid("self", e.to_string()))
+        self.0.run(x, y, &ctx.threads).map_err(|e| ctx.invalid("self", e.to_string()))
     }
 }
 

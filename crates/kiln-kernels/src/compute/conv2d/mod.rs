@@ -20,10 +20,12 @@ pub mod depthwise;
 mod geometry;
 mod packed;
 mod pointwise_depthwise;
+mod prepare;
 mod scratch;
 mod winograd;
 
 pub use geometry::{Conv2dGeometry, Layout, Layouts};
 pub use packed::PackedConv2d;
 pub use pointwise_depthwise::PointwiseDepthwise;
+pub use prepare::{BatchNorm, Conv2dArgs};
 pub use scratch::ConvScratch;

@@ -10,7 +10,7 @@ mod max;
 mod prepared;
 mod window;
 
-pub use prepared::MaxPool2d;
+pub use prepared::{MaxPool2d, MaxPool2dArgs, PreparedMaxPool2d};
 
 use crate::kernel::KernelDef;
 

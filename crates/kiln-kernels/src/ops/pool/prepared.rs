@@ -11,8 +11,10 @@
 #![allow(unsafe_code)]
 
 use super::window::Window;
+use crate::compute::conv2d::{Layout, Layouts};
 use crate::compute::sgemm::GemmError;
 use crate::compute::threads::{split, with_pieces, Threads, TASKS_PER_THREAD};
+use crate::shape::int_pair;
 
 /// The window walk's step: `b` follows `a`. The later value wins when it is a NaN, or when it
 /// is larger and the earlier is not a NaN.
@@ -22,6 +24,99 @@ fn pick(a: f32, b: f32) -> f32 {
         b
     } else {
         a
+    }
+}
+
+/// What a `max_pool2d_with_indices` call says beside its tensors, as the compile stage lifts
+/// it into a values-only step: kernel, stride, padding and dilation as (rows, columns).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MaxPool2dArgs {
+    /// Window rows and columns.
+    pub kernel: [usize; 2],
+    /// Step between windows.
+    pub stride: [usize; 2],
+    /// Implicit `-inf` padding on both sides.
+    pub padding: [usize; 2],
+    /// Step between a window's taps.
+    pub dilation: [usize; 2],
+    /// Whether a last partial window counts (`ceil_mode`).
+    pub ceil: bool,
+}
+
+impl MaxPool2dArgs {
+    /// The arguments from the call's int lists, read as the eager kernel reads them
+    /// ([`int_pair`]): one value stands for both axes, an empty stride for the kernel, an
+    /// empty padding for 0 and an empty dilation for 1. `None` when a list has another length
+    /// or a value below its minimum (1, or 0 for padding).
+    pub fn from_lists(
+        kernel: &[i64],
+        stride: &[i64],
+        padding: &[i64],
+        dilation: &[i64],
+        ceil: bool,
+    ) -> Option<Self> {
+        let kernel = int_pair(kernel, None, 1)?;
+        Some(MaxPool2dArgs {
+            kernel,
+            stride: int_pair(stride, Some(kernel), 1)?,
+            padding: int_pair(padding, Some([0, 0]), 0)?,
+            dilation: int_pair(dilation, Some([1, 1]), 1)?,
+            ceil,
+        })
+    }
+
+    /// Whether the pooling runs with `layouts`: NCHW to NCHW, or NHWC to NHWC (a 4-D input).
+    pub fn supports(layouts: Layouts) -> bool {
+        layouts.input == layouts.output
+    }
+
+    /// The pooling prepared for an `input` of sizes `[N, C, H, W]` or `[C, H, W]` laid out
+    /// in `layout` (NHWC needs 4-D), checked to write `output`.
+    pub fn prepare(
+        &self,
+        input: &[usize],
+        output: &[usize],
+        layout: Layout,
+    ) -> Result<PreparedMaxPool2d, GemmError> {
+        let Some((outer, &[h, w])) = input.split_last_chunk::<2>() else {
+            return Err(GemmError::Window(input.to_vec()));
+        };
+        let planes = outer.iter().product();
+        let [k, s, p, d] = [self.kernel, self.stride, self.padding, self.dilation];
+        let pool = MaxPool2d::new(planes, [h, w], k, s, p, d, self.ceil)
+            .ok_or_else(|| GemmError::Window(input.to_vec()))?;
+        let want: Vec<usize> = outer.iter().copied().chain(pool.out_size()).collect();
+        if output != want {
+            let (what, actual, expected) = ("output", output.to_vec(), format!("{want:?}"));
+            return Err(GemmError::Sizes { what, actual, expected });
+        }
+        let channels = match (layout, input) {
+            (Layout::Nchw, _) => None,
+            (Layout::Nhwc, &[_, c, _, _]) => Some(c),
+            (Layout::Nhwc, _) => {
+                let (what, actual) = ("NHWC input", input.to_vec());
+                return Err(GemmError::Sizes { what, actual, expected: "4-D".into() });
+            }
+        };
+        Ok(PreparedMaxPool2d { pool, channels })
+    }
+}
+
+/// A max pooling prepared by [`MaxPool2dArgs::prepare`]: its geometry checked once, and the
+/// channels of its channels-last images when it runs NHWC.
+#[derive(Clone, Debug)]
+pub struct PreparedMaxPool2d {
+    pool: MaxPool2d,
+    channels: Option<usize>,
+}
+
+impl PreparedMaxPool2d {
+    /// Pools `x` into `y`, each laid out as prepared.
+    pub fn run(&self, x: &[f32], y: &mut [f32], threads: &Threads) -> Result<(), GemmError> {
+        match self.channels {
+            None => self.pool.run(x, y, threads),
+            Some(c) => self.pool.run_nhwc(c, x, y, threads),
+        }
     }
 }
 
@@ -310,6 +405,72 @@ mod tests {
                 assert_eq!(got, want, "{m:?} channels-last, {c} channels");
             }
             tested += 1;
+        }
+    }
+
+    /// A pooling prepared from a call's int lists ([`MaxPool2dArgs::from_lists`]) writes the
+    /// bits the eager `max_pool2d_with_indices` kernel writes from the same lists (one value
+    /// for both axes, empty stride, padding and dilation lists, values out of range), and is
+    /// refused where the eager kernel refuses the call.
+    #[test]
+    fn prepared_from_lists_matches_the_eager_kernel() {
+        use crate::{testing, Arg, Capacity, DType, Shape, TensorRef};
+        let mut rng = fastrand::Rng::with_seed(0x51);
+        let one = Threads::new(1).unwrap();
+        let list = |rng: &mut fastrand::Rng, lo: i64, hi: i64| -> Vec<i64> {
+            (0..[0, 1, 2, 2, 3][rng.usize(0..5)]).map(|_| rng.i64(lo..hi)).collect()
+        };
+        let (mut ran, mut refused) = (0, 0);
+        while ran < 200 || refused < 50 {
+            let sizes = [1, rng.usize(1..3), rng.usize(1..9), rng.usize(1..9)];
+            let kernel = list(&mut rng, 0, 4);
+            let stride = list(&mut rng, 0, 4);
+            let padding = list(&mut rng, -1, 3);
+            let dilation = list(&mut rng, 0, 3);
+            let ceil = rng.bool();
+            let x: Vec<f32> = (0..sizes.iter().product()).map(|_| rng.f32() * 4.0 - 2.0).collect();
+            let shape = Shape::contiguous(&sizes).unwrap();
+            let xt = TensorRef::new(DType::Float, shape, bytemuck::cast_slice(&x)).unwrap();
+            let cap = sizes[1] * (sizes[2] + 4) * (sizes[3] + 4);
+            let (mut y, mut indices) = (vec![0f32; cap], vec![0i64; cap]);
+            let args = [
+                Arg::Tensor(xt),
+                Arg::IntList(&kernel),
+                Arg::IntList(&stride),
+                Arg::IntList(&padding),
+                Arg::IntList(&dilation),
+                Arg::Bool(ceil),
+                Arg::Output,
+                Arg::Output,
+                Arg::Output,
+            ];
+            let name = "aten::max_pool2d_with_indices.out";
+            let (eager, out) = {
+                let mut outs = [
+                    testing::out(&mut y, &sizes, &[], Capacity::Bound(cap)),
+                    testing::out(&mut indices, &sizes, &[], Capacity::Bound(cap)),
+                ];
+                let eager = testing::run_kernel(name, true, &one, &args, &mut outs);
+                (eager, testing::out_sizes(&outs, 0))
+            };
+            let lists = (&kernel, &stride, &padding, &dilation, ceil);
+            let pool_args = MaxPool2dArgs::from_lists(&kernel, &stride, &padding, &dilation, ceil);
+            if eager.is_err() {
+                let refused_too = pool_args.is_none_or(|a| {
+                    matches!(a.prepare(&sizes, &out, Layout::Nchw), Err(GemmError::Window(_)))
+                });
+                assert!(refused_too, "{lists:?}: eager refuses ({eager:?}), prepared does not");
+                refused += 1;
+                continue;
+            }
+            let pool = pool_args.and_then(|a| a.prepare(&sizes, &out, Layout::Nchw).ok());
+            let pool = pool.unwrap_or_else(|| panic!("{lists:?}: eager runs, prepared refuses"));
+            let n: usize = out.iter().product();
+            let mut got = vec![0f32; n];
+            pool.run(&x, &mut got, &one).unwrap();
+            let bits = |v: &[f32]| v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got), bits(&y[..n]), "{lists:?} over {sizes:?}");
+            ran += 1;
         }
     }
 
