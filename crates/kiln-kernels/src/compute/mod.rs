@@ -12,6 +12,8 @@ pub mod elementwise;
 pub mod gemm;
 pub mod global_pool;
 pub(crate) mod interleave;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod lanes;
 pub mod linear;
 pub mod peak;
 pub mod sgemm;

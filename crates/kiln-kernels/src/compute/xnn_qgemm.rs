@@ -59,6 +59,67 @@ pub(crate) fn best_isa() -> Isa {
     }
 }
 
+/// A task's loop, written once in plain Rust and built for each [`Isa`] by [`Isa::run`].
+pub(crate) trait IsaTask {
+    /// What the task writes.
+    type Out: ?Sized;
+    /// Whether the loop gains from AVX-512 VNNI (`vpdpwssd`): only then is it built with it.
+    const VNNI: bool = false;
+    /// Runs share `run` of the task into `out`. Implementations are `#[inline(always)]`, so
+    /// the target features of [`Isa::run`]'s caller for the set apply to the whole loop.
+    fn run(&self, run: std::ops::Range<usize>, out: &mut Self::Out);
+}
+
+impl Isa {
+    /// Runs share `run` of `task` into `out` in a function compiled for this set.
+    pub(crate) fn run<T: IsaTask>(self, task: &T, run: std::ops::Range<usize>, out: &mut T::Out) {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `Isa::Vnni` is only chosen when the CPU has AVX-512F, AVX-512BW and
+            // AVX-512 VNNI (and AVX2).
+            Isa::Vnni if T::VNNI => unsafe { on_vnni(task, run, out) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `Isa::Avx512` and above are only chosen when the CPU has AVX-512F and
+            // AVX-512BW (and AVX2).
+            Isa::Avx512 | Isa::Vnni => unsafe { on_avx512(task, run, out) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `Isa::Avx2` is only chosen when the CPU has AVX2.
+            Isa::Avx2 => unsafe { on_avx2(task, run, out) },
+            _ => task.run(run, out),
+        }
+    }
+}
+
+/// [`IsaTask::run`] built for AVX-512 VNNI.
+///
+/// # Safety
+/// The CPU has AVX-512F, AVX-512BW, AVX-512 VNNI and AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx2")]
+unsafe fn on_vnni<T: IsaTask>(task: &T, run: std::ops::Range<usize>, out: &mut T::Out) {
+    task.run(run, out)
+}
+
+/// [`IsaTask::run`] built for AVX-512.
+///
+/// # Safety
+/// The CPU has AVX-512F, AVX-512BW and AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx2")]
+unsafe fn on_avx512<T: IsaTask>(task: &T, run: std::ops::Range<usize>, out: &mut T::Out) {
+    task.run(run, out)
+}
+
+/// [`IsaTask::run`] built for AVX2.
+///
+/// # Safety
+/// The CPU has AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn on_avx2<T: IsaTask>(task: &T, run: std::ops::Range<usize>, out: &mut T::Out) {
+    task.run(run, out)
+}
+
 /// Every [`Isa`] this CPU runs (tests run each).
 #[cfg(test)]
 pub(crate) fn isas() -> Vec<Isa> {
@@ -448,16 +509,7 @@ pub(crate) fn convolution(
     let tasks = with_pieces(split(pixels, MR, parts), out, oc);
     threads.for_each(tasks, |(run, out)| {
         let t = ConvTask { isa, g, x, zp, kp, panels, w: &wp, bias, scales, o };
-        match isa {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: `Isa::Avx512` and above are only chosen when the CPU has AVX-512F and
-            // AVX-512BW (and AVX2).
-            Isa::Avx512 | Isa::Vnni => unsafe { t.run_avx512(run, out) },
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: `Isa::Avx2` is only chosen when the CPU has AVX2.
-            Isa::Avx2 => unsafe { t.run_avx2(run, out) },
-            _ => t.run(run, out),
-        }
+        isa.run(&t, run, out)
     });
 }
 
@@ -476,7 +528,9 @@ struct ConvTask<'a> {
     o: &'a Qs8Out,
 }
 
-impl ConvTask<'_> {
+impl IsaTask for ConvTask<'_> {
+    type Out = [i8];
+
     /// Output pixels `run` into `out` (`run.len() * o`), [`MR`] at a time.
     #[inline(always)]
     fn run(&self, run: std::ops::Range<usize>, out: &mut [i8]) {
@@ -504,26 +558,6 @@ impl ConvTask<'_> {
                 }
             }
         }
-    }
-
-    /// [`ConvTask::run`] built for AVX-512.
-    ///
-    /// # Safety
-    /// The CPU has AVX-512F, AVX-512BW and AVX2.
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f,avx512bw,avx2")]
-    unsafe fn run_avx512(&self, run: std::ops::Range<usize>, out: &mut [i8]) {
-        self.run(run, out)
-    }
-
-    /// [`ConvTask::run`] built for AVX2.
-    ///
-    /// # Safety
-    /// The CPU has AVX2.
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2")]
-    unsafe fn run_avx2(&self, run: std::ops::Range<usize>, out: &mut [i8]) {
-        self.run(run, out)
     }
 }
 
@@ -562,16 +596,7 @@ pub(crate) fn depthwise(
         with_pieces(split(pixels, 1, parts(threads, pixels * g.o * taps, pixels)), out, g.o);
     threads.for_each(tasks, |(run, out)| {
         let d = DwRun { g, x, zp: x_zp as i16, w: &w16, bias, scales, o };
-        match isa {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: `Isa::Avx512` and above are only chosen when the CPU has AVX-512F and
-            // AVX-512BW (and AVX2).
-            Isa::Avx512 | Isa::Vnni => unsafe { d.run_avx512(run, out) },
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: `Isa::Avx2` is only chosen when the CPU has AVX2.
-            Isa::Avx2 => unsafe { d.run_avx2(run, out) },
-            _ => d.run(run, out),
-        }
+        isa.run(&d, run, out)
     });
 }
 
@@ -587,7 +612,9 @@ struct DwRun<'a> {
     o: &'a Qs8Out,
 }
 
-impl DwRun<'_> {
+impl IsaTask for DwRun<'_> {
+    type Out = [i8];
+
     /// Output pixels `run` into `out` (`run.len() * o`).
     #[inline(always)]
     fn run(&self, run: std::ops::Range<usize>, out: &mut [i8]) {
@@ -628,26 +655,6 @@ impl DwRun<'_> {
             requantize(dst, &mut acc, self.bias, self.scales, self.o);
         }
     }
-
-    /// [`DwRun::run`] built for AVX-512.
-    ///
-    /// # Safety
-    /// The CPU has AVX-512F, AVX-512BW and AVX2.
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f,avx512bw,avx2")]
-    unsafe fn run_avx512(&self, run: std::ops::Range<usize>, out: &mut [i8]) {
-        self.run(run, out)
-    }
-
-    /// [`DwRun::run`] built for AVX2.
-    ///
-    /// # Safety
-    /// The CPU has AVX2.
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2")]
-    unsafe fn run_avx2(&self, run: std::ops::Range<usize>, out: &mut [i8]) {
-        self.run(run, out)
-    }
 }
 
 /// The integer sums of a fully connected layer: `a` is `m` rows of `k` activations (zero point
@@ -673,25 +680,11 @@ pub(crate) fn dot_rows(
         return;
     }
     let tasks = with_pieces(split(n, 1, parts(threads, m * n * k, n)), acc, m * nb);
-    threads.for_each(tasks, |(cols, acc)| {
-        let d = Dots { a, m, k, seg, w: &w[cols.start * k..cols.end * k] };
-        match isa {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: `Isa::Vnni` is only chosen when the CPU has AVX-512F, AVX-512BW and
-            // AVX-512 VNNI (and AVX2).
-            Isa::Vnni => unsafe { d.run_vnni(acc) },
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: `Isa::Avx512` is only chosen when the CPU has AVX-512F and AVX-512BW.
-            Isa::Avx512 => unsafe { d.run_avx512(acc) },
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: `Isa::Avx2` is only chosen when the CPU has AVX2.
-            Isa::Avx2 => unsafe { d.run_avx2(acc) },
-            _ => d.run(acc),
-        }
-    });
+    let d = Dots { a, m, k, seg, w };
+    threads.for_each(tasks, |(cols, acc)| isa.run(&d, cols, acc));
 }
 
-/// One task of [`dot_rows`]: the weight rows of its channels.
+/// The tasks of [`dot_rows`], each over the weight rows of its channels.
 struct Dots<'a> {
     a: &'a [i16],
     m: usize,
@@ -700,11 +693,16 @@ struct Dots<'a> {
     w: &'a [i8],
 }
 
-impl Dots<'_> {
+impl IsaTask for Dots<'_> {
+    type Out = [i32];
+    const VNNI: bool = true;
+
+    /// The sums of output channels `cols` into `acc` (`cols.len() * m * nb`).
     #[inline(always)]
-    fn run(&self, acc: &mut [i32]) {
+    fn run(&self, cols: std::ops::Range<usize>, acc: &mut [i32]) {
         let nb = self.k / self.seg;
-        for (wj, accj) in self.w.chunks_exact(self.k).zip(acc.chunks_exact_mut(self.m * nb)) {
+        let w = &self.w[cols.start * self.k..cols.end * self.k];
+        for (wj, accj) in w.chunks_exact(self.k).zip(acc.chunks_exact_mut(self.m * nb)) {
             for (ar, accr) in self.a.chunks_exact(self.k).zip(accj.chunks_exact_mut(nb)) {
                 for ((s, asg), wsg) in
                     accr.iter_mut().zip(ar.chunks_exact(self.seg)).zip(wj.chunks_exact(self.seg))
@@ -713,36 +711,6 @@ impl Dots<'_> {
                 }
             }
         }
-    }
-
-    /// [`Dots::run`] built for AVX-512 VNNI.
-    ///
-    /// # Safety
-    /// The CPU has AVX-512F, AVX-512BW, AVX-512 VNNI and AVX2.
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx2")]
-    unsafe fn run_vnni(&self, acc: &mut [i32]) {
-        self.run(acc)
-    }
-
-    /// [`Dots::run`] built for AVX-512.
-    ///
-    /// # Safety
-    /// The CPU has AVX-512F, AVX-512BW and AVX2.
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f,avx512bw,avx2")]
-    unsafe fn run_avx512(&self, acc: &mut [i32]) {
-        self.run(acc)
-    }
-
-    /// [`Dots::run`] built for AVX2.
-    ///
-    /// # Safety
-    /// The CPU has AVX2.
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2")]
-    unsafe fn run_avx2(&self, acc: &mut [i32]) {
-        self.run(acc)
     }
 }
 

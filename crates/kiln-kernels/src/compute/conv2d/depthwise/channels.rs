@@ -8,11 +8,14 @@
 //! rows in the vertical padding are skipped), then `clamp((s + bias) + residual)` (NaN passes
 //! the clamp). The input and output may be a channels-last image whose blocks lie side by
 //! side in each pixel (all of them summed, a group of output pixels at a time), or a block
-//! laid out on its own. One body, written over [`Lanes`] (one zmm, two ymm, or a plain
-//! array), gives the same bits on AVX-512F, AVX2+FMA and portably.
+//! laid out on its own. One body, written over [`Lanes`] (a block as vectors of
+//! [`F32x`](crate::compute::lanes::F32x): one zmm, two ymm; or a plain array), gives the same
+//! bits on AVX-512F, AVX2+FMA and portably.
 #![allow(unsafe_code)]
 
 use super::rows::{clamp_as_vectors, RowSpan};
+#[cfg(target_arch = "x86_64")]
+use crate::compute::lanes::F32x;
 
 /// Channels per block: one AVX-512 vector.
 pub(crate) const BLOCK: usize = 16;
@@ -219,91 +222,75 @@ impl Lanes for [f32; BLOCK] {
     }
 }
 
+/// A block as `N` vectors of `V` ([`F32x`]): one zmm, or two ymm.
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy)]
+struct Vectors<V, const N: usize>([V; N]);
+
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{Lanes, BLOCK};
-    use std::arch::x86_64::*;
+    use super::{Vectors, BLOCK};
+    use crate::compute::lanes;
 
     /// One `zmm` register.
-    #[derive(Clone, Copy)]
-    pub(super) struct Avx512(__m512);
-
-    impl Lanes for Avx512 {
-        #[inline]
-        #[target_feature(enable = "avx512f")]
-        unsafe fn zero() -> Self {
-            Self(_mm512_setzero_ps())
-        }
-        #[inline]
-        #[target_feature(enable = "avx512f")]
-        unsafe fn load(x: &[f32; BLOCK]) -> Self {
-            // SAFETY: `x` holds the 16 floats read.
-            Self(unsafe { _mm512_loadu_ps(x.as_ptr()) })
-        }
-        #[inline]
-        #[target_feature(enable = "avx512f")]
-        unsafe fn mul_add(w: Self, x: Self, acc: Self) -> Self {
-            Self(_mm512_fmadd_ps(w.0, x.0, acc.0))
-        }
-        #[inline]
-        #[target_feature(enable = "avx512f")]
-        unsafe fn add(a: Self, b: Self) -> Self {
-            Self(_mm512_add_ps(a.0, b.0))
-        }
-        #[inline]
-        #[target_feature(enable = "avx512f")]
-        unsafe fn clamp(v: Self, lo: f32, hi: f32) -> Self {
-            let v = _mm512_max_ps(_mm512_set1_ps(lo), v.0);
-            Self(_mm512_min_ps(_mm512_set1_ps(hi), v))
-        }
-        #[inline]
-        #[target_feature(enable = "avx512f")]
-        unsafe fn store(v: Self, out: &mut [f32; BLOCK]) {
-            // SAFETY: `out` holds the 16 floats written.
-            unsafe { _mm512_storeu_ps(out.as_mut_ptr(), v.0) }
-        }
-    }
-
+    pub(super) type Avx512 = Vectors<lanes::Avx512, 1>;
     /// Two `ymm` registers: lanes `0..8` and `8..16`.
-    #[derive(Clone, Copy)]
-    pub(super) struct Avx2([__m256; 2]);
+    pub(super) type Avx2 = Vectors<lanes::Avx2, 2>;
 
-    impl Lanes for Avx2 {
-        #[inline]
-        #[target_feature(enable = "avx2,fma")]
-        unsafe fn zero() -> Self {
-            Self([_mm256_setzero_ps(); 2])
+    const _: () = assert!(BLOCK == 16);
+}
+
+// The methods are inlined into the `#[target_feature]` function that runs [`sum_body`], so
+// each becomes the vector instructions of its set (loops, not closures: a closure would not
+// take that function's features).
+#[cfg(target_arch = "x86_64")]
+impl<V: F32x, const N: usize> Lanes for Vectors<V, N> {
+    #[inline(always)]
+    unsafe fn zero() -> Self {
+        // SAFETY: the caller's CPU has `V`'s instructions (the trait's contract).
+        Self([unsafe { V::zero() }; N])
+    }
+    #[inline(always)]
+    unsafe fn load(x: &[f32; BLOCK]) -> Self {
+        // SAFETY: the trait's contract.
+        let mut v = unsafe { Self::zero() };
+        for h in 0..N {
+            // SAFETY: `x` holds the N * V::LANES = BLOCK floats read.
+            v.0[h] = unsafe { V::load(x.as_ptr().add(h * V::LANES)) };
         }
-        #[inline]
-        #[target_feature(enable = "avx2,fma")]
-        unsafe fn load(x: &[f32; BLOCK]) -> Self {
-            // SAFETY: `x` holds the 16 floats read.
-            unsafe { Self([_mm256_loadu_ps(x.as_ptr()), _mm256_loadu_ps(x.as_ptr().add(8))]) }
+        v
+    }
+    #[inline(always)]
+    unsafe fn mul_add(w: Self, x: Self, mut acc: Self) -> Self {
+        for h in 0..N {
+            // SAFETY: the trait's contract.
+            acc.0[h] = unsafe { V::mul_add(w.0[h], x.0[h], acc.0[h]) };
         }
-        #[inline]
-        #[target_feature(enable = "avx2,fma")]
-        unsafe fn mul_add(w: Self, x: Self, acc: Self) -> Self {
-            Self([0, 1].map(|h| _mm256_fmadd_ps(w.0[h], x.0[h], acc.0[h])))
+        acc
+    }
+    #[inline(always)]
+    unsafe fn add(mut a: Self, b: Self) -> Self {
+        for h in 0..N {
+            // SAFETY: the trait's contract.
+            a.0[h] = unsafe { V::add(a.0[h], b.0[h]) };
         }
-        #[inline]
-        #[target_feature(enable = "avx2,fma")]
-        unsafe fn add(a: Self, b: Self) -> Self {
-            Self([0, 1].map(|h| _mm256_add_ps(a.0[h], b.0[h])))
+        a
+    }
+    #[inline(always)]
+    unsafe fn clamp(mut v: Self, lo: f32, hi: f32) -> Self {
+        // SAFETY: the trait's contract.
+        let (lo, hi) = unsafe { (V::splat(lo), V::splat(hi)) };
+        for h in 0..N {
+            // SAFETY: the trait's contract.
+            v.0[h] = unsafe { V::clamp(v.0[h], lo, hi) };
         }
-        #[inline]
-        #[target_feature(enable = "avx2,fma")]
-        unsafe fn clamp(v: Self, lo: f32, hi: f32) -> Self {
-            let (lo, hi) = (_mm256_set1_ps(lo), _mm256_set1_ps(hi));
-            Self(v.0.map(|v| _mm256_min_ps(hi, _mm256_max_ps(lo, v))))
-        }
-        #[inline]
-        #[target_feature(enable = "avx2,fma")]
-        unsafe fn store(v: Self, out: &mut [f32; BLOCK]) {
-            // SAFETY: `out` holds the 16 floats written.
-            unsafe {
-                _mm256_storeu_ps(out.as_mut_ptr(), v.0[0]);
-                _mm256_storeu_ps(out.as_mut_ptr().add(8), v.0[1]);
-            }
+        v
+    }
+    #[inline(always)]
+    unsafe fn store(v: Self, out: &mut [f32; BLOCK]) {
+        for h in 0..N {
+            // SAFETY: `out` holds the N * V::LANES = BLOCK floats written.
+            unsafe { V::store(out.as_mut_ptr().add(h * V::LANES), v.0[h]) }
         }
     }
 }
