@@ -11,7 +11,13 @@
 //! - [`compute`]: the loops: strided walks; GEMM, in two engines (below); convolution
 //!   (`compute/conv2d/`, depthwise included), fused elementwise maps, XNNPACK's quantized
 //!   arithmetic; the thread pool (`compute/threads/`); the CPU's features, detected once
-//!   (`compute/cpu.rs`).
+//!   (`compute/cpu.rs`), and the vector trait a loop for several instruction sets is written
+//!   over once (`compute/lanes.rs`: AVX-512 and AVX2 registers; the sgemm microkernels and
+//!   the depthwise channel blocks use it); a kernel table picked once per process
+//!   (`compute/sgemm/select.rs`, the QS8 panel kernels).
+//! - Prepared forms the compile stage lifts calls into keep their hooks with their kernels:
+//!   the call's arguments read from their int lists, the layouts they run in, `prepare`
+//!   (`ops/pool/prepared.rs`, `compute/conv2d/prepare.rs`).
 //!
 //! # Why two GEMM engines
 //! `compute/gemm.rs` ([`compute::gemm::Gemm`]) multiplies strided operands as they come:

@@ -2,7 +2,9 @@
 //! (packed-at-load) f32 kernels of the compile stage: [`sgemm`], [`conv2d`], [`linear`],
 //! fused elementwise groups ([`elementwise`]) and the vectorized activations they use
 //! ([`activation`]); the worker threads they split large layers over ([`threads`]); and what
-//! the CPU can do ([`cpu`]), detected once, which every kernel picks its instruction set by.
+//! the CPU can do ([`cpu`]), detected once, which every kernel picks its instruction set by,
+//! and (on x86_64) `lanes`, the vector registers a loop is written over once for AVX-512 and
+//! AVX2.
 
 pub mod activation;
 pub mod conv;
