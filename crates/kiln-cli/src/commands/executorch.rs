@@ -45,9 +45,7 @@ struct CompiledStep {
 
 /// `kiln inspect --compiled`: each method (or `method`) loaded through the compile stage.
 pub fn inspect_compiled(path: &Path, method: Option<&str>, json: bool) -> Result<ExitCode> {
-    let mut options = kiln_runtime::LoadOptions::default();
-    kiln_npu::KilnNpuBackend::register(&mut options.backends);
-    let program = kiln_runtime::Program::builder().options(options).load(path)?;
+    let program = kiln_runtime::Program::builder().options(kiln_npu::load_options()).load(path)?;
     let names: Vec<String> = match method {
         Some(m) => vec![m.to_string()],
         None => program.method_names().iter().map(|s| s.to_string()).collect(),
