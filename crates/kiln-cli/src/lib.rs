@@ -1,6 +1,7 @@
 //! The `kiln` command as a library: [`run`] runs it on an argument list (the `kiln` binary and
 //! the Python package's `kiln` entry point both call it), and the pieces of it the Python
-//! package shares: [`inspect_document`], [`verify_file`] and [`error_chain`].
+//! package shares: [`verify_file`] and [`error_chain`]. What `kiln inspect` shows of a file is
+//! its summary in `kiln-format` ([`kiln_runtime::Artifact::summary`]).
 //!
 //! Exit codes: 0 success, 1 invalid input or failed check, 2 usage error.
 
@@ -79,7 +80,6 @@ enum Command {
     },
 }
 
-pub use commands::inspect::document as inspect_document;
 pub use commands::verify::{verify as verify_file, Verdict};
 
 /// Runs the `kiln` command on `args` (the first is the program name, as in

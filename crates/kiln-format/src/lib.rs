@@ -5,7 +5,8 @@
 //! verifier of `kiln-schema` first), and a writer for the formats kiln edits or creates (pte,
 //! ptd, irpa, circle, darwinn, etdump, npy, safetensors, txn, the NPU delegate payload).
 //! tflite, gguf, flexbuffer and the XNNPACK payload are only read. [`detect`] names a file's
-//! kind from its first bytes.
+//! kind from its first bytes. Each format's `summary` module holds what `kiln inspect` shows of
+//! a file of it, and [`summary::summarize`] picks the one for a file's kind.
 //!
 //! Nothing in this crate may panic, abort or allocate more than the input's size implies,
 //! whatever bytes it is given: every offset, index and size read from a file goes through the
@@ -28,6 +29,7 @@ pub mod origins;
 pub mod ptd;
 pub mod pte;
 pub mod safetensors;
+pub mod summary;
 pub mod tflite;
 pub mod txn;
 pub mod xnnpack;

@@ -21,12 +21,13 @@ fn cli(py: Python<'_>, argv: Vec<String>) -> u8 {
     py.detach(|| kiln_cli::run(argv))
 }
 
-/// The JSON document `kiln inspect --json PATH` prints.
+/// The JSON document `kiln inspect --json PATH` prints: the file's summary
+/// ([`kiln_runtime::Artifact::summary`]).
 #[pyfunction]
 fn inspect(py: Python<'_>, path: PathBuf) -> PyResult<String> {
-    let document = py.detach(|| kiln_cli::inspect_document(&path));
-    let document = document.map_err(|e| errors::from_anyhow(&e))?;
-    Ok(document.to_string())
+    let summary = py.detach(|| kiln_runtime::artifact::open(&path).map(|file| file.summary()));
+    let summary = summary.map_err(errors::runtime)?.map_err(|e| errors::file(&e))?;
+    serde_json::to_string(&summary).map_err(|e| errors::KilnError::new_err(e.to_string()))
 }
 
 /// Verifies `path` as `kiln verify [--strict]` does: `(kind, error)`, `error` being `None`

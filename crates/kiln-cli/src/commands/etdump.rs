@@ -4,8 +4,7 @@
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use kiln_format::etdump::{self, ETDump, RunData};
-use serde_json::{json, Value};
+use kiln_format::etdump::{self, ETDump};
 
 use crate::input::Input;
 use crate::output::print_json;
@@ -14,35 +13,9 @@ fn parse(input: &Input) -> Result<ETDump> {
     ETDump::parse(input.bytes()).with_context(|| input.file.path().display().to_string())
 }
 
-/// One block as JSON: name, bundled input, allocators, event counts, time span.
-fn block(run: &RunData) -> Value {
-    let counts = run.event_counts();
-    let span = run.time_span();
-    json!({
-        "name": run.name,
-        "bundled_input_index": run.bundled_input_index,
-        "allocators": run.allocators,
-        "events": {
-            "profile": counts.profile,
-            "allocation": counts.allocation,
-            "debug": counts.debug,
-        },
-        "start_time": span.map(|(start, _)| start),
-        "end_time": span.map(|(_, end)| end),
-        "duration": span.map(|(start, end)| end.saturating_sub(start)),
-    })
-}
-
-/// `kiln inspect` arm: the version and, per block, its event counts and time span.
-pub fn inspect(input: &Input, json: bool) -> Result<ExitCode> {
+/// `kiln inspect` arm, as text: the version and, per block, its event counts and time span.
+pub fn print(input: &Input) -> Result<ExitCode> {
     let dump = parse(input)?;
-    if json {
-        print_json(&json!({
-            "version": dump.version,
-            "run_data": dump.run_data.iter().map(block).collect::<Vec<_>>(),
-        }))?;
-        return Ok(ExitCode::SUCCESS);
-    }
     outln!("etdump version {}, {} blocks", dump.version, dump.run_data.len());
     for (i, run) in dump.run_data.iter().enumerate() {
         let c = run.event_counts();

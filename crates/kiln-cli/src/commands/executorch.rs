@@ -150,14 +150,11 @@ pub(crate) fn ranges(ids: &[u32]) -> String {
     out.join(",")
 }
 
-/// `kiln inspect` for a `.pte`.
-pub fn inspect_pte(input: &Input, json: bool) -> Result<ExitCode> {
+/// `kiln inspect` for a `.pte`, as text: its summary ([`pte::summary`]) with each operator's
+/// calls and each delegate's size, calls and compile specs.
+pub fn print_pte(input: &Input) -> Result<ExitCode> {
     let program = open_pte(input)?;
     let summary = pte::summary::summarize(&program)?;
-    if json {
-        print_json(&summary)?;
-        return Ok(ExitCode::SUCCESS);
-    }
     outln!(
         "{}: ExecuTorch program (.pte), {} ({} bytes), {}",
         input.file.path().display(),
@@ -364,37 +361,11 @@ fn open_ptd(input: &Input) -> Result<FlatTensor<'_>> {
     FlatTensor::open(input.bytes()).with_context(|| input.file.path().display().to_string())
 }
 
-/// `kiln inspect` for a `.ptd`.
-pub fn inspect_ptd(input: &Input, json: bool) -> Result<ExitCode> {
+/// `kiln inspect` for a `.ptd`, as text: its size and each named tensor's dtype, shape,
+/// segment and size.
+pub fn print_ptd(input: &Input) -> Result<ExitCode> {
     let ft = open_ptd(input)?;
-    let mut entries = Vec::with_capacity(ft.len());
-    for e in ft.entries() {
-        let e = e?;
-        entries.push(serde_json::json!({
-            "key": e.key,
-            "segment": e.segment_index,
-            "size": e.data.len(),
-            "dtype": e.layout.as_ref().map(|l| l.scalar_type.schema_name()),
-            "shape": e.layout.as_ref().map(|l| l.sizes.clone()),
-            "dim_order": e.layout.as_ref().map(|l| l.dim_order.clone()),
-        }));
-    }
-    let segments: Vec<_> = (0..ft.num_segments())
-        .map(|i| {
-            ft.segment(i).map(|(offset, size)| serde_json::json!({"offset": offset, "size": size}))
-        })
-        .collect::<Result<_, _>>()?;
-    if json {
-        print_json(&serde_json::json!({
-            "format": "ptd",
-            "version": ft.version(),
-            "segment_base_offset": ft.header().segment_base_offset,
-            "segments": segments,
-            "named_data": entries,
-            "file_size": input.bytes().len(),
-        }))?;
-        return Ok(ExitCode::SUCCESS);
-    }
+    let entries = ft.entries().collect::<Result<Vec<_>, _>>()?;
     outln!(
         "{}: ExecuTorch external data (.ptd), {} ({} bytes), {} entries in {} segments",
         input.file.path().display(),
@@ -404,8 +375,7 @@ pub fn inspect_ptd(input: &Input, json: bool) -> Result<ExitCode> {
         ft.num_segments()
     );
     let mut t = Table::new(["key", "dtype", "shape", "segment", "size"]);
-    for e in ft.entries() {
-        let e = e?;
+    for e in entries {
         let (dtype, shape) = match &e.layout {
             Some(l) => (l.scalar_type.schema_name().to_string(), format!("{:?}", l.sizes)),
             None => ("-".to_string(), "-".to_string()),
@@ -453,7 +423,7 @@ pub fn run_pte(args: PteArgs) -> Result<ExitCode> {
 }
 
 fn rewrite(input: &Path, output: &Path) -> Result<ExitCode> {
-    let file = Input::open(input)?;
+    let file = crate::input::open(input)?;
     let program = open_pte(&file)?;
     let model = pte::model::ProgramModel::from_program(&program)?;
     let bytes = pte::writer::write(&model)?;

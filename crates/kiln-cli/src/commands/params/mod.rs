@@ -35,7 +35,7 @@ use args::KeyFlags;
 use kiln_format::irpa::ParamFile;
 use write::write_plan;
 
-pub use summary::{dump_json, inspect, verify_outcome};
+pub use summary::{dump_json, print, verify_outcome};
 
 /// Arguments of `kiln params`.
 #[derive(clap::Args)]
@@ -202,7 +202,7 @@ fn verify(files: &[PathBuf], json: bool) -> Result<ExitCode> {
     let mut failed = false;
     let mut report = Vec::new();
     for path in files {
-        let input = Input::open(path)?;
+        let input = crate::input::open(path)?;
         let found = check(&input);
         failed |= found.iter().any(|f| f.severity == Severity::Error);
         if !json {

@@ -67,10 +67,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
 /// becomes the verdict's one-line error.
 pub fn verify(path: &Path, strict: bool) -> Verdict {
     let file = path.display().to_string();
-    let input = match Input::open(path) {
+    let input = match crate::input::open(path) {
         Ok(input) => input,
         Err(err) => {
-            let error = Some(one_line(&crate::error_chain(&err)));
+            let error = Some(one_line(&kiln_runtime::error::message_chain(&err)));
             return Verdict { file, kind: None, ok: false, error };
         }
     };
@@ -89,7 +89,7 @@ fn check(input: &Input) -> Result<(), String> {
         // Each format registers its verifier here.
         Kind::Pte => super::executorch::verify_pte(input),
         Kind::Ptd => super::executorch::verify_ptd(input),
-        Kind::Edgetpu => super::edgetpu::verify(input),
+        Kind::Edgetpu => kiln_format::darwinn::verdict::check(input.file.path(), input.bytes()),
         Kind::Irpa | Kind::Safetensors | Kind::Gguf => super::params::verify_outcome(input),
         Kind::Circle => super::circle::verify(input),
         Kind::Txn => super::txn::verify(input),
