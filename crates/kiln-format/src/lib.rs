@@ -6,7 +6,8 @@
 //! ptd, irpa, circle, darwinn, etdump, npy, safetensors, txn, the NPU delegate payload).
 //! tflite, gguf, flexbuffer and the XNNPACK payload are only read. [`detect`] names a file's
 //! kind from its first bytes. Each format's `summary` module holds what `kiln inspect` shows of
-//! a file of it, and [`summary::summarize`] picks the one for a file's kind.
+//! a file of it, and [`summary::summarize`] picks the one for a file's kind; [`verdict`] is
+//! what `kiln verify` checks in a file of any kind.
 //!
 //! Nothing in this crate may panic, abort or allocate more than the input's size implies,
 //! whatever bytes it is given: every offset, index and size read from a file goes through the
@@ -32,6 +33,7 @@ pub mod safetensors;
 pub mod summary;
 pub mod tflite;
 pub mod txn;
+pub mod verdict;
 pub mod xnnpack;
 
 pub use detect::{detect, Kind};

@@ -29,7 +29,8 @@
 //!   for delegates). Loading a method that uses an operator without a kernel or a delegate
 //!   without a backend fails with [`Error::Missing`] listing all of them.
 //! - [`Artifact`]: a file of any kind kiln reads (not only programs), mapped and recognised,
-//!   with its summary; what `kiln inspect` and the Python package's `kiln.inspect` show.
+//!   with its summary and its verdict: what `kiln inspect` and `kiln verify` (and the Python
+//!   package's `kiln.inspect` and `kiln.verify`) say of it.
 
 mod arena;
 pub mod artifact;

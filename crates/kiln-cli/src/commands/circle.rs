@@ -1,5 +1,6 @@
 //! `kiln circle`: Circle models. `origins dump` and `origins set` read and write the
-//! luci-profile origin tables; also the `kiln inspect`, `verify` and `dump` arms for Circle.
+//! luci-profile origin tables; also the text form of `kiln inspect` and the `kiln dump` arm
+//! for Circle.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -220,12 +221,6 @@ fn tables_text(tables: &OriginTables) -> String {
         }
     }
     out
-}
-
-/// `kiln verify` arm: structure, indices, and the origin tables when present.
-pub fn verify(input: &Input) -> Result<(), String> {
-    let model = CircleModel::parse(input.bytes()).map_err(|e| e.to_string())?;
-    read_tables(&model).map(|_| ()).map_err(|e| e.to_string())
 }
 
 /// `kiln inspect` arm for Circle models, as text: the model, each subgraph's tensors, the

@@ -1,4 +1,4 @@
-//! The `kiln inspect`, `kiln verify` and `kiln dump` arms for ExecuTorch ETDumps (`.etdp`,
+//! The text form of `kiln inspect` and the `kiln dump` arm for ExecuTorch ETDumps (`.etdp`,
 //! what ExecuTorch's runtime writes with profiling on, read by its devtools `Inspector`).
 
 use std::process::ExitCode;
@@ -35,11 +35,6 @@ pub fn print(input: &Input) -> Result<ExitCode> {
         outln!("{line}");
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// `kiln verify` arm: the flatbuffer verifies and every event decodes.
-pub fn verify(input: &Input) -> Result<(), String> {
-    ETDump::parse(input.bytes()).map(|_| ()).map_err(|e| e.to_string())
 }
 
 /// `kiln dump` arm: every block and event, as ExecuTorch's Python deserializer gives them.

@@ -1,5 +1,5 @@
-//! ExecuTorch `.pte` programs and `.ptd` external data: inspect, verify, dump and
-//! `kiln pte rewrite`.
+//! ExecuTorch `.pte` programs and `.ptd` external data: the text form of `kiln inspect`,
+//! `kiln inspect --compiled`, `kiln dump` and `kiln pte rewrite`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -330,33 +330,6 @@ fn indent(s: &str) -> String {
     s.lines().map(|l| format!("  {l}\n")).collect()
 }
 
-/// `kiln verify` for a `.pte`: the one-line reason on failure.
-/// The program verifies, and so does every XNNPACK delegate's payload and every NPU
-/// delegate's data.
-pub fn verify_pte(input: &Input) -> Result<(), String> {
-    let program = Program::open(input.bytes()).map_err(|e| e.to_string())?;
-    for m in program.methods() {
-        for (i, d) in m.delegates().enumerate() {
-            let d = d.map_err(|e| e.to_string())?;
-            let checked = match d.id {
-                "XnnpackBackend" => kiln_format::xnnpack::Payload::parse(
-                    program.delegate_data(&d).map_err(|e| e.to_string())?,
-                )
-                .map(|_| ()),
-                kiln_format::npu_delegate::BACKEND_ID => {
-                    kiln_format::npu_delegate::NpuDelegate::parse(
-                        program.delegate_data(&d).map_err(|e| e.to_string())?,
-                    )
-                    .map(|_| ())
-                }
-                _ => continue,
-            };
-            checked.map_err(|e| format!("method {:?}, delegate {i} ({}): {e}", m.name(), d.id))?;
-        }
-    }
-    Ok(())
-}
-
 fn open_ptd(input: &Input) -> Result<FlatTensor<'_>> {
     FlatTensor::open(input.bytes()).with_context(|| input.file.path().display().to_string())
 }
@@ -392,10 +365,6 @@ pub fn print_ptd(input: &Input) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `kiln verify` for a `.ptd`: the one-line reason on failure.
-pub fn verify_ptd(input: &Input) -> Result<(), String> {
-    FlatTensor::open(input.bytes()).map(|_| ()).map_err(|e| e.to_string())
-}
 /// Arguments of `kiln pte`.
 #[derive(clap::Args)]
 pub struct PteArgs {

@@ -1,4 +1,4 @@
-//! The `kiln inspect`, `kiln verify` and `kiln dump` arms for NumPy `.npy` arrays (what
+//! The text form of `kiln inspect` and the `kiln dump` arm for NumPy `.npy` arrays (what
 //! `kiln run --out-dir`, `kiln params extract` and `kiln edgetpu relayout` write).
 
 use std::process::ExitCode;
@@ -28,11 +28,6 @@ pub fn print(input: &Input) -> Result<ExitCode> {
         npy.data_offset
     );
     Ok(ExitCode::SUCCESS)
-}
-
-/// `kiln verify` arm: the header parses and the data holds exactly the array.
-pub fn verify(input: &Input) -> Result<(), String> {
-    Npy::parse(input.bytes()).map(|_| ()).map_err(|e| e.to_string())
 }
 
 /// `kiln dump` arm: the header and, for the numeric dtypes, every value in file order.

@@ -1,5 +1,5 @@
-//! The `kiln inspect` and `kiln verify` arms for plain TFLite models (models without an Edge
-//! TPU package): version, description, and per subgraph its inputs, outputs and operator counts.
+//! The text form of `kiln inspect` for plain TFLite models (models without an Edge TPU
+//! package): version, description, and per subgraph its inputs, outputs and operator counts.
 
 use std::process::ExitCode;
 
@@ -8,12 +8,6 @@ use kiln_format::tflite::summary::summarize;
 
 use crate::input::Input;
 use crate::output::{human_bytes, Table};
-
-/// `kiln verify` arm: the flatbuffer verifies, and every operator's code and every subgraph
-/// input/output index are in range.
-pub fn verify(input: &Input) -> Result<(), String> {
-    summarize(input.bytes()).map(|_| ()).map_err(|e| format!("{:#}", anyhow::Error::from(e)))
-}
 
 /// `kiln inspect` arm, as text: the model's summary ([`summarize`]).
 pub fn print(input: &Input) -> Result<ExitCode> {

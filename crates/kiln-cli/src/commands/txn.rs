@@ -1,6 +1,6 @@
 //! `kiln txn`: AIE transaction binaries: `inspect` (one line per op, or JSON) and `patch`
-//! (resolve DDR_PATCH ops with given argument addresses). Also the `kiln inspect`, `verify`
-//! and `dump` arms for transaction files.
+//! (resolve DDR_PATCH ops with given argument addresses). Also the text form of `kiln inspect`
+//! and the `kiln dump` arm for transaction files.
 //!
 //! Both commands accept the binary form and mlir-aie's text form (one hex word per line);
 //! `patch` writes the form it read.
@@ -201,12 +201,6 @@ pub fn print(input: &Input) -> Result<ExitCode> {
     let txn = Txn::parse(&bytes).with_context(|| input.file.path().display().to_string())?;
     show(&txn, false)?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// `kiln verify` arm (binary or hex text).
-pub fn verify(input: &Input) -> Result<(), String> {
-    let bytes = binary_of(input.bytes()).map_err(|e| e.to_string())?;
-    Txn::parse(&bytes).map(|_| ()).map_err(|e| e.to_string())
 }
 
 /// `kiln dump` arm: the JSON of `inspect --json` plus every padding byte.

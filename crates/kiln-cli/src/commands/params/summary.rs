@@ -1,11 +1,10 @@
-//! The `kiln inspect`, `kiln verify` and `kiln dump` arms for .irpa, .safetensors and .gguf.
+//! The text form of `kiln inspect` and the `kiln dump` arm for .irpa, .safetensors and .gguf.
 
 use std::process::ExitCode;
 
 use anyhow::Result;
 use kiln_format::irpa::summary::Details;
-use kiln_format::irpa::verify::{findings, Severity};
-use kiln_format::irpa::{self, Archive, ParamFile};
+use kiln_format::irpa::{self, ParamFile};
 use kiln_format::Kind;
 use serde_json::{json, Value};
 
@@ -60,26 +59,6 @@ pub fn print(input: &Input) -> Result<ExitCode> {
     }
     out!("{}", table.render());
     Ok(ExitCode::SUCCESS)
-}
-
-/// `kiln verify` for parameter files: `Err(reason)` on the first error.
-pub fn verify_outcome(input: &Input) -> Result<(), String> {
-    let bytes = input.bytes();
-    let result = match input.kind {
-        kiln_format::Kind::Irpa => Archive::parse(bytes).map_err(|e| e.to_string()).and_then(|a| {
-            match findings(&a).into_iter().find(|f| f.severity == Severity::Error) {
-                Some(f) => Err(f.to_error().to_string()),
-                None => Ok(()),
-            }
-        }),
-        kiln_format::Kind::Safetensors => kiln_format::safetensors::SafeTensors::parse(bytes)
-            .map(|_| ())
-            .map_err(|e| e.to_string()),
-        _ => kiln_format::gguf::Gguf::parse(bytes)
-            .and_then(|g| g.verify())
-            .map_err(|e| e.to_string()),
-    };
-    result
 }
 
 /// `kiln dump` for parameter files: every header field and entry as JSON.
