@@ -1,49 +1,28 @@
-//! Opening input files: memory-mapped, kind detected. The argument `-` stands for standard
-//! input; streams (a pipe, a FIFO) are read into memory, a folder is an error that says so (see
-//! [`MappedFile::open`]).
+//! Opening input files: memory-mapped, kind detected ([`kiln_runtime::artifact`]). The argument
+//! `-` stands for standard input; streams (a pipe, a FIFO) are read into memory, a folder is an
+//! error that says so (see [`MappedFile::open`]).
 
 use std::path::Path;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use kiln_format::Kind;
 use kiln_runtime::MappedFile;
 
 /// An input file, mapped, with its detected kind.
-pub struct Input {
-    /// The mapped bytes.
-    pub file: MappedFile,
-    /// What the magic bytes say it is.
-    pub kind: Kind,
+pub use kiln_runtime::Artifact as Input;
+
+/// Maps `path` (`-`: standard input) and detects its kind; an unknown kind is an error naming
+/// the file as given.
+pub fn open(path: &Path) -> kiln_runtime::Result<Input> {
+    Input::detect(MappedFile::open(resolve(path))?, path)
 }
 
-impl Input {
-    /// Maps `path` and detects its kind; an unknown kind is an error naming the file.
-    pub fn open(path: &Path) -> Result<Self> {
-        let file = read(path)?;
-        let kind = kiln_format::detect(file.bytes()).with_context(|| {
-            format!(
-                "{}: {} (first bytes {})",
-                path.display(),
-                kiln_format::detect::unrecognised(file.bytes()),
-                hex_prefix(file.bytes())
-            )
-        })?;
-        Ok(Input { file, kind })
+/// Fails unless `input` is of `kind`.
+pub fn expect(input: &Input, kind: Kind) -> Result<()> {
+    if input.kind != kind {
+        bail!("{}: expected a {kind} file, found {}", input.file.path().display(), input.kind);
     }
-
-    /// The file's bytes.
-    pub fn bytes(&self) -> &[u8] {
-        self.file.bytes()
-    }
-
-    /// Fails unless the file is of `kind`.
-    #[allow(dead_code)]
-    pub fn expect(&self, kind: Kind) -> Result<()> {
-        if self.kind != kind {
-            bail!("{}: expected a {kind} file, found {}", self.file.path().display(), self.kind);
-        }
-        Ok(())
-    }
+    Ok(())
 }
 
 /// The path to open for the argument `path`: `-` is standard input.
@@ -58,11 +37,4 @@ pub fn resolve(path: &Path) -> &Path {
 /// The whole of the file `path` (`-` for standard input), mapped or, for a stream, read.
 pub fn read(path: &Path) -> Result<MappedFile> {
     Ok(MappedFile::open(resolve(path))?)
-}
-
-fn hex_prefix(bytes: &[u8]) -> String {
-    if bytes.is_empty() {
-        return "<empty file>".to_string();
-    }
-    bytes.iter().take(8).map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(" ")
 }

@@ -1,6 +1,10 @@
 //! The `kiln` command as a library: [`run`] runs it on an argument list (the `kiln` binary and
-//! the Python package's `kiln` entry point both call it), and the pieces of it the Python
-//! package shares: [`inspect_document`], [`verify_file`] and [`error_chain`].
+//! the Python package's `kiln` entry point both call it); that is all it offers. What the
+//! commands say of files comes from the library crates, which the Python package calls
+//! directly: the document `kiln inspect --json` prints is a file's summary and the verdict
+//! `kiln verify` reaches is its verdict ([`kiln_runtime::artifact`], over each format's own in
+//! `kiln-format`), the load options are `kiln_npu::load_options`, and error messages are
+//! [`kiln_runtime::error::message_chain`] of the error.
 //!
 //! Exit codes: 0 success, 1 invalid input or failed check, 2 usage error.
 
@@ -79,9 +83,6 @@ enum Command {
     },
 }
 
-pub use commands::inspect::document as inspect_document;
-pub use commands::verify::{verify as verify_file, Verdict};
-
 /// Runs the `kiln` command on `args` (the first is the program name, as in
 /// `std::env::args_os`) and returns its exit status: 0 success, 1 invalid input or failed
 /// check, 2 usage error. `--help` and `--version` print and return 0.
@@ -124,7 +125,7 @@ fn execute(cli: Cli) -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("kiln: error: {}", error_chain(&err));
+            eprintln!("kiln: error: {}", kiln_runtime::error::message_chain(err.as_ref()));
             ExitCode::from(if err.is::<Usage>() { 2 } else { 1 })
         }
     }
@@ -149,9 +150,4 @@ fn completions(shell: clap_complete::Shell) -> anyhow::Result<ExitCode> {
     clap_complete::generate(shell, &mut Cli::command(), "kiln", &mut script);
     out!("{}", String::from_utf8_lossy(&script));
     Ok(ExitCode::SUCCESS)
-}
-
-/// The error and its causes as one message ([`kiln_runtime::error::message_chain`]).
-pub fn error_chain(err: &anyhow::Error) -> String {
-    kiln_runtime::error::message_chain(err.as_ref())
 }

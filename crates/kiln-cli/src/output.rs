@@ -39,30 +39,9 @@ pub fn write_stdout(args: std::fmt::Arguments<'_>) {
     }
 }
 
-thread_local! {
-    /// Where [`print_json`] puts its document instead of printing it, inside [`capture_json`].
-    static CAPTURED: std::cell::RefCell<Option<Option<serde_json::Value>>> =
-        const { std::cell::RefCell::new(None) };
-}
-
-/// Runs `f` with [`print_json`] keeping its document instead of printing it; `f`'s result and
-/// the last document (`None` when it printed none). How the library hands callers the exact
-/// document a command's `--json` prints.
-pub fn capture_json<R>(f: impl FnOnce() -> R) -> (R, Option<serde_json::Value>) {
-    let outer = CAPTURED.with(|c| c.replace(Some(None)));
-    let result = f();
-    let document = CAPTURED.with(|c| c.replace(outer)).flatten();
-    (result, document)
-}
-
-/// Prints `value` as pretty JSON on stdout (or keeps it, inside [`capture_json`]). A closed
-/// pipe (`kiln dump X | head`) ends the output quietly instead of panicking.
+/// Prints `value` as pretty JSON on stdout. A closed pipe (`kiln dump X | head`) ends the
+/// output quietly instead of panicking.
 pub fn print_json<T: Serialize + ?Sized>(value: &T) -> Result<()> {
-    if CAPTURED.with(|c| c.borrow().is_some()) {
-        let document = serde_json::to_value(value)?;
-        CAPTURED.with(|c| *c.borrow_mut() = Some(Some(document)));
-        return Ok(());
-    }
     let mut out = std::io::stdout().lock();
     let written = serde_json::to_writer_pretty(&mut out, value)
         .map_err(std::io::Error::from)

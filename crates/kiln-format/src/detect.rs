@@ -3,6 +3,8 @@
 
 use serde::Serialize;
 
+use crate::error::{Error, Result};
+
 /// The artifact kinds kiln knows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -96,6 +98,24 @@ pub fn detect(bytes: &[u8]) -> Option<Kind> {
         return Some(Kind::Txn);
     }
     None
+}
+
+/// The kind of `bytes`, or an [`Error::Unrecognised`] saying what they look like and showing
+/// the first of them.
+pub fn kind_of(bytes: &[u8]) -> Result<Kind> {
+    detect(bytes).ok_or_else(|| Error::Unrecognised {
+        reason: unrecognised(bytes),
+        first_bytes: first_bytes(bytes),
+    })
+}
+
+/// Up to 8 bytes from the start, in hex (`<empty file>` for none).
+fn first_bytes(bytes: &[u8]) -> String {
+    if bytes.is_empty() {
+        return "<empty file>".to_string();
+    }
+    let hex: Vec<String> = bytes.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    hex.join(" ")
 }
 
 /// What the file is, in words, when kiln can say: "a gguf file" for a kind kiln reads, or a

@@ -104,6 +104,45 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// An error with where it happened: the file, and the part of it when that is more than a
+    /// field path says (`model.tflite: subgraph 0 operator 2: package 0 at file offset 186`).
+    #[error("{context}: {source}")]
+    Context {
+        /// Where.
+        context: String,
+        /// What went wrong there.
+        #[source]
+        source: Box<Error>,
+    },
+    /// An index read from the file is past the end of the table it indexes.
+    #[error("{field} {index} is not below the {count} {what}")]
+    OutOfRange {
+        /// Field path of the index.
+        field: String,
+        /// The index.
+        index: u64,
+        /// Entries of the table.
+        count: u64,
+        /// What the table holds (`operator codes`).
+        what: &'static str,
+    },
+    /// A file of a kind that holds the thing asked for, without one (`no edgetpu-custom-op
+    /// operator in this model`).
+    #[error("no {what} in this {container}")]
+    Absent {
+        /// What is missing.
+        what: String,
+        /// What the file is (`model`).
+        container: &'static str,
+    },
+    /// The first bytes match no kind kiln reads ([`crate::detect::kind_of`]).
+    #[error("{reason} (first bytes {first_bytes})")]
+    Unrecognised {
+        /// What the bytes look like ([`crate::detect::unrecognised`]).
+        reason: String,
+        /// Up to 8 of them, in hex, or `<empty file>`.
+        first_bytes: String,
+    },
 }
 
 fn at(offset: Option<u64>) -> AtOffset {
@@ -146,6 +185,34 @@ impl Error {
     /// Wraps an I/O error with the path it happened on.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io { path: path.into(), source }
+    }
+
+    /// This error with where it happened in front ([`Error::Context`]).
+    pub fn context(self, context: impl Into<String>) -> Self {
+        Error::Context { context: context.into(), source: Box::new(self) }
+    }
+
+    /// This error with the file's name in front, as messages about a file given by name say it.
+    pub fn in_file(self, file: &std::path::Path) -> Self {
+        self.context(file.display().to_string())
+    }
+
+    /// This error and every cause under it, each after `": "`, as the `kiln` command has
+    /// always worded why a TFLite or Edge TPU model fails `kiln verify`: a cause is said again
+    /// even where the error's own text holds it (a flatbuffer verifier's finding), except
+    /// under a [`Error::Context`], which adds only where it happened.
+    pub(crate) fn with_causes(&self) -> String {
+        if let Error::Context { context, source } = self {
+            return format!("{context}: {}", source.with_causes());
+        }
+        let mut text = self.to_string();
+        let mut cause = std::error::Error::source(self);
+        while let Some(c) = cause {
+            text.push_str(": ");
+            text.push_str(&c.to_string());
+            cause = c.source();
+        }
+        text
     }
 }
 

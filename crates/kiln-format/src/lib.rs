@@ -5,7 +5,9 @@
 //! verifier of `kiln-schema` first), and a writer for the formats kiln edits or creates (pte,
 //! ptd, irpa, circle, darwinn, etdump, npy, safetensors, txn, the NPU delegate payload).
 //! tflite, gguf, flexbuffer and the XNNPACK payload are only read. [`detect`] names a file's
-//! kind from its first bytes.
+//! kind from its first bytes. Each format's `summary` module holds what `kiln inspect` shows of
+//! a file of it, and [`summary::summarize`] picks the one for a file's kind; [`verdict`] is
+//! what `kiln verify` checks in a file of any kind.
 //!
 //! Nothing in this crate may panic, abort or allocate more than the input's size implies,
 //! whatever bytes it is given: every offset, index and size read from a file goes through the
@@ -28,8 +30,10 @@ pub mod origins;
 pub mod ptd;
 pub mod pte;
 pub mod safetensors;
+pub mod summary;
 pub mod tflite;
 pub mod txn;
+pub mod verdict;
 pub mod xnnpack;
 
 pub use detect::{detect, Kind};

@@ -4,6 +4,9 @@
 //!
 //! Only simple dtypes are read (a `descr` string such as `<f4`, `|u1`, `<c16`, `|V2`), not
 //! structured dtypes. Big-endian data is refused rather than silently byte-swapped.
+//! [`summary`] is what `kiln inspect` shows of a file.
+
+pub mod summary;
 
 use crate::bytes::ByteReader;
 use crate::error::{Error, Result};

@@ -4,7 +4,10 @@
 //!
 //! The bytes are opened only through the flatbuffers verifier, with caps derived from the file
 //! size, using the generated code of kiln's minimal schema (`kiln-schema/schema/tflite.fbs`);
-//! everything below works on verified tables.
+//! everything below works on verified tables. [`summary`] is what `kiln inspect` shows of a
+//! model.
+
+pub mod summary;
 
 use flatbuffers::VerifierOptions;
 

@@ -9,13 +9,15 @@
 
 use kiln_format::npu_delegate::{NpuDelegate, TensorSlot};
 use kiln_kernels::{Arg, DType, KernelContext, Out};
-use kiln_runtime::{Backend, BackendError, BackendRegistry, DelegateHandle, DelegateInit};
+use kiln_runtime::{
+    Backend, BackendError, BackendRegistry, DelegateHandle, DelegateInit, LoadOptions,
+};
 
 use crate::arg_type::OpArgType;
 use crate::device::Device;
 use crate::lower::BACKEND_ID;
 
-/// The backend (register it in `LoadOptions::backends`).
+/// The backend (register it in `LoadOptions::backends`, or start from [`load_options`]).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct KilnNpuBackend;
 
@@ -25,6 +27,16 @@ impl KilnNpuBackend {
     pub fn register(backends: &mut BackendRegistry) {
         backends.register(std::sync::Arc::new(KilnNpuBackend));
     }
+}
+
+/// The options kiln loads programs with: [`LoadOptions::default`] with [`KilnNpuBackend`]
+/// registered, so the delegates `kiln lower --to npu` makes run on the reference device.
+/// `kiln run`, `kiln inspect --compiled` and the Python package's `kiln.load` all start
+/// from these.
+pub fn load_options() -> LoadOptions {
+    let mut options = LoadOptions::default();
+    KilnNpuBackend::register(&mut options.backends);
+    options
 }
 
 impl Backend for KilnNpuBackend {

@@ -16,6 +16,9 @@
 //! launching one of kiln's portable CPU kernels, so any chain of them fuses and runs on the
 //! reference device.
 //!
+//! [`KilnNpuBackend`] runs the delegates `kiln lower --to npu` makes; [`load_options`] is the
+//! one place it is registered: the load options `kiln` and the Python package start from.
+//!
 //! This is a crate of its own rather than a module of `kiln-runtime`: it needs only
 //! `kiln-format`'s transaction reader and writer and `kiln-kernels`' portable CPU kernels,
 //! none of the program loader or planner, and what builds on it (concrete operators,
@@ -34,7 +37,7 @@ pub mod ops;
 
 pub use arg_map::{arg_for_patch, OpArgMap, ARG_ALIGN};
 pub use arg_type::OpArgType;
-pub use backend::KilnNpuBackend;
+pub use backend::{load_options, KilnNpuBackend};
 pub use buffers::{BUFFERS, DDR_BASE, WINDOW};
 pub use device::{Device, RunSummary};
 pub use error::{Error, Result};

@@ -86,30 +86,21 @@ fn runtime_kind(err: &kiln_runtime::Error, message: String) -> PyErr {
     }
 }
 
-/// The exception for a format error, by its kind.
+/// The exception for a format error, by its kind: a file that could not be read, or is of no
+/// kind kiln reads, is a `FileError` (as for `kiln.verify`), any other an `InvalidFileError`.
 pub fn format(err: &kiln_format::Error, message: String) -> PyErr {
     match err {
-        kiln_format::Error::Io { .. } => FileError::new_err(message),
+        kiln_format::Error::Io { .. } | kiln_format::Error::Unrecognised { .. } => {
+            FileError::new_err(message)
+        }
         _ => InvalidFileError::new_err(message),
     }
 }
 
-/// The exception for an error of the command's library: the kind of the first library error
-/// in its chain, with the whole chain as the message (the words the `kiln` command prints).
-pub fn from_anyhow(err: &anyhow::Error) -> PyErr {
-    let message = kiln_runtime::error::message_chain(err.as_ref());
-    for cause in err.chain() {
-        if let Some(e) = cause.downcast_ref::<kiln_runtime::Error>() {
-            return runtime_kind(e, message);
-        }
-        if let Some(e) = cause.downcast_ref::<kiln_format::Error>() {
-            return format(e, message);
-        }
-        if cause.is::<kiln_runtime::mapped::MapError>() || cause.is::<std::io::Error>() {
-            return FileError::new_err(message);
-        }
-    }
-    KilnError::new_err(message)
+/// The exception for an error of the format layer, by its kind, with its causes as the
+/// message (the words the `kiln` command prints).
+pub fn file(err: &kiln_format::Error) -> PyErr {
+    format(err, kiln_runtime::error::message_chain(err))
 }
 
 /// Converts a runtime result.

@@ -126,11 +126,10 @@ impl Program {
     ) -> PyResult<Self> {
         let program = py
             .detach(|| -> kiln_runtime::Result<kiln_runtime::Program> {
-                let mut options = kiln_runtime::LoadOptions::default()
+                let options = kiln_npu::load_options()
                     .with_compile(compile)
                     .with_threads(threads.map(usize::from))?
                     .with_memory_limit(max_memory);
-                kiln_npu::KilnNpuBackend::register(&mut options.backends);
                 let mut builder = kiln_runtime::Program::builder().options(options);
                 if let Some(data) = &data {
                     builder = builder.data_file(data, &path)?;

@@ -28,8 +28,12 @@
 //! - [`KernelRegistry`] (`name.overload` -> kernel) and [`BackendRegistry`] ([`Backend`]s
 //!   for delegates). Loading a method that uses an operator without a kernel or a delegate
 //!   without a backend fails with [`Error::Missing`] listing all of them.
+//! - [`Artifact`]: a file of any kind kiln reads (not only programs), mapped and recognised,
+//!   with its summary and its verdict: what `kiln inspect` and `kiln verify` (and the Python
+//!   package's `kiln.inspect` and `kiln.verify`) say of it.
 
 mod arena;
+pub mod artifact;
 mod compile;
 mod compiled;
 pub mod cores;
@@ -54,6 +58,7 @@ mod step;
 mod value;
 pub mod xnnpack;
 
+pub use artifact::Artifact;
 pub use compile::CompiledNode;
 pub use cores::{default_thread_count, ThreadCount};
 pub use data::{NamedDataMap, NamedDataSource, NamedEntry, PtdFile};

@@ -1,13 +1,14 @@
 //! `kiln circle`: Circle models. `origins dump` and `origins set` read and write the
-//! luci-profile origin tables; also the `kiln inspect`, `verify` and `dump` arms for Circle.
+//! luci-profile origin tables; also the text form of `kiln inspect` and the `kiln dump` arm
+//! for Circle.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use kiln_format::circle::origins::{read_tables, subgraph_origins, write_tables, OriginTables};
-use kiln_format::circle::schema::{SubGraph, TensorType};
+use kiln_format::circle::summary::{self, tables_json};
 use kiln_format::circle::{CircleEditor, CircleModel};
 use kiln_format::origins::{OpTable, OriginMap, SourceTable};
 use kiln_format::Kind;
@@ -102,8 +103,8 @@ fn parse_op(s: &str) -> Result<(u32, BTreeSet<u32>), String> {
 }
 
 fn open(path: &Path) -> Result<Input> {
-    let input = Input::open(path)?;
-    input.expect(Kind::Circle)?;
+    let input = crate::input::open(path)?;
+    crate::input::expect(&input, Kind::Circle)?;
     Ok(input)
 }
 
@@ -197,18 +198,6 @@ fn origins_text(origins: &[OriginMap<u32>]) -> String {
     out
 }
 
-fn tables_json(tables: &OriginTables) -> Value {
-    let sources: serde_json::Map<String, Value> = tables
-        .source_table
-        .iter()
-        .flatten()
-        .map(|(id, name)| (id.to_string(), json!(name)))
-        .collect();
-    let ops: serde_json::Map<String, Value> =
-        tables.op_table.iter().flatten().map(|(op, ids)| (op.to_string(), json!(ids))).collect();
-    json!({ "source_table": sources, "op_table": ops })
-}
-
 fn tables_text(tables: &OriginTables) -> String {
     let mut out = String::new();
     match &tables.source_table {
@@ -234,129 +223,12 @@ fn tables_text(tables: &OriginTables) -> String {
     out
 }
 
-/// `kiln verify` arm: structure, indices, and the origin tables when present.
-pub fn verify(input: &Input) -> Result<(), String> {
-    let model = CircleModel::parse(input.bytes()).map_err(|e| e.to_string())?;
-    read_tables(&model).map(|_| ()).map_err(|e| e.to_string())
-}
-
-fn type_name(t: TensorType) -> String {
-    t.variant_name().map_or_else(|| format!("TYPE_{}", t.0), str::to_string)
-}
-
-fn tensor_json(model: &CircleModel<'_>, sg: &SubGraph<'_>, full: bool) -> Vec<Value> {
-    sg.tensors()
-        .iter()
-        .flatten()
-        .enumerate()
-        .map(|(i, t)| {
-            let data = model.buffer_data(t.buffer()).map_or(0, <[u8]>::len);
-            let mut v = json!({
-                "index": i,
-                "name": t.name().unwrap_or_default(),
-                "type": type_name(t.type_()),
-                "shape": t.shape().map(|s| s.iter().collect::<Vec<i32>>()),
-                "buffer": t.buffer(),
-                "data_size": data,
-            });
-            if full {
-                if let Some(q) = t.quantization() {
-                    v["quantization"] = json!({
-                        "scale": q.scale().map(|s| s.iter().collect::<Vec<f32>>()),
-                        "zero_point": q.zero_point().map(|z| z.iter().collect::<Vec<i64>>()),
-                        "quantized_dimension": q.quantized_dimension(),
-                    });
-                }
-                v["shape_signature"] =
-                    json!(t.shape_signature().map(|s| s.iter().collect::<Vec<i32>>()));
-                v["is_variable"] = json!(t.is_variable());
-            }
-            v
-        })
-        .collect()
-}
-
-fn summary_json(model: &CircleModel<'_>, full: bool) -> Result<Value> {
-    let m = model.model();
-    let mut histogram: BTreeMap<String, usize> = BTreeMap::new();
-    let mut subgraphs = Vec::new();
-    for sg in m.subgraphs().iter().flatten() {
-        let ops: Vec<Value> = sg
-            .operators()
-            .iter()
-            .flatten()
-            .map(|op| {
-                let name = model.operator_name(op.opcode_index());
-                *histogram.entry(name.clone()).or_default() += 1;
-                json!({
-                    "opcode": name,
-                    "inputs": op.inputs().map(|v| v.iter().collect::<Vec<i32>>()),
-                    "outputs": op.outputs().map(|v| v.iter().collect::<Vec<i32>>()),
-                    "builtin_options": op.builtin_options_type().variant_name(),
-                })
-            })
-            .collect();
-        let mut s = json!({
-            "name": sg.name().unwrap_or_default(),
-            "inputs": sg.inputs().map(|v| v.iter().collect::<Vec<i32>>()),
-            "outputs": sg.outputs().map(|v| v.iter().collect::<Vec<i32>>()),
-            "num_operators": ops.len(),
-            "tensors": tensor_json(model, &sg, full),
-        });
-        if full {
-            s["operators"] = json!(ops);
-        }
-        subgraphs.push(s);
-    }
-    let metadata: Vec<Value> = model
-        .metadata()
-        .iter()
-        .map(|e| {
-            let size = model.buffer_data(e.buffer).map_or(0, <[u8]>::len);
-            json!({ "name": e.name, "buffer": e.buffer, "size": size })
-        })
-        .collect();
-    let tables = read_tables(model)?;
-    let origins = if tables.source_table.is_some() || tables.op_table.is_some() {
-        tables_json(&tables)
-    } else {
-        Value::Null
-    };
-    let mut v = json!({
-        "kind": "circle",
-        "version": m.version(),
-        "description": m.description(),
-        "subgraphs": subgraphs,
-        "operator_histogram": histogram,
-        "num_buffers": m.buffers().map_or(0, |b| b.len()),
-        "metadata": metadata,
-        "origins": origins,
-    });
-    if full {
-        let buffers: Vec<Value> = m
-            .buffers()
-            .iter()
-            .flatten()
-            .enumerate()
-            .map(|(i, b)| {
-                let size = model.buffer_data(i as u32).map_or(0, <[u8]>::len);
-                json!({ "index": i, "size": size, "external_offset": (b.offset() > 1).then_some(b.offset()) })
-            })
-            .collect();
-        v["buffers"] = json!(buffers);
-    }
-    Ok(v)
-}
-
-/// `kiln inspect` arm for Circle models.
-pub fn inspect(input: &Input, json: bool) -> Result<ExitCode> {
+/// `kiln inspect` arm for Circle models, as text: the model, each subgraph's tensors, the
+/// operator histogram of its summary ([`summary`]), the metadata and the origin tables.
+pub fn print(input: &Input) -> Result<ExitCode> {
     let model = parse(input)?;
-    let summary =
-        summary_json(&model, false).with_context(|| input.file.path().display().to_string())?;
-    if json {
-        print_json(&summary)?;
-        return Ok(ExitCode::SUCCESS);
-    }
+    let summary = summary::summarize(&model, false)
+        .with_context(|| input.file.path().display().to_string())?;
     let m = model.model();
     outln!(
         "Circle model, schema version {}, description {:?}, {} buffers, {}",
@@ -380,7 +252,7 @@ pub fn inspect(input: &Input, json: bool) -> Result<ExitCode> {
             table.row([
                 i.to_string(),
                 t.name().unwrap_or_default().to_string(),
-                type_name(t.type_()),
+                summary::type_name(t.type_()),
                 format!("{shape:?}"),
                 t.buffer().to_string(),
                 if data == 0 { "-".to_string() } else { human_bytes(data as u64) },
@@ -418,6 +290,6 @@ pub fn inspect(input: &Input, json: bool) -> Result<ExitCode> {
 /// buffers, metadata, origin tables).
 pub fn dump(input: &Input) -> Result<ExitCode> {
     let model = parse(input)?;
-    print_json(&summary_json(&model, true)?)?;
+    print_json(&summary::summarize(&model, true)?)?;
     Ok(ExitCode::SUCCESS)
 }

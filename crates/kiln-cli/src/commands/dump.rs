@@ -7,8 +7,6 @@ use anyhow::{bail, Result};
 
 use kiln_format::Kind;
 
-use crate::input::Input;
-
 /// Arguments of `kiln dump`.
 #[derive(clap::Args)]
 pub struct Args {
@@ -18,7 +16,7 @@ pub struct Args {
 
 /// Runs `kiln dump`.
 pub fn run(args: Args) -> Result<ExitCode> {
-    let input = Input::open(&args.file)?;
+    let input = crate::input::open(&args.file)?;
     match input.kind {
         // Each format registers its dump here.
         Kind::Pte => super::executorch::dump_pte(&input),

@@ -8,9 +8,9 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use clap::Subcommand;
-use kiln_format::darwinn::custom_op::{self, EdgetpuOp};
+use kiln_format::darwinn::found::{self, Found};
 use kiln_format::darwinn::{
-    self, dma, link, numerics, relayout, schema, select, writer, Executable, Package,
+    self, link, numerics, relayout, schema, select, writer, Executable, Package,
 };
 use kiln_format::io::write_bytes_atomic;
 use kiln_format::tflite::Model;
@@ -136,7 +136,7 @@ struct InspectArgs {
 pub fn run(args: Args) -> Result<ExitCode> {
     match args.command {
         Command::Inspect(a) => {
-            let input = Input::open(&a.model)?;
+            let input = crate::input::open(&a.model)?;
             inspect(&input, a.json)
         }
         Command::Extract(a) => extract(&a),
@@ -146,49 +146,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
 }
 
-/// `kiln verify` on an Edge TPU model: every package opens, the driver would accept it
-/// (runtime version, executable set), and every executable's DMA hints, layer sizes and
-/// bitstream fields are in bounds.
-pub fn verify(input: &Input) -> Result<(), String> {
-    let (_, found) = load(input.file.path(), input.bytes()).map_err(|e| format!("{e:#}"))?;
-    for f in &found {
-        let at = f.place();
-        select::select(&f.package, select::CURRENT_RUNTIME_VERSION)
-            .map_err(|e| format!("{at}: {e}"))?;
-        for (i, e) in f.package.executables().iter().enumerate() {
-            let at = format!("{at} executable {i}");
-            if e.root().dma_hints().is_some() {
-                dma::steps(e, true).map_err(|err| format!("{at}: {err}"))?;
-            }
-            for (chunk, fields) in
-                link::fields(e).map_err(|err| format!("{at}: {err}"))?.iter().enumerate()
-            {
-                let len = e.bitstreams().get(chunk).map_or(0, |b| b.len());
-                for fo in fields {
-                    if i64::from(fo.offset_bit) < 0
-                        || i64::from(fo.offset_bit) + 32 > 8 * len as i64
-                    {
-                        return Err(format!(
-                            "{at}: {}: field outside the {len}-byte bitstream",
-                            fo.path()
-                        ));
-                    }
-                }
-            }
-            for l in e.output_layers().iter().chain(e.input_layers().iter()) {
-                relayout::Geometry::of(l).map_err(|err| {
-                    format!("{at}: layer {:?}: {err}", l.name().unwrap_or_default())
-                })?;
-            }
-        }
-    }
-    Ok(())
-}
-
 /// `kiln dump` on an Edge TPU model: every decoded field of every package as JSON (byte
 /// blobs as their length).
 pub fn dump(input: &Input) -> Result<ExitCode> {
-    let (_, found) = load(input.file.path(), input.bytes())?;
+    let (_, found) = found::open(input.file.path(), input.bytes())?;
     let packages: Vec<serde_json::Value> = found.iter().map(dump_package).collect();
     print_json(&serde_json::json!({ "packages": packages }))?;
     Ok(ExitCode::SUCCESS)
@@ -358,8 +319,8 @@ fn choose<'f, 'a>(found: &'f [Found<'a>], choice: &PackageChoice) -> Result<&'f 
 }
 
 fn extract(a: &ExtractArgs) -> Result<ExitCode> {
-    let input = Input::open(&a.model)?;
-    let (_, found) = load(&a.model, input.bytes())?;
+    let input = crate::input::open(&a.model)?;
+    let (_, found) = found::open(&a.model, input.bytes())?;
     std::fs::create_dir_all(&a.out_dir)
         .with_context(|| format!("creating {}", a.out_dir.display()))?;
     let mut written = Vec::new();
@@ -413,8 +374,8 @@ struct JsonLinkField {
 }
 
 fn link(a: &LinkArgs) -> Result<ExitCode> {
-    let input = Input::open(&a.model)?;
-    let (_, found) = load(&a.model, input.bytes())?;
+    let input = crate::input::open(&a.model)?;
+    let (_, found) = found::open(&a.model, input.bytes())?;
     let f = choose(&found, &a.choice)?;
     let addrs = link::Addresses {
         inputs: by_name(&a.inputs),
@@ -487,8 +448,8 @@ fn link(a: &LinkArgs) -> Result<ExitCode> {
 }
 
 fn relayout(a: &RelayoutArgs) -> Result<ExitCode> {
-    let input = Input::open(&a.model)?;
-    let (_, found) = load(&a.model, input.bytes())?;
+    let input = crate::input::open(&a.model)?;
+    let (_, found) = found::open(&a.model, input.bytes())?;
     let f = choose(&found, &a.choice)?;
     let (sel, _) = select::select(&f.package, select::CURRENT_RUNTIME_VERSION)?;
     let exe = sel.main.1;
@@ -600,199 +561,12 @@ mod npy {
     }
 }
 
-/// One package found in a model, with the node it belongs to (none for a bare package).
-struct Found<'a> {
-    op: Option<EdgetpuOp<'a>>,
-    /// Index among the node's packages (0 = key "4").
-    index: usize,
-    package: Package<'a>,
-}
-
-impl Found<'_> {
-    /// Where the package is, for messages.
-    fn place(&self) -> String {
-        match &self.op {
-            Some(op) => {
-                format!("subgraph {} operator {} package {}", op.subgraph, op.operator, self.index)
-            }
-            None => "package".to_string(),
-        }
-    }
-
-    /// Offset of the package in the file.
-    fn file_offset(&self) -> Option<u64> {
-        match &self.op {
-            Some(op) => op.data.packages.get(self.index).map(|b| b.file_offset),
-            None => Some(0),
-        }
-    }
-}
-
-/// Opens `bytes` as an Edge TPU model, or a bare DarwiNN package, and verifies every package
-/// in it; the model is `None` for a bare package.
-fn load<'a>(path: &Path, bytes: &'a [u8]) -> Result<(Option<Model<'a>>, Vec<Found<'a>>)> {
-    if darwinn::package::is_package(bytes) {
-        let package =
-            Package::open(bytes).with_context(|| format!("{}: DarwiNN package", path.display()))?;
-        return Ok((None, vec![Found { op: None, index: 0, package }]));
-    }
-    let model = Model::open(bytes)
-        .with_context(|| format!("{}: not a readable TFLite model", path.display()))?;
-    let ops = custom_op::find_ops(&model)
-        .with_context(|| format!("{}: bad edgetpu-custom-op", path.display()))?;
-    if ops.is_empty() {
-        bail!("{}: no {} operator in this model", path.display(), custom_op::CUSTOM_OP);
-    }
-    let mut found = Vec::new();
-    for op in ops {
-        for (index, blob) in op.data.packages.iter().enumerate() {
-            let package = Package::open(blob.bytes).with_context(|| {
-                format!(
-                    "{}: subgraph {} operator {}: package {index} at file offset {}",
-                    path.display(),
-                    op.subgraph,
-                    op.operator,
-                    blob.file_offset
-                )
-            })?;
-            found.push(Found { op: Some(op.clone()), index, package });
-        }
-    }
-    Ok((Some(model), found))
-}
-
-#[derive(Serialize)]
-struct JsonModel {
-    packages: Vec<JsonPackage>,
-}
-
-#[derive(Serialize)]
-struct JsonPackage {
-    subgraph: Option<usize>,
-    operator: Option<usize>,
-    min_runtime_version: i32,
-    compiler_version: String,
-    executables: Vec<JsonExecutable>,
-}
-
-#[derive(Serialize)]
-struct JsonExecutable {
-    #[serde(rename = "type")]
-    type_: String,
-    name: String,
-    chip: String,
-    batch_size: i32,
-    scratch_size_bytes: i32,
-    parameters_bytes: usize,
-    parameter_caching_token: String,
-    instruction_bitstreams: Vec<JsonBitstream>,
-    input_layers: Vec<JsonLayer>,
-    output_layers: Vec<JsonLayer>,
-}
-
-#[derive(Serialize)]
-struct JsonBitstream {
-    bytes: usize,
-    field_offsets: Vec<JsonField>,
-}
-
-#[derive(Serialize)]
-struct JsonField {
-    offset_bit: i32,
-    desc: String,
-    name: String,
-    batch: i32,
-    position: String,
-}
-
-#[derive(Serialize)]
-struct JsonLayer {
-    name: String,
-    size_bytes: i32,
-    y_dim: i32,
-    x_dim: i32,
-    z_dim: i32,
-    data_type: String,
-    zero_point: i32,
-    dequantization_factor: f32,
-    execution_count_per_inference: i32,
-}
-
-fn json_layer(l: &schema::Layer<'_>) -> JsonLayer {
-    let numerics = l.numerics();
-    JsonLayer {
-        name: l.name().unwrap_or_default().to_string(),
-        size_bytes: l.size_bytes(),
-        y_dim: l.y_dim(),
-        x_dim: l.x_dim(),
-        z_dim: l.z_dim(),
-        data_type: darwinn::data_type_name(l.data_type()),
-        zero_point: numerics.map_or(0, |n| n.zero_point()),
-        dequantization_factor: numerics.map_or(0.0, |n| n.dequantization_factor()),
-        execution_count_per_inference: l.execution_count_per_inference(),
-    }
-}
-
-fn json_executable(e: &Executable<'_>) -> JsonExecutable {
-    let root = e.root();
-    let bitstreams = root
-        .instruction_bitstreams()
-        .map(|v| {
-            v.iter()
-                .map(|b| JsonBitstream {
-                    bytes: b.bitstream().map_or(0, |x| x.len()),
-                    field_offsets: b
-                        .field_offsets()
-                        .map(|f| f.iter().map(|fo| json_field(&fo)).collect())
-                        .unwrap_or_default(),
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    JsonExecutable {
-        type_: darwinn::executable_type_name(root.type_()),
-        name: root.name().unwrap_or_default().to_string(),
-        chip: root.chip().unwrap_or_default().to_string(),
-        batch_size: root.batch_size(),
-        scratch_size_bytes: root.scratch_size_bytes(),
-        parameters_bytes: e.parameters().len(),
-        parameter_caching_token: format!("0x{:016x}", root.parameter_caching_token()),
-        instruction_bitstreams: bitstreams,
-        input_layers: e.input_layers().iter().map(json_layer).collect(),
-        output_layers: e.output_layers().iter().map(json_layer).collect(),
-    }
-}
-
-fn json_field(fo: &schema::FieldOffset<'_>) -> JsonField {
-    let meta = fo.meta();
-    JsonField {
-        offset_bit: fo.offset_bit(),
-        desc: meta.map_or_else(|| "NONE".to_string(), |m| darwinn::description_kind(m.desc())),
-        name: meta.and_then(|m| m.name()).unwrap_or_default().to_string(),
-        batch: meta.map_or(0, |m| m.batch()),
-        position: meta.map_or_else(|| "NONE".to_string(), |m| darwinn::position_kind(m.position())),
-    }
-}
-
 /// `kiln edgetpu inspect` and `kiln inspect` on an Edge TPU model.
 pub fn inspect(input: &Input, json: bool) -> Result<ExitCode> {
     let path = input.file.path();
-    let (model, found) = load(path, input.bytes())?;
+    let (model, found) = found::open(path, input.bytes())?;
     if json {
-        let packages = found
-            .iter()
-            .map(|f| {
-                let root = f.package.root();
-                JsonPackage {
-                    subgraph: f.op.as_ref().map(|op| op.subgraph),
-                    operator: f.op.as_ref().map(|op| op.operator),
-                    min_runtime_version: root.min_runtime_version(),
-                    compiler_version: root.compiler_version().unwrap_or_default().to_string(),
-                    executables: f.package.executables().iter().map(json_executable).collect(),
-                }
-            })
-            .collect();
-        print_json(&JsonModel { packages })?;
+        print_json(&darwinn::summary::summarize(&found))?;
         return Ok(ExitCode::SUCCESS);
     }
     out!("{}", render_text(path, model.as_ref(), &found));

@@ -1,11 +1,10 @@
-//! The `kiln inspect`, `kiln verify` and `kiln dump` arms for ExecuTorch ETDumps (`.etdp`,
+//! The text form of `kiln inspect` and the `kiln dump` arm for ExecuTorch ETDumps (`.etdp`,
 //! what ExecuTorch's runtime writes with profiling on, read by its devtools `Inspector`).
 
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use kiln_format::etdump::{self, ETDump, RunData};
-use serde_json::{json, Value};
+use kiln_format::etdump::{self, ETDump};
 
 use crate::input::Input;
 use crate::output::print_json;
@@ -14,35 +13,9 @@ fn parse(input: &Input) -> Result<ETDump> {
     ETDump::parse(input.bytes()).with_context(|| input.file.path().display().to_string())
 }
 
-/// One block as JSON: name, bundled input, allocators, event counts, time span.
-fn block(run: &RunData) -> Value {
-    let counts = run.event_counts();
-    let span = run.time_span();
-    json!({
-        "name": run.name,
-        "bundled_input_index": run.bundled_input_index,
-        "allocators": run.allocators,
-        "events": {
-            "profile": counts.profile,
-            "allocation": counts.allocation,
-            "debug": counts.debug,
-        },
-        "start_time": span.map(|(start, _)| start),
-        "end_time": span.map(|(_, end)| end),
-        "duration": span.map(|(start, end)| end.saturating_sub(start)),
-    })
-}
-
-/// `kiln inspect` arm: the version and, per block, its event counts and time span.
-pub fn inspect(input: &Input, json: bool) -> Result<ExitCode> {
+/// `kiln inspect` arm, as text: the version and, per block, its event counts and time span.
+pub fn print(input: &Input) -> Result<ExitCode> {
     let dump = parse(input)?;
-    if json {
-        print_json(&json!({
-            "version": dump.version,
-            "run_data": dump.run_data.iter().map(block).collect::<Vec<_>>(),
-        }))?;
-        return Ok(ExitCode::SUCCESS);
-    }
     outln!("etdump version {}, {} blocks", dump.version, dump.run_data.len());
     for (i, run) in dump.run_data.iter().enumerate() {
         let c = run.event_counts();
@@ -62,11 +35,6 @@ pub fn inspect(input: &Input, json: bool) -> Result<ExitCode> {
         outln!("{line}");
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// `kiln verify` arm: the flatbuffer verifies and every event decodes.
-pub fn verify(input: &Input) -> Result<(), String> {
-    ETDump::parse(input.bytes()).map(|_| ()).map_err(|e| e.to_string())
 }
 
 /// `kiln dump` arm: every block and event, as ExecuTorch's Python deserializer gives them.

@@ -1,5 +1,5 @@
-//! ExecuTorch `.pte` programs and `.ptd` external data: inspect, verify, dump and
-//! `kiln pte rewrite`.
+//! ExecuTorch `.pte` programs and `.ptd` external data: the text form of `kiln inspect`,
+//! `kiln inspect --compiled`, `kiln dump` and `kiln pte rewrite`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -45,9 +45,7 @@ struct CompiledStep {
 
 /// `kiln inspect --compiled`: each method (or `method`) loaded through the compile stage.
 pub fn inspect_compiled(path: &Path, method: Option<&str>, json: bool) -> Result<ExitCode> {
-    let mut options = kiln_runtime::LoadOptions::default();
-    kiln_npu::KilnNpuBackend::register(&mut options.backends);
-    let program = kiln_runtime::Program::builder().options(options).load(path)?;
+    let program = kiln_runtime::Program::builder().options(kiln_npu::load_options()).load(path)?;
     let names: Vec<String> = match method {
         Some(m) => vec![m.to_string()],
         None => program.method_names().iter().map(|s| s.to_string()).collect(),
@@ -152,14 +150,11 @@ pub(crate) fn ranges(ids: &[u32]) -> String {
     out.join(",")
 }
 
-/// `kiln inspect` for a `.pte`.
-pub fn inspect_pte(input: &Input, json: bool) -> Result<ExitCode> {
+/// `kiln inspect` for a `.pte`, as text: its summary ([`pte::summary`]) with each operator's
+/// calls and each delegate's size, calls and compile specs.
+pub fn print_pte(input: &Input) -> Result<ExitCode> {
     let program = open_pte(input)?;
     let summary = pte::summary::summarize(&program)?;
-    if json {
-        print_json(&summary)?;
-        return Ok(ExitCode::SUCCESS);
-    }
     outln!(
         "{}: ExecuTorch program (.pte), {} ({} bytes), {}",
         input.file.path().display(),
@@ -335,68 +330,15 @@ fn indent(s: &str) -> String {
     s.lines().map(|l| format!("  {l}\n")).collect()
 }
 
-/// `kiln verify` for a `.pte`: the one-line reason on failure.
-/// The program verifies, and so does every XNNPACK delegate's payload and every NPU
-/// delegate's data.
-pub fn verify_pte(input: &Input) -> Result<(), String> {
-    let program = Program::open(input.bytes()).map_err(|e| e.to_string())?;
-    for m in program.methods() {
-        for (i, d) in m.delegates().enumerate() {
-            let d = d.map_err(|e| e.to_string())?;
-            let checked = match d.id {
-                "XnnpackBackend" => kiln_format::xnnpack::Payload::parse(
-                    program.delegate_data(&d).map_err(|e| e.to_string())?,
-                )
-                .map(|_| ()),
-                kiln_format::npu_delegate::BACKEND_ID => {
-                    kiln_format::npu_delegate::NpuDelegate::parse(
-                        program.delegate_data(&d).map_err(|e| e.to_string())?,
-                    )
-                    .map(|_| ())
-                }
-                _ => continue,
-            };
-            checked.map_err(|e| format!("method {:?}, delegate {i} ({}): {e}", m.name(), d.id))?;
-        }
-    }
-    Ok(())
-}
-
 fn open_ptd(input: &Input) -> Result<FlatTensor<'_>> {
     FlatTensor::open(input.bytes()).with_context(|| input.file.path().display().to_string())
 }
 
-/// `kiln inspect` for a `.ptd`.
-pub fn inspect_ptd(input: &Input, json: bool) -> Result<ExitCode> {
+/// `kiln inspect` for a `.ptd`, as text: its size and each named tensor's dtype, shape,
+/// segment and size.
+pub fn print_ptd(input: &Input) -> Result<ExitCode> {
     let ft = open_ptd(input)?;
-    let mut entries = Vec::with_capacity(ft.len());
-    for e in ft.entries() {
-        let e = e?;
-        entries.push(serde_json::json!({
-            "key": e.key,
-            "segment": e.segment_index,
-            "size": e.data.len(),
-            "dtype": e.layout.as_ref().map(|l| l.scalar_type.schema_name()),
-            "shape": e.layout.as_ref().map(|l| l.sizes.clone()),
-            "dim_order": e.layout.as_ref().map(|l| l.dim_order.clone()),
-        }));
-    }
-    let segments: Vec<_> = (0..ft.num_segments())
-        .map(|i| {
-            ft.segment(i).map(|(offset, size)| serde_json::json!({"offset": offset, "size": size}))
-        })
-        .collect::<Result<_, _>>()?;
-    if json {
-        print_json(&serde_json::json!({
-            "format": "ptd",
-            "version": ft.version(),
-            "segment_base_offset": ft.header().segment_base_offset,
-            "segments": segments,
-            "named_data": entries,
-            "file_size": input.bytes().len(),
-        }))?;
-        return Ok(ExitCode::SUCCESS);
-    }
+    let entries = ft.entries().collect::<Result<Vec<_>, _>>()?;
     outln!(
         "{}: ExecuTorch external data (.ptd), {} ({} bytes), {} entries in {} segments",
         input.file.path().display(),
@@ -406,8 +348,7 @@ pub fn inspect_ptd(input: &Input, json: bool) -> Result<ExitCode> {
         ft.num_segments()
     );
     let mut t = Table::new(["key", "dtype", "shape", "segment", "size"]);
-    for e in ft.entries() {
-        let e = e?;
+    for e in entries {
         let (dtype, shape) = match &e.layout {
             Some(l) => (l.scalar_type.schema_name().to_string(), format!("{:?}", l.sizes)),
             None => ("-".to_string(), "-".to_string()),
@@ -424,10 +365,6 @@ pub fn inspect_ptd(input: &Input, json: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `kiln verify` for a `.ptd`: the one-line reason on failure.
-pub fn verify_ptd(input: &Input) -> Result<(), String> {
-    FlatTensor::open(input.bytes()).map(|_| ()).map_err(|e| e.to_string())
-}
 /// Arguments of `kiln pte`.
 #[derive(clap::Args)]
 pub struct PteArgs {
@@ -455,7 +392,7 @@ pub fn run_pte(args: PteArgs) -> Result<ExitCode> {
 }
 
 fn rewrite(input: &Path, output: &Path) -> Result<ExitCode> {
-    let file = Input::open(input)?;
+    let file = crate::input::open(input)?;
     let program = open_pte(&file)?;
     let model = pte::model::ProgramModel::from_program(&program)?;
     let bytes = pte::writer::write(&model)?;

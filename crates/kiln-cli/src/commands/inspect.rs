@@ -7,7 +7,7 @@ use anyhow::Result;
 
 use kiln_format::Kind;
 
-use crate::input::Input;
+use crate::output::print_json;
 
 /// Arguments of `kiln inspect`.
 #[derive(clap::Args)]
@@ -26,17 +26,10 @@ pub struct Args {
     pub method: Option<String>,
 }
 
-/// The document `kiln inspect --json FILE` prints.
-pub fn document(file: &std::path::Path) -> Result<serde_json::Value> {
-    let args = Args { file: file.to_path_buf(), json: true, compiled: false, method: None };
-    let (result, document) = crate::output::capture_json(|| run(args));
-    result?;
-    document.ok_or_else(|| anyhow::anyhow!("{}: no summary was produced", file.display()))
-}
-
-/// Runs `kiln inspect`.
+/// Runs `kiln inspect`: the file's summary ([`kiln_runtime::Artifact::summary`]) as JSON, or
+/// each format's text form of it.
 pub fn run(args: Args) -> Result<ExitCode> {
-    let input = Input::open(&args.file)?;
+    let input = crate::input::open(&args.file)?;
     if args.compiled && input.kind != Kind::Pte {
         eprintln!(
             "kiln: error: --compiled needs an ExecuTorch program (.pte); {} is not one",
@@ -44,19 +37,23 @@ pub fn run(args: Args) -> Result<ExitCode> {
         );
         return Ok(ExitCode::from(2));
     }
+    if args.compiled {
+        return super::executorch::inspect_compiled(&args.file, args.method.as_deref(), args.json);
+    }
+    if args.json {
+        print_json(&input.summary()?)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     match input.kind {
-        // Each format registers its summary here.
-        Kind::Pte if args.compiled => {
-            super::executorch::inspect_compiled(&args.file, args.method.as_deref(), args.json)
-        }
-        Kind::Pte => super::executorch::inspect_pte(&input, args.json),
-        Kind::Ptd => super::executorch::inspect_ptd(&input, args.json),
-        Kind::Edgetpu => super::edgetpu::inspect(&input, args.json),
-        Kind::Irpa | Kind::Safetensors | Kind::Gguf => super::params::inspect(&input, args.json),
-        Kind::Circle => super::circle::inspect(&input, args.json),
-        Kind::Txn => super::txn::inspect(&input, args.json),
-        Kind::Tflite => super::tflite::inspect(&input, args.json),
-        Kind::Npy => super::npy::inspect(&input, args.json),
-        Kind::Etdump => super::etdump::inspect(&input, args.json),
+        // Each format registers its text form here (its summary in `kiln_format::summary`).
+        Kind::Pte => super::executorch::print_pte(&input),
+        Kind::Ptd => super::executorch::print_ptd(&input),
+        Kind::Edgetpu => super::edgetpu::inspect(&input, false),
+        Kind::Irpa | Kind::Safetensors | Kind::Gguf => super::params::print(&input),
+        Kind::Circle => super::circle::print(&input),
+        Kind::Txn => super::txn::print(&input),
+        Kind::Tflite => super::tflite::print(&input),
+        Kind::Npy => super::npy::print(&input),
+        Kind::Etdump => super::etdump::print(&input),
     }
 }

@@ -10,7 +10,6 @@ use anyhow::{Context, Result};
 use kiln_format::pte::{self, Program};
 use serde::Serialize;
 
-use crate::input::Input;
 use crate::output::{print_json, Table};
 use crate::Usage;
 
@@ -43,7 +42,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     if args.to != "npu" {
         return Err(Usage(format!("--to {}: the one target is `npu`", args.to)).into());
     }
-    let file = Input::open(&args.input)?;
+    let file = crate::input::open(&args.input)?;
     let program = Program::open(file.bytes()).with_context(|| args.input.display().to_string())?;
     let model = pte::model::ProgramModel::from_program(&program)?;
     let lowered = kiln_npu::lower::lower(&model)?;

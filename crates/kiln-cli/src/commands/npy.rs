@@ -1,4 +1,4 @@
-//! The `kiln inspect`, `kiln verify` and `kiln dump` arms for NumPy `.npy` arrays (what
+//! The text form of `kiln inspect` and the `kiln dump` arm for NumPy `.npy` arrays (what
 //! `kiln run --out-dir`, `kiln params extract` and `kiln edgetpu relayout` write).
 
 use std::process::ExitCode;
@@ -15,46 +15,25 @@ fn parse(input: &Input) -> Result<Npy<'_>> {
     Npy::parse(input.bytes()).with_context(|| input.file.path().display().to_string())
 }
 
-/// The header as JSON: dtype, shape, order, elements, where the data is.
-fn summary(npy: &Npy<'_>) -> Value {
-    json!({
-        "dtype": npy.descr,
-        "shape": npy.shape,
-        "fortran_order": npy.fortran_order,
-        "elements": npy.shape.iter().product::<u64>(),
-        "data_offset": npy.data_offset,
-        "data_bytes": npy.data.len(),
-    })
-}
-
-/// `kiln inspect` arm.
-pub fn inspect(input: &Input, json: bool) -> Result<ExitCode> {
+/// `kiln inspect` arm, as text: the header on one line.
+pub fn print(input: &Input) -> Result<ExitCode> {
     let npy = parse(input)?;
-    if json {
-        print_json(&summary(&npy))?;
-    } else {
-        outln!(
-            "npy array: dtype {}, shape {:?}, {} order, {} elements, {} of data at offset {}",
-            npy.descr,
-            npy.shape,
-            if npy.fortran_order { "Fortran" } else { "C" },
-            npy.shape.iter().product::<u64>(),
-            human_bytes(npy.data.len() as u64),
-            npy.data_offset
-        );
-    }
+    outln!(
+        "npy array: dtype {}, shape {:?}, {} order, {} elements, {} of data at offset {}",
+        npy.descr,
+        npy.shape,
+        if npy.fortran_order { "Fortran" } else { "C" },
+        npy.shape.iter().product::<u64>(),
+        human_bytes(npy.data.len() as u64),
+        npy.data_offset
+    );
     Ok(ExitCode::SUCCESS)
-}
-
-/// `kiln verify` arm: the header parses and the data holds exactly the array.
-pub fn verify(input: &Input) -> Result<(), String> {
-    Npy::parse(input.bytes()).map(|_| ()).map_err(|e| e.to_string())
 }
 
 /// `kiln dump` arm: the header and, for the numeric dtypes, every value in file order.
 pub fn dump(input: &Input) -> Result<ExitCode> {
     let npy = parse(input)?;
-    let mut doc = summary(&npy);
+    let mut doc = kiln_format::npy::summary::summarize(&npy);
     if let Some(values) = values(&npy.descr, npy.data) {
         doc["values"] = Value::Array(values);
     }

@@ -1,8 +1,9 @@
 //! DarwiNN (Edge TPU) packages: reading and verifying `Package` -> `MultiExecutable` ->
-//! `Executable`, finding them inside `*_edgetpu.tflite` files, writing them, and the
-//! runtime-side algorithms of libedgetpu as pure functions over bytes (with the bounds checks
-//! the driver lacks): executable selection, instruction linking, output re-layout, numerics and
-//! the DMA-hint walk.
+//! `Executable`, finding them inside `*_edgetpu.tflite` files ([`found`]), writing them, and
+//! the runtime-side algorithms of libedgetpu as pure functions over bytes (with the bounds
+//! checks the driver lacks): executable selection, instruction linking, output re-layout,
+//! numerics and the DMA-hint walk. [`summary`] and [`verdict`] are what `kiln inspect` shows of
+//! an Edge TPU model and what `kiln verify` checks in one.
 //!
 //! Every table of the schema is reachable through [`schema`] (generated from kiln's copy of
 //! `executable.fbs`) via the verified roots [`Package::root`] and [`Executable::root`];
@@ -10,12 +11,15 @@
 
 pub mod custom_op;
 pub mod dma;
+pub mod found;
 pub mod link;
 pub mod multi;
 pub mod numerics;
 pub mod package;
 pub mod relayout;
 pub mod select;
+pub mod summary;
+pub mod verdict;
 pub mod writer;
 
 pub use package::{Executable, Package};

@@ -3,7 +3,8 @@
 //!
 //! [`ETDump::parse`] verifies and decodes a file into the plain structs of [`model`];
 //! [`write`] serializes them back; [`to_json`] gives the same JSON as ExecuTorch's Python
-//! deserializer. Schema: `kiln-schema/schema/etdump.fbs`, from executorch 1.5.1's
+//! deserializer; [`summary`] is what `kiln inspect` shows of one. Schema:
+//! `kiln-schema/schema/etdump.fbs`, from executorch 1.5.1's
 //! `devtools/etdump/etdump_schema_flatcc.fbs`.
 //!
 //! # The file
@@ -70,6 +71,7 @@
 mod json;
 mod model;
 mod read;
+pub mod summary;
 mod write;
 
 pub use json::to_json;

@@ -14,6 +14,7 @@
 //! - [`edit`]: in-place edits (erase) and header linking (append, concat).
 //! - [`executorch`]: `.ptd` tensors and `.pte` named constants as parameter sources.
 //! - [`tensor_metadata`]: element type and shape in entry metadata (IREE's `TENSORv0:` form).
+//! - [`summary`]: what `kiln inspect` shows of a parameter file of any of these formats.
 //! - [`transform`]: the entry transformations of `iree-convert-parameters`.
 
 pub mod builder;
@@ -23,6 +24,7 @@ mod layout;
 pub mod param_file;
 pub mod reader;
 pub mod source;
+pub mod summary;
 pub mod tensor_metadata;
 pub mod transform;
 pub mod verify;

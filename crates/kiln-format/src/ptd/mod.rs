@@ -3,9 +3,11 @@
 //!
 //! A `.pte` whose tensors have `EXTERNAL` location names them by fully qualified name; their
 //! bytes and layout come from a `.ptd` ([`FlatTensor::get`], [`TensorLayout::check_matches`]).
+//! [`summary`] is what `kiln inspect` shows of one.
 
 pub mod header;
 mod reader;
+pub mod summary;
 pub mod writer;
 
 pub use header::Header;

@@ -5,13 +5,18 @@
 //! header, runs the flatbuffers verifier with explicit caps and then [`verify`]; afterwards the
 //! typed accessors ([`Method`], [`Value`], [`Tensor`], [`Instruction`], [`Operator`],
 //! [`Delegate`], [`Program::constant_data`], [`Program::segment_bytes`], ...) never panic.
+//!
+//! For `kiln inspect` and `kiln verify`: [`summary`] is what a program holds, [`payloads`]
+//! checks its delegates' payloads and [`strict`] flags what is valid but suspect.
 
 mod alignment;
 pub mod dump;
 pub mod header;
 pub mod model;
+pub mod payloads;
 mod program;
 mod scalar_type;
+pub mod strict;
 pub mod summary;
 pub mod verify;
 pub mod writer;

@@ -20,12 +20,15 @@
 //! the timer-like 134 seen in DynamicDispatch files) carry a size field, so they are kept as raw
 //! payload bytes and reported by name `CUSTOM_<n>`. Opcode 133 with kiln's magic is kiln's own
 //! KILN_LAUNCH ([`launch`]), the kernel launch of kiln's reference NPU device.
+//!
+//! [`summary`] is the JSON of a transaction that `kiln inspect` and `kiln dump` print.
 
 pub mod launch;
 mod model;
 mod patch;
 mod read;
 pub mod registers;
+pub mod summary;
 mod text;
 mod write;
 

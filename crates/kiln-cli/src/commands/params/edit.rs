@@ -223,7 +223,7 @@ pub fn run(cmd: EditCommand) -> Result<ExitCode> {
             append(&archive, &output, &new, &from, keys)?
         }
         EditCommand::Erase { archive, keys, output } => {
-            let input = Input::open(&archive)?;
+            let input = crate::input::open(&archive)?;
             let parsed = parse_archive(&input)?;
             let keys: Vec<&[u8]> = keys.iter().map(|k| k.as_bytes()).collect();
             let patches =
@@ -280,7 +280,7 @@ pub fn run(cmd: EditCommand) -> Result<ExitCode> {
 }
 
 fn parse_archive(input: &Input) -> Result<Archive<'_>> {
-    input.expect(kiln_format::Kind::Irpa)?;
+    crate::input::expect(input, kiln_format::Kind::Irpa)?;
     Archive::parse(input.bytes()).with_context(|| input.file.path().display().to_string())
 }
 
@@ -294,7 +294,7 @@ fn rebuild(
     must_exist: &[Vec<u8>],
     keys: KeyFlags,
 ) -> Result<()> {
-    let input = Input::open(path)?;
+    let input = crate::input::open(path)?;
     let parsed = sources::parse(&input)?;
     let all = parsed.source().param_entries().with_context(|| path.display().to_string())?;
     for k in must_exist {
@@ -315,7 +315,7 @@ fn append(
     from: &[PathBuf],
     keys: KeyFlags,
 ) -> Result<()> {
-    let input = Input::open(path)?;
+    let input = crate::input::open(path)?;
     let base = parse_archive(&input)?;
     let loaded = new.load()?;
     let mut entries = loaded.entries(!keys.no_tensor_metadata)?;
@@ -350,7 +350,7 @@ fn append(
 type Replacement<'a> = (&'a [u8], &'a [u8], Option<Vec<u8>>);
 
 fn replace(path: &Path, output: &Path, data: &[DataArg]) -> Result<()> {
-    let input = Input::open(path)?;
+    let input = crate::input::open(path)?;
     let parsed = sources::parse(&input)?;
     let mut files = Vec::with_capacity(data.len());
     for d in data {

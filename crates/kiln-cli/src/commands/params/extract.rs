@@ -9,11 +9,10 @@ use kiln_format::npy;
 
 use super::sources;
 use super::write::write_output;
-use crate::input::Input;
 
 /// Runs `kiln params extract`.
 pub fn run(file: &Path, key: &str, output: &Path, raw: bool) -> Result<ExitCode> {
-    let input = Input::open(file)?;
+    let input = crate::input::open(file)?;
     let parsed = sources::parse(&input)?;
     let entries = parsed.source().param_entries().with_context(|| file.display().to_string())?;
     let entry = entries

@@ -35,7 +35,7 @@ use args::KeyFlags;
 use kiln_format::irpa::ParamFile;
 use write::write_plan;
 
-pub use summary::{dump_json, inspect, verify_outcome};
+pub use summary::{dump_json, print};
 
 /// Arguments of `kiln params`.
 #[derive(clap::Args)]
@@ -202,7 +202,7 @@ fn verify(files: &[PathBuf], json: bool) -> Result<ExitCode> {
     let mut failed = false;
     let mut report = Vec::new();
     for path in files {
-        let input = Input::open(path)?;
+        let input = crate::input::open(path)?;
         let found = check(&input);
         failed |= found.iter().any(|f| f.severity == Severity::Error);
         if !json {
@@ -250,11 +250,7 @@ fn check(input: &Input) -> Vec<kiln_format::irpa::verify::Finding> {
         // Everything `params dump` reads: an ExecuTorch file verified as `kiln verify` does,
         // then its tensors listed as archive entries.
         Kind::Ptd | Kind::Pte => {
-            let verified = if input.kind == Kind::Ptd {
-                super::executorch::verify_ptd(input)
-            } else {
-                super::executorch::verify_pte(input)
-            };
+            let verified = kiln_format::verdict::check(input.file.path(), bytes, input.kind, false);
             let listed = verified.and_then(|()| {
                 let parsed = sources::parse(input).map_err(|e| format!("{e:#}"))?;
                 parsed.source().param_entries().map(|_| ()).map_err(|e| e.to_string())

@@ -23,7 +23,7 @@ pub fn parse(input: &Input) -> Result<ParamFile<'_>> {
 
 /// Opens every path (mapped) in order.
 pub fn open_all(paths: &[PathBuf]) -> Result<Vec<Input>> {
-    paths.iter().map(|p| Input::open(p)).collect()
+    paths.iter().map(|p| Ok(crate::input::open(p)?)).collect()
 }
 
 /// Parses every input.

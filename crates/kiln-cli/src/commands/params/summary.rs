@@ -1,134 +1,64 @@
-//! The `kiln inspect`, `kiln verify` and `kiln dump` arms for .irpa, .safetensors and .gguf.
+//! The text form of `kiln inspect` and the `kiln dump` arm for .irpa, .safetensors and .gguf.
 
-use std::collections::BTreeMap;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use kiln_format::irpa::verify::{findings, Severity};
-use kiln_format::irpa::Archive;
+use kiln_format::irpa::summary::Details;
+use kiln_format::irpa::{self, ParamFile};
+use kiln_format::Kind;
 use serde_json::{json, Value};
 
 use crate::input::Input;
 use crate::output::{human_bytes, print_json, Table};
-use kiln_format::irpa::ParamFile;
 
-/// `kiln inspect` for parameter files: a summary and the entry list.
-pub fn inspect(input: &Input, as_json: bool) -> Result<ExitCode> {
+/// `kiln inspect` for parameter files, as text: their summary ([`irpa::summary`]), entries by
+/// type and the entry table.
+pub fn print(input: &Input) -> Result<ExitCode> {
     let parsed = super::sources::parse(input)?;
-    let entries = parsed.source().param_entries()?;
-    let mut kinds: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
-    let mut table = Table::new(["key", "type", "dtype", "shape", "offset", "length"]);
-    let mut list = Vec::with_capacity(entries.len());
-    for e in &entries {
-        let kind = match e.payload {
-            kiln_format::irpa::Payload::Data(_) => "data",
-            kiln_format::irpa::Payload::Splat { .. } => "splat",
-            kiln_format::irpa::Payload::External { .. } => "external",
-        };
-        let slot = kinds.entry(kind).or_default();
-        slot.0 += 1;
-        slot.1 += e.payload.length();
-        let (dtype, shape) = e.tensor.as_ref().map_or((String::new(), String::new()), |t| {
-            (t.dtype.clone(), format!("{:?}", t.shape))
-        });
-        let offset = e.offset.map(|o| o.to_string()).unwrap_or_else(|| "-".into());
-        table.row([
-            e.key_str().into_owned(),
-            kind.to_string(),
-            dtype.clone(),
-            shape,
-            offset,
-            e.payload.length().to_string(),
-        ]);
-        list.push(json!({"key": e.key_str(), "type": kind, "dtype": e.tensor.as_ref().map(|t| &t.dtype),
-            "shape": e.tensor.as_ref().map(|t| &t.shape), "offset": e.offset, "length": e.payload.length()}));
-    }
-    let mut summary = json!({
-        "file": input.file.path(),
-        "kind": input.kind,
-        "size": input.bytes().len(),
-        "entries": entries.len(),
-        "by_type": kinds.iter().map(|(k, (n, b))| (k.to_string(), json!({"count": n, "bytes": b}))).collect::<serde_json::Map<_, _>>(),
-    });
-    match &parsed {
-        ParamFile::Irpa(a) => {
-            summary["headers"] = json!(a.headers());
-            summary["skipped_entries"] = json!(a.entries().len() - a.live_entries().count());
-        }
-        ParamFile::Safetensors(s) => {
-            summary["metadata"] =
-                Value::Object(s.metadata.iter().map(|(k, v)| (k.clone(), json!(v))).collect());
-        }
-        ParamFile::Gguf(g) => {
-            summary["version"] = json!(g.version);
-            summary["alignment"] = json!(g.alignment);
-            summary["metadata_keys"] = json!(g
-                .metadata
-                .iter()
-                .map(|kv| String::from_utf8_lossy(kv.key))
-                .collect::<Vec<_>>());
-        }
-        ParamFile::Ptd(f) => summary["version"] = json!(f.version()),
-        ParamFile::Pte(p) => summary["version"] = json!(p.version()),
-    }
-    if as_json {
-        summary["tensors"] = Value::Array(list);
-        print_json(&summary)?;
-        return Ok(ExitCode::SUCCESS);
-    }
+    let path = input.file.path();
+    let summary = irpa::summary::summarize(path, input.kind, input.bytes().len(), &parsed)?;
     outln!(
         "{}: {} ({}), {} entries",
-        input.file.path().display(),
-        input.kind,
-        human_bytes(input.bytes().len() as u64),
-        entries.len()
+        path.display(),
+        summary.kind,
+        human_bytes(summary.size as u64),
+        summary.entries
     );
-    for (k, (n, b)) in &kinds {
-        outln!("  {k}: {n} entries, {}", human_bytes(*b));
+    for (k, total) in &summary.by_type {
+        outln!("  {k}: {} entries, {}", total.count, human_bytes(total.bytes));
     }
-    match &parsed {
-        ParamFile::Irpa(a) => outln!(
-            "  headers: {}, skipped entries: {}",
-            a.headers().len(),
-            a.entries().len() - a.live_entries().count()
-        ),
-        ParamFile::Safetensors(s) => {
-            for (k, v) in &s.metadata {
+    match &summary.details {
+        Details::Irpa { headers, skipped_entries } => {
+            outln!("  headers: {}, skipped entries: {skipped_entries}", headers.len())
+        }
+        Details::Safetensors { metadata } => {
+            for (k, v) in metadata {
                 outln!("  metadata {k}: {v}");
             }
         }
-        ParamFile::Gguf(g) => outln!(
-            "  GGUF v{}, alignment {}, {} metadata keys",
-            g.version,
-            g.alignment,
-            g.metadata.len()
+        Details::Gguf { version, alignment, metadata_keys } => outln!(
+            "  GGUF v{version}, alignment {alignment}, {} metadata keys",
+            metadata_keys.len()
         ),
-        ParamFile::Ptd(f) => outln!("  FlatTensor v{}", f.version()),
-        ParamFile::Pte(p) => outln!("  Program v{}", p.version()),
+        Details::Executorch { version } if summary.kind == Kind::Ptd => {
+            outln!("  FlatTensor v{version}")
+        }
+        Details::Executorch { version } => outln!("  Program v{version}"),
     }
     outln!();
+    let mut table = Table::new(["key", "type", "dtype", "shape", "offset", "length"]);
+    for t in &summary.tensors {
+        table.row([
+            t.key.clone(),
+            t.kind.to_string(),
+            t.dtype.clone().unwrap_or_default(),
+            t.shape.as_ref().map(|s| format!("{s:?}")).unwrap_or_default(),
+            t.offset.map(|o| o.to_string()).unwrap_or_else(|| "-".into()),
+            t.length.to_string(),
+        ]);
+    }
     out!("{}", table.render());
     Ok(ExitCode::SUCCESS)
-}
-
-/// `kiln verify` for parameter files: `Err(reason)` on the first error.
-pub fn verify_outcome(input: &Input) -> Result<(), String> {
-    let bytes = input.bytes();
-    let result = match input.kind {
-        kiln_format::Kind::Irpa => Archive::parse(bytes).map_err(|e| e.to_string()).and_then(|a| {
-            match findings(&a).into_iter().find(|f| f.severity == Severity::Error) {
-                Some(f) => Err(f.to_error().to_string()),
-                None => Ok(()),
-            }
-        }),
-        kiln_format::Kind::Safetensors => kiln_format::safetensors::SafeTensors::parse(bytes)
-            .map(|_| ())
-            .map_err(|e| e.to_string()),
-        _ => kiln_format::gguf::Gguf::parse(bytes)
-            .and_then(|g| g.verify())
-            .map_err(|e| e.to_string()),
-    };
-    result
 }
 
 /// `kiln dump` for parameter files: every header field and entry as JSON.

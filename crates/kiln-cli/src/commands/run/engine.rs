@@ -46,13 +46,11 @@ pub(crate) fn thread_count(engine: &EngineArgs) -> ThreadCount {
     }
 }
 
-/// Load options for `--no-compile`, `--threads` and `--max-memory`, with kiln's NPU backend
-/// registered (it runs the delegates `kiln lower --to npu` makes on the reference device).
+/// Load options for `--no-compile`, `--threads` and `--max-memory`: kiln's own
+/// ([`kiln_npu::load_options`], with the NPU backend registered) with those applied.
 pub fn load_options(engine: &EngineArgs) -> Result<LoadOptions> {
-    let mut options = LoadOptions::default()
+    Ok(kiln_npu::load_options()
         .with_compile(!engine.no_compile)
         .with_threads(engine.threads.map(usize::from))?
-        .with_memory_limit(engine.max_memory);
-    kiln_npu::KilnNpuBackend::register(&mut options.backends);
-    Ok(options)
+        .with_memory_limit(engine.max_memory))
 }

@@ -1,28 +1,20 @@
-//! `kiln verify --strict`: what is valid but suspect (see the flag's help for the list).
+//! What `kiln verify --strict` flags in a valid program: what ExecuTorch and kiln read but
+//! the format, or the size of the file, says is off.
 
-use kiln_format::pte::{Program, TensorData, Value};
-use kiln_format::Kind;
-
-use crate::input::Input;
+use super::program::{Program, TensorData, Value};
 
 /// A planned arena is flagged when it is more than this many times what its tensors reach...
 const ARENA_FACTOR: u64 = 4;
 /// ...and at least this many bytes over it.
 const ARENA_SLACK: u64 = 64 << 10;
 
-/// The strict checks of the input's kind (none for most kinds).
-pub fn check(input: &Input) -> Result<(), String> {
-    match input.kind {
-        Kind::Pte => pte(input.bytes()),
-        _ => Ok(()),
-    }
-}
-
-/// Trailing data after a .pte's declared end, 8-byte values off their alignment, and planned
-/// arenas far larger than needed.
-fn pte(bytes: &[u8]) -> Result<(), String> {
+/// Why the program in `bytes` is valid but suspect, for `kiln verify --strict`: 8-byte values
+/// off their alignment, trailing data after its declared end (with an extended header), or a
+/// planned arena far larger than its tensors reach. `Ok` when it is none of these; a program
+/// that does not open fails with why.
+pub fn check(bytes: &[u8]) -> Result<(), String> {
     let program = Program::open(bytes).map_err(|e| e.to_string())?;
-    let misaligned = kiln_format::pte::misaligned_scalars(&program);
+    let misaligned = super::alignment::misaligned_scalars(&program);
     if let Some(first) = misaligned.first() {
         return Err(format!(
             "{} 8-byte value(s) not 8-byte aligned (ExecuTorch and kiln read them, the format \
