@@ -268,23 +268,16 @@ fn packed_conv(
     let weight = const_f32(g, c.weight, bytes)?;
     let bias = c.bias.map(|b| const_f32(g, b, bytes)).transpose()?;
     let opt = |v: Option<u32>| v.map(|v| const_f32(g, v, bytes)).transpose();
-    let stats = match &c.bn {
-        Some(bn) => Some((
-            opt(bn.weight)?,
-            opt(bn.bias)?,
-            const_f32(g, bn.mean, bytes)?,
-            const_f32(g, bn.var, bytes)?,
-            bn.eps,
-        )),
+    let bn = match &c.bn {
+        Some(bn) => Some(BatchNorm {
+            gamma: opt(bn.weight)?,
+            beta: opt(bn.bias)?,
+            mean: const_f32(g, bn.mean, bytes)?,
+            var: const_f32(g, bn.var, bytes)?,
+            eps: bn.eps,
+        }),
         None => None,
     };
-    let bn = stats.as_ref().map(|(gamma, beta, mean, var, eps)| BatchNorm {
-        gamma: gamma.as_deref(),
-        beta: beta.as_deref(),
-        mean,
-        var,
-        eps: *eps,
-    });
     let geometry = conv_geometry(g, c).map_err(|e| e.to_string())?;
     let out = g.sizes(c.output).unwrap_or_default();
     PackedConv2d::prepare(geometry, weight, bias, bn, c.act, c.layouts, &out)

@@ -60,21 +60,21 @@ impl Conv2dArgs {
 
 /// Inference batch norm over a convolution's output channels, to fold into its weights:
 /// `y = (x - mean) * gamma / sqrt(var + eps) + beta`, `gamma` 1 and `beta` 0 when absent.
-#[derive(Clone, Copy, Debug)]
-pub struct BatchNorm<'a> {
+#[derive(Clone, Debug)]
+pub struct BatchNorm {
     /// Per-channel scale.
-    pub gamma: Option<&'a [f32]>,
+    pub gamma: Option<Vec<f32>>,
     /// Per-channel shift.
-    pub beta: Option<&'a [f32]>,
+    pub beta: Option<Vec<f32>>,
     /// Running mean.
-    pub mean: &'a [f32],
+    pub mean: Vec<f32>,
     /// Running variance.
-    pub var: &'a [f32],
+    pub var: Vec<f32>,
     /// Added to the variance.
     pub eps: f64,
 }
 
-impl BatchNorm<'_> {
+impl BatchNorm {
     /// Folds the statistics into `weight` (`c_out` rows) and returns the folded bias, in
     /// `f64` rounding once: `w' = w * s`, `b' = (b - mean) * s + beta` with
     /// `s = gamma / sqrt(var + eps)`.
@@ -84,22 +84,24 @@ impl BatchNorm<'_> {
         weight: &mut [f32],
         bias: Option<&[f32]>,
     ) -> Result<Vec<f32>, GemmError> {
-        let per_channel = [self.gamma, self.beta, Some(self.mean), Some(self.var), bias];
+        let (gamma, beta) = (self.gamma.as_deref(), self.beta.as_deref());
+        let per_channel = [gamma, beta, Some(&self.mean), Some(&self.var), bias];
         if per_channel.iter().flatten().any(|v| v.len() != c_out) {
             return Err(GemmError::PerChannel { what: "batch norm", channels: c_out });
         }
         let per = weight.len().checked_div(c_out).unwrap_or(0);
-        let folded = (0..c_out).map(|o| {
-            let gamma = self.gamma.map_or(1.0, |v| f64::from(v[o]));
-            let beta = self.beta.map_or(0.0, |v| f64::from(v[o]));
-            let s = gamma / (f64::from(self.var[o]) + self.eps).sqrt();
+        let mut folded = Vec::with_capacity(c_out);
+        for o in 0..c_out {
+            let s =
+                gamma.map_or(1.0, |v| f64::from(v[o])) / (f64::from(self.var[o]) + self.eps).sqrt();
             for w in &mut weight[o * per..(o + 1) * per] {
                 *w = (f64::from(*w) * s) as f32;
             }
             let b = bias.map_or(0.0, |b| f64::from(b[o]));
-            ((b - f64::from(self.mean[o])) * s + beta) as f32
-        });
-        Ok(folded.collect())
+            let shift = beta.map_or(0.0, |v| f64::from(v[o]));
+            folded.push(((b - f64::from(self.mean[o])) * s + shift) as f32);
+        }
+        Ok(folded)
     }
 }
 
@@ -111,7 +113,7 @@ impl PackedConv2d {
         g: Conv2dGeometry,
         mut weight: Vec<f32>,
         mut bias: Option<Vec<f32>>,
-        bn: Option<BatchNorm<'_>>,
+        bn: Option<BatchNorm>,
         act: Activation,
         layouts: Layouts,
         output: &[usize],
