@@ -507,13 +507,11 @@ pub(crate) fn convolution(
     let oc = g.o;
     let parts = parts(threads, pixels * oc * kg, pixels.div_ceil(MR));
     let tasks = with_pieces(split(pixels, MR, parts), out, oc);
-    threads.for_each(tasks, |(run, out)| {
-        let t = ConvTask { isa, g, x, zp, kp, panels, w: &wp, bias, scales, o };
-        isa.run(&t, run, out)
-    });
+    let t = ConvTask { isa, g, x, zp, kp, panels, w: &wp, bias, scales, o };
+    threads.for_each(tasks, |(run, out)| isa.run(&t, run, out));
 }
 
-/// One task of [`convolution`].
+/// The tasks of [`convolution`], each over its run of output pixels.
 struct ConvTask<'a> {
     isa: Isa,
     g: &'a ConvGeometry,
@@ -594,13 +592,11 @@ pub(crate) fn depthwise(
     let taps = g.kh * g.kw;
     let tasks =
         with_pieces(split(pixels, 1, parts(threads, pixels * g.o * taps, pixels)), out, g.o);
-    threads.for_each(tasks, |(run, out)| {
-        let d = DwRun { g, x, zp: x_zp as i16, w: &w16, bias, scales, o };
-        isa.run(&d, run, out)
-    });
+    let d = DwRun { g, x, zp: x_zp as i16, w: &w16, bias, scales, o };
+    threads.for_each(tasks, |(run, out)| isa.run(&d, run, out));
 }
 
-/// One task of a depthwise convolution.
+/// The tasks of [`depthwise`], each over its run of output pixels.
 struct DwRun<'a> {
     g: &'a ConvGeometry,
     x: &'a [i8],

@@ -198,8 +198,8 @@ unsafe fn store<L: F32x, const R: usize, const WIDE: bool>(
 
 /// The tiles of `t`, `R` rows each, columns in two vectors of `L` per row (the second one only
 /// when `WIDE`), A packed (`PACKED`: unit row stride, depth stride `MR`) or strided. With
-/// `PREFETCH`, while the first strip of rows reads a panel of B the next panel is fetched
-/// into L2.
+/// `prefetch`, while the first strip of rows reads a panel of B the next panel is fetched
+/// into L2 ([`prefetch_row`]).
 ///
 /// # Safety
 /// The CPU has `L`'s instructions; `t.check(MR, 2 * L::LANES)` holds, `t.rows == R`, when
@@ -221,12 +221,10 @@ unsafe fn tile<L: F32x, const MR: usize, const R: usize, const PACKED: bool, con
             let b = unsafe { t.b.as_ptr().add(q * t.b_stride) };
             // SAFETY: the CPU has `L`'s instructions (this function's contract).
             let (mut acc0, mut acc1) = unsafe { ([L::zero(); R], [L::zero(); R]) };
-            let next = t.b.as_ptr().wrapping_add((q + 1) * t.b_stride) as *const i8;
+            let next = t.b.as_ptr().wrapping_add((q + 1) * t.b_stride);
             for p in 0..t.kc {
                 if prefetch && R >= 4 && st == 0 {
-                    let at = next.wrapping_add(p * nr * 4);
-                    _mm_prefetch::<_MM_HINT_T1>(at);
-                    _mm_prefetch::<_MM_HINT_T1>(at.wrapping_add(64));
+                    prefetch_row(next, p, nr);
                 }
                 // SAFETY: p < kc, and `check` proved panel q's kc * nr values inside b and that
                 // every st * a_stack + (R - 1) * rs + p * ks (st < stack) lies inside a.
@@ -246,6 +244,19 @@ unsafe fn tile<L: F32x, const MR: usize, const R: usize, const PACKED: bool, con
             // SAFETY: this function's contract; st * R and q * nr name a tile of the stack.
             unsafe { store::<L, R, WIDE>(&mut acc0, &mut acc1, t, st * R, q * nr) }
         }
+    }
+}
+
+/// Fetches depth step `p` of the panel of B at `next` (`nr` values a step) into L2: two
+/// cache lines, the first 32 columns. A hint only: the address need not be inside B.
+#[inline(always)]
+fn prefetch_row(next: *const f32, p: usize, nr: usize) {
+    let at = next.wrapping_add(p * nr) as *const i8;
+    // SAFETY: SSE is part of every x86_64 target, and a prefetch reads nothing into the
+    // program and never faults, whatever the address.
+    unsafe {
+        _mm_prefetch::<_MM_HINT_T1>(at);
+        _mm_prefetch::<_MM_HINT_T1>(at.wrapping_add(64));
     }
 }
 
@@ -331,12 +342,10 @@ unsafe fn avx512_tile_ymm<const R: usize, const PACKED: bool>(t: &mut Tile<'_>) 
         let mut acc0 = [Avx512(_mm512_setzero_ps()); R];
         let mut acc1y = [_mm256_setzero_ps(); R];
         // B's next panel, fetched into L2 while the first strip reads this one, as in [`tile`].
-        let next = t.b.as_ptr().wrapping_add(t.b_stride) as *const i8;
+        let next = t.b.as_ptr().wrapping_add(t.b_stride);
         for p in 0..t.kc {
             if R >= 4 && st == 0 {
-                let at = next.wrapping_add(p * NR512 * 4);
-                _mm_prefetch::<_MM_HINT_T1>(at);
-                _mm_prefetch::<_MM_HINT_T1>(at.wrapping_add(64));
+                prefetch_row(next, p, NR512);
             }
             // SAFETY: p < kc, and `check` proved the panel's kc * NR512 values inside b and
             // that every st * a_stack + (R - 1) * rs + p * ks (st < stack) lies inside a.

@@ -229,15 +229,13 @@ struct Vectors<V, const N: usize>([V; N]);
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{Vectors, BLOCK};
+    use super::Vectors;
     use crate::compute::lanes;
 
     /// One `zmm` register.
     pub(super) type Avx512 = Vectors<lanes::Avx512, 1>;
     /// Two `ymm` registers: lanes `0..8` and `8..16`.
     pub(super) type Avx2 = Vectors<lanes::Avx2, 2>;
-
-    const _: () = assert!(BLOCK == 16);
 }
 
 // The methods are inlined into the `#[target_feature]` function that runs [`sum_body`], so
@@ -252,6 +250,7 @@ impl<V: F32x, const N: usize> Lanes for Vectors<V, N> {
     }
     #[inline(always)]
     unsafe fn load(x: &[f32; BLOCK]) -> Self {
+        const { assert!(N * V::LANES == BLOCK, "the vectors hold one block") };
         // SAFETY: the trait's contract.
         let mut v = unsafe { Self::zero() };
         for h in 0..N {
@@ -288,6 +287,7 @@ impl<V: F32x, const N: usize> Lanes for Vectors<V, N> {
     }
     #[inline(always)]
     unsafe fn store(v: Self, out: &mut [f32; BLOCK]) {
+        const { assert!(N * V::LANES == BLOCK, "the vectors hold one block") };
         for h in 0..N {
             // SAFETY: `out` holds the N * V::LANES = BLOCK floats written.
             unsafe { V::store(out.as_mut_ptr().add(h * V::LANES), v.0[h]) }
