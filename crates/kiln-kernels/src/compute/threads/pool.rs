@@ -247,6 +247,19 @@ impl Pool {
         self.shared.gate.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Makes the caller blind to its waits for a core, so that only its waits for the
+    /// workers' tasks can make it run alone.
+    #[cfg(test)]
+    pub(super) fn ignore_run_delay(&self) {
+        self.contention.lock().unwrap_or_else(|e| e.into_inner()).ignore_run_delay = true;
+    }
+
+    /// Whether the calls run on the caller alone because of its waits ([`Contention`]).
+    #[cfg(test)]
+    pub(super) fn runs_solo(&self) -> bool {
+        self.shared.solo.load(Ordering::Relaxed)
+    }
+
     pub(super) fn record_spans(&self, on: bool) {
         self.shared.recording.store(on, Ordering::SeqCst);
     }
@@ -336,8 +349,13 @@ impl Pool {
             drop(shared.sleep.lock());
             shared.wake.notify_all();
         }
-        shared.participate(0, tag, participants);
-        shared.wait_for_claims();
+        let started = Instant::now();
+        let mine = shared.participate(0, tag, participants);
+        let worked = started.elapsed();
+        let waited = shared.wait_for_claims();
+        if let Ok(mut contention) = self.contention.lock() {
+            contention.served(claims, mine, worked, waited);
+        }
         shared.frame.store(std::ptr::null_mut(), Ordering::Relaxed);
         if shared.panicked.swap(false, Ordering::Relaxed) {
             let payload = shared.panic.lock().unwrap_or_else(|e| e.into_inner()).take();
@@ -409,12 +427,14 @@ impl Shared {
         }
     }
 
-    /// Runs the claims thread `p` of `participants` gets of call `tag`. Each claim is
+    /// Runs the claims thread `p` of `participants` gets of call `tag`, and says how many
+    /// it ran. Each claim is
     /// finished (counted off `remaining`) only after the next is taken, so the call and its
     /// frame outlive the last use of them here. A worker records its span here while spans
     /// are recorded, before its last claim finishes.
-    fn participate(&self, p: usize, tag: u32, participants: usize) {
-        let Some(mut claim) = self.claim(p, tag, participants) else { return };
+    fn participate(&self, p: usize, tag: u32, participants: usize) -> usize {
+        let Some(mut claim) = self.claim(p, tag, participants) else { return 0 };
+        let mut ran = 1;
         // The clock is read only while spans are recorded (a profile), not on every call.
         let start = (p != 0 && self.recording.load(Ordering::Relaxed)).then(Instant::now);
         // SAFETY: a claim of call `tag` is held and not finished, so its caller has not
@@ -431,6 +451,7 @@ impl Shared {
             if let Some(next) = self.claim(p, tag, participants) {
                 self.remaining.fetch_sub(1, Ordering::AcqRel);
                 claim = next;
+                ran += 1;
                 continue;
             }
             if let Some(start) = start {
@@ -443,16 +464,19 @@ impl Shared {
                     caller.unpark();
                 }
             }
-            return;
+            return ran;
         }
     }
 
     /// The caller's wait for the claims other threads hold: spinning for [`WAIT_SPIN`],
     /// yielding its core until [`WAIT_YIELD`], then parked until the thread that finishes the
-    /// last one unparks it. Either the caller sees
-    /// them all finished after it sets `parked`, or the finisher sees `parked` (both
-    /// sequentially consistent); a wake-up left over from an earlier call costs a look.
-    fn wait_for_claims(&self) {
+    /// last one unparks it; says how long it waited. Either the caller sees them all finished
+    /// after it sets `parked`, or the finisher sees `parked` (both sequentially consistent);
+    /// a wake-up left over from an earlier call costs a look.
+    fn wait_for_claims(&self) -> Duration {
+        if self.remaining.load(Ordering::Acquire) == 0 {
+            return Duration::ZERO;
+        }
         let waiting = Instant::now();
         let mut spins = 0u32;
         while self.remaining.load(Ordering::Acquire) != 0 {
@@ -467,6 +491,7 @@ impl Shared {
                 _ => self.park_caller(),
             }
         }
+        waiting.elapsed()
     }
 
     /// Parks the caller until the thread that finishes the last claim unparks it (or a
@@ -520,7 +545,7 @@ impl Shared {
             }
             drop(guard);
             self.sleepers.fetch_sub(1, Ordering::SeqCst);
-            *window = Window::start(Instant::now());
+            *window = Some(Window::start(Instant::now()));
         }
     }
 
@@ -569,7 +594,7 @@ fn worker(shared: &Shared, index: usize) {
                 // takes this worker's tasks), longer each time that is found again.
                 pause = longer(pause);
                 shared.back_off(pause);
-                window = Window::start(Instant::now());
+                window = Some(Window::start(Instant::now()));
                 seen = unpack_call(shared.call.load(Ordering::Acquire)).0;
                 continue;
             }

@@ -148,6 +148,44 @@ fn a_call_completes_when_a_worker_is_never_scheduled() {
 }
 
 #[test]
+fn a_caller_that_waits_for_a_slow_worker_runs_its_calls_alone() {
+    // Each call's worker task takes 2 ms (a worker preempted while it holds a task) while
+    // the caller's own takes nothing: the caller loses far more waiting than the worker saves
+    // it, and within a few windows its calls run on it alone. (Its waits for a core are left
+    // out: they too would make it run alone, where the test runs beside other work.)
+    let threads = Threads::new(2).unwrap();
+    let pool = threads.pool.as_deref().unwrap();
+    pool.ignore_run_delay();
+    let mut alone = false;
+    for _ in 0..200 {
+        let claimed = AtomicBool::new(false);
+        let mut out = [0u8; 2];
+        threads.for_each(out.iter_mut().enumerate(), |(i, o)| {
+            if on_worker() {
+                claimed.store(true, Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(2));
+            } else if i == 0 {
+                // The caller's first task waits (a little) for the worker to claim the
+                // other, so that the caller does not take it too.
+                let since = Instant::now();
+                while !claimed.load(Ordering::Relaxed)
+                    && since.elapsed() < Duration::from_millis(20)
+                {
+                    std::thread::yield_now();
+                }
+            }
+            *o = i as u8 + 1;
+        });
+        assert_eq!(out, [1, 2]);
+        if pool.runs_solo() {
+            alone = true;
+            break;
+        }
+    }
+    assert!(alone, "the caller never ran alone");
+}
+
+#[test]
 fn a_caller_takes_the_tasks_of_a_worker_held_in_the_middle_of_its_run() {
     let threads = Threads::new(2).unwrap();
     let (release, released) = std::sync::mpsc::channel::<()>();
