@@ -29,8 +29,9 @@
 //! beside it, which the OS then moves onto the caller's core), and a worker preempted in the
 //! middle of a task holds the call up. So:
 //! - the caller measures how long it waits for a core (Linux's run delay, per window of
-//!   calls); when the cores are taken, its calls run on it alone for a while and the workers
-//!   sleep;
+//!   calls), and how long it waits for the tasks workers hold against how long running them
+//!   itself would have taken; when the cores are taken, or the workers cost more than they
+//!   save, its calls run on it alone for a while and the workers sleep;
 //! - a worker that waits as long for its core stays out of calls for a while;
 //!
 //! each time, from `MIN_BACK_OFF`, twice as long while that is found again on return, up
