@@ -135,6 +135,87 @@ def mobilenet_v2_q8() -> Spec:
     return _Converted(export_xnnpack.pt2e_quantize(m, (x,), config, calib)), (x,)
 
 
+def _torchvision(name: str, seed: int, size: int = 224) -> Callable[[], Spec]:
+    """A torchvision classifier at `size`x`size`, torchvision's initialisation seeded and its
+    batch-norm statistics randomized."""
+
+    def build() -> Spec:
+        import torchvision
+
+        torch.manual_seed(seed)
+        m = getattr(torchvision.models, name)(weights=None)
+        export_pte._randomize_bn(m, export_pte.gen(seed + 1))
+        return m, (export_pte.randn(export_pte.gen(seed + 2), 1, 3, size, size),)
+
+    build.__doc__ = f"torchvision {name} at {size}x{size}, randomized batch-norm statistics."
+    return build
+
+
+def vit_b_16() -> Spec:
+    """torchvision vit_b_16 at 224x224; its head, zero-initialised by torchvision (every output
+    would be 0), redrawn from N(0, 0.02)."""
+    import torchvision
+
+    torch.manual_seed(40)
+    m = torchvision.models.vit_b_16(weights=None)
+    with torch.no_grad():
+        head = m.heads.head.weight
+        head.copy_(export_pte.randn(export_pte.gen(41), *head.shape) * 0.02)
+    return m, (export_pte.randn(export_pte.gen(42), 1, 3, 224, 224),)
+
+
+class _LastHiddenState(nn.Module):
+    """A transformers encoder returning its last hidden state as a plain tensor."""
+
+    def __init__(self, m: nn.Module):
+        super().__init__()
+        self.m = m
+
+    def forward(self, input_ids):
+        return self.m(input_ids=input_ids).last_hidden_state
+
+
+def bert() -> Spec:
+    """transformers BertModel, BERT-base widths with 4 layers, random init from its config (no
+    download), no pooler; 128 token ids."""
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(43)
+    m = BertModel(BertConfig(num_hidden_layers=4), add_pooling_layer=False)
+    ids = torch.randint(0, m.config.vocab_size, (1, 128), generator=export_pte.gen(44))
+    return _LastHiddenState(m), (ids,)
+
+
+class Wav2Letter(nn.Module):
+    """The wav2letter speech model on raw 16 kHz audio, as torchaudio.models.Wav2Letter builds
+    it for `input_type="waveform"` (torchaudio itself cannot be installed beside this torch):
+    a 250-wide strided front end, then 1-D convolutions of widths 48, 7 (x7), 32 and 1, each
+    followed by ReLU, and log-softmax over the classes."""
+
+    def __init__(self, num_classes: int = 40):
+        super().__init__()
+
+        def conv(cin: int, cout: int, k: int, stride: int, pad: int) -> List[nn.Module]:
+            return [nn.Conv1d(cin, cout, k, stride=stride, padding=pad), nn.ReLU()]
+
+        layers = conv(1, 250, 250, 160, 45) + conv(250, 250, 48, 2, 23)
+        for _ in range(7):
+            layers += conv(250, 250, 7, 1, 3)
+        layers += conv(250, 2000, 32, 1, 16) + conv(2000, 2000, 1, 1, 0)
+        layers += conv(2000, num_classes, 1, 1, 0)
+        self.acoustic_model = nn.Sequential(*layers)
+
+    def forward(self, x):
+        return nn.functional.log_softmax(self.acoustic_model(x), dim=1)
+
+
+def wav2letter() -> Spec:
+    """Wav2Letter (40 classes) on one second of 16 kHz audio, PyTorch's default initialisation
+    seeded."""
+    torch.manual_seed(45)
+    return Wav2Letter(), (export_pte.randn(export_pte.gen(46), 1, 1, 16000),)
+
+
 class _Converted(nn.Module):
     """A PT2E-converted module for the export path, which calls eval(): a converted module
     refuses train()/eval(), and is already in inference form."""
@@ -162,6 +243,12 @@ MODELS: Dict[str, Callable[[], Spec]] = {
     "vit_small": vit_small,
     "lstm": lstm,
     "gru": gru,
+    "mobilenet_v3_large": _torchvision("mobilenet_v3_large", 33),
+    "regnet_y_400mf": _torchvision("regnet_y_400mf", 36),
+    "shufflenet_v2_x1_0": _torchvision("shufflenet_v2_x1_0", 50),
+    "vit_b_16": vit_b_16,
+    "bert": bert,
+    "wav2letter": wav2letter,
 }
 
 
