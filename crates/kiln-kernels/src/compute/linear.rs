@@ -12,6 +12,10 @@ use crate::compute::threads::{
 /// Multiply-adds from which a linear layer splits over threads.
 const PARALLEL_MACS: usize = 1 << 18;
 
+/// Rows a split of a many-row product keeps together: whole tiles of every GEMM kernel's
+/// rows in most parts.
+const ROWS_UNIT: usize = 16;
+
 /// Reusable buffers of [`PackedLinear::run`]: one per thread.
 #[derive(Debug, Default)]
 pub struct LinearScratch {
@@ -75,9 +79,11 @@ impl PackedLinear {
     }
 
     /// `out[m, N] = act(x[m, K] * weight^T + bias + residual)`, all row-major; `residual` (if
-    /// any) has the shape of `out`. A large one-row product (a classifier) splits its output
-    /// features over `threads` (the same bits for any thread count). An error (nothing
-    /// written) when a slice is short.
+    /// any) has the shape of `out`. A large product splits over `threads`: a one-row product
+    /// (a classifier) by output features, a product of many rows (a transformer's tokens) by
+    /// rows. Every output element is computed by the same code whatever the split, so the
+    /// bits are the same for any thread count. An error (nothing written) when a slice is
+    /// short.
     pub fn run(
         &self,
         m: usize,
@@ -91,9 +97,15 @@ impl PackedLinear {
         let a = MatRef::new(x, m, k, k, 1)?;
         let bias = self.bias.as_deref();
         let macs = m.saturating_mul(k).saturating_mul(n);
+        let split_cols = m == 1;
         let nr = self.weight.panel_cols();
-        let parts = match m == 1 && macs >= PARALLEL_MACS {
-            true => threads.tasks_for(TASKS_PER_THREAD, n.div_ceil(nr)),
+        let parts = match macs >= PARALLEL_MACS {
+            // Each part streams its own output features' weights.
+            true if split_cols => threads.tasks_for(TASKS_PER_THREAD, n.div_ceil(nr)),
+            // Each part streams every weight (as a one-thread product does, block by block):
+            // one part per thread, so that the weights are read once per thread, not once per
+            // task.
+            true => threads.tasks_for(1, m.div_ceil(ROWS_UNIT)),
             false => 1,
         };
         if parts == 1 {
@@ -102,24 +114,42 @@ impl PackedLinear {
             let gemm = &mut caller_scratch(&mut scratch.parts).gemm;
             return gemm_packed_b(a, &self.weight, out, n, &ep, gemm);
         }
-        need("linear output", n, out.len())?;
+        let len = m.checked_mul(n).ok_or(GemmError::Overflow("linear output"))?;
+        need("linear output", len, out.len())?;
         if let Some(r) = residual {
-            need("linear residual", n, r.len())?;
+            need("linear residual", len, r.len())?;
         }
-        // One row: each part's output features are a contiguous piece of it.
-        let pieces = with_pieces(split(n, nr, parts), &mut out[..n], 1);
-        threads.for_each_with(pieces, &mut scratch.parts, |part, (cols, piece)| {
-            let ep = Epilogue {
-                bias: bias.map_or(Bias::None, |b| Bias::PerCol(&b[cols.clone()])),
-                residual: residual.map(|r| &r[cols.clone()]),
-                act: self.act,
-            };
-            let w = cols.len();
-            if let Err(e) = gemm_packed_b_cols(a, &self.weight, cols, piece, w, &ep, &mut part.gemm)
-            {
-                part.error.get_or_insert(e);
-            }
-        });
+        if split_cols {
+            // One row: each part's output features are a contiguous piece of it.
+            let pieces = with_pieces(split(n, nr, parts), &mut out[..n], 1);
+            threads.for_each_with(pieces, &mut scratch.parts, |part, (cols, piece)| {
+                let ep = Epilogue {
+                    bias: bias.map_or(Bias::None, |b| Bias::PerCol(&b[cols.clone()])),
+                    residual: residual.map(|r| &r[cols.clone()]),
+                    act: self.act,
+                };
+                let w = cols.len();
+                let e = gemm_packed_b_cols(a, &self.weight, cols, piece, w, &ep, &mut part.gemm);
+                if let Err(e) = e {
+                    part.error.get_or_insert(e);
+                }
+            });
+        } else {
+            // Rows: each part's rows of the input, the residual and the output are contiguous.
+            let pieces = with_pieces(split(m, ROWS_UNIT, parts), &mut out[..len], n);
+            threads.for_each_with(pieces, &mut scratch.parts, |part, (rows, piece)| {
+                let ep = Epilogue {
+                    bias: bias.map_or(Bias::None, Bias::PerCol),
+                    residual: residual.map(|r| &r[rows.start * n..rows.end * n]),
+                    act: self.act,
+                };
+                let run = MatRef::new(&x[rows.start * k..rows.end * k], rows.len(), k, k, 1)
+                    .and_then(|a| gemm_packed_b(a, &self.weight, piece, n, &ep, &mut part.gemm));
+                if let Err(e) = run {
+                    part.error.get_or_insert(e);
+                }
+            });
+        }
         // Every part's error is taken, so none is left for the next call.
         threads::first_error(scratch.parts.iter_mut().filter_map(|p| p.error.take()))
     }
@@ -192,6 +222,41 @@ mod tests {
             match &first {
                 None => first = Some(bits),
                 Some(f) => assert!(*f == bits, "{} threads differ", threads.count()),
+            }
+        }
+    }
+
+    #[test]
+    fn many_rows_give_the_same_bits_on_any_thread_count() {
+        // Token counts of a transformer (one not a multiple of the row unit), both activations
+        // a linear fuses, a residual: every thread count gives the one-thread bits.
+        let mut rng = fastrand::Rng::with_seed(0x13);
+        for (m, k, n, act) in
+            [(128, 96, 200, Activation::GeluTanh), (37, 160, 64, Activation::RELU)]
+        {
+            assert!(m * k * n >= PARALLEL_MACS);
+            let w: Vec<f32> = (0..n * k).map(|_| rng.f32() - 0.5).collect();
+            let b: Vec<f32> = (0..n).map(|_| rng.f32() - 0.5).collect();
+            let x: Vec<f32> = (0..m * k).map(|_| rng.f32() - 0.5).collect();
+            let r: Vec<f32> = (0..m * n).map(|_| rng.f32() - 0.5).collect();
+            let lin = PackedLinear::new(k, n, &w, Some(&b), act).unwrap();
+            let mut first: Option<Vec<u32>> = None;
+            for threads in [1, 2, 3, 4].map(|t| Threads::new(t).unwrap()) {
+                let mut out = vec![f32::NAN; m * n];
+                let mut scratch = LinearScratch::default();
+                lin.run(m, &x, Some(&r), &mut out, &mut scratch, &threads).unwrap();
+                assert!(
+                    out.iter().all(|v| v.is_finite()),
+                    "{} threads left a hole",
+                    threads.count()
+                );
+                let bits: Vec<u32> = out.iter().map(|v| v.to_bits()).collect();
+                match &first {
+                    None => first = Some(bits),
+                    Some(f) => {
+                        assert!(*f == bits, "{m}x{k}x{n}: {} threads differ", threads.count())
+                    }
+                }
             }
         }
     }
