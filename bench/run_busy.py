@@ -128,6 +128,28 @@ def check_outputs(args, model: str, model_dir: Path) -> Optional[str]:
     return None
 
 
+def timeable(args, names: List[str]) -> List[str]:
+    """The models of `names` to time: exported (bench/export_models.py, which skips models
+    already in the cache) and run by kiln with ExecuTorch's outputs; each other one is
+    reported with why it is left out."""
+    export = subprocess.run(
+        [args.python, str(ROOT / "bench/export_models.py"), *names],
+        capture_output=True, text=True,
+    )
+    models = []
+    for m in names:
+        d = ROOT / "bench/.models" / m
+        if not (d / "manifest.json").exists():
+            say(args, f"{m}: not exported ({export.stderr.strip()[-300:]})")
+            continue
+        why = check_outputs(args, m, d)
+        if why:
+            say(args, f"{m}: left out, kiln's outputs differ from ExecuTorch's: {why}")
+            continue
+        models.append(m)
+    return models
+
+
 class Busy:
     """`n` CPU-bound processes (plain busy loops), stopped by their process ids."""
 
@@ -267,21 +289,7 @@ def main() -> int:
     for binary in filter(None, [args.kiln, args.base]):
         if not os.access(binary, os.X_OK):
             ap.error(f"{binary} is not an executable (cargo build --release -p kiln-cli)")
-    export = subprocess.run(
-        [args.python, str(ROOT / "bench/export_models.py"), *args.models],
-        capture_output=True, text=True,
-    )
-    models = []
-    for m in args.models:
-        d = ROOT / "bench/.models" / m
-        if not (d / "manifest.json").exists():
-            say(args, f"{m}: not exported ({export.stderr.strip()[-300:]})")
-            continue
-        why = check_outputs(args, m, d)
-        if why:
-            say(args, f"{m}: left out, kiln's outputs differ from ExecuTorch's: {why}")
-            continue
-        models.append(m)
+    models = timeable(args, args.models)
     if not models:
         say(args, "no model to time")
         return 1

@@ -36,12 +36,10 @@ import argparse
 import json
 import math
 import os
-import subprocess
 import sys
-from pathlib import Path
 from typing import Dict, List
 
-from run_busy import ROOT, Contenders, check_outputs, load, say, summarize
+from run_busy import ROOT, Contenders, load, say, summarize, timeable
 
 ZOO = [
     "mobilenet_v3_large",
@@ -77,21 +75,7 @@ def main() -> int:
         ap.error("--rounds and --iters must be positive, --warmup not negative")
     if not os.access(args.kiln, os.X_OK):
         ap.error(f"{args.kiln} is not an executable (cargo build --release -p kiln-cli)")
-    export = subprocess.run(
-        [args.python, str(ROOT / "bench/export_models.py"), *args.models],
-        capture_output=True, text=True,
-    )
-    models = []
-    for m in args.models:
-        d = ROOT / "bench/.models" / m
-        if not (d / "manifest.json").exists():
-            say(args, f"{m}: not exported ({export.stderr.strip()[-300:]})")
-            continue
-        why = check_outputs(args, m, d)
-        if why:
-            say(args, f"{m}: left out, kiln's outputs differ from ExecuTorch's: {why}")
-            continue
-        models.append(m)
+    models = timeable(args, args.models)
     if not models:
         say(args, "no model to time")
         return 1

@@ -75,7 +75,7 @@ impl Window {
 }
 
 /// What the workers cost and saved the caller over a window of calls dealt out to them.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Debug, Default)]
 pub(super) struct Stalls {
     /// How long the caller waited for tasks workers had claimed.
     waited: Duration,
