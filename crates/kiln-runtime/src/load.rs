@@ -609,6 +609,7 @@ fn describe_step(
         }
         NodeOp::Mean(mean) => Some(name(mean.layout).to_string()),
         NodeOp::MaxPool(pool) => Some(name(pool.layout).to_string()),
+        NodeOp::ChannelScale(scale) => Some(name(scale.layout).to_string()),
         _ => None,
     };
     let algorithm = algorithm.map(str::to_string);

@@ -295,3 +295,32 @@ fn xnnpack_exports_compile_like_portable_ones() {
     }
     assert!(checked > 50, "only {checked} float XNNPACK fixtures");
 }
+
+/// torchvision's EfficientNet blocks (`mbconv_se`): XNNPACK writes SiLU as a sigmoid and a
+/// multiply, and a squeeze-excite block scales its channels with a broadcast multiply. Every
+/// sigmoid and multiply of the delegate is fused into a convolution (as its SiLU or sigmoid
+/// epilogue) or runs as a channel scale, so no elementwise step is left; and the depthwise
+/// convolutions, the means and the channel scales between them run channels-last. The
+/// outputs match ExecuTorch's in `fixtures.rs`.
+#[test]
+fn squeeze_excite_blocks_fuse_silu_and_stay_channels_last() {
+    let program = Program::load(pte_dir().join("../xnnpack/mbconv_se.pte")).unwrap();
+    let method = program.method("forward").unwrap();
+    let steps = method.compiled();
+    let kinds: Vec<&str> = steps.iter().map(|s| s.kind.split('[').next().unwrap()).collect();
+    let elementwise = ["map", "aten::mul.out", "aten::sigmoid.out"];
+    assert!(kinds.iter().all(|k| !elementwise.contains(k)), "{kinds:?}");
+    let silu = steps.iter().filter(|s| s.kind.ends_with("+sigmoid.out+mul.out]")).count();
+    assert_eq!(silu, 6, "three SiLUs per block fused into their convolutions: {kinds:?}");
+    for kind in ["channel_scale", "mean"] {
+        let layouts: Vec<_> =
+            steps.iter().filter(|s| s.kind.starts_with(kind)).map(|s| s.layout.clone()).collect();
+        assert_eq!(layouts, vec![Some("nhwc".to_string()); 2], "{kind}");
+    }
+    let depthwise: Vec<_> = steps
+        .iter()
+        .filter(|s| s.delegate_ops.iter().any(|o| o == "XNNDepthwiseConv2d"))
+        .map(|s| s.layout.as_deref())
+        .collect();
+    assert_eq!(depthwise, [Some("nhwc>nhwc"); 2]);
+}

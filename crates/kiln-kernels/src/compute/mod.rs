@@ -1,12 +1,14 @@
 //! Raw loops the ops call: strided walks, GEMM, convolution lowering; the prepared
 //! (packed-at-load) f32 kernels of the compile stage: [`sgemm`], [`conv2d`], [`linear`],
 //! fused elementwise groups ([`elementwise`]) and the vectorized activations they use
-//! ([`activation`]); the worker threads they split large layers over ([`threads`]); and what
+//! ([`activation`]), a squeeze-excite block's mean ([`global_pool`]) and scale
+//! ([`channel_scale`]); the worker threads they split large layers over ([`threads`]); and what
 //! the CPU can do ([`cpu`]), detected once, which every kernel picks its instruction set by,
 //! and (on x86_64) `lanes`, the vector registers a loop is written over once for AVX-512 and
 //! AVX2.
 
 pub mod activation;
+pub mod channel_scale;
 pub mod conv;
 pub mod conv2d;
 pub mod cpu;

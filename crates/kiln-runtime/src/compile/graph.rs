@@ -11,7 +11,9 @@ use crate::value::{Storage, TensorSlot, Val};
 use kiln_kernels::compute::sgemm::Activation;
 
 use super::alias::Aliases;
-use super::nodes::{ConvNode, LinearNode, MapNode, MaxPoolNode, MeanNode, PointwiseDepthwiseNode};
+use super::nodes::{
+    ChannelScaleNode, ConvNode, LinearNode, MapNode, MaxPoolNode, MeanNode, PointwiseDepthwiseNode,
+};
 
 /// What a node computes.
 #[derive(Clone, Debug)]
@@ -30,6 +32,8 @@ pub(crate) enum NodeOp {
     MaxPool(MaxPoolNode),
     /// The mean over height and width.
     Mean(MeanNode),
+    /// A factor per channel multiplied into an activation.
+    ChannelScale(ChannelScaleNode),
     /// Nothing left to do: the node was absorbed into another.
     Removed,
 }

@@ -9,7 +9,8 @@
 //! convolution reads NCHW and writes either, or runs NHWC to NHWC, a depthwise one runs NHWC
 //! to NHWC when its channels fill blocks of 16, and a residual is laid out as its reader's
 //! output. A max pooling runs when [`MaxPool2dArgs::supports`] its layouts: NCHW to NCHW or
-//! NHWC to NHWC. So a chain starts from the NCHW
+//! NHWC to NHWC; so does a channel scale (a squeeze-excite block's `mul`, whose factors are
+//! the same bytes in either layout). So a chain starts from the NCHW
 //! input of its first convolution, and its last step writes NCHW for whatever reads it next:
 //! no conversion steps. No other step ever sees an NHWC value.
 
@@ -24,7 +25,8 @@ use super::prepared::conv_geometry;
 use kiln_kernels::compute::conv2d::{Layout, Layouts};
 
 /// Sets [`ConvNode::layouts`] of every convolution of `g`, and the layout of every max
-/// pooling ([`MaxPoolNode::layout`](super::nodes::MaxPoolNode::layout)) and mean
+/// pooling ([`MaxPoolNode::layout`](super::nodes::MaxPoolNode::layout)), channel scale
+/// ([`ChannelScaleNode::layout`](super::nodes::ChannelScaleNode::layout)) and mean
 /// ([`MeanNode::layout`](super::nodes::MeanNode::layout)).
 pub(crate) fn choose_layouts(g: &mut Graph<'_>) {
     let convs: Vec<(usize, ConvNode, Conv2dGeometry)> = (0..g.nodes.len())
@@ -48,13 +50,20 @@ pub(crate) fn choose_layouts(g: &mut Graph<'_>) {
             _ => None,
         })
         .collect();
-    // Reads by nodes that can take NHWC: convolutions (input, residual), max poolings and
-    // means.
+    // Channel scales: (node, input, output).
+    let scales: Vec<(usize, u32, u32)> = (0..g.nodes.len())
+        .filter_map(|n| match &g.nodes[n].op {
+            NodeOp::ChannelScale(m) => Some((n, m.input, m.output)),
+            _ => None,
+        })
+        .collect();
+    // Reads by nodes that can take NHWC: convolutions (input, residual), max poolings, channel
+    // scales (their input) and means.
     let mut layout_reads: HashMap<u32, u32> = HashMap::new();
     let read_values = convs
         .iter()
         .flat_map(|(_, c, _)| std::iter::once(c.input).chain(c.residual))
-        .chain(pools.iter().map(|&(_, x, _)| x))
+        .chain(pools.iter().chain(&scales).map(|&(_, x, _)| x))
         .chain(means.iter().map(|&(_, v)| v));
     for v in read_values {
         *layout_reads.entry(v).or_default() += 1;
@@ -65,7 +74,7 @@ pub(crate) fn choose_layouts(g: &mut Graph<'_>) {
     let mut nhwc: HashSet<u32> = convs
         .iter()
         .map(|(_, c, _)| c.output)
-        .chain(pools.iter().map(|&(_, _, y)| y))
+        .chain(pools.iter().chain(&scales).map(|&(_, _, y)| y))
         .filter(|v| layout_reads.get(v).is_some_and(|&r| r == g.reads(*v)))
         .collect();
     let layout = |nhwc: &HashSet<u32>, v: u32| {
@@ -100,6 +109,13 @@ pub(crate) fn choose_layouts(g: &mut Graph<'_>) {
                 nhwc.remove(&y);
             }
         }
+        for &(_, x, y) in &scales {
+            if layout(&nhwc, x) != layout(&nhwc, y) {
+                changed = true;
+                nhwc.remove(&x);
+                nhwc.remove(&y);
+            }
+        }
         if !changed {
             break;
         }
@@ -112,6 +128,11 @@ pub(crate) fn choose_layouts(g: &mut Graph<'_>) {
     }
     for (n, x, _) in pools {
         if let NodeOp::MaxPool(node) = &mut g.nodes[n].op {
+            node.layout = layout(&nhwc, x);
+        }
+    }
+    for (n, x, _) in scales {
+        if let NodeOp::ChannelScale(node) = &mut g.nodes[n].op {
             node.layout = layout(&nhwc, x);
         }
     }

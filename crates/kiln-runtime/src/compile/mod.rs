@@ -7,14 +7,17 @@
 //!                      lift (convolution/addmm/mm with constant weights become
 //!                      Conv/Linear nodes, a constant weight's permute_copy folded away,
 //!                      max pooling whose indices nothing reads becomes MaxPool, a mean
-//!                      over height and width becomes Mean),
+//!                      over height and width becomes Mean, a mul by a factor per
+//!                      channel becomes ChannelScale),
 //!                      fold batch norm into the convolution, fuse the epilogue
-//!                      (residual add, relu/hardtanh/clamp/hardswish/sigmoid/silu/gelu),
+//!                      (residual add, relu/hardtanh/clamp/hardswish/sigmoid/silu/gelu, and
+//!                      sigmoid+mul as silu),
 //!                      groups of float32 elementwise operators fused into one map
 //!                      (a cell's gates: several inputs and outputs),
-//!                      channels-last activations between convolutions and max
-//!                      poolings ([`layout`]), a pointwise convolution fused with the
-//!                      depthwise one reading its large output, outer concatenations
+//!                      channels-last activations between convolutions, max
+//!                      poolings and channel scales ([`layout`]), a pointwise
+//!                      convolution fused with the depthwise one reading its large
+//!                      output, outer concatenations
 //!                      removed (their inputs written in place inside the output)
 //!                  --> lower: one step per live node; fused nodes get a prepared kernel
 //!                      (weights folded and laid out once, here) behind Callee::Prepared
@@ -39,8 +42,10 @@
 //! absorbed instruction wrote; the values in between are never written. A fusion is made only
 //! when each skipped value is read exactly once (by the absorbed instruction) and is no method
 //! output (reads of its [`alias`]es included), and the absorbed instruction comes right after
-//! the node. A map is the one exception to the single written value: it writes every value of
-//! its group that something after it reads, and skips only those read inside the group.
+//! the node. SiLU exported as `sigmoid(y)` then `mul(y, s)` is the one value read twice: the
+//! two reads are the absorbed pair's. A map is the one exception to the single written value:
+//! it writes every value of its group that something after it reads, and skips only those
+//! read inside the group.
 //! Only straight-line methods of kernel calls are rewritten, and they get a new memory plan for the compiled order ([`memory`]).
 
 mod alias;
@@ -78,7 +83,7 @@ pub struct CompiledNode {
     /// The schema kinds of those nodes (`XNNConv2d`, ...), one per debug handle.
     pub delegate_ops: Vec<String>,
     /// A convolution's activation layouts, input then output (`"nchw>nhwc"`), or the layout a
-    /// mean reads or a max pooling runs in (`"nhwc"`).
+    /// mean reads or a max pooling or channel scale runs in (`"nhwc"`).
     pub layout: Option<String>,
     /// How a compiled kernel with a choice computes: a convolution's `gemm`, `im2col`,
     /// `igemm`, `winograd`, `few-pixels`, `depthwise`, `depthwise-blocks` or
@@ -97,6 +102,7 @@ pub(crate) fn optimize(g: &mut Graph<'_>) {
     passes::lift_convolutions(g);
     passes::lift_max_pools(g);
     passes::lift_means(g);
+    passes::lift_channel_scales(g);
     passes::fold_batch_norms(g);
     passes::fuse_epilogues(g);
     passes::fuse_elementwise(g);

@@ -97,3 +97,15 @@ pub(crate) struct MapNode {
     pub outputs: Vec<(usize, u32)>,
     pub fused: Vec<String>,
 }
+
+/// `mul` of a float32 `[N, C, H, W]` activation by a `[N, C, 1, 1]` factor per channel (a
+/// squeeze-excite block's scale), read and written in `layout` ([`layout`] may make both
+/// channels-last; the factors are the same bytes in either layout).
+#[derive(Clone, Debug)]
+pub(crate) struct ChannelScaleNode {
+    pub input: u32,
+    pub scale: u32,
+    pub layout: Layout,
+    pub output: u32,
+    pub fused: Vec<String>,
+}

@@ -11,7 +11,8 @@ use crate::value::Val;
 
 use super::graph::{Graph, NodeOp};
 use super::nodes::{
-    BatchNormValues, ConvNode, LinearNode, MapNode, MaxPoolNode, MeanNode, PointwiseDepthwiseNode,
+    BatchNormValues, ChannelScaleNode, ConvNode, LinearNode, MapNode, MaxPoolNode, MeanNode,
+    PointwiseDepthwiseNode,
 };
 use super::prepared::conv_geometry;
 use kiln_kernels::compute::conv2d::{Layout, Layouts};
@@ -201,6 +202,7 @@ fn writes_channels_last(g: &Graph<'_>, v: u32) -> bool {
             p.depthwise.output == v && p.depthwise.layouts.output == Layout::Nhwc
         }
         NodeOp::MaxPool(m) => m.output == v && m.layout == Layout::Nhwc,
+        NodeOp::ChannelScale(m) => m.output == v && m.layout == Layout::Nhwc,
         _ => false,
     })
 }
@@ -490,6 +492,46 @@ pub(crate) fn lift_means(g: &mut Graph<'_>) {
     }
 }
 
+/// `aten::mul.out` of a float32 4-D `[N, C, H, W]` tensor by a `[N, C, 1, 1]` one (either
+/// order), both of static shape, becomes [`NodeOp::ChannelScale`]: a squeeze-excite block's
+/// scale, which can then run channels-last between its convolutions.
+pub(crate) fn lift_channel_scales(g: &mut Graph<'_>) {
+    for n in 0..g.nodes.len() {
+        let Some(("aten::mul.out", &[a, b, out, _])) = kernel_call(g, n) else { continue };
+        let dense_static = |v: u32| {
+            g.dense_f32(v)
+                .filter(|t| t.capacity == Capacity::Static && t.shape.rank() == 4)
+                .map(|t| t.shape.sizes().to_vec())
+        };
+        let (Some(sa), Some(sb), Some(so)) = (dense_static(a), dense_static(b), dense_static(out))
+        else {
+            continue;
+        };
+        let factors = |x: &[usize], s: &[usize]| s == [x[0], x[1], 1, 1] && x[2] * x[3] > 1;
+        let (input, scale) = if factors(&sa, &sb) {
+            (a, b)
+        } else if factors(&sb, &sa) {
+            (b, a)
+        } else {
+            continue;
+        };
+        let same_as_input = if input == a { sa == so } else { sb == so };
+        if !same_as_input || g.may_overlap(out, input) || g.may_overlap(out, scale) {
+            continue;
+        }
+        g.replace(
+            n,
+            NodeOp::ChannelScale(ChannelScaleNode {
+                input,
+                scale,
+                layout: Layout::Nchw,
+                output: out,
+                fused: vec!["aten::mul.out".to_string()],
+            }),
+        );
+    }
+}
+
 /// A float32 per-channel constant of `c` elements, or None (an absent optional).
 fn channel_const(g: &Graph<'_>, v: u32, c: usize) -> Option<Option<u32>> {
     if g.is_none(v) {
@@ -562,7 +604,7 @@ fn tail(op: &NodeOp) -> Option<Tail> {
     }
 }
 
-fn set_tail(op: &mut NodeOp, t: Tail, operator: &str) {
+fn set_tail(op: &mut NodeOp, t: Tail, operators: &[&str]) {
     let (residual, act, output, fused) = match op {
         NodeOp::Conv(c) => (&mut c.residual, &mut c.act, &mut c.output, &mut c.fused),
         NodeOp::Linear(l) => (&mut l.residual, &mut l.act, &mut l.output, &mut l.fused),
@@ -571,12 +613,24 @@ fn set_tail(op: &mut NodeOp, t: Tail, operator: &str) {
     *residual = t.residual;
     *act = t.act;
     *output = t.output;
-    fused.push(operator.to_string());
+    fused.extend(operators.iter().map(|o| o.to_string()));
+}
+
+/// SiLU as XNNPACK exports it, `x * sigmoid(x)` in two nodes: `sigmoid(y) -> s` at node `n`
+/// and `mul(y, s)` (either order) as the next live node, where `is_y` says which values are
+/// `y` and `s` is read only by that `mul`. The `mul`'s node and the value it writes.
+fn silu_at(g: &Graph<'_>, n: usize, is_y: impl Fn(u32) -> bool) -> Option<(usize, u32)> {
+    let ("aten::sigmoid.out", &[x, s, _]) = kernel_call(g, n)? else { return None };
+    let mul = g.next_live(n)?;
+    let ("aten::mul.out", &[a, b, out, _]) = kernel_call(g, mul)? else { return None };
+    let ok = is_y(x) && g.read_once(s) && ((is_y(a) && b == s) || (a == s && is_y(b)));
+    ok.then_some((mul, out))
 }
 
 /// The node right after a Conv or Linear node that reads only its output is absorbed into
 /// its epilogue, as often as it applies: a residual `add` (alpha 1, same shape, before any
-/// activation) and then one activation.
+/// activation) and then one activation. SiLU written as `sigmoid` and `mul` ([`silu_at`]) is
+/// one activation: both nodes are absorbed when they are the only two reads of the output.
 pub(crate) fn fuse_epilogues(g: &mut Graph<'_>) {
     for n in 0..g.nodes.len() {
         while let Some(t) = tail(&g.nodes[n].op) {
@@ -595,6 +649,21 @@ pub(crate) fn fuse_epilogues(g: &mut Graph<'_>) {
                 (a, b) => a.is_some() && a == b,
             };
             let is_y = |v: u32| v == y || linear && g.root(v) == (y, 0) && same_shape(v);
+            if t.act == Activation::None && g.reads(y) == 2 {
+                let Some((mul, out)) = silu_at(g, next, is_y) else { break };
+                let ok = g.dense_f32(out).is_some()
+                    && same_shape(out)
+                    && !g.may_overlap(out, t.input)
+                    && t.residual.is_none_or(|r| !g.may_overlap(out, r));
+                if !ok {
+                    break;
+                }
+                let silu = Tail { act: Activation::Silu, output: out, ..t };
+                set_tail(&mut g.nodes[n].op, silu, &[op, "aten::mul.out"]);
+                g.absorb(n, next);
+                g.absorb(n, mul);
+                continue;
+            }
             if !g.read_once(y) || g.dense_f32(out).is_none() || !same_shape(out) {
                 break;
             }
@@ -619,7 +688,7 @@ pub(crate) fn fuse_epilogues(g: &mut Graph<'_>) {
             if reads_overlap {
                 break;
             }
-            set_tail(&mut g.nodes[n].op, fused, op);
+            set_tail(&mut g.nodes[n].op, fused, &[op]);
             g.absorb(n, next);
         }
     }

@@ -1,6 +1,7 @@
 //! Lowering fused nodes to prepared kernels: the node's constants folded and laid out once,
 //! at load, and a run function the executor calls with the node's tensors.
 
+use kiln_kernels::compute::channel_scale::scale_channels;
 use kiln_kernels::compute::conv2d::{
     BatchNorm, Conv2dGeometry, ConvScratch, Layout, PackedConv2d, PointwiseDepthwise,
 };
@@ -16,7 +17,9 @@ use crate::step::{Call, Callee, Role};
 use crate::value::TensorSlot;
 
 use super::graph::{Graph, NodeOp};
-use super::nodes::{ConvNode, LinearNode, MaxPoolNode, MeanNode, PointwiseDepthwiseNode};
+use super::nodes::{
+    ChannelScaleNode, ConvNode, LinearNode, MaxPoolNode, MeanNode, PointwiseDepthwiseNode,
+};
 
 /// A bound step reads at most this many tensors, and writes at most this many.
 pub(crate) const MAX_TENSORS: usize = 16;
@@ -133,8 +136,13 @@ pub(crate) fn lower_node(
                 (describe("max_pool2d", &m.fused), vec![m.input], vec![m.output], Box::new(k))
             }
             NodeOp::Mean(m) => {
-                let k = PreparedMean::new(g, m).map_err(err)?;
+                let k = PreparedChannelwise::mean(g, m).map_err(err)?;
                 (describe("mean", &m.fused), vec![m.input], vec![m.output], Box::new(k))
+            }
+            NodeOp::ChannelScale(m) => {
+                let k = PreparedChannelwise::scale(g, m).map_err(err)?;
+                let reads = vec![m.input, m.scale];
+                (describe("channel_scale", &m.fused), reads, vec![m.output], Box::new(k))
             }
             NodeOp::Map(m) => {
                 let regs = m.outputs.iter().map(|&(r, _)| r).collect();
@@ -419,27 +427,45 @@ impl PreparedKernel for PreparedMaxPool {
     }
 }
 
-/// Global average pooling of an NCHW or NHWC activation.
-struct PreparedMean {
+/// A squeeze-excite block's two steps over an NCHW or NHWC activation `[N, C, H, W]`: the
+/// mean of each channel (global average pooling), or each channel multiplied by its factor.
+struct PreparedChannelwise {
+    /// `[N, C, H * W]`.
     sizes: [usize; 3],
     layout: Layout,
+    /// Scaling (reads the activation and the factors) rather than the mean.
+    scale: bool,
 }
 
-impl PreparedMean {
-    fn new(g: &Graph<'_>, m: &MeanNode) -> std::result::Result<PreparedMean, String> {
-        let xs = g.sizes(m.input).unwrap_or_default();
-        let &[n, c, h, w] = xs.as_slice() else {
-            return Err(format!("mean: the input {xs:?} is not 4-D"));
-        };
+impl PreparedChannelwise {
+    fn mean(g: &Graph<'_>, m: &MeanNode) -> std::result::Result<PreparedChannelwise, String> {
+        let sizes @ [n, c, _] = pixel_sizes(g, m.input, "mean")?;
         let out = g.sizes(m.output).unwrap_or_default();
         if out.iter().product::<usize>() != n * c {
             return Err(format!("mean: the output {out:?} does not hold [{n}, {c}]"));
         }
-        Ok(PreparedMean { sizes: [n, c, h * w], layout: m.layout })
+        Ok(PreparedChannelwise { sizes, layout: m.layout, scale: false })
+    }
+
+    fn scale(
+        g: &Graph<'_>,
+        m: &ChannelScaleNode,
+    ) -> std::result::Result<PreparedChannelwise, String> {
+        let sizes = pixel_sizes(g, m.input, "channel scale")?;
+        Ok(PreparedChannelwise { sizes, layout: m.layout, scale: true })
     }
 }
 
-impl PreparedKernel for PreparedMean {
+/// The sizes `[N, C, H * W]` of 4-D value `v`.
+fn pixel_sizes(g: &Graph<'_>, v: u32, what: &str) -> std::result::Result<[usize; 3], String> {
+    let xs = g.sizes(v).unwrap_or_default();
+    let &[n, c, h, w] = xs.as_slice() else {
+        return Err(format!("{what}: the input {xs:?} is not 4-D"));
+    };
+    Ok([n, c, h * w])
+}
+
+impl PreparedKernel for PreparedChannelwise {
     fn heap_bytes(&self) -> usize {
         0
     }
@@ -451,11 +477,18 @@ impl PreparedKernel for PreparedMean {
         reads: &[&[f32]],
         writes: &mut [&mut [f32]],
     ) -> std::result::Result<(), KernelError> {
-        ctx.op = "aten::mean.out";
-        let (&[x], [y]) = (reads, writes) else {
-            return Err(ctx.invalid("self", "the step's tensors do not match its mean"));
+        let done = match (self.scale, reads, writes) {
+            (false, &[x], [y]) => {
+                ctx.op = "aten::mean.out";
+                mean_pixels(x, self.sizes, self.layout, y)
+            }
+            (true, &[x, s], [y]) => {
+                ctx.op = "aten::mul.out";
+                scale_channels(x, s, self.sizes, self.layout, y, &ctx.threads)
+            }
+            _ => return Err(ctx.invalid("self", "the step's tensors do not match its kernel")),
         };
-        mean_pixels(x, self.sizes, self.layout, y).map_err(|e| ctx.invalid("self", e.to_string()))
+        done.map_err(|e| ctx.invalid("self", e.to_string()))
     }
 }
 

@@ -557,9 +557,7 @@ impl PackedConv2d {
         };
         sum_channels(out, &plane, &blocks.bias, clamp);
         if self.act.is_pointwise_pass() {
-            for o in y.iter_mut() {
-                *o = self.act.apply(*o);
-            }
+            self.act.apply_in_place(y);
         }
     }
 
@@ -731,8 +729,9 @@ impl PackedConv2d {
                 }
                 if let Some(r) = res {
                     for (o, &r) in row.iter_mut().zip(&r[(start + c) * ohw..][..ohw]) {
-                        *o = self.act.apply(*o + r);
+                        *o += r;
                     }
+                    self.act.apply_in_place(row);
                 }
             }
             part.note(result);
@@ -812,7 +811,10 @@ fn add_then_activate(dst: &mut [f32], src: &[f32], residual: &[f32], act: Activa
         Activation::Clamp { min, max } => {
             sums.for_each(|(d, (&s, &r))| *d = clamp1(s + r, min, max))
         }
-        _ => sums.for_each(|(d, (&s, &r))| *d = act.apply(s + r)),
+        _ => {
+            sums.for_each(|(d, (&s, &r))| *d = s + r);
+            act.apply_in_place(dst);
+        }
     }
 }
 
@@ -935,9 +937,7 @@ impl Plane<'_> {
         let out = &mut out[..self.oh * ow];
         sum_taps(out, ow, plane, TapEpilogue { bias: self.bias, residual: res, clamp });
         if self.act.is_pointwise_pass() {
-            for d in out.iter_mut() {
-                *d = self.act.apply(*d);
-            }
+            self.act.apply_in_place(out);
         }
     }
 }
@@ -1052,9 +1052,7 @@ impl Block<'_> {
                 }
             }
             if conv.act.is_pointwise_pass() {
-                for o in y.iter_mut() {
-                    *o = conv.act.apply(*o);
-                }
+                conv.act.apply_in_place(y);
             }
         }
     }
