@@ -86,7 +86,7 @@ pub struct CompiledNode {
     /// mean reads or a max pooling or channel scale runs in (`"nhwc"`).
     pub layout: Option<String>,
     /// How a compiled kernel with a choice computes: a convolution's `gemm`, `im2col`,
-    /// `igemm`, `winograd`, `few-pixels`, `depthwise`, `depthwise-blocks` or
+    /// `igemm`, `winograd`, `few-pixels`, `depthwise`, `depthwise-blocks`, `grouped` or
     /// `gemm+depthwise-blocks` (chosen at load from the geometry and the CPU).
     pub algorithm: Option<String>,
 }

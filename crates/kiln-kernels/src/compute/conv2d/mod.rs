@@ -12,12 +12,15 @@
 //! (`Plan::Winograd`, `conv2d/winograd.rs`). Depthwise layers
 //! (`groups == Cin == Cout`) use a direct kernel per channel plane (`depthwise/rows.rs`), or
 //! blocks of 16 channels laid out channels-last (`depthwise/channels.rs`) when the output
-//! is narrow or the activations NHWC. Large layers split over the method's threads:
+//! is narrow or the activations NHWC. Grouped layers of a few channels per group run
+//! channels-last on a direct kernel over each pixel's window (`grouped.rs`). Large layers
+//! split over the method's threads:
 //! depthwise layers by channels or output rows, GEMMs by output channels or by pixels (see
 //! [`PackedConv2d::run`]).
 
 pub mod depthwise;
 mod geometry;
+mod grouped;
 mod packed;
 mod pointwise_depthwise;
 mod prepare;

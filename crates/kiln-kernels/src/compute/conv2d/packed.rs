@@ -17,6 +17,7 @@ use crate::compute::threads::{caller_scratch, split, with_pieces, Threads, TASKS
 use super::geometry::{
     check_images, is_depthwise, is_pointwise, mul, Conv2dGeometry, Layout, Layouts,
 };
+use super::grouped::{self, Grouped};
 use super::scratch::{first_error, window, ConvScratch, PartScratch};
 use super::winograd::Winograd;
 
@@ -66,6 +67,9 @@ pub(super) enum Plan {
     /// A 3x3 stride-1 convolution of one group, channels-last in and out, with enough
     /// channels and output pixels: Winograd F(2x2, 3x3) (see [`Winograd`]).
     Winograd(Winograd),
+    /// Groups of a few channels each, channels-last in and out: a direct kernel over each
+    /// pixel's window (see [`Grouped`]).
+    Grouped(Grouped),
 }
 
 /// Channels-last in and out.
@@ -103,6 +107,7 @@ impl PackedConv2d {
             Plan::FewPixels { weight } | Plan::PixelRows { weight } => weight.heap_bytes(),
             Plan::Indirect { weight, ind, .. } => weight.heap_bytes() + ind.heap_bytes(),
             Plan::Winograd(w) => w.heap_bytes(),
+            Plan::Grouped(k) => k.heap_bytes(),
         };
         plan + self.bias.as_ref().map_or(0, |b| b.capacity() * 4)
     }
@@ -125,7 +130,8 @@ impl PackedConv2d {
     /// either layout; any other one-group convolution reads NCHW and writes either, or runs
     /// NHWC to NHWC, when its indirection buffer stays within
     /// [`MAX_INDIRECTION_OFFSETS`](crate::compute::sgemm::MAX_INDIRECTION_OFFSETS); a depthwise one whose channels fill
-    /// whole blocks of 16 runs NHWC to NHWC.
+    /// whole blocks of 16 runs NHWC to NHWC, and so does a grouped one whose groups have a few
+    /// channels each (at least two in and out, at most 64 out).
     pub fn supports(g: &Conv2dGeometry, layouts: Layouts) -> bool {
         match layouts {
             Layouts { input: Layout::Nchw, output: Layout::Nchw } => true,
@@ -141,7 +147,7 @@ impl PackedConv2d {
                 (layouts.input == Layout::Nchw || layouts.output == Layout::Nhwc) && fits
             }
             Layouts { input: Layout::Nhwc, output: Layout::Nhwc } => {
-                is_depthwise(g) && g.groups.is_multiple_of(BLOCK)
+                (is_depthwise(g) && g.groups.is_multiple_of(BLOCK)) || grouped::supports(g)
             }
             _ => false,
         }
@@ -202,6 +208,8 @@ impl PackedConv2d {
                 Layout::Nhwc => Vec::new(),
             };
             Plan::Depthwise { weight: per_plane, phases: Phases::new(&g, oh, ow)?, blocks }
+        } else if layouts == NHWC && grouped::supports(&g) {
+            Plan::Grouped(Grouped::new(&g, ow, weight, bias)?)
         } else if layouts == NHWC && Winograd::supports(&g, oh, ow) {
             Plan::Winograd(Winograd::new(&g, oh, ow, weight)?)
         } else if g.groups == 1 && layouts.output == Layout::Nhwc && !is_pointwise(&g) {
@@ -247,7 +255,8 @@ impl PackedConv2d {
     /// How the convolution computes, for reports: `gemm` (a 1x1 convolution as one product),
     /// `im2col` (a product over lazily packed im2col panels), `igemm` (through an indirection
     /// buffer), `winograd` (F(2x2, 3x3)), `few-pixels` (the product transposed),
-    /// `depthwise` (per channel plane) or `depthwise-blocks` (16 channels at a time).
+    /// `depthwise` (per channel plane), `depthwise-blocks` (16 channels at a time) or `grouped`
+    /// (a direct kernel over groups of a few channels).
     pub fn algorithm(&self) -> &'static str {
         match &self.plan {
             Plan::Gemm { pointwise: true, .. } | Plan::PixelRows { .. } => "gemm",
@@ -257,6 +266,7 @@ impl PackedConv2d {
             Plan::FewPixels { .. } => "few-pixels",
             Plan::Indirect { .. } => "igemm",
             Plan::Winograd(_) => "winograd",
+            Plan::Grouped(_) => "grouped",
         }
     }
 
@@ -437,6 +447,19 @@ impl PackedConv2d {
                             gemm_indirect(ind, x_img, rows, weight, 0..cout, y, cout, ep, gemm)
                         },
                     )?;
+                }
+                Plan::Grouped(k) => {
+                    // Each task takes a run of output rows.
+                    let row = self.ow * g.out_channels;
+                    let tasks = with_pieces(split(self.oh, 1, tasks(self.oh)), y_img, row);
+                    threads.for_each(tasks, |(rows, y)| {
+                        let res = r_img.map(|r| &r[rows.start * row..][..rows.len() * row]);
+                        k.rows(x_img, rows, y);
+                        if let Some(r) = res {
+                            y.iter_mut().zip(r).for_each(|(y, &r)| *y += r);
+                        }
+                        self.act.apply_in_place(y);
+                    });
                 }
                 Plan::Winograd(w) => {
                     let bias = self.bias.as_deref();
@@ -1341,9 +1364,12 @@ mod tests {
         // gets fewer rows than a register tile.
         let deep_pointwise =
             Conv2dGeometry { in_channels: 320, in_h: 5, in_w: 5, out_channels: 64, ..pointwise };
+        // RegNet's groups of 8 channels, strided.
+        let grouped = Conv2dGeometry { groups: 6, in_channels: 48, out_channels: 48, ..depthwise };
         let pools: Vec<Threads> = [1, 2, 3, 4].map(|n| Threads::new(n).unwrap()).into();
         let nchw = Layouts::default();
         for (g, layouts) in [
+            (grouped, NHWC),
             (base, nchw),
             (depthwise, nchw),
             (narrow_depthwise, nchw),
@@ -1362,11 +1388,13 @@ mod tests {
             let few = g == few_pixels && layouts == nchw;
             assert_eq!(few, matches!(conv.plan, Plan::FewPixels { .. }));
             let indirect = matches!(conv.plan, Plan::Indirect { .. } | Plan::Winograd(_));
-            assert_eq!(layouts.output == Layout::Nhwc && !is_pointwise(&g), indirect);
+            let nhwc_product = layouts.output == Layout::Nhwc && !is_pointwise(&g) && g != grouped;
+            assert_eq!(nhwc_product, indirect);
             let winograd = layouts == NHWC && g == base && crate::compute::cpu::has_avx512();
             assert_eq!(winograd, matches!(conv.plan, Plan::Winograd(_)));
             let on_blocks = matches!(conv.plan, Plan::Depthwise { blocks: Some(_), .. });
             assert_eq!(g == narrow_depthwise, on_blocks);
+            assert_eq!(g == grouped, matches!(conv.plan, Plan::Grouped(_)));
             let (oh, ow) = conv.out_hw();
             let macs = g.out_channels * oh * ow * (g.in_channels / g.groups) * g.kh * g.kw;
             assert!(macs >= PARALLEL_MACS, "{g:?} is too small to split");
@@ -1410,6 +1438,52 @@ mod tests {
             }
             let bits: Vec<u32> = out.iter().map(|v| v.to_bits()).collect();
             assert!(first.as_ref() == Some(&bits), "{g:?}: held workers change the bits");
+        }
+    }
+
+    /// Grouped convolutions channels-last: groups of 8 output channels and wider ones (on
+    /// 16 lanes, in several vectors, the last partial), strides, dilations, padding, a
+    /// residual and each activation, against the reference.
+    #[test]
+    fn grouped_channels_last_matches_direct_reference() {
+        let mut rng = fastrand::Rng::with_seed(0x96);
+        let threads = Threads::default();
+        let mut scratch = ConvScratch::default();
+        let acts = [Activation::None, Activation::RELU, Activation::Silu];
+        for (groups, cin_g, cout_g) in [(2, 8, 8), (3, 4, 12), (2, 16, 16), (4, 2, 24), (2, 5, 40)]
+        {
+            let g = Conv2dGeometry {
+                in_channels: groups * cin_g,
+                in_h: rng.usize(5..20),
+                in_w: rng.usize(5..20),
+                out_channels: groups * cout_g,
+                kh: 3,
+                kw: [1, 3][rng.usize(0..2)],
+                stride: [rng.usize(1..3), rng.usize(1..3)],
+                padding: [1, rng.usize(0..2)],
+                dilation: [rng.usize(1..3), 1],
+                groups,
+            };
+            let act = acts[rng.usize(0..acts.len())];
+            let wlen = g.out_channels * cin_g * g.kh * g.kw;
+            let w: Vec<f32> = (0..wlen).map(|_| rng.f32() - 0.5).collect();
+            let bias: Vec<f32> = (0..g.out_channels).map(|_| rng.f32() - 0.5).collect();
+            let conv = PackedConv2d::with_layouts(g, &w, Some(&bias), act, NHWC).unwrap();
+            assert!(matches!(conv.plan, Plan::Grouped(_)), "{g:?}");
+            let (oh, ow) = conv.out_hw();
+            let (cin, cout, ohw) = (g.in_channels, g.out_channels, oh * ow);
+            let x: Vec<f32> = (0..cin * g.in_h * g.in_w).map(|_| rng.f32() - 0.5).collect();
+            let res: Vec<f32> = (0..cout * ohw).map(|_| rng.f32() - 0.5).collect();
+            let (want, mag) = conv_ref(&g, (oh, ow), 1, &x, &w, Some(&bias), Some(&res));
+            let mut out = vec![f32::NAN; cout * ohw];
+            let (xl, rl) = (to_nhwc(&x, cin, g.in_h * g.in_w), to_nhwc(&res, cout, ohw));
+            conv.run(1, &xl, Some(&rl), &mut out, &mut scratch, &threads).unwrap();
+            let out = to_nchw(&out, cout, ohw);
+            for i in 0..out.len() {
+                let want = act_ref(act, want[i]);
+                let tol = 1e-5 * mag[i] + 1e-6;
+                assert!((f64::from(out[i]) - want).abs() <= tol, "{g:?} {act:?} [{i}]");
+            }
         }
     }
 
