@@ -1,18 +1,19 @@
-//! The activation layout of each convolution, max pooling and global mean: channels-last
-//! (NHWC) where a value passes only between them, NCHW everywhere else.
+//! The activation layout of each convolution, max pooling, channel scale and global mean:
+//! channels-last (NHWC) where a value passes only between them, NCHW everywhere else.
 //!
-//! A convolution's or max pooling's output is NHWC when every read of it (aliases and method
-//! outputs count as reads) is a convolution's input or residual, a max pooling's input or a
-//! mean over height and width (which reads either layout), and every such reader, and its
-//! producer, can run with that layout. A convolution can when [`PackedConv2d::supports`] its
-//! layouts: a pointwise convolution reads and writes either layout, another one-group
-//! convolution reads NCHW and writes either, or runs NHWC to NHWC, a depthwise one runs NHWC
-//! to NHWC when its channels fill blocks of 16, and a residual is laid out as its reader's
-//! output. A max pooling runs when [`MaxPool2dArgs::supports`] its layouts: NCHW to NCHW or
-//! NHWC to NHWC; so does a channel scale (a squeeze-excite block's `mul`, whose factors are
-//! the same bytes in either layout). So a chain starts from the NCHW
-//! input of its first convolution, and its last step writes NCHW for whatever reads it next:
-//! no conversion steps. No other step ever sees an NHWC value.
+//! A convolution's, max pooling's or channel scale's output is NHWC when every read of it
+//! (aliases and method outputs count as reads) is a convolution's input or residual, a max
+//! pooling's or channel scale's input or a mean over height and width (which reads either
+//! layout), and every such reader, and its producer, can run with that layout. A convolution
+//! can when [`PackedConv2d::supports`] its layouts: a pointwise convolution reads and writes
+//! either layout, another one-group convolution reads NCHW and writes either, or runs NHWC to
+//! NHWC, a depthwise one runs NHWC to NHWC when it has at least 16 channels, so does a grouped
+//! one of a few channels per group, and a residual is laid out as its reader's output. A max
+//! pooling runs when [`MaxPool2dArgs::supports`] its layouts: NCHW to NCHW or NHWC to NHWC;
+//! so does a channel scale (a squeeze-excite block's `mul`, whose factors are the same bytes
+//! in either layout). So a chain starts from the NCHW input of its first convolution, and its
+//! last step writes NCHW for whatever reads it next: no conversion steps. No other step ever
+//! sees an NHWC value.
 
 use std::collections::{HashMap, HashSet};
 

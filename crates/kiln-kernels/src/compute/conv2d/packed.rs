@@ -129,8 +129,8 @@ impl PackedConv2d {
     /// NCHW to NCHW. A pointwise one (1x1, stride 1, no padding, one group) takes and writes
     /// either layout; any other one-group convolution reads NCHW and writes either, or runs
     /// NHWC to NHWC, when its indirection buffer stays within
-    /// [`MAX_INDIRECTION_OFFSETS`](crate::compute::sgemm::MAX_INDIRECTION_OFFSETS); a depthwise one whose channels fill
-    /// whole blocks of 16 runs NHWC to NHWC, and so does a grouped one whose groups have a few
+    /// [`MAX_INDIRECTION_OFFSETS`](crate::compute::sgemm::MAX_INDIRECTION_OFFSETS); a depthwise one of at least 16
+    /// channels (a block) runs NHWC to NHWC, and so does a grouped one whose groups have a few
     /// channels each (at least two in and out, at most 64 out).
     pub fn supports(g: &Conv2dGeometry, layouts: Layouts) -> bool {
         match layouts {
@@ -147,7 +147,7 @@ impl PackedConv2d {
                 (layouts.input == Layout::Nchw || layouts.output == Layout::Nhwc) && fits
             }
             Layouts { input: Layout::Nhwc, output: Layout::Nhwc } => {
-                (is_depthwise(g) && g.groups.is_multiple_of(BLOCK)) || grouped::supports(g)
+                (is_depthwise(g) && g.groups >= BLOCK) || grouped::supports(g)
             }
             _ => false,
         }
@@ -579,6 +579,20 @@ impl PackedConv2d {
             ow: self.ow,
         };
         sum_channels(out, &plane, &blocks.bias, clamp);
+        if !c.is_multiple_of(BLOCK) {
+            // The last channels as one block ending at the last channel: it overlaps the
+            // block before it, whose channels it sums again to the same bits.
+            let c0 = c - BLOCK;
+            let plane =
+                ChannelPlane { data: &x[c0..], blocks: 1, weights: &blocks.tail_weights, ..plane };
+            let out = ChannelOut {
+                out: &mut y[c0..],
+                residual: res.map(|r| &r[row0 * self.ow * c + c0..]),
+                pixel_stride: c,
+                ow: self.ow,
+            };
+            sum_channels(out, &plane, &blocks.tail_bias, clamp);
+        }
         if self.act.is_pointwise_pass() {
             self.act.apply_in_place(y);
         }
@@ -967,17 +981,22 @@ impl Plane<'_> {
 
 /// Depthwise weights and bias regrouped for [`sum_channels`]: block `b` holds channels
 /// `b * BLOCK ..`, as `[kh][kw][BLOCK]` weights and `BLOCK` biases (zero past the last
-/// channel); an input row is laid out as `cols` pixels.
+/// channel); an input row is laid out as `cols` pixels. When the channels do not fill whole
+/// blocks and there are more than a block of them, the tail block holds the last `BLOCK`
+/// channels the same way: channels-last images are summed on whole blocks, then on it.
 #[derive(Debug)]
 pub(super) struct ChannelBlocks {
     weights: Vec<f32>,
     bias: Vec<f32>,
+    tail_weights: Vec<f32>,
+    tail_bias: Vec<f32>,
     cols: usize,
 }
 
 impl ChannelBlocks {
     fn heap_bytes(&self) -> usize {
-        (self.weights.capacity() + self.bias.capacity()) * 4
+        let tail = self.tail_weights.capacity() + self.tail_bias.capacity();
+        (self.weights.capacity() + self.bias.capacity() + tail) * 4
     }
 
     fn new(
@@ -999,12 +1018,23 @@ impl ChannelBlocks {
         if let Some(bias) = bias {
             padded[..c].copy_from_slice(bias);
         }
+        let (mut tail_weights, mut tail_bias) = (Vec::new(), Vec::new());
+        if c > BLOCK && !c.is_multiple_of(BLOCK) {
+            let c0 = c - BLOCK;
+            tail_weights = vec![0f32; kk * BLOCK];
+            for (l, taps) in weight.chunks_exact(kk).skip(c0).enumerate() {
+                for (t, &w) in taps.iter().enumerate() {
+                    tail_weights[t * BLOCK + l] = w;
+                }
+            }
+            tail_bias = bias.map_or_else(|| vec![0f32; BLOCK], |b| b[c0..].to_vec());
+        }
         let cols = mul(ow - 1, g.stride[1])?
             .checked_add(mul(g.kw - 1, g.dilation[1])?)
             .and_then(|v| v.checked_add(1))
             .ok_or(GemmError::Overflow("conv2d"))?;
         mul(mul(cols, BLOCK)?, g.in_h)?;
-        Ok(ChannelBlocks { weights, bias: padded, cols })
+        Ok(ChannelBlocks { weights, bias: padded, tail_weights, tail_bias, cols })
     }
 }
 
@@ -1370,6 +1400,8 @@ mod tests {
         let nchw = Layouts::default();
         for (g, layouts) in [
             (grouped, NHWC),
+            // Channels-last on four whole blocks and a tail block.
+            (depthwise, NHWC),
             (base, nchw),
             (depthwise, nchw),
             (narrow_depthwise, nchw),
@@ -1388,12 +1420,15 @@ mod tests {
             let few = g == few_pixels && layouts == nchw;
             assert_eq!(few, matches!(conv.plan, Plan::FewPixels { .. }));
             let indirect = matches!(conv.plan, Plan::Indirect { .. } | Plan::Winograd(_));
-            let nhwc_product = layouts.output == Layout::Nhwc && !is_pointwise(&g) && g != grouped;
+            let nhwc_product = layouts.output == Layout::Nhwc
+                && !is_pointwise(&g)
+                && g != grouped
+                && g != depthwise;
             assert_eq!(nhwc_product, indirect);
             let winograd = layouts == NHWC && g == base && crate::compute::cpu::has_avx512();
             assert_eq!(winograd, matches!(conv.plan, Plan::Winograd(_)));
             let on_blocks = matches!(conv.plan, Plan::Depthwise { blocks: Some(_), .. });
-            assert_eq!(g == narrow_depthwise, on_blocks);
+            assert_eq!(g == narrow_depthwise || (g == depthwise && layouts == NHWC), on_blocks);
             assert_eq!(g == grouped, matches!(conv.plan, Plan::Grouped(_)));
             let (oh, ow) = conv.out_hw();
             let macs = g.out_channels * oh * ow * (g.in_channels / g.groups) * g.kh * g.kw;

@@ -44,7 +44,7 @@ impl PointwiseDepthwise {
     /// Whether a pointwise convolution of geometry `pw` with input layout `input` feeding a
     /// depthwise one of geometry `dw` runs fused, and pays: the pointwise one writes the
     /// depthwise one's channels-last input (1x1, stride 1, no padding, one group), the
-    /// depthwise one runs channels-last on whole blocks of 16 channels, and the expanded
+    /// depthwise one runs channels-last on blocks of 16 channels, and the expanded
     /// activation has at least `FUSE_MIN_BYTES`.
     pub fn supports(pw: &Conv2dGeometry, input: Layout, dw: &Conv2dGeometry) -> bool {
         let nhwc = Layouts { input: Layout::Nhwc, output: Layout::Nhwc };
@@ -211,7 +211,8 @@ mod tests {
             // Sometimes deeper than a depth block of the unfused product's kernel.
             let cin = if rng.usize(0..4) == 0 { rng.usize(250..300) } else { rng.usize(1..20) };
             let blocks = rng.usize(1..4);
-            let c = blocks * BLOCK;
+            // Whole blocks, or a tail block overlapping the last whole one.
+            let c = blocks * BLOCK + if rng.bool() { rng.usize(1..BLOCK) } else { 0 };
             let (k, s, d) = (rng.usize(1..4) * 2 - 1, rng.usize(1..3), rng.usize(1..3));
             let p = rng.usize(0..k);
             let (pw_g, dw_g) = pair_geometry([h, w], cin, c, k, [s, p, d]);
