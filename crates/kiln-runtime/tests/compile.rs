@@ -324,3 +324,17 @@ fn squeeze_excite_blocks_fuse_silu_and_stay_channels_last() {
         .collect();
     assert_eq!(depthwise, [Some("nhwc>nhwc"); 2]);
 }
+
+/// XNNPACK runs a 1-D convolution as a 2-D one between reshapes (`[N, C, L]` to
+/// `[N, C, 1, L]` and back). The reshapes become aliases of the convolution's output with its
+/// own sizes, so a stack of 1-D convolutions (`conv1d_stack`, wav2letter's shape) passes
+/// channels-last from the first convolution's output to the last one's input. The outputs
+/// match ExecuTorch's in `fixtures.rs`.
+#[test]
+fn one_dimensional_convolution_stacks_run_channels_last() {
+    let program = Program::load(pte_dir().join("../xnnpack/conv1d_stack.pte")).unwrap();
+    let method = program.method("forward").unwrap();
+    let layouts: Vec<_> = method.compiled().iter().map(|s| s.layout.clone()).collect();
+    let want = ["nchw>nhwc", "nhwc>nhwc", "nhwc>nchw"].map(|l| Some(l.to_string()));
+    assert_eq!(layouts, want);
+}

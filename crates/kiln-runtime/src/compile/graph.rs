@@ -145,6 +145,20 @@ impl<'m> Graph<'m> {
         }
     }
 
+    /// One read of `v` (and of the value it aliases) is gone: the node that made it was
+    /// removed and nothing reads in its place.
+    pub fn drop_read(&mut self, v: u32) {
+        let root = self.root(v).0;
+        for x in [v, root] {
+            if let Some(r) = self.reads.get_mut(x as usize) {
+                *r = r.saturating_sub(1);
+            }
+            if root == v {
+                break;
+            }
+        }
+    }
+
     /// The value whose bytes `v` shares and its byte offset inside it (`(v, 0)` for a value of
     /// its own, or when the aliases are unknown).
     pub fn root(&self, v: u32) -> (u32, usize) {

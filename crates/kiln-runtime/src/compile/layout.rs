@@ -30,15 +30,26 @@ use kiln_kernels::compute::conv2d::{Layout, Layouts};
 /// ([`ChannelScaleNode::layout`](super::nodes::ChannelScaleNode::layout)) and mean
 /// ([`MeanNode::layout`](super::nodes::MeanNode::layout)).
 pub(crate) fn choose_layouts(g: &mut Graph<'_>) {
+    // A read through an alias with the same sizes at offset 0 (a 1-D convolution's output
+    // reshaped to 3-D and back) reads the value it aliases, in its layout.
+    let key = |v: u32| match g.root(v) {
+        (root, 0) if root != v && g.sizes(root).is_some() && g.sizes(root) == g.sizes(v) => root,
+        _ => v,
+    };
     let convs: Vec<(usize, ConvNode, Conv2dGeometry)> = (0..g.nodes.len())
         .filter_map(|n| match &g.nodes[n].op {
-            NodeOp::Conv(c) => Some((n, c.clone(), conv_geometry(g, c).ok()?)),
+            NodeOp::Conv(c) => {
+                let geometry = conv_geometry(g, c).ok()?;
+                let reads =
+                    ConvNode { input: key(c.input), residual: c.residual.map(key), ..c.clone() };
+                Some((n, reads, geometry))
+            }
             _ => None,
         })
         .collect();
     let means: Vec<(usize, u32)> = (0..g.nodes.len())
         .filter_map(|n| match &g.nodes[n].op {
-            NodeOp::Mean(m) => Some((n, m.input)),
+            NodeOp::Mean(m) => Some((n, key(m.input))),
             _ => None,
         })
         .collect();
@@ -46,7 +57,7 @@ pub(crate) fn choose_layouts(g: &mut Graph<'_>) {
     let pools: Vec<(usize, u32, u32)> = (0..g.nodes.len())
         .filter_map(|n| match &g.nodes[n].op {
             NodeOp::MaxPool(m) if g.sizes(m.input).is_some_and(|s| s.len() == 4) => {
-                Some((n, m.input, m.output))
+                Some((n, key(m.input), m.output))
             }
             _ => None,
         })
@@ -54,7 +65,7 @@ pub(crate) fn choose_layouts(g: &mut Graph<'_>) {
     // Channel scales: (node, input, output).
     let scales: Vec<(usize, u32, u32)> = (0..g.nodes.len())
         .filter_map(|n| match &g.nodes[n].op {
-            NodeOp::ChannelScale(m) => Some((n, m.input, m.output)),
+            NodeOp::ChannelScale(m) => Some((n, key(m.input), m.output)),
             _ => None,
         })
         .collect();

@@ -41,7 +41,8 @@ fn out_arg(args: &[u32]) -> Option<u32> {
 /// the output becomes an alias of the input at the right byte offset, so the memory plan puts
 /// it there and nothing is copied. Both must be planned, contiguous, of static shape, and
 /// written by one instruction each (so neither changes while the other is read). The removed
-/// node's origin goes to the node before it (or after it, for the first).
+/// node's origin goes to the node before it (or after it, for the first), and its read of
+/// the input is no longer counted.
 pub(crate) fn alias_copies(g: &mut Graph<'_>) {
     for n in 0..g.nodes.len() {
         let Some((op, args)) = kernel_call(g, n) else { continue };
@@ -95,6 +96,8 @@ pub(crate) fn alias_copies(g: &mut Graph<'_>) {
             _ => None,
         };
         let Some(delta) = delta else { continue };
+        // The copy's read of `x` goes with it; the reads of `y` become reads of `x`.
+        g.drop_read(x);
         g.alias(y, x, delta);
         g.absorb(into, n);
     }
