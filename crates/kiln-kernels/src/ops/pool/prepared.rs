@@ -27,6 +27,20 @@ fn pick(a: f32, b: f32) -> f32 {
     }
 }
 
+/// Channels `c0..c0 + L` of the pixels of `x` starting at each of `window`, folded with
+/// [`pick`] from minus infinity into `out[..L]`.
+#[inline(always)]
+fn fold_run<const L: usize>(x: &[f32], window: &[usize], c0: usize, out: &mut [f32]) {
+    let mut acc = [f32::NEG_INFINITY; L];
+    for &at in window {
+        let v: &[f32; L] = x[at + c0..][..L].try_into().expect("L channels");
+        for (a, &v) in acc.iter_mut().zip(v) {
+            *a = pick(*a, v);
+        }
+    }
+    out[..L].copy_from_slice(&acc);
+}
+
 /// What a `max_pool2d_with_indices` call says beside its tensors, as the compile stage lifts
 /// it into a values-only step: kernel, stride, padding and dilation as (rows, columns).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -219,14 +233,30 @@ impl MaxPool2d {
         Ok(())
     }
 
-    /// Output row `oy` of channels-last image `x` into `out` (`ow x c`), on 16-lane vectors
-    /// where the CPU has them.
+    /// Output row `oy` of channels-last image `x` into `out` (`ow x c`), on 16- or 8-lane
+    /// vectors where the CPU has them.
     fn nhwc_row(&self, c: usize, x: &[f32], oy: usize, out: &mut [f32]) {
         #[cfg(target_arch = "x86_64")]
-        if crate::compute::cpu::has_avx512() {
-            // SAFETY: the CPU has AVX-512F, the only feature the function enables.
-            return unsafe { self.nhwc_row_avx512(c, x, oy, out) };
+        {
+            if crate::compute::cpu::has_avx512() {
+                // SAFETY: the CPU has AVX-512F, the only feature the function enables.
+                return unsafe { self.nhwc_row_avx512(c, x, oy, out) };
+            }
+            if crate::compute::cpu::has_avx2() {
+                // SAFETY: the CPU has AVX2, the only feature the function enables.
+                return unsafe { self.nhwc_row_avx2(c, x, oy, out) };
+            }
         }
+        self.nhwc_row_body(c, x, oy, out)
+    }
+
+    /// [`MaxPool2d::nhwc_row_body`] compiled for AVX2.
+    ///
+    /// # Safety
+    /// The CPU has AVX2.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn nhwc_row_avx2(&self, c: usize, x: &[f32], oy: usize, out: &mut [f32]) {
         self.nhwc_row_body(c, x, oy, out)
     }
 
@@ -241,25 +271,38 @@ impl MaxPool2d {
         self.nhwc_row_body(c, x, oy, out)
     }
 
-    /// The body of [`MaxPool2d::nhwc_row`].
+    /// The body of [`MaxPool2d::nhwc_row`]: each output pixel's channels in runs of 16, then
+    /// 8, then one at a time, each run folded over the window (rows, then columns) in fixed-size
+    /// registers.
     #[inline(always)]
     fn nhwc_row_body(&self, c: usize, x: &[f32], oy: usize, out: &mut [f32]) {
-        out.fill(f32::NEG_INFINITY);
         let inside = |o: usize, k: usize, axis: usize, len: usize| {
             (o * self.win.s[axis] + k * self.win.d[axis])
                 .checked_sub(self.win.p[axis])
                 .filter(|&i| i < len)
         };
-        for ky in 0..self.win.k[0] {
-            let Some(iy) = inside(oy, ky, 0, self.h) else { continue };
-            let line = &x[iy * self.w * c..][..self.w * c];
-            for (ox, o) in out.chunks_exact_mut(c).enumerate() {
-                for kx in 0..self.win.k[1] {
-                    let Some(ix) = inside(ox, kx, 1, self.w) else { continue };
-                    for (o, &v) in o.iter_mut().zip(&line[ix * c..][..c]) {
-                        *o = pick(*o, v);
-                    }
-                }
+        let rows: Vec<usize> =
+            (0..self.win.k[0]).filter_map(|ky| inside(oy, ky, 0, self.h)).collect();
+        // The window's pixels, in the walk's order (rows, then columns): where each pixel's
+        // channels start in `x`.
+        let mut window = Vec::with_capacity(rows.len() * self.win.k[1]);
+        for (ox, o) in out.chunks_exact_mut(c).enumerate() {
+            window.clear();
+            for &iy in &rows {
+                let cols = (0..self.win.k[1]).filter_map(|kx| inside(ox, kx, 1, self.w));
+                window.extend(cols.map(|ix| (iy * self.w + ix) * c));
+            }
+            let mut c0 = 0;
+            while c - c0 >= 16 {
+                fold_run::<16>(x, &window, c0, &mut o[c0..]);
+                c0 += 16;
+            }
+            if c - c0 >= 8 {
+                fold_run::<8>(x, &window, c0, &mut o[c0..]);
+                c0 += 8;
+            }
+            for ch in c0..c {
+                fold_run::<1>(x, &window, ch, &mut o[ch..]);
             }
         }
     }
@@ -371,7 +414,8 @@ mod tests {
             let s = [rng.usize(1..4), rng.usize(1..4)];
             let d = [rng.usize(1..3), rng.usize(1..3)];
             let p = [rng.usize(0..=kh / 2), rng.usize(0..=kw / 2)];
-            let planes = rng.usize(1..4);
+            // Channels-last runs of 16, 8 and single channels: 24 and 41 channels.
+            let planes = [1, 2, 3, 24, 41][rng.usize(0..5)];
             let Some(m) = MaxPool2d::new(planes, [h, w], [kh, kw], s, p, d, rng.bool()) else {
                 continue;
             };
@@ -389,7 +433,11 @@ mod tests {
                 .collect();
             let want: Vec<u32> = walk(&m, &x).iter().map(|v| v.to_bits()).collect();
             // The same planes as channels-last images of `c` channels.
-            let c = if planes == 2 { [1, 2][rng.usize(0..2)] } else { planes };
+            let c = match planes {
+                2 => [1, 2][rng.usize(0..2)],
+                24 => [8, 24][rng.usize(0..2)],
+                _ => planes,
+            };
             let (hw, ohw) = (h * w, m.win.oh * m.win.ow);
             let x_nhwc: Vec<f32> =
                 (0..x.len()).map(|i| x[(i / (hw * c) * c + i % c) * hw + i / c % hw]).collect();
