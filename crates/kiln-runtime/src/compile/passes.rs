@@ -652,25 +652,18 @@ pub(crate) fn fuse_epilogues(g: &mut Graph<'_>) {
                 (a, b) => a.is_some() && a == b,
             };
             let is_y = |v: u32| v == y || linear && g.root(v) == (y, 0) && same_shape(v);
-            if t.act == Activation::None && g.reads(y) == 2 {
-                let Some((mul, out)) = silu_at(g, next, is_y) else { break };
-                let ok = g.dense_f32(out).is_some()
-                    && same_shape(out)
-                    && !g.may_overlap(out, t.input)
-                    && t.residual.is_none_or(|r| !g.may_overlap(out, r));
-                if !ok {
-                    break;
-                }
-                let silu = Tail { act: Activation::Silu, output: out, ..t };
-                set_tail(&mut g.nodes[n].op, silu, &[op, "aten::mul.out"]);
-                g.absorb(n, next);
-                g.absorb(n, mul);
-                continue;
-            }
-            if !g.read_once(y) || g.dense_f32(out).is_none() || !same_shape(out) {
+            // SiLU as a sigmoid then a mul: the mul's output is the one written, and `y`'s two
+            // reads are the pair's.
+            let pair = t.act == Activation::None && g.reads(y) == 2;
+            let silu = if pair { silu_at(g, next, is_y) } else { None };
+            let out = silu.map_or(out, |(_, out)| out);
+            let read = silu.is_some() || g.read_once(y);
+            if !read || g.dense_f32(out).is_none() || !same_shape(out) {
                 break;
             }
-            let fused = if let ("aten::add.out", &[a, b, alpha, _, _]) = (op, args) {
+            let fused = if silu.is_some() {
+                Some(Tail { act: Activation::Silu, output: out, ..t })
+            } else if let ("aten::add.out", &[a, b, alpha, _, _]) = (op, args) {
                 let other = if is_y(a) { b } else { a };
                 let ok = is_y(a) != is_y(b)
                     && t.act == Activation::None
@@ -691,8 +684,12 @@ pub(crate) fn fuse_epilogues(g: &mut Graph<'_>) {
             if reads_overlap {
                 break;
             }
-            set_tail(&mut g.nodes[n].op, fused, &[op]);
+            let names: &[&str] = if silu.is_some() { &[op, "aten::mul.out"] } else { &[op] };
+            set_tail(&mut g.nodes[n].op, fused, names);
             g.absorb(n, next);
+            if let Some((mul, _)) = silu {
+                g.absorb(n, mul);
+            }
         }
     }
 }
