@@ -23,6 +23,11 @@
 //! once), then parks. Parking sooner made efficientnet_b0 10% slower on that machine: most
 //! such waits last a task's length, less than a park and a wake-up cost on a virtual machine.
 //!
+//! # Placement
+//! A worker that finds itself on the core another thread of its call was last on (Linux
+//! wakes a thread beside its waker, and may leave it there while another core idles) moves
+//! off it at once, its allowed cores unchanged (`placement.rs`).
+//!
 //! # A busy machine
 //! A worker is only worth its core when the core is free. Where other processes keep every
 //! core busy, a spinning worker takes a share of a core from the caller (or from the process
@@ -54,6 +59,7 @@
 //! thread count, and whichever thread runs a task.
 
 mod contention;
+mod placement;
 mod pool;
 #[cfg(test)]
 mod tests;

@@ -11,6 +11,7 @@ use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
 use super::contention::{longer, Contention, Window};
+use super::placement::{self, UNKNOWN};
 
 /// How long an idle worker spins after a call before it sleeps.
 pub const SPIN: Duration = Duration::from_millis(2);
@@ -22,6 +23,10 @@ pub const WAIT_SPIN: Duration = Duration::from_micros(50);
 /// How long a caller waiting for the tasks other threads hold keeps yielding its core (to a
 /// preempted worker that shares it) before it parks.
 pub const WAIT_YIELD: Duration = Duration::from_millis(1);
+
+/// How often a worker may move off its call's other cores at most ([`placement`]): a move
+/// is two system calls and a migration, tens of microseconds.
+const MOVE_EVERY: Duration = Duration::from_millis(5);
 
 /// Most worker spans kept while recording; later ones are counted, not kept.
 pub const MAX_SPANS: usize = 1 << 20;
@@ -107,6 +112,8 @@ struct Shared {
     call: AtomicU64,
     /// Per thread (0 the caller, `1..` the workers), its range of the call's claims.
     ranges: Box<[ClaimRange]>,
+    /// Per thread, the core it was on when it last took part in a call ([`UNKNOWN`] before).
+    cores: Box<[AtomicUsize]>,
     /// The current call's [`Frame`]: valid while one of the call's claims is held.
     frame: AtomicPtr<Frame<'static>>,
     /// Claims of the current call not finished yet.
@@ -141,6 +148,7 @@ impl Pool {
         let shared = Arc::new(Shared {
             call: AtomicU64::new(0),
             ranges: (0..n).map(|_| ClaimRange::default()).collect(),
+            cores: (0..n).map(|_| AtomicUsize::new(UNKNOWN)).collect(),
             frame: AtomicPtr::new(std::ptr::null_mut()),
             remaining: AtomicUsize::new(0),
             parked: AtomicBool::new(false),
@@ -344,6 +352,7 @@ impl Pool {
             let (start, end) = (q * claims / participants, (q + 1) * claims / participants);
             range.0.store(pack_range(tag, start, end), Ordering::Release);
         }
+        shared.cores[0].store(placement::current().unwrap_or(UNKNOWN), Ordering::Relaxed);
         shared.call.store(pack_call(tag, participants), Ordering::SeqCst);
         if shared.sleepers.load(Ordering::SeqCst) > 0 {
             drop(shared.sleep.lock());
@@ -549,6 +558,37 @@ impl Shared {
         }
     }
 
+    /// Moves worker thread `p` of a call of `participants` off the cores the call's other
+    /// threads were last on, when it finds itself on one of them (at most once per
+    /// [`MOVE_EVERY`], `moved` saying when it last did), and publishes its core; says
+    /// whether it moved.
+    fn keep_apart(&self, p: usize, participants: usize, moved: &mut Option<Instant>) -> bool {
+        let Some(mut here) = placement::current() else { return false };
+        let others = || {
+            let cores = self.cores.iter().take(participants).enumerate();
+            cores.filter(move |&(q, _)| q != p).map(|(_, c)| c.load(Ordering::Relaxed))
+        };
+        if others().any(|c| c == here) && moved.is_none_or(|t| t.elapsed() >= MOVE_EVERY) {
+            let taken: Vec<usize> = others().filter(|&c| c != UNKNOWN).collect();
+            let went = placement::move_off(&taken);
+            if went {
+                here = placement::current().unwrap_or(UNKNOWN);
+            }
+            *moved = Some(Instant::now());
+            self.publish_core(p, here);
+            return went;
+        }
+        self.publish_core(p, here);
+        false
+    }
+
+    /// Publishes the core thread `p` is on.
+    fn publish_core(&self, p: usize, core: usize) {
+        if let Some(mine) = self.cores.get(p) {
+            mine.store(core, Ordering::Relaxed);
+        }
+    }
+
     /// Sleeps for `pause` (or until the pool shuts down), taking no part in calls.
     fn back_off(&self, pause: Duration) {
         self.backing_off.fetch_add(1, Ordering::SeqCst);
@@ -581,6 +621,8 @@ fn worker(shared: &Shared, index: usize) {
     // How long it stayed out last time its core was found taken.
     let mut pause = Duration::ZERO;
     let mut window = None;
+    // When it last moved off another participant's core.
+    let mut moved = None;
     loop {
         let next = shared.next_call(seen, spin, &mut window);
         spin = SPIN;
@@ -607,6 +649,10 @@ fn worker(shared: &Shared, index: usize) {
         let (tag, participants) = unpack_call(word);
         seen = tag;
         if index + 1 < participants {
+            if shared.keep_apart(index + 1, participants, &mut moved) {
+                // The move (and waking the core it moved to) is no sign of contention.
+                window = Some(Window::start(Instant::now()));
+            }
             #[cfg(test)]
             let _gate = shared.gate.lock().unwrap_or_else(|e| e.into_inner());
             shared.participate(index + 1, tag, participants);
