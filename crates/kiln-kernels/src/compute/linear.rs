@@ -9,8 +9,13 @@ use crate::compute::threads::{
     self, caller_scratch, split, with_pieces, Threads, TASKS_PER_THREAD,
 };
 
-/// Multiply-adds from which a linear layer splits over threads.
+/// Multiply-adds from which a linear layer of many rows splits over threads.
 const PARALLEL_MACS: usize = 1 << 18;
+
+/// Multiply-adds from which a one-row product (a classifier, a squeeze-excite layer) splits
+/// over threads by output features: it streams its weights from memory once, each thread
+/// its share, so a smaller one pays than for many rows.
+const PARALLEL_ROW_MACS: usize = 1 << 16;
 
 /// Rows a split of a many-row product keeps together: whole tiles of every GEMM kernel's
 /// rows in most parts.
@@ -99,7 +104,8 @@ impl PackedLinear {
         let macs = m.saturating_mul(k).saturating_mul(n);
         let split_cols = m == 1;
         let nr = self.weight.panel_cols();
-        let parts = match macs >= PARALLEL_MACS {
+        let least = if split_cols { PARALLEL_ROW_MACS } else { PARALLEL_MACS };
+        let parts = match macs >= least {
             // Each part streams its own output features' weights.
             true if split_cols => threads.tasks_for(TASKS_PER_THREAD, n.div_ceil(nr)),
             // Each part streams every weight (as a one-thread product does, block by block):

@@ -13,7 +13,8 @@
 //! (`groups == Cin == Cout`) use a direct kernel per channel plane (`depthwise/rows.rs`), or
 //! blocks of 16 channels laid out channels-last (`depthwise/channels.rs`) when the output
 //! is narrow or the activations NHWC. Grouped layers of a few channels per group run
-//! channels-last on a direct kernel over each pixel's window (`grouped.rs`). Large layers
+//! channels-last on a direct kernel over each pixel's window (`grouped.rs`). A pointwise
+//! convolution of one-pixel images (squeeze-excite) is a linear layer (`Plan::Linear`). Large layers
 //! split over the method's threads:
 //! depthwise layers by channels or output rows, GEMMs by output channels or by pixels (see
 //! [`PackedConv2d::run`]).

@@ -2,17 +2,21 @@
 //! threads' first error comes back.
 
 use crate::compute::conv2d::depthwise::rows::RowSpan;
+use crate::compute::linear::LinearScratch;
 use crate::compute::sgemm::{GemmError, GemmScratch};
 use crate::compute::threads;
 
 /// Reusable buffers of [`PackedConv2d::run`](super::PackedConv2d::run): one set per thread, the im2col matrix of a
-/// convolution with few output pixels (or the channels-last copy of an NCHW input), and the
-/// products of a split whose tasks compute apart and are placed after.
+/// convolution with few output pixels (or the channels-last copy of an NCHW input), the
+/// products of a split whose tasks compute apart and are placed after, and a one-pixel
+/// convolution's linear layer's.
 #[derive(Debug, Default)]
 pub struct ConvScratch {
     pub(super) parts: Vec<PartScratch>,
     pub(super) col: Vec<f32>,
     pub(super) apart: Vec<f32>,
+    /// A one-pixel convolution's, run as a linear layer.
+    pub(super) linear: LinearScratch,
 }
 
 /// The buffers of one thread's tasks of a convolution, and the first error they met.

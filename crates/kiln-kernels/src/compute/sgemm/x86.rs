@@ -226,6 +226,9 @@ unsafe fn tile<L: F32x, const MR: usize, const R: usize, const PACKED: bool, con
                 if prefetch && R >= 4 && st == 0 {
                     prefetch_row(next, p, nr);
                 }
+                if R < 4 {
+                    prefetch_row(b, p + GEMV_AHEAD, nr);
+                }
                 // SAFETY: p < kc, and `check` proved panel q's kc * nr values inside b and that
                 // every st * a_stack + (R - 1) * rs + p * ks (st < stack) lies inside a.
                 unsafe {
@@ -246,6 +249,11 @@ unsafe fn tile<L: F32x, const MR: usize, const R: usize, const PACKED: bool, con
         }
     }
 }
+
+/// Depth steps ahead of a strip of fewer than 4 rows (a matrix-vector product: a batch of
+/// one through a linear layer) its panel of B is fetched from: each step uses its values
+/// once, and the product runs as fast as memory brings B in.
+const GEMV_AHEAD: usize = 8;
 
 /// Fetches depth step `p` of the panel of B at `next` (`nr` values a step) into L2: two
 /// cache lines, the first 32 columns. A hint only: the address need not be inside B.
