@@ -142,6 +142,17 @@ impl Contention {
         }
     }
 
+    /// Whether the calls run on the caller alone now: a time alone that is not over.
+    pub(super) fn alone_now(&self) -> bool {
+        self.solo_until.is_some_and(|until| Instant::now() < until)
+    }
+
+    /// Runs the calls alone from now, as when the cores were found taken.
+    #[cfg(test)]
+    pub(super) fn go_solo_now(&mut self) {
+        self.go_solo(Instant::now());
+    }
+
     /// Runs the calls alone from `now`, twice as long as last time.
     fn go_solo(&mut self, now: Instant) -> bool {
         self.pause = longer(self.pause);

@@ -195,9 +195,19 @@ impl Pool {
     /// the caller does not run its calls alone, and some worker is not staying out.
     pub(super) fn open(&self) -> bool {
         !self.serving.load(Ordering::Relaxed)
-            && !self.shared.solo.load(Ordering::Relaxed)
+            && !self.alone_now()
             && !self.all_out()
             && !self.crowded()
+    }
+
+    /// Whether the caller's calls run on it alone now ([`Pool::solo`]). Once its time alone
+    /// is over, the next call asks [`Contention`] again; until one is dealt out, the pool is
+    /// open. (Reading only the flag [`Pool::solo`] sets, kernels that do not split while the
+    /// pool is closed never made a call that would clear it: a vit_b_16 process stayed on one
+    /// thread for good after 10 ms alone, 365 ms an execute against 218.)
+    fn alone_now(&self) -> bool {
+        self.shared.solo.load(Ordering::Relaxed)
+            && self.contention.lock().is_ok_and(|c| c.alone_now())
     }
 
     /// Whether more than one run is let in: each then runs on its caller alone, which the OS
@@ -260,6 +270,13 @@ impl Pool {
     #[cfg(test)]
     pub(super) fn ignore_run_delay(&self) {
         self.contention.lock().unwrap_or_else(|e| e.into_inner()).ignore_run_delay = true;
+    }
+
+    /// Runs the caller's calls alone for a while, as when its cores are found taken.
+    #[cfg(test)]
+    pub(super) fn run_alone_for_a_while(&self) {
+        self.contention.lock().unwrap_or_else(|e| e.into_inner()).go_solo_now();
+        self.shared.solo.store(true, Ordering::Relaxed);
     }
 
     /// Whether the calls run on the caller alone because of its waits ([`Contention`]).

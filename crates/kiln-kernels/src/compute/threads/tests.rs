@@ -186,6 +186,18 @@ fn a_caller_that_waits_for_a_slow_worker_runs_its_calls_alone() {
 }
 
 #[test]
+fn the_pool_opens_again_when_the_time_alone_is_over_without_a_call() {
+    // Kernels size their splits by `available`: one that never splits while the pool is
+    // closed must still see it open again.
+    let threads = Threads::new(2).unwrap();
+    let pool = threads.pool.as_deref().unwrap();
+    pool.run_alone_for_a_while();
+    assert_eq!(threads.available(), 1);
+    std::thread::sleep(contention::MIN_BACK_OFF * 2);
+    assert_eq!(threads.available(), 2, "closed after its time alone");
+}
+
+#[test]
 fn a_caller_takes_the_tasks_of_a_worker_held_in_the_middle_of_its_run() {
     let threads = Threads::new(2).unwrap();
     let (release, released) = std::sync::mpsc::channel::<()>();
