@@ -48,14 +48,13 @@ fn mean_nhwc(x: &[f32], channels: usize, out: &mut [f32]) {
     let pixels = (x.len() / channels) as f64;
     let mut done = 0;
     while done < out.len() {
-        let (c, left) = (done, out.len() - done);
         let o = &mut out[done..];
-        done += match left {
-            64.. => sum_run::<64>(x, channels, c, pixels, o),
-            32.. => sum_run::<32>(x, channels, c, pixels, o),
-            16.. => sum_run::<16>(x, channels, c, pixels, o),
-            8.. => sum_run::<8>(x, channels, c, pixels, o),
-            _ => sum_run::<1>(x, channels, c, pixels, o),
+        done += match o.len() {
+            64.. => sum_run::<64>(x, channels, done, pixels, o),
+            32.. => sum_run::<32>(x, channels, done, pixels, o),
+            16.. => sum_run::<16>(x, channels, done, pixels, o),
+            8.. => sum_run::<8>(x, channels, done, pixels, o),
+            _ => sum_run::<1>(x, channels, done, pixels, o),
         };
     }
 }

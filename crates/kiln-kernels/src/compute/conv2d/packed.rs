@@ -98,6 +98,8 @@ pub struct PackedConv2d {
     pub(super) ow: usize,
     pub(super) plan: Plan,
     pub(super) layouts: Layouts,
+    /// The bias per output channel, unless the plan holds it laid out with its weights
+    /// ([`Plan::Grouped`], [`Plan::Linear`]).
     pub(super) bias: Option<Vec<f32>>,
     pub(super) act: Activation,
 }
@@ -260,7 +262,10 @@ impl PackedConv2d {
                 .collect::<Result<Vec<_>, _>>()?;
             Plan::Gemm { groups, pointwise: is_pointwise(&g) }
         };
-        Ok(PackedConv2d { g, oh, ow, plan, layouts, bias: bias.map(<[f32]>::to_vec), act })
+        // A plan that lays the bias out with its weights is the only holder of it.
+        let own_bias = !matches!(plan, Plan::Grouped(_) | Plan::Linear(_));
+        let bias = bias.filter(|_| own_bias).map(<[f32]>::to_vec);
+        Ok(PackedConv2d { g, oh, ow, plan, layouts, bias, act })
     }
 
     /// How the convolution computes, for reports: `gemm` (a 1x1 convolution as one product),
@@ -307,12 +312,12 @@ impl PackedConv2d {
         let ohw = self.oh * self.ow;
         let out_img = g.out_channels * ohw;
         check_images(batch, [in_img, out_img], input, residual, out)?;
-        let (cin_g, cout_g) = (g.in_channels / g.groups, g.out_channels / g.groups);
-        let (in_grp, out_grp) = (cin_g * g.in_h * g.in_w, cout_g * ohw);
-        let kk = g.kh * g.kw;
         if let Plan::Linear(l) = &self.plan {
             return l.run(batch, input, residual, out, &mut scratch.linear, threads);
         }
+        let (cin_g, cout_g) = (g.in_channels / g.groups, g.out_channels / g.groups);
+        let (in_grp, out_grp) = (cin_g * g.in_h * g.in_w, cout_g * ohw);
+        let kk = g.kh * g.kw;
         // Multiply-adds per image, to decide whether splitting pays.
         let macs = out_img.saturating_mul(cin_g * kk);
         let cost = if is_depthwise(g) { macs.saturating_mul(DEPTHWISE_MAC_COST) } else { macs };
