@@ -4,7 +4,7 @@
 //! Each output pixel's group is a dot product of its window's `taps x cin_g` input values
 //! with each of the group's `cout_g` filters. The filters are laid out so that one vector
 //! holds the `cout_g` outputs' weights for one tap and input channel (`WIDTH` lanes, zeros past
-//! `cout_g`), and [`PIXELS`] output pixels of a row are computed together: each filter vector
+//! `cout_g`), and [`PIXELS`] consecutive output pixels are computed together: each filter vector
 //! loaded serves all of them, each with its own accumulator. A product per group would pad
 //! its few output channels (8 in RegNet) to the GEMM microkernel's 32 columns.
 //!
@@ -15,13 +15,14 @@
 use super::geometry::Conv2dGeometry;
 use crate::compute::sgemm::GemmError;
 
-/// Output pixels of a row computed together, one accumulator each.
-const PIXELS: usize = 8;
+/// Output pixels computed together, one accumulator each: 12 leaves the two registers of
+/// a filter vector and a broadcast input free among AVX2's 16.
+pub(super) const PIXELS: usize = 12;
 
 /// Output channels of a group at most: wider groups are better served by a product.
 pub(super) const MAX_GROUP_OUT: usize = 64;
 
-/// A grouped convolution's filters prepared for [`Grouped::rows`].
+/// A grouped convolution's filters prepared for [`Grouped::pixels`].
 #[derive(Debug)]
 pub(super) struct Grouped {
     g: Conv2dGeometry,
@@ -95,49 +96,47 @@ impl Grouped {
         (self.weight.capacity() + self.bias.capacity() + self.zeros.capacity()) * 4
     }
 
-    /// Output rows `rows` of the channels-last image `x` into `y` (those rows, channels-last),
-    /// bias added; no residual or activation.
-    pub(super) fn rows(&self, x: &[f32], rows: std::ops::Range<usize>, y: &mut [f32]) {
+    /// Output pixels `pixels` (row-major) of the channels-last image `x` into `y` (those
+    /// pixels, channels-last), bias added; no residual or activation. The pixels are taken
+    /// [`PIXELS`] at a time in order, a run crossing from one row into the next: a split
+    /// into runs of whole [`PIXELS`] wastes no lanes.
+    pub(super) fn pixels(&self, x: &[f32], pixels: std::ops::Range<usize>, y: &mut [f32]) {
         let g = &self.g;
         let (cout, taps) = (g.out_channels, g.kh * g.kw);
         let (cin_g, cout_g) = (g.in_channels / g.groups, g.out_channels / g.groups);
         let mut inputs: Vec<[&[f32]; PIXELS]> = vec![[&[]; PIXELS]; taps];
-        let row_len = self.ow * cout;
-        for (oy, y_row) in rows.zip(y.chunks_exact_mut(row_len)) {
-            for ox0 in (0..self.ow).step_by(PIXELS) {
-                let pixels = PIXELS.min(self.ow - ox0);
-                self.window_inputs(x, oy, ox0, pixels, &mut inputs);
-                let out = &mut y_row[ox0 * cout..][..pixels * cout];
-                for gi in 0..g.groups {
-                    for j in 0..self.chunks {
-                        let at = (gi * self.chunks + j) * taps * cin_g * self.width;
-                        let tile = Tile {
-                            inputs: &inputs,
-                            channel0: gi * cin_g,
-                            cin_g,
-                            weight: &self.weight[at..][..taps * cin_g * self.width],
-                            bias: &self.bias[(gi * self.chunks + j) * self.width..][..self.width],
-                        };
-                        let lanes = (cout_g - j * self.width).min(self.width);
-                        let out = TileOut { y: out, at: gi * cout_g + j * self.width, lanes, cout };
-                        match self.width {
-                            8 => tile.run::<8>(pixels, out),
-                            _ => tile.run::<16>(pixels, out),
-                        }
+        for (p0, out) in pixels.clone().step_by(PIXELS).zip(y.chunks_mut(PIXELS * cout)) {
+            let n = PIXELS.min(pixels.end - p0);
+            self.window_inputs(x, p0, n, &mut inputs);
+            for gi in 0..g.groups {
+                for j in 0..self.chunks {
+                    let at = (gi * self.chunks + j) * taps * cin_g * self.width;
+                    let tile = Tile {
+                        inputs: &inputs,
+                        channel0: gi * cin_g,
+                        cin_g,
+                        weight: &self.weight[at..][..taps * cin_g * self.width],
+                        bias: &self.bias[(gi * self.chunks + j) * self.width..][..self.width],
+                    };
+                    let lanes = (cout_g - j * self.width).min(self.width);
+                    let out = TileOut { y: out, at: gi * cout_g + j * self.width, lanes, cout };
+                    match self.width {
+                        8 => tile.run::<8>(n, out),
+                        _ => tile.run::<16>(n, out),
                     }
                 }
             }
         }
     }
 
-    /// For pixels `ox0..ox0 + pixels` of output row `oy`, each tap's input pixel (all its
-    /// channels) in the channels-last image `x`, or zeros in the padding; the slots past
-    /// `pixels` repeat the last pixel's.
+    /// For output pixels `p0..p0 + pixels` (row-major over the output image), each tap's
+    /// input pixel (all `Cin` channels) in the channels-last image `x`, or zeros in the
+    /// padding; the slots past `pixels` repeat the last pixel's. Every slice written holds
+    /// exactly `Cin` values, which [`Tile::sums`] relies on.
     fn window_inputs<'x>(
         &'x self,
         x: &'x [f32],
-        oy: usize,
-        ox0: usize,
+        p0: usize,
         pixels: usize,
         inputs: &mut [[&'x [f32]; PIXELS]],
     ) {
@@ -149,12 +148,14 @@ impl Grouped {
         };
         let cin = g.in_channels;
         for (t, slot) in inputs.iter_mut().enumerate() {
-            let iy = at(oy, t / g.kw, 0, g.in_h);
             for (p, input) in slot.iter_mut().enumerate() {
-                let ix = at(ox0 + p.min(pixels - 1), t % g.kw, 1, g.in_w);
+                let pixel = p0 + p.min(pixels - 1);
+                let (oy, ox) = (pixel / self.ow, pixel % self.ow);
+                let iy = at(oy, t / g.kw, 0, g.in_h);
+                let ix = at(ox, t % g.kw, 1, g.in_w);
                 *input = match (iy, ix) {
                     (Some(iy), Some(ix)) => &x[(iy * g.in_w + ix) * cin..][..cin],
-                    _ => &self.zeros,
+                    _ => &self.zeros[..cin],
                 };
             }
         }
@@ -238,7 +239,9 @@ impl Tile<'_> {
         // Checked once here: what the loads and stores below touch.
         let bias = &self.bias[..w_len];
         let weight = &self.weight[..self.inputs.len() * cin_g * w_len];
-        let group = self.channel0..self.channel0 + cin_g;
+        let channel0 = self.channel0;
+        let in_channels = self.inputs.first().map_or(0, |px| px[0].len());
+        assert!(channel0 + cin_g <= in_channels, "a group past the input's channels");
         let stores: [&mut [f32]; PIXELS] = {
             let mut rows = y.chunks_mut(cout).map(|px| &mut px[at..at + lanes]);
             std::array::from_fn(
@@ -247,10 +250,13 @@ impl Tile<'_> {
         };
         // SAFETY: `bias` holds `LANES` values.
         let mut acc = [unsafe { L::load(bias.as_ptr()) }; PIXELS];
-        for (t, pixel_inputs) in self.inputs.iter().enumerate() {
-            // Each pixel's `cin_g` input values of tap `t`, bounds checked here.
-            let inputs: [*const f32; PIXELS] = pixel_inputs.map(|v| v[group.clone()].as_ptr());
-            let w = weight[t * cin_g * w_len..][..cin_g * w_len].as_ptr();
+        for (pixel_inputs, w) in self.inputs.iter().zip(weight.chunks_exact(cin_g * w_len)) {
+            // SAFETY: every input slice holds `in_channels` values (`window_inputs`), and
+            // `channel0 + cin_g <= in_channels` (checked above): each pointer has the
+            // group's `cin_g` values after it.
+            let inputs: [*const f32; PIXELS] =
+                std::array::from_fn(|p| unsafe { pixel_inputs[p].as_ptr().add(channel0) });
+            let w = w.as_ptr();
             for ci in 0..cin_g {
                 // SAFETY: `w` points at `cin_g * LANES` values, each input at `cin_g`, and
                 // `ci < cin_g`.
@@ -300,7 +306,7 @@ mod tests {
     use super::*;
 
     /// The vector kernels of this CPU and the portable loops give the same bits, on both
-    /// widths, with a tile whose pixels read the padding and a partial last pixel run.
+    /// widths, with runs whose pixels read the padding, cross a row, or end the image.
     #[test]
     fn every_instruction_set_gives_the_portable_bits() {
         let mut rng = fastrand::Rng::with_seed(0x61);
@@ -319,9 +325,10 @@ mod tests {
             assert_eq!(k.width, width);
             let x: Vec<f32> = (0..6 * 11 * g.in_channels).map(|_| rng.f32() - 0.5).collect();
             let mut inputs: Vec<[&[f32]; PIXELS]> = vec![[&[]; PIXELS]; 9];
-            for ox0 in [0, 8] {
-                let pixels = PIXELS.min(11 - ox0);
-                k.window_inputs(&x, 0, ox0, pixels, &mut inputs);
+            // A run from the corner, one crossing into the next row, a short last one.
+            for p0 in [0, 7, 60] {
+                let pixels = PIXELS.min(66 - p0);
+                k.window_inputs(&x, p0, pixels, &mut inputs);
                 for gi in 0..groups {
                     let at = gi * k.chunks * 9 * cin_g * width;
                     let tile = Tile {
@@ -345,7 +352,7 @@ mod tests {
                         }
                     }
                     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-                    assert_eq!(bits(&fast), bits(&slow), "{g:?} group {gi} from pixel {ox0}");
+                    assert_eq!(bits(&fast), bits(&slow), "{g:?} group {gi} from pixel {p0}");
                 }
             }
         }

@@ -470,12 +470,12 @@ impl PackedConv2d {
                     )?;
                 }
                 Plan::Grouped(k) => {
-                    // Each task takes a run of output rows.
-                    let row = self.ow * g.out_channels;
-                    let tasks = with_pieces(split(self.oh, 1, tasks(self.oh)), y_img, row);
-                    threads.for_each(tasks, |(rows, y)| {
-                        let res = r_img.map(|r| &r[rows.start * row..][..rows.len() * row]);
-                        k.rows(x_img, rows, y);
+                    // Each task takes a run of output pixels, whole runs of the kernel's.
+                    let cout = g.out_channels;
+                    let runs = split(ohw, grouped::PIXELS, tasks(ohw.div_ceil(grouped::PIXELS)));
+                    threads.for_each(with_pieces(runs, y_img, cout), |(pixels, y)| {
+                        let res = r_img.map(|r| &r[pixels.start * cout..][..pixels.len() * cout]);
+                        k.pixels(x_img, pixels, y);
                         if let Some(r) = res {
                             y.iter_mut().zip(r).for_each(|(y, &r)| *y += r);
                         }
