@@ -40,14 +40,15 @@ const TANH_POLY: f32 = 0.625;
 /// `e^x` for `x` in `[EXP_LO, EXP_HI]` (NaN in, NaN out).
 #[inline(always)]
 fn exp_in_range(x: f32) -> f32 {
-    let t = x * std::f32::consts::LOG2_E + ROUND;
+    let t = x.mul_add(std::f32::consts::LOG2_E, ROUND);
     let n = t - ROUND;
-    let r = (x - n * LN2_HI) - n * LN2_LO;
-    let p = ((((1.987_569_1e-4 * r + 1.398_199_9e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r
-        + 1.666_666_5e-1)
-        * r
-        + 0.5;
-    let e = p * (r * r) + r + 1.0;
+    let r = n.mul_add(-LN2_LO, n.mul_add(-LN2_HI, x));
+    let p = 1.987_569_1e-4f32.mul_add(r, 1.398_199_9e-3);
+    let p = p.mul_add(r, 8.333_452e-3);
+    let p = p.mul_add(r, 4.166_579_6e-2);
+    let p = p.mul_add(r, 1.666_666_5e-1);
+    let p = p.mul_add(r, 0.5);
+    let e = p.mul_add(r * r, r) + 1.0;
     // `t`'s low mantissa bits hold n; 2^n has exponent field n + 127.
     let n_bits = t.to_bits().wrapping_sub(ROUND.to_bits());
     let scale = f32::from_bits(n_bits.wrapping_add(127) << 23);
@@ -130,10 +131,11 @@ pub fn silu(x: f32) -> f32 {
     x * sigmoid(x)
 }
 
-/// `x * min(max(x + 3, 0), 6) / 6`, NaN propagating.
+/// `x * min(max(x + 3, 0), 6) / 6`, NaN propagating, as PyTorch's vectorized kernel computes
+/// it: the division is a product with the nearest float to `1/6`.
 #[inline(always)]
 pub fn hardswish(x: f32) -> f32 {
-    x * (x + 3.0).clamp(0.0, 6.0) / 6.0
+    x * (x + 3.0).clamp(0.0, 6.0) * (1.0 / 6.0)
 }
 
 /// `x[i] = f(x[i])` for one of this module's functions, in the widest vectors the CPU has.

@@ -49,6 +49,20 @@ fn fast_unary(
     })
 }
 
+/// [`fast_unary`] with one of the vector loops of
+/// [`activation`](crate::compute::activation) (`apply(values)` in place).
+fn fast_unary_in_place(
+    ctx: &KernelContext,
+    args: &[Arg<'_>],
+    outs: &mut [Out<'_, '_>],
+    apply: fn(&mut [f32]),
+) -> bool {
+    fast_unary_slice(ctx, args, outs, |src, dst| {
+        dst.copy_from_slice(src);
+        apply(dst);
+    })
+}
+
 /// [`fast_unary`] with a function over the whole slice (`apply(src, dst)`).
 fn fast_unary_slice(
     ctx: &KernelContext,
@@ -114,8 +128,8 @@ fn gelu(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>]) -> KRes
     // float32 fast paths compute in f32 as PyTorch's vectorized GELU does: its erf formula
     // (absolute error below 6e-7), a vectorized tanh for the tanh approximation.
     match approx {
-        "none" if fast_unary(ctx, args, outs, activation::gelu) => Ok(()),
-        "tanh" if fast_unary(ctx, args, outs, activation::gelu_tanh) => Ok(()),
+        "none" if fast_unary_in_place(ctx, args, outs, activation::gelu_in_place) => Ok(()),
+        "tanh" if fast_unary_in_place(ctx, args, outs, activation::gelu_tanh_in_place) => Ok(()),
         "none" => float_unary(ctx, args, outs, |x| {
             0.5 * x * (1.0 + erf(x * std::f64::consts::FRAC_1_SQRT_2))
         }),
@@ -328,7 +342,7 @@ pub(crate) fn kernels() -> Vec<KernelDef> {
     v.push(out1("aten::gelu.out", 2, |c, a, o| gelu(c, a, o)));
     // x * min(max(x + 3, 0), 6) / 6, PyTorch's formula; NaN stays NaN.
     v.push(out1("aten::hardswish.out", 1, |c, a, o| {
-        if fast_unary(c, a, o, activation::hardswish) {
+        if fast_unary_in_place(c, a, o, activation::hardswish_in_place) {
             return Ok(());
         }
         float_unary(c, a, o, |x| if x.is_nan() { x } else { x * (x + 3.0).clamp(0.0, 6.0) / 6.0 })
