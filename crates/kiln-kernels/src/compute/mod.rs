@@ -24,6 +24,7 @@ pub mod sgemm;
 pub mod special;
 pub mod strided;
 pub mod threads;
+pub(crate) mod transpose;
 pub(crate) mod xnn_qgemm;
 pub mod xnn_qmath;
 pub mod xnn_quant;

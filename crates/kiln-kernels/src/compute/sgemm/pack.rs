@@ -6,6 +6,7 @@
 
 use super::error::GemmError;
 use crate::compute::conv::Geometry;
+use crate::compute::transpose::transpose;
 
 /// Floats of slack that let a buffer start on a 64-byte boundary.
 const ALIGN_SLACK: usize = 16;
@@ -146,6 +147,16 @@ impl PackB for MatRef<'_> {
         for (q, panel) in dst.chunks_exact_mut(nr * kc).take(nc.div_ceil(nr)).enumerate() {
             let j0 = n0 + q * nr;
             let w = nr.min(n0 + nc - j0);
+            if self.rs == 1 && self.cs != 1 {
+                // Columns lie contiguous (a channels-last image's pixels): transposed in
+                // blocks (reading across columns touched one cache line a value).
+                let src = &self.data[j0 * self.cs + k0..];
+                transpose(src, self.cs, w, kc, panel, nr);
+                if w < nr {
+                    panel.chunks_exact_mut(nr).for_each(|row| row[w..].fill(0.0));
+                }
+                continue;
+            }
             for (kk, row) in panel.chunks_exact_mut(nr).enumerate() {
                 let base = (k0 + kk) * self.rs + j0 * self.cs;
                 if self.cs == 1 && w == 32 {
