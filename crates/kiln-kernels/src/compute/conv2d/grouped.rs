@@ -13,7 +13,7 @@
 #![allow(unsafe_code)]
 
 use super::geometry::Conv2dGeometry;
-use crate::compute::sgemm::GemmError;
+use crate::compute::sgemm::{clamp1, GemmError};
 
 /// Output pixels computed together, one accumulator each: 12 leaves the two registers of
 /// a filter vector and a broadcast input free among AVX2's 16.
@@ -97,10 +97,18 @@ impl Grouped {
     }
 
     /// Output pixels `pixels` (row-major) of the channels-last image `x` into `y` (those
-    /// pixels, channels-last), bias added; no residual or activation. The pixels are taken
+    /// pixels, channels-last), bias added, then clamped to `clamp` (`(min, max)`, NaN
+    /// propagating, as [`Activation::Clamp`](crate::compute::sgemm::Activation::Clamp)) if
+    /// given; no residual or other activation. The pixels are taken
     /// [`PIXELS`] at a time in order, a run crossing from one row into the next: a split
     /// into runs of whole [`PIXELS`] wastes no lanes.
-    pub(super) fn pixels(&self, x: &[f32], pixels: std::ops::Range<usize>, y: &mut [f32]) {
+    pub(super) fn pixels(
+        &self,
+        x: &[f32],
+        pixels: std::ops::Range<usize>,
+        clamp: Option<(f32, f32)>,
+        y: &mut [f32],
+    ) {
         let g = &self.g;
         let (cout, taps) = (g.out_channels, g.kh * g.kw);
         let (cin_g, cout_g) = (g.in_channels / g.groups, g.out_channels / g.groups);
@@ -117,6 +125,7 @@ impl Grouped {
                         cin_g,
                         weight: &self.weight[at..][..taps * cin_g * self.width],
                         bias: &self.bias[(gi * self.chunks + j) * self.width..][..self.width],
+                        clamp,
                     };
                     let lanes = (cout_g - j * self.width).min(self.width);
                     let out = TileOut { y: out, at: gi * cout_g + j * self.width, lanes, cout };
@@ -173,6 +182,8 @@ struct Tile<'a> {
     weight: &'a [f32],
     /// `W` biases.
     bias: &'a [f32],
+    /// Bounds the sums are clamped to before they are stored.
+    clamp: Option<(f32, f32)>,
 }
 
 /// Where a tile's sums go: `lanes` channels from channel `at` of each of its pixels in `y`
@@ -242,12 +253,11 @@ impl Tile<'_> {
         let channel0 = self.channel0;
         let in_channels = self.inputs.first().map_or(0, |px| px[0].len());
         assert!(channel0 + cin_g <= in_channels, "a group past the input's channels");
-        let stores: [&mut [f32]; PIXELS] = {
-            let mut rows = y.chunks_mut(cout).map(|px| &mut px[at..at + lanes]);
-            std::array::from_fn(
-                |p| if p < pixels { rows.next().unwrap_or_default() } else { &mut [] },
-            )
-        };
+        // Pixel `p`'s lanes are `y[p * cout + at..][..lanes]`: checked once here for the last.
+        assert!(
+            lanes <= w_len && pixels.saturating_sub(1) * cout + at + lanes <= y.len(),
+            "tile output"
+        );
         // SAFETY: `bias` holds `LANES` values.
         let mut acc = [unsafe { L::load(bias.as_ptr()) }; PIXELS];
         for (pixel_inputs, w) in self.inputs.iter().zip(weight.chunks_exact(cin_g * w_len)) {
@@ -268,11 +278,20 @@ impl Tile<'_> {
                 }
             }
         }
-        for (acc, dst) in acc.iter().zip(stores) {
-            if !dst.is_empty() {
-                // SAFETY: `dst` holds `lanes <= LANES` values, the lanes the mask stores.
-                unsafe { L::store_masked(dst.as_mut_ptr(), L::first(dst.len()), *acc) };
+        if let Some((lo, hi)) = self.clamp {
+            // SAFETY: the caller's contract: the CPU has the instructions of `L`.
+            let (lo, hi) = unsafe { (L::splat(lo), L::splat(hi)) };
+            for acc in &mut acc {
+                // SAFETY: as above.
+                *acc = unsafe { L::clamp(*acc, lo, hi) };
             }
+        }
+        // SAFETY: as above.
+        let mask = unsafe { L::first(lanes) };
+        for (p, acc) in acc.iter().enumerate().take(pixels) {
+            // SAFETY: pixel `p < pixels` has `lanes` values at `y[p * cout + at..]` (checked
+            // above), the lanes the mask stores.
+            unsafe { L::store_masked(y.as_mut_ptr().add(p * cout + at), mask, *acc) };
         }
     }
 
@@ -296,7 +315,11 @@ impl Tile<'_> {
         }
         let TileOut { y, at, lanes, cout } = out;
         for (p, acc) in acc.iter().enumerate().take(pixels) {
-            y[p * cout + at..][..lanes].copy_from_slice(&acc[..lanes]);
+            let dst = &mut y[p * cout + at..][..lanes];
+            dst.copy_from_slice(&acc[..lanes]);
+            if let Some((lo, hi)) = self.clamp {
+                dst.iter_mut().for_each(|v| *v = clamp1(*v, lo, hi));
+            }
         }
     }
 }
@@ -306,7 +329,8 @@ mod tests {
     use super::*;
 
     /// The vector kernels of this CPU and the portable loops give the same bits, on both
-    /// widths, with runs whose pixels read the padding, cross a row, or end the image.
+    /// widths, clamped or not, with runs whose pixels read the padding, cross a row, or end
+    /// the image.
     #[test]
     fn every_instruction_set_gives_the_portable_bits() {
         let mut rng = fastrand::Rng::with_seed(0x61);
@@ -337,6 +361,8 @@ mod tests {
                         cin_g,
                         weight: &k.weight[at..][..9 * cin_g * width],
                         bias: &k.bias[gi * k.chunks * width..][..width],
+                        // Every other group clamped, as a fused relu6 would be.
+                        clamp: (gi % 2 == 1).then_some((-0.1, 0.2)),
                     };
                     let lanes = cout_g.min(width);
                     let mut fast = vec![f32::NAN; pixels * g.out_channels];

@@ -473,13 +473,20 @@ impl PackedConv2d {
                     // Each task takes a run of output pixels, whole runs of the kernel's.
                     let cout = g.out_channels;
                     let runs = split(ohw, grouped::PIXELS, tasks(ohw.div_ceil(grouped::PIXELS)));
+                    // A clamp after no residual is applied in registers.
+                    let clamp = match (r_img, self.act) {
+                        (None, Activation::Clamp { min, max }) => Some((min, max)),
+                        _ => None,
+                    };
                     threads.for_each(with_pieces(runs, y_img, cout), |(pixels, y)| {
                         let res = r_img.map(|r| &r[pixels.start * cout..][..pixels.len() * cout]);
-                        k.pixels(x_img, pixels, y);
+                        k.pixels(x_img, pixels, clamp, y);
                         if let Some(r) = res {
                             y.iter_mut().zip(r).for_each(|(y, &r)| *y += r);
                         }
-                        self.act.apply_in_place(y);
+                        if clamp.is_none() {
+                            self.act.apply_in_place(y);
+                        }
                     });
                 }
                 Plan::Winograd(w) => {
