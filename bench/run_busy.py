@@ -55,6 +55,17 @@ PEER = ROOT / "bench/executorch_peer.py"
 MODELS = ["mobilenet_v2", "efficientnet_b0", "resnet50"]
 
 
+def timing_options(ap, rounds: int, iters: int, warmup: int) -> None:
+    """The options every interleaved benchmark here takes, with its defaults: rounds,
+    executes per run, the kiln binary, the Python of the peers, JSON output."""
+    ap.add_argument("--rounds", type=int, default=rounds)
+    ap.add_argument("--iters", type=int, default=iters)
+    ap.add_argument("--warmup", type=int, default=warmup)
+    ap.add_argument("--kiln", default=str(ROOT / "target/release/kiln"))
+    ap.add_argument("--python", default=sys.executable, help="the Python with the peers")
+    ap.add_argument("--json", action="store_true")
+
+
 def load() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
@@ -268,16 +279,11 @@ def throughput(args, model: str) -> List[dict]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("models", nargs="*", default=MODELS)
-    ap.add_argument("--rounds", type=int, default=7)
+    timing_options(ap, rounds=7, iters=30, warmup=3)
     ap.add_argument("--busy", default="0,1,2", help="CPU-bound processes beside, per condition")
-    ap.add_argument("--iters", type=int, default=30)
-    ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--kiln", default=str(ROOT / "target/release/kiln"))
     ap.add_argument("--base", help="an older kiln binary, timed with default threads")
-    ap.add_argument("--python", default=sys.executable, help="the Python that runs ExecuTorch")
     ap.add_argument("--throughput", action="store_true", help="also time --callers runs")
     ap.add_argument("--callers", default="1,2,4")
-    ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     try:
         args.busy = [int(b) for b in args.busy.split(",")]

@@ -33,7 +33,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from run_busy import ROOT, load, run_json, say, summarize, timeable
+from run_busy import ROOT, load, run_json, say, summarize, timeable, timing_options
 
 BENCH = ROOT / "bench"
 PEERS = ["et", "ort", "ov"]
@@ -114,12 +114,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("model", nargs="?", default="mobilenet_v2")
     ap.add_argument("--threads", default="1,2", help="thread counts, comma separated")
-    ap.add_argument("--rounds", type=int, default=7)
-    ap.add_argument("--iters", type=int, default=50)
-    ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--kiln", default=str(ROOT / "target/release/kiln"))
-    ap.add_argument("--python", default=sys.executable, help="the Python with the peers")
-    ap.add_argument("--json", action="store_true")
+    timing_options(ap, rounds=7, iters=50, warmup=5)
     args = ap.parse_args()
     try:
         counts = [int(t) for t in args.threads.split(",")]

@@ -39,7 +39,7 @@ import os
 import sys
 from typing import Dict, List
 
-from run_busy import ROOT, Contenders, load, say, summarize, timeable
+from run_busy import ROOT, Contenders, load, say, summarize, timeable, timing_options
 
 ZOO = [
     "mobilenet_v3_large",
@@ -62,12 +62,7 @@ def geomean(xs: List[float]) -> float:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("models", nargs="*", default=ZOO)
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--iters", type=int, default=20)
-    ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--kiln", default=str(ROOT / "target/release/kiln"))
-    ap.add_argument("--python", default=sys.executable, help="the Python that runs ExecuTorch")
-    ap.add_argument("--json", action="store_true")
+    timing_options(ap, rounds=5, iters=20, warmup=3)
     args = ap.parse_args()
     # Contenders reads these of run_busy's options: no older binary here.
     args.base = None
