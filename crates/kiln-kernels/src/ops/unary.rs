@@ -269,13 +269,13 @@ pub(crate) fn kernels() -> Vec<KernelDef> {
         float_unary(c, a, o, f64::sqrt)
     }));
     v.push(out1("aten::tanh.out", 1, |c, a, o| {
-        if fast_unary_slice(c, a, o, activation::tanh_slice) {
+        if fast_unary_in_place(c, a, o, activation::tanh_in_place) {
             return Ok(());
         }
         float_unary(c, a, o, f64::tanh)
     }));
     v.push(out1("aten::sigmoid.out", 1, |c, a, o| {
-        if fast_unary_slice(c, a, o, activation::sigmoid_slice) {
+        if fast_unary_in_place(c, a, o, activation::sigmoid_in_place) {
             return Ok(());
         }
         float_unary(c, a, o, sigmoid)

@@ -156,16 +156,17 @@ impl Grouped {
                 .filter(|&v| v < size)
         };
         let cin = g.in_channels;
-        for (t, slot) in inputs.iter_mut().enumerate() {
-            for (p, input) in slot.iter_mut().enumerate() {
-                let pixel = p0 + p.min(pixels - 1);
-                let (oy, ox) = (pixel / self.ow, pixel % self.ow);
-                let iy = at(oy, t / g.kw, 0, g.in_h);
-                let ix = at(ox, t % g.kw, 1, g.in_w);
-                *input = match (iy, ix) {
-                    (Some(iy), Some(ix)) => &x[(iy * g.in_w + ix) * cin..][..cin],
-                    _ => &self.zeros[..cin],
-                };
+        for p in 0..PIXELS {
+            let pixel = p0 + p.min(pixels - 1);
+            let (oy, ox) = (pixel / self.ow, pixel % self.ow);
+            for (ky, taps) in inputs.chunks_exact_mut(g.kw).enumerate() {
+                let iy = at(oy, ky, 0, g.in_h);
+                for (kx, slot) in taps.iter_mut().enumerate() {
+                    slot[p] = match (iy, at(ox, kx, 1, g.in_w)) {
+                        (Some(iy), Some(ix)) => &x[(iy * g.in_w + ix) * cin..][..cin],
+                        _ => &self.zeros[..cin],
+                    };
+                }
             }
         }
     }
