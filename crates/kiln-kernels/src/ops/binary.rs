@@ -10,7 +10,7 @@ use crate::error::KernelError;
 use crate::kernel::{KernelContext, KernelDef};
 use crate::ops::args::{out_tensor, Args};
 use crate::ops::defs::out1;
-use crate::ops::fast_pointwise::{binary_f32, unary_f32};
+use crate::ops::fast_pointwise::{binary_f32, unary_f32, unary_f32_slice};
 use crate::ops::pointwise::{map1, map2, result_type, Operand};
 use crate::tensor::TensorMut;
 use crate::value::{Arg, Out, Scalar};
@@ -46,6 +46,19 @@ pub(crate) enum Cmp {
     Le,
     Gt,
     Ge,
+}
+
+impl Cmp {
+    /// The comparison with its operands swapped: `a op b` is `b op.swapped() a`.
+    fn swapped(self) -> Cmp {
+        match self {
+            Cmp::Lt => Cmp::Gt,
+            Cmp::Le => Cmp::Ge,
+            Cmp::Gt => Cmp::Lt,
+            Cmp::Ge => Cmp::Le,
+            same => same,
+        }
+    }
 }
 
 /// Logical operators.
@@ -384,6 +397,9 @@ pub(crate) fn compare(
     let ct = result_type(&[a, b]).ok_or_else(|| {
         ctx.dtype_err("other", "a dtype that promotes with self", operand_dtype(&b))
     })?;
+    if !ctx.general_only && ct == DType::Float && compare_f32(op, a, b, out) {
+        return Ok(());
+    }
     crate::dispatch_all!(ct, T => apply2::<T, Bool>(ctx, a, b, out, false, move |x: <T as Element>::Calc, y| {
         Bool(match op {
             Cmp::Eq => x == y,
@@ -394,6 +410,34 @@ pub(crate) fn compare(
             Cmp::Ge => x >= y,
         } as u8)
     }), _ => Err(ctx.dtype_err("self", "a computable dtype", ct)))
+}
+
+/// The float32 fast path of a comparison of a float32 tensor with a scalar (either side)
+/// into a bool `out` in the same storage order: the general path's `f32` comparison, one
+/// loop per operator so that each vectorizes. `false` when it does not apply.
+fn compare_f32(op: Cmp, a: Operand<'_>, b: Operand<'_>, out: &mut TensorMut<'_>) -> bool {
+    let (x, c, op) = match (a, b) {
+        (Operand::Tensor(x), Operand::Scalar(s)) => (x, s, op),
+        // `c op x` is `x op' c` with the comparison turned around.
+        (Operand::Scalar(s), Operand::Tensor(x)) => (x, s, op.swapped()),
+        _ => return false,
+    };
+    let c = scalar_calc::<f32>(c);
+    unary_f32_slice(&x, out, |src, dst: &mut [Bool]| {
+        fn fill(src: &[f32], dst: &mut [Bool], f: impl Fn(f32) -> bool) {
+            for (d, &v) in dst.iter_mut().zip(src) {
+                *d = Bool(f(v) as u8);
+            }
+        }
+        match op {
+            Cmp::Eq => fill(src, dst, |v| v == c),
+            Cmp::Ne => fill(src, dst, |v| v != c),
+            Cmp::Lt => fill(src, dst, |v| v < c),
+            Cmp::Le => fill(src, dst, |v| v <= c),
+            Cmp::Gt => fill(src, dst, |v| v > c),
+            Cmp::Ge => fill(src, dst, |v| v >= c),
+        }
+    })
 }
 
 /// Shared body of the logical kernels (any input dtypes, truthiness).

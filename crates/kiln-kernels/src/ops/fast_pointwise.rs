@@ -1,7 +1,7 @@
 //! Float32 fast paths for elementwise ops: unary maps (`relu`, `hardtanh`, `clamp`,
 //! `leaky_relu`, `neg`, `abs`, `sqrt`, `rsqrt`, `exp`, `tanh`, `sigmoid`, `gelu`; the closures
-//! live with their kernels in `unary.rs`) and the binary arithmetic `add`/`sub`/`mul`/`div`,
-//! over tensors whose storage orders line up. Each returns `false`, having written nothing but
+//! live with their kernels in `unary.rs`), comparisons with a scalar, the binary arithmetic
+//! `add`/`sub`/`mul`/`div` and `where`, over tensors whose storage orders line up. Each returns `false`, having written nothing but
 //! possibly `out`'s (valid) new sizes, when its dtype or layout conditions do not hold; the
 //! caller then runs the general path.
 //!
@@ -13,6 +13,7 @@
 //! opmath type) and `x / y` in `f64` rounded to `f32`, which equals the `f32` quotient.
 
 use crate::dtype::DType;
+use crate::element::{Bool, Element};
 use crate::tensor::{TensorMut, TensorRef};
 
 /// `out[i] = f(x[i])` for float32 `x` and `out` with the same sizes and storage order (same
@@ -31,25 +32,100 @@ pub(crate) fn unary_f32(
 }
 
 /// [`unary_f32`] with a function over the whole slice (`apply(src, dst)`, equal lengths), for
-/// maps with their own vector loops ([`crate::compute::activation`]).
-pub(crate) fn unary_f32_slice(
+/// maps with their own vector loops ([`crate::compute::activation`]), into an `out` of element
+/// type `O` (float32 for the maps, bool for comparisons).
+pub(crate) fn unary_f32_slice<O: Element>(
     x: &TensorRef<'_>,
     out: &mut TensorMut<'_>,
-    apply: impl FnOnce(&[f32], &mut [f32]),
+    apply: impl FnOnce(&[f32], &mut [O]),
 ) -> bool {
-    if x.dtype() != DType::Float || out.dtype() != DType::Float || out.resize(x.sizes()).is_err() {
+    if x.dtype() != DType::Float || out.dtype() != O::DTYPE || out.resize(x.sizes()).is_err() {
         return false;
     }
     if !same_order(x, out) {
         return false;
     }
     let Ok(src) = x.as_slice::<f32>() else { return false };
-    let Ok(dst) = out.as_mut_slice::<f32>() else { return false };
+    let Ok(dst) = out.as_mut_slice::<O>() else { return false };
     if src.len() != dst.len() {
         return false;
     }
     apply(src, dst);
     true
+}
+
+/// `where(cond, x, y)` into `out` of `x`'s and `y`'s dtype `T`, all dense row-major: `x` and
+/// `y` each of the broadcast `shape` or one element, `cond` (bool) in a block-broadcast
+/// pattern ([`block_pattern`]), such as the `[.., L, 1]` row mask of attention scores
+/// `[.., L, L]`. A condition constant over runs of elements copies whole runs. `out` is resized
+/// to `shape`; `false` (nothing written but the sizes) when the layout does not fit.
+pub(crate) fn select<T: Element>(
+    cond: &TensorRef<'_>,
+    x: &TensorRef<'_>,
+    y: &TensorRef<'_>,
+    shape: &[usize],
+    out: &mut TensorMut<'_>,
+) -> bool {
+    if cond.dtype() != DType::Bool
+        || x.dtype() != T::DTYPE
+        || y.dtype() != T::DTYPE
+        || out.dtype() != T::DTYPE
+        || out.resize(shape).is_err()
+    {
+        return false;
+    }
+    let dense = |t: &TensorRef<'_>| t.shape().is_dense_row_major() || t.numel() <= 1;
+    if !dense(cond) || !dense(x) || !dense(y) || !out.shape().is_dense_row_major() {
+        return false;
+    }
+    let (Ok(c), Ok(xs), Ok(ys)) = (cond.as_slice::<Bool>(), x.as_slice::<T>(), y.as_slice::<T>())
+    else {
+        return false;
+    };
+    let Ok(dst) = out.as_mut_slice::<T>() else { return false };
+    let n = dst.len();
+    // An operand is read as `full[i]` or as its one element.
+    let operand = |t: &TensorRef<'_>, v: &[T]| match v.len() {
+        len if len == n && t.sizes() == shape => Some(Operand::Full),
+        1 => Some(Operand::One(v[0])),
+        _ => None,
+    };
+    let (Some(ox), Some(oy)) = (operand(x, xs), operand(y, ys)) else { return false };
+    let Some((inner, period)) = block_pattern(cond.sizes(), shape) else { return false };
+    if n == 0 {
+        return true;
+    }
+    if inner == 0 || period != c.len() || n % inner != 0 || (n / inner) % period != 0 {
+        return false;
+    }
+    let pick = |o: Operand<T>, full: &[T], i: usize| match o {
+        Operand::Full => full[i],
+        Operand::One(v) => v,
+    };
+    if inner == 1 {
+        for (k, d) in dst.iter_mut().enumerate() {
+            let i = k % period;
+            *d = if c[i].is_true() { pick(ox, xs, k) } else { pick(oy, ys, k) };
+        }
+    } else {
+        for (k, run) in dst.chunks_exact_mut(inner).enumerate() {
+            let (o, full) = if c[k % period].is_true() { (ox, xs) } else { (oy, ys) };
+            match o {
+                Operand::Full => run.copy_from_slice(&full[k * inner..(k + 1) * inner]),
+                Operand::One(v) => run.fill(v),
+            }
+        }
+    }
+    true
+}
+
+/// How [`select`] reads one of its value operands.
+#[derive(Clone, Copy)]
+enum Operand<T> {
+    /// Element for element, of the result's shape.
+    Full,
+    /// One element for all.
+    One(T),
 }
 
 /// Whether `x` and `out` (of equal sizes) store their elements in the same order.
@@ -201,6 +277,7 @@ fn broadcast_rows(
 mod tests {
     use super::block_pattern;
     use crate::compute::threads::Threads;
+    use crate::element::Bool;
     use crate::testing::{out, run_kernel};
     use crate::{Arg, Capacity, DType, Shape, TensorRef};
 
@@ -413,5 +490,91 @@ mod tests {
         assert_eq!(block_pattern(&[6], &s), None);
         // Size-1 dims of the result inside the run are fine.
         assert_eq!(block_pattern(&[3, 1, 5], &[3, 1, 5]), Some((1, 15)));
+    }
+
+    /// Runs kernel `name` with the fast paths on or off into a static out of element type `T`
+    /// and the given sizes (dense row-major); returns the out's storage.
+    fn run_as<T: crate::element::Element>(
+        name: &str,
+        general: bool,
+        args: &[Arg<'_>],
+        sizes: &[usize],
+    ) -> Vec<T> {
+        let mut data = vec![T::default(); sizes.iter().product()];
+        let mut outs = [out(&mut data, sizes, &[], Capacity::Static)];
+        run_kernel(name, general, &Threads::default(), args, &mut outs)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        data
+    }
+
+    /// Property test: float32 comparisons with a scalar (on either side, every operator,
+    /// NaN and infinite scalars) equal their general paths on random shapes and dim orders
+    /// holding NaN and infinities.
+    #[test]
+    fn compare_fast_paths_equal_general_paths() {
+        let mut rng = fastrand::Rng::with_seed(12);
+        let ops = ["eq", "ne", "lt", "le", "gt", "ge"];
+        for case in 0..240 {
+            let rank = rng.usize(0..5);
+            let (sizes, order) = random_dims(&mut rng, rank);
+            let n: usize = sizes.iter().product();
+            let mut x = random_data(&mut rng, n, case % 2 == 0);
+            let c = [0.5, f64::NEG_INFINITY, f64::NAN, 3.0][case % 4];
+            if n > 3 {
+                x[3] = c as f32;
+            }
+            let op = ops[case % ops.len()];
+            let name = format!("aten::{op}.Scalar_out");
+            let args = [t(&sizes, &order, &x), Arg::Double(c), Arg::Output];
+            let fast: Vec<Bool> = run_as(&name, false, &args, &sizes);
+            let general: Vec<Bool> = run_as(&name, true, &args, &sizes);
+            assert_eq!(fast, general, "{name} case {case} {sizes:?} {order:?} {c}");
+        }
+    }
+
+    /// The dim order of a dense row-major tensor of rank `r`.
+    fn identity(r: usize) -> Vec<u8> {
+        (0..r as u8).collect()
+    }
+
+    /// Property test: float32 `where` equals its general path for conditions of every
+    /// block-broadcast pattern (elementwise, per row, per block, one element), values of the
+    /// full shape or one element, and layouts the fast path refuses.
+    #[test]
+    fn where_fast_path_equals_general_path() {
+        let mut rng = fastrand::Rng::with_seed(13);
+        for case in 0..300 {
+            let rank = rng.usize(1..5);
+            let (sizes, _) = random_dims(&mut rng, rank);
+            let n: usize = sizes.iter().product();
+            // The condition: some dims kept, the others broadcast (size 1).
+            let csizes: Vec<usize> =
+                sizes.iter().map(|&s| if rng.u8(0..3) == 0 { 1 } else { s }).collect();
+            let cn: usize = csizes.iter().product();
+            let cond: Vec<Bool> = (0..cn).map(|_| Bool(rng.bool() as u8)).collect();
+            let x = random_data(&mut rng, n, true);
+            let y = random_data(&mut rng, n, false);
+            let one = [f32::NEG_INFINITY];
+            let (xs, xd): (&[usize], &[f32]) =
+                if case % 3 == 0 { (&[], &one) } else { (&sizes, &x) };
+            let xo = identity(xs.len());
+            // One value of one element at most, so the result has `sizes`.
+            let y_one = case % 5 == 0 && case % 3 != 0;
+            let ys: Vec<usize> = if y_one { vec![1; rank] } else { sizes.clone() };
+            let yd: &[f32] = if y_one { &y[..1] } else { &y };
+            let c = Arg::Tensor(
+                TensorRef::new(
+                    DType::Bool,
+                    Shape::new(&csizes, &identity(rank)).unwrap(),
+                    bytemuck::cast_slice(&cond),
+                )
+                .unwrap(),
+            );
+            let args = [c, t(xs, &xo, xd), t(&ys, &identity(rank), yd), Arg::Output];
+            let fast: Vec<f32> = run_as("aten::where.self_out", false, &args, &sizes);
+            let general: Vec<f32> = run_as("aten::where.self_out", true, &args, &sizes);
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&fast), bits(&general), "case {case} {sizes:?} cond {csizes:?}");
+        }
     }
 }

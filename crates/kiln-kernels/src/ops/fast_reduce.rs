@@ -16,6 +16,7 @@
 //!   (relative error about `|x - max| * 2^-24` from rounding `x - max`).
 
 use crate::compute::activation;
+use crate::compute::threads::{split, with_pieces, Threads, TASKS_PER_THREAD};
 use crate::dtype::DType;
 use crate::tensor::{TensorMut, TensorRef};
 
@@ -49,8 +50,15 @@ pub(crate) fn mean_trailing_f32(
 }
 
 /// Softmax (or log-softmax) of float32 `x` over dim `d` into float32 `out` (already resized
-/// to `x`'s sizes), both dense row-major.
-pub(crate) fn softmax_f32(x: &TensorRef<'_>, d: usize, out: &mut TensorMut<'_>, log: bool) -> bool {
+/// to `x`'s sizes), both dense row-major. Contiguous rows (`d` the last dim) are split over
+/// `threads` in runs of whole rows; each row is computed by the same code whatever the split.
+pub(crate) fn softmax_f32(
+    x: &TensorRef<'_>,
+    d: usize,
+    out: &mut TensorMut<'_>,
+    log: bool,
+    threads: &Threads,
+) -> bool {
     if x.dtype() != DType::Float
         || out.dtype() != DType::Float
         || x.sizes() != out.sizes()
@@ -77,9 +85,16 @@ pub(crate) fn softmax_f32(x: &TensorRef<'_>, d: usize, out: &mut TensorMut<'_>, 
         return true;
     }
     if inner == 1 {
-        for (o, row) in dst.chunks_exact_mut(len).zip(src.chunks_exact(len)) {
-            softmax_row(row, o, log);
-        }
+        let rows = src.len() / len;
+        let tasks =
+            if src.len() >= PARALLEL_MIN { threads.tasks_for(TASKS_PER_THREAD, rows) } else { 1 };
+        let runs = split(rows, 1, tasks);
+        threads.for_each(with_pieces(runs, dst, len), |(r, o)| {
+            let s = &src[r.start * len..r.end * len];
+            for (o, row) in o.chunks_exact_mut(len).zip(s.chunks_exact(len)) {
+                softmax_row(row, o, log);
+            }
+        });
     } else {
         // Gather each strided row into a contiguous buffer, then scatter the result back.
         let mut row = vec![0f32; len];
@@ -99,11 +114,15 @@ pub(crate) fn softmax_f32(x: &TensorRef<'_>, d: usize, out: &mut TensorMut<'_>, 
     true
 }
 
+/// Elements below which a softmax runs on the calling thread: a split costs a few
+/// microseconds, about what 16K elements take.
+const PARALLEL_MIN: usize = 1 << 14;
+
 /// Softmax of one contiguous row into `out` (same length, at least 1).
 fn softmax_row(row: &[f32], out: &mut [f32], log: bool) {
-    // NaN anywhere makes the maximum (and so every output) NaN, as in the general path.
-    // Once NaN, `v > m` is false and `m` stays NaN.
-    let max = row.iter().fold(f32::NEG_INFINITY, |m, &v| if v > m || v.is_nan() { v } else { m });
+    // The maximum of the numbers; a NaN anywhere still makes every output NaN, as in the
+    // general path: its `e^(NaN - max)` is NaN, and so is the sum every output takes.
+    let max = max_lanes(row);
     for (o, &v) in out.iter_mut().zip(row) {
         *o = v - max;
     }
@@ -122,8 +141,23 @@ fn softmax_row(row: &[f32], out: &mut [f32], log: bool) {
     }
 }
 
+/// The largest number of `v` (NaN lanes are passed over; `-inf` when there is none), in 16
+/// lanes so that the loop vectorizes.
+fn max_lanes(v: &[f32]) -> f32 {
+    let keep = |m: f32, x: f32| if x > m { x } else { m };
+    let mut lanes = [f32::NEG_INFINITY; 16];
+    let chunks = v.chunks_exact(16);
+    let tail = chunks.remainder();
+    for c in chunks {
+        for (l, &x) in lanes.iter_mut().zip(c) {
+            *l = keep(*l, x);
+        }
+    }
+    tail.iter().chain(&lanes).fold(f32::NEG_INFINITY, |m, &x| keep(m, x))
+}
+
 /// The sum of `v` in `f64`, eight interleaved lanes (so the loop vectorizes) added pairwise.
-fn sum_f64(v: &[f32]) -> f64 {
+pub(crate) fn sum_f64(v: &[f32]) -> f64 {
     let mut lanes = [0f64; 8];
     let chunks = v.chunks_exact(8);
     let tail = chunks.remainder();
@@ -148,10 +182,21 @@ mod tests {
     /// Runs kernel `name` on `args` with the fast paths on or off into a bound float32 out of
     /// rank `out_rank` (the kernel resizes it); returns the out's elements and sizes.
     fn run(name: &str, general: bool, args: &[Arg<'_>], out_rank: usize) -> (Vec<f32>, Vec<usize>) {
-        let cap = 1024;
+        run_on(&Threads::default(), name, general, args, out_rank)
+    }
+
+    /// [`run`] on `threads`, into an out of up to 64K elements.
+    fn run_on(
+        threads: &Threads,
+        name: &str,
+        general: bool,
+        args: &[Arg<'_>],
+        out_rank: usize,
+    ) -> (Vec<f32>, Vec<usize>) {
+        let cap = 1 << 16;
         let mut data = vec![f32::NAN; cap];
         let mut outs = [out(&mut data, &vec![1; out_rank], &[], Capacity::Bound(cap))];
-        run_kernel(name, general, &Threads::default(), args, &mut outs)
+        run_kernel(name, general, threads, args, &mut outs)
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         let sizes = out_sizes(&outs, 0);
         let n: usize = sizes.iter().product();
@@ -200,13 +245,19 @@ mod tests {
 
     /// Property test: float32 softmax and log-softmax over any dim stay within a few f32 ulp
     /// (relative 4e-6, absolute 1e-30 near zero) of the f64 general path, on random shapes
-    /// with large ranges, infinities and NaN.
+    /// with large ranges, infinities and NaN; and give the same bits on three threads as on
+    /// one.
     #[test]
     fn softmax_fast_path_is_close_to_general_path() {
         let mut rng = fastrand::Rng::with_seed(22);
+        let three = Threads::new(3).unwrap();
         for case in 0..300 {
-            let rank = rng.usize(0..4);
-            let sizes: Vec<usize> = (0..rank).map(|_| rng.usize(1..9)).collect();
+            let mut rank = rng.usize(0..4);
+            let mut sizes: Vec<usize> = (0..rank).map(|_| rng.usize(1..9)).collect();
+            if case % 10 == 0 {
+                // Enough rows of attention scores for the fast path to split them.
+                (rank, sizes) = (3, vec![2, rng.usize(50..80), 197]);
+            }
             let n: usize = sizes.iter().product();
             let scale = [1.0, 10.0, 60.0][case % 3];
             let mut x: Vec<f32> = (0..n).map(|_| (rng.f32() - 0.5) * scale).collect();
@@ -222,6 +273,9 @@ mod tests {
             let args = [tensor(&sizes, &x), Arg::Int(dim), Arg::Bool(false), Arg::Output];
             let (fast, _) = run(name, false, &args, rank);
             let (general, _) = run(name, true, &args, rank);
+            let (split, _) = run_on(&three, name, false, &args, rank);
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&fast), bits(&split), "{name} case {case}: 1 vs 3 threads");
             for (i, (&f, &g)) in fast.iter().zip(&general).enumerate() {
                 let ok = f.is_nan() && g.is_nan()
                     || f == g

@@ -9,6 +9,7 @@ use crate::error::KernelError;
 use crate::kernel::{KernelContext, KernelDef};
 use crate::ops::args::{out_tensor, Args};
 use crate::ops::defs::out1;
+use crate::ops::fast_pointwise::select;
 use crate::ops::pointwise::{cast_to, map3, resize, result_type, Operand};
 use crate::ops::shape::{copy_view, gather_index};
 use crate::shape::normalize_dim;
@@ -467,6 +468,13 @@ fn where_(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>]) -> KR
     let out = out_tensor(ctx, outs, 0, "out")?;
     let ct = result_type(&[Operand::Tensor(x), Operand::Tensor(y)])
         .ok_or_else(|| ctx.dtype_err("other", "a dtype promotable with self", y.dtype()))?;
+    if !ctx.general_only && ct == DType::Float {
+        let shape =
+            broadcast_shape(x.sizes(), y.sizes()).and_then(|s| broadcast_shape(&s, c.sizes()));
+        if shape.is_some_and(|s| select::<f32>(&c, &x, &y, &s, out)) {
+            return Ok(());
+        }
+    }
     crate::dispatch_all!(ct, T => map3::<Bool, T, T>(ctx, &c, &x, &y, out, |m, p, q| if m.is_true() { p } else { q }),
         _ => Err(ctx.dtype_err("self", "a computable dtype", ct)))
 }

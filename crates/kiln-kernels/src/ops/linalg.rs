@@ -3,8 +3,11 @@
 //! order (strides go straight to GEMM). Half and bfloat16 compute in `float32`, integers in
 //! `int64` (reference loop).
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use crate::compute::gemm::{Gemm, Mat, MatMut};
 use crate::compute::strided::broadcast_strides;
+use crate::compute::threads::{split, with_pieces, TASKS_PER_THREAD};
 use crate::dtype::DType;
 use crate::element::Element;
 use crate::error::KernelError;
@@ -80,6 +83,10 @@ impl<'t> Product<'t> {
     }
 }
 
+/// Multiply-adds below which a batched product runs on the calling thread: a split costs a
+/// few microseconds, about what 100K multiply-adds take.
+const PARALLEL_MIN_MACS: usize = 1 << 17;
+
 /// [`Product::run`] in calc type `C`.
 fn product<C: Gemm + Element>(
     ctx: &KernelContext,
@@ -93,20 +100,44 @@ fn product<C: Gemm + Element>(
     let bv = cast_to::<C>(b);
     let biasv = bias.map(|(t, beta)| (cast_to::<C>(t), *t, beta));
     let mut ok = true;
+    // Product `i` into `dst`, its output matrix.
+    let one = |i: usize, dst: &mut [C]| {
+        C::gemm(
+            m,
+            n,
+            k,
+            Mat { data: av.get(i * abs..).unwrap_or(&[]), rs: ars, cs: acs },
+            Mat { data: bv.get(i * bbs..).unwrap_or(&[]), rs: brs, cs: bcs },
+            MatMut { data: dst, rs: ors, cs: ocs },
+            false,
+        )
+    };
     with_out::<C>(ctx, out, true, |dst| {
-        for i in 0..batch {
-            let a_off = i * abs;
-            let b_off = i * bbs;
-            let o_off = i * obs;
-            ok &= C::gemm(
-                m,
-                n,
-                k,
-                Mat { data: av.get(a_off..).unwrap_or(&[]), rs: ars, cs: acs },
-                Mat { data: bv.get(b_off..).unwrap_or(&[]), rs: brs, cs: bcs },
-                MatMut { data: dst.get_mut(o_off..).unwrap_or(&mut []), rs: ors, cs: ocs },
-                false,
-            );
+        // Products whose output matrices are consecutive blocks of `m * n` are split over
+        // the threads in runs of whole products (each computed as on one thread).
+        let block = m * n;
+        let work = batch.saturating_mul(block).saturating_mul(k);
+        let threads = &ctx.threads;
+        let tasks = if obs == block && work >= PARALLEL_MIN_MACS && dst.len() >= batch * block {
+            threads.tasks_for(TASKS_PER_THREAD, batch)
+        } else {
+            1
+        };
+        if tasks > 1 {
+            let failed = AtomicBool::new(false);
+            let runs = with_pieces(split(batch, 1, tasks), &mut dst[..batch * block], block);
+            threads.for_each(runs, |(r, d)| {
+                for (i, d) in r.zip(d.chunks_exact_mut(block)) {
+                    if !one(i, d) {
+                        failed.store(true, Ordering::Relaxed);
+                    }
+                }
+            });
+            ok = !failed.into_inner();
+        } else {
+            for i in 0..batch {
+                ok &= one(i, dst.get_mut(i * obs..).unwrap_or(&mut []));
+            }
         }
         let al = match alpha {
             Scalar::Double(v) => C::of_f64(v),
@@ -299,4 +330,60 @@ pub(crate) fn kernels() -> Vec<KernelDef> {
             linear(c, &x, &w, bias.as_ref(), out_tensor(c, o, 0, "out")?)
         }),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::compute::threads::Threads;
+    use crate::testing::{out, run_kernel};
+    use crate::{Arg, Capacity, TensorRef};
+
+    /// `bmm` of `[b, m, k] x [b, k, n]` on `threads`.
+    fn bmm(threads: &Threads, dims: [usize; 4], x: &[f32], y: &[f32]) -> Vec<f32> {
+        let [b, m, n, k] = dims;
+        let args = [
+            Arg::Tensor(TensorRef::from_slice(&[b, m, k], x).unwrap()),
+            Arg::Tensor(TensorRef::from_slice(&[b, k, n], y).unwrap()),
+            Arg::Output,
+        ];
+        let mut data = vec![f32::NAN; b * m * n];
+        let mut outs = [out(&mut data, &[b, m, n], &[], Capacity::Static)];
+        run_kernel("aten::bmm.out", false, threads, &args, &mut outs).unwrap();
+        data
+    }
+
+    /// Property test: `bmm` split over three threads gives the bits of one thread, and both
+    /// are within `1e-5` of the sum of the products' magnitudes of an `f64` reference, for
+    /// batches large enough to split and small ones that are not.
+    #[test]
+    fn bmm_threads_are_bit_identical_and_close_to_f64() {
+        let mut rng = fastrand::Rng::with_seed(41);
+        let three = Threads::new(3).unwrap();
+        for case in 0..12 {
+            let dims = if case % 3 == 0 {
+                [rng.usize(1..4), rng.usize(1..9), rng.usize(1..9), rng.usize(1..9)]
+            } else {
+                [rng.usize(2..8), rng.usize(30..70), rng.usize(30..70), rng.usize(40..90)]
+            };
+            let [b, m, n, k] = dims;
+            let x: Vec<f32> = (0..b * m * k).map(|_| rng.f32() - 0.5).collect();
+            let y: Vec<f32> = (0..b * k * n).map(|_| rng.f32() - 0.5).collect();
+            let one = bmm(&Threads::default(), dims, &x, &y);
+            let split = bmm(&three, dims, &x, &y);
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&one), bits(&split), "case {case} {dims:?}");
+            for i in 0..b {
+                for r in 0..m {
+                    for c in 0..n {
+                        let terms = (0..k).map(|p| {
+                            f64::from(x[(i * m + r) * k + p]) * f64::from(y[(i * k + p) * n + c])
+                        });
+                        let (sum, mag) = terms.fold((0.0, 0.0), |(s, a), t| (s + t, a + t.abs()));
+                        let got = f64::from(one[(i * m + r) * n + c]);
+                        assert!((got - sum).abs() <= 1e-5 * mag, "case {case} [{i},{r},{c}]");
+                    }
+                }
+            }
+        }
+    }
 }

@@ -75,6 +75,7 @@ fn layer_norm(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>]) -
             out,
             mean_out,
             rstd_out,
+            &ctx.threads,
         )
     {
         return Ok(());

@@ -318,7 +318,7 @@ fn softmax(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>], log:
     let p = plan(ctx, &x, Some(&[dim]), true)?;
     resize(ctx, out, "out", x.sizes())?;
     let d = normalize_dim(dim, x.rank()).unwrap_or(0);
-    if !ctx.general_only && softmax_f32(&x, d, out, log) {
+    if !ctx.general_only && softmax_f32(&x, d, out, log, &ctx.threads) {
         return Ok(());
     }
     let shape = *out.shape();
