@@ -338,3 +338,23 @@ fn one_dimensional_convolution_stacks_run_channels_last() {
     let want = ["nchw>nhwc", "nhwc>nhwc", "nhwc>nchw"].map(|l| Some(l.to_string()));
     assert_eq!(layouts, want);
 }
+
+/// PyTorch's `_safe_softmax` (what `scaled_dot_product_attention` exports: the softmax, then
+/// `eq(-inf)`, `logical_not`, `any`, `logical_not`, `full_like(0)` and `where` to zero fully
+/// masked rows) runs as one softmax step per attention block, in a ViT (the seven nodes in a
+/// row) and in a transformer encoder. No comparison, mask or `where` step is left. The
+/// outputs match ExecuTorch's in `fixtures.rs`.
+#[test]
+fn safe_softmaxes_of_attention_blocks_run_as_one_step() {
+    for (name, blocks) in [("vit_tiny", 2), ("transformer_encoder", 2)] {
+        let path = pte_dir().join(format!("../xnnpack/{name}.pte"));
+        let program = Program::load(path).unwrap();
+        let method = program.method("forward").unwrap();
+        let steps = method.compiled();
+        let kinds: Vec<&str> = steps.iter().map(|s| s.kind.split('[').next().unwrap()).collect();
+        let fused = steps.iter().filter(|s| s.kind.starts_with("softmax[_softmax.out+")).count();
+        assert_eq!(fused, blocks, "{name}: {kinds:?}");
+        let masks = ["aten::eq.Scalar_out", "aten::any.out", "aten::where.self_out"];
+        assert!(kinds.iter().all(|k| !masks.contains(k)), "{name}: {kinds:?}");
+    }
+}

@@ -2,7 +2,7 @@
 //! (packed-at-load) f32 kernels of the compile stage: [`sgemm`], [`conv2d`], [`linear`],
 //! fused elementwise groups ([`elementwise`]) and the vectorized activations they use
 //! ([`activation`]), a squeeze-excite block's mean ([`global_pool`]) and scale
-//! ([`channel_scale`]); the worker threads they split large layers over ([`threads`]); and what
+//! ([`channel_scale`]), softmax rows ([`softmax`]); the worker threads they split large layers over ([`threads`]); and what
 //! the CPU can do ([`cpu`]), detected once, which every kernel picks its instruction set by,
 //! and (on x86_64) `lanes`, the vector registers a loop is written over once for AVX-512 and
 //! AVX2.
@@ -21,8 +21,10 @@ pub(crate) mod lanes;
 pub mod linear;
 pub mod peak;
 pub mod sgemm;
+pub mod softmax;
 pub mod special;
 pub mod strided;
+pub(crate) mod sum;
 pub mod threads;
 pub(crate) mod transpose;
 pub(crate) mod xnn_qgemm;

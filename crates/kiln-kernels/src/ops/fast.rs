@@ -36,9 +36,9 @@
 //! products of transformed values instead of `9 * Cin` products; its test bounds the error by
 //! `1e-5` of the sum of the products' magnitudes, and resnet18's outputs stay within `7.7e-6`
 //! of ExecuTorch's (as the direct convolution's do).
+use crate::compute::sum::{sum_f64, sum_sq_dev_f64};
 use crate::compute::threads::{split, with_pieces, Threads, TASKS_PER_THREAD};
 use crate::dtype::DType;
-use crate::ops::fast_reduce::sum_f64;
 use crate::tensor::{TensorMut, TensorRef};
 
 /// Per-channel affine `out = (x - mean[c]) * scale[c] + shift[c]` over dim 1 (batch norm)
@@ -185,28 +185,6 @@ pub(crate) fn layer_norm_rows_f32(
 /// Elements below which layer norm runs on the calling thread: a split costs a few
 /// microseconds, about what 16K elements take.
 const PARALLEL_MIN: usize = 1 << 14;
-
-/// The sum of `(v - mean)^2` in `f64`, eight interleaved lanes added pairwise (as
-/// [`sum_f64`]).
-fn sum_sq_dev_f64(v: &[f32], mean: f64) -> f64 {
-    let mut lanes = [0f64; 8];
-    let chunks = v.chunks_exact(8);
-    let tail = chunks.remainder();
-    let sq = |x: f32| {
-        let d = f64::from(x) - mean;
-        d * d
-    };
-    for c in chunks {
-        for (l, &x) in lanes.iter_mut().zip(c) {
-            *l += sq(x);
-        }
-    }
-    for (l, &x) in lanes.iter_mut().zip(tail) {
-        *l += sq(x);
-    }
-    ((lanes[0] + lanes[4]) + (lanes[2] + lanes[6]))
-        + ((lanes[1] + lanes[5]) + (lanes[3] + lanes[7]))
-}
 
 /// Copies the strided view `(sizes, strides, base)` of `src` into `dst` (element strides `os`)
 /// as contiguous runs: trailing dimensions that are dense in both operands are merged into one

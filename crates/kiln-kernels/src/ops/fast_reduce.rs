@@ -7,16 +7,12 @@
 //! - `mean` sums the `f32` inputs into one `f64` accumulator in index order and divides in
 //!   `f64`, like the general path, so the result is bit-identical; it only skips the general
 //!   path's `f64` copy of the input and its offset tables.
-//! - softmax follows ExecuTorch's portable float kernel: the row maximum and `x - max` in `f32`,
-//!   `exp` in `f32` (the vectorized one of [`crate::compute::activation`], about 1 ulp, zero
-//!   below `e^-87.3` where `expf` gives subnormals), then `e / sum` (`x - max - ln(sum)` for the log
-//!   variant) in `f32`. The sum of the exponentials is kept in `f64` (eight lanes so it
-//!   vectorizes), more accurate than the `f32` lane sums of PyTorch's and ExecuTorch's
-//!   vectorized kernels. The result is within a few `f32` ulp of the `f64` general path
-//!   (relative error about `|x - max| * 2^-24` from rounding `x - max`).
+//! - softmax is [`crate::compute::softmax`]'s (ExecuTorch's portable float kernel with the sum
+//!   of the exponentials in `f64`), within a few `f32` ulp of the `f64` general path (relative
+//!   error about `|x - max| * 2^-24` from rounding `x - max`).
 
-use crate::compute::activation;
-use crate::compute::threads::{split, with_pieces, Threads, TASKS_PER_THREAD};
+use crate::compute::softmax::{self, Softmax};
+use crate::compute::threads::Threads;
 use crate::dtype::DType;
 use crate::tensor::{TensorMut, TensorRef};
 
@@ -50,8 +46,8 @@ pub(crate) fn mean_trailing_f32(
 }
 
 /// Softmax (or log-softmax) of float32 `x` over dim `d` into float32 `out` (already resized
-/// to `x`'s sizes), both dense row-major. Contiguous rows (`d` the last dim) are split over
-/// `threads` in runs of whole rows; each row is computed by the same code whatever the split.
+/// to `x`'s sizes), both dense row-major: [`softmax::rows`] over contiguous rows (`d` the last
+/// dim, split over `threads`), else row by row through a gathered copy.
 pub(crate) fn softmax_f32(
     x: &TensorRef<'_>,
     d: usize,
@@ -85,16 +81,7 @@ pub(crate) fn softmax_f32(
         return true;
     }
     if inner == 1 {
-        let rows = src.len() / len;
-        let tasks =
-            if src.len() >= PARALLEL_MIN { threads.tasks_for(TASKS_PER_THREAD, rows) } else { 1 };
-        let runs = split(rows, 1, tasks);
-        threads.for_each(with_pieces(runs, dst, len), |(r, o)| {
-            let s = &src[r.start * len..r.end * len];
-            for (o, row) in o.chunks_exact_mut(len).zip(s.chunks_exact(len)) {
-                softmax_row(row, o, log);
-            }
-        });
+        softmax::rows(src, len, dst, Softmax { log, zero_masked_rows: false }, threads);
     } else {
         // Gather each strided row into a contiguous buffer, then scatter the result back.
         let mut row = vec![0f32; len];
@@ -104,7 +91,7 @@ pub(crate) fn softmax_f32(
                 for (k, v) in row.iter_mut().enumerate() {
                     *v = s[k * inner + j];
                 }
-                softmax_row(&row, &mut res, log);
+                softmax::row(&row, &mut res, Softmax { log, zero_masked_rows: false });
                 for (k, &v) in res.iter().enumerate() {
                     o[k * inner + j] = v;
                 }
@@ -112,65 +99,6 @@ pub(crate) fn softmax_f32(
         }
     }
     true
-}
-
-/// Elements below which a softmax runs on the calling thread: a split costs a few
-/// microseconds, about what 16K elements take.
-const PARALLEL_MIN: usize = 1 << 14;
-
-/// Softmax of one contiguous row into `out` (same length, at least 1).
-fn softmax_row(row: &[f32], out: &mut [f32], log: bool) {
-    // The maximum of the numbers; a NaN anywhere still makes every output NaN, as in the
-    // general path: its `e^(NaN - max)` is NaN, and so is the sum every output takes.
-    let max = max_lanes(row);
-    for (o, &v) in out.iter_mut().zip(row) {
-        *o = v - max;
-    }
-    activation::exp_in_place(out);
-    let sum = sum_f64(out);
-    if log {
-        let l = sum.ln() as f32;
-        for (o, &v) in out.iter_mut().zip(row) {
-            *o = v - max - l;
-        }
-    } else {
-        let s = sum as f32;
-        for o in out.iter_mut() {
-            *o /= s;
-        }
-    }
-}
-
-/// The largest number of `v` (NaN lanes are passed over; `-inf` when there is none), in 16
-/// lanes so that the loop vectorizes.
-fn max_lanes(v: &[f32]) -> f32 {
-    let keep = |m: f32, x: f32| if x > m { x } else { m };
-    let mut lanes = [f32::NEG_INFINITY; 16];
-    let chunks = v.chunks_exact(16);
-    let tail = chunks.remainder();
-    for c in chunks {
-        for (l, &x) in lanes.iter_mut().zip(c) {
-            *l = keep(*l, x);
-        }
-    }
-    tail.iter().chain(&lanes).fold(f32::NEG_INFINITY, |m, &x| keep(m, x))
-}
-
-/// The sum of `v` in `f64`, eight interleaved lanes (so the loop vectorizes) added pairwise.
-pub(crate) fn sum_f64(v: &[f32]) -> f64 {
-    let mut lanes = [0f64; 8];
-    let chunks = v.chunks_exact(8);
-    let tail = chunks.remainder();
-    for c in chunks {
-        for (l, &x) in lanes.iter_mut().zip(c) {
-            *l += f64::from(x);
-        }
-    }
-    for (l, &x) in lanes.iter_mut().zip(tail) {
-        *l += f64::from(x);
-    }
-    ((lanes[0] + lanes[4]) + (lanes[2] + lanes[6]))
-        + ((lanes[1] + lanes[5]) + (lanes[3] + lanes[7]))
 }
 
 #[cfg(test)]

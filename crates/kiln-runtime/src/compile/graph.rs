@@ -13,6 +13,7 @@ use kiln_kernels::compute::sgemm::Activation;
 use super::alias::Aliases;
 use super::nodes::{
     ChannelScaleNode, ConvNode, LinearNode, MapNode, MaxPoolNode, MeanNode, PointwiseDepthwiseNode,
+    SafeSoftmaxNode,
 };
 
 /// What a node computes.
@@ -34,6 +35,8 @@ pub(crate) enum NodeOp {
     Mean(MeanNode),
     /// A factor per channel multiplied into an activation.
     ChannelScale(ChannelScaleNode),
+    /// A softmax that zeroes fully masked rows.
+    SafeSoftmax(SafeSoftmaxNode),
     /// Nothing left to do: the node was absorbed into another.
     Removed,
 }
@@ -253,6 +256,14 @@ impl<'m> Graph<'m> {
         match self.values.get(v as usize)? {
             Val::Int(x) => Some(*x as f64),
             Val::Double(x) => Some(*x),
+            _ => None,
+        }
+    }
+
+    /// The value of a Bool argument.
+    pub fn boolean(&self, v: u32) -> Option<bool> {
+        match self.values.get(v as usize)? {
+            Val::Bool(b) => Some(*b),
             _ => None,
         }
     }

@@ -8,7 +8,9 @@
 //!                      Conv/Linear nodes, a constant weight's permute_copy folded away,
 //!                      max pooling whose indices nothing reads becomes MaxPool, a mean
 //!                      over height and width becomes Mean, a mul by a factor per
-//!                      channel becomes ChannelScale),
+//!                      channel becomes ChannelScale), an attention block's safe softmax
+//!                      (the softmax and the six nodes zeroing fully masked rows) becomes
+//!                      SafeSoftmax,
 //!                      fold batch norm into the convolution, fuse the epilogue
 //!                      (residual add, relu/hardtanh/clamp/hardswish/sigmoid/silu/gelu, and
 //!                      sigmoid+mul as silu),
@@ -103,6 +105,7 @@ pub(crate) fn optimize(g: &mut Graph<'_>) {
     passes::lift_max_pools(g);
     passes::lift_means(g);
     passes::lift_channel_scales(g);
+    passes::fuse_safe_softmaxes(g);
     passes::fold_batch_norms(g);
     passes::fuse_epilogues(g);
     passes::fuse_elementwise(g);

@@ -109,3 +109,16 @@ pub(crate) struct ChannelScaleNode {
     pub output: u32,
     pub fused: Vec<String>,
 }
+
+/// PyTorch's `_safe_softmax` over the last dim of a float32 tensor of static shape (attention
+/// scores): the softmax, with the rows whose every score is `-inf` set to zeros
+/// ([`Softmax::zero_masked_rows`](kiln_kernels::compute::softmax::Softmax)), as one step in
+/// place of the softmax and the six operators that zeroed those rows.
+#[derive(Clone, Debug)]
+pub(crate) struct SafeSoftmaxNode {
+    pub input: u32,
+    /// Values in a row (the last dim).
+    pub row: usize,
+    pub output: u32,
+    pub fused: Vec<String>,
+}

@@ -4,7 +4,7 @@
 use kiln_kernels::compute::conv2d::{Conv2dArgs, PointwiseDepthwise};
 use kiln_kernels::compute::elementwise::{MapProgram, MAX_OPERANDS};
 use kiln_kernels::pool::MaxPool2dArgs;
-use kiln_kernels::Capacity;
+use kiln_kernels::{Capacity, DType};
 
 use crate::plan::InstrDef;
 use crate::value::Val;
@@ -12,7 +12,7 @@ use crate::value::Val;
 use super::graph::{Graph, NodeOp};
 use super::nodes::{
     BatchNormValues, ChannelScaleNode, ConvNode, LinearNode, MapNode, MaxPoolNode, MeanNode,
-    PointwiseDepthwiseNode,
+    PointwiseDepthwiseNode, SafeSoftmaxNode,
 };
 use super::prepared::conv_geometry;
 use kiln_kernels::compute::conv2d::{Layout, Layouts};
@@ -915,4 +915,116 @@ pub(crate) fn fuse_pointwise_depthwise(g: &mut Graph<'_>) {
         g.replace(n, NodeOp::PointwiseDepthwise(Box::new(node)));
         g.absorb(n, next);
     }
+}
+
+/// PyTorch's `_safe_softmax` (what `scaled_dot_product_attention` exports) as seven nodes
+/// (in a row, or with a few unrelated nodes between when the compile stage plans the memory):
+/// `_softmax(s, -1) -> p`, `eq(s, -inf) -> m`, `full_like(p, 0) -> z`,
+/// `logical_not(m) -> n`, `any(n, -1, keepdim) -> a`, `logical_not(a) -> r` and
+/// `where(r, z, p) -> y`, over float32 scores of static shape, becomes one
+/// [`NodeOp::SafeSoftmax`] reading `s` and writing `y`: the rows whose every score is `-inf`
+/// give zeros. Every value between is read only inside the pattern (`p` twice) and is no
+/// method output.
+pub(crate) fn fuse_safe_softmaxes(g: &mut Graph<'_>) {
+    for n in 0..g.nodes.len() {
+        if let Some((nodes, node, scores)) = safe_softmax_at(g, n) {
+            g.replace(n, NodeOp::SafeSoftmax(node));
+            for absorbed in nodes {
+                g.absorb(n, absorbed);
+            }
+            // `eq`'s read of the scores is gone with it.
+            g.drop_read(scores);
+        }
+    }
+}
+
+/// Other nodes a `_safe_softmax` pattern may have between its nodes.
+const MAX_BETWEEN: usize = 2;
+
+/// The six nodes after softmax node `n` of a `_safe_softmax` pattern
+/// ([`fuse_safe_softmaxes`]), the node standing for all seven, and the scores `eq` read.
+fn safe_softmax_at(g: &Graph<'_>, n: usize) -> Option<([usize; 6], SafeSoftmaxNode, u32)> {
+    let ("aten::_softmax.out", &[s, dim, half, p, _]) = kernel_call(g, n)? else { return None };
+    let st = g.dense_f32(s).filter(|t| t.capacity == Capacity::Static)?;
+    let row = *st.shape.sizes().last()?;
+    let numel = st.shape.sizes().iter().product::<usize>();
+    let last_of = |v: u32| Some(g.sizes(v)?.len().checked_sub(1)? as i64);
+    if g.int(dim)?.rem_euclid(last_of(s)? + 1) != last_of(s)? || g.boolean(half)? {
+        return None;
+    }
+    // The pattern's next node: the next live one, or (when the compile stage plans the
+    // memory, so that running the fused node early reorders nothing else) one of the next
+    // few, other nodes between (a permutation of the values for the next product).
+    let skip = if g.rewritable() { MAX_BETWEEN } else { 0 };
+    let mut next = n;
+    let mut call = |op: &str| {
+        for _ in 0..=skip {
+            next = g.next_live(next)?;
+            let (name, args) = kernel_call(g, next)?;
+            if name == op {
+                return Some((next, args));
+            }
+        }
+        None
+    };
+    let (eq, &[s2, inf, m, _]) = call("aten::eq.Scalar_out")? else { return None };
+    let (full, &[p2, zero, _, z, _]) = call("aten::full_like.out")? else { return None };
+    let (not1, &[m2, nm, _]) = call("aten::logical_not.out")? else { return None };
+    let (any, &[nm2, any_dim, keep, a, _]) = call("aten::any.out")? else { return None };
+    let (not2, &[a2, r, _]) = call("aten::logical_not.out")? else { return None };
+    let (sel, &[r2, z2, p3, y, _]) = call("aten::where.self_out")? else { return None };
+    // The scores `eq` reads may be another view of the softmax's input (an XNNPACK
+    // delegate's value and the method's share their bytes).
+    let chained = g.root(s2) == g.root(s) && p2 == p && m2 == m && nm2 == nm && a2 == a && r2 == r;
+    if !chained || z2 != z || p3 != p || g.number(inf)? != f64::NEG_INFINITY {
+        return None;
+    }
+    let sizes = g.sizes(s2)?;
+    let last = sizes.len().checked_sub(1)?;
+    let is_last = |d: i64| d.rem_euclid(sizes.len() as i64) as usize == last;
+    let any_last = g.int(any_dim).or_else(|| match g.ints(any_dim)?.as_slice() {
+        &[d] => Some(d),
+        _ => None,
+    });
+    if g.number(zero)? != 0.0 || !any_last.is_some_and(is_last) || g.boolean(keep) != Some(true) {
+        return None;
+    }
+    // The shapes and dtypes the pattern has, and values read only inside it: the masks have
+    // the scores' sizes, the float values their elements in rows of the same length.
+    let mut row_sizes = sizes.clone();
+    row_sizes[last] = 1;
+    let has = |v: u32, dtype: DType, want: &[usize]| {
+        g.tensor(v).is_some_and(|t| t.dtype == dtype && t.shape.sizes() == want)
+    };
+    let rows_like = |v: u32| {
+        g.dense_f32(v).is_some_and(|t| {
+            let s = t.shape.sizes();
+            s.last() == Some(&row) && s.iter().product::<usize>() == numel
+        })
+    };
+    let shapes = sizes.last() == Some(&row)
+        && sizes.iter().product::<usize>() == numel
+        && [p, z, y].iter().all(|&v| rows_like(v))
+        && has(m, DType::Bool, &sizes)
+        && has(nm, DType::Bool, &sizes)
+        && has(a, DType::Bool, &row_sizes)
+        && has(r, DType::Bool, &row_sizes);
+    let inner = g.reads(p) == 2 && [m, z, nm, a, r].iter().all(|&v| g.read_once(v));
+    // Nodes between may neither change the scores nor see the output before it is written.
+    let once = g.written_once(g.root(s).0) && g.written_once(y);
+    if !shapes || !inner || !once || g.may_overlap(y, s) {
+        return None;
+    }
+    let fused = [
+        "aten::_softmax.out",
+        "aten::eq.Scalar_out",
+        "aten::full_like.out",
+        "aten::logical_not.out",
+        "aten::any.out",
+        "aten::logical_not.out",
+        "aten::where.self_out",
+    ];
+    let fused = fused.iter().map(|o| o.to_string()).collect();
+    let node = SafeSoftmaxNode { input: s, row, output: y, fused };
+    Some(([eq, full, not1, any, not2, sel], node, s2))
 }

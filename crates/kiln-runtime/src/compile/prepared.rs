@@ -9,6 +9,7 @@ use kiln_kernels::compute::elementwise::MapProgram;
 use kiln_kernels::compute::global_pool::mean_pixels;
 use kiln_kernels::compute::linear::{LinearScratch, PackedLinear};
 use kiln_kernels::compute::sgemm::GemmError;
+use kiln_kernels::compute::softmax::{self, Softmax};
 use kiln_kernels::pool::PreparedMaxPool2d;
 use kiln_kernels::{Arg, KernelContext, KernelError, Out, OutKind, TensorMut, TensorRef};
 
@@ -143,6 +144,13 @@ pub(crate) fn lower_node(
                 let k = PreparedChannelwise::scale(g, m).map_err(err)?;
                 let reads = vec![m.input, m.scale];
                 (describe("channel_scale", &m.fused), reads, vec![m.output], Box::new(k))
+            }
+            NodeOp::SafeSoftmax(m) => {
+                if m.row == 0 {
+                    return Err(err("softmax: rows of no values".into()));
+                }
+                let k = PreparedSafeSoftmax { row: m.row };
+                (describe("softmax", &m.fused), vec![m.input], vec![m.output], Box::new(k))
             }
             NodeOp::Map(m) => {
                 let regs = m.outputs.iter().map(|&(r, _)| r).collect();
@@ -489,6 +497,37 @@ impl PreparedKernel for PreparedChannelwise {
             _ => return Err(ctx.invalid("self", "the step's tensors do not match its kernel")),
         };
         done.map_err(|e| ctx.invalid("self", e.to_string()))
+    }
+}
+
+/// PyTorch's `_safe_softmax` over rows of `row` values
+/// ([`SafeSoftmaxNode`](super::nodes::SafeSoftmaxNode)).
+struct PreparedSafeSoftmax {
+    row: usize,
+}
+
+impl PreparedKernel for PreparedSafeSoftmax {
+    fn heap_bytes(&self) -> usize {
+        0
+    }
+
+    fn run_bound(
+        &self,
+        _: &mut StepScratch,
+        ctx: &mut KernelContext,
+        reads: &[&[f32]],
+        writes: &mut [&mut [f32]],
+    ) -> std::result::Result<(), KernelError> {
+        ctx.op = "aten::_softmax.out";
+        let (&[x], [y]) = (reads, writes) else {
+            return Err(ctx.invalid("self", "the step's tensors do not match its kernel"));
+        };
+        if x.len() != y.len() || !x.len().is_multiple_of(self.row) {
+            return Err(ctx.invalid("self", "the scores are not whole rows of the output's size"));
+        }
+        let kind = Softmax { log: false, zero_masked_rows: true };
+        softmax::rows(x, self.row, y, kind, &ctx.threads);
+        Ok(())
     }
 }
 
