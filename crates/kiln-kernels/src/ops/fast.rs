@@ -38,6 +38,7 @@
 //! of ExecuTorch's (as the direct convolution's do).
 use crate::compute::sum::{sum_f64, sum_sq_dev_f64};
 use crate::compute::threads::{split, with_pieces, Threads, TASKS_PER_THREAD};
+use crate::compute::transpose::transpose;
 use crate::dtype::DType;
 use crate::tensor::{TensorMut, TensorRef};
 
@@ -319,6 +320,45 @@ mod tests {
     }
 }
 
+/// Copies the strided view `(sizes, strides, base)` of 32-bit values `src` into `dst`
+/// (element strides `os`) when it transposes: some dim `d` is contiguous in the source and
+/// the last dim is contiguous in the destination, both at least 8 long (an attention block's
+/// `k.transpose(-2, -1)`). Each pair of those dims is a matrix moved in 8 x 8 register blocks
+/// ([`crate::compute::transpose`]) rather than value by value. Returns `None`, writing
+/// nothing, when the view is not such a transpose, else whether it lay inside both operands.
+pub(crate) fn copy_transposed(
+    src: &[f32],
+    dst: &mut [f32],
+    sizes: &[usize],
+    strides: &[usize],
+    base: usize,
+    os: &[usize],
+) -> Option<bool> {
+    let r = sizes.len();
+    let last = r.checked_sub(1)?;
+    let d = (0..last).find(|&d| strides[d] == 1 && sizes[d] >= 8)?;
+    if os[last] != 1 || sizes[last] < 8 || strides[last] == 1 {
+        return None;
+    }
+    let (cols, depth, ld_src, ld_dst) = (sizes[last], sizes[d], strides[last], os[d]);
+    // The source extent of one matrix, and the destination's.
+    let src_len = (cols - 1).checked_mul(ld_src)?.checked_add(depth)?;
+    let dst_len = (depth - 1).checked_mul(ld_dst)?.checked_add(cols)?;
+    let outer = |v: &[usize]| -> Vec<usize> {
+        v.iter().enumerate().filter(|&(k, _)| k != d && k != last).map(|(_, &x)| x).collect()
+    };
+    let (outer_sizes, outer_strides, outer_os) = (outer(sizes), outer(strides), outer(os));
+    let mut ok = true;
+    crate::compute::strided::walk(&outer_sizes, [&outer_strides, &outer_os], |[i, o]| {
+        let from = base + i;
+        match (src.get(from..from + src_len), dst.get_mut(o..o + dst_len)) {
+            (Some(s), Some(t)) => transpose(s, ld_src, cols, depth, t, ld_dst),
+            _ => ok = false,
+        }
+    });
+    Some(ok)
+}
+
 #[cfg(test)]
 mod layer_norm_tests {
     use crate::compute::threads::Threads;
@@ -416,7 +456,16 @@ mod layer_norm_tests {
 
 #[cfg(test)]
 mod copy_tests {
-    use super::copy_runs;
+    use super::{copy_runs, copy_transposed};
+
+    /// The element strides of a dense row-major tensor of `sizes`.
+    fn dense_strides(sizes: &[usize]) -> Vec<usize> {
+        let mut strides = vec![1usize; sizes.len()];
+        for d in (0..sizes.len().saturating_sub(1)).rev() {
+            strides[d] = strides[d + 1] * sizes[d + 1];
+        }
+        strides
+    }
 
     /// Property test: run copies equal the element-wise strided walk on random views
     /// (slices, expands with zero strides, permuted outputs, size-1 dims).
@@ -430,10 +479,7 @@ mod copy_tests {
             // Source: a larger contiguous tensor; the view takes a sub-box, maybe broadcast.
             let full: Vec<usize> =
                 sizes.iter().map(|&s| s + if rng.bool() { 0 } else { rng.usize(0..3) }).collect();
-            let mut fs = vec![1usize; rank];
-            for d in (0..rank.saturating_sub(1)).rev() {
-                fs[d] = fs[d + 1] * full[d + 1];
-            }
+            let fs = dense_strides(&full);
             let strides: Vec<usize> =
                 (0..rank).map(|d| if rng.u8(0..8) == 0 { 0 } else { fs[d] }).collect();
             let base = (0..rank).map(|d| rng.usize(0..=full[d] - sizes[d]) * fs[d]).sum::<usize>();
@@ -464,5 +510,45 @@ mod copy_tests {
             }
         }
         assert!(taken > 40, "only {taken} cases took the run path");
+    }
+
+    /// Property test: transposing copies equal the element-wise strided walk on random
+    /// permutations of a padded tensor (batched transposes of every size around the 8 x 8
+    /// blocks, with NaN payloads moved bit for bit), and refuse views that do not transpose.
+    #[test]
+    fn copy_transposed_equals_elementwise_walk() {
+        let mut rng = fastrand::Rng::with_seed(10);
+        let mut taken = 0;
+        for _ in 0..300 {
+            let rank = rng.usize(2..5);
+            let full: Vec<usize> = (0..rank).map(|_| rng.usize(1..21)).collect();
+            let fs = dense_strides(&full);
+            // The view: a sub-box of the source, its dims permuted.
+            let sub: Vec<usize> = full.iter().map(|&f| f - rng.usize(0..=f.min(3) - 1)).collect();
+            let base = (0..rank).map(|d| rng.usize(0..=full[d] - sub[d]) * fs[d]).sum::<usize>();
+            let mut perm: Vec<usize> = (0..rank).collect();
+            rng.shuffle(&mut perm);
+            let sizes: Vec<usize> = perm.iter().map(|&p| sub[p]).collect();
+            let strides: Vec<usize> = perm.iter().map(|&p| fs[p]).collect();
+            let n: usize = sizes.iter().product();
+            let os = dense_strides(&sizes);
+            let len: usize = full.iter().product();
+            let src: Vec<f32> = (0..len as u32).map(|i| f32::from_bits(0x7fc0_0000 | i)).collect();
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            let mut want = vec![0f32; n];
+            crate::compute::strided::walk(&sizes, [&strides[..], &os[..]], |[i, o]| {
+                want[o] = src[base + i]
+            });
+            let mut got = vec![0f32; n];
+            match copy_transposed(&src, &mut got, &sizes, &strides, base, &os) {
+                Some(ok) => {
+                    assert!(ok);
+                    assert_eq!(bits(&got), bits(&want), "{sizes:?} {strides:?} base {base}");
+                    taken += 1;
+                }
+                None => assert!(got.iter().all(|&v| v == 0.0), "refused but wrote"),
+            }
+        }
+        assert!(taken > 40, "only {taken} cases took the transposing path");
     }
 }

@@ -43,6 +43,15 @@ fn copy_same<P: bytemuck::Pod>(
     if let Some(ok) = crate::ops::fast::copy_runs(s, d, sizes, strides, base, os) {
         return ok;
     }
+    // 32-bit values move through f32 registers bit for bit (shuffles, no arithmetic).
+    let four = std::mem::size_of::<P>() == 4;
+    if let (true, Ok(s), Ok(d)) =
+        (four, bytemuck::try_cast_slice::<P, f32>(s), bytemuck::try_cast_slice_mut::<P, f32>(d))
+    {
+        if let Some(ok) = crate::ops::fast::copy_transposed(s, d, sizes, strides, base, os) {
+            return ok;
+        }
+    }
     walk(sizes, [strides, os], |[i, o]| d[o] = s[base + i]);
     true
 }
