@@ -9,6 +9,7 @@
 //! `-inf` ([`Softmax::zero_masked_rows`]): PyTorch's `_safe_softmax`, which exports as the
 //! softmax followed by `eq(x, -inf)`, `logical_not`, `any`, `logical_not`, `full_like(0)` and
 //! `where` (the plain softmax gives such a row NaN).
+#![allow(unsafe_code)]
 
 use crate::compute::activation;
 use crate::compute::sum::sum_f64;
@@ -34,15 +35,64 @@ pub fn rows(x: &[f32], len: usize, out: &mut [f32], kind: Softmax, threads: &Thr
     let rows = x.len() / len.max(1);
     let tasks = if x.len() >= PARALLEL_MIN { threads.tasks_for(TASKS_PER_THREAD, rows) } else { 1 };
     threads.for_each(with_pieces(split(rows, 1, tasks), out, len), |(r, o)| {
-        let x = &x[r.start * len..r.end * len];
-        for (o, x) in o.chunks_exact_mut(len).zip(x.chunks_exact(len)) {
-            row(x, o, kind);
-        }
+        rows_here(&x[r.start * len..r.end * len], len, o, kind);
     });
 }
 
 /// `kind` softmax of one contiguous row into `out` (same length, at least 1).
 pub(crate) fn row(x: &[f32], out: &mut [f32], kind: Softmax) {
+    rows_here(x, x.len(), out, kind);
+}
+
+/// [`rows`] on the calling thread, in the widest vectors the CPU has (every loop is the same
+/// arithmetic in each: the same bits).
+fn rows_here(x: &[f32], len: usize, out: &mut [f32], kind: Softmax) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use crate::compute::cpu::{has_avx2, has_avx512};
+        if has_avx512() {
+            // SAFETY: the CPU has AVX-512F, the only feature the function is built for.
+            return unsafe { rows_avx512(x, len, out, kind) };
+        }
+        if has_avx2() {
+            // SAFETY: the CPU has AVX2 and FMA, the features the function is built for.
+            return unsafe { rows_avx2(x, len, out, kind) };
+        }
+    }
+    rows_body(x, len, out, kind);
+}
+
+/// [`rows_body`] built for AVX-512.
+///
+/// # Safety
+/// The CPU has AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn rows_avx512(x: &[f32], len: usize, out: &mut [f32], kind: Softmax) {
+    rows_body(x, len, out, kind);
+}
+
+/// [`rows_body`] built for AVX2.
+///
+/// # Safety
+/// The CPU has AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn rows_avx2(x: &[f32], len: usize, out: &mut [f32], kind: Softmax) {
+    rows_body(x, len, out, kind);
+}
+
+/// The rows of `len` values of `x`, one after another.
+#[inline(always)]
+fn rows_body(x: &[f32], len: usize, out: &mut [f32], kind: Softmax) {
+    for (o, x) in out.chunks_exact_mut(len).zip(x.chunks_exact(len)) {
+        row_body(x, o, kind);
+    }
+}
+
+/// `kind` softmax of one contiguous row into `out` (same length, at least 1).
+#[inline(always)]
+fn row_body(x: &[f32], out: &mut [f32], kind: Softmax) {
     // The maximum of the numbers; a NaN anywhere still makes every output NaN, as in the
     // general path: its `e^(NaN - max)` is NaN, and so is the sum every output takes.
     let max = max_lanes(x);
@@ -51,9 +101,8 @@ pub(crate) fn row(x: &[f32], out: &mut [f32], kind: Softmax) {
         return;
     }
     for (o, &v) in out.iter_mut().zip(x) {
-        *o = v - max;
+        *o = activation::exp(v - max);
     }
-    activation::exp_in_place(out);
     let sum = sum_f64(out);
     if kind.log {
         let l = sum.ln() as f32;
@@ -70,6 +119,7 @@ pub(crate) fn row(x: &[f32], out: &mut [f32], kind: Softmax) {
 
 /// The largest number of `v` (NaN lanes are passed over; `-inf` when there is none), in 16
 /// lanes so that the loop vectorizes.
+#[inline(always)]
 fn max_lanes(v: &[f32]) -> f32 {
     let keep = |m: f32, x: f32| if x > m { x } else { m };
     let mut lanes = [f32::NEG_INFINITY; 16];
@@ -123,6 +173,39 @@ mod tests {
                 } else {
                     let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
                     assert_eq!(bits(s), bits(p), "row {r}");
+                }
+            }
+        }
+    }
+
+    /// The portable loops and the AVX-512 and AVX2 builds give the same bits (softmax and
+    /// log-softmax, rows of every length around the vector widths, large ranges, `-inf`).
+    #[test]
+    fn every_instruction_set_gives_the_same_bits() {
+        let mut rng = fastrand::Rng::with_seed(0x50f);
+        for case in 0..60 {
+            let len = rng.usize(1..80);
+            let x: Vec<f32> = (0..len * 3)
+                .map(|i| if i % 17 == 5 { f32::NEG_INFINITY } else { (rng.f32() - 0.5) * 90.0 })
+                .collect();
+            let kind = Softmax { log: case % 2 == 1, zero_masked_rows: case % 3 == 0 };
+            let mut want = vec![0f32; x.len()];
+            rows_body(&x, len, &mut want, kind);
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            #[cfg(target_arch = "x86_64")]
+            {
+                use crate::compute::cpu::{has_avx2, has_avx512};
+                if has_avx512() {
+                    let mut got = vec![0f32; x.len()];
+                    // SAFETY: the CPU has AVX-512F.
+                    unsafe { rows_avx512(&x, len, &mut got, kind) };
+                    assert_eq!(bits(&got), bits(&want), "avx512, case {case}");
+                }
+                if has_avx2() {
+                    let mut got = vec![0f32; x.len()];
+                    // SAFETY: the CPU has AVX2 and FMA.
+                    unsafe { rows_avx2(&x, len, &mut got, kind) };
+                    assert_eq!(bits(&got), bits(&want), "avx2, case {case}");
                 }
             }
         }

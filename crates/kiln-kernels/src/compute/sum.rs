@@ -4,6 +4,7 @@
 //! sum of exponentials and layer norm's mean and variance.
 
 /// The sum of `v` in `f64`, eight interleaved lanes (so the loop vectorizes) added pairwise.
+#[inline(always)]
 pub(crate) fn sum_f64(v: &[f32]) -> f64 {
     let mut lanes = [0f64; 8];
     let chunks = v.chunks_exact(8);
@@ -22,6 +23,7 @@ pub(crate) fn sum_f64(v: &[f32]) -> f64 {
 
 /// The sum of `(v - mean)^2` in `f64`, eight interleaved lanes added pairwise (as
 /// [`sum_f64`]).
+#[inline(always)]
 pub(crate) fn sum_sq_dev_f64(v: &[f32], mean: f64) -> f64 {
     let mut lanes = [0f64; 8];
     let chunks = v.chunks_exact(8);
