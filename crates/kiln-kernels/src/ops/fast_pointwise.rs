@@ -1,9 +1,9 @@
 //! Float32 fast paths for elementwise ops: unary maps (`relu`, `hardtanh`, `clamp`,
 //! `leaky_relu`, `neg`, `abs`, `sqrt`, `rsqrt`, `exp`, `tanh`, `sigmoid`, `gelu`; the closures
 //! live with their kernels in `unary.rs`), comparisons with a scalar, the binary arithmetic
-//! `add`/`sub`/`mul`/`div` and `where`, over tensors whose storage orders line up. Each returns `false`, having written nothing but
-//! possibly `out`'s (valid) new sizes, when its dtype or layout conditions do not hold; the
-//! caller then runs the general path.
+//! `add`/`sub`/`mul`/`div` and `where`, over tensors whose storage orders line up. Each returns
+//! `false`, having written nothing but possibly `out`'s (valid) new sizes, when its dtype or
+//! layout conditions do not hold; the caller then runs the general path.
 //!
 //! # Numerics
 //! The loops here are plain `f32` loops the compiler auto-vectorizes (except where a closure

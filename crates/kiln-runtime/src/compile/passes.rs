@@ -946,10 +946,9 @@ const MAX_BETWEEN: usize = 2;
 fn safe_softmax_at(g: &Graph<'_>, n: usize) -> Option<([usize; 6], SafeSoftmaxNode, u32)> {
     let ("aten::_softmax.out", &[s, dim, half, p, _]) = kernel_call(g, n)? else { return None };
     let st = g.dense_f32(s).filter(|t| t.capacity == Capacity::Static)?;
-    let row = *st.shape.sizes().last()?;
+    let (rank, row) = (st.shape.rank() as i64, *st.shape.sizes().last()?);
     let numel = st.shape.sizes().iter().product::<usize>();
-    let last_of = |v: u32| Some(g.sizes(v)?.len().checked_sub(1)? as i64);
-    if g.int(dim)?.rem_euclid(last_of(s)? + 1) != last_of(s)? || g.boolean(half)? {
+    if g.int(dim)?.rem_euclid(rank) != rank - 1 || g.boolean(half)? {
         return None;
     }
     // The pattern's next node: the next live one, or (when the compile stage plans the
