@@ -381,7 +381,7 @@ pub(crate) fn lift_convolutions(g: &mut Graph<'_>) {
         if !static_shapes || xt.shape.rank() != 4 || ot.shape.rank() != 4 || wt.shape.rank() != 4 {
             continue;
         }
-        if !matches!(g.values.get(transposed as usize), Some(Val::Bool(false))) {
+        if g.boolean(transposed) != Some(false) {
             continue;
         }
         let c_out = wt.shape.sizes()[0];
@@ -444,7 +444,7 @@ pub(crate) fn lift_max_pools(g: &mut Graph<'_>) {
         else {
             continue;
         };
-        let Some(&Val::Bool(ceil)) = g.values.get(ceil as usize) else { continue };
+        let Some(ceil) = g.boolean(ceil) else { continue };
         let Some(pool_args) =
             MaxPool2dArgs::from_lists(&kernel, &stride, &padding, &dilation, ceil)
         else {
