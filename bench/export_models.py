@@ -117,6 +117,34 @@ def gru() -> Spec:
     return m, (export_pte.randn(export_pte.gen(23), 1, 32, 16),)
 
 
+def _quantized(base: Callable[[], Spec], seed: int, dynamic: bool = False) -> Callable[[], Spec]:
+    """`base` quantized with PT2E and ExecuTorch's XNNPACKQuantizer (symmetric int8,
+    per-channel weights): static (activations calibrated on four seeded inputs shaped like the
+    model's; the XNNPACK export is a QS8 graph, the portable one quantize/dequantize operators
+    around float kernels) or dynamic (activations quantized per call: QD8 linears)."""
+
+    def build() -> Spec:
+        import executorch.kernels.quantized  # noqa: F401  (out variants of the q/dq operators)
+        import export_xnnpack
+        from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
+            get_symmetric_quantization_config,
+        )
+
+        m, (x,) = base()
+        g = export_pte.gen(seed)
+        if x.is_floating_point():
+            calib = [(export_pte.randn(g, *x.shape),) for _ in range(4)]
+        else:  # token ids
+            calib = [(torch.randint(0, int(x.max()) + 1, tuple(x.shape), generator=g),)
+                     for _ in range(4)]
+        config = get_symmetric_quantization_config(is_per_channel=True, is_dynamic=dynamic)
+        return _Converted(export_xnnpack.pt2e_quantize(m.eval(), (x,), config, calib)), (x,)
+
+    kind = "dynamically (QD8)" if dynamic else "statically (QS8)"
+    build.__doc__ = f"{base.__doc__.split(chr(10))[0].rstrip('.')}, quantized {kind}."
+    return build
+
+
 def mobilenet_v2_q8() -> Spec:
     """mobilenet_v2 quantized with PT2E (XNNPACKQuantizer, symmetric int8, per-channel weights),
     calibrated on four seeded images: the XNNPACK export is a static QS8 graph, the portable one
@@ -249,6 +277,10 @@ MODELS: Dict[str, Callable[[], Spec]] = {
     "vit_b_16": vit_b_16,
     "bert": bert,
     "wav2letter": wav2letter,
+    "mobilenet_v3_large_q8": _quantized(_torchvision("mobilenet_v3_large", 33), 60),
+    "resnet50_q8": _quantized(resnet50, 61),
+    "shufflenet_v2_x1_0_q8": _quantized(_torchvision("shufflenet_v2_x1_0", 50), 62),
+    "bert_qd8": _quantized(bert, 63, dynamic=True),
 }
 
 

@@ -105,7 +105,7 @@ pub mod value;
 pub use dtype::{can_cast, promote_types, DType};
 pub use error::{ErrorKind, KernelError};
 pub use kernel::{regions_overlap, KernelContext, KernelDef, KernelFn, OutKind, OutSlot};
-pub use ops::pool;
+pub use ops::{pool, xnnpack};
 pub use shape::{Shape, ShapeError, MAX_RANK};
 pub use tensor::{Capacity, TensorError, TensorMut, TensorRef};
 pub use value::{Arg, Out, Scalar, ViewOut};

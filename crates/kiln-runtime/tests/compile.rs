@@ -358,3 +358,29 @@ fn safe_softmaxes_of_attention_blocks_run_as_one_step() {
         assert!(kinds.iter().all(|k| !masks.contains(k)), "{name}: {kinds:?}");
     }
 }
+
+/// XNNPACK's QS8 convolutions run as steps prepared at load (weights laid out once), an int8
+/// clamp after one narrows its output range instead of running, and an int8 max pooling runs
+/// in the delegate's NHWC layout with no transposes around it. The outputs match ExecuTorch's
+/// bit for bit in `fixtures.rs`.
+#[test]
+fn quantized_convolutions_run_prepared() {
+    let steps = |name: &str| -> Vec<String> {
+        let path = pte_dir().join(format!("../xnnpack/{name}.pte"));
+        let program = Program::load(path).unwrap();
+        let method = program.method("forward").unwrap();
+        method.compiled().iter().map(|s| s.kind.clone()).collect()
+    };
+    let cnn = steps("qs8_cnn");
+    let convs = cnn.iter().filter(|k| k.starts_with("qs8_conv2d[")).count();
+    assert_eq!(convs, 4, "{cnn:?}");
+    assert!(cnn.iter().all(|k| k != "kiln_xnnpack::qs8_convolution.out"), "{cnn:?}");
+    let clamped = steps("q8_conv2d_hardtanh");
+    let fused = "qs8_conv2d[kiln_xnnpack::qs8_convolution.out+clamp.out]";
+    assert!(clamped.iter().any(|k| k == fused), "{clamped:?}");
+    assert!(clamped.iter().all(|k| k != "aten::clamp.out"), "{clamped:?}");
+    let pooled = steps("q8_max_pool2d");
+    let at = pooled.iter().position(|k| k == "kiln_xnnpack::qs8_max_pool.out");
+    let before = at.and_then(|i| i.checked_sub(1)).map(|i| pooled[i].as_str());
+    assert_eq!(before.map(|k| k.starts_with("qs8_conv2d[")), Some(true), "{pooled:?}");
+}

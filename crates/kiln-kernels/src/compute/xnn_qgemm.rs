@@ -22,7 +22,7 @@
 #![allow(unsafe_code)]
 
 use super::threads::{split, with_pieces, Threads, TASKS_PER_THREAD};
-use super::xnn_qmath::{clamp_f32, qs8_requantize, ConvGeometry, Qs8Filter, Qs8Out};
+use super::xnn_qmath::{clamp_f32, qs8_requantize, Qs8Out, MAGIC_BIAS, MAGIC_BIAS_BITS};
 
 /// Output channels per packed panel (one 512-bit vector of `i32`).
 pub(crate) const NR: usize = 16;
@@ -131,7 +131,7 @@ pub(crate) fn isas() -> Vec<Isa> {
 
 /// How many tasks a layer of `macs` multiply-adds over `units` indivisible pieces is split
 /// into.
-fn parts(threads: &Threads, macs: usize, units: usize) -> usize {
+pub(crate) fn parts(threads: &Threads, macs: usize, units: usize) -> usize {
     match macs >= PARALLEL_MACS {
         true => threads.tasks_for(TASKS_PER_THREAD, units),
         false => 1,
@@ -155,23 +155,6 @@ macro_rules! by_rows {
     };
 }
 
-/// Packs OHWI weights (`groups * og` rows of `kg` values) into per-group panels of [`NR`]
-/// channels, `[kp / 2][NR][2]` each (see the module notes). Returns `kp`, the panels per group
-/// and the packed values.
-fn pack_weights(wt: &[i8], groups: usize, og: usize, kg: usize) -> (usize, usize, Vec<i16>) {
-    let kp = kg.next_multiple_of(2);
-    let panels = og.div_ceil(NR);
-    let mut w = vec![0i16; groups * panels * kp * NR];
-    for (ch, row) in wt.chunks_exact(kg).enumerate() {
-        let (grp, j) = (ch / og, ch % og);
-        let base = (grp * panels + j / NR) * kp * NR + (j % NR) * 2;
-        for (k, &v) in row.iter().enumerate() {
-            w[base + (k / 2) * NR * 2 + k % 2] = v as i16;
-        }
-    }
-    (kp, panels, w)
-}
-
 /// `acc[r * NR + n] = Σ_k a[r * lda + k] * w[k][n]` for rows `r < rows` of a panel `w`
 /// packed `[kp / 2][NR][2]`, of `i16` weights (the convolution loops) or `i8` ones widened in
 /// registers (the QD8 panels).
@@ -179,7 +162,7 @@ fn pack_weights(wt: &[i8], groups: usize, og: usize, kg: usize) -> (usize, usize
 /// # Panics
 /// If `rows` is not in `1..=MR`, `kp` is odd, `w` is not `kp * NR` long or `a` is shorter
 /// than `(rows - 1) * lda + kp`.
-fn panel_product<W: PanelWeight>(
+pub(crate) fn panel_product<W: PanelWeight>(
     isa: Isa,
     a: &[i16],
     lda: usize,
@@ -247,7 +230,7 @@ type PanelFn<W> = unsafe fn(*const i16, usize, *const W, usize, *mut i32);
 
 /// The vector panel kernels of one weight type, indexed by row count minus one.
 #[cfg(target_arch = "x86_64")]
-struct PanelKernels<W: 'static> {
+pub(crate) struct PanelKernels<W: 'static> {
     /// AVX-512 VNNI, 1 to [`MR`] rows.
     vnni: [PanelFn<W>; MR],
     /// AVX-512F and AVX-512BW, 1 to [`MR`] rows.
@@ -257,7 +240,7 @@ struct PanelKernels<W: 'static> {
 }
 
 /// The weights of a packed panel, with the vector kernels that read them.
-trait PanelWeight: Copy + Into<i32> + 'static {
+pub(crate) trait PanelWeight: Copy + Into<i32> + 'static {
     /// The kernel table.
     #[cfg(target_arch = "x86_64")]
     const KERNELS: PanelKernels<Self>;
@@ -454,202 +437,180 @@ panel_avx2_fn!(panel8_avx2, i8, |p: *const i8| {
     _mm256_cvtepi8_epi16(_mm_loadu_si128(p.cast()))
 });
 
-/// Gathers output pixel `p`'s window into `dst` (`groups` rows of `kp`, each `[tap][cg]`):
-/// `x - x_zp` inside the input, 0 for padded taps and the tail.
-fn gather(g: &ConvGeometry, x: &[i8], zp: i16, p: usize, kp: usize, dst: &mut [i16]) {
-    let (cg, groups) = (g.c / g.groups, g.groups);
-    let (b, oy, ox) = (p / (g.oh * g.ow), p / g.ow % g.oh, p % g.ow);
-    dst.fill(0);
-    for ty in 0..g.kh {
-        let Some(iy) = src(oy, ty, g.stride[0], g.dilation[0], g.pad_top, g.h) else {
-            continue;
-        };
-        for tx in 0..g.kw {
-            let Some(ix) = src(ox, tx, g.stride[1], g.dilation[1], g.pad_left, g.w) else {
-                continue;
-            };
-            let base = ((b * g.h + iy) * g.w + ix) * g.c;
-            let tap = ty * g.kw + tx;
-            for grp in 0..groups {
-                let s = &x[base + grp * cg..][..cg];
-                let d = &mut dst[grp * kp + tap * cg..][..cg];
-                for (d, &v) in d.iter_mut().zip(s) {
-                    *d = v as i16 - zp;
-                }
-            }
-        }
-    }
+/// XNNPACK's fp32 requantization of one panel's sums (`xnn_qmath::qs8_requantize` after the
+/// bias, wrapping): the panel's live lanes' biases and scales, and the output's clamp bounds
+/// minus its zero point.
+pub(crate) struct Requant<'a> {
+    pub bias: &'a [i32],
+    pub scales: &'a [f32],
+    pub o: &'a Qs8Out,
 }
 
-/// The input row (or column) read by output index `out` at tap `t`, if inside the input.
-#[inline]
-fn src(out: usize, t: usize, stride: usize, dil: usize, pad: usize, len: usize) -> Option<usize> {
-    (out * stride + t * dil).checked_sub(pad).filter(|&i| i < len)
-}
-
-/// Grouped (not depthwise) QS8 convolution, as `xnn_quant::qs8_convolution_scalar` with
-/// `x_zp` in `[-128, 127]` (the caller checked the lengths and the geometry).
-pub(crate) fn convolution(
+/// `dst[r * ldd + n] = requantize(Σ_k a[r * lda + k] * w[k][n])` for rows `r < rows` and the
+/// panel's `rq.scales.len()` live lanes `n`, of unsigned activations (the callers' `x + 128`)
+/// and a panel `w` packed `[k / 4][NR][4]` (`i8`): four activations at a time (AVX-512 VNNI
+/// `vpdpbusd`: four `u8 x i8` products summed into each `i32` lane, no saturation; or
+/// portable loops), the sums requantized in registers. The caller folds `-128 * Σ_k w` into
+/// the bias.
+///
+/// # Panics
+/// If `rows` is not in `1..=MR`, there are more than [`NR`] lanes or the bias has another
+/// count, `k` is not a multiple of 4, `w` is not `k * NR` long, `a` is shorter than
+/// `(rows - 1) * lda + k` or `dst` than `(rows - 1) * ldd + lanes`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn quad_product(
     isa: Isa,
-    g: &ConvGeometry,
-    x: &[i8],
-    x_zp: i32,
-    f: &Qs8Filter,
-    out: &mut [i8],
-    threads: &Threads,
+    a: &[u8],
+    lda: usize,
+    rows: usize,
+    k: usize,
+    w: &[i8],
+    rq: &Requant<'_>,
+    dst: &mut [i8],
+    ldd: usize,
 ) {
-    let Qs8Filter { w: wt, bias, scales, o } = *f;
-    let (groups, cg, og) = (g.groups, g.c / g.groups, g.o / g.groups);
-    let kg = g.kh * g.kw * cg;
-    let (kp, panels, wp) = pack_weights(wt, groups, og, kg);
-    let pixels = g.n * g.oh * g.ow;
-    let zp = x_zp as i16;
-    let oc = g.o;
-    let parts = parts(threads, pixels * oc * kg, pixels.div_ceil(MR));
-    let tasks = with_pieces(split(pixels, MR, parts), out, oc);
-    let t = ConvTask { isa, g, x, zp, kp, panels, w: &wp, bias, scales, o };
-    threads.for_each(tasks, |(run, out)| isa.run(&t, run, out));
-}
-
-/// The tasks of [`convolution`], each over its run of output pixels.
-struct ConvTask<'a> {
-    isa: Isa,
-    g: &'a ConvGeometry,
-    x: &'a [i8],
-    zp: i16,
-    kp: usize,
-    panels: usize,
-    /// The packed weights.
-    w: &'a [i16],
-    bias: Option<&'a [i32]>,
-    scales: &'a [f32],
-    o: &'a Qs8Out,
-}
-
-impl IsaTask for ConvTask<'_> {
-    type Out = [i8];
-
-    /// Output pixels `run` into `out` (`run.len() * o`), [`MR`] at a time.
-    #[inline(always)]
-    fn run(&self, run: std::ops::Range<usize>, out: &mut [i8]) {
-        let (g, kp) = (self.g, self.kp);
-        let (groups, og, oc) = (g.groups, g.o / g.groups, g.o);
-        let lda = groups * kp;
-        let mut a = vec![0i16; MR * lda];
-        let mut acc = [0i32; MR * NR];
-        for p0 in run.clone().step_by(MR) {
-            let rows = (run.end - p0).min(MR);
-            for (r, row) in a.chunks_exact_mut(lda).take(rows).enumerate() {
-                gather(g, self.x, self.zp, p0 + r, kp, row);
-            }
-            let dst = &mut out[(p0 - run.start) * oc..][..rows * oc];
-            for grp in 0..groups {
-                for p in 0..self.panels {
-                    let w = &self.w[(grp * self.panels + p) * kp * NR..][..kp * NR];
-                    panel_product(self.isa, &a[grp * kp..], lda, rows, w, kp, &mut acc);
-                    let ch = grp * og + p * NR..grp * og + (p * NR + NR).min(og);
-                    let scales = &self.scales[ch.clone()];
-                    let bias = self.bias.map(|b| &b[ch.clone()]);
-                    for (d, sums) in dst.chunks_exact_mut(oc).zip(acc.chunks_exact_mut(NR)) {
-                        requantize(&mut d[ch.clone()], &mut sums[..ch.len()], bias, scales, self.o);
+    let lanes = rq.scales.len();
+    assert!((1..=MR).contains(&rows) && lanes <= NR && rq.bias.len() == lanes);
+    assert!(k.is_multiple_of(4) && w.len() == k * NR && a.len() >= (rows - 1) * lda + k);
+    assert!(dst.len() >= (rows - 1) * ldd + lanes);
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Isa::Vnni` is only chosen (by `best_isa`, or in tests among `isas`) when
+        // the CPU has AVX-512F, AVX-512BW and AVX-512 VNNI; the asserts above bound every read
+        // (rows of `k` values at `r * lda`, `k * NR` weights, `lanes` biases and scales) and
+        // write (`lanes` values at `r * ldd`).
+        Isa::Vnni => unsafe {
+            let q = VnniOut::new(rq);
+            QUADS_VNNI[rows - 1](a.as_ptr(), lda, k, w.as_ptr(), &q, dst.as_mut_ptr(), ldd)
+        },
+        _ => {
+            for r in 0..rows {
+                let row = &a[r * lda..][..k];
+                let mut sums = [0i32; NR];
+                for (xq, wq) in row.chunks_exact(4).zip(w.chunks_exact(4 * NR)) {
+                    for (s, wc) in sums.iter_mut().zip(wq.chunks_exact(4)) {
+                        for (&x, &wv) in xq.iter().zip(wc) {
+                            *s = s.wrapping_add(i32::from(x) * i32::from(wv));
+                        }
                     }
                 }
+                let d = &mut dst[r * ldd..][..lanes];
+                for (((d, &s), &b), &sc) in d.iter_mut().zip(&sums).zip(rq.bias).zip(rq.scales) {
+                    *d = qs8_requantize(b.wrapping_add(s), sc, rq.o);
+                }
             }
         }
     }
 }
 
-/// `dst[j] = qs8_requantize(bias[j] + sums[j], scales[j])` (the bias added to `sums` in place,
-/// wrapping), in loops the compiler vectorizes: the same operations in the same order per
-/// element as the scalar kernel.
+/// A panel's requantization in AVX-512 registers.
+#[cfg(target_arch = "x86_64")]
+struct VnniOut {
+    bias: *const i32,
+    scales: *const f32,
+    /// The live lanes.
+    mask: u16,
+    /// `qmin - zp` and `qmax - zp` as floats, the zero point.
+    lo: f32,
+    hi: f32,
+    zp: i32,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl VnniOut {
+    fn new(rq: &Requant<'_>) -> VnniOut {
+        let o = rq.o;
+        VnniOut {
+            bias: rq.bias.as_ptr(),
+            scales: rq.scales.as_ptr(),
+            mask: ((1u32 << rq.scales.len()) - 1) as u16,
+            lo: (o.qmin - o.zero_point) as f32,
+            hi: (o.qmax - o.zero_point) as f32,
+            zp: o.zero_point,
+        }
+    }
+}
+
+/// The AVX-512 VNNI quad products, indexed by row count minus one.
+#[cfg(target_arch = "x86_64")]
+type QuadFn = unsafe fn(*const u8, usize, usize, *const i8, &VnniOut, *mut i8, usize);
+#[cfg(target_arch = "x86_64")]
+const QUADS_VNNI: [QuadFn; MR] = [
+    quads_vnni::<1>,
+    quads_vnni::<2>,
+    quads_vnni::<3>,
+    quads_vnni::<4>,
+    quads_vnni::<5>,
+    quads_vnni::<6>,
+    quads_vnni::<7>,
+    quads_vnni::<8>,
+];
+
+/// The AVX-512 VNNI quad product of `R` rows, requantized (see [`quad_product`]).
+///
+/// # Safety
+/// The CPU has AVX-512F, AVX-512BW and AVX-512 VNNI; `a` holds `R` rows of `k` (a multiple of
+/// 4) values `lda` apart, `w` holds `k * NR` values, `q`'s bias and scales hold its live lanes
+/// and `dst` `R` rows of them `ldd` apart.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+unsafe fn quads_vnni<const R: usize>(
+    a: *const u8,
+    lda: usize,
+    k: usize,
+    w: *const i8,
+    q: &VnniOut,
+    dst: *mut i8,
+    ldd: usize,
+) {
+    use std::arch::x86_64::*;
+    let mut c = [_mm512_setzero_si512(); R];
+    // Row pointers advanced four inputs at a time (`wrapping_add`: every pointer read is in
+    // bounds by the caller's contract).
+    let mut rows: [*const u8; R] = std::array::from_fn(|r| a.wrapping_add(r.wrapping_mul(lda)));
+    let mut wp = w;
+    for _ in 0..k / 4 {
+        // SAFETY: the current quad of each row `r < R` and the current panel row are inside
+        // the buffers (the caller's contract).
+        unsafe {
+            let wv = _mm512_loadu_si512(wp.cast());
+            for (cr, ar) in c.iter_mut().zip(rows.iter_mut()) {
+                let x = _mm512_set1_epi32(ar.cast::<i32>().read_unaligned());
+                *cr = _mm512_dpbusd_epi32(*cr, x, wv);
+                *ar = ar.wrapping_add(4);
+            }
+        }
+        wp = wp.wrapping_add(4 * NR);
+    }
+    // SAFETY: the masked loads read the live lanes' biases and scales only.
+    let (bias, scales) = unsafe {
+        (_mm512_maskz_loadu_epi32(q.mask, q.bias), _mm512_maskz_loadu_ps(q.mask, q.scales))
+    };
+    for (r, cr) in c.iter().enumerate() {
+        let v = requantize16(_mm512_add_epi32(*cr, bias), scales, q);
+        // SAFETY: row `r` of `dst` holds the live lanes (the masked store writes only them).
+        unsafe { _mm512_mask_cvtepi32_storeu_epi8(dst.wrapping_add(r * ldd).cast(), q.mask, v) };
+    }
+}
+
+/// `qs8_requantize` of 16 sums (bias added): `rne(clamp(acc * scale, lo, hi)) + zp`, with
+/// `max` then `min` so that NaN becomes `lo`, and the rounding by XNNPACK's magic bias, as
+/// `xnn_qmath::quantize_scaled`.
+#[cfg(target_arch = "x86_64")]
 #[inline(always)]
-fn requantize(dst: &mut [i8], sums: &mut [i32], bias: Option<&[i32]>, scales: &[f32], o: &Qs8Out) {
-    if let Some(b) = bias {
-        for (s, &b) in sums.iter_mut().zip(b) {
-            *s = b.wrapping_add(*s);
-        }
-    }
-    for ((d, &s), &sc) in dst.iter_mut().zip(sums.iter()).zip(scales) {
-        *d = qs8_requantize(s, sc, o);
-    }
-}
-
-/// Depthwise QS8 convolution, as `xnn_quant::qs8_convolution_scalar` with `x_zp` in
-/// `[-128, 127]` (the caller checked the lengths and the geometry): per output pixel, per tap
-/// inside the input, all channels side by side.
-pub(crate) fn depthwise(
-    isa: Isa,
-    g: &ConvGeometry,
-    x: &[i8],
-    x_zp: i32,
-    f: &Qs8Filter,
-    out: &mut [i8],
-    threads: &Threads,
-) {
-    let Qs8Filter { w: wt, bias, scales, o } = *f;
-    let w16: Vec<i16> = wt.iter().map(|&v| v as i16).collect();
-    let pixels = g.n * g.oh * g.ow;
-    let taps = g.kh * g.kw;
-    let tasks =
-        with_pieces(split(pixels, 1, parts(threads, pixels * g.o * taps, pixels)), out, g.o);
-    let d = DwRun { g, x, zp: x_zp as i16, w: &w16, bias, scales, o };
-    threads.for_each(tasks, |(run, out)| isa.run(&d, run, out));
-}
-
-/// The tasks of [`depthwise`], each over its run of output pixels.
-struct DwRun<'a> {
-    g: &'a ConvGeometry,
-    x: &'a [i8],
-    zp: i16,
-    /// The weights `[kh, kw, o]` widened.
-    w: &'a [i16],
-    bias: Option<&'a [i32]>,
-    scales: &'a [f32],
-    o: &'a Qs8Out,
-}
-
-impl IsaTask for DwRun<'_> {
-    type Out = [i8];
-
-    /// Output pixels `run` into `out` (`run.len() * o`).
-    #[inline(always)]
-    fn run(&self, run: std::ops::Range<usize>, out: &mut [i8]) {
-        let g = self.g;
-        let (c, oc) = (g.c, g.o);
-        let dm = oc / c;
-        let mut acc = vec![0i32; oc];
-        for (p, dst) in run.zip(out.chunks_exact_mut(oc)) {
-            let (b, oy, ox) = (p / (g.oh * g.ow), p / g.ow % g.oh, p % g.ow);
-            acc.fill(0);
-            for ty in 0..g.kh {
-                let Some(iy) = src(oy, ty, g.stride[0], g.dilation[0], g.pad_top, g.h) else {
-                    continue;
-                };
-                for tx in 0..g.kw {
-                    let Some(ix) = src(ox, tx, g.stride[1], g.dilation[1], g.pad_left, g.w) else {
-                        continue;
-                    };
-                    let xr = &self.x[((b * g.h + iy) * g.w + ix) * c..][..c];
-                    let wr = &self.w[(ty * g.kw + tx) * oc..][..oc];
-                    // (x - zp) in [-255, 255] times w in [-128, 127] fits an i16 exactly.
-                    if dm == 1 {
-                        for ((a, &xv), &wv) in acc.iter_mut().zip(xr).zip(wr) {
-                            *a = a.wrapping_add(((xv as i16 - self.zp) * wv) as i32);
-                        }
-                    } else {
-                        for ((ac, &xv), wc) in
-                            acc.chunks_exact_mut(dm).zip(xr).zip(wr.chunks_exact(dm))
-                        {
-                            let xv = xv as i16 - self.zp;
-                            for (a, &wv) in ac.iter_mut().zip(wc) {
-                                *a = a.wrapping_add((xv * wv) as i32);
-                            }
-                        }
-                    }
-                }
-            }
-            requantize(dst, &mut acc, self.bias, self.scales, self.o);
-        }
+fn requantize16(
+    acc: std::arch::x86_64::__m512i,
+    scales: std::arch::x86_64::__m512,
+    q: &VnniOut,
+) -> std::arch::x86_64::__m512i {
+    use std::arch::x86_64::*;
+    // SAFETY: callers are compiled with AVX-512F (the target features of their functions).
+    unsafe {
+        let v = _mm512_mul_ps(_mm512_cvtepi32_ps(acc), scales);
+        let v = _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(q.lo)), _mm512_set1_ps(q.hi));
+        let bits = _mm512_castps_si512(_mm512_add_ps(v, _mm512_set1_ps(MAGIC_BIAS)));
+        let r = _mm512_sub_epi32(bits, _mm512_set1_epi32(MAGIC_BIAS_BITS));
+        _mm512_add_epi32(r, _mm512_set1_epi32(q.zp))
     }
 }
 
@@ -859,4 +820,55 @@ impl PanelGemm<'_> {
 /// The first [`PANEL`] values of `v` as an array (the callers' slices hold whole panels).
 fn panel_of<T>(v: &[T]) -> &[T; PANEL] {
     v.first_chunk::<PANEL>().expect("a whole panel")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The quad product of every ISA this CPU runs equals a plain reference (the sums in
+    /// `i64`, wrapped to `i32`, then `qs8_requantize`) over random row counts, depths, live
+    /// lanes, zero points, scales (small ones and ones that saturate at both ends) and narrowed
+    /// output ranges, with row and output strides wider than a row.
+    #[test]
+    fn quad_product_equals_reference() {
+        let mut rng = fastrand::Rng::with_seed(41);
+        for case in 0..400 {
+            let (rows, k, lanes) = (rng.usize(1..=MR), 4 * rng.usize(1..40), rng.usize(1..=NR));
+            let (lda, ldd) = (k + rng.usize(0..9), lanes + rng.usize(0..5));
+            let a: Vec<u8> = (0..(rows - 1) * lda + k).map(|_| rng.u8(..)).collect();
+            let w: Vec<i8> = (0..k * NR).map(|_| rng.i8(..)).collect();
+            let bias: Vec<i32> = (0..lanes).map(|_| rng.i32(-1 << 20..1 << 20)).collect();
+            let big = case % 3 == 0;
+            let scales: Vec<f32> =
+                (0..lanes).map(|_| if big { rng.f32() } else { rng.f32() * 1e-4 }).collect();
+            let zp = rng.i32(-128..128);
+            let (qmin, qmax) = if case % 4 == 1 { (zp.max(-100), 100) } else { (-128, 127) };
+            let o = Qs8Out { zero_point: zp, qmin, qmax: qmax.max(qmin) };
+            let rq = Requant { bias: &bias, scales: &scales, o: &o };
+            let mut want = vec![0i8; (rows - 1) * ldd + lanes];
+            for r in 0..rows {
+                for n in 0..lanes {
+                    let s: i64 = (0..k)
+                        .map(|i| {
+                            i64::from(a[r * lda + i])
+                                * i64::from(w[(i / 4) * 4 * NR + n * 4 + i % 4])
+                        })
+                        .sum();
+                    let acc = (s as i32).wrapping_add(bias[n]);
+                    want[r * ldd + n] = qs8_requantize(acc, scales[n], &o);
+                }
+            }
+            let saturated = want.iter().any(|&v| i32::from(v) == o.qmin || i32::from(v) == o.qmax);
+            assert!(!big || saturated || lanes * rows < 4, "case {case} saturates nothing");
+            for isa in isas() {
+                let mut got = vec![0i8; want.len()];
+                quad_product(isa, &a, lda, rows, k, &w, &rq, &mut got, ldd);
+                for r in 0..rows {
+                    let (g, e) = (&got[r * ldd..][..lanes], &want[r * ldd..][..lanes]);
+                    assert_eq!(g, e, "case {case} {isa:?} row {r}");
+                }
+            }
+        }
+    }
 }

@@ -26,6 +26,7 @@
 //! wrapping, which is associative), so both give the same bits.
 
 use super::threads::Threads;
+use super::xnn_qconv::PackedQs8Conv;
 use super::xnn_qgemm as qg;
 use super::xnn_qmath::{clamp_f32, lrintf};
 pub use super::xnn_qmath::{
@@ -591,7 +592,8 @@ pub(crate) fn qs8_fully_connected_isa(
             groups: 1,
             depthwise: false,
         };
-        return qg::convolution(isa, &g, x, x_zp, f, out, threads);
+        let packed = PackedQs8Conv::new_isa(isa, g, x_zp, f).expect("the filter was checked");
+        return packed.run(x, out, threads);
     }
     let a: Vec<i16> = x.iter().map(|&v| v as i16 - x_zp as i16).collect();
     let mut acc = vec![0i32; n * m];
@@ -671,16 +673,11 @@ pub(crate) fn qs8_convolution_isa(
     threads: &Threads,
 ) {
     check_conv(g, x, f, out);
-    if out.is_empty() {
-        return;
-    }
     if !(-128..=127).contains(&x_zp) {
-        qs8_convolution_scalar(g, x, x_zp, f, out);
-    } else if g.depthwise {
-        qg::depthwise(isa, g, x, x_zp, f, out, threads);
-    } else {
-        qg::convolution(isa, g, x, x_zp, f, out, threads);
+        return qs8_convolution_scalar(g, x, x_zp, f, out);
     }
+    let packed = PackedQs8Conv::new_isa(isa, *g, x_zp, f).expect("the filter was checked");
+    packed.run(x, out, threads)
 }
 
 /// The length preconditions of [`qs8_convolution`].
@@ -856,6 +853,68 @@ pub fn qs8_mul(a: i8, b: i8, a_zp: i32, b_zp: i32, scale: f32, o: &Qs8Out) -> i8
     let acc = (a as i32 - a_zp).wrapping_mul(b as i32 - b_zp);
     let v = quantize_scaled(acc as f32 * scale, o.zero_point, -128, 127);
     v.clamp(o.qmin, o.qmax) as i8
+}
+
+/// Elements from which [`qs8_rows`] splits its work over the threads.
+const PARALLEL_ELEMENTS: usize = 1 << 16;
+
+/// `out[i] = f(a[i], b[i % b.len()])`: an elementwise QS8 operator ([`qs8_add`],
+/// [`qs8_mul`]) over `a` and a `b` of the same length or one row repeated (a squeeze-excite
+/// scale `[1, 1, 1, C]` over `[N, H, W, C]`), in loops compiled for the CPU's vectors (the
+/// baseline build has no 32-bit vector multiply) and split over `threads` by whole rows.
+///
+/// # Panics
+/// If `b` is empty or does not divide `a`, or `out` and `a` differ in length.
+pub fn qs8_rows(
+    a: &[i8],
+    b: &[i8],
+    out: &mut [i8],
+    threads: &Threads,
+    f: impl Fn(i8, i8) -> i8 + Sync,
+) {
+    assert!(!b.is_empty() && a.len().is_multiple_of(b.len()) && out.len() == a.len());
+    let row = if b.len() == a.len() { 1 } else { b.len() };
+    let units = a.len() / row;
+    let parts = match a.len() >= PARALLEL_ELEMENTS {
+        true => threads.tasks_for(super::threads::TASKS_PER_THREAD, units),
+        false => 1,
+    };
+    let tasks = super::threads::with_pieces(super::threads::split(units, 1, parts), out, row);
+    let isa = qg::best_isa();
+    let t = Rows { a, b, row, same: b.len() == a.len(), f };
+    threads.for_each(tasks, |(run, out)| isa.run(&t, run, out));
+}
+
+/// The tasks of [`qs8_rows`], each over a run of rows (of one element when `b` is as long as
+/// `a`).
+struct Rows<'a, F> {
+    a: &'a [i8],
+    b: &'a [i8],
+    /// Elements per unit of work: 1 when `b` is as long as `a`, else `b.len()`.
+    row: usize,
+    same: bool,
+    f: F,
+}
+
+impl<F: Fn(i8, i8) -> i8 + Sync> qg::IsaTask for Rows<'_, F> {
+    type Out = [i8];
+
+    #[inline(always)]
+    fn run(&self, run: std::ops::Range<usize>, out: &mut [i8]) {
+        let a = &self.a[run.start * self.row..run.end * self.row];
+        if self.same {
+            let b = &self.b[run];
+            for ((d, &x), &y) in out.iter_mut().zip(a).zip(b) {
+                *d = (self.f)(x, y);
+            }
+        } else {
+            for (o, a) in out.chunks_exact_mut(self.row).zip(a.chunks_exact(self.row)) {
+                for ((d, &x), &y) in o.iter_mut().zip(a).zip(self.b) {
+                    *d = (self.f)(x, y);
+                }
+            }
+        }
+    }
 }
 
 /// Parameters of the QS8 mean (global average pooling) conversion.

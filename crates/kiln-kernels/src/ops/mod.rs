@@ -37,7 +37,7 @@ pub(crate) mod random;
 pub(crate) mod sample;
 pub(crate) mod scatter;
 pub(crate) mod sort;
-pub(crate) mod xnnpack;
+pub mod xnnpack;
 
 /// Every kernel of every family.
 pub(crate) fn all() -> Vec<KernelDef> {

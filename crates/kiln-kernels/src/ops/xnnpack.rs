@@ -25,10 +25,13 @@
 //!   numpy broadcasting.
 //! - `qs8_global_avg_pool.out(x, x_scale, x_zero_point, out_scale, out_zero_point,
 //!   output_min, output_max, out)`: NHWC `[N, H, W, C]` → `[N, 1, 1, C]`.
+//! - `qs8_max_pool.out(x, kernel, stride, padding, dilation, out)`: NHWC max pooling, padding
+//!   (rows, columns) on both sides.
 
 use std::borrow::Cow;
 
 use crate::compute::strided::broadcast_shape;
+use crate::compute::xnn_qconv::PackedQs8Conv;
 use crate::compute::xnn_quant::{self as xq, ConvGeometry, Qd8Weights, Qs8Out};
 use crate::dtype::DType;
 use crate::element::Element;
@@ -38,6 +41,7 @@ use crate::ops::args::{out_tensor, Args};
 use crate::ops::defs::out1;
 use crate::ops::dense::{logical, store_logical};
 use crate::ops::pointwise::{map2, resize};
+use crate::ops::pool::MaxPool2d;
 use crate::tensor::{TensorMut, TensorRef};
 use crate::value::{Arg, Out};
 
@@ -445,7 +449,6 @@ fn usize_list<const N: usize>(
 /// dilation at positions 0-8, the output's scale, zero point and bounds at 11-14.
 #[derive(Clone, Copy)]
 struct Qs8ConvArgs<'x> {
-    x: TensorRef<'x>,
     x_scale: f32,
     x_zp: i32,
     w: TensorRef<'x>,
@@ -460,7 +463,6 @@ struct Qs8ConvArgs<'x> {
 
 impl<'x> Qs8ConvArgs<'x> {
     fn read(a: &Args<'_, 'x>) -> Result<Self, KernelError> {
-        let x = a.tensor(0, "x")?;
         let x_scale = scale_arg(a, 1, "x_scale")?;
         let x_zp = zp_arg(a, 2, "x_zero_point", DType::Char)?;
         let w = a.tensor(3, "weight")?;
@@ -470,9 +472,8 @@ impl<'x> Qs8ConvArgs<'x> {
         let padding = usize_list::<4>(a, 7, "padding", 0)?;
         let dilation = usize_list::<2>(a, 8, "dilation", 1)?;
         let (out_scale, o) = qs8_out_arg(a, 11, 12, 13)?;
-        want_dtype(a.ctx, &x, "x", DType::Char)?;
         want_dtype(a.ctx, &w, "weight", DType::Char)?;
-        Ok(Qs8ConvArgs { x, x_scale, x_zp, w, ws, bias, stride, padding, dilation, out_scale, o })
+        Ok(Qs8ConvArgs { x_scale, x_zp, w, ws, bias, stride, padding, dilation, out_scale, o })
     }
 
     /// The geometry of this convolution over the NHWC input `[n, h, w, c]`: `o` output
@@ -506,43 +507,63 @@ impl<'x> Qs8ConvArgs<'x> {
         }
     }
 
-    /// Checks `g`, the weight scales and the bias against it, resizes the int8 output to
-    /// `[n, oh, ow, o]` and runs `f(x, weight, bias, requantization scales, output, out)`.
-    fn run(
+    /// Checks `g`, the weight scales and the bias against it and calls `f` with the filter
+    /// (weight, bias, requantization scales, output).
+    fn with_filter<R>(
         &self,
         ctx: &KernelContext,
-        outs: &mut [Out<'_, '_>],
         g: &ConvGeometry,
-        f: impl FnOnce(&[i8], &xq::Qs8Filter, &mut [i8]),
-    ) -> KResult {
+        f: impl FnOnce(&xq::Qs8Filter) -> Result<R, KernelError>,
+    ) -> Result<R, KernelError> {
         if !g.is_valid() {
             return Err(ctx.invalid("x", "sizes overflow"));
         }
         let ws = weight_scales(ctx, &self.ws, g.o)?;
         let scales = xq::qs8_requant_scales(self.x_scale, &ws, self.out_scale);
         let bias = bias_arg::<i32>(ctx, self.bias, g.o)?;
-        let out = out_tensor(ctx, outs, 0, "out")?;
-        if out.dtype() != DType::Char {
-            return Err(ctx.dtype_err("out", "int8", out.dtype()));
-        }
-        resize(ctx, out, "out", &[g.n, g.oh, g.ow, g.o])?;
-        let (xv, wv) = (dense::<i8>(&self.x), dense::<i8>(&self.w));
-        let filter = xq::Qs8Filter { w: &wv, bias: bias.as_deref(), scales: &scales, o: &self.o };
-        write_out::<i8>(ctx, out, |d| f(&xv, &filter, d))
+        let wv = dense::<i8>(&self.w);
+        f(&xq::Qs8Filter { w: &wv, bias: bias.as_deref(), scales: &scales, o: &self.o })
     }
 }
 
-fn qs8_convolution(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>]) -> KResult {
-    let a = Args::new(ctx, args);
-    let conv = Qs8ConvArgs::read(&a)?;
+/// Resizes the int8 output to `[n, oh, ow, o]` of `g` and runs `f(x, output)` on the int8
+/// input `x`.
+fn run_conv(
+    ctx: &KernelContext,
+    x: &TensorRef<'_>,
+    outs: &mut [Out<'_, '_>],
+    g: &ConvGeometry,
+    f: impl FnOnce(&[i8], &mut [i8]),
+) -> KResult {
+    want_dtype(ctx, x, "x", DType::Char)?;
+    if x.sizes() != [g.n, g.h, g.w, g.c] {
+        let want = format!("[{}, {}, {}, {}] (the sizes it was prepared for)", g.n, g.h, g.w, g.c);
+        return Err(ctx.shape_err("x", want, x.sizes()));
+    }
+    let out = out_tensor(ctx, outs, 0, "out")?;
+    if out.dtype() != DType::Char {
+        return Err(ctx.dtype_err("out", "int8", out.dtype()));
+    }
+    resize(ctx, out, "out", &[g.n, g.oh, g.ow, g.o])?;
+    let xv = dense::<i8>(x);
+    write_out::<i8>(ctx, out, |d| f(&xv, d))
+}
+
+/// The geometry of a `qs8_convolution.out` call over an input of `x_sizes`, checked.
+fn qs8_conv_geometry(
+    a: &Args<'_, '_>,
+    conv: &Qs8ConvArgs<'_>,
+    x_sizes: &[usize],
+) -> Result<ConvGeometry, KernelError> {
+    let ctx = a.ctx;
     let groups = a.int(9, "groups")?;
     let depthwise = a.bool(10, "depthwise")?;
-    let Qs8ConvArgs { x, w, stride, padding: [pt, pr, pb, pl], dilation, .. } = conv;
-    let &[n, h, wd, c] = x.sizes() else {
-        return Err(ctx.shape_err("x", "NHWC [N, H, W, C]", x.sizes()));
+    let Qs8ConvArgs { w, stride, padding: [pt, pr, pb, pl], dilation, .. } = *conv;
+    let &[n, h, wd, c] = x_sizes else {
+        return Err(ctx.shape_err("x", "NHWC [N, H, W, C]", x_sizes));
     };
     if c == 0 {
-        return Err(ctx.shape_err("x", "at least one channel", x.sizes()));
+        return Err(ctx.shape_err("x", "at least one channel", x_sizes));
     }
     let groups = usize::try_from(groups)
         .ok()
@@ -594,14 +615,47 @@ fn qs8_convolution(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_
             ),
         ));
     };
-    let g = conv.geometry([n, h, wd, c], [oc, kh, kw], [oh, ow], groups, depthwise);
-    conv.run(ctx, outs, &g, |x, filter, d| {
-        if ctx.general_only {
-            xq::qs8_convolution_scalar(&g, x, conv.x_zp, filter, d)
-        } else {
-            xq::qs8_convolution(&g, x, conv.x_zp, filter, d, &ctx.threads)
-        }
+    Ok(conv.geometry([n, h, wd, c], [oc, kh, kw], [oh, ow], groups, depthwise))
+}
+
+/// A `qs8_convolution.out` call's arguments checked and its weights laid out for this CPU,
+/// for an input of `x_sizes` (the input's data is not read): what a compiled step prepares
+/// once, at load, and the kernel per call.
+pub fn prepare_qs8_convolution(
+    ctx: &KernelContext,
+    args: &[Arg<'_>],
+    x_sizes: &[usize],
+) -> Result<PackedQs8Conv, KernelError> {
+    let a = Args::new(ctx, args);
+    let conv = Qs8ConvArgs::read(&a)?;
+    let g = qs8_conv_geometry(&a, &conv, x_sizes)?;
+    conv.with_filter(ctx, &g, |f| {
+        PackedQs8Conv::new(g, conv.x_zp, f).map_err(|e| ctx.invalid("weight", e.to_string()))
     })
+}
+
+/// Runs a prepared QS8 convolution on the int8 NHWC input `x` into `outs[0]` (resized).
+pub fn run_qs8_convolution(
+    ctx: &KernelContext,
+    conv: &PackedQs8Conv,
+    x: &TensorRef<'_>,
+    outs: &mut [Out<'_, '_>],
+) -> KResult {
+    run_conv(ctx, x, outs, conv.geometry(), |x, d| conv.run(x, d, &ctx.threads))
+}
+
+fn qs8_convolution(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>]) -> KResult {
+    let x = Args::new(ctx, args).tensor(0, "x")?;
+    if ctx.general_only {
+        let a = Args::new(ctx, args);
+        let conv = Qs8ConvArgs::read(&a)?;
+        let g = qs8_conv_geometry(&a, &conv, x.sizes())?;
+        return conv.with_filter(ctx, &g, |f| {
+            run_conv(ctx, &x, outs, &g, |x, d| xq::qs8_convolution_scalar(&g, x, conv.x_zp, f, d))
+        });
+    }
+    let packed = prepare_qs8_convolution(ctx, args, x.sizes())?;
+    run_qs8_convolution(ctx, &packed, &x, outs)
 }
 
 /// `qs8_deconvolution.out(x, x_scale, x_zero_point, weight, weight_scales, bias, stride,
@@ -610,10 +664,11 @@ fn qs8_convolution(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_
 /// (top, right, bottom, left), adjustment (output padding, height and width).
 fn qs8_deconvolution(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>]) -> KResult {
     let a = Args::new(ctx, args);
+    let x = a.tensor(0, "x")?;
     let conv = Qs8ConvArgs::read(&a)?;
     let adjustment = usize_list::<2>(&a, 9, "adjustment", 0)?;
     let groups = a.int(10, "groups")?;
-    let Qs8ConvArgs { x, w, stride, padding: [pt, pr, pb, pl], dilation, .. } = conv;
+    let Qs8ConvArgs { w, stride, padding: [pt, pr, pb, pl], dilation, .. } = conv;
     let &[n, h, wd, c] = x.sizes() else {
         return Err(ctx.shape_err("x", "NHWC [N, H, W, C]", x.sizes()));
     };
@@ -646,7 +701,9 @@ fn qs8_deconvolution(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, 
         return Err(ctx.invalid("padding", "no output pixel is left after the padding"));
     };
     let g = conv.geometry([n, h, wd, c], [oc, kh, kw], [oh, ow], groups, false);
-    conv.run(ctx, outs, &g, |x, filter, d| xq::qs8_deconvolution(&g, x, conv.x_zp, filter, d))
+    conv.with_filter(ctx, &g, |f| {
+        run_conv(ctx, &x, outs, &g, |x, d| xq::qs8_deconvolution(&g, x, conv.x_zp, f, d))
+    })
 }
 
 #[derive(Clone, Copy)]
@@ -692,13 +749,55 @@ fn qs8_binary(
                         ),
                     )
                 })?;
-            map2::<i8, i8>(ctx, &x, &y, out, false, |u, v| xq::qs8_add(u, v, &p, &o))
+            elementwise(ctx, &x, &y, out, |u, v| xq::qs8_add(u, v, &p, &o))
         }
         BinOp::Multiply => {
             let s = xq::qs8_mul_scale(a_scale, b_scale, out_scale);
-            map2::<i8, i8>(ctx, &x, &y, out, false, |u, v| xq::qs8_mul(u, v, a_zp, b_zp, s, &o))
+            elementwise(ctx, &x, &y, out, |u, v| xq::qs8_mul(u, v, a_zp, b_zp, s, &o))
         }
     }
+}
+
+/// `out = f(a, b)` over int8 tensors with numpy broadcasting: flat vector loops
+/// ([`xq::qs8_rows`]) when both are dense and one is the other's shape or one row of its last
+/// dim repeated, the general walk otherwise.
+fn elementwise(
+    ctx: &KernelContext,
+    a: &TensorRef<'_>,
+    b: &TensorRef<'_>,
+    out: &mut TensorMut<'_>,
+    f: impl Fn(i8, i8) -> i8 + Sync,
+) -> KResult {
+    let rows = |big: &TensorRef<'_>, small: &TensorRef<'_>| {
+        let lead = small.sizes().split_last().map(|(_, l)| l.iter().all(|&s| s == 1));
+        big.shape().is_dense_row_major()
+            && small.shape().is_dense_row_major()
+            && small.numel() > 0
+            && (small.sizes() == big.sizes()
+                || lead == Some(true)
+                    && small.sizes().last() == big.sizes().last()
+                    && small.rank() <= big.rank())
+    };
+    if rows(a, b) {
+        elementwise_rows(ctx, a, b, out, f)
+    } else if rows(b, a) {
+        elementwise_rows(ctx, b, a, out, |u, v| f(v, u))
+    } else {
+        map2::<i8, i8>(ctx, a, b, out, false, f)
+    }
+}
+
+/// `out = f(big, small)` where `small` is `big`'s shape or one row of it ([`xq::qs8_rows`]).
+fn elementwise_rows(
+    ctx: &KernelContext,
+    big: &TensorRef<'_>,
+    small: &TensorRef<'_>,
+    out: &mut TensorMut<'_>,
+    f: impl Fn(i8, i8) -> i8 + Sync,
+) -> KResult {
+    resize(ctx, out, "out", big.sizes())?;
+    let (bv, sv) = (dense::<i8>(big), dense::<i8>(small));
+    write_out::<i8>(ctx, out, |d| xq::qs8_rows(&bv, &sv, d, &ctx.threads, f))
 }
 
 fn qs8_global_avg_pool(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>]) -> KResult {
@@ -725,6 +824,46 @@ fn qs8_global_avg_pool(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_
     write_out::<i8>(ctx, out, |d| xq::qs8_global_avg_pool(&xv, n, hw, c, &p, &o, d))
 }
 
+/// `qs8_max_pool.out(x, kernel, stride, padding, dilation, out)`: max pooling of an int8 NHWC
+/// `[N, H, W, C]` input in place of its layout (no transposes around it), padding (top and
+/// bottom, left and right) never ahead of a value; the output `[N, OH, OW, C]`.
+fn qs8_max_pool(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>]) -> KResult {
+    let a = Args::new(ctx, args);
+    let x = a.tensor(0, "x")?;
+    let kernel = usize_list::<2>(&a, 1, "kernel", 1)?;
+    let stride = usize_list::<2>(&a, 2, "stride", 1)?;
+    let padding = usize_list::<2>(&a, 3, "padding", 0)?;
+    let dilation = usize_list::<2>(&a, 4, "dilation", 1)?;
+    want_dtype(ctx, &x, "x", DType::Char)?;
+    let &[n, h, w, c] = x.sizes() else {
+        return Err(ctx.shape_err("x", "NHWC [N, H, W, C]", x.sizes()));
+    };
+    let planes = n.checked_mul(c).filter(|&p| p > 0);
+    let pool =
+        planes.and_then(|p| MaxPool2d::new(p, [h, w], kernel, stride, padding, dilation, false));
+    let Some(pool) = pool else {
+        let what = format!(
+            "kernel {kernel:?} stride {stride:?} padding {padding:?} dilation {dilation:?}"
+        );
+        return Err(ctx.invalid("kernel", format!("{what} does not fit the input {:?}", x.sizes())));
+    };
+    let out = out_tensor(ctx, outs, 0, "out")?;
+    if out.dtype() != DType::Char {
+        return Err(ctx.dtype_err("out", "int8", out.dtype()));
+    }
+    let [oh, ow] = pool.out_size();
+    resize(ctx, out, "out", &[n, oh, ow, c])?;
+    let xv = dense::<i8>(&x);
+    let mut failed = None;
+    write_out::<i8>(ctx, out, |d| {
+        failed = pool.run_nhwc(c, &xv, d, &ctx.threads).err();
+    })?;
+    match failed {
+        Some(e) => Err(ctx.invalid("x", e.to_string())),
+        None => Ok(()),
+    }
+}
+
 /// The kernels of this family.
 pub(crate) fn kernels() -> Vec<KernelDef> {
     vec![
@@ -737,6 +876,7 @@ pub(crate) fn kernels() -> Vec<KernelDef> {
         out1("kiln_xnnpack::qs8_subtract.out", 10, |c, a, o| qs8_binary(c, a, o, BinOp::Subtract)),
         out1("kiln_xnnpack::qs8_multiply.out", 10, |c, a, o| qs8_binary(c, a, o, BinOp::Multiply)),
         out1("kiln_xnnpack::qs8_global_avg_pool.out", 7, |c, a, o| qs8_global_avg_pool(c, a, o)),
+        out1("kiln_xnnpack::qs8_max_pool.out", 5, |c, a, o| qs8_max_pool(c, a, o)),
     ]
 }
 

@@ -13,7 +13,7 @@ use kiln_kernels::compute::sgemm::Activation;
 use super::alias::Aliases;
 use super::nodes::{
     ChannelScaleNode, ConvNode, LinearNode, MapNode, MaxPoolNode, MeanNode, PointwiseDepthwiseNode,
-    SafeSoftmaxNode,
+    Qs8ConvNode, SafeSoftmaxNode,
 };
 
 /// What a node computes.
@@ -37,6 +37,8 @@ pub(crate) enum NodeOp {
     ChannelScale(ChannelScaleNode),
     /// A softmax that zeroes fully masked rows.
     SafeSoftmax(SafeSoftmaxNode),
+    /// A QS8 convolution with constant weights.
+    Qs8Conv(Qs8ConvNode),
     /// Nothing left to do: the node was absorbed into another.
     Removed,
 }
@@ -220,8 +222,13 @@ impl<'m> Graph<'m> {
     /// A float32 tensor of static shape laid out contiguously, in method memory (an
     /// activation the compiled kernels may read or write).
     pub fn dense_f32(&self, v: u32) -> Option<&'m TensorSlot> {
+        self.dense(v, DType::Float)
+    }
+
+    /// A tensor of `dtype` and static shape laid out contiguously, in method memory.
+    pub fn dense(&self, v: u32, dtype: DType) -> Option<&'m TensorSlot> {
         let t = self.tensor(v)?;
-        let ok = t.dtype == DType::Float
+        let ok = t.dtype == dtype
             && t.shape.is_dense_row_major()
             && matches!(t.storage, Storage::Buf { .. } | Storage::Const { .. });
         ok.then_some(t)
@@ -230,8 +237,13 @@ impl<'m> Graph<'m> {
     /// A float32 constant (file or external data, or bytes made at load), in any dim order
     /// (the prepared kernels read it in row-major order of its sizes).
     pub fn const_f32(&self, v: u32) -> Option<&'m TensorSlot> {
+        self.constant(v, DType::Float)
+    }
+
+    /// A constant of `dtype`, as [`Graph::const_f32`].
+    pub fn constant(&self, v: u32, dtype: DType) -> Option<&'m TensorSlot> {
         let t = self.tensor(v)?;
-        let ok = t.dtype == DType::Float
+        let ok = t.dtype == dtype
             && !t.writable
             && matches!(
                 t.storage,

@@ -10,7 +10,8 @@
 //!                      over height and width becomes Mean, a mul by a factor per
 //!                      channel becomes ChannelScale), an attention block's safe softmax
 //!                      (the softmax and the six nodes zeroing fully masked rows) becomes
-//!                      SafeSoftmax,
+//!                      SafeSoftmax, an XNNPACK QS8 convolution with constant filters
+//!                      becomes Qs8Conv (an int8 clamp after it narrows its output range),
 //!                      fold batch norm into the convolution, fuse the epilogue
 //!                      (residual add, relu/hardtanh/clamp/hardswish/sigmoid/silu/gelu, and
 //!                      sigmoid+mul as silu),
@@ -58,6 +59,7 @@ mod memory;
 mod nodes;
 mod passes;
 mod prepared;
+mod quantized;
 
 pub(crate) use alias::{aliases, Aliases};
 pub(crate) use graph::{Graph, NodeOp};
@@ -106,6 +108,8 @@ pub(crate) fn optimize(g: &mut Graph<'_>) {
     passes::lift_means(g);
     passes::lift_channel_scales(g);
     passes::fuse_safe_softmaxes(g);
+    quantized::lift_qs8_convolutions(g);
+    quantized::fuse_qs8_clamps(g);
     passes::fold_batch_norms(g);
     passes::fuse_epilogues(g);
     passes::fuse_elementwise(g);

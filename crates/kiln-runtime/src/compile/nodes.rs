@@ -122,3 +122,17 @@ pub(crate) struct SafeSoftmaxNode {
     pub output: u32,
     pub fused: Vec<String>,
 }
+
+/// XNNPACK's QS8 convolution (`kiln_xnnpack::qs8_convolution.out`, NHWC int8 activations of
+/// static shape) whose weight, weight scales and bias are constants: checked and laid out once
+/// at load ([`PackedQs8Conv`](kiln_kernels::compute::xnn_qconv::PackedQs8Conv)). An int8
+/// `clamp` of its output, absorbed, narrows the output range instead of running as a pass.
+#[derive(Clone, Debug)]
+pub(crate) struct Qs8ConvNode {
+    /// The call's arguments before its output: the input first.
+    pub args: Vec<u32>,
+    /// The integer bounds of an absorbed clamp.
+    pub clamp: Option<(i32, i32)>,
+    pub output: u32,
+    pub fused: Vec<String>,
+}

@@ -20,7 +20,7 @@ use kiln_kernels::compute::elementwise::{BinaryOp, MapInstr, UnaryOp};
 use kiln_kernels::compute::sgemm::Activation;
 
 /// The kernel instruction of node `n`: its operator and arguments.
-fn kernel_call<'m>(g: &Graph<'m>, n: usize) -> Option<(&'m str, &'m [u32])> {
+pub(super) fn kernel_call<'m>(g: &Graph<'m>, n: usize) -> Option<(&'m str, &'m [u32])> {
     match g.instruction(n)? {
         ins @ InstrDef::Kernel { args, .. } => Some((g.operator(ins)?, args.as_slice())),
         _ => None,
@@ -29,7 +29,7 @@ fn kernel_call<'m>(g: &Graph<'m>, n: usize) -> Option<(&'m str, &'m [u32])> {
 
 /// The written tensor of a single-output `.out` kernel call: the position before the
 /// trailing return value.
-fn out_arg(args: &[u32]) -> Option<u32> {
+pub(super) fn out_arg(args: &[u32]) -> Option<u32> {
     args.len().checked_sub(2).and_then(|p| args.get(p).copied())
 }
 

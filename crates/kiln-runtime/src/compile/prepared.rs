@@ -10,16 +10,19 @@ use kiln_kernels::compute::global_pool::mean_pixels;
 use kiln_kernels::compute::linear::{LinearScratch, PackedLinear};
 use kiln_kernels::compute::sgemm::GemmError;
 use kiln_kernels::compute::softmax::{self, Softmax};
+use kiln_kernels::compute::xnn_qconv::PackedQs8Conv;
 use kiln_kernels::pool::PreparedMaxPool2d;
+use kiln_kernels::xnnpack;
 use kiln_kernels::{Arg, KernelContext, KernelError, Out, OutKind, TensorMut, TensorRef};
 
 use crate::error::{Error, Result};
 use crate::step::{Call, Callee, Role};
-use crate::value::TensorSlot;
+use crate::value::{TensorSlot, Val};
 
 use super::graph::{Graph, NodeOp};
 use super::nodes::{
     ChannelScaleNode, ConvNode, LinearNode, MaxPoolNode, MeanNode, PointwiseDepthwiseNode,
+    Qs8ConvNode,
 };
 
 /// A bound step reads at most this many tensors, and writes at most this many.
@@ -151,6 +154,11 @@ pub(crate) fn lower_node(
                 }
                 let k = PreparedSafeSoftmax { row: m.row };
                 (describe("softmax", &m.fused), vec![m.input], vec![m.output], Box::new(k))
+            }
+            NodeOp::Qs8Conv(c) => {
+                let k = PreparedQs8Conv::new(g, c, bytes).map_err(err)?;
+                let reads = vec![c.args[0]];
+                (describe("qs8_conv2d", &c.fused), reads, vec![c.output], Box::new(k))
             }
             NodeOp::Map(m) => {
                 let regs = m.outputs.iter().map(|&(r, _)| r).collect();
@@ -528,6 +536,87 @@ impl PreparedKernel for PreparedSafeSoftmax {
         let kind = Softmax { log: false, zero_masked_rows: true };
         softmax::rows(x, self.row, y, kind, &ctx.threads);
         Ok(())
+    }
+}
+
+/// XNNPACK's QS8 convolution ([`Qs8ConvNode`]), checked and laid out once by the operator's
+/// own [`xnnpack::prepare_qs8_convolution`]. Its int8 tensors are never bound (binding is
+/// for float32 steps): it runs through [`PreparedKernel::run`].
+struct PreparedQs8Conv {
+    conv: PackedQs8Conv,
+}
+
+impl PreparedQs8Conv {
+    fn new(
+        g: &Graph<'_>,
+        c: &Qs8ConvNode,
+        bytes: &ConstBytes<'_>,
+    ) -> std::result::Result<PreparedQs8Conv, String> {
+        let x = g.sizes(c.args[0]).ok_or("qs8 convolution: the input is not a tensor")?;
+        let lists: Vec<Option<Vec<i64>>> = c.args.iter().map(|&v| g.ints(v)).collect();
+        let mut args = Vec::with_capacity(c.args.len());
+        for (p, (&v, list)) in c.args.iter().zip(&lists).enumerate() {
+            args.push(match (p, g.values.get(v as usize)) {
+                // The input's data is not read when preparing.
+                (0, _) => Arg::None,
+                (_, Some(Val::Int(i))) => Arg::Int(*i),
+                (_, Some(Val::Double(d))) => Arg::Double(*d),
+                (_, Some(Val::Bool(b))) => Arg::Bool(*b),
+                (_, Some(Val::None)) => Arg::None,
+                (_, Some(Val::IntList(_))) => {
+                    Arg::IntList(list.as_deref().ok_or("a list of non-constant ints")?)
+                }
+                (_, Some(Val::Tensor(t))) => {
+                    let b = bytes(t)
+                        .and_then(|b| b.get(..t.nbytes()))
+                        .ok_or_else(|| format!("constant values[{v}] is outside its data"))?;
+                    Arg::Tensor(TensorRef::new(t.dtype, t.shape, b).map_err(|e| e.to_string())?)
+                }
+                _ => return Err(format!("qs8 convolution: argument {p} is not a constant")),
+            });
+        }
+        let ctx = KernelContext::new("kiln_xnnpack::qs8_convolution.out");
+        let mut conv =
+            xnnpack::prepare_qs8_convolution(&ctx, &args, &x).map_err(|e| e.to_string())?;
+        if let Some((lo, hi)) = c.clamp {
+            conv.clamp_output(lo, hi)
+                .ok_or("qs8 convolution: the clamp's bounds miss its range")?;
+        }
+        Ok(PreparedQs8Conv { conv })
+    }
+}
+
+impl PreparedKernel for PreparedQs8Conv {
+    fn run(
+        &self,
+        _: &mut StepScratch,
+        ctx: &mut KernelContext,
+        args: &[Arg<'_>],
+        outs: &mut [Out<'_, '_>],
+    ) -> std::result::Result<(), KernelError> {
+        ctx.op = "kiln_xnnpack::qs8_convolution.out";
+        let Some(Arg::Tensor(x)) = args.first() else {
+            return Err(ctx.invalid("x", "the step's tensors do not match its kernel"));
+        };
+        xnnpack::run_qs8_convolution(ctx, &self.conv, x, outs)
+    }
+
+    fn run_bound(
+        &self,
+        _: &mut StepScratch,
+        ctx: &mut KernelContext,
+        _: &[&[f32]],
+        _: &mut [&mut [f32]],
+    ) -> std::result::Result<(), KernelError> {
+        Err(ctx.invalid("x", "an int8 step has no float32 binding"))
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.conv.heap_bytes()
+    }
+
+    fn algorithm(&self) -> Option<&'static str> {
+        Some(self.conv.algorithm())
     }
 }
 

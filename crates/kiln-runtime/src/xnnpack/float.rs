@@ -340,6 +340,22 @@ impl Lowerer<'_, '_> {
 
     pub(super) fn pool(&mut self, n: &Node, p: &Pool) -> R<()> {
         let [t, r, b, l] = p.padding.map(i64::from);
+        let int8 = self.xvalue(p.input).datatype == DataType::QInt8;
+        if p.max && int8 && t == b && l == r {
+            // In XNNPACK's own NHWC order: no transposes around it.
+            let x = self.plain(p.input)?;
+            let two = |v: [u32; 2]| v.map(|x| i64::from(x.max(1)));
+            let kernel = self.ints(&p.pooling.map(i64::from));
+            let stride = self.ints(&two(p.stride));
+            let padding = self.ints(&[t, l]);
+            let dilation = self.ints(&two(p.dilation));
+            let out = self.output(p.output, identity(4))?;
+            let args = vec![x, kernel, stride, padding, dilation, out.value, out.value];
+            self.emit("kiln_xnnpack::qs8_max_pool.out", args);
+            let out = self.clamp_after(n, out, p.output)?;
+            self.set(p.output, out);
+            return Ok(());
+        }
         let x = self.as_perm(p.input, &NHWC)?;
         let kernel = self.ints(&[i64::from(p.pooling[0]), i64::from(p.pooling[1])]);
         let stride = self.ints(&[i64::from(p.stride[0].max(1)), i64::from(p.stride[1].max(1))]);

@@ -16,26 +16,50 @@ use crate::compute::sgemm::GemmError;
 use crate::compute::threads::{split, with_pieces, Threads, TASKS_PER_THREAD};
 use crate::shape::int_pair;
 
-/// The window walk's step: `b` follows `a`. The later value wins when it is a NaN, or when it
-/// is larger and the earlier is not a NaN.
-#[inline(always)]
-fn pick(a: f32, b: f32) -> f32 {
-    if b.is_nan() || (b > a && !a.is_nan()) {
-        b
-    } else {
-        a
+/// A value max pooling runs over: float32, or int8 (the quantized activations of an XNNPACK
+/// delegate: quantization is monotone, so the largest quantized value is the quantized
+/// largest).
+pub trait PoolValue: Copy + Send + Sync + 'static {
+    /// What padded cells hold: never ahead of a real value.
+    const LOWEST: Self;
+    /// The window walk's step: `b` follows `a`.
+    fn pick(a: Self, b: Self) -> Self;
+}
+
+impl PoolValue for f32 {
+    const LOWEST: f32 = f32::NEG_INFINITY;
+
+    /// The later value wins when it is a NaN, or when it is larger and the earlier is not a
+    /// NaN.
+    #[inline(always)]
+    fn pick(a: f32, b: f32) -> f32 {
+        if b.is_nan() || (b > a && !a.is_nan()) {
+            b
+        } else {
+            a
+        }
+    }
+}
+
+impl PoolValue for i8 {
+    const LOWEST: i8 = i8::MIN;
+
+    /// The later value wins when it is larger.
+    #[inline(always)]
+    fn pick(a: i8, b: i8) -> i8 {
+        a.max(b)
     }
 }
 
 /// Channels `c0..c0 + L` of the pixels of `x` starting at each of `window`, folded with
-/// [`pick`] from minus infinity into `out[..L]`.
+/// [`PoolValue::pick`] from [`PoolValue::LOWEST`] into `out[..L]`.
 #[inline(always)]
-fn fold_run<const L: usize>(x: &[f32], window: &[usize], c0: usize, out: &mut [f32]) {
-    let mut acc = [f32::NEG_INFINITY; L];
+fn fold_run<const L: usize, T: PoolValue>(x: &[T], window: &[usize], c0: usize, out: &mut [T]) {
+    let mut acc = [T::LOWEST; L];
     for &at in window {
-        let v: &[f32; L] = x[at + c0..][..L].try_into().expect("L channels");
+        let v: &[T; L] = x[at + c0..][..L].try_into().expect("L channels");
         for (a, &v) in acc.iter_mut().zip(v) {
-            *a = pick(*a, v);
+            *a = T::pick(*a, v);
         }
     }
     out[..L].copy_from_slice(&acc);
@@ -126,7 +150,12 @@ pub struct PreparedMaxPool2d {
 
 impl PreparedMaxPool2d {
     /// Pools `x` into `y`, each laid out as prepared.
-    pub fn run(&self, x: &[f32], y: &mut [f32], threads: &Threads) -> Result<(), GemmError> {
+    pub fn run<T: PoolValue>(
+        &self,
+        x: &[T],
+        y: &mut [T],
+        threads: &Threads,
+    ) -> Result<(), GemmError> {
         match self.channels {
             None => self.pool.run(x, y, threads),
             Some(c) => self.pool.run_nhwc(c, x, y, threads),
@@ -177,7 +206,12 @@ impl MaxPool2d {
     }
 
     /// Pools the planes of `x` (`planes x h x w`, contiguous) into `y` (`planes x oh x ow`).
-    pub fn run(&self, x: &[f32], y: &mut [f32], threads: &Threads) -> Result<(), GemmError> {
+    pub fn run<T: PoolValue>(
+        &self,
+        x: &[T],
+        y: &mut [T],
+        threads: &Threads,
+    ) -> Result<(), GemmError> {
         let (hw, ohw) = (self.h * self.w, self.win.oh * self.win.ow);
         if x.len() != self.planes * hw || y.len() != self.planes * ohw {
             return Err(GemmError::Invalid("max_pool2d: tensor sizes differ from the geometry"));
@@ -188,7 +222,7 @@ impl MaxPool2d {
         };
         let tasks = with_pieces(split(self.planes, 1, parts), y, ohw);
         threads.for_each(tasks, |(run, y)| {
-            let mut rows = vec![0f32; self.h * self.win.ow];
+            let mut rows = vec![T::LOWEST; self.h * self.win.ow];
             for (plane, y) in run.zip(y.chunks_exact_mut(ohw)) {
                 self.plane(&x[plane * hw..][..hw], y, &mut rows);
             }
@@ -199,11 +233,11 @@ impl MaxPool2d {
     /// Pools channels-last images: `x` is `[planes / channels, h, w, channels]`, `y`
     /// `[planes / channels, oh, ow, channels]`. Each output pixel folds its window's pixels,
     /// all channels side by side, in the walk's order.
-    pub fn run_nhwc(
+    pub fn run_nhwc<T: PoolValue>(
         &self,
         channels: usize,
-        x: &[f32],
-        y: &mut [f32],
+        x: &[T],
+        y: &mut [T],
         threads: &Threads,
     ) -> Result<(), GemmError> {
         if channels == 0 || !self.planes.is_multiple_of(channels) {
@@ -235,7 +269,7 @@ impl MaxPool2d {
 
     /// Output row `oy` of channels-last image `x` into `out` (`ow x c`), on 16- or 8-lane
     /// vectors where the CPU has them.
-    fn nhwc_row(&self, c: usize, x: &[f32], oy: usize, out: &mut [f32]) {
+    fn nhwc_row<T: PoolValue>(&self, c: usize, x: &[T], oy: usize, out: &mut [T]) {
         #[cfg(target_arch = "x86_64")]
         {
             if crate::compute::cpu::has_avx512() {
@@ -256,7 +290,7 @@ impl MaxPool2d {
     /// The CPU has AVX2.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
-    unsafe fn nhwc_row_avx2(&self, c: usize, x: &[f32], oy: usize, out: &mut [f32]) {
+    unsafe fn nhwc_row_avx2<T: PoolValue>(&self, c: usize, x: &[T], oy: usize, out: &mut [T]) {
         self.nhwc_row_body(c, x, oy, out)
     }
 
@@ -267,7 +301,7 @@ impl MaxPool2d {
     /// The CPU has AVX-512F.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f")]
-    unsafe fn nhwc_row_avx512(&self, c: usize, x: &[f32], oy: usize, out: &mut [f32]) {
+    unsafe fn nhwc_row_avx512<T: PoolValue>(&self, c: usize, x: &[T], oy: usize, out: &mut [T]) {
         self.nhwc_row_body(c, x, oy, out)
     }
 
@@ -275,7 +309,7 @@ impl MaxPool2d {
     /// 8, then one at a time, each run folded over the window (rows, then columns) in fixed-size
     /// registers.
     #[inline(always)]
-    fn nhwc_row_body(&self, c: usize, x: &[f32], oy: usize, out: &mut [f32]) {
+    fn nhwc_row_body<T: PoolValue>(&self, c: usize, x: &[T], oy: usize, out: &mut [T]) {
         let inside = |o: usize, k: usize, axis: usize, len: usize| {
             (o * self.win.s[axis] + k * self.win.d[axis])
                 .checked_sub(self.win.p[axis])
@@ -294,42 +328,42 @@ impl MaxPool2d {
             }
             let mut c0 = 0;
             while c - c0 >= 16 {
-                fold_run::<16>(x, &window, c0, &mut o[c0..]);
+                fold_run::<16, T>(x, &window, c0, &mut o[c0..]);
                 c0 += 16;
             }
             if c - c0 >= 8 {
-                fold_run::<8>(x, &window, c0, &mut o[c0..]);
+                fold_run::<8, T>(x, &window, c0, &mut o[c0..]);
                 c0 += 8;
             }
             for ch in c0..c {
-                fold_run::<1>(x, &window, ch, &mut o[ch..]);
+                fold_run::<1, T>(x, &window, ch, &mut o[ch..]);
             }
         }
     }
 
     /// One plane; `rows` holds the horizontal partials (`h x ow`).
-    fn plane(&self, x: &[f32], y: &mut [f32], rows: &mut [f32]) {
+    fn plane<T: PoolValue>(&self, x: &[T], y: &mut [T], rows: &mut [T]) {
         for (row, partial) in x.chunks_exact(self.w).zip(rows.chunks_exact_mut(self.win.ow)) {
             self.across(row, partial);
         }
         let (k, s, p, d) = (self.win.k[0], self.win.s[0], self.win.p[0], self.win.d[0]);
         for (oy, out) in y.chunks_exact_mut(self.win.ow).enumerate() {
-            out.fill(f32::NEG_INFINITY);
+            out.fill(T::LOWEST);
             for ky in 0..k {
                 let Some(iy) = (oy * s + ky * d).checked_sub(p).filter(|&iy| iy < self.h) else {
                     continue;
                 };
                 for (o, &v) in out.iter_mut().zip(&rows[iy * self.win.ow..][..self.win.ow]) {
-                    *o = pick(*o, v);
+                    *o = T::pick(*o, v);
                 }
             }
         }
     }
 
     /// The fold of each output column's window over one input row into `out` (`ow` values).
-    fn across(&self, row: &[f32], out: &mut [f32]) {
+    fn across<T: PoolValue>(&self, row: &[T], out: &mut [T]) {
         let (k, s, p, d) = (self.win.k[1], self.win.s[1], self.win.p[1], self.win.d[1]);
-        out.fill(f32::NEG_INFINITY);
+        out.fill(T::LOWEST);
         // Columns whose whole window lies inside the row, then the clipped ones at the edges.
         let span = (k - 1) * d;
         let first = p.div_ceil(s).min(self.win.ow);
@@ -341,22 +375,22 @@ impl MaxPool2d {
             let at = |i: usize| (first + i) * s + kx * d - p;
             match s {
                 _ if inner.is_empty() => {}
-                1 => inner.iter_mut().zip(&row[at(0)..]).for_each(|(o, &v)| *o = pick(*o, v)),
+                1 => inner.iter_mut().zip(&row[at(0)..]).for_each(|(o, &v)| *o = T::pick(*o, v)),
                 2 => {
                     // Exact pairs (the last window's tap may end the row: its pair is cut).
                     let n = inner.len();
                     let (pairs, last) = row[at(0)..][..2 * n - 1].split_at(2 * (n - 1));
                     let (head, tail) = inner.split_at_mut(n - 1);
                     for (o, v) in head.iter_mut().zip(pairs.chunks_exact(2)) {
-                        *o = pick(*o, v[0]);
+                        *o = T::pick(*o, v[0]);
                     }
-                    tail[0] = pick(tail[0], last[0]);
+                    tail[0] = T::pick(tail[0], last[0]);
                 }
-                _ => inner.iter_mut().enumerate().for_each(|(i, o)| *o = pick(*o, row[at(i)])),
+                _ => inner.iter_mut().enumerate().for_each(|(i, o)| *o = T::pick(*o, row[at(i)])),
             }
             for xo in (0..first).chain(end..self.win.ow) {
                 if let Some(ix) = (xo * s + kx * d).checked_sub(p).filter(|&ix| ix < self.w) {
-                    out[xo] = pick(out[xo], row[ix]);
+                    out[xo] = T::pick(out[xo], row[ix]);
                 }
             }
         }

@@ -1,0 +1,538 @@
+//! XNNPACK's QS8 convolution (NHWC, per-channel int8 weights, fp32 requantization) with its
+//! weights laid out once, when the operator is prepared: at load for a compiled step, per call
+//! for the plain kernel. [`PackedQs8Conv::new`] picks the loops for the CPU and the geometry,
+//! and [`PackedQs8Conv::run`] gives the very bits of `xnn_quant::qs8_convolution_scalar`, for
+//! every loop and thread count (the sums are `i32` with wrapping addition, which any order
+//! gives alike; see `xnn_qgemm.rs`).
+//!
+//! The loops ([`PackedQs8Conv::algorithm`]):
+//! - `quads` / `quads-direct` (AVX-512 VNNI): weights in panels of [`NR`] output channels,
+//!   `[k / 4][NR][4]` `i8`; `vpdpbusd` multiplies four activations, made unsigned by adding
+//!   128 (a flipped sign bit) as they are copied into rows of [`MR`] output pixels, by four
+//!   weights per lane. The bias absorbs `-(x_zp + 128) * Σ_k w`, so padded taps hold `x_zp`
+//!   and need no care. A 1x1 convolution of stride 1 without padding or groups copies its
+//!   input rows as they are (`quads-direct`); the others gather each pixel's window.
+//! - `pairs` (AVX-512BW, AVX2, portable): panels `[k / 2][NR][2]` of `i16`, the gathered
+//!   windows minus the zero point in `i16`, `vpmaddwd`.
+//! - `depthwise`: per output pixel, per tap inside the input, every channel side by side, the
+//!   weights widened to `i16` once.
+//!
+//! Each output pixel's sums are requantized (with the output range, which a following clamp
+//! may have narrowed) as soon as its panel is done.
+#![allow(unsafe_code)]
+
+use std::ops::Range;
+
+use super::threads::{split, with_pieces, Threads};
+use super::xnn_qgemm::{panel_product, parts, quad_product, Isa, IsaTask, Requant, MR, NR};
+use super::xnn_qmath::{qs8_requantize, ConvGeometry, Qs8Filter, Qs8Out};
+
+/// Why a QS8 convolution cannot be prepared.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{what}")]
+pub struct Qs8ConvError {
+    /// What is wrong, naming the argument.
+    pub what: String,
+}
+
+fn bad(what: impl Into<String>) -> Qs8ConvError {
+    Qs8ConvError { what: what.into() }
+}
+
+/// A QS8 convolution with its weights laid out for the loops of one CPU.
+#[derive(Clone, Debug)]
+pub struct PackedQs8Conv {
+    g: ConvGeometry,
+    isa: Isa,
+    /// The requantization scale per output channel.
+    scales: Vec<f32>,
+    o: Qs8Out,
+    weights: Weights,
+}
+
+/// The weights in the layout of the chosen loops.
+#[derive(Clone, Debug)]
+enum Weights {
+    /// `[groups][panels][k4 / 4][NR][4]` `i8`, `k4` the group's `kh * kw * c / groups` rounded
+    /// up to a multiple of 4; the bias with `-(x_zp + 128) * Σ_k w` folded in.
+    Quads { k4: usize, panels: usize, w: Vec<i8>, bias: Vec<i32>, zp: i8, direct: bool },
+    /// `[groups][panels][kp / 2][NR][2]` `i16`, `kp` rounded up to even.
+    Pairs { kp: usize, panels: usize, w: Vec<i16>, bias: Option<Vec<i32>>, zp: i16 },
+    /// `[kh, kw, o]` widened to `i16`.
+    Depthwise { w: Vec<i16>, bias: Option<Vec<i32>>, zp: i16 },
+}
+
+impl PackedQs8Conv {
+    /// Checks the filter against `g` (whole weight, a scale per output channel, an optional
+    /// bias per output channel, an input zero point in `[-128, 127]`) and lays the weights
+    /// out for the best loops of this CPU.
+    pub fn new(g: ConvGeometry, x_zp: i32, f: &Qs8Filter) -> Result<Self, Qs8ConvError> {
+        Self::new_isa(super::xnn_qgemm::best_isa(), g, x_zp, f)
+    }
+
+    /// [`PackedQs8Conv::new`] for the loops of `isa`.
+    pub(crate) fn new_isa(
+        isa: Isa,
+        g: ConvGeometry,
+        x_zp: i32,
+        f: &Qs8Filter,
+    ) -> Result<Self, Qs8ConvError> {
+        if !g.is_valid() {
+            return Err(bad(format!("geometry {g:?} is inconsistent or overflows")));
+        }
+        let want = g.weight_len();
+        if Some(f.w.len()) != want {
+            return Err(bad(format!("weight: {} values, the geometry needs {want:?}", f.w.len())));
+        }
+        if f.scales.len() != g.o {
+            return Err(bad(format!("{} scales for {} output channels", f.scales.len(), g.o)));
+        }
+        if let Some(b) = f.bias.filter(|b| b.len() != g.o) {
+            return Err(bad(format!("bias: {} values for {} output channels", b.len(), g.o)));
+        }
+        if !(-128..=127).contains(&x_zp) {
+            return Err(bad(format!("input zero point {x_zp} outside [-128, 127]")));
+        }
+        let bias = f.bias.map(<[i32]>::to_vec);
+        let weights = if g.depthwise {
+            Weights::Depthwise { w: f.w.iter().map(|&v| v.into()).collect(), bias, zp: x_zp as i16 }
+        } else if isa == Isa::Vnni {
+            let direct = g.kh == 1
+                && g.kw == 1
+                && g.stride == [1, 1]
+                && g.pad_top == 0
+                && g.pad_left == 0
+                && g.oh == g.h
+                && g.ow == g.w
+                && g.groups == 1;
+            let (k4, panels, w, bias) = pack_quads(&g, f.w, f.bias, x_zp);
+            Weights::Quads { k4, panels, w, bias, zp: x_zp as i8, direct }
+        } else {
+            let (kp, panels, w) = pack_pairs(&g, f.w);
+            Weights::Pairs { kp, panels, w, bias, zp: x_zp as i16 }
+        };
+        Ok(PackedQs8Conv { g, isa, scales: f.scales.to_vec(), o: *f.o, weights })
+    }
+
+    /// The geometry it was prepared for.
+    pub fn geometry(&self) -> &ConvGeometry {
+        &self.g
+    }
+
+    /// The output's zero point and range.
+    pub fn output(&self) -> &Qs8Out {
+        &self.o
+    }
+
+    /// Narrows the output range to `[lo, hi]` (a clamp of the output fused into the
+    /// convolution: the same bits, as requantization clamps before rounding to integers).
+    /// `None`, and no change, when the ranges do not meet.
+    pub fn clamp_output(&mut self, lo: i32, hi: i32) -> Option<()> {
+        let (qmin, qmax) = (self.o.qmin.max(lo), self.o.qmax.min(hi));
+        (qmin <= qmax).then(|| {
+            self.o.qmin = qmin;
+            self.o.qmax = qmax;
+        })
+    }
+
+    /// Which loops run: `quads-direct`, `quads`, `pairs` or `depthwise`.
+    pub fn algorithm(&self) -> &'static str {
+        match self.weights {
+            Weights::Quads { direct: true, .. } => "quads-direct",
+            Weights::Quads { .. } => "quads",
+            Weights::Pairs { .. } => "pairs",
+            Weights::Depthwise { .. } => "depthwise",
+        }
+    }
+
+    /// Bytes of the packed weights, biases and scales.
+    pub fn heap_bytes(&self) -> usize {
+        let b = |v: &Option<Vec<i32>>| v.as_ref().map_or(0, |v| v.len() * 4);
+        self.scales.len() * 4
+            + match &self.weights {
+                Weights::Quads { w, bias, .. } => w.len() + bias.len() * 4,
+                Weights::Pairs { w, bias, .. } | Weights::Depthwise { w, bias, .. } => {
+                    w.len() * 2 + b(bias)
+                }
+            }
+    }
+
+    /// Convolves `x` (`[n, h, w, c]`) into `out` (`[n, oh, ow, o]`), split over `threads`
+    /// when the layer is large.
+    ///
+    /// # Panics
+    /// If a length disagrees with the geometry.
+    pub fn run(&self, x: &[i8], out: &mut [i8], threads: &Threads) {
+        let g = &self.g;
+        assert_eq!(x.len(), g.n * g.h * g.w * g.c, "input length");
+        assert_eq!(out.len(), g.n * g.oh * g.ow * g.o, "output length");
+        if out.is_empty() {
+            return;
+        }
+        let pixels = g.n * g.oh * g.ow;
+        let macs = pixels * g.weight_len().unwrap_or(0);
+        let isa = self.isa;
+        match &self.weights {
+            Weights::Depthwise { w, bias, zp } => {
+                let parts = parts(threads, macs, pixels);
+                let tasks = with_pieces(split(pixels, 1, parts), out, g.o);
+                let t = DwRun { c: self, x, zp: *zp, w, bias: bias.as_deref() };
+                threads.for_each(tasks, |(run, out)| isa.run(&t, run, out));
+            }
+            weights => {
+                let parts = parts(threads, macs, pixels.div_ceil(MR));
+                let tasks = with_pieces(split(pixels, MR, parts), out, g.o);
+                let t = GemmRun { c: self, x, weights };
+                threads.for_each(tasks, |(run, out)| isa.run(&t, run, out));
+            }
+        }
+    }
+}
+
+/// Packs OHWI weights (`groups * og` rows of `kg` values) into per-group panels of [`NR`]
+/// channels, `[kp / 2][NR][2]` each. Returns `kp`, the panels per group and the packed values.
+fn pack_pairs(g: &ConvGeometry, wt: &[i8]) -> (usize, usize, Vec<i16>) {
+    let (og, kg) = (g.o / g.groups, g.kh * g.kw * (g.c / g.groups));
+    let kp = kg.next_multiple_of(2);
+    let panels = og.div_ceil(NR);
+    let mut w = vec![0i16; g.groups * panels * kp * NR];
+    for (ch, row) in wt.chunks_exact(kg).enumerate() {
+        let (grp, j) = (ch / og, ch % og);
+        let base = (grp * panels + j / NR) * kp * NR + (j % NR) * 2;
+        for (k, &v) in row.iter().enumerate() {
+            w[base + (k / 2) * NR * 2 + k % 2] = v.into();
+        }
+    }
+    (kp, panels, w)
+}
+
+/// Packs OHWI weights into per-group panels of [`NR`] channels, `[k4 / 4][NR][4]` each, and
+/// folds `-(x_zp + 128) * Σ_k w` into each channel's bias (wrapping, as the sums).
+fn pack_quads(
+    g: &ConvGeometry,
+    wt: &[i8],
+    bias: Option<&[i32]>,
+    x_zp: i32,
+) -> (usize, usize, Vec<i8>, Vec<i32>) {
+    let (og, kg) = (g.o / g.groups, g.kh * g.kw * (g.c / g.groups));
+    let k4 = kg.next_multiple_of(4);
+    let panels = og.div_ceil(NR);
+    let mut w = vec![0i8; g.groups * panels * k4 * NR];
+    let mut folded = vec![0i32; g.o];
+    for (ch, row) in wt.chunks_exact(kg).enumerate() {
+        let (grp, j) = (ch / og, ch % og);
+        let base = (grp * panels + j / NR) * k4 * NR + (j % NR) * 4;
+        for (k, &v) in row.iter().enumerate() {
+            w[base + (k / 4) * NR * 4 + k % 4] = v;
+        }
+        let sum = row.iter().fold(0i32, |s, &v| s.wrapping_add(v.into()));
+        let b = bias.map_or(0, |b| b[ch]);
+        folded[ch] = b.wrapping_sub((x_zp + 128).wrapping_mul(sum));
+    }
+    (k4, panels, w, folded)
+}
+
+/// The tasks of a grouped (not depthwise) convolution, each over its run of output pixels.
+struct GemmRun<'a> {
+    c: &'a PackedQs8Conv,
+    x: &'a [i8],
+    weights: &'a Weights,
+}
+
+impl IsaTask for GemmRun<'_> {
+    type Out = [i8];
+
+    /// Output pixels `run` into `out` (`run.len() * o`), [`MR`] at a time.
+    #[inline(always)]
+    fn run(&self, run: Range<usize>, out: &mut [i8]) {
+        let PackedQs8Conv { g, isa, scales, o, .. } = self.c;
+        let (groups, og, oc) = (g.groups, g.o / g.groups, g.o);
+        let mut acc = [0i32; MR * NR];
+        match *self.weights {
+            Weights::Quads { k4, panels, ref w, ref bias, zp, direct } => {
+                // Rows of `k4` unsigned activations (`x + 128`: the sign bit flipped) per
+                // group; the padding past a group's inputs meets zero weights.
+                let lda = groups * k4;
+                let mut a = vec![0u8; MR * lda];
+                let flip = |v: i8| (v as u8) ^ 0x80;
+                for p0 in run.clone().step_by(MR) {
+                    let rows = (run.end - p0).min(MR);
+                    for (r, row) in a.chunks_exact_mut(lda).take(rows).enumerate() {
+                        if direct {
+                            let x = &self.x[(p0 + r) * g.c..][..g.c];
+                            for (d, &v) in row.iter_mut().zip(x) {
+                                *d = flip(v);
+                            }
+                        } else {
+                            gather(g, self.x, flip, flip(zp), p0 + r, k4, row);
+                        }
+                    }
+                    let dst = &mut out[(p0 - run.start) * oc..][..rows * oc];
+                    for grp in 0..groups {
+                        for p in 0..panels {
+                            let wp = &w[(grp * panels + p) * k4 * NR..][..k4 * NR];
+                            let ch = grp * og + p * NR..grp * og + (p * NR + NR).min(og);
+                            let rq =
+                                Requant { bias: &bias[ch.clone()], scales: &scales[ch.clone()], o };
+                            let (a, d) = (&a[grp * k4..], &mut dst[ch.start..]);
+                            quad_product(*isa, a, lda, rows, k4, wp, &rq, d, oc);
+                        }
+                    }
+                }
+            }
+            Weights::Pairs { kp, panels, ref w, ref bias, zp } => {
+                let lda = groups * kp;
+                let mut a = vec![0i16; MR * lda];
+                for p0 in run.clone().step_by(MR) {
+                    let rows = (run.end - p0).min(MR);
+                    for (r, row) in a.chunks_exact_mut(lda).take(rows).enumerate() {
+                        gather(g, self.x, |v| i16::from(v) - zp, 0, p0 + r, kp, row);
+                    }
+                    let dst = &mut out[(p0 - run.start) * oc..][..rows * oc];
+                    for grp in 0..groups {
+                        for p in 0..panels {
+                            let wp = &w[(grp * panels + p) * kp * NR..][..kp * NR];
+                            panel_product(*isa, &a[grp * kp..], lda, rows, wp, kp, &mut acc);
+                            let ch = grp * og + p * NR..grp * og + (p * NR + NR).min(og);
+                            requantize_rows(dst, oc, &mut acc, ch, bias.as_deref(), scales, o);
+                        }
+                    }
+                }
+            }
+            Weights::Depthwise { .. } => unreachable!("depthwise runs DwRun"),
+        }
+    }
+}
+
+/// Requantizes channels `ch` of each output pixel of `dst` (rows of `oc` values) from the
+/// panel sums `acc` (rows of [`NR`]).
+#[inline(always)]
+fn requantize_rows(
+    dst: &mut [i8],
+    oc: usize,
+    acc: &mut [i32; MR * NR],
+    ch: Range<usize>,
+    bias: Option<&[i32]>,
+    scales: &[f32],
+    o: &Qs8Out,
+) {
+    let (scales, bias) = (&scales[ch.clone()], bias.map(|b| &b[ch.clone()]));
+    for (d, sums) in dst.chunks_exact_mut(oc).zip(acc.chunks_exact_mut(NR)) {
+        requantize(&mut d[ch.clone()], &mut sums[..ch.len()], bias, scales, o);
+    }
+}
+
+/// `dst[j] = qs8_requantize(bias[j] + sums[j], scales[j])` (the bias added to `sums` in place,
+/// wrapping), in loops the compiler vectorizes: the same operations in the same order per
+/// element as the scalar kernel.
+#[inline(always)]
+fn requantize(dst: &mut [i8], sums: &mut [i32], bias: Option<&[i32]>, scales: &[f32], o: &Qs8Out) {
+    if let Some(b) = bias {
+        for (s, &b) in sums.iter_mut().zip(b) {
+            *s = b.wrapping_add(*s);
+        }
+    }
+    for ((d, &s), &sc) in dst.iter_mut().zip(sums.iter()).zip(scales) {
+        *d = qs8_requantize(s, sc, o);
+    }
+}
+
+/// Gathers output pixel `p`'s window into `dst` (`groups` rows of `kp`, each `[tap][cg]`):
+/// `map(x)` inside the input, `pad` for padded taps and the tail.
+#[inline(always)]
+fn gather<T: Copy>(
+    g: &ConvGeometry,
+    x: &[i8],
+    map: impl Fn(i8) -> T,
+    pad: T,
+    p: usize,
+    kp: usize,
+    dst: &mut [T],
+) {
+    let (cg, groups) = (g.c / g.groups, g.groups);
+    let (b, oy, ox) = (p / (g.oh * g.ow), p / g.ow % g.oh, p % g.ow);
+    dst.fill(pad);
+    for ty in 0..g.kh {
+        let Some(iy) = ConvGeometry::src(oy, ty, g.stride[0], g.dilation[0], g.pad_top, g.h) else {
+            continue;
+        };
+        for tx in 0..g.kw {
+            let Some(ix) = ConvGeometry::src(ox, tx, g.stride[1], g.dilation[1], g.pad_left, g.w)
+            else {
+                continue;
+            };
+            let base = ((b * g.h + iy) * g.w + ix) * g.c;
+            let tap = ty * g.kw + tx;
+            for grp in 0..groups {
+                let s = &x[base + grp * cg..][..cg];
+                let d = &mut dst[grp * kp + tap * cg..][..cg];
+                for (d, &v) in d.iter_mut().zip(s) {
+                    *d = map(v);
+                }
+            }
+        }
+    }
+}
+
+/// The tasks of a depthwise convolution, each over its run of output pixels.
+struct DwRun<'a> {
+    c: &'a PackedQs8Conv,
+    x: &'a [i8],
+    zp: i16,
+    /// The weights `[kh, kw, o]` widened.
+    w: &'a [i16],
+    bias: Option<&'a [i32]>,
+}
+
+impl IsaTask for DwRun<'_> {
+    type Out = [i8];
+
+    /// Output pixels `run` into `out` (`run.len() * o`): per pixel, the taps inside the input
+    /// found once, then per block of [`DW_BLOCK`] channels every tap summed in registers.
+    #[inline(always)]
+    fn run(&self, run: Range<usize>, out: &mut [i8]) {
+        let PackedQs8Conv { g, scales, o, .. } = self.c;
+        let (c, oc) = (g.c, g.o);
+        let dm = oc / c;
+        let mut acc = vec![0i32; oc];
+        // (input offset, weight offset) of each tap inside the input.
+        let mut taps: Vec<(usize, usize)> = Vec::with_capacity(g.kh * g.kw);
+        for (p, dst) in run.zip(out.chunks_exact_mut(oc)) {
+            let (b, oy, ox) = (p / (g.oh * g.ow), p / g.ow % g.oh, p % g.ow);
+            taps.clear();
+            for ty in 0..g.kh {
+                let Some(iy) =
+                    ConvGeometry::src(oy, ty, g.stride[0], g.dilation[0], g.pad_top, g.h)
+                else {
+                    continue;
+                };
+                for tx in 0..g.kw {
+                    if let Some(ix) =
+                        ConvGeometry::src(ox, tx, g.stride[1], g.dilation[1], g.pad_left, g.w)
+                    {
+                        taps.push((((b * g.h + iy) * g.w + ix) * c, (ty * g.kw + tx) * oc));
+                    }
+                }
+            }
+            #[cfg(target_arch = "x86_64")]
+            if dm == 1 && self.c.isa >= Isa::Avx512 {
+                let taps = &taps[..];
+                // SAFETY: `Isa::Avx512` and above are only chosen when the CPU has AVX-512F
+                // and AVX-512BW; every tap's `c` inputs and `o == c` weights lie inside `x`
+                // and `w` (the offsets come from the checked geometry), and `dst` holds `o`.
+                unsafe { dw_avx512(self, taps, dst) };
+                continue;
+            }
+            if dm == 1 {
+                for (blk, a) in acc.chunks_mut(DW_BLOCK).enumerate() {
+                    let c0 = blk * DW_BLOCK;
+                    match <&mut [i32; DW_BLOCK]>::try_from(&mut *a) {
+                        Ok(a) => *a = self.block::<DW_BLOCK>(&taps, c0),
+                        Err(_) => {
+                            a.fill(0);
+                            for &(xo, wo) in &taps {
+                                let (xr, wr) = (&self.x[xo + c0..], &self.w[wo + c0..]);
+                                for ((s, &xv), &wv) in a.iter_mut().zip(xr).zip(wr) {
+                                    *s = s.wrapping_add(((xv as i16 - self.zp) * wv) as i32);
+                                }
+                            }
+                        }
+                    }
+                }
+            } else {
+                acc.fill(0);
+                for &(xo, wo) in &taps {
+                    let (xr, wr) = (&self.x[xo..xo + c], &self.w[wo..wo + oc]);
+                    for ((ac, &xv), wc) in acc.chunks_exact_mut(dm).zip(xr).zip(wr.chunks_exact(dm))
+                    {
+                        let xv = xv as i16 - self.zp;
+                        for (a, &wv) in ac.iter_mut().zip(wc) {
+                            *a = a.wrapping_add((xv * wv) as i32);
+                        }
+                    }
+                }
+            }
+            requantize(dst, &mut acc, self.bias, scales, o);
+        }
+    }
+}
+
+/// Channels a depthwise block sums in registers.
+const DW_BLOCK: usize = 32;
+
+impl DwRun<'_> {
+    /// The sums of channels `c0..c0 + B` over `taps` (multiplier 1): `(x - zp) * w` is exact in
+    /// `i16` (`[-255, 255] x [-128, 127]`), widened to `i32` for the sum.
+    #[inline(always)]
+    fn block<const B: usize>(&self, taps: &[(usize, usize)], c0: usize) -> [i32; B] {
+        let mut a = [0i32; B];
+        for &(xo, wo) in taps {
+            let xr: &[i8; B] = self.x[xo + c0..].first_chunk().expect("inside the input");
+            let wr: &[i16; B] = self.w[wo + c0..].first_chunk().expect("inside the weights");
+            for ((s, &xv), &wv) in a.iter_mut().zip(xr).zip(wr) {
+                *s = s.wrapping_add(((xv as i16 - self.zp) * wv) as i32);
+            }
+        }
+        a
+    }
+}
+
+/// One output pixel of a depthwise convolution of multiplier 1 in AVX-512 registers: per block
+/// of 32 channels, every tap's `(x - zp) * w` in `i16` (exact, see [`DwRun::block`]) widened
+/// into two `i32` accumulators, then requantized as [`requantize`] does and stored; the last
+/// block masked.
+///
+/// # Safety
+/// The CPU has AVX-512F and AVX-512BW; each `(input offset, weight offset)` of `taps` is
+/// followed by `c` values in `d.x` and in `d.w`; `dst` holds `c` values.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn dw_avx512(d: &DwRun<'_>, taps: &[(usize, usize)], dst: &mut [i8]) {
+    use std::arch::x86_64::*;
+    let PackedQs8Conv { g, scales, o, .. } = d.c;
+    let c = g.c;
+    let zp = _mm512_set1_epi16(d.zp);
+    let (lo, hi) = ((o.qmin - o.zero_point) as f32, (o.qmax - o.zero_point) as f32);
+    let (lo, hi, ozp) = (_mm512_set1_ps(lo), _mm512_set1_ps(hi), _mm512_set1_epi32(o.zero_point));
+    let magic = _mm512_set1_ps(super::xnn_qmath::MAGIC_BIAS);
+    let magic_bits = _mm512_set1_epi32(super::xnn_qmath::MAGIC_BIAS_BITS);
+    let (x, w) = (d.x.as_ptr(), d.w.as_ptr());
+    for c0 in (0..c).step_by(32) {
+        let n = (c - c0).min(32);
+        let m32 = (u64::MAX >> (64 - n)) as u32;
+        let (mut a0, mut a1) = (_mm512_setzero_si512(), _mm512_setzero_si512());
+        for &(xo, wo) in taps {
+            // SAFETY: the masked loads read channels `c0..c0 + n` of the tap's input pixel and
+            // weights, inside the buffers (the caller's contract).
+            let (xv, wv) = unsafe {
+                let xv = _mm512_maskz_loadu_epi8(u64::from(m32), x.wrapping_add(xo + c0));
+                (xv, _mm512_maskz_loadu_epi16(m32, w.wrapping_add(wo + c0)))
+            };
+            let xv = _mm512_sub_epi16(_mm512_cvtepi8_epi16(_mm512_castsi512_si256(xv)), zp);
+            let p = _mm512_mullo_epi16(xv, wv);
+            a0 = _mm512_add_epi32(a0, _mm512_cvtepi16_epi32(_mm512_castsi512_si256(p)));
+            a1 = _mm512_add_epi32(a1, _mm512_cvtepi16_epi32(_mm512_extracti64x4_epi64::<1>(p)));
+        }
+        for (h, acc) in [a0, a1].into_iter().enumerate() {
+            let ch = c0 + 16 * h;
+            if ch >= c0 + n {
+                break;
+            }
+            let mask = (m32 >> (16 * h)) as u16;
+            // SAFETY: the masked loads and store touch channels `ch..c0 + n` of the bias, the
+            // scales and `dst`, which hold `c` values.
+            unsafe {
+                let b = match d.bias {
+                    Some(b) => _mm512_maskz_loadu_epi32(mask, b.as_ptr().wrapping_add(ch)),
+                    None => _mm512_setzero_si512(),
+                };
+                let s = _mm512_maskz_loadu_ps(mask, scales.as_ptr().wrapping_add(ch));
+                let v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(b, acc)), s);
+                let v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
+                let r = _mm512_sub_epi32(_mm512_castps_si512(_mm512_add_ps(v, magic)), magic_bits);
+                let r = _mm512_add_epi32(r, ozp);
+                _mm512_mask_cvtepi32_storeu_epi8(dst.as_mut_ptr().wrapping_add(ch).cast(), mask, r);
+            }
+        }
+    }
+}
