@@ -11,6 +11,10 @@ run, with the model's seeded input:
   224x224), vit_b_16 (torchvision), bert (transformers BertModel, 4 layers, 128 tokens),
   wav2letter (1 s of 16 kHz audio), mobilenet_v2 (the model kiln was tuned on).
 
+The int8 zoo (issue 37's measure; --int8 times it): mobilenet_v2_q8,
+mobilenet_v3_large_q8, resnet50_q8, shufflenet_v2_x1_0_q8 (PT2E with ExecuTorch's
+XNNPACKQuantizer, static, per-channel) and bert_qd8 (the BERT encoder quantized dynamically).
+
 --rounds rounds (default 5) run every contender once per model, in an order that rotates from
 round to round, on the machine as it is (run it idle; the load average is printed at the start
 and the end):
@@ -26,7 +30,9 @@ rounds, with its worst round beside it. The ratios kiln/et and kiln-1/et-1 (belo
 faster) are followed by their geometric means over the models timed.
 
 Before timing, kiln's outputs for each model must match ExecuTorch's (recorded at export) within
-1e-4 of the largest output magnitude; a model that does not is reported and left out. --json
+1e-4 of the largest output magnitude (static int8 models, `*_q8`: bit for bit; dynamic int8,
+`*_qd8`: or as close as ExecuTorch's portable and XNNPACK programs are to each other); a model
+that does not is reported and left out. --json
 prints one JSON document with every run on stdout (the table then goes to stderr).
 """
 
@@ -52,6 +58,13 @@ ZOO = [
     "resnet50",
     "mobilenet_v2",
 ]
+INT8_ZOO = [
+    "mobilenet_v2_q8",
+    "mobilenet_v3_large_q8",
+    "resnet50_q8",
+    "shufflenet_v2_x1_0_q8",
+    "bert_qd8",
+]
 NAMES = ["kiln", "et", "kiln-1", "et-1"]
 
 
@@ -61,7 +74,8 @@ def geomean(xs: List[float]) -> float:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("models", nargs="*", default=ZOO)
+    ap.add_argument("models", nargs="*", help="models to time (default: the float zoo)")
+    ap.add_argument("--int8", action="store_true", help="time the int8 zoo (without MODELs)")
     timing_options(ap, rounds=5, iters=20, warmup=3)
     args = ap.parse_args()
     # Contenders reads these of run_busy's options: no older binary here.
@@ -70,7 +84,7 @@ def main() -> int:
         ap.error("--rounds and --iters must be positive, --warmup not negative")
     if not os.access(args.kiln, os.X_OK):
         ap.error(f"{args.kiln} is not an executable (cargo build --release -p kiln-cli)")
-    models = timeable(args, args.models)
+    models = timeable(args, args.models or (INT8_ZOO if args.int8 else ZOO))
     if not models:
         say(args, "no model to time")
         return 1

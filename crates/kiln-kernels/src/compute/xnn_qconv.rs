@@ -58,8 +58,10 @@ enum Weights {
     Quads { k4: usize, panels: usize, w: Vec<i8>, bias: Vec<i32>, zp: i8, direct: bool },
     /// `[groups][panels][kp / 2][NR][2]` `i16`, `kp` rounded up to even.
     Pairs { kp: usize, panels: usize, w: Vec<i16>, bias: Option<Vec<i32>>, zp: i16 },
-    /// `[kh, kw, o]` widened to `i16`.
-    Depthwise { w: Vec<i16>, bias: Option<Vec<i32>>, zp: i16 },
+    /// `[kh, kw, o]` widened to `i16`. The AVX-512 loop (multiplier 1) reads padded taps from
+    /// `zp_row` (`c` copies of `x_zp`) and sums `x * w` onto `folded`, the bias minus
+    /// `x_zp * Σ_taps w`; the others subtract the zero point and skip padded taps.
+    Depthwise { w: Vec<i16>, bias: Option<Vec<i32>>, zp: i16, folded: Vec<i32>, zp_row: Vec<i8> },
 }
 
 impl PackedQs8Conv {
@@ -95,7 +97,15 @@ impl PackedQs8Conv {
         }
         let bias = f.bias.map(<[i32]>::to_vec);
         let weights = if g.depthwise {
-            Weights::Depthwise { w: f.w.iter().map(|&v| v.into()).collect(), bias, zp: x_zp as i16 }
+            let w: Vec<i16> = f.w.iter().map(|&v| v.into()).collect();
+            let mut folded = bias.clone().unwrap_or_else(|| vec![0; g.o]);
+            for taps in w.chunks_exact(g.o) {
+                for (b, &v) in folded.iter_mut().zip(taps) {
+                    *b = b.wrapping_sub(x_zp.wrapping_mul(v.into()));
+                }
+            }
+            let zp_row = vec![x_zp as i8; g.c];
+            Weights::Depthwise { w, bias, zp: x_zp as i16, folded, zp_row }
         } else if isa == Isa::Vnni {
             let direct = g.kh == 1
                 && g.kw == 1
@@ -151,8 +161,9 @@ impl PackedQs8Conv {
         self.scales.len() * 4
             + match &self.weights {
                 Weights::Quads { w, bias, .. } => w.len() + bias.len() * 4,
-                Weights::Pairs { w, bias, .. } | Weights::Depthwise { w, bias, .. } => {
-                    w.len() * 2 + b(bias)
+                Weights::Pairs { w, bias, .. } => w.len() * 2 + b(bias),
+                Weights::Depthwise { w, bias, folded, zp_row, .. } => {
+                    w.len() * 2 + b(bias) + folded.len() * 4 + zp_row.len()
                 }
             }
     }
@@ -173,9 +184,15 @@ impl PackedQs8Conv {
         let macs = pixels * g.weight_len().unwrap_or(0);
         let isa = self.isa;
         match &self.weights {
-            Weights::Depthwise { w, bias, zp } => {
+            Weights::Depthwise { w, bias, zp, folded, zp_row } => {
                 let parts = parts(threads, macs, pixels);
                 let tasks = with_pieces(split(pixels, 1, parts), out, g.o);
+                #[cfg(target_arch = "x86_64")]
+                if isa >= Isa::Avx512 && g.o == g.c {
+                    let t = DwVec { c: self, x, w, folded, zp_row };
+                    threads.for_each(tasks, |(run, out)| isa.run(&t, run, out));
+                    return;
+                }
                 let t = DwRun { c: self, x, zp: *zp, w, bias: bias.as_deref() };
                 threads.for_each(tasks, |(run, out)| isa.run(&t, run, out));
             }
@@ -263,6 +280,15 @@ impl IsaTask for GemmRun<'_> {
                             for (d, &v) in row.iter_mut().zip(x) {
                                 *d = flip(v);
                             }
+                        } else if let Some(base) = inner_window(g, p0 + r) {
+                            // Whole window rows are contiguous: `kw * c` values per row.
+                            let span = g.kw * g.c;
+                            for (ty, d) in row.chunks_exact_mut(span).take(g.kh).enumerate() {
+                                let x = &self.x[base + ty * g.dilation[0] * g.w * g.c..][..span];
+                                for (d, &v) in d.iter_mut().zip(x) {
+                                    *d = flip(v);
+                                }
+                            }
                         } else {
                             gather(g, self.x, flip, flip(zp), p0 + r, k4, row);
                         }
@@ -335,6 +361,20 @@ fn requantize(dst: &mut [i8], sums: &mut [i32], bias: Option<&[i32]>, scales: &[
     for ((d, &s), &sc) in dst.iter_mut().zip(sums.iter()).zip(scales) {
         *d = qs8_requantize(s, sc, o);
     }
+}
+
+/// Where output pixel `p`'s window starts in the input, when the window lies inside it and
+/// each of its rows is contiguous (one group, column dilation 1).
+#[inline(always)]
+fn inner_window(g: &ConvGeometry, p: usize) -> Option<usize> {
+    if g.groups != 1 || g.dilation[1] != 1 {
+        return None;
+    }
+    let (b, oy, ox) = (p / (g.oh * g.ow), p / g.ow % g.oh, p % g.ow);
+    let iy = (oy * g.stride[0]).checked_sub(g.pad_top)?;
+    let ix = (ox * g.stride[1]).checked_sub(g.pad_left)?;
+    let inside = iy + (g.kh - 1) * g.dilation[0] < g.h && ix + g.kw <= g.w;
+    inside.then_some(((b * g.h + iy) * g.w + ix) * g.c)
 }
 
 /// Gathers output pixel `p`'s window into `dst` (`groups` rows of `kp`, each `[tap][cg]`):
@@ -414,15 +454,6 @@ impl IsaTask for DwRun<'_> {
                     }
                 }
             }
-            #[cfg(target_arch = "x86_64")]
-            if dm == 1 && self.c.isa >= Isa::Avx512 {
-                let taps = &taps[..];
-                // SAFETY: `Isa::Avx512` and above are only chosen when the CPU has AVX-512F
-                // and AVX-512BW; every tap's `c` inputs and `o == c` weights lie inside `x`
-                // and `w` (the offsets come from the checked geometry), and `dst` holds `o`.
-                unsafe { dw_avx512(self, taps, dst) };
-                continue;
-            }
             if dm == 1 {
                 for (blk, a) in acc.chunks_mut(DW_BLOCK).enumerate() {
                     let c0 = blk * DW_BLOCK;
@@ -477,55 +508,116 @@ impl DwRun<'_> {
     }
 }
 
+/// The tasks of a depthwise convolution of multiplier 1 on AVX-512, each over its run of
+/// output pixels: per pixel, one pointer per tap (into the input, or at `zp_row` for a padded
+/// tap; an interior pixel's taps are fixed offsets from its window's corner), then
+/// [`dw_avx512`].
+#[cfg(target_arch = "x86_64")]
+struct DwVec<'a> {
+    c: &'a PackedQs8Conv,
+    x: &'a [i8],
+    w: &'a [i16],
+    folded: &'a [i32],
+    zp_row: &'a [i8],
+}
+
+#[cfg(target_arch = "x86_64")]
+impl IsaTask for DwVec<'_> {
+    type Out = [i8];
+
+    #[inline(always)]
+    fn run(&self, run: Range<usize>, out: &mut [i8]) {
+        let g = &self.c.g;
+        let c = g.c;
+        let [s0, s1] = g.stride;
+        let [d0, d1] = g.dilation;
+        // Each tap's offset from its window's top left input pixel.
+        let mut rel = Vec::with_capacity(g.kh * g.kw);
+        for ty in 0..g.kh {
+            for tx in 0..g.kw {
+                rel.push((ty * d0 * g.w + tx * d1) * c);
+            }
+        }
+        let span = [(g.kh - 1) * d0, (g.kw - 1) * d1];
+        let mut ptrs = vec![self.zp_row.as_ptr(); rel.len()];
+        for (p, dst) in run.zip(out.chunks_exact_mut(c)) {
+            let (b, oy, ox) = (p / (g.oh * g.ow), p / g.ow % g.oh, p % g.ow);
+            let corner = (oy * s0).checked_sub(g.pad_top).zip((ox * s1).checked_sub(g.pad_left));
+            match corner {
+                Some((iy, ix)) if iy + span[0] < g.h && ix + span[1] < g.w => {
+                    let base = ((b * g.h + iy) * g.w + ix) * c;
+                    for (pt, &r) in ptrs.iter_mut().zip(&rel) {
+                        *pt = self.x[base + r..][..c].as_ptr();
+                    }
+                }
+                _ => {
+                    for (t, pt) in ptrs.iter_mut().enumerate() {
+                        let (ty, tx) = (t / g.kw, t % g.kw);
+                        let iy = ConvGeometry::src(oy, ty, s0, d0, g.pad_top, g.h);
+                        let ix = ConvGeometry::src(ox, tx, s1, d1, g.pad_left, g.w);
+                        *pt = match iy.zip(ix) {
+                            Some((iy, ix)) => {
+                                self.x[((b * g.h + iy) * g.w + ix) * c..][..c].as_ptr()
+                            }
+                            None => self.zp_row.as_ptr(),
+                        };
+                    }
+                }
+            }
+            // SAFETY: `Isa::Avx512` and above are only chosen when the CPU has AVX-512F and
+            // AVX-512BW; each pointer starts `c` readable values (sliced just above, or the
+            // zero point row of `c`), the weights hold `c` per tap, the biases and scales `c`.
+            unsafe { dw_avx512(&ptrs, self.w, self.folded, &self.c.scales, &self.c.o, dst) };
+        }
+    }
+}
+
 /// One output pixel of a depthwise convolution of multiplier 1 in AVX-512 registers: per block
-/// of 32 channels, every tap's `(x - zp) * w` in `i16` (exact, see [`DwRun::block`]) widened
-/// into two `i32` accumulators, then requantized as [`requantize`] does and stored; the last
-/// block masked.
+/// of 32 channels, every tap's `x * w` in `i16` (exact: `[-128, 127]` squared) widened into two
+/// `i32` accumulators, then the bias (the zero point's share folded in) added and the sums
+/// requantized as [`requantize`] does; the last block masked.
 ///
 /// # Safety
-/// The CPU has AVX-512F and AVX-512BW; each `(input offset, weight offset)` of `taps` is
-/// followed by `c` values in `d.x` and in `d.w`; `dst` holds `c` values.
+/// The CPU has AVX-512F and AVX-512BW; each of `taps` points at `dst.len()` readable values;
+/// `w` holds `taps.len() * dst.len()` values, `bias` and `scales` `dst.len()`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw")]
-unsafe fn dw_avx512(d: &DwRun<'_>, taps: &[(usize, usize)], dst: &mut [i8]) {
+unsafe fn dw_avx512(
+    taps: &[*const i8],
+    w: &[i16],
+    bias: &[i32],
+    scales: &[f32],
+    o: &Qs8Out,
+    dst: &mut [i8],
+) {
     use std::arch::x86_64::*;
-    let PackedQs8Conv { g, scales, o, .. } = d.c;
-    let c = g.c;
-    let zp = _mm512_set1_epi16(d.zp);
+    let c = dst.len();
     let (lo, hi) = ((o.qmin - o.zero_point) as f32, (o.qmax - o.zero_point) as f32);
     let (lo, hi, ozp) = (_mm512_set1_ps(lo), _mm512_set1_ps(hi), _mm512_set1_epi32(o.zero_point));
     let magic = _mm512_set1_ps(super::xnn_qmath::MAGIC_BIAS);
     let magic_bits = _mm512_set1_epi32(super::xnn_qmath::MAGIC_BIAS_BITS);
-    let (x, w) = (d.x.as_ptr(), d.w.as_ptr());
     for c0 in (0..c).step_by(32) {
         let n = (c - c0).min(32);
         let m32 = (u64::MAX >> (64 - n)) as u32;
         let (mut a0, mut a1) = (_mm512_setzero_si512(), _mm512_setzero_si512());
-        for &(xo, wo) in taps {
+        for (t, &x) in taps.iter().enumerate() {
             // SAFETY: the masked loads read channels `c0..c0 + n` of the tap's input pixel and
             // weights, inside the buffers (the caller's contract).
             let (xv, wv) = unsafe {
-                let xv = _mm512_maskz_loadu_epi8(u64::from(m32), x.wrapping_add(xo + c0));
-                (xv, _mm512_maskz_loadu_epi16(m32, w.wrapping_add(wo + c0)))
+                let xv = _mm512_maskz_loadu_epi8(u64::from(m32), x.wrapping_add(c0));
+                (xv, _mm512_maskz_loadu_epi16(m32, w.as_ptr().wrapping_add(t * c + c0)))
             };
-            let xv = _mm512_sub_epi16(_mm512_cvtepi8_epi16(_mm512_castsi512_si256(xv)), zp);
-            let p = _mm512_mullo_epi16(xv, wv);
+            let p = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(_mm512_castsi512_si256(xv)), wv);
             a0 = _mm512_add_epi32(a0, _mm512_cvtepi16_epi32(_mm512_castsi512_si256(p)));
             a1 = _mm512_add_epi32(a1, _mm512_cvtepi16_epi32(_mm512_extracti64x4_epi64::<1>(p)));
         }
-        for (h, acc) in [a0, a1].into_iter().enumerate() {
+        for (h, acc) in [a0, a1].into_iter().enumerate().take(n.div_ceil(16)) {
             let ch = c0 + 16 * h;
-            if ch >= c0 + n {
-                break;
-            }
             let mask = (m32 >> (16 * h)) as u16;
             // SAFETY: the masked loads and store touch channels `ch..c0 + n` of the bias, the
             // scales and `dst`, which hold `c` values.
             unsafe {
-                let b = match d.bias {
-                    Some(b) => _mm512_maskz_loadu_epi32(mask, b.as_ptr().wrapping_add(ch)),
-                    None => _mm512_setzero_si512(),
-                };
+                let b = _mm512_maskz_loadu_epi32(mask, bias.as_ptr().wrapping_add(ch));
                 let s = _mm512_maskz_loadu_ps(mask, scales.as_ptr().wrapping_add(ch));
                 let v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(b, acc)), s);
                 let v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
