@@ -27,6 +27,11 @@ use super::threads::{split, with_pieces, Threads};
 use super::xnn_qgemm::{panel_product, parts, quad_product, Isa, IsaTask, Requant, MR, NR};
 use super::xnn_qmath::{qs8_requantize, ConvGeometry, Qs8Filter, Qs8Out};
 
+/// Multiply-adds from which a convolution splits its output pixels over the threads: a few
+/// microseconds of work at the loops' speed (the depthwise loops do ~10x fewer per second).
+const PARALLEL_GEMM_MACS: usize = 1 << 20;
+const PARALLEL_DEPTHWISE_MACS: usize = 1 << 17;
+
 /// Why a QS8 convolution cannot be prepared.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{what}")]
@@ -61,7 +66,15 @@ enum Weights {
     /// `[kh, kw, o]` widened to `i16`. The AVX-512 loop (multiplier 1) reads padded taps from
     /// `zp_row` (`c` copies of `x_zp`) and sums `x * w` onto `folded`, the bias minus
     /// `x_zp * Σ_taps w`; the others subtract the zero point and skip padded taps.
-    Depthwise { w: Vec<i16>, bias: Option<Vec<i32>>, zp: i16, folded: Vec<i32>, zp_row: Vec<i8> },
+    Depthwise {
+        w: Vec<i16>,
+        bias: Option<Vec<i32>>,
+        zp: i16,
+        folded: Vec<i32>,
+        zp_row: Vec<i8>,
+        /// The weights for the AVX-512 loop: taps in pairs, see [`pack_tap_pairs`].
+        pairs: Vec<i16>,
+    },
 }
 
 impl PackedQs8Conv {
@@ -105,7 +118,8 @@ impl PackedQs8Conv {
                 }
             }
             let zp_row = vec![x_zp as i8; g.c];
-            Weights::Depthwise { w, bias, zp: x_zp as i16, folded, zp_row }
+            let pairs = pack_tap_pairs(&w, g.kh * g.kw, g.c);
+            Weights::Depthwise { w, bias, zp: x_zp as i16, folded, zp_row, pairs }
         } else if isa == Isa::Vnni {
             let direct = g.kh == 1
                 && g.kw == 1
@@ -162,8 +176,8 @@ impl PackedQs8Conv {
             + match &self.weights {
                 Weights::Quads { w, bias, .. } => w.len() + bias.len() * 4,
                 Weights::Pairs { w, bias, .. } => w.len() * 2 + b(bias),
-                Weights::Depthwise { w, bias, folded, zp_row, .. } => {
-                    w.len() * 2 + b(bias) + folded.len() * 4 + zp_row.len()
+                Weights::Depthwise { w, bias, folded, zp_row, pairs, .. } => {
+                    (w.len() + pairs.len()) * 2 + b(bias) + folded.len() * 4 + zp_row.len()
                 }
             }
     }
@@ -184,12 +198,12 @@ impl PackedQs8Conv {
         let macs = pixels * g.weight_len().unwrap_or(0);
         let isa = self.isa;
         match &self.weights {
-            Weights::Depthwise { w, bias, zp, folded, zp_row } => {
-                let parts = parts(threads, macs, pixels);
+            Weights::Depthwise { w, bias, zp, folded, zp_row, pairs } => {
+                let parts = parts(threads, macs, PARALLEL_DEPTHWISE_MACS, pixels);
                 let tasks = with_pieces(split(pixels, 1, parts), out, g.o);
                 #[cfg(target_arch = "x86_64")]
                 if isa >= Isa::Avx512 && g.o == g.c {
-                    let t = DwVec { c: self, x, w, folded, zp_row };
+                    let t = DwVec { c: self, x, pairs, folded, zp_row };
                     threads.for_each(tasks, |(run, out)| isa.run(&t, run, out));
                     return;
                 }
@@ -197,7 +211,7 @@ impl PackedQs8Conv {
                 threads.for_each(tasks, |(run, out)| isa.run(&t, run, out));
             }
             weights => {
-                let parts = parts(threads, macs, pixels.div_ceil(MR));
+                let parts = parts(threads, macs, PARALLEL_GEMM_MACS, pixels.div_ceil(MR));
                 let tasks = with_pieces(split(pixels, MR, parts), out, g.o);
                 let t = GemmRun { c: self, x, weights };
                 threads.for_each(tasks, |(run, out)| isa.run(&t, run, out));
@@ -516,7 +530,7 @@ impl DwRun<'_> {
 struct DwVec<'a> {
     c: &'a PackedQs8Conv,
     x: &'a [i8],
-    w: &'a [i16],
+    pairs: &'a [i16],
     folded: &'a [i32],
     zp_row: &'a [i8],
 }
@@ -539,7 +553,8 @@ impl IsaTask for DwVec<'_> {
             }
         }
         let span = [(g.kh - 1) * d0, (g.kw - 1) * d1];
-        let mut ptrs = vec![self.zp_row.as_ptr(); rel.len()];
+        // An odd tap count gets a last tap at the zero point row (its weights are zero).
+        let mut ptrs = vec![self.zp_row.as_ptr(); rel.len().next_multiple_of(2)];
         for (p, dst) in run.zip(out.chunks_exact_mut(c)) {
             let (b, oy, ox) = (p / (g.oh * g.ow), p / g.ow % g.oh, p % g.ow);
             let corner = (oy * s0).checked_sub(g.pad_top).zip((ox * s1).checked_sub(g.pad_left));
@@ -551,7 +566,7 @@ impl IsaTask for DwVec<'_> {
                     }
                 }
                 _ => {
-                    for (t, pt) in ptrs.iter_mut().enumerate() {
+                    for (t, pt) in ptrs.iter_mut().enumerate().take(rel.len()) {
                         let (ty, tx) = (t / g.kw, t % g.kw);
                         let iy = ConvGeometry::src(oy, ty, s0, d0, g.pad_top, g.h);
                         let ix = ConvGeometry::src(ox, tx, s1, d1, g.pad_left, g.w);
@@ -564,22 +579,79 @@ impl IsaTask for DwVec<'_> {
                     }
                 }
             }
-            // SAFETY: `Isa::Avx512` and above are only chosen when the CPU has AVX-512F and
-            // AVX-512BW; each pointer starts `c` readable values (sliced just above, or the
-            // zero point row of `c`), the weights hold `c` per tap, the biases and scales `c`.
-            unsafe { dw_avx512(&ptrs, self.w, self.folded, &self.c.scales, &self.c.o, dst) };
+            let (w, bias, scales, o) = (self.pairs, self.folded, &self.c.scales[..], &self.c.o);
+            if self.c.isa == Isa::Vnni {
+                // SAFETY: `Isa::Vnni` is only chosen when the CPU has AVX-512F, AVX-512BW and
+                // AVX-512 VNNI; each pointer starts `c` readable values (sliced just above, or
+                // the zero point row of `c`), there is an even number of them, the weights hold
+                // the pairs of `ptrs.len()` taps for `c` channels, the biases and scales `c`.
+                unsafe { dw_vnni(&ptrs, w, bias, scales, o, dst) };
+            } else {
+                // SAFETY: as above, with AVX-512F and AVX-512BW.
+                unsafe { dw_avx512(&ptrs, w, bias, scales, o, dst) };
+            }
         }
     }
 }
 
-/// One output pixel of a depthwise convolution of multiplier 1 in AVX-512 registers: per block
-/// of 32 channels, every tap's `x * w` in `i16` (exact: `[-128, 127]` squared) widened into two
-/// `i32` accumulators, then the bias (the zero point's share folded in) added and the sums
-/// requantized as [`requantize`] does; the last block masked.
+/// Depthwise weights `[kh * kw, c]` laid out for [`dw_avx512`]: per block of 32 channels, per
+/// pair of taps, two halves of 16 lanes, each lane the pair `(w[2q][ch], w[2q + 1][ch])` of
+/// the channel `ch` that `unpacklo_epi16` (first half) or `unpackhi_epi16` (second) of two taps'
+/// 32 channels puts there: lane `j` of half `h` is channel `(j / 4) * 8 + h * 4 + j % 4`.
+/// Missing taps and channels are zero.
+fn pack_tap_pairs(w: &[i16], taps: usize, c: usize) -> Vec<i16> {
+    let pairs = taps.div_ceil(2);
+    let blocks = c.div_ceil(32);
+    let mut out = vec![0i16; blocks * pairs * 2 * 16 * 2];
+    for (i, v) in out.iter_mut().enumerate() {
+        let (e, j, h) = (i % 2, i / 2 % 16, i / 32 % 2);
+        let (q, b) = (i / 64 % pairs, i / (64 * pairs));
+        let (t, ch) = (2 * q + e, 32 * b + (j / 4) * 8 + h * 4 + j % 4);
+        if t < taps && ch < c {
+            *v = w[t * c + ch];
+        }
+    }
+    out
+}
+
+/// Natural channel order from the two accumulators of [`pack_tap_pairs`]'s halves: for
+/// channels `16 * k + i`, the lane of the first half (below 16) or of the second (16 + lane).
+#[cfg(target_arch = "x86_64")]
+const fn unpermute(k: usize) -> [i32; 16] {
+    let mut idx = [0i32; 16];
+    let mut i = 0;
+    while i < 16 {
+        let ch = 16 * k + i;
+        let (grp, within) = (ch / 8, ch % 8);
+        idx[i] = if within < 4 { grp * 4 + within } else { 16 + grp * 4 + within - 4 } as i32;
+        i += 1;
+    }
+    idx
+}
+
+/// [`dw_pixel`] with AVX-512 VNNI `vpdpwssd`.
 ///
 /// # Safety
-/// The CPU has AVX-512F and AVX-512BW; each of `taps` points at `dst.len()` readable values;
-/// `w` holds `taps.len() * dst.len()` values, `bias` and `scales` `dst.len()`.
+/// As [`dw_pixel`], and the CPU has AVX-512 VNNI.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+unsafe fn dw_vnni(
+    taps: &[*const i8],
+    w: &[i16],
+    bias: &[i32],
+    scales: &[f32],
+    o: &Qs8Out,
+    dst: &mut [i8],
+) {
+    use std::arch::x86_64::_mm512_dpwssd_epi32;
+    // SAFETY: the caller's contract.
+    unsafe { dw_pixel(taps, w, bias, scales, o, dst, |c, a, b| _mm512_dpwssd_epi32(c, a, b)) }
+}
+
+/// [`dw_pixel`] with AVX-512BW `vpmaddwd` and an add.
+///
+/// # Safety
+/// As [`dw_pixel`].
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw")]
 unsafe fn dw_avx512(
@@ -590,33 +662,74 @@ unsafe fn dw_avx512(
     o: &Qs8Out,
     dst: &mut [i8],
 ) {
+    use std::arch::x86_64::{_mm512_add_epi32, _mm512_madd_epi16};
+    // SAFETY: the caller's contract.
+    unsafe {
+        dw_pixel(taps, w, bias, scales, o, dst, |c, a, b| {
+            _mm512_add_epi32(c, _mm512_madd_epi16(a, b))
+        })
+    }
+}
+
+/// One output pixel of a depthwise convolution of multiplier 1 in AVX-512 registers: per block
+/// of 32 channels, per pair of taps, the two taps' values (`i16`) interleaved and multiplied by
+/// [`pack_tap_pairs`]'s weights, two products summed into each `i32` lane by `madd` (exact:
+/// `2 * 128 * 128` fits), the lanes put back in channel order, then the bias (the zero point's
+/// share folded in) added and the sums requantized as [`requantize`] does; the last block
+/// masked.
+///
+/// # Safety
+/// The CPU has AVX-512F and AVX-512BW (and what `madd` uses); `taps` is an even number of
+/// pointers each at `dst.len()` readable values; `w` holds the pairs of `taps.len()` taps for
+/// `dst.len()` channels, `bias` and `scales` `dst.len()` values.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn dw_pixel(
+    taps: &[*const i8],
+    w: &[i16],
+    bias: &[i32],
+    scales: &[f32],
+    o: &Qs8Out,
+    dst: &mut [i8],
+    madd: impl Fn(
+        std::arch::x86_64::__m512i,
+        std::arch::x86_64::__m512i,
+        std::arch::x86_64::__m512i,
+    ) -> std::arch::x86_64::__m512i,
+) {
     use std::arch::x86_64::*;
     let c = dst.len();
-    let (lo, hi) = ((o.qmin - o.zero_point) as f32, (o.qmax - o.zero_point) as f32);
-    let (lo, hi, ozp) = (_mm512_set1_ps(lo), _mm512_set1_ps(hi), _mm512_set1_epi32(o.zero_point));
-    let magic = _mm512_set1_ps(super::xnn_qmath::MAGIC_BIAS);
-    let magic_bits = _mm512_set1_epi32(super::xnn_qmath::MAGIC_BIAS_BITS);
-    for c0 in (0..c).step_by(32) {
-        let n = (c - c0).min(32);
-        let m32 = (u64::MAX >> (64 - n)) as u32;
-        let (mut a0, mut a1) = (_mm512_setzero_si512(), _mm512_setzero_si512());
-        for (t, &x) in taps.iter().enumerate() {
-            // SAFETY: the masked loads read channels `c0..c0 + n` of the tap's input pixel and
-            // weights, inside the buffers (the caller's contract).
-            let (xv, wv) = unsafe {
-                let xv = _mm512_maskz_loadu_epi8(u64::from(m32), x.wrapping_add(c0));
-                (xv, _mm512_maskz_loadu_epi16(m32, w.as_ptr().wrapping_add(t * c + c0)))
-            };
-            let p = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(_mm512_castsi512_si256(xv)), wv);
-            a0 = _mm512_add_epi32(a0, _mm512_cvtepi16_epi32(_mm512_castsi512_si256(p)));
-            a1 = _mm512_add_epi32(a1, _mm512_cvtepi16_epi32(_mm512_extracti64x4_epi64::<1>(p)));
-        }
-        for (h, acc) in [a0, a1].into_iter().enumerate().take(n.div_ceil(16)) {
-            let ch = c0 + 16 * h;
-            let mask = (m32 >> (16 * h)) as u16;
-            // SAFETY: the masked loads and store touch channels `ch..c0 + n` of the bias, the
-            // scales and `dst`, which hold `c` values.
-            unsafe {
+    let pairs = taps.len() / 2;
+    // SAFETY (whole body): the CPU has the features the callers enable; every load and store
+    // is inside the buffers by the caller's contract (masked to the block's channels).
+    unsafe {
+        let (lo, hi) = ((o.qmin - o.zero_point) as f32, (o.qmax - o.zero_point) as f32);
+        let (lo, hi) = (_mm512_set1_ps(lo), _mm512_set1_ps(hi));
+        let ozp = _mm512_set1_epi32(o.zero_point);
+        let magic = _mm512_set1_ps(super::xnn_qmath::MAGIC_BIAS);
+        let magic_bits = _mm512_set1_epi32(super::xnn_qmath::MAGIC_BIAS_BITS);
+        let order = [unpermute(0), unpermute(1)].map(|i| _mm512_loadu_si512(i.as_ptr().cast()));
+        for (blk, c0) in (0..c).step_by(32).enumerate() {
+            let n = (c - c0).min(32);
+            let m32 = (u64::MAX >> (64 - n)) as u32;
+            let (mut a0, mut a1) = (_mm512_setzero_si512(), _mm512_setzero_si512());
+            let mut wp = w.as_ptr().wrapping_add(blk * pairs * 64);
+            for pair in taps.chunks_exact(2) {
+                let load = |x: *const i8| {
+                    let v = _mm512_maskz_loadu_epi8(u64::from(m32), x.wrapping_add(c0));
+                    _mm512_cvtepi8_epi16(_mm512_castsi512_si256(v))
+                };
+                let (x0, x1) = (load(pair[0]), load(pair[1]));
+                let w0 = _mm512_loadu_si512(wp.cast());
+                let w1 = _mm512_loadu_si512(wp.wrapping_add(32).cast());
+                a0 = madd(a0, _mm512_unpacklo_epi16(x0, x1), w0);
+                a1 = madd(a1, _mm512_unpackhi_epi16(x0, x1), w1);
+                wp = wp.wrapping_add(64);
+            }
+            for (h, idx) in order.iter().enumerate().take(n.div_ceil(16)) {
+                let acc = _mm512_permutex2var_epi32(a0, *idx, a1);
+                let ch = c0 + 16 * h;
+                let mask = (m32 >> (16 * h)) as u16;
                 let b = _mm512_maskz_loadu_epi32(mask, bias.as_ptr().wrapping_add(ch));
                 let s = _mm512_maskz_loadu_ps(mask, scales.as_ptr().wrapping_add(ch));
                 let v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(b, acc)), s);

@@ -28,8 +28,8 @@ use super::xnn_qmath::{clamp_f32, qs8_requantize, Qs8Out, MAGIC_BIAS, MAGIC_BIAS
 pub(crate) const NR: usize = 16;
 /// Output pixels per microkernel call.
 pub(crate) const MR: usize = 8;
-/// Multiply-adds from which a layer splits its work over the threads.
-const PARALLEL_MACS: usize = 1 << 22;
+/// Multiply-adds from which a fully connected layer splits its work over the threads.
+pub(crate) const PARALLEL_MACS: usize = 1 << 22;
 
 /// The instruction sets of the loops, in increasing order: each implies the ones before.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -130,9 +130,9 @@ pub(crate) fn isas() -> Vec<Isa> {
 }
 
 /// How many tasks a layer of `macs` multiply-adds over `units` indivisible pieces is split
-/// into.
-pub(crate) fn parts(threads: &Threads, macs: usize, units: usize) -> usize {
-    match macs >= PARALLEL_MACS {
+/// into: one below `min_macs`.
+pub(crate) fn parts(threads: &Threads, macs: usize, min_macs: usize, units: usize) -> usize {
+    match macs >= min_macs {
         true => threads.tasks_for(TASKS_PER_THREAD, units),
         false => 1,
     }
@@ -636,7 +636,7 @@ pub(crate) fn dot_rows(
     if acc.is_empty() {
         return;
     }
-    let tasks = with_pieces(split(n, 1, parts(threads, m * n * k, n)), acc, m * nb);
+    let tasks = with_pieces(split(n, 1, parts(threads, m * n * k, PARALLEL_MACS, n)), acc, m * nb);
     let d = Dots { a, m, k, seg, w };
     threads.for_each(tasks, |(cols, acc)| isa.run(&d, cols, acc));
 }
@@ -735,7 +735,7 @@ impl PanelGemm<'_> {
         };
         assert!(scales_fit);
         let finish = |j: usize, v: f32| clamp_f32(v + bias.map_or(0.0, |b| b[j]), lo, hi);
-        let parts = parts(threads, m * n * kp, panels);
+        let parts = parts(threads, m * n * kp, PARALLEL_MACS, panels);
         if parts == 1 {
             self.run(isa, 0..panels, |p, r, sums| {
                 let row = &mut out[r * n + p * PANEL..][..sums.len()];
