@@ -42,9 +42,7 @@ pub use super::xnn_qmath::{
 pub fn f32_to_qs8(x: &[f32], scale: f32, zero_point: i32, out: &mut [i8]) {
     assert_eq!(x.len(), out.len());
     let inv = 1.0f32 / scale;
-    for (o, &v) in out.iter_mut().zip(x) {
-        *o = quantize_scaled(v * inv, zero_point, -128, 127) as i8;
-    }
+    each(x, out, |v| quantize_scaled(v * inv, zero_point, -128, 127) as i8);
 }
 
 /// f32 → qu8 (X `f32-qu8-vcvt`): as [`f32_to_qs8`] with the range `[0, 255]`.
@@ -54,9 +52,7 @@ pub fn f32_to_qs8(x: &[f32], scale: f32, zero_point: i32, out: &mut [i8]) {
 pub fn f32_to_qu8(x: &[f32], scale: f32, zero_point: i32, out: &mut [u8]) {
     assert_eq!(x.len(), out.len());
     let inv = 1.0f32 / scale;
-    for (o, &v) in out.iter_mut().zip(x) {
-        *o = quantize_scaled(v * inv, zero_point, 0, 255) as u8;
-    }
+    each(x, out, |v| quantize_scaled(v * inv, zero_point, 0, 255) as u8);
 }
 
 /// qs8 → f32 (X `qs8-f32-vcvt`): `(float)(q - zp) * scale`.
@@ -65,9 +61,7 @@ pub fn f32_to_qu8(x: &[f32], scale: f32, zero_point: i32, out: &mut [u8]) {
 /// If `x` and `out` differ in length.
 pub fn qs8_to_f32(x: &[i8], scale: f32, zero_point: i32, out: &mut [f32]) {
     assert_eq!(x.len(), out.len());
-    for (o, &q) in out.iter_mut().zip(x) {
-        *o = (q as i32 - zero_point) as f32 * scale;
-    }
+    each(x, out, |q| (q as i32 - zero_point) as f32 * scale);
 }
 
 /// qu8 → f32 (X `qu8-f32-vcvt`): `(float)(q - zp) * scale`.
@@ -76,9 +70,7 @@ pub fn qs8_to_f32(x: &[i8], scale: f32, zero_point: i32, out: &mut [f32]) {
 /// If `x` and `out` differ in length.
 pub fn qu8_to_f32(x: &[u8], scale: f32, zero_point: i32, out: &mut [f32]) {
     assert_eq!(x.len(), out.len());
-    for (o, &q) in out.iter_mut().zip(x) {
-        *o = (q as i32 - zero_point) as f32 * scale;
-    }
+    each(x, out, |q| (q as i32 - zero_point) as f32 * scale);
 }
 
 /// Parameters of an 8-bit requantizing conversion (X `qs8-vcvt` / `qu8-vcvt` scalar).
@@ -118,9 +110,7 @@ pub fn q8_cvt(q: i32, p: &CvtParams, lo: i32, hi: i32) -> i32 {
 /// If `x` and `out` differ in length.
 pub fn qs8_cvt(x: &[i8], p: &CvtParams, out: &mut [i8]) {
     assert_eq!(x.len(), out.len());
-    for (o, &q) in out.iter_mut().zip(x) {
-        *o = q8_cvt(q as i32, p, -128, 127) as i8;
-    }
+    each(x, out, |q| q8_cvt(q as i32, p, -128, 127) as i8);
 }
 
 /// qu8 → qu8 requantization (X `qu8-vcvt/gen/qu8-vcvt-scalar-u1.c`), with [`q8_cvt_params`].
@@ -129,9 +119,7 @@ pub fn qs8_cvt(x: &[i8], p: &CvtParams, out: &mut [i8]) {
 /// If `x` and `out` differ in length.
 pub fn qu8_cvt(x: &[u8], p: &CvtParams, out: &mut [u8]) {
     assert_eq!(x.len(), out.len());
-    for (o, &q) in out.iter_mut().zip(x) {
-        *o = q8_cvt(q as i32, p, 0, 255) as u8;
-    }
+    each(x, out, |q| q8_cvt(q as i32, p, 0, 255) as u8);
 }
 
 /// Dynamic (qd8) quantization parameters of one row.
@@ -855,6 +843,29 @@ pub fn qs8_mul(a: i8, b: i8, a_zp: i32, b_zp: i32, scale: f32, o: &Qs8Out) -> i8
     v.clamp(o.qmin, o.qmax) as i8
 }
 
+/// `out[i] = f(x[i])` in a loop compiled for the CPU's vectors (the conversions' float and
+/// integer steps vectorize there; the baseline build would leave them scalar).
+fn each<A: Copy + Sync, B: Send>(x: &[A], out: &mut [B], f: impl Fn(A) -> B + Sync) {
+    qg::best_isa().run(&Each { x, f }, 0..x.len(), out);
+}
+
+/// The loop of [`each`].
+struct Each<'a, A, F> {
+    x: &'a [A],
+    f: F,
+}
+
+impl<A: Copy, B, F: Fn(A) -> B> qg::IsaTask for Each<'_, A, F> {
+    type Out = [B];
+
+    #[inline(always)]
+    fn run(&self, run: std::ops::Range<usize>, out: &mut [B]) {
+        for (o, &v) in out.iter_mut().zip(&self.x[run]) {
+            *o = (self.f)(v);
+        }
+    }
+}
+
 /// Elements from which [`qs8_rows`] splits its work over the threads.
 const PARALLEL_ELEMENTS: usize = 1 << 16;
 
@@ -1061,6 +1072,37 @@ mod tests {
     /// scale 0.5 (inv 2), zp 3: 1.25*2 = 2.5 -> 2, +3 = 5; -1.25 -> -2.5 -> -2 -> 1;
     /// 100 -> 200 clamps to 127-3 = 124 -> 127; -100 -> -128; NaN -> the low bound -> -128.
     /// Back: (5 - 3) * 0.5 = 1.0.
+    /// The conversions, run in vector loops, give each element what the scalar formula gives,
+    /// NaN, infinities, huge values and ties included.
+    #[test]
+    fn vector_conversions_equal_the_scalar_formulas() {
+        let mut rng = fastrand::Rng::with_seed(5);
+        let special = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 1e30, -1e30, 0.5, -0.5, 2.5];
+        let x: Vec<f32> = (0..1000)
+            .map(|i| if i % 7 == 0 { special[i / 7 % 8] } else { (rng.f32() - 0.5) * 600.0 })
+            .collect();
+        let (scale, zp) = (0.7f32, -3);
+        let mut q = vec![0i8; x.len()];
+        f32_to_qs8(&x, scale, zp, &mut q);
+        let mut u = vec![0u8; x.len()];
+        f32_to_qu8(&x, scale, 100, &mut u);
+        for (i, &v) in x.iter().enumerate() {
+            assert_eq!(i32::from(q[i]), quantize_scaled(v * (1.0 / scale), zp, -128, 127), "{v}");
+            assert_eq!(i32::from(u[i]), quantize_scaled(v * (1.0 / scale), 100, 0, 255), "{v}");
+        }
+        let mut f = vec![0f32; q.len()];
+        qs8_to_f32(&q, scale, zp, &mut f);
+        for (&a, &b) in f.iter().zip(&q) {
+            assert_eq!(a.to_bits(), ((i32::from(b) - zp) as f32 * scale).to_bits());
+        }
+        let p = q8_cvt_params(0.5, 3, 0.3, -7).unwrap();
+        let mut r = vec![0i8; q.len()];
+        qs8_cvt(&q, &p, &mut r);
+        for (&a, &b) in r.iter().zip(&q) {
+            assert_eq!(i32::from(a), q8_cvt(i32::from(b), &p, -128, 127));
+        }
+    }
+
     #[test]
     fn f32_qs8_round_trip_by_hand() {
         let x = [1.25f32, -1.25, 100.0, -100.0, f32::NAN, 0.0];
