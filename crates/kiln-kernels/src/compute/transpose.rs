@@ -5,14 +5,114 @@
 //! written down the rows value by value, the same copy took a cycle a value (a store each).
 #![allow(unsafe_code)]
 
-/// `dst[k * ld_dst + j] = src[j * ld_src + k]` for every column `j < cols` and depth
-/// `k < depth`; nothing else of `dst` is written. Panics when a slice is too short for that.
-pub(crate) fn transpose(
-    src: &[f32],
+/// A value a transpose moves: 32-bit values go through AVX registers in 8 x 8 blocks, bytes
+/// through SSE2 registers in 16 x 16 blocks, others are copied in 8 x 8 tiles value by value
+/// (each tile's reads and writes stay in a few cache lines).
+pub(crate) trait Moved: Copy {
+    /// [`transpose`] of the whole blocks; returns the columns and the depth they cover. The
+    /// slices are long enough (checked by [`transpose`]).
+    fn blocks(
+        src: &[Self],
+        ld_src: usize,
+        cols: usize,
+        depth: usize,
+        dst: &mut [Self],
+        ld_dst: usize,
+    ) -> [usize; 2] {
+        let (whole_cols, whole_depth) = (cols / 8 * 8, depth / 8 * 8);
+        tiles(src, ld_src, whole_cols, whole_depth, dst, ld_dst);
+        [whole_cols, whole_depth]
+    }
+}
+
+/// [`transpose`] of `cols x depth` (multiples of 8) in 8 x 8 tiles, value by value.
+fn tiles<T: Copy>(
+    src: &[T],
     ld_src: usize,
     cols: usize,
     depth: usize,
-    dst: &mut [f32],
+    dst: &mut [T],
+    ld_dst: usize,
+) {
+    for j in (0..cols).step_by(8) {
+        for k in (0..depth).step_by(8) {
+            for r in k..k + 8 {
+                let row = &mut dst[r * ld_dst + j..][..8];
+                for (c, d) in row.iter_mut().enumerate() {
+                    *d = src[(j + c) * ld_src + r];
+                }
+            }
+        }
+    }
+}
+
+impl Moved for u16 {}
+impl Moved for u64 {}
+
+impl Moved for u8 {
+    fn blocks(
+        src: &[u8],
+        ld_src: usize,
+        cols: usize,
+        depth: usize,
+        dst: &mut [u8],
+        ld_dst: usize,
+    ) -> [usize; 2] {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let (whole_cols, whole_depth) = (cols / 16 * 16, depth / 16 * 16);
+            let (s, d) = (src.as_ptr(), dst.as_mut_ptr());
+            for j in (0..whole_cols).step_by(16) {
+                for k in (0..whole_depth).step_by(16) {
+                    // SAFETY: the block reads `src[(j + c) * ld_src + k..][..16]` for `c < 16`,
+                    // within the length `transpose` checked since `j + 16 <= cols` and
+                    // `k + 16 <= depth`, and writes `dst[(k + r) * ld_dst + j..][..16]` for
+                    // `r < 16`, likewise. SSE2 is part of every x86-64 CPU.
+                    unsafe {
+                        x86::block_u8(s.add(j * ld_src + k), ld_src, d.add(k * ld_dst + j), ld_dst)
+                    };
+                }
+            }
+            [whole_cols, whole_depth]
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let (whole_cols, whole_depth) = (cols / 8 * 8, depth / 8 * 8);
+            tiles(src, ld_src, whole_cols, whole_depth, dst, ld_dst);
+            [whole_cols, whole_depth]
+        }
+    }
+}
+
+impl Moved for f32 {
+    fn blocks(
+        src: &[f32],
+        ld_src: usize,
+        cols: usize,
+        depth: usize,
+        dst: &mut [f32],
+        ld_dst: usize,
+    ) -> [usize; 2] {
+        #[cfg(target_arch = "x86_64")]
+        if crate::compute::cpu::has_avx2() {
+            // SAFETY: the CPU has AVX2, so AVX, the only feature the function enables;
+            // `transpose` checked the lengths.
+            return unsafe { x86::blocks(src, ld_src, cols, depth, dst, ld_dst) };
+        }
+        let (whole_cols, whole_depth) = (cols / 8 * 8, depth / 8 * 8);
+        tiles(src, ld_src, whole_cols, whole_depth, dst, ld_dst);
+        [whole_cols, whole_depth]
+    }
+}
+
+/// `dst[k * ld_dst + j] = src[j * ld_src + k]` for every column `j < cols` and depth
+/// `k < depth`; nothing else of `dst` is written. Panics when a slice is too short for that.
+pub(crate) fn transpose<T: Moved>(
+    src: &[T],
+    ld_src: usize,
+    cols: usize,
+    depth: usize,
+    dst: &mut [T],
     ld_dst: usize,
 ) {
     if cols == 0 || depth == 0 {
@@ -20,15 +120,7 @@ pub(crate) fn transpose(
     }
     assert!(src.len() >= (cols - 1) * ld_src + depth, "transpose: source too short");
     assert!(dst.len() >= (depth - 1) * ld_dst + cols, "transpose: destination too short");
-    #[allow(unused_mut)]
-    let mut done = [0, 0];
-    #[cfg(target_arch = "x86_64")]
-    if crate::compute::cpu::has_avx2() {
-        // SAFETY: the CPU has AVX2, so AVX, the only feature the function enables; the lengths
-        // were checked above.
-        done = unsafe { x86::blocks(src, ld_src, cols, depth, dst, ld_dst) };
-    }
-    let [whole_cols, whole_depth] = done;
+    let [whole_cols, whole_depth] = T::blocks(src, ld_src, cols, depth, dst, ld_dst);
     // The depth past the blocks, for the columns they covered; then the columns past them.
     for j in 0..whole_cols {
         for k in whole_depth..depth {
@@ -73,6 +165,35 @@ mod x86 {
             }
         }
         [whole_cols, whole_depth]
+    }
+
+    /// One 16 x 16 block of bytes: row `c` of the source (16 bytes from `s + c * ld_s`) becomes
+    /// column `c` of the destination. Four rounds of interleaving row `i` with row `i + 8`
+    /// (`unpacklo` / `unpackhi` bytes into rows `2i` and `2i + 1`): each round moves the top
+    /// bit of the column index into the row index and the top bit of the row index into the
+    /// column index, so four rounds exchange them.
+    ///
+    /// # Safety
+    /// Those 256 bytes are readable and writable.
+    #[inline]
+    pub(super) unsafe fn block_u8(s: *const u8, ld_s: usize, d: *mut u8, ld_d: usize) {
+        // SAFETY: the caller's contract covers every load and store.
+        let mut r: [__m128i; 16] =
+            std::array::from_fn(|c| unsafe { _mm_loadu_si128(s.add(c * ld_s).cast()) });
+        for _ in 0..4 {
+            r = std::array::from_fn(|i| {
+                let (x, y) = (r[i / 2], r[i / 2 + 8]);
+                if i % 2 == 0 {
+                    _mm_unpacklo_epi8(x, y)
+                } else {
+                    _mm_unpackhi_epi8(x, y)
+                }
+            });
+        }
+        for (row, v) in r.into_iter().enumerate() {
+            // SAFETY: as above.
+            unsafe { _mm_storeu_si128(d.add(row * ld_d).cast(), v) };
+        }
     }
 
     /// One 8 x 8 block: row `c` of the source (8 values from `s + c * ld_s`) becomes column
@@ -132,10 +253,16 @@ mod tests {
                 let src: Vec<f32> = (0..cols * ld_src).map(|i| i as f32).collect();
                 let mut dst = vec![-1.0; depth * ld_dst];
                 transpose(&src, ld_src, cols, depth, &mut dst, ld_dst);
+                // Bytes take the value-by-value tiles.
+                let bytes: Vec<u8> = (0..cols * ld_src).map(|i| (i % 251) as u8).collect();
+                let mut moved = vec![255u8; depth * ld_dst];
+                transpose(&bytes, ld_src, cols, depth, &mut moved, ld_dst);
                 for k in 0..depth {
                     for j in 0..ld_dst {
                         let want = if j < cols { src[j * ld_src + k] } else { -1.0 };
                         assert_eq!(dst[k * ld_dst + j], want, "{cols}x{depth} at ({k}, {j})");
+                        let want = if j < cols { bytes[j * ld_src + k] } else { 255 };
+                        assert_eq!(moved[k * ld_dst + j], want, "u8 {cols}x{depth} at ({k}, {j})");
                     }
                 }
             }

@@ -225,15 +225,16 @@ pub(crate) fn copy_runs<P: Copy>(
     Some(ok)
 }
 
-/// Copies the strided view `(sizes, strides, base)` of 32-bit values `src` into `dst`
-/// (element strides `os`) when it transposes: some dim `d` is contiguous in the source and
-/// the last dim is contiguous in the destination, both at least 8 long (an attention block's
-/// `k.transpose(-2, -1)`). Each pair of those dims is a matrix moved in 8 x 8 register blocks
-/// ([`crate::compute::transpose`]) rather than value by value. Returns `None`, writing
+/// Copies the strided view `(sizes, strides, base)` of `src` into `dst` (element strides
+/// `os`) when it transposes: some dim `d` is contiguous in the source and the last dim is
+/// contiguous in the destination, both at least 8 long (an attention block's
+/// `k.transpose(-2, -1)`, a channels-last image read channels-first). Each pair of those dims
+/// is a matrix moved in 8 x 8 blocks ([`crate::compute::transpose`]: through registers for
+/// 32-bit values) rather than value by value along the view. Returns `None`, writing
 /// nothing, when the view is not such a transpose, else whether it lay inside both operands.
-pub(crate) fn copy_transposed(
-    src: &[f32],
-    dst: &mut [f32],
+pub(crate) fn copy_transposed<T: crate::compute::transpose::Moved>(
+    src: &[T],
+    dst: &mut [T],
     sizes: &[usize],
     strides: &[usize],
     base: usize,

@@ -5,6 +5,7 @@
 //! `flip`, `repeat` and `pixel_shuffle`. Copies respect both tensors' dim orders.
 
 use crate::compute::strided::{broadcast_strides, walk};
+use crate::compute::transpose::Moved;
 use crate::error::KernelError;
 use crate::kernel::{KernelContext, KernelDef};
 use crate::ops::args::{out_list, out_tensor, Args};
@@ -27,7 +28,7 @@ pub(crate) fn dim(
         .ok_or_else(|| ctx.invalid(name, format!("dim {d} out of range for rank {rank}")))
 }
 
-fn copy_same<P: bytemuck::Pod>(
+fn copy_same<P: bytemuck::Pod + Moved>(
     src: &[u8],
     dst: &mut [u8],
     sizes: &[usize],
@@ -43,14 +44,8 @@ fn copy_same<P: bytemuck::Pod>(
     if let Some(ok) = crate::ops::fast::copy_runs(s, d, sizes, strides, base, os) {
         return ok;
     }
-    // 32-bit values move through f32 registers bit for bit (shuffles, no arithmetic).
-    let four = std::mem::size_of::<P>() == 4;
-    if let (true, Ok(s), Ok(d)) =
-        (four, bytemuck::try_cast_slice::<P, f32>(s), bytemuck::try_cast_slice_mut::<P, f32>(d))
-    {
-        if let Some(ok) = crate::ops::fast::copy_transposed(s, d, sizes, strides, base, os) {
-            return ok;
-        }
+    if let Some(ok) = crate::ops::fast::copy_transposed(s, d, sizes, strides, base, os) {
+        return ok;
     }
     walk(sizes, [strides, os], |[i, o]| d[o] = s[base + i]);
     true
@@ -92,7 +87,7 @@ pub(crate) fn copy_view(
         let ok = match x.dtype().size() {
             1 => copy_same::<u8>(src, out.bytes_mut(), sizes, strides, base, &os[..r]),
             2 => copy_same::<u16>(src, out.bytes_mut(), sizes, strides, base, &os[..r]),
-            4 => copy_same::<u32>(src, out.bytes_mut(), sizes, strides, base, &os[..r]),
+            4 => copy_same::<f32>(src, out.bytes_mut(), sizes, strides, base, &os[..r]),
             _ => copy_same::<u64>(src, out.bytes_mut(), sizes, strides, base, &os[..r]),
         };
         return if ok { Ok(()) } else { Err(ctx.invalid("self", "misaligned tensor data")) };
