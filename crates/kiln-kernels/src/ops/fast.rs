@@ -226,9 +226,9 @@ pub(crate) fn copy_runs<P: Copy>(
 }
 
 /// Copies the strided view `(sizes, strides, base)` of `src` into `dst` (element strides
-/// `os`) when it transposes: some dim `d` is contiguous in the source and the last dim is
-/// contiguous in the destination, both at least 8 long (an attention block's
-/// `k.transpose(-2, -1)`, a channels-last image read channels-first). Each pair of those dims
+/// `os`) when it transposes: some dim `d`, at least 8 long, is contiguous in the source and
+/// the last dim is contiguous in the destination (an attention block's `k.transpose(-2, -1)`,
+/// a channels-last image read channels-first, a 3-channel image made channels-last). Each pair of those dims
 /// is a matrix moved in 8 x 8 blocks ([`crate::compute::transpose`]: through registers for
 /// 32-bit values) rather than value by value along the view. Returns `None`, writing
 /// nothing, when the view is not such a transpose, else whether it lay inside both operands.
@@ -243,7 +243,7 @@ pub(crate) fn copy_transposed<T: crate::compute::transpose::Moved>(
     let r = sizes.len();
     let last = r.checked_sub(1)?;
     let d = (0..last).find(|&d| strides[d] == 1 && sizes[d] >= 8)?;
-    if os[last] != 1 || sizes[last] < 8 || strides[last] == 1 {
+    if os[last] != 1 || strides[last] == 1 {
         return None;
     }
     let (cols, depth, ld_src, ld_dst) = (sizes[last], sizes[d], strides[last], os[d]);
