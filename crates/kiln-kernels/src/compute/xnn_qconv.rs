@@ -286,15 +286,18 @@ impl IsaTask for GemmRun<'_> {
                 let lda = groups * k4;
                 let mut a = vec![0u8; MR * lda];
                 let flip = |v: i8| (v as u8) ^ 0x80;
+                let mut at = Pixel::of(g, run.start);
                 for p0 in run.clone().step_by(MR) {
                     let rows = (run.end - p0).min(MR);
                     for (r, row) in a.chunks_exact_mut(lda).take(rows).enumerate() {
+                        let pixel = at;
+                        at.advance(g);
                         if direct {
                             let x = &self.x[(p0 + r) * g.c..][..g.c];
                             for (d, &v) in row.iter_mut().zip(x) {
                                 *d = flip(v);
                             }
-                        } else if let Some(base) = inner_window(g, p0 + r) {
+                        } else if let Some(base) = inner_window(g, pixel) {
                             // Whole window rows are contiguous: `kw * c` values per row.
                             let span = g.kw * g.c;
                             for (ty, d) in row.chunks_exact_mut(span).take(g.kh).enumerate() {
@@ -377,14 +380,42 @@ fn requantize(dst: &mut [i8], sums: &mut [i32], bias: Option<&[i32]>, scales: &[
     }
 }
 
-/// Where output pixel `p`'s window starts in the input, when the window lies inside it and
+/// An output pixel's batch, row and column, stepped along a run of pixels without dividing.
+#[derive(Clone, Copy)]
+struct Pixel {
+    b: usize,
+    oy: usize,
+    ox: usize,
+}
+
+impl Pixel {
+    /// Output pixel `p` (row-major over `[n, oh, ow]`).
+    fn of(g: &ConvGeometry, p: usize) -> Pixel {
+        Pixel { b: p / (g.oh * g.ow), oy: p / g.ow % g.oh, ox: p % g.ow }
+    }
+
+    /// The next pixel.
+    #[inline(always)]
+    fn advance(&mut self, g: &ConvGeometry) {
+        self.ox += 1;
+        if self.ox == g.ow {
+            self.ox = 0;
+            self.oy += 1;
+            if self.oy == g.oh {
+                self.oy = 0;
+                self.b += 1;
+            }
+        }
+    }
+}
+
+/// Where an output pixel's window starts in the input, when the window lies inside it and
 /// each of its rows is contiguous (one group, column dilation 1).
 #[inline(always)]
-fn inner_window(g: &ConvGeometry, p: usize) -> Option<usize> {
+fn inner_window(g: &ConvGeometry, Pixel { b, oy, ox }: Pixel) -> Option<usize> {
     if g.groups != 1 || g.dilation[1] != 1 {
         return None;
     }
-    let (b, oy, ox) = (p / (g.oh * g.ow), p / g.ow % g.oh, p % g.ow);
     let iy = (oy * g.stride[0]).checked_sub(g.pad_top)?;
     let ix = (ox * g.stride[1]).checked_sub(g.pad_left)?;
     let inside = iy + (g.kh - 1) * g.dilation[0] < g.h && ix + g.kw <= g.w;
@@ -555,8 +586,10 @@ impl IsaTask for DwVec<'_> {
         let span = [(g.kh - 1) * d0, (g.kw - 1) * d1];
         // An odd tap count gets a last tap at the zero point row (its weights are zero).
         let mut ptrs = vec![self.zp_row.as_ptr(); rel.len().next_multiple_of(2)];
-        for (p, dst) in run.zip(out.chunks_exact_mut(c)) {
-            let (b, oy, ox) = (p / (g.oh * g.ow), p / g.ow % g.oh, p % g.ow);
+        let mut at = Pixel::of(g, run.start);
+        for dst in out.chunks_exact_mut(c).take(run.len()) {
+            let Pixel { b, oy, ox } = at;
+            at.advance(g);
             let corner = (oy * s0).checked_sub(g.pad_top).zip((ox * s1).checked_sub(g.pad_left));
             match corner {
                 Some((iy, ix)) if iy + span[0] < g.h && ix + span[1] < g.w => {
