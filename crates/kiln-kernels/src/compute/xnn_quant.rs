@@ -161,16 +161,44 @@ pub fn qd8_params(min: f32, max: f32) -> Qd8Params {
 /// If `x` and `out` differ in length.
 pub fn qd8_quantize_row(x: &[f32], out: &mut [i8]) -> Qd8Params {
     assert_eq!(x.len(), out.len());
-    let (mut lo, mut hi) = (f32::INFINITY, f32::NEG_INFINITY);
-    for &v in x {
-        lo = if v < lo { v } else { lo };
-        hi = if hi < v { v } else { hi };
-    }
-    let p = qd8_params(lo, hi);
-    for (o, &v) in out.iter_mut().zip(x) {
-        *o = quantize_scaled(v * p.multiplier, p.zero_point, -128, 127) as i8;
-    }
+    let mut bounds = [f32::INFINITY, f32::NEG_INFINITY];
+    qg::best_isa().run(&MinMax(x), 0..x.len(), &mut bounds);
+    let p = qd8_params(bounds[0], bounds[1]);
+    each(x, out, |v| quantize_scaled(v * p.multiplier, p.zero_point, -128, 127) as i8);
     p
+}
+
+/// The smallest and the largest of a row, NaNs skipped (`v < lo` and `hi < v` are false for
+/// them), in 16 lanes the compiler vectorizes. Any order gives the same values: only the sign
+/// of a zero bound could differ, and [`qd8_params`] clamps both bounds through zero, which
+/// makes `-0.0` and `0.0` alike.
+struct MinMax<'a>(&'a [f32]);
+
+impl qg::IsaTask for MinMax<'_> {
+    /// `[min, max]`, starting from `[+inf, -inf]`.
+    type Out = [f32; 2];
+
+    #[inline(always)]
+    fn run(&self, run: std::ops::Range<usize>, out: &mut [f32; 2]) {
+        const L: usize = 16;
+        let (mut lo, mut hi) = ([out[0]; L], [out[1]; L]);
+        let x = &self.0[run];
+        let mut chunks = x.chunks_exact(L);
+        for c in &mut chunks {
+            for ((l, h), &v) in lo.iter_mut().zip(hi.iter_mut()).zip(c) {
+                *l = if v < *l { v } else { *l };
+                *h = if *h < v { v } else { *h };
+            }
+        }
+        for &v in chunks.remainder() {
+            lo[0] = if v < lo[0] { v } else { lo[0] };
+            hi[0] = if hi[0] < v { v } else { hi[0] };
+        }
+        for (&l, &h) in lo.iter().zip(&hi) {
+            out[0] = if l < out[0] { l } else { out[0] };
+            out[1] = if out[1] < h { h } else { out[1] };
+        }
+    }
 }
 
 /// The signed 4-bit weight `k` of a packed row: low nibble for even `k`, high nibble for odd
@@ -1072,6 +1100,45 @@ mod tests {
     /// scale 0.5 (inv 2), zp 3: 1.25*2 = 2.5 -> 2, +3 = 5; -1.25 -> -2.5 -> -2 -> 1;
     /// 100 -> 200 clamps to 127-3 = 124 -> 127; -100 -> -128; NaN -> the low bound -> -128.
     /// Back: (5 - 3) * 0.5 = 1.0.
+    /// A row's dynamic quantization (bounds in vector lanes) equals XNNPACK's sequential scan
+    /// on rows of every length around the lane count, NaN, infinities and signed zeros
+    /// included.
+    #[test]
+    fn dynamic_row_quantization_equals_the_sequential_scan() {
+        let mut rng = fastrand::Rng::with_seed(17);
+        let special = [f32::NAN, 0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, 1e-30];
+        for case in 0..300 {
+            let len = rng.usize(1..70);
+            let x: Vec<f32> = (0..len)
+                .map(|_| match rng.usize(0..10) {
+                    0 if case % 3 == 0 => special[rng.usize(0..special.len())],
+                    1 => [0.0, -0.0][rng.usize(0..2)],
+                    _ => (rng.f32() - 0.5) * [1e-3, 1.0, 300.0][case % 3],
+                })
+                .collect();
+            let (mut lo, mut hi) = (f32::INFINITY, f32::NEG_INFINITY);
+            for &v in &x {
+                lo = if v < lo { v } else { lo };
+                hi = if hi < v { v } else { hi };
+            }
+            let want_p = qd8_params(lo, hi);
+            let want: Vec<i8> = x
+                .iter()
+                .map(|&v| {
+                    quantize_scaled(v * want_p.multiplier, want_p.zero_point, -128, 127) as i8
+                })
+                .collect();
+            let mut got = vec![0i8; len];
+            let p = qd8_quantize_row(&x, &mut got);
+            assert_eq!(
+                (p.zero_point, p.multiplier.to_bits()),
+                (want_p.zero_point, want_p.multiplier.to_bits()),
+                "case {case}"
+            );
+            assert_eq!(got, want, "case {case}");
+        }
+    }
+
     /// The conversions, run in vector loops, give each element what the scalar formula gives,
     /// NaN, infinities, huge values and ties included.
     #[test]
