@@ -14,8 +14,11 @@
 //!   input rows as they are (`quads-direct`); the others gather each pixel's window.
 //! - `pairs` (AVX-512BW, AVX2, portable): panels `[k / 2][NR][2]` of `i16`, the gathered
 //!   windows minus the zero point in `i16`, `vpmaddwd`.
-//! - `depthwise`: per output pixel, per tap inside the input, every channel side by side, the
-//!   weights widened to `i16` once.
+//! - `depthwise`: per output pixel, every channel side by side. On AVX-512 (multiplier 1) the
+//!   taps are read in pairs through pointers (a padded tap points at a row of zero points, whose
+//!   share the bias absorbs) and multiplied by `vpdpwssd` (`vpmaddwd` without VNNI) against
+//!   weights laid out once in the unpack order ([`pack_tap_pairs`]); elsewhere, per tap inside
+//!   the input, the weights widened to `i16` once.
 //!
 //! Each output pixel's sums are requantized (with the output range, which a following clamp
 //! may have narrowed) as soon as its panel is done.
@@ -118,7 +121,11 @@ impl PackedQs8Conv {
                 }
             }
             let zp_row = vec![x_zp as i8; g.c];
-            let pairs = pack_tap_pairs(&w, g.kh * g.kw, g.c);
+            // Only the AVX-512 loop of multiplier 1 reads the pairs.
+            let pairs = match g.o == g.c {
+                true => pack_tap_pairs(&w, g.kh * g.kw, g.c),
+                false => Vec::new(),
+            };
             Weights::Depthwise { w, bias, zp: x_zp as i16, folded, zp_row, pairs }
         } else if isa == Isa::Vnni {
             let direct = g.kh == 1
