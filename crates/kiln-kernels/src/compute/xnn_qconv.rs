@@ -26,7 +26,10 @@
 
 use std::ops::Range;
 
+use super::sgemm::GemmError;
 use super::threads::{split, with_pieces, Threads};
+#[cfg(target_arch = "x86_64")]
+use super::xnn_qgemm::requantize16;
 use super::xnn_qgemm::{panel_product, parts, quad_product, Isa, IsaTask, Requant, MR, NR};
 use super::xnn_qmath::{qs8_requantize, ConvGeometry, Qs8Filter, Qs8Out};
 
@@ -34,18 +37,6 @@ use super::xnn_qmath::{qs8_requantize, ConvGeometry, Qs8Filter, Qs8Out};
 /// microseconds of work at the loops' speed (the depthwise loops do ~10x fewer per second).
 const PARALLEL_GEMM_MACS: usize = 1 << 20;
 const PARALLEL_DEPTHWISE_MACS: usize = 1 << 17;
-
-/// Why a QS8 convolution cannot be prepared.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{what}")]
-pub struct Qs8ConvError {
-    /// What is wrong, naming the argument.
-    pub what: String,
-}
-
-fn bad(what: impl Into<String>) -> Qs8ConvError {
-    Qs8ConvError { what: what.into() }
-}
 
 /// A QS8 convolution with its weights laid out for the loops of one CPU.
 #[derive(Clone, Debug)]
@@ -84,7 +75,7 @@ impl PackedQs8Conv {
     /// Checks the filter against `g` (whole weight, a scale per output channel, an optional
     /// bias per output channel, an input zero point in `[-128, 127]`) and lays the weights
     /// out for the best loops of this CPU.
-    pub fn new(g: ConvGeometry, x_zp: i32, f: &Qs8Filter) -> Result<Self, Qs8ConvError> {
+    pub fn new(g: ConvGeometry, x_zp: i32, f: &Qs8Filter) -> Result<Self, GemmError> {
         Self::new_isa(super::xnn_qgemm::best_isa(), g, x_zp, f)
     }
 
@@ -94,22 +85,28 @@ impl PackedQs8Conv {
         g: ConvGeometry,
         x_zp: i32,
         f: &Qs8Filter,
-    ) -> Result<Self, Qs8ConvError> {
+    ) -> Result<Self, GemmError> {
         if !g.is_valid() {
-            return Err(bad(format!("geometry {g:?} is inconsistent or overflows")));
+            return Err(GemmError::Invalid(
+                "qs8 convolution: inconsistent or overflowing geometry",
+            ));
         }
-        let want = g.weight_len();
-        if Some(f.w.len()) != want {
-            return Err(bad(format!("weight: {} values, the geometry needs {want:?}", f.w.len())));
-        }
-        if f.scales.len() != g.o {
-            return Err(bad(format!("{} scales for {} output channels", f.scales.len(), g.o)));
-        }
-        if let Some(b) = f.bias.filter(|b| b.len() != g.o) {
-            return Err(bad(format!("bias: {} values for {} output channels", b.len(), g.o)));
+        let count = |what, len: usize, want: usize| match len == want {
+            true => Ok(()),
+            false => {
+                let expected = format!("of {want} values");
+                Err(GemmError::Sizes { what, actual: vec![len], expected })
+            }
+        };
+        count("weight", f.w.len(), g.weight_len().unwrap_or(0))?;
+        count("scales", f.scales.len(), g.o)?;
+        if let Some(b) = f.bias {
+            count("bias", b.len(), g.o)?;
         }
         if !(-128..=127).contains(&x_zp) {
-            return Err(bad(format!("input zero point {x_zp} outside [-128, 127]")));
+            return Err(GemmError::Invalid(
+                "qs8 convolution: input zero point outside [-128, 127]",
+            ));
         }
         let bias = f.bias.map(<[i32]>::to_vec);
         let weights = if g.depthwise {
@@ -285,7 +282,6 @@ impl IsaTask for GemmRun<'_> {
     fn run(&self, run: Range<usize>, out: &mut [i8]) {
         let PackedQs8Conv { g, isa, scales, o, .. } = self.c;
         let (groups, og, oc) = (g.groups, g.o / g.groups, g.o);
-        let mut acc = [0i32; MR * NR];
         match *self.weights {
             Weights::Quads { k4, panels, ref w, ref bias, zp, direct } => {
                 // Rows of `k4` unsigned activations (`x + 128`: the sign bit flipped) per
@@ -333,6 +329,7 @@ impl IsaTask for GemmRun<'_> {
             Weights::Pairs { kp, panels, ref w, ref bias, zp } => {
                 let lda = groups * kp;
                 let mut a = vec![0i16; MR * lda];
+                let mut acc = [0i32; MR * NR];
                 for p0 in run.clone().step_by(MR) {
                     let rows = (run.end - p0).min(MR);
                     for (r, row) in a.chunks_exact_mut(lda).take(rows).enumerate() {
@@ -743,11 +740,6 @@ unsafe fn dw_pixel(
     // SAFETY (whole body): the CPU has the features the callers enable; every load and store
     // is inside the buffers by the caller's contract (masked to the block's channels).
     unsafe {
-        let (lo, hi) = ((o.qmin - o.zero_point) as f32, (o.qmax - o.zero_point) as f32);
-        let (lo, hi) = (_mm512_set1_ps(lo), _mm512_set1_ps(hi));
-        let ozp = _mm512_set1_epi32(o.zero_point);
-        let magic = _mm512_set1_ps(super::xnn_qmath::MAGIC_BIAS);
-        let magic_bits = _mm512_set1_epi32(super::xnn_qmath::MAGIC_BIAS_BITS);
         let order = [unpermute(0), unpermute(1)].map(|i| _mm512_loadu_si512(i.as_ptr().cast()));
         for (blk, c0) in (0..c).step_by(32).enumerate() {
             let n = (c - c0).min(32);
@@ -772,10 +764,7 @@ unsafe fn dw_pixel(
                 let mask = (m32 >> (16 * h)) as u16;
                 let b = _mm512_maskz_loadu_epi32(mask, bias.as_ptr().wrapping_add(ch));
                 let s = _mm512_maskz_loadu_ps(mask, scales.as_ptr().wrapping_add(ch));
-                let v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(b, acc)), s);
-                let v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
-                let r = _mm512_sub_epi32(_mm512_castps_si512(_mm512_add_ps(v, magic)), magic_bits);
-                let r = _mm512_add_epi32(r, ozp);
+                let r = requantize16(_mm512_add_epi32(b, acc), s, o);
                 _mm512_mask_cvtepi32_storeu_epi8(dst.as_mut_ptr().wrapping_add(ch).cast(), mask, r);
             }
         }

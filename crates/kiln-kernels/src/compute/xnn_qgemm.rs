@@ -510,23 +510,17 @@ struct VnniOut {
     scales: *const f32,
     /// The live lanes.
     mask: u16,
-    /// `qmin - zp` and `qmax - zp` as floats, the zero point.
-    lo: f32,
-    hi: f32,
-    zp: i32,
+    o: Qs8Out,
 }
 
 #[cfg(target_arch = "x86_64")]
 impl VnniOut {
     fn new(rq: &Requant<'_>) -> VnniOut {
-        let o = rq.o;
         VnniOut {
             bias: rq.bias.as_ptr(),
             scales: rq.scales.as_ptr(),
             mask: ((1u32 << rq.scales.len()) - 1) as u16,
-            lo: (o.qmin - o.zero_point) as f32,
-            hi: (o.qmax - o.zero_point) as f32,
-            zp: o.zero_point,
+            o: *rq.o,
         }
     }
 }
@@ -587,31 +581,30 @@ unsafe fn quads_vnni<const R: usize>(
         (_mm512_maskz_loadu_epi32(q.mask, q.bias), _mm512_maskz_loadu_ps(q.mask, q.scales))
     };
     for (r, cr) in c.iter().enumerate() {
-        let v = requantize16(_mm512_add_epi32(*cr, bias), scales, q);
+        let v = requantize16(_mm512_add_epi32(*cr, bias), scales, &q.o);
         // SAFETY: row `r` of `dst` holds the live lanes (the masked store writes only them).
         unsafe { _mm512_mask_cvtepi32_storeu_epi8(dst.wrapping_add(r * ldd).cast(), q.mask, v) };
     }
 }
 
-/// `qs8_requantize` of 16 sums (bias added): `rne(clamp(acc * scale, lo, hi)) + zp`, with
-/// `max` then `min` so that NaN becomes `lo`, and the rounding by XNNPACK's magic bias, as
-/// `xnn_qmath::quantize_scaled`.
+/// `qs8_requantize` of 16 sums (bias added): `rne(clamp(acc * scale, qmin - zp, qmax - zp)) +
+/// zp`, with `max` then `min` so that NaN becomes the low bound, and the rounding by XNNPACK's
+/// magic bias, as `xnn_qmath::quantize_scaled`. The AVX-512 QS8 loops' epilogue.
 #[cfg(target_arch = "x86_64")]
-#[inline(always)]
-fn requantize16(
+#[inline]
+#[target_feature(enable = "avx512f")]
+pub(crate) fn requantize16(
     acc: std::arch::x86_64::__m512i,
     scales: std::arch::x86_64::__m512,
-    q: &VnniOut,
+    o: &Qs8Out,
 ) -> std::arch::x86_64::__m512i {
     use std::arch::x86_64::*;
-    // SAFETY: callers are compiled with AVX-512F (the target features of their functions).
-    unsafe {
-        let v = _mm512_mul_ps(_mm512_cvtepi32_ps(acc), scales);
-        let v = _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(q.lo)), _mm512_set1_ps(q.hi));
-        let bits = _mm512_castps_si512(_mm512_add_ps(v, _mm512_set1_ps(MAGIC_BIAS)));
-        let r = _mm512_sub_epi32(bits, _mm512_set1_epi32(MAGIC_BIAS_BITS));
-        _mm512_add_epi32(r, _mm512_set1_epi32(q.zp))
-    }
+    let (lo, hi) = ((o.qmin - o.zero_point) as f32, (o.qmax - o.zero_point) as f32);
+    let v = _mm512_mul_ps(_mm512_cvtepi32_ps(acc), scales);
+    let v = _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(lo)), _mm512_set1_ps(hi));
+    let bits = _mm512_castps_si512(_mm512_add_ps(v, _mm512_set1_ps(MAGIC_BIAS)));
+    let r = _mm512_sub_epi32(bits, _mm512_set1_epi32(MAGIC_BIAS_BITS));
+    _mm512_add_epi32(r, _mm512_set1_epi32(o.zero_point))
 }
 
 /// The integer sums of a fully connected layer: `a` is `m` rows of `k` activations (zero point
