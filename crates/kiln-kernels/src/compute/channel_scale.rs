@@ -8,10 +8,7 @@
 
 use super::conv2d::Layout;
 use super::sgemm::GemmError;
-use super::threads::{split, with_pieces, Threads};
-
-/// Elements from which the rows split over threads.
-const PARALLEL_ELEMENTS: usize = 1 << 14;
+use super::threads::{split, with_pieces, Threads, PARALLEL_ELEMENTS};
 
 /// Row runs per available thread (short rows: the split costs little).
 const TASKS_PER_THREAD: usize = 2;

@@ -28,6 +28,7 @@ pub(crate) mod sum;
 pub mod threads;
 pub(crate) mod transpose;
 pub mod xnn_qconv;
+pub(crate) mod xnn_qd8;
 pub(crate) mod xnn_qgemm;
 pub mod xnn_qmath;
 pub mod xnn_quant;

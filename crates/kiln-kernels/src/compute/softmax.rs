@@ -13,7 +13,7 @@
 
 use crate::compute::activation;
 use crate::compute::sum::sum_f64;
-use crate::compute::threads::{split, with_pieces, Threads, TASKS_PER_THREAD};
+use crate::compute::threads::{split, with_pieces, Threads};
 
 /// Which softmax a row gets.
 #[derive(Clone, Copy, Debug)]
@@ -24,16 +24,12 @@ pub struct Softmax {
     pub zero_masked_rows: bool,
 }
 
-/// Elements below which the rows run on the calling thread: a split costs a few
-/// microseconds, about what 16K elements take.
-const PARALLEL_MIN: usize = 1 << 14;
-
 /// `kind` softmax of every row of `len` values of `x` into `out` (same length, a whole number
 /// of rows; `len` at least 1). Rows are split over `threads` in runs of whole rows; each row is
 /// computed by the same code whatever the split.
 pub fn rows(x: &[f32], len: usize, out: &mut [f32], kind: Softmax, threads: &Threads) {
     let rows = x.len() / len.max(1);
-    let tasks = if x.len() >= PARALLEL_MIN { threads.tasks_for(TASKS_PER_THREAD, rows) } else { 1 };
+    let tasks = threads.tasks_for_elements(x.len(), rows);
     threads.for_each(with_pieces(split(rows, 1, tasks), out, len), |(r, o)| {
         rows_here(&x[r.start * len..r.end * len], len, o, kind);
     });

@@ -22,7 +22,7 @@
 #![allow(unsafe_code)]
 
 use super::threads::{split, with_pieces, Threads, TASKS_PER_THREAD};
-use super::xnn_qmath::{clamp_f32, qs8_requantize, Qs8Out, MAGIC_BIAS, MAGIC_BIAS_BITS};
+use super::xnn_qmath::{qs8_requantize, Qs8Out, MAGIC_BIAS, MAGIC_BIAS_BITS};
 
 /// Output channels per packed panel (one 512-bit vector of `i32`).
 pub(crate) const NR: usize = 16;
@@ -156,18 +156,17 @@ macro_rules! by_rows {
 }
 
 /// `acc[r * NR + n] = Σ_k a[r * lda + k] * w[k][n]` for rows `r < rows` of a panel `w`
-/// packed `[kp / 2][NR][2]`, of `i16` weights (the convolution loops) or `i8` ones widened in
-/// registers (the QD8 panels).
+/// packed `[kp / 2][NR][2]` (`i16`).
 ///
 /// # Panics
 /// If `rows` is not in `1..=MR`, `kp` is odd, `w` is not `kp * NR` long or `a` is shorter
 /// than `(rows - 1) * lda + kp`.
-pub(crate) fn panel_product<W: PanelWeight>(
+pub(crate) fn panel_product(
     isa: Isa,
     a: &[i16],
     lda: usize,
     rows: usize,
-    w: &[W],
+    w: &[i16],
     kp: usize,
     acc: &mut [i32; MR * NR],
 ) {
@@ -180,7 +179,7 @@ pub(crate) fn panel_product<W: PanelWeight>(
         // asserts above bound every read and write of the kernel of `rows` rows (rows of `kp`
         // values at `r * lda`, `kp * NR` weights, `rows * NR` sums).
         Isa::Vnni | Isa::Avx512 => unsafe {
-            let k = if isa == Isa::Vnni { &W::KERNELS.vnni } else { &W::KERNELS.avx512 };
+            let k = if isa == Isa::Vnni { &PANEL_VNNI } else { &PANEL_AVX512 };
             k[rows - 1](a.as_ptr(), lda, w.as_ptr(), kp, acc.as_mut_ptr())
         },
         #[cfg(target_arch = "x86_64")]
@@ -189,7 +188,7 @@ pub(crate) fn panel_product<W: PanelWeight>(
                 let r = (rows - r0).min(4);
                 let (ap, cp) = (a[r0 * lda..].as_ptr(), acc[r0 * NR..].as_mut_ptr());
                 // SAFETY: as above, with AVX2; rows `r0..r0 + r` are inside the asserted rows.
-                unsafe { W::KERNELS.avx2[r - 1](ap, lda, w.as_ptr(), kp, cp) }
+                unsafe { PANEL_AVX2[r - 1](ap, lda, w.as_ptr(), kp, cp) }
             }
         }
         _ => by_rows!(rows, panel_portable, (a, lda, w, kp, acc)),
@@ -200,7 +199,7 @@ pub(crate) fn panel_product<W: PanelWeight>(
 fn panel_portable<const R: usize>(
     a: &[i16],
     lda: usize,
-    w: &[impl PanelWeight],
+    w: &[i16],
     kp: usize,
     acc: &mut [i32; MR * NR],
 ) {
@@ -210,7 +209,7 @@ fn panel_portable<const R: usize>(
             let a0 = a[r * lda + 2 * kk] as i32;
             let a1 = a[r * lda + 2 * kk + 1] as i32;
             for (s, wp) in cr.iter_mut().zip(wk.chunks_exact(2)) {
-                *s = s.wrapping_add(a0 * wp[0].into() + a1 * wp[1].into());
+                *s = s.wrapping_add(a0 * wp[0] as i32 + a1 * wp[1] as i32);
             }
         }
     }
@@ -219,74 +218,51 @@ fn panel_portable<const R: usize>(
     }
 }
 
-/// A vector panel kernel over `W` weights: `(a, lda, w, kp, acc)` as [`panel_product`]'s,
-/// for the row count the kernel was built for.
+/// A vector panel kernel: `(a, lda, w, kp, acc)` as [`panel_product`]'s, for the row count
+/// the kernel was built for.
 ///
 /// # Safety (of calling one)
 /// The CPU has the kernel's features; `a` holds the kernel's rows of `kp` (even) values `lda`
 /// apart, `w` holds `kp * NR` values and `acc` `rows * NR`.
 #[cfg(target_arch = "x86_64")]
-type PanelFn<W> = unsafe fn(*const i16, usize, *const W, usize, *mut i32);
+type PanelFn = unsafe fn(*const i16, usize, *const i16, usize, *mut i32);
 
-/// The vector panel kernels of one weight type, indexed by row count minus one.
+/// The AVX-512 VNNI panel kernels, 1 to [`MR`] rows.
 #[cfg(target_arch = "x86_64")]
-pub(crate) struct PanelKernels<W: 'static> {
-    /// AVX-512 VNNI, 1 to [`MR`] rows.
-    vnni: [PanelFn<W>; MR],
-    /// AVX-512F and AVX-512BW, 1 to [`MR`] rows.
-    avx512: [PanelFn<W>; MR],
-    /// AVX2, 1 to 4 rows (eight accumulators of 8 lanes fill the 16 registers).
-    avx2: [PanelFn<W>; 4],
-}
+const PANEL_VNNI: [PanelFn; MR] = [
+    panel_vnni::<1>,
+    panel_vnni::<2>,
+    panel_vnni::<3>,
+    panel_vnni::<4>,
+    panel_vnni::<5>,
+    panel_vnni::<6>,
+    panel_vnni::<7>,
+    panel_vnni::<8>,
+];
 
-/// The weights of a packed panel, with the vector kernels that read them.
-pub(crate) trait PanelWeight: Copy + Into<i32> + 'static {
-    /// The kernel table.
-    #[cfg(target_arch = "x86_64")]
-    const KERNELS: PanelKernels<Self>;
-}
-
-/// Implements [`PanelWeight`] for `$w` with the kernels `$vnni`, `$avx512` and `$avx2`.
-macro_rules! panel_weight {
-    ($w:ty, $vnni:ident, $avx512:ident, $avx2:ident) => {
-        impl PanelWeight for $w {
-            #[cfg(target_arch = "x86_64")]
-            const KERNELS: PanelKernels<$w> = PanelKernels {
-                vnni: [
-                    $vnni::<1>, $vnni::<2>, $vnni::<3>, $vnni::<4>, $vnni::<5>, $vnni::<6>,
-                    $vnni::<7>, $vnni::<8>,
-                ],
-                avx512: [
-                    $avx512::<1>,
-                    $avx512::<2>,
-                    $avx512::<3>,
-                    $avx512::<4>,
-                    $avx512::<5>,
-                    $avx512::<6>,
-                    $avx512::<7>,
-                    $avx512::<8>,
-                ],
-                avx2: [$avx2::<1>, $avx2::<2>, $avx2::<3>, $avx2::<4>],
-            };
-        }
-    };
-}
-
+/// The AVX-512F and AVX-512BW panel kernels, 1 to [`MR`] rows.
 #[cfg(target_arch = "x86_64")]
-panel_weight!(i16, panel_vnni, panel_avx512, panel_avx2);
-#[cfg(target_arch = "x86_64")]
-panel_weight!(i8, panel8_vnni, panel8_avx512, panel8_avx2);
-#[cfg(not(target_arch = "x86_64"))]
-impl PanelWeight for i16 {}
-#[cfg(not(target_arch = "x86_64"))]
-impl PanelWeight for i8 {}
+const PANEL_AVX512: [PanelFn; MR] = [
+    panel_avx512::<1>,
+    panel_avx512::<2>,
+    panel_avx512::<3>,
+    panel_avx512::<4>,
+    panel_avx512::<5>,
+    panel_avx512::<6>,
+    panel_avx512::<7>,
+    panel_avx512::<8>,
+];
 
-/// Defines an AVX-512 panel product of `R` rows over `$w` weights: `$load(p)` reads the 32
-/// weights (16 channels, an input pair each) at `p` as `i16` lanes, `$madd(acc, a, w)` adds
-/// the pairwise products of `a` and `w` to `acc`.
+/// The AVX2 panel kernels, 1 to 4 rows (eight accumulators of 8 lanes fill the 16 registers).
+#[cfg(target_arch = "x86_64")]
+const PANEL_AVX2: [PanelFn; 4] =
+    [panel_avx2::<1>, panel_avx2::<2>, panel_avx2::<3>, panel_avx2::<4>];
+
+/// Defines an AVX-512 panel product of `R` rows: `$madd(acc, a, w)` adds the pairwise
+/// products of `a` and `w` to `acc`.
 #[cfg(target_arch = "x86_64")]
 macro_rules! panel_avx512_fn {
-    ($name:ident, $features:literal, $w:ty, $load:expr, $madd:expr) => {
+    ($name:ident, $features:literal, $madd:expr) => {
         /// The AVX-512 panel product of `R` rows.
         ///
         /// # Safety
@@ -296,7 +272,7 @@ macro_rules! panel_avx512_fn {
         unsafe fn $name<const R: usize>(
             a: *const i16,
             lda: usize,
-            w: *const $w,
+            w: *const i16,
             kp: usize,
             acc: *mut i32,
         ) {
@@ -311,7 +287,7 @@ macro_rules! panel_avx512_fn {
                 // SAFETY: the current pair of each row `r < R` and the current panel row are
                 // inside the buffers (the caller's contract).
                 unsafe {
-                    let wv = $load(wp);
+                    let wv = _mm512_loadu_si512(wp.cast());
                     for (cr, ar) in c.iter_mut().zip(rows.iter_mut()) {
                         *cr = $madd(*cr, _mm512_set1_epi32(ar.read_unaligned()), wv);
                         *ar = ar.wrapping_add(1);
@@ -327,115 +303,58 @@ macro_rules! panel_avx512_fn {
     };
 }
 
-/// `vpmaddwd` and an add: the AVX-512BW pairwise multiply-accumulate.
 #[cfg(target_arch = "x86_64")]
-macro_rules! madd_avx512 {
-    () => {
-        |c, a, w| {
-            use std::arch::x86_64::*;
-            _mm512_add_epi32(c, _mm512_madd_epi16(a, w))
-        }
-    };
-}
-
+panel_avx512_fn!(panel_vnni, "avx512f,avx512bw,avx512vnni", std::arch::x86_64::_mm512_dpwssd_epi32);
 #[cfg(target_arch = "x86_64")]
-panel_avx512_fn!(
-    panel_vnni,
-    "avx512f,avx512bw,avx512vnni",
-    i16,
-    |p: *const i16| std::arch::x86_64::_mm512_loadu_si512(p.cast()),
-    std::arch::x86_64::_mm512_dpwssd_epi32
-);
-#[cfg(target_arch = "x86_64")]
-panel_avx512_fn!(
-    panel_avx512,
-    "avx512f,avx512bw",
-    i16,
-    |p: *const i16| std::arch::x86_64::_mm512_loadu_si512(p.cast()),
-    madd_avx512!()
-);
-#[cfg(target_arch = "x86_64")]
-panel_avx512_fn!(
-    panel8_vnni,
-    "avx512f,avx512bw,avx512vnni",
-    i8,
-    |p: *const i8| {
-        use std::arch::x86_64::*;
-        _mm512_cvtepi8_epi16(_mm256_loadu_si256(p.cast()))
-    },
-    std::arch::x86_64::_mm512_dpwssd_epi32
-);
-#[cfg(target_arch = "x86_64")]
-panel_avx512_fn!(
-    panel8_avx512,
-    "avx512f,avx512bw",
-    i8,
-    |p: *const i8| {
-        use std::arch::x86_64::*;
-        _mm512_cvtepi8_epi16(_mm256_loadu_si256(p.cast()))
-    },
-    madd_avx512!()
-);
-
-/// Defines the AVX2 panel product of `R` rows (`R <= 4`) over `$w` weights, in two 8-lane
-/// halves: `$load(p)` reads the 16 weights (8 channels, an input pair each) at `p` as `i16`
-/// lanes.
-#[cfg(target_arch = "x86_64")]
-macro_rules! panel_avx2_fn {
-    ($name:ident, $w:ty, $load:expr) => {
-        /// The AVX2 panel product of `R` rows (`R <= 4`), in two 8-lane halves.
-        ///
-        /// # Safety
-        /// The CPU has AVX2; `a` holds `R` rows of `kp` (even) values `lda` apart, `w` holds
-        /// `kp * NR` values and `acc` `R * NR`.
-        #[target_feature(enable = "avx2")]
-        unsafe fn $name<const R: usize>(
-            a: *const i16,
-            lda: usize,
-            w: *const $w,
-            kp: usize,
-            acc: *mut i32,
-        ) {
-            use std::arch::x86_64::*;
-            let mut c0 = [_mm256_setzero_si256(); R];
-            let mut c1 = [_mm256_setzero_si256(); R];
-            // Row pointers advanced one input pair at a time, as in the AVX-512 kernels.
-            let mut rows: [*const i32; R] =
-                std::array::from_fn(|r| a.wrapping_add(r.wrapping_mul(lda)).cast::<i32>());
-            let mut wp = w;
-            for _ in 0..kp / 2 {
-                // SAFETY: the current pair of each row `r < R` and the current panel row are
-                // inside the buffers (the caller's contract).
-                unsafe {
-                    let w0 = $load(wp);
-                    let w1 = $load(wp.wrapping_add(NR));
-                    for ((c0, c1), ar) in c0.iter_mut().zip(c1.iter_mut()).zip(rows.iter_mut()) {
-                        let pair = _mm256_set1_epi32(ar.read_unaligned());
-                        *c0 = _mm256_add_epi32(*c0, _mm256_madd_epi16(pair, w0));
-                        *c1 = _mm256_add_epi32(*c1, _mm256_madd_epi16(pair, w1));
-                        *ar = ar.wrapping_add(1);
-                    }
-                }
-                wp = wp.wrapping_add(2 * NR);
-            }
-            for r in 0..R {
-                // SAFETY: `acc` holds `R * NR` values.
-                unsafe {
-                    _mm256_storeu_si256(acc.wrapping_add(r * NR).cast(), c0[r]);
-                    _mm256_storeu_si256(acc.wrapping_add(r * NR + NR / 2).cast(), c1[r]);
-                }
-            }
-        }
-    };
-}
-
-#[cfg(target_arch = "x86_64")]
-panel_avx2_fn!(panel_avx2, i16, |p: *const i16| std::arch::x86_64::_mm256_loadu_si256(p.cast()));
-#[cfg(target_arch = "x86_64")]
-panel_avx2_fn!(panel8_avx2, i8, |p: *const i8| {
+panel_avx512_fn!(panel_avx512, "avx512f,avx512bw", |c, a, w| {
     use std::arch::x86_64::*;
-    _mm256_cvtepi8_epi16(_mm_loadu_si128(p.cast()))
+    _mm512_add_epi32(c, _mm512_madd_epi16(a, w))
 });
+
+/// The AVX2 panel product of `R` rows (`R <= 4`), in two 8-lane halves.
+///
+/// # Safety
+/// The CPU has AVX2; `a` holds `R` rows of `kp` (even) values `lda` apart, `w` holds `kp * NR`
+/// values and `acc` `R * NR`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn panel_avx2<const R: usize>(
+    a: *const i16,
+    lda: usize,
+    w: *const i16,
+    kp: usize,
+    acc: *mut i32,
+) {
+    use std::arch::x86_64::*;
+    let mut c0 = [_mm256_setzero_si256(); R];
+    let mut c1 = [_mm256_setzero_si256(); R];
+    // Row pointers advanced one input pair at a time, as in the AVX-512 kernels.
+    let mut rows: [*const i32; R] =
+        std::array::from_fn(|r| a.wrapping_add(r.wrapping_mul(lda)).cast::<i32>());
+    let mut wp = w;
+    for _ in 0..kp / 2 {
+        // SAFETY: the current pair of each row `r < R` and the current panel row are inside
+        // the buffers (the caller's contract).
+        unsafe {
+            let w0 = _mm256_loadu_si256(wp.cast());
+            let w1 = _mm256_loadu_si256(wp.wrapping_add(NR).cast());
+            for ((c0, c1), ar) in c0.iter_mut().zip(c1.iter_mut()).zip(rows.iter_mut()) {
+                let pair = _mm256_set1_epi32(ar.read_unaligned());
+                *c0 = _mm256_add_epi32(*c0, _mm256_madd_epi16(pair, w0));
+                *c1 = _mm256_add_epi32(*c1, _mm256_madd_epi16(pair, w1));
+                *ar = ar.wrapping_add(1);
+            }
+        }
+        wp = wp.wrapping_add(2 * NR);
+    }
+    for r in 0..R {
+        // SAFETY: `acc` holds `R * NR` values.
+        unsafe {
+            _mm256_storeu_si256(acc.wrapping_add(r * NR).cast(), c0[r]);
+            _mm256_storeu_si256(acc.wrapping_add(r * NR + NR / 2).cast(), c1[r]);
+        }
+    }
+}
 
 /// XNNPACK's fp32 requantization of one panel's sums (`xnn_qmath::qs8_requantize` after the
 /// bias, wrapping): the panel's live lanes' biases and scales, and the output's clamp bounds
@@ -558,6 +477,35 @@ unsafe fn quads_vnni<const R: usize>(
     ldd: usize,
 ) {
     use std::arch::x86_64::*;
+    // SAFETY: the caller's contract is `quad_loop`'s.
+    let c = unsafe { quad_loop::<R>(a, lda, k, w) };
+    // SAFETY: the masked loads read the live lanes' biases and scales only.
+    let (bias, scales) = unsafe {
+        (_mm512_maskz_loadu_epi32(q.mask, q.bias), _mm512_maskz_loadu_ps(q.mask, q.scales))
+    };
+    for (r, cr) in c.iter().enumerate() {
+        let v = requantize16(_mm512_add_epi32(*cr, bias), scales, &q.o);
+        // SAFETY: row `r` of `dst` holds the live lanes (the masked store writes only them).
+        unsafe { _mm512_mask_cvtepi32_storeu_epi8(dst.wrapping_add(r * ldd).cast(), q.mask, v) };
+    }
+}
+
+/// The `vpdpbusd` sums of `R` rows of `k` unsigned activations (`lda` apart) by the weights
+/// `[k / 4][NR][4]` at `w`: one vector of [`NR`] channel sums per row.
+///
+/// # Safety
+/// The CPU has AVX-512F, AVX-512BW and AVX-512 VNNI; `a` holds `R` rows of `k` (a multiple of
+/// 4) values `lda` apart and `w` holds `k * NR` values.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+pub(crate) unsafe fn quad_loop<const R: usize>(
+    a: *const u8,
+    lda: usize,
+    k: usize,
+    w: *const i8,
+) -> [std::arch::x86_64::__m512i; R] {
+    use std::arch::x86_64::*;
     let mut c = [_mm512_setzero_si512(); R];
     // Row pointers advanced four inputs at a time (`wrapping_add`: every pointer read is in
     // bounds by the caller's contract).
@@ -576,15 +524,7 @@ unsafe fn quads_vnni<const R: usize>(
         }
         wp = wp.wrapping_add(4 * NR);
     }
-    // SAFETY: the masked loads read the live lanes' biases and scales only.
-    let (bias, scales) = unsafe {
-        (_mm512_maskz_loadu_epi32(q.mask, q.bias), _mm512_maskz_loadu_ps(q.mask, q.scales))
-    };
-    for (r, cr) in c.iter().enumerate() {
-        let v = requantize16(_mm512_add_epi32(*cr, bias), scales, &q.o);
-        // SAFETY: row `r` of `dst` holds the live lanes (the masked store writes only them).
-        unsafe { _mm512_mask_cvtepi32_storeu_epi8(dst.wrapping_add(r * ldd).cast(), q.mask, v) };
-    }
+    c
 }
 
 /// `qs8_requantize` of 16 sums (bias added): `rne(clamp(acc * scale, qmin - zp, qmax - zp)) +
@@ -668,151 +608,6 @@ impl IsaTask for Dots<'_> {
 #[inline(always)]
 fn dot(a: &[i16], w: &[i8]) -> i32 {
     a.iter().zip(w).fold(0i32, |s, (&x, &y)| s.wrapping_add(x as i32 * y as i32))
-}
-
-/// Output channels per panel of [`PanelGemm`]'s weights (the panels of the convolution
-/// loops, [`NR`]).
-pub(crate) const PANEL: usize = NR;
-
-/// How [`PanelGemm`] turns a panel's integer sums into floats (XNNPACK's qd8 formulas).
-#[derive(Clone, Copy)]
-pub(crate) enum PanelScales<'a> {
-    /// qc8w / qc4w: `((acc as f32) * row_scale) * scale[j]`; scales `[panels, 1, PANEL]`.
-    PerChannel(&'a [f32]),
-    /// qb4w: `(Σ_b (acc_b as f32) * scale[j][b]) * row_scale`, blocks summed in order from 0;
-    /// scales `[panels, k / block, PANEL]`.
-    Blocks { scales: &'a [f32], block: usize },
-}
-
-/// A dynamically quantized fully connected layer over int8 weights laid out in panels of
-/// [`PANEL`] output channels, input pairs interleaved: `[kp / 2][PANEL][2]` per panel (`kp` the
-/// input count rounded up to even; the padding is zero). The sums of an input pair run down the
-/// channels (vector lanes, `vpmaddwd`/`vpdpwssd` on the int8 weights widened in registers), so
-/// no sum is reduced across lanes. `a` is `m` rows of `kp` activations minus their zero point
-/// (the padding zero).
-pub(crate) struct PanelGemm<'a> {
-    pub a: &'a [i16],
-    pub row_scale: &'a [f32],
-    pub m: usize,
-    pub kp: usize,
-    pub n: usize,
-    pub w: &'a [i8],
-    pub scales: PanelScales<'a>,
-}
-
-impl PanelGemm<'_> {
-    /// `out[r * n + j]` (`m` rows of `n`): each channel's float result plus `bias[j]`, clamped
-    /// to `[lo, hi]` (XNNPACK's order). One task writes straight into `out`; several (a
-    /// large layer over the threads, split by panels) each fill a panel-major block first.
-    pub(crate) fn run_on(
-        &self,
-        isa: Isa,
-        bias: Option<&[f32]>,
-        (lo, hi): (f32, f32),
-        out: &mut [f32],
-        threads: &Threads,
-    ) {
-        let (m, n, kp) = (self.m, self.n, self.kp);
-        let panels = n.div_ceil(PANEL);
-        assert!(kp.is_multiple_of(2) && self.a.len() == m * kp && self.row_scale.len() == m);
-        assert!(out.len() == m * n && bias.is_none_or(|b| b.len() == n));
-        assert!(self.w.len() == panels * kp * PANEL);
-        let scales_fit = match self.scales {
-            PanelScales::PerChannel(s) => s.len() == panels * PANEL,
-            PanelScales::Blocks { scales, block } => {
-                block > 0
-                    && block.is_multiple_of(2)
-                    && kp.is_multiple_of(block)
-                    && scales.len() == panels * (kp / block) * PANEL
-            }
-        };
-        assert!(scales_fit);
-        let finish = |j: usize, v: f32| clamp_f32(v + bias.map_or(0.0, |b| b[j]), lo, hi);
-        let parts = parts(threads, m * n * kp, PARALLEL_MACS, panels);
-        if parts == 1 {
-            self.run(isa, 0..panels, |p, r, sums| {
-                let row = &mut out[r * n + p * PANEL..][..sums.len()];
-                for (c, (o, &v)) in row.iter_mut().zip(sums).enumerate() {
-                    *o = finish(p * PANEL + c, v);
-                }
-            });
-            return;
-        }
-        let mut tmp = vec![0f32; panels * m * PANEL];
-        let tasks = with_pieces(split(panels, 1, parts), &mut tmp, m * PANEL);
-        threads.for_each(tasks, |(run, block)| {
-            let first = run.start;
-            self.run(isa, run, |p, r, sums| {
-                block[((p - first) * m + r) * PANEL..][..sums.len()].copy_from_slice(sums);
-            });
-        });
-        for (r, row) in out.chunks_exact_mut(n).enumerate() {
-            for (j, o) in row.iter_mut().enumerate() {
-                *o = finish(j, tmp[((j / PANEL) * m + r) * PANEL + j % PANEL]);
-            }
-        }
-    }
-
-    /// Calls `sink(panel, row, sums)` with the float results of each panel's live channels,
-    /// up to [`MR`] rows at a time.
-    fn run(
-        &self,
-        isa: Isa,
-        panels: std::ops::Range<usize>,
-        mut sink: impl FnMut(usize, usize, &[f32]),
-    ) {
-        let (kp, m) = (self.kp, self.m);
-        let block = match self.scales {
-            PanelScales::PerChannel(_) => kp,
-            PanelScales::Blocks { block, .. } => block,
-        };
-        let nb = kp / block;
-        let mut acc = [0i32; MR * PANEL];
-        for p in panels {
-            let wp = &self.w[p * kp * PANEL..(p + 1) * kp * PANEL];
-            let lanes = (self.n - p * PANEL).min(PANEL);
-            for r0 in (0..m).step_by(MR) {
-                let rows = (m - r0).min(MR);
-                let mut sums = [[0f32; PANEL]; MR];
-                for b in 0..nb {
-                    let a = &self.a[r0 * kp + b * block..];
-                    let w = &wp[b * block * PANEL..(b + 1) * block * PANEL];
-                    panel_product(isa, a, kp, rows, w, block, &mut acc);
-                    // Whole panels as arrays, built with `from_fn`: LLVM vectorizes that (the
-                    // indexed loops it left scalar, 10% of a decode step); the same operations
-                    // per lane in the same order, so the results stay bit-identical.
-                    for (r, sum) in sums.iter_mut().enumerate().take(rows) {
-                        let acc: &[i32; PANEL] = panel_of(&acc[r * PANEL..]);
-                        let rs = self.row_scale[r0 + r];
-                        match self.scales {
-                            PanelScales::PerChannel(s) => {
-                                let s: &[f32; PANEL] = panel_of(&s[p * PANEL..]);
-                                *sum = std::array::from_fn(|c| ((acc[c] as f32) * rs) * s[c]);
-                            }
-                            PanelScales::Blocks { scales, .. } => {
-                                let s: &[f32; PANEL] = panel_of(&scales[(p * nb + b) * PANEL..]);
-                                *sum = std::array::from_fn(|c| sum[c] + (acc[c] as f32) * s[c]);
-                            }
-                        }
-                    }
-                }
-                for (r, sum) in sums.iter_mut().enumerate().take(rows) {
-                    if let PanelScales::Blocks { .. } = self.scales {
-                        let rs = self.row_scale[r0 + r];
-                        for v in sum.iter_mut() {
-                            *v *= rs;
-                        }
-                    }
-                    sink(p, r0 + r, &sum[..lanes]);
-                }
-            }
-        }
-    }
-}
-
-/// The first [`PANEL`] values of `v` as an array (the callers' slices hold whole panels).
-fn panel_of<T>(v: &[T]) -> &[T; PANEL] {
-    v.first_chunk::<PANEL>().expect("a whole panel")
 }
 
 #[cfg(test)]

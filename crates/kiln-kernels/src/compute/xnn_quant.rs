@@ -27,6 +27,7 @@
 
 use super::threads::Threads;
 use super::xnn_qconv::PackedQs8Conv;
+use super::xnn_qd8 as qd;
 use super::xnn_qgemm as qg;
 use super::xnn_qmath::{clamp_f32, lrintf};
 pub use super::xnn_qmath::{
@@ -238,12 +239,14 @@ pub enum Qd8Weights<'a> {
         block_size: usize,
     },
     /// Any of the above laid out once for the fast loops ([`Qd8Weights::to_panels`]): int8
-    /// panels `[ceil(n / QD8_PANEL), kp / 2, QD8_PANEL, 2]` (`kp` = `k` rounded up to even:
-    /// input pairs interleaved per channel) and f32 scales `[ceil(n / QD8_PANEL), blocks,
-    /// QD8_PANEL]` (channels past `n` zero), one block of `k` with the per-channel scales of
+    /// panels of [`QD8_PANEL`] output channels `[ceil(n / QD8_PANEL), blocks, segment]`, each
+    /// block of inputs a segment of its `QD8_PANEL` column sums (little-endian `i32`) then its
+    /// weights `[inputs / 4][QD8_PANEL][4]` ([`qd8_panel_shapes`]), and f32 scales
+    /// `[ceil(n / QD8_PANEL), blocks, QD8_PANEL]` (channels past `n` and inputs past `k` zero):
+    /// one block of `k` rounded up to a multiple of 4 with the per-channel scales of
     /// qc8w/qc4w (`block_size` 0), or `k / block_size` blocks with those of qb4w.
     Panels {
-        /// `ceil(n / QD8_PANEL) * kp * QD8_PANEL` weights.
+        /// The panels, [`qd8_panel_shapes`]`.0` of bytes.
         w: &'a [i8],
         /// `ceil(n / QD8_PANEL) * blocks * QD8_PANEL` scales.
         scales: &'a [f32],
@@ -253,12 +256,31 @@ pub enum Qd8Weights<'a> {
 }
 
 /// Output channels per panel of [`Qd8Weights::Panels`].
-pub const QD8_PANEL: usize = qg::PANEL;
+pub const QD8_PANEL: usize = qd::PANEL;
 
-/// Where weight `kk` of channel `j` (of `k` inputs) lies in [`Qd8Weights::Panels`]' int8 panels.
-fn panel_index(j: usize, kk: usize, k: usize) -> usize {
-    let kp = k.next_multiple_of(2);
-    (j / QD8_PANEL) * kp * QD8_PANEL + (kk / 2) * 2 * QD8_PANEL + (j % QD8_PANEL) * 2 + kk % 2
+/// The shapes of [`Qd8Weights::Panels`]' weights and scales for `n` output channels of `k`
+/// inputs in blocks of `block_size` (0: one block, per-channel scales), or `None` when the
+/// block size is not 0 or a multiple of 4 dividing `k`, or a size overflows.
+pub fn qd8_panel_shapes(n: usize, k: usize, block_size: usize) -> Option<([usize; 3], [usize; 3])> {
+    let panels = n.div_ceil(QD8_PANEL);
+    let (bk, nb) = match block_size {
+        0 => (k.checked_next_multiple_of(4)?, 1),
+        b if b.is_multiple_of(4) && k.is_multiple_of(b) => (b, k / b),
+        _ => return None,
+    };
+    let seg = bk.checked_mul(QD8_PANEL)?.checked_add(4 * QD8_PANEL)?;
+    panels.checked_mul(nb)?.checked_mul(seg)?;
+    Some(([panels, nb, seg], [panels, nb, QD8_PANEL]))
+}
+
+/// Where weight `kk` of channel `j` (of `k` inputs, blocks of `block_size` or 0) lies in
+/// [`Qd8Weights::Panels`]' int8 panels.
+fn panel_index(j: usize, kk: usize, k: usize, block_size: usize) -> usize {
+    let (bk, nb, b, i) = match block_size {
+        0 => (k.next_multiple_of(4), 1, 0, kk),
+        bs => (bs, k / bs, kk / bs, kk % bs),
+    };
+    ((j / QD8_PANEL) * nb + b) * qd::segment_len(bk) + qd::quad_index(j % QD8_PANEL, i)
 }
 
 impl Qd8Weights<'_> {
@@ -269,7 +291,7 @@ impl Qd8Weights<'_> {
             Qd8Weights::Qc8w { w, .. } => w[j * k + kk] as i32,
             Qd8Weights::Qc4w { w, .. } => nibble(&w[j * k.div_ceil(2)..], kk),
             Qd8Weights::Qb4w { w, .. } => nibble(&w[j * (k / 2)..], kk),
-            Qd8Weights::Panels { w, .. } => w[panel_index(j, kk, k)] as i32,
+            Qd8Weights::Panels { w, block_size, .. } => w[panel_index(j, kk, k, block_size)] as i32,
         }
     }
 
@@ -297,37 +319,42 @@ impl Qd8Weights<'_> {
     }
 
     /// Any of these weights laid out as [`Qd8Weights::Panels`] (once, when a graph is lowered):
-    /// the int8 values, the scales and the block size (0: per-channel scales).
-    pub fn to_panels(&self, n: usize, k: usize) -> (Vec<i8>, Vec<f32>, usize) {
-        let panels = n.div_ceil(QD8_PANEL);
+    /// the int8 panels, the scales and the block size (0: per-channel scales); `None` when
+    /// the block size is not a multiple of 4 (XNNPACK's are multiples of 32) or the weights
+    /// do not [fit](Qd8Weights::fits) `[n, k]`.
+    pub fn to_panels(&self, n: usize, k: usize) -> Option<(Vec<i8>, Vec<f32>, usize)> {
         let block = self.block_size();
-        let nb = k.checked_div(block).unwrap_or(1);
-        let mut w = vec![0i8; panels * k.next_multiple_of(2) * QD8_PANEL];
-        let mut scales = vec![0f32; panels * nb * QD8_PANEL];
+        let (wshape, sshape) = qd8_panel_shapes(n, k, block)?;
+        if !self.fits(n, k) {
+            return None;
+        }
+        let nb = sshape[1];
+        let mut w = vec![0i8; wshape.iter().product()];
+        let mut scales = vec![0f32; sshape.iter().product()];
         for j in 0..n {
             let (p, c) = (j / QD8_PANEL, j % QD8_PANEL);
             for kk in 0..k {
-                w[panel_index(j, kk, k)] = self.at(j, kk, k) as i8;
+                w[panel_index(j, kk, k, block)] = self.at(j, kk, k) as i8;
             }
             for b in 0..nb {
                 scales[(p * nb + b) * QD8_PANEL + c] = self.scale(j, b, k);
             }
         }
-        (w, scales, block)
+        for segment in w.chunks_exact_mut(wshape[2]) {
+            qd::write_column_sums(segment);
+        }
+        Some((w, scales, block))
     }
 
     /// Whether the slices have the lengths an `[n, k]` layer needs (and, for qb4w, the block
     /// size is non-zero and divides `k`).
     pub fn fits(&self, n: usize, k: usize) -> bool {
         match *self {
-            Qd8Weights::Panels { w, scales, block_size } => {
-                let panel_len = k.next_multiple_of(2).checked_mul(QD8_PANEL);
-                let blocks = Some(k.checked_div(block_size).unwrap_or(1));
-                (block_size == 0 || k.is_multiple_of(block_size) && block_size.is_multiple_of(2))
-                    && panel_len.and_then(|l| l.checked_mul(n.div_ceil(QD8_PANEL))) == Some(w.len())
-                    && blocks.and_then(|b| b.checked_mul(n.div_ceil(QD8_PANEL) * QD8_PANEL))
-                        == Some(scales.len())
-            }
+            Qd8Weights::Panels { w, scales, block_size } => qd8_panel_shapes(n, k, block_size)
+                .is_some_and(|(ws, ss)| {
+                    ws.iter().product::<usize>() == w.len()
+                        && ss.iter().product::<usize>() == scales.len()
+                }),
             Qd8Weights::Qc8w { w, scales } => {
                 n.checked_mul(k) == Some(w.len()) && scales.len() == n
             }
@@ -385,22 +412,32 @@ pub fn qd8_fully_connected(
     )
 }
 
-/// The rows of `x` (`k` values each) quantized by [`qd8_quantize_row`], minus their zero point,
-/// as `i16` rows `stride` apart (the values past `k` zero), and each row's parameters.
-fn quantize_rows(x: &[f32], k: usize, stride: usize) -> (Vec<i16>, Vec<Qd8Params>) {
+/// The rows of `x` (`k` values each) quantized by [`qd8_quantize_row`], each value `q` stored
+/// as `form(q, zero_point)` in rows `stride` apart (the values past `k` zero), and each row's
+/// parameters.
+fn quantize_rows<T: Copy + Default>(
+    x: &[f32],
+    k: usize,
+    stride: usize,
+    form: impl Fn(i8, i32) -> T,
+) -> (Vec<T>, Vec<Qd8Params>) {
     let m = x.len() / k;
     let mut q = vec![0i8; k];
-    let mut a = vec![0i16; m * stride];
+    let mut a = vec![T::default(); m * stride];
     let mut params = Vec::with_capacity(m);
     for (xr, ar) in x.chunks_exact(k).zip(a.chunks_exact_mut(stride)) {
         let p = qd8_quantize_row(xr, &mut q);
-        // q and the zero point are in [-128, 127]: the difference fits an i16.
         for (d, &v) in ar.iter_mut().zip(&q) {
-            *d = v as i16 - p.zero_point as i16;
+            *d = form(v, p.zero_point);
         }
         params.push(p);
     }
     (a, params)
+}
+
+/// `q - zp`, exact in `i16` (both in `[-128, 127]`).
+fn centered(q: i8, zp: i32) -> i16 {
+    i16::from(q) - zp as i16
 }
 
 /// [`qd8_fully_connected`] on the loops of `isa`: the integer sums by [`qg::dot_rows`] (qc4w and
@@ -429,20 +466,32 @@ pub(crate) fn qd8_fully_connected_isa(
         return;
     }
     if let Qd8Weights::Panels { w, scales, block_size } = *weights {
-        // Rows of `kp` activations, the odd input's pad zero.
-        let kp = k.next_multiple_of(2);
-        let (a, params) = quantize_rows(x, k, kp);
-        let row_scale: Vec<f32> = params.iter().map(|p| p.scale).collect();
+        // Rows of `kq` activations (the padding's weights are zero).
+        let kq = k.next_multiple_of(4);
         let scales = if block_size == 0 {
-            qg::PanelScales::PerChannel(scales)
+            qd::PanelScales::PerChannel(scales)
         } else {
-            qg::PanelScales::Blocks { scales, block: block_size }
+            qd::PanelScales::Blocks { scales, block: block_size }
         };
-        let gemm = qg::PanelGemm { a: &a, row_scale: &row_scale, m, kp, n, w, scales };
-        gemm.run_on(isa, bias, (output_min, output_max), out, threads);
+        let run = |a: qd::QuadRows<'_>, params: &[Qd8Params], out: &mut [f32]| {
+            let row_scale: Vec<f32> = params.iter().map(|p| p.scale).collect();
+            let bounds = (output_min, output_max);
+            let gemm =
+                qd::PanelGemm { isa, a, row_scale: &row_scale, m, kq, n, w, scales, bias, bounds };
+            gemm.run_on(out, threads);
+        };
+        if qd::QuadRows::unsigned_for(isa) {
+            // `q + 128`: the sign bit flipped.
+            let (a, params) = quantize_rows(x, k, kq, |q, _| q as u8 ^ 0x80);
+            let zero_points: Vec<i32> = params.iter().map(|p| p.zero_point).collect();
+            run(qd::QuadRows::Unsigned { a: &a, zero_points: &zero_points }, &params, out);
+        } else {
+            let (a, params) = quantize_rows(x, k, kq, centered);
+            run(qd::QuadRows::Centered(&a), &params, out);
+        }
         return;
     }
-    let (a, params) = quantize_rows(x, k, k);
+    let (a, params) = quantize_rows(x, k, k, centered);
     let unpack = |w: &[u8], kb: usize| -> Vec<i8> {
         let mut u = vec![0i8; n * k];
         for (ur, wr) in u.chunks_exact_mut(k).zip(w.chunks_exact(kb)) {
@@ -1647,7 +1696,7 @@ mod tests {
                         let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
                         assert_eq!(bits(&got), bits(&want), "case {case} {isa:?} {wq:?}");
                         // The same weights laid out in panels, fast and scalar.
-                        let (pw, ps, block_size) = wq.to_panels(n, *kq);
+                        let (pw, ps, block_size) = wq.to_panels(n, *kq).unwrap();
                         let panels = Qd8Weights::Panels { w: &pw, scales: &ps, block_size };
                         assert!(panels.fits(n, *kq));
                         qd8_fully_connected_isa(
@@ -1674,7 +1723,7 @@ mod tests {
         let qb = Qd8Weights::Qb4w { w: &w, scales: &s, block_size: block };
         let mut want = vec![0f32; m * n];
         qd8_fully_connected_scalar(&x, k, &qb, n, Some(&b), -3.0, 3.0, &mut want);
-        let (pw, ps, block_size) = qb.to_panels(n, k);
+        let (pw, ps, block_size) = qb.to_panels(n, k).unwrap();
         let panels = Qd8Weights::Panels { w: &pw, scales: &ps, block_size };
         let two = Threads::new(2).unwrap();
         for isa in qg::isas() {

@@ -37,7 +37,7 @@
 //! `1e-5` of the sum of the products' magnitudes, and resnet18's outputs stay within `7.7e-6`
 //! of ExecuTorch's (as the direct convolution's do).
 use crate::compute::sum::{sum_f64, sum_sq_dev_f64};
-use crate::compute::threads::{split, with_pieces, Threads, TASKS_PER_THREAD};
+use crate::compute::threads::{split, with_pieces, Threads};
 use crate::compute::transpose::transpose;
 use crate::dtype::DType;
 use crate::tensor::{TensorMut, TensorRef};
@@ -144,8 +144,7 @@ pub(crate) fn layer_norm_rows_f32(
     {
         return false;
     }
-    let tasks =
-        if src.len() >= PARALLEL_MIN { threads.tasks_for(TASKS_PER_THREAD, rows) } else { 1 };
+    let tasks = threads.tasks_for_elements(src.len(), rows);
     let pieces = with_pieces(split(rows, 1, tasks), dst, inner)
         .zip(with_pieces(split(rows, 1, tasks), means, 1))
         .zip(with_pieces(split(rows, 1, tasks), rstds, 1));
@@ -185,10 +184,6 @@ pub(crate) fn layer_norm_rows_f32(
     });
     true
 }
-
-/// Elements below which layer norm runs on the calling thread: a split costs a few
-/// microseconds, about what 16K elements take.
-const PARALLEL_MIN: usize = 1 << 14;
 
 /// Copies the strided view `(sizes, strides, base)` of `src` into `dst` (element strides `os`)
 /// as contiguous runs: trailing dimensions that are dense in both operands are merged into one

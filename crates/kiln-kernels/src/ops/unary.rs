@@ -4,6 +4,7 @@
 
 use crate::compute::activation;
 use crate::compute::special::erf;
+use crate::compute::threads::{split, with_pieces};
 use crate::dtype::DType;
 use crate::element::{Bool, Calc, Element};
 use crate::error::KernelError;
@@ -58,8 +59,15 @@ fn fast_unary_in_place(
     apply: fn(&mut [f32]),
 ) -> bool {
     fast_unary_slice(ctx, args, outs, |src, dst| {
-        dst.copy_from_slice(src);
-        apply(dst);
+        // Runs of whole vectors, so that every run but the last is all vector lanes and the
+        // last one's tail is the unsplit slice's tail: the same bits for any split.
+        const RUN: usize = 64;
+        let parts = ctx.threads.tasks_for_elements(dst.len(), dst.len().div_ceil(RUN));
+        let tasks = with_pieces(split(dst.len(), RUN, parts), dst, 1);
+        ctx.threads.for_each(tasks, |(run, d)| {
+            d.copy_from_slice(&src[run]);
+            apply(d);
+        });
     })
 }
 

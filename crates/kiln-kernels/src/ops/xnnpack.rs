@@ -14,7 +14,7 @@
 //! - `qd8_fully_connected.out(x, weight, weight_kind, scales, block_size, bias, output_min,
 //!   output_max, out)`: dynamic per-row int8 activations times qc8w (0), qc4w (1) or qb4w (2)
 //!   weights, or any of them laid out once as int8 panels of 16 output channels (3:
-//!   `[ceil(N / 16), K rounded up to even, 16]`, block size 0 for per-channel scales).
+//!   `xnn_quant::qd8_panel_shapes`, block size 0 for per-channel scales).
 //! - `qs8_fully_connected.out(x, x_scale, x_zero_point, weight, weight_scales, bias,
 //!   out_scale, out_zero_point, output_min, output_max, out)`.
 //! - `qs8_convolution.out(x, x_scale, x_zero_point, weight, weight_scales, bias, stride,
@@ -350,10 +350,10 @@ fn qd8_compute(
     })
 }
 
-/// `qd8_fully_connected` with weight kind 3: int8 panels `[ceil(N / 16), Kp, 16]` (`Kp` = `K`
-/// rounded up to even, input pairs interleaved per channel) and their
-/// scales `[ceil(N / 16), 1, 16]` (block size 0: per channel) or `[ceil(N / 16), K / block, 16]`;
-/// `N` is the output's last dimension.
+/// `qd8_fully_connected` with weight kind 3: int8 panels `[ceil(N / 16), blocks, segment]` of
+/// [`Qd8Weights::Panels`]' layout (each block's column sums, then its weights four inputs per
+/// channel) and their scales `[ceil(N / 16), 1, 16]` (block size 0: per channel) or
+/// `[ceil(N / 16), K / block, 16]`; `N` is the output's last dimension.
 fn qd8_fully_connected_panels(
     ctx: &KernelContext,
     (x, k, osizes): (&TensorRef<'_>, usize, Vec<usize>),
@@ -363,23 +363,20 @@ fn qd8_fully_connected_panels(
     outs: &mut [Out<'_, '_>],
 ) -> KResult {
     want_dtype(ctx, w, "weight", DType::Char)?;
-    let even_divisor = |b: usize| b <= k && k.is_multiple_of(b) && b.is_multiple_of(2);
-    let block = usize::try_from(block).ok().filter(|&b| b == 0 || even_divisor(b));
-    let Some(block) = block else {
-        return Err(ctx.invalid("block_size", format!("not 0 or an even divisor of K = {k}")));
-    };
     let n = match outs.first() {
         Some(Out::Tensor(o)) => o.sizes().last().copied().unwrap_or(0),
         _ => 0,
     };
-    let (panels, p) = (n.div_ceil(xq::QD8_PANEL), xq::QD8_PANEL);
-    let nb = k.checked_div(block).unwrap_or(1);
-    if s.sizes() != [panels, nb, p] {
-        return Err(ctx.shape_err("scales", format!("[{panels}, {nb}, {p}]"), s.sizes()));
+    let shapes =
+        usize::try_from(block).ok().and_then(|b| Some((b, xq::qd8_panel_shapes(n, k, b)?)));
+    let Some((block, (wshape, sshape))) = shapes else {
+        return Err(ctx.invalid("block_size", format!("not 0 or a multiple of 4 dividing K = {k}")));
+    };
+    if s.sizes() != sshape {
+        return Err(ctx.shape_err("scales", format!("{sshape:?}"), s.sizes()));
     }
-    let kp = k.next_multiple_of(2);
-    if w.sizes() != [panels, kp, p] {
-        return Err(ctx.shape_err("weight", format!("[{panels}, {kp}, {p}]"), w.sizes()));
+    if w.sizes() != wshape {
+        return Err(ctx.shape_err("weight", format!("{wshape:?}"), w.sizes()));
     }
     let bias = bias_arg::<f32>(ctx, bias, n)?;
     let out = qd8_out(ctx, outs, osizes, n)?;

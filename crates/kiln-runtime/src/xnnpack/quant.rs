@@ -3,7 +3,7 @@
 //! connected layers, and the integer clamp and global average pooling.
 
 use kiln_format::xnnpack::{BinaryKind, Conv, ConvKind, DataType, Node, Quant, UnaryKind};
-use kiln_kernels::compute::xnn_quant::{qs8_quantize_bound, Qd8Weights, QD8_PANEL};
+use kiln_kernels::compute::xnn_quant::{qd8_panel_shapes, qs8_quantize_bound, Qd8Weights};
 use kiln_kernels::DType;
 
 use super::lower::{identity, is_float, Bytes, Lowerer, R};
@@ -278,17 +278,16 @@ impl Lowerer<'_, '_> {
             1 => Qd8Weights::Qc4w { w: &raw, scales },
             _ => Qd8Weights::Qb4w { w: &raw, scales, block_size: block.max(0) as usize },
         };
-        if !weights.fits(nn, k) {
+        let Some((panels, panel_scales, block)) = weights.to_panels(nn, k) else {
             return Ok(None);
-        }
-        let (panels, panel_scales, block) = weights.to_panels(nn, k);
+        };
+        let Some((wshape, sshape)) = qd8_panel_shapes(nn, k, block) else {
+            return Ok(None);
+        };
         let bytes: Vec<u8> = panels.iter().map(|&v| v as u8).collect();
-        let count = nn.div_ceil(QD8_PANEL);
-        let kp = k.next_multiple_of(2);
-        let w = self.constant(DType::Char, &[count, kp, QD8_PANEL], Bytes::Owned(bytes))?;
-        let nb = k.checked_div(block).unwrap_or(1);
+        let w = self.constant(DType::Char, &wshape, Bytes::Owned(bytes))?;
         let bytes: Vec<u8> = panel_scales.iter().flat_map(|v| v.to_le_bytes()).collect();
-        let s = self.constant(DType::Float, &[count, nb, QD8_PANEL], Bytes::Owned(bytes))?;
+        let s = self.constant(DType::Float, &sshape, Bytes::Owned(bytes))?;
         Ok(Some((w, s)))
     }
 

@@ -79,6 +79,11 @@ pub const MAX_THREADS: usize = 256;
 /// thread the OS preempts holds a call up by a quarter of its share at most.
 pub const TASKS_PER_THREAD: usize = 4;
 
+/// Elements of a pass of some dozen operations each (an activation, a softmax, a norm, a
+/// channel scale) below which it runs on the calling thread: a split costs a few
+/// microseconds, about what 16K such elements take.
+pub const PARALLEL_ELEMENTS: usize = 1 << 14;
+
 /// A pool of worker threads, or none (everything runs on the calling thread).
 #[derive(Clone, Debug, Default)]
 pub struct Threads {
@@ -151,6 +156,15 @@ impl Threads {
         match self.available() {
             1 => 1,
             n => n.saturating_mul(per_thread.max(1)).min(units).max(1),
+        }
+    }
+
+    /// How many tasks a pass over `len` elements in `units` indivisible runs is cut into:
+    /// [`TASKS_PER_THREAD`] per thread from [`PARALLEL_ELEMENTS`] on, else 1.
+    pub fn tasks_for_elements(&self, len: usize, units: usize) -> usize {
+        match len >= PARALLEL_ELEMENTS {
+            true => self.tasks_for(TASKS_PER_THREAD, units),
+            false => 1,
         }
     }
 

@@ -1,0 +1,583 @@
+//! The fast loops of the dynamically quantized fully connected layer
+//! ([`super::xnn_quant::qd8_fully_connected`]): int8 weights laid out once in panels of
+//! [`PANEL`] output channels, four inputs per channel together, each block of inputs headed by
+//! its column sums; activations quantized per row and multiplied four at a time.
+//!
+//! # Panel layout
+//! A panel holds `nb` blocks (the qb4w blocks, or one block of all `kq` inputs, `kq` the input
+//! count rounded up to a multiple of 4); block `b` of `bk` inputs is a segment of
+//! [`segment_len`]`(bk)` bytes:
+//! - the `PANEL` column sums `Σ_{i∈b} w[j][i]` as little-endian `i32` (`4 * PANEL` bytes),
+//! - the weights `[bk / 4][PANEL][4]` `i8` (channels past `n` and inputs past `k` zero),
+//!
+//! so one 512-bit load holds four inputs of 16 channels, and a sum per lane runs down the
+//! inputs (no horizontal sums, as in XNNPACK's `c4` panels).
+//!
+//! # Two forms of the activations
+//! - AVX-512 VNNI: `u = q + 128` (`u8`, the sign bit flipped) for `vpdpbusd` (four `u8 x i8`
+//!   products into each `i32` lane); `Σ (q - zp) w = Σ u w - (zp + 128) Σ w`, the correction
+//!   taken from the segment's column sums.
+//! - Every other ISA: `q - zp` as `i16` for `vpmaddwd` (AVX-512BW, AVX2) on the weights widened
+//!   in registers: each `i32` lane sums an input pair of one channel, and the two pair sums of
+//!   a channel are added once, after the block.
+//!
+//! Both are exact in wrapping `i32` arithmetic (the identity above holds modulo 2^32, and
+//! wrapping addition is associative), so every ISA gives the scalar kernel's sums bit for bit.
+#![allow(unsafe_code)]
+
+use super::threads::{split, with_pieces, Threads};
+use super::xnn_qgemm::{parts, Isa, IsaTask, MR, PARALLEL_MACS};
+use super::xnn_qmath::clamp_f32;
+
+/// Output channels per panel (one 512-bit vector of `i32`).
+pub(crate) const PANEL: usize = 16;
+/// Bytes of a segment's column sums.
+const SUMS: usize = 4 * PANEL;
+
+/// The bytes of one block of `bk` inputs (a multiple of 4) in a panel: the column sums, then
+/// the weights.
+pub(crate) const fn segment_len(bk: usize) -> usize {
+    SUMS + bk * PANEL
+}
+
+/// Where weight `i` of panel channel `c` lies in the weights of a segment.
+pub(crate) const fn quad_index(c: usize, i: usize) -> usize {
+    SUMS + (i / 4) * 4 * PANEL + c * 4 + i % 4
+}
+
+/// Writes the column sums of a segment whose weights are in place.
+pub(crate) fn write_column_sums(segment: &mut [i8]) {
+    let (head, w) = segment.split_at_mut(SUMS);
+    let mut sums = [0i32; PANEL];
+    for quad in w.chunks_exact(4 * PANEL) {
+        for (s, q) in sums.iter_mut().zip(quad.chunks_exact(4)) {
+            *s = q.iter().fold(*s, |s, &v| s.wrapping_add(i32::from(v)));
+        }
+    }
+    for (d, s) in head.chunks_exact_mut(4).zip(sums) {
+        for (d, b) in d.iter_mut().zip(s.to_le_bytes()) {
+            *d = b as i8;
+        }
+    }
+}
+
+/// The column sums at the head of a segment.
+fn column_sums(segment: &[i8]) -> [i32; PANEL] {
+    std::array::from_fn(|c| {
+        let b = &segment[4 * c..4 * c + 4];
+        i32::from_le_bytes([b[0] as u8, b[1] as u8, b[2] as u8, b[3] as u8])
+    })
+}
+
+/// How [`PanelGemm`] turns a panel's integer sums into floats (XNNPACK's qd8 formulas).
+#[derive(Clone, Copy)]
+pub(crate) enum PanelScales<'a> {
+    /// qc8w / qc4w: `((acc as f32) * row_scale) * scale[j]`; scales `[panels, 1, PANEL]`.
+    PerChannel(&'a [f32]),
+    /// qb4w: `(Σ_b (acc_b as f32) * scale[j][b]) * row_scale`, blocks summed in order from 0;
+    /// scales `[panels, k / block, PANEL]`.
+    Blocks { scales: &'a [f32], block: usize },
+}
+
+/// The quantized activations, `m` rows of `kq` (the values past `k` zero).
+#[derive(Clone, Copy)]
+pub(crate) enum QuadRows<'a> {
+    /// `q + 128` for AVX-512 VNNI, with each row's zero point.
+    Unsigned { a: &'a [u8], zero_points: &'a [i32] },
+    /// `q - zp` for the other ISAs.
+    Centered(&'a [i16]),
+}
+
+impl QuadRows<'_> {
+    /// The form `isa`'s loops read.
+    pub(crate) fn unsigned_for(isa: Isa) -> bool {
+        isa == Isa::Vnni
+    }
+}
+
+/// A dynamically quantized fully connected layer over weights in the [panel
+/// layout](self#panel-layout): `out[r * n + j]` (`m` rows of `n`) is each channel's float
+/// result plus `bias[j]` (0 without one), clamped to `bounds` (XNNPACK's order).
+pub(crate) struct PanelGemm<'a> {
+    pub isa: Isa,
+    pub a: QuadRows<'a>,
+    pub row_scale: &'a [f32],
+    pub m: usize,
+    /// Inputs per row, a multiple of 4.
+    pub kq: usize,
+    pub n: usize,
+    pub w: &'a [i8],
+    pub scales: PanelScales<'a>,
+    pub bias: Option<&'a [f32]>,
+    pub bounds: (f32, f32),
+}
+
+/// A run of [`PanelGemm`]'s panels, and where their finished rows go.
+struct PanelTask<'g, 'a> {
+    gemm: &'g PanelGemm<'a>,
+    /// Into the output rows (`n` wide), or else into a panel-major block `[panels][m][PANEL]`
+    /// of the task's panels.
+    into_rows: bool,
+}
+
+impl PanelGemm<'_> {
+    /// Writes the layer into `out`. One task writes straight into `out`; several (a large
+    /// layer over the threads, split by panels) each fill a panel-major block, whose panel
+    /// rows are then copied into place.
+    ///
+    /// # Panics
+    /// If the lengths disagree with `m`, `kq`, `n` and the block size, or the activations'
+    /// form is not the one the ISA reads.
+    pub(crate) fn run_on(&self, out: &mut [f32], threads: &Threads) {
+        let (m, n, kq, isa) = (self.m, self.n, self.kq, self.isa);
+        let panels = n.div_ceil(PANEL);
+        let rows_fit = match self.a {
+            QuadRows::Unsigned { a, zero_points } => {
+                QuadRows::unsigned_for(isa) && a.len() == m * kq && zero_points.len() == m
+            }
+            QuadRows::Centered(a) => !QuadRows::unsigned_for(isa) && a.len() == m * kq,
+        };
+        assert!(kq.is_multiple_of(4) && rows_fit && self.row_scale.len() == m);
+        assert!(out.len() == m * n && self.bias.is_none_or(|b| b.len() == n));
+        let (bk, nb) = self.blocks();
+        assert!(bk.is_multiple_of(4) && nb * bk == kq);
+        assert!(self.w.len() == panels * nb * segment_len(bk));
+        let scales_len = match self.scales {
+            PanelScales::PerChannel(s) => s.len(),
+            PanelScales::Blocks { scales, .. } => scales.len(),
+        };
+        assert!(scales_len == panels * nb * PANEL);
+        let parts = parts(threads, m * n * kq, PARALLEL_MACS, panels);
+        if parts == 1 {
+            isa.run(&PanelTask { gemm: self, into_rows: true }, 0..panels, out);
+            return;
+        }
+        let mut tmp = vec![0f32; panels * m * PANEL];
+        let tasks = with_pieces(split(panels, 1, parts), &mut tmp, m * PANEL);
+        let task = PanelTask { gemm: self, into_rows: false };
+        threads.for_each(tasks, |(run, block)| isa.run(&task, run, block));
+        for (p, block) in tmp.chunks_exact(m * PANEL).enumerate() {
+            let lanes = (n - p * PANEL).min(PANEL);
+            for (r, src) in block.chunks_exact(PANEL).enumerate() {
+                copy_lanes(&mut out[r * n + p * PANEL..][..lanes], panel_of(src));
+            }
+        }
+    }
+
+    /// Inputs per block and blocks per panel.
+    fn blocks(&self) -> (usize, usize) {
+        match self.scales {
+            PanelScales::PerChannel(_) => (self.kq, 1),
+            PanelScales::Blocks { block, .. } => (block, self.kq.checked_div(block).unwrap_or(0)),
+        }
+    }
+}
+
+impl IsaTask for PanelTask<'_, '_> {
+    type Out = [f32];
+    const VNNI: bool = true;
+
+    /// Panels `panels` into `out` (the rows, or the run's block), up to [`MR`] rows at a time.
+    #[inline(always)]
+    fn run(&self, panels: std::ops::Range<usize>, out: &mut [f32]) {
+        let g = self.gemm;
+        let (kq, m, n, isa) = (g.kq, g.m, g.n, g.isa);
+        let (bk, nb) = g.blocks();
+        let seg = segment_len(bk);
+        let (lo, hi) = g.bounds;
+        let mut acc = [0i32; MR * PANEL];
+        for p in panels.clone() {
+            let lanes = (n - p * PANEL).min(PANEL);
+            let mut bias = [0f32; PANEL];
+            if let Some(b) = g.bias {
+                bias[..lanes].copy_from_slice(&b[p * PANEL..][..lanes]);
+            }
+            for r0 in (0..m).step_by(MR) {
+                let rows = (m - r0).min(MR);
+                let mut sums = [[0f32; PANEL]; MR];
+                for b in 0..nb {
+                    let segment = &g.w[(p * nb + b) * seg..][..seg];
+                    let w = &segment[SUMS..];
+                    let start = r0 * kq + b * bk;
+                    match g.a {
+                        QuadRows::Unsigned { a, zero_points } => {
+                            quad_sums_u8(isa, &a[start..], kq, rows, w, bk, &mut acc);
+                            let col = column_sums(segment);
+                            for (r, acc) in acc.chunks_exact_mut(PANEL).take(rows).enumerate() {
+                                let z = zero_points[r0 + r].wrapping_add(128);
+                                for (s, &c) in acc.iter_mut().zip(&col) {
+                                    *s = s.wrapping_sub(z.wrapping_mul(c));
+                                }
+                            }
+                        }
+                        QuadRows::Centered(a) => {
+                            quad_sums_i16(isa, &a[start..], kq, rows, w, bk, &mut acc)
+                        }
+                    }
+                    // Whole panels as arrays, built with `from_fn`: LLVM vectorizes that (the
+                    // indexed loops it left scalar, 10% of a decode step); the same operations
+                    // per lane in the same order, so the results stay bit-identical.
+                    for (r, sum) in sums.iter_mut().enumerate().take(rows) {
+                        let acc: &[i32; PANEL] = panel_of(&acc[r * PANEL..]);
+                        let rs = g.row_scale[r0 + r];
+                        match g.scales {
+                            PanelScales::PerChannel(s) => {
+                                let s: &[f32; PANEL] = panel_of(&s[p * PANEL..]);
+                                *sum = std::array::from_fn(|c| ((acc[c] as f32) * rs) * s[c]);
+                            }
+                            PanelScales::Blocks { scales, .. } => {
+                                let s: &[f32; PANEL] = panel_of(&scales[(p * nb + b) * PANEL..]);
+                                *sum = std::array::from_fn(|c| sum[c] + (acc[c] as f32) * s[c]);
+                            }
+                        }
+                    }
+                }
+                for (r, sum) in sums.iter().enumerate().take(rows) {
+                    let rs = match g.scales {
+                        PanelScales::Blocks { .. } => g.row_scale[r0 + r],
+                        PanelScales::PerChannel(_) => 1.0,
+                    };
+                    let blocks = matches!(g.scales, PanelScales::Blocks { .. });
+                    let mut done = [0f32; PANEL];
+                    for ((d, &v), &b) in done.iter_mut().zip(sum).zip(&bias) {
+                        *d = clamp_f32(if blocks { v * rs } else { v } + b, lo, hi);
+                    }
+                    let dst = match self.into_rows {
+                        true => &mut out[(r0 + r) * n + p * PANEL..][..lanes],
+                        false => &mut out[((p - panels.start) * m + r0 + r) * PANEL..][..lanes],
+                    };
+                    copy_lanes(dst, &done);
+                }
+            }
+        }
+    }
+}
+
+/// The first `dst.len()` values of a panel row into `dst`: a whole row as a fixed-size copy
+/// (vector moves; a call to `memmove` per row cost as much as the row's arithmetic).
+#[inline(always)]
+fn copy_lanes(dst: &mut [f32], src: &[f32; PANEL]) {
+    match dst.first_chunk_mut::<PANEL>() {
+        Some(d) => *d = *src,
+        None => {
+            for (d, &s) in dst.iter_mut().zip(src) {
+                *d = s;
+            }
+        }
+    }
+}
+
+/// The first [`PANEL`] values of `v` as an array (the callers' slices hold whole panels).
+fn panel_of<T>(v: &[T]) -> &[T; PANEL] {
+    v.first_chunk::<PANEL>().expect("a whole panel")
+}
+
+/// Checks the shared contract of the quad sums: `rows` in `1..=MR`, `k` a multiple of 4, `w`
+/// holding `k * PANEL` weights and `a` the rows.
+fn check_quads(a_len: usize, lda: usize, rows: usize, w: &[i8], k: usize) {
+    assert!((1..=MR).contains(&rows) && k.is_multiple_of(4) && w.len() >= k * PANEL);
+    assert!(a_len >= (rows - 1) * lda + k);
+}
+
+/// `acc[r * PANEL + c] = Σ_i a[r * lda + i] * w[i][c]` (wrapping `i32`) for rows `r < rows`,
+/// of unsigned activations and the weights `[k / 4][PANEL][4]` of a segment: AVX-512 VNNI
+/// `vpdpbusd` for [`Isa::Vnni`], else a portable loop.
+///
+/// # Panics
+/// If `rows` is not in `1..=MR`, `k` is not a multiple of 4, `w` holds fewer than
+/// `k * PANEL` weights or `a` fewer than `(rows - 1) * lda + k` values.
+pub(crate) fn quad_sums_u8(
+    isa: Isa,
+    a: &[u8],
+    lda: usize,
+    rows: usize,
+    w: &[i8],
+    k: usize,
+    acc: &mut [i32; MR * PANEL],
+) {
+    check_quads(a.len(), lda, rows, w, k);
+    #[cfg(target_arch = "x86_64")]
+    if isa == Isa::Vnni {
+        // SAFETY: `Isa::Vnni` is only chosen (by `best_isa`, or in tests among `isas`) when
+        // the CPU has AVX-512F, AVX-512BW and AVX-512 VNNI; `check_quads` bounds every read
+        // (rows of `k` values `lda` apart, `k * PANEL` weights) and `acc` holds `MR * PANEL`
+        // sums.
+        unsafe { U8_VNNI[rows - 1](a.as_ptr(), lda, w.as_ptr(), k, acc.as_mut_ptr()) };
+        return;
+    }
+    quads_portable(rows, k, w, acc, |r, i| i32::from(a[r * lda + i]));
+}
+
+/// [`quad_sums_u8`] of activations minus their zero point (`i16`), on the loops of `isa`
+/// (AVX-512BW or AVX2 `vpmaddwd`, or portable).
+///
+/// # Panics
+/// As [`quad_sums_u8`].
+pub(crate) fn quad_sums_i16(
+    isa: Isa,
+    a: &[i16],
+    lda: usize,
+    rows: usize,
+    w: &[i8],
+    k: usize,
+    acc: &mut [i32; MR * PANEL],
+) {
+    check_quads(a.len(), lda, rows, w, k);
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Isa::Avx512` and above are only chosen (by `best_isa`, or in tests among
+        // `isas`) when the CPU has AVX-512F and AVX-512BW; `check_quads` bounds every read and
+        // `acc` holds `MR * PANEL` sums.
+        Isa::Avx512 | Isa::Vnni => unsafe {
+            I16_AVX512[rows - 1](a.as_ptr(), lda, w.as_ptr(), k, acc.as_mut_ptr())
+        },
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => {
+            for r0 in (0..rows).step_by(2) {
+                let r = (rows - r0).min(2);
+                let (ap, cp) = (a[r0 * lda..].as_ptr(), acc[r0 * PANEL..].as_mut_ptr());
+                // SAFETY: `Isa::Avx2` is only chosen when the CPU has AVX2; rows `r0..r0 + r`
+                // are inside the checked rows.
+                unsafe { I16_AVX2[r - 1](ap, lda, w.as_ptr(), k, cp) }
+            }
+        }
+        _ => quads_portable(rows, k, w, acc, |r, i| i32::from(a[r * lda + i])),
+    }
+}
+
+/// The portable quad sums, activation `i` of row `r` read by `x(r, i)`.
+fn quads_portable(
+    rows: usize,
+    k: usize,
+    w: &[i8],
+    acc: &mut [i32; MR * PANEL],
+    x: impl Fn(usize, usize) -> i32,
+) {
+    for (r, sums) in acc.chunks_exact_mut(PANEL).take(rows).enumerate() {
+        sums.fill(0);
+        for (q, wq) in w.chunks_exact(4 * PANEL).take(k / 4).enumerate() {
+            let xs: [i32; 4] = std::array::from_fn(|t| x(r, 4 * q + t));
+            for (s, wc) in sums.iter_mut().zip(wq.chunks_exact(4)) {
+                for (&xv, &wv) in xs.iter().zip(wc) {
+                    *s = s.wrapping_add(xv.wrapping_mul(i32::from(wv)));
+                }
+            }
+        }
+    }
+}
+
+/// A vector quad-sum kernel: `(a, lda, w, k, acc)` as [`quad_sums_u8`]'s, for the row count
+/// it was built for.
+///
+/// # Safety (of calling one)
+/// The CPU has the kernel's features; `a` holds the kernel's rows of `k` (a multiple of 4)
+/// values `lda` apart, `w` holds `k * PANEL` weights and `acc` `rows * PANEL` sums.
+#[cfg(target_arch = "x86_64")]
+type QuadFn<A> = unsafe fn(*const A, usize, *const i8, usize, *mut i32);
+
+/// The AVX-512 VNNI kernels of unsigned activations, by row count minus one.
+#[cfg(target_arch = "x86_64")]
+const U8_VNNI: [QuadFn<u8>; MR] = [
+    u8_vnni::<1>,
+    u8_vnni::<2>,
+    u8_vnni::<3>,
+    u8_vnni::<4>,
+    u8_vnni::<5>,
+    u8_vnni::<6>,
+    u8_vnni::<7>,
+    u8_vnni::<8>,
+];
+
+/// The AVX-512BW kernels of `i16` activations, by row count minus one.
+#[cfg(target_arch = "x86_64")]
+const I16_AVX512: [QuadFn<i16>; MR] = [
+    i16_avx512::<1>,
+    i16_avx512::<2>,
+    i16_avx512::<3>,
+    i16_avx512::<4>,
+    i16_avx512::<5>,
+    i16_avx512::<6>,
+    i16_avx512::<7>,
+    i16_avx512::<8>,
+];
+
+/// The AVX2 kernels of `i16` activations, 1 or 2 rows (four accumulators a row, the four
+/// widened weight vectors and a broadcast fill 13 of the 16 registers).
+#[cfg(target_arch = "x86_64")]
+const I16_AVX2: [QuadFn<i16>; 2] = [i16_avx2::<1>, i16_avx2::<2>];
+
+/// The AVX-512 VNNI quad sums of `R` rows of unsigned activations.
+///
+/// # Safety
+/// See [`QuadFn`]; the CPU has AVX-512F, AVX-512BW and AVX-512 VNNI.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+unsafe fn u8_vnni<const R: usize>(a: *const u8, lda: usize, w: *const i8, k: usize, acc: *mut i32) {
+    use std::arch::x86_64::*;
+    // SAFETY: the caller's contract is `quad_loop`'s.
+    let c = unsafe { super::xnn_qgemm::quad_loop::<R>(a, lda, k, w) };
+    for (r, cr) in c.iter().enumerate() {
+        // SAFETY: `acc` holds `R * PANEL` sums.
+        unsafe { _mm512_storeu_si512(acc.wrapping_add(r * PANEL).cast(), *cr) };
+    }
+}
+
+/// The AVX-512BW quad sums of `R` rows of `i16` activations: per quad, the 64 weights widened
+/// to two vectors of 8 channels x 4 inputs, and the row's 4 activations broadcast to every
+/// 64-bit lane, so `vpmaddwd` leaves each channel's two pair sums side by side; they are
+/// added once, after the loop.
+///
+/// # Safety
+/// See [`QuadFn`]; the CPU has AVX-512F and AVX-512BW.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn i16_avx512<const R: usize>(
+    a: *const i16,
+    lda: usize,
+    w: *const i8,
+    k: usize,
+    acc: *mut i32,
+) {
+    use std::arch::x86_64::*;
+    let (mut lo, mut hi) = ([_mm512_setzero_si512(); R], [_mm512_setzero_si512(); R]);
+    // Row pointers advanced four inputs at a time (`wrapping_add`: every pointer read is in
+    // bounds by the caller's contract).
+    let mut rows: [*const i16; R] = std::array::from_fn(|r| a.wrapping_add(r.wrapping_mul(lda)));
+    let mut wp = w;
+    for _ in 0..k / 4 {
+        // SAFETY: the current quad of each row and the current 64 weights are inside the
+        // buffers (the caller's contract).
+        unsafe {
+            let wl = _mm512_cvtepi8_epi16(_mm256_loadu_si256(wp.cast()));
+            let wh = _mm512_cvtepi8_epi16(_mm256_loadu_si256(wp.wrapping_add(32).cast()));
+            for ((l, h), ar) in lo.iter_mut().zip(hi.iter_mut()).zip(rows.iter_mut()) {
+                let x = _mm512_set1_epi64(ar.cast::<i64>().read_unaligned());
+                *l = _mm512_add_epi32(*l, _mm512_madd_epi16(wl, x));
+                *h = _mm512_add_epi32(*h, _mm512_madd_epi16(wh, x));
+                *ar = ar.wrapping_add(4);
+            }
+        }
+        wp = wp.wrapping_add(4 * PANEL);
+    }
+    // Lanes 2c and 2c + 1 of `lo` are channel c's pair sums, those of `hi` channel 8 + c's.
+    let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    for (r, (l, h)) in lo.iter().zip(&hi).enumerate() {
+        let s = _mm512_add_epi32(
+            _mm512_permutex2var_epi32(*l, even, *h),
+            _mm512_permutex2var_epi32(*l, odd, *h),
+        );
+        // SAFETY: `acc` holds `R * PANEL` sums.
+        unsafe { _mm512_storeu_si512(acc.wrapping_add(r * PANEL).cast(), s) };
+    }
+}
+
+/// The AVX2 quad sums of `R` (1 or 2) rows of `i16` activations, as [`i16_avx512`] in four
+/// vectors of 4 channels x 4 inputs.
+///
+/// # Safety
+/// See [`QuadFn`]; the CPU has AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn i16_avx2<const R: usize>(
+    a: *const i16,
+    lda: usize,
+    w: *const i8,
+    k: usize,
+    acc: *mut i32,
+) {
+    use std::arch::x86_64::*;
+    let mut c = [[_mm256_setzero_si256(); 4]; R];
+    let mut rows: [*const i16; R] = std::array::from_fn(|r| a.wrapping_add(r.wrapping_mul(lda)));
+    let mut wp = w;
+    for _ in 0..k / 4 {
+        // SAFETY: as in `i16_avx512`.
+        unsafe {
+            let wv: [__m256i; 4] = std::array::from_fn(|h| {
+                _mm256_cvtepi8_epi16(_mm_loadu_si128(wp.wrapping_add(16 * h).cast()))
+            });
+            for (cr, ar) in c.iter_mut().zip(rows.iter_mut()) {
+                let x = _mm256_set1_epi64x(ar.cast::<i64>().read_unaligned());
+                for (s, &wh) in cr.iter_mut().zip(&wv) {
+                    *s = _mm256_add_epi32(*s, _mm256_madd_epi16(wh, x));
+                }
+                *ar = ar.wrapping_add(4);
+            }
+        }
+        wp = wp.wrapping_add(4 * PANEL);
+    }
+    for (r, cr) in c.iter().enumerate() {
+        for half in 0..2 {
+            // `hadd` of channels 0-3 and 4-7 gives [0, 1, 4, 5 | 2, 3, 6, 7]; the permute
+            // puts them in order.
+            let s = _mm256_hadd_epi32(cr[2 * half], cr[2 * half + 1]);
+            let s = _mm256_permute4x64_epi64::<0b11_01_10_00>(s);
+            // SAFETY: `acc` holds `R * PANEL` sums.
+            unsafe { _mm256_storeu_si256(acc.wrapping_add(r * PANEL + 8 * half).cast(), s) };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::xnn_qgemm::isas;
+    use super::*;
+
+    /// Quad sums of every form and ISA equal `i64` sums wrapped to `i32`, over random row
+    /// counts, depths and strides, with the extreme values (`u8` 255 and 0, `i16` ±255,
+    /// weights -128 and 127) that make the sums wrap.
+    #[test]
+    fn quad_sums_equal_reference() {
+        let mut rng = fastrand::Rng::with_seed(77);
+        for case in 0..300 {
+            let (rows, k) = (rng.usize(1..=MR), 4 * rng.usize(1..64));
+            let lda = k + 4 * rng.usize(0..3);
+            let extreme = case % 4 == 0;
+            let w: Vec<i8> = (0..k * PANEL)
+                .map(|_| if extreme { [-128, 127][rng.usize(0..2)] } else { rng.i8(..) })
+                .collect();
+            let u: Vec<u8> = (0..(rows - 1) * lda + k)
+                .map(|_| if extreme { [0, 255][rng.usize(0..2)] } else { rng.u8(..) })
+                .collect();
+            let c: Vec<i16> = u.iter().map(|&v| v as i16 - rng.i16(0..256)).collect();
+            let want = |x: &dyn Fn(usize) -> i64| -> Vec<i32> {
+                let mut out = vec![0i32; MR * PANEL];
+                for r in 0..rows {
+                    for ch in 0..PANEL {
+                        let s: i64 = (0..k)
+                            .map(|i| x(r * lda + i) * i64::from(w[quad_index(ch, i) - SUMS]))
+                            .sum();
+                        out[r * PANEL + ch] = s as i32;
+                    }
+                }
+                out
+            };
+            let (wu, wc) = (want(&|i| i64::from(u[i])), want(&|i| i64::from(c[i])));
+            for isa in isas() {
+                let mut acc = [0i32; MR * PANEL];
+                quad_sums_u8(isa, &u, lda, rows, &w, k, &mut acc);
+                assert_eq!(acc[..rows * PANEL], wu[..rows * PANEL], "case {case} {isa:?} u8");
+                let mut acc = [0i32; MR * PANEL];
+                quad_sums_i16(isa, &c, lda, rows, &w, k, &mut acc);
+                assert_eq!(acc[..rows * PANEL], wc[..rows * PANEL], "case {case} {isa:?}");
+            }
+        }
+    }
+
+    /// The column sums of a segment are its weights' sums per channel, wrapped.
+    #[test]
+    fn column_sums_are_the_weights_sums() {
+        let mut rng = fastrand::Rng::with_seed(3);
+        let bk = 40;
+        let mut seg = vec![0i8; segment_len(bk)];
+        for v in &mut seg[SUMS..] {
+            *v = rng.i8(..);
+        }
+        write_column_sums(&mut seg);
+        let sums = column_sums(&seg);
+        for (c, &s) in sums.iter().enumerate() {
+            let want: i32 = (0..bk).map(|i| i32::from(seg[quad_index(c, i)])).sum();
+            assert_eq!(s, want, "channel {c}");
+        }
+    }
+}
