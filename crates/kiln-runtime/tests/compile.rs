@@ -360,9 +360,10 @@ fn safe_softmaxes_of_attention_blocks_run_as_one_step() {
 }
 
 /// XNNPACK's QS8 convolutions run as steps prepared at load (weights laid out once), an int8
-/// clamp after one narrows its output range instead of running, and an int8 max pooling runs
-/// in the delegate's NHWC layout with no transposes around it. The outputs match ExecuTorch's
-/// bit for bit in `fixtures.rs`.
+/// clamp after one narrows its output range instead of running, an int8 max pooling runs in
+/// the delegate's NHWC layout with no transposes around it, and a float hardswish between
+/// converts is looked up in an int8 table. The outputs match ExecuTorch's bit for bit in
+/// `fixtures.rs`.
 #[test]
 fn quantized_convolutions_run_prepared() {
     let steps = |name: &str| -> Vec<String> {
@@ -383,4 +384,9 @@ fn quantized_convolutions_run_prepared() {
     let at = pooled.iter().position(|k| k == "kiln_xnnpack::qs8_max_pool.out");
     let before = at.and_then(|i| i.checked_sub(1)).map(|i| pooled[i].as_str());
     assert_eq!(before.map(|k| k.starts_with("qs8_conv2d[")), Some(true), "{pooled:?}");
+    // A float hardswish between converts (mobilenet_v3's form) becomes one int8 table.
+    let table = steps("q8_hardswish");
+    let lookup = "qs8_lookup[kiln_xnnpack::convert.out+hardswish.out+kiln_xnnpack::convert.out]";
+    assert_eq!(table.iter().filter(|k| *k == lookup).count(), 1, "{table:?}");
+    assert!(table.iter().all(|k| k != "aten::hardswish.out"), "{table:?}");
 }

@@ -278,6 +278,7 @@ fn mutated_xnnpack_payloads_never_panic() {
         "q8_conv2d_hardtanh",
         "q8_max_pool2d",
         "q8_mul",
+        "q8_hardswish",
         "qd8_mlp",
         "qb4w_linear",
         "qc4w_linear",

@@ -17,6 +17,8 @@ pub struct Features {
     pub avx512bw: bool,
     /// AVX-512 VNNI (`vpdpwssd`, `vpdpbusd`).
     pub avx512vnni: bool,
+    /// AVX-512 VBMI (`vpermi2b`: byte tables of 128 entries).
+    pub avx512vbmi: bool,
     /// An AMD CPU: its AVX-512 cores (Zen 4) run a 512-bit operation as two 256-bit halves.
     pub amd: bool,
 }
@@ -38,6 +40,7 @@ fn detect() -> Features {
         avx512f: is_x86_feature_detected!("avx512f"),
         avx512bw: is_x86_feature_detected!("avx512bw"),
         avx512vnni: is_x86_feature_detected!("avx512vnni"),
+        avx512vbmi: is_x86_feature_detected!("avx512vbmi"),
         amd: (v.ebx, v.edx, v.ecx) == (word(b"Auth"), word(b"enti"), word(b"cAMD")),
     }
 }

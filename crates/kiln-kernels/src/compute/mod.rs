@@ -27,6 +27,7 @@ pub mod strided;
 pub(crate) mod sum;
 pub mod threads;
 pub(crate) mod transpose;
+pub mod xnn_lut;
 pub mod xnn_qconv;
 pub(crate) mod xnn_qd8;
 pub(crate) mod xnn_qgemm;

@@ -31,6 +31,7 @@
 use std::borrow::Cow;
 
 use crate::compute::strided::broadcast_shape;
+use crate::compute::xnn_lut::{lookup_qs8, Qs8Table};
 use crate::compute::xnn_qconv::PackedQs8Conv;
 use crate::compute::xnn_quant::{self as xq, ConvGeometry, Qd8Weights, Qs8Out};
 use crate::dtype::DType;
@@ -639,6 +640,24 @@ pub fn run_qs8_convolution(
     outs: &mut [Out<'_, '_>],
 ) -> KResult {
     run_conv(ctx, x, outs, conv.geometry(), |x, d| conv.run(x, d, &ctx.threads))
+}
+
+/// Looks each element of int8 `x` up in `table` into the first out (int8, resized to `x`'s
+/// sizes): the prepared form of elementwise operators between converts from and to int8.
+pub fn run_qs8_lookup(
+    ctx: &KernelContext,
+    table: &Qs8Table,
+    x: &TensorRef<'_>,
+    outs: &mut [Out<'_, '_>],
+) -> KResult {
+    want_dtype(ctx, x, "x", DType::Char)?;
+    let out = out_tensor(ctx, outs, 0, "out")?;
+    if out.dtype() != DType::Char {
+        return Err(ctx.dtype_err("out", "int8", out.dtype()));
+    }
+    resize(ctx, out, "out", x.sizes())?;
+    let xv = dense::<i8>(x);
+    write_out::<i8>(ctx, out, |d| lookup_qs8(&xv, table, d, &ctx.threads))
 }
 
 fn qs8_convolution(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>]) -> KResult {

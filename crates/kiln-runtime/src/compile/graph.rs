@@ -13,7 +13,7 @@ use kiln_kernels::compute::sgemm::Activation;
 use super::alias::Aliases;
 use super::nodes::{
     ChannelScaleNode, ConvNode, LinearNode, MapNode, MaxPoolNode, MeanNode, PointwiseDepthwiseNode,
-    Qs8ConvNode, SafeSoftmaxNode,
+    Qs8ConvNode, Qs8LookupNode, SafeSoftmaxNode,
 };
 
 /// What a node computes.
@@ -39,6 +39,8 @@ pub(crate) enum NodeOp {
     SafeSoftmax(SafeSoftmaxNode),
     /// A QS8 convolution with constant weights.
     Qs8Conv(Qs8ConvNode),
+    /// Elementwise operators on an int8 activation, as a table.
+    Qs8Lookup(Qs8LookupNode),
     /// Nothing left to do: the node was absorbed into another.
     Removed,
 }

@@ -12,6 +12,8 @@
 //!                      (the softmax and the six nodes zeroing fully masked rows) becomes
 //!                      SafeSoftmax, an XNNPACK QS8 convolution with constant filters
 //!                      becomes Qs8Conv (an int8 clamp after it narrows its output range),
+//!                      elementwise float operators between converts from and to int8
+//!                      become a Qs8Lookup table,
 //!                      fold batch norm into the convolution, fuse the epilogue
 //!                      (residual add, relu/hardtanh/clamp/hardswish/sigmoid/silu/gelu, and
 //!                      sigmoid+mul as silu),
@@ -110,6 +112,7 @@ pub(crate) fn optimize(g: &mut Graph<'_>) {
     passes::fuse_safe_softmaxes(g);
     quantized::lift_qs8_convolutions(g);
     quantized::fuse_qs8_clamps(g);
+    quantized::fuse_qs8_lookups(g);
     passes::fold_batch_norms(g);
     passes::fuse_epilogues(g);
     passes::fuse_elementwise(g);

@@ -123,6 +123,18 @@ pub(crate) struct SafeSoftmaxNode {
     pub fused: Vec<String>,
 }
 
+/// A chain of elementwise float32 operators between two XNNPACK converts, int8 to float32
+/// and back (a hardswish on a quantized activation): the chain has 256 possible inputs, so it
+/// runs once at load on each of them, and the step looks each element up in the resulting
+/// table ([`lookup_qs8`](kiln_kernels::compute::xnn_lut::lookup_qs8)).
+#[derive(Clone, Debug)]
+pub(crate) struct Qs8LookupNode {
+    pub input: u32,
+    pub output: u32,
+    /// The calls in order, converts included: operator and arguments.
+    pub calls: Vec<(String, Vec<u32>)>,
+}
+
 /// XNNPACK's QS8 convolution (`kiln_xnnpack::qs8_convolution.out`, NHWC int8 activations of
 /// static shape) whose weight, weight scales and bias are constants: checked and laid out once
 /// at load ([`PackedQs8Conv`](kiln_kernels::compute::xnn_qconv::PackedQs8Conv)). An int8

@@ -10,6 +10,7 @@ use kiln_kernels::compute::global_pool::mean_pixels;
 use kiln_kernels::compute::linear::{LinearScratch, PackedLinear};
 use kiln_kernels::compute::sgemm::GemmError;
 use kiln_kernels::compute::softmax::{self, Softmax};
+use kiln_kernels::compute::xnn_lut::Qs8Table;
 use kiln_kernels::compute::xnn_qconv::PackedQs8Conv;
 use kiln_kernels::pool::PreparedMaxPool2d;
 use kiln_kernels::xnnpack;
@@ -22,7 +23,7 @@ use crate::value::{TensorSlot, Val};
 use super::graph::{Graph, NodeOp};
 use super::nodes::{
     ChannelScaleNode, ConvNode, LinearNode, MaxPoolNode, MeanNode, PointwiseDepthwiseNode,
-    Qs8ConvNode,
+    Qs8ConvNode, Qs8LookupNode,
 };
 
 /// A bound step reads at most this many tensors, and writes at most this many.
@@ -159,6 +160,11 @@ pub(crate) fn lower_node(
                 let k = PreparedQs8Conv::new(g, c, bytes).map_err(err)?;
                 let reads = vec![c.args[0]];
                 (describe("qs8_conv2d", &c.fused), reads, vec![c.output], Box::new(k))
+            }
+            NodeOp::Qs8Lookup(l) => {
+                let k = PreparedQs8Lookup::new(g, l).map_err(err)?;
+                let fused: Vec<String> = l.calls.iter().map(|(op, _)| op.clone()).collect();
+                (describe("qs8_lookup", &fused), vec![l.input], vec![l.output], Box::new(k))
             }
             NodeOp::Map(m) => {
                 let regs = m.outputs.iter().map(|&(r, _)| r).collect();
@@ -617,6 +623,92 @@ impl PreparedKernel for PreparedQs8Conv {
 
     fn algorithm(&self) -> Option<&'static str> {
         Some(self.conv.algorithm())
+    }
+}
+
+/// Elementwise operators between converts from and to int8 ([`Qs8LookupNode`]) as a table:
+/// the node's own calls, run once at load on the 256 int8 values through their registered
+/// kernels, so each entry is the chain's result for that input. Its int8 tensors are never
+/// bound: it runs through [`PreparedKernel::run`].
+struct PreparedQs8Lookup {
+    table: Qs8Table,
+}
+
+impl PreparedQs8Lookup {
+    fn new(g: &Graph<'_>, l: &Qs8LookupNode) -> std::result::Result<PreparedQs8Lookup, String> {
+        let inputs: Vec<i8> = (i8::MIN..=i8::MAX).collect();
+        let mut floats = Vec::new();
+        let mut table = [0i8; 256];
+        for (i, (op, args)) in l.calls.iter().enumerate() {
+            let def = kiln_kernels::find_kernel(op).ok_or_else(|| format!("no kernel {op}"))?;
+            let tensor_err = |e: kiln_kernels::TensorError| format!("{op}: {e}");
+            let x = match i {
+                0 => TensorRef::from_slice(&[256], &inputs),
+                _ => TensorRef::from_slice(&[256], &floats),
+            }
+            .map_err(tensor_err)?;
+            let last = i + 1 == l.calls.len();
+            let (mut qs, mut fs) = (vec![0i8; 256], vec![0f32; 256]);
+            let out = match last {
+                true => TensorMut::from_slice(&[256], &mut qs),
+                false => TensorMut::from_slice(&[256], &mut fs),
+            }
+            .map_err(tensor_err)?;
+            let written =
+                |p: usize| p + 1 == args.len() || def.outs.iter().any(|o| o.position as usize == p);
+            let mut a = Vec::with_capacity(args.len());
+            for (p, &v) in args.iter().enumerate() {
+                a.push(match (p, g.values.get(v as usize)) {
+                    (0, _) => Arg::Tensor(x),
+                    _ if written(p) => Arg::Output,
+                    (_, Some(Val::Int(i))) => Arg::Int(*i),
+                    (_, Some(Val::Double(d))) => Arg::Double(*d),
+                    (_, Some(Val::Bool(b))) => Arg::Bool(*b),
+                    (_, Some(Val::String(s))) => Arg::String(s),
+                    (_, Some(Val::None)) => Arg::None,
+                    _ => return Err(format!("{op}: argument {p} is not a constant scalar")),
+                });
+            }
+            let mut outs = [Out::Tensor(out)];
+            let mut ctx = KernelContext::new(def.name);
+            (def.run)(&mut ctx, &a, &mut outs).map_err(|e| format!("{op}: {e}"))?;
+            drop((outs, a));
+            match last {
+                true => table.copy_from_slice(&qs),
+                false => floats = fs,
+            }
+        }
+        Ok(PreparedQs8Lookup { table })
+    }
+}
+
+impl PreparedKernel for PreparedQs8Lookup {
+    fn run(
+        &self,
+        _: &mut StepScratch,
+        ctx: &mut KernelContext,
+        args: &[Arg<'_>],
+        outs: &mut [Out<'_, '_>],
+    ) -> std::result::Result<(), KernelError> {
+        ctx.op = "qs8_lookup";
+        let Some(Arg::Tensor(x)) = args.first() else {
+            return Err(ctx.invalid("x", "the step's tensors do not match its kernel"));
+        };
+        xnnpack::run_qs8_lookup(ctx, &self.table, x, outs)
+    }
+
+    fn run_bound(
+        &self,
+        _: &mut StepScratch,
+        ctx: &mut KernelContext,
+        _: &[&[f32]],
+        _: &mut [&mut [f32]],
+    ) -> std::result::Result<(), KernelError> {
+        Err(ctx.invalid("x", "an int8 step has no float32 binding"))
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.table.len()
     }
 }
 

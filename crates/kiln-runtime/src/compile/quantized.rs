@@ -1,14 +1,15 @@
 //! The passes over the quantized calls an inlined XNNPACK delegate lowers to
 //! (`kiln_xnnpack::*`, `xnnpack/quant.rs`): QS8 convolutions with constant filters become
-//! [`NodeOp::Qs8Conv`] steps prepared once at load, and an int8 `clamp` of such a
-//! convolution's output (XNNPACK's clamp node after a convolution, which XNNPACK's own
-//! runtime fuses too) narrows the convolution's output range.
+//! [`NodeOp::Qs8Conv`] steps prepared once at load, an int8 `clamp` of such a convolution's
+//! output (XNNPACK's clamp node after a convolution, which XNNPACK's own runtime fuses too)
+//! narrows the convolution's output range, and elementwise float operators between two
+//! converts (int8 to float32 and back) become a [`NodeOp::Qs8Lookup`] table.
 
 use kiln_kernels::compute::xnn_qmath::qs8_output_range;
 use kiln_kernels::{Capacity, DType};
 
 use super::graph::{Graph, NodeOp};
-use super::nodes::Qs8ConvNode;
+use super::nodes::{Qs8ConvNode, Qs8LookupNode};
 use super::passes::{kernel_call, out_arg};
 
 /// The operator the convolution pass lifts.
@@ -98,4 +99,83 @@ fn output_range(g: &Graph<'_>, args: &[u32]) -> Option<(i32, i32)> {
     let zp = i32::try_from(g.int(args[OUT_ZP])?).ok()?;
     let (lo, hi) = (g.number(args[OUT_MIN])? as f32, g.number(args[OUT_MIN + 1])? as f32);
     Some(qs8_output_range(lo, hi, scale, zp))
+}
+
+/// The convert operator of XNNPACK's lowering.
+const CONVERT: &str = "kiln_xnnpack::convert.out";
+
+/// Elementwise float32 operators of one tensor whose other arguments (before the output) are
+/// numbers, `None` or strings: a table may stand for a chain of them.
+const ELEMENTWISE: &[&str] = &[
+    "aten::hardswish.out",
+    "aten::hardsigmoid.out",
+    "aten::sigmoid.out",
+    "aten::tanh.out",
+    "aten::relu.out",
+    "aten::hardtanh.out",
+    "aten::clamp.out",
+    "aten::gelu.out",
+    "aten::silu.out",
+    "aten::leaky_relu.out",
+    "aten::elu.out",
+];
+
+/// `convert` (int8 to float32), one or more [`ELEMENTWISE`] operators, then `convert` (float32
+/// to int8), each intermediate read once by the next and every tensor dense, of static and
+/// equal sizes, become one [`NodeOp::Qs8Lookup`]: the prepared step runs the very calls on
+/// the 256 int8 values once and looks the activation's elements up. The table's entries are
+/// the chain's results bit for bit, because the operators are elementwise and their kernels
+/// compute each element alike whatever its position (no element depends on another's lane).
+pub(crate) fn fuse_qs8_lookups(g: &mut Graph<'_>) {
+    for n in 0..g.nodes.len() {
+        let Some((calls, output)) = lookup_chain(g, n) else { continue };
+        let input = calls[0].1[0];
+        let nodes = chain_nodes(g, n, calls.len());
+        let calls = calls.into_iter().map(|(op, a)| (op.to_string(), a.to_vec())).collect();
+        g.replace(n, NodeOp::Qs8Lookup(Qs8LookupNode { input, output, calls }));
+        for m in nodes.into_iter().skip(1) {
+            g.absorb(n, m);
+        }
+    }
+}
+
+/// The live nodes from `n` on, `count` of them.
+fn chain_nodes(g: &Graph<'_>, n: usize, count: usize) -> Vec<usize> {
+    std::iter::successors(Some(n), |&m| g.next_live(m)).take(count).collect()
+}
+
+/// A lookup chain's calls (operator and arguments), and the int8 value it writes.
+type Chain<'m> = (Vec<(&'m str, &'m [u32])>, u32);
+
+/// The lookup chain starting at node `n`, if one starts there.
+fn lookup_chain<'m>(g: &Graph<'m>, n: usize) -> Option<Chain<'m>> {
+    let (CONVERT, args) = kernel_call(g, n)? else { return None };
+    let (x, first) = (args[0], out_arg(args)?);
+    let sizes = g.sizes(x)?;
+    let same = |v: u32, dt: DType| {
+        g.dense(v, dt).is_some_and(|t| t.capacity == Capacity::Static)
+            && g.sizes(v).as_ref() == Some(&sizes)
+    };
+    if !same(x, DType::Char) || !same(first, DType::Float) || !g.read_once(first) {
+        return None;
+    }
+    let mut calls = vec![(CONVERT, args)];
+    let (mut at, mut value) = (n, first);
+    loop {
+        at = g.next_live(at)?;
+        let (op, args) = kernel_call(g, at)?;
+        let out = out_arg(args)?;
+        if args.first() != Some(&value) {
+            return None;
+        }
+        calls.push((op, args));
+        if op == CONVERT {
+            return (calls.len() > 2 && same(out, DType::Char)).then_some((calls, out));
+        }
+        let scalars = args[1..args.len() - 2].iter().all(|&v| g.tensor(v).is_none());
+        if !ELEMENTWISE.contains(&op) || !scalars || !same(out, DType::Float) || !g.read_once(out) {
+            return None;
+        }
+        value = out;
+    }
 }
