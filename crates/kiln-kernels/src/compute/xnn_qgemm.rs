@@ -1,7 +1,9 @@
-//! The fast loops behind [`super::xnn_quant`]'s QS8 convolution and QS8 / QD8 fully connected
-//! layers: integer dot products in `i16 x i16 -> i32` (AVX-512 VNNI `vpdpwssd`, AVX-512BW and
-//! AVX2 `vpmaddwd`, chosen at run time, or portable loops), register-blocked, split over the
-//! worker threads.
+//! The fast loops behind [`super::xnn_quant`]'s QS8 convolution and QS8 fully connected layers
+//! (the QD8 ones are in [`super::xnn_qd8`]): integer dot products, `u8 x i8` four at a time
+//! (AVX-512 VNNI `vpdpbusd`, [`quad_product`]) or `i16 x i16` in pairs (AVX-512 VNNI
+//! `vpdpwssd`, AVX-512BW and AVX2 `vpmaddwd`, portable loops; [`panel_product`]), chosen at run
+//! time, register-blocked, split over the worker threads; the ISA layer ([`Isa`], [`IsaTask`])
+//! the int8 loops share.
 //!
 //! # Exactness
 //! Activations minus their zero point lie in `[-255, 255]` and weights in `[-128, 127]`, so
@@ -11,14 +13,15 @@
 //! sum is [`qs8_requantize`] (or the callers' float formulas), unchanged. The callers check
 //! that the zero points are in `[-128, 127]` before using these loops.
 //!
-//! # Convolution layout
-//! Weights are packed once per call, per group, in panels of [`NR`] output channels:
-//! `[kp / 2][NR][2]` `i16` (`kp` the group's `kh*kw*c/groups` rounded up to even; missing
-//! channels and the odd tail are zeros), so one 512-bit load holds two inputs of 16 channels.
-//! Each output pixel's window is gathered once into an `i16` row in the weights' `[tap][c]`
-//! order (zero point subtracted; padded taps and the tail are zeros). A microkernel multiplies
-//! up to [`MR`] gathered rows by a panel: per input pair, one broadcast per row and one load
-//! of the panel, so the accumulators are the output channels and need no horizontal sums.
+//! # Pair panels
+//! Weights are packed once (at load, by `xnn_qconv`), per group, in panels of [`NR`] output
+//! channels: `[kp / 2][NR][2]` `i16` (`kp` the group's `kh*kw*c/groups` rounded up to even;
+//! missing channels and the odd tail are zeros), so one 512-bit load holds two inputs of 16
+//! channels. Each output pixel's window is gathered once into an `i16` row in the weights'
+//! `[tap][c]` order (zero point subtracted; padded taps and the tail are zeros). A microkernel
+//! multiplies up to [`MR`] gathered rows by a panel: per input pair, one broadcast per row and
+//! one load of the panel, so the accumulators are the output channels and need no horizontal
+//! sums. The quad panels are the same with four `i8` inputs per lane.
 #![allow(unsafe_code)]
 
 use super::threads::{split, with_pieces, Threads, TASKS_PER_THREAD};
