@@ -317,14 +317,26 @@ impl MaxPool2d {
         };
         let rows: Vec<usize> =
             (0..self.win.k[0]).filter_map(|ky| inside(oy, ky, 0, self.h)).collect();
-        // The window's pixels, in the walk's order (rows, then columns): where each pixel's
-        // channels start in `x`.
-        let mut window = Vec::with_capacity(rows.len() * self.win.k[1]);
+        // A window whose columns are all inside the input: each pixel's offset from the
+        // window's first column, in the walk's order (rows, then columns).
+        let (kw, dw) = (self.win.k[1], self.win.d[1]);
+        let rel: Vec<usize> = rows
+            .iter()
+            .flat_map(|&iy| (0..kw).map(move |kx| (iy * self.w + kx * dw) * c))
+            .collect();
+        let span = (kw - 1) * dw;
+        // The window's pixels, in the walk's order: where each pixel's channels start in `x`.
+        let mut window = Vec::with_capacity(rows.len() * kw);
         for (ox, o) in out.chunks_exact_mut(c).enumerate() {
             window.clear();
-            for &iy in &rows {
-                let cols = (0..self.win.k[1]).filter_map(|kx| inside(ox, kx, 1, self.w));
-                window.extend(cols.map(|ix| (iy * self.w + ix) * c));
+            match (ox * self.win.s[1]).checked_sub(self.win.p[1]) {
+                Some(ix) if ix + span < self.w => window.extend(rel.iter().map(|&r| r + ix * c)),
+                _ => {
+                    for &iy in &rows {
+                        let cols = (0..kw).filter_map(|kx| inside(ox, kx, 1, self.w));
+                        window.extend(cols.map(|ix| (iy * self.w + ix) * c));
+                    }
+                }
             }
             let mut c0 = 0;
             while c - c0 >= 16 {
