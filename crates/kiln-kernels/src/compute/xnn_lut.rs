@@ -7,22 +7,21 @@
 //! index's top bit chooses between the two. Elsewhere, one byte at a time.
 #![allow(unsafe_code)]
 
-use super::threads::{split, with_pieces, Threads, PARALLEL_ELEMENTS, TASKS_PER_THREAD};
+#[cfg(test)]
+use super::threads::PARALLEL_ELEMENTS;
+use super::threads::{split, with_pieces, Threads};
 
 /// A table of int8 results by int8 input: entry `q + 128` for input `q`.
 pub type Qs8Table = [i8; 256];
 
-/// `out[i] = table[x[i] + 128]`, split over `threads` from [`PARALLEL_ELEMENTS`] on.
+/// `out[i] = table[x[i] + 128]`, split over `threads` ([`Threads::tasks_for_elements`]).
 ///
 /// # Panics
 /// If `x` and `out` differ in length.
 pub fn lookup_qs8(x: &[i8], table: &Qs8Table, out: &mut [i8], threads: &Threads) {
     assert_eq!(x.len(), out.len(), "input and output lengths");
     const RUN: usize = 64;
-    let parts = match x.len() >= PARALLEL_ELEMENTS {
-        true => threads.tasks_for(TASKS_PER_THREAD, x.len().div_ceil(RUN)),
-        false => 1,
-    };
+    let parts = threads.tasks_for_elements(x.len(), x.len().div_ceil(RUN));
     let tasks = with_pieces(split(x.len(), RUN, parts), out, 1);
     threads.for_each(tasks, |(run, out)| lookup_run(&x[run], table, out));
 }

@@ -233,14 +233,14 @@ impl IsaTask for PanelTask<'_, '_> {
                     }
                 }
                 for (r, sum) in sums.iter().enumerate().take(rows) {
+                    // Blocks take the row scale last; per-channel sums have it already.
                     let rs = match g.scales {
-                        PanelScales::Blocks { .. } => g.row_scale[r0 + r],
-                        PanelScales::PerChannel(_) => 1.0,
+                        PanelScales::Blocks { .. } => Some(g.row_scale[r0 + r]),
+                        PanelScales::PerChannel(_) => None,
                     };
-                    let blocks = matches!(g.scales, PanelScales::Blocks { .. });
                     let mut done = [0f32; PANEL];
                     for ((d, &v), &b) in done.iter_mut().zip(sum).zip(&bias) {
-                        *d = clamp_f32(if blocks { v * rs } else { v } + b, lo, hi);
+                        *d = clamp_f32(rs.map_or(v, |rs| v * rs) + b, lo, hi);
                     }
                     let dst = match self.into_rows {
                         true => &mut out[(r0 + r) * n + p * PANEL..][..lanes],

@@ -545,6 +545,35 @@ impl PreparedKernel for PreparedSafeSoftmax {
     }
 }
 
+/// A graph value an operator takes as a number, flag, string or `None`, as the kernel
+/// argument it stands for.
+fn scalar_arg(val: Option<&Val>) -> Option<Arg<'_>> {
+    match val? {
+        Val::Int(i) => Some(Arg::Int(*i)),
+        Val::Double(d) => Some(Arg::Double(*d)),
+        Val::Bool(b) => Some(Arg::Bool(*b)),
+        Val::String(s) => Some(Arg::String(s)),
+        Val::None => Some(Arg::None),
+        _ => None,
+    }
+}
+
+/// The int8 input an int8 step reads first (its only tensor argument).
+fn int8_input<'a, 'x>(
+    ctx: &KernelContext,
+    args: &'a [Arg<'x>],
+) -> std::result::Result<&'a TensorRef<'x>, KernelError> {
+    match args.first() {
+        Some(Arg::Tensor(x)) => Ok(x),
+        _ => Err(ctx.invalid("x", "the step's tensors do not match its kernel")),
+    }
+}
+
+/// What an int8 step answers when asked to run on bound float32 slices: it has none.
+fn no_float_binding(ctx: &KernelContext) -> KernelError {
+    ctx.invalid("x", "an int8 step has no float32 binding")
+}
+
 /// XNNPACK's QS8 convolution ([`Qs8ConvNode`]), checked and laid out once by the operator's
 /// own [`xnnpack::prepare_qs8_convolution`]. Its int8 tensors are never bound (binding is
 /// for float32 steps): it runs through [`PreparedKernel::run`].
@@ -562,13 +591,10 @@ impl PreparedQs8Conv {
         let lists: Vec<Option<Vec<i64>>> = c.args.iter().map(|&v| g.ints(v)).collect();
         let mut args = Vec::with_capacity(c.args.len());
         for (p, (&v, list)) in c.args.iter().zip(&lists).enumerate() {
-            args.push(match (p, g.values.get(v as usize)) {
+            let val = g.values.get(v as usize);
+            args.push(match (p, val) {
                 // The input's data is not read when preparing.
                 (0, _) => Arg::None,
-                (_, Some(Val::Int(i))) => Arg::Int(*i),
-                (_, Some(Val::Double(d))) => Arg::Double(*d),
-                (_, Some(Val::Bool(b))) => Arg::Bool(*b),
-                (_, Some(Val::None)) => Arg::None,
                 (_, Some(Val::IntList(_))) => {
                     Arg::IntList(list.as_deref().ok_or("a list of non-constant ints")?)
                 }
@@ -578,7 +604,8 @@ impl PreparedQs8Conv {
                         .ok_or_else(|| format!("constant values[{v}] is outside its data"))?;
                     Arg::Tensor(TensorRef::new(t.dtype, t.shape, b).map_err(|e| e.to_string())?)
                 }
-                _ => return Err(format!("qs8 convolution: argument {p} is not a constant")),
+                _ => scalar_arg(val)
+                    .ok_or_else(|| format!("qs8 convolution: argument {p} is not a constant"))?,
             });
         }
         let ctx = KernelContext::new("kiln_xnnpack::qs8_convolution.out");
@@ -601,10 +628,7 @@ impl PreparedKernel for PreparedQs8Conv {
         outs: &mut [Out<'_, '_>],
     ) -> std::result::Result<(), KernelError> {
         ctx.op = "kiln_xnnpack::qs8_convolution.out";
-        let Some(Arg::Tensor(x)) = args.first() else {
-            return Err(ctx.invalid("x", "the step's tensors do not match its kernel"));
-        };
-        xnnpack::run_qs8_convolution(ctx, &self.conv, x, outs)
+        xnnpack::run_qs8_convolution(ctx, &self.conv, int8_input(ctx, args)?, outs)
     }
 
     fn run_bound(
@@ -614,7 +638,7 @@ impl PreparedKernel for PreparedQs8Conv {
         _: &[&[f32]],
         _: &mut [&mut [f32]],
     ) -> std::result::Result<(), KernelError> {
-        Err(ctx.invalid("x", "an int8 step has no float32 binding"))
+        Err(no_float_binding(ctx))
     }
 
     fn heap_bytes(&self) -> usize {
@@ -658,15 +682,11 @@ impl PreparedQs8Lookup {
                 |p: usize| p + 1 == args.len() || def.outs.iter().any(|o| o.position as usize == p);
             let mut a = Vec::with_capacity(args.len());
             for (p, &v) in args.iter().enumerate() {
-                a.push(match (p, g.values.get(v as usize)) {
-                    (0, _) => Arg::Tensor(x),
+                a.push(match p {
+                    0 => Arg::Tensor(x),
                     _ if written(p) => Arg::Output,
-                    (_, Some(Val::Int(i))) => Arg::Int(*i),
-                    (_, Some(Val::Double(d))) => Arg::Double(*d),
-                    (_, Some(Val::Bool(b))) => Arg::Bool(*b),
-                    (_, Some(Val::String(s))) => Arg::String(s),
-                    (_, Some(Val::None)) => Arg::None,
-                    _ => return Err(format!("{op}: argument {p} is not a constant scalar")),
+                    _ => scalar_arg(g.values.get(v as usize))
+                        .ok_or_else(|| format!("{op}: argument {p} is not a constant scalar"))?,
                 });
             }
             let mut outs = [Out::Tensor(out)];
@@ -691,10 +711,7 @@ impl PreparedKernel for PreparedQs8Lookup {
         outs: &mut [Out<'_, '_>],
     ) -> std::result::Result<(), KernelError> {
         ctx.op = "qs8_lookup";
-        let Some(Arg::Tensor(x)) = args.first() else {
-            return Err(ctx.invalid("x", "the step's tensors do not match its kernel"));
-        };
-        xnnpack::run_qs8_lookup(ctx, &self.table, x, outs)
+        xnnpack::run_qs8_lookup(ctx, &self.table, int8_input(ctx, args)?, outs)
     }
 
     fn run_bound(
@@ -704,7 +721,7 @@ impl PreparedKernel for PreparedQs8Lookup {
         _: &[&[f32]],
         _: &mut [&mut [f32]],
     ) -> std::result::Result<(), KernelError> {
-        Err(ctx.invalid("x", "an int8 step has no float32 binding"))
+        Err(no_float_binding(ctx))
     }
 
     fn heap_bytes(&self) -> usize {

@@ -128,9 +128,8 @@ const ELEMENTWISE: &[&str] = &[
 /// compute each element alike whatever its position (no element depends on another's lane).
 pub(crate) fn fuse_qs8_lookups(g: &mut Graph<'_>) {
     for n in 0..g.nodes.len() {
-        let Some((calls, output)) = lookup_chain(g, n) else { continue };
+        let Some(Chain { calls, nodes, output }) = lookup_chain(g, n) else { continue };
         let input = calls[0].1[0];
-        let nodes = chain_nodes(g, n, calls.len());
         let calls = calls.into_iter().map(|(op, a)| (op.to_string(), a.to_vec())).collect();
         g.replace(n, NodeOp::Qs8Lookup(Qs8LookupNode { input, output, calls }));
         for m in nodes.into_iter().skip(1) {
@@ -139,13 +138,13 @@ pub(crate) fn fuse_qs8_lookups(g: &mut Graph<'_>) {
     }
 }
 
-/// The live nodes from `n` on, `count` of them.
-fn chain_nodes(g: &Graph<'_>, n: usize, count: usize) -> Vec<usize> {
-    std::iter::successors(Some(n), |&m| g.next_live(m)).take(count).collect()
+/// A lookup chain: its calls (operator and arguments), their nodes and the int8 value it
+/// writes.
+struct Chain<'m> {
+    calls: Vec<(&'m str, &'m [u32])>,
+    nodes: Vec<usize>,
+    output: u32,
 }
-
-/// A lookup chain's calls (operator and arguments), and the int8 value it writes.
-type Chain<'m> = (Vec<(&'m str, &'m [u32])>, u32);
 
 /// The lookup chain starting at node `n`, if one starts there.
 fn lookup_chain<'m>(g: &Graph<'m>, n: usize) -> Option<Chain<'m>> {
@@ -159,7 +158,7 @@ fn lookup_chain<'m>(g: &Graph<'m>, n: usize) -> Option<Chain<'m>> {
     if !same(x, DType::Char) || !same(first, DType::Float) || !g.read_once(first) {
         return None;
     }
-    let mut calls = vec![(CONVERT, args)];
+    let (mut calls, mut nodes) = (vec![(CONVERT, args)], vec![n]);
     let (mut at, mut value) = (n, first);
     loop {
         at = g.next_live(at)?;
@@ -169,8 +168,10 @@ fn lookup_chain<'m>(g: &Graph<'m>, n: usize) -> Option<Chain<'m>> {
             return None;
         }
         calls.push((op, args));
+        nodes.push(at);
         if op == CONVERT {
-            return (calls.len() > 2 && same(out, DType::Char)).then_some((calls, out));
+            let whole = calls.len() > 2 && same(out, DType::Char);
+            return whole.then_some(Chain { calls, nodes, output: out });
         }
         let scalars = args[1..args.len() - 2].iter().all(|&v| g.tensor(v).is_none());
         if !ELEMENTWISE.contains(&op) || !scalars || !same(out, DType::Float) || !g.read_once(out) {
