@@ -13,7 +13,8 @@ pub struct Features {
     pub fma: bool,
     /// AVX-512F (the 512-bit float kernels).
     pub avx512f: bool,
-    /// AVX-512BW (byte and word lanes: the 512-bit integer kernels).
+    /// AVX-512BW with AVX-512VL (byte and word lanes, in vectors of every width: the 512-bit
+    /// integer kernels).
     pub avx512bw: bool,
     /// AVX-512 VNNI (`vpdpwssd`, `vpdpbusd`).
     pub avx512vnni: bool,
@@ -38,7 +39,7 @@ fn detect() -> Features {
         avx2: is_x86_feature_detected!("avx2"),
         fma: is_x86_feature_detected!("fma"),
         avx512f: is_x86_feature_detected!("avx512f"),
-        avx512bw: is_x86_feature_detected!("avx512bw"),
+        avx512bw: is_x86_feature_detected!("avx512bw") && is_x86_feature_detected!("avx512vl"),
         avx512vnni: is_x86_feature_detected!("avx512vnni"),
         avx512vbmi: is_x86_feature_detected!("avx512vbmi"),
         amd: (v.ebx, v.edx, v.ecx) == (word(b"Auth"), word(b"enti"), word(b"cAMD")),

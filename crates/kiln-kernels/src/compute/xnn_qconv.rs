@@ -17,11 +17,15 @@
 //! - `depthwise`: per output pixel, every channel side by side. On AVX-512 (multiplier 1) the
 //!   taps are read in pairs through pointers (a padded tap points at a row of zero points, whose
 //!   share the bias absorbs) and multiplied by `vpdpwssd` (`vpmaddwd` without VNNI) against
-//!   weights laid out once in the unpack order ([`pack_tap_pairs`]); elsewhere, per tap inside
-//!   the input, the weights widened to `i16` once.
+//!   weights laid out once in the unpack order ([`pack_tap_pairs`]; up to 16 channels in
+//!   256-bit vectors, [`dw16_pixel`]); elsewhere, per tap inside the input, the weights widened to
+//!   `i16` once.
 //!
-//! Each output pixel's sums are requantized (with the output range, which a following clamp
-//! may have narrowed) as soon as its panel is done.
+//! Threads split the output pixels, in blocks of up to [`MR`] as even as they go; a quad-loop
+//! layer of few pixels (fewer blocks than four a thread, resnet50's 7x7 layers) splits its
+//! output channels instead ([`PackedQs8Conv::run_channels`]). Each output pixel's sums are
+//! requantized (with the output range, which a following clamp may have narrowed) as soon as
+//! its panel is done.
 #![allow(unsafe_code)]
 
 use std::ops::Range;
@@ -37,6 +41,15 @@ use super::xnn_qmath::{qs8_requantize, ConvGeometry, Qs8Filter, Qs8Out};
 /// microseconds of work at the loops' speed (the depthwise loops do ~10x fewer per second).
 const PARALLEL_GEMM_MACS: usize = 1 << 20;
 const PARALLEL_DEPTHWISE_MACS: usize = 1 << 17;
+/// Gathered activations (output pixels x `k4` bytes) up to which a quad-loop convolution of
+/// few pixels splits its output channels ([`PackedQs8Conv::run_channels`]): they stay in a
+/// core's L2 cache while the panels pass over them.
+const CHANNEL_SPLIT_ROWS: usize = 1 << 19;
+/// Gathered activations from which a channel-split task passes every pixel under one panel
+/// before the next, rather than every panel over a block of pixels: on resnet50's 7x7
+/// layers (Zen 4), rows of 50-225 KB ran 9-21% faster so, rows of 25 KB (a 1x1 layer of
+/// 512 inputs) 20% slower.
+const PANEL_OUTER_ROWS: usize = 32 << 10;
 
 /// A QS8 convolution with its weights laid out for the loops of one CPU.
 #[derive(Clone, Debug)]
@@ -214,12 +227,66 @@ impl PackedQs8Conv {
                 let t = DwRun { c: self, x, zp: *zp, w, bias: bias.as_deref() };
                 threads.for_each(tasks, |(run, out)| isa.run(&t, run, out));
             }
+            Weights::Quads { k4, panels, .. }
+                if g.groups == 1 && pixels * k4 <= CHANNEL_SPLIT_ROWS && *panels > 1 =>
+            {
+                let chunks = pixels.div_ceil(MR);
+                let parts = parts(threads, macs, PARALLEL_GEMM_MACS, chunks);
+                let count = threads.available();
+                if parts > 1 && chunks < 4 * count {
+                    self.run_channels(x, out, threads, count.min(*panels));
+                    return;
+                }
+                let tasks = with_pieces(split(pixels, MR, parts), out, g.o);
+                let t = GemmRun { c: self, x, weights: &self.weights };
+                threads.for_each(tasks, |(run, out)| isa.run(&t, run, out));
+            }
             weights => {
                 let parts = parts(threads, macs, PARALLEL_GEMM_MACS, pixels.div_ceil(MR));
                 let tasks = with_pieces(split(pixels, MR, parts), out, g.o);
                 let t = GemmRun { c: self, x, weights };
                 threads.for_each(tasks, |(run, out)| isa.run(&t, run, out));
             }
+        }
+    }
+    /// A quad-loop convolution of few output pixels (fewer row blocks than four a thread):
+    /// split by pixels, every task would stream all the weights and the last blocks would
+    /// leave threads idle. Instead every pixel's row is gathered once, `parts` tasks each multiply them by their run of panels, a panel's weights
+    /// over every pixel before the next (the rows stay in the cache; each weight is read
+    /// once), into their own block of columns, and the blocks are copied into place.
+    fn run_channels(&self, x: &[i8], out: &mut [i8], threads: &Threads, parts: usize) {
+        let Weights::Quads { k4, panels, ref w, ref bias, zp, direct } = self.weights else {
+            unreachable!("run_channels takes quad weights")
+        };
+        let g = &self.g;
+        let (pixels, oc) = (g.n * g.oh * g.ow, g.o);
+        let mut rows = vec![0u8; pixels * k4];
+        let mut at = Pixel::of(g, 0);
+        for (p, row) in rows.chunks_exact_mut(k4).enumerate() {
+            quad_row(g, x, zp, direct, at, p, k4, row);
+            at.advance(g);
+        }
+        // Each task's columns (whole panels; the last task ends at `oc`), pixel-major.
+        let runs: Vec<Range<usize>> =
+            split(panels, 1, parts).map(|r| r.start * NR..(r.end * NR).min(oc)).collect();
+        let mut blocks = vec![0i8; pixels * oc];
+        let mut rest = &mut blocks[..];
+        let mut tasks = Vec::with_capacity(runs.len());
+        for cols in &runs {
+            let (block, tail) = std::mem::take(&mut rest).split_at_mut(pixels * cols.len());
+            rest = tail;
+            tasks.push((cols.clone(), block));
+        }
+        let t = ChannelRun { c: self, rows: &rows, k4, w, bias };
+        let isa = self.isa;
+        threads.for_each(tasks, |(cols, block)| isa.run(&t, cols, block));
+        let mut at = 0;
+        for cols in &runs {
+            let (width, block) = (cols.len(), &blocks[at..][..pixels * cols.len()]);
+            for (dst, src) in out.chunks_exact_mut(oc).zip(block.chunks_exact(width)) {
+                dst[cols.clone()].copy_from_slice(src);
+            }
+            at += pixels * width;
         }
     }
 }
@@ -288,36 +355,22 @@ impl IsaTask for GemmRun<'_> {
                 // group; the padding past a group's inputs meets zero weights.
                 let lda = groups * k4;
                 let mut a = vec![0u8; MR * lda];
-                let flip = |v: i8| (v as u8) ^ 0x80;
                 let mut at = Pixel::of(g, run.start);
-                for p0 in run.clone().step_by(MR) {
-                    let rows = (run.end - p0).min(MR);
+                let block = balanced_rows(run.len());
+                for p0 in run.clone().step_by(block) {
+                    let rows = (run.end - p0).min(block);
                     for (r, row) in a.chunks_exact_mut(lda).take(rows).enumerate() {
-                        let pixel = at;
+                        quad_row(g, self.x, zp, direct, at, p0 + r, k4, row);
                         at.advance(g);
-                        if direct {
-                            flip_copy(&mut row[..g.c], &self.x[(p0 + r) * g.c..][..g.c]);
-                        } else if let Some(base) = inner_window(g, pixel) {
-                            // Whole window rows are contiguous: `kw * c` values per row.
-                            let (span, step) = (g.kw * g.c, g.dilation[0] * g.w * g.c);
-                            for ty in 0..g.kh {
-                                let d = &mut row[ty * span..][..span];
-                                flip_copy(d, &self.x[base + ty * step..][..span]);
-                            }
-                        } else {
-                            gather(g, self.x, flip, flip(zp), p0 + r, k4, row);
-                        }
                     }
                     let dst = &mut out[(p0 - run.start) * oc..][..rows * oc];
                     for grp in 0..groups {
-                        for p in 0..panels {
-                            let wp = &w[(grp * panels + p) * k4 * NR..][..k4 * NR];
-                            let ch = grp * og + p * NR..grp * og + (p * NR + NR).min(og);
-                            let rq =
-                                Requant { bias: &bias[ch.clone()], scales: &scales[ch.clone()], o };
-                            let (a, d) = (&a[grp * k4..], &mut dst[ch.start..]);
-                            quad_product(*isa, a, lda, rows, k4, wp, &rq, d, oc);
-                        }
+                        let wg = &w[grp * panels * k4 * NR..][..panels * k4 * NR];
+                        let ch = grp * og..grp * og + og;
+                        let rq =
+                            Requant { bias: &bias[ch.clone()], scales: &scales[ch.clone()], o };
+                        let (a, d) = (&a[grp * k4..], &mut dst[ch.start..]);
+                        quad_product(*isa, a, lda, rows, k4, wg, &rq, d, oc);
                     }
                 }
             }
@@ -343,6 +396,88 @@ impl IsaTask for GemmRun<'_> {
             }
             Weights::Depthwise { .. } => unreachable!("depthwise runs DwRun"),
         }
+    }
+}
+
+/// The tasks of [`PackedQs8Conv::run_channels`], each over a run of output channels (whole
+/// panels) of every pixel.
+struct ChannelRun<'a> {
+    c: &'a PackedQs8Conv,
+    /// Every output pixel's `k4` unsigned activations.
+    rows: &'a [u8],
+    k4: usize,
+    w: &'a [i8],
+    bias: &'a [i32],
+}
+
+impl IsaTask for ChannelRun<'_> {
+    type Out = [i8];
+
+    /// Channels `cols` of every pixel into `out` (pixel-major, `cols.len()` a pixel), the
+    /// pixels in blocks of up to [`MR`]: rows of more than [`PANEL_OUTER_ROWS`] bytes pass
+    /// whole under each panel in turn (each panel's weights read once), smaller ones go a
+    /// block at a time through every panel of the run.
+    #[inline(always)]
+    fn run(&self, cols: Range<usize>, out: &mut [i8]) {
+        let PackedQs8Conv { isa, scales, o, .. } = self.c;
+        let (k4, width) = (self.k4, cols.len());
+        let block = balanced_rows(self.rows.len() / k4);
+        let blocks = || self.rows.chunks(block * k4);
+        // Channels `ch` (whole panels from a panel's start) of a block of pixels.
+        let product = |ch: Range<usize>, a: &[u8], dst: &mut [i8]| {
+            let wp = &self.w[(ch.start / NR) * k4 * NR..];
+            let rq = Requant { bias: &self.bias[ch.clone()], scales: &scales[ch.clone()], o };
+            let d = &mut dst[ch.start - cols.start..];
+            quad_product(*isa, a, k4, a.len() / k4, k4, wp, &rq, d, width);
+        };
+        if self.rows.len() > PANEL_OUTER_ROWS {
+            for c0 in cols.clone().step_by(NR) {
+                for (a, dst) in blocks().zip(out.chunks_mut(block * width)) {
+                    product(c0..(c0 + NR).min(cols.end), a, dst);
+                }
+            }
+        } else {
+            for (a, dst) in blocks().zip(out.chunks_mut(block * width)) {
+                product(cols.clone(), a, dst);
+            }
+        }
+    }
+}
+
+/// The rows of the blocks `rows` output pixels are multiplied in: as even as [`MR`] allows
+/// (49 pixels: seven blocks of 7, not six of 8 and one of 1, whose one accumulator chain
+/// takes most of a whole block's time).
+fn balanced_rows(rows: usize) -> usize {
+    rows.div_ceil(rows.div_ceil(MR).max(1)).max(1)
+}
+
+/// Fills `row` with output pixel `p`'s (`pixel`'s) `k4` unsigned activations for the quad
+/// loops (`x + 128`: the sign bit flipped): the input row itself for a direct (1x1)
+/// convolution, else the window, padded taps at `zp`. The padding past the window meets zero
+/// weights.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn quad_row(
+    g: &ConvGeometry,
+    x: &[i8],
+    zp: i8,
+    direct: bool,
+    pixel: Pixel,
+    p: usize,
+    k4: usize,
+    row: &mut [u8],
+) {
+    let flip = |v: i8| (v as u8) ^ 0x80;
+    if direct {
+        flip_copy(&mut row[..g.c], &x[p * g.c..][..g.c]);
+    } else if let Some(base) = inner_window(g, pixel) {
+        // Whole window rows are contiguous: `kw * c` values per row.
+        let (span, step) = (g.kw * g.c, g.dilation[0] * g.w * g.c);
+        for ty in 0..g.kh {
+            flip_copy(&mut row[ty * span..][..span], &x[base + ty * step..][..span]);
+        }
+    } else {
+        gather(g, x, flip, flip(zp), p, k4, row);
     }
 }
 
@@ -612,6 +747,14 @@ impl IsaTask for DwVec<'_> {
         let span = [(g.kh - 1) * d0, (g.kw - 1) * d1];
         // An odd tap count gets a last tap at the zero point row (its weights are zero).
         let mut ptrs = vec![self.zp_row.as_ptr(); rel.len().next_multiple_of(2)];
+        let layer =
+            DwLayer { w: self.pairs, bias: self.folded, scales: &self.c.scales, o: &self.c.o };
+        let pixel: DwPixelFn = match (c <= 16, self.c.isa == Isa::Vnni) {
+            (true, true) => dw16_vnni,
+            (true, false) => dw16_avx512,
+            (false, true) => dw_vnni,
+            (false, false) => dw_avx512,
+        };
         let mut at = Pixel::of(g, run.start);
         for dst in out.chunks_exact_mut(c).take(run.len()) {
             let Pixel { b, oy, ox } = at;
@@ -638,20 +781,29 @@ impl IsaTask for DwVec<'_> {
                     }
                 }
             }
-            let (w, bias, scales, o) = (self.pairs, self.folded, &self.c.scales[..], &self.c.o);
-            if self.c.isa == Isa::Vnni {
-                // SAFETY: `Isa::Vnni` is only chosen when the CPU has AVX-512F, AVX-512BW and
-                // AVX-512 VNNI; each pointer starts `c` readable values (sliced just above, or
-                // the zero point row of `c`), there is an even number of them, the weights hold
-                // the pairs of `ptrs.len()` taps for `c` channels, the biases and scales `c`.
-                unsafe { dw_vnni(&ptrs, w, bias, scales, o, dst) };
-            } else {
-                // SAFETY: as above, with AVX-512F and AVX-512BW.
-                unsafe { dw_avx512(&ptrs, w, bias, scales, o, dst) };
-            }
+            // SAFETY: `Isa::Vnni` is only chosen when the CPU has AVX-512F, AVX-512BW (with
+            // VL) and AVX-512 VNNI, `Isa::Avx512` when it has the first two; each pointer
+            // starts `c` readable values (sliced just above, or the zero point row of `c`),
+            // there is an even number of them, the weights hold the pairs of `ptrs.len()` taps
+            // for `c` channels, the biases and scales `c` (and `dw16_*` take at most 16).
+            unsafe { pixel(&ptrs, &layer, dst) };
         }
     }
 }
+
+/// What a depthwise layer's AVX-512 pixels share: the tap-pair weights
+/// ([`pack_tap_pairs`]), the biases (the zero point's share folded in), the requantization.
+#[cfg(target_arch = "x86_64")]
+struct DwLayer<'a> {
+    w: &'a [i16],
+    bias: &'a [i32],
+    scales: &'a [f32],
+    o: &'a Qs8Out,
+}
+
+/// One output pixel of a depthwise layer from its taps' pointers.
+#[cfg(target_arch = "x86_64")]
+type DwPixelFn = unsafe fn(&[*const i8], &DwLayer<'_>, &mut [i8]);
 
 /// Depthwise weights `[kh * kw, c]` laid out for [`dw_avx512`]: per block of 32 channels, per
 /// pair of taps, two halves of 16 lanes, each lane the pair `(w[2q][ch], w[2q + 1][ch])` of
@@ -694,17 +846,10 @@ const fn unpermute(k: usize) -> [i32; 16] {
 /// As [`dw_pixel`], and the CPU has AVX-512 VNNI.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-unsafe fn dw_vnni(
-    taps: &[*const i8],
-    w: &[i16],
-    bias: &[i32],
-    scales: &[f32],
-    o: &Qs8Out,
-    dst: &mut [i8],
-) {
+unsafe fn dw_vnni(taps: &[*const i8], l: &DwLayer<'_>, dst: &mut [i8]) {
     use std::arch::x86_64::_mm512_dpwssd_epi32;
     // SAFETY: the caller's contract.
-    unsafe { dw_pixel(taps, w, bias, scales, o, dst, |c, a, b| _mm512_dpwssd_epi32(c, a, b)) }
+    unsafe { dw_pixel(taps, l, dst, |c, a, b| _mm512_dpwssd_epi32(c, a, b)) }
 }
 
 /// [`dw_pixel`] with AVX-512BW `vpmaddwd` and an add.
@@ -713,21 +858,10 @@ unsafe fn dw_vnni(
 /// As [`dw_pixel`].
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw")]
-unsafe fn dw_avx512(
-    taps: &[*const i8],
-    w: &[i16],
-    bias: &[i32],
-    scales: &[f32],
-    o: &Qs8Out,
-    dst: &mut [i8],
-) {
+unsafe fn dw_avx512(taps: &[*const i8], l: &DwLayer<'_>, dst: &mut [i8]) {
     use std::arch::x86_64::{_mm512_add_epi32, _mm512_madd_epi16};
     // SAFETY: the caller's contract.
-    unsafe {
-        dw_pixel(taps, w, bias, scales, o, dst, |c, a, b| {
-            _mm512_add_epi32(c, _mm512_madd_epi16(a, b))
-        })
-    }
+    unsafe { dw_pixel(taps, l, dst, |c, a, b| _mm512_add_epi32(c, _mm512_madd_epi16(a, b))) }
 }
 
 /// One output pixel of a depthwise convolution of multiplier 1 in AVX-512 registers: per block
@@ -745,10 +879,7 @@ unsafe fn dw_avx512(
 #[inline(always)]
 unsafe fn dw_pixel(
     taps: &[*const i8],
-    w: &[i16],
-    bias: &[i32],
-    scales: &[f32],
-    o: &Qs8Out,
+    l: &DwLayer<'_>,
     dst: &mut [i8],
     madd: impl Fn(
         std::arch::x86_64::__m512i,
@@ -767,7 +898,7 @@ unsafe fn dw_pixel(
             let n = (c - c0).min(32);
             let m32 = (u64::MAX >> (64 - n)) as u32;
             let (mut a0, mut a1) = (_mm512_setzero_si512(), _mm512_setzero_si512());
-            let mut wp = w.as_ptr().wrapping_add(blk * pairs * 64);
+            let mut wp = l.w.as_ptr().wrapping_add(blk * pairs * 64);
             for pair in taps.chunks_exact(2) {
                 let load = |x: *const i8| {
                     let v = _mm512_maskz_loadu_epi8(u64::from(m32), x.wrapping_add(c0));
@@ -784,11 +915,86 @@ unsafe fn dw_pixel(
                 let acc = _mm512_permutex2var_epi32(a0, *idx, a1);
                 let ch = c0 + 16 * h;
                 let mask = (m32 >> (16 * h)) as u16;
-                let b = _mm512_maskz_loadu_epi32(mask, bias.as_ptr().wrapping_add(ch));
-                let s = _mm512_maskz_loadu_ps(mask, scales.as_ptr().wrapping_add(ch));
-                let r = requantize16(_mm512_add_epi32(b, acc), s, o);
+                let b = _mm512_maskz_loadu_epi32(mask, l.bias.as_ptr().wrapping_add(ch));
+                let s = _mm512_maskz_loadu_ps(mask, l.scales.as_ptr().wrapping_add(ch));
+                let r = requantize16(_mm512_add_epi32(b, acc), s, l.o);
                 _mm512_mask_cvtepi32_storeu_epi8(dst.as_mut_ptr().wrapping_add(ch).cast(), mask, r);
             }
         }
+    }
+}
+
+/// [`dw16_pixel`] with `vpdpwssd`.
+///
+/// # Safety
+/// As [`dw16_pixel`], and the CPU has AVX-512 VNNI.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2")]
+unsafe fn dw16_vnni(taps: &[*const i8], l: &DwLayer<'_>, dst: &mut [i8]) {
+    use std::arch::x86_64::_mm256_dpwssd_epi32;
+    // SAFETY: the caller's contract.
+    unsafe { dw16_pixel(taps, l, dst, |c, a, b| _mm256_dpwssd_epi32(c, a, b)) }
+}
+
+/// [`dw16_pixel`] with `vpmaddwd` and an add.
+///
+/// # Safety
+/// As [`dw16_pixel`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2")]
+unsafe fn dw16_avx512(taps: &[*const i8], l: &DwLayer<'_>, dst: &mut [i8]) {
+    use std::arch::x86_64::{_mm256_add_epi32, _mm256_madd_epi16};
+    // SAFETY: the caller's contract.
+    unsafe { dw16_pixel(taps, l, dst, |c, a, b| _mm256_add_epi32(c, _mm256_madd_epi16(a, b))) }
+}
+
+/// [`dw_pixel`] for at most 16 channels in 256-bit vectors (AVX-512VL): half the work of a
+/// 32-channel block, on cores that split 512-bit operations in two (mobilenet_v3_large's
+/// first depthwise layer, 16 channels at 112x112). The weights are [`pack_tap_pairs`]'s:
+/// lanes 0-7 of each half hold channels 0-3 and 8-11 (first half), 4-7 and 12-15 (second),
+/// which is what 256-bit `unpacklo` / `unpackhi` of two taps give. Per pair of taps, 16
+/// channels of each widened to `i16`, interleaved and multiplied into two accumulators of 8
+/// lanes, put back in channel order in one 512-bit vector, the bias added and the sums
+/// requantized.
+///
+/// # Safety
+/// As [`dw_pixel`] with `dst.len() <= 16`, and the CPU has AVX-512VL.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn dw16_pixel(
+    taps: &[*const i8],
+    l: &DwLayer<'_>,
+    dst: &mut [i8],
+    madd: impl Fn(
+        std::arch::x86_64::__m256i,
+        std::arch::x86_64::__m256i,
+        std::arch::x86_64::__m256i,
+    ) -> std::arch::x86_64::__m256i,
+) {
+    use std::arch::x86_64::*;
+    let mask = ((1u32 << dst.len()) - 1) as u16;
+    // SAFETY (whole body): the CPU has the features the callers enable; every load and store
+    // is inside the buffers by the caller's contract (masked to the live channels; the
+    // weights of a pair of taps are 64 values, of which the first 16 of each half are read).
+    unsafe {
+        let (mut a0, mut a1) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+        let mut wp = l.w.as_ptr();
+        for pair in taps.chunks_exact(2) {
+            let load = |x: *const i8| _mm256_cvtepi8_epi16(_mm_maskz_loadu_epi8(mask, x));
+            let (x0, x1) = (load(pair[0]), load(pair[1]));
+            let w0 = _mm256_loadu_si256(wp.cast());
+            let w1 = _mm256_loadu_si256(wp.wrapping_add(32).cast());
+            a0 = madd(a0, _mm256_unpacklo_epi16(x0, x1), w0);
+            a1 = madd(a1, _mm256_unpackhi_epi16(x0, x1), w1);
+            wp = wp.wrapping_add(64);
+        }
+        // Lanes 0-7: channels 0-3, 8-11; lanes 8-15: channels 4-7, 12-15.
+        let both = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(a0), a1);
+        let order = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15);
+        let acc = _mm512_permutexvar_epi32(order, both);
+        let b = _mm512_maskz_loadu_epi32(mask, l.bias.as_ptr());
+        let s = _mm512_maskz_loadu_ps(mask, l.scales.as_ptr());
+        let r = requantize16(_mm512_add_epi32(b, acc), s, l.o);
+        _mm512_mask_cvtepi32_storeu_epi8(dst.as_mut_ptr().cast(), mask, r);
     }
 }

@@ -1574,22 +1574,30 @@ mod tests {
     }
 
     /// Large enough to split over two threads (and to wrap no sum): every ISA equals the
-    /// scalar loop.
+    /// scalar loop. The 7x7 images of one batch split their output channels instead of their
+    /// pixels (the quad loops), with rows of 225 KB and of 15 KB (each panel over every pixel,
+    /// and every panel over each block of pixels) and a last panel of 4 channels.
     #[test]
     fn xnn_fast_convolution_split_over_threads() {
         let two = Threads::new(2).unwrap();
         let mut rng = fastrand::Rng::with_seed(9);
-        // Each case has over 2^22 multiply-adds (the split threshold).
-        for (c, oc, k, dw) in [(24, 40, 3, false), (560, 1120, 3, true), (333, 317, 1, false)] {
+        // Each case has over 2^20 multiply-adds (the split threshold).
+        for (n, h, w, c, oc, k, dw) in [
+            (2, 20, 19, 24, 40, 3, false),
+            (2, 20, 19, 560, 1120, 3, true),
+            (2, 20, 19, 333, 317, 1, false),
+            (1, 7, 7, 512, 100, 3, false),
+            (1, 7, 7, 300, 340, 1, false),
+        ] {
             let g = ConvGeometry {
-                n: 2,
-                h: 20,
-                w: 19,
+                n,
+                h,
+                w,
                 c,
                 kh: k,
                 kw: k,
-                oh: 20,
-                ow: 19,
+                oh: h,
+                ow: w,
                 o: oc,
                 stride: [1, 1],
                 dilation: [1, 1],
@@ -1598,13 +1606,13 @@ mod tests {
                 groups: if dw { c } else { 1 },
                 depthwise: dw,
             };
-            let x = rand_i8(&mut rng, 2 * 20 * 19 * c);
+            let x = rand_i8(&mut rng, n * h * w * c);
             let wt = rand_i8(&mut rng, g.weight_len().unwrap());
             let bias: Vec<i32> = (0..oc).map(|_| rng.i32(-20000..20000)).collect();
             let scales: Vec<f32> = (0..oc).map(|_| rng.f32() * 0.001 + 1e-5).collect();
             let o = Qs8Out { zero_point: 3, qmin: -100, qmax: 120 };
             let f = Qs8Filter { w: &wt, bias: Some(&bias), scales: &scales, o: &o };
-            let mut want = vec![0i8; 2 * 20 * 19 * oc];
+            let mut want = vec![0i8; n * h * w * oc];
             qs8_convolution_scalar(&g, &x, -5, &f, &mut want);
             for isa in qg::isas() {
                 let mut got = vec![0i8; want.len()];
