@@ -45,6 +45,11 @@ const PARALLEL_DEPTHWISE_MACS: usize = 1 << 17;
 /// few pixels splits its output channels ([`PackedQs8Conv::run_channels`]): they stay in a
 /// core's L2 cache while the panels pass over them.
 const CHANNEL_SPLIT_ROWS: usize = 1 << 19;
+/// Packed weights from which a quad-loop convolution of few pixels splits its output
+/// channels: below half an L2 cache, streaming them once a block of pixels costs less than
+/// the split's gathering and placing (mobilenet_v2's 7x7 layers, 150-410 KB, ran 16-36%
+/// slower split; resnet50's, 1-2.4 MB, 9-23% faster).
+const CHANNEL_SPLIT_WEIGHTS: usize = 1 << 19;
 /// Gathered activations from which a channel-split task passes every pixel under one panel
 /// before the next, rather than every panel over a block of pixels: on resnet50's 7x7
 /// layers (Zen 4), rows of 50-225 KB ran 9-21% faster so, rows of 25 KB (a 1x1 layer of
@@ -227,8 +232,10 @@ impl PackedQs8Conv {
                 let t = DwRun { c: self, x, zp: *zp, w, bias: bias.as_deref() };
                 threads.for_each(tasks, |(run, out)| isa.run(&t, run, out));
             }
-            Weights::Quads { k4, panels, .. }
-                if g.groups == 1 && pixels * k4 <= CHANNEL_SPLIT_ROWS && *panels > 1 =>
+            Weights::Quads { k4, panels, w, .. }
+                if g.groups == 1
+                    && pixels * k4 <= CHANNEL_SPLIT_ROWS
+                    && w.len() >= CHANNEL_SPLIT_WEIGHTS =>
             {
                 let chunks = pixels.div_ceil(MR);
                 let parts = parts(threads, macs, PARALLEL_GEMM_MACS, chunks);
@@ -249,11 +256,12 @@ impl PackedQs8Conv {
             }
         }
     }
-    /// A quad-loop convolution of few output pixels (fewer row blocks than four a thread):
-    /// split by pixels, every task would stream all the weights and the last blocks would
-    /// leave threads idle. Instead every pixel's row is gathered once, `parts` tasks each multiply them by their run of panels, a panel's weights
-    /// over every pixel before the next (the rows stay in the cache; each weight is read
-    /// once), into their own block of columns, and the blocks are copied into place.
+
+    /// A quad-loop convolution of few output pixels (fewer row blocks than four a thread) and
+    /// large weights: split by pixels, every task would stream all the weights and the last
+    /// blocks would leave threads idle. Instead every pixel's row is gathered once, then
+    /// `parts` tasks each multiply them by their run of panels (each task reads its share of
+    /// the weights) into their own block of columns, and the blocks are copied into place.
     fn run_channels(&self, x: &[i8], out: &mut [i8], threads: &Threads, parts: usize) {
         let Weights::Quads { k4, panels, ref w, ref bias, zp, direct } = self.weights else {
             unreachable!("run_channels takes quad weights")
