@@ -68,6 +68,41 @@ pub fn walk<const N: usize>(
     }
 }
 
+/// The same walk over fewer dimensions: dimensions of size 1 dropped, and each dimension
+/// merged into the next where every operand steps over the next one whole (`strides[k][d] ==
+/// sizes[d + 1] * strides[k][d + 1]`), so that the element offsets, in order, are unchanged.
+/// A channels-last `[1, 14, 14, 116]` read as `[1, 116, 14, 14]` becomes a 116 x 196 matrix
+/// rather than 14 matrices of 116 x 14 (too narrow for the transposes' blocks).
+pub fn coalesce<const N: usize>(
+    sizes: &[usize],
+    strides: [&[usize]; N],
+) -> (Vec<usize>, [Vec<usize>; N]) {
+    let mut out_sizes: Vec<usize> = Vec::with_capacity(sizes.len());
+    let mut out_strides: [Vec<usize>; N] = std::array::from_fn(|_| Vec::new());
+    for (d, &size) in sizes.iter().enumerate() {
+        if size == 1 {
+            continue;
+        }
+        // Merge the dimension before into this one when every operand steps over it whole.
+        let merge = out_sizes.last().is_some_and(|_| {
+            (0..N).all(|k| out_strides[k].last() == Some(&(size * strides[k][d])))
+        });
+        if merge {
+            let last = out_sizes.len() - 1;
+            out_sizes[last] *= size;
+            for k in 0..N {
+                out_strides[k][last] = strides[k][d];
+            }
+        } else {
+            out_sizes.push(size);
+            for k in 0..N {
+                out_strides[k].push(strides[k][d]);
+            }
+        }
+    }
+    (out_sizes, out_strides)
+}
+
 /// Strides of an operand of shape `in_sizes` (with element strides `in_strides`) broadcast to
 /// `out_sizes` (right-aligned; broadcast dims get stride 0).
 pub fn broadcast_strides(
@@ -115,5 +150,36 @@ mod tests {
         assert_eq!(seen, vec![(0, 0), (1, 1), (2, 2), (0, 3), (1, 4), (2, 5)]);
         assert_eq!(broadcast_shape(&[2, 1, 4], &[3, 1]), Some(vec![2, 3, 4]));
         assert_eq!(broadcast_shape(&[2], &[3]), None);
+    }
+
+    /// Coalesced dimensions walk the very offsets, in the same order, as the dimensions they
+    /// came from: random shapes (sizes 1-4, some of size 1) whose strides are contiguous,
+    /// permuted (some dimensions merge, others do not) or broadcast (stride 0).
+    #[test]
+    fn coalesce_keeps_the_walk() {
+        let mut rng = fastrand::Rng::with_seed(5);
+        let mut merged = 0;
+        for _ in 0..500 {
+            let rank = rng.usize(0..6);
+            let sizes: Vec<usize> = (0..rank).map(|_| rng.usize(1..5)).collect();
+            let mut contiguous = vec![1usize; rank];
+            for d in (0..rank.saturating_sub(1)).rev() {
+                contiguous[d] = contiguous[d + 1] * sizes[d + 1];
+            }
+            let mut order: Vec<usize> = (0..rank).collect();
+            if rng.bool() {
+                rng.shuffle(&mut order);
+            }
+            let a: Vec<usize> = order.iter().map(|&d| contiguous[d]).collect();
+            let b: Vec<usize> =
+                contiguous.iter().map(|&s| if rng.u8(..) < 40 { 0 } else { s }).collect();
+            let (sizes2, [a2, b2]) = coalesce(&sizes, [&a, &b]);
+            merged += usize::from(sizes2.len() < sizes.iter().filter(|&&s| s != 1).count());
+            let (mut want, mut got) = (Vec::new(), Vec::new());
+            walk(&sizes, [&a, &b], |o| want.push(o));
+            walk(&sizes2, [&a2, &b2], |o| got.push(o));
+            assert_eq!(got, want, "{sizes:?} {a:?} {b:?}");
+        }
+        assert!(merged > 100);
     }
 }

@@ -41,6 +41,8 @@ fn copy_same<P: bytemuck::Pod + Moved>(
     else {
         return false;
     };
+    let (sizes, [strides, os]) = crate::compute::strided::coalesce(sizes, [strides, os]);
+    let (sizes, strides, os) = (&sizes[..], &strides[..], &os[..]);
     if let Some(ok) = crate::ops::fast::copy_runs(s, d, sizes, strides, base, os) {
         return ok;
     }
