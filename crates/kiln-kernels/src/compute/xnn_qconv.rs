@@ -908,9 +908,14 @@ unsafe fn dw_pixel(
             let (mut a0, mut a1) = (_mm512_setzero_si512(), _mm512_setzero_si512());
             let mut wp = l.w.as_ptr().wrapping_add(blk * pairs * 64);
             for pair in taps.chunks_exact(2) {
-                let load = |x: *const i8| {
-                    let v = _mm512_maskz_loadu_epi8(u64::from(m32), x.wrapping_add(c0));
-                    _mm512_cvtepi8_epi16(_mm512_castsi512_si256(v))
+                // A whole block takes a plain load, which the widening folds in (masked loads
+                // made mobilenet_v2_q8's depthwise layers 8-18% slower on Zen 4).
+                let load = |x: *const i8| match n {
+                    32 => _mm512_cvtepi8_epi16(_mm256_loadu_si256(x.wrapping_add(c0).cast())),
+                    _ => {
+                        let v = _mm512_maskz_loadu_epi8(u64::from(m32), x.wrapping_add(c0));
+                        _mm512_cvtepi8_epi16(_mm512_castsi512_si256(v))
+                    }
                 };
                 let (x0, x1) = (load(pair[0]), load(pair[1]));
                 let w0 = _mm512_loadu_si512(wp.cast());
@@ -988,7 +993,10 @@ unsafe fn dw16_pixel(
         let (mut a0, mut a1) = (_mm256_setzero_si256(), _mm256_setzero_si256());
         let mut wp = l.w.as_ptr();
         for pair in taps.chunks_exact(2) {
-            let load = |x: *const i8| _mm256_cvtepi8_epi16(_mm_maskz_loadu_epi8(mask, x));
+            let load = |x: *const i8| match mask {
+                u16::MAX => _mm256_cvtepi8_epi16(_mm_loadu_si128(x.cast())),
+                _ => _mm256_cvtepi8_epi16(_mm_maskz_loadu_epi8(mask, x)),
+            };
             let (x0, x1) = (load(pair[0]), load(pair[1]));
             let w0 = _mm256_loadu_si256(wp.cast());
             let w1 = _mm256_loadu_si256(wp.wrapping_add(32).cast());
