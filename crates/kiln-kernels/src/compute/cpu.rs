@@ -7,6 +7,8 @@ use std::sync::OnceLock;
 /// The instruction-set extensions and the vendor kiln's kernels choose by.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Features {
+    /// SSSE3 (`pshufb`: byte shuffles).
+    pub ssse3: bool,
     /// AVX2.
     pub avx2: bool,
     /// FMA (with AVX2: the 256-bit float kernels).
@@ -36,6 +38,7 @@ fn detect() -> Features {
     let v = std::arch::x86_64::__cpuid(0);
     let word = |s: &[u8; 4]| u32::from_le_bytes(*s);
     Features {
+        ssse3: is_x86_feature_detected!("ssse3"),
         avx2: is_x86_feature_detected!("avx2"),
         fma: is_x86_feature_detected!("fma"),
         avx512f: is_x86_feature_detected!("avx512f"),

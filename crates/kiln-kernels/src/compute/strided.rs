@@ -162,10 +162,7 @@ mod tests {
         for _ in 0..500 {
             let rank = rng.usize(0..6);
             let sizes: Vec<usize> = (0..rank).map(|_| rng.usize(1..5)).collect();
-            let mut contiguous = vec![1usize; rank];
-            for d in (0..rank.saturating_sub(1)).rev() {
-                contiguous[d] = contiguous[d + 1] * sizes[d + 1];
-            }
+            let contiguous = &crate::Shape::contiguous(&sizes).unwrap().strides()[..rank];
             let mut order: Vec<usize> = (0..rank).collect();
             if rng.bool() {
                 rng.shuffle(&mut order);

@@ -61,7 +61,7 @@ impl Moved for u8 {
         ld_dst: usize,
     ) -> [usize; 2] {
         #[cfg(target_arch = "x86_64")]
-        if cols == 3 && ld_dst == 3 && depth >= 16 && is_x86_feature_detected!("ssse3") {
+        if cols == 3 && ld_dst == 3 && depth >= 16 && crate::compute::cpu::features().ssse3 {
             // Three planes into pixels of three (an RGB image made channels-last: 87 us a
             // 224 x 224 image a byte at a time, the first step of every int8 CNN export).
             let whole = depth / 16 * 16;
@@ -187,14 +187,6 @@ mod x86 {
         [whole_cols, whole_depth]
     }
 
-    /// One 16 x 16 block of bytes: row `c` of the source (16 bytes from `s + c * ld_s`) becomes
-    /// column `c` of the destination. Four rounds of interleaving row `i` with row `i + 8`
-    /// (`unpacklo` / `unpackhi` bytes into rows `2i` and `2i + 1`): each round moves the top
-    /// bit of the column index into the row index and the top bit of the row index into the
-    /// column index, so four rounds exchange them.
-    ///
-    /// # Safety
-    /// Those 256 bytes are readable and writable.
     /// `dst[3 * k + j] = planes[j][k]`: 16 pixels at a time, each 16-byte output the OR of
     /// one `pshufb` of each plane (the bytes of the other planes' lanes zeroed).
     ///
@@ -249,6 +241,14 @@ mod x86 {
         }
     }
 
+    /// One 16 x 16 block of bytes: row `c` of the source (16 bytes from `s + c * ld_s`) becomes
+    /// column `c` of the destination. Four rounds of interleaving row `i` with row `i + 8`
+    /// (`unpacklo` / `unpackhi` bytes into rows `2i` and `2i + 1`): each round moves the top
+    /// bit of the column index into the row index and the top bit of the row index into the
+    /// column index, so four rounds exchange them.
+    ///
+    /// # Safety
+    /// Those 256 bytes are readable and writable.
     #[inline]
     pub(super) unsafe fn block_u8(s: *const u8, ld_s: usize, d: *mut u8, ld_d: usize) {
         // SAFETY: the caller's contract covers every load and store.

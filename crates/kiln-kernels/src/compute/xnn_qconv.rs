@@ -232,29 +232,30 @@ impl PackedQs8Conv {
                 let t = DwRun { c: self, x, zp: *zp, w, bias: bias.as_deref() };
                 threads.for_each(tasks, |(run, out)| isa.run(&t, run, out));
             }
-            Weights::Quads { k4, panels, w, .. }
-                if g.groups == 1
-                    && pixels * k4 <= CHANNEL_SPLIT_ROWS
-                    && w.len() >= CHANNEL_SPLIT_WEIGHTS =>
-            {
+            weights => {
                 let chunks = pixels.div_ceil(MR);
                 let parts = parts(threads, macs, PARALLEL_GEMM_MACS, chunks);
                 let count = threads.available();
-                if parts > 1 && chunks < 4 * count {
-                    self.run_channels(x, out, threads, count.min(*panels));
+                if parts > 1 && chunks < 4 * count && self.splits_channels(pixels) {
+                    self.run_channels(x, out, threads, count);
                     return;
                 }
-                let tasks = with_pieces(split(pixels, MR, parts), out, g.o);
-                let t = GemmRun { c: self, x, weights: &self.weights };
-                threads.for_each(tasks, |(run, out)| isa.run(&t, run, out));
-            }
-            weights => {
-                let parts = parts(threads, macs, PARALLEL_GEMM_MACS, pixels.div_ceil(MR));
                 let tasks = with_pieces(split(pixels, MR, parts), out, g.o);
                 let t = GemmRun { c: self, x, weights };
                 threads.for_each(tasks, |(run, out)| isa.run(&t, run, out));
             }
         }
+    }
+
+    /// Whether a layer of `pixels` output pixels, when they are few, takes
+    /// [`PackedQs8Conv::run_channels`]: quad weights of one group, of
+    /// [`CHANNEL_SPLIT_WEIGHTS`] bytes or more, and gathered rows of [`CHANNEL_SPLIT_ROWS`] at
+    /// most.
+    fn splits_channels(&self, pixels: usize) -> bool {
+        matches!(&self.weights, Weights::Quads { k4, w, .. }
+            if self.g.groups == 1
+                && pixels * k4 <= CHANNEL_SPLIT_ROWS
+                && w.len() >= CHANNEL_SPLIT_WEIGHTS)
     }
 
     /// A quad-loop convolution of few output pixels (fewer row blocks than four a thread) and

@@ -622,8 +622,9 @@ mod tests {
 
     /// The quad product of every ISA this CPU runs equals a plain reference (the sums in
     /// `i64`, wrapped to `i32`, then `qs8_requantize`) over random row counts, depths, output
-    /// channels (up to three panels, the last one partial), zero points, scales (small ones and ones that saturate at both ends) and narrowed
-    /// output ranges, with row and output strides wider than a row.
+    /// channels (up to three panels, the last one partial), zero points, scales (small ones and
+    /// ones that saturate at both ends) and narrowed output ranges, with row and output
+    /// strides wider than a row.
     #[test]
     fn quad_product_equals_reference() {
         let mut rng = fastrand::Rng::with_seed(41);

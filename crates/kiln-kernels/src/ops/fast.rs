@@ -459,11 +459,7 @@ mod copy_tests {
 
     /// The element strides of a dense row-major tensor of `sizes`.
     fn dense_strides(sizes: &[usize]) -> Vec<usize> {
-        let mut strides = vec![1usize; sizes.len()];
-        for d in (0..sizes.len().saturating_sub(1)).rev() {
-            strides[d] = strides[d + 1] * sizes[d + 1];
-        }
-        strides
+        crate::Shape::contiguous(sizes).unwrap().strides()[..sizes.len()].to_vec()
     }
 
     /// Property test: run copies equal the element-wise strided walk on random views
