@@ -6,12 +6,16 @@
 //! gives alike; see `xnn_qgemm.rs`).
 //!
 //! The loops ([`PackedQs8Conv::algorithm`]):
-//! - `quads` / `quads-direct` (AVX-512 VNNI): weights in panels of [`NR`] output channels,
-//!   `[k / 4][NR][4]` `i8`; `vpdpbusd` multiplies four activations, made unsigned by adding
-//!   128 (a flipped sign bit) as they are copied into rows of [`MR`] output pixels, by four
-//!   weights per lane. The bias absorbs `-(x_zp + 128) * Σ_k w`, so padded taps hold `x_zp`
-//!   and need no care. A 1x1 convolution of stride 1 without padding or groups copies its
-//!   input rows as they are (`quads-direct`); the others gather each pixel's window.
+//! - `quads` / `quads-direct` / `quads-taps` (AVX-512 VNNI): weights in panels of [`NR`]
+//!   output channels, `[k / 4][NR][4]` `i8`; `vpdpbusd` multiplies four activations, made
+//!   unsigned by adding 128 (a flipped sign bit), by four weights per lane. The bias absorbs
+//!   `-(x_zp + 128) * Σ_k w`, so padded taps hold `x_zp` and need no care. A 1x1 convolution
+//!   of stride 1 without padding or groups copies its input rows, flipped, into rows of
+//!   [`MR`] output pixels (`quads-direct`); a larger window of one group and a multiple of 4
+//!   channels is read in place, tap by tap through offsets into the input flipped once a
+//!   call, two panels a pass (`quads-taps`, XNNPACK's indirection: resnet50's 3x3 layers
+//!   read 7x7x512 inputs, not nine times as many gathered bytes); the others gather each
+//!   pixel's window.
 //! - `pairs` (AVX-512BW, AVX2, portable): panels `[k / 2][NR][2]` of `i16`, the gathered
 //!   windows minus the zero point in `i16`, `vpmaddwd`.
 //! - `depthwise`: per output pixel, every channel side by side. On AVX-512 (multiplier 1) the
@@ -34,7 +38,9 @@ use super::sgemm::GemmError;
 use super::threads::{split, with_pieces, Threads};
 #[cfg(target_arch = "x86_64")]
 use super::xnn_qgemm::requantize16;
-use super::xnn_qgemm::{panel_product, parts, quad_product, Isa, IsaTask, Requant, MR, NR};
+use super::xnn_qgemm::{
+    panel_product, parts, quad_product, tap_product, Isa, IsaTask, Requant, TapRows, MR, NR, PADDED,
+};
 use super::xnn_qmath::{qs8_requantize, ConvGeometry, Qs8Filter, Qs8Out};
 
 /// Multiply-adds from which a convolution splits its output pixels over the threads: a few
@@ -67,12 +73,35 @@ pub struct PackedQs8Conv {
     weights: Weights,
 }
 
+/// How the quad loops read an output pixel's inputs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum QuadInputs {
+    /// A 1x1 convolution of stride 1 without padding or groups: the input row itself, copied
+    /// flipped into a row.
+    Direct,
+    /// One group of a multiple of 4 channels: the window read in place, tap by tap, through
+    /// offsets into the input (XNNPACK's indirection), flipped in registers.
+    Taps,
+    /// The window gathered, flipped, into a row.
+    Gathered,
+}
+
 /// The weights in the layout of the chosen loops.
 #[derive(Clone, Debug)]
 enum Weights {
     /// `[groups][panels][k4 / 4][NR][4]` `i8`, `k4` the group's `kh * kw * c / groups` rounded
     /// up to a multiple of 4; the bias with `-(x_zp + 128) * Σ_k w` folded in.
-    Quads { k4: usize, panels: usize, w: Vec<i8>, bias: Vec<i32>, zp: i8, direct: bool },
+    /// `zp_row` holds `c` copies of the input zero point plus 128: the padded taps of
+    /// [`QuadInputs::Taps`].
+    Quads {
+        k4: usize,
+        panels: usize,
+        w: Vec<i8>,
+        bias: Vec<i32>,
+        zp: i8,
+        inputs: QuadInputs,
+        zp_row: Vec<u8>,
+    },
     /// `[groups][panels][kp / 2][NR][2]` `i16`, `kp` rounded up to even.
     Pairs { kp: usize, panels: usize, w: Vec<i16>, bias: Option<Vec<i32>>, zp: i16 },
     /// `[kh, kw, o]` widened to `i16`. The AVX-512 loop (multiplier 1) reads padded taps from
@@ -151,8 +180,20 @@ impl PackedQs8Conv {
                 && g.oh == g.h
                 && g.ow == g.w
                 && g.groups == 1;
+            let inputs = match direct {
+                true => QuadInputs::Direct,
+                // A strided 1x1 layer's one tap gathers faster (one panel a pass).
+                false if g.groups == 1 && g.c.is_multiple_of(4) && g.kh * g.kw > 1 => {
+                    QuadInputs::Taps
+                }
+                false => QuadInputs::Gathered,
+            };
+            let zp_row = match inputs {
+                QuadInputs::Taps => vec![(x_zp + 128) as u8; g.c],
+                _ => Vec::new(),
+            };
             let (k4, panels, w, bias) = pack_quads(&g, f.w, f.bias, x_zp);
-            Weights::Quads { k4, panels, w, bias, zp: x_zp as i8, direct }
+            Weights::Quads { k4, panels, w, bias, zp: x_zp as i8, inputs, zp_row }
         } else {
             let (kp, panels, w) = pack_pairs(&g, f.w);
             Weights::Pairs { kp, panels, w, bias, zp: x_zp as i16 }
@@ -181,10 +222,11 @@ impl PackedQs8Conv {
         })
     }
 
-    /// Which loops run: `quads-direct`, `quads`, `pairs` or `depthwise`.
+    /// Which loops run: `quads-direct`, `quads-taps`, `quads`, `pairs` or `depthwise`.
     pub fn algorithm(&self) -> &'static str {
         match self.weights {
-            Weights::Quads { direct: true, .. } => "quads-direct",
+            Weights::Quads { inputs: QuadInputs::Direct, .. } => "quads-direct",
+            Weights::Quads { inputs: QuadInputs::Taps, .. } => "quads-taps",
             Weights::Quads { .. } => "quads",
             Weights::Pairs { .. } => "pairs",
             Weights::Depthwise { .. } => "depthwise",
@@ -196,7 +238,7 @@ impl PackedQs8Conv {
         let b = |v: &Option<Vec<i32>>| v.as_ref().map_or(0, |v| v.len() * 4);
         self.scales.len() * 4
             + match &self.weights {
-                Weights::Quads { w, bias, .. } => w.len() + bias.len() * 4,
+                Weights::Quads { w, bias, zp_row, .. } => w.len() + bias.len() * 4 + zp_row.len(),
                 Weights::Pairs { w, bias, .. } => w.len() * 2 + b(bias),
                 Weights::Depthwise { w, bias, folded, zp_row, pairs, .. } => {
                     (w.len() + pairs.len()) * 2 + b(bias) + folded.len() * 4 + zp_row.len()
@@ -232,25 +274,48 @@ impl PackedQs8Conv {
                 let t = DwRun { c: self, x, zp: *zp, w, bias: bias.as_deref() };
                 threads.for_each(tasks, |(run, out)| isa.run(&t, run, out));
             }
-            weights => {
-                let chunks = pixels.div_ceil(MR);
-                let parts = parts(threads, macs, PARALLEL_GEMM_MACS, chunks);
-                let count = threads.available();
-                if parts > 1 && chunks < 4 * count && self.splits_channels(pixels) {
-                    self.run_channels(x, out, threads, count);
-                    return;
-                }
-                let tasks = with_pieces(split(pixels, MR, parts), out, g.o);
-                let t = GemmRun { c: self, x, weights };
-                threads.for_each(tasks, |(run, out)| isa.run(&t, run, out));
+            weights @ Weights::Quads { inputs: QuadInputs::Taps, .. } => {
+                // The windows read in place read the input plus 128, made once here in a
+                // buffer this thread keeps (no allocation, no fresh pages per call).
+                FLIPPED.with_borrow_mut(|flipped| {
+                    flipped.clear();
+                    flipped.extend(x.iter().map(|&v| v as u8 ^ 0x80));
+                    self.run_gemm(x, flipped, weights, out, threads);
+                });
             }
+            weights => self.run_gemm(x, &[], weights, out, threads),
         }
+    }
+
+    /// [`PackedQs8Conv::run`] of a layer of quad or pair weights (`flipped`: the input plus
+    /// 128 for [`QuadInputs::Taps`], else empty).
+    fn run_gemm(
+        &self,
+        x: &[i8],
+        flipped: &[u8],
+        weights: &Weights,
+        out: &mut [i8],
+        threads: &Threads,
+    ) {
+        let g = &self.g;
+        let pixels = g.n * g.oh * g.ow;
+        let macs = pixels * g.weight_len().unwrap_or(0);
+        let chunks = pixels.div_ceil(MR);
+        let parts = parts(threads, macs, PARALLEL_GEMM_MACS, chunks);
+        let count = threads.available();
+        if parts > 1 && chunks < 4 * count && self.splits_channels(pixels) {
+            self.run_channels(x, flipped, out, threads, count);
+            return;
+        }
+        let tasks = with_pieces(split(pixels, MR, parts), out, g.o);
+        let t = GemmRun { c: self, x, flipped, weights };
+        threads.for_each(tasks, |(run, out)| self.isa.run(&t, run, out));
     }
 
     /// Whether a layer of `pixels` output pixels, when they are few, takes
     /// [`PackedQs8Conv::run_channels`]: quad weights of one group, of
-    /// [`CHANNEL_SPLIT_WEIGHTS`] bytes or more, and gathered rows of [`CHANNEL_SPLIT_ROWS`] at
-    /// most.
+    /// [`CHANNEL_SPLIT_WEIGHTS`] bytes or more, and rows (gathered, or read in place) of
+    /// [`CHANNEL_SPLIT_ROWS`] at most.
     fn splits_channels(&self, pixels: usize) -> bool {
         matches!(&self.weights, Weights::Quads { k4, w, .. }
             if self.g.groups == 1
@@ -260,21 +325,45 @@ impl PackedQs8Conv {
 
     /// A quad-loop convolution of few output pixels (fewer row blocks than four a thread) and
     /// large weights: split by pixels, every task would stream all the weights and the last
-    /// blocks would leave threads idle. Instead every pixel's row is gathered once, then
-    /// `parts` tasks each multiply them by their run of panels (each task reads its share of
-    /// the weights) into their own block of columns, and the blocks are copied into place.
-    fn run_channels(&self, x: &[i8], out: &mut [i8], threads: &Threads, parts: usize) {
-        let Weights::Quads { k4, panels, ref w, ref bias, zp, direct } = self.weights else {
+    /// blocks would leave threads idle. Instead every pixel's row is gathered (or its window's
+    /// offsets found) once, then `parts` tasks each multiply them by their run of panels (each
+    /// task reads its share of the weights) into their own block of columns, and the blocks
+    /// are copied into place.
+    fn run_channels(
+        &self,
+        x: &[i8],
+        flipped: &[u8],
+        out: &mut [i8],
+        threads: &Threads,
+        parts: usize,
+    ) {
+        let Weights::Quads { k4, panels, ref w, ref bias, zp, inputs, ref zp_row } = self.weights
+        else {
             unreachable!("run_channels takes quad weights")
         };
         let g = &self.g;
         let (pixels, oc) = (g.n * g.oh * g.ow, g.o);
-        let mut rows = vec![0u8; pixels * k4];
-        let mut at = Pixel::of(g, 0);
-        for (p, row) in rows.chunks_exact_mut(k4).enumerate() {
-            quad_row(g, x, zp, direct, at, p, k4, row);
-            at.advance(g);
-        }
+        let block = balanced_rows(pixels);
+        let (mut rows, mut offsets): (Vec<u8>, Vec<usize>);
+        let inputs = match inputs {
+            QuadInputs::Taps => {
+                offsets = vec![0; pixels * g.kh * g.kw];
+                let taps = g.kh * g.kw;
+                for (b, offs) in offsets.chunks_mut(block * taps).enumerate() {
+                    window_offsets(g, b * block, offs.len() / taps, offs);
+                }
+                BlockInputs::Taps { x: flipped, zp_row, offsets: &offsets }
+            }
+            _ => {
+                rows = vec![0u8; pixels * k4];
+                let mut at = Pixel::of(g, 0);
+                for (p, row) in rows.chunks_exact_mut(k4).enumerate() {
+                    quad_row(g, x, zp, inputs, at, p, k4, row);
+                    at.advance(g);
+                }
+                BlockInputs::Rows(&rows)
+            }
+        };
         // Each task's columns (whole panels; the last task ends at `oc`), pixel-major.
         let runs: Vec<Range<usize>> =
             split(panels, 1, parts).map(|r| r.start * NR..(r.end * NR).min(oc)).collect();
@@ -286,7 +375,7 @@ impl PackedQs8Conv {
             rest = tail;
             tasks.push((cols.clone(), block));
         }
-        let t = ChannelRun { c: self, rows: &rows, k4, w, bias };
+        let t = ChannelRun { c: self, inputs, pixels, block, k4, w, bias };
         let isa = self.isa;
         threads.for_each(tasks, |(cols, block)| isa.run(&t, cols, block));
         let mut at = 0;
@@ -298,6 +387,11 @@ impl PackedQs8Conv {
             at += pixels * width;
         }
     }
+}
+
+thread_local! {
+    /// The input plus 128 of the last [`QuadInputs::Taps`] layer this thread ran.
+    static FLIPPED: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// Packs OHWI weights (`groups * og` rows of `kg` values) into per-group panels of [`NR`]
@@ -347,6 +441,8 @@ fn pack_quads(
 struct GemmRun<'a> {
     c: &'a PackedQs8Conv,
     x: &'a [i8],
+    /// `x + 128`, for [`QuadInputs::Taps`] (else empty).
+    flipped: &'a [u8],
     weights: &'a Weights,
 }
 
@@ -359,7 +455,28 @@ impl IsaTask for GemmRun<'_> {
         let PackedQs8Conv { g, isa, scales, o, .. } = self.c;
         let (groups, og, oc) = (g.groups, g.o / g.groups, g.o);
         match *self.weights {
-            Weights::Quads { k4, panels, ref w, ref bias, zp, direct } => {
+            Weights::Quads {
+                panels,
+                ref w,
+                ref bias,
+                inputs: QuadInputs::Taps,
+                ref zp_row,
+                ..
+            } => {
+                let taps = g.kh * g.kw;
+                let rq = Requant { bias, scales, o };
+                let mut offsets = vec![0usize; MR * taps];
+                let block = balanced_rows(run.len());
+                for p0 in run.clone().step_by(block) {
+                    let rows = (run.end - p0).min(block);
+                    let offs = &mut offsets[..rows * taps];
+                    window_offsets(g, p0, rows, offs);
+                    let t = TapRows { x: self.flipped, zp_row, offsets: offs, c: g.c };
+                    let dst = &mut out[(p0 - run.start) * oc..][..rows * oc];
+                    tap_product(*isa, &t, rows, &w[..panels * taps * g.c * NR], &rq, dst, oc);
+                }
+            }
+            Weights::Quads { k4, panels, ref w, ref bias, zp, inputs, .. } => {
                 // Rows of `k4` unsigned activations (`x + 128`: the sign bit flipped) per
                 // group; the padding past a group's inputs meets zero weights.
                 let lda = groups * k4;
@@ -369,7 +486,7 @@ impl IsaTask for GemmRun<'_> {
                 for p0 in run.clone().step_by(block) {
                     let rows = (run.end - p0).min(block);
                     for (r, row) in a.chunks_exact_mut(lda).take(rows).enumerate() {
-                        quad_row(g, self.x, zp, direct, at, p0 + r, k4, row);
+                        quad_row(g, self.x, zp, inputs, at, p0 + r, k4, row);
                         at.advance(g);
                     }
                     let dst = &mut out[(p0 - run.start) * oc..][..rows * oc];
@@ -408,12 +525,22 @@ impl IsaTask for GemmRun<'_> {
     }
 }
 
+/// Every output pixel's inputs for [`ChannelRun`].
+enum BlockInputs<'a> {
+    /// Each pixel's `k4` unsigned activations, gathered.
+    Rows(&'a [u8]),
+    /// Each block's window offsets (`[tap][row]`, see [`TapRows`]), block after block.
+    Taps { x: &'a [u8], zp_row: &'a [u8], offsets: &'a [usize] },
+}
+
 /// The tasks of [`PackedQs8Conv::run_channels`], each over a run of output channels (whole
 /// panels) of every pixel.
 struct ChannelRun<'a> {
     c: &'a PackedQs8Conv,
-    /// Every output pixel's `k4` unsigned activations.
-    rows: &'a [u8],
+    inputs: BlockInputs<'a>,
+    pixels: usize,
+    /// The pixels of a block (the last may have fewer).
+    block: usize,
     k4: usize,
     w: &'a [i8],
     bias: &'a [i32],
@@ -423,33 +550,71 @@ impl IsaTask for ChannelRun<'_> {
     type Out = [i8];
 
     /// Channels `cols` of every pixel into `out` (pixel-major, `cols.len()` a pixel), the
-    /// pixels in blocks of up to [`MR`]: rows of more than [`PANEL_OUTER_ROWS`] bytes pass
-    /// whole under each panel in turn (each panel's weights read once), smaller ones go a
-    /// block at a time through every panel of the run.
+    /// pixels in blocks: each panel's weights (two panels' for windows read in place) pass
+    /// under every block in turn (read once) when the blocks read windows in place or
+    /// gathered rows of more than [`PANEL_OUTER_ROWS`] bytes; smaller rows go a block at a
+    /// time through every panel of the run.
     #[inline(always)]
     fn run(&self, cols: Range<usize>, out: &mut [i8]) {
-        let PackedQs8Conv { isa, scales, o, .. } = self.c;
-        let (k4, width) = (self.k4, cols.len());
-        let block = balanced_rows(self.rows.len() / k4);
-        let blocks = || self.rows.chunks(block * k4);
-        // Channels `ch` (whole panels from a panel's start) of a block of pixels.
-        let product = |ch: Range<usize>, a: &[u8], dst: &mut [i8]| {
+        let PackedQs8Conv { g, isa, scales, o, .. } = self.c;
+        let (k4, width, block) = (self.k4, cols.len(), self.block);
+        let blocks = self.pixels.div_ceil(block);
+        // Channels `ch` (whole panels from a panel's start) of block `b`.
+        let product = |ch: Range<usize>, b: usize, out: &mut [i8]| {
+            let p0 = b * block;
+            let rows = (self.pixels - p0).min(block);
             let wp = &self.w[(ch.start / NR) * k4 * NR..];
             let rq = Requant { bias: &self.bias[ch.clone()], scales: &scales[ch.clone()], o };
-            let d = &mut dst[ch.start - cols.start..];
-            quad_product(*isa, a, k4, a.len() / k4, k4, wp, &rq, d, width);
+            let d = &mut out[p0 * width + ch.start - cols.start..];
+            match self.inputs {
+                BlockInputs::Rows(all) => {
+                    let a = &all[p0 * k4..][..rows * k4];
+                    quad_product(*isa, a, k4, rows, k4, wp, &rq, d, width);
+                }
+                BlockInputs::Taps { x, zp_row, offsets } => {
+                    let taps = g.kh * g.kw;
+                    let offsets = &offsets[p0 * taps..][..rows * taps];
+                    let t = TapRows { x, zp_row, offsets, c: g.c };
+                    tap_product(*isa, &t, rows, wp, &rq, d, width);
+                }
+            }
         };
-        if self.rows.len() > PANEL_OUTER_ROWS {
-            for c0 in cols.clone().step_by(NR) {
-                for (a, dst) in blocks().zip(out.chunks_mut(block * width)) {
-                    product(c0..(c0 + NR).min(cols.end), a, dst);
+        // The panels that pass together under the blocks (windows read in place take two).
+        let panel_outer = match self.inputs {
+            BlockInputs::Rows(all) => (all.len() > PANEL_OUTER_ROWS).then_some(NR),
+            BlockInputs::Taps { .. } => Some(2 * NR),
+        };
+        if let Some(step) = panel_outer {
+            for c0 in cols.clone().step_by(step) {
+                for b in 0..blocks {
+                    product(c0..(c0 + step).min(cols.end), b, out);
                 }
             }
         } else {
-            for (a, dst) in blocks().zip(out.chunks_mut(block * width)) {
-                product(cols.clone(), a, dst);
+            for b in 0..blocks {
+                product(cols.clone(), b, out);
             }
         }
+    }
+}
+
+/// Fills `offsets` (`[tap][row]`, `rows` a tap) with where each tap of output pixels `p0..p0
+/// + rows` starts in the input, or [`PADDED`] for a tap outside it.
+fn window_offsets(g: &ConvGeometry, p0: usize, rows: usize, offsets: &mut [usize]) {
+    let mut at = Pixel::of(g, p0);
+    for r in 0..rows {
+        let Pixel { b, oy, ox } = at;
+        for ty in 0..g.kh {
+            let iy = ConvGeometry::src(oy, ty, g.stride[0], g.dilation[0], g.pad_top, g.h);
+            for tx in 0..g.kw {
+                let ix = ConvGeometry::src(ox, tx, g.stride[1], g.dilation[1], g.pad_left, g.w);
+                offsets[(ty * g.kw + tx) * rows + r] = match (iy, ix) {
+                    (Some(iy), Some(ix)) => ((b * g.h + iy) * g.w + ix) * g.c,
+                    _ => PADDED,
+                };
+            }
+        }
+        at.advance(g);
     }
 }
 
@@ -470,14 +635,14 @@ fn quad_row(
     g: &ConvGeometry,
     x: &[i8],
     zp: i8,
-    direct: bool,
+    inputs: QuadInputs,
     pixel: Pixel,
     p: usize,
     k4: usize,
     row: &mut [u8],
 ) {
     let flip = |v: i8| (v as u8) ^ 0x80;
-    if direct {
+    if inputs == QuadInputs::Direct {
         flip_copy(&mut row[..g.c], &x[p * g.c..][..g.c]);
     } else if let Some(base) = inner_window(g, pixel) {
         // Whole window rows are contiguous: `kw * c` values per row.
@@ -1013,5 +1178,51 @@ unsafe fn dw16_pixel(
         let s = _mm512_maskz_loadu_ps(mask, l.scales.as_ptr());
         let r = requantize16(_mm512_add_epi32(b, acc), s, l.o);
         _mm512_mask_cvtepi32_storeu_epi8(dst.as_mut_ptr().cast(), mask, r);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A 7x7 layer of one image and `c` inputs, `o` outputs, `k`x`k` taps.
+    fn seven_by_seven(c: usize, o: usize, k: usize) -> ConvGeometry {
+        ConvGeometry {
+            n: 1,
+            h: 7,
+            w: 7,
+            c,
+            kh: k,
+            kw: k,
+            oh: 7,
+            ow: 7,
+            o,
+            stride: [1, 1],
+            dilation: [1, 1],
+            pad_top: k / 2,
+            pad_left: k / 2,
+            groups: 1,
+            depthwise: false,
+        }
+    }
+
+    /// The layers `xnn_quant`'s split test counts on take the loops and the channel split it
+    /// names (on a CPU with the quad loops): 3x3 windows read in place, a 1x1 layer's rows.
+    #[test]
+    fn split_test_layers_take_their_loops() {
+        if super::super::xnn_qgemm::best_isa() != Isa::Vnni {
+            println!("SKIPPED: no AVX-512 VNNI");
+            return;
+        }
+        let o = Qs8Out { zero_point: 0, qmin: -128, qmax: 127 };
+        for (c, oc, k, algorithm) in [(512, 120, 3, "quads-taps"), (640, 820, 1, "quads-direct")] {
+            let g = seven_by_seven(c, oc, k);
+            let w = vec![1i8; g.weight_len().unwrap()];
+            let scales = vec![1e-3f32; oc];
+            let f = Qs8Filter { w: &w, bias: None, scales: &scales, o: &o };
+            let conv = PackedQs8Conv::new_isa(Isa::Vnni, g, -5, &f).unwrap();
+            assert_eq!(conv.algorithm(), algorithm);
+            assert!(conv.splits_channels(49), "{c} -> {oc}, {k}x{k}");
+        }
     }
 }

@@ -21,7 +21,9 @@
 //! `[tap][c]` order (zero point subtracted; padded taps and the tail are zeros). A microkernel
 //! multiplies up to [`MR`] gathered rows by a panel: per input pair, one broadcast per row and
 //! one load of the panel, so the accumulators are the output channels and need no horizontal
-//! sums. The quad panels are the same with four `i8` inputs per lane.
+//! sums. The quad panels are the same with four `i8` inputs per lane; their rows are gathered
+//! ([`quad_product`]) or read in place through each tap's offset ([`tap_product`], where one
+//! broadcast serves two panels).
 #![allow(unsafe_code)]
 
 use super::threads::{split, with_pieces, Threads, TASKS_PER_THREAD};
@@ -431,6 +433,212 @@ pub(crate) fn quad_product(
     }
 }
 
+/// The windows of a block of output pixels read in place (XNNPACK's indirection), for
+/// [`tap_product`]: a convolution of `c` input channels a pixel (a multiple of 4), each window
+/// `offsets.len() / rows` taps, over unsigned activations `x` (the input plus 128).
+/// `offsets[t * rows + r]` is where row `r`'s tap `t` starts in `x`, or [`PADDED`] for a tap
+/// outside the input, read from `zp_row` (`c` copies of the input zero point plus 128)
+/// instead.
+pub(crate) struct TapRows<'a> {
+    pub x: &'a [u8],
+    pub zp_row: &'a [u8],
+    pub offsets: &'a [usize],
+    pub c: usize,
+}
+
+/// The offset of a padded tap in [`TapRows::offsets`].
+pub(crate) const PADDED: usize = usize::MAX;
+
+impl TapRows<'_> {
+    /// The `c` inputs of row `r`'s tap `t`.
+    fn tap(&self, rows: usize, t: usize, r: usize) -> &[u8] {
+        match self.offsets[t * rows + r] {
+            PADDED => &self.zp_row[..self.c],
+            at => &self.x[at..][..self.c],
+        }
+    }
+}
+
+/// [`quad_product`] of `rows` windows read in place (`t`) rather than gathered, taps in the
+/// weights' `[tap][c]` order, `k = taps * c`.
+///
+/// # Panics
+/// If `rows` is not in `1..=MR`, `c` is not a positive multiple of 4, the offsets are not
+/// `rows` a tap or one lies outside `x` (less `c`), `zp_row` is shorter than `c`, the bias has
+/// another count than the scales, `w` is shorter than the channels' panels or `dst` than
+/// `(rows - 1) * ldd + channels`.
+pub(crate) fn tap_product(
+    isa: Isa,
+    t: &TapRows<'_>,
+    rows: usize,
+    w: &[i8],
+    rq: &Requant<'_>,
+    dst: &mut [i8],
+    ldd: usize,
+) {
+    let (n, c) = (rq.scales.len(), t.c);
+    assert!((1..=MR).contains(&rows) && rq.bias.len() == n);
+    assert!(c > 0 && c.is_multiple_of(4) && t.zp_row.len() >= c);
+    assert!(!t.offsets.is_empty() && t.offsets.len().is_multiple_of(rows));
+    let in_x = t.x.len().checked_sub(c);
+    assert!(t.offsets.iter().all(|&o| o == PADDED || in_x.is_some_and(|last| o <= last)));
+    let k = t.offsets.len() / rows * c;
+    assert!(w.len() >= n.div_ceil(NR) * k * NR && dst.len() >= (rows - 1) * ldd + n);
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Isa::Vnni` is only chosen (by `best_isa`, or in tests among `isas`) when
+        // the CPU has AVX-512F, AVX-512BW and AVX-512 VNNI; the asserts above bound every read
+        // (`c` values at each offset or at `zp_row`, `k * NR` weights a panel, `n` biases and
+        // scales) and write (`n` values at `r * ldd`).
+        Isa::Vnni => unsafe {
+            let q = VnniOut { bias: rq.bias.as_ptr(), scales: rq.scales.as_ptr(), n, o: *rq.o };
+            let src = TapSrc {
+                x: t.x.as_ptr(),
+                zp_row: t.zp_row.as_ptr(),
+                offsets: t.offsets.as_ptr(),
+                taps: k / c,
+                c,
+            };
+            TAPS_VNNI[rows - 1](&src, w.as_ptr(), &q, dst.as_mut_ptr(), ldd)
+        },
+        _ => {
+            for (p, wp) in w.chunks_exact(k * NR).take(n.div_ceil(NR)).enumerate() {
+                let ch = p * NR..(p * NR + NR).min(n);
+                for r in 0..rows {
+                    let mut sums = [0i32; NR];
+                    for (tap, wt) in wp.chunks_exact(c * NR).enumerate() {
+                        for (xq, wq) in
+                            t.tap(rows, tap, r).chunks_exact(4).zip(wt.chunks_exact(4 * NR))
+                        {
+                            for (s, wc) in sums.iter_mut().zip(wq.chunks_exact(4)) {
+                                for (&x, &wv) in xq.iter().zip(wc) {
+                                    *s = s.wrapping_add(i32::from(x) * i32::from(wv));
+                                }
+                            }
+                        }
+                    }
+                    let d = &mut dst[r * ldd + ch.start..][..ch.len()];
+                    let (b, sc) = (&rq.bias[ch.clone()], &rq.scales[ch.clone()]);
+                    for (((d, &s), &b), &sc) in d.iter_mut().zip(&sums).zip(b).zip(sc) {
+                        *d = qs8_requantize(b.wrapping_add(s), sc, rq.o);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// [`TapRows`] as pointers, for the AVX-512 loops.
+#[cfg(target_arch = "x86_64")]
+struct TapSrc {
+    x: *const u8,
+    zp_row: *const u8,
+    /// `taps` groups of `R` offsets.
+    offsets: *const usize,
+    taps: usize,
+    c: usize,
+}
+
+/// The AVX-512 VNNI tap products, indexed by row count minus one.
+#[cfg(target_arch = "x86_64")]
+type TapFn = unsafe fn(&TapSrc, *const i8, &VnniOut, *mut i8, usize);
+#[cfg(target_arch = "x86_64")]
+const TAPS_VNNI: [TapFn; MR] = [
+    taps_vnni::<1>,
+    taps_vnni::<2>,
+    taps_vnni::<3>,
+    taps_vnni::<4>,
+    taps_vnni::<5>,
+    taps_vnni::<6>,
+    taps_vnni::<7>,
+    taps_vnni::<8>,
+];
+
+/// The AVX-512 VNNI tap product of `R` rows, requantized (see [`tap_product`]): panels two at
+/// a time, then the last one alone.
+///
+/// # Safety
+/// The CPU has AVX-512F, AVX-512BW and AVX-512 VNNI; `src` holds `taps * R` offsets, each
+/// [`PADDED`] or the start of `c` (a multiple of 4) values of `x`, and `zp_row` `c` values; `w`
+/// holds `taps * c * NR` values for each panel of `q.n` channels, `q`'s bias and scales hold
+/// `q.n` values and `dst` `R` rows of them `ldd` apart.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+unsafe fn taps_vnni<const R: usize>(
+    src: &TapSrc,
+    w: *const i8,
+    q: &VnniOut,
+    dst: *mut i8,
+    ldd: usize,
+) {
+    let k = src.taps * src.c;
+    let mut c0 = 0;
+    while c0 + NR < q.n {
+        // SAFETY: the caller's contract, for panels `c0 / NR` and the next.
+        unsafe {
+            let (b0, s0) = panel_requant(q, c0);
+            let (b1, s1) = panel_requant(q, c0 + NR);
+            let [c, d] = tap_loop::<R, 2>(src, w.wrapping_add(c0 * k), [b0, b1]);
+            store_panel(&c, s0, q, c0, dst, ldd);
+            store_panel(&d, s1, q, c0 + NR, dst, ldd);
+        }
+        c0 += 2 * NR;
+    }
+    if c0 < q.n {
+        // SAFETY: the caller's contract, for this panel.
+        unsafe {
+            let (b, s) = panel_requant(q, c0);
+            let [c] = tap_loop::<R, 1>(src, w.wrapping_add(c0 * k), [b]);
+            store_panel(&c, s, q, c0, dst, ldd);
+        }
+    }
+}
+
+/// The `vpdpbusd` sums of `R` rows' windows (`src`) by `P`
+/// consecutive panels of weights `[taps * c / 4][NR][4]` from `w`, each panel's sums starting
+/// from its `init`.
+///
+/// # Safety
+/// As [`taps_vnni`], with `w` holding `P` panels.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+unsafe fn tap_loop<const R: usize, const P: usize>(
+    src: &TapSrc,
+    w: *const i8,
+    init: [std::arch::x86_64::__m512i; P],
+) -> [[std::arch::x86_64::__m512i; R]; P] {
+    use std::arch::x86_64::*;
+    let panel = src.taps * src.c * NR;
+    let mut acc: [[__m512i; R]; P] = std::array::from_fn(|p| [init[p]; R]);
+    let mut wp = w;
+    for t in 0..src.taps {
+        // SAFETY: tap `t`'s `R` offsets are inside `offsets` (the caller's contract).
+        let mut rows: [*const u8; R] =
+            std::array::from_fn(|r| match unsafe { src.offsets.add(t * R + r).read() } {
+                PADDED => src.zp_row,
+                at => src.x.wrapping_add(at),
+            });
+        for _ in 0..src.c / 4 {
+            // SAFETY: the current quad of each row's tap and the current row of each panel
+            // are inside the buffers (the caller's contract).
+            unsafe {
+                let wv: [__m512i; P] =
+                    std::array::from_fn(|p| _mm512_loadu_si512(wp.wrapping_add(p * panel).cast()));
+                for r in 0..R {
+                    let x = _mm512_set1_epi32(rows[r].cast::<i32>().read_unaligned());
+                    for p in 0..P {
+                        acc[p][r] = _mm512_dpbusd_epi32(acc[p][r], x, wv[p]);
+                    }
+                    rows[r] = rows[r].wrapping_add(4);
+                }
+            }
+            wp = wp.wrapping_add(4 * NR);
+        }
+    }
+    acc
+}
+
 /// The channels' requantization for the AVX-512 loops.
 #[cfg(target_arch = "x86_64")]
 struct VnniOut {
@@ -473,23 +681,66 @@ unsafe fn quads_vnni<const R: usize>(
     dst: *mut i8,
     ldd: usize,
 ) {
-    use std::arch::x86_64::*;
     for c0 in (0..q.n).step_by(NR) {
-        let mask = (u32::MAX >> (32 - (q.n - c0).min(NR))) as u16;
-        // SAFETY: the masked loads read the panel's live channels' biases and scales only.
-        let (bias, scales) = unsafe {
-            let b = _mm512_maskz_loadu_epi32(mask, q.bias.wrapping_add(c0));
-            (b, _mm512_maskz_loadu_ps(mask, q.scales.wrapping_add(c0)))
-        };
         // SAFETY: the caller's contract is `quad_loop`'s, for this panel.
-        let c = unsafe { quad_loop::<R>(a, lda, k, w.wrapping_add(c0 * k), bias) };
-        for (r, cr) in c.iter().enumerate() {
-            let v = requantize16(*cr, scales, &q.o);
-            let d = dst.wrapping_add(r * ldd + c0);
-            // SAFETY: row `r` of `dst` holds the live channels (the masked store writes only
-            // them).
-            unsafe { _mm512_mask_cvtepi32_storeu_epi8(d.cast(), mask, v) };
+        unsafe {
+            let (b, s) = panel_requant(q, c0);
+            let c = quad_loop::<R>(a, lda, k, w.wrapping_add(c0 * k), b);
+            store_panel(&c, s, q, c0, dst, ldd);
         }
+    }
+}
+
+/// The live lanes of the panel of channels from `c0`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn panel_mask(q: &VnniOut, c0: usize) -> u16 {
+    (u32::MAX >> (32 - (q.n - c0).min(NR))) as u16
+}
+
+/// The biases and scales of the panel of channels from `c0` (`c0 < q.n`).
+///
+/// # Safety
+/// The CPU has AVX-512F; `q`'s bias and scales hold `q.n` values.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn panel_requant(
+    q: &VnniOut,
+    c0: usize,
+) -> (std::arch::x86_64::__m512i, std::arch::x86_64::__m512) {
+    use std::arch::x86_64::*;
+    let mask = panel_mask(q, c0);
+    // SAFETY: the masked loads read the panel's live channels' biases and scales only.
+    unsafe {
+        let b = _mm512_maskz_loadu_epi32(mask, q.bias.wrapping_add(c0));
+        (b, _mm512_maskz_loadu_ps(mask, q.scales.wrapping_add(c0)))
+    }
+}
+
+/// Requantizes `R` rows of one panel's sums and stores the live channels at column `c0`.
+///
+/// # Safety
+/// The CPU has AVX-512F and AVX-512BW; `dst` holds `R` rows of `q.n` values `ldd` apart.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn store_panel<const R: usize>(
+    c: &[std::arch::x86_64::__m512i; R],
+    scales: std::arch::x86_64::__m512,
+    q: &VnniOut,
+    c0: usize,
+    dst: *mut i8,
+    ldd: usize,
+) {
+    use std::arch::x86_64::*;
+    let mask = panel_mask(q, c0);
+    for (r, cr) in c.iter().enumerate() {
+        let v = requantize16(*cr, scales, &q.o);
+        let d = dst.wrapping_add(r * ldd + c0);
+        // SAFETY: row `r` of `dst` holds the live channels (the masked store writes only
+        // them).
+        unsafe { _mm512_mask_cvtepi32_storeu_epi8(d.cast(), mask, v) };
     }
 }
 
@@ -620,52 +871,138 @@ fn dot(a: &[i16], w: &[i8]) -> i32 {
 mod tests {
     use super::*;
 
-    /// The quad product of every ISA this CPU runs equals a plain reference (the sums in
-    /// `i64`, wrapped to `i32`, then `qs8_requantize`) over random row counts, depths, output
-    /// channels (up to three panels, the last one partial), zero points, scales (small ones and
-    /// ones that saturate at both ends) and narrowed output ranges, with row and output
-    /// strides wider than a row.
-    #[test]
-    fn quad_product_equals_reference() {
-        let mut rng = fastrand::Rng::with_seed(41);
-        for case in 0..400 {
-            let (rows, k, lanes) = (rng.usize(1..=MR), 4 * rng.usize(1..40), rng.usize(1..=3 * NR));
-            let (lda, ldd) = (k + rng.usize(0..9), lanes + rng.usize(0..5));
-            let a: Vec<u8> = (0..(rows - 1) * lda + k).map(|_| rng.u8(..)).collect();
+    /// A random product of `rows` rows of depth `k` into `lanes` output channels (`ldd`
+    /// apart): packed weights, biases, scales (on every third case large enough to saturate)
+    /// and an output range (narrowed on every fourth).
+    struct PanelCase {
+        case: usize,
+        rows: usize,
+        k: usize,
+        lanes: usize,
+        ldd: usize,
+        w: Vec<i8>,
+        bias: Vec<i32>,
+        scales: Vec<f32>,
+        o: Qs8Out,
+    }
+
+    impl PanelCase {
+        fn new(rng: &mut fastrand::Rng, case: usize, rows: usize, k: usize, lanes: usize) -> Self {
+            let ldd = lanes + rng.usize(0..5);
             let w: Vec<i8> = (0..lanes.div_ceil(NR) * k * NR).map(|_| rng.i8(..)).collect();
             let bias: Vec<i32> = (0..lanes).map(|_| rng.i32(-1 << 20..1 << 20)).collect();
-            let big = case % 3 == 0;
+            let big = case.is_multiple_of(3);
             let scales: Vec<f32> =
                 (0..lanes).map(|_| if big { rng.f32() } else { rng.f32() * 1e-4 }).collect();
             let zp = rng.i32(-128..128);
             let (qmin, qmax) = if case % 4 == 1 { (zp.max(-100), 100) } else { (-128, 127) };
             let o = Qs8Out { zero_point: zp, qmin, qmax: qmax.max(qmin) };
-            let rq = Requant { bias: &bias, scales: &scales, o: &o };
-            let mut want = vec![0i8; (rows - 1) * ldd + lanes];
-            for r in 0..rows {
-                for n in 0..lanes {
+            PanelCase { case, rows, k, lanes, ldd, w, bias, scales, o }
+        }
+
+        fn requant(&self) -> Requant<'_> {
+            Requant { bias: &self.bias, scales: &self.scales, o: &self.o }
+        }
+
+        /// The plain reference of the product, each row's `k` unsigned inputs given by
+        /// `row(r)`: sums in `i64` wrapped to `i32`, the bias added, then `qs8_requantize`;
+        /// checked to saturate when the scales are large.
+        fn want(&self, row: impl Fn(usize) -> Vec<u8>) -> Vec<i8> {
+            let (k, w) = (self.k, &self.w);
+            let mut want = vec![0i8; (self.rows - 1) * self.ldd + self.lanes];
+            for r in 0..self.rows {
+                let a = row(r);
+                for n in 0..self.lanes {
                     let s: i64 = (0..k)
                         .map(|i| {
-                            i64::from(a[r * lda + i])
-                                * i64::from(
-                                    w[(n / NR) * k * NR + (i / 4) * 4 * NR + n % NR * 4 + i % 4],
-                                )
+                            let wv = w[(n / NR) * k * NR + (i / 4) * 4 * NR + n % NR * 4 + i % 4];
+                            i64::from(a[i]) * i64::from(wv)
                         })
                         .sum();
-                    let acc = (s as i32).wrapping_add(bias[n]);
-                    want[r * ldd + n] = qs8_requantize(acc, scales[n], &o);
+                    let acc = (s as i32).wrapping_add(self.bias[n]);
+                    want[r * self.ldd + n] = qs8_requantize(acc, self.scales[n], &self.o);
                 }
             }
+            let o = &self.o;
             let saturated = want.iter().any(|&v| i32::from(v) == o.qmin || i32::from(v) == o.qmax);
-            assert!(!big || saturated || lanes * rows < 4, "case {case} saturates nothing");
+            let big = self.case.is_multiple_of(3);
+            assert!(
+                !big || saturated || self.lanes * self.rows < 4,
+                "case {} saturates nothing",
+                self.case
+            );
+            want
+        }
+
+        /// `product`'s output of every ISA this CPU runs equals `want` on the live channels.
+        fn check(&self, want: &[i8], product: impl Fn(Isa, &mut [i8])) {
             for isa in isas() {
                 let mut got = vec![0i8; want.len()];
-                quad_product(isa, &a, lda, rows, k, &w, &rq, &mut got, ldd);
-                for r in 0..rows {
-                    let (g, e) = (&got[r * ldd..][..lanes], &want[r * ldd..][..lanes]);
-                    assert_eq!(g, e, "case {case} {isa:?} row {r}");
+                product(isa, &mut got);
+                for r in 0..self.rows {
+                    let (g, e) =
+                        (&got[r * self.ldd..][..self.lanes], &want[r * self.ldd..][..self.lanes]);
+                    assert_eq!(g, e, "case {} {isa:?} row {r}", self.case);
                 }
             }
         }
+    }
+
+    /// The quad product of every ISA this CPU runs equals a plain reference over random row
+    /// counts, depths, output channels (up to three panels, the last one partial), zero
+    /// points, scales (small ones and ones that saturate at both ends) and narrowed output
+    /// ranges, with row and output strides wider than a row.
+    #[test]
+    fn quad_product_equals_reference() {
+        let mut rng = fastrand::Rng::with_seed(41);
+        for case in 0..400 {
+            let (rows, k, lanes) = (rng.usize(1..=MR), 4 * rng.usize(1..40), rng.usize(1..=3 * NR));
+            let t = PanelCase::new(&mut rng, case, rows, k, lanes);
+            let lda = k + rng.usize(0..9);
+            let a: Vec<u8> = (0..(rows - 1) * lda + k).map(|_| rng.u8(..)).collect();
+            let want = t.want(|r| a[r * lda..][..k].to_vec());
+            t.check(&want, |isa, got| {
+                quad_product(isa, &a, lda, rows, k, &t.w, &t.requant(), got, t.ldd)
+            });
+        }
+    }
+
+    /// The tap product of every ISA this CPU runs equals the same reference, each row's window
+    /// read tap by tap from the input or, for padded taps, the zero-point row, over random row
+    /// counts, taps, channels (a multiple of 4), output channels (up to five panels: pairs of
+    /// panels and a last one, partial or not), padded taps, zero points and scales that
+    /// saturate at both ends.
+    #[test]
+    fn tap_product_equals_reference() {
+        let mut rng = fastrand::Rng::with_seed(43);
+        let mut padded = 0;
+        for case in 0..300 {
+            let (rows, taps, c) = (rng.usize(1..=MR), rng.usize(1..10), 4 * rng.usize(1..12));
+            let lanes = rng.usize(1..=5 * NR);
+            let t = PanelCase::new(&mut rng, case, rows, taps * c, lanes);
+            let pixels = rng.usize(1..6);
+            let x: Vec<u8> = (0..pixels * c).map(|_| rng.u8(..)).collect();
+            let zp_row = vec![rng.u8(..); c];
+            let offsets: Vec<usize> = (0..taps * rows)
+                .map(|_| match rng.usize(0..4) {
+                    0 => PADDED,
+                    _ => rng.usize(0..pixels) * c,
+                })
+                .collect();
+            padded += offsets.iter().filter(|&&o| o == PADDED).count();
+            let want = t.want(|r| {
+                (0..taps)
+                    .flat_map(|tap| match offsets[tap * rows + r] {
+                        PADDED => zp_row.clone(),
+                        at => x[at..at + c].to_vec(),
+                    })
+                    .collect()
+            });
+            let windows = TapRows { x: &x, zp_row: &zp_row, offsets: &offsets, c };
+            t.check(&want, |isa, got| {
+                tap_product(isa, &windows, rows, &t.w, &t.requant(), got, t.ldd)
+            });
+        }
+        assert!(padded > 100);
     }
 }

@@ -1575,8 +1575,10 @@ mod tests {
 
     /// Large enough to split over two threads (and to wrap no sum): every ISA equals the
     /// scalar loop. The 7x7 images of one batch split their output channels instead of their
-    /// pixels (the quad loops), with rows of 225 KB and of 15 KB (each panel over every pixel,
-    /// and every panel over each block of pixels) and a last panel of 4 channels.
+    /// pixels (the quad loops): a 3x3 layer of 512 channels whose windows are read in place
+    /// (each panel over every block) and a last panel of 8 channels, and a 1x1 layer of rows
+    /// of 31 KB (every panel over each block) and a last panel of 4 channels (both checked
+    /// in `xnn_qconv`'s tests to take that split).
     #[test]
     fn xnn_fast_convolution_split_over_threads() {
         let two = Threads::new(2).unwrap();
@@ -1586,8 +1588,8 @@ mod tests {
             (2, 20, 19, 24, 40, 3, false),
             (2, 20, 19, 560, 1120, 3, true),
             (2, 20, 19, 333, 317, 1, false),
-            (1, 7, 7, 512, 100, 3, false),
-            (1, 7, 7, 300, 340, 1, false),
+            (1, 7, 7, 512, 120, 3, false),
+            (1, 7, 7, 640, 820, 1, false),
         ] {
             let g = ConvGeometry {
                 n,
