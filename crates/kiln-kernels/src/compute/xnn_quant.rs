@@ -1576,21 +1576,25 @@ mod tests {
     /// Large enough to split over two threads (and to wrap no sum): every ISA equals the
     /// scalar loop. The 7x7 images of one batch split their output channels instead of their
     /// pixels (the quad loops): a 3x3 layer of 512 channels whose windows are read in place
-    /// (each panel over every block) and a last panel of 8 channels, and a 1x1 layer of rows
-    /// of 31 KB (every panel over each block) and a last panel of 4 channels (both checked
-    /// in `xnn_qconv`'s tests to take that split).
+    /// (each panel pair over every block) and a last panel of 8 channels, a 1x1 layer of rows
+    /// of 31 KB (every panel over each block) and a last panel of 4 channels, and 1x1 layers
+    /// of rows of 50 KB, of stride 1 and 2, read in place (all checked in `xnn_qconv`'s tests
+    /// to take that split).
     #[test]
     fn xnn_fast_convolution_split_over_threads() {
         let two = Threads::new(2).unwrap();
         let mut rng = fastrand::Rng::with_seed(9);
         // Each case has over 2^20 multiply-adds (the split threshold).
-        for (n, h, w, c, oc, k, dw) in [
-            (2, 20, 19, 24, 40, 3, false),
-            (2, 20, 19, 560, 1120, 3, true),
-            (2, 20, 19, 333, 317, 1, false),
-            (1, 7, 7, 512, 120, 3, false),
-            (1, 7, 7, 640, 820, 1, false),
+        for (n, h, w, c, oc, k, s, dw) in [
+            (2, 20, 19, 24, 40, 3, 1, false),
+            (2, 20, 19, 560, 1120, 3, 1, true),
+            (2, 20, 19, 333, 317, 1, 1, false),
+            (1, 7, 7, 512, 120, 3, 1, false),
+            (1, 7, 7, 640, 820, 1, 1, false),
+            (1, 7, 7, 1024, 520, 1, 1, false),
+            (1, 13, 13, 1024, 520, 1, 2, false),
         ] {
+            let (oh, ow) = ((h - 1) / s + 1, (w - 1) / s + 1);
             let g = ConvGeometry {
                 n,
                 h,
@@ -1598,10 +1602,10 @@ mod tests {
                 c,
                 kh: k,
                 kw: k,
-                oh: h,
-                ow: w,
+                oh,
+                ow,
                 o: oc,
-                stride: [1, 1],
+                stride: [s, s],
                 dilation: [1, 1],
                 pad_top: k / 2,
                 pad_left: k / 2,
@@ -1614,7 +1618,7 @@ mod tests {
             let scales: Vec<f32> = (0..oc).map(|_| rng.f32() * 0.001 + 1e-5).collect();
             let o = Qs8Out { zero_point: 3, qmin: -100, qmax: 120 };
             let f = Qs8Filter { w: &wt, bias: Some(&bias), scales: &scales, o: &o };
-            let mut want = vec![0i8; n * h * w * oc];
+            let mut want = vec![0i8; n * oh * ow * oc];
             qs8_convolution_scalar(&g, &x, -5, &f, &mut want);
             for isa in qg::isas() {
                 let mut got = vec![0i8; want.len()];
