@@ -27,7 +27,8 @@
 //!
 //! Threads split the output pixels, in blocks of up to [`MR`] as even as they go; a quad-loop
 //! layer of few pixels (fewer blocks than four a thread, resnet50's 7x7 layers) splits its
-//! output channels instead ([`PackedQs8Conv::run_channels`]). Each output pixel's sums are
+//! output channels instead ([`PackedQs8Conv::run_channels`]; there 1x1 rows over 32 KB are
+//! read in place too, [`PackedQs8Conv::channels_in_place`]). Each output pixel's sums are
 //! requantized (with the output range, which a following clamp may have narrowed) as soon as
 //! its panel is done.
 #![allow(unsafe_code)]
@@ -79,8 +80,9 @@ enum QuadInputs {
     /// A 1x1 convolution of stride 1 without padding or groups: the input row itself, copied
     /// flipped into a row.
     Direct,
-    /// One group of a multiple of 4 channels: the window read in place, tap by tap, through
-    /// offsets into the input (XNNPACK's indirection), flipped in registers.
+    /// One group, a multiple of 4 channels, a window larger than 1x1: the window read in
+    /// place, tap by tap, through offsets (XNNPACK's indirection) into a copy of the input
+    /// flipped once a call.
     Taps,
     /// The window gathered, flipped, into a row.
     Gathered,
