@@ -93,8 +93,8 @@ enum QuadInputs {
 enum Weights {
     /// `[groups][panels][k4 / 4][NR][4]` `i8`, `k4` the group's `kh * kw * c / groups` rounded
     /// up to a multiple of 4; the bias with `-(x_zp + 128) * Σ_k w` folded in.
-    /// `zp_row` holds `c` copies of the input zero point plus 128: the padded taps of
-    /// [`QuadInputs::Taps`].
+    /// `zp_row` holds `c` copies of the input zero point plus 128: the padded taps of windows
+    /// read in place.
     Quads {
         k4: usize,
         panels: usize,
@@ -190,10 +190,7 @@ impl PackedQs8Conv {
                 }
                 false => QuadInputs::Gathered,
             };
-            let zp_row = match inputs {
-                QuadInputs::Taps => vec![(x_zp + 128) as u8; g.c],
-                _ => Vec::new(),
-            };
+            let zp_row = vec![(x_zp + 128) as u8; g.c];
             let (k4, panels, w, bias) = pack_quads(&g, f.w, f.bias, x_zp);
             Weights::Quads { k4, panels, w, bias, zp: x_zp as i8, inputs, zp_row }
         } else {
@@ -276,42 +273,41 @@ impl PackedQs8Conv {
                 let t = DwRun { c: self, x, zp: *zp, w, bias: bias.as_deref() };
                 threads.for_each(tasks, |(run, out)| isa.run(&t, run, out));
             }
-            weights @ Weights::Quads { inputs: QuadInputs::Taps, .. } => {
-                // The windows read in place read the input plus 128, made once here in a
-                // buffer this thread keeps (no allocation, no fresh pages per call).
-                FLIPPED.with_borrow_mut(|flipped| {
-                    flipped.clear();
-                    flipped.extend(x.iter().map(|&v| v as u8 ^ 0x80));
-                    self.run_gemm(x, flipped, weights, out, threads);
-                });
-            }
-            weights => self.run_gemm(x, &[], weights, out, threads),
+            weights => self.run_gemm(x, weights, out, threads),
         }
     }
 
-    /// [`PackedQs8Conv::run`] of a layer of quad or pair weights (`flipped`: the input plus
-    /// 128 for [`QuadInputs::Taps`], else empty).
-    fn run_gemm(
-        &self,
-        x: &[i8],
-        flipped: &[u8],
-        weights: &Weights,
-        out: &mut [i8],
-        threads: &Threads,
-    ) {
+    /// [`PackedQs8Conv::run`] of a layer of quad or pair weights: split by pixels or, for few
+    /// pixels, by channels; windows read in place read the input plus 128, made once here in a
+    /// buffer this thread keeps (no allocation, no fresh pages per call).
+    fn run_gemm(&self, x: &[i8], weights: &Weights, out: &mut [i8], threads: &Threads) {
         let g = &self.g;
         let pixels = g.n * g.oh * g.ow;
         let macs = pixels * g.weight_len().unwrap_or(0);
         let chunks = pixels.div_ceil(MR);
         let parts = parts(threads, macs, PARALLEL_GEMM_MACS, chunks);
         let count = threads.available();
-        if parts > 1 && chunks < 4 * count && self.splits_channels(pixels) {
-            self.run_channels(x, flipped, out, threads, count);
-            return;
+        let by_channels = parts > 1 && chunks < 4 * count && self.splits_channels(pixels);
+        let in_place = match by_channels {
+            true => self.channels_in_place(pixels),
+            false => matches!(weights, Weights::Quads { inputs: QuadInputs::Taps, .. }),
+        };
+        let mut run = |flipped: &[u8]| match by_channels {
+            true => self.run_channels(x, flipped, out, threads, count),
+            false => {
+                let tasks = with_pieces(split(pixels, MR, parts), out, g.o);
+                let t = GemmRun { c: self, x, flipped, weights };
+                threads.for_each(tasks, |(run, out)| self.isa.run(&t, run, out));
+            }
+        };
+        match in_place {
+            true => FLIPPED.with_borrow_mut(|flipped| {
+                flipped.clear();
+                flipped.extend(x.iter().map(|&v| v as u8 ^ 0x80));
+                run(flipped)
+            }),
+            false => run(&[]),
         }
-        let tasks = with_pieces(split(pixels, MR, parts), out, g.o);
-        let t = GemmRun { c: self, x, flipped, weights };
-        threads.for_each(tasks, |(run, out)| self.isa.run(&t, run, out));
     }
 
     /// Whether a layer of `pixels` output pixels, when they are few, takes
@@ -341,7 +337,8 @@ impl PackedQs8Conv {
     /// blocks would leave threads idle. Instead every pixel's row is gathered (or its window's
     /// offsets found) once, then `parts` tasks each multiply them by their run of panels (each
     /// task reads its share of the weights) into their own block of columns, and the blocks
-    /// are copied into place.
+    /// are copied into place. `flipped` is the input plus 128 when the windows are read in
+    /// place ([`PackedQs8Conv::channels_in_place`]).
     fn run_channels(
         &self,
         x: &[i8],
@@ -356,30 +353,15 @@ impl PackedQs8Conv {
         };
         let g = &self.g;
         let (pixels, oc) = (g.n * g.oh * g.ow, g.o);
-        let in_place = self.channels_in_place(pixels);
-        if in_place && flipped.is_empty() {
-            return FLIPPED.with_borrow_mut(|flipped| {
-                flipped.clear();
-                flipped.extend(x.iter().map(|&v| v as u8 ^ 0x80));
-                self.run_channels(x, flipped, out, threads, parts)
-            });
-        }
         let block = balanced_rows(pixels);
-        let (mut rows, mut offsets, pad_row): (Vec<u8>, Vec<usize>, Vec<u8>);
-        let inputs = match in_place {
+        let (mut rows, mut offsets): (Vec<u8>, Vec<usize>);
+        let inputs = match self.channels_in_place(pixels) {
             true => {
                 offsets = vec![0; pixels * g.kh * g.kw];
                 let taps = g.kh * g.kw;
                 for (b, offs) in offsets.chunks_mut(block * taps).enumerate() {
                     window_offsets(g, b * block, offs.len() / taps, offs);
                 }
-                let zp_row = match zp_row.is_empty() {
-                    true => {
-                        pad_row = vec![(i32::from(zp) + 128) as u8; g.c];
-                        &pad_row
-                    }
-                    false => zp_row,
-                };
                 BlockInputs::Taps { x: flipped, zp_row, offsets: &offsets }
             }
             false => {
@@ -418,7 +400,7 @@ impl PackedQs8Conv {
 }
 
 thread_local! {
-    /// The input plus 128 of the last [`QuadInputs::Taps`] layer this thread ran.
+    /// The input plus 128 of the last layer this thread ran whose windows are read in place.
     static FLIPPED: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
@@ -469,7 +451,7 @@ fn pack_quads(
 struct GemmRun<'a> {
     c: &'a PackedQs8Conv,
     x: &'a [i8],
-    /// `x + 128`, for [`QuadInputs::Taps`] (else empty).
+    /// `x + 128`, for [`QuadInputs::Taps`] (else empty: see [`PackedQs8Conv::run_gemm`]).
     flipped: &'a [u8],
     weights: &'a Weights,
 }

@@ -413,23 +413,43 @@ pub(crate) fn quad_product(
             for (p, wp) in w.chunks_exact(k * NR).take(n.div_ceil(NR)).enumerate() {
                 let ch = p * NR..(p * NR + NR).min(n);
                 for r in 0..rows {
-                    let row = &a[r * lda..][..k];
                     let mut sums = [0i32; NR];
-                    for (xq, wq) in row.chunks_exact(4).zip(wp.chunks_exact(4 * NR)) {
-                        for (s, wc) in sums.iter_mut().zip(wq.chunks_exact(4)) {
-                            for (&x, &wv) in xq.iter().zip(wc) {
-                                *s = s.wrapping_add(i32::from(x) * i32::from(wv));
-                            }
-                        }
-                    }
-                    let d = &mut dst[r * ldd + ch.start..][..ch.len()];
-                    let (b, sc) = (&rq.bias[ch.clone()], &rq.scales[ch.clone()]);
-                    for (((d, &s), &b), &sc) in d.iter_mut().zip(&sums).zip(b).zip(sc) {
-                        *d = qs8_requantize(b.wrapping_add(s), sc, rq.o);
-                    }
+                    add_quads(&mut sums, &a[r * lda..][..k], wp);
+                    requantize_panel(
+                        &mut dst[r * ldd + ch.start..][..ch.len()],
+                        &sums,
+                        ch.clone(),
+                        rq,
+                    );
                 }
             }
         }
+    }
+}
+
+/// Adds the products of unsigned activations `a` (a multiple of 4) and the panel rows `w`
+/// (`[a.len() / 4][NR][4]`) to each channel's sum, wrapping: the portable quad loop.
+fn add_quads(sums: &mut [i32; NR], a: &[u8], w: &[i8]) {
+    for (xq, wq) in a.chunks_exact(4).zip(w.chunks_exact(4 * NR)) {
+        for (s, wc) in sums.iter_mut().zip(wq.chunks_exact(4)) {
+            for (&x, &wv) in xq.iter().zip(wc) {
+                *s = s.wrapping_add(i32::from(x) * i32::from(wv));
+            }
+        }
+    }
+}
+
+/// `dst[j] = qs8_requantize(bias + sums[j])` for the live channels `ch` of a panel (`dst` and
+/// `ch` as long).
+fn requantize_panel(
+    dst: &mut [i8],
+    sums: &[i32; NR],
+    ch: std::ops::Range<usize>,
+    rq: &Requant<'_>,
+) {
+    let (b, sc) = (&rq.bias[ch.clone()], &rq.scales[ch]);
+    for (((d, &s), &b), &sc) in dst.iter_mut().zip(sums).zip(b).zip(sc) {
+        *d = qs8_requantize(b.wrapping_add(s), sc, rq.o);
     }
 }
 
@@ -507,21 +527,14 @@ pub(crate) fn tap_product(
                 for r in 0..rows {
                     let mut sums = [0i32; NR];
                     for (tap, wt) in wp.chunks_exact(c * NR).enumerate() {
-                        for (xq, wq) in
-                            t.tap(rows, tap, r).chunks_exact(4).zip(wt.chunks_exact(4 * NR))
-                        {
-                            for (s, wc) in sums.iter_mut().zip(wq.chunks_exact(4)) {
-                                for (&x, &wv) in xq.iter().zip(wc) {
-                                    *s = s.wrapping_add(i32::from(x) * i32::from(wv));
-                                }
-                            }
-                        }
+                        add_quads(&mut sums, t.tap(rows, tap, r), wt);
                     }
-                    let d = &mut dst[r * ldd + ch.start..][..ch.len()];
-                    let (b, sc) = (&rq.bias[ch.clone()], &rq.scales[ch.clone()]);
-                    for (((d, &s), &b), &sc) in d.iter_mut().zip(&sums).zip(b).zip(sc) {
-                        *d = qs8_requantize(b.wrapping_add(s), sc, rq.o);
-                    }
+                    requantize_panel(
+                        &mut dst[r * ldd + ch.start..][..ch.len()],
+                        &sums,
+                        ch.clone(),
+                        rq,
+                    );
                 }
             }
         }
