@@ -104,6 +104,10 @@ where
 
 /// Runs a parsed command line.
 fn execute(cli: Cli) -> ExitCode {
+    if let Err(message) = kiln_kernels::compute::cpu::isa_cap() {
+        eprintln!("kiln: error: {message}");
+        return ExitCode::from(2);
+    }
     let result = match cli.command {
         Command::Inspect(args) => commands::inspect::run(args),
         Command::Verify(args) => commands::verify::run(args),

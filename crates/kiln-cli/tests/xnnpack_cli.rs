@@ -99,3 +99,46 @@ fn run_matches_executorchs_int8_result() {
     assert_eq!(got, want, "kiln's output differs from ExecuTorch's");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `KILN_MAX_ISA` caps the loops kiln picks; every cap runs the int8 programs to ExecuTorch's
+/// outputs bit for bit (the portable loops, AVX2's pairs, AVX-VNNI's and AVX-512's quads,
+/// on one and two threads: a cap above what the CPU has runs its best), and a value kiln
+/// does not know is a usage error naming the ones it does.
+#[test]
+fn every_isa_cap_runs_int8_programs_exactly() {
+    let run = |cap: &str, args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_kiln"))
+            .args(args)
+            .env("KILN_MAX_ISA", cap)
+            .output()
+            .expect("run kiln");
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    for cap in ["portable", "avx2", "avxvnni", "avx512"] {
+        for name in ["qs8_cnn", "q8_conv2d", "q8_depthwise_conv2d", "q8_linear", "q8_conv1d"] {
+            let path = |suffix: &str| fixture(&format!("{name}{suffix}")).display().to_string();
+            for threads in ["1", "2"] {
+                let (pte, input, want) =
+                    (path(".pte"), path(".forward.in0.npy"), path(".forward.out0.npy"));
+                let args = [
+                    "run",
+                    &pte,
+                    "--input",
+                    &input,
+                    "--expect",
+                    &want,
+                    "--atol",
+                    "0",
+                    "--threads",
+                    threads,
+                ];
+                let (code, stderr) = run(cap, &args);
+                assert_eq!(code, Some(0), "{cap} {name} {threads} threads: {stderr}");
+            }
+        }
+    }
+    let pte = fixture("qs8_cnn.pte").display().to_string();
+    let (code, stderr) = run("avx-512", &["run", &pte]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("KILN_MAX_ISA=\"avx-512\"") && stderr.contains("avxvnni"), "{stderr}");
+}

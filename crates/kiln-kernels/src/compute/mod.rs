@@ -27,6 +27,8 @@ pub mod strided;
 pub(crate) mod sum;
 pub mod threads;
 pub(crate) mod transpose;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod xnn_avxvnni;
 pub mod xnn_lut;
 pub mod xnn_qconv;
 pub(crate) mod xnn_qd8;

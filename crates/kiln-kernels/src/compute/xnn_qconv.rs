@@ -173,7 +173,7 @@ impl PackedQs8Conv {
                 false => Vec::new(),
             };
             Weights::Depthwise { w, bias, zp: x_zp as i16, folded, zp_row, pairs }
-        } else if isa == Isa::Vnni {
+        } else if isa.has_quads() {
             let direct = g.kh == 1
                 && g.kw == 1
                 && g.stride == [1, 1]

@@ -82,7 +82,8 @@ pub(crate) enum PanelScales<'a> {
 /// The quantized activations, `m` rows of `kq` (the values past `k` zero).
 #[derive(Clone, Copy)]
 pub(crate) enum QuadRows<'a> {
-    /// `q + 128` for AVX-512 VNNI, with each row's zero point.
+    /// `q + 128` for the `vpdpbusd` loops (AVX-512 VNNI, AVX-VNNI), with each row's zero
+    /// point.
     Unsigned { a: &'a [u8], zero_points: &'a [i32] },
     /// `q - zp` for the other ISAs.
     Centered(&'a [i16]),
@@ -91,7 +92,7 @@ pub(crate) enum QuadRows<'a> {
 impl QuadRows<'_> {
     /// The form `isa`'s loops read.
     pub(crate) fn unsigned_for(isa: Isa) -> bool {
-        isa == Isa::Vnni
+        isa.has_quads()
     }
 }
 
@@ -280,8 +281,8 @@ fn check_quads(a_len: usize, lda: usize, rows: usize, w: &[i8], k: usize) {
 }
 
 /// `acc[r * PANEL + c] = Σ_i a[r * lda + i] * w[i][c]` (wrapping `i32`) for rows `r < rows`,
-/// of unsigned activations and the weights `[k / 4][PANEL][4]` of a segment: AVX-512 VNNI
-/// `vpdpbusd` for [`Isa::Vnni`], else a portable loop.
+/// of unsigned activations and the weights `[k / 4][PANEL][4]` of a segment: `vpdpbusd` for
+/// [`Isa::Vnni`] (AVX-512) and [`Isa::AvxVnni`] (256-bit), else a portable loop.
 ///
 /// # Panics
 /// If `rows` is not in `1..=MR`, `k` is not a multiple of 4, `w` holds fewer than
@@ -303,6 +304,17 @@ pub(crate) fn quad_sums_u8(
         // (rows of `k` values `lda` apart, `k * PANEL` weights) and `acc` holds `MR * PANEL`
         // sums.
         unsafe { U8_VNNI[rows - 1](a.as_ptr(), lda, w.as_ptr(), k, acc.as_mut_ptr()) };
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if isa == Isa::AvxVnni {
+        for (r0, r) in super::xnn_avxvnni::row_calls(rows) {
+            let (ar, cr) = (a[r0 * lda..].as_ptr(), acc[r0 * PANEL..].as_mut_ptr());
+            // SAFETY: `Isa::AvxVnni` is only chosen (by `best_isa`, or in tests among `isas`)
+            // when the CPU has AVX2 and AVX-VNNI; rows `r0..r0 + r` are among the rows
+            // `check_quads` bounds, with the weights, and `acc` holds their sums.
+            unsafe { super::xnn_avxvnni::SUMS[r - 1](ar, lda, w.as_ptr(), k, cr) };
+        }
         return;
     }
     quads_portable(rows, k, w, acc, |r, i| i32::from(a[r * lda + i]));

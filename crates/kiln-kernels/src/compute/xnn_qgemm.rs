@@ -1,6 +1,7 @@
 //! The fast loops behind [`super::xnn_quant`]'s QS8 convolution and QS8 fully connected layers
 //! (the QD8 ones are in [`super::xnn_qd8`]): integer dot products, `u8 x i8` four at a time
-//! (AVX-512 VNNI `vpdpbusd`, [`quad_product`]) or `i16 x i16` in pairs (AVX-512 VNNI
+//! (`vpdpbusd` of AVX-512 VNNI, or of AVX-VNNI in [`super::xnn_avxvnni`]; [`quad_product`])
+//! or `i16 x i16` in pairs (AVX-512 VNNI
 //! `vpdpwssd`, AVX-512BW and AVX2 `vpmaddwd`, portable loops; [`panel_product`]), chosen at run
 //! time, register-blocked, split over the worker threads; the ISA layer ([`Isa`], [`IsaTask`])
 //! the int8 loops share.
@@ -27,6 +28,8 @@
 #![allow(unsafe_code)]
 
 use super::threads::{split, with_pieces, Threads, TASKS_PER_THREAD};
+#[cfg(target_arch = "x86_64")]
+use super::xnn_avxvnni as avxvnni;
 use super::xnn_qmath::{qs8_requantize, Qs8Out, MAGIC_BIAS, MAGIC_BIAS_BITS};
 
 /// Output channels per packed panel (one 512-bit vector of `i32`).
@@ -38,13 +41,19 @@ pub(crate) const MR: usize = 8;
 /// pull faster than one (resnet50_q8's 2048 x 1000 layer, 2M: 91 -> 68 us on two threads).
 pub(crate) const PARALLEL_MACS: usize = 1 << 20;
 
-/// The instruction sets of the loops, in increasing order: each implies the ones before.
+/// The instruction sets of the loops, in increasing order of preference. Each implies the
+/// ones before it except [`Isa::AvxVnni`], which only [`Isa::Avx2`] comes with: the AVX-512
+/// cores of Ice Lake and Zen 4 lack it, so a loop picked by `isa >= Isa::Avx512` never runs
+/// its code, and [`Isa::has_quads`] names the two sets with `vpdpbusd`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Isa {
     /// Plain Rust, vectorized by the compiler for the build's baseline.
     Portable,
     /// AVX2.
     Avx2,
+    /// AVX2 with AVX-VNNI (`vpdpbusd` on 256-bit vectors: Alder Lake and later client cores,
+    /// Zen 5).
+    AvxVnni,
     /// AVX2, AVX-512F and AVX-512BW.
     Avx512,
     /// As [`Isa::Avx512`] plus AVX-512 VNNI.
@@ -59,6 +68,8 @@ pub(crate) fn best_isa() -> Isa {
         Isa::Vnni
     } else if avx512 {
         Isa::Avx512
+    } else if f.avx2 && f.avxvnni {
+        Isa::AvxVnni
     } else if f.avx2 {
         Isa::Avx2
     } else {
@@ -70,7 +81,8 @@ pub(crate) fn best_isa() -> Isa {
 pub(crate) trait IsaTask {
     /// What the task writes.
     type Out: ?Sized;
-    /// Whether the loop gains from AVX-512 VNNI (`vpdpwssd`): only then is it built with it.
+    /// Whether the loop gains from VNNI (`vpdpwssd`): only then is it built with AVX-512 VNNI
+    /// or AVX-VNNI.
     const VNNI: bool = false;
     /// Runs share `run` of the task into `out`. Implementations are `#[inline(always)]`, so
     /// the target features of [`Isa::run`]'s caller for the set apply to the whole loop.
@@ -78,6 +90,26 @@ pub(crate) trait IsaTask {
 }
 
 impl Isa {
+    /// Whether the set multiplies unsigned bytes by signed ones four at a time (`vpdpbusd`):
+    /// the loops of [`quad_product`], [`tap_product`] and the qd8 quad sums.
+    pub(crate) fn has_quads(self) -> bool {
+        matches!(self, Isa::AvxVnni | Isa::Vnni)
+    }
+
+    /// Whether this CPU runs the set's loops.
+    #[cfg(test)]
+    fn runs_here(self) -> bool {
+        let f = crate::compute::cpu::features();
+        let avx512 = f.avx2 && f.avx512f && f.avx512bw;
+        match self {
+            Isa::Portable => true,
+            Isa::Avx2 => f.avx2,
+            Isa::AvxVnni => f.avx2 && f.avxvnni,
+            Isa::Avx512 => avx512,
+            Isa::Vnni => avx512 && f.avx512vnni,
+        }
+    }
+
     /// Runs share `run` of `task` into `out` in a function compiled for this set.
     pub(crate) fn run<T: IsaTask>(self, task: &T, run: std::ops::Range<usize>, out: &mut T::Out) {
         match self {
@@ -90,8 +122,11 @@ impl Isa {
             // AVX-512BW (and AVX2).
             Isa::Avx512 | Isa::Vnni => unsafe { on_avx512(task, run, out) },
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: `Isa::Avx2` is only chosen when the CPU has AVX2.
-            Isa::Avx2 => unsafe { on_avx2(task, run, out) },
+            // SAFETY: `Isa::AvxVnni` is only chosen when the CPU has AVX2 and AVX-VNNI.
+            Isa::AvxVnni if T::VNNI => unsafe { on_avxvnni(task, run, out) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `Isa::Avx2` and `Isa::AvxVnni` are only chosen when the CPU has AVX2.
+            Isa::Avx2 | Isa::AvxVnni => unsafe { on_avx2(task, run, out) },
             _ => task.run(run, out),
         }
     }
@@ -117,6 +152,16 @@ unsafe fn on_avx512<T: IsaTask>(task: &T, run: std::ops::Range<usize>, out: &mut
     task.run(run, out)
 }
 
+/// [`IsaTask::run`] built for AVX2 with AVX-VNNI.
+///
+/// # Safety
+/// The CPU has AVX2 and AVX-VNNI.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,avxvnni")]
+unsafe fn on_avxvnni<T: IsaTask>(task: &T, run: std::ops::Range<usize>, out: &mut T::Out) {
+    task.run(run, out)
+}
+
 /// [`IsaTask::run`] built for AVX2.
 ///
 /// # Safety
@@ -130,9 +175,9 @@ unsafe fn on_avx2<T: IsaTask>(task: &T, run: std::ops::Range<usize>, out: &mut T
 /// Every [`Isa`] this CPU runs (tests run each).
 #[cfg(test)]
 pub(crate) fn isas() -> Vec<Isa> {
-    [Isa::Portable, Isa::Avx2, Isa::Avx512, Isa::Vnni]
+    [Isa::Portable, Isa::Avx2, Isa::AvxVnni, Isa::Avx512, Isa::Vnni]
         .into_iter()
-        .filter(|&i| i <= best_isa())
+        .filter(|&i| i.runs_here())
         .collect()
 }
 
@@ -375,8 +420,9 @@ pub(crate) struct Requant<'a> {
 /// `dst[r * ldd + n] = requantize(Σ_k a[r * lda + k] * w[n / NR][k][n % NR])` for rows
 /// `r < rows` and the `rq.scales.len()` output channels `n`, of unsigned activations (the
 /// callers' `x + 128`) and the channels' panels `w`, each packed `[k / 4][NR][4]` (`i8`):
-/// four activations at a time (AVX-512 VNNI `vpdpbusd`: four `u8 x i8` products summed into
-/// each `i32` lane, no saturation; or portable loops), the sums requantized in registers,
+/// four activations at a time (`vpdpbusd` of AVX-512 VNNI or AVX-VNNI: four `u8 x i8`
+/// products summed into each `i32` lane, no saturation; or portable loops), the sums
+/// requantized in registers,
 /// panel after panel. The caller folds `-128 * Σ_k w` into the bias.
 ///
 /// # Panics
@@ -409,6 +455,17 @@ pub(crate) fn quad_product(
             let q = VnniOut { bias: rq.bias.as_ptr(), scales: rq.scales.as_ptr(), n, o: *rq.o };
             QUADS_VNNI[rows - 1](a.as_ptr(), lda, k, w.as_ptr(), &q, dst.as_mut_ptr(), ldd)
         },
+        #[cfg(target_arch = "x86_64")]
+        Isa::AvxVnni => {
+            let q = VnniOut { bias: rq.bias.as_ptr(), scales: rq.scales.as_ptr(), n, o: *rq.o };
+            for (r0, r) in avxvnni::row_calls(rows) {
+                let (ar, dr) = (a[r0 * lda..].as_ptr(), dst[r0 * ldd..].as_mut_ptr());
+                // SAFETY: `Isa::AvxVnni` is only chosen (by `best_isa`, or in tests among
+                // `isas`) when the CPU has AVX2 and AVX-VNNI; rows `r0..r0 + r` are inside the
+                // rows the asserts above bound, as are the weights, biases and scales.
+                unsafe { avxvnni::QUADS[r - 1](ar, lda, k, w.as_ptr(), &q, dr, ldd) }
+            }
+        }
         _ => {
             for (p, wp) in w.chunks_exact(k * NR).take(n.div_ceil(NR)).enumerate() {
                 let ch = p * NR..(p * NR + NR).min(n);
@@ -470,6 +527,27 @@ pub(crate) struct TapRows<'a> {
 pub(crate) const PADDED: usize = usize::MAX;
 
 impl TapRows<'_> {
+    /// The windows of `rows` rows of `taps` taps and their requantization as the vector
+    /// loops' pointers.
+    #[cfg(target_arch = "x86_64")]
+    fn pointers(&self, rows: usize, taps: usize, rq: &Requant<'_>) -> (VnniOut, TapSrc) {
+        let q = VnniOut {
+            bias: rq.bias.as_ptr(),
+            scales: rq.scales.as_ptr(),
+            n: rq.scales.len(),
+            o: *rq.o,
+        };
+        let src = TapSrc {
+            x: self.x.as_ptr(),
+            zp_row: self.zp_row.as_ptr(),
+            offsets: self.offsets.as_ptr(),
+            rows,
+            taps,
+            c: self.c,
+        };
+        (q, src)
+    }
+
     /// The `c` inputs of row `r`'s tap `t`.
     fn tap(&self, rows: usize, t: usize, r: usize) -> &[u8] {
         match self.offsets[t * rows + r] {
@@ -511,16 +589,21 @@ pub(crate) fn tap_product(
         // (`c` values at each offset or at `zp_row`, `k * NR` weights a panel, `n` biases and
         // scales) and write (`n` values at `r * ldd`).
         Isa::Vnni => unsafe {
-            let q = VnniOut { bias: rq.bias.as_ptr(), scales: rq.scales.as_ptr(), n, o: *rq.o };
-            let src = TapSrc {
-                x: t.x.as_ptr(),
-                zp_row: t.zp_row.as_ptr(),
-                offsets: t.offsets.as_ptr(),
-                taps: k / c,
-                c,
-            };
+            let (q, src) = t.pointers(rows, k / c, rq);
             TAPS_VNNI[rows - 1](&src, w.as_ptr(), &q, dst.as_mut_ptr(), ldd)
         },
+        #[cfg(target_arch = "x86_64")]
+        Isa::AvxVnni => {
+            let (q, src) = t.pointers(rows, k / c, rq);
+            for (r0, r) in avxvnni::row_calls(rows) {
+                let dr = dst[r0 * ldd..].as_mut_ptr();
+                // SAFETY: `Isa::AvxVnni` is only chosen (by `best_isa`, or in tests among
+                // `isas`) when the CPU has AVX2 and AVX-VNNI; rows `r0..r0 + r` are among the
+                // `rows` whose offsets the asserts above bound, as are the weights, biases,
+                // scales and output rows.
+                unsafe { avxvnni::TAPS[r - 1](&src, r0, w.as_ptr(), &q, dr, ldd) }
+            }
+        }
         _ => {
             for (p, wp) in w.chunks_exact(k * NR).take(n.div_ceil(NR)).enumerate() {
                 let ch = p * NR..(p * NR + NR).min(n);
@@ -541,15 +624,16 @@ pub(crate) fn tap_product(
     }
 }
 
-/// [`TapRows`] as pointers, for the AVX-512 loops.
+/// [`TapRows`] as pointers, for the AVX-512 and AVX-VNNI loops.
 #[cfg(target_arch = "x86_64")]
-struct TapSrc {
-    x: *const u8,
-    zp_row: *const u8,
-    /// `taps` groups of `R` offsets.
-    offsets: *const usize,
-    taps: usize,
-    c: usize,
+pub(crate) struct TapSrc {
+    pub x: *const u8,
+    pub zp_row: *const u8,
+    /// `taps` groups of `rows` offsets.
+    pub offsets: *const usize,
+    pub rows: usize,
+    pub taps: usize,
+    pub c: usize,
 }
 
 /// The AVX-512 VNNI tap products, indexed by row count minus one.
@@ -652,14 +736,14 @@ unsafe fn tap_loop<const R: usize, const P: usize>(
     acc
 }
 
-/// The channels' requantization for the AVX-512 loops.
+/// The channels' requantization for the AVX-512 and AVX-VNNI loops.
 #[cfg(target_arch = "x86_64")]
-struct VnniOut {
-    bias: *const i32,
-    scales: *const f32,
+pub(crate) struct VnniOut {
+    pub bias: *const i32,
+    pub scales: *const f32,
     /// The output channels.
-    n: usize,
-    o: Qs8Out,
+    pub n: usize,
+    pub o: Qs8Out,
 }
 
 /// The AVX-512 VNNI quad products, indexed by row count minus one.
