@@ -427,7 +427,8 @@ const I16_AVX2: [QuadFn<i16>; 2] = [i16_avx2::<1>, i16_avx2::<2>];
 unsafe fn u8_vnni<const R: usize>(a: *const u8, lda: usize, w: *const i8, k: usize, acc: *mut i32) {
     use std::arch::x86_64::*;
     // SAFETY: the caller's contract is `quad_loop`'s.
-    let c = unsafe { super::xnn_qgemm::quad_loop::<R>(a, lda, k, w, _mm512_setzero_si512()) };
+    let [c] =
+        unsafe { super::xnn_qgemm::quad_loop::<R, 1>(a, lda, k, w, [_mm512_setzero_si512()]) };
     for (r, cr) in c.iter().enumerate() {
         // SAFETY: `acc` holds `R * PANEL` sums.
         unsafe { _mm512_storeu_si512(acc.wrapping_add(r * PANEL).cast(), *cr) };
