@@ -178,77 +178,122 @@ impl IsaTask for PanelTask<'_, '_> {
     type Out = [f32];
     const VNNI: bool = true;
 
-    /// Panels `panels` into `out` (the rows, or the run's block), up to [`MR`] rows at a time.
+    /// Panels `panels` into `out` (the rows, or the run's block), up to [`MR`] rows at a time
+    /// and, where `xnn_qgemm`'s `two_panels` says so, two panels at a time.
     #[inline(always)]
     fn run(&self, panels: std::ops::Range<usize>, out: &mut [f32]) {
+        let g = self.gemm;
+        let (m, isa) = (g.m, g.isa);
+        #[cfg(target_arch = "x86_64")]
+        let pairs = isa == Isa::Vnni && super::xnn_qgemm::two_panels();
+        #[cfg(not(target_arch = "x86_64"))]
+        let pairs = false;
+        let mut p = panels.start;
+        while p < panels.end {
+            let two = pairs && p + 1 < panels.end;
+            for r0 in (0..m).step_by(MR) {
+                match two {
+                    true => self.rows::<2>(p, r0, panels.start, out),
+                    false => self.rows::<1>(p, r0, panels.start, out),
+                }
+            }
+            p += if two { 2 } else { 1 };
+        }
+    }
+}
+
+impl PanelTask<'_, '_> {
+    /// Rows `r0..` (up to [`MR`]) of panels `p..p + P` into `out` (see [`IsaTask::run`];
+    /// `first` is the run's first panel). `P` is 2 only on [`Isa::Vnni`].
+    #[inline(always)]
+    fn rows<const P: usize>(&self, p: usize, r0: usize, first: usize, out: &mut [f32]) {
         let g = self.gemm;
         let (kq, m, n, isa) = (g.kq, g.m, g.n, g.isa);
         let (bk, nb) = g.blocks();
         let seg = segment_len(bk);
         let (lo, hi) = g.bounds;
-        let mut acc = [0i32; MR * PANEL];
-        for p in panels.clone() {
-            let lanes = (n - p * PANEL).min(PANEL);
+        let rows = (m - r0).min(MR);
+        let mut acc = [[0i32; MR * PANEL]; 2];
+        let mut sums = [[[0f32; PANEL]; MR]; P];
+        for b in 0..nb {
+            let segment = |q: usize| &g.w[((p + q) * nb + b) * seg..][..seg];
+            let start = r0 * kq + b * bk;
+            match g.a {
+                QuadRows::Unsigned { a, zero_points } => {
+                    #[cfg(target_arch = "x86_64")]
+                    if P == 2 {
+                        let w = (&g.w[(p * nb + b) * seg + SUMS..], nb * seg);
+                        quad_sums_u8_pair(isa, &a[start..], kq, rows, w, bk, &mut acc);
+                    }
+                    if P == 1 {
+                        quad_sums_u8(
+                            isa,
+                            &a[start..],
+                            kq,
+                            rows,
+                            &segment(0)[SUMS..],
+                            bk,
+                            &mut acc[0],
+                        );
+                    }
+                    for (q, acc) in acc.iter_mut().enumerate().take(P) {
+                        let col = column_sums(segment(q));
+                        for (r, acc) in acc.chunks_exact_mut(PANEL).take(rows).enumerate() {
+                            let z = zero_points[r0 + r].wrapping_add(128);
+                            for (s, &c) in acc.iter_mut().zip(&col) {
+                                *s = s.wrapping_sub(z.wrapping_mul(c));
+                            }
+                        }
+                    }
+                }
+                QuadRows::Centered(a) => {
+                    let w = &segment(0)[SUMS..];
+                    quad_sums_i16(isa, &a[start..], kq, rows, w, bk, &mut acc[0])
+                }
+            }
+            // Whole panels as arrays, built with `from_fn`: LLVM vectorizes that (the indexed
+            // loops it left scalar, 10% of a decode step); the same operations per lane in the
+            // same order, so the results stay bit-identical.
+            for (q, (sums, acc)) in sums.iter_mut().zip(&acc).enumerate() {
+                let pq = p + q;
+                for (r, sum) in sums.iter_mut().enumerate().take(rows) {
+                    let acc: &[i32; PANEL] = panel_of(&acc[r * PANEL..]);
+                    let rs = g.row_scale[r0 + r];
+                    match g.scales {
+                        PanelScales::PerChannel(s) => {
+                            let s: &[f32; PANEL] = panel_of(&s[pq * PANEL..]);
+                            *sum = std::array::from_fn(|c| ((acc[c] as f32) * rs) * s[c]);
+                        }
+                        PanelScales::Blocks { scales, .. } => {
+                            let s: &[f32; PANEL] = panel_of(&scales[(pq * nb + b) * PANEL..]);
+                            *sum = std::array::from_fn(|c| sum[c] + (acc[c] as f32) * s[c]);
+                        }
+                    }
+                }
+            }
+        }
+        for (q, sums) in sums.iter().enumerate() {
+            let pq = p + q;
+            let lanes = (n - pq * PANEL).min(PANEL);
             let mut bias = [0f32; PANEL];
             if let Some(b) = g.bias {
-                bias[..lanes].copy_from_slice(&b[p * PANEL..][..lanes]);
+                bias[..lanes].copy_from_slice(&b[pq * PANEL..][..lanes]);
             }
-            for r0 in (0..m).step_by(MR) {
-                let rows = (m - r0).min(MR);
-                let mut sums = [[0f32; PANEL]; MR];
-                for b in 0..nb {
-                    let segment = &g.w[(p * nb + b) * seg..][..seg];
-                    let w = &segment[SUMS..];
-                    let start = r0 * kq + b * bk;
-                    match g.a {
-                        QuadRows::Unsigned { a, zero_points } => {
-                            quad_sums_u8(isa, &a[start..], kq, rows, w, bk, &mut acc);
-                            let col = column_sums(segment);
-                            for (r, acc) in acc.chunks_exact_mut(PANEL).take(rows).enumerate() {
-                                let z = zero_points[r0 + r].wrapping_add(128);
-                                for (s, &c) in acc.iter_mut().zip(&col) {
-                                    *s = s.wrapping_sub(z.wrapping_mul(c));
-                                }
-                            }
-                        }
-                        QuadRows::Centered(a) => {
-                            quad_sums_i16(isa, &a[start..], kq, rows, w, bk, &mut acc)
-                        }
-                    }
-                    // Whole panels as arrays, built with `from_fn`: LLVM vectorizes that (the
-                    // indexed loops it left scalar, 10% of a decode step); the same operations
-                    // per lane in the same order, so the results stay bit-identical.
-                    for (r, sum) in sums.iter_mut().enumerate().take(rows) {
-                        let acc: &[i32; PANEL] = panel_of(&acc[r * PANEL..]);
-                        let rs = g.row_scale[r0 + r];
-                        match g.scales {
-                            PanelScales::PerChannel(s) => {
-                                let s: &[f32; PANEL] = panel_of(&s[p * PANEL..]);
-                                *sum = std::array::from_fn(|c| ((acc[c] as f32) * rs) * s[c]);
-                            }
-                            PanelScales::Blocks { scales, .. } => {
-                                let s: &[f32; PANEL] = panel_of(&scales[(p * nb + b) * PANEL..]);
-                                *sum = std::array::from_fn(|c| sum[c] + (acc[c] as f32) * s[c]);
-                            }
-                        }
-                    }
+            for (r, sum) in sums.iter().enumerate().take(rows) {
+                // Blocks take the row scale last; per-channel sums have it already.
+                let rs = match g.scales {
+                    PanelScales::Blocks { .. } => Some(g.row_scale[r0 + r]),
+                    PanelScales::PerChannel(_) => None,
+                };
+                let mut done = [0f32; PANEL];
+                for ((d, &v), &b) in done.iter_mut().zip(sum).zip(&bias) {
+                    *d = clamp_f32(rs.map_or(v, |rs| v * rs) + b, lo, hi);
                 }
-                for (r, sum) in sums.iter().enumerate().take(rows) {
-                    // Blocks take the row scale last; per-channel sums have it already.
-                    let rs = match g.scales {
-                        PanelScales::Blocks { .. } => Some(g.row_scale[r0 + r]),
-                        PanelScales::PerChannel(_) => None,
-                    };
-                    let mut done = [0f32; PANEL];
-                    for ((d, &v), &b) in done.iter_mut().zip(sum).zip(&bias) {
-                        *d = clamp_f32(rs.map_or(v, |rs| v * rs) + b, lo, hi);
-                    }
-                    let dst = match self.into_rows {
-                        true => &mut out[(r0 + r) * n + p * PANEL..][..lanes],
-                        false => &mut out[((p - panels.start) * m + r0 + r) * PANEL..][..lanes],
-                    };
-                    copy_lanes(dst, &done);
-                }
+                let dst = match self.into_rows {
+                    true => &mut out[(r0 + r) * n + pq * PANEL..][..lanes],
+                    false => &mut out[((pq - first) * m + r0 + r) * PANEL..][..lanes],
+                };
+                copy_lanes(dst, &done);
             }
         }
     }
@@ -428,10 +473,82 @@ unsafe fn u8_vnni<const R: usize>(a: *const u8, lda: usize, w: *const i8, k: usi
     use std::arch::x86_64::*;
     // SAFETY: the caller's contract is `quad_loop`'s.
     let [c] =
-        unsafe { super::xnn_qgemm::quad_loop::<R, 1>(a, lda, k, w, [_mm512_setzero_si512()]) };
+        unsafe { super::xnn_qgemm::quad_loop::<R, 1>(a, lda, k, w, 0, [_mm512_setzero_si512()]) };
     for (r, cr) in c.iter().enumerate() {
         // SAFETY: `acc` holds `R * PANEL` sums.
         unsafe { _mm512_storeu_si512(acc.wrapping_add(r * PANEL).cast(), *cr) };
+    }
+}
+
+/// The AVX-512 VNNI quad sums of `R` rows of unsigned activations by two panels' segments,
+/// `stride` bytes apart: one broadcast serves both (see `xnn_qgemm`'s `two_panels`).
+///
+/// # Safety
+/// The CPU has AVX-512F, AVX-512BW and AVX-512 VNNI; `a` holds `R` rows of `k` (a multiple of
+/// 4) values `lda` apart, `w` holds `k * PANEL` weights at 0 and at `stride`, and `acc` and
+/// `acc2` `R * PANEL` sums each.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+unsafe fn u8_vnni2<const R: usize>(
+    a: *const u8,
+    lda: usize,
+    w: *const i8,
+    stride: usize,
+    k: usize,
+    acc: [*mut i32; 2],
+) {
+    use std::arch::x86_64::*;
+    let zero = [_mm512_setzero_si512(); 2];
+    // SAFETY: the caller's contract is `quad_loop`'s.
+    let c = unsafe { super::xnn_qgemm::quad_loop::<R, 2>(a, lda, k, w, stride, zero) };
+    for (cp, accp) in c.iter().zip(acc) {
+        for (r, cr) in cp.iter().enumerate() {
+            // SAFETY: each `acc` holds `R * PANEL` sums.
+            unsafe { _mm512_storeu_si512(accp.wrapping_add(r * PANEL).cast(), *cr) };
+        }
+    }
+}
+
+/// [`u8_vnni2`] by row count minus one.
+#[cfg(target_arch = "x86_64")]
+type PairFn = unsafe fn(*const u8, usize, *const i8, usize, usize, [*mut i32; 2]);
+#[cfg(target_arch = "x86_64")]
+const U8_VNNI2: [PairFn; MR] = [
+    u8_vnni2::<1>,
+    u8_vnni2::<2>,
+    u8_vnni2::<3>,
+    u8_vnni2::<4>,
+    u8_vnni2::<5>,
+    u8_vnni2::<6>,
+    u8_vnni2::<7>,
+    u8_vnni2::<8>,
+];
+
+/// [`quad_sums_u8`] of two panels at once, their segments `stride` bytes apart in `w`, into
+/// `acc[0]` and `acc[1]`: the same sums, one broadcast serving both panels.
+///
+/// # Panics
+/// If `isa` is not [`Isa::Vnni`], or as [`quad_sums_u8`] for either panel.
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn quad_sums_u8_pair(
+    isa: Isa,
+    a: &[u8],
+    lda: usize,
+    rows: usize,
+    (w, stride): (&[i8], usize),
+    k: usize,
+    acc: &mut [[i32; MR * PANEL]; 2],
+) {
+    assert!(isa == Isa::Vnni && w.len() >= stride);
+    check_quads(a.len(), lda, rows, &w[stride..], k);
+    check_quads(a.len(), lda, rows, w, k);
+    let [a0, a1] = acc;
+    // SAFETY: `Isa::Vnni` is only chosen (by `best_isa`, or in tests among `isas`) when the
+    // CPU has AVX-512F, AVX-512BW and AVX-512 VNNI; `check_quads` bounds every read of both
+    // panels and each `acc` holds `MR * PANEL` sums.
+    unsafe {
+        let acc = [a0.as_mut_ptr(), a1.as_mut_ptr()];
+        U8_VNNI2[rows - 1](a.as_ptr(), lda, w.as_ptr(), stride, k, acc)
     }
 }
 
@@ -573,6 +690,20 @@ mod tests {
                 let mut acc = [0i32; MR * PANEL];
                 quad_sums_i16(isa, &c, lda, rows, &w, k, &mut acc);
                 assert_eq!(acc[..rows * PANEL], wc[..rows * PANEL], "case {case} {isa:?}");
+                // Two panels at once: the same panel twice, `stride` apart with other bytes
+                // between them.
+                #[cfg(target_arch = "x86_64")]
+                if isa == Isa::Vnni {
+                    let gap = 4 * rng.usize(0..9);
+                    let mut ww: Vec<i8> = (0..2 * w.len() + gap).map(|_| rng.i8(..)).collect();
+                    ww[..w.len()].copy_from_slice(&w);
+                    ww[w.len() + gap..].copy_from_slice(&w);
+                    let mut acc = [[0i32; MR * PANEL]; 2];
+                    quad_sums_u8_pair(isa, &u, lda, rows, (&ww, w.len() + gap), k, &mut acc);
+                    for a in acc {
+                        assert_eq!(a[..rows * PANEL], wu[..rows * PANEL], "case {case} pair");
+                    }
+                }
             }
         }
     }

@@ -786,7 +786,8 @@ unsafe fn quads_vnni<const R: usize>(
             unsafe {
                 let (b0, s0) = panel_requant(q, c0);
                 let (b1, s1) = panel_requant(q, c0 + NR);
-                let [c, d] = quad_loop::<R, 2>(a, lda, k, w.wrapping_add(c0 * k), [b0, b1]);
+                let (wc, panel) = (w.wrapping_add(c0 * k), k * NR);
+                let [c, d] = quad_loop::<R, 2>(a, lda, k, wc, panel, [b0, b1]);
                 store_panel(&c, s0, q, c0, dst, ldd);
                 store_panel(&d, s1, q, c0 + NR, dst, ldd);
             }
@@ -797,7 +798,7 @@ unsafe fn quads_vnni<const R: usize>(
         // SAFETY: the caller's contract is `quad_loop`'s, for this panel.
         unsafe {
             let (b, s) = panel_requant(q, c0);
-            let [c] = quad_loop::<R, 1>(a, lda, k, w.wrapping_add(c0 * k), [b]);
+            let [c] = quad_loop::<R, 1>(a, lda, k, w.wrapping_add(c0 * k), 0, [b]);
             store_panel(&c, s, q, c0, dst, ldd);
         }
         c0 += NR;
@@ -811,7 +812,7 @@ unsafe fn quads_vnni<const R: usize>(
 /// runs one 512-bit `vpdpbusd` a cycle as two halves, and there the second panel's loads cost
 /// more than they give (3-6% slower).
 #[cfg(target_arch = "x86_64")]
-fn two_panels() -> bool {
+pub(crate) fn two_panels() -> bool {
     !crate::compute::cpu::is_amd()
 }
 
@@ -868,14 +869,14 @@ unsafe fn store_panel<const R: usize>(
     }
 }
 
-/// The `vpdpbusd` sums of `R` rows of `k` unsigned activations (`lda` apart) by `P`
-/// consecutive panels of weights `[k / 4][NR][4]` from `w` (`k * NR` apart), each panel's sums
+/// The `vpdpbusd` sums of `R` rows of `k` unsigned activations (`lda` apart) by `P` panels
+/// of weights `[k / 4][NR][4]` from `w`, `panel` bytes apart, each panel's sums
 /// starting from its `init`: one vector of [`NR`] channel sums per row and panel, one
 /// broadcast of a row's quad serving every panel.
 ///
 /// # Safety
 /// The CPU has AVX-512F, AVX-512BW and AVX-512 VNNI; `a` holds `R` rows of `k` (a multiple of
-/// 4) values `lda` apart and `w` holds `P * k * NR` values.
+/// 4) values `lda` apart and `w` holds `k * NR` values at each `p * panel`, `p < P`.
 #[cfg(target_arch = "x86_64")]
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
@@ -884,6 +885,7 @@ pub(crate) unsafe fn quad_loop<const R: usize, const P: usize>(
     lda: usize,
     k: usize,
     w: *const i8,
+    panel: usize,
     init: [std::arch::x86_64::__m512i; P],
 ) -> [[std::arch::x86_64::__m512i; R]; P] {
     use std::arch::x86_64::*;
@@ -891,7 +893,7 @@ pub(crate) unsafe fn quad_loop<const R: usize, const P: usize>(
     // Row pointers advanced four inputs at a time (`wrapping_add`: every pointer read is in
     // bounds by the caller's contract).
     let mut rows: [*const u8; R] = std::array::from_fn(|r| a.wrapping_add(r.wrapping_mul(lda)));
-    let (mut wp, panel) = (w, k * NR);
+    let mut wp = w;
     for _ in 0..k / 4 {
         // SAFETY: the current quad of each row `r < R` and the current row of each panel are
         // inside the buffers (the caller's contract).
