@@ -1045,10 +1045,12 @@ pub fn qs8_mean(sum: i32, p: &MeanParams, o: &Qs8Out) -> i8 {
 
 /// QS8 global average pooling over NHWC `[n, hw, c]` (the `hw` spatial cells of each image):
 /// per image and channel, the int32 sum of the raw inputs, then [`qs8_mean`]. `out` is
-/// `[n, c]`.
+/// `[n, c]`. Blocks of [`POOL_CHANNELS`] channels are summed down the pixels in a loop
+/// compiled for the CPU's vectors, split over `threads` when the input is large.
 ///
 /// # Panics
 /// If `x.len() != n*hw*c` or `out.len() != n*c`.
+#[allow(clippy::too_many_arguments)]
 pub fn qs8_global_avg_pool(
     x: &[i8],
     n: usize,
@@ -1057,22 +1059,65 @@ pub fn qs8_global_avg_pool(
     p: &MeanParams,
     o: &Qs8Out,
     out: &mut [i8],
+    threads: &Threads,
 ) {
     assert_eq!(x.len(), n * hw * c);
     assert_eq!(out.len(), n * c);
     if c == 0 {
         return;
     }
-    let mut sums = vec![0i32; c];
+    let isa = qg::best_isa();
     for (img, dst) in out.chunks_exact_mut(c).enumerate() {
-        sums.fill(0);
-        for px in x[img * hw * c..(img + 1) * hw * c].chunks_exact(c) {
-            for (s, &v) in sums.iter_mut().zip(px) {
-                *s = s.wrapping_add(v as i32);
+        let t = PoolSums { x: &x[img * hw * c..][..hw * c], c, p, o };
+        let parts = threads.tasks_for_elements(hw * c, c.div_ceil(POOL_CHANNELS));
+        let tasks = super::threads::split(c, POOL_CHANNELS, parts);
+        threads
+            .for_each(super::threads::with_pieces(tasks, dst, 1), |(run, d)| isa.run(&t, run, d));
+    }
+}
+
+/// Channels [`qs8_global_avg_pool`] sums at once: four 512-bit vectors of `i32` sums.
+const POOL_CHANNELS: usize = 64;
+
+/// The tasks of [`qs8_global_avg_pool`] over one image, each over a run of channels.
+struct PoolSums<'a> {
+    x: &'a [i8],
+    c: usize,
+    p: &'a MeanParams,
+    o: &'a Qs8Out,
+}
+
+impl qg::IsaTask for PoolSums<'_> {
+    type Out = [i8];
+
+    /// The means of channels `run` into `out`, [`POOL_CHANNELS`] at a time.
+    #[inline(always)]
+    fn run(&self, run: std::ops::Range<usize>, out: &mut [i8]) {
+        for (b, dst) in out.chunks_mut(POOL_CHANNELS).enumerate() {
+            let c0 = run.start + b * POOL_CHANNELS;
+            let mut sums = [0i32; POOL_CHANNELS];
+            match dst.len() {
+                // A whole block as arrays, so that the compiler keeps the sums in registers.
+                POOL_CHANNELS => {
+                    for px in self.x.chunks_exact(self.c) {
+                        let v: &[i8; POOL_CHANNELS] =
+                            px[c0..].first_chunk().expect("a whole block of channels");
+                        for (s, &v) in sums.iter_mut().zip(v) {
+                            *s = s.wrapping_add(i32::from(v));
+                        }
+                    }
+                }
+                len => {
+                    for px in self.x.chunks_exact(self.c) {
+                        for (s, &v) in sums.iter_mut().zip(&px[c0..c0 + len]) {
+                            *s = s.wrapping_add(i32::from(v));
+                        }
+                    }
+                }
             }
-        }
-        for (d, &s) in dst.iter_mut().zip(&sums) {
-            *d = qs8_mean(s, p, o);
+            for (d, &s) in dst.iter_mut().zip(&sums) {
+                *d = qs8_mean(s, self.p, self.o);
+            }
         }
     }
 }
@@ -1415,16 +1460,44 @@ mod tests {
         // [n=1, hw=4, c=3], channels: (1,1,1,2), (1,2,1,2), (2,3,2,3).
         let x = [1, 1, 2, 1, 2, 3, 1, 1, 2, 2, 2, 3];
         let mut out = [0i8; 3];
-        qs8_global_avg_pool(&x, 1, 4, 3, &p, &o, &mut out);
+        qs8_global_avg_pool(&x, 1, 4, 3, &p, &o, &mut out, &Threads::default());
         assert_eq!(out, [1, 2, 2]);
         let p = qs8_mean_params(1.0, 1, 1.0, 0, 4);
         assert_eq!(p.zero_point, -1.0);
         let mut out = [0i8; 1];
-        qs8_global_avg_pool(&[2, 2, 2, 3], 1, 4, 1, &p, &o, &mut out);
+        qs8_global_avg_pool(&[2, 2, 2, 3], 1, 4, 1, &p, &o, &mut out, &Threads::default());
         assert_eq!(out, [1]);
         let p = qs8_mean_params(1.0, 0, 0.01, 0, 1);
-        qs8_global_avg_pool(&[100], 1, 1, 1, &p, &o, &mut out);
+        qs8_global_avg_pool(&[100], 1, 1, 1, &p, &o, &mut out, &Threads::default());
         assert_eq!(out, [127]);
+    }
+
+    /// The vector loops over whole and partial blocks of channels, split over threads or not,
+    /// equal the mean of each channel's plain sum, over random images, pixel counts (up to
+    /// sums far past `i16`), channel counts and parameters.
+    #[test]
+    fn qs8_global_avg_pool_blocks_equal_plain_sums() {
+        let mut rng = fastrand::Rng::with_seed(67);
+        let pool = Threads::new(3).unwrap();
+        for case in 0..60 {
+            let (n, hw, c) = (rng.usize(1..3), rng.usize(1..400), rng.usize(1..260));
+            let x: Vec<i8> = (0..n * hw * c).map(|_| rng.i8(..)).collect();
+            let p = qs8_mean_params(rng.f32() * 0.2 + 0.01, rng.i32(-128..128), 0.05, 3, hw);
+            let o =
+                Qs8Out { zero_point: 3, qmin: -128, qmax: if case % 3 == 0 { 90 } else { 127 } };
+            let want: Vec<i8> = (0..n * c)
+                .map(|i| {
+                    let (img, ch) = (i / c, i % c);
+                    let s: i64 = (0..hw).map(|px| i64::from(x[(img * hw + px) * c + ch])).sum();
+                    qs8_mean(s as i32, &p, &o)
+                })
+                .collect();
+            for threads in [&Threads::default(), &pool] {
+                let mut got = vec![0i8; n * c];
+                qs8_global_avg_pool(&x, n, hw, c, &p, &o, &mut got, threads);
+                assert_eq!(got, want, "case {case}: n {n} hw {hw} c {c}");
+            }
+        }
     }
 
     /// A 1x1 input, 3x3 kernel, padding 1: only the centre tap is inside; padded cells add 0.

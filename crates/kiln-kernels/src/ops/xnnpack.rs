@@ -837,7 +837,7 @@ fn qs8_global_avg_pool(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_
     }
     resize(ctx, out, "out", &[n, 1, 1, c])?;
     let xv = dense::<i8>(&x);
-    write_out::<i8>(ctx, out, |d| xq::qs8_global_avg_pool(&xv, n, hw, c, &p, &o, d))
+    write_out::<i8>(ctx, out, |d| xq::qs8_global_avg_pool(&xv, n, hw, c, &p, &o, d, &ctx.threads))
 }
 
 /// `qs8_max_pool.out(x, kernel, stride, padding, dilation, out)`: max pooling of an int8 NHWC
