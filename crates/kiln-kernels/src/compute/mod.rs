@@ -33,5 +33,7 @@ pub mod xnn_lut;
 pub mod xnn_qconv;
 pub(crate) mod xnn_qd8;
 pub(crate) mod xnn_qgemm;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod xnn_qgemv;
 pub mod xnn_qmath;
 pub mod xnn_quant;

@@ -660,9 +660,20 @@ pub(crate) fn qs8_fully_connected_isa(
         let packed = PackedQs8Conv::new_isa(isa, g, x_zp, f).expect("the filter was checked");
         return packed.run(x, out, threads);
     }
-    let a: Vec<i16> = x.iter().map(|&v| v as i16 - x_zp as i16).collect();
     let mut acc = vec![0i32; n * m];
-    qg::dot_rows(isa, &a, m, k, w, n, k, &mut acc, threads);
+    #[cfg(target_arch = "x86_64")]
+    let unsigned = super::xnn_qgemv::runs_on(isa);
+    #[cfg(not(target_arch = "x86_64"))]
+    let unsigned = false;
+    if unsigned {
+        // `x + 128`: the sign bit flipped.
+        let a: Vec<u8> = x.iter().map(|&v| v as u8 ^ 0x80).collect();
+        #[cfg(target_arch = "x86_64")]
+        super::xnn_qgemv::dot_rows_u8(isa, &a, m, k, x_zp, w, n, &mut acc, threads);
+    } else {
+        let a: Vec<i16> = x.iter().map(|&v| v as i16 - x_zp as i16).collect();
+        qg::dot_rows(isa, &a, m, k, w, n, k, &mut acc, threads);
+    }
     for (r, or) in out.chunks_exact_mut(n).enumerate() {
         for (j, d) in or.iter_mut().enumerate() {
             let s = acc[j * m + r];
