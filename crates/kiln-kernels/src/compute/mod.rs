@@ -36,4 +36,5 @@ pub(crate) mod xnn_qgemm;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod xnn_qgemv;
 pub mod xnn_qmath;
+pub(crate) mod xnn_qpanel;
 pub mod xnn_quant;

@@ -14,8 +14,8 @@
 
 use std::arch::x86_64::*;
 
-use super::xnn_qgemm::{TapSrc, VnniOut, NR, PADDED};
 use super::xnn_qmath::{Qs8Out, MAGIC_BIAS, MAGIC_BIAS_BITS};
+use super::xnn_qpanel::{TapSrc, VnniOut, NR, PADDED};
 
 /// The most rows one call takes (two accumulators each).
 pub(crate) const ROWS: usize = 4;

@@ -32,8 +32,9 @@ use super::threads::{split, with_pieces, Threads, TASKS_PER_THREAD};
 use super::xnn_avxvnni as avxvnni;
 use super::xnn_qmath::{qs8_requantize, Qs8Out, MAGIC_BIAS, MAGIC_BIAS_BITS};
 
-/// Output channels per packed panel (one 512-bit vector of `i32`).
-pub(crate) const NR: usize = 16;
+#[cfg(target_arch = "x86_64")]
+use super::xnn_qpanel::{TapSrc, VnniOut};
+pub(crate) use super::xnn_qpanel::{NR, PADDED};
 /// Output pixels per microkernel call.
 pub(crate) const MR: usize = 8;
 /// Multiply-adds from which a fully connected layer splits its work over the threads: a
@@ -523,9 +524,6 @@ pub(crate) struct TapRows<'a> {
     pub c: usize,
 }
 
-/// The offset of a padded tap in [`TapRows::offsets`].
-pub(crate) const PADDED: usize = usize::MAX;
-
 impl TapRows<'_> {
     /// The windows of `rows` rows of `taps` taps and their requantization as the vector
     /// loops' pointers.
@@ -622,18 +620,6 @@ pub(crate) fn tap_product(
             }
         }
     }
-}
-
-/// [`TapRows`] as pointers, for the AVX-512 and AVX-VNNI loops.
-#[cfg(target_arch = "x86_64")]
-pub(crate) struct TapSrc {
-    pub x: *const u8,
-    pub zp_row: *const u8,
-    /// `taps` groups of `rows` offsets.
-    pub offsets: *const usize,
-    pub rows: usize,
-    pub taps: usize,
-    pub c: usize,
 }
 
 /// The AVX-512 VNNI tap products, indexed by row count minus one.
@@ -734,16 +720,6 @@ unsafe fn tap_loop<const R: usize, const P: usize>(
         }
     }
     acc
-}
-
-/// The channels' requantization for the AVX-512 and AVX-VNNI loops.
-#[cfg(target_arch = "x86_64")]
-pub(crate) struct VnniOut {
-    pub bias: *const i32,
-    pub scales: *const f32,
-    /// The output channels.
-    pub n: usize,
-    pub o: Qs8Out,
 }
 
 /// The AVX-512 VNNI quad products, indexed by row count minus one.
