@@ -56,6 +56,47 @@ pub fn f32_to_qu8(x: &[f32], scale: f32, zero_point: i32, out: &mut [u8]) {
     each(x, out, |v| quantize_scaled(v * inv, zero_point, 0, 255) as u8);
 }
 
+/// ExecuTorch's portable `quantize_per_tensor` of float32 into int8 or uint8:
+/// `clamp(zp + (int64)rne(x * inv), lo, hi)` with NaN taken as 0 (Rust's saturating cast),
+/// in loops built for the CPU's vectors. The rounded value is clamped to `±2^30` first, which
+/// keeps every result (`|zp| <= 2^24`, `[lo, hi]` inside the dtype's range) and lets the sum
+/// be an `i32`.
+///
+/// # Panics
+/// If `x` and `out` differ in length.
+pub fn quantize_per_tensor<T: Copy + Send + TryFrom<i32>>(
+    x: &[f32],
+    inv: f32,
+    zp: i32,
+    lo: i32,
+    hi: i32,
+    out: &mut [T],
+) {
+    assert_eq!(x.len(), out.len());
+    const BOUND: f32 = (1 << 30) as f32;
+    each(x, out, |v| {
+        let r = (v * inv).round_ties_even();
+        let r = if r.is_nan() { 0 } else { r.clamp(-BOUND, BOUND) as i32 };
+        let q = (r + zp).clamp(lo, hi);
+        T::try_from(q).ok().expect("the range lies inside the dtype's")
+    });
+}
+
+/// ExecuTorch's portable `dequantize_per_tensor` of int8 or uint8 into float32:
+/// `(float)(q - zp) * scale` (exact in `i32`: `|zp| <= 2^24`).
+///
+/// # Panics
+/// If `x` and `out` differ in length.
+pub fn dequantize_per_tensor<T: Copy + Sync + Into<i32>>(
+    x: &[T],
+    zp: i32,
+    scale: f32,
+    out: &mut [f32],
+) {
+    assert_eq!(x.len(), out.len());
+    each(x, out, |q| (q.into() - zp) as f32 * scale);
+}
+
 /// qs8 → f32 (X `qs8-f32-vcvt`): `(float)(q - zp) * scale`.
 ///
 /// # Panics
@@ -1481,6 +1522,45 @@ mod tests {
         let p = qs8_mean_params(1.0, 0, 0.01, 0, 1);
         qs8_global_avg_pool(&[100], 1, 1, 1, &p, &o, &mut out, &Threads::default());
         assert_eq!(out, [127]);
+    }
+
+    /// The portable per-tensor quantization's vector loop equals ExecuTorch's formula as the
+    /// general kernel writes it (`zp + (int64)rne(x * inv)`, saturating, NaN as 0, then the
+    /// clamp) over ordinary, huge, infinite and NaN inputs, zero points and narrowed ranges;
+    /// dequantization equals `(q - zp) * scale`.
+    #[test]
+    fn portable_per_tensor_loops_equal_the_formula() {
+        let mut rng = fastrand::Rng::with_seed(73);
+        for case in 0..200 {
+            let inv = 1.0 / (rng.f32() * 0.5 + 1e-3);
+            let zp = rng.i32(-128..128);
+            let (lo, hi) = if case % 3 == 0 { (-100, 90) } else { (-128, 127) };
+            let x: Vec<f32> = (0..97)
+                .map(|i| match i % 11 {
+                    0 => f32::NAN,
+                    1 => f32::INFINITY,
+                    2 => -f32::INFINITY,
+                    3 => 3e38 * (rng.f32() - 0.5),
+                    4 => (rng.i32(-200..200) as f32 + 0.5) / inv,
+                    _ => (rng.f32() - 0.5) * 300.0 / inv,
+                })
+                .collect();
+            let mut got = vec![0i8; x.len()];
+            quantize_per_tensor(&x, inv, zp, lo, hi, &mut got);
+            for (&v, &g) in x.iter().zip(&got) {
+                let want = i64::from(zp)
+                    .saturating_add((v * inv).round_ties_even() as i64)
+                    .clamp(lo.into(), hi.into());
+                assert_eq!(i64::from(g), want, "case {case}: x {v}");
+            }
+            let q: Vec<u8> = (0..=255).collect();
+            let mut f = vec![0f32; 256];
+            let scale = 1.0 / inv;
+            dequantize_per_tensor(&q, zp, scale, &mut f);
+            for (&q, &f) in q.iter().zip(&f) {
+                assert_eq!(f.to_bits(), ((i64::from(q) - i64::from(zp)) as f32 * scale).to_bits());
+            }
+        }
     }
 
     /// The vector loops over whole and partial blocks of channels, split over threads or not,

@@ -68,6 +68,18 @@ fn quantize(
     }
     resize(ctx, out, "out", x.sizes())?;
     let v = cast_to::<f32>(x);
+    if let Some(fast) = PerTensor::of(q, qmin, qmax, dtype) {
+        let inv = 1.0f32 / q.scales[0] as f32;
+        let (zp, lo, hi) = (fast.zp, fast.lo, fast.hi);
+        return match dtype {
+            DType::Char => with_out::<i8>(ctx, out, false, |d| {
+                crate::compute::xnn_quant::quantize_per_tensor(&v, inv, zp, lo, hi, d)
+            }),
+            _ => with_out::<u8>(ctx, out, false, |d| {
+                crate::compute::xnn_quant::quantize_per_tensor(&v, inv, zp, lo, hi, d)
+            }),
+        };
+    }
     let ch = channel_index(x, q.axis);
     with_out::<i64>(ctx, out, false, |dst| {
         for (i, (d, &val)) in dst.iter_mut().zip(v.iter()).enumerate() {
@@ -96,6 +108,22 @@ fn dequantize(
         return Err(ctx.invalid("out", "out must have the input's dim order"));
     }
     resize(ctx, out, "out", x.sizes())?;
+    if let (Some(fast), true) =
+        (PerTensor::of(q, i64::MIN, i64::MAX, dtype), out.dtype() == DType::Float)
+    {
+        let scale = q.scales[0] as f32;
+        use crate::compute::xnn_quant::dequantize_per_tensor as deq;
+        return match dtype {
+            DType::Char => {
+                let v = cast_to::<i8>(x);
+                with_out::<f32>(ctx, out, true, |d| deq(&v, fast.zp, scale, d))
+            }
+            _ => {
+                let v = cast_to::<u8>(x);
+                with_out::<f32>(ctx, out, true, |d| deq(&v, fast.zp, scale, d))
+            }
+        };
+    }
     let v = cast_to::<i64>(x);
     let ch = channel_index(x, q.axis);
     with_out::<f32>(ctx, out, true, |dst| {
@@ -104,6 +132,38 @@ fn dequantize(
             *d = (val - q.zps[c]) as f32 * q.scales[c] as f32;
         }
     })
+}
+
+/// One scale and zero point for an int8 or uint8 tensor, with the zero point small and the
+/// range inside the dtype's: the case the vector loops of
+/// [`crate::compute::xnn_quant::quantize_per_tensor`] compute exactly as the general loop.
+struct PerTensor {
+    zp: i32,
+    lo: i32,
+    hi: i32,
+}
+
+impl PerTensor {
+    /// `q`'s one pair and `[qmin, qmax]` cut to `dtype`'s range, when they are that case.
+    fn of(q: &QParams, qmin: i64, qmax: i64, dtype: DType) -> Option<PerTensor> {
+        let (min, max) = match dtype {
+            DType::Char => (-128, 127),
+            DType::Byte => (0, 255),
+            _ => return None,
+        };
+        let (&[zp], None) = (q.zps.as_slice(), q.axis) else { return None };
+        let zp = i32::try_from(zp).ok().filter(|z| z.abs() <= 1 << 24)?;
+        let in_range = |v: i64| (min..=max).contains(&v);
+        let (lo, hi) = (qmin.max(min), qmax.min(max));
+        // For quantizing, the range must already lie inside the dtype's (the general loop's
+        // cast of an out-of-range value is not a clamp); dequantizing passes the full range.
+        let whole = qmin == i64::MIN && qmax == i64::MAX;
+        (whole || in_range(qmin) && in_range(qmax)).then_some(PerTensor {
+            zp,
+            lo: lo as i32,
+            hi: hi as i32,
+        })
+    }
 }
 
 fn tensor_qparams(
