@@ -124,6 +124,19 @@ fn dequantize(
             }
         };
     }
+    if let Some(zps) = leading_channels(x, q, dtype, out.dtype()) {
+        let scales = &q.scales;
+        return match dtype {
+            DType::Char => {
+                let v = cast_to::<i8>(x);
+                with_out::<f32>(ctx, out, true, |d| dequantize_blocks(&v, &zps, scales, d))
+            }
+            _ => {
+                let v = cast_to::<u8>(x);
+                with_out::<f32>(ctx, out, true, |d| dequantize_blocks(&v, &zps, scales, d))
+            }
+        };
+    }
     let v = cast_to::<i64>(x);
     let ch = channel_index(x, q.axis);
     with_out::<f32>(ctx, out, true, |dst| {
@@ -163,6 +176,35 @@ impl PerTensor {
             lo: lo as i32,
             hi: hi as i32,
         })
+    }
+}
+
+/// The zero points of a per-channel dequantization along the first dimension of a dense
+/// row-major int8 or uint8 tensor into float32 (a weight's channels, each a contiguous block),
+/// when each is small enough for [`crate::compute::xnn_quant::dequantize_per_tensor`]: then
+/// each block is one per-tensor dequantization, the same values as the general loop.
+fn leading_channels(x: &TensorRef<'_>, q: &QParams, dtype: DType, out: DType) -> Option<Vec<i32>> {
+    let int8 = matches!(dtype, DType::Char | DType::Byte);
+    let fits = q.axis == Some(0) && int8 && out == DType::Float && x.shape().is_dense_row_major();
+    let n = q.zps.len();
+    if !fits || n == 0 || x.numel() == 0 || x.sizes().first() != Some(&n) {
+        return None;
+    }
+    q.zps.iter().map(|&z| i32::try_from(z).ok().filter(|z| z.abs() <= 1 << 24)).collect()
+}
+
+/// Each of the `zps.len()` equal blocks of `x` dequantized with its zero point and scale.
+fn dequantize_blocks<T: Copy + Sync + Into<i32>>(
+    x: &[T],
+    zps: &[i32],
+    scales: &[f64],
+    d: &mut [f32],
+) {
+    let per = x.len() / zps.len();
+    for ((dc, xc), (&zp, &s)) in
+        d.chunks_exact_mut(per).zip(x.chunks_exact(per)).zip(zps.iter().zip(scales))
+    {
+        crate::compute::xnn_quant::dequantize_per_tensor(xc, zp, s as f32, dc);
     }
 }
 
@@ -392,4 +434,29 @@ pub(crate) fn kernels() -> Vec<KernelDef> {
             embedding_byte(c, a, o, Some(6))
         }),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A weight's channels dequantized block by block equal the general loop's formula,
+    /// `(q - zp[c]) as f32 * scale[c] as f32`, element by element.
+    #[test]
+    fn channel_blocks_equal_the_general_formula() {
+        let mut rng = fastrand::Rng::with_seed(79);
+        for case in 0..50 {
+            let (n, per) = (rng.usize(1..20), rng.usize(1..70));
+            let x: Vec<i8> = (0..n * per).map(|_| rng.i8(..)).collect();
+            let zps: Vec<i32> = (0..n).map(|_| rng.i32(-128..128)).collect();
+            let scales: Vec<f64> = (0..n).map(|_| rng.f64() * 0.1 + 1e-4).collect();
+            let mut got = vec![0f32; n * per];
+            dequantize_blocks(&x, &zps, &scales, &mut got);
+            for (i, (&q, &g)) in x.iter().zip(&got).enumerate() {
+                let c = i / per;
+                let want = (i64::from(q) - i64::from(zps[c])) as f32 * scales[c] as f32;
+                assert_eq!(g.to_bits(), want.to_bits(), "case {case} element {i}");
+            }
+        }
+    }
 }
