@@ -418,6 +418,19 @@ pub(crate) struct Requant<'a> {
     pub o: &'a Qs8Out,
 }
 
+impl Requant<'_> {
+    /// The requantization as the vector loops' pointers (`scales.len()` channels).
+    #[cfg(target_arch = "x86_64")]
+    fn vnni_out(&self) -> VnniOut {
+        VnniOut {
+            bias: self.bias.as_ptr(),
+            scales: self.scales.as_ptr(),
+            n: self.scales.len(),
+            o: *self.o,
+        }
+    }
+}
+
 /// `dst[r * ldd + n] = requantize(Σ_k a[r * lda + k] * w[n / NR][k][n % NR])` for rows
 /// `r < rows` and the `rq.scales.len()` output channels `n`, of unsigned activations (the
 /// callers' `x + 128`) and the channels' panels `w`, each packed `[k / 4][NR][4]` (`i8`):
@@ -453,12 +466,12 @@ pub(crate) fn quad_product(
         // (rows of `k` values at `r * lda`, `k * NR` weights a panel, `n` biases and scales)
         // and write (`n` values at `r * ldd`).
         Isa::Vnni => unsafe {
-            let q = VnniOut { bias: rq.bias.as_ptr(), scales: rq.scales.as_ptr(), n, o: *rq.o };
+            let q = rq.vnni_out();
             QUADS_VNNI[rows - 1](a.as_ptr(), lda, k, w.as_ptr(), &q, dst.as_mut_ptr(), ldd)
         },
         #[cfg(target_arch = "x86_64")]
         Isa::AvxVnni => {
-            let q = VnniOut { bias: rq.bias.as_ptr(), scales: rq.scales.as_ptr(), n, o: *rq.o };
+            let q = rq.vnni_out();
             for (r0, r) in avxvnni::row_calls(rows) {
                 let (ar, dr) = (a[r0 * lda..].as_ptr(), dst[r0 * ldd..].as_mut_ptr());
                 // SAFETY: `Isa::AvxVnni` is only chosen (by `best_isa`, or in tests among
@@ -525,25 +538,17 @@ pub(crate) struct TapRows<'a> {
 }
 
 impl TapRows<'_> {
-    /// The windows of `rows` rows of `taps` taps and their requantization as the vector
-    /// loops' pointers.
+    /// The windows of `rows` rows of `taps` taps as the vector loops' pointers.
     #[cfg(target_arch = "x86_64")]
-    fn pointers(&self, rows: usize, taps: usize, rq: &Requant<'_>) -> (VnniOut, TapSrc) {
-        let q = VnniOut {
-            bias: rq.bias.as_ptr(),
-            scales: rq.scales.as_ptr(),
-            n: rq.scales.len(),
-            o: *rq.o,
-        };
-        let src = TapSrc {
+    fn pointers(&self, rows: usize, taps: usize) -> TapSrc {
+        TapSrc {
             x: self.x.as_ptr(),
             zp_row: self.zp_row.as_ptr(),
             offsets: self.offsets.as_ptr(),
             rows,
             taps,
             c: self.c,
-        };
-        (q, src)
+        }
     }
 
     /// The `c` inputs of row `r`'s tap `t`.
@@ -587,12 +592,12 @@ pub(crate) fn tap_product(
         // (`c` values at each offset or at `zp_row`, `k * NR` weights a panel, `n` biases and
         // scales) and write (`n` values at `r * ldd`).
         Isa::Vnni => unsafe {
-            let (q, src) = t.pointers(rows, k / c, rq);
+            let (q, src) = (rq.vnni_out(), t.pointers(rows, k / c));
             TAPS_VNNI[rows - 1](&src, w.as_ptr(), &q, dst.as_mut_ptr(), ldd)
         },
         #[cfg(target_arch = "x86_64")]
         Isa::AvxVnni => {
-            let (q, src) = t.pointers(rows, k / c, rq);
+            let (q, src) = (rq.vnni_out(), t.pointers(rows, k / c));
             for (r0, r) in avxvnni::row_calls(rows) {
                 let dr = dst[r0 * ldd..].as_mut_ptr();
                 // SAFETY: `Isa::AvxVnni` is only chosen (by `best_isa`, or in tests among
@@ -691,33 +696,18 @@ unsafe fn tap_loop<const R: usize, const P: usize>(
     w: *const i8,
     init: [std::arch::x86_64::__m512i; P],
 ) -> [[std::arch::x86_64::__m512i; R]; P] {
-    use std::arch::x86_64::*;
-    let panel = src.taps * src.c * NR;
-    let mut acc: [[__m512i; R]; P] = std::array::from_fn(|p| [init[p]; R]);
-    let mut wp = w;
+    let (panel, tap) = (src.taps * src.c * NR, src.c * NR);
+    let mut acc = std::array::from_fn(|p| [init[p]; R]);
     for t in 0..src.taps {
         // SAFETY: tap `t`'s `R` offsets are inside `offsets` (the caller's contract).
-        let mut rows: [*const u8; R] =
+        let rows: [*const u8; R] =
             std::array::from_fn(|r| match unsafe { src.offsets.add(t * R + r).read() } {
                 PADDED => src.zp_row,
                 at => src.x.wrapping_add(at),
             });
-        for _ in 0..src.c / 4 {
-            // SAFETY: the current quad of each row's tap and the current row of each panel
-            // are inside the buffers (the caller's contract).
-            unsafe {
-                let wv: [__m512i; P] =
-                    std::array::from_fn(|p| _mm512_loadu_si512(wp.wrapping_add(p * panel).cast()));
-                for r in 0..R {
-                    let x = _mm512_set1_epi32(rows[r].cast::<i32>().read_unaligned());
-                    for p in 0..P {
-                        acc[p][r] = _mm512_dpbusd_epi32(acc[p][r], x, wv[p]);
-                    }
-                    rows[r] = rows[r].wrapping_add(4);
-                }
-            }
-            wp = wp.wrapping_add(4 * NR);
-        }
+        // SAFETY: each row's tap holds `c` values and each panel `c / 4` quads from tap `t`'s
+        // (the caller's contract).
+        acc = unsafe { quad_steps(rows, src.c / 4, w.wrapping_add(t * tap), panel, acc) };
     }
     acc
 }
@@ -864,29 +854,47 @@ pub(crate) unsafe fn quad_loop<const R: usize, const P: usize>(
     panel: usize,
     init: [std::arch::x86_64::__m512i; P],
 ) -> [[std::arch::x86_64::__m512i; R]; P] {
+    let rows: [*const u8; R] = std::array::from_fn(|r| a.wrapping_add(r.wrapping_mul(lda)));
+    // SAFETY: the caller's contract.
+    unsafe { quad_steps(rows, k / 4, w, panel, std::array::from_fn(|p| [init[p]; R])) }
+}
+
+/// The loop of [`quad_loop`] and [`tap_loop`]: `quads` steps of four unsigned activations of
+/// each of the `R` rows (broadcast once, from `rows`) by the next row of each of `P` panels
+/// (`panel` bytes apart, from `w`), added to `acc`.
+///
+/// # Safety
+/// The CPU has AVX-512F, AVX-512BW and AVX-512 VNNI; each row holds `4 * quads` values and
+/// each panel `quads` rows of `4 * NR` weights.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+unsafe fn quad_steps<const R: usize, const P: usize>(
+    mut rows: [*const u8; R],
+    quads: usize,
+    w: *const i8,
+    panel: usize,
+    mut acc: [[std::arch::x86_64::__m512i; R]; P],
+) -> [[std::arch::x86_64::__m512i; R]; P] {
     use std::arch::x86_64::*;
-    let mut c: [[__m512i; R]; P] = std::array::from_fn(|p| [init[p]; R]);
-    // Row pointers advanced four inputs at a time (`wrapping_add`: every pointer read is in
-    // bounds by the caller's contract).
-    let mut rows: [*const u8; R] = std::array::from_fn(|r| a.wrapping_add(r.wrapping_mul(lda)));
     let mut wp = w;
-    for _ in 0..k / 4 {
-        // SAFETY: the current quad of each row `r < R` and the current row of each panel are
-        // inside the buffers (the caller's contract).
+    for _ in 0..quads {
+        // SAFETY: the current quad of each row and the current row of each panel are inside
+        // the buffers (the caller's contract); the pointers only advance with `wrapping_add`.
         unsafe {
             let wv: [__m512i; P] =
                 std::array::from_fn(|p| _mm512_loadu_si512(wp.wrapping_add(p * panel).cast()));
             for r in 0..R {
                 let x = _mm512_set1_epi32(rows[r].cast::<i32>().read_unaligned());
                 for p in 0..P {
-                    c[p][r] = _mm512_dpbusd_epi32(c[p][r], x, wv[p]);
+                    acc[p][r] = _mm512_dpbusd_epi32(acc[p][r], x, wv[p]);
                 }
                 rows[r] = rows[r].wrapping_add(4);
             }
         }
         wp = wp.wrapping_add(4 * NR);
     }
-    c
+    acc
 }
 
 /// `qs8_requantize` of 16 sums (bias added): `rne(clamp(acc * scale, qmin - zp, qmax - zp)) +

@@ -70,24 +70,23 @@ unsafe fn channels_vnni(a: &[u8], m: usize, k: usize, zp: i32, w: &[i8], acc: &m
         let g = (n - j).min(CHANNELS);
         for r0 in (0..m).step_by(ROWS) {
             let rows = (m - r0).min(ROWS);
-            let (sums, wsums) = match (g, rows) {
-                (CHANNELS, 1) => block::<CHANNELS, 1>(&a[r0 * k..], k, &w[j * k..]),
-                (CHANNELS, 2) => block::<CHANNELS, 2>(&a[r0 * k..], k, &w[j * k..]),
-                (CHANNELS, 3) => block::<CHANNELS, 3>(&a[r0 * k..], k, &w[j * k..]),
-                (CHANNELS, _) => block::<CHANNELS, ROWS>(&a[r0 * k..], k, &w[j * k..]),
-                _ => {
-                    // The last channels, one at a time (at most three).
-                    let mut sums = [[0i32; CHANNELS]; ROWS];
-                    let mut wsums = [0i32; CHANNELS];
-                    for c in 0..g {
-                        for r in 0..rows {
-                            let (s, ws) = block::<1, 1>(&a[(r0 + r) * k..], k, &w[(j + c) * k..]);
-                            sums[r][c] = s[0][0];
-                            wsums[c] = ws[0];
-                        }
+            let (a, w) = (&a[r0 * k..], &w[j * k..]);
+            // `block::<C, R>` for the run's channel and row counts (at most four each).
+            macro_rules! block_of {
+                ($c:expr) => {
+                    match rows {
+                        1 => block::<{ $c }, 1>(a, k, w),
+                        2 => block::<{ $c }, 2>(a, k, w),
+                        3 => block::<{ $c }, 3>(a, k, w),
+                        _ => block::<{ $c }, ROWS>(a, k, w),
                     }
-                    (sums, wsums)
-                }
+                };
+            }
+            let (sums, wsums) = match g {
+                1 => block_of!(1),
+                2 => block_of!(2),
+                3 => block_of!(3),
+                _ => block_of!(CHANNELS),
             };
             for c in 0..g {
                 let share = (zp + 128).wrapping_mul(wsums[c]);

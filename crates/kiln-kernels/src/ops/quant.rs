@@ -108,23 +108,7 @@ fn dequantize(
         return Err(ctx.invalid("out", "out must have the input's dim order"));
     }
     resize(ctx, out, "out", x.sizes())?;
-    if let (Some(fast), true) =
-        (PerTensor::of(q, i64::MIN, i64::MAX, dtype), out.dtype() == DType::Float)
-    {
-        let scale = q.scales[0] as f32;
-        use crate::compute::xnn_quant::dequantize_per_tensor as deq;
-        return match dtype {
-            DType::Char => {
-                let v = cast_to::<i8>(x);
-                with_out::<f32>(ctx, out, true, |d| deq(&v, fast.zp, scale, d))
-            }
-            _ => {
-                let v = cast_to::<u8>(x);
-                with_out::<f32>(ctx, out, true, |d| deq(&v, fast.zp, scale, d))
-            }
-        };
-    }
-    if let Some(zps) = leading_channels(x, q, dtype, out.dtype()) {
+    if let Some(zps) = block_zero_points(x, q, dtype, out.dtype()) {
         let scales = &q.scales;
         return match dtype {
             DType::Char => {
@@ -147,9 +131,10 @@ fn dequantize(
     })
 }
 
-/// One scale and zero point for an int8 or uint8 tensor, with the zero point small and the
-/// range inside the dtype's: the case the vector loops of
-/// [`crate::compute::xnn_quant::quantize_per_tensor`] compute exactly as the general loop.
+/// One scale and zero point for quantizing into an int8 or uint8 tensor, with the zero point
+/// small and `[qmin, qmax]` inside the dtype's range: the case the vector loop of
+/// [`crate::compute::xnn_quant::quantize_per_tensor`] computes exactly as the general loop
+/// (whose cast of a value outside the dtype's range is not a clamp).
 struct PerTensor {
     zp: i32,
     lo: i32,
@@ -157,37 +142,36 @@ struct PerTensor {
 }
 
 impl PerTensor {
-    /// `q`'s one pair and `[qmin, qmax]` cut to `dtype`'s range, when they are that case.
+    /// `q`'s one pair and `[qmin, qmax]`, when they are that case.
     fn of(q: &QParams, qmin: i64, qmax: i64, dtype: DType) -> Option<PerTensor> {
-        let (min, max) = match dtype {
-            DType::Char => (-128, 127),
-            DType::Byte => (0, 255),
+        let range = match dtype {
+            DType::Char => -128..=127,
+            DType::Byte => 0..=255,
             _ => return None,
         };
         let (&[zp], None) = (q.zps.as_slice(), q.axis) else { return None };
         let zp = i32::try_from(zp).ok().filter(|z| z.abs() <= 1 << 24)?;
-        let in_range = |v: i64| (min..=max).contains(&v);
-        let (lo, hi) = (qmin.max(min), qmax.min(max));
-        // For quantizing, the range must already lie inside the dtype's (the general loop's
-        // cast of an out-of-range value is not a clamp); dequantizing passes the full range.
-        let whole = qmin == i64::MIN && qmax == i64::MAX;
-        (whole || in_range(qmin) && in_range(qmax)).then_some(PerTensor {
+        (range.contains(&qmin) && range.contains(&qmax)).then_some(PerTensor {
             zp,
-            lo: lo as i32,
-            hi: hi as i32,
+            lo: qmin as i32,
+            hi: qmax as i32,
         })
     }
 }
 
-/// The zero points of a per-channel dequantization along the first dimension of a dense
-/// row-major int8 or uint8 tensor into float32 (a weight's channels, each a contiguous block),
-/// when each is small enough for [`crate::compute::xnn_quant::dequantize_per_tensor`]: then
-/// each block is one per-tensor dequantization, the same values as the general loop.
-fn leading_channels(x: &TensorRef<'_>, q: &QParams, dtype: DType, out: DType) -> Option<Vec<i32>> {
-    let int8 = matches!(dtype, DType::Char | DType::Byte);
-    let fits = q.axis == Some(0) && int8 && out == DType::Float && x.shape().is_dense_row_major();
+/// The zero points of a dequantization of an int8 or uint8 tensor into float32 whose every
+/// scale covers one contiguous block: per tensor (one block), or per channel along the first
+/// dimension of a dense row-major tensor (a weight's channels). `None` unless every zero
+/// point is small enough for [`crate::compute::xnn_quant::dequantize_per_tensor`], which then
+/// computes each block with the general loop's values.
+fn block_zero_points(x: &TensorRef<'_>, q: &QParams, dtype: DType, out: DType) -> Option<Vec<i32>> {
     let n = q.zps.len();
-    if !fits || n == 0 || x.numel() == 0 || x.sizes().first() != Some(&n) {
+    let blocks = match q.axis {
+        None => n == 1,
+        Some(axis) => axis == 0 && x.shape().is_dense_row_major() && x.sizes().first() == Some(&n),
+    };
+    let int8 = matches!(dtype, DType::Char | DType::Byte);
+    if !blocks || !int8 || out != DType::Float || x.numel() == 0 {
         return None;
     }
     q.zps.iter().map(|&z| i32::try_from(z).ok().filter(|z| z.abs() <= 1 << 24)).collect()
