@@ -13,6 +13,12 @@
 //! so one 512-bit load holds four inputs of 16 channels, and a sum per lane runs down the
 //! inputs (no horizontal sums, as in XNNPACK's `c4` panels).
 //!
+//! qb4w weights may stay 4-bit ([`PanelForm::Int4`]): the same segments with two weights a
+//! byte, `[bk / 8][PANEL][4]` bytes whose low nibbles are the first quad of each eight inputs
+//! and whose high nibbles the second, each nibble `w + 8`. A decode step reads every weight of
+//! the model once, so half the bytes is nearly half its time; the AVX-512 VNNI loop takes the
+//! nibbles apart in registers, the others unpack a segment at a time.
+//!
 //! # Two forms of the activations
 //! - AVX-512 VNNI: `u = q + 128` (`u8`, the sign bit flipped) for `vpdpbusd` (four `u8 x i8`
 //!   products into each `i32` lane); `Σ (q - zp) w = Σ u w - (zp + 128) Σ w`, the correction
@@ -23,6 +29,8 @@
 //!
 //! Both are exact in wrapping `i32` arithmetic (the identity above holds modulo 2^32, and
 //! wrapping addition is associative), so every ISA gives the scalar kernel's sums bit for bit.
+//! The AVX-512 VNNI loop over nibbles sums `u (w + 8)`; `8 Σ u` over the block (each row's
+//! [`QuadRows::Unsigned`] `block_sums`) comes off before the correction, exactly.
 #![allow(unsafe_code)]
 
 use super::threads::{split, with_pieces, Threads};
@@ -31,6 +39,8 @@ use super::xnn_qmath::clamp_f32;
 
 /// Output channels per panel (one 512-bit vector of `i32`).
 pub(crate) const PANEL: usize = 16;
+/// Bytes of panels from which a layer is split over the threads, whatever its rows.
+const PARALLEL_WEIGHT_BYTES: usize = 1 << 17;
 /// Bytes of a segment's column sums.
 const SUMS: usize = 4 * PANEL;
 
@@ -45,15 +55,95 @@ pub(crate) const fn quad_index(c: usize, i: usize) -> usize {
     SUMS + (i / 4) * 4 * PANEL + c * 4 + i % 4
 }
 
-/// Writes the column sums of a segment whose weights are in place.
-pub(crate) fn write_column_sums(segment: &mut [i8]) {
-    let (head, w) = segment.split_at_mut(SUMS);
-    let mut sums = [0i32; PANEL];
-    for quad in w.chunks_exact(4 * PANEL) {
-        for (s, q) in sums.iter_mut().zip(quad.chunks_exact(4)) {
-            *s = q.iter().fold(*s, |s, &v| s.wrapping_add(i32::from(v)));
+/// How a panel stores its weights.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PanelForm {
+    /// One `i8` a weight, `[bk / 4][PANEL][4]`.
+    Int8,
+    /// Two a byte (4-bit weights in `[-8, 7]`, stored `w + 8`), `[bk / 8][PANEL][4]`: the low
+    /// nibbles the first four inputs of each eight, the high nibbles the next four. Blocks
+    /// of a multiple of 8 inputs.
+    Int4,
+}
+
+impl PanelForm {
+    /// The bytes of one block of `bk` inputs in a panel: the column sums, then the weights.
+    pub(crate) const fn segment_len(self, bk: usize) -> usize {
+        match self {
+            PanelForm::Int8 => segment_len(bk),
+            PanelForm::Int4 => SUMS + bk * PANEL / 2,
         }
     }
+
+    /// Whether a block of `bk` inputs can take this form.
+    pub(crate) const fn holds_block(self, bk: usize) -> bool {
+        match self {
+            PanelForm::Int8 => bk.is_multiple_of(4),
+            PanelForm::Int4 => bk.is_multiple_of(8),
+        }
+    }
+
+    /// Weight `i` of panel channel `c` of a segment.
+    pub(crate) fn weight(self, segment: &[i8], c: usize, i: usize) -> i8 {
+        match self {
+            PanelForm::Int8 => segment[quad_index(c, i)],
+            PanelForm::Int4 => {
+                let b = segment[nibble_index(c, i)] as u8;
+                let v = if i % 8 < 4 { b & 0x0F } else { b >> 4 };
+                v as i8 - 8
+            }
+        }
+    }
+
+    /// Sets weight `i` of panel channel `c` of a segment (in `[-8, 7]` for
+    /// [`PanelForm::Int4`]).
+    pub(crate) fn set_weight(self, segment: &mut [i8], c: usize, i: usize, v: i8) {
+        match self {
+            PanelForm::Int8 => segment[quad_index(c, i)] = v,
+            PanelForm::Int4 => {
+                let at = &mut segment[nibble_index(c, i)];
+                let nib = v.wrapping_add(8) as u8 & 0x0F;
+                let b = *at as u8;
+                *at = if i % 8 < 4 { (b & 0xF0) | nib } else { (b & 0x0F) | (nib << 4) } as i8;
+            }
+        }
+    }
+}
+
+/// Channel `c`'s weights of a [`PanelForm::Int4`] segment from one row of a block of qb4w
+/// nibbles (input `2i` in the low nibble of byte `i`, `2i + 1` in its high one, each `w + 8`:
+/// the stored form is the same, so the nibbles only move).
+pub(crate) fn move_nibbles(row: &[u8], segment: &mut [i8], c: usize) {
+    // Eight inputs are four bytes of the row: inputs 0-3 are bytes 0-1, 4-7 bytes 2-3.
+    for (pair, src) in row.chunks_exact(4).enumerate() {
+        let at = SUMS + pair * 4 * PANEL + c * 4;
+        let dst = &mut segment[at..at + 4];
+        for t in 0..4 {
+            let low = (src[t / 2] >> (4 * (t % 2))) & 0x0F;
+            let high = (src[2 + t / 2] >> (4 * (t % 2))) & 0x0F;
+            dst[t] = (low | (high << 4)) as i8;
+        }
+    }
+}
+
+/// The byte of a [`PanelForm::Int4`] segment that holds weight `i` of panel channel `c`.
+const fn nibble_index(c: usize, i: usize) -> usize {
+    SUMS + (i / 8) * 4 * PANEL + c * 4 + i % 4
+}
+
+/// Writes the column sums of a segment of `bk` inputs whose weights are in place.
+pub(crate) fn write_column_sums(segment: &mut [i8], form: PanelForm, bk: usize) {
+    let mut sums = [0i32; PANEL];
+    let weights = &segment[SUMS..form.segment_len(bk)];
+    for row in weights.chunks_exact(4 * PANEL) {
+        for (s, q) in sums.iter_mut().zip(row.chunks_exact(4)) {
+            *s = q.iter().fold(*s, |s, &v| match form {
+                PanelForm::Int8 => s.wrapping_add(i32::from(v)),
+                PanelForm::Int4 => s + i32::from(v as u8 & 0x0F) + i32::from(v as u8 >> 4) - 16,
+            });
+        }
+    }
+    let head = &mut segment[..SUMS];
     for (d, s) in head.chunks_exact_mut(4).zip(sums) {
         for (d, b) in d.iter_mut().zip(s.to_le_bytes()) {
             *d = b as i8;
@@ -83,8 +173,9 @@ pub(crate) enum PanelScales<'a> {
 #[derive(Clone, Copy)]
 pub(crate) enum QuadRows<'a> {
     /// `q + 128` for the `vpdpbusd` loops (AVX-512 VNNI, AVX-VNNI), with each row's zero
-    /// point.
-    Unsigned { a: &'a [u8], zero_points: &'a [i32] },
+    /// point and, for [`PanelForm::Int4`] panels, each row's sums of `u` over each block
+    /// (`[m][blocks]`; empty otherwise).
+    Unsigned { a: &'a [u8], zero_points: &'a [i32], block_sums: &'a [i32] },
     /// `q - zp` for the other ISAs.
     Centered(&'a [i16]),
 }
@@ -108,6 +199,7 @@ pub(crate) struct PanelGemm<'a> {
     pub kq: usize,
     pub n: usize,
     pub w: &'a [i8],
+    pub form: PanelForm,
     pub scales: PanelScales<'a>,
     pub bias: Option<&'a [f32]>,
     pub bounds: (f32, f32),
@@ -132,23 +224,33 @@ impl PanelGemm<'_> {
     pub(crate) fn run_on(&self, out: &mut [f32], threads: &Threads) {
         let (m, n, kq, isa) = (self.m, self.n, self.kq, self.isa);
         let panels = n.div_ceil(PANEL);
+        let (bk, nb) = self.blocks();
         let rows_fit = match self.a {
-            QuadRows::Unsigned { a, zero_points } => {
-                QuadRows::unsigned_for(isa) && a.len() == m * kq && zero_points.len() == m
+            QuadRows::Unsigned { a, zero_points, block_sums } => {
+                let sums = if self.form == PanelForm::Int4 { m * nb } else { 0 };
+                QuadRows::unsigned_for(isa)
+                    && a.len() == m * kq
+                    && zero_points.len() == m
+                    && block_sums.len() == sums
             }
             QuadRows::Centered(a) => !QuadRows::unsigned_for(isa) && a.len() == m * kq,
         };
         assert!(kq.is_multiple_of(4) && rows_fit && self.row_scale.len() == m);
         assert!(out.len() == m * n && self.bias.is_none_or(|b| b.len() == n));
-        let (bk, nb) = self.blocks();
-        assert!(bk.is_multiple_of(4) && nb * bk == kq);
-        assert!(self.w.len() == panels * nb * segment_len(bk));
+        assert!(self.form.holds_block(bk) && nb * bk == kq);
+        assert!(self.w.len() == panels * nb * self.form.segment_len(bk));
         let scales_len = match self.scales {
             PanelScales::PerChannel(s) => s.len(),
             PanelScales::Blocks { scales, .. } => scales.len(),
         };
         assert!(scales_len == panels * nb * PANEL);
-        let parts = parts(threads, m * n * kq, PARALLEL_MACS, panels);
+        // A layer of few rows (a decode step) is a read of its weights, which two cores do
+        // faster: split from PARALLEL_WEIGHT_BYTES whatever the multiply-adds.
+        let macs = match self.w.len() >= PARALLEL_WEIGHT_BYTES {
+            true => (m * n * kq).max(PARALLEL_MACS),
+            false => m * n * kq,
+        };
+        let parts = parts(threads, macs, PARALLEL_MACS, panels);
         if parts == 1 {
             isa.run(&PanelTask { gemm: self, into_rows: true }, 0..panels, out);
             return;
@@ -188,13 +290,18 @@ impl IsaTask for PanelTask<'_, '_> {
         let pairs = isa == Isa::Vnni && super::xnn_qgemm::two_panels();
         #[cfg(not(target_arch = "x86_64"))]
         let pairs = false;
+        // Int4 segments unpacked for the loops that read bytes (not AVX-512 VNNI's).
+        let mut unpacked = match g.form == PanelForm::Int4 && isa != Isa::Vnni {
+            true => vec![0i8; g.blocks().0 * PANEL],
+            false => Vec::new(),
+        };
         let mut p = panels.start;
         while p < panels.end {
             let two = pairs && p + 1 < panels.end;
             for r0 in (0..m).step_by(MR) {
                 match two {
-                    true => self.rows::<2>(p, r0, panels.start, out),
-                    false => self.rows::<1>(p, r0, panels.start, out),
+                    true => self.rows::<2>(p, r0, panels.start, out, &mut unpacked),
+                    false => self.rows::<1>(p, r0, panels.start, out, &mut unpacked),
                 }
             }
             p += if two { 2 } else { 1 };
@@ -203,52 +310,137 @@ impl IsaTask for PanelTask<'_, '_> {
 }
 
 impl PanelTask<'_, '_> {
-    /// Rows `r0..` (up to [`MR`]) of panels `p..p + P` into `out` (see [`IsaTask::run`];
-    /// `first` is the run's first panel). `P` is 2 only on [`Isa::Vnni`].
+    /// The block sums of rows `r0..r0 + rows` of panels `p..p + P` into `sums` in one call of
+    /// [`u4_blocks`], when that kernel serves them: Int4 panels with block scales read in
+    /// registers (`in_registers`, AVX-512 VNNI), one or two rows (a decode step). Whether it
+    /// did.
+    #[cfg(target_arch = "x86_64")]
     #[inline(always)]
-    fn rows<const P: usize>(&self, p: usize, r0: usize, first: usize, out: &mut [f32]) {
+    fn nibble_blocks_fused<const P: usize>(
+        &self,
+        p: usize,
+        r0: usize,
+        rows: usize,
+        in_registers: bool,
+        sums: &mut [[[f32; PANEL]; MR]; P],
+    ) -> bool {
+        let g = self.gemm;
+        let (QuadRows::Unsigned { a, zero_points, block_sums }, PanelScales::Blocks { scales, .. }) =
+            (g.a, g.scales)
+        else {
+            return false;
+        };
+        if !(g.form == PanelForm::Int4 && in_registers && rows <= 2) {
+            return false;
+        }
+        let (bk, nb) = g.blocks();
+        let seg = g.form.segment_len(bk);
+        assert!(g.isa == Isa::Vnni && bk.is_multiple_of(8) && P <= 2);
+        assert!(g.w.len() >= ((p + P - 1) * nb + nb) * seg);
+        assert!(scales.len() >= (p + P) * nb * PANEL && block_sums.len() >= (r0 + rows) * nb);
+        assert!(a.len() >= (r0 + rows - 1) * g.kq + nb * bk);
+        let z: [i32; 2] = std::array::from_fn(|r| {
+            zero_points.get(r0 + r.min(rows - 1)).map_or(0, |z| z.wrapping_add(128))
+        });
+        let blocks = NibbleBlocks {
+            a: a[r0 * g.kq..].as_ptr(),
+            lda: g.kq,
+            w: g.w[p * nb * seg..].as_ptr().cast(),
+            seg,
+            nb,
+            bk,
+            zero: z,
+            block_sums: block_sums[r0 * nb..].as_ptr(),
+            scales: scales[p * nb * PANEL..].as_ptr(),
+        };
+        let mut out = [[[0f32; PANEL]; 2]; 2];
+        // SAFETY: `Isa::Vnni` is only chosen when the CPU has AVX-512F, AVX-512BW and AVX-512
+        // VNNI; the asserts bound every read: `P` panels of `nb` segments from panel `p`,
+        // their `nb * PANEL` scales each, `rows` rows of `nb * bk` activations `kq` apart and
+        // their `nb` block sums.
+        unsafe {
+            match (rows, P) {
+                (1, 1) => u4_blocks::<1, 1>(&blocks, &mut out),
+                (1, _) => u4_blocks::<1, 2>(&blocks, &mut out),
+                (_, 1) => u4_blocks::<2, 1>(&blocks, &mut out),
+                _ => u4_blocks::<2, 2>(&blocks, &mut out),
+            }
+        }
+        for (sums, out) in sums.iter_mut().zip(out) {
+            sums[..rows].copy_from_slice(&out[..rows]);
+        }
+        true
+    }
+
+    /// Rows `r0..` (up to [`MR`]) of panels `p..p + P` into `out` (see [`IsaTask::run`];
+    /// `first` is the run's first panel). `P` is 2 only on [`Isa::Vnni`]. `unpacked` holds
+    /// a block's int8 weights when Int4 segments are unpacked for the ISA's loops.
+    #[inline(always)]
+    fn rows<const P: usize>(
+        &self,
+        p: usize,
+        r0: usize,
+        first: usize,
+        out: &mut [f32],
+        unpacked: &mut [i8],
+    ) {
         let g = self.gemm;
         let (kq, m, n, isa) = (g.kq, g.m, g.n, g.isa);
         let (bk, nb) = g.blocks();
-        let seg = segment_len(bk);
+        let seg = g.form.segment_len(bk);
         let (lo, hi) = g.bounds;
         let rows = (m - r0).min(MR);
+        let nibbles = g.form == PanelForm::Int4;
         let mut acc = [[0i32; MR * PANEL]; 2];
         let mut sums = [[[0f32; PANEL]; MR]; P];
-        for b in 0..nb {
+        #[cfg(target_arch = "x86_64")]
+        let fused = self.nibble_blocks_fused::<P>(p, r0, rows, unpacked.is_empty(), &mut sums);
+        #[cfg(not(target_arch = "x86_64"))]
+        let fused = false;
+        for b in (0..nb).filter(|_| !fused) {
             let segment = |q: usize| &g.w[((p + q) * nb + b) * seg..][..seg];
             let start = r0 * kq + b * bk;
+            // The block's weights as the byte loops read them.
+            let bytes = match nibbles && !unpacked.is_empty() {
+                true => {
+                    unpack_nibbles(&segment(0)[SUMS..], unpacked);
+                    &*unpacked
+                }
+                false => &segment(0)[SUMS..],
+            };
             match g.a {
-                QuadRows::Unsigned { a, zero_points } => {
+                QuadRows::Unsigned { a, zero_points, block_sums } => {
                     #[cfg(target_arch = "x86_64")]
-                    if P == 2 {
+                    if nibbles && unpacked.is_empty() {
+                        let w = (&g.w[(p * nb + b) * seg + SUMS..], nb * seg);
+                        quad_sums_u4::<P>(isa, &a[start..], kq, rows, w, bk, &mut acc);
+                    }
+                    #[cfg(target_arch = "x86_64")]
+                    if P == 2 && !nibbles {
                         let w = (&g.w[(p * nb + b) * seg + SUMS..], nb * seg);
                         quad_sums_u8_pair(isa, &a[start..], kq, rows, w, bk, &mut acc);
                     }
-                    if P == 1 {
-                        quad_sums_u8(
-                            isa,
-                            &a[start..],
-                            kq,
-                            rows,
-                            &segment(0)[SUMS..],
-                            bk,
-                            &mut acc[0],
-                        );
+                    if P == 1 && !(nibbles && unpacked.is_empty()) {
+                        quad_sums_u8(isa, &a[start..], kq, rows, bytes, bk, &mut acc[0]);
                     }
+                    // In registers the nibbles were summed as stored, `w + 8`.
+                    let stored = nibbles && unpacked.is_empty();
                     for (q, acc) in acc.iter_mut().enumerate().take(P) {
                         let col = column_sums(segment(q));
                         for (r, acc) in acc.chunks_exact_mut(PANEL).take(rows).enumerate() {
                             let z = zero_points[r0 + r].wrapping_add(128);
+                            let offset = match stored {
+                                true => block_sums[(r0 + r) * nb + b].wrapping_mul(8),
+                                false => 0,
+                            };
                             for (s, &c) in acc.iter_mut().zip(&col) {
-                                *s = s.wrapping_sub(z.wrapping_mul(c));
+                                *s = s.wrapping_sub(z.wrapping_mul(c)).wrapping_sub(offset);
                             }
                         }
                     }
                 }
                 QuadRows::Centered(a) => {
-                    let w = &segment(0)[SUMS..];
-                    quad_sums_i16(isa, &a[start..], kq, rows, w, bk, &mut acc[0])
+                    quad_sums_i16(isa, &a[start..], kq, rows, bytes, bk, &mut acc[0])
                 }
             }
             // Whole panels as arrays, built with `from_fn`: LLVM vectorizes that (the indexed
@@ -316,6 +508,20 @@ fn copy_lanes(dst: &mut [f32], src: &[f32; PANEL]) {
 /// The first [`PANEL`] values of `v` as an array (the callers' slices hold whole panels).
 fn panel_of<T>(v: &[T]) -> &[T; PANEL] {
     v.first_chunk::<PANEL>().expect("a whole panel")
+}
+
+/// The weights of an Int4 segment (after its column sums) as the int8 weights
+/// `[bk / 4][PANEL][4]` of an Int8 one, into `out` (`bk * PANEL` values).
+fn unpack_nibbles(nibbles: &[i8], out: &mut [i8]) {
+    let nibbles = &nibbles[..out.len() / 2];
+    for (pair, eight) in nibbles.chunks_exact(4 * PANEL).zip(out.chunks_exact_mut(8 * PANEL)) {
+        let (low, high) = eight.split_at_mut(4 * PANEL);
+        for ((&b, l), h) in pair.iter().zip(low).zip(high) {
+            let b = b as u8;
+            *l = (b & 0x0F) as i8 - 8;
+            *h = (b >> 4) as i8 - 8;
+        }
+    }
 }
 
 /// Checks the shared contract of the quad sums: `rows` in `1..=MR`, `k` a multiple of 4, `w`
@@ -552,6 +758,238 @@ pub(crate) fn quad_sums_u8_pair(
     }
 }
 
+/// `Σ_i a[r * lda + i] * (w + 8)` of `P` panels of an Int4 block of `k` inputs (a multiple of
+/// 8), their weights `stride` bytes apart in `w` (from the first panel's, after its column
+/// sums), into `acc[p]`: the nibbles as stored, taken apart in registers (AVX-512 VNNI).
+///
+/// # Panics
+/// If `isa` is not [`Isa::Vnni`], `k` not a multiple of 8, `rows` not in `1..=MR`, or the
+/// buffers too short.
+#[cfg(target_arch = "x86_64")]
+fn quad_sums_u4<const P: usize>(
+    isa: Isa,
+    a: &[u8],
+    lda: usize,
+    rows: usize,
+    (w, stride): (&[i8], usize),
+    k: usize,
+    acc: &mut [[i32; MR * PANEL]; 2],
+) {
+    assert!(isa == Isa::Vnni && (1..=MR).contains(&rows) && k.is_multiple_of(8) && P <= 2);
+    assert!(a.len() >= (rows - 1) * lda + k && w.len() >= (P - 1) * stride + k * PANEL / 2);
+    let [a0, a1] = acc;
+    let acc = [a0.as_mut_ptr(), a1.as_mut_ptr()];
+    let (ap, wp) = (a.as_ptr(), w.as_ptr().cast::<u8>());
+    // SAFETY: `Isa::Vnni` is only chosen (by `best_isa`, or in tests among `isas`) when the
+    // CPU has AVX-512F, AVX-512BW and AVX-512 VNNI; the asserts bound every read (`rows` rows
+    // of `k` activations, `k * PANEL / 2` bytes of each of the `P` panels) and each `acc`
+    // holds `MR * PANEL` sums.
+    unsafe {
+        match P {
+            1 => U4_VNNI[0][rows - 1](ap, lda, wp, stride, k, acc),
+            _ => U4_VNNI[1][rows - 1](ap, lda, wp, stride, k, acc),
+        }
+    }
+}
+
+/// [`u4_vnni`] of one and of two panels, by row count minus one.
+#[cfg(target_arch = "x86_64")]
+type NibbleFn = unsafe fn(*const u8, usize, *const u8, usize, usize, [*mut i32; 2]);
+#[cfg(target_arch = "x86_64")]
+const U4_VNNI: [[NibbleFn; MR]; 2] = [
+    [
+        u4_vnni::<1, 1>,
+        u4_vnni::<2, 1>,
+        u4_vnni::<3, 1>,
+        u4_vnni::<4, 1>,
+        u4_vnni::<5, 1>,
+        u4_vnni::<6, 1>,
+        u4_vnni::<7, 1>,
+        u4_vnni::<8, 1>,
+    ],
+    [
+        u4_vnni::<1, 2>,
+        u4_vnni::<2, 2>,
+        u4_vnni::<3, 2>,
+        u4_vnni::<4, 2>,
+        u4_vnni::<5, 2>,
+        u4_vnni::<6, 2>,
+        u4_vnni::<7, 2>,
+        u4_vnni::<8, 2>,
+    ],
+];
+
+/// How far ahead of its loads [`nibble_steps`] asks for each panel's bytes. A decode step reads
+/// every weight once, from short runs (a panel's blocks) in two streams, and the hardware
+/// prefetchers lag: on the Intel host, stories110M-shaped 8da4w decode ran 200-216 tokens/s
+/// without, 279-285 at 4 KiB ahead, 293-319 at 8 KiB (291-315 at 16 KiB).
+#[cfg(target_arch = "x86_64")]
+const PREFETCH: usize = 8192;
+
+/// The AVX-512 VNNI sums of `R` rows of unsigned activations by `P` panels of Int4 weights
+/// (`stride` bytes apart): per eight inputs one 64-byte load a panel, its low nibbles the
+/// first quad's weights and its high nibbles the second's (`w + 8`, in `[0, 15]`: valid
+/// signed operands of `vpdpbusd`). With few accumulators (`R * P <= 4`) the two quads sum
+/// into separate ones, so that `vpdpbusd`'s latency is not one chain ([`nibble_steps`]).
+///
+/// # Safety
+/// The CPU has AVX-512F, AVX-512BW and AVX-512 VNNI; `a` holds `R` rows of `k` (a multiple of
+/// 8) values `lda` apart, `w` holds `k * PANEL / 2` bytes at each `p * stride`, `p < P`, and
+/// `acc[p]` `R * PANEL` sums.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+unsafe fn u4_vnni<const R: usize, const P: usize>(
+    a: *const u8,
+    lda: usize,
+    w: *const u8,
+    stride: usize,
+    k: usize,
+    acc: [*mut i32; 2],
+) {
+    use std::arch::x86_64::*;
+    let mut first = [[_mm512_setzero_si512(); R]; P];
+    let mut second = [[_mm512_setzero_si512(); R]; P];
+    let rows: [*const u8; R] = std::array::from_fn(|r| a.wrapping_add(r.wrapping_mul(lda)));
+    // SAFETY: the caller's contract is `nibble_steps`'.
+    unsafe { nibble_steps(rows, k / 8, w, stride, R * P <= 4, &mut first, &mut second) };
+    for p in 0..P {
+        for r in 0..R {
+            let s = _mm512_add_epi32(first[p][r], second[p][r]);
+            // SAFETY: `acc[p]` holds `R * PANEL` sums.
+            unsafe { _mm512_storeu_si512(acc[p].wrapping_add(r * PANEL).cast(), s) };
+        }
+    }
+}
+
+/// The loop of [`u4_vnni`] and [`u4_blocks`]: `steps` steps of eight unsigned activations of
+/// each of the `R` rows (from `rows`) by the next 64 bytes of each of `P` Int4 panels
+/// (`stride` bytes apart, from `w`), the first quad's products added to `first` and the
+/// second's to `second`, or to `first` too unless `split` (`split` keeps two accumulator
+/// chains a panel and row, for the few-accumulator shapes where `vpdpbusd`'s latency would
+/// bind). Each panel's bytes are prefetched [`PREFETCH`] ahead.
+///
+/// # Safety
+/// The CPU has AVX-512F, AVX-512BW and AVX-512 VNNI; each row holds `8 * steps` values and
+/// each panel `64 * steps` bytes.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+unsafe fn nibble_steps<const R: usize, const P: usize>(
+    mut rows: [*const u8; R],
+    steps: usize,
+    w: *const u8,
+    stride: usize,
+    split: bool,
+    first: &mut [[std::arch::x86_64::__m512i; R]; P],
+    second: &mut [[std::arch::x86_64::__m512i; R]; P],
+) {
+    use std::arch::x86_64::*;
+    let mask = _mm512_set1_epi8(0x0F);
+    let mut wp = w;
+    for _ in 0..steps {
+        // SAFETY: the current eight inputs of each row and the current 64 bytes of each panel
+        // are inside the buffers (the caller's contract); the pointers only advance with
+        // `wrapping_add`, and a prefetch never faults, wherever it points.
+        unsafe {
+            for p in 0..P {
+                _mm_prefetch::<_MM_HINT_T0>(wp.wrapping_add(p * stride + PREFETCH).cast());
+            }
+            let v: [__m512i; P] =
+                std::array::from_fn(|p| _mm512_loadu_si512(wp.wrapping_add(p * stride).cast()));
+            let lo: [__m512i; P] = std::array::from_fn(|p| _mm512_and_si512(v[p], mask));
+            let hi: [__m512i; P] =
+                std::array::from_fn(|p| _mm512_and_si512(_mm512_srli_epi16::<4>(v[p]), mask));
+            for r in 0..R {
+                let x0 = _mm512_set1_epi32(rows[r].cast::<i32>().read_unaligned());
+                let x1 = _mm512_set1_epi32(rows[r].wrapping_add(4).cast::<i32>().read_unaligned());
+                for p in 0..P {
+                    first[p][r] = _mm512_dpbusd_epi32(first[p][r], x0, lo[p]);
+                    match split {
+                        true => second[p][r] = _mm512_dpbusd_epi32(second[p][r], x1, hi[p]),
+                        false => first[p][r] = _mm512_dpbusd_epi32(first[p][r], x1, hi[p]),
+                    }
+                }
+                rows[r] = rows[r].wrapping_add(8);
+            }
+        }
+        wp = wp.wrapping_add(4 * PANEL);
+    }
+}
+
+/// What [`u4_blocks`] reads: from the first of its panels and rows.
+#[cfg(target_arch = "x86_64")]
+struct NibbleBlocks {
+    /// Unsigned activations of the first row, rows `lda` apart.
+    a: *const u8,
+    lda: usize,
+    /// The first panel's first segment (column sums, then nibbles); panels `nb * seg` apart.
+    w: *const u8,
+    seg: usize,
+    nb: usize,
+    /// Inputs per block (a multiple of 8).
+    bk: usize,
+    /// Each row's zero point plus 128.
+    zero: [i32; 2],
+    /// The first row's sums of `u` per block; rows `nb` apart.
+    block_sums: *const i32,
+    /// The first panel's block scales; panels `nb * PANEL` apart.
+    scales: *const f32,
+}
+
+/// [`u4_vnni`] over every block of `P` Int4 panels for `R` rows, each block's sums corrected
+/// and scaled in registers: per block `acc - (zp + 128) Σ w - 8 Σ u` (wrapping `i32`), then
+/// `sum + (acc as f32) * scale`, blocks in order from a sum of 0: the operations
+/// [`PanelTask::rows`] does per block through memory, in the same order. Into `out[p][r]`.
+///
+/// # Safety
+/// The CPU has AVX-512F, AVX-512BW and AVX-512 VNNI; `b` describes `P` panels of `nb`
+/// segments, their scales, and `R` rows of `nb * bk` activations with their block sums.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+unsafe fn u4_blocks<const R: usize, const P: usize>(
+    b: &NibbleBlocks,
+    out: &mut [[[f32; PANEL]; 2]; 2],
+) {
+    use std::arch::x86_64::*;
+    let mut sum = [[_mm512_setzero_ps(); R]; P];
+    let pstride = b.nb * b.seg;
+    for blk in 0..b.nb {
+        let mut first = [[_mm512_setzero_si512(); R]; P];
+        let mut second = [[_mm512_setzero_si512(); R]; P];
+        let rows: [*const u8; R] =
+            std::array::from_fn(|r| b.a.wrapping_add(r * b.lda + blk * b.bk));
+        let head = b.w.wrapping_add(blk * b.seg);
+        // SAFETY: the caller's contract bounds the block's activations and nibbles.
+        let wp = head.wrapping_add(SUMS);
+        unsafe { nibble_steps(rows, b.bk / 8, wp, pstride, true, &mut first, &mut second) };
+        for p in 0..P {
+            // SAFETY: the segment's column sums (its first 64 bytes) and the block's 16 scales
+            // are inside the buffers (the caller's contract).
+            let (col, scale) = unsafe {
+                (
+                    _mm512_loadu_si512(head.wrapping_add(p * pstride).cast()),
+                    _mm512_loadu_ps(b.scales.wrapping_add((p * b.nb + blk) * PANEL)),
+                )
+            };
+            for r in 0..R {
+                // SAFETY: row `r`'s block sums hold `nb` values.
+                let offset = unsafe { b.block_sums.wrapping_add(r * b.nb + blk).read() };
+                let acc = _mm512_add_epi32(first[p][r], second[p][r]);
+                let acc =
+                    _mm512_sub_epi32(acc, _mm512_mullo_epi32(_mm512_set1_epi32(b.zero[r]), col));
+                let acc = _mm512_sub_epi32(acc, _mm512_set1_epi32(offset.wrapping_mul(8)));
+                sum[p][r] = _mm512_add_ps(sum[p][r], _mm512_mul_ps(_mm512_cvtepi32_ps(acc), scale));
+            }
+        }
+    }
+    for p in 0..P {
+        for r in 0..R {
+            // SAFETY: `out[p][r]` holds 16 floats.
+            unsafe { _mm512_storeu_ps(out[p][r].as_mut_ptr(), sum[p][r]) };
+        }
+    }
+}
+
 /// The AVX-512BW quad sums of `R` rows of `i16` activations: per quad, the 64 weights widened
 /// to two vectors of 8 channels x 4 inputs, and the row's 4 activations broadcast to every
 /// 64-bit lane, so `vpmaddwd` leaves each channel's two pair sums side by side; they are
@@ -708,20 +1146,80 @@ mod tests {
         }
     }
 
-    /// The column sums of a segment are its weights' sums per channel, wrapped.
+    /// The column sums of a segment are its weights' sums per channel, in both forms; an Int4
+    /// segment holds what was set, and unpacks to the Int8 segment of the same weights.
     #[test]
     fn column_sums_are_the_weights_sums() {
         let mut rng = fastrand::Rng::with_seed(3);
         let bk = 40;
-        let mut seg = vec![0i8; segment_len(bk)];
-        for v in &mut seg[SUMS..] {
-            *v = rng.i8(..);
+        let w: Vec<i8> = (0..bk * PANEL).map(|_| rng.i8(-8..8)).collect();
+        let mut segments = Vec::new();
+        for form in [PanelForm::Int8, PanelForm::Int4] {
+            let mut seg = vec![0i8; form.segment_len(bk)];
+            for (t, &v) in w.iter().enumerate() {
+                form.set_weight(&mut seg, t % PANEL, t / PANEL, v);
+            }
+            write_column_sums(&mut seg, form, bk);
+            let sums = column_sums(&seg);
+            for (c, &s) in sums.iter().enumerate() {
+                assert_eq!(form.weight(&seg, c, 7), w[7 * PANEL + c], "{form:?}");
+                let want: i32 = (0..bk).map(|i| i32::from(w[i * PANEL + c])).sum();
+                assert_eq!(s, want, "{form:?} channel {c}");
+            }
+            segments.push(seg);
         }
-        write_column_sums(&mut seg);
-        let sums = column_sums(&seg);
-        for (c, &s) in sums.iter().enumerate() {
-            let want: i32 = (0..bk).map(|i| i32::from(seg[quad_index(c, i)])).sum();
-            assert_eq!(s, want, "channel {c}");
+        let mut unpacked = vec![0i8; bk * PANEL];
+        unpack_nibbles(&segments[1][SUMS..], &mut unpacked);
+        assert_eq!(unpacked, segments[0][SUMS..]);
+    }
+
+    /// The AVX-512 VNNI sums over Int4 panels (one and two at once, split and single
+    /// accumulators) equal `i64` sums of the stored nibbles (`w + 8`).
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn nibble_sums_equal_reference() {
+        if !isas().contains(&Isa::Vnni) {
+            eprintln!("SKIPPED: no AVX-512 VNNI here");
+            return;
+        }
+        let mut rng = fastrand::Rng::with_seed(78);
+        for case in 0..200 {
+            let (rows, k) = (rng.usize(1..=MR), 8 * rng.usize(1..40));
+            let lda = k + 4 * rng.usize(0..3);
+            let extreme = case % 4 == 0;
+            let form = PanelForm::Int4;
+            let seg_len = form.segment_len(k);
+            let gap = 4 * rng.usize(0..5);
+            let mut w = vec![0i8; 2 * seg_len + gap];
+            let mut want = [[0i64; MR * PANEL]; 2];
+            let u: Vec<u8> = (0..(rows - 1) * lda + k)
+                .map(|_| if extreme { [0, 255][rng.usize(0..2)] } else { rng.u8(..) })
+                .collect();
+            for (q, at) in [0, seg_len + gap].into_iter().enumerate() {
+                let seg = &mut w[at..at + seg_len];
+                for c in 0..PANEL {
+                    for i in 0..k {
+                        let v = if extreme { [-8, 7][rng.usize(0..2)] } else { rng.i8(-8..8) };
+                        form.set_weight(seg, c, i, v);
+                        for r in 0..rows {
+                            want[q][r * PANEL + c] += i64::from(u[r * lda + i]) * i64::from(v + 8);
+                        }
+                    }
+                }
+            }
+            let stride = seg_len + gap;
+            let mut acc = [[0i32; MR * PANEL]; 2];
+            quad_sums_u4::<2>(Isa::Vnni, &u, lda, rows, (&w[SUMS..], stride), k, &mut acc);
+            for q in 0..2 {
+                for t in 0..rows * PANEL {
+                    assert_eq!(acc[q][t], want[q][t] as i32, "case {case} panel {q} at {t}");
+                }
+            }
+            let mut acc = [[0i32; MR * PANEL]; 2];
+            quad_sums_u4::<1>(Isa::Vnni, &u, lda, rows, (&w[SUMS..], stride), k, &mut acc);
+            for t in 0..rows * PANEL {
+                assert_eq!(acc[0][t], want[0][t] as i32, "case {case} one panel at {t}");
+            }
         }
     }
 }

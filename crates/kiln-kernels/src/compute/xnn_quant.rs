@@ -279,10 +279,11 @@ pub enum Qd8Weights<'a> {
         /// Inputs per block (divides `k`).
         block_size: usize,
     },
-    /// Any of the above laid out once for the fast loops ([`Qd8Weights::to_panels`]): int8
-    /// panels of [`QD8_PANEL`] output channels `[ceil(n / QD8_PANEL), blocks, segment]`, each
-    /// block of inputs a segment of its `QD8_PANEL` column sums (little-endian `i32`) then its
-    /// weights `[inputs / 4][QD8_PANEL][4]` ([`qd8_panel_shapes`]), and f32 scales
+    /// Any of the above laid out once for the fast loops ([`Qd8Weights::to_panels`]): panels
+    /// of [`QD8_PANEL`] output channels `[ceil(n / QD8_PANEL), blocks, segment]`, each block
+    /// of inputs a segment of its `QD8_PANEL` column sums (little-endian `i32`) then its
+    /// weights, `[inputs / 4][QD8_PANEL][4]` bytes ([`Qd8PanelForm::Int8`]) or 4-bit weights
+    /// two a byte ([`Qd8PanelForm::Int4`]) ([`qd8_panel_shapes`]), and f32 scales
     /// `[ceil(n / QD8_PANEL), blocks, QD8_PANEL]` (channels past `n` and inputs past `k` zero):
     /// one block of `k` rounded up to a multiple of 4 with the per-channel scales of
     /// qc8w/qc4w (`block_size` 0), or `k / block_size` blocks with those of qb4w.
@@ -293,35 +294,50 @@ pub enum Qd8Weights<'a> {
         scales: &'a [f32],
         /// Inputs per block, or 0 for per-channel scales.
         block_size: usize,
+        /// How the weights are stored.
+        form: Qd8PanelForm,
     },
 }
 
 /// Output channels per panel of [`Qd8Weights::Panels`].
 pub const QD8_PANEL: usize = qd::PANEL;
 
+/// How [`Qd8Weights::Panels`] store their weights.
+pub use qd::PanelForm as Qd8PanelForm;
+
 /// The shapes of [`Qd8Weights::Panels`]' weights and scales for `n` output channels of `k`
-/// inputs in blocks of `block_size` (0: one block, per-channel scales), or `None` when the
-/// block size is not 0 or a multiple of 4 dividing `k`, or a size overflows.
-pub fn qd8_panel_shapes(n: usize, k: usize, block_size: usize) -> Option<([usize; 3], [usize; 3])> {
+/// inputs in blocks of `block_size` (0: one block, per-channel scales) stored in `form`, or
+/// `None` when the block size is not 0 or a multiple of 4 dividing `k`, the blocks do not
+/// fit the form (Int4: multiples of 8), or a size overflows.
+pub fn qd8_panel_shapes(
+    n: usize,
+    k: usize,
+    block_size: usize,
+    form: Qd8PanelForm,
+) -> Option<([usize; 3], [usize; 3])> {
     let panels = n.div_ceil(QD8_PANEL);
     let (bk, nb) = match block_size {
         0 => (k.checked_next_multiple_of(4)?, 1),
         b if b.is_multiple_of(4) && k.is_multiple_of(b) => (b, k / b),
         _ => return None,
     };
-    let seg = bk.checked_mul(QD8_PANEL)?.checked_add(4 * QD8_PANEL)?;
+    if !form.holds_block(bk) {
+        return None;
+    }
+    bk.checked_mul(QD8_PANEL)?.checked_add(4 * QD8_PANEL)?;
+    let seg = form.segment_len(bk);
     panels.checked_mul(nb)?.checked_mul(seg)?;
     Some(([panels, nb, seg], [panels, nb, QD8_PANEL]))
 }
 
-/// Where weight `kk` of channel `j` (of `k` inputs, blocks of `block_size` or 0) lies in
-/// [`Qd8Weights::Panels`]' int8 panels.
-fn panel_index(j: usize, kk: usize, k: usize, block_size: usize) -> usize {
-    let (bk, nb, b, i) = match block_size {
-        0 => (k.next_multiple_of(4), 1, 0, kk),
-        bs => (bs, k / bs, kk / bs, kk % bs),
+/// The segment of [`Qd8Weights::Panels`] that holds channel `j`'s weights of input `kk` (of
+/// `k` inputs, blocks of `block_size` or 0), and the input's place in the block.
+fn panel_place(j: usize, kk: usize, k: usize, block_size: usize) -> (usize, usize) {
+    let (nb, b, i) = match block_size {
+        0 => (1, 0, kk),
+        bs => (k / bs, kk / bs, kk % bs),
     };
-    ((j / QD8_PANEL) * nb + b) * qd::segment_len(bk) + qd::quad_index(j % QD8_PANEL, i)
+    ((j / QD8_PANEL) * nb + b, i)
 }
 
 impl Qd8Weights<'_> {
@@ -332,7 +348,12 @@ impl Qd8Weights<'_> {
             Qd8Weights::Qc8w { w, .. } => w[j * k + kk] as i32,
             Qd8Weights::Qc4w { w, .. } => nibble(&w[j * k.div_ceil(2)..], kk),
             Qd8Weights::Qb4w { w, .. } => nibble(&w[j * (k / 2)..], kk),
-            Qd8Weights::Panels { w, block_size, .. } => w[panel_index(j, kk, k, block_size)] as i32,
+            Qd8Weights::Panels { w, block_size, form, .. } => {
+                let (segment, i) = panel_place(j, kk, k, block_size);
+                let bk = if block_size == 0 { k.next_multiple_of(4) } else { block_size };
+                let len = form.segment_len(bk);
+                form.weight(&w[segment * len..][..len], j % QD8_PANEL, i) as i32
+            }
         }
     }
 
@@ -359,30 +380,65 @@ impl Qd8Weights<'_> {
         }
     }
 
-    /// Any of these weights laid out as [`Qd8Weights::Panels`] (once, when a graph is lowered):
-    /// the int8 panels, the scales and the block size (0: per-channel scales); `None` when
-    /// the block size is not a multiple of 4 (XNNPACK's are multiples of 32) or the weights
-    /// do not [fit](Qd8Weights::fits) `[n, k]`.
-    pub fn to_panels(&self, n: usize, k: usize) -> Option<(Vec<i8>, Vec<f32>, usize)> {
+    /// Any of these weights laid out as [`Qd8Weights::Panels`] in `form` (once, when a graph
+    /// is lowered): the panels, the scales and the block size (0: per-channel scales); `None`
+    /// when the block size does not fit the form (a multiple of 4, of 8 for Int4: XNNPACK's
+    /// are multiples of 32), Int4 is asked of 8-bit weights, or the weights do not
+    /// [fit](Qd8Weights::fits) `[n, k]`.
+    pub fn to_panels(
+        &self,
+        n: usize,
+        k: usize,
+        form: Qd8PanelForm,
+    ) -> Option<(Vec<i8>, Vec<f32>, usize)> {
         let block = self.block_size();
-        let (wshape, sshape) = qd8_panel_shapes(n, k, block)?;
-        if !self.fits(n, k) {
+        let (wshape, sshape) = qd8_panel_shapes(n, k, block, form)?;
+        let four_bit = match *self {
+            Qd8Weights::Qc8w { .. } => false,
+            Qd8Weights::Qc4w { .. } | Qd8Weights::Qb4w { .. } => true,
+            Qd8Weights::Panels { form, .. } => form == Qd8PanelForm::Int4,
+        };
+        if !self.fits(n, k) || (form == Qd8PanelForm::Int4 && !four_bit) {
             return None;
         }
-        let nb = sshape[1];
+        let (nb, seg) = (sshape[1], wshape[2]);
+        let bk = if block == 0 { k.next_multiple_of(4) } else { block };
+        // Padding weights are 0 (a nibble of 8 in Int4).
         let mut w = vec![0i8; wshape.iter().product()];
         let mut scales = vec![0f32; sshape.iter().product()];
-        for j in 0..n {
-            let (p, c) = (j / QD8_PANEL, j % QD8_PANEL);
-            for kk in 0..k {
-                w[panel_index(j, kk, k, block)] = self.at(j, kk, k) as i8;
+        if let (Qd8Weights::Qb4w { w: src, .. }, Qd8PanelForm::Int4) = (*self, form) {
+            // An LLM's every weight passes here at load: nibbles moved a byte pair at a time.
+            for (s, segment) in w.chunks_exact_mut(seg).enumerate() {
+                let (p, b) = (s / nb, s % nb);
+                for c in 0..QD8_PANEL.min(n - p * QD8_PANEL) {
+                    let j = p * QD8_PANEL + c;
+                    let row = &src[j * (k / 2) + b * bk / 2..][..bk / 2];
+                    scales[s * QD8_PANEL + c] = self.scale(j, b, k);
+                    qd::move_nibbles(row, segment, c);
+                }
+                for c in n.saturating_sub(p * QD8_PANEL)..QD8_PANEL {
+                    for i in 0..bk {
+                        form.set_weight(segment, c, i, 0);
+                    }
+                }
+                qd::write_column_sums(segment, form, bk);
             }
-            for b in 0..nb {
-                scales[(p * nb + b) * QD8_PANEL + c] = self.scale(j, b, k);
-            }
+            return Some((w, scales, block));
         }
-        for segment in w.chunks_exact_mut(wshape[2]) {
-            qd::write_column_sums(segment);
+        for (s, segment) in w.chunks_exact_mut(seg).enumerate() {
+            let (p, b) = (s / nb, s % nb);
+            for c in 0..QD8_PANEL {
+                let j = p * QD8_PANEL + c;
+                for i in 0..bk {
+                    let kk = b * bk + i;
+                    let v = if j < n && kk < k { self.at(j, kk, k) as i8 } else { 0 };
+                    form.set_weight(segment, c, i, v);
+                }
+                if j < n {
+                    scales[s * QD8_PANEL + c] = self.scale(j, b, k);
+                }
+            }
+            qd::write_column_sums(segment, form, bk);
         }
         Some((w, scales, block))
     }
@@ -391,11 +447,12 @@ impl Qd8Weights<'_> {
     /// size is non-zero and divides `k`).
     pub fn fits(&self, n: usize, k: usize) -> bool {
         match *self {
-            Qd8Weights::Panels { w, scales, block_size } => qd8_panel_shapes(n, k, block_size)
-                .is_some_and(|(ws, ss)| {
+            Qd8Weights::Panels { w, scales, block_size, form } => {
+                qd8_panel_shapes(n, k, block_size, form).is_some_and(|(ws, ss)| {
                     ws.iter().product::<usize>() == w.len()
                         && ss.iter().product::<usize>() == scales.len()
-                }),
+                })
+            }
             Qd8Weights::Qc8w { w, scales } => {
                 n.checked_mul(k) == Some(w.len()) && scales.len() == n
             }
@@ -506,7 +563,7 @@ pub(crate) fn qd8_fully_connected_isa(
     if out.is_empty() {
         return;
     }
-    if let Qd8Weights::Panels { w, scales, block_size } = *weights {
+    if let Qd8Weights::Panels { w, scales, block_size, form } = *weights {
         // Rows of `kq` activations (the padding's weights are zero).
         let kq = k.next_multiple_of(4);
         let scales = if block_size == 0 {
@@ -517,15 +574,25 @@ pub(crate) fn qd8_fully_connected_isa(
         let run = |a: qd::QuadRows<'_>, params: &[Qd8Params], out: &mut [f32]| {
             let row_scale: Vec<f32> = params.iter().map(|p| p.scale).collect();
             let bounds = (output_min, output_max);
-            let gemm =
-                qd::PanelGemm { isa, a, row_scale: &row_scale, m, kq, n, w, scales, bias, bounds };
+            let row_scale = &row_scale;
+            let gemm = qd::PanelGemm { isa, a, row_scale, m, kq, n, w, form, scales, bias, bounds };
             gemm.run_on(out, threads);
         };
         if qd::QuadRows::unsigned_for(isa) {
             // `q + 128`: the sign bit flipped.
             let (a, params) = quantize_rows(x, k, kq, |q, _| q as u8 ^ 0x80);
             let zero_points: Vec<i32> = params.iter().map(|p| p.zero_point).collect();
-            run(qd::QuadRows::Unsigned { a: &a, zero_points: &zero_points }, &params, out);
+            // Int4 panels' loops sum the stored nibbles; the block sums correct them.
+            let bk = if block_size == 0 { kq } else { block_size };
+            let block_sums: Vec<i32> = match form {
+                Qd8PanelForm::Int4 => {
+                    a.chunks_exact(bk).map(|b| b.iter().map(|&u| i32::from(u)).sum()).collect()
+                }
+                Qd8PanelForm::Int8 => Vec::new(),
+            };
+            let zero_points = &zero_points;
+            let a = qd::QuadRows::Unsigned { a: &a, zero_points, block_sums: &block_sums };
+            run(a, &params, out);
         } else {
             let (a, params) = quantize_rows(x, k, kq, centered);
             run(qd::QuadRows::Centered(&a), &params, out);
@@ -1873,16 +1940,28 @@ mod tests {
                         qd8_fully_connected_isa(isa, xq, *kq, wq, n, fbias, lo, hi, &mut got, th);
                         let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
                         assert_eq!(bits(&got), bits(&want), "case {case} {isa:?} {wq:?}");
-                        // The same weights laid out in panels, fast and scalar.
-                        let (pw, ps, block_size) = wq.to_panels(n, *kq).unwrap();
-                        let panels = Qd8Weights::Panels { w: &pw, scales: &ps, block_size };
-                        assert!(panels.fits(n, *kq));
-                        qd8_fully_connected_isa(
-                            isa, xq, *kq, &panels, n, fbias, lo, hi, &mut got, th,
-                        );
-                        assert_eq!(bits(&got), bits(&want), "case {case} {isa:?} panels of {wq:?}");
-                        qd8_fully_connected_scalar(xq, *kq, &panels, n, fbias, lo, hi, &mut got);
-                        assert_eq!(bits(&got), bits(&want), "case {case} scalar panels of {wq:?}");
+                        // The same weights laid out in panels of each form that holds them,
+                        // fast and scalar.
+                        for form in [Qd8PanelForm::Int8, Qd8PanelForm::Int4] {
+                            let Some((pw, ps, block_size)) = wq.to_panels(n, *kq, form) else {
+                                let four = !matches!(wq, Qd8Weights::Qc8w { .. });
+                                let bk = kq.next_multiple_of(4);
+                                assert!(form == Qd8PanelForm::Int4 && !(four && bk % 8 == 0));
+                                continue;
+                            };
+                            let panels =
+                                Qd8Weights::Panels { w: &pw, scales: &ps, block_size, form };
+                            assert!(panels.fits(n, *kq));
+                            qd8_fully_connected_isa(
+                                isa, xq, *kq, &panels, n, fbias, lo, hi, &mut got, th,
+                            );
+                            let what = format!("case {case} {isa:?} {form:?} panels of {wq:?}");
+                            assert_eq!(bits(&got), bits(&want), "{what}");
+                            qd8_fully_connected_scalar(
+                                xq, *kq, &panels, n, fbias, lo, hi, &mut got,
+                            );
+                            assert_eq!(bits(&got), bits(&want), "scalar {what}");
+                        }
                     }
                 }
             }
@@ -1901,13 +1980,17 @@ mod tests {
         let qb = Qd8Weights::Qb4w { w: &w, scales: &s, block_size: block };
         let mut want = vec![0f32; m * n];
         qd8_fully_connected_scalar(&x, k, &qb, n, Some(&b), -3.0, 3.0, &mut want);
-        let (pw, ps, block_size) = qb.to_panels(n, k).unwrap();
-        let panels = Qd8Weights::Panels { w: &pw, scales: &ps, block_size };
         let two = Threads::new(2).unwrap();
-        for isa in qg::isas() {
-            let mut got = vec![0f32; m * n];
-            qd8_fully_connected_isa(isa, &x, k, &panels, n, Some(&b), -3.0, 3.0, &mut got, &two);
-            assert!(got.iter().zip(&want).all(|(g, w)| g.to_bits() == w.to_bits()), "{isa:?}");
+        for form in [Qd8PanelForm::Int8, Qd8PanelForm::Int4] {
+            let (pw, ps, block_size) = qb.to_panels(n, k, form).unwrap();
+            let panels = Qd8Weights::Panels { w: &pw, scales: &ps, block_size, form };
+            for isa in qg::isas() {
+                let mut got = vec![0f32; m * n];
+                let (lo, hi) = (-3.0, 3.0);
+                qd8_fully_connected_isa(isa, &x, k, &panels, n, Some(&b), lo, hi, &mut got, &two);
+                let same = got.iter().zip(&want).all(|(g, w)| g.to_bits() == w.to_bits());
+                assert!(same, "{isa:?} {form:?}");
+            }
         }
     }
 

@@ -14,6 +14,7 @@
 //!   to float rounding.
 
 use crate::compute::activation::exp_in_place;
+use crate::compute::threads::{split, with_pieces};
 use crate::dtype::DType;
 use crate::error::KernelError;
 use crate::kernel::{KernelContext, KernelDef, OutKind, OutSlot};
@@ -141,38 +142,65 @@ fn custom_sdpa(
     );
     let o = out.as_mut_slice::<f32>().map_err(|e| ctx.tensor_err("out", e))?;
     let group = h / hkv;
-    let mut scores = vec![0f32; keys];
-    for bi in 0..b {
-        for i in 0..t {
-            let seen = if opts.causal { start + i + 1 } else { keys };
-            for hi in 0..h {
-                let kh = hi / group;
-                let qrow = &qs[((bi * t + i) * h + hi) * d..][..d];
-                let kv_at = |j: usize| ((bi * s + j) * hkv + kh) * d;
-                let mut max = f32::NEG_INFINITY;
-                for (j, sc) in scores[..seen].iter_mut().enumerate() {
-                    let krow = &ks[kv_at(j)..][..d];
-                    *sc = dot(qrow, krow) * scale + mask.map_or(0.0, |(m, mk)| m[i * mk + j]);
-                    max = max.max(*sc);
-                }
-                let orow = &mut o[((bi * t + i) * h + hi) * d..][..d];
-                orow.fill(0.0);
-                if max == f32::NEG_INFINITY {
-                    // Every key masked: ExecuTorch's online softmax leaves the row zero.
-                    continue;
-                }
-                scores[..seen].iter_mut().for_each(|sc| *sc -= max);
-                exp_in_place(&mut scores[..seen]);
-                let sum: f32 = scores[..seen].iter().sum();
-                for (j, &p) in scores[..seen].iter().enumerate() {
-                    let w = p / sum;
-                    for (acc, &x) in orow.iter_mut().zip(&vs[kv_at(j)..][..d]) {
-                        *acc += w * x;
-                    }
+    // One output row a (batch, query, head), the rows split over the threads: a decode step's
+    // heads, a prefill's queries and heads.
+    let rows = b * t * h;
+    // A key of a row is a dot product and a multiply-add of `d` values: worth a split from
+    // a decode step's dozen heads over some dozen keys on.
+    let parts = ctx.threads.tasks_for_elements(rows * keys * d / 4, rows);
+    // Rows `run` of one query (`b`, `i`): key by key, every head of the run, so that a key's
+    // row of the cache ([S, Hkv, D]: all heads side by side) is read once, in order, rather
+    // than a head's slice of every row at a time. Each row's operations and their order are
+    // those of one head alone.
+    let heads = |scores: &mut Vec<f32>, run: std::ops::Range<usize>, out: &mut [f32]| {
+        let (bi, i) = (run.start / (t * h), (run.start / h) % t);
+        let seen = if opts.causal { start + i + 1 } else { keys };
+        let kv_at = |j: usize, r: usize| ((bi * s + j) * hkv + (r % h) / group) * d;
+        scores.resize(run.len() * keys, 0.0);
+        for j in 0..seen {
+            let m = mask.map_or(0.0, |(m, mk)| m[i * mk + j]);
+            for (x, r) in run.clone().enumerate() {
+                let (qrow, krow) = (&qs[r * d..][..d], &ks[kv_at(j, r)..][..d]);
+                scores[x * keys + j] = dot(qrow, krow) * scale + m;
+            }
+        }
+        let mut sums = Vec::with_capacity(run.len());
+        for (x, orow) in out.chunks_exact_mut(d).enumerate() {
+            orow.fill(0.0);
+            let row = &mut scores[x * keys..][..seen];
+            let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            if max == f32::NEG_INFINITY {
+                // Every key masked: ExecuTorch's online softmax leaves the row zero.
+                sums.push(None);
+                continue;
+            }
+            row.iter_mut().for_each(|sc| *sc -= max);
+            exp_in_place(row);
+            sums.push(Some(row.iter().sum::<f32>()));
+        }
+        for j in 0..seen {
+            for (x, (r, orow)) in run.clone().zip(out.chunks_exact_mut(d)).enumerate() {
+                let Some(sum) = sums[x] else { continue };
+                let w = scores[x * keys + j] / sum;
+                for (acc, &v) in orow.iter_mut().zip(&vs[kv_at(j, r)..][..d]) {
+                    *acc += w * v;
                 }
             }
         }
-    }
+    };
+    let tasks = with_pieces(split(rows, 1, parts), o, d);
+    ctx.threads.for_each_with(tasks, &mut Vec::new(), |scores, (run, out)| {
+        // The run cut where its query changes.
+        let mut first = run.start;
+        let mut out = out;
+        while first < run.end {
+            let last = ((first / h + 1) * h).min(run.end);
+            let (here, rest) = out.split_at_mut((last - first) * d);
+            heads(scores, first..last, here);
+            out = rest;
+            first = last;
+        }
+    });
     Ok(())
 }
 

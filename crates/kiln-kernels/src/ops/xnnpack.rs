@@ -13,8 +13,8 @@
 //!   Char/Byte → f32, Char → Char and Byte → Byte (XNNPACK's `qs8-vcvt` / `qu8-vcvt`).
 //! - `qd8_fully_connected.out(x, weight, weight_kind, scales, block_size, bias, output_min,
 //!   output_max, out)`: dynamic per-row int8 activations times qc8w (0), qc4w (1) or qb4w (2)
-//!   weights, or any of them laid out once as int8 panels of 16 output channels (3:
-//!   `xnn_quant::qd8_panel_shapes`, block size 0 for per-channel scales).
+//!   weights, or any of them laid out once as panels of 16 output channels (3: int8, 4: 4-bit
+//!   weights two a byte; `xnn_quant::qd8_panel_shapes`, block size 0 for per-channel scales).
 //! - `qs8_fully_connected.out(x, x_scale, x_zero_point, weight, weight_scales, bias,
 //!   out_scale, out_zero_point, output_min, output_max, out)`.
 //! - `qs8_convolution.out(x, x_scale, x_zero_point, weight, weight_scales, bias, stride,
@@ -261,11 +261,11 @@ fn qd8_fully_connected(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_
     want_dtype(ctx, &x, "x", DType::Float)?;
     let (k, osizes) = rows(ctx, &x)?;
     want_dtype(ctx, &s, "scales", DType::Float)?;
-    if kind == 3 {
+    if let Some(form) = panel_form(kind) {
         return qd8_fully_connected_panels(
             ctx,
             (&x, k, osizes),
-            (&w, &s, block),
+            (&w, &s, block, form),
             bias,
             (lo, hi),
             outs,
@@ -286,7 +286,9 @@ fn qd8_fully_connected(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_
         _ => {
             return Err(ctx.invalid(
                 "weight_kind",
-                format!("{kind} is not 0 (qc8w), 1 (qc4w), 2 (qb4w) or 3 (panels)"),
+                format!(
+                    "{kind} is not 0 (qc8w), 1 (qc4w), 2 (qb4w), 3 (int8 panels) or 4 (int4 panels)"
+                ),
             ))
         }
     };
@@ -351,14 +353,23 @@ fn qd8_compute(
     })
 }
 
-/// `qd8_fully_connected` with weight kind 3: int8 panels `[ceil(N / 16), blocks, segment]` of
+/// The panel form of weight kind 3 (int8 panels) and 4 (int4 panels).
+fn panel_form(kind: i64) -> Option<xq::Qd8PanelForm> {
+    match kind {
+        3 => Some(xq::Qd8PanelForm::Int8),
+        4 => Some(xq::Qd8PanelForm::Int4),
+        _ => None,
+    }
+}
+
+/// `qd8_fully_connected` with weight kind 3 or 4: panels `[ceil(N / 16), blocks, segment]` of
 /// [`Qd8Weights::Panels`]' layout (each block's column sums, then its weights four inputs per
-/// channel) and their scales `[ceil(N / 16), 1, 16]` (block size 0: per channel) or
-/// `[ceil(N / 16), K / block, 16]`; `N` is the output's last dimension.
+/// channel, as bytes or two a byte) and their scales `[ceil(N / 16), 1, 16]` (block size 0:
+/// per channel) or `[ceil(N / 16), K / block, 16]`; `N` is the output's last dimension.
 fn qd8_fully_connected_panels(
     ctx: &KernelContext,
     (x, k, osizes): (&TensorRef<'_>, usize, Vec<usize>),
-    (w, s, block): (&TensorRef<'_>, &TensorRef<'_>, i64),
+    (w, s, block, form): (&TensorRef<'_>, &TensorRef<'_>, i64, xq::Qd8PanelForm),
     bias: Option<TensorRef<'_>>,
     (lo, hi): (f32, f32),
     outs: &mut [Out<'_, '_>],
@@ -369,9 +380,13 @@ fn qd8_fully_connected_panels(
         _ => 0,
     };
     let shapes =
-        usize::try_from(block).ok().and_then(|b| Some((b, xq::qd8_panel_shapes(n, k, b)?)));
+        usize::try_from(block).ok().and_then(|b| Some((b, xq::qd8_panel_shapes(n, k, b, form)?)));
     let Some((block, (wshape, sshape))) = shapes else {
-        return Err(ctx.invalid("block_size", format!("not 0 or a multiple of 4 dividing K = {k}")));
+        let need = if form == xq::Qd8PanelForm::Int4 { 8 } else { 4 };
+        return Err(ctx.invalid(
+            "block_size",
+            format!("{block} is not 0 or a multiple of {need} dividing K = {k}"),
+        ));
     };
     if s.sizes() != sshape {
         return Err(ctx.shape_err("scales", format!("{sshape:?}"), s.sizes()));
@@ -382,7 +397,7 @@ fn qd8_fully_connected_panels(
     let bias = bias_arg::<f32>(ctx, bias, n)?;
     let out = qd8_out(ctx, outs, osizes, n)?;
     let (xv, sv, wv) = (dense::<f32>(x), dense::<f32>(s), dense::<i8>(w));
-    let weights = Qd8Weights::Panels { w: &wv, scales: &sv, block_size: block };
+    let weights = Qd8Weights::Panels { w: &wv, scales: &sv, block_size: block, form };
     qd8_compute(ctx, (&xv, k), &weights, bias.as_deref(), (lo, hi), out)
 }
 

@@ -3,7 +3,9 @@
 //! connected layers, and the integer clamp and global average pooling.
 
 use kiln_format::xnnpack::{BinaryKind, Conv, ConvKind, DataType, Node, Quant, UnaryKind};
-use kiln_kernels::compute::xnn_quant::{qd8_panel_shapes, qs8_quantize_bound, Qd8Weights};
+use kiln_kernels::compute::xnn_quant::{
+    qd8_panel_shapes, qs8_quantize_bound, Qd8PanelForm, Qd8Weights,
+};
 use kiln_kernels::DType;
 
 use super::lower::{identity, is_float, Bytes, Lowerer, R};
@@ -219,7 +221,7 @@ impl Lowerer<'_, '_> {
         };
         // Constant weights are laid out once, here, in the panels the fast loops read.
         let (w, scales_t, kind, block) = match self.panels(wv, kind, &scales, block)? {
-            Some((w, s)) => (w, s, 3, if kind == 2 { block } else { 0 }),
+            Some((w, s, panel_kind)) => (w, s, panel_kind, if kind == 2 { block } else { 0 }),
             None => {
                 let scales_t = if kind == 2 {
                     let k = wv.dims.get(1).copied().unwrap_or(0);
@@ -259,15 +261,15 @@ impl Lowerer<'_, '_> {
     }
 
     /// The constant weights of a QD8 fully connected node (weight kind 0, 1 or 2 of
-    /// `kiln_xnnpack::qd8_fully_connected`) and their scales as panels (kind 3), or `None` when
-    /// they are not a constant of the expected size.
+    /// `kiln_xnnpack::qd8_fully_connected`) and their scales as panels, with the panels' kind
+    /// (3: int8, 4: 4-bit), or `None` when they are not a constant of the expected size.
     fn panels(
         &mut self,
         wv: &kiln_format::xnnpack::Value,
         kind: i64,
         scales: &[f32],
         block: i64,
-    ) -> R<Option<(u32, u32)>> {
+    ) -> R<Option<(u32, u32, i64)>> {
         let (Some(index), &[nn, k]) = (wv.constant, wv.dims.as_slice()) else {
             return Ok(None);
         };
@@ -278,17 +280,29 @@ impl Lowerer<'_, '_> {
             1 => Qd8Weights::Qc4w { w: &raw, scales },
             _ => Qd8Weights::Qb4w { w: &raw, scales, block_size: block.max(0) as usize },
         };
-        let Some((panels, panel_scales, block)) = weights.to_panels(nn, k) else {
+        // 4-bit weights stay 4-bit where their blocks allow (half the bytes a decode step
+        // reads); otherwise int8.
+        let mut form = Qd8PanelForm::Int4;
+        let mut laid = weights.to_panels(nn, k, form);
+        if laid.is_none() {
+            form = Qd8PanelForm::Int8;
+            laid = weights.to_panels(nn, k, form);
+        }
+        let Some((panels, panel_scales, block)) = laid else {
             return Ok(None);
         };
-        let Some((wshape, sshape)) = qd8_panel_shapes(nn, k, block) else {
+        let Some((wshape, sshape)) = qd8_panel_shapes(nn, k, block, form) else {
             return Ok(None);
         };
         let bytes: Vec<u8> = panels.iter().map(|&v| v as u8).collect();
         let w = self.constant(DType::Char, &wshape, Bytes::Owned(bytes))?;
         let bytes: Vec<u8> = panel_scales.iter().flat_map(|v| v.to_le_bytes()).collect();
         let s = self.constant(DType::Float, &sshape, Bytes::Owned(bytes))?;
-        Ok(Some((w, s)))
+        let kind = match form {
+            Qd8PanelForm::Int8 => 3,
+            Qd8PanelForm::Int4 => 4,
+        };
+        Ok(Some((w, s, kind)))
     }
 
     pub(super) fn qs8_binary(
