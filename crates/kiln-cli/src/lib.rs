@@ -46,6 +46,9 @@ enum Command {
     /// Generate text with a language model exported by ExecuTorch's LLM exporter (KV cache):
     /// `kiln generate llama.pte --prompt-tokens 1,17,300 --max-new-tokens 16`.
     Generate(commands::generate::Args),
+    /// Chat with a language model exported by ExecuTorch's LLM exporter, its KV cache kept
+    /// from turn to turn: `kiln chat llama.pte --tokenizer tokenizer.json`.
+    Chat(commands::chat::Args),
     /// Time a method of an ExecuTorch program: median/min/p90 latency, per-operator profile.
     Bench(commands::bench::Args),
     /// Profile a method: every executed kernel timed and attributed to the program's own
@@ -120,6 +123,7 @@ fn execute(cli: Cli) -> ExitCode {
         Command::Txn(args) => commands::txn::run(args),
         Command::Run(args) => commands::run::run(args),
         Command::Generate(args) => commands::generate::run(args),
+        Command::Chat(args) => commands::chat::run(args),
         Command::Bench(args) => commands::bench::run(args),
         Command::Profile(args) => commands::profile::run(args),
         Command::Report(args) => commands::report::run(args),

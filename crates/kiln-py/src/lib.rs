@@ -12,6 +12,7 @@
 //! `kiln_runtime::error::message_chain`. The command itself (the `run` of `kiln-cli`) is used
 //! only to run the `kiln` console script.
 
+mod chat;
 mod errors;
 mod params;
 mod program;
@@ -56,6 +57,7 @@ fn default_memory_limit() -> u64 {
 fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::register(m)?;
+    m.add_class::<chat::Chat>()?;
     m.add_class::<program::Program>()?;
     m.add_class::<tokenizer::Tokenizer>()?;
     m.add_function(wrap_pyfunction!(cli, m)?)?;

@@ -28,6 +28,13 @@ pub struct Program {
     text_model: Mutex<Option<TextModel>>,
 }
 
+impl Program {
+    /// The loaded program.
+    pub(crate) fn inner(&self) -> &kiln_runtime::Program {
+        &self.program
+    }
+}
+
 /// One input as the Python layer hands it over.
 enum Given<'py> {
     /// A tensor: dtype name, sizes and its bytes (C order, little-endian) as a uint8 array.

@@ -13,6 +13,13 @@ pub struct Tokenizer {
     inner: tokenizers::Tokenizer,
 }
 
+impl Tokenizer {
+    /// The Hugging Face tokenizer.
+    pub(crate) fn inner(&self) -> &tokenizers::Tokenizer {
+        &self.inner
+    }
+}
+
 #[pymethods]
 impl Tokenizer {
     /// Loads `path` (a Hugging Face `tokenizer.json`).

@@ -33,17 +33,8 @@ pub struct Args {
     /// Most new tokens to generate [default: until the context is full or an end token].
     #[arg(long, value_name = "N")]
     pub max_new_tokens: Option<usize>,
-    /// Sampling temperature; without it (or at 0) generation is greedy.
-    #[arg(long, value_name = "T", value_parser = parse_temperature)]
-    pub temperature: Option<f32>,
-    /// Nucleus sampling: sample among the most likely tokens holding this much probability
-    /// (as ExecuTorch's runner; 1 samples from all). Only with --temperature.
-    #[arg(long, value_name = "P", default_value_t = 0.9, requires = "temperature",
-          value_parser = parse_top_p)]
-    pub top_p: f32,
-    /// Seed of the sampler's generator [default: from the clock]. Only with --temperature.
-    #[arg(long, value_name = "S", requires = "temperature")]
-    pub seed: Option<u64>,
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
     /// Token ids that end generation (printed, then stop) [default: the program's
     /// get_eos_ids, when it has one].
     #[arg(long = "eos", value_name = "ID", value_delimiter = ',')]
@@ -57,6 +48,38 @@ pub struct Args {
     pub json: bool,
     #[command(flatten)]
     pub engine: EngineArgs,
+}
+
+/// How tokens are picked from the logits (`kiln generate`, `kiln chat`).
+#[derive(clap::Args)]
+pub struct SamplingArgs {
+    /// Sampling temperature; without it (or at 0) generation is greedy.
+    #[arg(long, value_name = "T", value_parser = parse_temperature)]
+    pub temperature: Option<f32>,
+    /// Nucleus sampling: sample among the most likely tokens holding this much probability
+    /// (as ExecuTorch's runner; 1 samples from all). Only with --temperature.
+    #[arg(long, value_name = "P", default_value_t = 0.9, requires = "temperature",
+          value_parser = parse_top_p)]
+    pub top_p: f32,
+    /// Sample among the K most likely tokens only (before --top-p). Only with --temperature.
+    #[arg(long, value_name = "K", requires = "temperature")]
+    pub top_k: Option<usize>,
+    /// Seed of the sampler's generator [default: from the clock]. Only with --temperature.
+    #[arg(long, value_name = "S", requires = "temperature")]
+    pub seed: Option<u64>,
+}
+
+impl SamplingArgs {
+    /// The sampler these arguments ask for, and its seed (`None` when greedy).
+    pub fn sampler(&self) -> (Sampler, Option<u64>) {
+        let seed =
+            self.temperature.filter(|&t| t > 0.0).map(|_| self.seed.unwrap_or_else(clock_seed));
+        let sampler = match (self.temperature, seed) {
+            (Some(t), Some(s)) => Sampler::new(t, self.top_p, s).with_top_k(self.top_k),
+            _ => Sampler::greedy(),
+        };
+        (sampler, seed)
+    }
 }
 
 #[derive(Serialize)]
@@ -81,7 +104,7 @@ struct Report {
 }
 
 /// Token ids as the tokenizer takes them.
-fn token_ids(tokens: &[i64]) -> Result<Vec<u32>> {
+pub(super) fn token_ids(tokens: &[i64]) -> Result<Vec<u32>> {
     tokens.iter().map(|&t| u32::try_from(t).context("token id")).collect()
 }
 
@@ -139,11 +162,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let load_ms = started.elapsed().as_secs_f64() * 1e3;
     let max_context_len = model.metadata().max_context_len;
     let eos = if args.eos.is_empty() { model.metadata().eos_ids.clone() } else { args.eos.clone() };
-    let seed = args.temperature.filter(|&t| t > 0.0).map(|_| args.seed.unwrap_or_else(clock_seed));
-    let sampler = match (args.temperature, seed) {
-        (Some(t), Some(s)) => Sampler::new(t, args.top_p, s),
-        _ => Sampler::greedy(),
-    };
+    let (sampler, seed) = args.sampling.sampler();
     let mut options = GenerateOptions { max_new_tokens: args.max_new_tokens, sampler, eos };
     // Printed: the new tokens' text as it completes (a character split over tokens waits for
     // its last token). `--json` decodes them once, at the end.

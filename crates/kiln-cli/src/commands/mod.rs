@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod bench_gemm;
+pub mod chat;
 pub mod circle;
 pub mod dump;
 pub mod edgetpu;

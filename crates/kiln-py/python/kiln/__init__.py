@@ -36,6 +36,8 @@ from ._kiln import (
 __version__: str = _kiln.__version__
 
 __all__ = [
+    "Chat",
+    "Reply",
     "load",
     "verify",
     "inspect",
@@ -292,6 +294,110 @@ class Program:
         )
         text = tokenizer.decode(tokens) if tokenizer is not None else None
         return Generation(prompt_tokens, tokens, text, stop, prefill_ms, rate)
+
+    def chat(
+        self,
+        tokenizer: Union[Tokenizer, PathLike],
+        *,
+        chat_template: Optional[PathLike] = None,
+        system: Optional[str] = None,
+    ) -> "Chat":
+        """A conversation with the program's language model whose KV cache persists from turn
+        to turn: each :meth:`Chat.say` feeds only the tokens the cache does not hold. The chat
+        template is the Jinja file ``chat_template``, else the ``chat_template`` of the
+        ``tokenizer_config.json`` beside ``tokenizer`` (when it is a path), else the messages'
+        texts joined as they are. ``system`` opens the conversation."""
+        config = None
+        if not isinstance(tokenizer, Tokenizer):
+            beside = os.path.join(os.path.dirname(os.fspath(tokenizer)), "tokenizer_config.json")
+            if os.path.exists(beside):
+                with open(beside, encoding="utf-8") as f:
+                    config = f.read()
+            tokenizer = Tokenizer(os.fspath(tokenizer))
+        template = None
+        if chat_template is not None:
+            with open(os.fspath(chat_template), encoding="utf-8") as f:
+                template = f.read()
+        return Chat(_kiln.Chat(self._native, tokenizer, template, config, system))
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What :meth:`Chat.say` produced."""
+
+    text: str
+    """The reply's text (its end token left out)."""
+    tokens: list
+    """The reply's token ids."""
+    stop: str
+    """Why the reply ended: ``max_new_tokens``, ``eos`` or ``max_context_len``."""
+    fed_tokens: int
+    """Tokens of this turn fed to the model (the rest of the history was in the cache)."""
+    position: int
+    """Positions of the context in use after the turn."""
+    prefill_ms: float
+    """The turn's prefill call plus sampling the first token, in milliseconds."""
+    decode_tokens_per_s: float
+    """New tokens after the first per second of the decode loop."""
+
+
+class Chat:
+    """A conversation with a language model that keeps its KV cache (see
+    :meth:`Program.chat`). Not for several threads at once: one turn runs at a time."""
+
+    def __init__(self, native: Any):
+        self._native = native
+
+    def say(
+        self,
+        text: str,
+        *,
+        max_new_tokens: Optional[int] = None,
+        temperature: Optional[float] = None,
+        top_p: float = 0.9,
+        top_k: Optional[int] = None,
+        seed: Optional[int] = None,
+        eos: Optional[Iterable[int]] = None,
+        on_token: Optional[Callable[[int], Any]] = None,
+    ) -> Reply:
+        """The user says ``text``; returns the model's reply. Sampling as
+        :meth:`Program.generate` (``top_k`` keeps the k most likely tokens first); ``eos``
+        defaults to the program's end tokens and the template's ``eos_token``. When the
+        history and ``text`` do not fit the context, raises :class:`InputError` and changes
+        nothing: :meth:`restart` and say it again, or stop."""
+        if max_new_tokens is not None and max_new_tokens < 0:
+            raise InputError(f"max_new_tokens {max_new_tokens} must be 0 or more")
+        if top_k is not None and top_k < 0:
+            raise InputError(f"top_k {top_k} must be 0 or more")
+        return Reply(*self._native.say(
+            text,
+            max_new_tokens,
+            temperature,
+            top_p,
+            top_k,
+            0 if seed is None else seed,
+            None if eos is None else [int(t) for t in eos],
+            on_token,
+        ))
+
+    def restart(self) -> None:
+        """Forgets every message but the system one, and the cache."""
+        self._native.restart()
+
+    @property
+    def messages(self) -> list:
+        """The messages so far, as ``(role, content)`` pairs."""
+        return self._native.messages()
+
+    @property
+    def position(self) -> int:
+        """Positions of the context in use."""
+        return self._native.position
+
+    @property
+    def max_context_len(self) -> int:
+        """Positions the context holds."""
+        return self._native.max_context_len
 
 
 def _argument(index: int, x: Any, spec: ValueSpec) -> Any:

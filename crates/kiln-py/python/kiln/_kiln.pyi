@@ -53,6 +53,36 @@ class Tokenizer:
     def decode(self, ids: list[int]) -> str:
         """The text of ``ids``, special tokens skipped."""
 
+class Chat:
+    """A conversation with a program's language model that keeps its KV cache."""
+
+    def __init__(
+        self,
+        program: Program,
+        tokenizer: Tokenizer,
+        chat_template: Optional[str] = None,
+        tokenizer_config: Optional[str] = None,
+        system: Optional[str] = None,
+    ) -> None: ...
+    def say(
+        self,
+        text: str,
+        max_new_tokens: Optional[int] = None,
+        temperature: Optional[float] = None,
+        top_p: float = 0.9,
+        top_k: Optional[int] = None,
+        seed: int = 0,
+        eos: Optional[list[int]] = None,
+        on_token: Optional[Callable[[int], Any]] = None,
+    ) -> tuple[str, list[int], str, int, int, float, float]:
+        """(text, tokens, stop, fed_tokens, position, prefill_ms, decode_tokens_per_s)"""
+    def restart(self) -> None: ...
+    def messages(self) -> list[tuple[str, str]]: ...
+    @property
+    def position(self) -> int: ...
+    @property
+    def max_context_len(self) -> int: ...
+
 def cli(argv: list[str]) -> int: ...
 def inspect(path: str) -> str: ...
 def verify(path: str, strict: bool = False) -> tuple[Optional[str], Optional[str]]: ...

@@ -77,28 +77,45 @@ impl TextModel {
         &mut self,
         prompt: &[i64],
         options: &mut GenerateOptions,
+        on_token: impl FnMut(i64) -> Result<(), E>,
+    ) -> Result<Generation, E> {
+        self.reset();
+        self.generate_here(prompt, options, &mut Vec::new(), on_token)
+    }
+
+    /// [`TextModel::generate`] from the current position: `prompt` follows the tokens the
+    /// cache holds (a conversation's next turn). `prefill_logits` receives the logits the
+    /// first new token is sampled from.
+    pub fn generate_here<E: From<Error>>(
+        &mut self,
+        prompt: &[i64],
+        options: &mut GenerateOptions,
+        prefill_logits: &mut Vec<f32>,
         mut on_token: impl FnMut(i64) -> Result<(), E>,
     ) -> Result<Generation, E> {
         if prompt.is_empty() {
             return Err(llm_err("the prompt has no tokens").into());
         }
         let max_context_len = self.metadata().max_context_len;
-        let room = max_context_len.saturating_sub(prompt.len());
+        let start = self.position();
+        let room = max_context_len.saturating_sub(start + prompt.len());
         if room == 0 {
             return Err(llm_err(format!(
-                "the prompt's {} tokens fill the model's maximum context length of \
-                 {max_context_len}",
+                "the prompt's {} tokens after {start} cached ones fill the model's maximum \
+                 context length of {max_context_len}",
                 prompt.len()
             ))
             .into());
         }
-        self.reset();
         let budget = options.max_new_tokens.map_or(room, |n| n.min(room));
         let mut tokens = Vec::with_capacity(budget);
         let prefill_start = Instant::now();
+        let logits = self.prefill(prompt)?;
+        prefill_logits.clear();
+        prefill_logits.extend_from_slice(logits);
         let mut next = match budget {
             0 => None,
-            _ => Some(options.sampler.sample(self.prefill(prompt)?) as i64),
+            _ => Some(options.sampler.sample(prefill_logits) as i64),
         };
         let prefill = prefill_start.elapsed();
         let decode_start = Instant::now();

@@ -21,9 +21,13 @@
 //! # Ok::<(), kiln_runtime::Error>(())
 //! ```
 
+#[cfg(feature = "chat")]
+mod chat;
 mod generate;
 mod sampler;
 
+#[cfg(feature = "chat")]
+pub use chat::{Chat, ChatTemplate, Message, Reply, TextCodec};
 pub use generate::{GenerateOptions, Generation, Stop};
 pub use sampler::{argmax, Sampler};
 
@@ -226,6 +230,12 @@ impl TextModel {
     /// overwritten; slots past the position are masked, as in ExecuTorch).
     pub fn reset(&mut self) {
         self.position = 0;
+    }
+
+    /// Keeps the first `position` cached tokens (at most those held): the next call writes
+    /// from there, and the slots past it are masked as if empty.
+    pub fn rewind(&mut self, position: usize) {
+        self.position = self.position.min(position);
     }
 
     /// The executed `forward` method (for profiling and inspection).

@@ -29,6 +29,8 @@ impl XorShift64Star {
 pub struct Sampler {
     temperature: f32,
     top_p: f32,
+    /// Sample among this many most likely tokens only (ties at the last one kept).
+    top_k: Option<usize>,
     rng: XorShift64Star,
     /// Scratch: probabilities, and (probability, token) candidates for top-p.
     probs: Vec<f32>,
@@ -42,10 +44,18 @@ impl Sampler {
         Sampler {
             temperature,
             top_p,
+            top_k: None,
             rng: XorShift64Star(seed),
             probs: Vec::new(),
             candidates: Vec::new(),
         }
+    }
+
+    /// Keeps only the `k` most likely tokens before sampling (tokens tied with the `k`-th
+    /// stay); `None` or 0 keeps all. No effect on a greedy sampler.
+    pub fn with_top_k(mut self, k: Option<usize>) -> Sampler {
+        self.top_k = k.filter(|&k| k > 0);
+        self
     }
 
     /// Greedy: argmax.
@@ -66,6 +76,16 @@ impl Sampler {
         let inv = 1.0 / self.temperature;
         self.probs.clear();
         self.probs.extend(logits.iter().map(|&l| l * inv));
+        if let Some(k) = self.top_k.filter(|&k| k < self.probs.len()) {
+            // The k-th largest scaled logit; everything below it gets no probability.
+            let mut sorted = self.probs.clone();
+            let (_, &mut kth, _) = sorted.select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a));
+            for p in &mut self.probs {
+                if *p < kth {
+                    *p = f32::NEG_INFINITY;
+                }
+            }
+        }
         softmax(&mut self.probs);
         let coin = self.rng.next_f32();
         if self.top_p <= 0.0 || self.top_p >= 1.0 {
