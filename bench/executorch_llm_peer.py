@@ -10,13 +10,27 @@ importing their modules), then runs the loop of ExecuTorch's LLM runner with gre
 one prefill `forward(tokens[1, P], [0])` and argmax (timed: `prefill_ms`), then one
 `forward([[token]], [pos])` and argmax per further token (timed together:
 `decode_tokens_per_s` = decode calls / their time, the first token excluded as the runner
-counts). Prints one JSON object: {"tokens", "prefill_ms", "decode_tokens_per_s"}.
+counts). Prints one JSON object: {"tokens", "margins", "prefill_ms", "decode_tokens_per_s",
+"load_ms", "rss_growth_mb"}: `load_ms` is `load_program` + `load_method`, `rss_growth_mb` the
+peak resident memory of the process past what it held after its imports (VmHWM - VmRSS then).
+`margins[i]` the gap between the two largest logits that chose `tokens[i]` (a near tie there
+lets two correct runtimes part; the bench compares tokens only up to the first margin below
+0.01).
 """
 
 import argparse
 import json
 import time
 import warnings
+
+
+def status_kb(field):
+    """A field of /proc/self/status in kB (VmRSS, VmHWM)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
 
 
 def main():
@@ -39,12 +53,16 @@ def main():
         portable_lib._unsafe_reset_threadpool(a.threads)
 
     prompt = [int(t) for t in a.prompt_tokens.split(",")]
+    baseline_kb = status_kb("VmRSS")
+    start = time.perf_counter()
     program = Runtime.get().load_program(a.model)
     forward = program.load_method("forward")
+    load_ms = (time.perf_counter() - start) * 1e3
     tokens = torch.tensor([prompt], dtype=torch.long)
     start = time.perf_counter()
     logits = forward.execute([tokens, torch.tensor([0], dtype=torch.long)])[0]
     new = [int(torch.argmax(logits, dim=-1)[0])]
+    tops = [logits.clone()]
     prefill_ms = (time.perf_counter() - start) * 1e3
     pos = len(prompt)
     start = time.perf_counter()
@@ -53,13 +71,21 @@ def main():
             [torch.tensor([[new[-1]]], dtype=torch.long), torch.tensor([pos], dtype=torch.long)]
         )[0]
         pos += 1
+        tops.append(logits.clone())  # the output buffer is reused by the next call
         new.append(int(torch.argmax(logits, dim=-1)[0]))
     decode_s = time.perf_counter() - start
     decoded = len(new) - 1
+    margins = []
+    for t in tops:
+        top2 = torch.topk(t.reshape(-1).float(), 2).values
+        margins.append(float(top2[0] - top2[1]))
     print(json.dumps({
         "tokens": new,
+        "margins": margins,
         "prefill_ms": prefill_ms,
         "decode_tokens_per_s": decoded / decode_s if decoded and decode_s > 0 else 0.0,
+        "load_ms": load_ms,
+        "rss_growth_mb": (status_kb("VmHWM") - baseline_kb) / 1024,
     }))
 
 
