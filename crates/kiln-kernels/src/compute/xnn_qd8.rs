@@ -391,17 +391,19 @@ impl PanelTask<'_, '_> {
         let (lo, hi) = g.bounds;
         let rows = (m - r0).min(MR);
         let nibbles = g.form == PanelForm::Int4;
+        // Int4 weights read as stored, in registers (AVX-512 VNNI): summed as `w + 8`.
+        let in_registers = nibbles && unpacked.is_empty();
         let mut acc = [[0i32; MR * PANEL]; 2];
         let mut sums = [[[0f32; PANEL]; MR]; P];
         #[cfg(target_arch = "x86_64")]
-        let fused = self.nibble_blocks_fused::<P>(p, r0, rows, unpacked.is_empty(), &mut sums);
+        let fused = self.nibble_blocks_fused::<P>(p, r0, rows, in_registers, &mut sums);
         #[cfg(not(target_arch = "x86_64"))]
         let fused = false;
         for b in (0..nb).filter(|_| !fused) {
             let segment = |q: usize| &g.w[((p + q) * nb + b) * seg..][..seg];
             let start = r0 * kq + b * bk;
             // The block's weights as the byte loops read them.
-            let bytes = match nibbles && !unpacked.is_empty() {
+            let bytes = match nibbles && !in_registers {
                 true => {
                     unpack_nibbles(&segment(0)[SUMS..], unpacked);
                     &*unpacked
@@ -411,7 +413,7 @@ impl PanelTask<'_, '_> {
             match g.a {
                 QuadRows::Unsigned { a, zero_points, block_sums } => {
                     #[cfg(target_arch = "x86_64")]
-                    if nibbles && unpacked.is_empty() {
+                    if in_registers {
                         let w = (&g.w[(p * nb + b) * seg + SUMS..], nb * seg);
                         quad_sums_u4::<P>(isa, &a[start..], kq, rows, w, bk, &mut acc);
                     }
@@ -420,16 +422,14 @@ impl PanelTask<'_, '_> {
                         let w = (&g.w[(p * nb + b) * seg + SUMS..], nb * seg);
                         quad_sums_u8_pair(isa, &a[start..], kq, rows, w, bk, &mut acc);
                     }
-                    if P == 1 && !(nibbles && unpacked.is_empty()) {
+                    if P == 1 && !in_registers {
                         quad_sums_u8(isa, &a[start..], kq, rows, bytes, bk, &mut acc[0]);
                     }
-                    // In registers the nibbles were summed as stored, `w + 8`.
-                    let stored = nibbles && unpacked.is_empty();
                     for (q, acc) in acc.iter_mut().enumerate().take(P) {
                         let col = column_sums(segment(q));
                         for (r, acc) in acc.chunks_exact_mut(PANEL).take(rows).enumerate() {
                             let z = zero_points[r0 + r].wrapping_add(128);
-                            let offset = match stored {
+                            let offset = match in_registers {
                                 true => block_sums[(r0 + r) * nb + b].wrapping_mul(8),
                                 false => 0,
                             };
@@ -959,8 +959,8 @@ unsafe fn u4_blocks<const R: usize, const P: usize>(
         let rows: [*const u8; R] =
             std::array::from_fn(|r| b.a.wrapping_add(r * b.lda + blk * b.bk));
         let head = b.w.wrapping_add(blk * b.seg);
-        // SAFETY: the caller's contract bounds the block's activations and nibbles.
         let wp = head.wrapping_add(SUMS);
+        // SAFETY: the caller's contract bounds the block's activations and nibbles.
         unsafe { nibble_steps(rows, b.bk / 8, wp, pstride, true, &mut first, &mut second) };
         for p in 0..P {
             // SAFETY: the segment's column sums (its first 64 bytes) and the block's 16 scales

@@ -324,6 +324,7 @@ pub fn qd8_panel_shapes(
     if !form.holds_block(bk) {
         return None;
     }
+    // The int8 segment is the larger: a size that fits it fits either form's.
     bk.checked_mul(QD8_PANEL)?.checked_add(4 * QD8_PANEL)?;
     let seg = form.segment_len(bk);
     panels.checked_mul(nb)?.checked_mul(seg)?;
@@ -406,36 +407,30 @@ impl Qd8Weights<'_> {
         // Padding weights are 0 (a nibble of 8 in Int4).
         let mut w = vec![0i8; wshape.iter().product()];
         let mut scales = vec![0f32; sshape.iter().product()];
-        if let (Qd8Weights::Qb4w { w: src, .. }, Qd8PanelForm::Int4) = (*self, form) {
-            // An LLM's every weight passes here at load: nibbles moved a byte pair at a time.
-            for (s, segment) in w.chunks_exact_mut(seg).enumerate() {
-                let (p, b) = (s / nb, s % nb);
-                for c in 0..QD8_PANEL.min(n - p * QD8_PANEL) {
-                    let j = p * QD8_PANEL + c;
-                    let row = &src[j * (k / 2) + b * bk / 2..][..bk / 2];
-                    scales[s * QD8_PANEL + c] = self.scale(j, b, k);
-                    qd::move_nibbles(row, segment, c);
-                }
-                for c in n.saturating_sub(p * QD8_PANEL)..QD8_PANEL {
-                    for i in 0..bk {
-                        form.set_weight(segment, c, i, 0);
-                    }
-                }
-                qd::write_column_sums(segment, form, bk);
-            }
-            return Some((w, scales, block));
-        }
+        // qb4w nibbles into Int4 panels: the stored form is the same, so an LLM's weights (all
+        // of them pass here at load) move a byte pair at a time.
+        let nibbles = match (*self, form) {
+            (Qd8Weights::Qb4w { w: src, .. }, Qd8PanelForm::Int4) => Some(src),
+            _ => None,
+        };
         for (s, segment) in w.chunks_exact_mut(seg).enumerate() {
             let (p, b) = (s / nb, s % nb);
             for c in 0..QD8_PANEL {
                 let j = p * QD8_PANEL + c;
-                for i in 0..bk {
-                    let kk = b * bk + i;
-                    let v = if j < n && kk < k { self.at(j, kk, k) as i8 } else { 0 };
-                    form.set_weight(segment, c, i, v);
-                }
                 if j < n {
                     scales[s * QD8_PANEL + c] = self.scale(j, b, k);
+                }
+                match nibbles {
+                    Some(src) if j < n => {
+                        qd::move_nibbles(&src[j * (k / 2) + b * bk / 2..][..bk / 2], segment, c)
+                    }
+                    _ => {
+                        for i in 0..bk {
+                            let kk = b * bk + i;
+                            let v = if j < n && kk < k { self.at(j, kk, k) as i8 } else { 0 };
+                            form.set_weight(segment, c, i, v);
+                        }
+                    }
                 }
             }
             qd::write_column_sums(segment, form, bk);

@@ -282,13 +282,10 @@ impl Lowerer<'_, '_> {
         };
         // 4-bit weights stay 4-bit where their blocks allow (half the bytes a decode step
         // reads); otherwise int8.
-        let mut form = Qd8PanelForm::Int4;
-        let mut laid = weights.to_panels(nn, k, form);
-        if laid.is_none() {
-            form = Qd8PanelForm::Int8;
-            laid = weights.to_panels(nn, k, form);
-        }
-        let Some((panels, panel_scales, block)) = laid else {
+        let laid = [Qd8PanelForm::Int4, Qd8PanelForm::Int8]
+            .into_iter()
+            .find_map(|form| Some((form, weights.to_panels(nn, k, form)?)));
+        let Some((form, (panels, panel_scales, block))) = laid else {
             return Ok(None);
         };
         let Some((wshape, sshape)) = qd8_panel_shapes(nn, k, block, form) else {
