@@ -3,42 +3,18 @@
 
 use std::sync::Mutex;
 
-use kiln_runtime::llm::{ChatTemplate, GenerateOptions, Sampler, TextCodec, TextModel};
+use kiln_runtime::llm::{ChatTemplate, GenerateOptions, HfTokenizer, Sampler, TextModel};
 use pyo3::prelude::*;
 
 use crate::errors::{self, InputError};
 use crate::program::Program;
 use crate::tokenizer::Tokenizer;
 
-/// A Hugging Face tokenizer as kiln's [`TextCodec`].
-struct Codec(tokenizers::Tokenizer);
-
-impl TextCodec for Codec {
-    fn encode(&self, text: &str) -> kiln_runtime::Result<Vec<i64>> {
-        let enc = self.0.encode(text, false).map_err(|e| codec_err(format!("encoding: {e}")))?;
-        Ok(enc.get_ids().iter().map(|&i| i64::from(i)).collect())
-    }
-
-    fn decode(&self, tokens: &[i64]) -> kiln_runtime::Result<String> {
-        let ids = tokens
-            .iter()
-            .map(|&t| u32::try_from(t).map_err(|_| codec_err(format!("token id {t}"))))
-            .collect::<kiln_runtime::Result<Vec<u32>>>()?;
-        self.0.decode(&ids, true).map_err(|e| codec_err(format!("decoding: {e}")))
-    }
-}
-
-fn codec_err(reason: String) -> kiln_runtime::Error {
-    kiln_runtime::Error::Llm { reason: format!("tokenizer: {reason}") }
-}
-
 /// A conversation (the Python class `kiln.Chat` wraps it).
 #[pyclass(frozen, module = "kiln._kiln")]
 pub struct Chat {
     chat: Mutex<kiln_runtime::llm::Chat>,
-    codec: Codec,
-    /// End tokens the template names (added to a turn's `eos` when none are given).
-    template_eos: Vec<i64>,
+    codec: HfTokenizer,
 }
 
 /// What ends a turn early: kiln's error, or the exception of the `on_token` callback.
@@ -85,19 +61,13 @@ impl Chat {
             }
             None => from_config,
         };
-        let codec = Codec(tokenizer.inner().clone());
-        let template_eos = template
-            .as_ref()
-            .and_then(|t| codec.0.token_to_id(t.eos_token()))
-            .map(i64::from)
-            .into_iter()
-            .collect();
+        let codec = HfTokenizer(tokenizer.inner().clone());
         let model = TextModel::new(program.inner()).map_err(errors::runtime)?;
         let mut chat = kiln_runtime::llm::Chat::new(model, template);
         if let Some(text) = &system {
             chat.set_system(text);
         }
-        Ok(Chat { chat: Mutex::new(chat), codec, template_eos })
+        Ok(Chat { chat: Mutex::new(chat), codec })
     }
 
     /// The user says `text`; returns the model's reply (see `kiln.Chat.say`).
@@ -127,17 +97,7 @@ impl Chat {
                 Some(t) if t > 0.0 => Sampler::new(t, top_p, seed).with_top_k(top_k),
                 _ => Sampler::greedy(),
             };
-            let eos = eos.unwrap_or_else(|| {
-                let mut ids = chat.model().metadata().eos_ids.clone();
-                ids.extend(
-                    self.template_eos
-                        .iter()
-                        .filter(|t| !ids.contains(t))
-                        .copied()
-                        .collect::<Vec<_>>(),
-                );
-                ids
-            });
+            let eos = eos.unwrap_or_else(|| chat.end_tokens(&self.codec));
             let mut options = GenerateOptions { max_new_tokens, sampler, eos };
             let reply = chat.turn(&text, &self.codec, &mut options, |token| match &on_token {
                 Some(callback) => Python::attach(|py| callback.call1(py, (token,)).map(|_| ()))

@@ -224,9 +224,10 @@ impl Run<'_> {
     /// Runs the method on `inputs`; the results stay in the state ([`State::output`]).
     pub fn run(&mut self, inputs: &[Input<'_>]) -> Result<()> {
         // One run of the pool's calls: waits while as many runs as the pool has threads go
-        // on (other states of this or another method, on other threads).
+        // on (other states of this or another method, on other threads). The compiled
+        // method, shared by its states, names the run's work.
         let threads = self.state.ctx.threads.clone();
-        let _run = threads.admit();
+        let _run = threads.admit(std::ptr::from_ref(self.fixed) as usize);
         // Every run starts from the loaded value table (shapes, moved handles, sym ints): only
         // the values a run can change are reset.
         for &v in self.fixed.resets.iter() {

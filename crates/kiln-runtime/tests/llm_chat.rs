@@ -7,7 +7,8 @@
 use std::path::PathBuf;
 
 use kiln_runtime::llm::{
-    argmax, Chat, ChatTemplate, GenerateOptions, Message, Sampler, TextCodec, TextModel,
+    argmax, Chat, ChatTemplate, GenerateOptions, HfTokenizer, Message, Sampler, TextCodec,
+    TextModel,
 };
 use kiln_runtime::{Error, Program};
 
@@ -16,21 +17,8 @@ fn llm_dir() -> PathBuf {
 }
 
 /// The fixtures' tokenizer (byte-level BPE, trained by `tools/fixtures/export_llama.py`).
-struct Codec(tokenizers::Tokenizer);
-
-impl TextCodec for Codec {
-    fn encode(&self, text: &str) -> kiln_runtime::Result<Vec<i64>> {
-        Ok(self.0.encode(text, false).unwrap().get_ids().iter().map(|&i| i64::from(i)).collect())
-    }
-
-    fn decode(&self, tokens: &[i64]) -> kiln_runtime::Result<String> {
-        let ids: Vec<u32> = tokens.iter().map(|&t| t as u32).collect();
-        Ok(self.0.decode(&ids, true).unwrap())
-    }
-}
-
-fn codec() -> Codec {
-    Codec(tokenizers::Tokenizer::from_file(llm_dir().join("tokenizer.json")).unwrap())
+fn codec() -> HfTokenizer {
+    HfTokenizer(tokenizers::Tokenizer::from_file(llm_dir().join("tokenizer.json")).unwrap())
 }
 
 const TEMPLATE: &str =
@@ -126,4 +114,27 @@ fn templates_from_tokenizer_configs() {
     let err = t.render(&[m("user", "a")], true).unwrap_err().to_string();
     assert!(err.contains("system first"), "{err}");
     assert!(ChatTemplate::new("{% for %}", "", "").is_err());
+}
+
+#[test]
+fn a_reply_ends_at_the_programs_end_tokens_and_the_templates_own() {
+    let program = Program::load(llm_dir().join("sdpa.pte")).unwrap();
+    let codec = codec();
+    let program_eos = TextModel::new(&program).unwrap().metadata().eos_ids.clone();
+    let plain = Chat::new(TextModel::new(&program).unwrap(), None);
+    assert_eq!(plain.end_tokens(&codec), program_eos);
+    // A template whose end-of-turn token is a word of the fixture's vocabulary.
+    let word = codec.encode("fox").unwrap()[0];
+    let text = codec.0.id_to_token(u32::try_from(word).unwrap()).unwrap();
+    let template = ChatTemplate::new(TEMPLATE, "", &text).unwrap();
+    let chat = Chat::new(TextModel::new(&program).unwrap(), Some(template));
+    let mut expected = program_eos.clone();
+    if !expected.contains(&word) {
+        expected.push(word);
+    }
+    assert_eq!(chat.end_tokens(&codec), expected);
+    // One the vocabulary does not have adds nothing.
+    let unknown = ChatTemplate::new(TEMPLATE, "", "<|no such token|>").unwrap();
+    let chat = Chat::new(TextModel::new(&program).unwrap(), Some(unknown));
+    assert_eq!(chat.end_tokens(&codec), program_eos);
 }

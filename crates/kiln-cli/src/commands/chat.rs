@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{anyhow, Context, Result};
-use kiln_runtime::llm::{Chat, ChatTemplate, GenerateOptions, TextCodec, TextModel};
+use kiln_runtime::llm::{Chat, ChatTemplate, GenerateOptions, HfTokenizer, TextModel};
 use kiln_runtime::Program;
 use serde::Serialize;
 
@@ -67,25 +67,6 @@ pub enum OnFull {
     Stop,
     /// Forget the conversation (but the system message) and answer the message afresh.
     Restart,
-}
-
-/// A Hugging Face tokenizer as kiln's [`TextCodec`].
-struct HfCodec(tokenizers::Tokenizer);
-
-impl TextCodec for HfCodec {
-    fn encode(&self, text: &str) -> kiln_runtime::Result<Vec<i64>> {
-        let enc = self.0.encode(text, false).map_err(|e| codec_err(format!("encoding: {e}")))?;
-        Ok(enc.get_ids().iter().map(|&i| i64::from(i)).collect())
-    }
-
-    fn decode(&self, tokens: &[i64]) -> kiln_runtime::Result<String> {
-        let ids = super::generate::token_ids(tokens).map_err(|e| codec_err(e.to_string()))?;
-        self.0.decode(&ids, true).map_err(|e| codec_err(format!("decoding: {e}")))
-    }
-}
-
-fn codec_err(reason: String) -> kiln_runtime::Error {
-    kiln_runtime::Error::Llm { reason: format!("tokenizer: {reason}") }
 }
 
 #[derive(Serialize)]
@@ -145,7 +126,7 @@ fn load_tokenizer(path: &Path) -> Result<tokenizers::Tokenizer> {
 
 /// Runs `kiln chat`.
 pub fn run(args: Args) -> Result<ExitCode> {
-    let codec = HfCodec(load_tokenizer(&args.tokenizer)?);
+    let codec = HfTokenizer(load_tokenizer(&args.tokenizer)?);
     let template = template(&args)?;
     let started = Instant::now();
     let mut builder = Program::builder().options(load_options(&args.engine)?);
@@ -156,18 +137,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let model = TextModel::new(&program)?;
     let load_ms = started.elapsed().as_secs_f64() * 1e3;
     let max_context_len = model.metadata().max_context_len;
-    let mut eos =
-        if args.eos.is_empty() { model.metadata().eos_ids.clone() } else { args.eos.clone() };
-    if args.eos.is_empty() {
-        if let Some(id) = template.as_ref().and_then(|t| codec.0.token_to_id(t.eos_token())) {
-            if !eos.contains(&i64::from(id)) {
-                eos.push(i64::from(id));
-            }
-        }
-    }
+    let mut chat = Chat::new(model, template);
+    let eos = if args.eos.is_empty() { chat.end_tokens(&codec) } else { args.eos.clone() };
     let (sampler, _) = args.sampling.sampler();
     let mut options = GenerateOptions { max_new_tokens: args.max_new_tokens, sampler, eos };
-    let mut chat = Chat::new(model, template);
     if let Some(system) = &args.system {
         chat.set_system(system);
     }

@@ -104,7 +104,7 @@ struct Report {
 }
 
 /// Token ids as the tokenizer takes them.
-pub(super) fn token_ids(tokens: &[i64]) -> Result<Vec<u32>> {
+fn token_ids(tokens: &[i64]) -> Result<Vec<u32>> {
     tokens.iter().map(|&t| u32::try_from(t).context("token id")).collect()
 }
 

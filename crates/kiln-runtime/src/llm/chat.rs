@@ -20,15 +20,56 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use super::{llm_err, GenerateOptions, Generation, TextModel};
+use super::generate::{GenerateOptions, Generation};
+use super::model::{llm_err, TextModel};
 use crate::error::{Error, Result};
 
-/// Turns text into token ids and back (a tokenizer; the front ends wrap Hugging Face's).
+/// Turns text into token ids and back (a tokenizer: [`HfTokenizer`] wraps Hugging Face's).
 pub trait TextCodec {
     /// The token ids of `text`, no special tokens added (a template writes its own).
     fn encode(&self, text: &str) -> Result<Vec<i64>>;
     /// The text of `tokens`, special tokens skipped.
     fn decode(&self, tokens: &[i64]) -> Result<String>;
+    /// The id of the token whose text is `token` (a special token a template names), if the
+    /// vocabulary has one; a codec that cannot say answers `None`.
+    fn token_id(&self, _token: &str) -> Option<i64> {
+        None
+    }
+}
+
+/// A Hugging Face tokenizer (`tokenizer.json`) as kiln's [`TextCodec`] (feature
+/// "hf-tokenizer"): what `kiln chat` and Python's `kiln.Chat` converse through. It encodes
+/// without special tokens (a chat template writes its own) and decodes skipping them; the
+/// tokenizer itself stays reachable (`.0`) for what a front end asks of it besides (streaming
+/// decoders).
+#[cfg(feature = "hf-tokenizer")]
+#[derive(Clone, Debug)]
+pub struct HfTokenizer(pub tokenizers::Tokenizer);
+
+#[cfg(feature = "hf-tokenizer")]
+impl TextCodec for HfTokenizer {
+    fn encode(&self, text: &str) -> Result<Vec<i64>> {
+        let enc =
+            self.0.encode(text, false).map_err(|e| tokenizer_err(format!("encoding: {e}")))?;
+        Ok(enc.get_ids().iter().map(|&i| i64::from(i)).collect())
+    }
+
+    fn decode(&self, tokens: &[i64]) -> Result<String> {
+        let ids = tokens
+            .iter()
+            .map(|&t| u32::try_from(t).map_err(|_| tokenizer_err(format!("token id {t}"))))
+            .collect::<Result<Vec<u32>>>()?;
+        self.0.decode(&ids, true).map_err(|e| tokenizer_err(format!("decoding: {e}")))
+    }
+
+    fn token_id(&self, token: &str) -> Option<i64> {
+        self.0.token_to_id(token).map(i64::from)
+    }
+}
+
+#[cfg(feature = "hf-tokenizer")]
+fn tokenizer_err(reason: String) -> Error {
+    llm_err(format!("tokenizer: {reason}"))
 }
 
 /// One message of a conversation.
@@ -202,6 +243,18 @@ impl Chat {
         &self.model
     }
 
+    /// The tokens that end a reply: the program's end-of-sequence ids, and the id of the
+    /// template's `eos_token` in `codec`'s vocabulary where it is another (a chat model's
+    /// end-of-turn token).
+    pub fn end_tokens(&self, codec: &dyn TextCodec) -> Vec<i64> {
+        let mut ids = self.model.metadata().eos_ids.clone();
+        let template_eos = self.template.as_ref().and_then(|t| codec.token_id(t.eos_token()));
+        if let Some(id) = template_eos.filter(|id| !ids.contains(id)) {
+            ids.push(id);
+        }
+        ids
+    }
+
     /// Forgets every message but the system one, and the cache.
     pub fn restart(&mut self) {
         self.messages.retain(|m| m.role == "system");
@@ -267,5 +320,29 @@ impl std::fmt::Debug for Chat {
             .field("messages", &self.messages)
             .field("cached", &self.cached.len())
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(all(test, feature = "hf-tokenizer"))]
+mod tests {
+    use super::*;
+
+    fn fixture() -> HfTokenizer {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/llm/tokenizer.json");
+        HfTokenizer(tokenizers::Tokenizer::from_file(path).unwrap())
+    }
+
+    #[test]
+    fn text_round_trips_and_bad_ids_are_errors() {
+        let tok = fixture();
+        let ids = TextCodec::encode(&tok, "The quick brown fox").unwrap();
+        assert!(!ids.is_empty());
+        assert_eq!(TextCodec::decode(&tok, &ids).unwrap(), "The quick brown fox");
+        let err = TextCodec::decode(&tok, &[-1]).unwrap_err().to_string();
+        assert!(err.contains("token id -1"), "{err}");
+        let first = ids[0];
+        let text = tok.0.id_to_token(u32::try_from(first).unwrap()).unwrap();
+        assert_eq!(tok.token_id(&text), Some(first));
+        assert_eq!(tok.token_id("no such token in any vocabulary"), None);
     }
 }

@@ -4,7 +4,8 @@
 
 use std::time::{Duration, Instant};
 
-use super::{llm_err, Sampler, TextModel};
+use super::model::{llm_err, TextModel};
+use super::sampler::Sampler;
 use crate::error::Error;
 
 /// How [`TextModel::generate`] samples and when it stops.

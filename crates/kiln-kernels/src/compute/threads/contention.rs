@@ -37,7 +37,7 @@ pub(super) const MAX_BACK_OFF: Duration = Duration::from_millis(320);
 /// busy. On the idle 2-core development machine, 2 windows in 1,108 reached it (other
 /// threads of the system ran a few hundred microseconds); beside a CPU-bound process, the
 /// windows of a caller sharing the cores with a worker waited 26-98%.
-const CONTENDED: f64 = 0.25;
+pub(super) const CONTENDED: f64 = 0.25;
 
 /// How long a window lasts at least (each measure reads a file: a few microseconds).
 const WINDOW: Duration = Duration::from_millis(5);
@@ -202,7 +202,7 @@ pub(super) fn longer(last: Duration) -> Duration {
 
 /// Nanoseconds the calling thread has waited on a run queue for a core (the second field of
 /// Linux's `/proc/thread-self/schedstat`); `None` where the OS does not say.
-fn run_delay() -> Option<u64> {
+pub(super) fn run_delay() -> Option<u64> {
     let stat = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
     stat.split_whitespace().nth(1)?.parse().ok()
 }

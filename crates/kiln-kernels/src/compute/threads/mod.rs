@@ -43,6 +43,14 @@
 //! to `MAX_BACK_OFF` (`contention.rs`). Meanwhile [`Threads::available`] is 1, so kernels
 //! take their one-thread paths. On an idle machine neither happens.
 //!
+//! Running alone keeps the CPU share of one thread, where two threads beside busy processes
+//! get two shares less what the caller loses waiting for a preempted worker, about a time
+//! slice of the OS a wait: the second share pays when the calls are long against that. So a
+//! method whose last run (each execute names its method to [`Threads::admit`]) found the
+//! cores taken and took a millisecond or more a call runs its next with the workers in every
+//! call, the caller waiting for them spinning (`choice.rs`); every other run is guarded as
+//! above, and an idle machine runs as if there were no choice.
+//!
 //! # Concurrent callers
 //! Methods run on several threads share a pool. Each execute is a run the pool lets in
 //! ([`Threads::admit`]): up to as many runs at once as the pool has threads; a caller beyond
@@ -58,6 +66,7 @@
 //! is computed by the same code whatever the split: results are bit-identical for every
 //! thread count, and whichever thread runs a task.
 
+mod choice;
 mod contention;
 mod placement;
 mod pool;
@@ -67,7 +76,7 @@ mod tests;
 use std::sync::Arc;
 
 use pool::Pool;
-pub use pool::{WorkerSpan, MAX_SPANS, SPIN, WAIT_SPIN, WAIT_YIELD};
+pub use pool::{WorkerSpan, MAX_SPANS, SHARED_WAIT_SPIN, SPIN, WAIT_SPIN, WAIT_YIELD};
 
 /// Most threads a [`Threads`] may have.
 pub const MAX_THREADS: usize = 256;
@@ -138,13 +147,19 @@ impl Threads {
     /// caller alone: callers up to the thread count each get a core, and callers beyond it
     /// wait for one instead of sharing the cores in time slices (each of which would start
     /// from caches the others filled). Without a pool every run is let in.
-    pub fn admit(&self) -> Admission<'_> {
+    ///
+    /// `method` names the work of the run: runs given the same value should do about the
+    /// same work (kiln's runtime passes its compiled method's address), for what one run
+    /// found decides how the next uses the workers on a busy machine (see "A busy machine"
+    /// above).
+    pub fn admit(&self, method: usize) -> Admission<'_> {
         let pool = self.pool.as_deref().filter(|_| !IN_RUN.get());
-        if let Some(pool) = pool {
-            pool.admit();
+        let run = pool.map(|pool| {
+            let start = pool.admit(method);
             IN_RUN.set(true);
-        }
-        Admission(pool)
+            (pool, start)
+        });
+        Admission(run)
     }
 
     /// How many tasks to cut a split into: `per_thread` for each thread
@@ -238,13 +253,13 @@ thread_local! {
 /// A run let in by [`Threads::admit`], until it is dropped.
 #[must_use = "the run ends when the admission is dropped"]
 #[derive(Debug)]
-pub struct Admission<'a>(Option<&'a Pool>);
+pub struct Admission<'a>(Option<(&'a Pool, pool::RunStart)>);
 
 impl Drop for Admission<'_> {
     fn drop(&mut self) {
-        if let Some(pool) = self.0 {
+        if let Some((pool, run)) = self.0.take() {
             IN_RUN.set(false);
-            pool.leave();
+            pool.leave(run);
         }
     }
 }

@@ -10,7 +10,8 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
-use super::contention::{longer, Contention, Window};
+use super::choice::{contended, Choices, Mode, RunSeen};
+use super::contention::{longer, run_delay, Contention, Window, CONTENDED};
 use super::placement::{self, UNKNOWN};
 
 /// How long an idle worker spins after a call before it sleeps.
@@ -23,6 +24,13 @@ pub const WAIT_SPIN: Duration = Duration::from_micros(50);
 /// How long a caller waiting for the tasks other threads hold keeps yielding its core (to a
 /// preempted worker that shares it) before it parks.
 pub const WAIT_YIELD: Duration = Duration::from_millis(1);
+
+/// How long a caller of a run whose workers stay in every call ([`Mode::Shared`]) spins on
+/// the tasks other threads hold before it parks: giving its core away (a yield, a park) on a
+/// busy machine hands its share to the processes beside it, and a parked caller waits for
+/// a time slice to be woken (resnet50 beside two busy processes on the 2-core development
+/// machine: 100 ms an execute yielding then parking, 80 spinning 1 ms then parking).
+pub const SHARED_WAIT_SPIN: Duration = Duration::from_millis(1);
 
 /// How often a worker may move off its call's other cores at most ([`placement`]): a move
 /// is two system calls and a migration, tens of microseconds.
@@ -56,7 +64,13 @@ pub(super) struct Pool {
     contention: Mutex<Contention>,
     /// Runs let in ([`Pool::admit`]); changed under `admission`, read anywhere.
     running: AtomicUsize,
+    /// Runs let in so far; changed under `admission`.
+    admitted: AtomicU64,
     admission: Mutex<()>,
+    /// How each method's runs use the workers on a busy machine.
+    choices: Mutex<Choices>,
+    /// Calls made so far ([`Pool::run`], split or not).
+    calls: AtomicU64,
     /// Notified when a run leaves.
     room: Condvar,
 }
@@ -132,6 +146,9 @@ struct Shared {
     backing_off: AtomicUsize,
     /// Calls run on the caller alone for now ([`Contention`]): spinning workers sleep.
     solo: AtomicBool,
+    /// Set while a run whose workers stay in every call ([`Mode::Shared`]) is in: no thread
+    /// backs off, the caller never runs alone, and it waits for held tasks by spinning.
+    keep: AtomicBool,
     sleep: Mutex<()>,
     wake: Condvar,
     /// Whether workers record their spans, and where.
@@ -159,6 +176,7 @@ impl Pool {
             sleepers: AtomicUsize::new(0),
             backing_off: AtomicUsize::new(0),
             solo: AtomicBool::new(false),
+            keep: AtomicBool::new(false),
             sleep: Mutex::new(()),
             wake: Condvar::new(),
             recording: AtomicBool::new(false),
@@ -172,7 +190,10 @@ impl Pool {
             serving: AtomicBool::new(false),
             contention: Mutex::new(Contention::default()),
             running: AtomicUsize::new(0),
+            admitted: AtomicU64::new(0),
             admission: Mutex::new(()),
+            choices: Mutex::new(Choices::default()),
+            calls: AtomicU64::new(0),
             room: Condvar::new(),
         };
         for i in 0..n - 1 {
@@ -195,9 +216,13 @@ impl Pool {
     /// the caller does not run its calls alone, and some worker is not staying out.
     pub(super) fn open(&self) -> bool {
         !self.serving.load(Ordering::Relaxed)
-            && !self.alone_now()
-            && !self.all_out()
             && !self.crowded()
+            && (self.keeps_workers() || (!self.alone_now() && !self.all_out()))
+    }
+
+    /// Whether a run whose workers stay in every call is in ([`Mode::Shared`]).
+    fn keeps_workers(&self) -> bool {
+        self.shared.keep.load(Ordering::Relaxed)
     }
 
     /// Whether the caller's calls run on it alone now ([`Pool::solo`]). Once its time alone
@@ -217,23 +242,66 @@ impl Pool {
         self.running.load(Ordering::Relaxed) > 1
     }
 
-    /// Waits until fewer runs than the pool's threads are let in, then lets the caller's in
-    /// until [`Pool::leave`].
-    pub(super) fn admit(&self) {
+    /// Waits until fewer runs than the pool's threads are let in, then lets the caller's run
+    /// of `method` in until [`Pool::leave`]. A run alone in the pool takes the mode
+    /// [`Choices`] gives its method.
+    pub(super) fn admit(&self, method: usize) -> RunStart {
         let limit = self.workers.len() + 1;
         let mut guard = self.admission.lock().unwrap_or_else(|e| e.into_inner());
         while self.running.load(Ordering::Relaxed) >= limit {
             guard = self.room.wait(guard).unwrap_or_else(|e| e.into_inner());
         }
-        self.running.fetch_add(1, Ordering::Relaxed);
+        let alone = self.running.fetch_add(1, Ordering::Relaxed) == 0;
+        let ticket = self.admitted.fetch_add(1, Ordering::Relaxed) + 1;
+        drop(guard);
+        let mode = match alone {
+            true => self.choices.lock().map_or(Mode::Guarded, |c| c.mode(method)),
+            false => Mode::Guarded,
+        };
+        if mode == Mode::Shared {
+            let shared = &self.shared;
+            shared.keep.store(true, Ordering::SeqCst);
+            shared.solo.store(false, Ordering::Relaxed);
+            // Workers staying out of calls come back now.
+            drop(shared.sleep.lock());
+            shared.wake.notify_all();
+        }
+        let calls = self.calls.load(Ordering::Relaxed);
+        RunStart { method, mode, alone, ticket, calls, at: Instant::now(), delay: run_delay() }
     }
 
-    /// Ends a run [`Pool::admit`] let in.
-    pub(super) fn leave(&self) {
+    /// Ends a run [`Pool::admit`] let in; a run that was alone in the pool from start to end
+    /// is timed for its method's choice.
+    pub(super) fn leave(&self, run: RunStart) {
+        let time = run.at.elapsed();
+        let delay = run_delay();
+        if run.mode == Mode::Shared {
+            self.shared.keep.store(false, Ordering::SeqCst);
+        }
+        let calls = self.calls.load(Ordering::Relaxed).wrapping_sub(run.calls);
         let guard = self.admission.lock().unwrap_or_else(|e| e.into_inner());
         self.running.fetch_sub(1, Ordering::Relaxed);
+        let alone = run.alone && self.admitted.load(Ordering::Relaxed) == run.ticket;
         drop(guard);
         self.room.notify_one();
+        if let (true, Some(then), Some(now)) = (alone, run.delay, delay) {
+            let busy = contended(now.saturating_sub(then), time, CONTENDED);
+            if let Ok(mut choices) = self.choices.lock() {
+                choices.record(run.method, RunSeen { time, calls, busy });
+            }
+        }
+    }
+
+    /// Takes `seen` as what the last run of `method` found.
+    #[cfg(test)]
+    pub(super) fn remember(&self, method: usize, seen: RunSeen) {
+        self.choices.lock().unwrap_or_else(|e| e.into_inner()).record(method, seen);
+    }
+
+    /// Whether the run in now keeps its workers in every call ([`Mode::Shared`]).
+    #[cfg(test)]
+    pub(super) fn runs_shared(&self) -> bool {
+        self.keeps_workers()
     }
 
     /// Whether every worker stays out of calls for now ([`Shared::back_off`]).
@@ -314,11 +382,13 @@ impl Pool {
                 tasks.for_each(|t| f(s, t));
             }
         };
-        if self.all_out() {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        let keep = self.keeps_workers();
+        if !keep && self.all_out() {
             return alone(tasks, scratch);
         }
         let Some(serving) = self.turn() else { return alone(tasks, scratch) };
-        if self.crowded() || self.solo() {
+        if self.crowded() || (!keep && self.solo()) {
             drop(serving);
             return alone(tasks, scratch);
         }
@@ -351,14 +421,15 @@ impl Pool {
             }
         };
         let frame = Frame { run: &run };
-        self.serve(&frame, claims, participants);
+        self.serve(&frame, claims, participants, keep);
         drop(serving);
     }
 
     /// Serves one call of `claims` claims over `participants` threads (the caller, thread 0,
     /// and workers `0..participants - 1`), returning when every claim is finished; raises a
-    /// claim's panic again.
-    fn serve(&self, frame: &Frame<'_>, claims: usize, participants: usize) {
+    /// claim's panic again. With `keep` (a [`Mode::Shared`] run) the caller waits for held
+    /// claims spinning, and the call does not count towards running alone.
+    fn serve(&self, frame: &Frame<'_>, claims: usize, participants: usize, keep: bool) {
         let shared = &self.shared;
         let (last, _) = unpack_call(shared.call.load(Ordering::Relaxed));
         let tag = last.wrapping_add(1);
@@ -378,9 +449,11 @@ impl Pool {
         let started = Instant::now();
         let mine = shared.participate(0, tag, participants);
         let worked = started.elapsed();
-        let waited = shared.wait_for_claims();
-        if let Ok(mut contention) = self.contention.lock() {
-            contention.served(claims, mine, worked, waited);
+        let waited = shared.wait_for_claims(keep);
+        if !keep {
+            if let Ok(mut contention) = self.contention.lock() {
+                contention.served(claims, mine, worked, waited);
+            }
         }
         shared.frame.store(std::ptr::null_mut(), Ordering::Relaxed);
         if shared.panicked.swap(false, Ordering::Relaxed) {
@@ -401,6 +474,22 @@ impl Drop for Pool {
             let _ = w.join();
         }
     }
+}
+
+/// A run [`Pool::admit`] let in: what [`Pool::leave`] needs to time it.
+#[derive(Debug)]
+pub(super) struct RunStart {
+    method: usize,
+    mode: Mode,
+    /// Whether no other run was in when it was let in.
+    alone: bool,
+    /// [`Pool::admitted`] once it was let in: unchanged at its end when no run came after.
+    ticket: u64,
+    /// [`Pool::calls`] when it was let in.
+    calls: u64,
+    at: Instant,
+    /// The caller's run delay then.
+    delay: Option<u64>,
 }
 
 /// Releases the pool's turn when the call ends (also when it unwinds).
@@ -496,10 +585,11 @@ impl Shared {
 
     /// The caller's wait for the claims other threads hold: spinning for [`WAIT_SPIN`],
     /// yielding its core until [`WAIT_YIELD`], then parked until the thread that finishes the
-    /// last one unparks it; says how long it waited. Either the caller sees them all finished
-    /// after it sets `parked`, or the finisher sees `parked` (both sequentially consistent);
-    /// a wake-up left over from an earlier call costs a look.
-    fn wait_for_claims(&self) -> Duration {
+    /// last one unparks it (with `keep`, spinning for [`SHARED_WAIT_SPIN`], then parked); says
+    /// how long it waited. Either the caller sees them all finished after it sets `parked`, or
+    /// the finisher sees `parked` (both sequentially consistent); a wake-up left over from an
+    /// earlier call costs a look.
+    fn wait_for_claims(&self, keep: bool) -> Duration {
         if self.remaining.load(Ordering::Acquire) == 0 {
             return Duration::ZERO;
         }
@@ -511,9 +601,10 @@ impl Shared {
                 std::hint::spin_loop();
                 continue;
             }
-            match waiting.elapsed() {
-                w if w < WAIT_SPIN => std::hint::spin_loop(),
-                w if w < WAIT_YIELD => std::thread::yield_now(),
+            match (keep, waiting.elapsed()) {
+                (false, w) if w < WAIT_SPIN => std::hint::spin_loop(),
+                (false, w) if w < WAIT_YIELD => std::thread::yield_now(),
+                (true, w) if w < SHARED_WAIT_SPIN => std::hint::spin_loop(),
                 _ => self.park_caller(),
             }
         }
@@ -551,6 +642,8 @@ impl Shared {
             }
             let now = Instant::now();
             match window.as_mut().and_then(|w| w.contended(now)) {
+                // A run that keeps its workers in has them stay whatever their waits.
+                Some(true) if self.keep.load(Ordering::Relaxed) => {}
                 Some(true) => return Next::Contended,
                 Some(false) => calm = true,
                 None => {}
@@ -606,12 +699,13 @@ impl Shared {
         }
     }
 
-    /// Sleeps for `pause` (or until the pool shuts down), taking no part in calls.
+    /// Sleeps for `pause` (or until the pool shuts down, or a run keeps its workers in),
+    /// taking no part in calls.
     fn back_off(&self, pause: Duration) {
         self.backing_off.fetch_add(1, Ordering::SeqCst);
         let until = Instant::now() + pause;
         let mut guard = self.sleep.lock().unwrap_or_else(|e| e.into_inner());
-        while !self.shutdown.load(Ordering::SeqCst) {
+        while !self.shutdown.load(Ordering::SeqCst) && !self.keep.load(Ordering::SeqCst) {
             let Some(left) = until.checked_duration_since(Instant::now()) else { break };
             guard = self.wake.wait_timeout(guard, left).unwrap_or_else(|e| e.into_inner()).0;
         }

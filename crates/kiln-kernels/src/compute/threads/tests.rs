@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use super::choice::RunSeen;
 use super::pool::MAX_CLAIMS;
 use super::*;
 
@@ -148,6 +149,47 @@ fn a_call_completes_when_a_worker_is_never_scheduled() {
 }
 
 #[test]
+fn a_shared_run_keeps_its_workers_in_and_completes_without_them() {
+    let threads = Threads::new(3).unwrap();
+    let pool = threads.pool.as_deref().unwrap();
+    // A run of long calls that found the cores taken: the method's next run is shared.
+    pool.remember(5, RunSeen { time: Duration::from_secs(1), calls: 10, busy: true });
+    {
+        let _run = threads.admit(5);
+        assert!(pool.runs_shared());
+        // Its calls are dealt out even while the caller would run alone.
+        pool.run_alone_for_a_while();
+        assert_eq!(threads.available(), 3);
+        let gate = threads.hold_workers();
+        for round in 0..20usize {
+            let mut out = vec![0usize; 9];
+            let mut scratch: Vec<usize> = Vec::new();
+            threads.for_each_with(out.iter_mut().enumerate(), &mut scratch, |s, (i, o)| {
+                *s += 1;
+                *o = i * round;
+                std::thread::sleep(Duration::from_micros(20));
+            });
+            assert_eq!(out, (0..9).map(|i| i * round).collect::<Vec<_>>());
+            // The held workers claimed nothing: the caller ran every task.
+            assert_eq!(scratch, [9, 0, 0]);
+        }
+        drop(gate);
+        let mut out = [0u8; 8];
+        threads.for_each(out.iter_mut(), |o| *o = 1);
+        assert_eq!(out, [1; 8]);
+    }
+    assert!(!pool.runs_shared(), "the mode outlived its run");
+    // Another method's run, and a run of few-microsecond calls, are guarded.
+    {
+        let _run = threads.admit(6);
+        assert!(!pool.runs_shared());
+    }
+    pool.remember(5, RunSeen { time: Duration::from_millis(1), calls: 10, busy: true });
+    let _run = threads.admit(5);
+    assert!(!pool.runs_shared());
+}
+
+#[test]
 fn a_caller_that_waits_for_a_slow_worker_runs_its_calls_alone() {
     // Each call's worker task takes 2 ms (a worker preempted while it holds a task) while
     // the caller's own takes nothing: the caller loses far more waiting than the worker saves
@@ -280,8 +322,8 @@ fn runs_beyond_the_thread_count_wait_and_a_thread_in_a_run_is_let_in_again() {
             let (threads, inside, most) = (&threads, &inside, &most);
             s.spawn(move || {
                 for round in 0..50u64 {
-                    let _run = threads.admit();
-                    let _again = threads.admit();
+                    let _run = threads.admit(0);
+                    let _again = threads.admit(0);
                     let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
                     most.fetch_max(now, Ordering::SeqCst);
                     let mut out = [0u64; 9];
@@ -306,11 +348,11 @@ fn runs_beyond_the_thread_count_wait_and_a_thread_in_a_run_is_let_in_again() {
 fn two_runs_at_once_each_run_alone() {
     let threads = Threads::new(2).unwrap();
     let (both_in, checked) = (std::sync::Barrier::new(2), std::sync::Barrier::new(2));
-    let run = threads.admit();
+    let run = threads.admit(0);
     assert_eq!(threads.available(), 2);
     std::thread::scope(|s| {
         s.spawn(|| {
-            let _run = threads.admit();
+            let _run = threads.admit(0);
             both_in.wait();
             checked.wait();
         });
