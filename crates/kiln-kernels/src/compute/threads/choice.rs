@@ -15,7 +15,8 @@
 //! guarded, while mobilenet_v2 and efficientnet_b0 (calls of a few hundred microseconds),
 //! whose runs an earlier choice by timing both modes made mostly shared, ran 1.3-1.45x slower
 //! (`bench/RESULTS.md`). A method's next run is shared when its last run, alone in the pool,
-//! found the cores taken ([`contended`]) and took at least [`SHARED_CALL`] a call; any other
+//! found the cores taken (its caller's run delay, `contention.rs`) and took at least
+//! [`SHARED_CALL`] a call; any other
 //! run is guarded, so an idle machine runs exactly as without this choice.
 
 use std::time::Duration;
@@ -40,13 +41,6 @@ pub(super) const SHARED_CALL: Duration = Duration::from_millis(1);
 /// Methods whose last runs are kept; the one run longest ago makes room for a new one.
 const METHODS: usize = 16;
 
-/// Whether a run found the cores taken: its caller waited for a core at least `share` of the
-/// run (Linux's run delay, nanoseconds over the run's `elapsed` time).
-pub(super) fn contended(delay_ns: u64, elapsed: Duration, share: f64) -> bool {
-    let span = elapsed.as_nanos().max(1) as f64;
-    delay_ns as f64 / span >= share
-}
-
 /// What one run alone in the pool found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct RunSeen {
@@ -54,7 +48,8 @@ pub(super) struct RunSeen {
     pub time: Duration,
     /// The pool's calls it made (split or not).
     pub calls: u64,
-    /// Whether it found the cores taken ([`contended`]).
+    /// Whether it found the cores taken (its caller waited as long for a core as a window
+    /// of `contention.rs` may).
     pub busy: bool,
 }
 
@@ -134,12 +129,5 @@ mod tests {
         assert_eq!(choices.methods.len(), METHODS);
         assert_eq!(choices.mode(METHODS * 3 - 1), Mode::Shared);
         assert_eq!(choices.mode(0), Mode::Guarded, "forgotten");
-    }
-
-    #[test]
-    fn a_run_is_contended_from_the_share_on() {
-        assert!(contended(250_000, MS, 0.25));
-        assert!(!contended(249_000, MS, 0.25));
-        assert!(!contended(0, Duration::ZERO, 0.25));
     }
 }

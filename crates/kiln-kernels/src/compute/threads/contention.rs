@@ -37,7 +37,7 @@ pub(super) const MAX_BACK_OFF: Duration = Duration::from_millis(320);
 /// busy. On the idle 2-core development machine, 2 windows in 1,108 reached it (other
 /// threads of the system ran a few hundred microseconds); beside a CPU-bound process, the
 /// windows of a caller sharing the cores with a worker waited 26-98%.
-pub(super) const CONTENDED: f64 = 0.25;
+const CONTENDED: f64 = 0.25;
 
 /// How long a window lasts at least (each measure reads a file: a few microseconds).
 const WINDOW: Duration = Duration::from_millis(5);
@@ -66,12 +66,18 @@ impl Window {
         }
         let delay = run_delay();
         let waited = match (self.delay, delay) {
-            (Some(then), Some(now)) => now.saturating_sub(then) as f64 / span.as_nanos() as f64,
-            _ => 0.0,
+            (Some(then), Some(now)) => waited_for_a_core(now.saturating_sub(then), span),
+            _ => false,
         };
         *self = Window { start: now, delay };
-        Some(waited >= CONTENDED)
+        Some(waited)
     }
+}
+
+/// Whether a thread that waited `delay_ns` nanoseconds for a core (its run delay) over `span`
+/// found the cores taken: waited [`CONTENDED`] of it or more.
+pub(super) fn waited_for_a_core(delay_ns: u64, span: Duration) -> bool {
+    delay_ns as f64 / span.as_nanos().max(1) as f64 >= CONTENDED
 }
 
 /// What the workers cost and saved the caller over a window of calls dealt out to them.
@@ -212,6 +218,13 @@ mod tests {
     use super::*;
 
     const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn a_thread_found_the_cores_taken_from_a_quarter_of_its_time_waiting() {
+        assert!(waited_for_a_core(250_000, MS));
+        assert!(!waited_for_a_core(249_000, MS));
+        assert!(!waited_for_a_core(0, Duration::ZERO));
+    }
 
     #[test]
     fn workers_lose_when_the_caller_waits_longer_than_their_tasks_would_take_it() {

@@ -10,8 +10,8 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
-use super::choice::{contended, Choices, Mode, RunSeen};
-use super::contention::{longer, run_delay, Contention, Window, CONTENDED};
+use super::choice::{Choices, Mode, RunSeen};
+use super::contention::{longer, run_delay, waited_for_a_core, Contention, Window};
 use super::placement::{self, UNKNOWN};
 
 /// How long an idle worker spins after a call before it sleeps.
@@ -267,14 +267,17 @@ impl Pool {
             shared.wake.notify_all();
         }
         let calls = self.calls.load(Ordering::Relaxed);
-        RunStart { method, mode, alone, ticket, calls, at: Instant::now(), delay: run_delay() }
+        // Only a run alone in the pool is timed: the others need not read the file.
+        let delay = alone.then(run_delay).flatten();
+        RunStart { method, mode, alone, ticket, calls, at: Instant::now(), delay }
     }
 
     /// Ends a run [`Pool::admit`] let in; a run that was alone in the pool from start to end
     /// is timed for its method's choice.
     pub(super) fn leave(&self, run: RunStart) {
         let time = run.at.elapsed();
-        let delay = run_delay();
+        // Read where it was read at the start (a run alone in the pool when let in).
+        let delay = run.delay.and_then(|then| Some((then, run_delay()?)));
         if run.mode == Mode::Shared {
             self.shared.keep.store(false, Ordering::SeqCst);
         }
@@ -284,8 +287,8 @@ impl Pool {
         let alone = run.alone && self.admitted.load(Ordering::Relaxed) == run.ticket;
         drop(guard);
         self.room.notify_one();
-        if let (true, Some(then), Some(now)) = (alone, run.delay, delay) {
-            let busy = contended(now.saturating_sub(then), time, CONTENDED);
+        if let (true, Some((then, now))) = (alone, delay) {
+            let busy = waited_for_a_core(now.saturating_sub(then), time);
             if let Ok(mut choices) = self.choices.lock() {
                 choices.record(run.method, RunSeen { time, calls, busy });
             }
@@ -488,7 +491,7 @@ pub(super) struct RunStart {
     /// [`Pool::calls`] when it was let in.
     calls: u64,
     at: Instant,
-    /// The caller's run delay then.
+    /// The caller's run delay then, for a run alone in the pool.
     delay: Option<u64>,
 }
 
