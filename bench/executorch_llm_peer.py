@@ -23,14 +23,7 @@ import json
 import time
 import warnings
 
-
-def status_kb(field):
-    """A field of /proc/self/status in kB (VmRSS, VmHWM)."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return 0
+from executorch_peer import status_kb
 
 
 def main():

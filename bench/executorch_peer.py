@@ -10,6 +10,11 @@ timed ones, and prints median/min/p90 in milliseconds (the same statistics as `k
 XNNPACK-delegated programs run through the XnnpackBackend the pybindings register; `--threads`
 resizes the threadpool that backend (and the optimized kernels) use.
 Only `method.execute(...)` is timed; the inputs are converted to tensors once, beforehand.
+
+The JSON also holds what the program costs before its first output: `load_ms` (`load_program` +
+`load_method`), `first_ms` (the first execute, before the warmup ones) and `rss_growth_mb`, the
+peak resident memory of the process past what it held after its imports and inputs (VmHWM -
+VmRSS then; torch alone holds hundreds of MB, which a process running only ExecuTorch would not).
 """
 
 import argparse
@@ -28,6 +33,15 @@ def percentile(sorted_ms, q):
         return float("nan")
     rank = max(1, int(np.ceil(q / 100.0 * len(sorted_ms))))
     return sorted_ms[rank - 1]
+
+
+def status_kb(field):
+    """A field of /proc/self/status in kB (VmRSS, VmHWM)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
 
 
 def main():
@@ -55,15 +69,21 @@ def main():
     if args.threads is not None:
         portable_lib._unsafe_reset_threadpool(args.threads)
     runtime = Runtime.get()
+    inputs = [torch.from_numpy(np.load(p)) for p in args.input]
+    baseline_kb = status_kb("VmRSS")
+    start = time.perf_counter_ns()
     program = runtime.load_program(args.model, verification=Verification.Minimal)
     method = program.load_method(args.method)
-    inputs = [torch.from_numpy(np.load(p)) for p in args.input]
+    load_ms = (time.perf_counter_ns() - start) / 1e6
     if not inputs:
         meta = method.metadata
         for i in range(meta.num_inputs()):
             t = meta.input_tensor_meta(i)
             inputs.append(torch.zeros(tuple(t.sizes()), dtype=torch.float32))
 
+    start = time.perf_counter_ns()
+    method.execute(inputs)
+    first_ms = (time.perf_counter_ns() - start) / 1e6
     for _ in range(args.warmup):
         method.execute(inputs)
     times = []
@@ -82,6 +102,9 @@ def main():
         "median_ms": statistics.median(ordered),
         "min_ms": ordered[0],
         "p90_ms": percentile(ordered, 90),
+        "load_ms": load_ms,
+        "first_ms": first_ms,
+        "rss_growth_mb": (status_kb("VmHWM") - baseline_kb) / 1024,
     }
     if args.json:
         json.dump(result, sys.stdout)

@@ -65,3 +65,39 @@ fn txn_inspect_checks_the_declared_size_before_reading_a_large_file() {
     assert!(err.contains("header.txn_size"), "{err}");
     assert!(err.contains("is 16 but the data is 4294967296 bytes"), "{err}");
 }
+
+#[test]
+fn inspect_memory_predicts_what_run_then_holds() {
+    let model = fixture("pte/mobilenet_v2_xnnpack.pte");
+    let size = std::fs::metadata(&model).unwrap().len() as f64;
+    let (code, out, err) = kiln(&["inspect", "--memory", "--json", &model]);
+    assert_eq!(code, 0, "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let memory = &doc["methods"][0]["memory"];
+    let bytes = |k: &str| memory[k].as_u64().unwrap_or_else(|| panic!("{k} in {memory}")) as f64;
+    // mobilenet_v2's weights are nearly all of its file, every one packed at load; the file's
+    // pages that stay are the few constants runs read in place.
+    assert!(
+        bytes("packed_weights_bytes") > 0.8 * size && bytes("packed_weights_bytes") < 1.3 * size
+    );
+    assert!(bytes("mapped_in_place_bytes") < 0.05 * size, "{memory}");
+    assert!(
+        bytes("predicted_peak_bytes") > bytes("packed_weights_bytes") + bytes("activations_bytes")
+    );
+    // `kiln run --json` reports the same prediction, with the peak it measured.
+    let (code, out, err) = kiln(&["run", &model, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let run: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let run = &run["memory"];
+    assert_eq!(run["packed_weights_bytes"], memory["packed_weights_bytes"]);
+    assert!(run["measured_peak_bytes"].as_u64().unwrap() as f64 > bytes("packed_weights_bytes"));
+    // The text form, and the flag's errors.
+    let (code, out, _) = kiln(&["inspect", "--memory", &model]);
+    assert_eq!(code, 0);
+    assert!(out.contains("predicted peak") && out.contains("packed weights"), "{out}");
+    let (code, _, err) = kiln(&["inspect", "--memory", &fixture("pte-compat/xor.ptd")]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--memory needs an ExecuTorch program"), "{err}");
+    let (code, _, err) = kiln(&["inspect", "--method", "forward", &model]);
+    assert_eq!(code, 2, "{err}");
+}

@@ -11,7 +11,7 @@ use kiln_runtime::llm::{GenerateOptions, Sampler, TextModel};
 use kiln_runtime::{Input, Method, Output, TensorInput, ValueMeta};
 use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyTuple};
+use pyo3::types::{PyDict, PyList, PyTuple};
 
 use crate::errors::{self, InputError};
 
@@ -32,6 +32,19 @@ impl Program {
     /// The loaded program.
     pub(crate) fn inner(&self) -> &kiln_runtime::Program {
         &self.program
+    }
+
+    /// `f` of an idle execution state of `method` (one loaded if none is), which then goes
+    /// back to the idle ones.
+    fn with_state<T>(&self, method: &str, f: impl FnOnce(&Method) -> T) -> kiln_runtime::Result<T> {
+        let idle = lock(&self.idle).get_mut(method).and_then(Vec::pop);
+        let state = match idle {
+            Some(state) => state,
+            None => self.program.method(method)?,
+        };
+        let out = f(&state);
+        lock(&self.idle).entry(method.to_string()).or_default().push(state);
+        Ok(out)
     }
 }
 
@@ -161,6 +174,42 @@ impl Program {
         let inputs = inputs.iter().map(|m| meta_tuple(py, m)).collect::<PyResult<_>>()?;
         let outputs = outputs.iter().map(|m| meta_tuple(py, m)).collect::<PyResult<_>>()?;
         Ok((inputs, outputs))
+    }
+
+    /// How long loading `method` took, by stage, loading it if no run has: a dict of
+    /// milliseconds (`map`, `verify`, `decode`: the program's; `compile`, `pack`: the
+    /// method's; their `total`).
+    fn load_times<'py>(&self, py: Python<'py>, method: &str) -> PyResult<Bound<'py, PyDict>> {
+        let times = errors::check(py.detach(|| self.with_state(method, |m| m.load_times())))?;
+        let d = PyDict::new(py);
+        let ms = |t: std::time::Duration| t.as_secs_f64() * 1e3;
+        d.set_item("map", ms(times.map))?;
+        d.set_item("verify", ms(times.verify))?;
+        d.set_item("decode", ms(times.decode))?;
+        d.set_item("compile", ms(times.compile))?;
+        d.set_item("pack", ms(times.pack))?;
+        d.set_item("total", ms(times.total()))?;
+        Ok(d)
+    }
+
+    /// What `method` holds in memory, loading it if no run has: a dict of bytes by kind
+    /// (`packed_weights`, `activations` of one execution state, `constants_made`,
+    /// `mapped_in_place`, their `total`; `gathered_tables`, embedding tables read in place,
+    /// resident only where runs read them and not in the total), with this process's resident set and its peak so
+    /// far (`resident`, `peak`; None where the OS does not say).
+    fn memory<'py>(&self, py: Python<'py>, method: &str) -> PyResult<Bound<'py, PyDict>> {
+        let f = errors::check(py.detach(|| self.with_state(method, |m| m.footprint())))?;
+        let d = PyDict::new(py);
+        d.set_item("packed_weights", f.packed_weights)?;
+        d.set_item("activations", f.activations)?;
+        d.set_item("constants_made", f.constants_made)?;
+        d.set_item("mapped_in_place", f.mapped_in_place)?;
+        d.set_item("gathered_tables", f.gathered_tables)?;
+        d.set_item("total", f.total())?;
+        let resident = kiln_runtime::footprint::resident();
+        d.set_item("resident", resident.map(|r| r.0))?;
+        d.set_item("peak", resident.map(|r| r.1))?;
+        Ok(d)
     }
 
     /// Runs `method` on `inputs` (each `(dtype, shape, uint8 array)` or a scalar) and returns

@@ -244,3 +244,30 @@ def test_contiguous_inputs_are_not_copied():
     # What the extension reads is the caller's own memory, unless the layout needs a copy.
     assert np.shares_memory(kiln._argument(0, x, spec)[2], x)
     assert not np.shares_memory(kiln._argument(0, np.asfortranarray(x), spec)[2], x)
+
+
+def test_memory_counts_the_packed_weights_once():
+    path = PTE / "mobilenet_v2_xnnpack.pte"
+    program = kiln.load(path)
+    memory = program.memory()
+    size = path.stat().st_size
+    # mobilenet_v2's weights are nearly all of its file, and every one is packed at load.
+    assert 0.8 * size < memory["packed_weights"] < 1.3 * size, memory
+    assert memory["total"] == sum(
+        memory[k] for k in ("packed_weights", "activations", "constants_made", "mapped_in_place")
+    )
+    # The file's pages that stay are the few constants runs read in place.
+    assert memory["mapped_in_place"] < 0.05 * size, memory
+    program.run([np.zeros((1, 3, 224, 224), np.float32)])
+    # The process holds at least the prediction (its interpreter and numpy besides).
+    assert memory["peak"] is None or program.memory()["peak"] >= memory["total"]
+
+
+def test_load_times_add_up():
+    program = kiln.load(PTE / "mobilenet_v2_xnnpack.pte")
+    times = program.load_times()
+    stages = ("map", "verify", "decode", "compile", "pack")
+    assert all(times[k] >= 0 for k in stages), times
+    assert abs(times["total"] - sum(times[k] for k in stages)) < 1e-6
+    # Packing mobilenet_v2's weights is real work.
+    assert times["pack"] > 0, times

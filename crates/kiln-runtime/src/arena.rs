@@ -57,6 +57,27 @@ impl Arena {
     }
 }
 
+/// One buffer of a method's constants ([`Storage::Const`](crate::value::Storage::Const)),
+/// which its execution states share: made at load (an aligned copy of an unaligned constant),
+/// or the bytes a delegate's lowering made when the program was decoded, shared with the
+/// program's plan rather than copied again.
+pub(crate) enum ConstBuf {
+    /// Made at load.
+    Made(Arena),
+    /// Shared with the decoded plan (aligned for the dtype of the tensor it holds).
+    Shared(std::sync::Arc<[u8]>),
+}
+
+impl ConstBuf {
+    /// Its bytes.
+    pub fn bytes(&self) -> &[u8] {
+        match self {
+            ConstBuf::Made(a) => bytemuck::cast_slice(a.as_slice()),
+            ConstBuf::Shared(b) => b,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,8 +4,9 @@
 
 use std::ops::Range;
 use std::sync::Arc;
+use std::time::Duration;
 
-use crate::arena::Arena;
+use crate::arena::ConstBuf;
 use crate::compile::bound::{Binding, Constants};
 use crate::compile::{CompiledNode, PreparedKernel};
 use crate::decoded::Decoded;
@@ -28,9 +29,10 @@ pub(crate) struct Compiled {
     /// Per prepared kernel, where the tensors of its call live, when loading could resolve
     /// them ([`bound`](crate::compile::bound)).
     pub bindings: Vec<Option<Binding>>,
-    /// Constants made at load ([`Storage::Const`](crate::value::Storage::Const)): aligned
-    /// copies, delegates' converted weights.
-    pub constants: Vec<Arena>,
+    /// Constants made at load or shared with the plan
+    /// ([`Storage::Const`](crate::value::Storage::Const)): aligned copies, delegates'
+    /// converted weights.
+    pub constants: Vec<ConstBuf>,
     /// Bytes of `constants` and of the prepared kernels' weights: every state counts them
     /// against the memory limit with its own buffers.
     pub shared_bytes: u64,
@@ -45,6 +47,9 @@ pub(crate) struct Compiled {
     pub resets: Box<[u32]>,
     pub instruction_limit: u64,
     pub memory_limit: u64,
+    /// How long the method's load took: the compile stage, and packing its weights.
+    pub compile_time: Duration,
+    pub pack_time: Duration,
 }
 
 impl Compiled {

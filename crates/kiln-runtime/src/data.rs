@@ -30,6 +30,13 @@ pub trait NamedDataSource: Send + Sync + std::fmt::Debug {
     fn bytes(&self) -> &[u8];
     /// The entry called `key`, if any.
     fn entry(&self, key: &str) -> Option<&NamedEntry>;
+    /// Drops the resident pages of `range` of [`NamedDataSource::bytes`] once what they hold
+    /// has been packed, keeping the bytes readable (a mapped source's pages fault back in
+    /// from the page cache). The default keeps everything: bytes in memory that cannot be
+    /// read back once given up.
+    fn release(&self, range: Range<usize>) {
+        let _ = range;
+    }
 }
 
 /// A memory-mapped `.ptd` file, verified at open and indexed by key.
@@ -85,6 +92,12 @@ impl NamedDataSource for PtdFile {
 
     fn entry(&self, key: &str) -> Option<&NamedEntry> {
         self.entries.get(key)
+    }
+
+    fn release(&self, range: Range<usize>) {
+        if let Some(chunk) = self.file.bytes().get(range) {
+            self.file.release(chunk);
+        }
     }
 }
 

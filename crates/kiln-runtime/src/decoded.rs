@@ -4,14 +4,17 @@
 use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use crate::arena::Arena;
+use crate::arena::ConstBuf;
 use crate::compile::bound::Constants;
 use crate::data::{NamedDataSource, ProgramData};
 use crate::error::{Error, Result};
+use crate::load_times::LoadTimes;
 use crate::mapped::MappedFile;
 use crate::options::LoadOptions;
 use crate::plan::{self, MethodPlan};
+use crate::value::Storage;
 
 /// The program's bytes: a memory map, or bytes handed over by the caller.
 pub(crate) enum ProgramFile {
@@ -24,6 +27,17 @@ impl ProgramFile {
         match self {
             ProgramFile::Mapped(m) => m.bytes(),
             ProgramFile::Owned { bytes, .. } => bytes,
+        }
+    }
+
+    /// Drops the resident pages of `range` of the bytes ([`MappedFile::release`]); the
+    /// bytes stay readable. Bytes handed over by the caller are kept whole: pages of a heap
+    /// buffer cannot be given back without losing their contents.
+    pub fn release(&self, range: Range<usize>) {
+        if let ProgramFile::Mapped(m) = self {
+            if let Some(chunk) = m.bytes().get(range) {
+                m.release(chunk);
+            }
         }
     }
 
@@ -53,28 +67,51 @@ pub(crate) struct Decoded {
     /// Each method decoded at load (or why it could not be).
     pub methods: Vec<(String, std::result::Result<Arc<MethodPlan>, DecodeFailure>)>,
     pub options: LoadOptions,
+    /// How long mapping, verifying and decoding took (the method stages left zero).
+    pub times: LoadTimes,
 }
 
 impl Decoded {
     /// Where a method's constants are: this file, `made` (the method's constants made at
     /// load) and the external data sources.
-    pub fn constants<'a>(&'a self, made: &'a [Arena]) -> Constants<'a> {
+    pub fn constants<'a>(&'a self, made: &'a [ConstBuf]) -> Constants<'a> {
         Constants { file: self.file.bytes(), made, sources: &self.sources }
+    }
+
+    /// Gives back to the OS the resident pages of the `len` bytes of a constant stored at
+    /// `storage` in the program file or an external source, once a compiled step has packed
+    /// or folded it: they are read again (from the page cache) only by a step that reads
+    /// them in place, or by a later load. Constants made at load are left alone.
+    pub fn release_constant(&self, storage: Storage, len: usize) {
+        match storage {
+            Storage::File { offset } => self.file.release(offset..offset.saturating_add(len)),
+            Storage::Ext { source, offset } => {
+                if let Some(s) = self.sources.get(source as usize) {
+                    s.release(offset..offset.saturating_add(len));
+                }
+            }
+            Storage::Const { .. } | Storage::Buf { .. } | Storage::Empty => {}
+        }
     }
 
     /// Verifies `file` and decodes every method of it (lowering XNNPACK delegates into kernel
     /// calls unless `options` has a backend for them).
+    /// `map` is the time the file took to map (or read), for [`Decoded::times`].
     pub fn open(
         file: ProgramFile,
         sources: Vec<Arc<dyn NamedDataSource>>,
         options: LoadOptions,
+        map: Duration,
     ) -> Result<Decoded> {
         let path = file.name();
         let mut named = HashMap::new();
+        let started = Instant::now();
+        let mut times = LoadTimes { map, ..LoadTimes::default() };
         let methods = {
             let bytes = file.bytes();
             let pte = kiln_format::pte::Program::open(bytes)
                 .map_err(|source| Error::Format { path: path.clone(), source })?;
+            times.verify = started.elapsed();
             for (key, _) in pte.named_data() {
                 let data = pte
                     .named_data_bytes(key)
@@ -102,7 +139,12 @@ impl Decoded {
                 })
                 .collect()
         };
-        Ok(Decoded { file, sources, named, methods, options })
+        // The plans own what they need of the verified structure, and the pages verification
+        // and the delegates' lowering read (converted weights among them) are read again only
+        // by a method's load, which releases what it packs: none of them need stay resident.
+        file.release(0..file.bytes().len());
+        times.decode = started.elapsed() - times.verify;
+        Ok(Decoded { file, sources, named, methods, options, times })
     }
 
     /// Method names in file order.

@@ -3,11 +3,13 @@
 //! bound to where their tensors live; the result is the first execution state of a new
 //! [`Compiled`].
 
+use std::cell::RefCell;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use kiln_kernels::{Capacity, KernelDef, OutKind};
 
-use crate::arena::{Arena, LINE};
+use crate::arena::{Arena, ConstBuf, LINE};
 use crate::compile::bound::{bind, Binding, Constants};
 use crate::compile::{
     self, lower_node, Aliases, CompiledNode, Graph, Layout, NodeOp, PreparedKernel,
@@ -25,6 +27,7 @@ use crate::value::{Storage, TensorSlot, Val};
 
 /// Loads method `plan` of `decoded`: a new compiled method and its first execution state.
 pub(crate) fn load(decoded: Arc<Decoded>, plan: Arc<MethodPlan>) -> Result<Method> {
+    let started = Instant::now();
     let options = &decoded.options;
     let defs = kernels(options, &plan)?;
     let mut loader = Loader {
@@ -45,8 +48,8 @@ pub(crate) fn load(decoded: Arc<Decoded>, plan: Arc<MethodPlan>) -> Result<Metho
         loader.replan(&mut values, aliases, &chains.steps)?;
     }
     let Loader { buffers, constants, inits, .. } = loader;
-    let Chains { steps, compiled, prepared, prepared_bytes, .. } = chains;
-    let const_bytes: u64 = constants.iter().map(|c| (c.len() * LINE) as u64).sum();
+    let Chains { steps, compiled, prepared, prepared_bytes, pack_time, .. } = chains;
+    let const_bytes: u64 = constants.iter().map(|c| c.bytes().len() as u64).sum();
     let bindings = {
         let constants = decoded.constants(&constants);
         bindings(&steps, prepared.len(), &values, &buffers, &constants)
@@ -66,6 +69,8 @@ pub(crate) fn load(decoded: Arc<Decoded>, plan: Arc<MethodPlan>) -> Result<Metho
         initial: values.clone(),
         instruction_limit: options.instruction_limit,
         memory_limit: options.memory_limit,
+        compile_time: started.elapsed().saturating_sub(pack_time),
+        pack_time,
     });
     let state = State::new(&fixed, buffers, values, delegates);
     Ok(Method { fixed, state })
@@ -108,6 +113,8 @@ struct Chains {
     prepared: Vec<Box<dyn PreparedKernel>>,
     /// Bytes of the prepared kernels' weights.
     prepared_bytes: u64,
+    /// Time spent preparing them (packing, laying out weights).
+    pack_time: Duration,
     /// The values the compile stage placed as aliases of others, for the memory plan.
     aliases: Option<Aliases>,
 }
@@ -123,12 +130,20 @@ fn compile_chains(
     let (plan, decoded) = (loader.plan, loader.decoded);
     let optimize = decoded.options.compile;
     let constants = decoded.constants(&loader.constants);
-    let const_bytes = |t: &TensorSlot| constants.bytes(t.storage, t.nbytes());
+    // The constants a lowering reads (to pack or fold them), given back to the OS right
+    // after it: the resident peak is then the packed weights and one constant, not the
+    // packed weights and every page of the file they came from.
+    let read: RefCell<Vec<(Storage, usize)>> = RefCell::default();
+    let const_bytes = |t: &TensorSlot| {
+        read.borrow_mut().push((t.storage, t.nbytes()));
+        constants.bytes(t.storage, t.nbytes())
+    };
     let mut out = Chains {
         steps: Vec::with_capacity(plan.chains.len()),
         compiled: Vec::new(),
         prepared: Vec::new(),
         prepared_bytes: 0,
+        pack_time: Duration::ZERO,
         aliases: if optimize { compile::aliases(plan, values, defs) } else { None },
     };
     for c in 0..plan.chains.len() {
@@ -143,7 +158,12 @@ fn compile_chains(
                 NodeOp::Removed => continue,
                 NodeOp::Instr(k) => resolve(plan, values, defs, delegates, k, &g.chain[k])?,
                 _ => {
+                    let packing = Instant::now();
                     let (call, kernel) = lower_node(&g, n, out.prepared.len(), &const_bytes)?;
+                    out.pack_time += packing.elapsed();
+                    for (storage, len) in read.take() {
+                        decoded.release_constant(storage, len);
+                    }
                     out.prepared_bytes += kernel.heap_bytes() as u64;
                     algorithm = kernel.algorithm();
                     out.prepared.push(kernel);
@@ -188,7 +208,7 @@ struct Loader<'p> {
     /// The state's buffers.
     buffers: Vec<Arena>,
     /// The method's constants made at load.
-    constants: Vec<Arena>,
+    constants: Vec<ConstBuf>,
     inits: Vec<Init>,
     used: u64,
     limit: u64,
@@ -238,7 +258,7 @@ impl Loader<'_> {
     /// memory limit.
     fn alloc_const(&mut self, bytes: u64, what: impl FnOnce() -> String) -> Result<u32> {
         let arena = self.zeroed(bytes, what)?;
-        self.constants.push(arena);
+        self.constants.push(ConstBuf::Made(arena));
         Ok(self.constants.len() as u32 - 1)
     }
 
@@ -292,7 +312,10 @@ impl Loader<'_> {
     fn copy_into(&mut self, storage: Storage, data: &[u8]) {
         let (arena, offset) = match storage {
             Storage::Buf { buf, offset } => (self.buffers.get_mut(buf as usize), offset),
-            Storage::Const { buf, offset } => (self.constants.get_mut(buf as usize), offset),
+            Storage::Const { buf, offset } => match self.constants.get_mut(buf as usize) {
+                Some(ConstBuf::Made(a)) => (Some(a), offset),
+                _ => return,
+            },
             _ => return,
         };
         let bytes: &mut [u8] = match arena {
@@ -528,10 +551,19 @@ impl Loader<'_> {
             }
             DataDef::Owned(bytes) => {
                 let what = || format!("values[{i}] (a delegate's constant)");
-                let buf = self.alloc_const(nbytes as u64, what)?;
-                let s = Storage::Const { buf, offset: 0 };
-                self.copy_into(s, bytes.get(..nbytes).unwrap_or(bytes));
-                (s, false)
+                let aligned = (bytes.as_ptr() as usize).is_multiple_of(t.dtype.size());
+                if aligned && bytes.len() >= nbytes {
+                    // Shared with the plan, which keeps it for the next load anyway.
+                    self.count(nbytes as u64, what)?;
+                    self.constants.push(ConstBuf::Shared(bytes.clone()));
+                    let buf = self.constants.len() as u32 - 1;
+                    (Storage::Const { buf, offset: 0 }, false)
+                } else {
+                    let buf = self.alloc_const(nbytes as u64, what)?;
+                    let s = Storage::Const { buf, offset: 0 };
+                    self.copy_into(s, bytes.get(..nbytes).unwrap_or(bytes));
+                    (s, false)
+                }
             }
             DataDef::ExternalPlanned { fqn, memory_id, offset } => {
                 let s = self.planned(i, *memory_id, *offset, nbytes)?;

@@ -73,6 +73,34 @@ impl MappedFile {
         Ok(MappedFile { path, map, read: Vec::new() })
     }
 
+    /// `bytes` written to an unlinked temporary file (in [`std::env::temp_dir`]) and mapped
+    /// read-only, named `name` in messages: bytes whose pages [`Self::release`] can give back
+    /// and the page cache serves again, where a heap buffer's would be lost. Costs a write
+    /// of the bytes; an error when no temporary file can be made or written.
+    pub fn spill(name: &str, bytes: &[u8]) -> Result<Self, MapError> {
+        let path = PathBuf::from(name);
+        let err = |source| MapError { path: path.clone(), source };
+        if bytes.is_empty() {
+            return Ok(MappedFile { path, map: None, read: Vec::new() });
+        }
+        let mut file = tempfile::tempfile().map_err(err)?;
+        std::io::Write::write_all(&mut file, bytes).map_err(err)?;
+        // SAFETY: as in `open`, a read-only shared mapping of a file nobody changes while it
+        // is mapped: the file has no name (it was unlinked at creation, or made without
+        // one), this process wrote it before mapping it and holds the only descriptor, which
+        // the map outlives without further writes.
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(err)?;
+        Ok(MappedFile { path, map: Some(map), read: Vec::new() })
+    }
+
+    /// The bytes, owned: a stream's moved out, a map's copied.
+    pub fn into_bytes(self) -> Vec<u8> {
+        match self.map {
+            Some(map) => map.to_vec(),
+            None => self.read,
+        }
+    }
+
     /// The mapped bytes.
     pub fn bytes(&self) -> &[u8] {
         self.map.as_deref().unwrap_or(&self.read)

@@ -12,7 +12,9 @@ use crate::decoded::Decoded;
 use crate::delegate::{BackendError, DelegateHandle, DelegateInit};
 use crate::error::{Error, MemoryReason, Result};
 use crate::exec::{Run, State};
+use crate::footprint::Footprint;
 use crate::io::{Input, Output, ValueMeta};
+use crate::load_times::LoadTimes;
 use crate::plan::MethodPlan;
 use crate::profile::{Counters, InstructionTime, Timeline};
 
@@ -109,6 +111,21 @@ impl Method {
     /// counting what it shares with the method's other states.
     pub fn memory_bytes(&self) -> usize {
         self.state.buffers.iter().map(|b| b.len() * LINE).sum()
+    }
+
+    /// What the method holds in memory once loaded, by kind ([`Footprint`]): the packed
+    /// weights, constants and mapped pages its states share and one state's activations.
+    pub fn footprint(&self) -> Footprint {
+        Footprint::of(&self.fixed)
+    }
+
+    /// How long loading the method took, by stage (the program's stages included).
+    pub fn load_times(&self) -> LoadTimes {
+        LoadTimes {
+            compile: self.fixed.compile_time,
+            pack: self.fixed.pack_time,
+            ..self.fixed.decoded.times
+        }
     }
 
     /// Number of instructions over all chains.

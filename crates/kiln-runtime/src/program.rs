@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::io::Read;
 use std::path::Path;
 use std::sync::{Arc, Mutex, Weak};
+use std::time::Instant;
 
 use crate::compiled::Compiled;
 use crate::data::{NamedDataSource, PtdFile};
@@ -36,6 +37,11 @@ impl std::fmt::Debug for Program {
             .finish()
     }
 }
+
+/// The size from which [`ProgramBuilder::load_bytes`] maps a program's bytes from a temporary
+/// file rather than keeping them on the heap (1 MiB: a smaller program holds too little to
+/// give back to be worth a file per load, as for a fuzzer loading thousands a second).
+pub const SPILL_BYTES: usize = 1 << 20;
 
 /// Builds a [`Program`] with external data and options.
 #[derive(Debug, Default)]
@@ -88,15 +94,29 @@ impl ProgramBuilder {
     /// Maps, verifies and decodes the program.
     pub fn load(self, path: impl AsRef<Path>) -> Result<Program> {
         let path = path.as_ref();
-        let file = MappedFile::open(path)?;
-        Ok(Program::new(Decoded::open(ProgramFile::Mapped(file), self.sources, self.options)?))
+        let started = Instant::now();
+        let file = ProgramFile::Mapped(MappedFile::open(path)?);
+        Ok(Program::new(Decoded::open(file, self.sources, self.options, started.elapsed())?))
     }
 
-    /// Verifies and decodes a program held in memory (`name` appears in errors). Constants
-    /// that are not aligned for their dtype in `bytes` are copied at method load.
+    /// Verifies and decodes a program held in memory (`name` appears in errors). Bytes of
+    /// [`SPILL_BYTES`] or more are written to an unlinked temporary file and mapped
+    /// ([`MappedFile::spill`]; a write of their size), so that, as for a program loaded from
+    /// a path, the pages of the constants a method load packs are given back and the process
+    /// holds its packed weights once. Smaller programs, and any where no temporary file can
+    /// be written, keep their bytes as they are, beside the packed weights. Constants that are
+    /// not aligned for their dtype are copied at method load.
     pub fn load_bytes(self, name: &str, bytes: Vec<u8>) -> Result<Program> {
-        let file = ProgramFile::Owned { name: name.to_string(), bytes };
-        Ok(Program::new(Decoded::open(file, self.sources, self.options)?))
+        let started = Instant::now();
+        let spilled = (bytes.len() >= SPILL_BYTES).then(|| MappedFile::spill(name, &bytes));
+        let file = match spilled {
+            Some(Ok(map)) => {
+                drop(bytes);
+                ProgramFile::Mapped(map)
+            }
+            _ => ProgramFile::Owned { name: name.to_string(), bytes },
+        };
+        Ok(Program::new(Decoded::open(file, self.sources, self.options, started.elapsed())?))
     }
 }
 
@@ -118,6 +138,12 @@ impl Program {
 
     fn new(decoded: Decoded) -> Program {
         Program { decoded: Arc::new(decoded), loaded: Arc::default() }
+    }
+
+    /// The program's bytes as verified: the mapped file, or the bytes it was loaded from
+    /// (their pages read in again where a load gave them back).
+    pub fn file_bytes(&self) -> &[u8] {
+        self.decoded.file.bytes()
     }
 
     /// Method names in file order.

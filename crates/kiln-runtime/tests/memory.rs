@@ -6,9 +6,9 @@
 
 use kiln_format::pte::model::ProgramModel;
 use kiln_format::pte::{writer, Program as PteProgram};
-use kiln_runtime::{
-    Error, Input, LoadOptions, MemoryReason, Program, TensorInput, TensorMeta, ValueMeta,
-};
+use kiln_runtime::{Error, LoadOptions, MemoryReason, Program};
+
+mod common;
 
 /// The tiny CNN fixture with its planned arenas declared as `sizes` (entry 0 reserved): the
 /// same program, claiming more memory than its tensors use (as one flipped bit can make it).
@@ -56,22 +56,7 @@ fn planned_memory_is_budgeted_as_a_whole_and_committed_lazily() {
     }
     // Within the default limit it loads and runs, touching only the pages its tensors use.
     let mut method = load(with_arenas(&[0, 2 * GIB]), None).unwrap();
-    let metas = method.inputs();
-    let zeros: Vec<(TensorMeta, Vec<u8>)> = metas
-        .into_iter()
-        .map(|m| match m {
-            ValueMeta::Tensor(t) => {
-                let n = t.sizes.iter().product::<usize>() * t.dtype.size();
-                (t, vec![0u8; n])
-            }
-            other => panic!("tiny_cnn takes tensors, not {other:?}"),
-        })
-        .collect();
-    let inputs: Vec<Input<'_>> = zeros
-        .iter()
-        .map(|(t, data)| Input::Tensor(TensorInput { dtype: t.dtype, sizes: &t.sizes, data }))
-        .collect();
-    method.execute(&inputs).unwrap();
+    common::run_on_zeros(&mut method);
     let peak = peak_rss();
     assert!(peak < 256 << 20, "peak resident set {peak} bytes");
 }

@@ -9,7 +9,7 @@ use anyhow::Result;
 use kiln_runtime::InstructionTime;
 use serde::Serialize;
 
-use super::run::{MethodArgs, Session};
+use super::run::{mib, MethodArgs, Session};
 use crate::output::Table;
 
 /// Arguments of `kiln bench`.
@@ -69,11 +69,41 @@ struct Summary {
     threads: usize,
     threads_reason: String,
     load_ms: f64,
+    /// `load_ms` by stage: the program's mapping, verification and decoding, the method's
+    /// compile stage and weight packing.
+    load_split: LoadSplit,
+    /// Load and the first execute (of the warmup ones, or the timed ones without warmup).
+    first_output_ms: f64,
     median_ms: f64,
     min_ms: f64,
     p90_ms: f64,
+    /// The method's predicted peak memory, by kind, and the process's measured peak after
+    /// the timed executes.
+    memory: super::run::MemoryReport,
     #[serde(skip_serializing_if = "Option::is_none")]
     profile: Option<Vec<OpTime>>,
+}
+
+/// [`kiln_runtime::LoadTimes`] in milliseconds.
+#[derive(Serialize)]
+struct LoadSplit {
+    map_ms: f64,
+    verify_ms: f64,
+    decode_ms: f64,
+    compile_ms: f64,
+    pack_ms: f64,
+}
+
+impl From<kiln_runtime::LoadTimes> for LoadSplit {
+    fn from(t: kiln_runtime::LoadTimes) -> Self {
+        LoadSplit {
+            map_ms: ms(t.map),
+            verify_ms: ms(t.verify),
+            decode_ms: ms(t.decode),
+            compile_ms: ms(t.compile),
+            pack_ms: ms(t.pack),
+        }
+    }
 }
 
 fn ms(d: Duration) -> f64 {
@@ -139,6 +169,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let mut session = Session::open(&args.target)?;
     session.execute_callers(args.callers, args.warmup, "warming up")?;
     let (mut samples, wall) = session.execute_callers(args.callers, args.iters, "timing")?;
+    let memory = session.memory();
     samples.sort_unstable();
     let profile = if args.profile {
         Some(per_operator(&session.profile(args.iters)?, args.by_step))
@@ -156,9 +187,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
         threads: session.threads.threads,
         threads_reason: session.threads.reason.clone(),
         load_ms: ms(session.load),
+        load_split: session.method.load_times().into(),
+        first_output_ms: ms(session.load + session.first.unwrap_or_default()),
         median_ms: ms(median(&samples)),
         min_ms: ms(samples[0]),
         p90_ms: ms(percentile(&samples, 90.0)),
+        memory,
         profile,
     };
     if args.json {
@@ -179,6 +213,17 @@ pub fn run(args: Args) -> Result<ExitCode> {
         if summary.threads == 1 { "" } else { "s" },
         summary.threads_reason,
         summary.load_ms
+    );
+    let m = &summary.memory;
+    outln!(
+        "  memory: {} predicted ({} packed weights, {} activations, {} read in place from the \
+         file, {} baseline), {} peak",
+        mib(m.predicted_peak_bytes),
+        mib(m.packed_weights_bytes),
+        mib(m.activations_bytes),
+        mib(m.mapped_in_place_bytes),
+        mib(m.baseline_bytes),
+        m.measured_peak_bytes.map_or("unknown".to_string(), mib)
     );
     if summary.callers > 1 {
         outln!(

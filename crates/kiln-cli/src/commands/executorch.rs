@@ -44,12 +44,55 @@ struct CompiledStep {
 }
 
 /// `kiln inspect --compiled`: each method (or `method`) loaded through the compile stage.
-pub fn inspect_compiled(path: &Path, method: Option<&str>, json: bool) -> Result<ExitCode> {
+/// `kiln inspect --memory`: per method (or only `method`), the peak memory kiln predicts
+/// for running it, by kind, from the method loaded (weights packed) but not executed.
+pub fn inspect_memory(path: &Path, method: Option<&str>, json: bool) -> Result<ExitCode> {
+    let baseline = super::run::baseline();
+    let (program, names) = load_for_inspect(path, method)?;
+    let mut methods = Vec::new();
+    for name in names {
+        let m = program.method(&name)?;
+        let report = super::run::MemoryReport::predict(baseline, m.footprint(), 1);
+        methods.push(serde_json::json!({ "name": name, "memory": report }));
+        if !json {
+            let mib = super::run::mib;
+            outln!("method {name:?}: {} predicted peak", mib(report.predicted_peak_bytes));
+            let mut t = Table::new(["held", "bytes", "size"]);
+            for (what, bytes) in [
+                ("packed weights (shared by states)", report.packed_weights_bytes),
+                ("activations (one state)", report.activations_bytes),
+                ("constants made at load", report.constants_made_bytes),
+                ("file pages read in place", report.mapped_in_place_bytes),
+                ("tables gathered from (as read; not counted)", report.gathered_tables_bytes),
+                ("process baseline", report.baseline_bytes),
+            ] {
+                t.row([what.to_string(), bytes.to_string(), mib(bytes)]);
+            }
+            out!("{}", t.render());
+        }
+    }
+    if json {
+        print_json(&serde_json::json!({ "methods": methods }))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The program at `path` loaded with every kernel kiln has, and the methods to inspect:
+/// `method`, or all of them.
+fn load_for_inspect(
+    path: &Path,
+    method: Option<&str>,
+) -> Result<(kiln_runtime::Program, Vec<String>)> {
     let program = kiln_runtime::Program::builder().options(kiln_npu::load_options()).load(path)?;
     let names: Vec<String> = match method {
         Some(m) => vec![m.to_string()],
         None => program.method_names().iter().map(|s| s.to_string()).collect(),
     };
+    Ok((program, names))
+}
+
+pub fn inspect_compiled(path: &Path, method: Option<&str>, json: bool) -> Result<ExitCode> {
+    let (program, names) = load_for_inspect(path, method)?;
     let mut methods = Vec::new();
     for name in names {
         let m = program.method(&name)?;

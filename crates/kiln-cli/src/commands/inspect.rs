@@ -21,8 +21,13 @@ pub struct Args {
     /// compiled steps, the operators each fuses and their original instruction indices.
     #[arg(long)]
     pub compiled: bool,
-    /// With `--compiled`: only this method.
-    #[arg(long, requires = "compiled")]
+    /// For a .pte: load each method (or `--method`) and print, before any execute, the peak
+    /// memory kiln will hold running it: packed weights, activations, constants made at
+    /// load, the file's pages read in place and this process's own baseline.
+    #[arg(long, conflicts_with = "compiled")]
+    pub memory: bool,
+    /// With `--compiled` or `--memory`: only this method.
+    #[arg(long)]
     pub method: Option<String>,
 }
 
@@ -30,15 +35,23 @@ pub struct Args {
 /// each format's text form of it.
 pub fn run(args: Args) -> Result<ExitCode> {
     let input = crate::input::open(&args.file)?;
-    if args.compiled && input.kind != Kind::Pte {
+    let flag = if args.compiled { Some("--compiled") } else { args.memory.then_some("--memory") };
+    if let Some(flag) = flag.filter(|_| input.kind != Kind::Pte) {
         eprintln!(
-            "kiln: error: --compiled needs an ExecuTorch program (.pte); {} is not one",
+            "kiln: error: {flag} needs an ExecuTorch program (.pte); {} is not one",
             args.file.display()
         );
         return Ok(ExitCode::from(2));
     }
+    if args.method.is_some() && flag.is_none() {
+        eprintln!("kiln: error: --method goes with --compiled or --memory");
+        return Ok(ExitCode::from(2));
+    }
     if args.compiled {
         return super::executorch::inspect_compiled(&args.file, args.method.as_deref(), args.json);
+    }
+    if args.memory {
+        return super::executorch::inspect_memory(&args.file, args.method.as_deref(), args.json);
     }
     if args.json {
         print_json(&input.summary()?)?;

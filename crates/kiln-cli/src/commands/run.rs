@@ -4,6 +4,7 @@ mod check;
 mod engine;
 mod inputs;
 mod loaded;
+mod memory;
 mod session;
 
 use std::path::PathBuf;
@@ -19,6 +20,7 @@ use engine::thread_count;
 pub use engine::{load_options, EngineArgs};
 use inputs::{Inputs, DEFAULT_SEED};
 use loaded::Loaded;
+pub(crate) use memory::{baseline, mib, MemoryReport};
 pub use session::MethodArgs;
 pub(crate) use session::Session;
 
@@ -72,6 +74,8 @@ struct Summary {
     threads_reason: String,
     load_ms: f64,
     execute_ms: f64,
+    /// The method's predicted peak memory, by kind, and the process's measured peak.
+    memory: MemoryReport,
     outputs: Vec<OutputSummary>,
 }
 
@@ -196,6 +200,7 @@ fn expect(outputs: &[Output], files: &[PathBuf], atol: f64) -> Result<Vec<String
 
 /// Runs `kiln run`.
 pub fn run(args: Args) -> Result<ExitCode> {
+    let baseline = baseline();
     let started = Instant::now();
     let mut builder = Program::builder().options(load_options(&args.target.engine)?);
     let threads = thread_count(&args.target.engine);
@@ -262,6 +267,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         threads_reason: threads.reason,
         load_ms,
         execute_ms,
+        memory: MemoryReport::predict(baseline, method.footprint(), 1).measured(),
         outputs: summaries,
     };
     if args.json {

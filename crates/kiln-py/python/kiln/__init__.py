@@ -245,6 +245,25 @@ class Program:
         args = [_argument(i, x, spec) for i, (x, spec) in enumerate(zip(inputs, specs))]
         return [_value(out) for out in self._native.run(method, args)]
 
+    def memory(self, method: Optional[str] = None) -> dict:
+        """What ``method`` (default ``forward``, or the program's only method) holds in memory
+        once loaded, in bytes, loading it if no run has yet (as ``kiln inspect --memory``
+        predicts it): ``packed_weights`` (shared by every execution state), ``activations``
+        (one execution state's), ``constants_made`` (copies made at load),
+        ``mapped_in_place`` (the file's pages that runs read in place), their ``total``;
+        ``gathered_tables`` (embedding tables read in place, resident only where runs read
+        them, not in the total); and
+        this process's resident set and its peak so far, ``resident`` and ``peak`` (None where
+        the OS does not say)."""
+        return self._native.memory(self._method(method))
+
+    def load_times(self, method: Optional[str] = None) -> dict:
+        """How long loading ``method`` (default ``forward``, or the program's only method)
+        took, in milliseconds by stage, loading it if no run has yet: the program's ``map``,
+        ``verify`` and ``decode``, the method's ``compile`` and ``pack`` (its weights), and
+        their ``total``."""
+        return self._native.load_times(self._method(method))
+
     def inspect(self) -> dict:
         """The program's summary: the document ``kiln inspect --json`` prints for its file."""
         return inspect(self._path)

@@ -20,7 +20,7 @@ use kiln_kernels::arena::{check_regions, split_regions, Access, Borrowed, Region
 use kiln_kernels::{Capacity, DType, KernelContext, OutKind};
 
 use super::prepared::{PreparedKernel, StepScratch, MAX_TENSORS};
-use crate::arena::{Arena, Line};
+use crate::arena::{Arena, ConstBuf, Line};
 use crate::data::NamedDataSource;
 use crate::step::{Call, Role};
 use crate::value::{Storage, Val};
@@ -156,7 +156,7 @@ pub(crate) enum BoundError {
 /// and the external data sources.
 pub(crate) struct Constants<'a> {
     pub file: &'a [u8],
-    pub made: &'a [Arena],
+    pub made: &'a [ConstBuf],
     pub sources: &'a [Arc<dyn NamedDataSource>],
 }
 
@@ -166,9 +166,7 @@ impl<'a> Constants<'a> {
     pub fn bytes(&self, storage: Storage, len: usize) -> Option<&'a [u8]> {
         let (data, offset): (&'a [u8], usize) = match storage {
             Storage::File { offset } => (self.file, offset),
-            Storage::Const { buf, offset } => {
-                (bytemuck::cast_slice(self.made.get(buf as usize)?.as_slice()), offset)
-            }
+            Storage::Const { buf, offset } => (self.made.get(buf as usize)?.bytes(), offset),
             Storage::Ext { source, offset } => (self.sources.get(source as usize)?.bytes(), offset),
             Storage::Buf { .. } | Storage::Empty => return None,
         };

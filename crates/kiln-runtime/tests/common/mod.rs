@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use kiln_format::npy::Npy;
 use kiln_kernels::DType;
-use kiln_runtime::{Output, OutputTensor};
+use kiln_runtime::{Input, Method, Output, OutputTensor, TensorInput, ValueMeta};
 
 /// `tests/fixtures/pte` of the repository.
 pub fn pte_dir() -> PathBuf {
@@ -110,4 +110,24 @@ pub fn compare(what: &str, got: &Output, want: &Array, tol: f64) -> Result<f64, 
         let i = t.data.iter().zip(&want.data).position(|(a, b)| a != b).unwrap_or(0);
         Err(format!("{what}: bytes differ from byte {i}"))
     }
+}
+
+/// Executes `method` once with every input a tensor of zeros of its declared shape.
+pub fn run_on_zeros(method: &mut Method) {
+    let zeros: Vec<(kiln_runtime::TensorMeta, Vec<u8>)> = method
+        .inputs()
+        .into_iter()
+        .map(|m| match m {
+            ValueMeta::Tensor(t) => {
+                let n = t.sizes.iter().product::<usize>() * t.dtype.size();
+                (t, vec![0u8; n])
+            }
+            other => panic!("the method takes tensors, not {other:?}"),
+        })
+        .collect();
+    let inputs: Vec<Input<'_>> = zeros
+        .iter()
+        .map(|(t, data)| Input::Tensor(TensorInput { dtype: t.dtype, sizes: &t.sizes, data }))
+        .collect();
+    method.execute(&inputs).unwrap();
 }

@@ -1,19 +1,16 @@
-//! A program loaded for `run` and `bench`, with the file it came from.
+//! A program loaded for `run` and `bench`, and the method they run.
 
 use std::path::Path;
 
 use anyhow::{bail, Result};
-use kiln_runtime::{MappedFile, Program, ProgramBuilder};
+use kiln_runtime::{Program, ProgramBuilder};
 
 use super::inputs;
 
-/// A program loaded for `run` and `bench`, with its file (for what the runtime does not keep,
-/// such as input names).
+/// A program loaded for `run` and `bench`, and the method chosen.
 pub(crate) struct Loaded {
     /// The program.
     pub program: Program,
-    /// Its bytes.
-    file: MappedFile,
     /// The method chosen.
     pub method: String,
 }
@@ -28,12 +25,13 @@ impl Loaded {
         method: Option<&str>,
     ) -> Result<Self> {
         let path = crate::input::resolve(model);
-        let file = crate::input::read(model)?;
-        // A regular file is mapped by the runtime; a stream can only be read once.
+        // A regular file is mapped by the runtime; a stream can only be read once, and its
+        // bytes are handed over as they were read.
         let program = if std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
             builder.load(path)?
         } else {
-            builder.load_bytes(&model.display().to_string(), file.bytes().to_vec())?
+            let file = crate::input::read(model)?;
+            builder.load_bytes(&model.display().to_string(), file.into_bytes())?
         };
         let names = program.method_names();
         let method = match method {
@@ -52,16 +50,16 @@ impl Loaded {
                 names.join(", ")
             ),
         };
-        Ok(Loaded { program, file, method })
+        Ok(Loaded { program, method })
     }
 
-    /// The program's bytes.
+    /// The program's bytes (for what the runtime does not keep, such as input names).
     pub(crate) fn bytes(&self) -> &[u8] {
-        self.file.bytes()
+        self.program.file_bytes()
     }
 
     /// The names of the chosen method's inputs, where the program records them.
     pub(crate) fn input_names(&self, inputs: usize) -> Vec<Option<String>> {
-        inputs::input_names(self.file.bytes(), &self.method, inputs)
+        inputs::input_names(self.bytes(), &self.method, inputs)
     }
 }

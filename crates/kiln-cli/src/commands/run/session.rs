@@ -47,6 +47,10 @@ pub(crate) struct Session {
     pub threads: ThreadCount,
     /// Time to load the program and the method.
     pub load: Duration,
+    /// The process's resident set before the program was loaded.
+    pub baseline: Option<u64>,
+    /// The time of the method's first execute, once it has run.
+    pub first: Option<Duration>,
     /// More execution states of the method, for [`Session::execute_callers`].
     others: Vec<Method>,
 }
@@ -54,6 +58,7 @@ pub(crate) struct Session {
 impl Session {
     /// Loads the program and method `args` name and prepares the inputs.
     pub(crate) fn open(args: &MethodArgs) -> Result<Session> {
+        let baseline = super::baseline();
         let started = Instant::now();
         let options = load_options(&args.engine)?;
         let threads = thread_count(&args.engine);
@@ -64,7 +69,23 @@ impl Session {
         let names = loaded.input_names(method.inputs().len());
         let seed = args.seed.unwrap_or(DEFAULT_SEED);
         let inputs = Inputs::prepare(&method, &loaded.method, &names, &args.inputs, seed)?;
-        Ok(Session { loaded, method, inputs, threads, load, others: Vec::new() })
+        Ok(Session {
+            loaded,
+            method,
+            inputs,
+            threads,
+            load,
+            baseline,
+            first: None,
+            others: Vec::new(),
+        })
+    }
+
+    /// The method's predicted peak memory for the execution states made so far, with the
+    /// process's measured peak beside it.
+    pub(crate) fn memory(&self) -> super::MemoryReport {
+        super::MemoryReport::predict(self.baseline, self.method.footprint(), 1 + self.others.len())
+            .measured()
     }
 
     /// Executes the method `n` times under a progress bar labelled `what`; the wall time of
@@ -80,6 +101,7 @@ impl Session {
             bar.inc(1);
         }
         bar.finish_and_clear();
+        self.first = self.first.or(samples.first().copied());
         Ok(samples)
     }
 
@@ -134,6 +156,8 @@ impl Session {
         for run in runs {
             all.extend(run?);
         }
+        // The session's own state runs first in `all`.
+        self.first = self.first.or(all.first().copied());
         Ok((all, wall))
     }
 
