@@ -1,6 +1,8 @@
 //! Lowering fused nodes to prepared kernels: the node's constants folded and laid out once,
 //! at load, and a run function the executor calls with the node's tensors.
 
+use std::borrow::Cow;
+
 use kiln_kernels::compute::channel_scale::scale_channels;
 use kiln_kernels::compute::conv2d::{
     BatchNorm, Conv2dGeometry, ConvScratch, Layout, PackedConv2d, PointwiseDepthwise,
@@ -199,20 +201,29 @@ fn describe(kind: &str, fused: &[String]) -> String {
 }
 
 /// The float32 elements of constant value `v`, in row-major order of its sizes whatever its
-/// dim order (an XNNPACK filter is stored OHWI and declared OIHW with a channels-last order).
-fn const_f32(
+/// dim order (an XNNPACK filter is stored OHWI and declared OIHW with a channels-last order):
+/// the constant's own bytes where they are already that (row-major, aligned, a little-endian
+/// machine), else a copy. A weight read in place is one fresh buffer fewer for its packing to
+/// fill (the OS zeroes every fresh page: 37-40% of a resnet50 load on the development
+/// machine).
+fn const_f32<'a>(
     g: &Graph<'_>,
     v: u32,
-    bytes: &ConstBytes<'_>,
-) -> std::result::Result<Vec<f32>, String> {
+    bytes: &ConstBytes<'a>,
+) -> std::result::Result<Cow<'a, [f32]>, String> {
     let t = g.const_f32(v).ok_or_else(|| format!("values[{v}] is not a float32 constant"))?;
     let b = bytes(t)
         .and_then(|b| b.get(..t.nbytes()))
         .ok_or_else(|| format!("constant values[{v}] is outside its data"))?;
+    if t.shape.is_dense_row_major() && cfg!(target_endian = "little") {
+        if let Ok(values) = bytemuck::try_cast_slice::<u8, f32>(b) {
+            return Ok(Cow::Borrowed(values));
+        }
+    }
     let stored: Vec<f32> =
         b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
     if t.shape.is_dense_row_major() {
-        return Ok(stored);
+        return Ok(Cow::Owned(stored));
     }
     let rank = t.shape.rank();
     let strides = t.shape.strides();
@@ -228,7 +239,7 @@ fn const_f32(
         [&row_major[..rank], &strides[..rank]],
         |[o, i]| out[o] = stored[i],
     );
-    Ok(out)
+    Ok(Cow::Owned(out))
 }
 
 /// The read tensor at position `i` of a prepared call.
@@ -296,14 +307,14 @@ fn packed_conv(
     bytes: &ConstBytes<'_>,
 ) -> std::result::Result<PackedConv2d, String> {
     let weight = const_f32(g, c.weight, bytes)?;
-    let bias = c.bias.map(|b| const_f32(g, b, bytes)).transpose()?;
-    let opt = |v: Option<u32>| v.map(|v| const_f32(g, v, bytes)).transpose();
+    let owned = |v: u32| const_f32(g, v, bytes).map(Cow::into_owned);
+    let bias = c.bias.map(owned).transpose()?;
     let bn = match &c.bn {
         Some(bn) => Some(BatchNorm {
-            gamma: opt(bn.weight)?,
-            beta: opt(bn.bias)?,
-            mean: const_f32(g, bn.mean, bytes)?,
-            var: const_f32(g, bn.var, bytes)?,
+            gamma: bn.weight.map(owned).transpose()?,
+            beta: bn.bias.map(owned).transpose()?,
+            mean: owned(bn.mean)?,
+            var: owned(bn.var)?,
             eps: bn.eps,
         }),
         None => None,
@@ -758,7 +769,7 @@ impl PreparedLinear {
                     t[j * k + i] = w[i * n + j];
                 }
             }
-            t
+            Cow::Owned(t)
         };
         let bias = l.bias.map(|b| const_f32(g, b, bytes)).transpose()?;
         let linear = PackedLinear::new(k, n, &weight, bias.as_deref(), l.act)

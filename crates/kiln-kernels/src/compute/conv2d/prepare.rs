@@ -3,6 +3,8 @@
 //! norm statistics folded into the weights and bias ([`BatchNorm`]), and the output's sizes
 //! checked against what the packed convolution writes ([`PackedConv2d::prepare`]).
 
+use std::borrow::Cow;
+
 use super::geometry::{Conv2dGeometry, Layouts};
 use super::packed::PackedConv2d;
 use crate::compute::sgemm::{Activation, GemmError};
@@ -107,11 +109,11 @@ impl BatchNorm {
 
 impl PackedConv2d {
     /// The convolution of geometry `g` prepared as a compiled step runs it: `bn` (if any)
-    /// folded into `weight` and `bias`, packed for `layouts` with the fused activation, and
+    /// folded into `weight` (copied only then) and `bias`, packed for `layouts` with the fused activation, and
     /// checked to write an `output` of sizes `[N, Cout, OH, OW]`.
     pub fn prepare(
         g: Conv2dGeometry,
-        mut weight: Vec<f32>,
+        mut weight: Cow<'_, [f32]>,
         mut bias: Option<Vec<f32>>,
         bn: Option<BatchNorm>,
         act: Activation,
@@ -119,7 +121,7 @@ impl PackedConv2d {
         output: &[usize],
     ) -> Result<Self, GemmError> {
         if let Some(bn) = bn {
-            bias = Some(bn.fold(g.out_channels, &mut weight, bias.as_deref())?);
+            bias = Some(bn.fold(g.out_channels, weight.to_mut(), bias.as_deref())?);
         }
         let conv = PackedConv2d::with_layouts(g, &weight, bias.as_deref(), act, layouts)?;
         let (oh, ow) = conv.out_hw();

@@ -18,7 +18,7 @@
 //! for any thread count.
 #![allow(unsafe_code)]
 
-use super::geometry::{mul, Conv2dGeometry};
+use super::geometry::{mul, Conv2dGeometry, TRANSPOSE_BLOCK};
 use super::scratch::{window, PartScratch};
 use crate::compute::cpu::has_avx512;
 use crate::compute::sgemm::{
@@ -117,10 +117,17 @@ impl Winograd {
         let plane = mul(cin, cout)?;
         crate::compute::sgemm::need("conv2d weight", mul(plane, 9)?, weight.len())?;
         let mut ut = vec![0f32; mul(plane, XI)?];
-        for (o, filter) in weight.chunks_exact(cin * 9).enumerate() {
-            for (c, taps) in filter.chunks_exact(9).enumerate() {
-                for (xi, v) in transform_filter(taps).into_iter().enumerate() {
-                    ut[xi * plane + c * cout + o] = v;
+        // Output channels a block at a time, so that each store lands beside the last (the
+        // filter-major order stored every value to another cache line: resnet50's eleven
+        // Winograd layers took 81 ms to lay out).
+        for o0 in (0..cout).step_by(TRANSPOSE_BLOCK) {
+            let outs = o0..(o0 + TRANSPOSE_BLOCK).min(cout);
+            for c in 0..cin {
+                for o in outs.clone() {
+                    let taps = &weight[(o * cin + c) * 9..][..9];
+                    for (xi, v) in transform_filter(taps).into_iter().enumerate() {
+                        ut[xi * plane + c * cout + o] = v;
+                    }
                 }
             }
         }
