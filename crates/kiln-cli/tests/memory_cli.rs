@@ -91,6 +91,8 @@ fn inspect_memory_predicts_what_run_then_holds() {
     let run = &run["memory"];
     assert_eq!(run["packed_weights_bytes"], memory["packed_weights_bytes"]);
     assert!(run["measured_peak_bytes"].as_u64().unwrap() as f64 > bytes("packed_weights_bytes"));
+    // Its convolutions' scratch, allocated at the execute, is reported beside it.
+    assert!(run["scratch_bytes"].as_u64().unwrap() > 0, "{run}");
     // The text form, and the flag's errors.
     let (code, out, _) = kiln(&["inspect", "--memory", &model]);
     assert_eq!(code, 0);

@@ -119,6 +119,13 @@ impl Method {
         Footprint::of(&self.fixed)
     }
 
+    /// Bytes the compiled steps' scratch buffers of this execution state hold: what the
+    /// kernels allocated at its runs so far (none before the first), beside the method's
+    /// [`Method::footprint`].
+    pub fn scratch_bytes(&self) -> u64 {
+        self.state.scratches.iter().map(|s| s.heap_bytes() as u64).sum()
+    }
+
     /// How long loading the method took, by stage (the program's stages included).
     pub fn load_times(&self) -> LoadTimes {
         LoadTimes {

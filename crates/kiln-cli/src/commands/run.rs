@@ -267,7 +267,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
         threads_reason: threads.reason,
         load_ms,
         execute_ms,
-        memory: MemoryReport::predict(baseline, method.footprint(), 1).measured(),
+        memory: MemoryReport::predict(baseline, method.footprint(), 1)
+            .measured(method.scratch_bytes()),
         outputs: summaries,
     };
     if args.json {

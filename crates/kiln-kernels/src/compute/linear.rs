@@ -27,6 +27,13 @@ pub struct LinearScratch {
     parts: Vec<Part>,
 }
 
+impl LinearScratch {
+    /// Bytes its buffers hold.
+    pub fn heap_bytes(&self) -> usize {
+        self.parts.iter().map(|p| p.gemm.heap_bytes()).sum()
+    }
+}
+
 /// One thread's GEMM scratch, and the first error its tasks met.
 #[derive(Debug, Default)]
 struct Part {

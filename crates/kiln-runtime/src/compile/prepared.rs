@@ -41,6 +41,13 @@ pub(crate) struct StepScratch {
     map: Vec<f32>,
 }
 
+impl StepScratch {
+    /// Bytes its buffers hold.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.conv.heap_bytes() + self.linear.heap_bytes() + self.map.capacity() * 4
+    }
+}
+
 /// A fused node's kernel, prepared at load and shared by the method's execution states (each
 /// brings its own [`StepScratch`]). The executor passes the node's read tensors in order as
 /// `args` (then an `Arg::Output` for each written one) and its outputs in order as `outs`

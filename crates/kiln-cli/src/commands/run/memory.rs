@@ -31,6 +31,10 @@ pub(crate) struct MemoryReport {
     /// The process's peak resident set when the report was made (`VmHWM`), once it has run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub measured_peak_bytes: Option<u64>,
+    /// What the compiled steps' scratch buffers of the states hold after the runs so far
+    /// (allocated at the first execute; not in the prediction).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scratch_bytes: Option<u64>,
 }
 
 impl MemoryReport {
@@ -50,12 +54,15 @@ impl MemoryReport {
             predicted_peak_bytes: baseline_bytes + footprint.total() - footprint.activations
                 + activations_bytes,
             measured_peak_bytes: None,
+            scratch_bytes: None,
         }
     }
 
-    /// The same with the process's peak so far beside it.
-    pub(crate) fn measured(mut self) -> Self {
+    /// The same with the process's peak so far and the states' scratch (`scratch` bytes)
+    /// after their runs beside it.
+    pub(crate) fn measured(mut self, scratch: u64) -> Self {
         self.measured_peak_bytes = resident().map(|(_, peak)| peak);
+        self.scratch_bytes = Some(scratch);
         self
     }
 }

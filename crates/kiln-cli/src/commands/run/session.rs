@@ -84,8 +84,10 @@ impl Session {
     /// The method's predicted peak memory for the execution states made so far, with the
     /// process's measured peak beside it.
     pub(crate) fn memory(&self) -> super::MemoryReport {
+        let states = std::iter::once(&self.method).chain(&self.others);
+        let scratch = states.map(Method::scratch_bytes).sum();
         super::MemoryReport::predict(self.baseline, self.method.footprint(), 1 + self.others.len())
-            .measured()
+            .measured(scratch)
     }
 
     /// Executes the method `n` times under a progress bar labelled `what`; the wall time of

@@ -47,6 +47,18 @@ impl PartScratch {
 }
 
 impl ConvScratch {
+    /// Bytes its buffers hold.
+    pub fn heap_bytes(&self) -> usize {
+        let part = |p: &PartScratch| {
+            p.gemm.heap_bytes()
+                + (p.row.capacity() + p.out.capacity()) * 4
+                + p.spans.capacity() * std::mem::size_of::<RowSpan>()
+        };
+        self.parts.iter().map(part).sum::<usize>()
+            + (self.col.capacity() + self.apart.capacity()) * 4
+            + self.linear.heap_bytes()
+    }
+
     /// The first error a thread met in the last split (clearing them all).
     pub(super) fn outcome(&mut self) -> Result<(), GemmError> {
         first_error(&mut self.parts)

@@ -52,6 +52,13 @@ pub struct GemmScratch {
     b: Vec<f32>,
 }
 
+impl GemmScratch {
+    /// Bytes its buffers hold.
+    pub fn heap_bytes(&self) -> usize {
+        (self.a.capacity() + self.b.capacity()) * 4
+    }
+}
+
 /// Packs `src` (`depth x width`) over its whole depth into panels of `w` columns, 64-byte
 /// aligned.
 fn pack_whole(src: &MatRef<'_>, w: usize) -> Result<PackedBuf, GemmError> {
