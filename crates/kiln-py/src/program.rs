@@ -35,14 +35,18 @@ impl Program {
     }
 
     /// `f` of an idle execution state of `method` (one loaded if none is), which then goes
-    /// back to the idle ones.
-    fn with_state<T>(&self, method: &str, f: impl FnOnce(&Method) -> T) -> kiln_runtime::Result<T> {
+    /// back to the idle ones: the lock is held to take and give it back, never across `f`.
+    fn with_state<T>(
+        &self,
+        method: &str,
+        f: impl FnOnce(&mut Method) -> T,
+    ) -> kiln_runtime::Result<T> {
         let idle = lock(&self.idle).get_mut(method).and_then(Vec::pop);
-        let state = match idle {
+        let mut state = match idle {
             Some(state) => state,
             None => self.program.method(method)?,
         };
-        let out = f(&state);
+        let out = f(&mut state);
         lock(&self.idle).entry(method.to_string()).or_default().push(state);
         Ok(out)
     }
@@ -195,8 +199,8 @@ impl Program {
     /// What `method` holds in memory, loading it if no run has: a dict of bytes by kind
     /// (`packed_weights`, `activations` of one execution state, `constants_made`,
     /// `mapped_in_place`, their `total`; `gathered_tables`, embedding tables read in place,
-    /// resident only where runs read them and not in the total), with this process's resident set and its peak so
-    /// far (`resident`, `peak`; None where the OS does not say).
+    /// resident only where runs read them and not in the total), with this process's
+    /// resident set and its peak so far (`resident`, `peak`; None where the OS does not say).
     fn memory<'py>(&self, py: Python<'py>, method: &str) -> PyResult<Bound<'py, PyDict>> {
         let f = errors::check(py.detach(|| self.with_state(method, |m| m.footprint())))?;
         let d = PyDict::new(py);
@@ -236,16 +240,7 @@ impl Program {
                 Given::Scalar(s) => *s,
             });
         }
-        let outputs = py.detach(|| {
-            let idle = lock(&self.idle).get_mut(method).and_then(Vec::pop);
-            let mut state = match idle {
-                Some(state) => state,
-                None => self.program.method(method)?,
-            };
-            let outputs = state.execute(&slices);
-            lock(&self.idle).entry(method.to_string()).or_default().push(state);
-            outputs
-        });
+        let outputs = py.detach(|| self.with_state(method, |s| s.execute(&slices))?);
         errors::check(outputs)?.into_iter().map(|o| output(py, o)).collect()
     }
 

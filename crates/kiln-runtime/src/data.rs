@@ -95,9 +95,7 @@ impl NamedDataSource for PtdFile {
     }
 
     fn release(&self, range: Range<usize>) {
-        if let Some(chunk) = self.file.bytes().get(range) {
-            self.file.release(chunk);
-        }
+        self.file.release_range(range);
     }
 }
 

@@ -35,9 +35,7 @@ impl ProgramFile {
     /// buffer cannot be given back without losing their contents.
     pub fn release(&self, range: Range<usize>) {
         if let ProgramFile::Mapped(m) = self {
-            if let Some(chunk) = m.bytes().get(range) {
-                m.release(chunk);
-            }
+            m.release_range(range);
         }
     }
 

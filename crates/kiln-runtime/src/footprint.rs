@@ -48,9 +48,10 @@ impl Footprint {
 
     /// What a method loaded from `fixed` holds.
     pub(crate) fn of(fixed: &Compiled) -> Footprint {
-        let (mapped_in_place, gathered_tables) = mapped_in_place(fixed);
+        let touched = touched(fixed);
+        let (mapped_in_place, gathered_tables) = mapped_in_place(fixed, &touched);
         Footprint {
-            activations: activations(fixed),
+            activations: activations(fixed, &touched),
             packed_weights: fixed.prepared.iter().map(|k| k.heap_bytes() as u64).sum(),
             constants_made: fixed.constants.iter().map(|c| c.bytes().len() as u64).sum(),
             mapped_in_place,
@@ -102,10 +103,10 @@ fn touched(fixed: &Compiled) -> Vec<u32> {
     out
 }
 
-/// Pages the tensors a run of `fixed` touches span in a state's buffers.
-fn activations(fixed: &Compiled) -> u64 {
+/// Pages the tensors a run of `fixed` touches (`touched`) span in a state's buffers.
+fn activations(fixed: &Compiled, touched: &[u32]) -> u64 {
     let mut by_buffer: BTreeMap<u32, Vec<(u64, u64)>> = BTreeMap::new();
-    for v in touched(fixed) {
+    for &v in touched {
         if let Some(Val::Tensor(t)) = fixed.initial.get(v as usize) {
             if let Storage::Buf { buf, offset } = t.storage {
                 let start = offset as u64;
@@ -127,10 +128,11 @@ const GATHERS: &[&str] = &[
     "quantized_decomposed::embedding_4bit.out",
 ];
 
-/// Pages of mapped constants that the steps of `fixed` read in place (arguments of kernel
-/// and delegate calls, tensor lists included; a prepared step's weights are its own), and
-/// apart from them the pages of constant tables steps gather rows of.
-fn mapped_in_place(fixed: &Compiled) -> (u64, u64) {
+/// Pages of mapped constants that the steps of `fixed` read in place (among the `touched`
+/// values: arguments of kernel and delegate calls, tensor lists included; a prepared step's
+/// weights are its own), and apart from them the pages of constant tables steps gather rows
+/// of.
+fn mapped_in_place(fixed: &Compiled, touched: &[u32]) -> (u64, u64) {
     let tables: Vec<u32> = fixed
         .chains
         .iter()
@@ -143,7 +145,7 @@ fn mapped_in_place(fixed: &Compiled) -> (u64, u64) {
     // Key: the source (0 for the program file, 1 + index for external data).
     let mut read: BTreeMap<u32, Vec<(u64, u64)>> = BTreeMap::new();
     let mut gathered: BTreeMap<u32, Vec<(u64, u64)>> = BTreeMap::new();
-    for v in touched(fixed) {
+    for &v in touched {
         let Some(Val::Tensor(t)) = fixed.initial.get(v as usize) else { continue };
         let (source, offset) = match t.storage {
             Storage::File { offset } => (0, offset),

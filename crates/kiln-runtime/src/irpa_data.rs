@@ -176,10 +176,9 @@ impl NamedDataSource for IrpaFile {
     fn entry(&self, key: &str) -> Option<&NamedEntry> {
         self.entries.get(key)
     }
+
     fn release(&self, range: std::ops::Range<usize>) {
-        if let Some(chunk) = self.file.bytes().get(range) {
-            self.file.release(chunk);
-        }
+        self.file.release_range(range);
     }
 }
 

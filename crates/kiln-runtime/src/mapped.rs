@@ -134,6 +134,13 @@ impl MappedFile {
         }
     }
 
+    /// [`Self::release`] of the bytes at `range` (nothing where it lies past the end).
+    pub fn release_range(&self, range: std::ops::Range<usize>) {
+        if let Some(chunk) = self.bytes().get(range) {
+            self.release(chunk);
+        }
+    }
+
     /// The path the file was opened from.
     pub fn path(&self) -> &Path {
         &self.path

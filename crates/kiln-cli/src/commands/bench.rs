@@ -9,8 +9,8 @@ use anyhow::Result;
 use kiln_runtime::InstructionTime;
 use serde::Serialize;
 
-use super::run::{mib, MethodArgs, Session};
-use crate::output::Table;
+use super::run::{MethodArgs, Session};
+use crate::output::{human_bytes, Table};
 
 /// Arguments of `kiln bench`.
 #[derive(clap::Args)]
@@ -218,12 +218,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
     outln!(
         "  memory: {} predicted ({} packed weights, {} activations, {} read in place from the \
          file, {} baseline), {} peak",
-        mib(m.predicted_peak_bytes),
-        mib(m.packed_weights_bytes),
-        mib(m.activations_bytes),
-        mib(m.mapped_in_place_bytes),
-        mib(m.baseline_bytes),
-        m.measured_peak_bytes.map_or("unknown".to_string(), mib)
+        human_bytes(m.predicted_peak_bytes),
+        human_bytes(m.packed_weights_bytes),
+        human_bytes(m.activations_bytes),
+        human_bytes(m.mapped_in_place_bytes),
+        human_bytes(m.baseline_bytes),
+        m.measured_peak_bytes.map_or("unknown".to_string(), human_bytes)
     );
     if summary.callers > 1 {
         outln!(

@@ -55,8 +55,7 @@ pub fn inspect_memory(path: &Path, method: Option<&str>, json: bool) -> Result<E
         let report = super::run::MemoryReport::predict(baseline, m.footprint(), 1);
         methods.push(serde_json::json!({ "name": name, "memory": report }));
         if !json {
-            let mib = super::run::mib;
-            outln!("method {name:?}: {} predicted peak", mib(report.predicted_peak_bytes));
+            outln!("method {name:?}: {} predicted peak", human_bytes(report.predicted_peak_bytes));
             let mut t = Table::new(["held", "bytes", "size"]);
             for (what, bytes) in [
                 ("packed weights (shared by states)", report.packed_weights_bytes),
@@ -66,7 +65,7 @@ pub fn inspect_memory(path: &Path, method: Option<&str>, json: bool) -> Result<E
                 ("tables gathered from (as read; not counted)", report.gathered_tables_bytes),
                 ("process baseline", report.baseline_bytes),
             ] {
-                t.row([what.to_string(), bytes.to_string(), mib(bytes)]);
+                t.row([what.to_string(), bytes.to_string(), human_bytes(bytes)]);
             }
             out!("{}", t.render());
         }

@@ -11,6 +11,7 @@ use crate::output::print_json;
 
 /// Arguments of `kiln inspect`.
 #[derive(clap::Args)]
+#[command(group(clap::ArgGroup::new("per_method").args(["compiled", "memory"])))]
 pub struct Args {
     /// The file to inspect.
     pub file: PathBuf,
@@ -24,10 +25,10 @@ pub struct Args {
     /// For a .pte: load each method (or `--method`) and print, before any execute, the peak
     /// memory kiln will hold running it: packed weights, activations, constants made at
     /// load, the file's pages read in place and this process's own baseline.
-    #[arg(long, conflicts_with = "compiled")]
+    #[arg(long)]
     pub memory: bool,
     /// With `--compiled` or `--memory`: only this method.
-    #[arg(long)]
+    #[arg(long, requires = "per_method")]
     pub method: Option<String>,
 }
 
@@ -41,10 +42,6 @@ pub fn run(args: Args) -> Result<ExitCode> {
             "kiln: error: {flag} needs an ExecuTorch program (.pte); {} is not one",
             args.file.display()
         );
-        return Ok(ExitCode::from(2));
-    }
-    if args.method.is_some() && flag.is_none() {
-        eprintln!("kiln: error: --method goes with --compiled or --memory");
         return Ok(ExitCode::from(2));
     }
     if args.compiled {

@@ -20,7 +20,7 @@ use engine::thread_count;
 pub use engine::{load_options, EngineArgs};
 use inputs::{Inputs, DEFAULT_SEED};
 use loaded::Loaded;
-pub(crate) use memory::{baseline, mib, MemoryReport};
+pub(crate) use memory::{baseline, MemoryReport};
 pub use session::MethodArgs;
 pub(crate) use session::Session;
 

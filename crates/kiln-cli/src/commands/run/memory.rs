@@ -71,8 +71,3 @@ impl MemoryReport {
 pub(crate) fn baseline() -> Option<u64> {
     resident().map(|(now, _)| now)
 }
-
-/// `bytes` in MiB with one decimal, for text output.
-pub(crate) fn mib(bytes: u64) -> String {
-    format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64)
-}
