@@ -17,11 +17,17 @@ executes it once:
         process held after its imports (torch's own hundreds of MB are not counted), its
         `load_program` + `load_method` time and its first execute
 
+With --llm PTE (repeatable), LLM exports (bench/run_llm.sh's, tools/fixtures/export_llama.py)
+are measured too (only they when no MODEL is named), from a seeded prompt of --prompt tokens (default 8): kiln's `kiln generate
+--max-new-tokens 1 --json` against bench/executorch_llm_peer.py `--new-tokens 1`, the first
+output being the prefill (the first token's logits). A row's name is the export's file name.
+
 With --base OLD_KILN, an older kiln binary runs the same way beside them (old against new).
 
 The table gives medians over the rounds: the file size, both peaks and their ratio, kiln's
 prediction and its error against kiln's measured peak, and the time to the first output (load
-plus first execute) of each with their ratio. Load averages are printed at the start and end.
+plus first execute) of each with their ratio. The program file is read through before each run, so
+loads read the page cache, not the disk. Load averages are printed at the start and end.
 --json prints every run as one JSON document on stdout (the table then goes to stderr).
 """
 
@@ -30,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -38,6 +45,8 @@ from pathlib import Path
 from typing import Dict, List, Tuple
 
 from run_busy import PEER, ROOT, load, say, timeable
+
+LLM_PEER = ROOT / "bench/executorch_llm_peer.py"
 
 MODELS = [
     "resnet50",
@@ -75,9 +84,61 @@ def mb(b: float) -> float:
     return b / (1 << 20)
 
 
+def llm_prompt(pte: Path, n: int) -> str:
+    """`n` seeded token ids inside the export's vocabulary (its `.expected.json`'s
+    params.vocab_size, which tools/fixtures/export_llama.py writes beside it)."""
+    expected = pte.with_name(pte.stem + ".expected.json")
+    vocab = json.loads(expected.read_text())["params"]["vocab_size"]
+    rng = random.Random(12)
+    return ",".join(str(rng.randrange(vocab)) for _ in range(n))
+
+
+def commands(args, target) -> Tuple[Path, Dict[str, List[str]]]:
+    """The program of `target` (a bench model's name, or ("llm", path)) and, per contender,
+    the command that loads it and computes its first output once."""
+    if isinstance(target, tuple):
+        pte = Path(target[1])
+        prompt = llm_prompt(pte, args.prompt)
+        kiln = lambda b: [b, "generate", str(pte), "--prompt-tokens", prompt, "--max-new-tokens", "1", "--json"]
+        et = [args.python, str(LLM_PEER), str(pte), "--prompt-tokens", prompt, "--new-tokens", "1"]
+    else:
+        d = ROOT / "bench/.models" / target
+        pte = d / "xnnpack.pte"
+        inputs: List[str] = []
+        for name in json.loads((d / "manifest.json").read_text())["inputs"]:
+            inputs += ["--input", str(d / name)]
+        kiln = lambda b: [b, "bench", str(pte), *inputs, "--iters", "1", "--warmup", "0", "--json"]
+        et = [args.python, str(PEER), str(pte), *inputs, "--iters", "1", "--warmup", "0", "--json"]
+    cmds = {"kiln": kiln(args.kiln), "et": et}
+    if args.base:
+        cmds["base"] = kiln(args.base)
+    return pte, cmds
+
+
+def warm(pte: Path) -> None:
+    """Reads the program file through once, so a load reads it from the page cache and not
+    the disk (this host gives the cache up between runs: a 200 MB file read from disk took a
+    load from 50 to 290 ms)."""
+    with open(pte, "rb") as f:
+        while f.read(1 << 20):
+            pass
+
+
+def first_ms(doc: dict) -> float:
+    """The first output's compute time in a contender's document: an LLM's prefill, else the
+    one execute (kiln bench's median of one, ExecuTorch's peer's first)."""
+    for key in ("prefill_ms", "first_ms", "median_ms"):
+        if key in doc:
+            return doc[key]
+    raise KeyError(f"no first-output time in {sorted(doc)}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("models", nargs="*", default=MODELS)
+    ap.add_argument("models", nargs="*", default=None)
+    ap.add_argument("--llm", action="append", default=[], metavar="PTE",
+                    help="an LLM export to measure as well (repeatable)")
+    ap.add_argument("--prompt", type=int, default=8, help="prompt tokens of the LLM runs")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--kiln", default=str(ROOT / "target/release/kiln"))
     ap.add_argument("--base", help="an older kiln binary to measure beside")
@@ -87,39 +148,34 @@ def main() -> int:
     env = {k: v for k, v in os.environ.items() if k != "KILN_THREADS"}
 
     say(args, f"kiln: {args.kiln}; rounds {args.rounds}; load average at start: {load()}")
-    models = timeable(args, args.models)
+    names = args.models or ([] if args.llm else MODELS)
+    targets = list(timeable(args, names) if names else []) + [("llm", p) for p in args.llm]
     report = {"load_start": load(), "models": {}}
     rows = []
-    for m in models:
-        d = ROOT / "bench/.models" / m
-        pte = d / "xnnpack.pte"
-        inputs: List[str] = []
-        for name in json.loads((d / "manifest.json").read_text())["inputs"]:
-            inputs += ["--input", str(d / name)]
-        names = ["kiln", "et"] + (["base"] if args.base else [])
+    for target in targets:
+        pte, cmds = commands(args, target)
+        m = pte.name if isinstance(target, tuple) else target
+        names = list(cmds)
         runs: Dict[str, list] = {n: [] for n in names}
         for r in range(args.rounds):
             order = names[r % len(names):] + names[:r % len(names)]
             for who in order:
-                if who in ("kiln", "base"):
-                    binary = args.base if who == "base" else args.kiln
-                    cmd = [binary, "bench", str(pte), *inputs, "--iters", "1", "--warmup", "0", "--json"]
-                    doc, peak = run_with_peak(cmd, env)
+                warm(pte)
+                doc, peak = run_with_peak(cmds[who], env)
+                if who == "et":
+                    runs["et"].append({
+                        "peak_bytes": doc["rss_growth_mb"] * (1 << 20),
+                        "load_ms": doc["load_ms"],
+                        "first_ms": first_ms(doc),
+                        "doc": doc,
+                    })
+                else:
                     memory = doc.get("memory") or {}
                     runs[who].append({
                         "peak_bytes": peak,
                         "load_ms": doc["load_ms"],
-                        "first_ms": doc["median_ms"],
+                        "first_ms": first_ms(doc),
                         "predicted_bytes": memory.get("predicted_peak_bytes"),
-                        "doc": doc,
-                    })
-                else:
-                    cmd = [args.python, str(PEER), str(pte), *inputs, "--iters", "1", "--warmup", "0", "--json"]
-                    doc, _ = run_with_peak(cmd, env)
-                    runs["et"].append({
-                        "peak_bytes": doc["rss_growth_mb"] * (1 << 20),
-                        "load_ms": doc["load_ms"],
-                        "first_ms": doc["first_ms"],
                         "doc": doc,
                     })
         med = {

@@ -1,5 +1,5 @@
-//! `--max-memory` on every command that loads a method: a plan over it is refused with exit 1
-//! naming the sizes; a malformed size is a usage error (exit 2).
+//! `--max-memory` on every command that loads a method: a method whose predicted peak is over
+//! it is refused with exit 1 naming the parts; a malformed size is a usage error (exit 2).
 
 mod common;
 
@@ -27,7 +27,7 @@ fn max_memory_bounds_run_bench_and_generate() {
         let (code, _, err) = with("1KiB");
         assert_eq!(code, 1, "{command:?}: {err}");
         assert!(err.contains("over the memory limit of 1024 bytes"), "{command:?}: {err}");
-        assert!(err.contains("memory plan"), "{command:?}: {err}");
+        assert!(err.contains("predicted peak"), "{command:?}: {err}");
         let (code, _, err) = with("64MiB");
         assert_eq!(code, 0, "{command:?}: {err}");
         for bad in ["12x", "0", "lots"] {
@@ -84,6 +84,15 @@ fn inspect_memory_predicts_what_run_then_holds() {
     assert!(
         bytes("predicted_peak_bytes") > bytes("packed_weights_bytes") + bytes("activations_bytes")
     );
+    // `--max-memory` bounds the method's part of that prediction: just above it the program
+    // runs, just below it the load names the prediction.
+    let method = bytes("method_bytes") as u64;
+    assert!(method as f64 >= bytes("packed_weights_bytes") + bytes("activations_bytes"));
+    let (code, _, err) = kiln(&["run", &model, "--max-memory", &(method + 4096).to_string()]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = kiln(&["run", &model, "--max-memory", &(method - 4096).to_string()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("its predicted peak") && err.contains("packed weights"), "{err}");
     // `kiln run --json` reports the same prediction, with the peak it measured.
     let (code, out, err) = kiln(&["run", &model, "--json"]);
     assert_eq!(code, 0, "{err}");

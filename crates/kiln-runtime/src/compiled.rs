@@ -10,6 +10,8 @@ use crate::arena::ConstBuf;
 use crate::compile::bound::{Binding, Constants};
 use crate::compile::{CompiledNode, PreparedKernel};
 use crate::decoded::Decoded;
+use crate::error::{Error, MemoryReason, Result};
+use crate::footprint::Footprint;
 use crate::plan::MethodPlan;
 use crate::step::Step;
 use crate::value::Val;
@@ -33,9 +35,6 @@ pub(crate) struct Compiled {
     /// ([`Storage::Const`](crate::value::Storage::Const)): aligned copies, delegates'
     /// converted weights.
     pub constants: Vec<ConstBuf>,
-    /// Bytes of `constants` and of the prepared kernels' weights: every state counts them
-    /// against the memory limit with its own buffers.
-    pub shared_bytes: u64,
     /// Cache lines of each buffer of a state (0 for a released one), in buffer order.
     pub buffer_lines: Vec<usize>,
     /// What a new state's buffers start with (planned tensors' initial contents).
@@ -50,12 +49,38 @@ pub(crate) struct Compiled {
     /// How long the method's load took: the compile stage, and packing its weights.
     pub compile_time: Duration,
     pub pack_time: Duration,
+    /// What it holds, by kind: the prediction every state is checked against the memory
+    /// limit with.
+    pub footprint: Footprint,
 }
 
 impl Compiled {
     /// Where its steps' constants are: the program file, `constants` and the external data.
     pub fn constants(&self) -> Constants<'_> {
         self.decoded.constants(&self.constants)
+    }
+
+    /// An error when the peak it is predicted to hold ([`Footprint::total`]: one state's
+    /// activations, the packed weights, the constants made and the file pages read in place)
+    /// passes its memory limit: the figure `kiln inspect --memory` shows, checked once the
+    /// weights are packed and before a state's buffers are mapped.
+    pub fn check_predicted(&self) -> Result<()> {
+        let f = self.footprint;
+        if f.total() <= self.memory_limit {
+            return Ok(());
+        }
+        Err(Error::Memory {
+            method: self.plan.name.clone(),
+            what: format!(
+                "its predicted peak ({} of activations, {} of packed weights, {} of constants \
+                 made at load, {} of file pages read in place)",
+                f.activations, f.packed_weights, f.constants_made, f.mapped_in_place
+            ),
+            bytes: f.total(),
+            counted: 0,
+            limit: self.memory_limit,
+            reason: MemoryReason::OverLimit,
+        })
     }
 }
 

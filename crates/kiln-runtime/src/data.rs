@@ -111,18 +111,31 @@ pub(crate) struct ProgramData<'a> {
     pub file: &'a [u8],
     pub named: &'a std::collections::HashMap<String, Range<usize>>,
     pub sources: &'a [std::sync::Arc<dyn NamedDataSource>],
+    /// Gives back the resident pages of a range of `file` (a mapped file's; nothing for
+    /// bytes on the heap).
+    pub release: &'a dyn Fn(Range<usize>),
+}
+
+/// Where named data lies: what a tensor borrowing it names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum DataPlace {
+    /// A range of the program file.
+    File,
+    /// A range of external source `source` (its index among the program's sources).
+    Source { source: u32, range: Range<usize> },
 }
 
 impl<'a> ProgramData<'a> {
-    /// The bytes under `key`, and whether they are bytes of the program file (so a tensor can
-    /// borrow them by file range).
-    pub fn locate(&self, key: &str) -> Option<(&'a [u8], bool)> {
+    /// The bytes under `key`, and where they lie (so a tensor can borrow them in place).
+    pub fn locate(&self, key: &str) -> Option<(&'a [u8], DataPlace)> {
         if let Some(r) = self.named.get(key) {
-            return Some((self.file.get(r.clone())?, true));
+            return Some((self.file.get(r.clone())?, DataPlace::File));
         }
-        self.sources.iter().find_map(|s| {
+        self.sources.iter().enumerate().find_map(|(i, s)| {
             let e = s.entry(key)?;
-            Some((s.bytes().get(e.range.clone())?, false))
+            let place =
+                DataPlace::Source { source: u32::try_from(i).ok()?, range: e.range.clone() };
+            Some((s.bytes().get(e.range.clone())?, place))
         })
     }
 }

@@ -117,7 +117,9 @@ impl Decoded {
                 let start = (data.as_ptr() as usize).wrapping_sub(bytes.as_ptr() as usize);
                 named.entry(key.to_string()).or_insert(start..start + data.len());
             }
-            let data = ProgramData { file: bytes, named: &named, sources: &sources };
+            let release = |range: Range<usize>| file.release(range);
+            let data =
+                ProgramData { file: bytes, named: &named, sources: &sources, release: &release };
             pte.methods()
                 .map(|m| {
                     let plan = plan::decode(&pte, &m, &path).map_err(|_| DecodeFailure::Plan);

@@ -126,8 +126,9 @@ pub(crate) struct State {
     pub values: Vec<Val>,
     /// Per delegate, its handle (`None` for one inlined at decode, which no call names).
     pub delegates: Vec<Option<Box<dyn DelegateHandle>>>,
-    /// Per prepared kernel, the buffers it reuses from run to run.
-    pub scratches: Vec<StepScratch>,
+    /// The buffers the prepared kernels reuse: one set for the state, since its steps run
+    /// one at a time, grown to what the largest step needs.
+    pub kernel_scratch: StepScratch,
     pub ctx: KernelContext,
     pub scratch: Scratch,
     /// Per-step timing, when on.
@@ -151,7 +152,7 @@ impl State {
             buffers,
             values,
             delegates,
-            scratches: fixed.prepared.iter().map(|_| StepScratch::default()).collect(),
+            kernel_scratch: StepScratch::default(),
             ctx: KernelContext::new("").with_threads(threads),
             profile: None,
             paused_profile: None,
@@ -440,7 +441,7 @@ impl Run<'_> {
     fn call(&mut self, c: usize, pc: usize) -> Result<()> {
         let Run { fixed, state } = self;
         let Compiled { plan, chains, prepared, .. } = &**fixed;
-        let State { buffers, values, delegates, scratches, ctx, scratch, .. } = state;
+        let State { buffers, values, delegates, kernel_scratch, ctx, scratch, .. } = state;
         let Some(Step::Call(call)) = chains.get(c).and_then(|ch| ch.get(pc)) else { return Ok(()) };
         let instruction = call.instruction as usize;
         let fail = |reason: String| Error::Execution {
@@ -455,11 +456,11 @@ impl Run<'_> {
             _ => None,
         };
         if let Some((p, b)) = binding {
-            let (Some(kernel), Some(step)) = (prepared.get(p), scratches.get_mut(p)) else {
+            let Some(kernel) = prepared.get(p) else {
                 return Err(fail(format!("prepared kernel {p} does not exist")));
             };
-            return bound::run(b, kernel.as_ref(), step, ctx, buffers, &constants).map_err(|e| {
-                match e {
+            return bound::run(b, kernel.as_ref(), kernel_scratch, ctx, buffers, &constants)
+                .map_err(|e| match e {
                     BoundError::Kernel(source) => Error::Kernel {
                         method: plan.name.clone(),
                         instruction,
@@ -467,11 +468,10 @@ impl Run<'_> {
                         source: Box::new(source),
                     },
                     BoundError::Memory(reason) => fail(reason),
-                }
-            });
+                });
         }
         collect_uses(call, values, scratch).map_err(&fail)?;
-        let kernels = Kernels { delegates, prepared, scratches };
+        let kernels = Kernels { delegates, prepared, scratch: kernel_scratch };
         let result = invoke(call, values, buffers, &constants, scratch, ctx, kernels);
         match result {
             Ok(()) => {}
@@ -618,11 +618,11 @@ fn collect_uses(call: &Call, values: &[Val], s: &mut Scratch) -> std::result::Re
 }
 
 /// What a call may invoke besides a registered kernel: the state's delegate handles, and the
-/// method's prepared kernels with the state's scratch for each.
+/// method's prepared kernels with the state's scratch they share.
 struct Kernels<'a> {
     delegates: &'a mut [Option<Box<dyn crate::delegate::DelegateHandle>>],
     prepared: &'a [Box<dyn crate::compile::PreparedKernel>],
-    scratches: &'a mut [crate::compile::StepScratch],
+    scratch: &'a mut crate::compile::StepScratch,
 }
 
 /// Borrows the call's tensors, builds the argument and out lists, calls the kernel or
@@ -846,11 +846,11 @@ fn invoke(
             ctx.op = def.name;
             (def.run)(ctx, &args, &mut outs).map_err(|e| CallError::Kernel(Box::new(e)))
         }
-        Callee::Prepared(p) => match (kernels.prepared.get(p), kernels.scratches.get_mut(p)) {
-            (Some(k), Some(step)) => {
-                k.run(step, ctx, &args, &mut outs).map_err(|e| CallError::Kernel(Box::new(e)))
-            }
-            _ => Err(other(format!("prepared kernel {p} does not exist"))),
+        Callee::Prepared(p) => match kernels.prepared.get(p) {
+            Some(k) => k
+                .run(kernels.scratch, ctx, &args, &mut outs)
+                .map_err(|e| CallError::Kernel(Box::new(e))),
+            None => Err(other(format!("prepared kernel {p} does not exist"))),
         },
         Callee::Delegate(d) => match kernels.delegates.get_mut(d).and_then(Option::as_mut) {
             Some(h) => h.execute(ctx, &args, &mut outs).map_err(|e| CallError::Delegate(d, e)),

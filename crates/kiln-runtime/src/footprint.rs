@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::compiled::Compiled;
+use crate::plan::MethodPlan;
 use crate::step::Step;
 use crate::value::{Storage, Val};
 
@@ -46,18 +46,30 @@ impl Footprint {
         self.activations + self.packed_weights + self.constants_made + self.mapped_in_place
     }
 
-    /// What a method loaded from `fixed` holds.
-    pub(crate) fn of(fixed: &Compiled) -> Footprint {
+    /// What a method loaded as `fixed` holds.
+    pub(crate) fn of(fixed: &LoadedParts<'_>) -> Footprint {
         let touched = touched(fixed);
         let (mapped_in_place, gathered_tables) = mapped_in_place(fixed, &touched);
         Footprint {
             activations: activations(fixed, &touched),
-            packed_weights: fixed.prepared.iter().map(|k| k.heap_bytes() as u64).sum(),
-            constants_made: fixed.constants.iter().map(|c| c.bytes().len() as u64).sum(),
+            packed_weights: fixed.packed_weights,
+            constants_made: fixed.constants_made,
             mapped_in_place,
             gathered_tables,
         }
     }
+}
+
+/// What a footprint is computed from: a loaded method's plan, compiled steps and starting
+/// value table, and the bytes its load filled.
+pub(crate) struct LoadedParts<'a> {
+    pub plan: &'a MethodPlan,
+    pub chains: &'a [Vec<Step>],
+    pub initial: &'a [Val],
+    /// The prepared kernels' weights.
+    pub packed_weights: u64,
+    /// The constants made at load.
+    pub constants_made: u64,
 }
 
 /// Pages spanned by byte ranges of one buffer, overlapping ranges counted once.
@@ -77,7 +89,7 @@ fn pages(mut ranges: Vec<(u64, u64)>) -> u64 {
 
 /// The values the steps of `fixed` read or write and the method's inputs and outputs: what a
 /// run touches (a value a fused step skips keeps its place but is never written).
-fn touched(fixed: &Compiled) -> Vec<u32> {
+fn touched(fixed: &LoadedParts<'_>) -> Vec<u32> {
     let mut out: Vec<u32> = fixed.plan.inputs.iter().chain(&fixed.plan.outputs).copied().collect();
     for step in fixed.chains.iter().flatten() {
         match step {
@@ -104,7 +116,7 @@ fn touched(fixed: &Compiled) -> Vec<u32> {
 }
 
 /// Pages the tensors a run of `fixed` touches (`touched`) span in a state's buffers.
-fn activations(fixed: &Compiled, touched: &[u32]) -> u64 {
+fn activations(fixed: &LoadedParts<'_>, touched: &[u32]) -> u64 {
     let mut by_buffer: BTreeMap<u32, Vec<(u64, u64)>> = BTreeMap::new();
     for &v in touched {
         if let Some(Val::Tensor(t)) = fixed.initial.get(v as usize) {
@@ -132,7 +144,7 @@ const GATHERS: &[&str] = &[
 /// values: arguments of kernel and delegate calls, tensor lists included; a prepared step's
 /// weights are its own), and apart from them the pages of constant tables steps gather rows
 /// of.
-fn mapped_in_place(fixed: &Compiled, touched: &[u32]) -> (u64, u64) {
+fn mapped_in_place(fixed: &LoadedParts<'_>, touched: &[u32]) -> (u64, u64) {
     let tables: Vec<u32> = fixed
         .chains
         .iter()

@@ -18,7 +18,7 @@ use crate::compiled::{Compiled, Init, InitFrom};
 use crate::decoded::Decoded;
 use crate::delegate::DelegateHandle;
 use crate::error::{Error, MemoryReason, Result};
-use crate::exec::State;
+use crate::footprint::{Footprint, LoadedParts};
 use crate::method::{init_delegates, Method};
 use crate::options::LoadOptions;
 use crate::plan::{DataDef, InstrDef, MethodPlan, TensorDef, ValueDef};
@@ -43,18 +43,16 @@ pub(crate) fn load(decoded: Arc<Decoded>, plan: Arc<MethodPlan>) -> Result<Metho
     let mut values = loader.values()?;
     let delegates = init_delegates(&decoded, &plan)?;
     let chains = compile_chains(&loader, &values, &defs, &delegates)?;
-    loader.count(chains.prepared_bytes, || "the compiled steps' prepared weights".to_string())?;
     if let Some(aliases) = &chains.aliases {
         loader.replan(&mut values, aliases, &chains.steps)?;
     }
-    let Loader { buffers, constants, inits, .. } = loader;
-    let Chains { steps, compiled, prepared, prepared_bytes, pack_time, .. } = chains;
-    let const_bytes: u64 = constants.iter().map(|c| c.bytes().len() as u64).sum();
+    let Loader { buffers: buffer_lines, constants, inits, .. } = loader;
+    let Chains { steps, compiled, prepared, pack_time, .. } = chains;
     let bindings = {
         let constants = decoded.constants(&constants);
-        bindings(&steps, prepared.len(), &values, &buffers, &constants)
+        bindings(&steps, prepared.len(), &values, &buffer_lines, &constants)
     };
-    let fixed = Arc::new(Compiled {
+    let mut fixed = Compiled {
         decoded: decoded.clone(),
         plan: plan.clone(),
         resets: written_values(&plan, &steps, &values),
@@ -63,17 +61,25 @@ pub(crate) fn load(decoded: Arc<Decoded>, plan: Arc<MethodPlan>) -> Result<Metho
         compiled,
         prepared,
         constants,
-        shared_bytes: const_bytes + prepared_bytes,
-        buffer_lines: buffers.iter().map(Arena::len).collect(),
+        buffer_lines,
         inits,
         initial: values.clone(),
         instruction_limit: options.instruction_limit,
         memory_limit: options.memory_limit,
         compile_time: started.elapsed().saturating_sub(pack_time),
         pack_time,
+        footprint: Footprint::default(),
+    };
+    fixed.footprint = Footprint::of(&LoadedParts {
+        plan: &fixed.plan,
+        chains: &fixed.chains,
+        initial: &fixed.initial,
+        packed_weights: fixed.prepared.iter().map(|k| k.heap_bytes() as u64).sum(),
+        constants_made: fixed.constants.iter().map(|c| c.bytes().len() as u64).sum(),
     });
-    let state = State::new(&fixed, buffers, values, delegates);
-    Ok(Method { fixed, state })
+    // The state's buffers are mapped only now, the prediction checked: the planned arenas
+    // the compiled memory plan replaced never are.
+    Method::with_state_and_delegates(Arc::new(fixed), delegates)
 }
 
 /// The kernel of each of the method's operators; an error listing every operator without a
@@ -111,8 +117,6 @@ struct Chains {
     /// What each step stands for, in the same order.
     compiled: Vec<CompiledNode>,
     prepared: Vec<Box<dyn PreparedKernel>>,
-    /// Bytes of the prepared kernels' weights.
-    prepared_bytes: u64,
     /// Time spent preparing them (packing, laying out weights).
     pack_time: Duration,
     /// The values the compile stage placed as aliases of others, for the memory plan.
@@ -142,7 +146,6 @@ fn compile_chains(
         steps: Vec::with_capacity(plan.chains.len()),
         compiled: Vec::new(),
         prepared: Vec::new(),
-        prepared_bytes: 0,
         pack_time: Duration::ZERO,
         aliases: if optimize { compile::aliases(plan, values, defs) } else { None },
     };
@@ -164,7 +167,6 @@ fn compile_chains(
                     for (storage, len) in read.take() {
                         decoded.release_constant(storage, len);
                     }
-                    out.prepared_bytes += kernel.heap_bytes() as u64;
                     algorithm = kernel.algorithm();
                     out.prepared.push(kernel);
                     Step::Call(call)
@@ -186,7 +188,7 @@ fn bindings(
     chains: &[Vec<Step>],
     prepared: usize,
     values: &[Val],
-    buffers: &[Arena],
+    buffers: &[usize],
     constants: &Constants<'_>,
 ) -> Vec<Option<Binding>> {
     let mut out: Vec<Option<Binding>> = (0..prepared).map(|_| None).collect();
@@ -200,13 +202,15 @@ fn bindings(
     out
 }
 
-/// A method's memory while it loads: the state's buffers and the constants made so far, and
-/// the bytes counted against the memory limit.
+/// A method's memory while it loads: the sizes of a state's buffers (mapped once the method
+/// is compiled and its predicted peak checked, each committed only where a value is written)
+/// and the constants made so far, their bytes counted against the memory limit as they are
+/// made.
 struct Loader<'p> {
     plan: &'p MethodPlan,
     decoded: &'p Arc<Decoded>,
-    /// The state's buffers.
-    buffers: Vec<Arena>,
+    /// Cache lines of each of a state's buffers (0 for one released).
+    buffers: Vec<usize>,
     /// The method's constants made at load.
     constants: Vec<ConstBuf>,
     inits: Vec<Init>,
@@ -246,38 +250,53 @@ impl Loader<'_> {
         }
     }
 
-    /// A new zeroed buffer of `bytes` for the state, counted against the memory limit. Its
-    /// pages are committed when first touched (see [`Arena`]).
+    /// A new buffer of `bytes` for a state, mapped with the state. Its pages are committed
+    /// when first touched (see [`Arena`]), so it is not counted here: the pages its values
+    /// span are, in the prediction [`Compiled::check_predicted`] bounds.
     fn alloc(&mut self, bytes: u64, what: impl FnOnce() -> String) -> Result<u32> {
-        let arena = self.zeroed(bytes, what)?;
-        self.buffers.push(arena);
+        let lines = self.lines(bytes, what)?;
+        self.buffers.push(lines);
         Ok(self.buffers.len() as u32 - 1)
     }
 
     /// A new zeroed buffer of `bytes` among the method's constants, counted against the
-    /// memory limit.
+    /// memory limit (every byte of it is written).
     fn alloc_const(&mut self, bytes: u64, what: impl FnOnce() -> String) -> Result<u32> {
-        let arena = self.zeroed(bytes, what)?;
+        let what = what();
+        self.count(bytes, || what.clone())?;
+        let arena = self.zeroed(bytes, || what)?;
         self.constants.push(ConstBuf::Made(arena));
         Ok(self.constants.len() as u32 - 1)
     }
 
-    fn zeroed(&mut self, bytes: u64, what: impl FnOnce() -> String) -> Result<Arena> {
-        let what = what();
-        self.count(bytes, || what.clone())?;
-        let lines = usize::try_from(bytes.div_ceil(LINE as u64))
-            .map_err(|_| self.over(what.clone(), bytes, MemoryReason::OverLimit))?;
-        Arena::zeroed(lines).map_err(|e| {
-            self.used -= bytes;
-            self.over(what, bytes, MemoryReason::Refused(e.to_string()))
-        })
+    /// The cache lines `bytes` of `what` take; an error when they do not fit the address
+    /// space.
+    fn lines(&self, bytes: u64, what: impl FnOnce() -> String) -> Result<usize> {
+        usize::try_from(bytes.div_ceil(LINE as u64))
+            .ok()
+            .filter(|lines| lines.checked_mul(LINE).is_some())
+            .ok_or_else(|| {
+                self.over(
+                    what(),
+                    bytes,
+                    MemoryReason::Refused("larger than the address space".into()),
+                )
+            })
     }
 
-    /// Releases buffer `buf` (its pages go back to the OS) and its bytes from the count.
-    fn release(&mut self, buf: usize, bytes: u64) {
+    /// `bytes` of zeros, mapped; an error naming `what` when the size does not fit the
+    /// address space or the OS refuses the mapping.
+    fn zeroed(&self, bytes: u64, what: impl FnOnce() -> String) -> Result<Arena> {
+        let what = what();
+        let lines = self.lines(bytes, || what.clone())?;
+        Arena::zeroed(lines)
+            .map_err(|e| self.over(what, bytes, MemoryReason::Refused(e.to_string())))
+    }
+
+    /// Releases buffer `buf`: a state maps none for it.
+    fn release(&mut self, buf: usize) {
         if let Some(b) = self.buffers.get_mut(buf) {
-            *b = Arena::empty();
-            self.used = self.used.saturating_sub(bytes);
+            *b = 0;
         }
     }
 
@@ -308,39 +327,29 @@ impl Loader<'_> {
         Ok(Storage::Buf { buf: arena as u32, offset: offset as usize })
     }
 
-    /// Copies `data` to `storage` (a state's buffer or a constant).
+    /// Copies `data` to constant `storage` (one made at load).
     fn copy_into(&mut self, storage: Storage, data: &[u8]) {
-        let (arena, offset) = match storage {
-            Storage::Buf { buf, offset } => (self.buffers.get_mut(buf as usize), offset),
-            Storage::Const { buf, offset } => match self.constants.get_mut(buf as usize) {
-                Some(ConstBuf::Made(a)) => (Some(a), offset),
-                _ => return,
-            },
+        let Storage::Const { buf, offset } = storage else { return };
+        let bytes: &mut [u8] = match self.constants.get_mut(buf as usize) {
+            Some(ConstBuf::Made(a)) => bytemuck::cast_slice_mut(a.as_mut_slice()),
             _ => return,
-        };
-        let bytes: &mut [u8] = match arena {
-            Some(a) => bytemuck::cast_slice_mut(a.as_mut_slice()),
-            None => return,
         };
         if let Some(dst) = bytes.get_mut(offset..offset + data.len()) {
             dst.copy_from_slice(data);
         }
     }
 
-    /// Copies `from` (at most `nbytes` of it) into planned storage `storage`, and records it
-    /// for the states made later.
+    /// Records `from` (at most `nbytes` of it) as what planned storage `storage` starts
+    /// with in every state (copied as a state's buffers are mapped).
     fn init(&mut self, storage: Storage, from: InitFrom, nbytes: usize) {
         let Storage::Buf { buf, offset } = storage else { return };
-        let decoded = self.decoded.clone();
         let from = match from {
             InitFrom::File(r) => InitFrom::File(r.start..r.end.min(r.start + nbytes)),
             InitFrom::Ext { source, range: r } => {
                 InitFrom::Ext { source, range: r.start..r.end.min(r.start + nbytes) }
             }
         };
-        let init = Init { buf, offset, from };
-        self.copy_into(storage, init.bytes(&decoded));
-        self.inits.push(init);
+        self.inits.push(Init { buf, offset, from });
     }
 
     /// Storage for zero-copy bytes at `offset` of `base`, or an aligned copy among the
@@ -420,16 +429,8 @@ impl Loader<'_> {
     /// Counts the planned arenas and makes them; an error before any is made when the plan
     /// does not fit the limit.
     fn planned_arenas(&mut self) -> Result<()> {
-        // Memory plan: the whole plan is checked against the limit before any of it is mapped.
-        let planned = self.plan.arena_sizes.iter().try_fold(0u64, |t, &s| t.checked_add(s));
-        if planned.is_none_or(|p| p > self.limit) {
-            let sizes: Vec<String> = self.plan.arena_sizes.iter().map(|s| s.to_string()).collect();
-            return Err(self.over(
-                format!("its memory plan (arenas of {} bytes)", sizes.join(" + ")),
-                planned.unwrap_or(u64::MAX),
-                MemoryReason::OverLimit,
-            ));
-        }
+        // Sizes only: a state maps them once the method is compiled (those the compiled
+        // memory plan replaced, never), and its values' pages count in the prediction.
         for (a, &size) in self.plan.arena_sizes.iter().enumerate() {
             self.alloc(size, || format!("planned arena {}", a + 1))?;
         }
@@ -488,8 +489,7 @@ impl Loader<'_> {
     ) -> Result<()> {
         let new_buf = self.buffers.len() as u32;
         if let Some(size) = compile::replan(self.plan, values, aliases, &chains[0], new_buf) {
-            // Planned arenas no value lives in any more are released first, so the
-            // compiled plan is counted in their place.
+            // Planned arenas no value lives in any more are released.
             let mut used = vec![false; self.plan.arena_sizes.len()];
             for v in values.iter() {
                 if let Val::Tensor(TensorSlot { storage: Storage::Buf { buf, .. }, .. }) = v {
@@ -500,7 +500,7 @@ impl Loader<'_> {
             }
             for (a, u) in used.iter().enumerate() {
                 if !u {
-                    self.release(a, self.plan.arena_sizes[a]);
+                    self.release(a);
                 }
             }
             let id = self.alloc(size as u64, || "the compiled memory plan".to_string())?;
@@ -547,6 +547,20 @@ impl Loader<'_> {
                 let bytes = decoded.sources[src as usize].bytes();
                 let (s, _) =
                     self.borrowed(i, bytes, offset, t, Storage::Ext { source: src, offset })?;
+                (s, false)
+            }
+            DataDef::SourceBytes { source, range } => {
+                let decoded = self.decoded.clone();
+                let bytes = decoded.sources.get(*source as usize).map(|s| s.bytes());
+                if bytes.and_then(|b| b.get(range.clone())).is_none_or(|b| b.len() < nbytes) {
+                    return Err(self.invalid(
+                        format!("values[{i}].tensor"),
+                        "a delegate's constant is outside its external data",
+                    ));
+                }
+                let (offset, bytes) = (range.start, bytes.unwrap_or(&[]));
+                let storage = Storage::Ext { source: *source, offset };
+                let (s, _) = self.borrowed(i, bytes, offset, t, storage)?;
                 (s, false)
             }
             DataDef::Owned(bytes) => {

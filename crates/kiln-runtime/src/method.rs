@@ -45,37 +45,38 @@ impl std::fmt::Debug for Method {
 impl Method {
     /// Another execution state of this method, to run beside this one (on another thread):
     /// its own planned memory, value table and delegate handles, sharing the compiled steps,
-    /// the prepared (packed) weights and the constants made at load. Its memory is counted
-    /// against the limit the program was loaded with, the shared part included; an error when
-    /// it does not fit or a delegate's backend refuses a second handle.
+    /// the prepared (packed) weights and the constants made at load. The method's predicted
+    /// peak (one state's activations and the shared part, [`Method::footprint`]) is what the
+    /// limit the program was loaded with bounds; an error when the system refuses the
+    /// state's buffers or a delegate's backend refuses a second handle.
     pub fn another(&self) -> Result<Method> {
         Method::with_state(self.fixed.clone())
     }
 
     /// A new execution state of `fixed`.
     pub(crate) fn with_state(fixed: Arc<Compiled>) -> Result<Method> {
-        let method = || fixed.plan.name.clone();
-        let own: u64 = fixed.buffer_lines.iter().map(|&l| (l * LINE) as u64).sum();
-        let total = own.saturating_add(fixed.shared_bytes);
-        let over = |bytes: u64, reason: MemoryReason| Error::Memory {
-            method: method(),
-            what: "a new execution state (its buffers, and the shared constants and prepared \
-                   weights)"
-                .into(),
-            bytes,
+        let delegates = init_delegates(&fixed.decoded, &fixed.plan)?;
+        Method::with_state_and_delegates(fixed, delegates)
+    }
+
+    /// A new execution state of `fixed` with `delegates`' handles, its predicted peak
+    /// checked against the memory limit before its buffers are mapped.
+    pub(crate) fn with_state_and_delegates(
+        fixed: Arc<Compiled>,
+        delegates: Vec<Option<Box<dyn DelegateHandle>>>,
+    ) -> Result<Method> {
+        fixed.check_predicted()?;
+        let refused = |e: std::io::Error| Error::Memory {
+            method: fixed.plan.name.clone(),
+            what: "a new execution state's buffers".into(),
+            bytes: fixed.buffer_lines.iter().map(|&l| (l * LINE) as u64).sum(),
             counted: 0,
             limit: fixed.memory_limit,
-            reason,
+            reason: MemoryReason::Refused(e.to_string()),
         };
-        if total > fixed.memory_limit {
-            return Err(over(total, MemoryReason::OverLimit));
-        }
         let mut buffers = Vec::with_capacity(fixed.buffer_lines.len());
         for &lines in &fixed.buffer_lines {
-            buffers.push(
-                Arena::zeroed(lines)
-                    .map_err(|e| over(total, MemoryReason::Refused(e.to_string())))?,
-            );
+            buffers.push(Arena::zeroed(lines).map_err(refused)?);
         }
         for init in &fixed.inits {
             let data = init.bytes(&fixed.decoded);
@@ -87,7 +88,6 @@ impl Method {
                 dst.copy_from_slice(data);
             }
         }
-        let delegates = init_delegates(&fixed.decoded, &fixed.plan)?;
         let state = State::new(&fixed, buffers, fixed.initial.clone(), delegates);
         Ok(Method { fixed, state })
     }
@@ -116,14 +116,14 @@ impl Method {
     /// What the method holds in memory once loaded, by kind ([`Footprint`]): the packed
     /// weights, constants and mapped pages its states share and one state's activations.
     pub fn footprint(&self) -> Footprint {
-        Footprint::of(&self.fixed)
+        self.fixed.footprint
     }
 
-    /// Bytes the compiled steps' scratch buffers of this execution state hold: what the
-    /// kernels allocated at its runs so far (none before the first), beside the method's
-    /// [`Method::footprint`].
+    /// Bytes the scratch buffers of this execution state hold: what its compiled steps'
+    /// kernels (one set, shared by them) allocated at its runs so far (none before the
+    /// first), beside the method's [`Method::footprint`].
     pub fn scratch_bytes(&self) -> u64 {
-        self.state.scratches.iter().map(|s| s.heap_bytes() as u64).sum()
+        self.state.kernel_scratch.heap_bytes() as u64
     }
 
     /// How long loading the method took, by stage (the program's stages included).
@@ -250,6 +250,8 @@ pub(crate) fn init_delegates(
             file: decoded.file.bytes(),
             named: &decoded.named,
             sources: &decoded.sources,
+            // A backend's handle reads what it needs when it runs.
+            release: &|_| {},
         };
         let init = DelegateInit {
             method: &plan.name,

@@ -43,9 +43,11 @@ pub struct LoadOptions {
     pub kernels: KernelRegistry,
     /// Backends for delegates.
     pub backends: BackendRegistry,
-    /// Most bytes a loaded method may take, all its memory counted together (default:
-    /// [`default_memory_limit`]). Its memory plan is checked against it before anything is
-    /// allocated.
+    /// Most bytes a loaded method may take (default: [`default_memory_limit`]): its
+    /// memory plan's arenas and the constants it makes are checked against it before they
+    /// are mapped, and its predicted peak ([`crate::Footprint::total`], the figure `kiln
+    /// inspect --memory` shows for the method) once its weights are packed, before any
+    /// execution state runs.
     pub memory_limit: u64,
     /// Most instructions one `execute` may run.
     pub instruction_limit: u64,

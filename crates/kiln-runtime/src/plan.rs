@@ -28,6 +28,9 @@ pub(crate) enum DataDef {
     ExternalPlanned { fqn: Arc<str>, memory_id: u32, offset: u64 },
     /// Constant bytes made at load (a delegate's weights rearranged for kiln's kernels).
     Owned(Arc<[u8]>),
+    /// Constant bytes of external source `source` (a delegate's named data in a `.ptd`),
+    /// read in place.
+    SourceBytes { source: u32, range: Range<usize> },
 }
 
 /// A tensor value as declared.

@@ -9,7 +9,7 @@ use common::{compare, pte_dir, read_npy};
 use kiln_kernels::{Arg, DType, KernelContext, Out};
 use kiln_runtime::{
     Backend, BackendError, BackendRegistry, DelegateHandle, DelegateInit, Error, Input,
-    LoadOptions, Output, Program, TensorInput, ValueMeta,
+    LoadOptions, MemoryReason, Output, Program, TensorInput, ValueMeta,
 };
 
 #[path = "../../kiln-format/tests/common/mod.rs"]
@@ -144,6 +144,27 @@ fn external_constants_need_their_ptd() {
         }
         other => panic!("expected a format error, got {other:?}"),
     }
+}
+
+#[test]
+fn an_xnnpack_delegates_weights_in_a_ptd_are_read_where_they_lie() {
+    // xnnpack_external's delegate names its weights as named data of the .ptd (ExecuTorch's
+    // external delegate constants): the plan borrows them there, copying none at decode, and
+    // the compile stage packs them from the .ptd's pages (its outputs are checked against
+    // ExecuTorch's in tests/fixtures.rs).
+    let dir = pte_dir();
+    let program =
+        Program::load_with_data(dir.join("xnnpack_external.pte"), dir.join("xnnpack_external.ptd"))
+            .unwrap();
+    let f = program.method("forward").unwrap().footprint();
+    assert_eq!(f.constants_made, 0, "{f:?}");
+    assert!(f.packed_weights > 0, "{f:?}");
+    // Without the .ptd the error names the missing key and where it was looked for.
+    let alone = Program::load(dir.join("xnnpack_external.pte"))
+        .and_then(|p| p.method("forward").map(|_| ()))
+        .unwrap_err()
+        .to_string();
+    assert!(alone.contains("is in neither the program nor its data files"), "{alone}");
 }
 
 /// A backend standing in for XNNPACK: it checks the delegate call's values and fills the
@@ -360,14 +381,20 @@ fn mutated_programs_never_panic() {
 }
 
 #[test]
-fn prepared_weights_count_against_the_memory_limit() {
-    // tiny_cnn plans 28,672 bytes; its compiled convolutions' packed weights come on top.
-    let options = LoadOptions { memory_limit: 60_000, ..LoadOptions::default() };
-    let program = Program::builder().options(options).load(pte_dir().join("tiny_cnn.pte")).unwrap();
-    match program.method("forward") {
-        Err(Error::Memory { what, counted, limit, .. }) => {
-            assert!(what.contains("prepared weights"), "{what}");
-            assert_eq!((counted, limit), (28_672, 60_000));
+fn the_predicted_peak_counts_against_the_memory_limit() {
+    // tiny_cnn's prediction: its activations' pages and its convolutions' packed weights.
+    let load = |limit: u64| {
+        let options = LoadOptions { memory_limit: limit, ..LoadOptions::default() };
+        Program::builder().options(options).load(pte_dir().join("tiny_cnn.pte")).unwrap()
+    };
+    let predicted = load(64 << 20).method("forward").unwrap().footprint();
+    assert!(predicted.packed_weights > 0 && predicted.activations > 0, "{predicted:?}");
+    let total = predicted.total();
+    assert!(load(total).method("forward").is_ok());
+    match load(total - 1).method("forward") {
+        Err(Error::Memory { what, bytes, limit, reason: MemoryReason::OverLimit, .. }) => {
+            assert!(what.contains("predicted peak") && what.contains("packed weights"), "{what}");
+            assert_eq!((bytes, limit), (total, total - 1));
         }
         other => panic!("expected a memory error, got {other:?}"),
     }

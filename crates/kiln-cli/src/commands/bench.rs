@@ -217,12 +217,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let m = &summary.memory;
     outln!(
         "  memory: {} predicted ({} packed weights, {} activations, {} read in place from the \
-         file, {} baseline), {} peak",
+         file, {} process), {} peak",
         human_bytes(m.predicted_peak_bytes),
         human_bytes(m.packed_weights_bytes),
         human_bytes(m.activations_bytes),
         human_bytes(m.mapped_in_place_bytes),
-        human_bytes(m.baseline_bytes),
+        human_bytes(m.process_bytes),
         m.measured_peak_bytes.map_or("unknown".to_string(), human_bytes)
     );
     if summary.callers > 1 {

@@ -47,12 +47,13 @@ struct CompiledStep {
 /// `kiln inspect --memory`: per method (or only `method`), the peak memory kiln predicts
 /// for running it, by kind, from the method loaded (weights packed) but not executed.
 pub fn inspect_memory(path: &Path, method: Option<&str>, json: bool) -> Result<ExitCode> {
-    let baseline = super::run::baseline();
+    let before = super::run::Process::before_load();
     let (program, names) = load_for_inspect(path, method)?;
     let mut methods = Vec::new();
     for name in names {
         let m = program.method(&name)?;
-        let report = super::run::MemoryReport::predict(baseline, m.footprint(), 1);
+        let process = before.loaded(&m.footprint());
+        let report = super::run::MemoryReport::predict(process, m.footprint(), 1);
         methods.push(serde_json::json!({ "name": name, "memory": report }));
         if !json {
             outln!("method {name:?}: {} predicted peak", human_bytes(report.predicted_peak_bytes));
@@ -63,7 +64,8 @@ pub fn inspect_memory(path: &Path, method: Option<&str>, json: bool) -> Result<E
                 ("constants made at load", report.constants_made_bytes),
                 ("file pages read in place", report.mapped_in_place_bytes),
                 ("tables gathered from (as read; not counted)", report.gathered_tables_bytes),
-                ("process baseline", report.baseline_bytes),
+                ("method, for --max-memory (the above)", report.method_bytes),
+                ("process: code, libraries, heap (after loading)", report.process_bytes),
             ] {
                 t.row([what.to_string(), bytes.to_string(), human_bytes(bytes)]);
             }

@@ -12,7 +12,7 @@ use kiln_runtime::llm::{GenerateOptions, Sampler, Stop, TextModel};
 use kiln_runtime::Program;
 use serde::Serialize;
 
-use super::run::{load_options, EngineArgs};
+use super::run::{load_options, EngineArgs, MemoryReport, Process};
 
 /// Arguments of `kiln generate`.
 #[derive(clap::Args)]
@@ -43,7 +43,7 @@ pub struct Args {
     #[arg(long, value_name = "FILE.ptd")]
     pub data: Option<PathBuf>,
     /// Print one JSON object at the end instead of streaming tokens: {"tokens": [...],
-    /// "prefill_ms": ..., "decode_tokens_per_s": ..., ...}.
+    /// "prefill_ms": ..., "decode_tokens_per_s": ..., "memory": {...}, ...}.
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
@@ -101,6 +101,9 @@ struct Report {
     #[serde(skip_serializing_if = "Option::is_none")]
     seed: Option<u64>,
     max_context_len: usize,
+    /// The forward method's predicted peak and the process's measured one (as `kiln run
+    /// --json` gives them).
+    memory: MemoryReport,
 }
 
 /// Token ids as the tokenizer takes them.
@@ -152,6 +155,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         bail!("the prompt has no tokens");
     }
 
+    let process = Process::before_load();
     let started = Instant::now();
     let mut builder = Program::builder().options(load_options(&args.engine)?);
     if let Some(data) = &args.data {
@@ -160,6 +164,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let program = builder.load(crate::input::resolve(&args.model))?;
     let mut model = TextModel::new(&program)?;
     let load_ms = started.elapsed().as_secs_f64() * 1e3;
+    let process = process.loaded(&model.method().footprint());
     let max_context_len = model.metadata().max_context_len;
     let eos = if args.eos.is_empty() { model.metadata().eos_ids.clone() } else { args.eos.clone() };
     let (sampler, seed) = args.sampling.sampler();
@@ -204,6 +209,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
             load_ms,
             seed,
             max_context_len,
+            memory: MemoryReport::predict(process, model.method().footprint(), 1)
+                .measured(model.method().scratch_bytes()),
         };
         crate::output::print_json(&report)?;
     } else {

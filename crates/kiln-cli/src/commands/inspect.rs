@@ -24,7 +24,8 @@ pub struct Args {
     pub compiled: bool,
     /// For a .pte: load each method (or `--method`) and print, before any execute, the peak
     /// memory kiln will hold running it: packed weights, activations, constants made at
-    /// load, the file's pages read in place and this process's own baseline.
+    /// load, the file's pages read in place (together what `--max-memory` bounds) and what
+    /// the process holds beside them once loaded.
     #[arg(long)]
     pub memory: bool,
     /// With `--compiled` or `--memory`: only this method.

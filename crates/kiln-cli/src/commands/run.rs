@@ -20,7 +20,7 @@ use engine::thread_count;
 pub use engine::{load_options, EngineArgs};
 use inputs::{Inputs, DEFAULT_SEED};
 use loaded::Loaded;
-pub(crate) use memory::{baseline, MemoryReport};
+pub(crate) use memory::{MemoryReport, Process};
 pub use session::MethodArgs;
 pub(crate) use session::Session;
 
@@ -200,7 +200,7 @@ fn expect(outputs: &[Output], files: &[PathBuf], atol: f64) -> Result<Vec<String
 
 /// Runs `kiln run`.
 pub fn run(args: Args) -> Result<ExitCode> {
-    let baseline = baseline();
+    let process = Process::before_load();
     let started = Instant::now();
     let mut builder = Program::builder().options(load_options(&args.target.engine)?);
     let threads = thread_count(&args.target.engine);
@@ -210,6 +210,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let loaded = Loaded::load(builder, &args.target.model, args.target.method.as_deref())?;
     let mut method = loaded.program.method(&loaded.method)?;
     let load_ms = started.elapsed().as_secs_f64() * 1e3;
+    let process = process.loaded(&method.footprint());
     let names = loaded.input_names(method.inputs().len());
     let seed = args.target.seed.unwrap_or(DEFAULT_SEED);
     let prepared = Inputs::prepare(&method, &loaded.method, &names, &args.target.inputs, seed)?;
@@ -267,7 +268,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         threads_reason: threads.reason,
         load_ms,
         execute_ms,
-        memory: MemoryReport::predict(baseline, method.footprint(), 1)
+        memory: MemoryReport::predict(process, method.footprint(), 1)
             .measured(method.scratch_bytes()),
         outputs: summaries,
     };

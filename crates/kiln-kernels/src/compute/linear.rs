@@ -41,6 +41,15 @@ struct Part {
     error: Option<GemmError>,
 }
 
+/// How a linear layer's weight is laid out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WeightLayout {
+    /// `[N, K]`: PyTorch's `linear` weight.
+    OutIn,
+    /// `[K, N]`: a matrix product's right operand.
+    InOut,
+}
+
 /// A linear layer `y = act(x * weight^T + bias + residual)` with the weight packed once.
 #[derive(Debug)]
 pub struct PackedLinear {
@@ -65,6 +74,19 @@ impl PackedLinear {
         bias: Option<&[f32]>,
         act: Activation,
     ) -> Result<Self, GemmError> {
+        Self::with_weight(in_features, out_features, weight, WeightLayout::OutIn, bias, act)
+    }
+
+    /// The same with `weight` laid out as `layout` says ([`WeightLayout::InOut`]: a matrix
+    /// product's `[K, N]` right operand, packed from where it lies).
+    pub fn with_weight(
+        in_features: usize,
+        out_features: usize,
+        weight: &[f32],
+        layout: WeightLayout,
+        bias: Option<&[f32]>,
+        act: Activation,
+    ) -> Result<Self, GemmError> {
         let wlen =
             in_features.checked_mul(out_features).ok_or(GemmError::Overflow("linear weight"))?;
         if weight.len() != wlen {
@@ -84,8 +106,12 @@ impl PackedLinear {
                 return Err(GemmError::Invalid("linear: clamp bound is NaN"));
             }
         }
-        // weight^T: element (k, n) at weight[n * in_features + k].
-        let wt = MatRef::new(weight, in_features, out_features, 1, in_features)?;
+        // weight^T: element (k, n) at weight[n * in_features + k] ([N, K]), or at
+        // weight[k * out_features + n] ([K, N]).
+        let wt = match layout {
+            WeightLayout::OutIn => MatRef::new(weight, in_features, out_features, 1, in_features)?,
+            WeightLayout::InOut => MatRef::new(weight, in_features, out_features, out_features, 1)?,
+        };
         let weight = PackedB::new(wt)?;
         Ok(PackedLinear { weight, bias: bias.map(<[f32]>::to_vec), act })
     }

@@ -1,5 +1,6 @@
 //! Raw loops the ops call: strided walks, GEMM, convolution lowering; the prepared
-//! (packed-at-load) f32 kernels of the compile stage: [`sgemm`], [`conv2d`], [`linear`],
+//! (packed-at-load) f32 kernels of the compile stage: [`sgemm`], [`conv2d`], [`linear`], the
+//! weights they are prepared from ([`f32_values`]),
 //! fused elementwise groups ([`elementwise`]) and the vectorized activations they use
 //! ([`activation`]), a squeeze-excite block's mean ([`global_pool`]) and scale
 //! ([`channel_scale`]), softmax rows ([`softmax`]); the worker threads they split large layers over ([`threads`]); and what
@@ -13,6 +14,7 @@ pub mod conv;
 pub mod conv2d;
 pub mod cpu;
 pub mod elementwise;
+pub mod f32_values;
 pub mod gemm;
 pub mod global_pool;
 pub(crate) mod interleave;

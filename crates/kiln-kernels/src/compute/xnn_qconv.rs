@@ -437,8 +437,20 @@ fn pack_quads(
     for (ch, row) in wt.chunks_exact(kg).enumerate() {
         let (grp, j) = (ch / og, ch % og);
         let base = (grp * panels + j / NR) * k4 * NR + (j % NR) * 4;
-        for (k, &v) in row.iter().enumerate() {
-            w[base + (k / 4) * NR * 4 + k % 4] = v;
+        // A quad (4 bytes of depth) at a time, as one 4-byte store: value by value this
+        // was a quarter of an int8 resnet50's load.
+        let quads = row.chunks_exact(4);
+        let tail = quads.remainder();
+        let mut dsts = w[base..].chunks_mut(NR * 4);
+        // The quads first: a zip that ends takes no destination past the last.
+        for (quad, dst) in quads.zip(dsts.by_ref()) {
+            let quad: [i8; 4] = [quad[0], quad[1], quad[2], quad[3]];
+            if let Some(d) = dst.first_chunk_mut::<4>() {
+                *d = quad;
+            }
+        }
+        if let Some(dst) = dsts.next() {
+            dst[..tail.len()].copy_from_slice(tail);
         }
         let sum = row.iter().fold(0i32, |s, &v| s.wrapping_add(v.into()));
         let b = bias.map_or(0, |b| b[ch]);

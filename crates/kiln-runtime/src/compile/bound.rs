@@ -69,7 +69,7 @@ pub(crate) struct Binding {
 pub(crate) fn bind(
     call: &Call,
     values: &[Val],
-    buffers: &[Arena],
+    buffers: &[usize],
     constants: &Constants<'_>,
 ) -> Option<Binding> {
     let mut reads = Vec::new();
@@ -130,7 +130,7 @@ pub(crate) fn bind(
         let buf = entries[k].0;
         let end = k + entries[k..].iter().take_while(|e| e.0 == buf).count();
         let regions: Vec<Region> = entries[k..end].iter().map(|e| e.1.clone()).collect();
-        let arena = buffers.get(buf as usize)?.len() * std::mem::size_of::<Line>();
+        let arena = buffers.get(buf as usize)? * std::mem::size_of::<Line>();
         check_regions(arena, &regions, &ORDER[..regions.len()]).ok()?;
         groups.push((buf, k..end));
         k = end;
@@ -304,7 +304,8 @@ mod tests {
             roles: Box::new([Role::In, Role::Out(OutKind::Tensor)]),
             outs: Box::new([(1, OutKind::Tensor)]),
         };
-        let buffers = vec![Arena::zeroed(1).unwrap()];
+        // One buffer of one cache line.
+        let buffers = [1];
         let bind_with = |values: &[Val]| {
             bind(&call, values, &buffers, &Constants { file: &[], made: &[], sources: &[] })
         };

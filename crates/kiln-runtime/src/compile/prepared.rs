@@ -1,15 +1,14 @@
 //! Lowering fused nodes to prepared kernels: the node's constants folded and laid out once,
 //! at load, and a run function the executor calls with the node's tensors.
 
-use std::borrow::Cow;
-
 use kiln_kernels::compute::channel_scale::scale_channels;
 use kiln_kernels::compute::conv2d::{
     BatchNorm, Conv2dGeometry, ConvScratch, Layout, PackedConv2d, PointwiseDepthwise,
 };
 use kiln_kernels::compute::elementwise::MapProgram;
+use kiln_kernels::compute::f32_values::F32Values;
 use kiln_kernels::compute::global_pool::mean_pixels;
-use kiln_kernels::compute::linear::{LinearScratch, PackedLinear};
+use kiln_kernels::compute::linear::{LinearScratch, PackedLinear, WeightLayout};
 use kiln_kernels::compute::sgemm::GemmError;
 use kiln_kernels::compute::softmax::{self, Softmax};
 use kiln_kernels::compute::xnn_lut::Qs8Table;
@@ -31,8 +30,10 @@ use super::nodes::{
 /// A bound step reads at most this many tensors, and writes at most this many.
 pub(crate) const MAX_TENSORS: usize = 16;
 
-/// The buffers the prepared kernel of one step reuses from run to run, one set per execution
-/// state (the kernel itself is shared by every state of its method).
+/// The buffers the prepared kernels reuse from step to step and run to run: one set per
+/// execution state, shared by its steps (they run one at a time; each kernel writes every
+/// value it reads back, so what another step left there does not matter), grown to what the
+/// largest needs. The kernels themselves are shared by every state of their method.
 #[derive(Debug, Default)]
 pub(crate) struct StepScratch {
     conv: ConvScratch,
@@ -217,21 +218,31 @@ fn const_f32<'a>(
     g: &Graph<'_>,
     v: u32,
     bytes: &ConstBytes<'a>,
-) -> std::result::Result<Cow<'a, [f32]>, String> {
+) -> std::result::Result<F32Values<'a>, String> {
     let t = g.const_f32(v).ok_or_else(|| format!("values[{v}] is not a float32 constant"))?;
     let b = bytes(t)
         .and_then(|b| b.get(..t.nbytes()))
         .ok_or_else(|| format!("constant values[{v}] is outside its data"))?;
-    if t.shape.is_dense_row_major() && cfg!(target_endian = "little") {
-        if let Ok(values) = bytemuck::try_cast_slice::<u8, f32>(b) {
-            return Ok(Cow::Borrowed(values));
-        }
-    }
-    let stored: Vec<f32> =
-        b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+    // The values in place when the bytes are aligned on a little-endian host.
+    let in_place =
+        bytemuck::try_cast_slice::<u8, f32>(b).ok().filter(|_| cfg!(target_endian = "little"));
+    let stored = |i: usize| match in_place {
+        Some(values) => values[i],
+        None => f32::from_le_bytes([b[4 * i], b[4 * i + 1], b[4 * i + 2], b[4 * i + 3]]),
+    };
+    let copy_error = |e: GemmError| format!("values[{v}]: {e}");
     if t.shape.is_dense_row_major() {
-        return Ok(Cow::Owned(stored));
+        return match in_place {
+            Some(values) => Ok(F32Values::Borrowed(values)),
+            None => F32Values::filled(b.len() / 4, |dst| {
+                dst.iter_mut().enumerate().for_each(|(i, d)| *d = stored(i))
+            })
+            .map_err(copy_error),
+        };
     }
+    // Laid out row-major from where the values lie: one copy (a row-major copy of the
+    // stored order first was a second, 9.4 MB for each of resnet50's largest XNNPACK
+    // filters, stored channels-last).
     let rank = t.shape.rank();
     let strides = t.shape.strides();
     let mut row_major = [0usize; kiln_kernels::MAX_RANK];
@@ -240,13 +251,14 @@ fn const_f32<'a>(
         row_major[d] = acc;
         acc *= t.shape.sizes()[d];
     }
-    let mut out = vec![0f32; stored.len()];
-    kiln_kernels::compute::strided::walk(
-        t.shape.sizes(),
-        [&row_major[..rank], &strides[..rank]],
-        |[o, i]| out[o] = stored[i],
-    );
-    Ok(Cow::Owned(out))
+    F32Values::filled(acc, |out| {
+        kiln_kernels::compute::strided::walk(
+            t.shape.sizes(),
+            [&row_major[..rank], &strides[..rank]],
+            |[o, i]| out[o] = stored(i),
+        )
+    })
+    .map_err(copy_error)
 }
 
 /// The read tensor at position `i` of a prepared call.
@@ -314,7 +326,7 @@ fn packed_conv(
     bytes: &ConstBytes<'_>,
 ) -> std::result::Result<PackedConv2d, String> {
     let weight = const_f32(g, c.weight, bytes)?;
-    let owned = |v: u32| const_f32(g, v, bytes).map(Cow::into_owned);
+    let owned = |v: u32| const_f32(g, v, bytes).map(|values| values.to_vec());
     let bias = c.bias.map(owned).transpose()?;
     let bn = match &c.bn {
         Some(bn) => Some(BatchNorm {
@@ -766,20 +778,10 @@ impl PreparedLinear {
         let ws = g.sizes(l.weight).unwrap_or_default();
         let [r, c] = ws.as_slice() else { return Err("the weight is not 2-D".into()) };
         let (k, n) = if l.weight_is_nk { (*c, *r) } else { (*r, *c) };
-        // PackedLinear takes PyTorch's [N, K] layout.
-        let weight = if l.weight_is_nk {
-            w
-        } else {
-            let mut t = vec![0f32; w.len()];
-            for i in 0..k {
-                for j in 0..n {
-                    t[j * k + i] = w[i * n + j];
-                }
-            }
-            Cow::Owned(t)
-        };
         let bias = l.bias.map(|b| const_f32(g, b, bytes)).transpose()?;
-        let linear = PackedLinear::new(k, n, &weight, bias.as_deref(), l.act)
+        // PyTorch's [N, K] linear weight, or a product's [K, N] right operand.
+        let layout = if l.weight_is_nk { WeightLayout::OutIn } else { WeightLayout::InOut };
+        let linear = PackedLinear::with_weight(k, n, &w, layout, bias.as_deref(), l.act)
             .map_err(|e| format!("linear: {e}"))?;
         let name = if l.fused.iter().any(|o| o == "aten::linear.out") {
             "aten::linear.out"

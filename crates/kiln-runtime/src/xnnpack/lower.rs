@@ -18,7 +18,7 @@ use kiln_format::xnnpack::{
 };
 use kiln_kernels::{DType, Shape};
 
-use crate::data::ProgramData;
+use crate::data::{DataPlace, ProgramData};
 use crate::plan::{DataDef, InstrDef, MethodPlan, TensorDef, ValueDef, XNodeInfo};
 
 /// The kernel calls one delegate call became.
@@ -266,6 +266,15 @@ impl<'d> Lowerer<'_, 'd> {
                 }
                 DataDef::Constant(r.start..r.start + need)
             }
+            Bytes::Source { source, range, .. } => {
+                if range.len() < need {
+                    return Err(format!(
+                        "constant of {need} bytes has only {} bytes of data",
+                        range.len()
+                    ));
+                }
+                DataDef::SourceBytes { source, range: range.start..range.start + need }
+            }
             Bytes::Owned(v) => {
                 if v.len() != need {
                     return Err(format!("constant of {need} bytes has {} bytes of data", v.len()));
@@ -362,24 +371,34 @@ impl<'d> Lowerer<'_, 'd> {
     }
 
     /// The bytes of constant `index`.
-    pub(super) fn constant_bytes(&self, index: u32) -> R<Bytes> {
+    pub(super) fn constant_bytes(&self, index: u32) -> R<Bytes<'d>> {
         let c = self.graph.constants.get(index as usize).cloned().flatten();
         match c {
             Some(Constant::Region(_)) | Some(Constant::Inline(_)) => {
                 let b = self.payload.constant_bytes(index).unwrap_or(&[]);
-                Ok(self.file_or_owned(b, true))
+                Ok(self.file_or_owned(b))
             }
             Some(Constant::Named { key, .. }) => match self.named.locate(&key) {
-                Some((b, in_file)) => Ok(self.file_or_owned(b, in_file)),
+                Some((b, DataPlace::File)) => Ok(self.file_or_owned(b)),
+                Some((data, DataPlace::Source { source, range })) => {
+                    Ok(Bytes::Source { source, range, data })
+                }
                 None => Err(format!("constant {index}: named data {key:?} is in neither the program nor its data files")),
             },
             None => Err(format!("constant {index} has no data")),
         }
     }
 
-    pub(super) fn file_or_owned(&self, b: &[u8], in_file: bool) -> Bytes {
+    /// Gives back the resident pages of `range` of the program file: bytes converted into a
+    /// constant of the plan's own and not read again while decoding.
+    pub(super) fn release(&self, range: std::ops::Range<usize>) {
+        (self.named.release)(range);
+    }
+
+    /// `b` by its range of the program file, or (not in the file) a copy.
+    pub(super) fn file_or_owned(&self, b: &[u8]) -> Bytes<'d> {
         let start = (b.as_ptr() as usize).wrapping_sub(self.file.as_ptr() as usize);
-        if in_file && start.checked_add(b.len()).is_some_and(|e| e <= self.file.len()) {
+        if start.checked_add(b.len()).is_some_and(|e| e <= self.file.len()) {
             Bytes::FileRange(start..start + b.len())
         } else {
             Bytes::Owned(b.to_vec())
@@ -657,17 +676,20 @@ fn inverse_checked(p: &[u32]) -> Option<Vec<usize>> {
 }
 
 /// Constant bytes: a range of the program file, or an owned copy.
-pub(super) enum Bytes {
+pub(super) enum Bytes<'d> {
     /// A range of the file (checked at creation).
     FileRange(std::ops::Range<usize>),
+    /// A range of external source `source` (a `.ptd`), and its bytes.
+    Source { source: u32, range: std::ops::Range<usize>, data: &'d [u8] },
     /// Owned bytes.
     Owned(Vec<u8>),
 }
 
-impl Bytes {
+impl Bytes<'_> {
     pub(super) fn resolve<'f>(&'f self, file: &'f [u8]) -> &'f [u8] {
         match self {
             Bytes::FileRange(r) => file.get(r.clone()).unwrap_or(&[]),
+            Bytes::Source { data, .. } => data,
             Bytes::Owned(v) => v,
         }
     }

@@ -273,12 +273,13 @@ impl Lowerer<'_, '_> {
         let (Some(index), &[nn, k]) = (wv.constant, wv.dims.as_slice()) else {
             return Ok(None);
         };
-        let raw = self.constant_bytes(index)?.resolve(self.file).to_vec();
-        let signed: Vec<i8> = raw.iter().map(|&b| b as i8).collect();
+        // Laid out from where the weights lie (no copy of them first).
+        let source = self.constant_bytes(index)?;
+        let raw = source.resolve(self.file);
         let weights = match kind {
-            0 => Qd8Weights::Qc8w { w: &signed, scales },
-            1 => Qd8Weights::Qc4w { w: &raw, scales },
-            _ => Qd8Weights::Qb4w { w: &raw, scales, block_size: block.max(0) as usize },
+            0 => Qd8Weights::Qc8w { w: bytemuck::cast_slice(raw), scales },
+            1 => Qd8Weights::Qc4w { w: raw, scales },
+            _ => Qd8Weights::Qb4w { w: raw, scales, block_size: block.max(0) as usize },
         };
         // 4-bit weights stay 4-bit where their blocks allow (half the bytes a decode step
         // reads); otherwise int8.
@@ -288,10 +289,17 @@ impl Lowerer<'_, '_> {
         let Some((form, (panels, panel_scales, block))) = laid else {
             return Ok(None);
         };
+        // The file's pages of the weights were read once, here: runs read the panels. Given
+        // back now, they do not add up over a program's layers while it decodes (a
+        // stories110M-sized export's 57 MB).
+        if let Bytes::FileRange(r) = &source {
+            self.release(r.clone());
+        }
         let Some((wshape, sshape)) = qd8_panel_shapes(nn, k, block, form) else {
             return Ok(None);
         };
-        let bytes: Vec<u8> = panels.iter().map(|&v| v as u8).collect();
+        // In place: the panels' allocation becomes the constant's.
+        let bytes: Vec<u8> = panels.into_iter().map(|v| v as u8).collect();
         let w = self.constant(DType::Char, &wshape, Bytes::Owned(bytes))?;
         let bytes: Vec<u8> = panel_scales.iter().flat_map(|v| v.to_le_bytes()).collect();
         let s = self.constant(DType::Float, &sshape, Bytes::Owned(bytes))?;

@@ -17,9 +17,10 @@ pub struct EngineArgs {
     #[arg(long, env = "KILN_THREADS", value_name = "N",
           value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: Option<u16>,
-    /// Most memory the method may take, its planned arenas, the constants it owns, the packed
-    /// weights of its compiled steps and the compiled memory plan counted together: bytes, or with a unit (`64MiB`, `2GiB`, `500MB`).
-    /// A plan over it is refused before anything is allocated [default: the smaller of 8 GiB
+    /// Most memory the method may take: bytes, or with a unit (`64MiB`, `2GiB`, `500MB`).
+    /// A memory plan over it is refused before it is mapped, and a method whose predicted
+    /// peak (`kiln inspect --memory`: activations, packed weights, constants made, file pages
+    /// read in place) passes it once its weights are packed [default: the smaller of 8 GiB
     /// and half the machine's memory].
     #[arg(long, value_name = "SIZE", value_parser = parse_memory_size)]
     pub max_memory: Option<u64>,

@@ -47,8 +47,8 @@ pub(crate) struct Session {
     pub threads: ThreadCount,
     /// Time to load the program and the method.
     pub load: Duration,
-    /// The process's resident set before the program was loaded.
-    pub baseline: Option<u64>,
+    /// The process's resident set before the program was loaded and beside the method.
+    pub process: super::Process,
     /// The time of the method's first execute, once it has run.
     pub first: Option<Duration>,
     /// More execution states of the method, for [`Session::execute_callers`].
@@ -58,7 +58,7 @@ pub(crate) struct Session {
 impl Session {
     /// Loads the program and method `args` name and prepares the inputs.
     pub(crate) fn open(args: &MethodArgs) -> Result<Session> {
-        let baseline = super::baseline();
+        let process = super::Process::before_load();
         let started = Instant::now();
         let options = load_options(&args.engine)?;
         let threads = thread_count(&args.engine);
@@ -66,6 +66,7 @@ impl Session {
             Loaded::load(Program::builder().options(options), &args.model, args.method.as_deref())?;
         let method = loaded.program.method(&loaded.method)?;
         let load = started.elapsed();
+        let process = process.loaded(&method.footprint());
         let names = loaded.input_names(method.inputs().len());
         let seed = args.seed.unwrap_or(DEFAULT_SEED);
         let inputs = Inputs::prepare(&method, &loaded.method, &names, &args.inputs, seed)?;
@@ -75,7 +76,7 @@ impl Session {
             inputs,
             threads,
             load,
-            baseline,
+            process,
             first: None,
             others: Vec::new(),
         })
@@ -86,7 +87,7 @@ impl Session {
     pub(crate) fn memory(&self) -> super::MemoryReport {
         let states = std::iter::once(&self.method).chain(&self.others);
         let scratch = states.map(Method::scratch_bytes).sum();
-        super::MemoryReport::predict(self.baseline, self.method.footprint(), 1 + self.others.len())
+        super::MemoryReport::predict(self.process, self.method.footprint(), 1 + self.others.len())
             .measured(scratch)
     }
 

@@ -4,11 +4,6 @@
 use crate::compute::conv::Geometry;
 use crate::compute::sgemm::{need, GemmError};
 
-/// Output channels a weight layout (a transposition of the filters for a prepared plan) writes
-/// at a time: 16 `f32`, one cache line of stores for each input channel and tap, where filter
-/// by filter each store went to another line.
-pub(super) const TRANSPOSE_BLOCK: usize = 16;
-
 /// Shape parameters of a convolution (PyTorch `conv2d` arguments).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Conv2dGeometry {

@@ -3,10 +3,9 @@
 //! norm statistics folded into the weights and bias ([`BatchNorm`]), and the output's sizes
 //! checked against what the packed convolution writes ([`PackedConv2d::prepare`]).
 
-use std::borrow::Cow;
-
 use super::geometry::{Conv2dGeometry, Layouts};
 use super::packed::PackedConv2d;
+use crate::compute::f32_values::F32Values;
 use crate::compute::sgemm::{Activation, GemmError};
 use crate::shape::int_pair;
 
@@ -109,11 +108,12 @@ impl BatchNorm {
 
 impl PackedConv2d {
     /// The convolution of geometry `g` prepared as a compiled step runs it: `bn` (if any)
-    /// folded into `weight` (copied only then) and `bias`, packed for `layouts` with the fused activation, and
-    /// checked to write an `output` of sizes `[N, Cout, OH, OW]`.
+    /// folded into `weight` (a borrowed weight copied only then) and `bias`, packed for
+    /// `layouts` with the fused activation, and checked to write an `output` of sizes
+    /// `[N, Cout, OH, OW]`.
     pub fn prepare(
         g: Conv2dGeometry,
-        mut weight: Cow<'_, [f32]>,
+        mut weight: F32Values<'_>,
         mut bias: Option<Vec<f32>>,
         bn: Option<BatchNorm>,
         act: Activation,
@@ -121,7 +121,7 @@ impl PackedConv2d {
         output: &[usize],
     ) -> Result<Self, GemmError> {
         if let Some(bn) = bn {
-            bias = Some(bn.fold(g.out_channels, weight.to_mut(), bias.as_deref())?);
+            bias = Some(bn.fold(g.out_channels, weight.to_mut()?, bias.as_deref())?);
         }
         let conv = PackedConv2d::with_layouts(g, &weight, bias.as_deref(), act, layouts)?;
         let (oh, ow) = conv.out_hw();

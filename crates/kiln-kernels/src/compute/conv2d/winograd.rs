@@ -18,7 +18,7 @@
 //! for any thread count.
 #![allow(unsafe_code)]
 
-use super::geometry::{mul, Conv2dGeometry, TRANSPOSE_BLOCK};
+use super::geometry::{mul, Conv2dGeometry};
 use super::scratch::{window, PartScratch};
 use crate::compute::cpu::has_avx512;
 use crate::compute::sgemm::{
@@ -116,25 +116,26 @@ impl Winograd {
         let (cin, cout) = (g.in_channels, g.out_channels);
         let plane = mul(cin, cout)?;
         crate::compute::sgemm::need("conv2d weight", mul(plane, 9)?, weight.len())?;
-        let mut ut = vec![0f32; mul(plane, XI)?];
-        // Output channels a block at a time, so that each store lands beside the last (the
-        // filter-major order stored every value to another cache line: resnet50's eleven
-        // Winograd layers took 81 ms to lay out).
-        for o0 in (0..cout).step_by(TRANSPOSE_BLOCK) {
-            let outs = o0..(o0 + TRANSPOSE_BLOCK).min(cout);
-            for c in 0..cin {
-                for o in outs.clone() {
+        // One packed `Cin x Cout` operand per point `xi`, filled a panel of output channels
+        // at a time straight from the transformed filters (a transformed copy of every
+        // plane first held the packed weights twice at the peak of the load). A panel's
+        // filters are transformed together, each store beside the last.
+        let mut u = (0..XI).map(|_| PackedB::zeroed(cin, cout)).collect::<Result<Vec<_>, _>>()?;
+        let nr = u.first().map_or(1, PackedB::panel_cols);
+        let mut panels: Vec<_> = u.iter_mut().map(|p| p.panels_mut()).collect();
+        for o0 in (0..cout).step_by(nr) {
+            let mut targets: Vec<&mut [f32]> =
+                panels.iter_mut().filter_map(|p| p.next().map(|(_, panel)| panel)).collect();
+            for (j, o) in (o0..(o0 + nr).min(cout)).enumerate() {
+                for c in 0..cin {
                     let taps = &weight[(o * cin + c) * 9..][..9];
-                    for (xi, v) in transform_filter(taps).into_iter().enumerate() {
-                        ut[xi * plane + c * cout + o] = v;
+                    for (panel, v) in targets.iter_mut().zip(transform_filter(taps)) {
+                        panel[c * nr + j] = v;
                     }
                 }
             }
         }
-        let u = ut
-            .chunks_exact(plane)
-            .map(|m| PackedB::new(MatRef::new(m, cin, cout, cout, 1)?))
-            .collect::<Result<Vec<_>, _>>()?;
+        drop(panels);
         let (tiles_h, tiles_w) = tiles(oh, ow);
         // Whole tile rows per block, as many as fit BLOCK_BYTES, at least MIN_BLOCK_TILES.
         let row_bytes = mul(mul(tiles_w, XI)?, mul(cin + cout, 4)?)?;

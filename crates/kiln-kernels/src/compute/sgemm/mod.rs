@@ -43,7 +43,7 @@ pub(crate) use epilogue::activate_tile;
 pub use error::GemmError;
 use kernel::Tile;
 pub(crate) use pack::aligned_window;
-use packed_buf::PackedBuf;
+pub(crate) use packed_buf::PackedBuf;
 
 /// Per-call packing buffers, reused across calls (grown only when a call needs more).
 #[derive(Debug, Default)]
@@ -59,16 +59,22 @@ impl GemmScratch {
     }
 }
 
-/// Packs `src` (`depth x width`) over its whole depth into panels of `w` columns, 64-byte
-/// aligned.
-fn pack_whole(src: &MatRef<'_>, w: usize) -> Result<PackedBuf, GemmError> {
-    let (depth, width) = (src.k(), src.n());
+/// Zeros for a `depth x width` operand packed over its whole depth in panels of `w` columns,
+/// 64-byte aligned.
+fn zeroed_panels(depth: usize, width: usize, w: usize) -> Result<PackedBuf, GemmError> {
     let len = width
         .div_ceil(w)
         .checked_mul(w)
         .and_then(|v| v.checked_mul(depth))
         .ok_or(GemmError::Overflow("packed operand"))?;
-    let mut buf = PackedBuf::zeroed(len)?;
+    PackedBuf::zeroed(len)
+}
+
+/// Packs `src` (`depth x width`) over its whole depth into panels of `w` columns, 64-byte
+/// aligned.
+fn pack_whole(src: &MatRef<'_>, w: usize) -> Result<PackedBuf, GemmError> {
+    let (depth, width) = (src.k(), src.n());
+    let mut buf = zeroed_panels(depth, width, w)?;
     if depth > 0 && width > 0 {
         src.pack(0, depth, 0, width, w, buf.values_mut());
     }
@@ -146,6 +152,25 @@ impl PackedB {
     pub(crate) fn with_kernel(kernel: &'static Kernel, b: MatRef<'_>) -> Result<Self, GemmError> {
         let data = pack_whole(&b, kernel.nr)?;
         Ok(PackedB { kernel, k: b.rows(), n: b.cols(), data })
+    }
+
+    /// A `k x n` operand of zeros for the [`selected`] kernel, to be filled panel by panel
+    /// ([`PackedB::panels_mut`]) from a layout no [`MatRef`] describes, with no copy of the
+    /// matrix in between.
+    pub(crate) fn zeroed(k: usize, n: usize) -> Result<Self, GemmError> {
+        let kernel = selected();
+        Ok(PackedB { kernel, k, n, data: zeroed_panels(k, n, kernel.nr)? })
+    }
+
+    /// Its panels in order, each with the first column it holds: panel row `kk` holds
+    /// columns `j0..` at `[kk * nr..][..nr]` (zero past column `n`).
+    pub(crate) fn panels_mut(&mut self) -> impl Iterator<Item = (usize, &mut [f32])> {
+        let (nr, k) = (self.kernel.nr, self.k);
+        self.data
+            .values_mut()
+            .chunks_exact_mut((nr * k).max(1))
+            .enumerate()
+            .map(move |(q, p)| (q * nr, p))
     }
 
     /// Depth.
