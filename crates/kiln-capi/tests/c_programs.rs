@@ -1,0 +1,122 @@
+//! The C library from C: `examples/c/classify.c` and the C tests of `tests/c/` compiled with
+//! the system's `cc` against `include/kiln.h` and the `libkiln.so` this build made, and run:
+//! every entry point and its error paths (`api_test.c`), also under valgrind on the AVX2 and
+//! the portable kernels (`KILN_MAX_ISA`; valgrind does not run AVX-512), four C threads
+//! running their own states of one program at once (`threads_test.c`), and the example's
+//! top-5 against ExecuTorch's recorded output. SKIPPED (printed) without `cc`, and the
+//! valgrind runs without `valgrind`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The folder holding this build's `libkiln.so` (the test binary is in its `deps/`).
+fn lib_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let deps = exe.parent().unwrap();
+    [deps.to_path_buf(), deps.parent().unwrap().to_path_buf()]
+        .into_iter()
+        .find(|d| d.join("libkiln.so").exists())
+        .unwrap_or_else(|| panic!("no libkiln.so beside {}", exe.display()))
+}
+
+fn have(tool: &str) -> bool {
+    Command::new(tool).arg("--version").output().is_ok_and(|o| o.status.success())
+}
+
+/// Compiles `source` (relative to the repository) into `out` against the header and the
+/// library.
+fn compile(source: &str, out: &Path) {
+    let repo = repo();
+    let status = Command::new("cc")
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-pthread"])
+        .arg(format!("-I{}", repo.join("crates/kiln-capi/include").display()))
+        .arg(format!("-I{}", repo.join("examples/c").display()))
+        .arg(repo.join(source))
+        .arg(format!("-L{}", lib_dir().display()))
+        .args(["-lkiln", "-lm", "-o"])
+        .arg(out)
+        .status()
+        .unwrap();
+    assert!(status.success(), "cc {source} failed");
+}
+
+/// Runs `program` with `args` (and the library on the loader's path); its exit code and
+/// output.
+fn run(program: &[&Path], args: &[&Path], env: &[(&str, &str)]) -> (i32, String, String) {
+    let (first, rest) = program.split_first().unwrap();
+    let out = Command::new(first)
+        .args(rest)
+        .args(args)
+        .env("LD_LIBRARY_PATH", lib_dir())
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
+}
+
+/// The indices of the five largest values of a float32 `.npy`, best first.
+fn top5(npy: &Path) -> Vec<usize> {
+    let bytes = std::fs::read(npy).unwrap();
+    let a = kiln_format::npy::Npy::parse(&bytes).unwrap();
+    assert_eq!(a.descr, "<f4");
+    let v: Vec<f32> =
+        a.data.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+    let mut idx: Vec<usize> = (0..v.len()).collect();
+    idx.sort_by(|&i, &j| v[j].total_cmp(&v[i]));
+    idx.truncate(5);
+    idx
+}
+
+#[test]
+fn the_c_api_works_from_c() {
+    if !have("cc") {
+        println!("SKIPPED: no cc to compile the C tests with");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let [api, threads, classify] =
+        ["api_test", "threads_test", "classify"].map(|n| dir.path().join(n));
+    compile("crates/kiln-capi/tests/c/api_test.c", &api);
+    compile("crates/kiln-capi/tests/c/threads_test.c", &threads);
+    compile("examples/c/classify.c", &classify);
+    let fixtures = repo().join("tests/fixtures/pte");
+
+    let (code, out, err) = run(&[&api], &[&fixtures], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+
+    let model = fixtures.join("mobilenet_v2_xnnpack.pte");
+    let input = fixtures.join("mobilenet_v2_xnnpack.forward.in0.npy");
+    let (code, out, err) = run(&[&threads], &[&model, &input], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+
+    // The example's top-5 is ExecuTorch's.
+    let (code, out, err) = run(&[&classify], &[&model, &input], &[]);
+    assert_eq!(code, 0, "{err}");
+    let got: Vec<usize> = out.split_whitespace().map(|t| t.parse().unwrap()).collect();
+    assert_eq!(got, top5(&fixtures.join("mobilenet_v2_xnnpack.forward.out0.npy")), "{out}");
+    let (code, _, err) = run(&[&classify], &[&fixtures.join("missing.pte"), &input], &[]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("missing.pte"), "{err}");
+
+    if !have("valgrind") {
+        println!("SKIPPED: no valgrind for the memory checks");
+        return;
+    }
+    let valgrind = Path::new("valgrind");
+    let flags =
+        ["--error-exitcode=1", "--leak-check=full", "--errors-for-leak-kinds=definite,indirect"];
+    let flags: Vec<&Path> = flags.iter().map(Path::new).collect();
+    for isa in ["avx2", "portable"] {
+        let mut program = vec![valgrind];
+        program.extend(flags.iter().copied());
+        program.push(&api);
+        let (code, out, err) = run(&program, &[&fixtures], &[("KILN_MAX_ISA", isa)]);
+        assert_eq!(code, 0, "valgrind on {isa}:\n{out}{err}");
+        assert!(err.contains("ERROR SUMMARY: 0 errors"), "valgrind on {isa}:\n{err}");
+    }
+}
