@@ -68,6 +68,10 @@ typedef struct KilnMethod KilnMethod;
 // made from it stay valid).
 typedef struct KilnProgram KilnProgram;
 
+// Called with each new token and the caller's `user` pointer; returning 0 goes on, anything
+// else stops generation after that token.
+typedef int32_t (*KilnTokenCallback)(int64_t token, void *user);
+
 // A declared input or output: its kind and, for a tensor, its dtype (ExecuTorch's
 // `ScalarType` number: 6 is float32, 4 int64, 1 int8), rank and sizes (the upper bounds
 // when `dynamic`).
@@ -121,6 +125,23 @@ uint32_t kiln_abi_version(void);
 
 // The library's version, as `kiln --version` prints it ("0.1.0"): a static string.
 const char *kiln_version(void);
+
+// Generates from the `prompt_len` tokens at `prompt` with the LLM `program` (an ExecuTorch
+// LLM export with a KV cache, as `kiln generate` takes): greedy, stopping after
+// `max_new_tokens` (0: until an end token the export names or the context is full), or when
+// `on_token` (may be null) returns non-zero. Each call starts from an empty cache. The number
+// of new tokens goes to `*generated` (may be null).
+//
+// # Safety
+// `program` is a valid program; `prompt` points to `prompt_len` tokens; `generated` is null
+// or writable; `on_token`, when not null, may be called with `user` from this thread.
+enum KilnStatus kiln_generate(const struct KilnProgram *program,
+                              const int64_t *prompt,
+                              size_t prompt_len,
+                              size_t max_new_tokens,
+                              KilnTokenCallback on_token,
+                              void *user,
+                              size_t *generated);
 
 // A new execution state of the method `name` of `program` into `*out` (its weights packed
 // once per program, shared by every state), to be freed by `kiln_method_free`.

@@ -5,6 +5,7 @@
 //!   data and options; its methods' names.
 //! - [`method`]: execution states of a method, any number per program, each usable from its
 //!   own thread at once; inputs, execute, outputs.
+//! - [`generate`]: an exported LLM's generation loop in one call, with a token callback.
 //! - [`status`]: the status every call returns, the calling thread's last error message, and
 //!   the guard that keeps panics from crossing the boundary.
 //!
@@ -18,12 +19,14 @@
 //! and sizes that do not fit are errors (`KILN_ERROR_INVALID_ARGUMENT`), never a crash, and a
 //! panic inside kiln comes back as `KILN_ERROR_INTERNAL`.
 
+pub mod generate;
 pub mod method;
 pub mod program;
 pub mod status;
 
 use std::ffi::c_char;
 
+pub use generate::KilnTokenCallback;
 pub use method::{KilnMethod, KilnTensor, KilnValueInfo, KilnValueKind, KILN_MAX_RANK};
 pub use program::{KilnLoadOptions, KilnProgram};
 pub use status::KilnStatus;

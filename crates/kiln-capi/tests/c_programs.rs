@@ -2,7 +2,8 @@
 //! the system's `cc` against `include/kiln.h` and the `libkiln.so` this build made, and run:
 //! every entry point and its error paths (`api_test.c`), also under valgrind on the AVX2 and
 //! the portable kernels (`KILN_MAX_ISA`; valgrind does not run AVX-512), four C threads
-//! running their own states of one program at once (`threads_test.c`), and the example's
+//! running their own states of one program at once (`threads_test.c`), an exported LLM's
+//! greedy tokens through `kiln_generate` against ExecuTorch's (`generate_test.c`), and the example's
 //! top-5 against ExecuTorch's recorded output. SKIPPED (printed) without `cc`, and the
 //! valgrind runs without `valgrind`.
 
@@ -79,10 +80,11 @@ fn the_c_api_works_from_c() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let [api, threads, classify] =
-        ["api_test", "threads_test", "classify"].map(|n| dir.path().join(n));
+    let [api, threads, generate, classify] =
+        ["api_test", "threads_test", "generate_test", "classify"].map(|n| dir.path().join(n));
     compile("crates/kiln-capi/tests/c/api_test.c", &api);
     compile("crates/kiln-capi/tests/c/threads_test.c", &threads);
+    compile("crates/kiln-capi/tests/c/generate_test.c", &generate);
     compile("examples/c/classify.c", &classify);
     let fixtures = repo().join("tests/fixtures/pte");
 
@@ -92,6 +94,22 @@ fn the_c_api_works_from_c() {
     let model = fixtures.join("mobilenet_v2_xnnpack.pte");
     let input = fixtures.join("mobilenet_v2_xnnpack.forward.in0.npy");
     let (code, out, err) = run(&[&threads], &[&model, &input], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+
+    // ExecuTorch's greedy tokens for the LLM fixture's prompt.
+    let llm = repo().join("tests/fixtures/llm");
+    let expected: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(llm.join("fp32.expected.json")).unwrap())
+            .unwrap();
+    let ids = |k: &str| -> String {
+        let v: Vec<String> =
+            expected[k].as_array().unwrap().iter().map(|t| t.to_string()).collect();
+        v.join(",")
+    };
+    let (prompt, tokens) = (ids("prompt"), ids("tokens"));
+    let args = [llm.join("fp32.pte"), prompt.into(), tokens.into(), fixtures.join("tiny_cnn.pte")];
+    let args: Vec<&Path> = args.iter().map(PathBuf::as_path).collect();
+    let (code, out, err) = run(&[&generate], &args, &[]);
     assert_eq!(code, 0, "{out}{err}");
 
     // The example's top-5 is ExecuTorch's.
