@@ -5,7 +5,7 @@ use std::ffi::c_void;
 
 use kiln_runtime::llm::{GenerateOptions, Sampler, TextModel};
 
-use crate::program::KilnProgram;
+use crate::program::{program_arg, KilnProgram};
 use crate::status::{guard, Failure, KilnStatus};
 
 /// Called with each new token and the caller's `user` pointer; returning 0 goes on, anything
@@ -45,8 +45,7 @@ pub unsafe extern "C" fn kiln_generate(
 ) -> KilnStatus {
     guard(|| {
         // SAFETY: the contract above.
-        let program =
-            unsafe { program.as_ref() }.ok_or_else(|| Failure::argument("program is null"))?;
+        let program = unsafe { program_arg(program) }?;
         if prompt.is_null() || prompt_len == 0 {
             return Err(Failure::argument("the prompt is null or empty"));
         }

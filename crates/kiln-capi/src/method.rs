@@ -6,8 +6,8 @@ use std::ffi::{c_char, c_void, CStr};
 use kiln_kernels::DType;
 use kiln_runtime::{Input, Method, Output, TensorInput, ValueMeta};
 
-use crate::program::KilnProgram;
-use crate::status::{guard, Failure, KilnStatus};
+use crate::program::{program_arg, KilnProgram};
+use crate::status::{guard, put, Failure, KilnStatus};
 
 /// Most dimensions a tensor of the C API has.
 pub const KILN_MAX_RANK: usize = 8;
@@ -132,17 +132,6 @@ unsafe fn state_mut<'a>(m: *mut KilnMethod) -> Result<&'a mut KilnMethod, Failur
     unsafe { m.as_mut() }.ok_or_else(|| Failure::argument("method is null"))
 }
 
-/// Writes `value` through `out`, or an error when it is null.
-///
-/// # Safety
-/// `out` is null or writable.
-unsafe fn put<T>(out: *mut T, value: T) -> Result<(), Failure> {
-    // SAFETY: the caller's contract.
-    let out = unsafe { out.as_mut() }.ok_or_else(|| Failure::argument("out is null"))?;
-    *out = value;
-    Ok(())
-}
-
 /// Where input `index` of `m` is kept, or an error naming it.
 ///
 /// # Safety
@@ -172,8 +161,7 @@ pub unsafe extern "C" fn kiln_method_new(
 ) -> KilnStatus {
     guard(|| {
         // SAFETY: the contract above.
-        let program =
-            unsafe { program.as_ref() }.ok_or_else(|| Failure::argument("program is null"))?;
+        let program = unsafe { program_arg(program) }?;
         if name.is_null() || out.is_null() {
             return Err(Failure::argument("name or out is null"));
         }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use kiln_runtime::{LoadOptions, Program, ProgramBuilder};
 
-use crate::status::{guard, Failure, KilnStatus};
+use crate::status::{guard, put, Failure, KilnStatus};
 
 /// A loaded program (opaque). Any number of methods (`KilnMethod`) may
 /// be made from one, on any threads at once; it is freed by `kiln_program_free` (the methods
@@ -22,6 +22,15 @@ impl KilnProgram {
     pub(crate) fn program(&self) -> &Program {
         &self.program
     }
+}
+
+/// The program behind `p`, or an error when it is null.
+///
+/// # Safety
+/// `p` is null or a valid program.
+pub(crate) unsafe fn program_arg<'a>(p: *const KilnProgram) -> Result<&'a KilnProgram, Failure> {
+    // SAFETY: the caller's contract.
+    unsafe { p.as_ref() }.ok_or_else(|| Failure::argument("program is null"))
 }
 
 /// How a program is loaded. Zeroed, it means kiln's defaults.
@@ -179,13 +188,8 @@ pub unsafe extern "C" fn kiln_program_method_count(
     out: *mut usize,
 ) -> KilnStatus {
     guard(|| {
-        // SAFETY: the contract above (null is checked).
-        let (p, out) = unsafe { (program.as_ref(), out.as_mut()) };
-        let (Some(p), Some(out)) = (p, out) else {
-            return Err(Failure::argument("program or out is null"));
-        };
-        *out = p.names.len();
-        Ok(())
+        // SAFETY: the contract above.
+        unsafe { put(out, program_arg(program)?.names.len()) }
     })
 }
 
@@ -200,15 +204,12 @@ pub unsafe extern "C" fn kiln_program_method_name(
     out: *mut *const c_char,
 ) -> KilnStatus {
     guard(|| {
-        // SAFETY: the contract above (null is checked).
-        let (p, out) = unsafe { (program.as_ref(), out.as_mut()) };
-        let (Some(p), Some(out)) = (p, out) else {
-            return Err(Failure::argument("program or out is null"));
-        };
+        // SAFETY: the contract above.
+        let p = unsafe { program_arg(program) }?;
         let name = p.names.get(index).ok_or_else(|| {
             Failure::argument(format!("method {index} of a program with {}", p.names.len()))
         })?;
-        *out = name.as_ptr();
-        Ok(())
+        // SAFETY: the contract above.
+        unsafe { put(out, name.as_ptr()) }
     })
 }

@@ -73,6 +73,17 @@ impl From<kiln_runtime::Error> for Failure {
     }
 }
 
+/// Writes `value` through `out`, or an error when it is null.
+///
+/// # Safety
+/// `out` is null or writable.
+pub(crate) unsafe fn put<T>(out: *mut T, value: T) -> Result<(), Failure> {
+    // SAFETY: the caller's contract.
+    let out = unsafe { out.as_mut() }.ok_or_else(|| Failure::argument("out is null"))?;
+    *out = value;
+    Ok(())
+}
+
 thread_local! {
     /// The message of this thread's last failed call.
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());

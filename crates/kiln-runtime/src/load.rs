@@ -63,7 +63,7 @@ pub(crate) fn load(decoded: Arc<Decoded>, plan: Arc<MethodPlan>) -> Result<Metho
         constants,
         buffer_lines,
         inits,
-        initial: values.clone(),
+        initial: values,
         instruction_limit: options.instruction_limit,
         memory_limit: options.memory_limit,
         compile_time: started.elapsed().saturating_sub(pack_time),
@@ -264,7 +264,9 @@ impl Loader<'_> {
     fn alloc_const(&mut self, bytes: u64, what: impl FnOnce() -> String) -> Result<u32> {
         let what = what();
         self.count(bytes, || what.clone())?;
-        let arena = self.zeroed(bytes, || what)?;
+        let lines = self.lines(bytes, || what.clone())?;
+        let arena = Arena::zeroed(lines)
+            .map_err(|e| self.over(what, bytes, MemoryReason::Refused(e.to_string())))?;
         self.constants.push(ConstBuf::Made(arena));
         Ok(self.constants.len() as u32 - 1)
     }
@@ -282,15 +284,6 @@ impl Loader<'_> {
                     MemoryReason::Refused("larger than the address space".into()),
                 )
             })
-    }
-
-    /// `bytes` of zeros, mapped; an error naming `what` when the size does not fit the
-    /// address space or the OS refuses the mapping.
-    fn zeroed(&self, bytes: u64, what: impl FnOnce() -> String) -> Result<Arena> {
-        let what = what();
-        let lines = self.lines(bytes, || what.clone())?;
-        Arena::zeroed(lines)
-            .map_err(|e| self.over(what, bytes, MemoryReason::Refused(e.to_string())))
     }
 
     /// Releases buffer `buf`: a state maps none for it.
@@ -426,11 +419,10 @@ impl Loader<'_> {
         Err(err(format!("not found in {}", names.join(", "))))
     }
 
-    /// Counts the planned arenas and makes them; an error before any is made when the plan
-    /// does not fit the limit.
+    /// The planned arenas, by size: a state maps them once the method is compiled (those
+    /// the compiled memory plan replaced, never), and its values' pages count in the
+    /// prediction; an error when one does not fit the address space.
     fn planned_arenas(&mut self) -> Result<()> {
-        // Sizes only: a state maps them once the method is compiled (those the compiled
-        // memory plan replaced, never), and its values' pages count in the prediction.
         for (a, &size) in self.plan.arena_sizes.iter().enumerate() {
             self.alloc(size, || format!("planned arena {}", a + 1))?;
         }

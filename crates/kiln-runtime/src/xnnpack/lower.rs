@@ -256,24 +256,17 @@ impl<'d> Lowerer<'_, 'd> {
     ) -> R<u32> {
         let shape = Shape::new(sizes, order).map_err(|e| format!("shape {sizes:?}: {e}"))?;
         let need = shape.numel() * dtype.size();
-        let data = match bytes {
-            Bytes::FileRange(r) => {
-                if r.len() < need {
-                    return Err(format!(
-                        "constant of {need} bytes has only {} bytes of data",
-                        r.len()
-                    ));
-                }
-                DataDef::Constant(r.start..r.start + need)
+        // The first `need` bytes of a borrowed range, or an error when it is shorter.
+        let first = |r: std::ops::Range<usize>| {
+            if r.len() < need {
+                return Err(format!("constant of {need} bytes has only {} bytes of data", r.len()));
             }
+            Ok(r.start..r.start + need)
+        };
+        let data = match bytes {
+            Bytes::FileRange(r) => DataDef::Constant(first(r)?),
             Bytes::Source { source, range, .. } => {
-                if range.len() < need {
-                    return Err(format!(
-                        "constant of {need} bytes has only {} bytes of data",
-                        range.len()
-                    ));
-                }
-                DataDef::SourceBytes { source, range: range.start..range.start + need }
+                DataDef::SourceBytes { source, range: first(range)? }
             }
             Bytes::Owned(v) => {
                 if v.len() != need {
@@ -389,10 +382,19 @@ impl<'d> Lowerer<'_, 'd> {
         }
     }
 
-    /// Gives back the resident pages of `range` of the program file: bytes converted into a
-    /// constant of the plan's own and not read again while decoding.
-    pub(super) fn release(&self, range: std::ops::Range<usize>) {
-        (self.named.release)(range);
+    /// Gives back the resident pages of `bytes` where they lie (the program file, or an
+    /// external source): bytes converted into a constant of the plan's own and not read
+    /// again while decoding.
+    pub(super) fn release(&self, bytes: &Bytes<'_>) {
+        match bytes {
+            Bytes::FileRange(r) => (self.named.release)(r.clone()),
+            Bytes::Source { source, range, .. } => {
+                if let Some(s) = self.named.sources.get(*source as usize) {
+                    s.release(range.clone());
+                }
+            }
+            Bytes::Owned(_) => {}
+        }
     }
 
     /// `b` by its range of the program file, or (not in the file) a copy.

@@ -289,12 +289,10 @@ impl Lowerer<'_, '_> {
         let Some((form, (panels, panel_scales, block))) = laid else {
             return Ok(None);
         };
-        // The file's pages of the weights were read once, here: runs read the panels. Given
-        // back now, they do not add up over a program's layers while it decodes (a
-        // stories110M-sized export's 57 MB).
-        if let Bytes::FileRange(r) = &source {
-            self.release(r.clone());
-        }
+        // The pages of the weights (in the file or a .ptd) were read once, here: runs read
+        // the panels. Given back now, they do not add up over a program's layers while it
+        // decodes (a stories110M-sized export's 57 MB).
+        self.release(&source);
         let Some((wshape, sshape)) = qd8_panel_shapes(nn, k, block, form) else {
             return Ok(None);
         };

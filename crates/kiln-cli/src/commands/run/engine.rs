@@ -18,10 +18,10 @@ pub struct EngineArgs {
           value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: Option<u16>,
     /// Most memory the method may take: bytes, or with a unit (`64MiB`, `2GiB`, `500MB`).
-    /// A memory plan over it is refused before it is mapped, and a method whose predicted
+    /// Constants made at load are counted as they are made, and a method whose predicted
     /// peak (`kiln inspect --memory`: activations, packed weights, constants made, file pages
-    /// read in place) passes it once its weights are packed [default: the smaller of 8 GiB
-    /// and half the machine's memory].
+    /// read in place) passes it is refused once its weights are packed, before its buffers
+    /// are mapped [default: the smaller of 8 GiB and half the machine's memory].
     #[arg(long, value_name = "SIZE", value_parser = parse_memory_size)]
     pub max_memory: Option<u64>,
 }
