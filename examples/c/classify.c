@@ -1,8 +1,11 @@
 /* classify MODEL.pte INPUT.npy: runs an image classifier exported with ExecuTorch on a
- * float32 input and prints the indices of its five largest outputs, best first.
+ * float32 input and prints the indices of its five largest outputs, best first. The input is
+ * bound, not copied: the method reads the image where npy_read_f32 put it.
  *
  *   cc examples/c/classify.c -Icrates/kiln-capi/include -Ltarget/release -lkiln -o classify
  *   LD_LIBRARY_PATH=target/release ./classify model.pte input.npy
+ * or, installed (tools/capi/install.sh PREFIX):
+ *   cc examples/c/classify.c $(pkg-config --cflags --libs kiln) -o classify
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,8 +37,9 @@ int main(int argc, char **argv) {
     if (s != KILN_OK) {
         return fail("loading forward", s);
     }
-    s = kiln_method_set_input(method, 0, 6 /* float32 */, input.sizes, input.rank, input.data,
-                              input.count * sizeof(float));
+    /* input.data stays valid and unchanged until the execute below returns. */
+    s = kiln_method_bind_input(method, 0, 6 /* float32 */, input.sizes, input.rank, input.data,
+                               input.count * sizeof(float));
     if (s == KILN_OK) {
         s = kiln_method_execute(method);
     }

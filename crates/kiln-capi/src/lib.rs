@@ -6,6 +6,8 @@
 //! - [`method`]: execution states of a method, any number per program, each usable from its
 //!   own thread at once; inputs, execute, outputs.
 //! - [`generate`]: an exported LLM's generation loop in one call, with a token callback.
+//! - `inspect` (feature `inspect`, on by default): any file kiln reads, summarised or
+//!   verified as JSON.
 //! - [`status`]: the status every call returns, the calling thread's last error message, and
 //!   the guard that keeps panics from crossing the boundary.
 //!
@@ -20,6 +22,8 @@
 //! panic inside kiln comes back as `KILN_ERROR_INTERNAL`.
 
 pub mod generate;
+#[cfg(feature = "inspect")]
+pub mod inspect;
 pub mod method;
 pub mod program;
 pub mod status;

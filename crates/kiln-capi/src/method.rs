@@ -1,5 +1,5 @@
-//! Execution states of a program's methods: their signature, inputs set from the caller's
-//! memory, execute, outputs read in place or copied out.
+//! Execution states of a program's methods: their signature, inputs set (copied) or bound to
+//! the caller's memory (read where it lies), execute, outputs read in place.
 
 use std::ffi::{c_char, c_void, CStr};
 
@@ -17,7 +17,7 @@ pub const KILN_MAX_RANK: usize = 8;
 /// of one program run at once on their own threads. Freed by `kiln_method_free`.
 pub struct KilnMethod {
     method: Method,
-    /// Per input, what the caller set (copied).
+    /// Per input, what the caller set or bound.
     inputs: Vec<Option<Given>>,
     /// The last execute's outputs.
     outputs: Vec<Output>,
@@ -25,8 +25,22 @@ pub struct KilnMethod {
 
 /// An input the caller set.
 enum Given {
-    Tensor { dtype: DType, sizes: Vec<usize>, data: Vec<u8> },
+    /// Copied when set.
+    Tensor {
+        dtype: DType,
+        sizes: Vec<usize>,
+        data: Vec<u8>,
+    },
+    /// The caller's memory, read at each execute.
+    Bound {
+        dtype: DType,
+        sizes: Vec<usize>,
+        data: *const u8,
+        nbytes: usize,
+    },
     Int(i64),
+    Double(f64),
+    Bool(bool),
 }
 
 /// What kind of value an input or output is.
@@ -267,6 +281,51 @@ pub unsafe extern "C" fn kiln_method_output_info(
     unsafe { declared(m, false, index, out) }
 }
 
+/// A tensor input's dtype and sizes from the C arguments, checked against `nbytes` at
+/// `data`.
+///
+/// # Safety
+/// `sizes` is null or points to `rank` values.
+unsafe fn tensor_arg(
+    index: usize,
+    dtype: i32,
+    sizes: *const i64,
+    rank: usize,
+    data: *const c_void,
+    nbytes: usize,
+) -> Result<(DType, Vec<usize>), Failure> {
+    let dtype = DType::from_code(i64::from(dtype))
+        .ok_or_else(|| Failure::argument(format!("dtype {dtype} is no ExecuTorch ScalarType")))?;
+    if rank > KILN_MAX_RANK {
+        return Err(Failure::argument(format!("rank {rank} is over {KILN_MAX_RANK}")));
+    }
+    if rank > 0 && sizes.is_null() {
+        return Err(Failure::argument("sizes is null"));
+    }
+    // SAFETY: `sizes` points to `rank` values (the caller's contract; checked non-null).
+    let dims = if rank == 0 { &[][..] } else { unsafe { std::slice::from_raw_parts(sizes, rank) } };
+    let dims: Vec<usize> = dims
+        .iter()
+        .map(|&d| {
+            usize::try_from(d).map_err(|_| Failure::argument(format!("size {d} is negative")))
+        })
+        .collect::<Result<_, _>>()?;
+    let need = dims
+        .iter()
+        .try_fold(dtype.size(), |n, &d| n.checked_mul(d))
+        .ok_or_else(|| Failure::argument("the sizes overflow"))?;
+    if need != nbytes {
+        return Err(Failure::new(
+            KilnStatus::KilnErrorInput,
+            format!("input {index}: {dims:?} of {} takes {need} bytes, not {nbytes}", dtype.name()),
+        ));
+    }
+    if nbytes > 0 && data.is_null() {
+        return Err(Failure::argument("data is null"));
+    }
+    Ok((dtype, dims))
+}
+
 /// Sets tensor input `index`: `rank` sizes at `sizes`, `nbytes` bytes at `data` (row-major,
 /// little-endian, of dtype `dtype`, ExecuTorch's `ScalarType` number), copied: the caller may
 /// reuse its memory when the call returns. The dtype and shape are checked against the
@@ -287,47 +346,84 @@ pub unsafe extern "C" fn kiln_method_set_input(
     guard(|| {
         // SAFETY: the contract above.
         let slot = unsafe { input_slot(m, index) }?;
-        let dtype = DType::from_code(i64::from(dtype)).ok_or_else(|| {
-            Failure::argument(format!("dtype {dtype} is no ExecuTorch ScalarType"))
-        })?;
-        if rank > KILN_MAX_RANK {
-            return Err(Failure::argument(format!("rank {rank} is over {KILN_MAX_RANK}")));
-        }
-        if rank > 0 && sizes.is_null() {
-            return Err(Failure::argument("sizes is null"));
-        }
-        // SAFETY: `sizes` points to `rank` values (the contract above; checked non-null).
-        let dims =
-            if rank == 0 { &[][..] } else { unsafe { std::slice::from_raw_parts(sizes, rank) } };
-        let dims: Vec<usize> = dims
-            .iter()
-            .map(|&d| {
-                usize::try_from(d).map_err(|_| Failure::argument(format!("size {d} is negative")))
-            })
-            .collect::<Result<_, _>>()?;
-        let need = dims
-            .iter()
-            .try_fold(dtype.size(), |n, &d| n.checked_mul(d))
-            .ok_or_else(|| Failure::argument("the sizes overflow"))?;
-        if need != nbytes {
-            return Err(Failure::new(
-                KilnStatus::KilnErrorInput,
-                format!(
-                    "input {index}: {dims:?} of {} takes {need} bytes, not {nbytes}",
-                    dtype.name()
-                ),
-            ));
-        }
-        if nbytes > 0 && data.is_null() {
-            return Err(Failure::argument("data is null"));
-        }
+        // SAFETY: the contract above.
+        let (dtype, sizes) = unsafe { tensor_arg(index, dtype, sizes, rank, data, nbytes) }?;
         let bytes = if nbytes == 0 {
             Vec::new()
         } else {
-            // SAFETY: `data` points to `nbytes` readable bytes (the contract above).
+            // SAFETY: `data` points to `nbytes` readable bytes (the contract above; non-null).
             unsafe { std::slice::from_raw_parts(data.cast::<u8>(), nbytes) }.to_vec()
         };
-        *slot = Some(Given::Tensor { dtype, sizes: dims, data: bytes });
+        *slot = Some(Given::Tensor { dtype, sizes, data: bytes });
+        Ok(())
+    })
+}
+
+/// Binds tensor input `index` to the caller's memory, without a copy: the arguments are
+/// those of `kiln_method_set_input`, but every later execute reads the `nbytes` at `data` as
+/// they are then, until the input is set or bound again or the state is freed; change them
+/// between executes to run on new data. The method reads them where they lie when no step of
+/// it writes the input and `data` is aligned for the dtype (4 bytes for float32; 64 is
+/// fastest); otherwise each execute copies them. `kiln_method_input_in_place` says which the
+/// last execute did.
+///
+/// # Safety
+/// `m` is a valid state; `sizes` points to `rank` values; `data` to `nbytes` bytes that stay
+/// valid while bound and that nothing writes during an execute of this state.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_method_bind_input(
+    m: *mut KilnMethod,
+    index: usize,
+    dtype: i32,
+    sizes: *const i64,
+    rank: usize,
+    data: *const c_void,
+    nbytes: usize,
+) -> KilnStatus {
+    guard(|| {
+        // SAFETY: the contract above.
+        let slot = unsafe { input_slot(m, index) }?;
+        // SAFETY: the contract above.
+        let (dtype, sizes) = unsafe { tensor_arg(index, dtype, sizes, rank, data, nbytes) }?;
+        *slot = Some(Given::Bound { dtype, sizes, data: data.cast(), nbytes });
+        Ok(())
+    })
+}
+
+/// Whether the last execute read input `index` where the caller's memory lies (`*out` = 1)
+/// or from a copy (0; also before the first execute).
+///
+/// # Safety
+/// `m` is a valid state, `out` writable.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_method_input_in_place(
+    m: *const KilnMethod,
+    index: usize,
+    out: *mut u8,
+) -> KilnStatus {
+    guard(|| {
+        // SAFETY: the contract above.
+        let s = unsafe { state(m) }?;
+        if index >= s.inputs.len() {
+            return Err(Failure::argument(format!(
+                "input {index} of a method with {}",
+                s.inputs.len()
+            )));
+        }
+        // SAFETY: the contract above.
+        unsafe { put(out, u8::from(s.method.reads_input_in_place(index))) }
+    })
+}
+
+/// Keeps `given` as input `index` of `m`.
+///
+/// # Safety
+/// `m` is null or a valid state no other thread uses.
+unsafe fn set_given(m: *mut KilnMethod, index: usize, given: Given) -> KilnStatus {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let slot = unsafe { input_slot(m, index) }?;
+        *slot = Some(given);
         Ok(())
     })
 }
@@ -343,12 +439,38 @@ pub unsafe extern "C" fn kiln_method_set_input_int(
     index: usize,
     value: i64,
 ) -> KilnStatus {
-    guard(|| {
-        // SAFETY: the contract above.
-        let slot = unsafe { input_slot(m, index) }?;
-        *slot = Some(Given::Int(value));
-        Ok(())
-    })
+    // SAFETY: the contract above.
+    unsafe { set_given(m, index, Given::Int(value)) }
+}
+
+/// Sets input `index`, declared a Double, to `value` (it must equal the traced value within
+/// 1e-4 absolute / 1e-5 relative).
+///
+/// # Safety
+/// `m` is a valid state.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_method_set_input_double(
+    m: *mut KilnMethod,
+    index: usize,
+    value: f64,
+) -> KilnStatus {
+    // SAFETY: the contract above.
+    unsafe { set_given(m, index, Given::Double(value)) }
+}
+
+/// Sets input `index`, declared a Bool, to `value` (0 is false; it must equal the traced
+/// value).
+///
+/// # Safety
+/// `m` is a valid state.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_method_set_input_bool(
+    m: *mut KilnMethod,
+    index: usize,
+    value: u8,
+) -> KilnStatus {
+    // SAFETY: the contract above.
+    unsafe { set_given(m, index, Given::Bool(value != 0)) }
 }
 
 /// Runs the method on the inputs set (every one must be); its outputs replace the last's.
@@ -366,7 +488,19 @@ pub unsafe extern "C" fn kiln_method_execute(m: *mut KilnMethod) -> KilnStatus {
                 Some(Given::Tensor { dtype, sizes, data }) => {
                     Input::Tensor(TensorInput { dtype: *dtype, sizes, data })
                 }
+                &Some(Given::Bound { dtype, ref sizes, data, nbytes }) => {
+                    let data = if nbytes == 0 {
+                        &[][..]
+                    } else {
+                        // SAFETY: bound to `nbytes` bytes the caller keeps valid and unwritten
+                        // while bound and this execute runs (`kiln_method_bind_input`).
+                        unsafe { std::slice::from_raw_parts(data, nbytes) }
+                    };
+                    Input::Tensor(TensorInput { dtype, sizes, data })
+                }
                 Some(Given::Int(v)) => Input::Int(*v),
+                Some(Given::Double(v)) => Input::Double(*v),
+                Some(Given::Bool(v)) => Input::Bool(*v),
                 None => {
                     return Err(Failure::new(
                         KilnStatus::KilnErrorInput,

@@ -4,8 +4,10 @@
 //! the portable kernels (`KILN_MAX_ISA`; valgrind does not run AVX-512), four C threads
 //! running their own states of one program at once (`threads_test.c`), an exported LLM's
 //! greedy tokens through `kiln_generate` against ExecuTorch's (`generate_test.c`), and the example's
-//! top-5 against ExecuTorch's recorded output. SKIPPED (printed) without `cc`, and the
-//! valgrind runs without `valgrind`.
+//! top-5 against ExecuTorch's recorded output and `kiln run --out-dir`'s output array. The
+//! example is also built as a user builds it: installed by `tools/capi/install.sh`, compiled
+//! with `pkg-config`'s flags, shared and static. SKIPPED (printed) without `cc`, the
+//! pkg-config builds without `pkg-config`, and the valgrind runs without `valgrind`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -29,20 +31,41 @@ fn have(tool: &str) -> bool {
 }
 
 /// Compiles `source` (relative to the repository) into `out` against the header and the
-/// library.
-fn compile(source: &str, out: &Path) {
+/// library of this build, or with `flags` (pkg-config's) where given.
+fn compile(source: &str, out: &Path, flags: Option<&str>) {
     let repo = repo();
-    let status = Command::new("cc")
-        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-pthread"])
-        .arg(format!("-I{}", repo.join("crates/kiln-capi/include").display()))
+    let mut cc = Command::new("cc");
+    cc.args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-pthread"])
         .arg(format!("-I{}", repo.join("examples/c").display()))
-        .arg(repo.join(source))
-        .arg(format!("-L{}", lib_dir().display()))
-        .args(["-lkiln", "-lm", "-o"])
-        .arg(out)
-        .status()
-        .unwrap();
+        .arg(repo.join(source));
+    match flags {
+        Some(flags) => cc.args(flags.split_whitespace()),
+        None => cc
+            .arg("-DKILN_INSPECT")
+            .arg(format!("-I{}", repo.join("crates/kiln-capi/include").display()))
+            .arg(format!("-L{}", lib_dir().display()))
+            .arg("-lkiln"),
+    };
+    let status = cc.args(["-lm", "-o"]).arg(out).status().unwrap();
     assert!(status.success(), "cc {source} failed");
+}
+
+/// `pkg-config --cflags --libs name` with `PKG_CONFIG_PATH` at `dir`.
+fn pkg_config(dir: &Path, name: &str) -> String {
+    let out = Command::new("pkg-config")
+        .args(["--cflags", "--libs", name])
+        .env("PKG_CONFIG_PATH", dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "pkg-config {name}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The `kiln` command of this build (beside the library: `cargo test --workspace` builds it),
+/// if there is one.
+fn kiln_command() -> Option<PathBuf> {
+    let dir = lib_dir();
+    [dir.join("kiln"), dir.parent()?.join("kiln")].into_iter().find(|p| p.exists())
 }
 
 /// Runs `program` with `args` (and the library on the loader's path); its exit code and
@@ -82,10 +105,10 @@ fn the_c_api_works_from_c() {
     let dir = tempfile::tempdir().unwrap();
     let [api, threads, generate, classify] =
         ["api_test", "threads_test", "generate_test", "classify"].map(|n| dir.path().join(n));
-    compile("crates/kiln-capi/tests/c/api_test.c", &api);
-    compile("crates/kiln-capi/tests/c/threads_test.c", &threads);
-    compile("crates/kiln-capi/tests/c/generate_test.c", &generate);
-    compile("examples/c/classify.c", &classify);
+    compile("crates/kiln-capi/tests/c/api_test.c", &api, None);
+    compile("crates/kiln-capi/tests/c/threads_test.c", &threads, None);
+    compile("crates/kiln-capi/tests/c/generate_test.c", &generate, None);
+    compile("examples/c/classify.c", &classify, None);
     let fixtures = repo().join("tests/fixtures/pte");
 
     let (code, out, err) = run(&[&api], &[&fixtures], &[]);
@@ -112,14 +135,61 @@ fn the_c_api_works_from_c() {
     let (code, out, err) = run(&[&generate], &args, &[]);
     assert_eq!(code, 0, "{out}{err}");
 
-    // The example's top-5 is ExecuTorch's.
+    // The example's top-5 is ExecuTorch's, and that of `kiln run` on the same input.
     let (code, out, err) = run(&[&classify], &[&model, &input], &[]);
     assert_eq!(code, 0, "{err}");
     let got: Vec<usize> = out.split_whitespace().map(|t| t.parse().unwrap()).collect();
     assert_eq!(got, top5(&fixtures.join("mobilenet_v2_xnnpack.forward.out0.npy")), "{out}");
+    match kiln_command() {
+        Some(kiln) => {
+            let outs = dir.path().join("kiln-run");
+            let status = Command::new(kiln)
+                .arg("run")
+                .arg(&model)
+                .arg("--input")
+                .arg(&input)
+                .arg("--out-dir")
+                .arg(&outs)
+                .status()
+                .unwrap();
+            assert!(status.success(), "kiln run failed");
+            assert_eq!(got, top5(&outs.join("output0.npy")), "against kiln run: {out}");
+        }
+        None => println!("SKIPPED: no kiln command beside the library to compare with"),
+    }
     let (code, _, err) = run(&[&classify], &[&fixtures.join("missing.pte"), &input], &[]);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("missing.pte"), "{err}");
+
+    // Installed under a prefix and built with pkg-config's flags, against the shared library
+    // and the archive.
+    if have("pkg-config") {
+        let prefix = dir.path().join("prefix");
+        let status = Command::new(repo().join("tools/capi/install.sh"))
+            .arg(&prefix)
+            .arg(lib_dir())
+            .status()
+            .unwrap();
+        assert!(status.success(), "tools/capi/install.sh failed");
+        let pc = prefix.join("lib/pkgconfig");
+        for name in ["kiln", "kiln-static"] {
+            let exe = dir.path().join(format!("classify-{name}"));
+            compile("examples/c/classify.c", &exe, Some(&pkg_config(&pc, name)));
+            let out = Command::new(&exe)
+                .args([&model, &input])
+                .env("LD_LIBRARY_PATH", prefix.join("lib"))
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+            let top: Vec<usize> = String::from_utf8_lossy(&out.stdout)
+                .split_whitespace()
+                .map(|t| t.parse().unwrap())
+                .collect();
+            assert_eq!(top, got, "classify linked through {name}.pc");
+        }
+    } else {
+        println!("SKIPPED: no pkg-config for the installed builds");
+    }
 
     if !have("valgrind") {
         println!("SKIPPED: no valgrind for the memory checks");

@@ -82,19 +82,25 @@ pub fn detect(bytes: &[u8]) -> Option<Kind> {
         Some(b"FT01") => return Some(Kind::Ptd),
         Some(b"CIR0") => return Some(Kind::Circle),
         Some(b"DWN1") => return Some(Kind::Edgetpu),
+        #[cfg(feature = "all-formats")]
         Some(b"TFL3") if crate::darwinn::custom_op::has_edgetpu_op(bytes) => {
             return Some(Kind::Edgetpu)
         }
         Some(b"TFL3") => return Some(Kind::Tflite),
         _ => {}
     }
+    #[cfg(feature = "all-formats")]
     if bytes.get(8..12) == Some(crate::etdump::IDENTIFIER.as_slice()) {
         return Some(Kind::Etdump);
     }
     if looks_like_safetensors(bytes) {
         return Some(Kind::Safetensors);
     }
-    if looks_like_txn(bytes) || crate::txn::is_hex_text(bytes) {
+    #[cfg(feature = "all-formats")]
+    if crate::txn::is_hex_text(bytes) {
+        return Some(Kind::Txn);
+    }
+    if looks_like_txn(bytes) {
         return Some(Kind::Txn);
     }
     None

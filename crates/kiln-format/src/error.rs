@@ -201,6 +201,7 @@ impl Error {
     /// always worded why a TFLite or Edge TPU model fails `kiln verify`: a cause is said again
     /// even where the error's own text holds it (a flatbuffer verifier's finding), except
     /// under a [`Error::Context`], which adds only where it happened.
+    #[cfg(feature = "all-formats")]
     pub(crate) fn with_causes(&self) -> String {
         if let Error::Context { context, source } = self {
             return format!("{context}: {}", source.with_causes());

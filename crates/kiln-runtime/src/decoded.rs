@@ -73,7 +73,7 @@ impl Decoded {
     /// Where a method's constants are: this file, `made` (the method's constants made at
     /// load) and the external data sources.
     pub fn constants<'a>(&'a self, made: &'a [ConstBuf]) -> Constants<'a> {
-        Constants { file: self.file.bytes(), made, sources: &self.sources }
+        Constants { file: self.file.bytes(), made, sources: &self.sources, inputs: &[] }
     }
 
     /// Gives back to the OS the resident pages of the `len` bytes of a constant stored at
@@ -88,7 +88,10 @@ impl Decoded {
                     s.release(offset..offset.saturating_add(len));
                 }
             }
-            Storage::Const { .. } | Storage::Buf { .. } | Storage::Empty => {}
+            Storage::Const { .. }
+            | Storage::Buf { .. }
+            | Storage::Input { .. }
+            | Storage::Empty => {}
         }
     }
 

@@ -12,12 +12,12 @@ use kiln_kernels::{
     Arg, Capacity, KernelContext, OutKind, Scalar, Shape, TensorMut, TensorRef, ViewOut,
 };
 
-use crate::arena::{Arena, Line};
+use crate::arena::{Arena, Line, LINE};
 use crate::compile::bound::{self, BoundError, Constants};
 use crate::compile::StepScratch;
 use crate::compiled::Compiled;
 use crate::delegate::DelegateHandle;
-use crate::error::{describe_tensor, Error, Result};
+use crate::error::{describe_tensor, Error, MemoryReason, Result};
 use crate::io::{Input, Output, OutputTensor};
 use crate::profile::Counters;
 use crate::step::{Call, Callee, Role, Step};
@@ -135,6 +135,22 @@ pub(crate) struct State {
     pub profile: Option<Box<Counters>>,
     /// Per-step timing while paused ([`crate::Method::pause_profiling`]).
     pub paused_profile: Option<Box<Counters>>,
+    /// Per method input read in place ([`Storage::Input`]), the aligned copy a run makes of
+    /// bytes given unaligned for the dtype (empty until one is needed).
+    pub input_copies: Vec<Arena>,
+    /// Per method input, whether the last run read it where it was given.
+    pub read_in_place: Vec<bool>,
+}
+
+/// Where a run finds a method input.
+#[derive(Clone, Copy)]
+enum Placed {
+    /// Copied into method memory (or not a tensor).
+    Memory,
+    /// Read where it was given.
+    Given,
+    /// Read from the state's aligned copy: this many bytes of it.
+    Copied(usize),
 }
 
 impl State {
@@ -156,6 +172,8 @@ impl State {
             ctx: KernelContext::new("").with_threads(threads),
             profile: None,
             paused_profile: None,
+            input_copies: (0..fixed.plan.inputs.len()).map(|_| Arena::empty()).collect(),
+            read_in_place: vec![false; fixed.plan.inputs.len()],
         }
     }
 
@@ -234,7 +252,26 @@ impl Run<'_> {
         for &v in self.fixed.resets.iter() {
             self.state.values[v as usize].clone_from(&self.fixed.initial[v as usize]);
         }
-        self.set_inputs(inputs)?;
+        let mut copies = std::mem::take(&mut self.state.input_copies);
+        let ran = self.set_inputs(inputs, &mut copies).and_then(|placed| {
+            let given: Vec<&[u8]> = placed
+                .iter()
+                .zip(inputs)
+                .zip(&copies)
+                .map(|((placed, input), copy)| match (placed, input) {
+                    (Placed::Given, Input::Tensor(t)) => t.data,
+                    (&Placed::Copied(n), _) => &bytes_of(copy.as_slice())[..n],
+                    _ => &[],
+                })
+                .collect();
+            self.steps(&given)
+        });
+        self.state.input_copies = copies;
+        ran
+    }
+
+    /// Runs every chain's steps, the inputs read in place at `given`.
+    fn steps(&mut self, given: &[&[u8]]) -> Result<()> {
         let mut executed: u64 = 0;
         for c in 0..self.fixed.chains.len() {
             let mut pc = 0usize;
@@ -247,10 +284,10 @@ impl Run<'_> {
                     });
                 }
                 pc = match self.state.profile.is_some() {
-                    false => self.step(c, pc)?,
+                    false => self.step(c, pc, given)?,
                     true => {
                         let start = std::time::Instant::now();
-                        let next = self.step(c, pc)?;
+                        let next = self.step(c, pc, given)?;
                         if let Some(p) = &mut self.state.profile {
                             p.record(c, pc, start);
                         }
@@ -263,10 +300,10 @@ impl Run<'_> {
     }
 
     /// Runs instruction `pc` of chain `c`; returns the next instruction index.
-    fn step(&mut self, c: usize, pc: usize) -> Result<usize> {
+    fn step(&mut self, c: usize, pc: usize, given: &[&[u8]]) -> Result<usize> {
         match &self.fixed.chains[c][pc] {
             Step::Call(_) => {
-                self.call(c, pc)?;
+                self.call(c, pc, given)?;
                 Ok(pc + 1)
             }
             &Step::Move { from, to } => {
@@ -319,7 +356,10 @@ impl Run<'_> {
         }
     }
 
-    fn set_inputs(&mut self, inputs: &[Input<'_>]) -> Result<()> {
+    /// Checks `inputs` against the declarations and puts each where the steps read it: into
+    /// method memory, or (an input read in place) nowhere when it is aligned for its dtype,
+    /// else into its aligned copy among `copies`.
+    fn set_inputs(&mut self, inputs: &[Input<'_>], copies: &mut [Arena]) -> Result<Vec<Placed>> {
         let method = self.fixed.plan.name.clone();
         if inputs.len() != self.fixed.plan.inputs.len() {
             return Err(Error::InputCount {
@@ -328,6 +368,8 @@ impl Run<'_> {
                 actual: inputs.len(),
             });
         }
+        let mut placed = vec![Placed::Memory; inputs.len()];
+        self.state.read_in_place.iter_mut().for_each(|r| *r = false);
         for (index, input) in inputs.iter().enumerate() {
             let v = self.fixed.plan.inputs[index] as usize;
             let mismatch = |expected: String, actual: String| Error::Input {
@@ -380,6 +422,36 @@ impl Run<'_> {
                             ),
                             format!("{} bytes", t.data.len()),
                         ));
+                    }
+                    if let Storage::Input { .. } = slot.storage {
+                        let align = slot.dtype.size().max(1);
+                        placed[index] = if (t.data.as_ptr() as usize).is_multiple_of(align) {
+                            self.state.read_in_place[index] = true;
+                            Placed::Given
+                        } else {
+                            let copy = copies.get_mut(index).ok_or_else(|| {
+                                mismatch("an input of the method".into(), "no copy".into())
+                            })?;
+                            if copy.len() * LINE < nbytes {
+                                *copy = Arena::zeroed(nbytes.div_ceil(LINE)).map_err(|e| {
+                                    Error::Memory {
+                                        method: method.clone(),
+                                        what: format!("an aligned copy of input {index}"),
+                                        bytes: nbytes as u64,
+                                        counted: 0,
+                                        limit: self.fixed.memory_limit,
+                                        reason: MemoryReason::Refused(e.to_string()),
+                                    }
+                                })?;
+                            }
+                            let dst: &mut [u8] = bytemuck::cast_slice_mut(copy.as_mut_slice());
+                            dst[..nbytes].copy_from_slice(t.data);
+                            Placed::Copied(nbytes)
+                        };
+                        if let Some(Val::Tensor(s)) = self.state.values.get_mut(v) {
+                            s.shape = shape;
+                        }
+                        continue;
                     }
                     let Storage::Buf { buf, offset } = slot.storage else {
                         return Err(mismatch(
@@ -434,11 +506,11 @@ impl Run<'_> {
                 }
             }
         }
-        Ok(())
+        Ok(placed)
     }
 
     /// Runs the call at instruction `pc` of chain `c`.
-    fn call(&mut self, c: usize, pc: usize) -> Result<()> {
+    fn call(&mut self, c: usize, pc: usize, given: &[&[u8]]) -> Result<()> {
         let Run { fixed, state } = self;
         let Compiled { plan, chains, prepared, .. } = &**fixed;
         let State { buffers, values, delegates, kernel_scratch, ctx, scratch, .. } = state;
@@ -451,6 +523,7 @@ impl Run<'_> {
             reason,
         };
         let constants = fixed.constants();
+        let constants = constants.with_inputs(given);
         let binding = match call.callee {
             Callee::Prepared(p) => fixed.bindings.get(p).and_then(Option::as_ref).map(|b| (p, b)),
             _ => None,
@@ -691,6 +764,11 @@ fn invoke(
                     (None, storage @ Storage::Ext { .. }) => {
                         constants.bytes(storage, t.nbytes()).ok_or_else(|| {
                             other(format!("external values[{}] is outside its data", u.value))
+                        })?
+                    }
+                    (None, storage @ Storage::Input { index, .. }) => {
+                        constants.bytes(storage, t.nbytes()).ok_or_else(|| {
+                            other(format!("values[{}] is outside input {index}", u.value))
                         })?
                     }
                     _ => return Err(other(format!("values[{}] has no data", u.value))),

@@ -33,6 +33,7 @@
 //!   package's `kiln.inspect` and `kiln.verify`) say of it.
 
 mod arena;
+#[cfg(feature = "all-formats")]
 pub mod artifact;
 mod compile;
 mod compiled;
@@ -60,6 +61,7 @@ mod step;
 mod value;
 pub mod xnnpack;
 
+#[cfg(feature = "all-formats")]
 pub use artifact::Artifact;
 pub use compile::CompiledNode;
 pub use cores::{default_thread_count, ThreadCount};

@@ -44,6 +44,7 @@ pub(crate) fn load(decoded: Arc<Decoded>, plan: Arc<MethodPlan>) -> Result<Metho
     let delegates = init_delegates(&decoded, &plan)?;
     let chains = compile_chains(&loader, &values, &defs, &delegates)?;
     if let Some(aliases) = &chains.aliases {
+        compile::inputs_in_place(&plan, &mut values, aliases, &chains.steps[0]);
         loader.replan(&mut values, aliases, &chains.steps)?;
     }
     let Loader { buffers: buffer_lines, constants, inits, .. } = loader;

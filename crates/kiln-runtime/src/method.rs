@@ -157,6 +157,14 @@ impl Method {
         Run { fixed: &self.fixed, state: &mut self.state }.run(inputs)
     }
 
+    /// Whether the last run read input `index` where it was given, without copying it: an
+    /// input no step writes (nor returns) read in place when its bytes are aligned for its
+    /// dtype. Inputs of methods the compile stage does not rewrite (control flow, delegates
+    /// it does not inline) are always copied into method memory, as ExecuTorch copies them.
+    pub fn reads_input_in_place(&self, index: usize) -> bool {
+        self.state.read_in_place.get(index).copied().unwrap_or(false)
+    }
+
     /// Output `i` of the last run, copied (tensors in contiguous order).
     pub fn output(&self, i: usize) -> Result<Output> {
         self.state.output(&self.fixed, i)

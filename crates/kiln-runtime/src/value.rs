@@ -17,6 +17,9 @@ pub(crate) enum Storage {
     File { offset: usize },
     /// External data source `source` at `offset` (zero-copy).
     Ext { source: u32, offset: usize },
+    /// Method input `index` where the caller gave it to the run (or the state's aligned copy
+    /// of it), at `offset`: an input no step writes ([`crate::compile::inputs_in_place`]).
+    Input { index: u32, offset: usize },
     /// No data (released by a FreeCall).
     Empty,
 }

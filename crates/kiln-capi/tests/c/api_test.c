@@ -1,11 +1,15 @@
 /* Every entry point of kiln.h, its error paths included: a missing file, a hostile file, null
- * pointers, indices out of range, a wrong dtype and a wrong shape, an input not set. Run by
+ * pointers, indices out of range, a wrong dtype and a wrong shape, an input not set; an input
+ * bound to the caller's memory read in place (changed between two executes, the second reads
+ * the change) and, unaligned, copied; with KILN_INSPECT (the full library), kiln_inspect and
+ * kiln_verify on a program, a missing file and a truncated one. Run by
  * crates/kiln-capi/tests/c_programs.rs (also under valgrind, on the AVX2 and the portable
  * kernels).
  *
  *   api_test FIXTURES_DIR    (tests/fixtures/pte: tiny_cnn.pte, its input and ExecuTorch's
  *                             output .npy, xnnpack_external.pte/.ptd)
  * Exits 0 when every check holds, 1 naming the first that does not. */
+#define _POSIX_C_SOURCE 200809L /* mkstemp, fdopen */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,6 +117,108 @@ static void run_and_compare(KilnProgram *program, const npy_f32 *in, const npy_f
     kiln_method_free(NULL);
 }
 
+/* Binds the input to a buffer of the caller's: the method reads it in place, and a change of
+ * the buffer between two executes, without binding again, is what the second reads. An
+ * unaligned binding is copied at each execute and gives the same output. */
+static void bind_and_change(KilnProgram *program, const npy_f32 *in, const npy_f32 *want) {
+    KilnMethod *m = NULL;
+    CHECK(kiln_method_new(program, "forward", &m) == KILN_OK);
+    if (!m) {
+        return;
+    }
+    size_t nbytes = in->count * sizeof(float);
+    float *buf = aligned_alloc(64, (nbytes + 63) / 64 * 64);
+    memcpy(buf, in->data, nbytes);
+    unsigned char in_place = 7;
+    CHECK(kiln_method_input_in_place(m, 0, &in_place) == KILN_OK && in_place == 0);
+    CHECK(kiln_method_bind_input(m, 0, 6, in->sizes, in->rank, buf, nbytes) == KILN_OK);
+    KilnTensor out;
+    CHECK(kiln_method_execute(m) == KILN_OK && kiln_method_output(m, 0, &out) == KILN_OK);
+    CHECK(kiln_method_input_in_place(m, 0, &in_place) == KILN_OK && in_place == 1);
+    const float *got = out.data;
+    for (size_t i = 0; i < want->count && out.nbytes == want->count * sizeof(float); i++) {
+        CHECK(fabsf(got[i] - want->data[i]) <= 1e-4f);
+    }
+    /* The caller's buffer changed, not bound again. */
+    memset(buf, 0, nbytes);
+    CHECK(kiln_method_execute(m) == KILN_OK && kiln_method_output(m, 0, &out) == KILN_OK);
+    float *from_zeros = malloc(out.nbytes);
+    memcpy(from_zeros, out.data, out.nbytes);
+    size_t differ = 0;
+    for (size_t i = 0; i < want->count && out.nbytes == want->count * sizeof(float); i++) {
+        differ += fabsf(from_zeros[i] - want->data[i]) > 1e-3f;
+    }
+    CHECK(differ > 0);
+    /* The same zeros copied by set_input give the same output. */
+    CHECK(kiln_method_set_input(m, 0, 6, in->sizes, in->rank, buf, nbytes) == KILN_OK);
+    CHECK(kiln_method_execute(m) == KILN_OK && kiln_method_output(m, 0, &out) == KILN_OK);
+    CHECK(out.nbytes == want->count * sizeof(float) && memcmp(out.data, from_zeros, out.nbytes) == 0);
+    /* Unaligned for float32: copied at each execute, the same output as aligned. */
+    unsigned char *odd = malloc(nbytes + 1);
+    memcpy(odd + 1, in->data, nbytes);
+    CHECK(kiln_method_bind_input(m, 0, 6, in->sizes, in->rank, odd + 1, nbytes) == KILN_OK);
+    CHECK(kiln_method_execute(m) == KILN_OK && kiln_method_output(m, 0, &out) == KILN_OK);
+    CHECK(kiln_method_input_in_place(m, 0, &in_place) == KILN_OK && in_place == 0);
+    got = out.data;
+    for (size_t i = 0; i < want->count && out.nbytes == want->count * sizeof(float); i++) {
+        CHECK(fabsf(got[i] - want->data[i]) <= 1e-4f);
+    }
+    /* Bad bindings. */
+    CHECK(kiln_method_bind_input(m, 0, 6, in->sizes, in->rank, buf, 3) == KILN_ERROR_INPUT);
+    CHECK(kiln_method_bind_input(m, 0, 6, in->sizes, in->rank, NULL, nbytes) == KILN_ERROR_INVALID_ARGUMENT);
+    CHECK(kiln_method_bind_input(m, 4, 6, in->sizes, in->rank, buf, nbytes) == KILN_ERROR_INVALID_ARGUMENT);
+    CHECK(kiln_method_bind_input(NULL, 0, 6, in->sizes, in->rank, buf, nbytes) == KILN_ERROR_INVALID_ARGUMENT);
+    CHECK(kiln_method_input_in_place(m, 1, &in_place) == KILN_ERROR_INVALID_ARGUMENT);
+    CHECK(kiln_method_input_in_place(m, 0, NULL) == KILN_ERROR_INVALID_ARGUMENT);
+    /* Scalar setters on a tensor input: accepted, refused at execute. */
+    CHECK(kiln_method_set_input_double(m, 0, 1.5) == KILN_OK);
+    CHECK(kiln_method_execute(m) == KILN_ERROR_INPUT);
+    CHECK(kiln_method_set_input_bool(m, 0, 1) == KILN_OK);
+    CHECK(kiln_method_execute(m) == KILN_ERROR_INPUT);
+    CHECK(kiln_method_set_input_double(m, 3, 1.5) == KILN_ERROR_INVALID_ARGUMENT);
+    CHECK(kiln_method_set_input_bool(NULL, 0, 1) == KILN_ERROR_INVALID_ARGUMENT);
+    kiln_method_free(m);
+    free(from_zeros);
+    free(odd);
+    free(buf);
+}
+
+#if defined(KILN_INSPECT)
+/* The full library's inspection: a summary and a verdict as JSON, a missing file, a truncated
+ * one and null arguments. */
+static void inspect_files(const char *pte, const char *missing, const unsigned char *bytes, size_t len) {
+    char *json = NULL;
+    CHECK(kiln_inspect(pte, &json) == KILN_OK && json != NULL);
+    CHECK(json && strstr(json, "\"format\":\"pte\"") != NULL && strstr(json, "\"forward\"") != NULL);
+    kiln_string_free(json);
+    json = NULL;
+    CHECK(kiln_verify(pte, 1, &json) == KILN_OK && json && strstr(json, "\"ok\":true") != NULL);
+    kiln_string_free(json);
+    CHECK(kiln_verify(pte, 0, NULL) == KILN_OK);
+    CHECK(kiln_verify(missing, 0, NULL) == KILN_ERROR_IO);
+    CHECK(strstr(kiln_last_error(), "no_such_program.pte") != NULL);
+    CHECK(kiln_inspect(missing, &json) == KILN_ERROR_IO);
+    char truncated[] = "/tmp/kiln-api-test-XXXXXX";
+    int fd = mkstemp(truncated);
+    CHECK(fd >= 0);
+    if (fd >= 0) {
+        FILE *f = fdopen(fd, "wb");
+        fwrite(bytes, 1, len / 3, f);
+        fclose(f);
+        json = NULL;
+        CHECK(kiln_verify(truncated, 0, &json) == KILN_ERROR_INVALID_PROGRAM);
+        CHECK(json && strstr(json, "\"ok\":false") != NULL);
+        kiln_string_free(json);
+        CHECK(kiln_inspect(truncated, &json) == KILN_ERROR_INVALID_PROGRAM);
+        remove(truncated);
+    }
+    CHECK(kiln_inspect(NULL, &json) == KILN_ERROR_INVALID_ARGUMENT);
+    CHECK(kiln_inspect(pte, NULL) == KILN_ERROR_INVALID_ARGUMENT);
+    CHECK(kiln_verify(NULL, 0, NULL) == KILN_ERROR_INVALID_ARGUMENT);
+    kiln_string_free(NULL);
+}
+#endif
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: api_test FIXTURES_DIR\n");
@@ -148,6 +254,7 @@ int main(int argc, char **argv) {
     CHECK(kiln_method_new(program, NULL, &m) == KILN_ERROR_INVALID_ARGUMENT);
     CHECK(kiln_method_new(NULL, "forward", &m) == KILN_ERROR_INVALID_ARGUMENT);
     run_and_compare(program, &in, &want);
+    bind_and_change(program, &in, &want);
 
     /* A memory limit under the method's prediction. */
     KilnLoadOptions tight = {1, 4096, NULL};
@@ -195,6 +302,11 @@ int main(int argc, char **argv) {
 
     /* Missing files, null arguments, a bad thread count. */
     char *missing = join(dir, "no_such_program.pte");
+#if defined(KILN_INSPECT)
+    bytes = read_file(pte, &len);
+    inspect_files(pte, missing, bytes, len);
+    free(bytes);
+#endif
     CHECK(kiln_program_load(missing, NULL, &bad) == KILN_ERROR_IO && bad == NULL);
     CHECK(strstr(kiln_last_error(), "no_such_program.pte") != NULL);
     CHECK(kiln_program_load(NULL, NULL, &bad) == KILN_ERROR_INVALID_ARGUMENT);

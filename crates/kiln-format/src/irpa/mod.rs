@@ -21,9 +21,11 @@ pub mod builder;
 pub mod edit;
 pub mod executorch;
 mod layout;
+#[cfg(feature = "all-formats")]
 pub mod param_file;
 pub mod reader;
 pub mod source;
+#[cfg(feature = "all-formats")]
 pub mod summary;
 pub mod tensor_metadata;
 pub mod transform;
@@ -36,6 +38,7 @@ pub use layout::{
 };
 
 pub use builder::{BuildEntry, Payload};
+#[cfg(feature = "all-formats")]
 pub use param_file::ParamFile;
 pub use reader::{Archive, Entry, EntryKind, Header};
 pub use source::{ParamSource, SourceEntry};

@@ -17,6 +17,7 @@ pub mod payloads;
 mod program;
 mod scalar_type;
 pub mod strict;
+#[cfg(feature = "all-formats")]
 pub mod summary;
 pub mod verify;
 pub mod writer;

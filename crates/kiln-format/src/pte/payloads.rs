@@ -3,7 +3,7 @@
 
 use super::program::Program;
 use crate::error::Result;
-use crate::{npu_delegate, xnnpack};
+use crate::xnnpack;
 
 /// Checks that every XNNPACK payload and every NPU delegate's data of `program` parses; an
 /// error names the method and the delegate.
@@ -13,8 +13,9 @@ pub fn verify(program: &Program<'_>) -> Result<()> {
             let d = d?;
             let checked = match d.id {
                 "XnnpackBackend" => xnnpack::Payload::parse(program.delegate_data(&d)?).map(|_| ()),
-                npu_delegate::BACKEND_ID => {
-                    npu_delegate::NpuDelegate::parse(program.delegate_data(&d)?).map(|_| ())
+                #[cfg(feature = "all-formats")]
+                crate::npu_delegate::BACKEND_ID => {
+                    crate::npu_delegate::NpuDelegate::parse(program.delegate_data(&d)?).map(|_| ())
                 }
                 _ => continue,
             };

@@ -8,6 +8,7 @@ use crate::dtype::{promote_types, DType};
 use crate::element::Element;
 use crate::error::KernelError;
 use crate::kernel::KernelContext;
+use crate::shape::Shape;
 use crate::tensor::{TensorMut, TensorRef};
 use crate::value::Scalar;
 
@@ -77,6 +78,40 @@ pub(crate) fn resize(
     out.resize(sizes).map_err(|e| ctx.tensor_err(name, e))
 }
 
+/// Whether `t`'s elements, in its storage order, are those of `out` in its storage order at
+/// `shape` (the same sizes, and the same dim order or both dense row-major).
+fn lines_up(t: &TensorRef<'_>, shape: &[usize], out: &Shape) -> bool {
+    t.sizes() == shape
+        && (t.shape().dim_order() == out.dim_order()
+            || t.shape().is_dense_row_major() && out.is_dense_row_major())
+}
+
+/// `x` (the elements of `t` cast to `T`, in `t`'s storage order) broadcast to `shape` and laid
+/// out in `out`'s storage order, so that one dense loop serves every operand layout (the
+/// loops of each operator stay one per element function: the strided walk is here, once per
+/// element type, not once per function).
+fn in_out_order<'a, T: Element>(
+    t: &TensorRef<'_>,
+    x: Cow<'a, [T]>,
+    shape: &[usize],
+    out: &Shape,
+) -> Cow<'a, [T]> {
+    if lines_up(t, shape, out) {
+        return x;
+    }
+    Cow::Owned(relayout(t, &x, shape, out))
+}
+
+#[inline(never)]
+fn relayout<T: Element>(t: &TensorRef<'_>, x: &[T], shape: &[usize], out: &Shape) -> Vec<T> {
+    let r = shape.len();
+    let st = broadcast_strides(t.sizes(), &t.shape().strides()[..t.rank()], shape);
+    let so = out.strides();
+    let mut dst = vec![T::default(); shape.iter().product()];
+    walk(shape, [&st[..r], &so[..r]], |[i, o]| dst[o] = x[i]);
+    dst
+}
+
 /// Elementwise `out[i] = f(a[i])` with `a` cast to `T` and results of type `O` cast to the out
 /// dtype. Handles any dim orders.
 pub(crate) fn map1<T: Element, O: Element>(
@@ -87,20 +122,11 @@ pub(crate) fn map1<T: Element, O: Element>(
     f: impl Fn(T) -> O,
 ) -> Result<(), KernelError> {
     resize(ctx, out, "out", a.sizes())?;
-    let src = cast_to::<T>(a);
     let out_shape = *out.shape();
+    let src = in_out_order(a, cast_to::<T>(a), a.sizes(), &out_shape);
     with_out::<O>(ctx, out, check_cast, |dst| {
-        if out_shape.dim_order() == a.shape().dim_order()
-            || a.shape().is_dense_row_major() && out_shape.is_dense_row_major()
-        {
-            for (d, &s) in dst.iter_mut().zip(src.iter()) {
-                *d = f(s);
-            }
-        } else {
-            let sa = a.shape().strides();
-            let so = out_shape.strides();
-            let r = a.rank();
-            walk(a.sizes(), [&sa[..r], &so[..r]], |[ia, io]| dst[io] = f(src[ia]));
+        for (d, &s) in dst.iter_mut().zip(src.iter()) {
+            *d = f(s);
         }
     })
 }
@@ -118,32 +144,22 @@ pub(crate) fn map2<T: Element, O: Element>(
         ctx.shape_err("other", format!("broadcastable with {:?}", a.sizes()), b.sizes())
     })?;
     resize(ctx, out, "out", &shape)?;
-    let xa = cast_to::<T>(a);
-    let xb = cast_to::<T>(b);
     let out_shape = *out.shape();
-    with_out::<O>(ctx, out, check_cast, |dst| {
-        let same = |t: &TensorRef<'_>| {
-            t.sizes() == &shape[..]
-                && (t.shape().dim_order() == out_shape.dim_order()
-                    || t.shape().is_dense_row_major() && out_shape.is_dense_row_major())
-        };
-        if same(a) && same(b) {
-            for ((d, &x), &y) in dst.iter_mut().zip(xa.iter()).zip(xb.iter()) {
-                *d = f(x, y);
-            }
-        } else if same(a) && b.numel() == 1 {
-            let y = xb[0];
+    let xa = in_out_order(a, cast_to::<T>(a), &shape, &out_shape);
+    let xb = cast_to::<T>(b);
+    // One element against a whole tensor needs no broadcast copy.
+    let splat = (b.numel() == 1 && !xb.is_empty()).then(|| xb[0]);
+    let xb = if splat.is_some() { xb } else { in_out_order(b, xb, &shape, &out_shape) };
+    with_out::<O>(ctx, out, check_cast, |dst| match splat {
+        Some(y) => {
             for (d, &x) in dst.iter_mut().zip(xa.iter()) {
                 *d = f(x, y);
             }
-        } else {
-            let r = shape.len();
-            let sa = broadcast_strides(a.sizes(), &a.shape().strides()[..a.rank()], &shape);
-            let sb = broadcast_strides(b.sizes(), &b.shape().strides()[..b.rank()], &shape);
-            let so = out_shape.strides();
-            walk(&shape, [&sa[..r], &sb[..r], &so[..r]], |[ia, ib, io]| {
-                dst[io] = f(xa[ia], xb[ib])
-            });
+        }
+        None => {
+            for ((d, &x), &y) in dst.iter_mut().zip(xa.iter()).zip(xb.iter()) {
+                *d = f(x, y);
+            }
         }
     })
 }
@@ -163,19 +179,14 @@ pub(crate) fn map3<A: Element, T: Element, O: Element>(
     let shape = broadcast_shape(&ab, c.sizes())
         .ok_or_else(|| ctx.shape_err("other", format!("broadcastable with {ab:?}"), c.sizes()))?;
     resize(ctx, out, "out", &shape)?;
-    let xa = cast_to::<A>(a);
-    let xb = cast_to::<T>(b);
-    let xc = cast_to::<T>(c);
     let out_shape = *out.shape();
+    let xa = in_out_order(a, cast_to::<A>(a), &shape, &out_shape);
+    let xb = in_out_order(b, cast_to::<T>(b), &shape, &out_shape);
+    let xc = in_out_order(c, cast_to::<T>(c), &shape, &out_shape);
     with_out::<O>(ctx, out, true, |dst| {
-        let r = shape.len();
-        let sa = broadcast_strides(a.sizes(), &a.shape().strides()[..a.rank()], &shape);
-        let sb = broadcast_strides(b.sizes(), &b.shape().strides()[..b.rank()], &shape);
-        let sc = broadcast_strides(c.sizes(), &c.shape().strides()[..c.rank()], &shape);
-        let so = out_shape.strides();
-        walk(&shape, [&sa[..r], &sb[..r], &sc[..r], &so[..r]], |[ia, ib, ic, io]| {
-            dst[io] = f(xa[ia], xb[ib], xc[ic])
-        });
+        for (((d, &x), &y), &z) in dst.iter_mut().zip(xa.iter()).zip(xb.iter()).zip(xc.iter()) {
+            *d = f(x, y, z);
+        }
     })
 }
 

@@ -41,8 +41,8 @@ const ORDER: [usize; 2 * MAX_TENSORS] = {
 enum Place {
     /// In a method buffer: borrowed through the binding's regions.
     Buffer,
-    /// A constant (in the program file, made at load or in external data), of this many
-    /// bytes ([`Constants::bytes`]).
+    /// Outside the buffers (a constant in the program file, made at load or in external data,
+    /// or an input read in place), of this many bytes ([`Constants::bytes`]).
     Constant(Storage, usize),
 }
 
@@ -106,7 +106,10 @@ pub(crate) fn bind(
                 }
             }
             (storage, Access::Read) => {
-                if !aligned(constants.bytes(storage, len)?) {
+                // An input read in place is given aligned at every run, and only then.
+                if !matches!(storage, Storage::Input { .. })
+                    && !aligned(constants.bytes(storage, len)?)
+                {
                     return None;
                 }
                 reads.push(Place::Constant(storage, len));
@@ -152,22 +155,36 @@ pub(crate) enum BoundError {
     Memory(String),
 }
 
-/// Where a bound step's constants are: the program file, the method's constants made at load
-/// and the external data sources.
+/// What steps read outside an execution state's buffers, unchanged while a run lasts: the
+/// program file, the method's constants made at load, the external data sources and, during a
+/// run, the inputs it reads where they were given ([`Storage::Input`]).
 pub(crate) struct Constants<'a> {
     pub file: &'a [u8],
     pub made: &'a [ConstBuf],
     pub sources: &'a [Arc<dyn NamedDataSource>],
+    /// Per method input, the bytes a run reads in place (empty outside a run and for inputs
+    /// kept in method memory); each is aligned for its dtype.
+    pub inputs: &'a [&'a [u8]],
 }
 
 impl<'a> Constants<'a> {
-    /// The `len` bytes of a constant tensor stored at `storage` (in the file, made at load or
-    /// in an external source); `None` for other storage or where they are out of range.
+    /// The same with `inputs` as the run's inputs read in place.
+    pub fn with_inputs<'b>(&self, inputs: &'b [&'b [u8]]) -> Constants<'b>
+    where
+        'a: 'b,
+    {
+        Constants { file: self.file, made: self.made, sources: self.sources, inputs }
+    }
+
+    /// The `len` bytes of a tensor stored at `storage` (in the file, made at load, in an
+    /// external source or an input read in place); `None` for other storage or where they are
+    /// out of range.
     pub fn bytes(&self, storage: Storage, len: usize) -> Option<&'a [u8]> {
         let (data, offset): (&'a [u8], usize) = match storage {
             Storage::File { offset } => (self.file, offset),
             Storage::Const { buf, offset } => (self.made.get(buf as usize)?.bytes(), offset),
             Storage::Ext { source, offset } => (self.sources.get(source as usize)?.bytes(), offset),
+            Storage::Input { index, offset } => (self.inputs.get(index as usize)?, offset),
             Storage::Buf { .. } | Storage::Empty => return None,
         };
         data.get(offset..offset.checked_add(len)?)
@@ -214,7 +231,7 @@ pub(crate) fn run(
             Place::Buffer => continue,
             &Place::Constant(storage, len) => f32s(constants.bytes(storage, len)),
         }
-        .ok_or_else(|| memory("a bound constant is outside its data"))?;
+        .ok_or_else(|| memory("a bound constant or input is outside its data"))?;
     }
     for (slot, &t) in borrowed.iter_mut().zip(b.targets.iter()) {
         match slot.take() {
@@ -307,7 +324,12 @@ mod tests {
         // One buffer of one cache line.
         let buffers = [1];
         let bind_with = |values: &[Val]| {
-            bind(&call, values, &buffers, &Constants { file: &[], made: &[], sources: &[] })
+            bind(
+                &call,
+                values,
+                &buffers,
+                &Constants { file: &[], made: &[], sources: &[], inputs: &[] },
+            )
         };
         assert!(bind_with(&[slot(0, Capacity::Static), slot(16, Capacity::Static)]).is_some());
         assert!(bind_with(&[slot(0, Capacity::Static), slot(8, Capacity::Static)]).is_none());

@@ -52,10 +52,12 @@
 //! it writes every value of its group that something after it reads, and skips only those
 //! read inside the group.
 //! Only straight-line methods of kernel calls are rewritten, and they get a new memory plan for the compiled order ([`memory`]).
+//! Their inputs that no step writes are read where the caller gave them ([`inputs`]).
 
 mod alias;
 pub(crate) mod bound;
 mod graph;
+mod inputs;
 mod layout;
 mod memory;
 mod nodes;
@@ -65,6 +67,7 @@ mod quantized;
 
 pub(crate) use alias::{aliases, Aliases};
 pub(crate) use graph::{Graph, NodeOp};
+pub(crate) use inputs::inputs_in_place;
 pub(crate) use memory::replan;
 pub(crate) use prepared::{lower_node, PreparedKernel, StepScratch};
 
