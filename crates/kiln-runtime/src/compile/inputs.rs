@@ -18,13 +18,13 @@ use crate::value::{Storage, Val};
 /// Gives [`Storage::Input`] to every method input of a straight-line method (`aliases`
 /// known) that is a row-major tensor planned in method memory, that no step of `steps` writes
 /// (through it or an alias, in place or whole), that no output is or aliases, and that no
-/// other input position names; returns how many it gave it.
+/// other input position names.
 pub(crate) fn inputs_in_place(
     plan: &MethodPlan,
     values: &mut [Val],
     aliases: &Aliases,
     steps: &[Step],
-) -> usize {
+) {
     let n = values.len();
     // Roots whose bytes a step writes or an output returns.
     let mut kept = vec![false; n];
@@ -52,7 +52,6 @@ pub(crate) fn inputs_in_place(
     for &o in &plan.outputs {
         keep(o, &mut kept);
     }
-    let mut count = 0;
     for (index, &v) in plan.inputs.iter().enumerate() {
         let i = v as usize;
         let planned = matches!(
@@ -78,7 +77,5 @@ pub(crate) fn inputs_in_place(
                 t.writable = false;
             }
         }
-        count += 1;
     }
-    count
 }
