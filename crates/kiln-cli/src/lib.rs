@@ -57,7 +57,7 @@ enum Command {
     /// Draw a method as an HTML page: its operators as a graph coloured by profiled time, the
     /// time per operator and the compiled steps (`kiln report model.pte -o report.html`).
     Report(commands::report::Args),
-    /// Packed f32 GEMM throughput against the FMA peak and the `gemm` crate.
+    /// Packed f32 GEMM throughput (B packed once, and both packed per call) against the FMA peak.
     BenchGemm(commands::bench_gemm::Args),
     /// Summarise any supported file (kind detected from its magic bytes).
     Inspect(commands::inspect::Args),

@@ -17,7 +17,7 @@ use crate::dtype::DType;
 pub struct Bool(pub u8);
 
 /// An arithmetic type elements are computed in: `f32`, `f64` or `i64`.
-pub trait Calc: Copy + PartialOrd + Debug + Send + Sync + 'static {
+pub trait Calc: Pod + PartialOrd + Debug + Send + Sync {
     /// Whether this is a floating type.
     const FLOAT: bool;
     /// Zero.
@@ -30,6 +30,8 @@ pub trait Calc: Copy + PartialOrd + Debug + Send + Sync + 'static {
     fn of_i64(v: i64) -> Self;
     /// To `f64`.
     fn as_f64(self) -> f64;
+    /// To `i64` (floats truncate toward zero, saturating).
+    fn as_i64(self) -> i64;
     /// Sum (wrapping for integers).
     fn add(self, o: Self) -> Self;
     /// Difference (wrapping for integers).
@@ -55,6 +57,9 @@ macro_rules! float_calc {
             }
             fn as_f64(self) -> f64 {
                 self as f64
+            }
+            fn as_i64(self) -> i64 {
+                self as i64
             }
             fn add(self, o: Self) -> Self {
                 self + o
@@ -87,6 +92,9 @@ impl Calc for i64 {
     }
     fn as_f64(self) -> f64 {
         self as f64
+    }
+    fn as_i64(self) -> i64 {
+        self
     }
     fn add(self, o: Self) -> Self {
         self.wrapping_add(o)

@@ -19,17 +19,16 @@
 //!   the call's arguments read from their int lists, the layouts they run in, `prepare`
 //!   (`ops/pool/prepared.rs`, `compute/conv2d/prepare.rs`).
 //!
-//! # Why two GEMM engines
+//! # Two ways into one GEMM engine
 //! `compute/gemm.rs` ([`compute::gemm::Gemm`]) multiplies strided operands as they come:
 //! any row and column strides (transposed, broadcast, channels-last views), f32, f64 and i64,
 //! nothing packed ahead, for the general operators (`mm`, `bmm`, `addmm`, `linear`, the
-//! general convolution). `compute/sgemm/` multiplies f32 only, with one operand packed once
-//! at load into panels for its microkernels, fused epilogues (bias, residual, activation),
-//! operands read through an im2col or an indirection buffer, and threads splitting one
-//! product: what the compile stage's prepared kernels need. Serving the general operators
-//! from `sgemm/` would pack a strided operand on every call (and has no f64); serving the
-//! prepared kernels from the `gemm` crate would give up the packed weights, the fused
-//! epilogues and the indirect convolutions.
+//! general convolution): f32 packs both operands at each call for `compute/sgemm/`'s
+//! microkernels (the packing buffers kept per thread), f64 and i64 run the reference loop.
+//! `compute/sgemm/` itself multiplies f32 with one operand packed once at load into panels,
+//! fused epilogues (bias, residual, activation), operands read through an im2col or an
+//! indirection buffer, and threads splitting one product: what the compile stage's prepared
+//! kernels need.
 //!
 //! # Types
 //! - [`DType`]: ExecuTorch's `ScalarType` (numbering, element sizes, names), the `kiln-dtype`

@@ -1,6 +1,9 @@
-//! Matrix multiplication over strided operands: a fast path (the `gemm` crate: packed,
-//! runtime-dispatched AVX2/AVX-512 microkernels) and a portable reference loop.
+//! Matrix multiplication over strided operands in a calc type: f32 on kiln's packed kernels,
+//! every calc type through a portable reference loop.
 
+use std::cell::RefCell;
+
+use crate::compute::sgemm::{self, Epilogue, GemmScratch, MatRef};
 use crate::element::Calc;
 
 /// A strided matrix operand: element slice, rows, columns, row stride, column stride.
@@ -74,8 +77,10 @@ pub fn gemm_ref<C: Calc>(
     true
 }
 
-/// A calc type matrix products run in: f32 and f64 through the `gemm` crate, i64 through the
-/// reference loops of [`gemm_ref`] (the default).
+/// A calc type matrix products run in: f32 through kiln's packed kernels ([`sgemm`]), f64
+/// and i64 through the reference loops of [`gemm_ref`] (the default; no model we run
+/// multiplies double matrices where speed matters, and one f64 kernel family would cost the
+/// library as much code as the f32 one).
 pub trait Gemm: Calc {
     /// `c = (accumulate ? c : 0) + a * b`; returns `false` (nothing written) when the operands do
     /// not fit their slices.
@@ -94,78 +99,78 @@ pub trait Gemm: Calc {
 
 impl Gemm for i64 {}
 
-macro_rules! fast_gemm {
-    ($t:ty) => {
-        impl Gemm for $t {
-            #[allow(unsafe_code)]
-            fn gemm(
-                m: usize,
-                n: usize,
-                k: usize,
-                a: Mat<'_, $t>,
-                b: Mat<'_, $t>,
-                c: MatMut<'_, $t>,
-                accumulate: bool,
-            ) -> bool {
-                if !fits(m, n, k, &a, &b, &c) {
-                    return false;
-                }
-                if m == 0 || n == 0 {
-                    return true;
-                }
-                if k == 0 {
-                    if !accumulate {
-                        for i in 0..m {
-                            for j in 0..n {
-                                c.data[i * c.rs + j * c.cs] = 0.0;
-                            }
-                        }
+impl Gemm for f64 {}
+
+impl Gemm for f32 {
+    fn gemm(
+        m: usize,
+        n: usize,
+        k: usize,
+        a: Mat<'_, f32>,
+        b: Mat<'_, f32>,
+        c: MatMut<'_, f32>,
+        accumulate: bool,
+    ) -> bool {
+        if !fits(m, n, k, &a, &b, &c) {
+            return false;
+        }
+        if m == 0 || n == 0 {
+            return true;
+        }
+        if k == 0 {
+            if !accumulate {
+                for i in 0..m {
+                    for j in 0..n {
+                        c.data[i * c.rs + j * c.cs] = 0.0;
                     }
-                    return true;
                 }
-                let isz = |v: usize| v as isize;
-                // SAFETY: `fits` checked that every element the product reads or writes
-                // (indices up to (rows-1)*rs + (cols-1)*cs) lies inside the slices; strides are
-                // below isize::MAX because the slices exist; `c` is an exclusive borrow, so it
-                // does not alias `a` or `b`. `gemm` computes dst = alpha*dst + beta*lhs*rhs and
-                // reads dst only when `read_dst` is true.
-                unsafe {
-                    gemm::gemm(
-                        m,
-                        n,
-                        k,
-                        c.data.as_mut_ptr(),
-                        isz(c.cs),
-                        isz(c.rs),
-                        accumulate,
-                        a.data.as_ptr(),
-                        isz(a.cs),
-                        isz(a.rs),
-                        b.data.as_ptr(),
-                        isz(b.cs),
-                        isz(b.rs),
-                        1.0,
-                        1.0,
-                        false,
-                        false,
-                        false,
-                        gemm::Parallelism::None,
-                    );
-                }
-                true
+            }
+            return true;
+        }
+        let (Ok(am), Ok(bm)) =
+            (MatRef::new(a.data, m, k, a.rs, a.cs), MatRef::new(b.data, k, n, b.rs, b.cs))
+        else {
+            return false;
+        };
+        // The packing buffers of this thread's products, kept between calls (a batched product
+        // makes one call per matrix).
+        thread_local! {
+            static SCRATCH: RefCell<GemmScratch> = RefCell::new(GemmScratch::default());
+        }
+        let product = |c: &mut [f32], ldc: usize| {
+            SCRATCH
+                .with(|s| match s.try_borrow_mut() {
+                    Ok(mut scratch) => sgemm::gemm(am, bm, c, ldc, &Epilogue::NONE, &mut scratch),
+                    Err(_) => {
+                        sgemm::gemm(am, bm, c, ldc, &Epilogue::NONE, &mut GemmScratch::default())
+                    }
+                })
+                .is_ok()
+        };
+        if !accumulate && c.cs == 1 && c.rs >= n {
+            return product(c.data, c.rs);
+        }
+        // Other output layouts: the product into a dense block, then added or stored there.
+        let mut block = vec![0.0f32; m * n];
+        if !product(&mut block, n) {
+            return false;
+        }
+        for (i, row) in block.chunks_exact(n).enumerate() {
+            for (j, &v) in row.iter().enumerate() {
+                let dst = &mut c.data[i * c.rs + j * c.cs];
+                *dst = if accumulate { *dst + v } else { v };
             }
         }
-    };
+        true
+    }
 }
-
-fast_gemm!(f32);
-fast_gemm!(f64);
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Property test: the fast path equals the reference on random shapes and strides.
+    /// Property test: the f32 kernels equal the reference on random shapes and strides, the
+    /// output row-major or column-major.
     #[test]
     fn fast_equals_reference() {
         let mut rng = fastrand::Rng::with_seed(7);
@@ -179,6 +184,7 @@ mod tests {
             let (brs, bcs) = if b_t { (1, k) } else { (n, 1) };
             let init: Vec<f32> = (0..m * n).map(|_| rng.f32()).collect();
             let acc = rng.bool();
+            let (crs, ccs) = if rng.bool() { (n, 1) } else { (1, m) };
             let mut c1 = init.clone();
             let mut c2 = init.clone();
             assert!(f32::gemm(
@@ -187,7 +193,7 @@ mod tests {
                 k,
                 Mat { data: &a, rs: ars, cs: acs },
                 Mat { data: &b, rs: brs, cs: bcs },
-                MatMut { data: &mut c1, rs: n, cs: 1 },
+                MatMut { data: &mut c1, rs: crs, cs: ccs },
                 acc
             ));
             assert!(gemm_ref(
@@ -196,7 +202,7 @@ mod tests {
                 k,
                 Mat { data: &a, rs: ars, cs: acs },
                 Mat { data: &b, rs: brs, cs: bcs },
-                MatMut { data: &mut c2, rs: n, cs: 1 },
+                MatMut { data: &mut c2, rs: crs, cs: ccs },
                 acc
             ));
             for (x, y) in c1.iter().zip(&c2) {

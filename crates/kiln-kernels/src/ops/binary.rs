@@ -11,7 +11,9 @@ use crate::kernel::{KernelContext, KernelDef};
 use crate::ops::args::{out_tensor, Args};
 use crate::ops::defs::out1;
 use crate::ops::fast_pointwise::{binary_f32, unary_f32, unary_f32_slice};
-use crate::ops::pointwise::{map1, map2, result_type, Operand};
+use crate::ops::pointwise::{
+    calc_lanes, map2, result_type, scalar_calc, store_via, with_out, zip_lanes, Lane, Operand,
+};
 use crate::tensor::TensorMut;
 use crate::value::{Arg, Out, Scalar};
 
@@ -67,39 +69,6 @@ pub(crate) enum Logic {
     And,
     Or,
     Xor,
-}
-
-fn scalar_calc<C: Calc>(s: Scalar) -> C {
-    match s {
-        Scalar::Int(v) => C::of_i64(v),
-        Scalar::Double(v) => C::of_f64(v),
-        Scalar::Bool(v) => C::of_i64(v as i64),
-    }
-}
-
-/// Applies `f` on the calc values of two operands cast to `T`, writing `O`.
-fn apply2<T: Element, O: Element>(
-    ctx: &KernelContext,
-    a: Operand<'_>,
-    b: Operand<'_>,
-    out: &mut TensorMut<'_>,
-    check_cast: bool,
-    f: impl Fn(T::Calc, T::Calc) -> O,
-) -> Result<(), KernelError> {
-    match (a, b) {
-        (Operand::Tensor(x), Operand::Tensor(y)) => {
-            map2::<T, O>(ctx, &x, &y, out, check_cast, |p, q| f(p.to_calc(), q.to_calc()))
-        }
-        (Operand::Tensor(x), Operand::Scalar(s)) => {
-            let c = scalar_calc::<T::Calc>(s);
-            map1::<T, O>(ctx, &x, out, check_cast, |p| f(p.to_calc(), c))
-        }
-        (Operand::Scalar(s), Operand::Tensor(y)) => {
-            let c = scalar_calc::<T::Calc>(s);
-            map1::<T, O>(ctx, &y, out, check_cast, |q| f(c, q.to_calc()))
-        }
-        (Operand::Scalar(_), Operand::Scalar(_)) => Err(ctx.invalid("self", "two scalar operands")),
-    }
 }
 
 /// Floor division for floats, as `c10::div_floor_floating`.
@@ -178,6 +147,15 @@ fn float_only(op: Arith) -> bool {
     matches!(op, Arith::Div | Arith::Atan2)
 }
 
+/// Whether an integer operator sees a scalar operand as the common dtype holds it (wrapped to
+/// its width), as PyTorch does; `+`, `-` and `*` wrap alike either way and see it whole.
+fn narrows_scalar(op: Arith) -> bool {
+    !matches!(op, Arith::Add | Arith::Sub | Arith::Mul | Arith::Maximum | Arith::Minimum)
+}
+
+/// The arithmetic operator on operands of the common dtype `T`: checks what `T` rules out,
+/// then computes in `T`'s calc type ([`arith_calc`], one instance per calc type rather than
+/// per dtype) and narrows the results to `T`.
 fn arith_typed<T: Element>(
     ctx: &KernelContext,
     op: Arith,
@@ -187,124 +165,116 @@ fn arith_typed<T: Element>(
     out: &mut TensorMut<'_>,
 ) -> Result<(), KernelError> {
     let is_float = T::DTYPE.is_float();
-    let bits = (T::DTYPE.size() * 8) as i64;
-    let fl = |f: fn(f64, f64) -> f64| {
-        move |x: T::Calc, y: T::Calc| T::from_calc(T::Calc::of_f64(f(x.as_f64(), y.as_f64())))
-    };
+    let bitwise =
+        matches!(op, Arith::BitAnd | Arith::BitOr | Arith::BitXor | Arith::Shl | Arith::Shr);
+    if is_float && bitwise {
+        return Err(ctx.dtype_err("self", "an integer or bool dtype", T::DTYPE));
+    }
+    if let (Arith::Pow, false, Operand::Scalar(s)) = (op, is_float, b) {
+        if s.to_i64() < 0 {
+            return Err(
+                ctx.invalid("exponent", "integers to negative integer powers are not allowed")
+            );
+        }
+    }
+    let narrow = !is_float && narrows_scalar(op);
+    let [x, y] = calc_lanes::<T>(ctx, a, b, out, narrow)?;
     // Integer division by zero is an error, as in PyTorch.
-    let zero_div = |b: &Operand<'_>| -> bool {
-        !is_float
-            && match b {
-                Operand::Scalar(s) => s.to_i64() == 0,
-                Operand::Tensor(t) => crate::ops::pointwise::cast_to::<i64>(t).contains(&0),
-            }
-    };
-    if matches!(op, Arith::DivTrunc | Arith::DivFloor | Arith::Remainder | Arith::Fmod)
-        && zero_div(&b)
-    {
+    let divides = matches!(op, Arith::DivTrunc | Arith::DivFloor | Arith::Remainder | Arith::Fmod);
+    if !is_float && divides && y.has_zero() {
         return Err(ctx.invalid("other", "integer division by zero"));
     }
+    let alpha = scalar_calc::<T::Calc>(alpha);
+    let bits = (T::DTYPE.size() * 8) as i64;
+    store_via::<T, T::Calc>(ctx, out, true, T::from_calc, &|dst| {
+        arith_calc(op, &x, &y, alpha, bits, dst)
+    })
+}
+
+/// `dst = x op y` in the calc type `C`: floats through `f64` where PyTorch's CPU kernels compute
+/// in double, integers wrapping (`bits`: the width of the dtype they will be narrowed to, for
+/// shifts).
+#[inline(never)]
+fn arith_calc<C: Calc>(
+    op: Arith,
+    x: &Lane<'_, C>,
+    y: &Lane<'_, C>,
+    alpha: C,
+    bits: i64,
+    dst: &mut [C],
+) {
+    let fl = |f: fn(f64, f64) -> f64| move |p: C, q: C| C::of_f64(f(p.as_f64(), q.as_f64()));
+    let int = |f: fn(i64, i64) -> i64| move |p: C, q: C| C::of_i64(f(p.as_i64(), q.as_i64()));
     match op {
-        Arith::Add | Arith::Sub => {
-            let al = scalar_calc::<T::Calc>(alpha);
-            let sub = op == Arith::Sub;
-            apply2::<T, T>(ctx, a, b, out, true, move |x, y| {
-                let y = y.mul(al);
-                T::from_calc(if sub { x.sub(y) } else { x.add(y) })
-            })
+        Arith::Add => zip_lanes(dst, x, y, |p, q| p.add(q.mul(alpha))),
+        Arith::Sub => zip_lanes(dst, x, y, |p, q| p.sub(q.mul(alpha))),
+        Arith::Mul => zip_lanes(dst, x, y, |p, q| p.mul(q)),
+        Arith::Maximum | Arith::Minimum => {
+            let max = op == Arith::Maximum;
+            if C::FLOAT {
+                zip_lanes(dst, x, y, |p, q| C::of_f64(max_nan(p.as_f64(), q.as_f64(), max)))
+            } else {
+                zip_lanes(dst, x, y, |p, q| if (p > q) == max { p } else { q })
+            }
         }
-        Arith::Mul => apply2::<T, T>(ctx, a, b, out, true, |x, y| T::from_calc(x.mul(y))),
-        Arith::Div => apply2::<T, T>(ctx, a, b, out, true, fl(|x, y| x / y)),
-        Arith::DivTrunc if is_float => {
-            apply2::<T, T>(ctx, a, b, out, true, fl(|x, y| (x / y).trunc()))
-        }
-        Arith::DivTrunc => apply2::<T, T>(ctx, a, b, out, true, |x, y| {
-            T::from_i64(T::from_calc(x).to_i64().wrapping_div(T::from_calc(y).to_i64()))
-        }),
-        Arith::DivFloor if is_float => apply2::<T, T>(ctx, a, b, out, true, fl(div_floor_f)),
-        Arith::DivFloor => apply2::<T, T>(ctx, a, b, out, true, |x, y| {
-            T::from_i64(div_floor_i(T::from_calc(x).to_i64(), T::from_calc(y).to_i64()))
-        }),
-        Arith::Remainder if is_float => apply2::<T, T>(
-            ctx,
-            a,
-            b,
-            out,
-            true,
-            fl(|x, y| {
-                let m = x % y;
-                if m != 0.0 && (y < 0.0) != (m < 0.0) {
-                    m + y
+        _ if C::FLOAT => match op {
+            Arith::DivTrunc => zip_lanes(dst, x, y, fl(|p, q| (p / q).trunc())),
+            Arith::DivFloor => zip_lanes(dst, x, y, fl(div_floor_f)),
+            Arith::Remainder => zip_lanes(
+                dst,
+                x,
+                y,
+                fl(|p, q| {
+                    let m = p % q;
+                    if m != 0.0 && (q < 0.0) != (m < 0.0) {
+                        m + q
+                    } else {
+                        m
+                    }
+                }),
+            ),
+            Arith::Fmod => zip_lanes(dst, x, y, fl(|p, q| p % q)),
+            Arith::Pow => zip_lanes(dst, x, y, fl(f64::powf)),
+            Arith::Atan2 => zip_lanes(dst, x, y, fl(f64::atan2)),
+            // Div, and the bitwise operators a float dtype refused before.
+            _ => zip_lanes(dst, x, y, fl(|p, q| p / q)),
+        },
+        Arith::DivTrunc => zip_lanes(dst, x, y, int(i64::wrapping_div)),
+        Arith::DivFloor => zip_lanes(dst, x, y, int(div_floor_i)),
+        Arith::Remainder => zip_lanes(
+            dst,
+            x,
+            y,
+            int(|p, q| {
+                let r = p.wrapping_rem(q);
+                if r != 0 && (r < 0) != (q < 0) {
+                    r + q
                 } else {
-                    m
+                    r
                 }
             }),
         ),
-        Arith::Remainder => apply2::<T, T>(ctx, a, b, out, true, |x, y| {
-            let (x, y) = (T::from_calc(x).to_i64(), T::from_calc(y).to_i64());
-            let r = x.wrapping_rem(y);
-            T::from_i64(if r != 0 && (r < 0) != (y < 0) { r + y } else { r })
+        Arith::Fmod => zip_lanes(dst, x, y, int(i64::wrapping_rem)),
+        Arith::Pow => zip_lanes(dst, x, y, int(pow_i)),
+        Arith::BitAnd => zip_lanes(dst, x, y, int(|p, q| p & q)),
+        Arith::BitOr => zip_lanes(dst, x, y, int(|p, q| p | q)),
+        Arith::BitXor => zip_lanes(dst, x, y, int(|p, q| p ^ q)),
+        Arith::Shl => zip_lanes(dst, x, y, move |p: C, q: C| {
+            let (p, q) = (p.as_i64(), q.as_i64());
+            C::of_i64(if (0..bits).contains(&q) { p.wrapping_shl(q as u32) } else { 0 })
         }),
-        Arith::Fmod if is_float => apply2::<T, T>(ctx, a, b, out, true, fl(|x, y| x % y)),
-        Arith::Fmod => apply2::<T, T>(ctx, a, b, out, true, |x, y| {
-            T::from_i64(T::from_calc(x).to_i64().wrapping_rem(T::from_calc(y).to_i64()))
-        }),
-        Arith::Pow if is_float => apply2::<T, T>(ctx, a, b, out, true, fl(f64::powf)),
-        Arith::Pow => {
-            if let Operand::Scalar(s) = b {
-                if s.to_i64() < 0 {
-                    return Err(ctx.invalid(
-                        "exponent",
-                        "integers to negative integer powers are not allowed",
-                    ));
-                }
-            }
-            apply2::<T, T>(ctx, a, b, out, true, |x, y| {
-                T::from_i64(pow_i(T::from_calc(x).to_i64(), T::from_calc(y).to_i64()))
-            })
-        }
-        Arith::Maximum | Arith::Minimum => {
-            let max = op == Arith::Maximum;
-            if is_float {
-                apply2::<T, T>(ctx, a, b, out, true, move |x, y| {
-                    T::from_f64(max_nan(x.as_f64(), y.as_f64(), max))
-                })
+        Arith::Shr => zip_lanes(dst, x, y, move |p: C, q: C| {
+            let (p, q) = (p.as_i64(), q.as_i64());
+            C::of_i64(if (0..bits).contains(&q) {
+                p >> q
+            } else if p < 0 {
+                -1
             } else {
-                apply2::<T, T>(ctx, a, b, out, true, move |x, y| {
-                    T::from_calc(if (x > y) == max { x } else { y })
-                })
-            }
-        }
-        Arith::Atan2 => apply2::<T, T>(ctx, a, b, out, true, fl(f64::atan2)),
-        Arith::BitAnd | Arith::BitOr | Arith::BitXor | Arith::Shl | Arith::Shr => {
-            if is_float {
-                return Err(ctx.dtype_err("self", "an integer or bool dtype", T::DTYPE));
-            }
-            apply2::<T, T>(ctx, a, b, out, true, move |x, y| {
-                let (x, y) = (T::from_calc(x).to_i64(), T::from_calc(y).to_i64());
-                T::from_i64(match op {
-                    Arith::BitAnd => x & y,
-                    Arith::BitOr => x | y,
-                    Arith::BitXor => x ^ y,
-                    Arith::Shl => {
-                        if (0..bits).contains(&y) {
-                            x.wrapping_shl(y as u32)
-                        } else {
-                            0
-                        }
-                    }
-                    _ => {
-                        if (0..bits).contains(&y) {
-                            x >> y
-                        } else if x < 0 {
-                            -1
-                        } else {
-                            0
-                        }
-                    }
-                })
+                0
             })
-        }
+        }),
+        // Div and Atan2 always compute in a float dtype.
+        Arith::Div | Arith::Atan2 => zip_lanes(dst, x, y, fl(|p, q| p / q)),
     }
 }
 
@@ -400,16 +370,24 @@ pub(crate) fn compare(
     if !ctx.general_only && ct == DType::Float && compare_f32(op, a, b, out) {
         return Ok(());
     }
-    crate::dispatch_all!(ct, T => apply2::<T, Bool>(ctx, a, b, out, false, move |x: <T as Element>::Calc, y| {
-        Bool(match op {
-            Cmp::Eq => x == y,
-            Cmp::Ne => x != y,
-            Cmp::Lt => x < y,
-            Cmp::Le => x <= y,
-            Cmp::Gt => x > y,
-            Cmp::Ge => x >= y,
-        } as u8)
-    }), _ => Err(ctx.dtype_err("self", "a computable dtype", ct)))
+    crate::dispatch_all!(ct, T => {
+        let [x, y] = calc_lanes::<T>(ctx, a, b, out, false)?;
+        with_out::<Bool>(ctx, out, false, |dst| compare_calc(op, &x, &y, dst))
+    }, _ => Err(ctx.dtype_err("self", "a computable dtype", ct)))
+}
+
+/// `dst = x op y` in the calc type `C`.
+#[inline(never)]
+fn compare_calc<C: Calc>(op: Cmp, x: &Lane<'_, C>, y: &Lane<'_, C>, dst: &mut [Bool]) {
+    let b = |v: bool| Bool(v as u8);
+    match op {
+        Cmp::Eq => zip_lanes(dst, x, y, |p, q| b(p == q)),
+        Cmp::Ne => zip_lanes(dst, x, y, |p, q| b(p != q)),
+        Cmp::Lt => zip_lanes(dst, x, y, |p, q| b(p < q)),
+        Cmp::Le => zip_lanes(dst, x, y, |p, q| b(p <= q)),
+        Cmp::Gt => zip_lanes(dst, x, y, |p, q| b(p > q)),
+        Cmp::Ge => zip_lanes(dst, x, y, |p, q| b(p >= q)),
+    }
 }
 
 /// The float32 fast path of a comparison of a float32 tensor with a scalar (either side)
@@ -583,11 +561,7 @@ pub(crate) fn kernels() -> Vec<KernelDef> {
         let alpha = r.scalar(2, "alpha")?;
         let out = out_tensor(c, o, 0, "out")?;
         // other - alpha * self
-        let ct = result_type(&[x, y]).ok_or_else(|| c.invalid("self", "no common dtype"))?;
-        crate::dispatch_all!(ct, T => {
-            let al = scalar_calc::<<T as Element>::Calc>(alpha);
-            apply2::<T, T>(c, y, x, out, true, move |p, q| T::from_calc(p.sub(q.mul(al))))
-        }, _ => Err(c.dtype_err("self", "a computable dtype", ct)))
+        arith(c, Arith::Sub, y, x, alpha, out)
     }));
     v.push(out1("aten::pow.Scalar_out", 2, |c, a, o| {
         let r = Args::new(c, a);

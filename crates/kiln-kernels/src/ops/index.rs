@@ -10,7 +10,7 @@ use crate::kernel::{KernelContext, KernelDef};
 use crate::ops::args::{out_tensor, Args};
 use crate::ops::defs::out1;
 use crate::ops::fast_pointwise::select;
-use crate::ops::pointwise::{cast_to, map3, resize, result_type, Operand};
+use crate::ops::pointwise::{cast_to, lane_of, resize, result_type, with_out, Lane, Operand};
 use crate::ops::shape::{copy_view, gather_index};
 use crate::shape::normalize_dim;
 use crate::tensor::{TensorMut, TensorRef};
@@ -475,8 +475,46 @@ fn where_(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>]) -> KR
             return Ok(());
         }
     }
-    crate::dispatch_all!(ct, T => map3::<Bool, T, T>(ctx, &c, &x, &y, out, |m, p, q| if m.is_true() { p } else { q }),
+    crate::dispatch_all!(ct, T => select_typed::<T>(ctx, &c, [Choice::Tensor("self", x), Choice::Tensor("other", y)], out),
         _ => Err(ctx.dtype_err("self", "a computable dtype", ct)))
+}
+
+/// What a selection takes where its condition holds or does not.
+enum Choice<'a, T> {
+    /// A named tensor argument (cast to `T`).
+    Tensor(&'static str, TensorRef<'a>),
+    /// One value.
+    Value(T),
+}
+
+/// `out = if cond { choices[0] } else { choices[1] }` elementwise over their broadcast shape,
+/// tensors cast to `T`: the general path of `where` and `masked_fill`.
+fn select_typed<T: Element>(
+    ctx: &KernelContext,
+    cond: &TensorRef<'_>,
+    choices: [Choice<'_, T>; 2],
+    out: &mut TensorMut<'_>,
+) -> KResult {
+    let mut shape = cond.sizes().to_vec();
+    for choice in &choices {
+        if let Choice::Tensor(name, t) = choice {
+            shape = broadcast_shape(&shape, t.sizes()).ok_or_else(|| {
+                ctx.shape_err(name, format!("broadcastable with {shape:?}"), t.sizes())
+            })?;
+        }
+    }
+    resize(ctx, out, "out", &shape)?;
+    let out_shape = *out.shape();
+    let when = lane_of::<Bool, u8>(cond, &shape, &out_shape, |b| b.is_true() as u8);
+    let [yes, no] = choices.map(|choice| match choice {
+        Choice::Tensor(_, t) => lane_of::<T, T>(&t, &shape, &out_shape, |v| v),
+        Choice::Value(v) => Lane::Splat(v),
+    });
+    with_out::<T>(ctx, out, true, |dst| {
+        for (i, d) in dst.iter_mut().enumerate() {
+            *d = if when.at(i) != 0 { yes.at(i) } else { no.at(i) };
+        }
+    })
 }
 
 fn masked_fill(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>]) -> KResult {
@@ -490,9 +528,8 @@ fn masked_fill(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>]) 
     }
     let dt = x.dtype();
     crate::dispatch_all!(dt, T => {
-        let fill = [match v { Scalar::Double(d) => T::from_f64(d), s => T::from_i64(s.to_i64()) }];
-        let fv = TensorRef::from_scalar(&fill);
-        map3::<Bool, T, T>(ctx, &m, &x, &fv, out, |mm, p, q| if mm.is_true() { q } else { p })
+        let fill = match v { Scalar::Double(d) => T::from_f64(d), s => T::from_i64(s.to_i64()) };
+        select_typed::<T>(ctx, &m, [Choice::Value(fill), Choice::Tensor("self", x)], out)
     }, _ => Err(ctx.dtype_err("self", "a computable dtype", dt)))
 }
 

@@ -1,11 +1,21 @@
 //! The elementwise engine shared by unary, binary and ternary ops: dtype casts, broadcasting,
 //! output resizing and layout-aware loops.
+//!
+//! Operators whose element function is the same for many dtypes compute on [`Lane`]s: each
+//! operand cast to the common dtype, widened to a wider type (its calc type, or `f64`/`i64`)
+//! and laid out in the output's storage order by code instantiated once per dtype; the
+//! operator's loop runs on the wide type, once per wide type rather than once per dtype, and
+//! [`store_via`] narrows the results into the output. This keeps the library's code small
+//! (ten dtypes times every operator was half of the kernels' code in the C library).
 
+use std::any::TypeId;
 use std::borrow::Cow;
+
+use bytemuck::Pod;
 
 use crate::compute::strided::{broadcast_shape, broadcast_strides, walk};
 use crate::dtype::{promote_types, DType};
-use crate::element::Element;
+use crate::element::{Calc, Element};
 use crate::error::KernelError;
 use crate::kernel::KernelContext;
 use crate::shape::Shape;
@@ -90,7 +100,7 @@ fn lines_up(t: &TensorRef<'_>, shape: &[usize], out: &Shape) -> bool {
 /// out in `out`'s storage order, so that one dense loop serves every operand layout (the
 /// loops of each operator stay one per element function: the strided walk is here, once per
 /// element type, not once per function).
-fn in_out_order<'a, T: Element>(
+fn in_out_order<'a, T: Pod>(
     t: &TensorRef<'_>,
     x: Cow<'a, [T]>,
     shape: &[usize],
@@ -103,11 +113,11 @@ fn in_out_order<'a, T: Element>(
 }
 
 #[inline(never)]
-fn relayout<T: Element>(t: &TensorRef<'_>, x: &[T], shape: &[usize], out: &Shape) -> Vec<T> {
+fn relayout<T: Pod>(t: &TensorRef<'_>, x: &[T], shape: &[usize], out: &Shape) -> Vec<T> {
     let r = shape.len();
     let st = broadcast_strides(t.sizes(), &t.shape().strides()[..t.rank()], shape);
     let so = out.strides();
-    let mut dst = vec![T::default(); shape.iter().product()];
+    let mut dst = vec![T::zeroed(); shape.iter().product()];
     walk(shape, [&st[..r], &so[..r]], |[i, o]| dst[o] = x[i]);
     dst
 }
@@ -164,28 +174,181 @@ pub(crate) fn map2<T: Element, O: Element>(
     })
 }
 
-/// Elementwise `out = f(a, b, c)` over the broadcast shape; `a` cast to `A`, `b` and `c` to `T`.
-pub(crate) fn map3<A: Element, T: Element, O: Element>(
+/// One operand of a binary elementwise operator in a calc type: its elements broadcast to the
+/// output's shape in the output's storage order, or the one element that stands for all.
+pub(crate) enum Lane<'a, C: Clone> {
+    Elems(Cow<'a, [C]>),
+    Splat(C),
+}
+
+impl<C: Copy> Lane<'_, C> {
+    /// Element `i`.
+    pub(crate) fn at(&self, i: usize) -> C {
+        match self {
+            Lane::Elems(x) => x[i],
+            Lane::Splat(v) => *v,
+        }
+    }
+}
+
+impl<C: Calc> Lane<'_, C> {
+    /// Whether any element is zero.
+    pub(crate) fn has_zero(&self) -> bool {
+        match self {
+            Lane::Elems(x) => x.contains(&C::ZERO),
+            Lane::Splat(v) => *v == C::ZERO,
+        }
+    }
+}
+
+/// `s` in the calc type `C`.
+pub(crate) fn scalar_calc<C: Calc>(s: Scalar) -> C {
+    match s {
+        Scalar::Int(v) => C::of_i64(v),
+        Scalar::Double(v) => C::of_f64(v),
+        Scalar::Bool(v) => C::of_i64(v as i64),
+    }
+}
+
+/// `x` converted by `to` (borrowed when `T` and `C` are one type, whose `to` is the identity).
+fn convert<'a, T: Element, C: Pod>(x: Cow<'a, [T]>, to: fn(T) -> C) -> Cow<'a, [C]> {
+    match x {
+        Cow::Borrowed(s) if TypeId::of::<T>() == TypeId::of::<C>() => {
+            Cow::Borrowed(bytemuck::cast_slice(s))
+        }
+        x => Cow::Owned(x.iter().map(|&v| to(v)).collect()),
+    }
+}
+
+/// The elements of `t` cast to `T` in `T`'s calc type, in `t`'s storage order.
+pub(crate) fn calc_values<'a, T: Element>(t: &TensorRef<'a>) -> Cow<'a, [T::Calc]> {
+    convert(cast_to::<T>(t), T::to_calc)
+}
+
+/// The elements of `t` cast to `T` and converted by `to`, broadcast to `shape` in `out`'s
+/// storage order; one element when `t` has one.
+pub(crate) fn lane_of<'a, T: Element, C: Pod>(
+    t: &TensorRef<'a>,
+    shape: &[usize],
+    out: &Shape,
+    to: fn(T) -> C,
+) -> Lane<'a, C> {
+    let x = cast_to::<T>(t);
+    match x.first() {
+        Some(&v) if x.len() == 1 => Lane::Splat(to(v)),
+        _ => Lane::Elems(in_out_order(t, convert(x, to), shape, out)),
+    }
+}
+
+/// The lane of a unary operator's input `x` (cast to `T`, converted by `to`) after `out` is
+/// resized to `x`'s shape.
+pub(crate) fn unary_lane<'a, T: Element, C: Pod>(
     ctx: &KernelContext,
-    a: &TensorRef<'_>,
-    b: &TensorRef<'_>,
-    c: &TensorRef<'_>,
+    x: &TensorRef<'a>,
     out: &mut TensorMut<'_>,
-    f: impl Fn(A, T, T) -> O,
-) -> Result<(), KernelError> {
-    let ab = broadcast_shape(a.sizes(), b.sizes()).ok_or_else(|| {
-        ctx.shape_err("self", format!("broadcastable with {:?}", a.sizes()), b.sizes())
-    })?;
-    let shape = broadcast_shape(&ab, c.sizes())
-        .ok_or_else(|| ctx.shape_err("other", format!("broadcastable with {ab:?}"), c.sizes()))?;
+    to: fn(T) -> C,
+) -> Result<Lane<'a, C>, KernelError> {
+    resize(ctx, out, "out", x.sizes())?;
+    let out_shape = *out.shape();
+    Ok(lane_of(x, x.sizes(), &out_shape, to))
+}
+
+/// The two operands of a binary elementwise operator computed in `T`'s calc type: tensors cast to
+/// `T` (PyTorch's common dtype) and laid out in `out`'s storage order, after `out` is resized
+/// to their broadcast shape (to the tensor's against a scalar). A scalar is taken in the calc
+/// type, and with `narrow` first as `T` holds it (an integer wraps to `T`'s width).
+pub(crate) fn calc_lanes<'a, T: Element>(
+    ctx: &KernelContext,
+    a: Operand<'a>,
+    b: Operand<'a>,
+    out: &mut TensorMut<'_>,
+    narrow: bool,
+) -> Result<[Lane<'a, T::Calc>; 2], KernelError> {
+    let shape = match (&a, &b) {
+        (Operand::Tensor(x), Operand::Tensor(y)) => broadcast_shape(x.sizes(), y.sizes())
+            .ok_or_else(|| {
+                ctx.shape_err("other", format!("broadcastable with {:?}", x.sizes()), y.sizes())
+            })?,
+        (Operand::Tensor(t), Operand::Scalar(_)) | (Operand::Scalar(_), Operand::Tensor(t)) => {
+            t.sizes().to_vec()
+        }
+        (Operand::Scalar(_), Operand::Scalar(_)) => {
+            return Err(ctx.invalid("self", "two scalar operands"))
+        }
+    };
     resize(ctx, out, "out", &shape)?;
     let out_shape = *out.shape();
-    let xa = in_out_order(a, cast_to::<A>(a), &shape, &out_shape);
-    let xb = in_out_order(b, cast_to::<T>(b), &shape, &out_shape);
-    let xc = in_out_order(c, cast_to::<T>(c), &shape, &out_shape);
-    with_out::<O>(ctx, out, true, |dst| {
-        for (((d, &x), &y), &z) in dst.iter_mut().zip(xa.iter()).zip(xb.iter()).zip(xc.iter()) {
-            *d = f(x, y, z);
+    let lane = |o: Operand<'a>| match o {
+        Operand::Scalar(s) => {
+            let c = scalar_calc::<T::Calc>(s);
+            Lane::Splat(if narrow { T::from_calc(c).to_calc() } else { c })
+        }
+        Operand::Tensor(t) => lane_of(&t, &shape, &out_shape, T::to_calc),
+    };
+    Ok([lane(a), lane(b)])
+}
+
+/// `dst[i] = f(a[i])` over a lane of `dst`'s length.
+pub(crate) fn map_lane<C: Copy, O: Copy>(dst: &mut [O], a: &Lane<'_, C>, f: impl Fn(C) -> O) {
+    match a {
+        Lane::Elems(x) => {
+            for (d, &x) in dst.iter_mut().zip(x.iter()) {
+                *d = f(x);
+            }
+        }
+        Lane::Splat(x) => dst.fill(f(*x)),
+    }
+}
+
+/// `dst[i] = f(a[i], b[i])` over two lanes of `dst`'s length.
+pub(crate) fn zip_lanes<C: Copy, O: Copy>(
+    dst: &mut [O],
+    a: &Lane<'_, C>,
+    b: &Lane<'_, C>,
+    f: impl Fn(C, C) -> O,
+) {
+    match (a, b) {
+        (Lane::Elems(x), Lane::Elems(y)) => {
+            for ((d, &x), &y) in dst.iter_mut().zip(x.iter()).zip(y.iter()) {
+                *d = f(x, y);
+            }
+        }
+        (Lane::Elems(x), Lane::Splat(y)) => {
+            for (d, &x) in dst.iter_mut().zip(x.iter()) {
+                *d = f(x, *y);
+            }
+        }
+        (Lane::Splat(x), Lane::Elems(y)) => {
+            for (d, &y) in dst.iter_mut().zip(y.iter()) {
+                *d = f(*x, y);
+            }
+        }
+        (Lane::Splat(x), Lane::Splat(y)) => dst.fill(f(*x, *y)),
+    }
+}
+
+/// Runs `f` on `out`'s elements as `C` and stores them as `T` (converted by `from`), converted
+/// to `out`'s dtype (`check_cast`: PyTorch's `canCast(T, out.dtype)`). `f` writes into `out`
+/// itself when `out` holds `T` and `T` is `C` (whose `from` is the identity), else into a
+/// temporary. `f` is a trait object so that this is one function per `T` and `C`, not one per
+/// operator.
+pub(crate) fn store_via<T: Element, C: Pod>(
+    ctx: &KernelContext,
+    out: &mut TensorMut<'_>,
+    check_cast: bool,
+    from: fn(C) -> T,
+    f: &dyn Fn(&mut [C]),
+) -> Result<(), KernelError> {
+    if out.dtype() == T::DTYPE && TypeId::of::<T>() == TypeId::of::<C>() {
+        let s = out.as_mut_slice::<T>().map_err(|e| ctx.tensor_err("out", e))?;
+        f(bytemuck::cast_slice_mut(s));
+        return Ok(());
+    }
+    let mut vals = vec![C::zeroed(); out.numel()];
+    f(&mut vals);
+    with_out::<T>(ctx, out, check_cast, |dst| {
+        for (d, &c) in dst.iter_mut().zip(&vals) {
+            *d = from(c);
         }
     })
 }

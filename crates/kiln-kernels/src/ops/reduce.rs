@@ -5,13 +5,13 @@
 
 use crate::compute::strided::walk;
 use crate::dtype::DType;
-use crate::element::{Bool, Element};
+use crate::element::{Bool, Calc, Element};
 use crate::error::KernelError;
 use crate::kernel::{KernelContext, KernelDef};
 use crate::ops::args::{out_tensor, out_tensors2, Args};
 use crate::ops::defs::{out1, out_n};
 use crate::ops::fast_reduce::{mean_trailing_f32, softmax_f32};
-use crate::ops::pointwise::{cast_to, resize, with_out};
+use crate::ops::pointwise::{calc_values, cast_to, resize, store_via, with_out};
 use crate::shape::{normalize_dim, MAX_RANK};
 use crate::tensor::{TensorMut, TensorRef};
 use crate::value::{Arg, Out};
@@ -186,18 +186,38 @@ fn extreme(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>], max:
     let shape = *out.shape();
     let dt = x.dtype();
     crate::dispatch_all!(dt, T => {
-        let v = cast_to::<T>(&x);
-        with_out::<T>(ctx, out, true, |dst| groups(&x, &p, &shape, |o, b, offs| {
-            let mut best = v[b + offs[0]];
-            for &i in &offs[1..] {
-                let c = v[b + i];
-                let cf = c.to_f64();
-                if cf.is_nan() { best = c; break; }
-                if (max && cf > best.to_f64()) || (!max && cf < best.to_f64()) { best = c; }
-            }
-            dst[o] = best;
-        }))
+        let v = calc_values::<T>(&x);
+        store_via::<T, <T as Element>::Calc>(ctx, out, true, <T as Element>::from_calc, &|dst| {
+            extreme_calc(&x, &p, &shape, &v, max, dst)
+        })
     }, _ => Err(ctx.dtype_err("self", "a computable dtype", dt)))
+}
+
+/// [`extreme`]'s groups in the calc type `C` (exact for every dtype: one instance per calc
+/// type, not per dtype).
+#[inline(never)]
+fn extreme_calc<C: Calc>(
+    x: &TensorRef<'_>,
+    p: &Plan,
+    shape: &crate::Shape,
+    v: &[C],
+    max: bool,
+    dst: &mut [C],
+) {
+    groups(x, p, shape, |o, b, offs| {
+        let mut best = v[b + offs[0]];
+        for &i in &offs[1..] {
+            let c = v[b + i];
+            if c.is_nan() {
+                best = c;
+                break;
+            }
+            if (max && c > best) || (!max && c < best) {
+                best = c;
+            }
+        }
+        dst[o] = best;
+    })
 }
 
 /// Index of the max/min along `dim` (or over all elements, flattened, when `dim` is None):

@@ -31,6 +31,18 @@ fn nan_last<C: Calc>(a: C, b: C) -> Ordering {
     }
 }
 
+/// Sorts a line of (value, index) pairs by value, largest or smallest first, NaN counting as
+/// the largest value (stable: equal values keep their index order). One instance per calc
+/// type, not per dtype.
+#[inline(never)]
+fn sort_line<C: Calc>(line: &mut [(C, usize)], largest: bool) {
+    if largest {
+        line.sort_by(|a, b| nan_last(b.0, a.0));
+    } else {
+        line.sort_by(|a, b| nan_last(a.0, b.0));
+    }
+}
+
 fn topk_typed<T: Element>(
     ctx: &KernelContext,
     x: &TensorRef<'_>,
@@ -63,11 +75,7 @@ fn topk_typed<T: Element>(
     walk(&outer, [&xs[..r], &vs[..r], &is[..r]], |[xb, vb, ib]| {
         line.clear();
         line.extend((0..size).map(|j| (src[xb + j * step].to_calc(), j)));
-        if largest {
-            line.sort_by(|a, b| nan_last(b.0, a.0));
-        } else {
-            line.sort_by(|a, b| nan_last(a.0, b.0));
-        }
+        sort_line(&mut line, largest);
         for (j, &(_, i)) in line.iter().take(k).enumerate() {
             vdst[vb + j * vstep] = src[xb + i * step];
             idst[ib + j * istep] = i as i64;

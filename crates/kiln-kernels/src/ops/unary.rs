@@ -4,15 +4,20 @@
 
 use crate::compute::activation;
 use crate::compute::special::erf;
+use crate::compute::strided::broadcast_shape;
 use crate::compute::threads::{split, with_pieces};
 use crate::dtype::DType;
-use crate::element::{Bool, Calc, Element};
+use crate::element::{Bool, Element};
 use crate::error::KernelError;
 use crate::kernel::{KernelContext, KernelDef};
 use crate::ops::args::{out_tensor, Args};
 use crate::ops::defs::out1;
 use crate::ops::fast_pointwise::{clamp_f32, unary_f32, unary_f32_slice};
-use crate::ops::pointwise::{map1, map2, map3, result_type, Operand};
+use crate::ops::pointwise::{
+    lane_of, map_lane, resize, result_type, store_via, unary_lane, with_out, Lane, Operand,
+};
+use crate::shape::Shape;
+use crate::tensor::{TensorMut, TensorRef};
 use crate::value::{Arg, Out, Scalar};
 
 type KResult = Result<(), KernelError>;
@@ -31,8 +36,53 @@ fn float_unary(
         return Err(ctx.dtype_err("out", "a floating dtype", out.dtype()));
     }
     let ct = if x.dtype().is_float() { x.dtype() } else { DType::Float };
-    crate::dispatch_float!(ct, T => map1::<T, T>(ctx, &x, out, true, |v| <T as Element>::from_f64(f(Element::to_f64(v)))),
-        _ => Err(ctx.dtype_err("self", "a computable dtype", x.dtype())))
+    let x = f64_lane(ctx, ct, &x, out)?;
+    store_f64(ctx, ct, out, &|dst| map_lane(dst, &x, &f))
+}
+
+/// `x` cast to `ct` as `f64` values, `out` resized to its shape (one instance per dtype,
+/// shared by every operator that computes in `f64`).
+fn f64_lane<'a>(
+    ctx: &KernelContext,
+    ct: DType,
+    x: &TensorRef<'a>,
+    out: &mut TensorMut<'_>,
+) -> Result<Lane<'a, f64>, KernelError> {
+    crate::dispatch_all!(ct, T => unary_lane::<T, f64>(ctx, x, out, <T as Element>::to_f64),
+        _ => Err(ctx.dtype_err("self", "a computable dtype", ct)))
+}
+
+/// [`f64_lane`] for operators that compute integers in `i64`.
+fn i64_lane<'a>(
+    ctx: &KernelContext,
+    ct: DType,
+    x: &TensorRef<'a>,
+    out: &mut TensorMut<'_>,
+) -> Result<Lane<'a, i64>, KernelError> {
+    crate::dispatch_all!(ct, T => unary_lane::<T, i64>(ctx, x, out, <T as Element>::to_i64),
+        _ => Err(ctx.dtype_err("self", "a computable dtype", ct)))
+}
+
+/// Runs `f` on `out`'s elements as `f64` and stores them as `ct` holds them (`from_f64`).
+fn store_f64(
+    ctx: &KernelContext,
+    ct: DType,
+    out: &mut TensorMut<'_>,
+    f: &dyn Fn(&mut [f64]),
+) -> KResult {
+    crate::dispatch_all!(ct, T => store_via::<T, f64>(ctx, out, true, <T as Element>::from_f64, f),
+        _ => Err(ctx.dtype_err("self", "a computable dtype", ct)))
+}
+
+/// [`store_f64`] for results computed as `i64` (`from_i64`).
+fn store_i64(
+    ctx: &KernelContext,
+    ct: DType,
+    out: &mut TensorMut<'_>,
+    f: &dyn Fn(&mut [i64]),
+) -> KResult {
+    crate::dispatch_all!(ct, T => store_via::<T, i64>(ctx, out, true, <T as Element>::from_i64, f),
+        _ => Err(ctx.dtype_err("self", "a computable dtype", ct)))
 }
 
 /// Runs `f` through the float32 fast path ([`unary_f32`]) unless the context asks for the
@@ -102,13 +152,13 @@ fn same_unary(
         return Err(ctx.dtype_err("self", "a non-bool dtype", x.dtype()));
     }
     let dt = x.dtype();
-    crate::dispatch_all!(dt, T => {
-        if dt.is_float() {
-            map1::<T, T>(ctx, &x, out, true, |v| <T as Element>::from_f64(ff(Element::to_f64(v))))
-        } else {
-            map1::<T, T>(ctx, &x, out, true, |v| T::from_i64(fi(Element::to_i64(v))))
-        }
-    }, _ => Err(ctx.dtype_err("self", "a computable dtype", dt)))
+    if dt.is_float() {
+        let x = f64_lane(ctx, dt, &x, out)?;
+        store_f64(ctx, dt, out, &|dst| map_lane(dst, &x, &ff))
+    } else {
+        let x = i64_lane(ctx, dt, &x, out)?;
+        store_i64(ctx, dt, out, &|dst| map_lane(dst, &x, &fi))
+    }
 }
 
 /// A predicate producing a bool tensor.
@@ -121,9 +171,17 @@ fn predicate(
     let a = Args::new(ctx, args);
     let x = a.tensor(0, "self")?;
     let out = out_tensor(ctx, outs, 0, "out")?;
-    let dt = x.dtype();
-    crate::dispatch_all!(dt, T => map1::<T, Bool>(ctx, &x, out, false, |v| Bool(f(Element::to_f64(v)) as u8)),
-        _ => Err(ctx.dtype_err("self", "a computable dtype", dt)))
+    if x.dtype() == DType::Bool {
+        // A mask (`logical_not` of one, mostly) as bytes 0 and 1, not as eight-byte doubles.
+        resize(ctx, out, "out", x.sizes())?;
+        let out_shape = *out.shape();
+        let x = lane_of::<Bool, u8>(&x, x.sizes(), &out_shape, |b| b.is_true() as u8);
+        return with_out::<Bool>(ctx, out, false, |dst| {
+            map_lane(dst, &x, |v| Bool(f(f64::from(v)) as u8))
+        });
+    }
+    let x = f64_lane(ctx, x.dtype(), &x, out)?;
+    with_out::<Bool>(ctx, out, false, |dst| map_lane(dst, &x, |v| Bool(f(v) as u8)))
 }
 
 fn sigmoid(x: f64) -> f64 {
@@ -174,10 +232,10 @@ fn nan_clamp(x: f64, lo: Option<f64>, hi: Option<f64>) -> f64 {
 /// `clamp` with optional scalar bounds, in the promoted dtype of self and the bounds.
 fn clamp_scalars(
     ctx: &KernelContext,
-    x: &crate::TensorRef<'_>,
+    x: &TensorRef<'_>,
     lo: Option<Scalar>,
     hi: Option<Scalar>,
-    out: &mut crate::TensorMut<'_>,
+    out: &mut TensorMut<'_>,
 ) -> KResult {
     let mut ops = vec![Operand::Tensor(*x)];
     ops.extend(lo.map(Operand::Scalar));
@@ -195,23 +253,44 @@ fn clamp_scalars(
             return Ok(());
         }
     }
-    crate::dispatch_all!(ct, T => {
-        if ct.is_float() {
-            let (l, h) = (lo.map(|s| <T as Element>::Calc::of_f64(s.to_f64()).as_f64()), hi.map(|s| <T as Element>::Calc::of_f64(s.to_f64()).as_f64()));
-            map1::<T, T>(ctx, x, out, true, move |v| <T as Element>::from_f64(nan_clamp(Element::to_f64(v), l, h)))
-        } else {
-            let (l, h) = (lo.map(Scalar::to_i64), hi.map(Scalar::to_i64));
-            map1::<T, T>(ctx, x, out, true, move |v| {
-                let mut r = Element::to_i64(v);
-                if let Some(l) = l { r = r.max(l); }
-                if let Some(h) = h { r = r.min(h); }
-                T::from_i64(r)
+    if ct.is_float() {
+        // The bounds as the calc type holds them: float32 for every floating dtype but double.
+        let calc =
+            |s: Scalar| if ct == DType::Double { s.to_f64() } else { s.to_f64() as f32 as f64 };
+        let (l, h) = (lo.map(calc), hi.map(calc));
+        let x = f64_lane(ctx, ct, x, out)?;
+        store_f64(ctx, ct, out, &|dst| map_lane(dst, &x, |v| nan_clamp(v, l, h)))
+    } else {
+        let (l, h) = (lo.map(Scalar::to_i64), hi.map(Scalar::to_i64));
+        let x = i64_lane(ctx, ct, x, out)?;
+        store_i64(ctx, ct, out, &|dst| {
+            map_lane(dst, &x, |v| {
+                let mut r = v;
+                if let Some(l) = l {
+                    r = r.max(l);
+                }
+                if let Some(h) = h {
+                    r = r.min(h);
+                }
+                r
             })
-        }
-    }, _ => Err(ctx.dtype_err("self", "a computable dtype", ct)))
+        })
+    }
 }
 
-fn clamp_tensor(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>]) -> KResult {
+/// `t` cast to `ct` as `f64` values broadcast to `shape` in `out`'s storage order.
+fn broadcast_f64_lane<'a>(
+    ctx: &KernelContext,
+    ct: DType,
+    t: &TensorRef<'a>,
+    shape: &[usize],
+    out: &Shape,
+) -> Result<Lane<'a, f64>, KernelError> {
+    crate::dispatch_all!(ct, T => Ok(lane_of::<T, f64>(t, shape, out, <T as Element>::to_f64)),
+        _ => Err(ctx.dtype_err("self", "a computable dtype", ct)))
+}
+
+fn clamp_tensor<'a>(ctx: &KernelContext, args: &[Arg<'a>], outs: &mut [Out<'_, '_>]) -> KResult {
     let a = Args::new(ctx, args);
     let x = a.tensor(0, "self")?;
     let lo = a.opt_tensor(1, "min")?;
@@ -222,13 +301,28 @@ fn clamp_tensor(ctx: &KernelContext, args: &[Arg<'_>], outs: &mut [Out<'_, '_>])
     ops.extend(hi.map(Operand::Tensor));
     let ct = result_type(&ops)
         .ok_or_else(|| ctx.dtype_err("min", "a dtype promotable with self", x.dtype()))?;
-    let f = |v: f64, l: Option<f64>, h: Option<f64>| nan_clamp(v, l, h);
-    crate::dispatch_all!(ct, T => match (lo, hi) {
-        (Some(l), Some(h)) => map3::<T, T, T>(ctx, &x, &l, &h, out, |v, l, h| <T as Element>::from_f64(f(Element::to_f64(v), Some(Element::to_f64(l)), Some(Element::to_f64(h))))),
-        (Some(l), None) => map2::<T, T>(ctx, &x, &l, out, true, |v, l| <T as Element>::from_f64(f(Element::to_f64(v), Some(Element::to_f64(l)), None))),
-        (None, Some(h)) => map2::<T, T>(ctx, &x, &h, out, true, |v, h| <T as Element>::from_f64(f(Element::to_f64(v), None, Some(Element::to_f64(h))))),
-        (None, None) => Err(ctx.invalid("min", "at least one of min and max must be given")),
-    }, _ => Err(ctx.dtype_err("self", "a computable dtype", ct)))
+    if lo.is_none() && hi.is_none() {
+        return Err(ctx.invalid("min", "at least one of min and max must be given"));
+    }
+    let mut shape = x.sizes().to_vec();
+    for (name, bound) in [("min", &lo), ("max", &hi)] {
+        if let Some(b) = bound {
+            shape = broadcast_shape(&shape, b.sizes()).ok_or_else(|| {
+                ctx.shape_err(name, format!("broadcastable with {shape:?}"), b.sizes())
+            })?;
+        }
+    }
+    resize(ctx, out, "out", &shape)?;
+    let out_shape = *out.shape();
+    let lane = |t: &TensorRef<'a>| broadcast_f64_lane(ctx, ct, t, &shape, &out_shape);
+    let x = lane(&x)?;
+    let lo = lo.as_ref().map(lane).transpose()?;
+    let hi = hi.as_ref().map(lane).transpose()?;
+    store_f64(ctx, ct, out, &|dst| {
+        for (i, d) in dst.iter_mut().enumerate() {
+            *d = nan_clamp(x.at(i), lo.as_ref().map(|l| l.at(i)), hi.as_ref().map(|h| h.at(i)));
+        }
+    })
 }
 
 macro_rules! float_defs {
