@@ -240,19 +240,6 @@ pub(crate) fn lane_of<'a, T: Element, C: Pod>(
     }
 }
 
-/// The lane of a unary operator's input `x` (cast to `T`, converted by `to`) after `out` is
-/// resized to `x`'s shape.
-pub(crate) fn unary_lane<'a, T: Element, C: Pod>(
-    ctx: &KernelContext,
-    x: &TensorRef<'a>,
-    out: &mut TensorMut<'_>,
-    to: fn(T) -> C,
-) -> Result<Lane<'a, C>, KernelError> {
-    resize(ctx, out, "out", x.sizes())?;
-    let out_shape = *out.shape();
-    Ok(lane_of(x, x.sizes(), &out_shape, to))
-}
-
 /// The two operands of a binary elementwise operator computed in `T`'s calc type: tensors cast to
 /// `T` (PyTorch's common dtype) and laid out in `out`'s storage order, after `out` is resized
 /// to their broadcast shape (to the tensor's against a scalar). A scalar is taken in the calc

@@ -2,6 +2,8 @@
 //! `tanh`, `erf`, rounding, `abs`, `neg`, `sign`, `relu`, `gelu`, `hardtanh`, `leaky_relu`,
 //! `elu`, `clamp`, `isnan`, `isinf`, `logical_not`, `bitwise_not`.
 
+use bytemuck::Pod;
+
 use crate::compute::activation;
 use crate::compute::special::erf;
 use crate::compute::strided::broadcast_shape;
@@ -14,7 +16,7 @@ use crate::ops::args::{out_tensor, Args};
 use crate::ops::defs::out1;
 use crate::ops::fast_pointwise::{clamp_f32, unary_f32, unary_f32_slice};
 use crate::ops::pointwise::{
-    lane_of, map_lane, resize, result_type, store_via, unary_lane, with_out, Lane, Operand,
+    lane_of, map_lane, resize, result_type, store_via, with_out, Lane, Operand,
 };
 use crate::shape::Shape;
 use crate::tensor::{TensorMut, TensorRef};
@@ -36,52 +38,70 @@ fn float_unary(
         return Err(ctx.dtype_err("out", "a floating dtype", out.dtype()));
     }
     let ct = if x.dtype().is_float() { x.dtype() } else { DType::Float };
-    let x = f64_lane(ctx, ct, &x, out)?;
-    store_f64(ctx, ct, out, &|dst| map_lane(dst, &x, &f))
+    let x = input_lane::<f64>(ctx, ct, &x, out)?;
+    store_wide(ctx, ct, out, &|dst| map_lane(dst, &x, &f))
 }
 
-/// `x` cast to `ct` as `f64` values, `out` resized to its shape (one instance per dtype,
-/// shared by every operator that computes in `f64`).
-fn f64_lane<'a>(
+/// A type the unary operators compute in, for every dtype: `f64` (floating results) or `i64`
+/// (integer ones). Their loops run once per wide type; the loads and stores, once per dtype
+/// and wide type, are shared by every operator.
+trait Wide: Pod {
+    /// `v` as this type.
+    fn of<T: Element>(v: T) -> Self;
+    /// This value as `T` holds it.
+    fn to<T: Element>(self) -> T;
+}
+
+impl Wide for f64 {
+    fn of<T: Element>(v: T) -> f64 {
+        v.to_f64()
+    }
+    fn to<T: Element>(self) -> T {
+        T::from_f64(self)
+    }
+}
+
+impl Wide for i64 {
+    fn of<T: Element>(v: T) -> i64 {
+        v.to_i64()
+    }
+    fn to<T: Element>(self) -> T {
+        T::from_i64(self)
+    }
+}
+
+/// `t` cast to `ct` as `W` values, broadcast to `shape` in `out`'s storage order.
+fn wide_lane<'a, W: Wide>(
+    ctx: &KernelContext,
+    ct: DType,
+    t: &TensorRef<'a>,
+    shape: &[usize],
+    out: &Shape,
+) -> Result<Lane<'a, W>, KernelError> {
+    crate::dispatch_all!(ct, T => Ok(lane_of::<T, W>(t, shape, out, W::of::<T>)),
+        _ => Err(ctx.dtype_err("self", "a computable dtype", ct)))
+}
+
+/// [`wide_lane`] of a unary operator's input, after `out` is resized to its shape.
+fn input_lane<'a, W: Wide>(
     ctx: &KernelContext,
     ct: DType,
     x: &TensorRef<'a>,
     out: &mut TensorMut<'_>,
-) -> Result<Lane<'a, f64>, KernelError> {
-    crate::dispatch_all!(ct, T => unary_lane::<T, f64>(ctx, x, out, <T as Element>::to_f64),
-        _ => Err(ctx.dtype_err("self", "a computable dtype", ct)))
+) -> Result<Lane<'a, W>, KernelError> {
+    resize(ctx, out, "out", x.sizes())?;
+    let out_shape = *out.shape();
+    wide_lane(ctx, ct, x, x.sizes(), &out_shape)
 }
 
-/// [`f64_lane`] for operators that compute integers in `i64`.
-fn i64_lane<'a>(
-    ctx: &KernelContext,
-    ct: DType,
-    x: &TensorRef<'a>,
-    out: &mut TensorMut<'_>,
-) -> Result<Lane<'a, i64>, KernelError> {
-    crate::dispatch_all!(ct, T => unary_lane::<T, i64>(ctx, x, out, <T as Element>::to_i64),
-        _ => Err(ctx.dtype_err("self", "a computable dtype", ct)))
-}
-
-/// Runs `f` on `out`'s elements as `f64` and stores them as `ct` holds them (`from_f64`).
-fn store_f64(
+/// Runs `f` on `out`'s elements as `W` and stores them as `ct` holds them.
+fn store_wide<W: Wide>(
     ctx: &KernelContext,
     ct: DType,
     out: &mut TensorMut<'_>,
-    f: &dyn Fn(&mut [f64]),
+    f: &dyn Fn(&mut [W]),
 ) -> KResult {
-    crate::dispatch_all!(ct, T => store_via::<T, f64>(ctx, out, true, <T as Element>::from_f64, f),
-        _ => Err(ctx.dtype_err("self", "a computable dtype", ct)))
-}
-
-/// [`store_f64`] for results computed as `i64` (`from_i64`).
-fn store_i64(
-    ctx: &KernelContext,
-    ct: DType,
-    out: &mut TensorMut<'_>,
-    f: &dyn Fn(&mut [i64]),
-) -> KResult {
-    crate::dispatch_all!(ct, T => store_via::<T, i64>(ctx, out, true, <T as Element>::from_i64, f),
+    crate::dispatch_all!(ct, T => store_via::<T, W>(ctx, out, true, W::to::<T>, f),
         _ => Err(ctx.dtype_err("self", "a computable dtype", ct)))
 }
 
@@ -153,11 +173,11 @@ fn same_unary(
     }
     let dt = x.dtype();
     if dt.is_float() {
-        let x = f64_lane(ctx, dt, &x, out)?;
-        store_f64(ctx, dt, out, &|dst| map_lane(dst, &x, &ff))
+        let x = input_lane::<f64>(ctx, dt, &x, out)?;
+        store_wide(ctx, dt, out, &|dst| map_lane(dst, &x, &ff))
     } else {
-        let x = i64_lane(ctx, dt, &x, out)?;
-        store_i64(ctx, dt, out, &|dst| map_lane(dst, &x, &fi))
+        let x = input_lane::<i64>(ctx, dt, &x, out)?;
+        store_wide(ctx, dt, out, &|dst| map_lane(dst, &x, &fi))
     }
 }
 
@@ -180,7 +200,7 @@ fn predicate(
             map_lane(dst, &x, |v| Bool(f(f64::from(v)) as u8))
         });
     }
-    let x = f64_lane(ctx, x.dtype(), &x, out)?;
+    let x = input_lane::<f64>(ctx, x.dtype(), &x, out)?;
     with_out::<Bool>(ctx, out, false, |dst| map_lane(dst, &x, |v| Bool(f(v) as u8)))
 }
 
@@ -258,12 +278,12 @@ fn clamp_scalars(
         let calc =
             |s: Scalar| if ct == DType::Double { s.to_f64() } else { s.to_f64() as f32 as f64 };
         let (l, h) = (lo.map(calc), hi.map(calc));
-        let x = f64_lane(ctx, ct, x, out)?;
-        store_f64(ctx, ct, out, &|dst| map_lane(dst, &x, |v| nan_clamp(v, l, h)))
+        let x = input_lane::<f64>(ctx, ct, x, out)?;
+        store_wide(ctx, ct, out, &|dst| map_lane(dst, &x, |v| nan_clamp(v, l, h)))
     } else {
         let (l, h) = (lo.map(Scalar::to_i64), hi.map(Scalar::to_i64));
-        let x = i64_lane(ctx, ct, x, out)?;
-        store_i64(ctx, ct, out, &|dst| {
+        let x = input_lane::<i64>(ctx, ct, x, out)?;
+        store_wide(ctx, ct, out, &|dst: &mut [i64]| {
             map_lane(dst, &x, |v| {
                 let mut r = v;
                 if let Some(l) = l {
@@ -276,18 +296,6 @@ fn clamp_scalars(
             })
         })
     }
-}
-
-/// `t` cast to `ct` as `f64` values broadcast to `shape` in `out`'s storage order.
-fn broadcast_f64_lane<'a>(
-    ctx: &KernelContext,
-    ct: DType,
-    t: &TensorRef<'a>,
-    shape: &[usize],
-    out: &Shape,
-) -> Result<Lane<'a, f64>, KernelError> {
-    crate::dispatch_all!(ct, T => Ok(lane_of::<T, f64>(t, shape, out, <T as Element>::to_f64)),
-        _ => Err(ctx.dtype_err("self", "a computable dtype", ct)))
 }
 
 fn clamp_tensor<'a>(ctx: &KernelContext, args: &[Arg<'a>], outs: &mut [Out<'_, '_>]) -> KResult {
@@ -314,11 +322,11 @@ fn clamp_tensor<'a>(ctx: &KernelContext, args: &[Arg<'a>], outs: &mut [Out<'_, '
     }
     resize(ctx, out, "out", &shape)?;
     let out_shape = *out.shape();
-    let lane = |t: &TensorRef<'a>| broadcast_f64_lane(ctx, ct, t, &shape, &out_shape);
+    let lane = |t: &TensorRef<'a>| wide_lane::<f64>(ctx, ct, t, &shape, &out_shape);
     let x = lane(&x)?;
     let lo = lo.as_ref().map(lane).transpose()?;
     let hi = hi.as_ref().map(lane).transpose()?;
-    store_f64(ctx, ct, out, &|dst| {
+    store_wide(ctx, ct, out, &|dst: &mut [f64]| {
         for (i, d) in dst.iter_mut().enumerate() {
             *d = nan_clamp(x.at(i), lo.as_ref().map(|l| l.at(i)), hi.as_ref().map(|h| h.at(i)));
         }
