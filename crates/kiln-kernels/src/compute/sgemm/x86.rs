@@ -133,20 +133,25 @@ unsafe fn store<L: F32x, const R: usize, const WIDE: bool>(
     i0: usize,
     j0: usize,
 ) {
-    // SAFETY (all blocks below): the masks cover lanes j < cols only, and lanes j < cols of
+    // SAFETY (all blocks below): the masks cover lanes j < cols only (a vector read or
+    // written whole, `full0`/`full1`, has all its lanes below cols), and lanes j < cols of
     // row i < R are at (i0 + i) * ldc + j0 + j < span, which `check` proved inside `c` and
     // `residual` (and j0 + j < width inside `col_bias`); row_bias has stack * R values.
     // `wrapping_add` keeps the pointer arithmetic defined where the second vector's lanes
     // are all masked off.
     unsafe {
         let (m0, m1) = (L::first(t.cols), L::first(t.cols.saturating_sub(L::LANES)));
+        // Vectors whose lanes are all columns of the tile are loaded and stored whole: AMD's
+        // AVX2 cores run `vmaskmovps` to memory as a long microcoded sequence (the stores of
+        // mobilenet_v2's 16-deep 1x1 convolutions took most of their time on Zen 3).
+        let (full0, full1) = (t.cols >= L::LANES, t.cols >= 2 * L::LANES);
         let c = t.c.as_mut_ptr().wrapping_add(i0 * t.ldc + j0);
         let row = |i: usize| c.wrapping_add(i * t.ldc);
         if t.accumulate {
             for i in 0..R {
-                acc0[i] = L::add(acc0[i], L::load_masked(row(i), m0));
+                acc0[i] = L::add(acc0[i], load_part(row(i), m0, full0));
                 if WIDE {
-                    acc1[i] = L::add(acc1[i], L::load_masked(row(i).wrapping_add(L::LANES), m1));
+                    acc1[i] = L::add(acc1[i], load_part(row(i).wrapping_add(L::LANES), m1, full1));
                 }
             }
         }
@@ -172,9 +177,9 @@ unsafe fn store<L: F32x, const R: usize, const WIDE: bool>(
         if let Some(r) = t.residual {
             for i in 0..R {
                 let ri = r.as_ptr().wrapping_add((i0 + i) * t.ldc + j0);
-                acc0[i] = L::add(acc0[i], L::load_masked(ri, m0));
+                acc0[i] = L::add(acc0[i], load_part(ri, m0, full0));
                 if WIDE {
-                    acc1[i] = L::add(acc1[i], L::load_masked(ri.wrapping_add(L::LANES), m1));
+                    acc1[i] = L::add(acc1[i], load_part(ri.wrapping_add(L::LANES), m1, full1));
                 }
             }
         }
@@ -187,11 +192,55 @@ unsafe fn store<L: F32x, const R: usize, const WIDE: bool>(
                 }
             }
         }
-        for i in 0..R {
-            L::store_masked(row(i), m0, acc0[i]);
-            if WIDE {
-                L::store_masked(row(i).wrapping_add(L::LANES), m1, acc1[i]);
+        store_rows(c, t.ldc, m0, full0, acc0);
+        if WIDE {
+            store_rows(c.wrapping_add(L::LANES), t.ldc, m1, full1, acc1);
+        }
+    }
+}
+
+/// `acc[i]` to `c + i * ldc` for every row `i`: the lanes of `m`, or whole vectors when
+/// `full`. One loop per kind of store, decided once per tile, so each unrolls (a loop, not a
+/// closure: a closure would not have the caller's target features, and each store would be a
+/// call).
+///
+/// # Safety
+/// The CPU has `L`'s instructions; the lanes of `m` (all `L::LANES` when `full`) are writable
+/// at `c + i * ldc` for every `i < R`.
+#[inline(always)]
+unsafe fn store_rows<L: F32x, const R: usize>(
+    c: *mut f32,
+    ldc: usize,
+    m: L::Mask,
+    full: bool,
+    acc: &[L; R],
+) {
+    // SAFETY: this function's contract.
+    unsafe {
+        if full {
+            for (i, &v) in acc.iter().enumerate() {
+                L::store(c.wrapping_add(i * ldc), v);
             }
+        } else {
+            for (i, &v) in acc.iter().enumerate() {
+                L::store_masked(c.wrapping_add(i * ldc), m, v);
+            }
+        }
+    }
+}
+
+/// The lanes of `m` from `p` (zero elsewhere); all of them, one plain load, when `full`.
+///
+/// # Safety
+/// The CPU has `L`'s instructions; the lanes of `m` (all `L::LANES` when `full`) are
+/// readable at `p`.
+#[inline(always)]
+unsafe fn load_part<L: F32x>(p: *const f32, m: L::Mask, full: bool) -> L {
+    // SAFETY: this function's contract.
+    unsafe {
+        match full {
+            true => L::load(p),
+            false => L::load_masked(p, m),
         }
     }
 }
