@@ -52,6 +52,37 @@ pub(crate) trait F32x: Copy {
     /// # Safety
     /// The lanes of `m` are writable at `p` (the others are not touched).
     unsafe fn store_masked(p: *mut f32, m: Self::Mask, v: Self);
+    /// [`load_masked`](F32x::load_masked), or one plain load when `full` (every lane of `m`
+    /// set): AMD's AVX2 cores run `vmaskmovps` as a long microcoded sequence, where a
+    /// vector all of whose lanes are wanted needs no mask.
+    ///
+    /// # Safety
+    /// The lanes of `m` (all `LANES` when `full`) are readable at `p`.
+    #[inline(always)]
+    unsafe fn load_part(p: *const f32, m: Self::Mask, full: bool) -> Self {
+        // SAFETY: this method's contract.
+        unsafe {
+            match full {
+                true => Self::load(p),
+                false => Self::load_masked(p, m),
+            }
+        }
+    }
+    /// [`store_masked`](F32x::store_masked), or one plain store when `full` (every lane of
+    /// `m` set), for the reason of [`load_part`](F32x::load_part).
+    ///
+    /// # Safety
+    /// The lanes of `m` (all `LANES` when `full`) are writable at `p`.
+    #[inline(always)]
+    unsafe fn store_part(p: *mut f32, m: Self::Mask, full: bool, v: Self) {
+        // SAFETY: this method's contract.
+        unsafe {
+            match full {
+                true => Self::store(p, v),
+                false => Self::store_masked(p, m, v),
+            }
+        }
+    }
 }
 
 /// One `zmm` register (AVX-512F).

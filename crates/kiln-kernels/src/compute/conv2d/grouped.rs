@@ -287,22 +287,12 @@ impl Tile<'_> {
                 *acc = unsafe { L::clamp(*acc, lo, hi) };
             }
         }
-        // A tile as wide as a vector stores it whole: AMD's AVX2 cores run a masked store
-        // (`vmaskmovps`) as a long microcoded sequence (see the sgemm epilogue).
-        if lanes == w_len {
-            for (p, acc) in acc.iter().enumerate().take(pixels) {
-                // SAFETY: pixel `p < pixels` has `lanes` = `LANES` values at
-                // `y[p * cout + at..]` (checked above).
-                unsafe { L::store(y.as_mut_ptr().add(p * cout + at), *acc) };
-            }
-        } else {
-            // SAFETY: as above.
-            let mask = unsafe { L::first(lanes) };
-            for (p, acc) in acc.iter().enumerate().take(pixels) {
-                // SAFETY: pixel `p < pixels` has `lanes` values at `y[p * cout + at..]`
-                // (checked above), the lanes the mask stores.
-                unsafe { L::store_masked(y.as_mut_ptr().add(p * cout + at), mask, *acc) };
-            }
+        // SAFETY: as above.
+        let mask = unsafe { L::first(lanes) };
+        for (p, acc) in acc.iter().enumerate().take(pixels) {
+            // SAFETY: pixel `p < pixels` has `lanes` values at `y[p * cout + at..]` (checked
+            // above), the lanes the mask stores (all `LANES` when `lanes == w_len`).
+            unsafe { L::store_part(y.as_mut_ptr().add(p * cout + at), mask, lanes == w_len, *acc) };
         }
     }
 

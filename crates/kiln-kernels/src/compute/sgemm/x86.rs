@@ -141,17 +141,18 @@ unsafe fn store<L: F32x, const R: usize, const WIDE: bool>(
     // are all masked off.
     unsafe {
         let (m0, m1) = (L::first(t.cols), L::first(t.cols.saturating_sub(L::LANES)));
-        // Vectors whose lanes are all columns of the tile are loaded and stored whole: AMD's
-        // AVX2 cores run `vmaskmovps` to memory as a long microcoded sequence (the stores of
-        // mobilenet_v2's 16-deep 1x1 convolutions took most of their time on Zen 3).
+        // Vectors whose lanes are all columns of the tile are loaded and stored whole
+        // ([`F32x::load_part`]: on Zen 3, masked stores took most of mobilenet_v2's 16-deep
+        // 1x1 convolutions).
         let (full0, full1) = (t.cols >= L::LANES, t.cols >= 2 * L::LANES);
         let c = t.c.as_mut_ptr().wrapping_add(i0 * t.ldc + j0);
         let row = |i: usize| c.wrapping_add(i * t.ldc);
         if t.accumulate {
             for i in 0..R {
-                acc0[i] = L::add(acc0[i], load_part(row(i), m0, full0));
+                acc0[i] = L::add(acc0[i], L::load_part(row(i), m0, full0));
                 if WIDE {
-                    acc1[i] = L::add(acc1[i], load_part(row(i).wrapping_add(L::LANES), m1, full1));
+                    acc1[i] =
+                        L::add(acc1[i], L::load_part(row(i).wrapping_add(L::LANES), m1, full1));
                 }
             }
         }
@@ -177,9 +178,9 @@ unsafe fn store<L: F32x, const R: usize, const WIDE: bool>(
         if let Some(r) = t.residual {
             for i in 0..R {
                 let ri = r.as_ptr().wrapping_add((i0 + i) * t.ldc + j0);
-                acc0[i] = L::add(acc0[i], load_part(ri, m0, full0));
+                acc0[i] = L::add(acc0[i], L::load_part(ri, m0, full0));
                 if WIDE {
-                    acc1[i] = L::add(acc1[i], load_part(ri.wrapping_add(L::LANES), m1, full1));
+                    acc1[i] = L::add(acc1[i], L::load_part(ri.wrapping_add(L::LANES), m1, full1));
                 }
             }
         }
@@ -225,22 +226,6 @@ unsafe fn store_rows<L: F32x, const R: usize>(
             for (i, &v) in acc.iter().enumerate() {
                 L::store_masked(c.wrapping_add(i * ldc), m, v);
             }
-        }
-    }
-}
-
-/// The lanes of `m` from `p` (zero elsewhere); all of them, one plain load, when `full`.
-///
-/// # Safety
-/// The CPU has `L`'s instructions; the lanes of `m` (all `L::LANES` when `full`) are
-/// readable at `p`.
-#[inline(always)]
-unsafe fn load_part<L: F32x>(p: *const f32, m: L::Mask, full: bool) -> L {
-    // SAFETY: this function's contract.
-    unsafe {
-        match full {
-            true => L::load(p),
-            false => L::load_masked(p, m),
         }
     }
 }
